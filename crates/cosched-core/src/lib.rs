@@ -1,0 +1,17 @@
+//! Shared vocabulary of cosched: simulated time, identifiers, seeded random
+//! streams and the discrete-event queue.
+//!
+//! Invariant: nothing in this crate performs I/O, reads a clock or keeps global
+//! state. Everything is a pure function of its inputs, so simulations built on
+//! it are reproducible bit for bit.
+
+pub mod events;
+pub mod ids;
+pub mod rng;
+pub mod special;
+pub mod time;
+
+pub use events::EventQueue;
+pub use ids::{CpuId, JobId, NodeId};
+pub use rng::{Rng, StreamSeed};
+pub use time::SimTime;
