@@ -1,1 +1,19 @@
+//! Workloads for cosched: where jobs (arrival time, size, nominal run time)
+//! come from, and how their load is changed.
+//!
+//! - [`swf`]: Standard Workload Format traces, read (plain or gzip) and
+//!   written, losing none of the 18 fields.
+//! - [`lublin`]: the Lublin–Feitelson (2003) model, the default generator.
+//! - [`load`]: offered load and the scalings that change it.
+//! - [`inspect`]: a summary of a workload, for `workload inspect`-style reports.
+//!
+//! Every generator takes a [`cosched_core::StreamSeed`] and draws from named
+//! streams, so the same seed gives the same jobs byte for byte, whatever else
+//! the run draws.
 
+pub mod inspect;
+pub mod load;
+pub mod lublin;
+pub mod swf;
+
+pub use swf::{ReadOptions, SwfError, TraceJob, Workload};

@@ -1,0 +1,181 @@
+//! The application model: jobs whose tasks iterate compute → I/O → send to
+//! ring neighbours → receive from them, and the job types J1–J6 and mixes
+//! WL1–WL8 of the reference study.
+
+use crate::config::NetworkConfig;
+use crate::net::Nic;
+use cosched_core::{Rng, SimTime};
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// A job type by its shares of a nominal iteration, in percent.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct JobType {
+    pub number: u8,
+    pub compute_pct: u32,
+    pub io_pct: u32,
+    pub comm_pct: u32,
+}
+
+pub const JOB_TYPES: [JobType; 6] = [
+    JobType { number: 1, compute_pct: 35, io_pct: 15, comm_pct: 50 },
+    JobType { number: 2, compute_pct: 35, io_pct: 50, comm_pct: 15 },
+    JobType { number: 3, compute_pct: 35, io_pct: 35, comm_pct: 30 },
+    JobType { number: 4, compute_pct: 90, io_pct: 5, comm_pct: 5 },
+    JobType { number: 5, compute_pct: 35, io_pct: 5, comm_pct: 60 },
+    JobType { number: 6, compute_pct: 65, io_pct: 5, comm_pct: 30 },
+];
+
+impl JobType {
+    pub fn by_number(number: u8) -> Option<JobType> {
+        JOB_TYPES.iter().copied().find(|t| t.number == number)
+    }
+}
+
+impl fmt::Display for JobType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "J{}", self.number)
+    }
+}
+
+/// A workload mix: which job types occur, each equally likely.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Mix {
+    pub number: u8,
+}
+
+impl Mix {
+    pub fn types(self) -> &'static [u8] {
+        match self.number {
+            1 => &[1],
+            2 => &[2],
+            3 => &[3],
+            4 => &[4],
+            5 => &[5],
+            6 => &[6],
+            7 => &[1, 2, 3, 4, 5, 6],
+            8 => &[2, 4, 5],
+            _ => unreachable!("mixes are WL1..WL8"),
+        }
+    }
+
+    /// Draw one job's type.
+    pub fn draw(self, rng: &mut Rng) -> JobType {
+        let types = self.types();
+        let pick = types[rng.below(types.len() as u32) as usize];
+        JobType::by_number(pick).expect("mix names only known types")
+    }
+}
+
+impl fmt::Display for Mix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "WL{}", self.number)
+    }
+}
+
+impl FromStr for Mix {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Mix, String> {
+        let t = text.trim().to_ascii_uppercase();
+        match t.strip_prefix("WL").and_then(|n| n.parse::<u8>().ok()) {
+            Some(n @ 1..=8) => Ok(Mix { number: n }),
+            _ => Err(format!("unknown workload mix '{text}'; known mixes: WL1 .. WL8")),
+        }
+    }
+}
+
+/// What one task does per iteration, and how many iterations it runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Program {
+    /// Nominal compute time per iteration (before the skew factor).
+    pub compute_ns: u64,
+    /// Nominal I/O time per iteration (before the skew factor).
+    pub io_ns: u64,
+    pub iterations: u32,
+    pub message_bytes: u32,
+}
+
+/// The communication time of one balanced iteration on a dedicated machine:
+/// every task sends to its ring neighbours at the same instant and waits for
+/// their messages. Computed with the same interface arithmetic the simulator
+/// uses, assuming every task on its own node (our choice for `c > 1`).
+pub fn balanced_comm_ns(tasks: u32, net: &NetworkConfig) -> u64 {
+    let messages_per_task = match tasks {
+        0 | 1 => return 0,
+        2 => 1,
+        _ => 2,
+    };
+    let latency = net.latency_ns(net.message_bytes);
+    let mut out = Nic::default();
+    let mut inbound = Nic::default();
+    // Every node does the same; look at one: its sends leave one after the
+    // other, and the matching messages from its neighbours arrive in that order.
+    let last_deposit = (0..messages_per_task)
+        .map(|_| {
+            let leaves = out.start_send(SimTime::ZERO, net.nic_ns_per_message);
+            inbound.deposit_time(leaves + latency, net.nic_ns_per_message)
+        })
+        .max()
+        .expect("at least one message");
+    last_deposit.ns()
+}
+
+/// Turn a job's type, width and nominal run time into its iteration program,
+/// so that alone on the machine with no skew it runs for (the nearest whole
+/// number of iterations to) its nominal time.
+pub fn program_for(job_type: JobType, tasks: u32, nominal_ns: u64, net: &NetworkConfig) -> Program {
+    assert!(tasks >= 1);
+    // A communicating job's iteration is fixed by its communication share.
+    let reference_tasks = tasks.max(3);
+    let iteration_ns = balanced_comm_ns(reference_tasks, net) as f64 * 100.0 / job_type.comm_pct as f64;
+    let compute_ns = (iteration_ns * job_type.compute_pct as f64 / 100.0).round() as u64;
+    let io_ns = (iteration_ns * job_type.io_pct as f64 / 100.0).round() as u64;
+    // A single task sends nothing: it keeps the compute and I/O of the type.
+    let comm_ns = balanced_comm_ns(tasks, net);
+    let actual_iteration_ns = compute_ns + io_ns + comm_ns;
+    let iterations = ((nominal_ns as f64 / actual_iteration_ns as f64).round() as u64).clamp(1, u32::MAX as u64);
+    Program { compute_ns, io_ns, iterations: iterations as u32, message_bytes: net.message_bytes }
+}
+
+/// Run time of a program alone on the machine with no skew.
+pub fn dedicated_ns(program: &Program, tasks: u32, net: &NetworkConfig) -> u64 {
+    let comm_ns = balanced_comm_ns(tasks, &NetworkConfig { message_bytes: program.message_bytes, ..net.clone() });
+    program.iterations as u64 * (program.compute_ns + program.io_ns + comm_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_communication_time_is_latency_plus_one_serialisation() {
+        let net = NetworkConfig::default();
+        assert_eq!(net.latency_ns(4096), 185_480);
+        assert_eq!(balanced_comm_ns(1, &net), 0);
+        assert_eq!(balanced_comm_ns(2, &net), 185_480);
+        assert_eq!(balanced_comm_ns(3, &net), 195_480);
+        assert_eq!(balanced_comm_ns(32, &net), 195_480);
+    }
+
+    #[test]
+    fn programs_follow_the_type_shares() {
+        let net = NetworkConfig::default();
+        let j1 = JobType::by_number(1).unwrap();
+        let p = program_for(j1, 8, 1_000_000_000, &net);
+        // J1: communication is 50 % of 390.96 µs.
+        assert_eq!(p.compute_ns, 136_836);
+        assert_eq!(p.io_ns, 58_644);
+        let d = dedicated_ns(&p, 8, &net);
+        assert!((d as i64 - 1_000_000_000).abs() <= 390_960 / 2 + 1, "dedicated {d}");
+        let serial = program_for(j1, 1, 1_000_000_000, &net);
+        assert_eq!((serial.compute_ns, serial.io_ns), (p.compute_ns, p.io_ns));
+    }
+
+    #[test]
+    fn mixes() {
+        assert_eq!("wl7".parse::<Mix>().unwrap().types().len(), 6);
+        assert_eq!("WL8".parse::<Mix>().unwrap().types(), &[2, 4, 5]);
+        assert!("WL9".parse::<Mix>().is_err());
+    }
+}

@@ -1,0 +1,211 @@
+//! Every parameter of the simulated machine, with the defaults of the spec.
+//! Values the reference study left open are marked *our choice* in `docs/model.md`.
+
+use crate::scheme::Scheme;
+use cosched_core::time::{NS_PER_MS, NS_PER_S, NS_PER_US};
+use serde::Serialize;
+
+/// Number of priority levels of the node scheduler (0 lowest, 59 highest).
+pub const LEVELS: usize = 60;
+pub const TOP_LEVEL: u8 = (LEVELS - 1) as u8;
+
+/// Network and interface model. One-way latency of an `n`-byte message is
+/// `latency_base_ns + latency_ns_per_byte * n`.
+#[derive(Clone, Debug, Serialize)]
+pub struct NetworkConfig {
+    pub latency_base_ns: f64,
+    pub latency_ns_per_byte: f64,
+    /// Time a message occupies the sending or the receiving interface.
+    pub nic_ns_per_message: u64,
+    pub shm_base_ns: f64,
+    pub shm_ns_per_byte: f64,
+    pub message_bytes: u32,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        NetworkConfig {
+            latency_base_ns: 25_000.0,
+            // 160.48 µs for 4096 bytes, so that L(4096) = 185.48 µs as required (see docs/model.md).
+            latency_ns_per_byte: 39.179_687_5,
+            nic_ns_per_message: 10 * NS_PER_US,
+            shm_base_ns: 2_000.0,
+            shm_ns_per_byte: 1.0,
+            message_bytes: 4096,
+        }
+    }
+}
+
+impl NetworkConfig {
+    pub fn latency_ns(&self, bytes: u32) -> u64 {
+        (self.latency_base_ns + self.latency_ns_per_byte * bytes as f64).round() as u64
+    }
+    pub fn shm_latency_ns(&self, bytes: u32) -> u64 {
+        (self.shm_base_ns + self.shm_ns_per_byte * bytes as f64).round() as u64
+    }
+}
+
+/// CPU-time costs of the scheduling mechanisms.
+#[derive(Clone, Debug, Serialize)]
+pub struct CostConfig {
+    pub context_switch_ns: u64,
+    pub gang_switch_ns: u64,
+    pub interrupt_ns: u64,
+    pub queue_move_ns: u64,
+    pub endpoint_check_ns: u64,
+    pub gang_quantum_ns: u64,
+}
+
+impl Default for CostConfig {
+    fn default() -> Self {
+        CostConfig {
+            context_switch_ns: 200 * NS_PER_US,
+            gang_switch_ns: 2 * NS_PER_MS,
+            interrupt_ns: 50 * NS_PER_US,
+            queue_move_ns: 3 * NS_PER_US,
+            endpoint_check_ns: 2 * NS_PER_US,
+            gang_quantum_ns: 200 * NS_PER_MS,
+        }
+    }
+}
+
+/// The Solaris-like multilevel feedback queue of every CPU.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeSchedulerConfig {
+    pub tick_ns: u64,
+    pub raise_period_ns: u64,
+    /// Quantum of each of the 60 levels, level 0 first.
+    pub quantum_ns_by_level: Vec<u64>,
+}
+
+impl Default for NodeSchedulerConfig {
+    fn default() -> Self {
+        NodeSchedulerConfig {
+            tick_ns: NS_PER_MS,
+            raise_period_ns: NS_PER_S,
+            quantum_ns_by_level: quantum_table_from_bands_ms(&[200, 160, 120, 80, 40, 20]),
+        }
+    }
+}
+
+/// Expand six 10-level bands (levels 0–9, 10–19, ... 50–59) into 60 quanta.
+pub fn quantum_table_from_bands_ms(bands_ms: &[u64; 6]) -> Vec<u64> {
+    (0..LEVELS).map(|level| bands_ms[level / 10] * NS_PER_MS).collect()
+}
+
+impl NodeSchedulerConfig {
+    pub fn quantum_ns(&self, level: u8) -> u64 {
+        self.quantum_ns_by_level[level as usize]
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SimConfig {
+    pub scheme: Scheme,
+    pub nodes: u32,
+    pub cpus_per_node: u32,
+    /// Multiprogramming level: processes per CPU (Local) or matrix rows (GS).
+    pub mpl: u32,
+    /// Skew `s`: per-iteration factors are drawn from `1 + U(-s/2, s/2)`.
+    pub skew: f64,
+    pub seed: u64,
+    pub network: NetworkConfig,
+    pub costs: CostConfig,
+    pub scheduler: NodeSchedulerConfig,
+    /// Stop at this simulated time even if jobs remain (benchmarks).
+    pub horizon_ns: Option<u64>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            scheme: Scheme::LOCAL,
+            nodes: 32,
+            cpus_per_node: 1,
+            mpl: 5,
+            skew: 0.20,
+            seed: 1,
+            network: NetworkConfig::default(),
+            costs: CostConfig::default(),
+            scheduler: NodeSchedulerConfig::default(),
+            horizon_ns: None,
+        }
+    }
+}
+
+/// A configuration that cannot describe a machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ConfigError {}
+
+impl SimConfig {
+    pub fn cpu_count(&self) -> u32 {
+        self.nodes * self.cpus_per_node
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let fail = |msg: String| Err(ConfigError(msg));
+        if self.nodes == 0 {
+            return fail("--nodes must be at least 1".into());
+        }
+        if self.cpus_per_node == 0 {
+            return fail("--cpus-per-node must be at least 1".into());
+        }
+        if self.nodes.checked_mul(self.cpus_per_node).is_none_or(|c| c > 1 << 24) {
+            return fail("nodes x cpus-per-node is too large (at most 16,777,216 CPUs)".into());
+        }
+        if self.mpl == 0 {
+            return fail("--mpl must be at least 1 (0 would admit no job at all)".into());
+        }
+        if self.mpl > 1024 {
+            return fail(format!("--mpl {} is above the supported 1024", self.mpl));
+        }
+        if !(0.0..2.0).contains(&self.skew) || !self.skew.is_finite() {
+            return fail(format!(
+                "--skew {} must be in [0, 2): factors 1 + U(-s/2, s/2) must stay positive",
+                self.skew
+            ));
+        }
+        let net = &self.network;
+        for (name, v) in [
+            ("--latency-base-us", net.latency_base_ns),
+            ("--latency-us-per-byte", net.latency_ns_per_byte),
+            ("--shm-base-us", net.shm_base_ns),
+            ("--shm-us-per-byte", net.shm_ns_per_byte),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return fail(format!("{name} must be a finite non-negative number"));
+            }
+        }
+        if net.latency_ns(net.message_bytes) < net.nic_ns_per_message {
+            return fail("message latency must be at least the interface time per message (--nic-us)".into());
+        }
+        let s = &self.scheduler;
+        if s.tick_ns == 0 {
+            return fail("--tick-ms must be positive".into());
+        }
+        if s.raise_period_ns == 0 || s.raise_period_ns % s.tick_ns != 0 {
+            return fail("--raise-period-ms must be a positive multiple of the tick".into());
+        }
+        if s.quantum_ns_by_level.len() != LEVELS || s.quantum_ns_by_level.contains(&0) {
+            return fail("the quantum table needs 60 positive quanta".into());
+        }
+        if self.costs.gang_quantum_ns <= self.costs.gang_switch_ns {
+            return fail("--gang-quantum-ms must be longer than the gang switch cost".into());
+        }
+        if !self.scheme.is_implemented() {
+            return fail(format!(
+                "scheme {} is not implemented yet; available: {}",
+                self.scheme.name(),
+                Scheme::implemented_names().join(", ")
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,72 @@
+//! One simulation run from configuration and jobs to records and summary.
+
+use crate::config::{ConfigError, SimConfig};
+use crate::engine::{Engine, Progress, SimJob};
+use crate::metrics::{mean, percentile, Breakdown, JobRecord, Summary};
+use crate::trace::TraceEvent;
+
+pub struct RunResult {
+    pub summary: Summary,
+    pub jobs: Vec<JobRecord>,
+    pub per_cpu_time: Vec<Breakdown>,
+    pub trace: Vec<TraceEvent>,
+}
+
+/// Options of a run that are not part of the machine model.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub bounded_slowdown_threshold_s: f64,
+    pub record_trace: bool,
+    pub progress_every_events: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { bounded_slowdown_threshold_s: 10.0, record_trace: false, progress_every_events: 1 << 20 }
+    }
+}
+
+/// Simulate `jobs` (sorted by arrival) under `cfg`.
+pub fn run(
+    cfg: &SimConfig,
+    jobs: Vec<SimJob>,
+    options: &RunOptions,
+    progress: impl FnMut(&Progress),
+) -> Result<RunResult, ConfigError> {
+    cfg.validate()?;
+    let cpus = cfg.cpu_count();
+    if let Some(job) = jobs.iter().find(|j| j.tasks == 0 || j.tasks > cpus) {
+        return Err(ConfigError(format!(
+            "job {} asks for {} CPUs but the machine has {} ({} nodes x {} CPUs)",
+            job.job_number, job.tasks, cpus, cfg.nodes, cfg.cpus_per_node
+        )));
+    }
+    let submitted = jobs.len();
+    let engine = Engine::new(cfg, jobs, options.bounded_slowdown_threshold_s, options.record_trace);
+    let outcome = engine.run(options.progress_every_events, progress);
+    let mut records = outcome.records;
+    records.sort_by_key(|r| r.job_number);
+    let span_s = outcome.end.as_secs_f64();
+    let responses: Vec<f64> = records.iter().map(|r| r.response_s).collect();
+    let total_cpu_ns = outcome.cpu_time.total_ns().max(1) as f64;
+    let summary = Summary {
+        scheme: cfg.scheme.name().to_string(),
+        jobs_submitted: submitted,
+        jobs_completed: records.len(),
+        span_s,
+        mean_response_s: mean(responses.iter().copied()),
+        mean_wait_s: mean(records.iter().map(|r| r.wait_s)),
+        mean_execution_s: mean(records.iter().map(|r| r.execution_s)),
+        p50_response_s: percentile(&responses, 0.50),
+        p95_response_s: percentile(&responses, 0.95),
+        throughput_jobs_per_s: if span_s > 0.0 { records.len() as f64 / span_s } else { 0.0 },
+        utilization: outcome.cpu_time.useful_ns as f64 / total_cpu_ns,
+        mean_slowdown: mean(records.iter().map(|r| r.slowdown)),
+        mean_bounded_slowdown: mean(records.iter().map(|r| r.bounded_slowdown)),
+        bounded_slowdown_threshold_s: options.bounded_slowdown_threshold_s,
+        longest_queue: outcome.longest_queue,
+        cpu_time: outcome.cpu_time,
+        events: outcome.events,
+    };
+    Ok(RunResult { summary, jobs: records, per_cpu_time: outcome.per_cpu_time, trace: outcome.trace })
+}

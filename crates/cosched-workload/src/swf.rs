@@ -1,0 +1,663 @@
+//! The Standard Workload Format (SWF) of the Parallel Workloads Archive.
+//!
+//! One job per line, 18 whitespace-separated numeric fields, `-1` for
+//! unknown, `;` lines for the header. Reading keeps all 18 raw fields of each
+//! job so that writing back loses nothing; the fields the simulator uses are
+//! also lifted into named members of [`TraceJob`].
+//!
+//! What counts as malformed (the read stops, or with
+//! [`ReadOptions::skip_bad_lines`] the line is skipped and its number kept):
+//! a field count other than 18, a field that is not a finite number, a
+//! negative value other than `-1` in a field the simulator interprets (job
+//! number, submit time, run time, allocated and requested processors), a job
+//! number or queue that is not a whole number. Other fields are carried as
+//! they are, since archive traces put site-specific values there and we never
+//! read them.
+//!
+//! A well-formed job that cannot be simulated (unknown or non-positive run
+//! time or processor count, unknown submit time, a fractional processor count)
+//! is not an error: it is listed in [`Workload::unusable`] with the reason, so
+//! a report can say how many jobs were left out and why.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::path::Path;
+
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+
+/// Number of fields in an SWF job line.
+pub const FIELD_COUNT: usize = 18;
+
+/// Field names, 0-based, for error messages.
+pub const FIELD_NAMES: [&str; FIELD_COUNT] = [
+    "job number",
+    "submit time",
+    "wait time",
+    "run time",
+    "allocated processors",
+    "average CPU time",
+    "used memory",
+    "requested processors",
+    "requested time",
+    "requested memory",
+    "status",
+    "user",
+    "group",
+    "executable",
+    "queue",
+    "partition",
+    "preceding job",
+    "think time",
+];
+
+// 0-based indices of the fields the simulator interprets.
+const F_JOB: usize = 0;
+const F_SUBMIT: usize = 1;
+const F_WAIT: usize = 2;
+const F_RUN: usize = 3;
+const F_ALLOC: usize = 4;
+const F_REQ_PROCS: usize = 7;
+const F_STATUS: usize = 10;
+const F_QUEUE: usize = 14;
+
+/// Fields where a negative value other than `-1` is malformed.
+const NON_NEGATIVE: [usize; 5] = [F_JOB, F_SUBMIT, F_RUN, F_ALLOC, F_REQ_PROCS];
+
+/// Whole numbers up to this magnitude are exact in an f64.
+const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;
+
+/// One job of a trace.
+///
+/// The named members are what the simulator uses; `fields` keeps every raw
+/// field. The named members win: [`write_to`] writes them over `fields`, so
+/// code that changes `submit_s` or `run_s` (load scaling) need not touch
+/// `fields`, though [`crate::load`] keeps both in step anyway.
+#[derive(Clone, Debug)]
+pub struct TraceJob {
+    /// SWF field 1.
+    pub job_number: u64,
+    /// Field 2, seconds (>= 0).
+    pub submit_s: f64,
+    /// Field 3 (-1 unknown).
+    pub wait_s: f64,
+    /// Field 4, seconds (> 0 for usable jobs).
+    pub run_s: f64,
+    /// Field 5 allocated processors, or field 8 requested if 5 is -1.
+    pub procs: u32,
+    /// Field 15 (-1 unknown; by convention 0 = interactive, 1 = batch).
+    pub queue: i64,
+    /// 1-based line in the file it was read from; 0 when generated.
+    pub source_line: u64,
+    /// All 18 raw fields, so that writing back loses nothing.
+    pub fields: [f64; FIELD_COUNT],
+}
+
+/// Equality of content: `source_line` says where a job came from, not what it
+/// is, so a job written and read back equals the original.
+impl PartialEq for TraceJob {
+    fn eq(&self, other: &TraceJob) -> bool {
+        self.job_number == other.job_number
+            && self.submit_s == other.submit_s
+            && self.wait_s == other.wait_s
+            && self.run_s == other.run_s
+            && self.procs == other.procs
+            && self.queue == other.queue
+            && self.fields == other.fields
+    }
+}
+
+impl TraceJob {
+    /// A completed job (status 1) with every other field unknown.
+    pub fn new(job_number: u64, submit_s: f64, run_s: f64, procs: u32, queue: i64) -> TraceJob {
+        let mut fields = [-1.0; FIELD_COUNT];
+        fields[F_JOB] = job_number as f64;
+        fields[F_SUBMIT] = submit_s;
+        fields[F_RUN] = run_s;
+        fields[F_ALLOC] = procs as f64;
+        fields[F_STATUS] = 1.0;
+        fields[F_QUEUE] = queue as f64;
+        TraceJob {
+            job_number,
+            submit_s,
+            wait_s: -1.0,
+            run_s,
+            procs,
+            queue,
+            source_line: 0,
+            fields,
+        }
+    }
+
+    /// The raw fields with the named members written over them. The processor
+    /// count goes back to the field it was read from (requested processors
+    /// when the allocated count was unknown), so a round trip is exact.
+    pub fn synced_fields(&self) -> [f64; FIELD_COUNT] {
+        let mut f = self.fields;
+        f[F_JOB] = self.job_number as f64;
+        f[F_SUBMIT] = self.submit_s;
+        f[F_WAIT] = self.wait_s;
+        f[F_RUN] = self.run_s;
+        f[F_QUEUE] = self.queue as f64;
+        if self.procs_from_requested() {
+            f[F_REQ_PROCS] = self.procs as f64;
+        } else {
+            f[F_ALLOC] = self.procs as f64;
+        }
+        f
+    }
+
+    /// True when `procs` came from the requested-processors field.
+    pub fn procs_from_requested(&self) -> bool {
+        self.fields[F_ALLOC] == -1.0 && self.fields[F_REQ_PROCS] != -1.0
+    }
+
+    /// Bring `fields` in step with the named members.
+    pub fn sync_fields(&mut self) {
+        self.fields = self.synced_fields();
+    }
+}
+
+/// A trace: its header, its usable jobs and what was left out.
+#[derive(Clone, Debug, Default)]
+pub struct Workload {
+    /// The ';' comment lines, without the leading ';' and one space.
+    pub header: Vec<String>,
+    /// Usable jobs, in file order (sorted by submit time when generated).
+    pub jobs: Vec<TraceJob>,
+    /// Line numbers of malformed lines skipped (only with `skip_bad_lines`).
+    pub skipped_bad_lines: Vec<u64>,
+    /// (job_number, reason) for well-formed lines that cannot be simulated.
+    pub unusable: Vec<(u64, String)>,
+}
+
+impl Workload {
+    /// The value of a `Key: value` header line (first match, key compared
+    /// without case), e.g. `"128"` for `MaxProcs` from `; MaxProcs: 128`.
+    pub fn header_value(&self, key: &str) -> Option<&str> {
+        self.header.iter().find_map(|line| {
+            let (k, v) = split_header_key(line.trim_start())?;
+            k.eq_ignore_ascii_case(key).then_some(v)
+        })
+    }
+
+    /// Replace the first `key:` header line, or append one.
+    pub fn set_header_value(&mut self, key: &str, value: &str) {
+        let line = format!("{key}: {value}");
+        let found = self.header.iter().position(|l| {
+            split_header_key(l.trim_start()).is_some_and(|(k, _)| k.eq_ignore_ascii_case(key))
+        });
+        match found {
+            Some(i) => self.header[i] = line,
+            None => self.header.push(line),
+        }
+    }
+}
+
+/// `Key: value` with a key of letters, digits and underscores.
+fn split_header_key(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.split_once(':')?;
+    let mut chars = key.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    Some((key, value.trim()))
+}
+
+/// How to read a trace.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadOptions {
+    /// Skip malformed lines (recording their numbers) instead of failing.
+    pub skip_bad_lines: bool,
+}
+
+/// Why a trace could not be read.
+#[derive(Debug)]
+pub enum SwfError {
+    Io { path: String, source: io::Error },
+    Malformed { path: String, line: u64, message: String },
+}
+
+impl fmt::Display for SwfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SwfError::Io { path, source } => write!(f, "{path}: {source}"),
+            SwfError::Malformed { path, line, message } => write!(
+                f,
+                "{path}:{line}: {message} (use --skip-bad-lines to skip malformed lines)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SwfError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SwfError::Io { source, .. } => Some(source),
+            SwfError::Malformed { .. } => None,
+        }
+    }
+}
+
+/// Read a trace file, plain or gzip-compressed. Compression is recognised by
+/// the gzip magic bytes, since archive files are often renamed.
+pub fn read_path(path: &Path, opts: ReadOptions) -> Result<Workload, SwfError> {
+    let name = path.display().to_string();
+    let io_err = |source| SwfError::Io { path: name.clone(), source };
+    let file = File::open(path).map_err(io_err)?;
+    let mut reader = BufReader::new(file);
+    let is_gzip = reader.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
+    if is_gzip {
+        read_from(BufReader::new(MultiGzDecoder::new(reader)), &name, opts)
+    } else {
+        read_from(reader, &name, opts)
+    }
+}
+
+/// Read a plain-text trace. `source_name` is used in error messages.
+pub fn read_from(
+    mut reader: impl BufRead,
+    source_name: &str,
+    opts: ReadOptions,
+) -> Result<Workload, SwfError> {
+    let mut workload = Workload::default();
+    let mut buf = Vec::new();
+    let mut line_no: u64 = 0;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|source| SwfError::Io { path: source_name.to_string(), source })?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        // Lossy: a stray Latin-1 byte in a comment must not stop a read; in a
+        // job line it makes a field fail to parse, which is reported.
+        let text = String::from_utf8_lossy(&buf);
+        let line = text.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(comment) = line.strip_prefix(';') {
+            let comment = comment.strip_prefix(' ').unwrap_or(comment);
+            workload.header.push(comment.to_string());
+            continue;
+        }
+        match parse_job_line(line, line_no) {
+            Ok(Parsed::Job(job)) => workload.jobs.push(job),
+            Ok(Parsed::Unusable(job_number, reason)) => workload.unusable.push((job_number, reason)),
+            Err(_) if opts.skip_bad_lines => workload.skipped_bad_lines.push(line_no),
+            Err(message) => {
+                return Err(SwfError::Malformed {
+                    path: source_name.to_string(),
+                    line: line_no,
+                    message,
+                })
+            }
+        }
+    }
+    Ok(workload)
+}
+
+enum Parsed {
+    Job(TraceJob),
+    Unusable(u64, String),
+}
+
+fn parse_job_line(line: &str, line_no: u64) -> Result<Parsed, String> {
+    let mut fields = [0.0; FIELD_COUNT];
+    let mut count = 0;
+    for (i, token) in line.split_ascii_whitespace().enumerate() {
+        if i < FIELD_COUNT {
+            fields[i] = parse_field(token, i)?;
+        }
+        count = i + 1;
+    }
+    if count != FIELD_COUNT {
+        return Err(format!("expected {FIELD_COUNT} fields, found {count}"));
+    }
+    for &i in &NON_NEGATIVE {
+        if fields[i] < 0.0 && fields[i] != -1.0 {
+            return Err(format!(
+                "field {} ({}) is {}: negative values other than -1 are not allowed",
+                i + 1,
+                FIELD_NAMES[i],
+                fields[i]
+            ));
+        }
+    }
+    for &i in &[F_JOB, F_QUEUE] {
+        if fields[i].fract() != 0.0 || fields[i].abs() > EXACT_INT_LIMIT {
+            return Err(format!(
+                "field {} ({}) is {}: it must be a whole number",
+                i + 1,
+                FIELD_NAMES[i],
+                fields[i]
+            ));
+        }
+    }
+    if fields[F_JOB] < 0.0 {
+        return Err("field 1 (job number) is -1: job numbers must be known".to_string());
+    }
+    let job_number = fields[F_JOB] as u64;
+    let unusable = |reason: String| Ok(Parsed::Unusable(job_number, reason));
+
+    let (procs_field, procs_raw) = if fields[F_ALLOC] == -1.0 {
+        (F_REQ_PROCS, fields[F_REQ_PROCS])
+    } else {
+        (F_ALLOC, fields[F_ALLOC])
+    };
+    if fields[F_SUBMIT] == -1.0 {
+        return unusable("submit time unknown".to_string());
+    }
+    if fields[F_RUN] == -1.0 {
+        return unusable("run time unknown".to_string());
+    }
+    if fields[F_RUN] <= 0.0 {
+        return unusable(format!("run time is {}", fields[F_RUN]));
+    }
+    if procs_raw == -1.0 {
+        return unusable("processor count unknown (allocated and requested)".to_string());
+    }
+    if procs_raw <= 0.0 {
+        return unusable(format!("{} is {}", FIELD_NAMES[procs_field], procs_raw));
+    }
+    if procs_raw.fract() != 0.0 || procs_raw > u32::MAX as f64 {
+        return unusable(format!(
+            "{} is {}: not a whole number of processors that fits",
+            FIELD_NAMES[procs_field], procs_raw
+        ));
+    }
+    Ok(Parsed::Job(TraceJob {
+        job_number,
+        submit_s: fields[F_SUBMIT],
+        wait_s: fields[F_WAIT],
+        run_s: fields[F_RUN],
+        procs: procs_raw as u32,
+        queue: fields[F_QUEUE] as i64,
+        source_line: line_no,
+        fields,
+    }))
+}
+
+fn parse_field(token: &str, index: usize) -> Result<f64, String> {
+    let describe = || format!("field {} ({})", index + 1, FIELD_NAMES[index]);
+    match token.parse::<f64>() {
+        Ok(x) if x.is_finite() => Ok(x),
+        Ok(_) => Err(format!("{} is '{token}': not a finite number", describe())),
+        Err(_) => Err(format!("{} is '{token}': not a number", describe())),
+    }
+}
+
+/// Write a trace; gzip-compressed if the path ends in `.gz`.
+pub fn write_path(path: &Path, workload: &Workload) -> io::Result<()> {
+    let file = BufWriter::new(File::create(path)?);
+    let gz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    if gz {
+        let mut encoder = GzEncoder::new(file, Compression::default());
+        write_to(&mut encoder, workload)?;
+        encoder.finish()?.flush()
+    } else {
+        let mut file = file;
+        write_to(&mut file, workload)?;
+        file.flush()
+    }
+}
+
+/// Keys the writer produces itself (stale copies from the input are dropped).
+const WRITER_KEYS: [&str; 4] = ["Version", "MaxJobs", "MaxRecords", "MaxProcs"];
+
+/// Write a trace as plain text.
+///
+/// The header is `Version: 2.2`, the `Computer` and `Note` entries of the
+/// workload's header, `MaxJobs`/`MaxRecords` (the jobs written), `MaxProcs`
+/// (the header's, else the widest job), then the rest of the header in its
+/// order. A header entry is a `Key: value` line with the indented lines that
+/// continue it, so multi-line notes stay whole.
+pub fn write_to(mut writer: impl Write, workload: &Workload) -> io::Result<()> {
+    let groups = header_groups(&workload.header);
+    let key_is = |g: &HeaderGroup, k: &str| g.key.as_deref().is_some_and(|gk| gk.eq_ignore_ascii_case(k));
+    let write_group = |w: &mut dyn Write, g: &HeaderGroup| -> io::Result<()> {
+        for line in &g.lines {
+            writeln!(w, "; {line}")?;
+        }
+        Ok(())
+    };
+
+    writeln!(writer, "; Version: 2.2")?;
+    for key in ["Computer", "Note"] {
+        for g in groups.iter().filter(|g| key_is(g, key)) {
+            write_group(&mut writer, g)?;
+        }
+    }
+    writeln!(writer, "; MaxJobs: {}", workload.jobs.len())?;
+    writeln!(writer, "; MaxRecords: {}", workload.jobs.len())?;
+    match workload.header_value("MaxProcs") {
+        Some(v) => writeln!(writer, "; MaxProcs: {v}")?,
+        None => {
+            if let Some(max) = workload.jobs.iter().map(|j| j.procs).max() {
+                writeln!(writer, "; MaxProcs: {max}")?;
+            }
+        }
+    }
+    let carried_elsewhere = |g: &HeaderGroup| {
+        ["Computer", "Note"].iter().chain(WRITER_KEYS.iter()).any(|k| key_is(g, k))
+    };
+    for g in groups.iter().filter(|g| !carried_elsewhere(g)) {
+        write_group(&mut writer, g)?;
+    }
+
+    let mut line = String::with_capacity(128);
+    for job in &workload.jobs {
+        line.clear();
+        for (i, x) in job.synced_fields().iter().enumerate() {
+            if i > 0 {
+                line.push(' ');
+            }
+            push_field(&mut line, *x);
+        }
+        line.push('\n');
+        writer.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Shortest decimal that reads back to the same f64; whole numbers get no
+/// decimals. (`Display` for f64 never uses exponents.)
+fn push_field(out: &mut String, x: f64) {
+    use std::fmt::Write as _;
+    debug_assert!(x.is_finite());
+    let x = if x == 0.0 { 0.0 } else { x }; // no "-0"
+    let _ = write!(out, "{x}");
+}
+
+struct HeaderGroup<'a> {
+    key: Option<String>,
+    lines: Vec<&'a str>,
+}
+
+/// Split header lines into entries: an unindented line opens one (keyed if
+/// it reads `Key: value`), and indented lines continue the entry before them.
+fn header_groups(header: &[String]) -> Vec<HeaderGroup<'_>> {
+    let mut groups: Vec<HeaderGroup<'_>> = Vec::new();
+    for line in header {
+        if line.starts_with(char::is_whitespace) {
+            if let Some(last) = groups.last_mut() {
+                last.lines.push(line);
+                continue;
+            }
+        }
+        let key = split_header_key(line).map(|(k, _)| k.to_string());
+        groups.push(HeaderGroup { key, lines: vec![line] });
+    }
+    groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_str(text: &str, opts: ReadOptions) -> Result<Workload, SwfError> {
+        read_from(text.as_bytes(), "trace.swf", opts)
+    }
+
+    const GOOD: &str = "1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1";
+
+    #[test]
+    fn malformed_line_reports_its_exact_line_number() {
+        // Header, a blank line, good jobs; the bad line is line 7.
+        let text = format!(
+            "; Version: 2.2\n; MaxProcs: 8\n\n{GOOD}\n{GOOD}\n   \n1 2 3 4 5 6 7 8 9 10 11 12\n{GOOD}\n"
+        );
+        let err = read_str(&text, ReadOptions::default()).unwrap_err();
+        match &err {
+            SwfError::Malformed { line, .. } => assert_eq!(*line, 7),
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+        assert_eq!(
+            err.to_string(),
+            "trace.swf:7: expected 18 fields, found 12 (use --skip-bad-lines to skip malformed lines)"
+        );
+    }
+
+    #[test]
+    fn each_kind_of_malformed_field_is_rejected() {
+        let cases = [
+            ("1 0 5 abc 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "field 4 (run time) is 'abc': not a number"),
+            ("1 0 5 NaN 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "not a finite number"),
+            ("1 0 5 100 inf -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "not a finite number"),
+            ("1 0 5 -2 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "negative values other than -1"),
+            ("1 -5 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "field 2 (submit time)"),
+            ("1.5 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "whole number"),
+            ("1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 0.5 -1 -1 -1", "field 15 (queue)"),
+            ("1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1 7", "found 19"),
+        ];
+        for (line, want) in cases {
+            let err = read_str(&format!("; x\n{line}\n"), ReadOptions::default()).unwrap_err();
+            let msg = err.to_string();
+            assert!(msg.starts_with("trace.swf:2: "), "{msg}");
+            assert!(msg.contains(want), "{line:?}: {msg:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
+    fn skip_bad_lines_counts_what_it_skipped() {
+        let text = format!("{GOOD}\nnot a job\n{GOOD}\n1 2 3\n\n; comment\n{GOOD}\n1 0 5 nan 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1\n");
+        let w = read_str(&text, ReadOptions { skip_bad_lines: true }).unwrap();
+        assert_eq!(w.skipped_bad_lines, vec![2, 4, 8]);
+        assert_eq!(w.jobs.len(), 3);
+        assert_eq!(w.jobs.iter().map(|j| j.source_line).collect::<Vec<_>>(), vec![1, 3, 7]);
+        assert!(read_str(&text, ReadOptions::default()).is_err());
+    }
+
+    #[test]
+    fn unusable_jobs_are_listed_with_reasons() {
+        let text = "\
+10 0 5 0 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1
+11 0 5 -1 4 -1 -1 4 200 -1 0 3 1 -1 1 -1 -1 -1
+12 0 5 100 0 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1
+13 0 5 100 -1 -1 -1 -1 200 -1 1 3 1 -1 1 -1 -1 -1
+14 -1 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1
+15 0 5 100 2.5 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1
+16 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1
+";
+        let w = read_str(text, ReadOptions::default()).unwrap();
+        assert_eq!(w.jobs.len(), 1);
+        assert_eq!(w.jobs[0].job_number, 16);
+        let numbers: Vec<u64> = w.unusable.iter().map(|(n, _)| *n).collect();
+        assert_eq!(numbers, vec![10, 11, 12, 13, 14, 15]);
+        assert!(w.unusable[0].1.contains("run time is 0"), "{:?}", w.unusable[0]);
+        assert!(w.unusable[1].1.contains("run time unknown"));
+        assert!(w.unusable[2].1.contains("allocated processors is 0"));
+        assert!(w.unusable[3].1.contains("processor count unknown"));
+        assert!(w.unusable[4].1.contains("submit time unknown"));
+        assert!(w.unusable[5].1.contains("2.5"));
+    }
+
+    #[test]
+    fn requested_processors_are_used_when_allocated_is_unknown() {
+        let text = "7 30 -1 50 -1 -1 -1 16 200 -1 1 3 1 -1 0 -1 -1 -1\n8 40 -1 50 8 -1 -1 16 200 -1 1 3 1 -1 0 -1 -1 -1\n";
+        let w = read_str(text, ReadOptions::default()).unwrap();
+        assert_eq!(w.jobs[0].procs, 16);
+        assert!(w.jobs[0].procs_from_requested());
+        assert_eq!(w.jobs[1].procs, 8, "allocated wins when known");
+        assert!(!w.jobs[1].procs_from_requested());
+        // Changing procs writes back to the field it came from.
+        let mut job = w.jobs[0].clone();
+        job.procs = 32;
+        let f = job.synced_fields();
+        assert_eq!((f[4], f[7]), (-1.0, 32.0));
+    }
+
+    #[test]
+    fn header_value_finds_keys() {
+        let text = ";   Version: 2.2\n; Computer: Cray T3D\n; MaxProcs: 256\n; Note: two\n;       lines\n; Information: http://example.org/\n";
+        let w = read_str(text, ReadOptions::default()).unwrap();
+        assert_eq!(w.header[1], "Computer: Cray T3D");
+        assert_eq!(w.header_value("MaxProcs"), Some("256"));
+        assert_eq!(w.header_value("maxprocs"), Some("256"));
+        assert_eq!(w.header_value("Version"), Some("2.2"));
+        assert_eq!(w.header_value("Information"), Some("http://example.org/"));
+        assert_eq!(w.header_value("MaxNodes"), None);
+        let mut w = w;
+        w.set_header_value("MaxProcs", "128");
+        w.set_header_value("MaxNodes", "64");
+        assert_eq!(w.header_value("MaxProcs"), Some("128"));
+        assert_eq!(w.header_value("MaxNodes"), Some("64"));
+    }
+
+    #[test]
+    fn decimal_fields_and_crlf_load() {
+        // Archive traces carry decimals in some fields and CRLF line ends.
+        let text = "; Version: 2.2\r\n1 0 12 3600.5 64 3590.25 -1 64 7200 -1 1 12 3 -1 1 1 -1 -1\r\n2   15.0\t0 10 1 0.5 1024 1 60 -1 0 4 1 -1 0 1 -1 -1\r\n";
+        let w = read_str(text, ReadOptions::default()).unwrap();
+        assert_eq!(w.jobs.len(), 2);
+        assert_eq!(w.jobs[0].run_s, 3600.5);
+        assert_eq!(w.jobs[0].fields[5], 3590.25);
+        assert_eq!(w.jobs[1].submit_s, 15.0);
+        assert_eq!(w.header, vec!["Version: 2.2"]);
+    }
+
+    #[test]
+    fn writer_orders_header_and_keeps_multiline_entries() {
+        let w = Workload {
+            header: vec![
+                "free text first".into(),
+                "Version: 2.1".into(),
+                "Installation: somewhere".into(),
+                "Note: first".into(),
+                "      continued".into(),
+                "MaxJobs: 999".into(),
+                "Computer: Test box".into(),
+                "MaxProcs: 64".into(),
+            ],
+            jobs: vec![TraceJob::new(1, 0.0, 10.0, 4, 1)],
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        write_to(&mut out, &w).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let want = "\
+; Version: 2.2
+; Computer: Test box
+; Note: first
+;       continued
+; MaxJobs: 1
+; MaxRecords: 1
+; MaxProcs: 64
+; free text first
+; Installation: somewhere
+1 0 -1 10 4 -1 -1 -1 -1 -1 1 -1 -1 -1 1 -1 -1 -1
+";
+        assert_eq!(text, want);
+        // Writing what was read gives the same text again.
+        let back = read_from(text.as_bytes(), "x", ReadOptions::default()).unwrap();
+        let mut again = Vec::new();
+        write_to(&mut again, &back).unwrap();
+        assert_eq!(String::from_utf8(again).unwrap(), want);
+    }
+}
