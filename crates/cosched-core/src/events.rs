@@ -5,37 +5,29 @@
 //! break that does not depend on the payload or on heap internals.
 
 use crate::time::SimTime;
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::VecDeque;
 
-struct Entry<E> {
-    time: SimTime,
-    sequence: u64,
-    event: E,
-}
+/// Number of buckets: one for "at the last popped time", then one per bit
+/// position of a 64-bit time.
+const BUCKETS: usize = 65;
 
-impl<E> PartialEq for Entry<E> {
-    fn eq(&self, other: &Self) -> bool {
-        self.time == other.time && self.sequence == other.sequence
-    }
-}
-impl<E> Eq for Entry<E> {}
-impl<E> PartialOrd for Entry<E> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl<E> Ord for Entry<E> {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest first.
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.time.cmp(&self.time).then_with(|| other.sequence.cmp(&self.sequence))
-    }
-}
-
-/// A priority queue of timed events.
+/// A monotone priority queue of timed events (a radix heap on time).
+///
+/// Times are never below the last time popped, which is exactly the discipline
+/// of a discrete-event simulation. An event lives in the bucket of the highest
+/// bit in which its time differs from the last popped time; popping empties
+/// the lowest non-empty bucket into lower ones. Every bucket stays in
+/// insertion order (appends only, and a bucket is redistributed only into
+/// empty ones), so equal times pop first-in first-out.
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Entry<E>>,
-    next_sequence: u64,
+    /// Bucket 0: the events at `last_time`, first in first out.
+    due: VecDeque<(u64, E)>,
+    /// Buckets 1..=64 (index 0 unused).
+    buckets: Vec<Vec<(u64, E)>>,
+    /// Bit `i - 1` is set when bucket `i` holds events.
+    nonempty: u64,
+    last_time: u64,
+    len: usize,
     now: SimTime,
     popped: u64,
 }
@@ -46,30 +38,78 @@ impl<E> Default for EventQueue<E> {
     }
 }
 
+fn bucket_of(time: u64, last_time: u64) -> usize {
+    (64 - (time ^ last_time).leading_zeros()) as usize
+}
+
 impl<E> EventQueue<E> {
     pub fn new() -> Self {
-        EventQueue { heap: BinaryHeap::new(), next_sequence: 0, now: SimTime::ZERO, popped: 0 }
+        EventQueue {
+            due: VecDeque::new(),
+            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
+            nonempty: 0,
+            last_time: 0,
+            len: 0,
+            now: SimTime::ZERO,
+            popped: 0,
+        }
     }
 
     /// Schedule `event` at `time`, which must not be in the past.
     pub fn schedule(&mut self, time: SimTime, event: E) {
         assert!(time >= self.now, "event scheduled in the past: {time:?} < now {:?}", self.now);
-        let sequence = self.next_sequence;
-        self.next_sequence += 1;
-        self.heap.push(Entry { time, sequence, event });
+        self.push_at(time.ns(), event);
+        self.len += 1;
+    }
+
+    fn push_at(&mut self, time: u64, event: E) {
+        let i = bucket_of(time, self.last_time);
+        if i == 0 {
+            self.due.push_back((time, event));
+        } else {
+            self.nonempty |= 1 << (i - 1);
+            self.buckets[i].push((time, event));
+        }
     }
 
     /// Remove the earliest event and advance the clock to its time.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
-        let entry = self.heap.pop()?;
-        debug_assert!(entry.time >= self.now);
-        self.now = entry.time;
+        if self.len == 0 {
+            return None;
+        }
+        if self.due.is_empty() {
+            self.refill_bucket_zero();
+        }
+        let (time, event) = self.due.pop_front().expect("refilled");
+        self.len -= 1;
         self.popped += 1;
-        Some((entry.time, entry.event))
+        debug_assert!(time >= self.now.ns());
+        self.now = SimTime(time);
+        Some((self.now, event))
+    }
+
+    /// Empty the lowest non-empty bucket into lower ones, taking its earliest
+    /// time as the new reference: those events land in bucket 0, in order.
+    fn refill_bucket_zero(&mut self) {
+        debug_assert!(self.nonempty != 0, "queue is not empty");
+        let i = self.nonempty.trailing_zeros() as usize + 1;
+        self.nonempty &= !(1 << (i - 1));
+        let mut bucket = std::mem::take(&mut self.buckets[i]);
+        self.last_time = bucket.iter().map(|(t, _)| *t).min().expect("non-empty");
+        for (time, event) in bucket.drain(..) {
+            debug_assert!(bucket_of(time, self.last_time) < i);
+            self.push_at(time, event);
+        }
+        // Give the emptied vector back so its capacity is reused.
+        self.buckets[i] = bucket;
     }
 
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|e| e.time)
+        if !self.due.is_empty() {
+            return Some(SimTime(self.last_time));
+        }
+        let bucket = self.buckets.iter().skip(1).find(|b| !b.is_empty())?;
+        bucket.iter().map(|(t, _)| *t).min().map(SimTime)
     }
 
     /// The time of the last popped event.
@@ -77,10 +117,10 @@ impl<E> EventQueue<E> {
         self.now
     }
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
     /// Events popped so far (stale ones included).
     pub fn popped(&self) -> u64 {
@@ -114,6 +154,26 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn interleaved_pushes_and_pops_stay_ordered(ops in proptest::collection::vec((0u64..1000, any::<bool>()), 0..300)) {
+            // A model: a sorted list of (time, sequence).
+            let mut q = EventQueue::new();
+            let mut model: Vec<(u64, usize)> = Vec::new();
+            for (i, (offset, pop)) in ops.into_iter().enumerate() {
+                if pop {
+                    model.sort();
+                    let want = if model.is_empty() { None } else { Some(model.remove(0)) };
+                    let got = q.pop().map(|(t, e)| (t.ns(), e));
+                    prop_assert_eq!(got, want);
+                } else {
+                    let t = q.now().ns() + offset;
+                    q.schedule(SimTime(t), i);
+                    model.push((t, i));
+                }
+                prop_assert_eq!(q.len(), model.len());
+            }
+        }
+
         #[test]
         fn pops_are_sorted_by_time_then_insertion(times in proptest::collection::vec(0u64..50, 0..200)) {
             let mut q = EventQueue::new();

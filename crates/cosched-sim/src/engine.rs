@@ -105,7 +105,7 @@ struct GangState {
 }
 
 #[derive(Clone, Copy, Debug)]
-enum Event {
+pub enum Event {
     Arrival(u32),
     Visit { cpu: u32, ticket: u32 },
     IoDone(u32),
@@ -114,6 +114,22 @@ enum Event {
     /// A message lands in the receiver's endpoint.
     Deposit { dest: u32, side: u8 },
     GangQuantum,
+}
+
+impl Event {
+    pub const KIND_NAMES: [&'static str; 7] =
+        ["arrival", "visit", "stale-visit", "io-done", "nic-arrival", "deposit", "gang-quantum"];
+
+    fn kind_index(&self) -> usize {
+        match self {
+            Event::Arrival(_) => 0,
+            Event::Visit { .. } => 1,
+            Event::IoDone(_) => 3,
+            Event::NicArrival { .. } => 4,
+            Event::Deposit { .. } => 5,
+            Event::GangQuantum => 6,
+        }
+    }
 }
 
 /// Progress reported to a caller every so many events.
@@ -136,7 +152,12 @@ pub struct EngineOutcome {
     pub longest_queue: usize,
     pub jobs_submitted: usize,
     pub trace: Vec<TraceEvent>,
+    /// Events handled, by kind (see `EVENT_KIND_NAMES`).
+    pub event_counts: [u64; 7],
 }
+
+pub use Event as EngineEvent;
+pub const EVENT_KIND_NAMES: [&str; 7] = Event::KIND_NAMES;
 
 pub struct Engine<'a> {
     cfg: &'a SimConfig,
@@ -155,6 +176,7 @@ pub struct Engine<'a> {
     trace: Option<Vec<TraceEvent>>,
     records: Vec<JobRecord>,
     bsld_threshold_s: f64,
+    event_counts: [u64; 7],
 }
 
 /// Safety bound on the work done for one CPU at one instant.
@@ -227,6 +249,7 @@ impl<'a> Engine<'a> {
             trace: record_trace.then(Vec::new),
             records: Vec::new(),
             bsld_threshold_s,
+            event_counts: [0; 7],
         }
     }
 
@@ -236,14 +259,13 @@ impl<'a> Engine<'a> {
         let horizon = self.cfg.horizon_ns.map(SimTime).unwrap_or(SimTime::MAX);
         let mut end = SimTime::ZERO;
         while self.completed < self.jobs.len() {
-            let Some(next) = self.queue.peek_time() else {
+            let Some((now, event)) = self.queue.pop() else {
                 panic!("deadlock: {} jobs unfinished and no event pending", self.jobs.len() - self.completed)
             };
-            if next > horizon {
+            if now > horizon {
                 end = horizon;
                 break;
             }
-            let (now, event) = self.queue.pop().expect("peeked");
             end = now;
             self.handle(now, event);
             if progress_every > 0 && self.queue.popped() % progress_every == 0 {
@@ -287,16 +309,21 @@ impl<'a> Engine<'a> {
             longest_queue: self.arrivals.longest(),
             jobs_submitted: self.jobs.len(),
             trace: self.trace.unwrap_or_default(),
+            event_counts: self.event_counts,
         }
     }
 
     fn handle(&mut self, now: SimTime, event: Event) {
+        self.event_counts[event.kind_index()] += 1;
         match event {
             Event::Arrival(j) => self.on_arrival(j, now),
             Event::Visit { cpu, ticket } => {
                 if self.cpus[cpu as usize].visit_ticket == ticket {
                     self.cpus[cpu as usize].visit_at = SimTime::MAX;
                     self.update_cpu(cpu, now);
+                } else {
+                    self.event_counts[1] -= 1;
+                    self.event_counts[2] += 1;
                 }
             }
             Event::IoDone(p) => self.on_io_done(p, now),

@@ -10,6 +10,8 @@ pub struct RunResult {
     pub jobs: Vec<JobRecord>,
     pub per_cpu_time: Vec<Breakdown>,
     pub trace: Vec<TraceEvent>,
+    /// Events handled, by kind (names in `engine::EVENT_KIND_NAMES`).
+    pub event_counts: [u64; 7],
 }
 
 /// Options of a run that are not part of the machine model.
@@ -68,5 +70,11 @@ pub fn run(
         cpu_time: outcome.cpu_time,
         events: outcome.events,
     };
-    Ok(RunResult { summary, jobs: records, per_cpu_time: outcome.per_cpu_time, trace: outcome.trace })
+    Ok(RunResult {
+        summary,
+        jobs: records,
+        per_cpu_time: outcome.per_cpu_time,
+        trace: outcome.trace,
+        event_counts: outcome.event_counts,
+    })
 }

@@ -217,15 +217,26 @@ pub struct ReadOptions {
 /// Why a trace could not be read.
 #[derive(Debug)]
 pub enum SwfError {
-    Io { path: String, source: io::Error },
-    Malformed { path: String, line: u64, message: String },
+    Io {
+        path: String,
+        source: io::Error,
+    },
+    Malformed {
+        path: String,
+        line: u64,
+        message: String,
+    },
 }
 
 impl fmt::Display for SwfError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SwfError::Io { path, source } => write!(f, "{path}: {source}"),
-            SwfError::Malformed { path, line, message } => write!(
+            SwfError::Malformed {
+                path,
+                line,
+                message,
+            } => write!(
                 f,
                 "{path}:{line}: {message} (use --skip-bad-lines to skip malformed lines)"
             ),
@@ -246,10 +257,16 @@ impl std::error::Error for SwfError {
 /// the gzip magic bytes, since archive files are often renamed.
 pub fn read_path(path: &Path, opts: ReadOptions) -> Result<Workload, SwfError> {
     let name = path.display().to_string();
-    let io_err = |source| SwfError::Io { path: name.clone(), source };
+    let io_err = |source| SwfError::Io {
+        path: name.clone(),
+        source,
+    };
     let file = File::open(path).map_err(io_err)?;
     let mut reader = BufReader::new(file);
-    let is_gzip = reader.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
+    let is_gzip = reader
+        .fill_buf()
+        .map_err(io_err)?
+        .starts_with(&[0x1f, 0x8b]);
     if is_gzip {
         read_from(BufReader::new(MultiGzDecoder::new(reader)), &name, opts)
     } else {
@@ -270,7 +287,10 @@ pub fn read_from(
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
-            .map_err(|source| SwfError::Io { path: source_name.to_string(), source })?;
+            .map_err(|source| SwfError::Io {
+                path: source_name.to_string(),
+                source,
+            })?;
         if n == 0 {
             break;
         }
@@ -289,7 +309,9 @@ pub fn read_from(
         }
         match parse_job_line(line, line_no) {
             Ok(Parsed::Job(job)) => workload.jobs.push(job),
-            Ok(Parsed::Unusable(job_number, reason)) => workload.unusable.push((job_number, reason)),
+            Ok(Parsed::Unusable(job_number, reason)) => {
+                workload.unusable.push((job_number, reason))
+            }
             Err(_) if opts.skip_bad_lines => workload.skipped_bad_lines.push(line_no),
             Err(message) => {
                 return Err(SwfError::Malformed {
@@ -396,7 +418,9 @@ fn parse_field(token: &str, index: usize) -> Result<f64, String> {
 /// Write a trace; gzip-compressed if the path ends in `.gz`.
 pub fn write_path(path: &Path, workload: &Workload) -> io::Result<()> {
     let file = BufWriter::new(File::create(path)?);
-    let gz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    let gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
     if gz {
         let mut encoder = GzEncoder::new(file, Compression::default());
         write_to(&mut encoder, workload)?;
@@ -420,7 +444,11 @@ const WRITER_KEYS: [&str; 4] = ["Version", "MaxJobs", "MaxRecords", "MaxProcs"];
 /// continue it, so multi-line notes stay whole.
 pub fn write_to(mut writer: impl Write, workload: &Workload) -> io::Result<()> {
     let groups = header_groups(&workload.header);
-    let key_is = |g: &HeaderGroup, k: &str| g.key.as_deref().is_some_and(|gk| gk.eq_ignore_ascii_case(k));
+    let key_is = |g: &HeaderGroup, k: &str| {
+        g.key
+            .as_deref()
+            .is_some_and(|gk| gk.eq_ignore_ascii_case(k))
+    };
     let write_group = |w: &mut dyn Write, g: &HeaderGroup| -> io::Result<()> {
         for line in &g.lines {
             writeln!(w, "; {line}")?;
@@ -445,7 +473,10 @@ pub fn write_to(mut writer: impl Write, workload: &Workload) -> io::Result<()> {
         }
     }
     let carried_elsewhere = |g: &HeaderGroup| {
-        ["Computer", "Note"].iter().chain(WRITER_KEYS.iter()).any(|k| key_is(g, k))
+        ["Computer", "Note"]
+            .iter()
+            .chain(WRITER_KEYS.iter())
+            .any(|k| key_is(g, k))
     };
     for g in groups.iter().filter(|g| !carried_elsewhere(g)) {
         write_group(&mut writer, g)?;
@@ -492,7 +523,10 @@ fn header_groups(header: &[String]) -> Vec<HeaderGroup<'_>> {
             }
         }
         let key = split_header_key(line).map(|(k, _)| k.to_string());
-        groups.push(HeaderGroup { key, lines: vec![line] });
+        groups.push(HeaderGroup {
+            key,
+            lines: vec![line],
+        });
     }
     groups
 }
@@ -527,14 +561,38 @@ mod tests {
     #[test]
     fn each_kind_of_malformed_field_is_rejected() {
         let cases = [
-            ("1 0 5 abc 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "field 4 (run time) is 'abc': not a number"),
-            ("1 0 5 NaN 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "not a finite number"),
-            ("1 0 5 100 inf -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "not a finite number"),
-            ("1 0 5 -2 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "negative values other than -1"),
-            ("1 -5 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "field 2 (submit time)"),
-            ("1.5 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "whole number"),
-            ("1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 0.5 -1 -1 -1", "field 15 (queue)"),
-            ("1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1 7", "found 19"),
+            (
+                "1 0 5 abc 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
+                "field 4 (run time) is 'abc': not a number",
+            ),
+            (
+                "1 0 5 NaN 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
+                "not a finite number",
+            ),
+            (
+                "1 0 5 100 inf -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
+                "not a finite number",
+            ),
+            (
+                "1 0 5 -2 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
+                "negative values other than -1",
+            ),
+            (
+                "1 -5 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
+                "field 2 (submit time)",
+            ),
+            (
+                "1.5 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
+                "whole number",
+            ),
+            (
+                "1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 0.5 -1 -1 -1",
+                "field 15 (queue)",
+            ),
+            (
+                "1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1 7",
+                "found 19",
+            ),
         ];
         for (line, want) in cases {
             let err = read_str(&format!("; x\n{line}\n"), ReadOptions::default()).unwrap_err();
@@ -547,10 +605,19 @@ mod tests {
     #[test]
     fn skip_bad_lines_counts_what_it_skipped() {
         let text = format!("{GOOD}\nnot a job\n{GOOD}\n1 2 3\n\n; comment\n{GOOD}\n1 0 5 nan 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1\n");
-        let w = read_str(&text, ReadOptions { skip_bad_lines: true }).unwrap();
+        let w = read_str(
+            &text,
+            ReadOptions {
+                skip_bad_lines: true,
+            },
+        )
+        .unwrap();
         assert_eq!(w.skipped_bad_lines, vec![2, 4, 8]);
         assert_eq!(w.jobs.len(), 3);
-        assert_eq!(w.jobs.iter().map(|j| j.source_line).collect::<Vec<_>>(), vec![1, 3, 7]);
+        assert_eq!(
+            w.jobs.iter().map(|j| j.source_line).collect::<Vec<_>>(),
+            vec![1, 3, 7]
+        );
         assert!(read_str(&text, ReadOptions::default()).is_err());
     }
 
@@ -570,7 +637,11 @@ mod tests {
         assert_eq!(w.jobs[0].job_number, 16);
         let numbers: Vec<u64> = w.unusable.iter().map(|(n, _)| *n).collect();
         assert_eq!(numbers, vec![10, 11, 12, 13, 14, 15]);
-        assert!(w.unusable[0].1.contains("run time is 0"), "{:?}", w.unusable[0]);
+        assert!(
+            w.unusable[0].1.contains("run time is 0"),
+            "{:?}",
+            w.unusable[0]
+        );
         assert!(w.unusable[1].1.contains("run time unknown"));
         assert!(w.unusable[2].1.contains("allocated processors is 0"));
         assert!(w.unusable[3].1.contains("processor count unknown"));

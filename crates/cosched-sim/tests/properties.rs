@@ -1,0 +1,71 @@
+//! Invariants over random small workloads, for both schemes.
+
+mod common;
+use common::*;
+use cosched_sim::run::{run, RunOptions};
+use cosched_sim::{Scheme, SimConfig, SimJob};
+use proptest::prelude::*;
+
+fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
+    let one = (0u64..400, 1..=max_tasks, 0u64..3_000, 0u64..3_000, 1u32..6);
+    proptest::collection::vec(one, 1..12).prop_map(|specs| {
+        let mut arrival = 0;
+        specs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (gap_ms, tasks, compute_us, io_us, iterations))| {
+                arrival += gap_ms * MS / 10;
+                job(i as u64 + 1, arrival, tasks, compute_us * US, io_us * US, iterations)
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_job_completes_and_cpu_time_adds_up(
+        nodes in 1u32..5,
+        cpus_per_node in 1u32..3,
+        mpl in 1u32..4,
+        skew_pct in 0u32..150,
+        gang in any::<bool>(),
+        seed in 0u64..1_000,
+        jobs in jobs_strategy(8),
+    ) {
+        let cpus = nodes * cpus_per_node;
+        let jobs: Vec<SimJob> = jobs.into_iter().filter(|j| j.tasks <= cpus).collect();
+        prop_assume!(!jobs.is_empty());
+        let cfg = SimConfig {
+            scheme: if gang { Scheme::Gang } else { Scheme::LOCAL },
+            nodes,
+            cpus_per_node,
+            mpl,
+            skew: skew_pct as f64 / 100.0,
+            seed,
+            ..SimConfig::default()
+        };
+        let n = jobs.len();
+        let result = run(&cfg, jobs.clone(), &RunOptions::default(), |_| {}).unwrap();
+        prop_assert_eq!(result.jobs.len(), n, "every admitted job completes");
+        let span_ns = (result.summary.span_s * 1e9).round() as u64;
+        for time in &result.per_cpu_time {
+            prop_assert_eq!(time.total_ns(), span_ns);
+        }
+        prop_assert_eq!(result.summary.cpu_time.total_ns(), span_ns * cpus as u64);
+        for rec in &result.jobs {
+            prop_assert!(rec.start_s >= rec.arrival_s && rec.finish_s >= rec.start_s);
+            // (With c > 1 tasks on one node talk through shared memory, faster
+            // than the dedicated time assumes.)
+            if skew_pct == 0 && cpus_per_node == 1 {
+                prop_assert!(rec.execution_s >= rec.dedicated_s - 1e-9, "no job beats its dedicated time");
+            }
+        }
+        // Useful work is exactly the sum of the compute the jobs asked for (with no skew).
+        if skew_pct == 0 {
+            let asked: u64 = jobs.iter().map(|j| j.program.compute_ns * j.program.iterations as u64 * j.tasks as u64).sum();
+            prop_assert_eq!(result.summary.cpu_time.useful_ns, asked);
+        }
+    }
+}
