@@ -1,0 +1,97 @@
+//! Writing result files all-or-nothing: everything goes to a scratch folder
+//! beside the destination, which replaces the destination only when complete.
+//! A failed run therefore leaves no partial output behind.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Marker naming a folder as cosched output, so it may be replaced.
+const MARKER: &str = ".cosched-output";
+
+pub struct OutputDir {
+    final_path: PathBuf,
+    scratch: PathBuf,
+}
+
+impl OutputDir {
+    /// Check that `path` can be (re)written, before any work is done.
+    pub fn check(path: &Path) -> Result<(), String> {
+        if path.exists() {
+            if !path.is_dir() {
+                return Err(format!("--out {}: exists and is not a folder", path.display()));
+            }
+            let empty = fs::read_dir(path).map_err(|e| format!("--out {}: {e}", path.display()))?.next().is_none();
+            if !empty && !path.join(MARKER).exists() {
+                return Err(format!(
+                    "--out {}: the folder holds files that cosched did not write; choose another folder",
+                    path.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn begin(path: &Path) -> Result<OutputDir, String> {
+        OutputDir::check(path)?;
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        fs::create_dir_all(&parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "out".into());
+        let scratch = parent.join(format!(".{name}.partial-{}", std::process::id()));
+        if scratch.exists() {
+            fs::remove_dir_all(&scratch).map_err(|e| format!("cannot clear {}: {e}", scratch.display()))?;
+        }
+        fs::create_dir(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
+        fs::write(scratch.join(MARKER), "written by cosched\n").map_err(|e| e.to_string())?;
+        Ok(OutputDir { final_path: path.to_path_buf(), scratch })
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.scratch.join(name)
+    }
+
+    pub fn write(&self, name: &str, contents: &str) -> Result<(), String> {
+        fs::write(self.file(name), contents).map_err(|e| format!("cannot write {name}: {e}"))
+    }
+
+    /// Put the finished folder in place of the destination.
+    pub fn commit(self) -> Result<PathBuf, String> {
+        if self.final_path.exists() {
+            fs::remove_dir_all(&self.final_path)
+                .map_err(|e| format!("cannot replace {}: {e}", self.final_path.display()))?;
+        }
+        fs::rename(&self.scratch, &self.final_path)
+            .map_err(|e| format!("cannot move results to {}: {e}", self.final_path.display()))?;
+        Ok(self.final_path.clone())
+    }
+}
+
+impl Drop for OutputDir {
+    fn drop(&mut self) {
+        // Not committed (an error on the way): leave nothing behind.
+        if self.scratch.exists() {
+            let _ = fs::remove_dir_all(&self.scratch);
+        }
+    }
+}
+
+/// A CSV field: quoted only when it must be.
+pub fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// Fixed formatting for floats in CSV, so output bytes do not depend on
+/// anything but the values.
+pub fn num(value: f64) -> String {
+    if value.is_finite() {
+        format!("{value:.9}").trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        String::new()
+    }
+}
