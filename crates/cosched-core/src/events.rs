@@ -57,7 +57,11 @@ impl<E> EventQueue<E> {
 
     /// Schedule `event` at `time`, which must not be in the past.
     pub fn schedule(&mut self, time: SimTime, event: E) {
-        assert!(time >= self.now, "event scheduled in the past: {time:?} < now {:?}", self.now);
+        assert!(
+            time >= self.now,
+            "event scheduled in the past: {time:?} < now {:?}",
+            self.now
+        );
         self.push_at(time.ns(), event);
         self.len += 1;
     }

@@ -35,12 +35,15 @@ pub enum Admission {
 impl Admission {
     pub fn find(&self, tasks: u32) -> Option<Placement> {
         match self {
-            Admission::Local(local) => {
-                local.find(tasks).map(|cpus| Placement { cpus, row: None })
+            Admission::Local(local) => local.find(tasks).map(|cpus| Placement { cpus, row: None }),
+            Admission::Gang(matrix) => {
+                matrix
+                    .find(tasks)
+                    .map(|GangPlacement { row, columns }| Placement {
+                        cpus: columns,
+                        row: Some(row),
+                    })
             }
-            Admission::Gang(matrix) => matrix
-                .find(tasks)
-                .map(|GangPlacement { row, columns }| Placement { cpus: columns, row: Some(row) }),
         }
     }
 

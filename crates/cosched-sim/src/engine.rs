@@ -30,7 +30,9 @@ pub struct SimJob {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    Compute { remaining_ns: u64 },
+    Compute {
+        remaining_ns: u64,
+    },
     Io,
     /// Back from I/O: sends its messages as soon as it runs.
     Send,
@@ -107,18 +109,34 @@ struct GangState {
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
     Arrival(u32),
-    Visit { cpu: u32, ticket: u32 },
+    Visit {
+        cpu: u32,
+        ticket: u32,
+    },
     IoDone(u32),
     /// A message reaches the receiving interface (uncontended deposit time).
-    NicArrival { dest: u32, side: u8 },
+    NicArrival {
+        dest: u32,
+        side: u8,
+    },
     /// A message lands in the receiver's endpoint.
-    Deposit { dest: u32, side: u8 },
+    Deposit {
+        dest: u32,
+        side: u8,
+    },
     GangQuantum,
 }
 
 impl Event {
-    pub const KIND_NAMES: [&'static str; 7] =
-        ["arrival", "visit", "stale-visit", "io-done", "nic-arrival", "deposit", "gang-quantum"];
+    pub const KIND_NAMES: [&'static str; 7] = [
+        "arrival",
+        "visit",
+        "stale-visit",
+        "io-done",
+        "nic-arrival",
+        "deposit",
+        "gang-quantum",
+    ];
 
     fn kind_index(&self) -> usize {
         match self {
@@ -184,11 +202,20 @@ const MAX_DISPATCHES_PER_VISIT: usize = 10_000;
 
 impl<'a> Engine<'a> {
     /// `jobs` must be sorted by arrival and fit the machine (checked).
-    pub fn new(cfg: &'a SimConfig, jobs: Vec<SimJob>, bsld_threshold_s: f64, record_trace: bool) -> Self {
+    pub fn new(
+        cfg: &'a SimConfig,
+        jobs: Vec<SimJob>,
+        bsld_threshold_s: f64,
+        record_trace: bool,
+    ) -> Self {
         let cpu_count = cfg.cpu_count() as usize;
-        assert!(jobs.windows(2).all(|w| w[0].arrival <= w[1].arrival), "jobs must be sorted by arrival");
         assert!(
-            jobs.iter().all(|j| j.tasks >= 1 && j.tasks as usize <= cpu_count),
+            jobs.windows(2).all(|w| w[0].arrival <= w[1].arrival),
+            "jobs must be sorted by arrival"
+        );
+        assert!(
+            jobs.iter()
+                .all(|j| j.tasks >= 1 && j.tasks as usize <= cpu_count),
             "every job must fit the machine"
         );
         let admission = if cfg.scheme.is_gang() {
@@ -255,12 +282,19 @@ impl<'a> Engine<'a> {
 
     /// Run to the last completion (or the horizon), reporting progress every
     /// `progress_every` events.
-    pub fn run(mut self, progress_every: u64, mut progress: impl FnMut(&Progress)) -> EngineOutcome {
+    pub fn run(
+        mut self,
+        progress_every: u64,
+        mut progress: impl FnMut(&Progress),
+    ) -> EngineOutcome {
         let horizon = self.cfg.horizon_ns.map(SimTime).unwrap_or(SimTime::MAX);
         let mut end = SimTime::ZERO;
         while self.completed < self.jobs.len() {
             let Some((now, event)) = self.queue.pop() else {
-                panic!("deadlock: {} jobs unfinished and no event pending", self.jobs.len() - self.completed)
+                panic!(
+                    "deadlock: {} jobs unfinished and no event pending",
+                    self.jobs.len() - self.completed
+                )
             };
             if now > horizon {
                 end = horizon;
@@ -268,7 +302,7 @@ impl<'a> Engine<'a> {
             }
             end = now;
             self.handle(now, event);
-            if progress_every > 0 && self.queue.popped() % progress_every == 0 {
+            if progress_every > 0 && self.queue.popped().is_multiple_of(progress_every) {
                 progress(&self.progress(now));
             }
         }
@@ -291,7 +325,11 @@ impl<'a> Engine<'a> {
         }
         let mut cpu_time = Breakdown::default();
         for cpu in &self.cpus {
-            debug_assert_eq!(cpu.time.total_ns(), end.ns(), "CPU time must add up to the span");
+            debug_assert_eq!(
+                cpu.time.total_ns(),
+                end.ns(),
+                "CPU time must add up to the span"
+            );
             cpu_time.add(&cpu.time);
         }
         if let Some(gang) = &self.gang {
@@ -329,7 +367,8 @@ impl<'a> Engine<'a> {
             Event::IoDone(p) => self.on_io_done(p, now),
             Event::NicArrival { dest, side } => {
                 let node = self.cpus[self.procs[dest as usize].cpu as usize].node;
-                let at = self.nics[node as usize].deposit_time(now, self.cfg.network.nic_ns_per_message);
+                let at =
+                    self.nics[node as usize].deposit_time(now, self.cfg.network.nic_ns_per_message);
                 if at == now {
                     self.deposit(dest, side, now);
                 } else {
@@ -343,7 +382,11 @@ impl<'a> Engine<'a> {
 
     fn record(&mut self, now: SimTime, cpu: u32, kind: TraceKind) {
         if let Some(trace) = &mut self.trace {
-            trace.push(TraceEvent { time_ns: now.ns(), cpu, kind });
+            trace.push(TraceEvent {
+                time_ns: now.ns(),
+                cpu,
+                kind,
+            });
         }
     }
 
@@ -352,7 +395,8 @@ impl<'a> Engine<'a> {
     fn on_arrival(&mut self, j: u32, now: SimTime) {
         let next = j as usize + 1;
         if next < self.jobs.len() {
-            self.queue.schedule(self.jobs[next].spec.arrival, Event::Arrival(next as u32));
+            self.queue
+                .schedule(self.jobs[next].spec.arrival, Event::Arrival(next as u32));
         }
         self.arrivals.push(j);
         self.admit_waiting(now);
@@ -361,7 +405,9 @@ impl<'a> Engine<'a> {
     /// Strict FCFS: admit from the head while the head fits.
     fn admit_waiting(&mut self, now: SimTime) {
         while let Some(&j) = self.arrivals.front() {
-            let Some(placement) = self.admission.find(self.jobs[j as usize].spec.tasks) else { break };
+            let Some(placement) = self.admission.find(self.jobs[j as usize].spec.tasks) else {
+                break;
+            };
             self.arrivals.pop();
             self.start_job(j, placement, now);
         }
@@ -373,15 +419,23 @@ impl<'a> Engine<'a> {
         let first_proc = self.procs.len() as u32;
         for rank in 0..tasks {
             let cpu = placement.cpus[rank as usize];
-            let mut rng = self.seed.substream("task-skew", ((j as u64) << 32) | rank as u64);
-            let compute_ns = skewed(self.cfg.skew, self.jobs[j as usize].spec.program.compute_ns, &mut rng);
+            let mut rng = self
+                .seed
+                .substream("task-skew", ((j as u64) << 32) | rank as u64);
+            let compute_ns = skewed(
+                self.cfg.skew,
+                self.jobs[j as usize].spec.program.compute_ns,
+                &mut rng,
+            );
             let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
             self.procs.push(Proc {
                 job: j,
                 cpu,
                 level: TOP_LEVEL,
                 quantum_left_ns: self.cfg.scheduler.quantum_ns(TOP_LEVEL),
-                phase: Phase::Compute { remaining_ns: compute_ns },
+                phase: Phase::Compute {
+                    remaining_ns: compute_ns,
+                },
                 state: ProcState::Ready,
                 iterations_done: 0,
                 neighbours,
@@ -402,7 +456,9 @@ impl<'a> Engine<'a> {
             None => {
                 for (rank, &cpu) in cpus.iter().enumerate() {
                     // A new process joins the tail of the top level (our choice).
-                    self.cpus[cpu as usize].ready.push_tail(first_proc + rank as u32, TOP_LEVEL);
+                    self.cpus[cpu as usize]
+                        .ready
+                        .push_tail(first_proc + rank as u32, TOP_LEVEL);
                 }
             }
             Some(row) => self.gang_place(row, &cpus, first_proc),
@@ -424,7 +480,10 @@ impl<'a> Engine<'a> {
     }
 
     fn job_finished(&mut self, j: u32, now: SimTime) {
-        let placement = self.jobs[j as usize].placement.take().expect("a running job has a placement");
+        let placement = self.jobs[j as usize]
+            .placement
+            .take()
+            .expect("a running job has a placement");
         self.jobs[j as usize].finish = Some(now);
         self.admission.give_back(JobId(j), &placement);
         if let Some(row) = placement.row {
@@ -459,7 +518,11 @@ impl<'a> Engine<'a> {
             response_s,
             dedicated_s,
             slowdown: response_s / dedicated_s,
-            bounded_slowdown: crate::metrics::bounded_slowdown(response_s, dedicated_s, self.bsld_threshold_s),
+            bounded_slowdown: crate::metrics::bounded_slowdown(
+                response_s,
+                dedicated_s,
+                self.bsld_threshold_s,
+            ),
         }
     }
 
@@ -467,7 +530,10 @@ impl<'a> Engine<'a> {
 
     fn gang_place(&mut self, row: u32, cpus: &[u32], first_proc: u32) {
         let cpu_count = self.cpus.len();
-        let gang = self.gang.as_mut().expect("gang placement under gang scheduling");
+        let gang = self
+            .gang
+            .as_mut()
+            .expect("gang placement under gang scheduling");
         for (rank, &cpu) in cpus.iter().enumerate() {
             gang.cell_procs[row as usize * cpu_count + cpu as usize] = first_proc + rank as u32;
         }
@@ -482,7 +548,10 @@ impl<'a> Engine<'a> {
 
     fn gang_release(&mut self, row: u32, cpus: &[u32]) {
         let cpu_count = self.cpus.len();
-        let gang = self.gang.as_mut().expect("gang release under gang scheduling");
+        let gang = self
+            .gang
+            .as_mut()
+            .expect("gang release under gang scheduling");
         for &cpu in cpus {
             gang.cell_procs[row as usize * cpu_count + cpu as usize] = NO_PROC;
             if gang.current_row == Some(row) {
@@ -498,7 +567,9 @@ impl<'a> Engine<'a> {
 
     /// Book the next quantum boundary if some other row is waiting for its turn.
     fn ensure_gang_quantum(&mut self, now: SimTime) {
-        let Admission::Gang(matrix) = &self.admission else { return };
+        let Admission::Gang(matrix) = &self.admission else {
+            return;
+        };
         let gang = self.gang.as_mut().expect("gang state");
         if gang.tick_pending {
             return;
@@ -506,17 +577,21 @@ impl<'a> Engine<'a> {
         let next = matrix.next_occupied_row(gang.current_row);
         if next.is_some() && next != gang.current_row {
             gang.tick_pending = true;
-            self.queue.schedule(now.next_multiple_after(self.cfg.costs.gang_quantum_ns), Event::GangQuantum);
+            self.queue.schedule(
+                now.next_multiple_after(self.cfg.costs.gang_quantum_ns),
+                Event::GangQuantum,
+            );
         }
     }
 
     fn on_gang_quantum(&mut self, now: SimTime) {
-        let Admission::Gang(matrix) = &self.admission else { unreachable!() };
+        let Admission::Gang(matrix) = &self.admission else {
+            unreachable!()
+        };
         let gang = self.gang.as_mut().expect("gang state");
         gang.tick_pending = false;
         let next = matrix.next_occupied_row(gang.current_row);
-        if next.is_some() && next != gang.current_row {
-            let row = next.expect("checked");
+        if let Some(row) = next.filter(|&r| Some(r) != gang.current_row) {
             gang.current_row = Some(row);
             self.switch_all_cpus_to_row(row, now);
         }
@@ -527,8 +602,8 @@ impl<'a> Engine<'a> {
         let cpu_count = self.cpus.len();
         for c in 0..cpu_count as u32 {
             self.account(c, now);
-            let cell = self.gang.as_ref().expect("gang")
-                .cell_procs[row as usize * cpu_count + c as usize];
+            let cell =
+                self.gang.as_ref().expect("gang").cell_procs[row as usize * cpu_count + c as usize];
             let cpu = &mut self.cpus[c as usize];
             if let Some(p) = cpu.running.take() {
                 self.procs[p as usize].state = ProcState::Ready;
@@ -564,34 +639,60 @@ impl<'a> Engine<'a> {
     }
 
     fn deposit(&mut self, dest: u32, side: u8, now: SimTime) {
-        self.record(now, self.procs[dest as usize].cpu, TraceKind::Deposit { process: dest });
+        self.record(
+            now,
+            self.procs[dest as usize].cpu,
+            TraceKind::Deposit { process: dest },
+        );
         let proc = &mut self.procs[dest as usize];
         proc.received[side as usize] += 1;
         let cpu = proc.cpu;
-        if proc.state == ProcState::Running && proc.phase == Phase::Recv && self.has_all_messages(dest) {
+        if proc.state == ProcState::Running
+            && proc.phase == Phase::Recv
+            && self.has_all_messages(dest)
+        {
             self.update_cpu(cpu, now);
         }
     }
 
     fn has_all_messages(&self, p: u32) -> bool {
         let proc = &self.procs[p as usize];
-        proc.received[..proc.neighbour_count as usize].iter().all(|&n| n > 0)
+        proc.received[..proc.neighbour_count as usize]
+            .iter()
+            .all(|&n| n > 0)
     }
 
     /// Send one message to each neighbour: left first, then right.
     fn send_messages(&mut self, p: u32, now: SimTime) {
         let proc = &self.procs[p as usize];
-        let (neighbours, count, node) = (proc.neighbours, proc.neighbour_count, self.cpus[proc.cpu as usize].node);
+        let (neighbours, count, node) = (
+            proc.neighbours,
+            proc.neighbour_count,
+            self.cpus[proc.cpu as usize].node,
+        );
         for (side, &dest) in neighbours.iter().enumerate().take(count as usize) {
             // With two neighbours, what I send left arrives on their right side.
             let dest_side = if count == 2 { 1 - side as u8 } else { 0 };
             let dest_node = self.cpus[self.procs[dest as usize].cpu as usize].node;
             if dest_node == node {
                 let at = now + self.shm_latency_ns;
-                self.queue.schedule(at, Event::Deposit { dest, side: dest_side });
+                self.queue.schedule(
+                    at,
+                    Event::Deposit {
+                        dest,
+                        side: dest_side,
+                    },
+                );
             } else {
-                let leaves = self.nics[node as usize].start_send(now, self.cfg.network.nic_ns_per_message);
-                self.queue.schedule(leaves + self.latency_ns, Event::NicArrival { dest, side: dest_side });
+                let leaves =
+                    self.nics[node as usize].start_send(now, self.cfg.network.nic_ns_per_message);
+                self.queue.schedule(
+                    leaves + self.latency_ns,
+                    Event::NicArrival {
+                        dest,
+                        side: dest_side,
+                    },
+                );
             }
         }
     }
@@ -639,7 +740,9 @@ impl<'a> Engine<'a> {
                     proc.phase = if proc.iterations_done == program.iterations {
                         Phase::Done
                     } else {
-                        Phase::Compute { remaining_ns: compute_ns }
+                        Phase::Compute {
+                            remaining_ns: compute_ns,
+                        }
                     };
                 }
                 Phase::Done => {
@@ -735,7 +838,9 @@ impl<'a> Engine<'a> {
 
     /// The scheduler tick: quantum expiry and preemption by a higher level.
     fn tick(&mut self, c: u32, now: SimTime) {
-        let Some(p) = self.cpus[c as usize].running else { return };
+        let Some(p) = self.cpus[c as usize].running else {
+            return;
+        };
         let proc = &mut self.procs[p as usize];
         let cpu = &mut self.cpus[c as usize];
         if proc.quantum_left_ns == 0 {
@@ -758,7 +863,8 @@ impl<'a> Engine<'a> {
     fn pick_next(&mut self, c: u32) -> Option<u32> {
         let cpu = &mut self.cpus[c as usize];
         if self.cfg.scheme.is_gang() {
-            cpu.gang_cell.filter(|&p| self.procs[p as usize].state == ProcState::Ready)
+            cpu.gang_cell
+                .filter(|&p| self.procs[p as usize].state == ProcState::Ready)
         } else {
             cpu.ready.pop_best()
         }
@@ -774,12 +880,20 @@ impl<'a> Engine<'a> {
             let cpu = &mut self.cpus[c as usize];
             cpu.running = Some(p);
             self.procs[p as usize].state = ProcState::Running;
-            let switching = !self.cfg.scheme.is_gang() && cpu.last_process.is_some_and(|last| last != p);
+            let switching =
+                !self.cfg.scheme.is_gang() && cpu.last_process.is_some_and(|last| last != p);
             cpu.last_process = Some(p);
             if switching {
                 cpu.switch_until = now + self.cfg.costs.context_switch_ns;
             }
-            self.record(now, c, TraceKind::Dispatch { process: p, switch_cost: switching });
+            self.record(
+                now,
+                c,
+                TraceKind::Dispatch {
+                    process: p,
+                    switch_cost: switching,
+                },
+            );
             if switching {
                 return; // the process starts after the switch; the visit then advances it
             }
@@ -794,7 +908,9 @@ impl<'a> Engine<'a> {
         if cpu.switch_until > now {
             return cpu.switch_until;
         }
-        let Some(p) = cpu.running else { return SimTime::MAX };
+        let Some(p) = cpu.running else {
+            return SimTime::MAX;
+        };
         let proc = &self.procs[p as usize];
         let mut next = SimTime::MAX;
         if let Phase::Compute { remaining_ns } = proc.phase {
@@ -810,7 +926,10 @@ impl<'a> Engine<'a> {
             }
             next = next.min(now.next_multiple_after(sched.raise_period_ns));
         }
-        debug_assert!(next > now, "CPU {c}: next change {next:?} is not after {now:?}");
+        debug_assert!(
+            next > now,
+            "CPU {c}: next change {next:?} is not after {now:?}"
+        );
         next
     }
 

@@ -6,20 +6,42 @@ use serde::Serialize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "what")]
 pub enum TraceKind {
-    JobStart { job: u32 },
-    JobFinish { job: u32 },
+    JobStart {
+        job: u32,
+    },
+    JobFinish {
+        job: u32,
+    },
     /// The process gets the CPU; `switch_cost` if a context switch is charged first.
-    Dispatch { process: u32, switch_cost: bool },
+    Dispatch {
+        process: u32,
+        switch_cost: bool,
+    },
     /// Quantum expired: the process moves to the tail of `level`.
-    Demote { process: u32, level: u8 },
+    Demote {
+        process: u32,
+        level: u8,
+    },
     /// A higher level took the CPU at a tick.
-    Preempt { process: u32 },
-    Block { process: u32 },
-    Wake { process: u32 },
-    Exit { process: u32 },
-    GangSwitch { row: u32 },
+    Preempt {
+        process: u32,
+    },
+    Block {
+        process: u32,
+    },
+    Wake {
+        process: u32,
+    },
+    Exit {
+        process: u32,
+    },
+    GangSwitch {
+        row: u32,
+    },
     /// A message lands in the endpoint of `process`.
-    Deposit { process: u32 },
+    Deposit {
+        process: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

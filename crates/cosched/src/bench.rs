@@ -83,9 +83,15 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
     };
     let loaded = load_workload(&spec, 1024)?;
     let requests = loaded.requests();
-    let plan = WorkloadPlan { mix: Mix { number: 7 }, runtime_scale: 1.0 };
+    let plan = WorkloadPlan {
+        mix: Mix { number: 7 },
+        runtime_scale: 1.0,
+    };
     let cfg = scenario_config(Scheme::LOCAL, args.seconds);
-    let options = RunOptions { progress_every_events: 0, ..RunOptions::default() };
+    let options = RunOptions {
+        progress_every_events: 0,
+        ..RunOptions::default()
+    };
     let baseline = baseline_queue_ops_per_s();
     let mut walls = Vec::new();
     let mut events = 0;
@@ -137,7 +143,10 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
         .collect();
     println!("  events by kind: {}", kinds.join(", "));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
+        );
     }
     Ok(())
 }

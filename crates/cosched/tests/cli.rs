@@ -1,0 +1,281 @@
+//! The `cosched` command end to end: outputs, determinism, errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn cosched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(args)
+        .output()
+        .expect("cosched runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cosched-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// A small, fast simulation.
+const SMALL: &[&str] = &[
+    "sim",
+    "-q",
+    "--jobs",
+    "40",
+    "--nodes",
+    "8",
+    "--runtime-scale",
+    "0.0005",
+];
+
+fn small_sim(out: &Path, extra: &[&str]) -> Output {
+    let mut args = SMALL.to_vec();
+    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    args.extend_from_slice(extra);
+    cosched(&args)
+}
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn sim_writes_csv_and_json_for_each_scheme() {
+    let dir = scratch("outputs");
+    let out = dir.join("run");
+    let o = small_sim(&out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = String::from_utf8(read(&out.join("summary.csv"))).unwrap();
+    let lines: Vec<&str> = summary.lines().collect();
+    assert_eq!(lines.len(), 3, "header + Local + GS:\n{summary}");
+    assert!(lines[1].starts_with("Local,40,40,") && lines[2].starts_with("GS,40,40,"));
+    let jobs = String::from_utf8(read(&out.join("jobs.csv"))).unwrap();
+    assert_eq!(jobs.lines().count(), 1 + 2 * 40);
+    let json: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
+    assert_eq!(json["results"].as_array().unwrap().len(), 2);
+    assert_eq!(json["seed"], 1);
+    assert!(json["command"].as_str().unwrap().contains("--jobs 40"));
+    assert!(out.join("workload.swf").exists());
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("Local") && stdout.contains("GS") && stdout.contains("response"));
+}
+
+#[test]
+fn same_seed_gives_identical_bytes_and_other_seeds_differ() {
+    let dir = scratch("determinism");
+    let out = dir.join("run");
+    let files = ["summary.csv", "jobs.csv", "summary.json", "workload.swf"];
+    assert!(small_sim(&out, &["--seed", "7"]).status.success());
+    let first: Vec<Vec<u8>> = files.iter().map(|f| read(&out.join(f))).collect();
+    assert!(small_sim(&out, &["--seed", "7"]).status.success());
+    let second: Vec<Vec<u8>> = files.iter().map(|f| read(&out.join(f))).collect();
+    for (name, (a, b)) in files.iter().zip(first.iter().zip(&second)) {
+        assert!(a == b, "{name} differs between two runs with the same seed");
+    }
+    assert!(small_sim(&out, &["--seed", "8"]).status.success());
+    let other = read(&out.join("jobs.csv"));
+    assert_ne!(other, first[1], "another seed must give another run");
+}
+
+fn write_trace(dir: &Path, lines: &[&str]) -> PathBuf {
+    let path = dir.join("trace.swf");
+    let mut text = String::from("; Version: 2.2\n; MaxProcs: 8\n");
+    for l in lines {
+        text += l;
+        text.push('\n');
+    }
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const GOOD_LINE: &str = "1 0 -1 100 4 -1 -1 4 -1 -1 1 -1 -1 -1 1 -1 -1 -1";
+const GOOD_LINE_2: &str = "2 30 -1 50 2 -1 -1 2 -1 -1 1 -1 -1 -1 1 -1 -1 -1";
+
+#[test]
+fn a_malformed_trace_line_is_reported_with_its_number_and_nothing_is_written() {
+    let dir = scratch("malformed");
+    let trace = write_trace(
+        &dir,
+        &[
+            GOOD_LINE,
+            "2 30 -1 50 two -1 -1 2 -1 -1 1 -1 -1 -1 1 -1 -1 -1",
+            GOOD_LINE_2,
+        ],
+    );
+    let out = dir.join("run");
+    let o = small_sim(&out, &["--trace", trace.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("trace.swf:4:"),
+        "names the file and line: {err}"
+    );
+    assert!(err.contains("--skip-bad-lines"), "{err}");
+    assert!(!out.exists(), "no output on error");
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "no scratch folder left behind"
+    );
+    let o = small_sim(
+        &out,
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--skip-bad-lines",
+            "--load",
+            "0.3",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("1 malformed lines skipped"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_job_wider_than_the_machine_is_an_error_unless_dropped() {
+    let dir = scratch("oversized");
+    let wide = "3 60 -1 50 64 -1 -1 64 -1 -1 1 -1 -1 -1 1 -1 -1 -1";
+    let trace = write_trace(&dir, &[GOOD_LINE, GOOD_LINE_2, wide]);
+    let out = dir.join("run");
+    let o = small_sim(&out, &["--trace", trace.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("job 3 (line 5) needs 64 CPUs but the machine has 8"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+    let o = small_sim(
+        &out,
+        &["--trace", trace.to_str().unwrap(), "--drop-oversized"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1 jobs wider than the machine left out"));
+}
+
+#[test]
+fn impossible_configurations_and_unknown_values_are_refused() {
+    let dir = scratch("config");
+    let out = dir.join("run");
+    for (extra, expected) in [
+        (&["--mpl", "0"][..], "--mpl must be at least 1"),
+        (&["--nodes", "0"][..], "--nodes must be at least 1"),
+        (&["--schemes", "Local,Fancy"][..], "unknown scheme 'Fancy'"),
+        (&["--workload", "WL9"][..], "unknown workload mix 'WL9'"),
+        (&["--skew", "3"][..], "--skew 3"),
+        (&["--quanta-ms", "1,2,3"][..], "--quanta-ms needs 6 values"),
+        (
+            &["--runtime-scale", "0"][..],
+            "--runtime-scale must be positive",
+        ),
+    ] {
+        let mut args = vec!["sim", "-q", "--jobs", "10", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = cosched(&args);
+        assert!(!o.status.success(), "{extra:?} must fail");
+        assert!(stderr(&o).contains(expected), "{extra:?}: {}", stderr(&o));
+        assert!(!out.exists(), "{extra:?} left output behind");
+    }
+}
+
+#[test]
+fn an_output_folder_with_foreign_files_is_not_overwritten() {
+    let dir = scratch("foreign");
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let o = small_sim(&dir, &[]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("did not write"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "mine"
+    );
+}
+
+#[test]
+fn generated_workloads_round_trip_through_inspect_and_sim() {
+    let dir = scratch("generate");
+    let trace = dir.join("w.swf.gz");
+    let o = cosched(&[
+        "workload",
+        "generate",
+        "--procs",
+        "16",
+        "--jobs",
+        "50",
+        "--seed",
+        "3",
+        "--out",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cosched(&["workload", "inspect", trace.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(report.contains("50"), "{report}");
+    let out = dir.join("run");
+    let o = cosched(&[
+        "sim",
+        "-q",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--nodes",
+        "16",
+        "--runtime-scale",
+        "0.0005",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+fn mean_response(summary_csv: &str, scheme: &str) -> f64 {
+    let header: Vec<&str> = summary_csv.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "mean_response_s").unwrap();
+    let row = summary_csv
+        .lines()
+        .find(|l| l.starts_with(&format!("{scheme},")))
+        .unwrap();
+    row.split(',').nth(col).unwrap().parse().unwrap()
+}
+
+/// The expected direction of the reference study: busy-waiting under local
+/// scheduling is far worse than gang scheduling when jobs communicate a lot
+/// (receivers spin while their partners are descheduled), and much closer
+/// when they mostly compute.
+#[test]
+fn local_is_far_worse_than_gang_on_communication_heavy_work() {
+    let dir = scratch("direction");
+    let mut ratio = Vec::new();
+    for wl in ["WL4", "WL5"] {
+        let out = dir.join(wl);
+        let o = cosched(&[
+            "sim",
+            "-q",
+            "--workload",
+            wl,
+            "--jobs",
+            "80",
+            "--load",
+            "0.2",
+            "--runtime-scale",
+            "0.001",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+        ratio.push(mean_response(&csv, "Local") / mean_response(&csv, "GS"));
+    }
+    let (wl4, wl5) = (ratio[0], ratio[1]);
+    assert!(wl5 > 4.0, "WL5: Local / GS response = {wl5:.2}");
+    assert!(wl5 > 2.0 * wl4, "WL5 ratio {wl5:.2} vs WL4 ratio {wl4:.2}");
+}
