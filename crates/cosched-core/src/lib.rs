@@ -10,8 +10,10 @@ pub mod ids;
 pub mod rng;
 pub mod special;
 pub mod time;
+pub mod timers;
 
 pub use events::EventQueue;
 pub use ids::{CpuId, JobId, NodeId};
 pub use rng::{Rng, StreamSeed};
 pub use time::SimTime;
+pub use timers::TimerHeap;

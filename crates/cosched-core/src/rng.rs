@@ -54,10 +54,7 @@ const PCG_MULTIPLIER: u64 = 6_364_136_223_846_793_005;
 
 impl Rng {
     pub fn from_state(initial_state: u64, sequence: u64) -> Rng {
-        let mut rng = Rng {
-            state: 0,
-            increment: (sequence << 1) | 1,
-        };
+        let mut rng = Rng { state: 0, increment: (sequence << 1) | 1 };
         rng.next_u32();
         rng.state = rng.state.wrapping_add(initial_state);
         rng.next_u32();
@@ -66,9 +63,7 @@ impl Rng {
 
     pub fn next_u32(&mut self) -> u32 {
         let old = self.state;
-        self.state = old
-            .wrapping_mul(PCG_MULTIPLIER)
-            .wrapping_add(self.increment);
+        self.state = old.wrapping_mul(PCG_MULTIPLIER).wrapping_add(self.increment);
         let xorshifted = (((old >> 18) ^ old) >> 27) as u32;
         let rot = (old >> 59) as u32;
         xorshifted.rotate_right(rot)
@@ -164,20 +159,14 @@ mod tests {
     fn streams_are_reproducible_and_distinct() {
         let seed = StreamSeed(42);
         let a: Vec<u32> = (0..4).map(|_| seed.stream("a").next_u32()).collect();
-        assert!(
-            a.windows(2).all(|w| w[0] == w[1]),
-            "same stream, same first draw"
-        );
+        assert!(a.windows(2).all(|w| w[0] == w[1]), "same stream, same first draw");
         let mut a1 = seed.stream("a");
         let mut b1 = seed.stream("b");
         let mut t0 = seed.substream("task", 0);
         let mut t1 = seed.substream("task", 1);
         assert_ne!(a1.next_u64(), b1.next_u64());
         assert_ne!(t0.next_u64(), t1.next_u64());
-        assert_ne!(
-            StreamSeed(1).stream("a").next_u64(),
-            StreamSeed(2).stream("a").next_u64()
-        );
+        assert_ne!(StreamSeed(1).stream("a").next_u64(), StreamSeed(2).stream("a").next_u64());
     }
 
     fn mean_and_variance(xs: &[f64]) -> (f64, f64) {
@@ -195,14 +184,8 @@ mod tests {
             let (mean, var) = mean_and_variance(&xs);
             let want_mean = shape * scale;
             let want_var = shape * scale * scale;
-            assert!(
-                (mean - want_mean).abs() < 0.02 * want_mean,
-                "mean {mean} vs {want_mean}"
-            );
-            assert!(
-                (var - want_var).abs() < 0.05 * want_var,
-                "var {var} vs {want_var}"
-            );
+            assert!((mean - want_mean).abs() < 0.02 * want_mean, "mean {mean} vs {want_mean}");
+            assert!((var - want_var).abs() < 0.05 * want_var, "var {var} vs {want_var}");
         }
     }
 
@@ -219,9 +202,6 @@ mod tests {
         for _ in 0..50_000 {
             counts[rng.below(5) as usize] += 1;
         }
-        assert!(
-            counts.iter().all(|&c| (9_500..10_500).contains(&c)),
-            "{counts:?}"
-        );
+        assert!(counts.iter().all(|&c| (9_500..10_500).contains(&c)), "{counts:?}");
     }
 }

@@ -107,12 +107,12 @@ mod tests {
     #[test]
     fn gamma_p_matches_closed_forms() {
         // Shape 1 is the exponential distribution: P(1, x) = 1 - e^-x.
-        for &x in &[0.1, 1.0, 2.5, 10.0] {
-            assert!((gamma_p(1.0, x) - (1.0 - (-x as f64).exp())).abs() < 1e-12);
+        for &x in &[0.1f64, 1.0, 2.5, 10.0] {
+            assert!((gamma_p(1.0, x) - (1.0 - (-x).exp())).abs() < 1e-12);
         }
         // Shape 2: P(2, x) = 1 - (1 + x) e^-x.
-        for &x in &[0.3, 3.0, 7.0] {
-            let want = 1.0 - (1.0 + x) * (-x as f64).exp();
+        for &x in &[0.3f64, 3.0, 7.0] {
+            let want = 1.0 - (1.0 + x) * (-x).exp();
             assert!((gamma_p(2.0, x) - want).abs() < 1e-12);
         }
         assert!((gamma_cdf(6.1271, 5.2740, 1e6) - 1.0).abs() < 1e-12);

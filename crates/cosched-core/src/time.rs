@@ -17,10 +17,7 @@ impl SimTime {
     pub const MAX: SimTime = SimTime(u64::MAX);
 
     pub fn from_secs_f64(secs: f64) -> SimTime {
-        assert!(
-            secs.is_finite() && secs >= 0.0,
-            "time must be finite and non-negative: {secs}"
-        );
+        assert!(secs.is_finite() && secs >= 0.0, "time must be finite and non-negative: {secs}");
         SimTime((secs * NS_PER_S as f64).round() as u64)
     }
     pub fn from_us(us: u64) -> SimTime {
@@ -69,10 +66,7 @@ impl AddAssign<u64> for SimTime {
 impl Sub for SimTime {
     type Output = u64;
     fn sub(self, earlier: SimTime) -> u64 {
-        debug_assert!(
-            self >= earlier,
-            "time went backwards: {self:?} - {earlier:?}"
-        );
+        debug_assert!(self >= earlier, "time went backwards: {self:?} - {earlier:?}");
         self.0 - earlier.0
     }
 }
@@ -91,14 +85,8 @@ mod tests {
     fn tick_rounding() {
         let t = SimTime(2_500_000);
         assert_eq!(t.next_multiple_after(NS_PER_MS), SimTime(3_000_000));
-        assert_eq!(
-            SimTime(3_000_000).next_multiple_after(NS_PER_MS),
-            SimTime(4_000_000)
-        );
-        assert_eq!(
-            SimTime(3_000_000).ceil_to_multiple(NS_PER_MS),
-            SimTime(3_000_000)
-        );
+        assert_eq!(SimTime(3_000_000).next_multiple_after(NS_PER_MS), SimTime(4_000_000));
+        assert_eq!(SimTime(3_000_000).ceil_to_multiple(NS_PER_MS), SimTime(3_000_000));
         assert_eq!(t.ceil_to_multiple(NS_PER_MS), SimTime(3_000_000));
     }
 }

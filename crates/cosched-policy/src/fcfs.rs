@@ -11,10 +11,7 @@ pub struct FcfsQueue<T> {
 
 impl<T> Default for FcfsQueue<T> {
     fn default() -> Self {
-        FcfsQueue {
-            waiting: VecDeque::new(),
-            longest: 0,
-        }
+        FcfsQueue { waiting: VecDeque::new(), longest: 0 }
     }
 }
 
@@ -78,10 +75,7 @@ mod tests {
                 false
             }
         });
-        assert_eq!(
-            admitted, 0,
-            "the 4-wide head must block the 1-wide jobs behind it"
-        );
+        assert_eq!(admitted, 0, "the 4-wide head must block the 1-wide jobs behind it");
         free = 4;
         let admitted = q.admit_in_order(|&size| {
             if size <= free {

@@ -23,12 +23,7 @@ impl GangMatrix {
     pub fn new(rows: usize, columns: usize) -> GangMatrix {
         assert!(rows >= 1, "the matrix needs at least one row (MPL >= 1)");
         assert!(columns >= 1, "the matrix needs at least one column");
-        GangMatrix {
-            rows,
-            columns,
-            cells: vec![None; rows * columns],
-            free_in_row: vec![columns as u32; rows],
-        }
+        GangMatrix { rows, columns, cells: vec![None; rows * columns], free_in_row: vec![columns as u32; rows] }
     }
 
     pub fn rows(&self) -> usize {
@@ -54,10 +49,8 @@ impl GangMatrix {
             return None;
         }
         let row = (0..self.rows as u32).find(|&r| self.free_in_row[r as usize] >= tasks)?;
-        let columns: Vec<u32> = (0..self.columns as u32)
-            .filter(|&c| self.cell(row, c).is_none())
-            .take(tasks as usize)
-            .collect();
+        let columns: Vec<u32> =
+            (0..self.columns as u32).filter(|&c| self.cell(row, c).is_none()).take(tasks as usize).collect();
         debug_assert_eq!(columns.len(), tasks as usize);
         Some(GangPlacement { row, columns })
     }
@@ -65,10 +58,7 @@ impl GangMatrix {
     pub fn take(&mut self, job: JobId, row: u32, columns: &[u32]) {
         for &column in columns {
             let i = self.index(row, column);
-            assert!(
-                self.cells[i].is_none(),
-                "cell ({row}, {column}) is already taken"
-            );
+            assert!(self.cells[i].is_none(), "cell ({row}, {column}) is already taken");
             self.cells[i] = Some(job);
         }
         self.free_in_row[row as usize] -= columns.len() as u32;
@@ -77,11 +67,7 @@ impl GangMatrix {
     pub fn give_back(&mut self, job: JobId, row: u32, columns: &[u32]) {
         for &column in columns {
             let i = self.index(row, column);
-            assert_eq!(
-                self.cells[i],
-                Some(job),
-                "cell ({row}, {column}) is not held by {job}"
-            );
+            assert_eq!(self.cells[i], Some(job), "cell ({row}, {column}) is not held by {job}");
             self.cells[i] = None;
         }
         self.free_in_row[row as usize] += columns.len() as u32;
@@ -92,9 +78,7 @@ impl GangMatrix {
     }
 
     pub fn occupied_rows(&self) -> usize {
-        (0..self.rows as u32)
-            .filter(|&r| self.row_is_occupied(r))
-            .count()
+        (0..self.rows as u32).filter(|&r| self.row_is_occupied(r)).count()
     }
 
     /// The row the machine moves to at the end of a quantum: the next row after
@@ -102,9 +86,7 @@ impl GangMatrix {
     /// only one; `None` if the matrix is empty.
     pub fn next_occupied_row(&self, current: Option<u32>) -> Option<u32> {
         let start = current.map_or(0, |c| c as usize + 1);
-        (0..self.rows)
-            .map(|k| ((start + k) % self.rows) as u32)
-            .find(|&r| self.row_is_occupied(r))
+        (0..self.rows).map(|k| ((start + k) % self.rows) as u32).find(|&r| self.row_is_occupied(r))
     }
 
     /// Every job's cells lie in one row, and the free counts match the cells.
@@ -117,17 +99,11 @@ impl GangMatrix {
                     None => free += 1,
                     Some(job) => {
                         let first_row = *job_rows.entry(job).or_insert(row);
-                        assert_eq!(
-                            first_row, row,
-                            "{job} has cells in rows {first_row} and {row}"
-                        );
+                        assert_eq!(first_row, row, "{job} has cells in rows {first_row} and {row}");
                     }
                 }
             }
-            assert_eq!(
-                free, self.free_in_row[row as usize],
-                "free count of row {row}"
-            );
+            assert_eq!(free, self.free_in_row[row as usize], "free count of row {row}");
         }
     }
 }
@@ -142,38 +118,18 @@ mod tests {
         let mut m = GangMatrix::new(3, 4);
         assert_eq!(m.next_occupied_row(None), None);
         let a = m.find(3).unwrap();
-        assert_eq!(
-            a,
-            GangPlacement {
-                row: 0,
-                columns: vec![0, 1, 2]
-            }
-        );
+        assert_eq!(a, GangPlacement { row: 0, columns: vec![0, 1, 2] });
         m.take(JobId(0), a.row, &a.columns);
         let b = m.find(2).unwrap();
         assert_eq!(b.row, 1, "two cells are not free in row 0");
         m.take(JobId(1), b.row, &b.columns);
         let c = m.find(1).unwrap();
-        assert_eq!(
-            c,
-            GangPlacement {
-                row: 0,
-                columns: vec![3]
-            }
-        );
+        assert_eq!(c, GangPlacement { row: 0, columns: vec![3] });
         m.take(JobId(2), c.row, &c.columns);
         assert_eq!(m.next_occupied_row(Some(0)), Some(1));
-        assert_eq!(
-            m.next_occupied_row(Some(1)),
-            Some(0),
-            "row 2 is empty and skipped"
-        );
+        assert_eq!(m.next_occupied_row(Some(1)), Some(0), "row 2 is empty and skipped");
         m.give_back(JobId(1), b.row, &b.columns);
-        assert_eq!(
-            m.next_occupied_row(Some(0)),
-            Some(0),
-            "only one occupied row: stay"
-        );
+        assert_eq!(m.next_occupied_row(Some(0)), Some(0), "only one occupied row: stay");
         assert_eq!(m.find(5), None, "wider than the machine");
         m.check_invariants();
     }
@@ -185,10 +141,7 @@ mod tests {
     }
 
     fn op() -> impl Strategy<Value = Op> {
-        prop_oneof![
-            (1u32..9).prop_map(Op::Place),
-            (0usize..16).prop_map(Op::Finish)
-        ]
+        prop_oneof![(1u32..9).prop_map(Op::Place), (0usize..16).prop_map(Op::Finish)]
     }
 
     proptest! {

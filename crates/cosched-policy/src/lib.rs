@@ -37,12 +37,7 @@ impl Admission {
         match self {
             Admission::Local(local) => local.find(tasks).map(|cpus| Placement { cpus, row: None }),
             Admission::Gang(matrix) => {
-                matrix
-                    .find(tasks)
-                    .map(|GangPlacement { row, columns }| Placement {
-                        cpus: columns,
-                        row: Some(row),
-                    })
+                matrix.find(tasks).map(|GangPlacement { row, columns }| Placement { cpus: columns, row: Some(row) })
             }
         }
     }

@@ -11,10 +11,7 @@ impl LocalPlacement {
     pub fn new(cpu_count: usize, mpl: u32) -> LocalPlacement {
         assert!(mpl >= 1, "MPL must be at least 1");
         assert!(cpu_count >= 1, "need at least one CPU");
-        LocalPlacement {
-            mpl,
-            processes_per_cpu: vec![0; cpu_count],
-        }
+        LocalPlacement { mpl, processes_per_cpu: vec![0; cpu_count] }
     }
 
     pub fn cpu_count(&self) -> usize {

@@ -19,42 +19,12 @@ pub struct JobType {
 }
 
 pub const JOB_TYPES: [JobType; 6] = [
-    JobType {
-        number: 1,
-        compute_pct: 35,
-        io_pct: 15,
-        comm_pct: 50,
-    },
-    JobType {
-        number: 2,
-        compute_pct: 35,
-        io_pct: 50,
-        comm_pct: 15,
-    },
-    JobType {
-        number: 3,
-        compute_pct: 35,
-        io_pct: 35,
-        comm_pct: 30,
-    },
-    JobType {
-        number: 4,
-        compute_pct: 90,
-        io_pct: 5,
-        comm_pct: 5,
-    },
-    JobType {
-        number: 5,
-        compute_pct: 35,
-        io_pct: 5,
-        comm_pct: 60,
-    },
-    JobType {
-        number: 6,
-        compute_pct: 65,
-        io_pct: 5,
-        comm_pct: 30,
-    },
+    JobType { number: 1, compute_pct: 35, io_pct: 15, comm_pct: 50 },
+    JobType { number: 2, compute_pct: 35, io_pct: 50, comm_pct: 15 },
+    JobType { number: 3, compute_pct: 35, io_pct: 35, comm_pct: 30 },
+    JobType { number: 4, compute_pct: 90, io_pct: 5, comm_pct: 5 },
+    JobType { number: 5, compute_pct: 35, io_pct: 5, comm_pct: 60 },
+    JobType { number: 6, compute_pct: 65, io_pct: 5, comm_pct: 30 },
 ];
 
 impl JobType {
@@ -110,9 +80,7 @@ impl FromStr for Mix {
         let t = text.trim().to_ascii_uppercase();
         match t.strip_prefix("WL").and_then(|n| n.parse::<u8>().ok()) {
             Some(n @ 1..=8) => Ok(Mix { number: n }),
-            _ => Err(format!(
-                "unknown workload mix '{text}'; known mixes: WL1 .. WL8"
-            )),
+            _ => Err(format!("unknown workload mix '{text}'; known mixes: WL1 .. WL8")),
         }
     }
 }
@@ -160,32 +128,19 @@ pub fn program_for(job_type: JobType, tasks: u32, nominal_ns: u64, net: &Network
     assert!(tasks >= 1);
     // A communicating job's iteration is fixed by its communication share.
     let reference_tasks = tasks.max(3);
-    let iteration_ns =
-        balanced_comm_ns(reference_tasks, net) as f64 * 100.0 / job_type.comm_pct as f64;
+    let iteration_ns = balanced_comm_ns(reference_tasks, net) as f64 * 100.0 / job_type.comm_pct as f64;
     let compute_ns = (iteration_ns * job_type.compute_pct as f64 / 100.0).round() as u64;
     let io_ns = (iteration_ns * job_type.io_pct as f64 / 100.0).round() as u64;
     // A single task sends nothing: it keeps the compute and I/O of the type.
     let comm_ns = balanced_comm_ns(tasks, net);
     let actual_iteration_ns = compute_ns + io_ns + comm_ns;
-    let iterations =
-        ((nominal_ns as f64 / actual_iteration_ns as f64).round() as u64).clamp(1, u32::MAX as u64);
-    Program {
-        compute_ns,
-        io_ns,
-        iterations: iterations as u32,
-        message_bytes: net.message_bytes,
-    }
+    let iterations = ((nominal_ns as f64 / actual_iteration_ns as f64).round() as u64).clamp(1, u32::MAX as u64);
+    Program { compute_ns, io_ns, iterations: iterations as u32, message_bytes: net.message_bytes }
 }
 
 /// Run time of a program alone on the machine with no skew.
 pub fn dedicated_ns(program: &Program, tasks: u32, net: &NetworkConfig) -> u64 {
-    let comm_ns = balanced_comm_ns(
-        tasks,
-        &NetworkConfig {
-            message_bytes: program.message_bytes,
-            ..net.clone()
-        },
-    );
+    let comm_ns = balanced_comm_ns(tasks, &NetworkConfig { message_bytes: program.message_bytes, ..net.clone() });
     program.iterations as u64 * (program.compute_ns + program.io_ns + comm_ns)
 }
 
@@ -212,10 +167,7 @@ mod tests {
         assert_eq!(p.compute_ns, 136_836);
         assert_eq!(p.io_ns, 58_644);
         let d = dedicated_ns(&p, 8, &net);
-        assert!(
-            (d as i64 - 1_000_000_000).abs() <= 390_960 / 2 + 1,
-            "dedicated {d}"
-        );
+        assert!((d as i64 - 1_000_000_000).abs() <= 390_960 / 2 + 1, "dedicated {d}");
         let serial = program_for(j1, 1, 1_000_000_000, &net);
         assert_eq!((serial.compute_ns, serial.io_ns), (p.compute_ns, p.io_ns));
     }

@@ -90,9 +90,7 @@ impl Default for NodeSchedulerConfig {
 
 /// Expand six 10-level bands (levels 0–9, 10–19, ... 50–59) into 60 quanta.
 pub fn quantum_table_from_bands_ms(bands_ms: &[u64; 6]) -> Vec<u64> {
-    (0..LEVELS)
-        .map(|level| bands_ms[level / 10] * NS_PER_MS)
-        .collect()
+    (0..LEVELS).map(|level| bands_ms[level / 10] * NS_PER_MS).collect()
 }
 
 impl NodeSchedulerConfig {
@@ -159,11 +157,7 @@ impl SimConfig {
         if self.cpus_per_node == 0 {
             return fail("--cpus-per-node must be at least 1".into());
         }
-        if self
-            .nodes
-            .checked_mul(self.cpus_per_node)
-            .is_none_or(|c| c > 1 << 24)
-        {
+        if self.nodes.checked_mul(self.cpus_per_node).is_none_or(|c| c > 1 << 24) {
             return fail("nodes x cpus-per-node is too large (at most 16,777,216 CPUs)".into());
         }
         if self.mpl == 0 {
@@ -190,9 +184,7 @@ impl SimConfig {
             }
         }
         if net.latency_ns(net.message_bytes) < net.nic_ns_per_message {
-            return fail(
-                "message latency must be at least the interface time per message (--nic-us)".into(),
-            );
+            return fail("message latency must be at least the interface time per message (--nic-us)".into());
         }
         let s = &self.scheduler;
         if s.tick_ns == 0 {

@@ -10,11 +10,12 @@
 
 use crate::app::{balanced_comm_ns, dedicated_ns, Program};
 use crate::config::{SimConfig, TOP_LEVEL};
+use crate::endpoint::Inbox;
 use crate::metrics::{Breakdown, JobRecord};
 use crate::mlfq::ReadyQueue;
-use crate::net::Nic;
+use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
-use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed};
+use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerHeap};
 use cosched_policy::{Admission, FcfsQueue, GangMatrix, LocalPlacement, Placement};
 
 /// A job as the engine receives it.
@@ -63,8 +64,10 @@ struct Proc {
     iterations_done: u32,
     neighbours: [u32; 2],
     neighbour_count: u8,
-    /// Messages waiting in the endpoint, per neighbour.
-    received: [u32; 2],
+    /// Endpoint per neighbour (deposit times, some maybe in the future).
+    inbox: [Inbox; 2],
+    /// When the current I/O completes (meaningful in `Phase::Io`).
+    io_end: SimTime,
     rng: Rng,
 }
 
@@ -76,12 +79,11 @@ struct Cpu {
     switch_until: SimTime,
     last_process: Option<u32>,
     ready: ReadyQueue,
-    resident: u32,
+    /// Processes placed on this CPU that have not exited (at most MPL).
+    residents: Vec<u32>,
     accounted_until: SimTime,
     time: Breakdown,
-    /// The pending visit, if any (`SimTime::MAX` when none), and its ticket.
-    visit_at: SimTime,
-    visit_ticket: u32,
+
     last_raise: SimTime,
     /// Gang scheduling: the process of the current row's cell on this CPU.
     gang_cell: Option<u32>,
@@ -109,46 +111,23 @@ struct GangState {
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
     Arrival(u32),
-    Visit {
-        cpu: u32,
-        ticket: u32,
-    },
-    IoDone(u32),
-    /// A message reaches the receiving interface (uncontended deposit time).
-    NicArrival {
-        dest: u32,
-        side: u8,
-    },
-    /// A message lands in the receiver's endpoint.
-    Deposit {
-        dest: u32,
-        side: u8,
-    },
     GangQuantum,
 }
 
 impl Event {
-    pub const KIND_NAMES: [&'static str; 7] = [
-        "arrival",
-        "visit",
-        "stale-visit",
-        "io-done",
-        "nic-arrival",
-        "deposit",
-        "gang-quantum",
-    ];
+    /// Kinds of events counted: the two queued kinds, then CPU visits.
+    pub const KIND_NAMES: [&'static str; EVENT_KINDS] = ["arrival", "gang-quantum", "cpu-visit"];
 
     fn kind_index(&self) -> usize {
         match self {
             Event::Arrival(_) => 0,
-            Event::Visit { .. } => 1,
-            Event::IoDone(_) => 3,
-            Event::NicArrival { .. } => 4,
-            Event::Deposit { .. } => 5,
-            Event::GangQuantum => 6,
+            Event::GangQuantum => 1,
         }
     }
 }
+
+pub const EVENT_KINDS: usize = 3;
+const CPU_VISIT: usize = 2;
 
 /// Progress reported to a caller every so many events.
 #[derive(Clone, Copy, Debug)]
@@ -171,11 +150,11 @@ pub struct EngineOutcome {
     pub jobs_submitted: usize,
     pub trace: Vec<TraceEvent>,
     /// Events handled, by kind (see `EVENT_KIND_NAMES`).
-    pub event_counts: [u64; 7],
+    pub event_counts: [u64; EVENT_KINDS],
 }
 
 pub use Event as EngineEvent;
-pub const EVENT_KIND_NAMES: [&str; 7] = Event::KIND_NAMES;
+pub const EVENT_KIND_NAMES: [&str; EVENT_KINDS] = Event::KIND_NAMES;
 
 pub struct Engine<'a> {
     cfg: &'a SimConfig,
@@ -194,7 +173,12 @@ pub struct Engine<'a> {
     trace: Option<Vec<TraceEvent>>,
     records: Vec<JobRecord>,
     bsld_threshold_s: f64,
-    event_counts: [u64; 7],
+    /// The CPU whose visit is in progress (a visit may deliver messages).
+    visiting: Option<u32>,
+    /// When each CPU is next to be looked at.
+    visits: TimerHeap,
+    events_handled: u64,
+    event_counts: [u64; EVENT_KINDS],
 }
 
 /// Safety bound on the work done for one CPU at one instant.
@@ -202,31 +186,19 @@ const MAX_DISPATCHES_PER_VISIT: usize = 10_000;
 
 impl<'a> Engine<'a> {
     /// `jobs` must be sorted by arrival and fit the machine (checked).
-    pub fn new(
-        cfg: &'a SimConfig,
-        jobs: Vec<SimJob>,
-        bsld_threshold_s: f64,
-        record_trace: bool,
-    ) -> Self {
+    pub fn new(cfg: &'a SimConfig, jobs: Vec<SimJob>, bsld_threshold_s: f64, record_trace: bool) -> Self {
         let cpu_count = cfg.cpu_count() as usize;
-        assert!(
-            jobs.windows(2).all(|w| w[0].arrival <= w[1].arrival),
-            "jobs must be sorted by arrival"
-        );
-        assert!(
-            jobs.iter()
-                .all(|j| j.tasks >= 1 && j.tasks as usize <= cpu_count),
-            "every job must fit the machine"
-        );
+        assert!(jobs.windows(2).all(|w| w[0].arrival <= w[1].arrival), "jobs must be sorted by arrival");
+        assert!(jobs.iter().all(|j| j.tasks >= 1 && j.tasks as usize <= cpu_count), "every job must fit the machine");
         let admission = if cfg.scheme.is_gang() {
             Admission::Gang(GangMatrix::new(cfg.mpl as usize, cpu_count))
         } else {
             Admission::Local(LocalPlacement::new(cpu_count, cfg.mpl))
         };
-        let gang = cfg.scheme.is_gang().then(|| GangState {
-            cell_procs: vec![NO_PROC; cfg.mpl as usize * cpu_count],
-            ..GangState::default()
-        });
+        let gang = cfg
+            .scheme
+            .is_gang()
+            .then(|| GangState { cell_procs: vec![NO_PROC; cfg.mpl as usize * cpu_count], ..GangState::default() });
         let cpus = (0..cpu_count as u32)
             .map(|c| Cpu {
                 node: c / cfg.cpus_per_node,
@@ -234,11 +206,10 @@ impl<'a> Engine<'a> {
                 switch_until: SimTime::ZERO,
                 last_process: None,
                 ready: ReadyQueue::default(),
-                resident: 0,
+                residents: Vec::new(),
                 accounted_until: SimTime::ZERO,
                 time: Breakdown::default(),
-                visit_at: SimTime::MAX,
-                visit_ticket: 0,
+
                 last_raise: SimTime::ZERO,
                 gang_cell: None,
             })
@@ -276,33 +247,46 @@ impl<'a> Engine<'a> {
             trace: record_trace.then(Vec::new),
             records: Vec::new(),
             bsld_threshold_s,
-            event_counts: [0; 7],
+            visiting: None,
+            visits: TimerHeap::new(cpu_count),
+            events_handled: 0,
+            event_counts: [0; EVENT_KINDS],
         }
     }
 
     /// Run to the last completion (or the horizon), reporting progress every
     /// `progress_every` events.
-    pub fn run(
-        mut self,
-        progress_every: u64,
-        mut progress: impl FnMut(&Progress),
-    ) -> EngineOutcome {
+    pub fn run(mut self, progress_every: u64, mut progress: impl FnMut(&Progress)) -> EngineOutcome {
         let horizon = self.cfg.horizon_ns.map(SimTime).unwrap_or(SimTime::MAX);
         let mut end = SimTime::ZERO;
         while self.completed < self.jobs.len() {
-            let Some((now, event)) = self.queue.pop() else {
-                panic!(
-                    "deadlock: {} jobs unfinished and no event pending",
-                    self.jobs.len() - self.completed
-                )
+            // Queued events go first at equal times; then CPUs by number.
+            let queued = self.queue.peek_time();
+            let visit = self.visits.peek();
+            let now = match (queued, visit) {
+                (None, None) => {
+                    panic!("deadlock: {} jobs unfinished and nothing pending", self.jobs.len() - self.completed)
+                }
+                (Some(t), None) => t,
+                (None, Some((t, _))) => t,
+                (Some(q), Some((v, _))) => q.min(v),
             };
             if now > horizon {
                 end = horizon;
                 break;
             }
             end = now;
-            self.handle(now, event);
-            if progress_every > 0 && self.queue.popped().is_multiple_of(progress_every) {
+            if queued == Some(now) {
+                let (_, event) = self.queue.pop().expect("peeked");
+                self.handle(now, event);
+            } else {
+                // The visit re-arms the CPU's timer when it books the next one.
+                let (_, cpu) = visit.expect("a visit is due");
+                self.event_counts[CPU_VISIT] += 1;
+                self.update_cpu(cpu, now);
+            }
+            self.events_handled += 1;
+            if progress_every > 0 && self.events_handled.is_multiple_of(progress_every) {
                 progress(&self.progress(now));
             }
         }
@@ -315,7 +299,7 @@ impl<'a> Engine<'a> {
             jobs_completed: self.completed,
             jobs_total: self.jobs.len(),
             queued: self.arrivals.len(),
-            events: self.queue.popped(),
+            events: self.events_handled,
         }
     }
 
@@ -325,11 +309,7 @@ impl<'a> Engine<'a> {
         }
         let mut cpu_time = Breakdown::default();
         for cpu in &self.cpus {
-            debug_assert_eq!(
-                cpu.time.total_ns(),
-                end.ns(),
-                "CPU time must add up to the span"
-            );
+            debug_assert_eq!(cpu.time.total_ns(), end.ns(), "CPU time must add up to the span");
             cpu_time.add(&cpu.time);
         }
         if let Some(gang) = &self.gang {
@@ -343,7 +323,7 @@ impl<'a> Engine<'a> {
             per_cpu_time: self.cpus.iter().map(|c| c.time).collect(),
             cpu_time,
             end,
-            events: self.queue.popped(),
+            events: self.events_handled,
             longest_queue: self.arrivals.longest(),
             jobs_submitted: self.jobs.len(),
             trace: self.trace.unwrap_or_default(),
@@ -355,38 +335,14 @@ impl<'a> Engine<'a> {
         self.event_counts[event.kind_index()] += 1;
         match event {
             Event::Arrival(j) => self.on_arrival(j, now),
-            Event::Visit { cpu, ticket } => {
-                if self.cpus[cpu as usize].visit_ticket == ticket {
-                    self.cpus[cpu as usize].visit_at = SimTime::MAX;
-                    self.update_cpu(cpu, now);
-                } else {
-                    self.event_counts[1] -= 1;
-                    self.event_counts[2] += 1;
-                }
-            }
-            Event::IoDone(p) => self.on_io_done(p, now),
-            Event::NicArrival { dest, side } => {
-                let node = self.cpus[self.procs[dest as usize].cpu as usize].node;
-                let at =
-                    self.nics[node as usize].deposit_time(now, self.cfg.network.nic_ns_per_message);
-                if at == now {
-                    self.deposit(dest, side, now);
-                } else {
-                    self.queue.schedule(at, Event::Deposit { dest, side });
-                }
-            }
-            Event::Deposit { dest, side } => self.deposit(dest, side, now),
+
             Event::GangQuantum => self.on_gang_quantum(now),
         }
     }
 
     fn record(&mut self, now: SimTime, cpu: u32, kind: TraceKind) {
         if let Some(trace) = &mut self.trace {
-            trace.push(TraceEvent {
-                time_ns: now.ns(),
-                cpu,
-                kind,
-            });
+            trace.push(TraceEvent { time_ns: now.ns(), cpu, kind });
         }
     }
 
@@ -395,8 +351,7 @@ impl<'a> Engine<'a> {
     fn on_arrival(&mut self, j: u32, now: SimTime) {
         let next = j as usize + 1;
         if next < self.jobs.len() {
-            self.queue
-                .schedule(self.jobs[next].spec.arrival, Event::Arrival(next as u32));
+            self.queue.schedule(self.jobs[next].spec.arrival, Event::Arrival(next as u32));
         }
         self.arrivals.push(j);
         self.admit_waiting(now);
@@ -419,31 +374,24 @@ impl<'a> Engine<'a> {
         let first_proc = self.procs.len() as u32;
         for rank in 0..tasks {
             let cpu = placement.cpus[rank as usize];
-            let mut rng = self
-                .seed
-                .substream("task-skew", ((j as u64) << 32) | rank as u64);
-            let compute_ns = skewed(
-                self.cfg.skew,
-                self.jobs[j as usize].spec.program.compute_ns,
-                &mut rng,
-            );
+            let mut rng = self.seed.substream("task-skew", ((j as u64) << 32) | rank as u64);
+            let compute_ns = skewed(self.cfg.skew, self.jobs[j as usize].spec.program.compute_ns, &mut rng);
             let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
             self.procs.push(Proc {
                 job: j,
                 cpu,
                 level: TOP_LEVEL,
                 quantum_left_ns: self.cfg.scheduler.quantum_ns(TOP_LEVEL),
-                phase: Phase::Compute {
-                    remaining_ns: compute_ns,
-                },
+                phase: Phase::Compute { remaining_ns: compute_ns },
                 state: ProcState::Ready,
                 iterations_done: 0,
                 neighbours,
                 neighbour_count,
-                received: [0, 0],
+                inbox: [Inbox::default(); 2],
+                io_end: SimTime::ZERO,
                 rng,
             });
-            self.cpus[cpu as usize].resident += 1;
+            self.cpus[cpu as usize].residents.push(first_proc + rank);
         }
         let job = &mut self.jobs[j as usize];
         job.start = Some(now);
@@ -456,9 +404,7 @@ impl<'a> Engine<'a> {
             None => {
                 for (rank, &cpu) in cpus.iter().enumerate() {
                     // A new process joins the tail of the top level (our choice).
-                    self.cpus[cpu as usize]
-                        .ready
-                        .push_tail(first_proc + rank as u32, TOP_LEVEL);
+                    self.cpus[cpu as usize].ready.push_tail(first_proc + rank as u32, TOP_LEVEL);
                 }
             }
             Some(row) => self.gang_place(row, &cpus, first_proc),
@@ -480,10 +426,7 @@ impl<'a> Engine<'a> {
     }
 
     fn job_finished(&mut self, j: u32, now: SimTime) {
-        let placement = self.jobs[j as usize]
-            .placement
-            .take()
-            .expect("a running job has a placement");
+        let placement = self.jobs[j as usize].placement.take().expect("a running job has a placement");
         self.jobs[j as usize].finish = Some(now);
         self.admission.give_back(JobId(j), &placement);
         if let Some(row) = placement.row {
@@ -518,11 +461,7 @@ impl<'a> Engine<'a> {
             response_s,
             dedicated_s,
             slowdown: response_s / dedicated_s,
-            bounded_slowdown: crate::metrics::bounded_slowdown(
-                response_s,
-                dedicated_s,
-                self.bsld_threshold_s,
-            ),
+            bounded_slowdown: crate::metrics::bounded_slowdown(response_s, dedicated_s, self.bsld_threshold_s),
         }
     }
 
@@ -530,10 +469,7 @@ impl<'a> Engine<'a> {
 
     fn gang_place(&mut self, row: u32, cpus: &[u32], first_proc: u32) {
         let cpu_count = self.cpus.len();
-        let gang = self
-            .gang
-            .as_mut()
-            .expect("gang placement under gang scheduling");
+        let gang = self.gang.as_mut().expect("gang placement under gang scheduling");
         for (rank, &cpu) in cpus.iter().enumerate() {
             gang.cell_procs[row as usize * cpu_count + cpu as usize] = first_proc + rank as u32;
         }
@@ -548,10 +484,7 @@ impl<'a> Engine<'a> {
 
     fn gang_release(&mut self, row: u32, cpus: &[u32]) {
         let cpu_count = self.cpus.len();
-        let gang = self
-            .gang
-            .as_mut()
-            .expect("gang release under gang scheduling");
+        let gang = self.gang.as_mut().expect("gang release under gang scheduling");
         for &cpu in cpus {
             gang.cell_procs[row as usize * cpu_count + cpu as usize] = NO_PROC;
             if gang.current_row == Some(row) {
@@ -577,17 +510,12 @@ impl<'a> Engine<'a> {
         let next = matrix.next_occupied_row(gang.current_row);
         if next.is_some() && next != gang.current_row {
             gang.tick_pending = true;
-            self.queue.schedule(
-                now.next_multiple_after(self.cfg.costs.gang_quantum_ns),
-                Event::GangQuantum,
-            );
+            self.queue.schedule(now.next_multiple_after(self.cfg.costs.gang_quantum_ns), Event::GangQuantum);
         }
     }
 
     fn on_gang_quantum(&mut self, now: SimTime) {
-        let Admission::Gang(matrix) = &self.admission else {
-            unreachable!()
-        };
+        let Admission::Gang(matrix) = &self.admission else { unreachable!() };
         let gang = self.gang.as_mut().expect("gang state");
         gang.tick_pending = false;
         let next = matrix.next_occupied_row(gang.current_row);
@@ -602,8 +530,7 @@ impl<'a> Engine<'a> {
         let cpu_count = self.cpus.len();
         for c in 0..cpu_count as u32 {
             self.account(c, now);
-            let cell =
-                self.gang.as_ref().expect("gang").cell_procs[row as usize * cpu_count + c as usize];
+            let cell = self.gang.as_ref().expect("gang").cell_procs[row as usize * cpu_count + c as usize];
             let cpu = &mut self.cpus[c as usize];
             if let Some(p) = cpu.running.take() {
                 self.procs[p as usize].state = ProcState::Ready;
@@ -617,82 +544,106 @@ impl<'a> Engine<'a> {
 
     // ---- processes ----------------------------------------------------------
 
-    fn on_io_done(&mut self, p: u32, now: SimTime) {
-        let proc = &mut self.procs[p as usize];
-        debug_assert_eq!((proc.phase, proc.state), (Phase::Io, ProcState::Blocked));
-        proc.phase = Phase::Send;
-        self.wake(p, now);
+    /// Processes of this CPU whose I/O has completed by `now` become runnable,
+    /// in order of completion.
+    fn complete_io(&mut self, c: u32, now: SimTime) {
+        // At most MPL residents: repeatedly take the earliest finished one.
+        loop {
+            let procs = &self.procs;
+            let first_done = self.cpus[c as usize]
+                .residents
+                .iter()
+                .filter(|&&p| procs[p as usize].phase == Phase::Io && procs[p as usize].io_end <= now)
+                .map(|&p| (procs[p as usize].io_end, p))
+                .min();
+            let Some((io_end, p)) = first_done else { return };
+            self.procs[p as usize].phase = Phase::Send;
+            self.wake(p, io_end);
+        }
     }
 
-    /// A blocked process becomes runnable: to the head of the top level.
-    fn wake(&mut self, p: u32, now: SimTime) {
+    /// A blocked process becomes runnable (at `when`): to the head of the top level.
+    fn wake(&mut self, p: u32, when: SimTime) {
         let cpu = self.procs[p as usize].cpu;
         let proc = &mut self.procs[p as usize];
+        debug_assert_eq!(proc.state, ProcState::Blocked);
         proc.state = ProcState::Ready;
         if !self.cfg.scheme.is_gang() {
             proc.level = TOP_LEVEL;
             proc.quantum_left_ns = self.cfg.scheduler.quantum_ns(TOP_LEVEL);
             self.cpus[cpu as usize].ready.push_head(p, TOP_LEVEL);
         }
-        self.record(now, cpu, TraceKind::Wake { process: p });
-        self.update_cpu(cpu, now);
+        self.record(when, cpu, TraceKind::Wake { process: p });
     }
 
-    fn deposit(&mut self, dest: u32, side: u8, now: SimTime) {
-        self.record(
-            now,
-            self.procs[dest as usize].cpu,
-            TraceKind::Deposit { process: dest },
-        );
-        let proc = &mut self.procs[dest as usize];
-        proc.received[side as usize] += 1;
+    /// A message for `dest` lands in its endpoint at `at` (now or later).
+    fn deliver(&mut self, dest: u32, side: u8, at: SimTime, now: SimTime) {
+        let cpu = self.procs[dest as usize].cpu;
+        self.record(at, cpu, TraceKind::Deposit { process: dest });
+        self.procs[dest as usize].inbox[side as usize].push(at);
+        self.notify_spinning_receiver(dest, at, now);
+    }
+
+    /// A receiver spinning on its CPU must be looked at again when a message
+    /// it may be waiting for lands (or gets decided). The CPU being visited
+    /// books its next visit itself.
+    fn notify_spinning_receiver(&mut self, dest: u32, at: SimTime, now: SimTime) {
+        let proc = &self.procs[dest as usize];
         let cpu = proc.cpu;
-        if proc.state == ProcState::Running
-            && proc.phase == Phase::Recv
-            && self.has_all_messages(dest)
-        {
+        if proc.state != ProcState::Running || proc.phase != Phase::Recv || self.visiting == Some(cpu) {
+            return;
+        }
+        if at <= now {
             self.update_cpu(cpu, now);
+        } else {
+            self.book_visit(cpu, now);
         }
     }
 
-    fn has_all_messages(&self, p: u32) -> bool {
+    /// Decide the deposits of messages to `node` that can be decided by `now`.
+    fn decide_deposits(&mut self, node: u32, now: SimTime) {
+        let occupancy = self.cfg.network.nic_ns_per_message;
+        while let Some(m) = self.nics[node as usize].take_decidable(now, self.latency_ns) {
+            let at = self.nics[node as usize].deposit_time(m.arrival, occupancy);
+            self.deliver(m.dest, m.side, at, now);
+        }
+    }
+
+    fn has_all_messages(&self, p: u32, now: SimTime) -> bool {
         let proc = &self.procs[p as usize];
-        proc.received[..proc.neighbour_count as usize]
+        proc.inbox[..proc.neighbour_count as usize].iter().all(|inbox| inbox.has_message(now))
+    }
+
+    /// When every awaited message will be in the endpoint, if all are sent.
+    fn messages_complete_at(&self, p: u32) -> Option<SimTime> {
+        let proc = &self.procs[p as usize];
+        proc.inbox[..proc.neighbour_count as usize]
             .iter()
-            .all(|&n| n > 0)
+            .try_fold(SimTime::ZERO, |latest, inbox| inbox.front().map(|t| latest.max(t)))
     }
 
     /// Send one message to each neighbour: left first, then right.
     fn send_messages(&mut self, p: u32, now: SimTime) {
         let proc = &self.procs[p as usize];
-        let (neighbours, count, node) = (
-            proc.neighbours,
-            proc.neighbour_count,
-            self.cpus[proc.cpu as usize].node,
-        );
+        let (neighbours, count, node) = (proc.neighbours, proc.neighbour_count, self.cpus[proc.cpu as usize].node);
         for (side, &dest) in neighbours.iter().enumerate().take(count as usize) {
             // With two neighbours, what I send left arrives on their right side.
             let dest_side = if count == 2 { 1 - side as u8 } else { 0 };
             let dest_node = self.cpus[self.procs[dest as usize].cpu as usize].node;
             if dest_node == node {
-                let at = now + self.shm_latency_ns;
-                self.queue.schedule(
-                    at,
-                    Event::Deposit {
-                        dest,
-                        side: dest_side,
-                    },
-                );
+                self.deliver(dest, dest_side, now + self.shm_latency_ns, now);
+                continue;
+            }
+            let occupancy = self.cfg.network.nic_ns_per_message;
+            let leaves = self.nics[node as usize].start_send(now, occupancy);
+            let arrives = leaves + self.latency_ns;
+            let receiver = &mut self.nics[dest_node as usize];
+            if leaves == now && receiver.can_decide_at_send(arrives) {
+                let at = receiver.deposit_time(arrives, occupancy);
+                self.deliver(dest, dest_side, at, now);
             } else {
-                let leaves =
-                    self.nics[node as usize].start_send(now, self.cfg.network.nic_ns_per_message);
-                self.queue.schedule(
-                    leaves + self.latency_ns,
-                    Event::NicArrival {
-                        dest,
-                        side: dest_side,
-                    },
-                );
+                receiver.add_undecided(Undecided { arrival: arrives, dest, side: dest_side });
+                self.notify_spinning_receiver(dest, arrives, now);
             }
         }
     }
@@ -714,8 +665,9 @@ impl<'a> Engine<'a> {
                     let io_ns = skewed(self.cfg.skew, io_nominal, &mut proc.rng);
                     proc.phase = Phase::Io;
                     proc.state = ProcState::Blocked;
+                    // Its completion is one of this CPU's instants (see `next_change`).
+                    proc.io_end = now + io_ns;
                     self.cpus[cpu as usize].running = None;
-                    self.queue.schedule(now + io_ns, Event::IoDone(p));
                     self.record(now, cpu, TraceKind::Block { process: p });
                     return;
                 }
@@ -725,7 +677,7 @@ impl<'a> Engine<'a> {
                     self.procs[p as usize].phase = Phase::Recv;
                 }
                 Phase::Recv => {
-                    if !self.has_all_messages(p) {
+                    if !self.has_all_messages(p, now) {
                         return; // busy-wait
                     }
                     let job = self.procs[p as usize].job as usize;
@@ -733,25 +685,23 @@ impl<'a> Engine<'a> {
                     let proc = &mut self.procs[p as usize];
                     let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut proc.rng);
                     let count = proc.neighbour_count as usize;
-                    for r in &mut proc.received[..count] {
-                        *r -= 1;
+                    for inbox in &mut proc.inbox[..count] {
+                        inbox.consume();
                     }
                     proc.iterations_done += 1;
                     proc.phase = if proc.iterations_done == program.iterations {
                         Phase::Done
                     } else {
-                        Phase::Compute {
-                            remaining_ns: compute_ns,
-                        }
+                        Phase::Compute { remaining_ns: compute_ns }
                     };
                 }
                 Phase::Done => {
                     let proc = &mut self.procs[p as usize];
-                    debug_assert_eq!(proc.received, [0, 0], "every message is consumed");
+                    debug_assert!(proc.inbox.iter().all(Inbox::is_empty), "every message is consumed");
                     proc.state = ProcState::Exited;
                     let c = &mut self.cpus[cpu as usize];
                     c.running = None;
-                    c.resident -= 1;
+                    c.residents.retain(|&r| r != p);
                     if c.gang_cell == Some(p) {
                         c.gang_cell = None;
                     }
@@ -802,22 +752,30 @@ impl<'a> Engine<'a> {
 
     /// Visit a CPU at `now`: charge time, apply the rules due, book the next visit.
     fn update_cpu(&mut self, c: u32, now: SimTime) {
+        let outer_visit = self.visiting.replace(c);
+        self.visit_cpu(c, now);
+        self.visiting = outer_visit;
+    }
+
+    fn visit_cpu(&mut self, c: u32, now: SimTime) {
         self.account(c, now);
+        self.decide_deposits(self.cpus[c as usize].node, now);
+        self.complete_io(c, now);
+        let sched = &self.cfg.scheduler;
+        let mlfq = !self.cfg.scheme.is_gang();
+        if mlfq && now.is_multiple_of(sched.raise_period_ns) && self.cpus[c as usize].last_raise < now {
+            self.raise_all(c, now);
+        }
         if self.cpus[c as usize].switch_until > now {
+            // Mid-switch: ticks wait for the first one after the switch.
             self.book_visit(c, now);
             return;
         }
         if let Some(p) = self.cpus[c as usize].running {
             self.advance_running(p, now);
         }
-        if !self.cfg.scheme.is_gang() {
-            let sched = &self.cfg.scheduler;
-            if now.is_multiple_of(sched.raise_period_ns) && self.cpus[c as usize].last_raise < now {
-                self.raise_all(c, now);
-            }
-            if now.is_multiple_of(sched.tick_ns) {
-                self.tick(c, now);
-            }
+        if mlfq && now.is_multiple_of(self.cfg.scheduler.tick_ns) {
+            self.tick(c, now);
         }
         self.dispatch(c, now);
         self.book_visit(c, now);
@@ -863,8 +821,7 @@ impl<'a> Engine<'a> {
     fn pick_next(&mut self, c: u32) -> Option<u32> {
         let cpu = &mut self.cpus[c as usize];
         if self.cfg.scheme.is_gang() {
-            cpu.gang_cell
-                .filter(|&p| self.procs[p as usize].state == ProcState::Ready)
+            cpu.gang_cell.filter(|&p| self.procs[p as usize].state == ProcState::Ready)
         } else {
             cpu.ready.pop_best()
         }
@@ -880,20 +837,12 @@ impl<'a> Engine<'a> {
             let cpu = &mut self.cpus[c as usize];
             cpu.running = Some(p);
             self.procs[p as usize].state = ProcState::Running;
-            let switching =
-                !self.cfg.scheme.is_gang() && cpu.last_process.is_some_and(|last| last != p);
+            let switching = !self.cfg.scheme.is_gang() && cpu.last_process.is_some_and(|last| last != p);
             cpu.last_process = Some(p);
             if switching {
                 cpu.switch_until = now + self.cfg.costs.context_switch_ns;
             }
-            self.record(
-                now,
-                c,
-                TraceKind::Dispatch {
-                    process: p,
-                    switch_cost: switching,
-                },
-            );
+            self.record(now, c, TraceKind::Dispatch { process: p, switch_cost: switching });
             if switching {
                 return; // the process starts after the switch; the visit then advances it
             }
@@ -905,44 +854,72 @@ impl<'a> Engine<'a> {
     /// The next instant anything can change on this CPU.
     fn next_change(&self, c: u32, now: SimTime) -> SimTime {
         let cpu = &self.cpus[c as usize];
-        if cpu.switch_until > now {
-            return cpu.switch_until;
-        }
+        let io_end = cpu
+            .residents
+            .iter()
+            .map(|&p| &self.procs[p as usize])
+            .filter(|proc| proc.phase == Phase::Io)
+            .map(|proc| proc.io_end)
+            .min()
+            .unwrap_or(SimTime::MAX);
+        let busy = cpu.switch_until > now || cpu.running.is_some();
+        // A wake on a busy CPU changes nothing before the next tick, where it
+        // may preempt (the node scheduler) or before the next visit (GS, which
+        // runs only the current cell's process: the running one). Waiting for
+        // that instant saves a visit per I/O.
+        let wake_matters_at = if !busy || io_end == SimTime::MAX {
+            io_end
+        } else if self.cfg.scheme.is_gang() {
+            SimTime::MAX
+        } else {
+            io_end.ceil_to_multiple(self.cfg.scheduler.tick_ns).max(now)
+        };
+        let switching = cpu.switch_until > now;
         let Some(p) = cpu.running else {
-            return SimTime::MAX;
+            return if switching { wake_matters_at.min(cpu.switch_until) } else { wake_matters_at };
         };
         let proc = &self.procs[p as usize];
-        let mut next = SimTime::MAX;
-        if let Phase::Compute { remaining_ns } = proc.phase {
-            next = now + remaining_ns;
+        // The incoming process starts when the switch ends. If it is
+        // computing, nothing happens then: its next instants follow from there.
+        let start = now.max(cpu.switch_until);
+        if switching && !matches!(proc.phase, Phase::Compute { .. }) {
+            return wake_matters_at.min(cpu.switch_until);
+        }
+        let mut next = wake_matters_at;
+        match proc.phase {
+            Phase::Compute { remaining_ns } => next = next.min(start + remaining_ns),
+            Phase::Recv => match self.messages_complete_at(p) {
+                Some(complete) => next = next.min(complete),
+                // A message still undecided gets decided once it has left its sender.
+                None => {
+                    let nic = &self.nics[cpu.node as usize];
+                    if let Some(departure) = nic.undecided_departure_for(p, self.latency_ns) {
+                        next = next.min(departure.max(now));
+                    }
+                }
+            },
+            _ => {}
         }
         if !self.cfg.scheme.is_gang() {
             let sched = &self.cfg.scheduler;
+            // The first tick the scheduler acts on: after now, and not during a switch.
+            let first_tick =
+                if switching { start.ceil_to_multiple(sched.tick_ns) } else { now.next_multiple_after(sched.tick_ns) };
             // Expiry is noticed at the first tick at or after the quantum runs out.
-            let quantum_end = (now + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
-            next = next.min(quantum_end.max(now.next_multiple_after(sched.tick_ns)));
+            let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
+            next = next.min(quantum_end.max(first_tick));
             if cpu.ready.best_level().is_some_and(|best| best > proc.level) {
-                next = next.min(now.next_multiple_after(sched.tick_ns));
+                next = next.min(first_tick);
             }
             next = next.min(now.next_multiple_after(sched.raise_period_ns));
         }
-        debug_assert!(
-            next > now,
-            "CPU {c}: next change {next:?} is not after {now:?}"
-        );
+        debug_assert!(next >= now, "CPU {c}: next change {next:?} is before {now:?}");
         next
     }
 
     fn book_visit(&mut self, c: u32, now: SimTime) {
         let at = self.next_change(c, now);
-        let cpu = &mut self.cpus[c as usize];
-        if at == SimTime::MAX || at >= cpu.visit_at {
-            return; // nothing to do, or an earlier visit will look again
-        }
-        cpu.visit_ticket = cpu.visit_ticket.wrapping_add(1);
-        cpu.visit_at = at;
-        let ticket = cpu.visit_ticket;
-        self.queue.schedule(at, Event::Visit { cpu: c, ticket });
+        self.visits.set(c, at);
     }
 }
 

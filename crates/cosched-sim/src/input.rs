@@ -31,11 +31,7 @@ pub struct WorkloadPlan {
 pub fn sim_jobs(requests: &[JobRequest], plan: &WorkloadPlan, cfg: &SimConfig) -> Vec<SimJob> {
     assert!(plan.runtime_scale > 0.0 && plan.runtime_scale.is_finite());
     let mut ordered: Vec<&JobRequest> = requests.iter().collect();
-    ordered.sort_by(|a, b| {
-        a.submit_s
-            .total_cmp(&b.submit_s)
-            .then(a.job_number.cmp(&b.job_number))
-    });
+    ordered.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s).then(a.job_number.cmp(&b.job_number)));
     let first_submit = ordered.first().map_or(0.0, |r| r.submit_s);
     let mut types = StreamSeed(cfg.seed).stream("job-types");
     ordered

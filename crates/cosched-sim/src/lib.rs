@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod config;
+pub mod endpoint;
 pub mod engine;
 pub mod input;
 pub mod metrics;

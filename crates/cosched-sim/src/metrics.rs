@@ -33,14 +33,7 @@ impl Breakdown {
     /// Shares of the total, in the field order.
     pub fn shares(&self) -> [f64; 5] {
         let total = self.total_ns().max(1) as f64;
-        [
-            self.useful_ns,
-            self.spin_ns,
-            self.switch_ns,
-            self.overhead_ns,
-            self.idle_ns,
-        ]
-        .map(|v| v as f64 / total)
+        [self.useful_ns, self.spin_ns, self.switch_ns, self.overhead_ns, self.idle_ns].map(|v| v as f64 / total)
     }
 }
 

@@ -25,21 +25,13 @@ impl ReadyQueue {
     pub fn push_head(&mut self, process: u32, level: u8) {
         debug_assert!(!self.contains(process));
         self.head_order -= 1;
-        self.entries.push(Entry {
-            process,
-            level,
-            order: self.head_order,
-        });
+        self.entries.push(Entry { process, level, order: self.head_order });
     }
 
     pub fn push_tail(&mut self, process: u32, level: u8) {
         debug_assert!(!self.contains(process));
         self.tail_order += 1;
-        self.entries.push(Entry {
-            process,
-            level,
-            order: self.tail_order,
-        });
+        self.entries.push(Entry { process, level, order: self.tail_order });
     }
 
     fn best_index(&self) -> Option<usize> {

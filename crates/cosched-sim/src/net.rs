@@ -14,6 +14,9 @@ pub struct Nic {
     out_free: SimTime,
     /// When the receiving side finished its last deposit.
     in_last_deposit: SimTime,
+    /// Messages on their way whose deposit is decided only once every
+    /// message arriving before them is known (see [`Nic::can_decide_at_send`]).
+    undecided: Vec<Undecided>,
 }
 
 impl Nic {
@@ -32,6 +35,44 @@ impl Nic {
         let deposited = uncontended.max(self.in_last_deposit + occupancy_ns);
         self.in_last_deposit = deposited;
         deposited
+    }
+}
+
+/// A message whose deposit time is not decided yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Undecided {
+    pub arrival: SimTime,
+    pub dest: u32,
+    pub side: u8,
+}
+
+impl Nic {
+    /// The receiving side serves messages in order of arrival. A message
+    /// sent at `t` arrives no earlier than `t + L`; so one that left its sender
+    /// at once arrives no later than any message sent after it, and its
+    /// deposit can be decided when it is sent, unless a message still
+    /// undecided arrives before it.
+    pub fn can_decide_at_send(&self, arrival: SimTime) -> bool {
+        self.undecided.iter().all(|u| u.arrival > arrival)
+    }
+
+    pub fn add_undecided(&mut self, message: Undecided) {
+        self.undecided.push(message);
+    }
+
+    /// The undecided message arriving first, if it left its sender by `now`:
+    /// every message arriving before it left earlier still, so all are known.
+    pub fn take_decidable(&mut self, now: SimTime, latency_ns: u64) -> Option<Undecided> {
+        let (i, first) = self.undecided.iter().enumerate().min_by_key(|(_, u)| (u.arrival, u.dest, u.side))?;
+        if first.arrival.ns() > now.ns() + latency_ns {
+            return None;
+        }
+        Some(self.undecided.swap_remove(i))
+    }
+
+    /// When the first undecided message for (`dest`, any side) left its sender.
+    pub fn undecided_departure_for(&self, dest: u32, latency_ns: u64) -> Option<SimTime> {
+        self.undecided.iter().filter(|u| u.dest == dest).map(|u| SimTime(u.arrival.ns() - latency_ns)).min()
     }
 }
 

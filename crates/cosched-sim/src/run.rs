@@ -11,7 +11,7 @@ pub struct RunResult {
     pub per_cpu_time: Vec<Breakdown>,
     pub trace: Vec<TraceEvent>,
     /// Events handled, by kind (names in `engine::EVENT_KIND_NAMES`).
-    pub event_counts: [u64; 7],
+    pub event_counts: [u64; crate::engine::EVENT_KINDS],
 }
 
 /// Options of a run that are not part of the machine model.
@@ -24,11 +24,7 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions {
-            bounded_slowdown_threshold_s: 10.0,
-            record_trace: false,
-            progress_every_events: 1 << 20,
-        }
+        RunOptions { bounded_slowdown_threshold_s: 10.0, record_trace: false, progress_every_events: 1 << 20 }
     }
 }
 
@@ -48,12 +44,7 @@ pub fn run(
         )));
     }
     let submitted = jobs.len();
-    let engine = Engine::new(
-        cfg,
-        jobs,
-        options.bounded_slowdown_threshold_s,
-        options.record_trace,
-    );
+    let engine = Engine::new(cfg, jobs, options.bounded_slowdown_threshold_s, options.record_trace);
     let outcome = engine.run(options.progress_every_events, progress);
     let mut records = outcome.records;
     records.sort_by_key(|r| r.job_number);
@@ -70,11 +61,7 @@ pub fn run(
         mean_execution_s: mean(records.iter().map(|r| r.execution_s)),
         p50_response_s: percentile(&responses, 0.50),
         p95_response_s: percentile(&responses, 0.95),
-        throughput_jobs_per_s: if span_s > 0.0 {
-            records.len() as f64 / span_s
-        } else {
-            0.0
-        },
+        throughput_jobs_per_s: if span_s > 0.0 { records.len() as f64 / span_s } else { 0.0 },
         utilization: outcome.cpu_time.useful_ns as f64 / total_cpu_ns,
         mean_slowdown: mean(records.iter().map(|r| r.slowdown)),
         mean_bounded_slowdown: mean(records.iter().map(|r| r.bounded_slowdown)),

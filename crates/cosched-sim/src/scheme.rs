@@ -24,47 +24,20 @@ pub enum ArrivalReaction {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
 pub enum Scheme {
     Gang,
-    Dynamic {
-        wait: WaitMode,
-        on_arrival: ArrivalReaction,
-    },
+    Dynamic { wait: WaitMode, on_arrival: ArrivalReaction },
 }
 
 const TABLE: [(&str, Scheme); 10] = [
     ("Local", Scheme::LOCAL),
     ("GS", Scheme::Gang),
-    (
-        "SB",
-        Scheme::dynamic(WaitMode::SpinBlock, ArrivalReaction::Nothing),
-    ),
-    (
-        "SY",
-        Scheme::dynamic(WaitMode::SpinYield, ArrivalReaction::Nothing),
-    ),
-    (
-        "DCS",
-        Scheme::dynamic(WaitMode::BusyWait, ArrivalReaction::InterruptAndReschedule),
-    ),
-    (
-        "PB",
-        Scheme::dynamic(WaitMode::BusyWait, ArrivalReaction::PeriodicBoost),
-    ),
-    (
-        "DCS-SB",
-        Scheme::dynamic(WaitMode::SpinBlock, ArrivalReaction::InterruptAndReschedule),
-    ),
-    (
-        "DCS-SY",
-        Scheme::dynamic(WaitMode::SpinYield, ArrivalReaction::InterruptAndReschedule),
-    ),
-    (
-        "PB-SB",
-        Scheme::dynamic(WaitMode::SpinBlock, ArrivalReaction::PeriodicBoost),
-    ),
-    (
-        "PB-SY",
-        Scheme::dynamic(WaitMode::SpinYield, ArrivalReaction::PeriodicBoost),
-    ),
+    ("SB", Scheme::dynamic(WaitMode::SpinBlock, ArrivalReaction::Nothing)),
+    ("SY", Scheme::dynamic(WaitMode::SpinYield, ArrivalReaction::Nothing)),
+    ("DCS", Scheme::dynamic(WaitMode::BusyWait, ArrivalReaction::InterruptAndReschedule)),
+    ("PB", Scheme::dynamic(WaitMode::BusyWait, ArrivalReaction::PeriodicBoost)),
+    ("DCS-SB", Scheme::dynamic(WaitMode::SpinBlock, ArrivalReaction::InterruptAndReschedule)),
+    ("DCS-SY", Scheme::dynamic(WaitMode::SpinYield, ArrivalReaction::InterruptAndReschedule)),
+    ("PB-SB", Scheme::dynamic(WaitMode::SpinBlock, ArrivalReaction::PeriodicBoost)),
+    ("PB-SY", Scheme::dynamic(WaitMode::SpinYield, ArrivalReaction::PeriodicBoost)),
 ];
 
 impl Scheme {
@@ -75,11 +48,7 @@ impl Scheme {
     }
 
     pub fn name(self) -> &'static str {
-        TABLE
-            .iter()
-            .find(|(_, s)| *s == self)
-            .map(|(n, _)| *n)
-            .expect("every scheme is named")
+        TABLE.iter().find(|(_, s)| *s == self).map(|(n, _)| *n).expect("every scheme is named")
     }
 
     pub fn all_names() -> Vec<&'static str> {
@@ -92,11 +61,7 @@ impl Scheme {
     }
 
     pub fn implemented_names() -> Vec<&'static str> {
-        TABLE
-            .iter()
-            .filter(|(_, s)| s.is_implemented())
-            .map(|(n, _)| *n)
-            .collect()
+        TABLE.iter().filter(|(_, s)| s.is_implemented()).map(|(n, _)| *n).collect()
     }
 
     pub fn is_gang(self) -> bool {
@@ -117,12 +82,7 @@ impl FromStr for Scheme {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(text.trim()))
             .map(|(_, s)| *s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown scheme '{text}'; known schemes: {}",
-                    Scheme::all_names().join(", ")
-                )
-            })
+            .ok_or_else(|| format!("unknown scheme '{text}'; known schemes: {}", Scheme::all_names().join(", ")))
     }
 }
 
@@ -136,9 +96,6 @@ mod tests {
             let s: Scheme = name.to_lowercase().parse().unwrap();
             assert_eq!(s.name(), name);
         }
-        assert!("gang"
-            .parse::<Scheme>()
-            .unwrap_err()
-            .contains("known schemes"));
+        assert!("gang".parse::<Scheme>().unwrap_err().contains("known schemes"));
     }
 }

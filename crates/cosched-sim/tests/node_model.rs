@@ -20,20 +20,9 @@ fn dedicated_job_takes_exactly_its_nominal_time() {
             j.program = program;
             let r = simulate(&cfg, vec![j]);
             let rec = &r.jobs[0];
-            assert_eq!(
-                ns(rec.execution_s),
-                ns(rec.dedicated_s),
-                "{scheme} with {tasks} tasks"
-            );
-            assert!(
-                (rec.dedicated_s - 2.0).abs() < 0.001,
-                "close to nominal: {}",
-                rec.dedicated_s
-            );
-            assert_eq!(
-                r.summary.cpu_time.switch_ns, 0,
-                "a job alone pays no switch"
-            );
+            assert_eq!(ns(rec.execution_s), ns(rec.dedicated_s), "{scheme} with {tasks} tasks");
+            assert!((rec.dedicated_s - 2.0).abs() < 0.001, "close to nominal: {}", rec.dedicated_s);
+            assert_eq!(r.summary.cpu_time.switch_ns, 0, "a job alone pays no switch");
         }
     }
 }
@@ -42,58 +31,18 @@ fn dedicated_job_takes_exactly_its_nominal_time() {
 fn quantum_expiry_demotes_to_the_tail_of_the_next_level() {
     // Two CPU-bound single-task jobs on one CPU.
     let cfg = config(Scheme::LOCAL, 1, 2);
-    let r = simulate(
-        &cfg,
-        vec![job(1, 0, 1, 100 * MS, 0, 1), job(2, 0, 1, 100 * MS, 0, 1)],
-    );
-    let timeline = events(&r, |k| {
-        matches!(k, TraceKind::Demote { .. } | TraceKind::Dispatch { .. })
-    });
+    let r = simulate(&cfg, vec![job(1, 0, 1, 100 * MS, 0, 1), job(2, 0, 1, 100 * MS, 0, 1)]);
+    let timeline = events(&r, |k| matches!(k, TraceKind::Demote { .. } | TraceKind::Dispatch { .. }));
     assert_eq!(
         &timeline[..5],
         &[
-            (
-                0,
-                0,
-                TraceKind::Dispatch {
-                    process: 0,
-                    switch_cost: false
-                }
-            ),
+            (0, 0, TraceKind::Dispatch { process: 0, switch_cost: false }),
             // Level 59's quantum is 20 ms: job 1 goes down to 58 at the 20 ms tick.
-            (
-                20 * MS,
-                0,
-                TraceKind::Demote {
-                    process: 0,
-                    level: 58
-                }
-            ),
-            (
-                20 * MS,
-                0,
-                TraceKind::Dispatch {
-                    process: 1,
-                    switch_cost: true
-                }
-            ),
+            (20 * MS, 0, TraceKind::Demote { process: 0, level: 58 }),
+            (20 * MS, 0, TraceKind::Dispatch { process: 1, switch_cost: true }),
             // Job 2 starts after the 200 µs switch; its 20 ms end at 40.2 ms, noticed at the 41 ms tick.
-            (
-                41 * MS,
-                0,
-                TraceKind::Demote {
-                    process: 1,
-                    level: 58
-                }
-            ),
-            (
-                41 * MS,
-                0,
-                TraceKind::Dispatch {
-                    process: 0,
-                    switch_cost: true
-                }
-            ),
+            (41 * MS, 0, TraceKind::Demote { process: 1, level: 58 }),
+            (41 * MS, 0, TraceKind::Dispatch { process: 0, switch_cost: true }),
         ]
     );
 }
@@ -101,20 +50,8 @@ fn quantum_expiry_demotes_to_the_tail_of_the_next_level() {
 #[test]
 fn context_switches_are_charged_as_cpu_time() {
     let cfg = config(Scheme::LOCAL, 1, 2);
-    let r = simulate(
-        &cfg,
-        vec![job(1, 0, 1, 100 * MS, 0, 1), job(2, 0, 1, 100 * MS, 0, 1)],
-    );
-    let switches = events(&r, |k| {
-        matches!(
-            k,
-            TraceKind::Dispatch {
-                switch_cost: true,
-                ..
-            }
-        )
-    })
-    .len() as u64;
+    let r = simulate(&cfg, vec![job(1, 0, 1, 100 * MS, 0, 1), job(2, 0, 1, 100 * MS, 0, 1)]);
+    let switches = events(&r, |k| matches!(k, TraceKind::Dispatch { switch_cost: true, .. })).len() as u64;
     let time = r.summary.cpu_time;
     assert!(switches >= 5);
     assert_eq!(time.switch_ns, switches * CS);
@@ -127,63 +64,26 @@ fn context_switches_are_charged_as_cpu_time() {
 fn wake_boost_preempts_at_the_next_tick_and_not_before() {
     // Job 1 is CPU bound; job 2 computes 1 ms then does 5.3 ms of I/O, twice.
     let cfg = config(Scheme::LOCAL, 1, 2);
-    let r = simulate(
-        &cfg,
-        vec![
-            job(1, 0, 1, 300 * MS, 0, 1),
-            job(2, MS / 2, 1, MS, 5_300 * US, 2),
-        ],
-    );
+    let r = simulate(&cfg, vec![job(1, 0, 1, 300 * MS, 0, 1), job(2, MS / 2, 1, MS, 5_300 * US, 2)]);
     let timeline = events(&r, |k| {
         matches!(
             k,
-            TraceKind::Dispatch { .. }
-                | TraceKind::Wake { .. }
-                | TraceKind::Preempt { .. }
-                | TraceKind::Block { .. }
+            TraceKind::Dispatch { .. } | TraceKind::Wake { .. } | TraceKind::Preempt { .. } | TraceKind::Block { .. }
         )
     });
     assert_eq!(
         &timeline[..7],
         &[
-            (
-                0,
-                0,
-                TraceKind::Dispatch {
-                    process: 0,
-                    switch_cost: false
-                }
-            ),
+            (0, 0, TraceKind::Dispatch { process: 0, switch_cost: false }),
             // Equal levels: job 2, arriving at 0.5 ms, waits for job 1's quantum to end.
-            (
-                20 * MS,
-                0,
-                TraceKind::Dispatch {
-                    process: 1,
-                    switch_cost: true
-                }
-            ),
+            (20 * MS, 0, TraceKind::Dispatch { process: 1, switch_cost: true }),
             (21_200 * US, 0, TraceKind::Block { process: 1 }),
-            (
-                21_200 * US,
-                0,
-                TraceKind::Dispatch {
-                    process: 0,
-                    switch_cost: true
-                }
-            ),
+            (21_200 * US, 0, TraceKind::Dispatch { process: 0, switch_cost: true }),
             // Back from I/O at 26.5 ms at the head of level 59, above job 1 (now at 58)...
             (26_500 * US, 0, TraceKind::Wake { process: 1 }),
             // ...but the preemption waits for the 27 ms tick.
             (27 * MS, 0, TraceKind::Preempt { process: 0 }),
-            (
-                27 * MS,
-                0,
-                TraceKind::Dispatch {
-                    process: 1,
-                    switch_cost: true
-                }
-            ),
+            (27 * MS, 0, TraceKind::Dispatch { process: 1, switch_cost: true }),
         ]
     );
 }
@@ -192,54 +92,25 @@ fn wake_boost_preempts_at_the_next_tick_and_not_before() {
 fn an_idle_cpu_runs_a_woken_process_at_once() {
     let cfg = config(Scheme::LOCAL, 1, 2);
     let r = simulate(&cfg, vec![job(1, 0, 1, MS, 3_300 * US, 2)]);
-    let wakes = events(&r, |k| {
-        matches!(k, TraceKind::Wake { .. } | TraceKind::Dispatch { .. })
-    });
+    let wakes = events(&r, |k| matches!(k, TraceKind::Wake { .. } | TraceKind::Dispatch { .. }));
     assert_eq!(wakes[1], (4_300 * US, 0, TraceKind::Wake { process: 0 }));
-    assert_eq!(
-        wakes[2],
-        (
-            4_300 * US,
-            0,
-            TraceKind::Dispatch {
-                process: 0,
-                switch_cost: false
-            }
-        )
-    );
+    assert_eq!(wakes[2], (4_300 * US, 0, TraceKind::Dispatch { process: 0, switch_cost: false }));
     assert_eq!(finish_ns(&r, 1), 2 * 4_300 * US);
 }
 
 #[test]
 fn every_second_all_processes_return_to_the_top_level() {
     let cfg = config(Scheme::LOCAL, 1, 2);
-    let r = simulate(
-        &cfg,
-        vec![
-            job(1, 0, 1, 1_500 * MS, 0, 1),
-            job(2, 0, 1, 1_500 * MS, 0, 1),
-        ],
-    );
+    let r = simulate(&cfg, vec![job(1, 0, 1, 1_500 * MS, 0, 1), job(2, 0, 1, 1_500 * MS, 0, 1)]);
     let demotions = events(&r, |k| matches!(k, TraceKind::Demote { .. }));
     let level = |(_, _, k): &(u64, u32, TraceKind)| match k {
         TraceKind::Demote { level, .. } => *level,
         _ => unreachable!(),
     };
-    let before: Vec<u8> = demotions
-        .iter()
-        .filter(|e| e.0 < 1_000 * MS)
-        .map(level)
-        .collect();
+    let before: Vec<u8> = demotions.iter().filter(|e| e.0 < 1_000 * MS).map(level).collect();
     let after = demotions.iter().find(|e| e.0 > 1_000 * MS).map(level);
-    assert!(
-        *before.last().unwrap() < 50,
-        "by 1 s both have sunk below level 50: {before:?}"
-    );
-    assert_eq!(
-        after,
-        Some(58),
-        "after the raise, the next demotion is from 59 to 58"
-    );
+    assert!(*before.last().unwrap() < 50, "by 1 s both have sunk below level 50: {before:?}");
+    assert_eq!(after, Some(58), "after the raise, the next demotion is from 59 to 58");
 }
 
 #[test]
@@ -251,10 +122,7 @@ fn message_latency_and_sender_serialisation() {
     let times: Vec<u64> = deposits.iter().map(|e| e.0).collect();
     // Every node gets its right neighbour's first message after L, and its
     // left neighbour's second message one interface time later.
-    assert_eq!(
-        times,
-        vec![MS + L, MS + L, MS + L, MS + L + O, MS + L + O, MS + L + O]
-    );
+    assert_eq!(times, vec![MS + L, MS + L, MS + L, MS + L + O, MS + L + O, MS + L + O]);
     assert_eq!(finish_ns(&r, 1), MS + L + O);
     let two = simulate(&config(Scheme::LOCAL, 2, 1), vec![job(1, 0, 2, MS, 0, 1)]);
     assert_eq!(finish_ns(&two, 1), MS + L, "one neighbour: one latency");
@@ -266,11 +134,8 @@ fn receiving_interface_deposits_one_message_at_a_time() {
     // to node 0 at once; the second message waits for the interface.
     let cfg = config(Scheme::LOCAL, 3, 2);
     let r = simulate(&cfg, vec![job(1, 0, 2, MS, 0, 1), job(2, 0, 2, MS, 0, 1)]);
-    let to_node0: Vec<u64> = events(&r, |k| matches!(k, TraceKind::Deposit { .. }))
-        .into_iter()
-        .filter(|e| e.1 == 0)
-        .map(|e| e.0)
-        .collect();
+    let to_node0: Vec<u64> =
+        events(&r, |k| matches!(k, TraceKind::Deposit { .. })).into_iter().filter(|e| e.1 == 0).map(|e| e.0).collect();
     assert_eq!(to_node0, vec![MS + L, MS + L + O]);
 }
 
@@ -287,23 +152,13 @@ fn busy_wait_spins_on_the_cpu() {
 fn gang_scheduling_idles_a_cpu_whose_process_blocks() {
     // Job 1 (row 0) computes 10 ms then does 30 ms of I/O; job 2 (row 1) computes 500 ms.
     let cfg = config(Scheme::Gang, 1, 2);
-    let r = simulate(
-        &cfg,
-        vec![
-            job(1, 0, 1, 10 * MS, 30 * MS, 1),
-            job(2, 0, 1, 500 * MS, 0, 1),
-        ],
-    );
+    let r = simulate(&cfg, vec![job(1, 0, 1, 10 * MS, 30 * MS, 1), job(2, 0, 1, 500 * MS, 0, 1)]);
     assert_eq!(finish_ns(&r, 1), 40 * MS);
     assert_eq!(start_ns(&r, 2), 0, "admitted at once into row 1");
     // Row 1 gets the CPU only at the 200 ms quantum boundary, after a 2 ms gang switch.
     assert_eq!(finish_ns(&r, 2), 200 * MS + 2 * MS + 500 * MS);
     let time = r.summary.cpu_time;
-    assert_eq!(
-        time.idle_ns,
-        190 * MS,
-        "idle during the I/O and the rest of row 0's quantum"
-    );
+    assert_eq!(time.idle_ns, 190 * MS, "idle during the I/O and the rest of row 0's quantum");
     assert_eq!(time.switch_ns, 2 * MS);
     assert_eq!(time.useful_ns, 510 * MS);
 }
@@ -312,10 +167,7 @@ fn gang_scheduling_idles_a_cpu_whose_process_blocks() {
 fn gang_scheduling_switches_all_cpus_together() {
     // Job 1 takes row 0 on CPUs 0-1; job 2 does not fit in row 0 and takes row 1 on CPUs 0-2.
     let cfg = config(Scheme::Gang, 4, 2);
-    let r = simulate(
-        &cfg,
-        vec![job(1, 0, 2, 700 * MS, 0, 1), job(2, 0, 3, 700 * MS, 0, 1)],
-    );
+    let r = simulate(&cfg, vec![job(1, 0, 2, 700 * MS, 0, 1), job(2, 0, 3, 700 * MS, 0, 1)]);
     let switches = events(&r, |k| matches!(k, TraceKind::GangSwitch { .. }));
     assert!(switches.len() >= 8);
     for chunk in switches.chunks(4) {
@@ -331,10 +183,7 @@ fn gang_scheduling_switches_all_cpus_together() {
     // Job 1 needs 700 ms of CPU: its first slice is a whole 200 ms (no switch
     // before it), the next ones 198 ms; it finishes in its 4th slice, then
     // exchanges one message (latency L).
-    assert_eq!(
-        finish_ns(&r, 1),
-        1_200 * MS + 2 * MS + (700 - 200 - 2 * 198) * MS + L
-    );
+    assert_eq!(finish_ns(&r, 1), 1_200 * MS + 2 * MS + (700 - 200 - 2 * 198) * MS + L);
 }
 
 #[test]
@@ -342,26 +191,14 @@ fn fcfs_head_of_line_job_blocks_smaller_jobs_behind_it() {
     let cfg = config(Scheme::LOCAL, 3, 1);
     let r = simulate(
         &cfg,
-        vec![
-            job(1, 0, 2, 50 * MS, 0, 1),
-            job(2, MS, 2, 50 * MS, 0, 1),
-            job(3, 2 * MS, 1, 10 * MS, 0, 1),
-        ],
+        vec![job(1, 0, 2, 50 * MS, 0, 1), job(2, MS, 2, 50 * MS, 0, 1), job(3, 2 * MS, 1, 10 * MS, 0, 1)],
     );
     let a_done = finish_ns(&r, 1);
     assert_eq!(start_ns(&r, 2), a_done);
-    assert_eq!(
-        start_ns(&r, 3),
-        a_done,
-        "job 3 fits on CPU 2 but waits behind job 2"
-    );
+    assert_eq!(start_ns(&r, 3), a_done, "job 3 fits on CPU 2 but waits behind job 2");
     let gs = simulate(
         &config(Scheme::Gang, 3, 1),
-        vec![
-            job(1, 0, 2, 50 * MS, 0, 1),
-            job(2, MS, 2, 50 * MS, 0, 1),
-            job(3, 2 * MS, 1, 10 * MS, 0, 1),
-        ],
+        vec![job(1, 0, 2, 50 * MS, 0, 1), job(2, MS, 2, 50 * MS, 0, 1), job(3, 2 * MS, 1, 10 * MS, 0, 1)],
     );
     assert_eq!(start_ns(&gs, 3), finish_ns(&gs, 1));
 }
@@ -369,29 +206,14 @@ fn fcfs_head_of_line_job_blocks_smaller_jobs_behind_it() {
 #[test]
 fn mpl_limits_processes_per_cpu() {
     let cfg = config(Scheme::LOCAL, 1, 2);
-    let r = simulate(
-        &cfg,
-        vec![
-            job(1, 0, 1, 30 * MS, 0, 1),
-            job(2, 0, 1, 60 * MS, 0, 1),
-            job(3, 0, 1, 10 * MS, 0, 1),
-        ],
-    );
+    let r = simulate(&cfg, vec![job(1, 0, 1, 30 * MS, 0, 1), job(2, 0, 1, 60 * MS, 0, 1), job(3, 0, 1, 10 * MS, 0, 1)]);
     assert_eq!(start_ns(&r, 1), 0);
     assert_eq!(start_ns(&r, 2), 0);
     assert_eq!(start_ns(&r, 3), finish_ns(&r, 1).min(finish_ns(&r, 2)));
     assert_eq!(r.summary.longest_queue, 1);
     let gs = simulate(
         &config(Scheme::Gang, 1, 2),
-        vec![
-            job(1, 0, 1, 30 * MS, 0, 1),
-            job(2, 0, 1, 60 * MS, 0, 1),
-            job(3, 0, 1, 10 * MS, 0, 1),
-        ],
+        vec![job(1, 0, 1, 30 * MS, 0, 1), job(2, 0, 1, 60 * MS, 0, 1), job(3, 0, 1, 10 * MS, 0, 1)],
     );
-    assert_eq!(
-        start_ns(&gs, 3),
-        finish_ns(&gs, 1),
-        "two rows only: job 3 takes job 1's cell"
-    );
+    assert_eq!(start_ns(&gs, 3), finish_ns(&gs, 1), "two rows only: job 3 takes job 1's cell");
 }

@@ -15,14 +15,7 @@ fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
             .enumerate()
             .map(|(i, (gap_ms, tasks, compute_us, io_us, iterations))| {
                 arrival += gap_ms * MS / 10;
-                job(
-                    i as u64 + 1,
-                    arrival,
-                    tasks,
-                    compute_us * US,
-                    io_us * US,
-                    iterations,
-                )
+                job(i as u64 + 1, arrival, tasks, compute_us * US, io_us * US, iterations)
             })
             .collect()
     })

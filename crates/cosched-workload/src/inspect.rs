@@ -164,16 +164,8 @@ impl fmt::Display for Summary {
             self.cpus
         )?;
         for c in &self.size_classes {
-            let label = if c.lo == c.hi {
-                c.lo.to_string()
-            } else {
-                format!("{}-{}", c.lo, c.hi)
-            };
-            let pct = if self.jobs == 0 {
-                0.0
-            } else {
-                100.0 * c.count as f64 / self.jobs as f64
-            };
+            let label = if c.lo == c.hi { c.lo.to_string() } else { format!("{}-{}", c.lo, c.hi) };
+            let pct = if self.jobs == 0 { 0.0 } else { 100.0 * c.count as f64 / self.jobs as f64 };
             writeln!(f, "  {label:>11} CPUs: {:>8} ({pct:5.1}%)", c.count)?;
         }
         match &self.run_time {
@@ -192,12 +184,7 @@ impl fmt::Display for Summary {
             self.span_s,
             self.span_s / 86_400.0
         )?;
-        writeln!(
-            f,
-            "offered load on {} CPUs: {}",
-            self.cpus,
-            opt(self.offered_load, 3)
-        )
+        writeln!(f, "offered load on {} CPUs: {}", self.cpus, opt(self.offered_load, 3))
     }
 }
 
@@ -208,18 +195,9 @@ mod tests {
 
     #[test]
     fn summary_of_a_small_workload() {
-        let spec = [
-            (0.0, 10.0, 1, 0),
-            (10.0, 20.0, 2, 1),
-            (20.0, 30.0, 3, 1),
-            (40.0, 40.0, 8, -1),
-            (40.0, 100.0, 5, 7),
-        ];
-        let jobs = spec
-            .iter()
-            .enumerate()
-            .map(|(i, &(s, r, p, q))| TraceJob::new(i as u64 + 1, s, r, p, q))
-            .collect();
+        let spec =
+            [(0.0, 10.0, 1, 0), (10.0, 20.0, 2, 1), (20.0, 30.0, 3, 1), (40.0, 40.0, 8, -1), (40.0, 100.0, 5, 7)];
+        let jobs = spec.iter().enumerate().map(|(i, &(s, r, p, q))| TraceJob::new(i as u64 + 1, s, r, p, q)).collect();
         let w = Workload {
             jobs,
             skipped_bad_lines: vec![3],
@@ -227,20 +205,8 @@ mod tests {
             ..Default::default()
         };
         let s = summarize(&w, 4);
-        assert_eq!(
-            (
-                s.jobs,
-                s.unusable,
-                s.skipped_bad_lines,
-                s.wider_than_machine
-            ),
-            (5, 2, 1, 2)
-        );
-        let counts: Vec<(u32, u32, usize)> = s
-            .size_classes
-            .iter()
-            .map(|c| (c.lo, c.hi, c.count))
-            .collect();
+        assert_eq!((s.jobs, s.unusable, s.skipped_bad_lines, s.wider_than_machine), (5, 2, 1, 2));
+        let counts: Vec<(u32, u32, usize)> = s.size_classes.iter().map(|c| (c.lo, c.hi, c.count)).collect();
         assert_eq!(counts, vec![(1, 1, 1), (2, 2, 1), (3, 4, 1), (5, 8, 2)]);
         assert_eq!(s.share_serial, 0.2);
         assert_eq!(s.share_pow2, 0.6);
@@ -252,20 +218,9 @@ mod tests {
         assert!((s.interarrival_cv.unwrap() - 50f64.sqrt() / 10.0).abs() < 1e-12);
         // Work 10 + 40 + 90 + 320 + 500 = 960 over 4 CPUs x 40 s.
         assert!((s.offered_load.unwrap() - 6.0).abs() < 1e-12);
-        assert_eq!(
-            s.queues,
-            QueueCounts {
-                interactive: 1,
-                batch: 2,
-                unknown: 1,
-                other: 1
-            }
-        );
+        assert_eq!(s.queues, QueueCounts { interactive: 1, batch: 2, unknown: 1, other: 1 });
         let text = s.to_string();
-        assert!(
-            text.contains("jobs: 5 usable, 2 unusable, 1 malformed lines skipped"),
-            "{text}"
-        );
+        assert!(text.contains("jobs: 5 usable, 2 unusable, 1 malformed lines skipped"), "{text}");
         assert!(text.contains("5-8 CPUs:        2"), "{text}");
         assert!(text.contains("offered load on 4 CPUs: 6.000"), "{text}");
     }

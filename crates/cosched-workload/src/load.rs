@@ -36,10 +36,7 @@ pub fn offered_load(jobs: &[TraceJob], cpus: u32) -> Option<f64> {
 /// # Panics
 /// If `factor` is not finite and positive.
 pub fn scale_interarrivals(jobs: &mut [TraceJob], factor: f64) {
-    assert!(
-        factor.is_finite() && factor > 0.0,
-        "inter-arrival factor must be positive, got {factor}"
-    );
+    assert!(factor.is_finite() && factor > 0.0, "inter-arrival factor must be positive, got {factor}");
     let Some((first, _)) = submit_range(jobs) else {
         return;
     };
@@ -57,10 +54,7 @@ pub fn scale_interarrivals(jobs: &mut [TraceJob], factor: f64) {
 /// # Panics
 /// If `factor` is not finite and positive.
 pub fn scale_runtimes(jobs: &mut [TraceJob], factor: f64) {
-    assert!(
-        factor.is_finite() && factor > 0.0,
-        "run-time factor must be positive, got {factor}"
-    );
+    assert!(factor.is_finite() && factor > 0.0, "run-time factor must be positive, got {factor}");
     for job in jobs.iter_mut() {
         job.run_s *= factor;
         job.fields[3] = job.run_s;
@@ -110,10 +104,7 @@ mod tests {
         let load = offered_load(&js, 10).unwrap();
         assert!((load - 580.0 / 290.0).abs() < 1e-12, "{load}");
         assert_eq!(offered_load(&js[..1], 10), None);
-        assert_eq!(
-            offered_load(&jobs(&[(5.0, 1.0, 1), (5.0, 2.0, 1)]), 10),
-            None
-        );
+        assert_eq!(offered_load(&jobs(&[(5.0, 1.0, 1), (5.0, 2.0, 1)]), 10), None);
         assert_eq!(offered_load(&js, 0), None);
     }
 
@@ -136,10 +127,7 @@ mod tests {
             let factor = set_offered_load(&mut js, 128, target).unwrap();
             assert!((factor - before / target).abs() < 1e-12 * factor);
             let after = offered_load(&js, 128).unwrap();
-            assert!(
-                (after - target).abs() < 1e-9,
-                "target {target}, got {after}"
-            );
+            assert!((after - target).abs() < 1e-9, "target {target}, got {after}");
         }
         assert_eq!(set_offered_load(&mut js, 128, 0.0), None);
         assert_eq!(set_offered_load(&mut js[..1], 128, 0.5), None);

@@ -197,24 +197,13 @@ impl KindParams {
 
     /// Why these parameters cannot be used, if they cannot.
     pub fn validate(&self) -> Result<(), String> {
-        for (name, p) in [
-            ("SERIAL_PROB", self.serial_prob),
-            ("POW2_PROB", self.pow2_prob),
-            ("UPROB", self.uprob),
-        ] {
+        for (name, p) in [("SERIAL_PROB", self.serial_prob), ("POW2_PROB", self.pow2_prob), ("UPROB", self.uprob)] {
             if !(0.0..=1.0).contains(&p) {
                 return Err(format!("{name} = {p} is not a probability"));
             }
         }
-        if !(self.ulow >= 0.0
-            && self.ulow <= self.umed
-            && self.umed <= self.uhi
-            && self.uhi.is_finite())
-        {
-            return Err(format!(
-                "need 0 <= ULOW <= UMED <= UHI, got {} {} {}",
-                self.ulow, self.umed, self.uhi
-            ));
+        if !(self.ulow >= 0.0 && self.ulow <= self.umed && self.umed <= self.uhi && self.uhi.is_finite()) {
+            return Err(format!("need 0 <= ULOW <= UMED <= UHI, got {} {} {}", self.ulow, self.umed, self.uhi));
         }
         for (name, x) in [
             ("A1", self.a1),
@@ -235,30 +224,13 @@ impl KindParams {
             return Err("PA and PB must be finite".to_string());
         }
         for (what, shape, scale, limit) in [
-            (
-                "ln(run time) Gamma(A1, B1)",
-                self.a1,
-                self.b1,
-                LN_RUNTIME_LIMIT,
-            ),
-            (
-                "ln(run time) Gamma(A2, B2)",
-                self.a2,
-                self.b2,
-                LN_RUNTIME_LIMIT,
-            ),
-            (
-                "ln(gap) Gamma(AARR*ARAR, BARR)",
-                self.aarr * self.arar,
-                self.barr,
-                LN_GAP_LIMIT,
-            ),
+            ("ln(run time) Gamma(A1, B1)", self.a1, self.b1, LN_RUNTIME_LIMIT),
+            ("ln(run time) Gamma(A2, B2)", self.a2, self.b2, LN_RUNTIME_LIMIT),
+            ("ln(gap) Gamma(AARR*ARAR, BARR)", self.aarr * self.arar, self.barr, LN_GAP_LIMIT),
         ] {
             let acceptance = gamma_cdf(shape, scale, limit);
             if acceptance < MIN_ACCEPTANCE {
-                return Err(format!(
-                    "{what} almost never falls below {limit} (P = {acceptance:e})"
-                ));
+                return Err(format!("{what} almost never falls below {limit} (P = {acceptance:e})"));
             }
         }
         if self.day_weights_raw().iter().sum::<f64>() <= 0.0 {
@@ -323,11 +295,8 @@ impl KindParams {
 
     /// ln(run time) of a job of `nodes` CPUs.
     pub fn draw_ln_runtime(&self, rng: &mut Rng, nodes: u32) -> f64 {
-        let (shape, scale) = if rng.bernoulli(self.first_runtime_branch_prob(nodes)) {
-            (self.a1, self.b1)
-        } else {
-            (self.a2, self.b2)
-        };
+        let (shape, scale) =
+            if rng.bernoulli(self.first_runtime_branch_prob(nodes)) { (self.a1, self.b1) } else { (self.a2, self.b2) };
         truncated_gamma(rng, shape, scale, LN_RUNTIME_LIMIT)
     }
 
@@ -370,13 +339,7 @@ pub struct ArrivalClock {
 
 impl ArrivalClock {
     pub fn new(params: &KindParams, rng: Rng) -> ArrivalClock {
-        ArrivalClock {
-            params: params.clone(),
-            weights: params.day_weights(),
-            rng,
-            bucket: 0,
-            into_bucket: 0.0,
-        }
+        ArrivalClock { params: params.clone(), weights: params.day_weights(), rng, bucket: 0, into_bucket: 0.0 }
     }
 
     /// Current time, seconds since time 0.
@@ -423,10 +386,7 @@ impl LublinParams {
         LublinParams {
             kinds: vec![
                 (JobKind::Batch, KindParams::batch().sized_to(procs)),
-                (
-                    JobKind::Interactive,
-                    KindParams::interactive().sized_to(procs),
-                ),
+                (JobKind::Interactive, KindParams::interactive().sized_to(procs)),
             ],
             max_procs: procs,
         }
@@ -434,18 +394,12 @@ impl LublinParams {
 
     /// The single-kind model, sized to `procs` CPUs.
     pub fn typeless_sized_to(procs: u32) -> LublinParams {
-        LublinParams {
-            kinds: vec![(JobKind::Typeless, KindParams::typeless().sized_to(procs))],
-            max_procs: procs,
-        }
+        LublinParams { kinds: vec![(JobKind::Typeless, KindParams::typeless().sized_to(procs))], max_procs: procs }
     }
 
     /// One kind alone, sized to `procs` CPUs.
     pub fn single_kind(kind: JobKind, procs: u32) -> LublinParams {
-        LublinParams {
-            kinds: vec![(kind, KindParams::published(kind).sized_to(procs))],
-            max_procs: procs,
-        }
+        LublinParams { kinds: vec![(kind, KindParams::published(kind).sized_to(procs))], max_procs: procs }
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -488,8 +442,7 @@ pub fn generate(params: &LublinParams, job_count: usize, seed: StreamSeed) -> Ve
         .map(|(i, (kind, p))| {
             // A kind listed twice gets its own streams (substream index).
             let occurrence = params.kinds[..i].iter().filter(|(k, _)| k == kind).count() as u64;
-            let stream =
-                |what: &str| seed.substream(&format!("lublin.{}.{what}", kind.name()), occurrence);
+            let stream = |what: &str| seed.substream(&format!("lublin.{}.{what}", kind.name()), occurrence);
             let mut clock = ArrivalClock::new(p, stream("arrival"));
             let next_arrival_s = clock.next_arrival_s();
             KindStream {
@@ -507,23 +460,11 @@ pub fn generate(params: &LublinParams, job_count: usize, seed: StreamSeed) -> Ve
     for number in 1..=job_count as u64 {
         let s = streams
             .iter_mut()
-            .reduce(|best, s| {
-                if s.next_arrival_s < best.next_arrival_s {
-                    s
-                } else {
-                    best
-                }
-            })
+            .reduce(|best, s| if s.next_arrival_s < best.next_arrival_s { s } else { best })
             .expect("at least one kind");
         let nodes = s.params.draw_size(&mut s.size_rng, params.max_procs);
         let run_s = s.params.draw_runtime_s(&mut s.runtime_rng, nodes);
-        jobs.push(TraceJob::new(
-            number,
-            s.next_arrival_s.round(),
-            run_s,
-            nodes,
-            s.kind.queue(),
-        ));
+        jobs.push(TraceJob::new(number, s.next_arrival_s.round(), run_s, nodes, s.kind.queue()));
         s.next_arrival_s = s.clock.next_arrival_s();
     }
     if let Some(first) = jobs.first().map(|j| j.submit_s) {
@@ -575,15 +516,9 @@ mod tests {
     #[test]
     fn sizes_never_exceed_the_machine() {
         for &procs in &[1u32, 2, 3, 5, 6, 24, 100, 128, 1000, 1024] {
-            for params in [
-                LublinParams::sized_to(procs),
-                LublinParams::typeless_sized_to(procs),
-            ] {
+            for params in [LublinParams::sized_to(procs), LublinParams::typeless_sized_to(procs)] {
                 let jobs = generate(&params, 4_000, StreamSeed(procs as u64));
-                assert!(
-                    jobs.iter().all(|j| (1..=procs).contains(&j.procs)),
-                    "procs {procs}"
-                );
+                assert!(jobs.iter().all(|j| (1..=procs).contains(&j.procs)), "procs {procs}");
                 if procs >= 24 {
                     // The largest sizes are reached, not just avoided.
                     let max = jobs.iter().map(|j| j.procs).max().unwrap();
@@ -619,18 +554,10 @@ mod tests {
             let n = jobs.len() as f64;
             let serial = jobs.iter().filter(|j| j.procs == 1).count() as f64 / n;
             let parallel: Vec<u32> = jobs.iter().map(|j| j.procs).filter(|&s| s > 1).collect();
-            let pow2 = parallel.iter().filter(|s| s.is_power_of_two()).count() as f64
-                / parallel.len() as f64;
+            let pow2 = parallel.iter().filter(|s| s.is_power_of_two()).count() as f64 / parallel.len() as f64;
             let want_pow2 = p.pow2_prob + (1.0 - p.pow2_prob) * continuous_pow2_prob(p);
-            assert!(
-                (serial - p.serial_prob).abs() < 0.006,
-                "{kind:?}: serial {serial} vs {}",
-                p.serial_prob
-            );
-            assert!(
-                (pow2 - want_pow2).abs() < 0.01,
-                "{kind:?}: pow2 {pow2} vs {want_pow2}"
-            );
+            assert!((serial - p.serial_prob).abs() < 0.006, "{kind:?}: serial {serial} vs {}", p.serial_prob);
+            assert!((pow2 - want_pow2).abs() < 0.01, "{kind:?}: pow2 {pow2} vs {want_pow2}");
         }
     }
 
@@ -646,9 +573,7 @@ mod tests {
             total += k.ln() * (cdf((k + 0.5).ln()) - cdf((k - 0.5).ln()));
         }
         let lo = (K as f64 + 0.5).ln();
-        total += shape
-            * scale
-            * (gamma_cdf(shape + 1.0, scale, LN_RUNTIME_LIMIT) - gamma_cdf(shape + 1.0, scale, lo));
+        total += shape * scale * (gamma_cdf(shape + 1.0, scale, LN_RUNTIME_LIMIT) - gamma_cdf(shape + 1.0, scale, lo));
         total / cdf(LN_RUNTIME_LIMIT)
     }
 
@@ -658,10 +583,7 @@ mod tests {
             let params = LublinParams::single_kind(kind, 128);
             let p = &params.kinds[0].1;
             let jobs = generate(&params, 100_000, StreamSeed(33));
-            let (m1, m2) = (
-                mean_ln_rounded_runtime(p.a1, p.b1),
-                mean_ln_rounded_runtime(p.a2, p.b2),
-            );
+            let (m1, m2) = (mean_ln_rounded_runtime(p.a1, p.b1), mean_ln_rounded_runtime(p.a2, p.b2));
             let want = jobs
                 .iter()
                 .map(|j| {
@@ -672,24 +594,16 @@ mod tests {
                 / jobs.len() as f64;
             let (mean, sd, n) = mean_and_sd(jobs.iter().map(|j| j.run_s.ln()));
             let tol = 5.0 * sd / (n as f64).sqrt();
-            assert!(
-                (mean - want).abs() < tol,
-                "{kind:?}: mean ln run {mean} vs {want} (tol {tol})"
-            );
-            assert!(jobs
-                .iter()
-                .all(|j| j.run_s >= 1.0 && j.run_s.fract() == 0.0));
-            assert!(jobs
-                .iter()
-                .all(|j| j.run_s <= LN_RUNTIME_LIMIT.exp().round()));
+            assert!((mean - want).abs() < tol, "{kind:?}: mean ln run {mean} vs {want} (tol {tol})");
+            assert!(jobs.iter().all(|j| j.run_s >= 1.0 && j.run_s.fract() == 0.0));
+            assert!(jobs.iter().all(|j| j.run_s <= LN_RUNTIME_LIMIT.exp().round()));
         }
     }
 
     /// Mean and standard deviation of exp(G), G ~ Gamma(shape, scale)
     /// truncated at 13, by Simpson's rule.
     fn truncated_exp_gamma_moments(shape: f64, scale: f64) -> (f64, f64) {
-        let ln_pdf =
-            |g: f64| (shape - 1.0) * g.ln() - g / scale - ln_gamma(shape) - shape * scale.ln();
+        let ln_pdf = |g: f64| (shape - 1.0) * g.ln() - g / scale - ln_gamma(shape) - shape * scale.ln();
         let steps = 20_000;
         let h = LN_GAP_LIMIT / steps as f64;
         let (mut s1, mut s2) = (0.0, 0.0);
@@ -724,10 +638,7 @@ mod tests {
             }
             let mean = clock.now_s() / n as f64;
             let tol = 5.0 * sd / (n as f64).sqrt();
-            assert!(
-                (mean - want).abs() < tol,
-                "{kind:?}: mean gap {mean} vs {want} (tol {tol})"
-            );
+            assert!((mean - want).abs() < tol, "{kind:?}: mean gap {mean} vs {want} (tol {tol})");
 
             // The daily cycle: arrivals per bucket follow the weights.
             let weights = p.day_weights();
@@ -750,14 +661,9 @@ mod tests {
         // the evening tail is still there.
         assert!(w[DAY_START_BUCKET] < 1e-3, "{}", w[DAY_START_BUCKET]);
         assert!(w[DAY_START_BUCKET - 1] > 100.0 * w[DAY_START_BUCKET]);
-        let peak = (0..BUCKETS_PER_DAY)
-            .max_by(|&a, &b| w[a].total_cmp(&w[b]))
-            .unwrap();
+        let peak = (0..BUCKETS_PER_DAY).max_by(|&a, &b| w[a].total_cmp(&w[b])).unwrap();
         // Mode of Gamma(6.1271, 5.274) is (a - 1) b = 27 half-hours after 05:30.
-        assert_eq!(
-            (peak + BUCKETS_PER_DAY - DAY_START_BUCKET) % BUCKETS_PER_DAY,
-            27
-        );
+        assert_eq!((peak + BUCKETS_PER_DAY - DAY_START_BUCKET) % BUCKETS_PER_DAY, 27);
     }
 
     #[test]
@@ -770,10 +676,7 @@ mod tests {
         let mean = jobs.last().unwrap().submit_s / (n - 1) as f64;
         // Rounding and the shift move the span by at most a day plus 1 s.
         let tol = 5.0 * sd / (n as f64).sqrt() + 86_401.0 / n as f64;
-        assert!(
-            (mean - want).abs() < tol,
-            "mean gap {mean} vs {want} (tol {tol})"
-        );
+        assert!((mean - want).abs() < tol, "mean gap {mean} vs {want} (tol {tol})");
     }
 
     #[test]
@@ -782,13 +685,8 @@ mod tests {
         assert_eq!(jobs.len(), 3_000);
         assert_eq!(jobs[0].submit_s, 0.0);
         assert!(jobs.windows(2).all(|w| w[0].submit_s <= w[1].submit_s));
-        assert!(jobs
-            .iter()
-            .enumerate()
-            .all(|(i, j)| j.job_number == i as u64 + 1));
-        assert!(jobs
-            .iter()
-            .all(|j| j.submit_s.fract() == 0.0 && j.source_line == 0));
+        assert!(jobs.iter().enumerate().all(|(i, j)| j.job_number == i as u64 + 1));
+        assert!(jobs.iter().all(|j| j.submit_s.fract() == 0.0 && j.source_line == 0));
         assert!(jobs.iter().all(|j| j.queue == 0 || j.queue == 1));
         assert!(jobs.iter().any(|j| j.queue == 0) && jobs.iter().any(|j| j.queue == 1));
         assert!(jobs.iter().all(|j| j.fields == j.synced_fields()));
@@ -848,10 +746,7 @@ mod tests {
         for procs in [1, 2, 3, 4, 8] {
             for kind in KINDS {
                 let p = KindParams::published(kind).sized_to(procs);
-                assert!(
-                    p.ulow <= p.umed && p.umed <= p.uhi,
-                    "{kind:?} on {procs}: {p:?}"
-                );
+                assert!(p.ulow <= p.umed && p.umed <= p.uhi, "{kind:?} on {procs}: {p:?}");
                 assert_eq!(p.uhi, (procs as f64).log2());
             }
         }

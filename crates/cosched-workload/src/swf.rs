@@ -119,16 +119,7 @@ impl TraceJob {
         fields[F_ALLOC] = procs as f64;
         fields[F_STATUS] = 1.0;
         fields[F_QUEUE] = queue as f64;
-        TraceJob {
-            job_number,
-            submit_s,
-            wait_s: -1.0,
-            run_s,
-            procs,
-            queue,
-            source_line: 0,
-            fields,
-        }
+        TraceJob { job_number, submit_s, wait_s: -1.0, run_s, procs, queue, source_line: 0, fields }
     }
 
     /// The raw fields with the named members written over them. The processor
@@ -186,9 +177,10 @@ impl Workload {
     /// Replace the first `key:` header line, or append one.
     pub fn set_header_value(&mut self, key: &str, value: &str) {
         let line = format!("{key}: {value}");
-        let found = self.header.iter().position(|l| {
-            split_header_key(l.trim_start()).is_some_and(|(k, _)| k.eq_ignore_ascii_case(key))
-        });
+        let found = self
+            .header
+            .iter()
+            .position(|l| split_header_key(l.trim_start()).is_some_and(|(k, _)| k.eq_ignore_ascii_case(key)));
         match found {
             Some(i) => self.header[i] = line,
             None => self.header.push(line),
@@ -217,29 +209,17 @@ pub struct ReadOptions {
 /// Why a trace could not be read.
 #[derive(Debug)]
 pub enum SwfError {
-    Io {
-        path: String,
-        source: io::Error,
-    },
-    Malformed {
-        path: String,
-        line: u64,
-        message: String,
-    },
+    Io { path: String, source: io::Error },
+    Malformed { path: String, line: u64, message: String },
 }
 
 impl fmt::Display for SwfError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SwfError::Io { path, source } => write!(f, "{path}: {source}"),
-            SwfError::Malformed {
-                path,
-                line,
-                message,
-            } => write!(
-                f,
-                "{path}:{line}: {message} (use --skip-bad-lines to skip malformed lines)"
-            ),
+            SwfError::Malformed { path, line, message } => {
+                write!(f, "{path}:{line}: {message} (use --skip-bad-lines to skip malformed lines)")
+            }
         }
     }
 }
@@ -257,16 +237,10 @@ impl std::error::Error for SwfError {
 /// the gzip magic bytes, since archive files are often renamed.
 pub fn read_path(path: &Path, opts: ReadOptions) -> Result<Workload, SwfError> {
     let name = path.display().to_string();
-    let io_err = |source| SwfError::Io {
-        path: name.clone(),
-        source,
-    };
+    let io_err = |source| SwfError::Io { path: name.clone(), source };
     let file = File::open(path).map_err(io_err)?;
     let mut reader = BufReader::new(file);
-    let is_gzip = reader
-        .fill_buf()
-        .map_err(io_err)?
-        .starts_with(&[0x1f, 0x8b]);
+    let is_gzip = reader.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
     if is_gzip {
         read_from(BufReader::new(MultiGzDecoder::new(reader)), &name, opts)
     } else {
@@ -275,11 +249,7 @@ pub fn read_path(path: &Path, opts: ReadOptions) -> Result<Workload, SwfError> {
 }
 
 /// Read a plain-text trace. `source_name` is used in error messages.
-pub fn read_from(
-    mut reader: impl BufRead,
-    source_name: &str,
-    opts: ReadOptions,
-) -> Result<Workload, SwfError> {
+pub fn read_from(mut reader: impl BufRead, source_name: &str, opts: ReadOptions) -> Result<Workload, SwfError> {
     let mut workload = Workload::default();
     let mut buf = Vec::new();
     let mut line_no: u64 = 0;
@@ -287,10 +257,7 @@ pub fn read_from(
         buf.clear();
         let n = reader
             .read_until(b'\n', &mut buf)
-            .map_err(|source| SwfError::Io {
-                path: source_name.to_string(),
-                source,
-            })?;
+            .map_err(|source| SwfError::Io { path: source_name.to_string(), source })?;
         if n == 0 {
             break;
         }
@@ -309,17 +276,9 @@ pub fn read_from(
         }
         match parse_job_line(line, line_no) {
             Ok(Parsed::Job(job)) => workload.jobs.push(job),
-            Ok(Parsed::Unusable(job_number, reason)) => {
-                workload.unusable.push((job_number, reason))
-            }
+            Ok(Parsed::Unusable(job_number, reason)) => workload.unusable.push((job_number, reason)),
             Err(_) if opts.skip_bad_lines => workload.skipped_bad_lines.push(line_no),
-            Err(message) => {
-                return Err(SwfError::Malformed {
-                    path: source_name.to_string(),
-                    line: line_no,
-                    message,
-                })
-            }
+            Err(message) => return Err(SwfError::Malformed { path: source_name.to_string(), line: line_no, message }),
         }
     }
     Ok(workload)
@@ -354,12 +313,7 @@ fn parse_job_line(line: &str, line_no: u64) -> Result<Parsed, String> {
     }
     for &i in &[F_JOB, F_QUEUE] {
         if fields[i].fract() != 0.0 || fields[i].abs() > EXACT_INT_LIMIT {
-            return Err(format!(
-                "field {} ({}) is {}: it must be a whole number",
-                i + 1,
-                FIELD_NAMES[i],
-                fields[i]
-            ));
+            return Err(format!("field {} ({}) is {}: it must be a whole number", i + 1, FIELD_NAMES[i], fields[i]));
         }
     }
     if fields[F_JOB] < 0.0 {
@@ -368,11 +322,8 @@ fn parse_job_line(line: &str, line_no: u64) -> Result<Parsed, String> {
     let job_number = fields[F_JOB] as u64;
     let unusable = |reason: String| Ok(Parsed::Unusable(job_number, reason));
 
-    let (procs_field, procs_raw) = if fields[F_ALLOC] == -1.0 {
-        (F_REQ_PROCS, fields[F_REQ_PROCS])
-    } else {
-        (F_ALLOC, fields[F_ALLOC])
-    };
+    let (procs_field, procs_raw) =
+        if fields[F_ALLOC] == -1.0 { (F_REQ_PROCS, fields[F_REQ_PROCS]) } else { (F_ALLOC, fields[F_ALLOC]) };
     if fields[F_SUBMIT] == -1.0 {
         return unusable("submit time unknown".to_string());
     }
@@ -418,9 +369,7 @@ fn parse_field(token: &str, index: usize) -> Result<f64, String> {
 /// Write a trace; gzip-compressed if the path ends in `.gz`.
 pub fn write_path(path: &Path, workload: &Workload) -> io::Result<()> {
     let file = BufWriter::new(File::create(path)?);
-    let gz = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    let gz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
     if gz {
         let mut encoder = GzEncoder::new(file, Compression::default());
         write_to(&mut encoder, workload)?;
@@ -444,11 +393,7 @@ const WRITER_KEYS: [&str; 4] = ["Version", "MaxJobs", "MaxRecords", "MaxProcs"];
 /// continue it, so multi-line notes stay whole.
 pub fn write_to(mut writer: impl Write, workload: &Workload) -> io::Result<()> {
     let groups = header_groups(&workload.header);
-    let key_is = |g: &HeaderGroup, k: &str| {
-        g.key
-            .as_deref()
-            .is_some_and(|gk| gk.eq_ignore_ascii_case(k))
-    };
+    let key_is = |g: &HeaderGroup, k: &str| g.key.as_deref().is_some_and(|gk| gk.eq_ignore_ascii_case(k));
     let write_group = |w: &mut dyn Write, g: &HeaderGroup| -> io::Result<()> {
         for line in &g.lines {
             writeln!(w, "; {line}")?;
@@ -472,12 +417,8 @@ pub fn write_to(mut writer: impl Write, workload: &Workload) -> io::Result<()> {
             }
         }
     }
-    let carried_elsewhere = |g: &HeaderGroup| {
-        ["Computer", "Note"]
-            .iter()
-            .chain(WRITER_KEYS.iter())
-            .any(|k| key_is(g, k))
-    };
+    let carried_elsewhere =
+        |g: &HeaderGroup| ["Computer", "Note"].iter().chain(WRITER_KEYS.iter()).any(|k| key_is(g, k));
     for g in groups.iter().filter(|g| !carried_elsewhere(g)) {
         write_group(&mut writer, g)?;
     }
@@ -523,10 +464,7 @@ fn header_groups(header: &[String]) -> Vec<HeaderGroup<'_>> {
             }
         }
         let key = split_header_key(line).map(|(k, _)| k.to_string());
-        groups.push(HeaderGroup {
-            key,
-            lines: vec![line],
-        });
+        groups.push(HeaderGroup { key, lines: vec![line] });
     }
     groups
 }
@@ -544,9 +482,8 @@ mod tests {
     #[test]
     fn malformed_line_reports_its_exact_line_number() {
         // Header, a blank line, good jobs; the bad line is line 7.
-        let text = format!(
-            "; Version: 2.2\n; MaxProcs: 8\n\n{GOOD}\n{GOOD}\n   \n1 2 3 4 5 6 7 8 9 10 11 12\n{GOOD}\n"
-        );
+        let text =
+            format!("; Version: 2.2\n; MaxProcs: 8\n\n{GOOD}\n{GOOD}\n   \n1 2 3 4 5 6 7 8 9 10 11 12\n{GOOD}\n");
         let err = read_str(&text, ReadOptions::default()).unwrap_err();
         match &err {
             SwfError::Malformed { line, .. } => assert_eq!(*line, 7),
@@ -561,38 +498,14 @@ mod tests {
     #[test]
     fn each_kind_of_malformed_field_is_rejected() {
         let cases = [
-            (
-                "1 0 5 abc 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
-                "field 4 (run time) is 'abc': not a number",
-            ),
-            (
-                "1 0 5 NaN 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
-                "not a finite number",
-            ),
-            (
-                "1 0 5 100 inf -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
-                "not a finite number",
-            ),
-            (
-                "1 0 5 -2 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
-                "negative values other than -1",
-            ),
-            (
-                "1 -5 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
-                "field 2 (submit time)",
-            ),
-            (
-                "1.5 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1",
-                "whole number",
-            ),
-            (
-                "1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 0.5 -1 -1 -1",
-                "field 15 (queue)",
-            ),
-            (
-                "1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1 7",
-                "found 19",
-            ),
+            ("1 0 5 abc 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "field 4 (run time) is 'abc': not a number"),
+            ("1 0 5 NaN 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "not a finite number"),
+            ("1 0 5 100 inf -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "not a finite number"),
+            ("1 0 5 -2 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "negative values other than -1"),
+            ("1 -5 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "field 2 (submit time)"),
+            ("1.5 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1", "whole number"),
+            ("1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 0.5 -1 -1 -1", "field 15 (queue)"),
+            ("1 0 5 100 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1 7", "found 19"),
         ];
         for (line, want) in cases {
             let err = read_str(&format!("; x\n{line}\n"), ReadOptions::default()).unwrap_err();
@@ -604,20 +517,13 @@ mod tests {
 
     #[test]
     fn skip_bad_lines_counts_what_it_skipped() {
-        let text = format!("{GOOD}\nnot a job\n{GOOD}\n1 2 3\n\n; comment\n{GOOD}\n1 0 5 nan 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1\n");
-        let w = read_str(
-            &text,
-            ReadOptions {
-                skip_bad_lines: true,
-            },
-        )
-        .unwrap();
+        let text = format!(
+            "{GOOD}\nnot a job\n{GOOD}\n1 2 3\n\n; comment\n{GOOD}\n1 0 5 nan 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1\n"
+        );
+        let w = read_str(&text, ReadOptions { skip_bad_lines: true }).unwrap();
         assert_eq!(w.skipped_bad_lines, vec![2, 4, 8]);
         assert_eq!(w.jobs.len(), 3);
-        assert_eq!(
-            w.jobs.iter().map(|j| j.source_line).collect::<Vec<_>>(),
-            vec![1, 3, 7]
-        );
+        assert_eq!(w.jobs.iter().map(|j| j.source_line).collect::<Vec<_>>(), vec![1, 3, 7]);
         assert!(read_str(&text, ReadOptions::default()).is_err());
     }
 
@@ -637,11 +543,7 @@ mod tests {
         assert_eq!(w.jobs[0].job_number, 16);
         let numbers: Vec<u64> = w.unusable.iter().map(|(n, _)| *n).collect();
         assert_eq!(numbers, vec![10, 11, 12, 13, 14, 15]);
-        assert!(
-            w.unusable[0].1.contains("run time is 0"),
-            "{:?}",
-            w.unusable[0]
-        );
+        assert!(w.unusable[0].1.contains("run time is 0"), "{:?}", w.unusable[0]);
         assert!(w.unusable[1].1.contains("run time unknown"));
         assert!(w.unusable[2].1.contains("allocated processors is 0"));
         assert!(w.unusable[3].1.contains("processor count unknown"));
@@ -651,7 +553,8 @@ mod tests {
 
     #[test]
     fn requested_processors_are_used_when_allocated_is_unknown() {
-        let text = "7 30 -1 50 -1 -1 -1 16 200 -1 1 3 1 -1 0 -1 -1 -1\n8 40 -1 50 8 -1 -1 16 200 -1 1 3 1 -1 0 -1 -1 -1\n";
+        let text =
+            "7 30 -1 50 -1 -1 -1 16 200 -1 1 3 1 -1 0 -1 -1 -1\n8 40 -1 50 8 -1 -1 16 200 -1 1 3 1 -1 0 -1 -1 -1\n";
         let w = read_str(text, ReadOptions::default()).unwrap();
         assert_eq!(w.jobs[0].procs, 16);
         assert!(w.jobs[0].procs_from_requested());

@@ -14,8 +14,7 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let dir =
-            std::env::temp_dir().join(format!("cosched-workload-{tag}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("cosched-workload-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
@@ -73,11 +72,7 @@ fn round_trip_plain_and_gzip_files() {
         let path = dir.path(name);
         write_path(&path, &w).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(
-            bytes.starts_with(&[0x1f, 0x8b]),
-            name.ends_with(".gz"),
-            "{name}: compression"
-        );
+        assert_eq!(bytes.starts_with(&[0x1f, 0x8b]), name.ends_with(".gz"), "{name}: compression");
         let back = read_path(&path, ReadOptions::default()).unwrap();
         assert_eq!(back.jobs, w.jobs, "{name}");
         assert!(back.unusable.is_empty() && back.skipped_bad_lines.is_empty());
@@ -102,23 +97,13 @@ fn gzip_is_detected_by_content_not_name() {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     write_to(&mut enc, &w).unwrap();
     std::fs::write(&gz_named_plain, enc.finish().unwrap()).unwrap();
-    assert_eq!(
-        read_path(&gz_named_plain, ReadOptions::default())
-            .unwrap()
-            .jobs,
-        w.jobs
-    );
+    assert_eq!(read_path(&gz_named_plain, ReadOptions::default()).unwrap().jobs, w.jobs);
     // ...and plain text under a .gz name.
     let plain_named_gz = dir.path("looks-compressed.swf.gz");
     let mut text = Vec::new();
     write_to(&mut text, &w).unwrap();
     std::fs::write(&plain_named_gz, &text).unwrap();
-    assert_eq!(
-        read_path(&plain_named_gz, ReadOptions::default())
-            .unwrap()
-            .jobs,
-        w.jobs
-    );
+    assert_eq!(read_path(&plain_named_gz, ReadOptions::default()).unwrap().jobs, w.jobs);
 }
 
 #[test]
@@ -136,37 +121,17 @@ fn malformed_line_in_a_gzip_file_reports_path_and_line() {
     assert!(matches!(err, SwfError::Malformed { line: 3, .. }), "{msg}");
     assert_eq!(
         msg,
-        format!(
-            "{}:3: expected 18 fields, found 8 (use --skip-bad-lines to skip malformed lines)",
-            path.display()
-        )
+        format!("{}:3: expected 18 fields, found 8 (use --skip-bad-lines to skip malformed lines)", path.display())
     );
-    let skipped = read_path(
-        &path,
-        ReadOptions {
-            skip_bad_lines: true,
-        },
-    )
-    .unwrap();
-    assert_eq!(
-        (skipped.jobs.len(), skipped.skipped_bad_lines.clone()),
-        (1, vec![3])
-    );
+    let skipped = read_path(&path, ReadOptions { skip_bad_lines: true }).unwrap();
+    assert_eq!((skipped.jobs.len(), skipped.skipped_bad_lines.clone()), (1, vec![3]));
 }
 
 #[test]
 fn missing_file_is_an_io_error_naming_the_path() {
-    let err = read_path(
-        std::path::Path::new("/nonexistent/cosched/trace.swf"),
-        ReadOptions::default(),
-    )
-    .unwrap_err();
+    let err = read_path(std::path::Path::new("/nonexistent/cosched/trace.swf"), ReadOptions::default()).unwrap_err();
     assert!(matches!(err, SwfError::Io { .. }));
-    assert!(
-        err.to_string()
-            .starts_with("/nonexistent/cosched/trace.swf: "),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("/nonexistent/cosched/trace.swf: "), "{err}");
 }
 
 #[test]
@@ -207,15 +172,9 @@ fn archive_style_trace_loads_as_it_is() {
     let back = read_from(out.as_slice(), "rewritten.swf", ReadOptions::default()).unwrap();
     assert_eq!(back.jobs, w.jobs);
     let out = String::from_utf8(out).unwrap();
-    assert!(
-        out.contains("; Note: run times are wallclock;\n;       jobs cancelled"),
-        "{out}"
-    );
+    assert!(out.contains("; Note: run times are wallclock;\n;       jobs cancelled"), "{out}");
     assert!(out.contains("; MaxJobs: 3\n"), "{out}");
-    assert!(
-        out.contains("\n2 64 0 14 1 13 -1 1 600 -1 1 13 3 -1 0 -1 -1 -1\n"),
-        "{out}"
-    );
+    assert!(out.contains("\n2 64 0 14 1 13 -1 1 600 -1 1 13 3 -1 0 -1 -1 -1\n"), "{out}");
 }
 
 fn field_value() -> impl Strategy<Value = f64> {
@@ -238,19 +197,17 @@ fn job_strategy() -> impl Strategy<Value = TraceJob> {
         any::<bool>(),
         proptest::array::uniform18(field_value()),
     )
-        .prop_map(
-            |(number, submit, wait, run, procs, queue, from_requested, mut fields)| {
-                let mut job = TraceJob::new(number, submit, run, procs, queue);
-                job.wait_s = wait;
-                if from_requested {
-                    fields[4] = -1.0;
-                    fields[7] = procs as f64;
-                }
-                job.fields = fields;
-                job.sync_fields();
-                job
-            },
-        )
+        .prop_map(|(number, submit, wait, run, procs, queue, from_requested, mut fields)| {
+            let mut job = TraceJob::new(number, submit, run, procs, queue);
+            job.wait_s = wait;
+            if from_requested {
+                fields[4] = -1.0;
+                fields[7] = procs as f64;
+            }
+            job.fields = fields;
+            job.sync_fields();
+            job
+        })
 }
 
 proptest! {

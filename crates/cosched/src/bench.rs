@@ -57,14 +57,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
 }
 
 fn scenario_config(scheme: Scheme, seconds: f64) -> SimConfig {
-    SimConfig {
-        scheme,
-        nodes: 1024,
-        mpl: 4,
-        seed: 1,
-        horizon_ns: Some((seconds * 1e9) as u64),
-        ..SimConfig::default()
-    }
+    SimConfig { scheme, nodes: 1024, mpl: 4, seed: 1, horizon_ns: Some((seconds * 1e9) as u64), ..SimConfig::default() }
 }
 
 fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
@@ -83,19 +76,13 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
     };
     let loaded = load_workload(&spec, 1024)?;
     let requests = loaded.requests();
-    let plan = WorkloadPlan {
-        mix: Mix { number: 7 },
-        runtime_scale: 1.0,
-    };
+    let plan = WorkloadPlan { mix: Mix { number: 7 }, runtime_scale: 1.0 };
     let cfg = scenario_config(Scheme::LOCAL, args.seconds);
-    let options = RunOptions {
-        progress_every_events: 0,
-        ..RunOptions::default()
-    };
+    let options = RunOptions { progress_every_events: 0, ..RunOptions::default() };
     let baseline = baseline_queue_ops_per_s();
     let mut walls = Vec::new();
     let mut events = 0;
-    let mut by_kind = [0u64; 7];
+    let mut by_kind = [0u64; cosched_sim::engine::EVENT_KINDS];
     for round in 0..args.repeat {
         let jobs = sim_jobs(&requests, &plan, &cfg);
         let start = Instant::now();
@@ -143,10 +130,7 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
         .collect();
     println!("  events by kind: {}", kinds.join(", "));
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?
-        );
+        println!("{}", serde_json::to_string_pretty(&result).map_err(|e| e.to_string())?);
     }
     Ok(())
 }

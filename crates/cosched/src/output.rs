@@ -18,15 +18,9 @@ impl OutputDir {
     pub fn check(path: &Path) -> Result<(), String> {
         if path.exists() {
             if !path.is_dir() {
-                return Err(format!(
-                    "--out {}: exists and is not a folder",
-                    path.display()
-                ));
+                return Err(format!("--out {}: exists and is not a folder", path.display()));
             }
-            let empty = fs::read_dir(path)
-                .map_err(|e| format!("--out {}: {e}", path.display()))?
-                .next()
-                .is_none();
+            let empty = fs::read_dir(path).map_err(|e| format!("--out {}: {e}", path.display()))?.next().is_none();
             if !empty && !path.join(MARKER).exists() {
                 return Err(format!(
                     "--out {}: the folder holds files that cosched did not write; choose another folder",
@@ -43,24 +37,15 @@ impl OutputDir {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        fs::create_dir_all(&parent)
-            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_else(|| "out".into());
+        fs::create_dir_all(&parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "out".into());
         let scratch = parent.join(format!(".{name}.partial-{}", std::process::id()));
         if scratch.exists() {
-            fs::remove_dir_all(&scratch)
-                .map_err(|e| format!("cannot clear {}: {e}", scratch.display()))?;
+            fs::remove_dir_all(&scratch).map_err(|e| format!("cannot clear {}: {e}", scratch.display()))?;
         }
-        fs::create_dir(&scratch)
-            .map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
+        fs::create_dir(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
         fs::write(scratch.join(MARKER), "written by cosched\n").map_err(|e| e.to_string())?;
-        Ok(OutputDir {
-            final_path: path.to_path_buf(),
-            scratch,
-        })
+        Ok(OutputDir { final_path: path.to_path_buf(), scratch })
     }
 
     pub fn file(&self, name: &str) -> PathBuf {
@@ -105,10 +90,7 @@ pub fn csv_field(text: &str) -> String {
 /// anything but the values.
 pub fn num(value: f64) -> String {
     if value.is_finite() {
-        format!("{value:.9}")
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string()
+        format!("{value:.9}").trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
         String::new()
     }

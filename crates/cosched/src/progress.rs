@@ -17,13 +17,7 @@ pub struct ProgressLine {
 impl ProgressLine {
     pub fn new(label: &str, enabled: bool) -> ProgressLine {
         let now = Instant::now();
-        ProgressLine {
-            label: label.to_string(),
-            started: now,
-            last_print: now,
-            every: Duration::from_secs(3),
-            enabled,
-        }
+        ProgressLine { label: label.to_string(), started: now, last_print: now, every: Duration::from_secs(3), enabled }
     }
 
     pub fn update(&mut self, p: &Progress) {

@@ -4,9 +4,7 @@ use crate::output::{csv_field, num, OutputDir};
 use crate::progress::ProgressLine;
 use crate::workload_source::{load_workload, WorkloadReport, WorkloadSpec};
 use clap::Args;
-use cosched_sim::config::{
-    quantum_table_from_bands_ms, CostConfig, NetworkConfig, NodeSchedulerConfig,
-};
+use cosched_sim::config::{quantum_table_from_bands_ms, CostConfig, NetworkConfig, NodeSchedulerConfig};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
 use cosched_sim::trace::TraceEvent;
@@ -23,10 +21,8 @@ const NS_PER_MS: f64 = 1e6;
 /// Lublin-Feitelson model on 32 one-CPU nodes, MPL 5, skew 20 %, Local and GS.
 /// Results go to the terminal and to --out as CSV and JSON.
 #[derive(Args, Debug)]
-#[command(
-    after_help = "Model parameters and their meaning: docs/model.md. Every default is the \
-reference study's value or is marked there as our choice."
-)]
+#[command(after_help = "Model parameters and their meaning: docs/model.md. Every default is the \
+reference study's value or is marked there as our choice.")]
 pub struct SimArgs {
     /// Schemes to compare, comma-separated (Local, GS; the dynamic schemes come next).
     #[arg(long, value_delimiter = ',', default_value = "Local,GS")]
@@ -124,12 +120,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1000.0, help_heading = "Node scheduler")]
     pub raise_period_ms: f64,
     /// Quanta of the six 10-level bands, levels 0-9 first, ms.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "200,160,120,80,40,20",
-        help_heading = "Node scheduler"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "200,160,120,80,40,20", help_heading = "Node scheduler")]
     pub quanta_ms: Vec<u64>,
 
     // ---- output ---------------------------------------------------------------
@@ -154,21 +145,17 @@ pub const DEFAULT_JOBS: usize = 300;
 
 fn ns_from(value: f64, ns_per_unit: f64, flag: &str) -> Result<u64, String> {
     if !value.is_finite() || value < 0.0 {
-        return Err(format!(
-            "{flag} must be a finite non-negative number, got {value}"
-        ));
+        return Err(format!("{flag} must be a finite non-negative number, got {value}"));
     }
     Ok((value * ns_per_unit).round() as u64)
 }
 
 impl SimArgs {
     pub fn config(&self, scheme: Scheme) -> Result<SimConfig, String> {
-        let bands: [u64; 6] = self.quanta_ms.clone().try_into().map_err(|_| {
-            format!(
-                "--quanta-ms needs 6 values (levels 0-9 .. 50-59), got {}",
-                self.quanta_ms.len()
-            )
-        })?;
+        let bands: [u64; 6] =
+            self.quanta_ms.clone().try_into().map_err(|_| {
+                format!("--quanta-ms needs 6 values (levels 0-9 .. 50-59), got {}", self.quanta_ms.len())
+            })?;
         let cfg = SimConfig {
             scheme,
             nodes: self.nodes,
@@ -189,11 +176,7 @@ impl SimArgs {
                 gang_switch_ns: ns_from(self.gang_cs_ms, NS_PER_MS, "--gang-cs-ms")?,
                 interrupt_ns: ns_from(self.interrupt_us, NS_PER_US, "--interrupt-us")?,
                 queue_move_ns: ns_from(self.queue_move_us, NS_PER_US, "--queue-move-us")?,
-                endpoint_check_ns: ns_from(
-                    self.endpoint_check_us,
-                    NS_PER_US,
-                    "--endpoint-check-us",
-                )?,
+                endpoint_check_ns: ns_from(self.endpoint_check_us, NS_PER_US, "--endpoint-check-us")?,
                 gang_quantum_ns: ns_from(self.gang_quantum_ms, NS_PER_MS, "--gang-quantum-ms")?,
             },
             scheduler: NodeSchedulerConfig {
@@ -201,10 +184,7 @@ impl SimArgs {
                 raise_period_ns: ns_from(self.raise_period_ms, NS_PER_MS, "--raise-period-ms")?,
                 quantum_ns_by_level: quantum_table_from_bands_ms(&bands),
             },
-            horizon_ns: self
-                .horizon_s
-                .map(|h| ns_from(h, 1e9, "--horizon-s"))
-                .transpose()?,
+            horizon_ns: self.horizon_s.map(|h| ns_from(h, 1e9, "--horizon-s")).transpose()?,
         };
         cfg.validate().map_err(|e| e.to_string())?;
         Ok(cfg)
@@ -212,10 +192,7 @@ impl SimArgs {
 
     fn workload_spec(&self) -> Result<WorkloadSpec, String> {
         if !(self.runtime_scale.is_finite() && self.runtime_scale > 0.0) {
-            return Err(format!(
-                "--runtime-scale must be positive, got {}",
-                self.runtime_scale
-            ));
+            return Err(format!("--runtime-scale must be positive, got {}", self.runtime_scale));
         }
         let target_load = if self.natural_load { None } else { self.load };
         if let Some(load) = target_load {
@@ -260,46 +237,27 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         return Err("--schemes needs at least one scheme".into());
     }
     // Validate everything before doing any work or touching the output folder.
-    let configs = args
-        .schemes
-        .iter()
-        .map(|&s| args.config(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let configs = args.schemes.iter().map(|&s| args.config(s)).collect::<Result<Vec<_>, _>>()?;
     let spec = args.workload_spec()?;
     OutputDir::check(&args.out)?;
     let machine_cpus = configs[0].cpu_count();
     let loaded = load_workload(&spec, machine_cpus)?;
-    let plan = WorkloadPlan {
-        mix: args.workload,
-        runtime_scale: 1.0,
-    };
-    eprintln!(
-        "workload: {}, mix {}",
-        loaded.report.describe(),
-        args.workload
-    );
+    let plan = WorkloadPlan { mix: args.workload, runtime_scale: 1.0 };
+    eprintln!("workload: {}, mix {}", loaded.report.describe(), args.workload);
     let requests = loaded.requests();
     let options = RunOptions {
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
         record_trace: args.trace_events,
         progress_every_events: 1 << 18,
     };
-    let results = run_all(
-        &configs,
-        |cfg| sim_jobs(&requests, &plan, cfg),
-        &options,
-        !args.quiet,
-    )?;
+    let results = run_all(&configs, |cfg| sim_jobs(&requests, &plan, cfg), &options, !args.quiet)?;
     print_table(&results);
     let out = OutputDir::begin(&args.out)?;
     write_outputs(&out, args, &configs, &loaded.report, &results)?;
     cosched_workload::swf::write_path(&out.file("workload.swf"), &loaded.workload)
         .map_err(|e| format!("cannot write workload.swf: {e}"))?;
     let path = out.commit()?;
-    eprintln!(
-        "results in {}/ (summary.csv, jobs.csv, summary.json, workload.swf)",
-        path.display()
-    );
+    eprintln!("results in {}/ (summary.csv, jobs.csv, summary.json, workload.swf)", path.display());
     Ok(())
 }
 
@@ -311,13 +269,9 @@ pub fn run_all(
     options: &RunOptions,
     show_progress: bool,
 ) -> Result<Vec<RunResult>, String> {
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(configs.len())
-        .max(1);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(configs.len()).max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut slots: Vec<Option<Result<RunResult, String>>> =
-        (0..configs.len()).map(|_| None).collect();
+    let mut slots: Vec<Option<Result<RunResult, String>>> = (0..configs.len()).map(|_| None).collect();
     let slots_lock = std::sync::Mutex::new(&mut slots);
     std::thread::scope(|scope| {
         for _ in 0..workers {
@@ -325,8 +279,7 @@ pub fn run_all(
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(cfg) = configs.get(i) else { break };
                 let mut line = ProgressLine::new(cfg.scheme.name(), show_progress);
-                let result = run_sim(cfg, jobs_for(cfg), options, |p| line.update(p))
-                    .map_err(|e| e.to_string());
+                let result = run_sim(cfg, jobs_for(cfg), options, |p| line.update(p)).map_err(|e| e.to_string());
                 if show_progress {
                     if let Ok(r) = &result {
                         eprintln!(
@@ -342,10 +295,7 @@ pub fn run_all(
             });
         }
     });
-    slots
-        .into_iter()
-        .map(|s| s.expect("every run reports"))
-        .collect()
+    slots.into_iter().map(|s| s.expect("every run reports")).collect()
 }
 
 fn print_table(results: &[RunResult]) {
@@ -407,20 +357,14 @@ fn write_outputs(
     out.write("summary.json", &(json + "\n"))?;
     if args.trace_events {
         for r in results {
-            out.write(
-                &format!("trace-{}.jsonl", r.summary.scheme),
-                &trace_jsonl(&r.trace),
-            )?;
+            out.write(&format!("trace-{}.jsonl", r.summary.scheme), &trace_jsonl(&r.trace))?;
         }
     }
     Ok(())
 }
 
 pub fn command_line() -> String {
-    std::env::args()
-        .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
-        .collect::<Vec<_>>()
-        .join(" ")
+    std::env::args().map(|a| if a.contains(' ') { format!("'{a}'") } else { a }).collect::<Vec<_>>().join(" ")
 }
 
 pub fn summary_csv(results: &[RunResult]) -> String {
@@ -492,8 +436,5 @@ fn jobs_csv(results: &[RunResult]) -> String {
 }
 
 fn trace_jsonl(trace: &[TraceEvent]) -> String {
-    trace
-        .iter()
-        .map(|e| serde_json::to_string(e).expect("plain data") + "\n")
-        .collect()
+    trace.iter().map(|e| serde_json::to_string(e).expect("plain data") + "\n").collect()
 }

@@ -61,10 +61,7 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
         return Err("--procs and --jobs must be at least 1".into());
     }
     if !(args.runtime_scale.is_finite() && args.runtime_scale > 0.0) {
-        return Err(format!(
-            "--runtime-scale must be positive, got {}",
-            args.runtime_scale
-        ));
+        return Err(format!("--runtime-scale must be positive, got {}", args.runtime_scale));
     }
     let spec = WorkloadSpec {
         trace: None,
@@ -77,15 +74,10 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
         seed: args.seed,
     };
     let mut loaded = load_workload(&spec, args.procs)?;
-    loaded
-        .workload
-        .set_header_value("Note", &loaded.report.describe());
+    loaded.workload.set_header_value("Note", &loaded.report.describe());
     // Write beside the destination and rename, so a failure leaves no partial file.
-    let partial = args
-        .out
-        .with_extension(format!("partial-{}", std::process::id()));
-    let written = swf::write_path(&partial, &loaded.workload)
-        .and_then(|()| std::fs::rename(&partial, &args.out));
+    let partial = args.out.with_extension(format!("partial-{}", std::process::id()));
+    let written = swf::write_path(&partial, &loaded.workload).and_then(|()| std::fs::rename(&partial, &args.out));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&partial);
         return Err(format!("cannot write {}: {e}", args.out.display()));
@@ -95,13 +87,8 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
 }
 
 fn inspect_trace(args: &InspectArgs) -> Result<(), String> {
-    let workload = swf::read_path(
-        &args.trace,
-        ReadOptions {
-            skip_bad_lines: args.skip_bad_lines,
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    let workload =
+        swf::read_path(&args.trace, ReadOptions { skip_bad_lines: args.skip_bad_lines }).map_err(|e| e.to_string())?;
     let procs = match args.procs {
         Some(0) => return Err("--procs must be at least 1".into()),
         Some(p) => p,

@@ -46,12 +46,7 @@ impl LoadedWorkload {
         self.workload
             .jobs
             .iter()
-            .map(|j| JobRequest {
-                job_number: j.job_number,
-                submit_s: j.submit_s,
-                run_s: j.run_s,
-                procs: j.procs,
-            })
+            .map(|j| JobRequest { job_number: j.job_number, submit_s: j.submit_s, run_s: j.run_s, procs: j.procs })
             .collect()
     }
 }
@@ -59,23 +54,16 @@ impl LoadedWorkload {
 pub fn load_workload(spec: &WorkloadSpec, machine_cpus: u32) -> Result<LoadedWorkload, String> {
     let (mut workload, source) = match &spec.trace {
         Some(path) => {
-            let opts = ReadOptions {
-                skip_bad_lines: spec.skip_bad_lines,
-            };
+            let opts = ReadOptions { skip_bad_lines: spec.skip_bad_lines };
             let w = swf::read_path(path, opts).map_err(|e| e.to_string())?;
             (w, format!("trace {}", path.display()))
         }
         None => {
             let jobs = spec.jobs.expect("the model needs a job count");
             let params = lublin::LublinParams::sized_to(spec.model_procs);
-            params
-                .validate()
-                .map_err(|e| format!("workload model: {e}"))?;
+            params.validate().map_err(|e| format!("workload model: {e}"))?;
             let w = lublin::generate_workload(&params, jobs, StreamSeed(spec.seed));
-            (
-                w,
-                format!("Lublin-Feitelson model sized to {} CPUs", spec.model_procs),
-            )
+            (w, format!("Lublin-Feitelson model sized to {} CPUs", spec.model_procs))
         }
     };
     if spec.trace.is_some() {
@@ -90,9 +78,7 @@ pub fn load_workload(spec: &WorkloadSpec, machine_cpus: u32) -> Result<LoadedWor
     load::scale_runtimes(&mut workload.jobs, spec.runtime_scale);
     let interarrival_scale = match spec.target_load {
         Some(target) => load::set_offered_load(&mut workload.jobs, machine_cpus, target)
-            .ok_or_else(|| {
-                "--load needs at least two jobs with distinct submit times".to_string()
-            })?,
+            .ok_or_else(|| "--load needs at least two jobs with distinct submit times".to_string())?,
         None => {
             // Keep the workload's own load: arrivals scale with run times.
             load::scale_interarrivals(&mut workload.jobs, spec.runtime_scale);
@@ -118,11 +104,7 @@ fn leave_out_oversized(jobs: &mut Vec<TraceJob>, cpus: u32, drop: bool) -> Resul
     let before = jobs.len();
     if let Some(job) = jobs.iter().find(|j| j.procs > cpus) {
         if !drop {
-            let place = if job.source_line > 0 {
-                format!(" (line {})", job.source_line)
-            } else {
-                String::new()
-            };
+            let place = if job.source_line > 0 { format!(" (line {})", job.source_line) } else { String::new() };
             return Err(format!(
                 "job {}{place} needs {} CPUs but the machine has {cpus}; \
                  use --drop-oversized to leave such jobs out",
@@ -146,10 +128,7 @@ impl WorkloadReport {
         for (n, what) in [
             (self.skipped_bad_lines, "malformed lines skipped"),
             (self.unusable_jobs, "jobs without run time or size left out"),
-            (
-                self.oversized_jobs_left_out,
-                "jobs wider than the machine left out",
-            ),
+            (self.oversized_jobs_left_out, "jobs wider than the machine left out"),
         ] {
             if n > 0 {
                 text += &format!("; {n} {what}");

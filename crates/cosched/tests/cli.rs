@@ -4,10 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn cosched(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cosched"))
-        .args(args)
-        .output()
-        .expect("cosched runs")
+    Command::new(env!("CARGO_BIN_EXE_cosched")).args(args).output().expect("cosched runs")
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -22,16 +19,7 @@ fn stderr(o: &Output) -> String {
 }
 
 /// A small, fast simulation.
-const SMALL: &[&str] = &[
-    "sim",
-    "-q",
-    "--jobs",
-    "40",
-    "--nodes",
-    "8",
-    "--runtime-scale",
-    "0.0005",
-];
+const SMALL: &[&str] = &["sim", "-q", "--jobs", "40", "--nodes", "8", "--runtime-scale", "0.0005"];
 
 fn small_sim(out: &Path, extra: &[&str]) -> Output {
     let mut args = SMALL.to_vec();
@@ -99,45 +87,18 @@ const GOOD_LINE_2: &str = "2 30 -1 50 2 -1 -1 2 -1 -1 1 -1 -1 -1 1 -1 -1 -1";
 #[test]
 fn a_malformed_trace_line_is_reported_with_its_number_and_nothing_is_written() {
     let dir = scratch("malformed");
-    let trace = write_trace(
-        &dir,
-        &[
-            GOOD_LINE,
-            "2 30 -1 50 two -1 -1 2 -1 -1 1 -1 -1 -1 1 -1 -1 -1",
-            GOOD_LINE_2,
-        ],
-    );
+    let trace = write_trace(&dir, &[GOOD_LINE, "2 30 -1 50 two -1 -1 2 -1 -1 1 -1 -1 -1 1 -1 -1 -1", GOOD_LINE_2]);
     let out = dir.join("run");
     let o = small_sim(&out, &["--trace", trace.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(
-        err.contains("trace.swf:4:"),
-        "names the file and line: {err}"
-    );
+    assert!(err.contains("trace.swf:4:"), "names the file and line: {err}");
     assert!(err.contains("--skip-bad-lines"), "{err}");
     assert!(!out.exists(), "no output on error");
-    assert_eq!(
-        std::fs::read_dir(&dir).unwrap().count(),
-        1,
-        "no scratch folder left behind"
-    );
-    let o = small_sim(
-        &out,
-        &[
-            "--trace",
-            trace.to_str().unwrap(),
-            "--skip-bad-lines",
-            "--load",
-            "0.3",
-        ],
-    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no scratch folder left behind");
+    let o = small_sim(&out, &["--trace", trace.to_str().unwrap(), "--skip-bad-lines", "--load", "0.3"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("1 malformed lines skipped"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("1 malformed lines skipped"), "{}", stderr(&o));
 }
 
 #[test]
@@ -148,16 +109,9 @@ fn a_job_wider_than_the_machine_is_an_error_unless_dropped() {
     let out = dir.join("run");
     let o = small_sim(&out, &["--trace", trace.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(
-        stderr(&o).contains("job 3 (line 5) needs 64 CPUs but the machine has 8"),
-        "{}",
-        stderr(&o)
-    );
+    assert!(stderr(&o).contains("job 3 (line 5) needs 64 CPUs but the machine has 8"), "{}", stderr(&o));
     assert!(!out.exists());
-    let o = small_sim(
-        &out,
-        &["--trace", trace.to_str().unwrap(), "--drop-oversized"],
-    );
+    let o = small_sim(&out, &["--trace", trace.to_str().unwrap(), "--drop-oversized"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("1 jobs wider than the machine left out"));
 }
@@ -173,10 +127,7 @@ fn impossible_configurations_and_unknown_values_are_refused() {
         (&["--workload", "WL9"][..], "unknown workload mix 'WL9'"),
         (&["--skew", "3"][..], "--skew 3"),
         (&["--quanta-ms", "1,2,3"][..], "--quanta-ms needs 6 values"),
-        (
-            &["--runtime-scale", "0"][..],
-            "--runtime-scale must be positive",
-        ),
+        (&["--runtime-scale", "0"][..], "--runtime-scale must be positive"),
     ] {
         let mut args = vec!["sim", "-q", "--jobs", "10", "--out", out.to_str().unwrap()];
         args.extend_from_slice(extra);
@@ -194,10 +145,7 @@ fn an_output_folder_with_foreign_files_is_not_overwritten() {
     let o = small_sim(&dir, &[]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("did not write"), "{}", stderr(&o));
-    assert_eq!(
-        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
-        "mine"
-    );
+    assert_eq!(std::fs::read_to_string(dir.join("notes.txt")).unwrap(), "mine");
 }
 
 #[test]
@@ -240,10 +188,7 @@ fn generated_workloads_round_trip_through_inspect_and_sim() {
 fn mean_response(summary_csv: &str, scheme: &str) -> f64 {
     let header: Vec<&str> = summary_csv.lines().next().unwrap().split(',').collect();
     let col = header.iter().position(|h| *h == "mean_response_s").unwrap();
-    let row = summary_csv
-        .lines()
-        .find(|l| l.starts_with(&format!("{scheme},")))
-        .unwrap();
+    let row = summary_csv.lines().find(|l| l.starts_with(&format!("{scheme},"))).unwrap();
     row.split(',').nth(col).unwrap().parse().unwrap()
 }
 

@@ -13,50 +13,25 @@ pub const O: u64 = 10 * US; // interface time per message
 pub const CS: u64 = 200 * US;
 
 pub fn config(scheme: Scheme, nodes: u32, mpl: u32) -> SimConfig {
-    SimConfig {
-        scheme,
-        nodes,
-        mpl,
-        skew: 0.0,
-        ..SimConfig::default()
-    }
+    SimConfig { scheme, nodes, mpl, skew: 0.0, ..SimConfig::default() }
 }
 
-pub fn job(
-    number: u64,
-    arrival_ns: u64,
-    tasks: u32,
-    compute_ns: u64,
-    io_ns: u64,
-    iterations: u32,
-) -> SimJob {
+pub fn job(number: u64, arrival_ns: u64, tasks: u32, compute_ns: u64, io_ns: u64, iterations: u32) -> SimJob {
     SimJob {
         job_number: number,
         arrival: SimTime(arrival_ns),
         tasks,
-        program: Program {
-            compute_ns,
-            io_ns,
-            iterations,
-            message_bytes: 4096,
-        },
+        program: Program { compute_ns, io_ns, iterations, message_bytes: 4096 },
         label: format!("test{number}"),
     }
 }
 
 pub fn simulate(cfg: &SimConfig, jobs: Vec<SimJob>) -> RunResult {
-    let options = RunOptions {
-        record_trace: true,
-        ..RunOptions::default()
-    };
+    let options = RunOptions { record_trace: true, ..RunOptions::default() };
     let result = run(cfg, jobs, &options, |_| {}).expect("valid scenario");
     let span_ns = (result.summary.span_s * 1e9).round() as u64;
     for (cpu, time) in result.per_cpu_time.iter().enumerate() {
-        assert_eq!(
-            time.total_ns(),
-            span_ns,
-            "CPU {cpu}: time must add up to the span"
-        );
+        assert_eq!(time.total_ns(), span_ns, "CPU {cpu}: time must add up to the span");
     }
     result
 }
@@ -67,28 +42,13 @@ pub fn ns(seconds: f64) -> u64 {
 
 /// The trace events matching `keep`, as (time, cpu, kind).
 pub fn events(result: &RunResult, keep: impl Fn(&TraceKind) -> bool) -> Vec<(u64, u32, TraceKind)> {
-    result
-        .trace
-        .iter()
-        .filter(|e: &&TraceEvent| keep(&e.kind))
-        .map(|e| (e.time_ns, e.cpu, e.kind))
-        .collect()
+    result.trace.iter().filter(|e: &&TraceEvent| keep(&e.kind)).map(|e| (e.time_ns, e.cpu, e.kind)).collect()
 }
 
 pub fn finish_ns(result: &RunResult, job_number: u64) -> u64 {
-    ns(result
-        .jobs
-        .iter()
-        .find(|r| r.job_number == job_number)
-        .expect("job ran")
-        .finish_s)
+    ns(result.jobs.iter().find(|r| r.job_number == job_number).expect("job ran").finish_s)
 }
 
 pub fn start_ns(result: &RunResult, job_number: u64) -> u64 {
-    ns(result
-        .jobs
-        .iter()
-        .find(|r| r.job_number == job_number)
-        .expect("job ran")
-        .start_s)
+    ns(result.jobs.iter().find(|r| r.job_number == job_number).expect("job ran").start_s)
 }
