@@ -178,6 +178,9 @@ pub struct Engine<'a> {
     /// When each CPU is next to be looked at.
     visits: TimerHeap,
     events_handled: u64,
+    /// Testing aid: also visit every CPU at every tick. A correct tickless
+    /// engine gives exactly the same results either way.
+    visit_every_tick: bool,
     event_counts: [u64; EVENT_KINDS],
 }
 
@@ -250,8 +253,15 @@ impl<'a> Engine<'a> {
             visiting: None,
             visits: TimerHeap::new(cpu_count),
             events_handled: 0,
+            visit_every_tick: false,
             event_counts: [0; EVENT_KINDS],
         }
+    }
+
+    /// Visit every CPU at every tick as well (for tests of the tickless logic).
+    pub fn with_visits_every_tick(mut self) -> Self {
+        self.visit_every_tick = true;
+        self
     }
 
     /// Run to the last completion (or the horizon), reporting progress every
@@ -889,7 +899,8 @@ impl<'a> Engine<'a> {
         match proc.phase {
             Phase::Compute { remaining_ns } => next = next.min(start + remaining_ns),
             Phase::Recv => match self.messages_complete_at(p) {
-                Some(complete) => next = next.min(complete),
+                // (Already complete if the visit at the end of a switch is still due.)
+                Some(complete) => next = next.min(complete.max(now)),
                 // A message still undecided gets decided once it has left its sender.
                 None => {
                     let nic = &self.nics[cpu.node as usize];
@@ -913,12 +924,26 @@ impl<'a> Engine<'a> {
             }
             next = next.min(now.next_multiple_after(sched.raise_period_ns));
         }
-        debug_assert!(next >= now, "CPU {c}: next change {next:?} is before {now:?}");
+        debug_assert!(
+            next >= now,
+            "CPU {c}: next change {next:?} is before {now:?}: running {:?} {:?}, switch until {:?}, io {:?}",
+            cpu.running,
+            proc.phase,
+            cpu.switch_until,
+            wake_matters_at
+        );
         next
     }
 
     fn book_visit(&mut self, c: u32, now: SimTime) {
-        let at = self.next_change(c, now);
+        // The running process's remaining compute and quantum are as of the
+        // last accounting: bring them up to now first (another CPU may be
+        // the one booking this visit).
+        self.account(c, now);
+        let mut at = self.next_change(c, now);
+        if self.visit_every_tick {
+            at = at.min(now.next_multiple_after(self.cfg.scheduler.tick_ns));
+        }
         self.visits.set(c, at);
     }
 }

@@ -20,11 +20,18 @@ pub struct RunOptions {
     pub bounded_slowdown_threshold_s: f64,
     pub record_trace: bool,
     pub progress_every_events: u64,
+    /// Testing aid: visit every CPU at every tick too; results must not change.
+    pub visit_every_tick: bool,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
-        RunOptions { bounded_slowdown_threshold_s: 10.0, record_trace: false, progress_every_events: 1 << 20 }
+        RunOptions {
+            bounded_slowdown_threshold_s: 10.0,
+            record_trace: false,
+            progress_every_events: 1 << 20,
+            visit_every_tick: false,
+        }
     }
 }
 
@@ -44,7 +51,10 @@ pub fn run(
         )));
     }
     let submitted = jobs.len();
-    let engine = Engine::new(cfg, jobs, options.bounded_slowdown_threshold_s, options.record_trace);
+    let mut engine = Engine::new(cfg, jobs, options.bounded_slowdown_threshold_s, options.record_trace);
+    if options.visit_every_tick {
+        engine = engine.with_visits_every_tick();
+    }
     let outcome = engine.run(options.progress_every_events, progress);
     let mut records = outcome.records;
     records.sort_by_key(|r| r.job_number);

@@ -62,6 +62,10 @@ proptest! {
                 prop_assert!(rec.execution_s >= rec.dedicated_s - 1e-9, "no job beats its dedicated time");
             }
         }
+        // The tickless engine decides exactly what a ticked one would.
+        let ticked = run(&cfg, jobs.clone(), &RunOptions { visit_every_tick: true, ..RunOptions::default() }, |_| {}).unwrap();
+        prop_assert_eq!(&ticked.jobs, &result.jobs, "visiting every tick changed the outcome");
+        prop_assert_eq!(ticked.summary.cpu_time, result.summary.cpu_time);
         // Useful work is exactly the sum of the compute the jobs asked for (with no skew).
         if skew_pct == 0 {
             let asked: u64 = jobs.iter().map(|j| j.program.compute_ns * j.program.iterations as u64 * j.tasks as u64).sum();

@@ -249,6 +249,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
         record_trace: args.trace_events,
         progress_every_events: 1 << 18,
+        visit_every_tick: false,
     };
     let results = run_all(&configs, |cfg| sim_jobs(&requests, &plan, cfg), &options, !args.quiet)?;
     print_table(&results);
