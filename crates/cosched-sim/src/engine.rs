@@ -66,8 +66,11 @@ struct Proc {
     neighbour_count: u8,
     /// Endpoint per neighbour (deposit times, some maybe in the future).
     inbox: [Inbox; 2],
-    /// When the current I/O completes (meaningful in `Phase::Io`).
+        /// When the current I/O completes (meaningful in `Phase::Io`).
     io_end: SimTime,
+    /// Length of the I/O that follows the current compute phase (drawn with
+    /// it, so that the engine can look past the compute's end).
+    io_next_ns: u64,
     rng: Rng,
 }
 
@@ -385,7 +388,9 @@ impl<'a> Engine<'a> {
         for rank in 0..tasks {
             let cpu = placement.cpus[rank as usize];
             let mut rng = self.seed.substream("task-skew", ((j as u64) << 32) | rank as u64);
-            let compute_ns = skewed(self.cfg.skew, self.jobs[j as usize].spec.program.compute_ns, &mut rng);
+                        let program = self.jobs[j as usize].spec.program;
+            let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut rng);
+            let io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut rng);
             let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
             self.procs.push(Proc {
                 job: j,
@@ -398,7 +403,8 @@ impl<'a> Engine<'a> {
                 neighbours,
                 neighbour_count,
                 inbox: [Inbox::default(); 2],
-                io_end: SimTime::ZERO,
+                                io_end: SimTime::ZERO,
+                io_next_ns,
                 rng,
             });
             self.cpus[cpu as usize].residents.push(first_proc + rank);
@@ -664,21 +670,12 @@ impl<'a> Engine<'a> {
         let cpu = self.procs[p as usize].cpu;
         loop {
             match self.procs[p as usize].phase {
-                Phase::Compute { remaining_ns: 0 } => {
-                    let job = self.procs[p as usize].job as usize;
-                    let io_nominal = self.jobs[job].spec.program.io_ns;
-                    if io_nominal == 0 {
+                                Phase::Compute { remaining_ns: 0 } => {
+                    if self.procs[p as usize].io_next_ns == 0 {
                         self.procs[p as usize].phase = Phase::Send;
                         continue;
                     }
-                    let proc = &mut self.procs[p as usize];
-                    let io_ns = skewed(self.cfg.skew, io_nominal, &mut proc.rng);
-                    proc.phase = Phase::Io;
-                    proc.state = ProcState::Blocked;
-                    // Its completion is one of this CPU's instants (see `next_change`).
-                    proc.io_end = now + io_ns;
-                    self.cpus[cpu as usize].running = None;
-                    self.record(now, cpu, TraceKind::Block { process: p });
+                    self.block_for_io(p, now);
                     return;
                 }
                 Phase::Compute { .. } => return,
@@ -693,7 +690,8 @@ impl<'a> Engine<'a> {
                     let job = self.procs[p as usize].job as usize;
                     let program = self.jobs[job].spec.program;
                     let proc = &mut self.procs[p as usize];
-                    let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut proc.rng);
+                                        let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut proc.rng);
+                    proc.io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut proc.rng);
                     let count = proc.neighbour_count as usize;
                     for inbox in &mut proc.inbox[..count] {
                         inbox.consume();
@@ -724,9 +722,24 @@ impl<'a> Engine<'a> {
         }
     }
 
+        /// The running process `p` ends its compute at `at` and blocks for its I/O.
+    fn block_for_io(&mut self, p: u32, at: SimTime) {
+        let proc = &mut self.procs[p as usize];
+        debug_assert_eq!(proc.phase, Phase::Compute { remaining_ns: 0 });
+        proc.phase = Phase::Io;
+        proc.state = ProcState::Blocked;
+        // Its completion is one of this CPU's instants (see `next_change`).
+        proc.io_end = at + proc.io_next_ns;
+        let cpu = proc.cpu;
+        self.cpus[cpu as usize].running = None;
+        self.record(at, cpu, TraceKind::Block { process: p });
+    }
+
     // ---- CPUs -----------------------------------------------------------------
 
-    /// Charge the CPU's time since its last visit.
+    /// Charge the CPU's time since its last visit. A compute phase that ended
+    /// in between (only when `next_change` saw the CPU would stay idle through
+    /// the I/O that follows) is closed here, at its exact end.
     fn account(&mut self, c: u32, now: SimTime) {
         let cpu = &mut self.cpus[c as usize];
         let mut from = cpu.accounted_until;
@@ -745,8 +758,18 @@ impl<'a> Engine<'a> {
                 Some(p) => {
                     let proc = &mut self.procs[p as usize];
                     match &mut proc.phase {
+                                                Phase::Compute { remaining_ns } if *remaining_ns < elapsed => {
+                            debug_assert!(proc.io_next_ns > 0, "compute overran its end");
+                            let ran = *remaining_ns;
+                            *remaining_ns = 0;
+                            cpu.time.useful_ns += ran;
+                            cpu.time.idle_ns += elapsed - ran;
+                            proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(ran);
+                            cpu.accounted_until = now;
+                            self.block_for_io(p, from + ran);
+                            return;
+                        }
                         Phase::Compute { remaining_ns } => {
-                            debug_assert!(*remaining_ns >= elapsed, "compute overran its end");
                             *remaining_ns -= elapsed;
                             cpu.time.useful_ns += elapsed;
                         }
@@ -895,17 +918,33 @@ impl<'a> Engine<'a> {
         if switching && !matches!(proc.phase, Phase::Compute { .. }) {
             return wake_matters_at.min(cpu.switch_until);
         }
-        let mut next = wake_matters_at;
+                let mut next = wake_matters_at;
+        // While it runs, the quantum, the raise and preemption matter; once it
+        // blocks, only its own wake does.
+        let mut running_until = SimTime::MAX;
         match proc.phase {
-            Phase::Compute { remaining_ns } => next = next.min(start + remaining_ns),
+            Phase::Compute { remaining_ns } => {
+                let compute_end = start + remaining_ns;
+                // Alone on its CPU (or under GS, where nothing else may use it),
+                // a process that goes on to I/O leaves the CPU idle until it
+                // wakes: nothing happens at the compute's end worth a visit.
+                let stays_idle = self.cfg.scheme.is_gang() || cpu.residents.len() == 1;
+                if proc.io_next_ns > 0 && stays_idle {
+                    next = next.min(compute_end + proc.io_next_ns);
+                    running_until = compute_end;
+                } else {
+                    next = next.min(compute_end);
+                }
+            }
             Phase::Recv => match self.messages_complete_at(p) {
                 // (Already complete if the visit at the end of a switch is still due.)
                 Some(complete) => next = next.min(complete.max(now)),
-                // A message still undecided gets decided once it has left its sender.
+                // A message still undecided can be decided once it has left its
+                // sender, and cannot land before it arrives: look then.
                 None => {
                     let nic = &self.nics[cpu.node as usize];
-                    if let Some(departure) = nic.undecided_departure_for(p, self.latency_ns) {
-                        next = next.min(departure.max(now));
+                    if let Some(arrival) = nic.undecided_arrival_for(p) {
+                        next = next.min(arrival.max(now));
                     }
                 }
             },
@@ -917,12 +956,15 @@ impl<'a> Engine<'a> {
             let first_tick =
                 if switching { start.ceil_to_multiple(sched.tick_ns) } else { now.next_multiple_after(sched.tick_ns) };
             // Expiry is noticed at the first tick at or after the quantum runs out.
-            let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
-            next = next.min(quantum_end.max(first_tick));
+                        let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
+            let mut while_running = quantum_end.max(first_tick);
             if cpu.ready.best_level().is_some_and(|best| best > proc.level) {
-                next = next.min(first_tick);
+                while_running = while_running.min(first_tick);
             }
-            next = next.min(now.next_multiple_after(sched.raise_period_ns));
+            while_running = while_running.min(now.next_multiple_after(sched.raise_period_ns));
+            if while_running <= running_until {
+                next = next.min(while_running);
+            }
         }
         debug_assert!(
             next >= now,

@@ -70,9 +70,9 @@ impl Nic {
         Some(self.undecided.swap_remove(i))
     }
 
-    /// When the first undecided message for (`dest`, any side) left its sender.
-    pub fn undecided_departure_for(&self, dest: u32, latency_ns: u64) -> Option<SimTime> {
-        self.undecided.iter().filter(|u| u.dest == dest).map(|u| SimTime(u.arrival.ns() - latency_ns)).min()
+    /// When the first undecided message for `dest` arrives.
+    pub fn undecided_arrival_for(&self, dest: u32) -> Option<SimTime> {
+        self.undecided.iter().filter(|u| u.dest == dest).map(|u| u.arrival).min()
     }
 }
 
