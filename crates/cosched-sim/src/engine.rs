@@ -66,11 +66,16 @@ struct Proc {
     neighbour_count: u8,
     /// Endpoint per neighbour (deposit times, some maybe in the future).
     inbox: [Inbox; 2],
-        /// When the current I/O completes (meaningful in `Phase::Io`).
+    /// When the current I/O completes (meaningful in `Phase::Io`).
     io_end: SimTime,
     /// Length of the I/O that follows the current compute phase (drawn with
     /// it, so that the engine can look past the compute's end).
     io_next_ns: u64,
+    /// The next iteration's compute and I/O, drawn when the receive starts
+    /// (the same draws in the same order as drawing them after it), so that
+    /// the engine can look past the receive's end.
+    next_compute_ns: u64,
+    next_io_ns: u64,
     rng: Rng,
 }
 
@@ -388,7 +393,7 @@ impl<'a> Engine<'a> {
         for rank in 0..tasks {
             let cpu = placement.cpus[rank as usize];
             let mut rng = self.seed.substream("task-skew", ((j as u64) << 32) | rank as u64);
-                        let program = self.jobs[j as usize].spec.program;
+            let program = self.jobs[j as usize].spec.program;
             let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut rng);
             let io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut rng);
             let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
@@ -403,8 +408,10 @@ impl<'a> Engine<'a> {
                 neighbours,
                 neighbour_count,
                 inbox: [Inbox::default(); 2],
-                                io_end: SimTime::ZERO,
+                io_end: SimTime::ZERO,
                 io_next_ns,
+                next_compute_ns: 0,
+                next_io_ns: 0,
                 rng,
             });
             self.cpus[cpu as usize].residents.push(first_proc + rank);
@@ -670,7 +677,7 @@ impl<'a> Engine<'a> {
         let cpu = self.procs[p as usize].cpu;
         loop {
             match self.procs[p as usize].phase {
-                                Phase::Compute { remaining_ns: 0 } => {
+                Phase::Compute { remaining_ns: 0 } => {
                     if self.procs[p as usize].io_next_ns == 0 {
                         self.procs[p as usize].phase = Phase::Send;
                         continue;
@@ -681,27 +688,13 @@ impl<'a> Engine<'a> {
                 Phase::Compute { .. } => return,
                 Phase::Send => {
                     self.send_messages(p, now);
-                    self.procs[p as usize].phase = Phase::Recv;
+                    self.start_recv(p);
                 }
                 Phase::Recv => {
                     if !self.has_all_messages(p, now) {
                         return; // busy-wait
                     }
-                    let job = self.procs[p as usize].job as usize;
-                    let program = self.jobs[job].spec.program;
-                    let proc = &mut self.procs[p as usize];
-                                        let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut proc.rng);
-                    proc.io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut proc.rng);
-                    let count = proc.neighbour_count as usize;
-                    for inbox in &mut proc.inbox[..count] {
-                        inbox.consume();
-                    }
-                    proc.iterations_done += 1;
-                    proc.phase = if proc.iterations_done == program.iterations {
-                        Phase::Done
-                    } else {
-                        Phase::Compute { remaining_ns: compute_ns }
-                    };
+                    self.finish_recv(p);
                 }
                 Phase::Done => {
                     let proc = &mut self.procs[p as usize];
@@ -722,7 +715,46 @@ impl<'a> Engine<'a> {
         }
     }
 
-        /// The running process `p` ends its compute at `at` and blocks for its I/O.
+    fn start_recv(&mut self, p: u32) {
+        let job = self.procs[p as usize].job as usize;
+        let program = self.jobs[job].spec.program;
+        let proc = &mut self.procs[p as usize];
+        proc.phase = Phase::Recv;
+        proc.next_compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut proc.rng);
+        proc.next_io_ns = skewed(self.cfg.skew, program.io_ns, &mut proc.rng);
+    }
+
+    /// Every awaited message is there: consume them and start the next
+    /// iteration, or finish.
+    fn finish_recv(&mut self, p: u32) {
+        let job = self.procs[p as usize].job as usize;
+        let iterations = self.jobs[job].spec.program.iterations;
+        let proc = &mut self.procs[p as usize];
+        let count = proc.neighbour_count as usize;
+        for inbox in &mut proc.inbox[..count] {
+            inbox.consume();
+        }
+        proc.iterations_done += 1;
+        proc.phase = if proc.iterations_done == iterations {
+            Phase::Done
+        } else {
+            proc.io_next_ns = proc.next_io_ns;
+            Phase::Compute { remaining_ns: proc.next_compute_ns }
+        };
+    }
+
+    /// Whether `p`'s receive ends at `m` with more iterations to go: then it
+    /// just computes on, and nothing happens at `m` worth a visit.
+    fn recv_continues_at(&self, p: u32) -> Option<SimTime> {
+        let proc = &self.procs[p as usize];
+        let iterations = self.jobs[proc.job as usize].spec.program.iterations;
+        if proc.iterations_done + 1 >= iterations {
+            return None;
+        }
+        self.messages_complete_at(p)
+    }
+
+    /// The running process `p` ends its compute at `at` and blocks for its I/O.
     fn block_for_io(&mut self, p: u32, at: SimTime) {
         let proc = &mut self.procs[p as usize];
         debug_assert_eq!(proc.phase, Phase::Compute { remaining_ns: 0 });
@@ -751,36 +783,44 @@ impl<'a> Engine<'a> {
             cpu.time.switch_ns += until - from;
             from = until;
         }
-        if from < now {
-            let elapsed = now - from;
-            match cpu.running {
-                None => cpu.time.idle_ns += elapsed,
-                Some(p) => {
-                    let proc = &mut self.procs[p as usize];
-                    match &mut proc.phase {
-                                                Phase::Compute { remaining_ns } if *remaining_ns < elapsed => {
-                            debug_assert!(proc.io_next_ns > 0, "compute overran its end");
-                            let ran = *remaining_ns;
-                            *remaining_ns = 0;
-                            cpu.time.useful_ns += ran;
-                            cpu.time.idle_ns += elapsed - ran;
-                            proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(ran);
-                            cpu.accounted_until = now;
-                            self.block_for_io(p, from + ran);
-                            return;
-                        }
-                        Phase::Compute { remaining_ns } => {
-                            *remaining_ns -= elapsed;
-                            cpu.time.useful_ns += elapsed;
-                        }
-                        Phase::Recv => cpu.time.spin_ns += elapsed,
-                        other => unreachable!("a running process cannot spend time in {other:?}"),
+        cpu.accounted_until = now;
+        // The running process may pass phase ends that `next_change` chose not
+        // to visit: a receive that completes mid-way, a compute followed by I/O.
+        while from < now {
+            let Some(p) = self.cpus[c as usize].running else {
+                self.cpus[c as usize].time.idle_ns += now - from;
+                break;
+            };
+            let (until, phase) = match self.procs[p as usize].phase {
+                Phase::Compute { remaining_ns } => (now.min(from + remaining_ns), Phase::Compute { remaining_ns }),
+                Phase::Recv => match self.recv_continues_at(p) {
+                    Some(m) if m < now => (m.max(from), Phase::Recv),
+                    _ => (now, Phase::Recv),
+                },
+                other => unreachable!("a running process cannot spend time in {other:?}"),
+            };
+            let ran = until - from;
+            let cpu = &mut self.cpus[c as usize];
+            let proc = &mut self.procs[p as usize];
+            proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(ran);
+            from = until;
+            match phase {
+                Phase::Compute { remaining_ns } => {
+                    cpu.time.useful_ns += ran;
+                    proc.phase = Phase::Compute { remaining_ns: remaining_ns - ran };
+                    if remaining_ns == ran && from < now {
+                        debug_assert!(proc.io_next_ns > 0, "compute overran its end");
+                        self.block_for_io(p, from);
                     }
-                    proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(elapsed);
+                }
+                _ => {
+                    cpu.time.spin_ns += ran;
+                    if from < now {
+                        self.finish_recv(p);
+                    }
                 }
             }
         }
-        cpu.accounted_until = now;
     }
 
     /// Visit a CPU at `now`: charge time, apply the rules due, book the next visit.
@@ -918,25 +958,31 @@ impl<'a> Engine<'a> {
         if switching && !matches!(proc.phase, Phase::Compute { .. }) {
             return wake_matters_at.min(cpu.switch_until);
         }
-                let mut next = wake_matters_at;
+        let mut next = wake_matters_at;
         // While it runs, the quantum, the raise and preemption matter; once it
         // blocks, only its own wake does.
         let mut running_until = SimTime::MAX;
-        match proc.phase {
-            Phase::Compute { remaining_ns } => {
-                let compute_end = start + remaining_ns;
+        // A receive that completes before more iterations computes on from then.
+        let computing = match proc.phase {
+            Phase::Compute { remaining_ns } => Some((start, remaining_ns, proc.io_next_ns)),
+            Phase::Recv => self.recv_continues_at(p).map(|m| (m.max(start), proc.next_compute_ns, proc.next_io_ns)),
+            _ => None,
+        };
+        match (proc.phase, computing) {
+            (_, Some((compute_start, remaining_ns, io_next_ns))) => {
+                let compute_end = compute_start + remaining_ns;
                 // Alone on its CPU (or under GS, where nothing else may use it),
                 // a process that goes on to I/O leaves the CPU idle until it
                 // wakes: nothing happens at the compute's end worth a visit.
                 let stays_idle = self.cfg.scheme.is_gang() || cpu.residents.len() == 1;
-                if proc.io_next_ns > 0 && stays_idle {
-                    next = next.min(compute_end + proc.io_next_ns);
+                if io_next_ns > 0 && stays_idle {
+                    next = next.min(compute_end + io_next_ns);
                     running_until = compute_end;
                 } else {
                     next = next.min(compute_end);
                 }
             }
-            Phase::Recv => match self.messages_complete_at(p) {
+            (Phase::Recv, None) => match self.messages_complete_at(p) {
                 // (Already complete if the visit at the end of a switch is still due.)
                 Some(complete) => next = next.min(complete.max(now)),
                 // A message still undecided can be decided once it has left its
@@ -956,7 +1002,7 @@ impl<'a> Engine<'a> {
             let first_tick =
                 if switching { start.ceil_to_multiple(sched.tick_ns) } else { now.next_multiple_after(sched.tick_ns) };
             // Expiry is noticed at the first tick at or after the quantum runs out.
-                        let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
+            let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
             let mut while_running = quantum_end.max(first_tick);
             if cpu.ready.best_level().is_some_and(|best| best > proc.level) {
                 while_running = while_running.min(first_tick);
