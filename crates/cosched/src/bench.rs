@@ -138,7 +138,8 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
         return Err("--repeat must be at least 1".into());
     }
     let baseline = baseline_queue_ops_per_s();
-    let scenarios = vec![scenario("full", 10.0, args.repeat, baseline)?, scenario("light", 0.9, args.repeat, baseline)?];
+    let scenarios =
+        vec![scenario("full", 10.0, args.repeat, baseline)?, scenario("light", 0.9, args.repeat, baseline)?];
     println!("baseline (bare event queue, 4096 pending): {:.2} M push+pop/s", baseline / 1e6);
     println!(
         "{:<8} {:>6} {:>10} {:>10} {:>10} {:>16} {:>14} {:>10}",
