@@ -1,5 +1,6 @@
-//! The first-come first-served arrival queue. Strict: a job that does not fit
-//! blocks every job behind it (no backfilling), as in the reference study.
+//! The first-come first-served arrival queue. Strict: the caller admits from
+//! the head only, so a job that does not fit blocks every job behind it (no
+//! backfilling), as in the reference study.
 
 use std::collections::VecDeque;
 
@@ -19,20 +20,6 @@ impl<T> FcfsQueue<T> {
     pub fn push(&mut self, item: T) {
         self.waiting.push_back(item);
         self.longest = self.longest.max(self.waiting.len());
-    }
-
-    /// Admit jobs from the head while `try_admit` accepts them; stop at the
-    /// first refusal. Returns how many were admitted.
-    pub fn admit_in_order(&mut self, mut try_admit: impl FnMut(&T) -> bool) -> usize {
-        let mut admitted = 0;
-        while let Some(head) = self.waiting.front() {
-            if !try_admit(head) {
-                break;
-            }
-            self.waiting.pop_front();
-            admitted += 1;
-        }
-        admitted
     }
 
     pub fn front(&self) -> Option<&T> {
@@ -61,32 +48,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn head_of_line_blocks_later_jobs() {
+    fn first_in_first_out_and_longest_length() {
         let mut q = FcfsQueue::default();
-        for size in [4, 1, 1] {
-            q.push(size);
+        for job in [4, 1, 1] {
+            q.push(job);
         }
-        let mut free = 2;
-        let admitted = q.admit_in_order(|&size| {
-            if size <= free {
-                free -= size;
-                true
-            } else {
-                false
-            }
-        });
-        assert_eq!(admitted, 0, "the 4-wide head must block the 1-wide jobs behind it");
-        free = 4;
-        let admitted = q.admit_in_order(|&size| {
-            if size <= free {
-                free -= size;
-                true
-            } else {
-                false
-            }
-        });
-        assert_eq!(admitted, 1);
-        assert_eq!(q.len(), 2);
+        assert_eq!(q.front(), Some(&4));
+        assert_eq!(q.pop(), Some(4));
+        q.push(7);
+        let order: Vec<i32> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(order, vec![1, 1, 7]);
         assert_eq!(q.longest(), 3);
+        assert!(q.is_empty());
     }
 }

@@ -7,7 +7,9 @@ use cosched_sim::{Scheme, SimConfig, SimJob};
 use proptest::prelude::*;
 
 fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
-    let one = (0u64..400, 1..=max_tasks, 0u64..3_000, 0u64..3_000, 1u32..6);
+    // Compute long enough for quanta to expire; I/O sometimes absent.
+    let io = prop_oneof![Just(0u64), 0u64..5_000];
+    let one = (0u64..400, 1..=max_tasks, 0u64..30_000, io, 1u32..8);
     proptest::collection::vec(one, 1..12).prop_map(|specs| {
         let mut arrival = 0;
         specs
@@ -22,7 +24,7 @@ fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn every_job_completes_and_cpu_time_adds_up(

@@ -95,3 +95,9 @@ pub fn num(value: f64) -> String {
         String::new()
     }
 }
+
+/// Append one CSV row.
+pub fn push_row(text: &mut String, fields: &[String]) {
+    text.push_str(&fields.join(","));
+    text.push('\n');
+}

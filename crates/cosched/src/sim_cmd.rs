@@ -1,6 +1,6 @@
 //! `cosched sim`: simulate schemes side by side on one workload.
 
-use crate::output::{csv_field, num, OutputDir};
+use crate::output::{csv_field, num, push_row, OutputDir};
 use crate::progress::ProgressLine;
 use crate::workload_source::{load_workload, WorkloadReport, WorkloadSpec};
 use clap::Args;
@@ -400,8 +400,7 @@ pub fn summary_csv(results: &[RunResult]) -> String {
             num(t.idle_ns as f64 / 1e9),
             s.events.to_string(),
         ];
-        text += &fields.join(",");
-        text.push('\n');
+        push_row(&mut text, &fields);
     }
     text
 }
@@ -429,8 +428,7 @@ fn jobs_csv(results: &[RunResult]) -> String {
                 num(j.slowdown),
                 num(j.bounded_slowdown),
             ];
-            text += &fields.join(",");
-            text.push('\n');
+            push_row(&mut text, &fields);
         }
     }
     text
