@@ -76,7 +76,9 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
     let mut loaded = load_workload(&spec, args.procs)?;
     loaded.workload.set_header_value("Note", &loaded.report.describe());
     // Write beside the destination and rename, so a failure leaves no partial file.
-    let partial = args.out.with_extension(format!("partial-{}", std::process::id()));
+    // (The scratch name keeps the destination's ending, which decides gzip.)
+    let name = args.out.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let partial = args.out.with_file_name(format!(".partial-{}-{name}", std::process::id()));
     let written = swf::write_path(&partial, &loaded.workload).and_then(|()| std::fs::rename(&partial, &args.out));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&partial);
@@ -99,6 +101,6 @@ fn inspect_trace(args: &InspectArgs) -> Result<(), String> {
             .or_else(|| workload.jobs.iter().map(|j| j.procs).max())
             .unwrap_or(1),
     };
-    print!("{}", inspect::summarize(&workload, procs));
+    println!("{}", inspect::summarize(&workload, procs).to_string().trim_end());
     Ok(())
 }

@@ -165,6 +165,8 @@ fn generated_workloads_round_trip_through_inspect_and_sim() {
         trace.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    let bytes = std::fs::read(&trace).unwrap();
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b], "a .gz destination is gzip-compressed");
     let o = cosched(&["workload", "inspect", trace.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let report = String::from_utf8_lossy(&o.stdout);
