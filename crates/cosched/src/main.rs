@@ -3,6 +3,7 @@
 
 mod bench;
 mod output;
+mod plot;
 mod progress;
 mod sim_cmd;
 mod workload_cmd;

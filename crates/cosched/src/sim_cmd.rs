@@ -1,6 +1,7 @@
 //! `cosched sim`: simulate schemes side by side on one workload.
 
 use crate::output::{csv_field, num, push_row, OutputDir};
+use crate::plot::{StackedBar, StackedBarChart};
 use crate::progress::ProgressLine;
 use crate::workload_source::{load_workload, WorkloadReport, WorkloadSpec};
 use clap::Args;
@@ -258,7 +259,10 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     cosched_workload::swf::write_path(&out.file("workload.swf"), &loaded.workload)
         .map_err(|e| format!("cannot write workload.swf: {e}"))?;
     let path = out.commit()?;
-    eprintln!("results in {}/ (summary.csv, jobs.csv, summary.json, workload.swf)", path.display());
+    eprintln!(
+        "results in {}/ (summary.csv, jobs.csv, summary.json, response.svg, cpu-time.svg, workload.swf)",
+        path.display()
+    );
     Ok(())
 }
 
@@ -344,6 +348,8 @@ fn write_outputs(
     results: &[RunResult],
 ) -> Result<(), String> {
     out.write("summary.csv", &summary_csv(results))?;
+    out.write("response.svg", &response_chart(results).to_svg())?;
+    out.write("cpu-time.svg", &cpu_time_chart(results).to_svg())?;
     out.write("jobs.csv", &jobs_csv(results))?;
     let doc = SummaryDocument {
         cosched_version: env!("CARGO_PKG_VERSION"),
@@ -362,6 +368,38 @@ fn write_outputs(
         }
     }
     Ok(())
+}
+
+/// Mean response per scheme, split into wait and execution.
+fn response_chart(results: &[RunResult]) -> StackedBarChart {
+    StackedBarChart {
+        title: "Mean response time".into(),
+        unit: "seconds (simulated)".into(),
+        segment_names: vec!["wait".into(), "execution".into()],
+        bars: results
+            .iter()
+            .map(|r| StackedBar {
+                label: r.summary.scheme.clone(),
+                segments: vec![r.summary.mean_wait_s, r.summary.mean_execution_s],
+            })
+            .collect(),
+    }
+}
+
+/// Where the CPUs' time went, per scheme, in percent.
+fn cpu_time_chart(results: &[RunResult]) -> StackedBarChart {
+    StackedBarChart {
+        title: "CPU time".into(),
+        unit: "% of all CPU time".into(),
+        segment_names: ["useful", "spin", "switch", "overhead", "idle"].map(String::from).to_vec(),
+        bars: results
+            .iter()
+            .map(|r| StackedBar {
+                label: r.summary.scheme.clone(),
+                segments: r.summary.cpu_time.shares().iter().map(|s| 100.0 * s).collect(),
+            })
+            .collect(),
+    }
 }
 
 pub fn command_line() -> String {

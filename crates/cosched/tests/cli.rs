@@ -49,6 +49,10 @@ fn sim_writes_csv_and_json_for_each_scheme() {
     assert_eq!(json["seed"], 1);
     assert!(json["command"].as_str().unwrap().contains("--jobs 40"));
     assert!(out.join("workload.swf").exists());
+    for chart in ["response.svg", "cpu-time.svg"] {
+        let svg = String::from_utf8(read(&out.join(chart))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains(">Local<") && svg.contains(">GS<"), "{chart}");
+    }
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(stdout.contains("Local") && stdout.contains("GS") && stdout.contains("response"));
 }
@@ -57,7 +61,7 @@ fn sim_writes_csv_and_json_for_each_scheme() {
 fn same_seed_gives_identical_bytes_and_other_seeds_differ() {
     let dir = scratch("determinism");
     let out = dir.join("run");
-    let files = ["summary.csv", "jobs.csv", "summary.json", "workload.swf"];
+    let files = ["summary.csv", "jobs.csv", "summary.json", "workload.swf", "response.svg", "cpu-time.svg"];
     assert!(small_sim(&out, &["--seed", "7"]).status.success());
     let first: Vec<Vec<u8>> = files.iter().map(|f| read(&out.join(f))).collect();
     assert!(small_sim(&out, &["--seed", "7"]).status.success());
