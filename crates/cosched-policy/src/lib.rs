@@ -1,14 +1,16 @@
 //! Scheduling policy as pure logic: the Ousterhout matrix of gang scheduling,
-//! multiprogramming-level admission for local scheduling, and the FCFS arrival
-//! queue.
+//! multiprogramming-level admission for local scheduling, the FCFS arrival
+//! queue, and the choice of periodic boost.
 //!
 //! Invariant: no clock, no I/O, no processes. The simulator drives these types
 //! in simulated time; the real runtime drives the very same types in real time.
 
+pub mod boost;
 pub mod fcfs;
 pub mod gang;
 pub mod local;
 
+pub use boost::{periodic_boost_choice, BoostCandidate, BoostChoice};
 pub use fcfs::FcfsQueue;
 pub use gang::{GangMatrix, GangPlacement};
 pub use local::LocalPlacement;
