@@ -55,14 +55,16 @@ mod tests {
 
     #[test]
     fn first_pass_prefers_a_receive_that_can_complete() {
-        let procs = [c(1, true, false, false), c(2, true, true, false), c(3, true, true, true), c(4, true, false, false)];
+        let procs =
+            [c(1, true, false, false), c(2, true, true, false), c(3, true, true, true), c(4, true, false, false)];
         // Running 1: walk 2, 3 -> 3 has its message.
         assert_eq!(periodic_boost_choice(&procs, Some(1)), BoostChoice { chosen: Some(3), endpoints_checked: 2 });
     }
 
     #[test]
     fn second_pass_takes_the_first_process_outside_a_receive_after_the_running_one() {
-        let procs = [c(1, true, false, false), c(2, true, true, false), c(5, true, false, false), c(7, false, false, false)];
+        let procs =
+            [c(1, true, false, false), c(2, true, true, false), c(5, true, false, false), c(7, false, false, false)];
         // Running 2: first pass walks 5, 7, 1 (3 checks, nothing); second pass finds 5.
         assert_eq!(periodic_boost_choice(&procs, Some(2)), BoostChoice { chosen: Some(5), endpoints_checked: 4 });
         // Running 5: the walk wraps to 1 (7 is blocked).

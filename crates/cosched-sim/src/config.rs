@@ -54,6 +54,12 @@ pub struct CostConfig {
     pub queue_move_ns: u64,
     pub endpoint_check_ns: u64,
     pub gang_quantum_ns: u64,
+    /// A system call of the dynamic schemes (spin-block's block, spin-yield's
+    /// yield), on top of the queue moves it makes (our choice: 3 µs).
+    pub syscall_ns: u64,
+    /// Spin time before blocking or yielding, as a multiple of the expected
+    /// latency of the awaited message (our choice: 1.1, i.e. L(n) + 10 %).
+    pub spin_factor: f64,
 }
 
 impl Default for CostConfig {
@@ -65,6 +71,8 @@ impl Default for CostConfig {
             queue_move_ns: 3 * NS_PER_US,
             endpoint_check_ns: 2 * NS_PER_US,
             gang_quantum_ns: 200 * NS_PER_MS,
+            syscall_ns: 3 * NS_PER_US,
+            spin_factor: 1.1,
         }
     }
 }
@@ -198,6 +206,9 @@ impl SimConfig {
         }
         if self.costs.gang_quantum_ns <= self.costs.gang_switch_ns {
             return fail("--gang-quantum-ms must be longer than the gang switch cost".into());
+        }
+        if !(self.costs.spin_factor.is_finite() && self.costs.spin_factor > 0.0) {
+            return fail(format!("--spin-factor must be positive, got {}", self.costs.spin_factor));
         }
         if !self.scheme.is_implemented() {
             return fail(format!(

@@ -57,7 +57,21 @@ impl Scheme {
 
     /// The schemes this version can simulate.
     pub fn is_implemented(self) -> bool {
-        matches!(self, Scheme::Gang) || self == Scheme::LOCAL
+        true
+    }
+
+    pub fn wait_mode(self) -> WaitMode {
+        match self {
+            Scheme::Gang => WaitMode::BusyWait,
+            Scheme::Dynamic { wait, .. } => wait,
+        }
+    }
+
+    pub fn on_arrival(self) -> ArrivalReaction {
+        match self {
+            Scheme::Gang => ArrivalReaction::Nothing,
+            Scheme::Dynamic { on_arrival, .. } => on_arrival,
+        }
     }
 
     pub fn implemented_names() -> Vec<&'static str> {

@@ -42,6 +42,20 @@ pub enum TraceKind {
     Deposit {
         process: u32,
     },
+    /// The NIC interrupts the CPU for a message to `process` (spin-block's
+    /// wake-up, or demand-based coscheduling).
+    Interrupt {
+        process: u32,
+    },
+    /// Periodic boost (or a yield) puts `process` at the head of level 59.
+    Boost {
+        process: u32,
+    },
+    /// Spin-yield: `process` drops itself to `level`.
+    Yield {
+        process: u32,
+        level: u8,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -24,7 +24,7 @@ fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn every_job_completes_and_cpu_time_adds_up(
@@ -32,7 +32,7 @@ proptest! {
         cpus_per_node in 1u32..3,
         mpl in 1u32..4,
         skew_pct in 0u32..150,
-        gang in any::<bool>(),
+        scheme_index in 0usize..10,
         seed in 0u64..1_000,
         jobs in jobs_strategy(8),
     ) {
@@ -40,7 +40,7 @@ proptest! {
         let jobs: Vec<SimJob> = jobs.into_iter().filter(|j| j.tasks <= cpus).collect();
         prop_assume!(!jobs.is_empty());
         let cfg = SimConfig {
-            scheme: if gang { Scheme::Gang } else { Scheme::LOCAL },
+            scheme: Scheme::all_names()[scheme_index].parse().unwrap(),
             nodes,
             cpus_per_node,
             mpl,

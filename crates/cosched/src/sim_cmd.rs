@@ -25,7 +25,7 @@ const NS_PER_MS: f64 = 1e6;
 #[command(after_help = "Model parameters and their meaning: docs/model.md. Every default is the \
 reference study's value or is marked there as our choice.")]
 pub struct SimArgs {
-    /// Schemes to compare, comma-separated (Local, GS; the dynamic schemes come next).
+    /// Schemes to compare, comma-separated: Local GS SB SY DCS PB DCS-SB DCS-SY PB-SB PB-SY (any case).
     #[arg(long, value_delimiter = ',', default_value = "Local,GS")]
     pub schemes: Vec<Scheme>,
 
@@ -109,9 +109,15 @@ pub struct SimArgs {
     /// Moving a process between scheduler queues, µs (dynamic schemes).
     #[arg(long, default_value_t = 3.0, help_heading = "Costs")]
     pub queue_move_us: f64,
-    /// Checking one endpoint, µs (periodic boost).
+    /// Checking one endpoint, µs (periodic boost, spin-yield).
     #[arg(long, default_value_t = 2.0, help_heading = "Costs")]
     pub endpoint_check_us: f64,
+    /// A system call (spin-block's block, spin-yield's yield), µs, besides its queue moves.
+    #[arg(long, default_value_t = 3.0, help_heading = "Costs")]
+    pub syscall_us: f64,
+    /// Spin time before blocking or yielding, as a multiple of the message latency L(n).
+    #[arg(long, default_value_t = 1.1, help_heading = "Costs")]
+    pub spin_factor: f64,
 
     // ---- node scheduler -------------------------------------------------------
     /// Scheduler tick, ms.
@@ -179,6 +185,8 @@ impl SimArgs {
                 queue_move_ns: ns_from(self.queue_move_us, NS_PER_US, "--queue-move-us")?,
                 endpoint_check_ns: ns_from(self.endpoint_check_us, NS_PER_US, "--endpoint-check-us")?,
                 gang_quantum_ns: ns_from(self.gang_quantum_ms, NS_PER_MS, "--gang-quantum-ms")?,
+                syscall_ns: ns_from(self.syscall_us, NS_PER_US, "--syscall-us")?,
+                spin_factor: self.spin_factor,
             },
             scheduler: NodeSchedulerConfig {
                 tick_ns: ns_from(self.tick_ms, NS_PER_MS, "--tick-ms")?,

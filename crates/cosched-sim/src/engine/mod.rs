@@ -14,9 +14,11 @@ use crate::endpoint::Inbox;
 use crate::metrics::{Breakdown, JobRecord};
 use crate::mlfq::ReadyQueue;
 use crate::net::{Nic, Undecided};
+use crate::scheme::{ArrivalReaction, WaitMode};
 use crate::trace::{TraceEvent, TraceKind};
 use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerHeap};
 use cosched_policy::{Admission, FcfsQueue, GangMatrix, LocalPlacement, Placement};
+use dynamic::NicView;
 
 /// A job as the engine receives it.
 #[derive(Clone, Debug)]
@@ -76,6 +78,10 @@ struct Proc {
     /// the engine can look past the receive's end.
     next_compute_ns: u64,
     next_io_ns: u64,
+    /// Spin-block and spin-yield: spinning left before blocking or yielding.
+    spin_left_ns: u64,
+    /// Spin-yield: this receive has yielded already (it yields once).
+    yielded: bool,
     rng: Rng,
 }
 
@@ -83,8 +89,13 @@ struct Proc {
 struct Cpu {
     node: u32,
     running: Option<u32>,
-    /// The CPU is switching until then; `running` starts after it.
+    /// The CPU is in the kernel (switching, interrupts, boosts) until then;
+    /// `running` resumes after it.
     switch_until: SimTime,
+    /// Part of the kernel period still to come that is overhead, not switching.
+    overhead_pending_ns: u64,
+    /// What the NIC believes runs (refreshed at every tick), kept lazily.
+    nic_view: NicView,
     last_process: Option<u32>,
     ready: ReadyQueue,
     /// Processes placed on this CPU that have not exited (at most MPL).
@@ -93,6 +104,8 @@ struct Cpu {
     time: Breakdown,
 
     last_raise: SimTime,
+    /// The last tick instant a visit has looked at (ticks are applied once).
+    tick_seen: SimTime,
     /// Gang scheduling: the process of the current row's cell on this CPU.
     gang_cell: Option<u32>,
 }
@@ -120,21 +133,32 @@ struct GangState {
 pub enum Event {
     Arrival(u32),
     GangQuantum,
+    /// A message lands (only for schemes that react: spin-block's interrupt,
+    /// demand-based coscheduling).
+    Deposit {
+        dest: u32,
+    },
+    /// An undecided message reaches its receiving node (only for schemes that
+    /// react to deposits, which must be known by the time they happen).
+    Decide {
+        node: u32,
+    },
 }
 
 impl Event {
     /// Kinds of events counted: the two queued kinds, then CPU visits.
-    pub const KIND_NAMES: [&'static str; EVENT_KINDS] = ["arrival", "gang-quantum", "cpu-visit"];
+    pub const KIND_NAMES: [&'static str; EVENT_KINDS] = ["arrival", "gang-quantum", "cpu-visit", "deposit"];
 
     fn kind_index(&self) -> usize {
         match self {
             Event::Arrival(_) => 0,
             Event::GangQuantum => 1,
+            Event::Deposit { .. } | Event::Decide { .. } => 3,
         }
     }
 }
 
-pub const EVENT_KINDS: usize = 3;
+pub const EVENT_KINDS: usize = 4;
 const CPU_VISIT: usize = 2;
 
 /// Progress reported to a caller every so many events.
@@ -189,6 +213,10 @@ pub struct Engine<'a> {
     /// Testing aid: also visit every CPU at every tick. A correct tickless
     /// engine gives exactly the same results either way.
     visit_every_tick: bool,
+    /// Spin time of spin-block and spin-yield receives.
+    spin_ns: u64,
+    /// Whether deposits are events (some scheme reacts to them).
+    deposit_events: bool,
     event_counts: [u64; EVENT_KINDS],
 }
 
@@ -215,6 +243,8 @@ impl<'a> Engine<'a> {
                 node: c / cfg.cpus_per_node,
                 running: None,
                 switch_until: SimTime::ZERO,
+                overhead_pending_ns: 0,
+                nic_view: NicView::default(),
                 last_process: None,
                 ready: ReadyQueue::default(),
                 residents: Vec::new(),
@@ -222,6 +252,7 @@ impl<'a> Engine<'a> {
                 time: Breakdown::default(),
 
                 last_raise: SimTime::ZERO,
+                tick_seen: SimTime::ZERO,
                 gang_cell: None,
             })
             .collect();
@@ -262,6 +293,9 @@ impl<'a> Engine<'a> {
             visits: TimerHeap::new(cpu_count),
             events_handled: 0,
             visit_every_tick: false,
+            spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
+            deposit_events: cfg.scheme.wait_mode() == WaitMode::SpinBlock
+                || cfg.scheme.on_arrival() == ArrivalReaction::InterruptAndReschedule,
             event_counts: [0; EVENT_KINDS],
         }
     }
@@ -355,6 +389,8 @@ impl<'a> Engine<'a> {
             Event::Arrival(j) => self.on_arrival(j, now),
 
             Event::GangQuantum => self.on_gang_quantum(now),
+            Event::Deposit { dest } => self.on_deposit(dest, now),
+            Event::Decide { node } => self.decide_deposits(node, now),
         }
     }
 
@@ -412,6 +448,8 @@ impl<'a> Engine<'a> {
                 io_next_ns,
                 next_compute_ns: 0,
                 next_io_ns: 0,
+                spin_left_ns: 0,
+                yielded: false,
                 rng,
             });
             self.cpus[cpu as usize].residents.push(first_proc + rank);
@@ -554,10 +592,11 @@ impl<'a> Engine<'a> {
         for c in 0..cpu_count as u32 {
             self.account(c, now);
             let cell = self.gang.as_ref().expect("gang").cell_procs[row as usize * cpu_count + c as usize];
-            let cpu = &mut self.cpus[c as usize];
-            if let Some(p) = cpu.running.take() {
+            if let Some(p) = self.cpus[c as usize].running {
                 self.procs[p as usize].state = ProcState::Ready;
+                self.set_running(c, now, None);
             }
+            let cpu = &mut self.cpus[c as usize];
             cpu.gang_cell = (cell != NO_PROC).then_some(cell);
             cpu.switch_until = now + self.cfg.costs.gang_switch_ns;
             self.record(now, c, TraceKind::GangSwitch { row });
@@ -604,6 +643,9 @@ impl<'a> Engine<'a> {
         let cpu = self.procs[dest as usize].cpu;
         self.record(at, cpu, TraceKind::Deposit { process: dest });
         self.procs[dest as usize].inbox[side as usize].push(at);
+        if self.deposit_events {
+            self.queue.schedule(at, Event::Deposit { dest });
+        }
         self.notify_spinning_receiver(dest, at, now);
     }
 
@@ -666,6 +708,9 @@ impl<'a> Engine<'a> {
                 self.deliver(dest, dest_side, at, now);
             } else {
                 receiver.add_undecided(Undecided { arrival: arrives, dest, side: dest_side });
+                if self.deposit_events {
+                    self.queue.schedule(arrives, Event::Decide { node: dest_node });
+                }
                 self.notify_spinning_receiver(dest, arrives, now);
             }
         }
@@ -691,17 +736,24 @@ impl<'a> Engine<'a> {
                     self.start_recv(p);
                 }
                 Phase::Recv => {
-                    if !self.has_all_messages(p, now) {
-                        return; // busy-wait
+                    if self.has_all_messages(p, now) {
+                        self.finish_recv(p);
+                        continue;
                     }
-                    self.finish_recv(p);
+                    let proc = &self.procs[p as usize];
+                    match self.cfg.scheme.wait_mode() {
+                        WaitMode::SpinBlock if proc.spin_left_ns == 0 => self.block_in_recv(p, now),
+                        WaitMode::SpinYield if proc.spin_left_ns == 0 && !proc.yielded => self.spin_yield(p, now),
+                        _ => {} // spin on
+                    }
+                    return;
                 }
                 Phase::Done => {
                     let proc = &mut self.procs[p as usize];
                     debug_assert!(proc.inbox.iter().all(Inbox::is_empty), "every message is consumed");
                     proc.state = ProcState::Exited;
+                    self.set_running(cpu, now, None);
                     let c = &mut self.cpus[cpu as usize];
-                    c.running = None;
                     c.residents.retain(|&r| r != p);
                     if c.gang_cell == Some(p) {
                         c.gang_cell = None;
@@ -720,6 +772,8 @@ impl<'a> Engine<'a> {
         let program = self.jobs[job].spec.program;
         let proc = &mut self.procs[p as usize];
         proc.phase = Phase::Recv;
+        proc.spin_left_ns = self.spin_ns;
+        proc.yielded = false;
         proc.next_compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut proc.rng);
         proc.next_io_ns = skewed(self.cfg.skew, program.io_ns, &mut proc.rng);
     }
@@ -745,13 +799,28 @@ impl<'a> Engine<'a> {
 
     /// Whether `p`'s receive ends at `m` with more iterations to go: then it
     /// just computes on, and nothing happens at `m` worth a visit.
-    fn recv_continues_at(&self, p: u32) -> Option<SimTime> {
+    fn recv_continues_at(&self, p: u32, spinning_from: SimTime) -> Option<SimTime> {
         let proc = &self.procs[p as usize];
         let iterations = self.jobs[proc.job as usize].spec.program.iterations;
         if proc.iterations_done + 1 >= iterations {
             return None;
         }
-        self.messages_complete_at(p)
+        let complete = self.messages_complete_at(p)?;
+        // Spin-block and spin-yield act when the spin time runs out first.
+        match self.spin_deadline(p, spinning_from) {
+            Some(deadline) if complete.max(spinning_from) > deadline => None,
+            _ => Some(complete),
+        }
+    }
+
+    /// When a spinning receiver blocks or yields, if its scheme makes it.
+    fn spin_deadline(&self, p: u32, spinning_from: SimTime) -> Option<SimTime> {
+        let proc = &self.procs[p as usize];
+        match self.cfg.scheme.wait_mode() {
+            WaitMode::SpinBlock => Some(spinning_from + proc.spin_left_ns),
+            WaitMode::SpinYield if !proc.yielded => Some(spinning_from + proc.spin_left_ns),
+            _ => None,
+        }
     }
 
     /// The running process `p` ends its compute at `at` and blocks for its I/O.
@@ -763,7 +832,7 @@ impl<'a> Engine<'a> {
         // Its completion is one of this CPU's instants (see `next_change`).
         proc.io_end = at + proc.io_next_ns;
         let cpu = proc.cpu;
-        self.cpus[cpu as usize].running = None;
+        self.set_running(cpu, at, None);
         self.record(at, cpu, TraceKind::Block { process: p });
     }
 
@@ -780,7 +849,11 @@ impl<'a> Engine<'a> {
         }
         if cpu.switch_until > from {
             let until = now.min(cpu.switch_until);
-            cpu.time.switch_ns += until - from;
+            let kernel = until - from;
+            let overhead = kernel.min(cpu.overhead_pending_ns);
+            cpu.overhead_pending_ns -= overhead;
+            cpu.time.overhead_ns += overhead;
+            cpu.time.switch_ns += kernel - overhead;
             from = until;
         }
         cpu.accounted_until = now;
@@ -793,7 +866,7 @@ impl<'a> Engine<'a> {
             };
             let (until, phase) = match self.procs[p as usize].phase {
                 Phase::Compute { remaining_ns } => (now.min(from + remaining_ns), Phase::Compute { remaining_ns }),
-                Phase::Recv => match self.recv_continues_at(p) {
+                Phase::Recv => match self.recv_continues_at(p, from) {
                     Some(m) if m < now => (m.max(from), Phase::Recv),
                     _ => (now, Phase::Recv),
                 },
@@ -815,6 +888,7 @@ impl<'a> Engine<'a> {
                 }
                 _ => {
                     cpu.time.spin_ns += ran;
+                    proc.spin_left_ns = proc.spin_left_ns.saturating_sub(ran);
                     if from < now {
                         self.finish_recv(p);
                     }
@@ -839,6 +913,10 @@ impl<'a> Engine<'a> {
         if mlfq && now.is_multiple_of(sched.raise_period_ns) && self.cpus[c as usize].last_raise < now {
             self.raise_all(c, now);
         }
+        // This tick is looked at now (acted on unless the CPU is in the kernel).
+        if now.is_multiple_of(sched.tick_ns) {
+            self.cpus[c as usize].tick_seen = now;
+        }
         if self.cpus[c as usize].switch_until > now {
             // Mid-switch: ticks wait for the first one after the switch.
             self.book_visit(c, now);
@@ -849,6 +927,10 @@ impl<'a> Engine<'a> {
         }
         if mlfq && now.is_multiple_of(self.cfg.scheduler.tick_ns) {
             self.tick(c, now);
+            // After the tick's decisions: a boost takes effect at the next tick.
+            if self.cfg.scheme.on_arrival() == ArrivalReaction::PeriodicBoost {
+                self.periodic_boost(c, now);
+            }
         }
         self.dispatch(c, now);
         self.book_visit(c, now);
@@ -874,21 +956,21 @@ impl<'a> Engine<'a> {
         };
         let proc = &mut self.procs[p as usize];
         let cpu = &mut self.cpus[c as usize];
-        if proc.quantum_left_ns == 0 {
+        let trace = if proc.quantum_left_ns == 0 {
             proc.level = proc.level.saturating_sub(1);
             proc.quantum_left_ns = self.cfg.scheduler.quantum_ns(proc.level);
-            proc.state = ProcState::Ready;
             cpu.ready.push_tail(p, proc.level);
-            cpu.running = None;
-            let level = proc.level;
-            self.record(now, c, TraceKind::Demote { process: p, level });
+            TraceKind::Demote { process: p, level: proc.level }
         } else if cpu.ready.best_level().is_some_and(|best| best > proc.level) {
             // Preempted before its quantum ran out: back to the head, quantum kept.
-            proc.state = ProcState::Ready;
             cpu.ready.push_head(p, proc.level);
-            cpu.running = None;
-            self.record(now, c, TraceKind::Preempt { process: p });
-        }
+            TraceKind::Preempt { process: p }
+        } else {
+            return;
+        };
+        proc.state = ProcState::Ready;
+        self.set_running(c, now, None);
+        self.record(now, c, trace);
     }
 
     fn pick_next(&mut self, c: u32) -> Option<u32> {
@@ -907,13 +989,13 @@ impl<'a> Engine<'a> {
                 return;
             }
             let Some(p) = self.pick_next(c) else { return };
-            let cpu = &mut self.cpus[c as usize];
-            cpu.running = Some(p);
+            self.set_running(c, now, Some(p));
             self.procs[p as usize].state = ProcState::Running;
+            let cpu = &mut self.cpus[c as usize];
             let switching = !self.cfg.scheme.is_gang() && cpu.last_process.is_some_and(|last| last != p);
             cpu.last_process = Some(p);
             if switching {
-                cpu.switch_until = now + self.cfg.costs.context_switch_ns;
+                cpu.switch_until = cpu.switch_until.max(now) + self.cfg.costs.context_switch_ns;
             }
             self.record(now, c, TraceKind::Dispatch { process: p, switch_cost: switching });
             if switching {
@@ -948,8 +1030,21 @@ impl<'a> Engine<'a> {
             io_end.ceil_to_multiple(self.cfg.scheduler.tick_ns).max(now)
         };
         let switching = cpu.switch_until > now;
+        // The first tick the scheduler acts on: not during kernel work, and
+        // `now` itself if no visit has looked at this tick yet (a visit may be
+        // booked from another CPU's visit at a tick instant).
+        let tick_ns = self.cfg.scheduler.tick_ns;
+        let first_tick = if switching {
+            cpu.switch_until.ceil_to_multiple(tick_ns)
+        } else if now.is_multiple_of(tick_ns) && cpu.tick_seen < now {
+            now
+        } else {
+            now.next_multiple_after(tick_ns)
+        };
+        let boost_tick = if self.periodic_boost_active(c) { first_tick } else { SimTime::MAX };
         let Some(p) = cpu.running else {
-            return if switching { wake_matters_at.min(cpu.switch_until) } else { wake_matters_at };
+            let idle_next = if switching { wake_matters_at.min(cpu.switch_until) } else { wake_matters_at };
+            return idle_next.min(boost_tick);
         };
         let proc = &self.procs[p as usize];
         // The incoming process starts when the switch ends. If it is
@@ -965,7 +1060,9 @@ impl<'a> Engine<'a> {
         // A receive that completes before more iterations computes on from then.
         let computing = match proc.phase {
             Phase::Compute { remaining_ns } => Some((start, remaining_ns, proc.io_next_ns)),
-            Phase::Recv => self.recv_continues_at(p).map(|m| (m.max(start), proc.next_compute_ns, proc.next_io_ns)),
+            Phase::Recv => {
+                self.recv_continues_at(p, start).map(|m| (m.max(start), proc.next_compute_ns, proc.next_io_ns))
+            }
             _ => None,
         };
         match (proc.phase, computing) {
@@ -982,7 +1079,10 @@ impl<'a> Engine<'a> {
                     next = next.min(compute_end);
                 }
             }
-            (Phase::Recv, None) => match self.messages_complete_at(p) {
+            (Phase::Recv, None) => match self
+                .messages_complete_at(p)
+                .filter(|&complete| self.spin_deadline(p, start).is_none_or(|deadline| complete.max(now) <= deadline))
+            {
                 // (Already complete if the visit at the end of a switch is still due.)
                 Some(complete) => next = next.min(complete.max(now)),
                 // A message still undecided can be decided once it has left its
@@ -996,18 +1096,27 @@ impl<'a> Engine<'a> {
             },
             _ => {}
         }
+        if proc.phase == Phase::Recv {
+            if let Some(deadline) = self.spin_deadline(p, start) {
+                next = next.min(deadline.max(now));
+            }
+        }
         if !self.cfg.scheme.is_gang() {
             let sched = &self.cfg.scheduler;
-            // The first tick the scheduler acts on: after now, and not during a switch.
-            let first_tick =
-                if switching { start.ceil_to_multiple(sched.tick_ns) } else { now.next_multiple_after(sched.tick_ns) };
+            next = next.min(boost_tick);
+
             // Expiry is noticed at the first tick at or after the quantum runs out.
             let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
             let mut while_running = quantum_end.max(first_tick);
             if cpu.ready.best_level().is_some_and(|best| best > proc.level) {
                 while_running = while_running.min(first_tick);
             }
-            while_running = while_running.min(now.next_multiple_after(sched.raise_period_ns));
+            let raise = if now.is_multiple_of(sched.raise_period_ns) && cpu.last_raise < now {
+                now
+            } else {
+                now.next_multiple_after(sched.raise_period_ns)
+            };
+            while_running = while_running.min(raise);
             if while_running <= running_until {
                 next = next.min(while_running);
             }
@@ -1035,6 +1144,8 @@ impl<'a> Engine<'a> {
         self.visits.set(c, at);
     }
 }
+
+mod dynamic;
 
 /// A nominal duration times the skew factor `1 + U(-s/2, s/2)`.
 fn skewed(skew: f64, nominal_ns: u64, rng: &mut Rng) -> u64 {
