@@ -210,13 +210,6 @@ impl SimConfig {
         if !(self.costs.spin_factor.is_finite() && self.costs.spin_factor > 0.0) {
             return fail(format!("--spin-factor must be positive, got {}", self.costs.spin_factor));
         }
-        if !self.scheme.is_implemented() {
-            return fail(format!(
-                "scheme {} is not implemented yet; available: {}",
-                self.scheme.name(),
-                Scheme::implemented_names().join(", ")
-            ));
-        }
         Ok(())
     }
 }

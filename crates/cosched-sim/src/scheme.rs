@@ -55,11 +55,6 @@ impl Scheme {
         TABLE.iter().map(|(n, _)| *n).collect()
     }
 
-    /// The schemes this version can simulate.
-    pub fn is_implemented(self) -> bool {
-        true
-    }
-
     pub fn wait_mode(self) -> WaitMode {
         match self {
             Scheme::Gang => WaitMode::BusyWait,
@@ -74,9 +69,6 @@ impl Scheme {
         }
     }
 
-    pub fn implemented_names() -> Vec<&'static str> {
-        TABLE.iter().filter(|(_, s)| s.is_implemented()).map(|(n, _)| *n).collect()
-    }
 
     pub fn is_gang(self) -> bool {
         matches!(self, Scheme::Gang)

@@ -4,6 +4,8 @@
 //! - [`swf`]: Standard Workload Format traces, read (plain or gzip) and
 //!   written, losing none of the 18 fields.
 //! - [`lublin`]: the Lublin–Feitelson (2003) model, the default generator.
+//! - [`hyper_erlang`]: the hyper-Erlang model of common order (Jann et al.
+//!   1997), fitted per size class to a trace, saved as text and generated from.
 //! - [`load`]: offered load and the scalings that change it.
 //! - [`inspect`]: a summary of a workload, for `workload inspect`-style reports.
 //!
@@ -11,6 +13,7 @@
 //! streams, so the same seed gives the same jobs byte for byte, whatever else
 //! the run draws.
 
+pub mod hyper_erlang;
 pub mod inspect;
 pub mod load;
 pub mod lublin;
