@@ -69,7 +69,6 @@ impl Scheme {
         }
     }
 
-
     pub fn is_gang(self) -> bool {
         matches!(self, Scheme::Gang)
     }

@@ -96,6 +96,7 @@ fn scenario(name: &'static str, load: f64, repeat: u32, baseline: f64) -> Result
         runtime_scale: 0.002,
         target_load: Some(load),
         seed: 1,
+        hyper_erlang_params: None,
     };
     let loaded = load_workload(&spec, NODES)?;
     let requests = loaded.requests();

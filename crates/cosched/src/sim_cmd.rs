@@ -221,6 +221,7 @@ impl SimArgs {
             runtime_scale: self.runtime_scale,
             target_load,
             seed: self.seed,
+            hyper_erlang_params: None,
         })
     }
 

@@ -2,6 +2,7 @@
 
 use crate::workload_source::{load_workload, WorkloadSpec};
 use clap::{Args, Subcommand};
+use cosched_workload::hyper_erlang::HyperErlangModel;
 use cosched_workload::{inspect, swf, ReadOptions};
 use std::path::PathBuf;
 
@@ -11,16 +12,37 @@ pub enum WorkloadCommand {
     Generate(GenerateArgs),
     /// Summarise an SWF trace: sizes, run times, arrivals, offered load.
     Inspect(InspectArgs),
+    /// Fit the Hyper-Erlang model (per size class, three-moment method) to a trace and save it.
+    Fit(FitArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FitArgs {
+    /// The trace (plain or gzip).
+    pub trace: PathBuf,
+    /// CPUs of the machine: size classes {1}, {2}, {3-4}, ... up to it (default: MaxProcs, else the widest job).
+    #[arg(long)]
+    pub procs: Option<u32>,
+    /// Skip malformed lines (counted) instead of stopping at the first.
+    #[arg(long)]
+    pub skip_bad_lines: bool,
+    /// Where to save the parameters (read back by `generate --model hyper-erlang --params`).
+    #[arg(long, short, default_value = "hyper-erlang.txt")]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
-    /// Workload model (only the Lublin-Feitelson model for now).
-    #[arg(long, default_value = "lublin", value_parser = ["lublin"])]
+    /// Workload model: lublin (Lublin-Feitelson 2003) or hyper-erlang (needs --params from `workload fit`).
+    #[arg(long, default_value = "lublin", value_parser = ["lublin", "hyper-erlang"])]
     pub model: String,
-    /// Size the model to a machine of this many CPUs (no job is wider).
-    #[arg(long, default_value_t = 32)]
-    pub procs: u32,
+    /// Hyper-Erlang parameter file (from `cosched workload fit`).
+    #[arg(long)]
+    pub params: Option<PathBuf>,
+    /// Size the model to a machine of this many CPUs (no job is wider; default 32, or the
+    /// Hyper-Erlang model's own machine).
+    #[arg(long)]
+    pub procs: Option<u32>,
     /// Number of jobs.
     #[arg(long, default_value_t = 1000)]
     pub jobs: usize,
@@ -53,11 +75,28 @@ pub fn run(cmd: &WorkloadCommand) -> Result<(), String> {
     match cmd {
         WorkloadCommand::Generate(args) => generate(args),
         WorkloadCommand::Inspect(args) => inspect_trace(args),
+        WorkloadCommand::Fit(args) => fit_trace(args),
     }
 }
 
 fn generate(args: &GenerateArgs) -> Result<(), String> {
-    if args.procs == 0 || args.jobs == 0 {
+    let hyper_erlang_params = match (args.model.as_str(), &args.params) {
+        ("hyper-erlang", None) => {
+            return Err("--model hyper-erlang needs --params FILE (from `cosched workload fit`)".into())
+        }
+        ("hyper-erlang", Some(path)) => Some(path.clone()),
+        (_, Some(_)) => return Err("--params goes with --model hyper-erlang".into()),
+        _ => None,
+    };
+    let procs = match (&hyper_erlang_params, args.procs) {
+        (_, Some(p)) => p,
+        (Some(path), None) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            HyperErlangModel::from_text(&text).map_err(|e| format!("{}: {e}", path.display()))?.procs
+        }
+        (None, None) => 32,
+    };
+    if procs == 0 || args.jobs == 0 {
         return Err("--procs and --jobs must be at least 1".into());
     }
     if !(args.runtime_scale.is_finite() && args.runtime_scale > 0.0) {
@@ -68,12 +107,13 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
         skip_bad_lines: false,
         drop_oversized: false,
         jobs: Some(args.jobs),
-        model_procs: args.procs,
+        model_procs: procs,
         runtime_scale: args.runtime_scale,
         target_load: args.load,
         seed: args.seed,
+        hyper_erlang_params,
     };
-    let mut loaded = load_workload(&spec, args.procs)?;
+    let mut loaded = load_workload(&spec, procs)?;
     loaded.workload.set_header_value("Note", &loaded.report.describe());
     // Write beside the destination and rename, so a failure leaves no partial file.
     // (The scratch name keeps the destination's ending, which decides gzip.)
@@ -88,10 +128,8 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn inspect_trace(args: &InspectArgs) -> Result<(), String> {
-    let workload =
-        swf::read_path(&args.trace, ReadOptions { skip_bad_lines: args.skip_bad_lines }).map_err(|e| e.to_string())?;
-    let procs = match args.procs {
+fn machine_procs(workload: &cosched_workload::Workload, procs: Option<u32>) -> Result<u32, String> {
+    Ok(match procs {
         Some(0) => return Err("--procs must be at least 1".into()),
         Some(p) => p,
         None => workload
@@ -100,7 +138,24 @@ fn inspect_trace(args: &InspectArgs) -> Result<(), String> {
             .filter(|&p| p > 0)
             .or_else(|| workload.jobs.iter().map(|j| j.procs).max())
             .unwrap_or(1),
-    };
+    })
+}
+
+fn inspect_trace(args: &InspectArgs) -> Result<(), String> {
+    let workload =
+        swf::read_path(&args.trace, ReadOptions { skip_bad_lines: args.skip_bad_lines }).map_err(|e| e.to_string())?;
+    let procs = machine_procs(&workload, args.procs)?;
     println!("{}", inspect::summarize(&workload, procs).to_string().trim_end());
+    Ok(())
+}
+
+fn fit_trace(args: &FitArgs) -> Result<(), String> {
+    let workload =
+        swf::read_path(&args.trace, ReadOptions { skip_bad_lines: args.skip_bad_lines }).map_err(|e| e.to_string())?;
+    let procs = machine_procs(&workload, args.procs)?;
+    let model = HyperErlangModel::fit(&workload.jobs, procs).map_err(|e| format!("{}: {e}", args.trace.display()))?;
+    println!("{}", model.to_string().trim_end());
+    std::fs::write(&args.out, model.to_text()).map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
+    eprintln!("parameters saved to {}", args.out.display());
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use cosched_core::StreamSeed;
 use cosched_sim::input::JobRequest;
+use cosched_workload::hyper_erlang::HyperErlangModel;
 use cosched_workload::{load, lublin, swf, ReadOptions, TraceJob, Workload};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -20,6 +21,8 @@ pub struct WorkloadSpec {
     pub runtime_scale: f64,
     pub target_load: Option<f64>,
     pub seed: u64,
+    /// Generate from saved Hyper-Erlang parameters instead of the Lublin-Feitelson model.
+    pub hyper_erlang_params: Option<PathBuf>,
 }
 
 /// What was loaded, for reports.
@@ -60,10 +63,21 @@ pub fn load_workload(spec: &WorkloadSpec, machine_cpus: u32) -> Result<LoadedWor
         }
         None => {
             let jobs = spec.jobs.expect("the model needs a job count");
-            let params = lublin::LublinParams::sized_to(spec.model_procs);
-            params.validate().map_err(|e| format!("workload model: {e}"))?;
-            let w = lublin::generate_workload(&params, jobs, StreamSeed(spec.seed));
-            (w, format!("Lublin-Feitelson model sized to {} CPUs", spec.model_procs))
+            match &spec.hyper_erlang_params {
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    let model = HyperErlangModel::from_text(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+                    model.validate().map_err(|e| format!("{}: {e}", path.display()))?;
+                    let w = model.generate_workload(jobs, StreamSeed(spec.seed));
+                    (w, format!("Hyper-Erlang model {}", path.display()))
+                }
+                None => {
+                    let params = lublin::LublinParams::sized_to(spec.model_procs);
+                    params.validate().map_err(|e| format!("workload model: {e}"))?;
+                    let w = lublin::generate_workload(&params, jobs, StreamSeed(spec.seed));
+                    (w, format!("Lublin-Feitelson model sized to {} CPUs", spec.model_procs))
+                }
+            }
         }
     };
     if spec.trace.is_some() {

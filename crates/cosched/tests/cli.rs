@@ -230,3 +230,35 @@ fn local_is_far_worse_than_gang_on_communication_heavy_work() {
     assert!(wl5 > 4.0, "WL5: Local / GS response = {wl5:.2}");
     assert!(wl5 > 2.0 * wl4, "WL5 ratio {wl5:.2} vs WL4 ratio {wl4:.2}");
 }
+
+#[test]
+fn hyper_erlang_fit_then_generate_from_the_saved_parameters() {
+    let dir = scratch("hyper-erlang");
+    let trace = dir.join("w.swf");
+    let params = dir.join("he.txt");
+    let generated = dir.join("he.swf");
+    let p = |path: &Path| path.to_str().unwrap().to_string();
+    let o = cosched(&["workload", "generate", "--procs", "32", "--jobs", "3000", "--out", &p(&trace)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cosched(&["workload", "fit", &p(&trace), "--procs", "32", "--out", &p(&params)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("17-32"), "{table}");
+    let o = cosched(&[
+        "workload",
+        "generate",
+        "--model",
+        "hyper-erlang",
+        "--params",
+        &p(&params),
+        "--jobs",
+        "400",
+        "--out",
+        &p(&generated),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cosched(&["workload", "inspect", &p(&generated)]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("jobs: 400 usable"));
+    let o = cosched(&["workload", "generate", "--model", "hyper-erlang", "--jobs", "5", "--out", &p(&generated)]);
+    assert!(!o.status.success() && stderr(&o).contains("needs --params"));
+}
