@@ -70,6 +70,9 @@ pub struct Summary {
     pub p95_response_s: f64,
     pub throughput_jobs_per_s: f64,
     pub utilization: f64,
+    /// Utilization from the first to the last arrival: what the scheme sustains
+    /// while work keeps coming (the drain after it is left out).
+    pub utilization_during_arrivals: f64,
     pub mean_slowdown: f64,
     pub mean_bounded_slowdown: f64,
     pub bounded_slowdown_threshold_s: f64,
@@ -107,6 +110,34 @@ pub fn bounded_slowdown(response_s: f64, dedicated_s: f64, threshold_s: f64) -> 
 mod tests {
     use super::*;
 
+    fn record(arrival_s: f64, wait_s: f64) -> JobRecord {
+        JobRecord {
+            job_number: 0,
+            job_type: String::new(),
+            tasks: 1,
+            iterations: 1,
+            arrival_s,
+            start_s: arrival_s + wait_s,
+            finish_s: arrival_s + wait_s + 1.0,
+            wait_s,
+            execution_s: 1.0,
+            response_s: wait_s + 1.0,
+            dedicated_s: 1.0,
+            slowdown: wait_s + 1.0,
+            bounded_slowdown: wait_s + 1.0,
+        }
+    }
+
+    #[test]
+    fn saturation_is_a_growing_wait_or_unfinished_jobs() {
+        let stable: Vec<JobRecord> = (0..100).map(|i| record(i as f64, (i % 7) as f64)).collect();
+        assert!(!judge_saturation(&stable, 100).saturated);
+        let growing: Vec<JobRecord> = (0..100).map(|i| record(i as f64, 0.3 * i as f64)).collect();
+        let verdict = judge_saturation(&growing, 100);
+        assert!(verdict.saturated && (verdict.wait_growth - 0.3).abs() < 1e-9, "{verdict:?}");
+        assert!(judge_saturation(&stable[..90], 100).saturated, "unfinished jobs");
+    }
+
     #[test]
     fn percentile_and_bounded_slowdown() {
         let v = [5.0, 1.0, 3.0, 2.0, 4.0];
@@ -117,4 +148,47 @@ mod tests {
         assert_eq!(bounded_slowdown(5.0, 1.0, 10.0), 1.0);
         assert_eq!(bounded_slowdown(60.0, 20.0, 10.0), 3.0);
     }
+}
+
+/// Whether a run's arrival queue grew without bound.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SaturationVerdict {
+    pub saturated: bool,
+    /// How fast waiting grew with arrival time (seconds of wait per second).
+    pub wait_growth: f64,
+    pub why: String,
+}
+
+/// Growth of waiting at or above this marks a saturated run: jobs complete
+/// more than 10 % slower than they arrive (our choice).
+pub const SATURATION_WAIT_GROWTH: f64 = 0.1;
+
+/// Judge a run: saturated if some jobs never completed (the run was cut at a
+/// horizon) or if the wait grows along the arrival sequence (least-squares
+/// slope of wait against arrival time of at least [`SATURATION_WAIT_GROWTH`]).
+/// A stable queue's wait fluctuates around a level; an unstable one's grows
+/// linearly, at rate 1 − service rate / arrival rate.
+pub fn judge_saturation(records: &[JobRecord], jobs_submitted: usize) -> SaturationVerdict {
+    let n = records.len() as f64;
+    let wait_growth = if records.len() >= 3 {
+        let mx = records.iter().map(|r| r.arrival_s).sum::<f64>() / n;
+        let my = records.iter().map(|r| r.wait_s).sum::<f64>() / n;
+        let sxx: f64 = records.iter().map(|r| (r.arrival_s - mx).powi(2)).sum();
+        let sxy: f64 = records.iter().map(|r| (r.arrival_s - mx) * (r.wait_s - my)).sum();
+        if sxx > 0.0 {
+            sxy / sxx
+        } else {
+            0.0
+        }
+    } else {
+        0.0
+    };
+    let (saturated, why) = if records.len() < jobs_submitted {
+        (true, format!("{} of {} jobs unfinished at the horizon", jobs_submitted - records.len(), jobs_submitted))
+    } else if wait_growth >= SATURATION_WAIT_GROWTH {
+        (true, format!("wait grows {wait_growth:.2} s per s of arrivals"))
+    } else {
+        (false, format!("wait growth {wait_growth:.3} s per s"))
+    };
+    SaturationVerdict { saturated, wait_growth, why }
 }

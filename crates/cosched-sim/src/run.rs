@@ -4,6 +4,7 @@ use crate::config::{ConfigError, SimConfig};
 use crate::engine::{Engine, Progress, SimJob};
 use crate::metrics::{mean, percentile, Breakdown, JobRecord, Summary};
 use crate::trace::TraceEvent;
+use cosched_core::SimTime;
 
 pub struct RunResult {
     pub summary: Summary,
@@ -73,6 +74,14 @@ pub fn run(
         p95_response_s: percentile(&responses, 0.95),
         throughput_jobs_per_s: if span_s > 0.0 { records.len() as f64 / span_s } else { 0.0 },
         utilization: outcome.cpu_time.useful_ns as f64 / total_cpu_ns,
+        utilization_during_arrivals: {
+            let (last_arrival, useful_ns) = outcome.useful_until_last_arrival;
+            if last_arrival > SimTime::ZERO {
+                useful_ns as f64 / (cpus as f64 * last_arrival.ns() as f64)
+            } else {
+                outcome.cpu_time.useful_ns as f64 / total_cpu_ns
+            }
+        },
         mean_slowdown: mean(records.iter().map(|r| r.slowdown)),
         mean_bounded_slowdown: mean(records.iter().map(|r| r.bounded_slowdown)),
         bounded_slowdown_threshold_s: options.bounded_slowdown_threshold_s,

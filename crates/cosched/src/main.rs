@@ -6,6 +6,7 @@ mod output;
 mod plot;
 mod progress;
 mod sim_cmd;
+mod study;
 mod workload_cmd;
 mod workload_source;
 
@@ -28,6 +29,9 @@ struct Cli {
 enum Command {
     /// Simulate time-sharing schemes on a workload (default: WL7 on 32 nodes, Local vs GS).
     Sim(Box<sim_cmd::SimArgs>),
+    /// Reproduce the reference study's experiments E1-E5 (tables, figures, manifest).
+    #[command(subcommand)]
+    Study(study::StudyCommand),
     /// Generate, inspect and convert workloads (SWF traces, the Lublin-Feitelson model).
     #[command(subcommand)]
     Workload(workload_cmd::WorkloadCommand),
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Sim(args) => sim_cmd::run(&args),
+        Command::Study(cmd) => study::run(&cmd),
         Command::Workload(cmd) => workload_cmd::run(&cmd),
         Command::Bench(cmd) => bench::run(&cmd),
     };

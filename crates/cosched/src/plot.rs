@@ -50,7 +50,7 @@ impl StackedBarChart {
         let mut svg = String::new();
         let _ = writeln!(
             svg,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, sans-serif" font-size="12">"#
         );
         let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
         let _ = writeln!(
@@ -148,6 +148,163 @@ fn format_value(v: f64) -> String {
     } else {
         format!("{v:.3}")
     }
+}
+
+/// One line of a line chart. A point with `clipped` is drawn at the top edge
+/// with an arrow: its value left the chart (a saturated run).
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    pub clipped_from: Option<usize>,
+}
+
+/// A line chart with a logarithmic y axis.
+pub struct LogLineChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_range: (f64, f64),
+    pub y_range: (f64, f64),
+    pub series: Vec<Series>,
+}
+
+const LINE_COLOURS: [&str; 10] =
+    ["#000000", "#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#999999", "#882255", "#44AA99"];
+const DASHES: [&str; 3] = ["", "6,3", "2,3"];
+
+impl LogLineChart {
+    pub fn to_svg(&self) -> String {
+        let (w, h) = (760.0, 480.0);
+        let (left, right, top, bottom) = (70.0, 150.0, 40.0, 50.0);
+        let (pw, ph) = (w - left - right, h - top - bottom);
+        let (x0, x1) = self.x_range;
+        let (y0, y1) = (self.y_range.0.max(1e-12).log10(), self.y_range.1.max(1e-12).log10());
+        let px = |x: f64| left + pw * (x - x0) / (x1 - x0);
+        let py = |y: f64| top + ph * (1.0 - (y.max(1e-12).log10() - y0) / (y1 - y0)).clamp(0.0, 1.0);
+        let mut svg = String::new();
+        let _ = writeln!(
+            svg,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="DejaVu Sans, sans-serif" font-size="12">"#
+        );
+        let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+        let _ = writeln!(
+            svg,
+            r#"<text x="{left}" y="24" font-size="15" font-weight="bold">{}</text>"#,
+            escape(&self.title)
+        );
+        // Axes and grid: decades on y, tenths of the range on x.
+        for decade in (y0.floor() as i32)..=(y1.ceil() as i32) {
+            let v = 10f64.powi(decade);
+            if (v.log10() - y0) < -1e-9 || (v.log10() - y1) > 1e-9 {
+                continue;
+            }
+            let y = py(v);
+            let _ =
+                writeln!(svg, r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##, left + pw);
+            let _ = writeln!(
+                svg,
+                r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
+                left - 6.0,
+                y + 4.0,
+                format_tick(v)
+            );
+        }
+        for k in 0..=10 {
+            let v = x0 + (x1 - x0) * k as f64 / 10.0;
+            let x = px(v);
+            let _ = writeln!(svg, r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/>"##, top + ph);
+            let _ = writeln!(
+                svg,
+                r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
+                top + ph + 16.0,
+                format_tick(v)
+            );
+        }
+        let _ = writeln!(svg, r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##);
+        let _ = writeln!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+            left + pw / 2.0,
+            h - 12.0,
+            escape(&self.x_label)
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">{}</text>"#,
+            top + ph / 2.0,
+            top + ph / 2.0,
+            escape(&self.y_label)
+        );
+        for (i, series) in self.series.iter().enumerate() {
+            let colour = LINE_COLOURS[i % LINE_COLOURS.len()];
+            let dash = DASHES[i / LINE_COLOURS.len() % DASHES.len()];
+            let shown = series.clipped_from.map_or(series.points.len(), |c| (c + 1).min(series.points.len()));
+            let path: Vec<String> = series.points[..shown]
+                .iter()
+                .enumerate()
+                .map(|(k, &(x, y))| {
+                    let y = if Some(k) >= series.clipped_from && series.clipped_from.is_some() { top } else { py(y) };
+                    format!("{:.1},{:.1}", px(x), y)
+                })
+                .collect();
+            let _ = writeln!(
+                svg,
+                r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/>"#,
+                path.join(" ")
+            );
+            for (k, &(x, y)) in series.points[..shown].iter().enumerate() {
+                let clipped = series.clipped_from.is_some_and(|c| k >= c);
+                if clipped {
+                    let (cx, cy) = (px(x), top);
+                    let _ = writeln!(
+                        svg,
+                        r#"<path d="M{:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z" fill="{colour}"><title>{}: saturated</title></path>"#,
+                        cx - 5.0,
+                        cy + 8.0,
+                        cx + 5.0,
+                        cy + 8.0,
+                        cx,
+                        cy,
+                        escape(&series.name)
+                    );
+                } else {
+                    let _ = writeln!(
+                        svg,
+                        r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"><title>{}: {} at {}</title></circle>"#,
+                        px(x),
+                        py(y),
+                        escape(&series.name),
+                        format_value(y),
+                        format_value(x)
+                    );
+                }
+            }
+            let ly = top + 14.0 + 18.0 * i as f64;
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
+                left + pw + 12.0,
+                left + pw + 36.0,
+                left + pw + 42.0,
+                ly + 4.0,
+                escape(&series.name)
+            );
+        }
+        svg.push_str("</svg>\n");
+        svg
+    }
+}
+
+/// Render an SVG to PNG, with the machine's fonts (DejaVu, installed by
+/// `scripts/setup`). Deterministic for the same SVG and fonts.
+pub fn svg_to_png(svg: &str) -> Result<Vec<u8>, String> {
+    let mut options = resvg::usvg::Options::default();
+    options.fontdb_mut().load_system_fonts();
+    let tree = resvg::usvg::Tree::from_str(svg, &options).map_err(|e| format!("chart SVG: {e}"))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or("empty chart")?;
+    resvg::render(&tree, resvg::tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| format!("chart PNG: {e}"))
 }
 
 #[cfg(test)]

@@ -418,7 +418,7 @@ pub fn command_line() -> String {
 pub fn summary_csv(results: &[RunResult]) -> String {
     let mut text = String::from(
         "scheme,jobs_submitted,jobs_completed,span_s,mean_response_s,mean_wait_s,mean_execution_s,\
-         p50_response_s,p95_response_s,throughput_jobs_per_s,utilization,mean_slowdown,mean_bounded_slowdown,\
+         p50_response_s,p95_response_s,throughput_jobs_per_s,utilization,utilization_during_arrivals,mean_slowdown,mean_bounded_slowdown,\
          bounded_slowdown_threshold_s,longest_queue,useful_s,spin_s,switch_s,overhead_s,idle_s,events\n",
     );
     for r in results {
@@ -436,6 +436,7 @@ pub fn summary_csv(results: &[RunResult]) -> String {
             num(s.p95_response_s),
             num(s.throughput_jobs_per_s),
             num(s.utilization),
+            num(s.utilization_during_arrivals),
             num(s.mean_slowdown),
             num(s.mean_bounded_slowdown),
             num(s.bounded_slowdown_threshold_s),

@@ -262,3 +262,26 @@ fn hyper_erlang_fit_then_generate_from_the_saved_parameters() {
     let o = cosched(&["workload", "generate", "--model", "hyper-erlang", "--jobs", "5", "--out", &p(&generated)]);
     assert!(!o.status.success() && stderr(&o).contains("needs --params"));
 }
+
+#[test]
+fn a_study_writes_table_figures_and_manifest_and_is_reproducible() {
+    let dir = scratch("study");
+    let out = dir.join("e2");
+    let args = ["study", "e2", "-q", "--jobs", "20", "--runtime-scale", "0.0005", "--schemes", "Local,GS,SB,PB"];
+    let mut first = args.to_vec();
+    first.extend(["--out", out.to_str().unwrap()]);
+    let o = cosched(&first);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for file in ["runs.csv", "table.md", "manifest.json", "wl4.svg", "wl4.png", "wl5.svg", "wl2.png", "wl3.svg"] {
+        assert!(out.join(file).exists(), "{file} missing");
+    }
+    let png = read(&out.join("wl5.png"));
+    assert_eq!(&png[1..4], b"PNG");
+    let manifest: serde_json::Value = serde_json::from_slice(&read(&out.join("manifest.json"))).unwrap();
+    assert_eq!(manifest["runs"], 16);
+    assert!(manifest["command"].as_str().unwrap().contains("study e2"));
+    let runs = read(&out.join("runs.csv"));
+    let o = cosched(&first);
+    assert!(o.status.success());
+    assert_eq!(read(&out.join("runs.csv")), runs, "same seed, same runs");
+}

@@ -183,6 +183,8 @@ pub struct EngineOutcome {
     pub trace: Vec<TraceEvent>,
     /// Events handled, by kind (see `EVENT_KIND_NAMES`).
     pub event_counts: [u64; EVENT_KINDS],
+    /// The last arrival and the useful CPU time summed over CPUs until then.
+    pub useful_until_last_arrival: (SimTime, u64),
 }
 
 pub use Event as EngineEvent;
@@ -210,6 +212,7 @@ pub struct Engine<'a> {
     /// When each CPU is next to be looked at.
     visits: TimerHeap,
     events_handled: u64,
+    useful_until_last_arrival: (SimTime, u64),
     /// Testing aid: also visit every CPU at every tick. A correct tickless
     /// engine gives exactly the same results either way.
     visit_every_tick: bool,
@@ -292,6 +295,7 @@ impl<'a> Engine<'a> {
             visiting: None,
             visits: TimerHeap::new(cpu_count),
             events_handled: 0,
+            useful_until_last_arrival: (SimTime::ZERO, 0),
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
             deposit_events: cfg.scheme.wait_mode() == WaitMode::SpinBlock
@@ -380,6 +384,7 @@ impl<'a> Engine<'a> {
             jobs_submitted: self.jobs.len(),
             trace: self.trace.unwrap_or_default(),
             event_counts: self.event_counts,
+            useful_until_last_arrival: self.useful_until_last_arrival,
         }
     }
 
@@ -409,6 +414,14 @@ impl<'a> Engine<'a> {
         }
         self.arrivals.push(j);
         self.admit_waiting(now);
+        if next == self.jobs.len() {
+            // Useful work while jobs still arrive: the utilization a scheme sustains.
+            for c in 0..self.cpus.len() as u32 {
+                self.account(c, now);
+            }
+            let useful = self.cpus.iter().map(|c| c.time.useful_ns).sum();
+            self.useful_until_last_arrival = (now, useful);
+        }
     }
 
     /// Strict FCFS: admit from the head while the head fits.
