@@ -14,17 +14,18 @@ use std::time::Instant;
 pub enum BenchCommand {
     /// Simulator speed: events/s and simulated node-seconds per wall second.
     ///
-    /// Both scenarios: 1024 one-CPU nodes, MPL 4, Local, WL7 job types, sizes
+    /// All scenarios: 1024 one-CPU nodes, MPL 4, WL7 job types, sizes
     /// from the Lublin-Feitelson model drawn for 64 CPUs (no job wider than
     /// 64), run times x0.002, seed 1. Timed over simulated seconds 10 to 30,
     /// after a 10 s warm-up.
     ///
-    /// - full:  jobs arrive ten times faster than the machine serves them
+    /// - full:  Local; jobs arrive ten times faster than the machine serves them
     ///   (offered load 10), so every CPU holds MPL = 4 processes: the
     ///   multiprogrammed steady state the MPL is about.
-    /// - light: offered load 0.9 (Local saturates below it, but in the first
+    /// - light: Local; offered load 0.9 (Local saturates below it, but in the first
     ///   30 s the machine holds about one process per CPU, each progressing
     ///   fast: the most events per simulated second).
+    /// - pb-sb: as full, under PB-SB (periodic boost every tick, spin-block).
     ///
     /// A bare event-queue loop measured in the same run is the baseline.
     Sim(BenchSimArgs),
@@ -47,6 +48,7 @@ const NODES: u32 = 1024;
 #[derive(Serialize)]
 struct ScenarioResult {
     scenario: &'static str,
+    scheme: String,
     offered_load: f64,
     simulated_s: f64,
     wall_s_best: f64,
@@ -86,7 +88,13 @@ fn timed_run(cfg: &SimConfig, jobs: Vec<cosched_sim::SimJob>) -> Result<(f64, u6
     Ok(((end - warm_at).as_secs_f64(), result.summary.events - warm_events))
 }
 
-fn scenario(name: &'static str, load: f64, repeat: u32, baseline: f64) -> Result<ScenarioResult, String> {
+fn scenario(
+    name: &'static str,
+    scheme: Scheme,
+    load: f64,
+    repeat: u32,
+    baseline: f64,
+) -> Result<ScenarioResult, String> {
     let spec = WorkloadSpec {
         trace: None,
         skip_bad_lines: false,
@@ -102,7 +110,7 @@ fn scenario(name: &'static str, load: f64, repeat: u32, baseline: f64) -> Result
     let requests = loaded.requests();
     let plan = WorkloadPlan { mix: Mix { number: 7 }, runtime_scale: 1.0 };
     let cfg = SimConfig {
-        scheme: Scheme::LOCAL,
+        scheme,
         nodes: NODES,
         mpl: 4,
         seed: 1,
@@ -122,6 +130,7 @@ fn scenario(name: &'static str, load: f64, repeat: u32, baseline: f64) -> Result
     let events_per_s = events as f64 / best;
     Ok(ScenarioResult {
         scenario: name,
+        scheme: scheme.name().to_string(),
         offered_load: load,
         simulated_s: TIMED_S,
         wall_s_best: best,
@@ -139,17 +148,22 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
         return Err("--repeat must be at least 1".into());
     }
     let baseline = baseline_queue_ops_per_s();
-    let scenarios =
-        vec![scenario("full", 10.0, args.repeat, baseline)?, scenario("light", 0.9, args.repeat, baseline)?];
+    let pb_sb: Scheme = "PB-SB".parse().expect("a known scheme");
+    let scenarios = vec![
+        scenario("full", Scheme::LOCAL, 10.0, args.repeat, baseline)?,
+        scenario("light", Scheme::LOCAL, 0.9, args.repeat, baseline)?,
+        scenario("pb-sb", pb_sb, 10.0, args.repeat, baseline)?,
+    ];
     println!("baseline (bare event queue, 4096 pending): {:.2} M push+pop/s", baseline / 1e6);
     println!(
-        "{:<8} {:>6} {:>10} {:>10} {:>10} {:>16} {:>14} {:>10}",
-        "scenario", "load", "wall s", "worst s", "M ev/s", "node-s per wall s", "ev per node-s", "vs base"
+        "{:<8} {:>7} {:>6} {:>10} {:>10} {:>10} {:>16} {:>14} {:>10}",
+        "scenario", "scheme", "load", "wall s", "worst s", "M ev/s", "node-s per wall s", "ev per node-s", "vs base"
     );
     for s in &scenarios {
         println!(
-            "{:<8} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>16.0} {:>14.0} {:>10.3}",
+            "{:<8} {:>7} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>16.0} {:>14.0} {:>10.3}",
             s.scenario,
+            s.scheme,
             s.offered_load,
             s.wall_s_best,
             s.wall_s_worst,
