@@ -261,7 +261,8 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         progress_every_events: 1 << 18,
         visit_every_tick: false,
     };
-    let results = run_all(&configs, |cfg| sim_jobs(&requests, &plan, cfg), &options, !args.quiet)?;
+    let labels: Vec<String> = configs.iter().map(|c| c.scheme.name().to_string()).collect();
+    let results = run_all(&configs, &labels, |cfg| sim_jobs(&requests, &plan, cfg), &options, !args.quiet)?;
     print_table(&results);
     let out = OutputDir::begin(&args.out)?;
     write_outputs(&out, args, &configs, &loaded.report, &results)?;
@@ -279,12 +280,15 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
 /// the order of `configs`.
 pub fn run_all(
     configs: &[SimConfig],
+    labels: &[String],
     jobs_for: impl Fn(&SimConfig) -> Vec<cosched_sim::SimJob> + Sync,
     options: &RunOptions,
     show_progress: bool,
 ) -> Result<Vec<RunResult>, String> {
+    assert_eq!(configs.len(), labels.len(), "one label per run");
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(configs.len()).max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let finished = std::sync::atomic::AtomicUsize::new(0);
     let mut slots: Vec<Option<Result<RunResult, String>>> = (0..configs.len()).map(|_| None).collect();
     let slots_lock = std::sync::Mutex::new(&mut slots);
     std::thread::scope(|scope| {
@@ -292,13 +296,15 @@ pub fn run_all(
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(cfg) = configs.get(i) else { break };
-                let mut line = ProgressLine::new(cfg.scheme.name(), show_progress);
+                let mut line = ProgressLine::new(&labels[i], show_progress);
                 let result = run_sim(cfg, jobs_for(cfg), options, |p| line.update(p)).map_err(|e| e.to_string());
+                let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 if show_progress {
                     if let Ok(r) = &result {
                         eprintln!(
-                            "[{}] done: {} jobs, simulated {:.1} s in {:.1} s wall",
-                            cfg.scheme.name(),
+                            "[{done}/{}] {}: {} jobs, simulated {:.1} s in {:.1} s wall",
+                            configs.len(),
+                            labels[i],
                             r.summary.jobs_completed,
                             r.summary.span_s,
                             line.elapsed_s()

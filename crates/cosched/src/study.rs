@@ -100,6 +100,9 @@ struct Manifest<'a> {
     horizon_factor: f64,
     runs: usize,
     note: &'a str,
+    /// Every run's scheme, workload and machine parameters are in runs.csv;
+    /// this is the machine and cost model every run starts from.
+    base_config: SimConfig,
 }
 
 const ALL_SCHEMES: [&str; 10] = ["Local", "GS", "SB", "SY", "DCS", "PB", "DCS-SB", "DCS-SY", "PB-SB", "PB-SY"];
@@ -184,6 +187,7 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
         horizon_factor: args.horizon_factor,
         runs: rows.len(),
         note: "Workload: Lublin-Feitelson model sized to the machine, the same jobs for every scheme of a group.",
+        base_config: base_config(Scheme::LOCAL, args.seed),
     };
     out.write("manifest.json", &(serde_json::to_string_pretty(&manifest).map_err(|e| e.to_string())? + "\n"))?;
     print!("{table}");
@@ -316,8 +320,10 @@ fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
     if !args.quiet {
         eprintln!("{} runs of {} jobs each on {} cores", specs.len(), args.jobs(), num_cpus());
     }
+    let labels: Vec<String> = specs.iter().map(|s| format!("{} {} {}", s.config.scheme, s.mix, s.group)).collect();
     let results = run_all(
         &configs,
+        &labels,
         |cfg| {
             let i = configs.iter().position(|c| std::ptr::eq(c, cfg)).expect("one of ours");
             let (_, mix, load) = &by_config[i];
@@ -325,7 +331,7 @@ fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
             sim_jobs(&workloads[&key].0, &WorkloadPlan { mix: *mix, runtime_scale: 1.0 }, cfg)
         },
         &options,
-        false,
+        !args.quiet,
     )?;
     Ok(specs
         .iter()
