@@ -39,6 +39,9 @@ pub struct BenchSimArgs {
     /// Also print the results as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Run only these scenarios (full, light, pb-sb).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Option<Vec<String>>,
 }
 
 const WARM_UP_S: f64 = 10.0;
@@ -149,11 +152,19 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
     }
     let baseline = baseline_queue_ops_per_s();
     let pb_sb: Scheme = "PB-SB".parse().expect("a known scheme");
-    let scenarios = vec![
-        scenario("full", Scheme::LOCAL, 10.0, args.repeat, baseline)?,
-        scenario("light", Scheme::LOCAL, 0.9, args.repeat, baseline)?,
-        scenario("pb-sb", pb_sb, 10.0, args.repeat, baseline)?,
-    ];
+    let all = [("full", Scheme::LOCAL, 10.0), ("light", Scheme::LOCAL, 0.9), ("pb-sb", pb_sb, 10.0)];
+    if let Some(only) = &args.only {
+        if let Some(unknown) = only.iter().find(|o| !all.iter().any(|(n, _, _)| n == o)) {
+            return Err(format!("unknown scenario '{unknown}'; known: full, light, pb-sb"));
+        }
+    }
+    let wanted = |name: &str| args.only.as_ref().is_none_or(|only| only.iter().any(|o| o == name));
+    let mut scenarios = Vec::new();
+    for (name, scheme, load) in all {
+        if wanted(name) {
+            scenarios.push(scenario(name, scheme, load, args.repeat, baseline)?);
+        }
+    }
     println!("baseline (bare event queue, 4096 pending): {:.2} M push+pop/s", baseline / 1e6);
     println!(
         "{:<8} {:>7} {:>6} {:>10} {:>10} {:>10} {:>16} {:>14} {:>10}",

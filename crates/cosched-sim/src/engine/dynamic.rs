@@ -46,10 +46,11 @@ impl NicView {
 impl Engine<'_> {
     /// Set what CPU `c` runs from `at` on, keeping the NIC's view.
     pub(super) fn set_running(&mut self, c: u32, at: SimTime, process: Option<u32>) {
-        let tick_ns = self.cfg.scheduler.tick_ns;
-        let cpu = &mut self.cpus[c as usize];
-        cpu.nic_view.before_change(at, tick_ns, cpu.running);
-        cpu.running = process;
+        // Only demand-based coscheduling looks at the NIC's view.
+        if self.deposit_events {
+            self.nic_views[c as usize].before_change(at, self.cfg.scheduler.tick_ns, self.cpus[c as usize].running);
+        }
+        self.cpus[c as usize].running = process;
     }
 
     /// Kernel work of `ns` on CPU `c` (accounted up to `now`): it runs after
@@ -105,7 +106,7 @@ impl Engine<'_> {
 
     /// Whether periodic boost has any endpoint to look at on CPU `c`.
     pub(super) fn periodic_boost_active(&self, c: u32) -> bool {
-        if self.cfg.scheme.on_arrival() != ArrivalReaction::PeriodicBoost {
+        if !self.periodic_boost {
             return false;
         }
         let cpu = &self.cpus[c as usize];
@@ -166,7 +167,7 @@ impl Engine<'_> {
             costs.interrupt_ns
         } else if self.cfg.scheme.on_arrival() == ArrivalReaction::InterruptAndReschedule
             && proc.state != ProcState::Exited
-            && self.cpus[cpu as usize].nic_view.seen(now, self.cfg.scheduler.tick_ns, self.cpus[cpu as usize].running)
+            && self.nic_views[cpu as usize].seen(now, self.cfg.scheduler.tick_ns, self.cpus[cpu as usize].running)
                 != Some(dest)
         {
             // Demand-based coscheduling: interrupt, and move it to the top.

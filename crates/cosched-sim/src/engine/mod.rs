@@ -94,8 +94,6 @@ struct Cpu {
     switch_until: SimTime,
     /// Part of the kernel period still to come that is overhead, not switching.
     overhead_pending_ns: u64,
-    /// What the NIC believes runs (refreshed at every tick), kept lazily.
-    nic_view: NicView,
     last_process: Option<u32>,
     ready: ReadyQueue,
     /// Processes placed on this CPU that have not exited (at most MPL).
@@ -213,6 +211,11 @@ pub struct Engine<'a> {
     visits: TimerHeap,
     events_handled: u64,
     useful_until_last_arrival: (SimTime, u64),
+    /// What each CPU's NIC believes runs (refreshed at every tick), kept
+    /// lazily; only demand-based coscheduling uses it.
+    nic_views: Vec<NicView>,
+    /// The raise period holding the latest `now` looked at: (start, end).
+    raise_cache: std::cell::Cell<(SimTime, SimTime)>,
     /// Testing aid: also visit every CPU at every tick. A correct tickless
     /// engine gives exactly the same results either way.
     visit_every_tick: bool,
@@ -220,6 +223,9 @@ pub struct Engine<'a> {
     spin_ns: u64,
     /// Whether deposits are events (some scheme reacts to them).
     deposit_events: bool,
+    /// The scheme's two choices, kept at hand for the hot paths.
+    wait_mode: WaitMode,
+    periodic_boost: bool,
     event_counts: [u64; EVENT_KINDS],
 }
 
@@ -247,7 +253,6 @@ impl<'a> Engine<'a> {
                 running: None,
                 switch_until: SimTime::ZERO,
                 overhead_pending_ns: 0,
-                nic_view: NicView::default(),
                 last_process: None,
                 ready: ReadyQueue::default(),
                 residents: Vec::new(),
@@ -296,8 +301,12 @@ impl<'a> Engine<'a> {
             visits: TimerHeap::new(cpu_count),
             events_handled: 0,
             useful_until_last_arrival: (SimTime::ZERO, 0),
+            raise_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
+            nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
+            wait_mode: cfg.scheme.wait_mode(),
+            periodic_boost: cfg.scheme.on_arrival() == ArrivalReaction::PeriodicBoost,
             deposit_events: cfg.scheme.wait_mode() == WaitMode::SpinBlock
                 || cfg.scheme.on_arrival() == ArrivalReaction::InterruptAndReschedule,
             event_counts: [0; EVENT_KINDS],
@@ -315,6 +324,9 @@ impl<'a> Engine<'a> {
     pub fn run(mut self, progress_every: u64, mut progress: impl FnMut(&Progress)) -> EngineOutcome {
         let horizon = self.cfg.horizon_ns.map(SimTime).unwrap_or(SimTime::MAX);
         let mut end = SimTime::ZERO;
+        // A countdown, not a division per event; 0 means never.
+        let progress_every = if progress_every == 0 { u64::MAX } else { progress_every };
+        let mut until_progress = progress_every;
         while self.completed < self.jobs.len() {
             // Queued events go first at equal times; then CPUs by number.
             let queued = self.queue.peek_time();
@@ -342,7 +354,9 @@ impl<'a> Engine<'a> {
                 self.update_cpu(cpu, now);
             }
             self.events_handled += 1;
-            if progress_every > 0 && self.events_handled.is_multiple_of(progress_every) {
+            until_progress -= 1;
+            if until_progress == 0 {
+                until_progress = progress_every;
                 progress(&self.progress(now));
             }
         }
@@ -829,7 +843,8 @@ impl<'a> Engine<'a> {
     /// When a spinning receiver blocks or yields, if its scheme makes it.
     fn spin_deadline(&self, p: u32, spinning_from: SimTime) -> Option<SimTime> {
         let proc = &self.procs[p as usize];
-        match self.cfg.scheme.wait_mode() {
+        match self.wait_mode {
+            WaitMode::BusyWait => None,
             WaitMode::SpinBlock => Some(spinning_from + proc.spin_left_ns),
             WaitMode::SpinYield if !proc.yielded => Some(spinning_from + proc.spin_left_ns),
             _ => None,
@@ -923,11 +938,13 @@ impl<'a> Engine<'a> {
         self.complete_io(c, now);
         let sched = &self.cfg.scheduler;
         let mlfq = !self.cfg.scheme.is_gang();
-        if mlfq && now.is_multiple_of(sched.raise_period_ns) && self.cpus[c as usize].last_raise < now {
+        let on_tick = now.is_multiple_of(sched.tick_ns);
+        // (The raise period is a whole number of ticks.)
+        if mlfq && on_tick && now.is_multiple_of(sched.raise_period_ns) && self.cpus[c as usize].last_raise < now {
             self.raise_all(c, now);
         }
         // This tick is looked at now (acted on unless the CPU is in the kernel).
-        if now.is_multiple_of(sched.tick_ns) {
+        if on_tick {
             self.cpus[c as usize].tick_seen = now;
         }
         if self.cpus[c as usize].switch_until > now {
@@ -938,7 +955,7 @@ impl<'a> Engine<'a> {
         if let Some(p) = self.cpus[c as usize].running {
             self.advance_running(p, now);
         }
-        if mlfq && now.is_multiple_of(self.cfg.scheduler.tick_ns) {
+        if mlfq && on_tick {
             self.tick(c, now);
             // After the tick's decisions: a boost takes effect at the next tick.
             if self.cfg.scheme.on_arrival() == ArrivalReaction::PeriodicBoost {
@@ -1047,14 +1064,19 @@ impl<'a> Engine<'a> {
         // `now` itself if no visit has looked at this tick yet (a visit may be
         // booked from another CPU's visit at a tick instant).
         let tick_ns = self.cfg.scheduler.tick_ns;
-        let first_tick = if switching {
-            cpu.switch_until.ceil_to_multiple(tick_ns)
-        } else if now.is_multiple_of(tick_ns) && cpu.tick_seen < now {
-            now
-        } else {
-            now.next_multiple_after(tick_ns)
+        let first_tick = || {
+            if switching {
+                cpu.switch_until.ceil_to_multiple(tick_ns)
+            } else {
+                let tick_start = SimTime(now.ns() / tick_ns * tick_ns);
+                if tick_start == now && cpu.tick_seen < now {
+                    now
+                } else {
+                    tick_start + tick_ns
+                }
+            }
         };
-        let boost_tick = if self.periodic_boost_active(c) { first_tick } else { SimTime::MAX };
+        let boost_tick = if self.periodic_boost_active(c) { first_tick() } else { SimTime::MAX };
         let Some(p) = cpu.running else {
             let idle_next = if switching { wake_matters_at.min(cpu.switch_until) } else { wake_matters_at };
             return idle_next.min(boost_tick);
@@ -1120,15 +1142,12 @@ impl<'a> Engine<'a> {
 
             // Expiry is noticed at the first tick at or after the quantum runs out.
             let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
+            let first_tick = first_tick();
             let mut while_running = quantum_end.max(first_tick);
             if cpu.ready.best_level().is_some_and(|best| best > proc.level) {
                 while_running = while_running.min(first_tick);
             }
-            let raise = if now.is_multiple_of(sched.raise_period_ns) && cpu.last_raise < now {
-                now
-            } else {
-                now.next_multiple_after(sched.raise_period_ns)
-            };
+            let raise = self.raise_at_or_after(now, cpu.last_raise);
             while_running = while_running.min(raise);
             if while_running <= running_until {
                 next = next.min(while_running);
@@ -1143,6 +1162,25 @@ impl<'a> Engine<'a> {
             wake_matters_at
         );
         next
+    }
+
+    /// The raise boundary a CPU must still act on: `now` if it is one the CPU
+    /// has not raised at, else the next. Cached: global time only moves on.
+    fn raise_at_or_after(&self, now: SimTime, last_raise: SimTime) -> SimTime {
+        let period = self.cfg.scheduler.raise_period_ns;
+        let (start, end) = self.raise_cache.get();
+        let (start, end) = if now >= start && now < end {
+            (start, end)
+        } else {
+            let start = SimTime(now.ns() / period * period);
+            self.raise_cache.set((start, start + period));
+            (start, start + period)
+        };
+        if start == now && last_raise < now {
+            now
+        } else {
+            end
+        }
     }
 
     fn book_visit(&mut self, c: u32, now: SimTime) {
