@@ -670,13 +670,7 @@ impl HyperErlangModel {
             jobs.push(TraceJob::new(number, s.next_s.round(), run_s, size, -1));
             s.next_s += s.class.interarrival.sample(&mut s.arrival);
         }
-        if let Some(first) = jobs.first().map(|j| j.submit_s) {
-            for job in &mut jobs {
-                job.submit_s -= first;
-                job.sync_fields();
-            }
-        }
-        debug_assert!(jobs.windows(2).all(|w| w[0].submit_s <= w[1].submit_s));
+        crate::load::shift_to_zero(&mut jobs);
         jobs
     }
 

@@ -27,6 +27,17 @@ pub fn offered_load(jobs: &[TraceJob], cpus: u32) -> Option<f64> {
     Some(work / (cpus as f64 * span))
 }
 
+/// Shift submit times so the first job is submitted at 0 (jobs sorted by submit).
+pub fn shift_to_zero(jobs: &mut [TraceJob]) {
+    if let Some(first) = jobs.first().map(|j| j.submit_s) {
+        for job in jobs.iter_mut() {
+            job.submit_s -= first;
+            job.sync_fields();
+        }
+    }
+    debug_assert!(jobs.windows(2).all(|w| w[0].submit_s <= w[1].submit_s));
+}
+
 /// Multiply every gap between consecutive submits by `factor` (first submit
 /// unchanged).
 ///

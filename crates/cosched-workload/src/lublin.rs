@@ -467,13 +467,7 @@ pub fn generate(params: &LublinParams, job_count: usize, seed: StreamSeed) -> Ve
         jobs.push(TraceJob::new(number, s.next_arrival_s.round(), run_s, nodes, s.kind.queue()));
         s.next_arrival_s = s.clock.next_arrival_s();
     }
-    if let Some(first) = jobs.first().map(|j| j.submit_s) {
-        for job in &mut jobs {
-            job.submit_s -= first;
-            job.sync_fields();
-        }
-    }
-    debug_assert!(jobs.windows(2).all(|w| w[0].submit_s <= w[1].submit_s));
+    crate::load::shift_to_zero(&mut jobs);
     jobs
 }
 
