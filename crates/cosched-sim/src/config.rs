@@ -60,6 +60,10 @@ pub struct CostConfig {
     /// Spin time before blocking or yielding, as a multiple of the expected
     /// latency of the awaited message (our choice: 1.1, i.e. L(n) + 10 %).
     pub spin_factor: f64,
+    /// A boost (periodic boost, spin-yield's, an interrupt's) keeps the
+    /// process's remaining quantum instead of giving it a fresh one (our
+    /// choice: fresh; this switch is for studying that choice).
+    pub boost_keeps_quantum: bool,
 }
 
 impl Default for CostConfig {
@@ -73,6 +77,7 @@ impl Default for CostConfig {
             gang_quantum_ns: 200 * NS_PER_MS,
             syscall_ns: 3 * NS_PER_US,
             spin_factor: 1.1,
+            boost_keeps_quantum: false,
         }
     }
 }

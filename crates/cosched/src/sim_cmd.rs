@@ -118,6 +118,9 @@ pub struct SimArgs {
     /// Spin time before blocking or yielding, as a multiple of the message latency L(n).
     #[arg(long, default_value_t = 1.1, help_heading = "Costs")]
     pub spin_factor: f64,
+    /// A boost to the top level keeps the remaining quantum (default: a fresh quantum).
+    #[arg(long, help_heading = "Node scheduler")]
+    pub boost_keeps_quantum: bool,
 
     // ---- node scheduler -------------------------------------------------------
     /// Scheduler tick, ms.
@@ -187,6 +190,7 @@ impl SimArgs {
                 gang_quantum_ns: ns_from(self.gang_quantum_ms, NS_PER_MS, "--gang-quantum-ms")?,
                 syscall_ns: ns_from(self.syscall_us, NS_PER_US, "--syscall-us")?,
                 spin_factor: self.spin_factor,
+                boost_keeps_quantum: self.boost_keeps_quantum,
             },
             scheduler: NodeSchedulerConfig {
                 tick_ns: ns_from(self.tick_ms, NS_PER_MS, "--tick-ms")?,

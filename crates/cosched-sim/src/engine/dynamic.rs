@@ -142,13 +142,17 @@ impl Engine<'_> {
         cost
     }
 
-    /// A ready process to the head of the top level, with a fresh quantum.
+    /// A ready process to the head of the top level, with a fresh quantum
+    /// (or, with `boost_keeps_quantum`, what was left of its own).
     fn move_to_top(&mut self, q: u32) {
         let top_quantum = self.cfg.scheduler.quantum_ns(TOP_LEVEL);
+        let keep = self.cfg.costs.boost_keeps_quantum;
         let proc = &mut self.procs[q as usize];
         debug_assert_eq!(proc.state, ProcState::Ready);
         proc.level = TOP_LEVEL;
-        proc.quantum_left_ns = top_quantum;
+        if !keep {
+            proc.quantum_left_ns = top_quantum;
+        }
         let ready = &mut self.cpus[proc.cpu as usize].ready;
         ready.remove(q);
         ready.push_head(q, TOP_LEVEL);
