@@ -768,7 +768,7 @@ impl<'a> Engine<'a> {
                         continue;
                     }
                     let proc = &self.procs[p as usize];
-                    match self.cfg.scheme.wait_mode() {
+                    match self.wait_mode {
                         WaitMode::SpinBlock if proc.spin_left_ns == 0 => self.block_in_recv(p, now),
                         WaitMode::SpinYield if proc.spin_left_ns == 0 && !proc.yielded => self.spin_yield(p, now),
                         _ => {} // spin on
@@ -958,7 +958,7 @@ impl<'a> Engine<'a> {
         if mlfq && on_tick {
             self.tick(c, now);
             // After the tick's decisions: a boost takes effect at the next tick.
-            if self.cfg.scheme.on_arrival() == ArrivalReaction::PeriodicBoost {
+            if self.periodic_boost {
                 self.periodic_boost(c, now);
             }
         }
