@@ -38,9 +38,6 @@ impl<T> FcfsQueue<T> {
     pub fn longest(&self) -> usize {
         self.longest
     }
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.waiting.iter()
-    }
 }
 
 #[cfg(test)]

@@ -63,13 +63,4 @@ impl Admission {
             }
         }
     }
-
-    /// Whether a job of `tasks` tasks could ever be placed on an empty machine.
-    pub fn could_ever_fit(&self, tasks: u32) -> bool {
-        tasks >= 1
-            && match self {
-                Admission::Local(local) => tasks as usize <= local.cpu_count(),
-                Admission::Gang(matrix) => tasks as usize <= matrix.columns(),
-            }
-    }
 }

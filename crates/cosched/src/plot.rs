@@ -26,6 +26,22 @@ const BAR_H: f64 = 26.0;
 const GAP: f64 = 12.0;
 const TOP: f64 = 48.0;
 
+/// The opening of a chart: the root element, a white background, the title.
+fn svg_start(width: f64, height: f64, title: &str, title_x: f64, title_y: f64) -> String {
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="DejaVu Sans, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{title_x}" y="{title_y}" font-size="15" font-weight="bold">{}</text>"#,
+        escape(title)
+    );
+    svg
+}
+
 fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
@@ -47,17 +63,7 @@ impl StackedBarChart {
         let total = |b: &StackedBar| b.segments.iter().filter(|v| v.is_finite()).sum::<f64>();
         let max = nice_max(self.bars.iter().map(total).fold(0.0, f64::max));
         let x = |v: f64| LABEL_W + plot_w * (v / max).clamp(0.0, 1.0);
-        let mut svg = String::new();
-        let _ = writeln!(
-            svg,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="DejaVu Sans, sans-serif" font-size="12">"#
-        );
-        let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(
-            svg,
-            r#"<text x="{LABEL_W}" y="22" font-size="15" font-weight="bold">{}</text>"#,
-            escape(&self.title)
-        );
+        let mut svg = svg_start(WIDTH, height, &self.title, LABEL_W, 22.0);
         for (i, bar) in self.bars.iter().enumerate() {
             let y = TOP + i as f64 * (BAR_H + GAP);
             let _ = writeln!(
@@ -181,17 +187,7 @@ impl LogLineChart {
         let (y0, y1) = (self.y_range.0.max(1e-12).log10(), self.y_range.1.max(1e-12).log10());
         let px = |x: f64| left + pw * (x - x0) / (x1 - x0);
         let py = |y: f64| top + ph * (1.0 - (y.max(1e-12).log10() - y0) / (y1 - y0)).clamp(0.0, 1.0);
-        let mut svg = String::new();
-        let _ = writeln!(
-            svg,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="DejaVu Sans, sans-serif" font-size="12">"#
-        );
-        let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(
-            svg,
-            r#"<text x="{left}" y="24" font-size="15" font-weight="bold">{}</text>"#,
-            escape(&self.title)
-        );
+        let mut svg = svg_start(w, h, &self.title, left, 24.0);
         // Axes and grid: decades on y, tenths of the range on x.
         for decade in (y0.floor() as i32)..=(y1.ceil() as i32) {
             let v = 10f64.powi(decade);

@@ -266,7 +266,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         visit_every_tick: false,
     };
     let labels: Vec<String> = configs.iter().map(|c| c.scheme.name().to_string()).collect();
-    let results = run_all(&configs, &labels, |cfg| sim_jobs(&requests, &plan, cfg), &options, !args.quiet)?;
+    let results = run_all(&configs, &labels, |i| sim_jobs(&requests, &plan, &configs[i]), &options, !args.quiet)?;
     print_table(&results);
     let out = OutputDir::begin(&args.out)?;
     write_outputs(&out, args, &configs, &loaded.report, &results)?;
@@ -285,7 +285,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
 pub fn run_all(
     configs: &[SimConfig],
     labels: &[String],
-    jobs_for: impl Fn(&SimConfig) -> Vec<cosched_sim::SimJob> + Sync,
+    jobs_for: impl Fn(usize) -> Vec<cosched_sim::SimJob> + Sync,
     options: &RunOptions,
     show_progress: bool,
 ) -> Result<Vec<RunResult>, String> {
@@ -301,7 +301,7 @@ pub fn run_all(
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(cfg) = configs.get(i) else { break };
                 let mut line = ProgressLine::new(&labels[i], show_progress);
-                let result = run_sim(cfg, jobs_for(cfg), options, |p| line.update(p)).map_err(|e| e.to_string());
+                let result = run_sim(cfg, jobs_for(i), options, |p| line.update(p)).map_err(|e| e.to_string());
                 let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 if show_progress {
                     if let Ok(r) = &result {

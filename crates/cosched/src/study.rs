@@ -314,9 +314,6 @@ fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
         progress_every_events: 1 << 20,
         visit_every_tick: false,
     };
-    // `run_all` runs configurations in order; each needs its own workload.
-    let by_config: Vec<(SimConfig, Mix, f64)> =
-        specs.iter().zip(&configs).map(|(s, c)| (c.clone(), s.mix, s.load)).collect();
     if !args.quiet {
         eprintln!("{} runs of {} jobs each on {} cores", specs.len(), args.jobs(), num_cpus());
     }
@@ -324,11 +321,10 @@ fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
     let results = run_all(
         &configs,
         &labels,
-        |cfg| {
-            let i = configs.iter().position(|c| std::ptr::eq(c, cfg)).expect("one of ours");
-            let (_, mix, load) = &by_config[i];
-            let key = (mix.number, load.to_bits(), cfg.cpu_count());
-            sim_jobs(&workloads[&key].0, &WorkloadPlan { mix: *mix, runtime_scale: 1.0 }, cfg)
+        |i| {
+            let spec = &specs[i];
+            let key = (spec.mix.number, spec.load.to_bits(), spec.config.cpu_count());
+            sim_jobs(&workloads[&key].0, &WorkloadPlan { mix: spec.mix, runtime_scale: 1.0 }, &configs[i])
         },
         &options,
         !args.quiet,

@@ -8,7 +8,7 @@
 //! [`Engine::update_cpu`], which first charges the elapsed time, then applies
 //! the rules due at that instant, then books the next visit.
 
-use crate::app::{balanced_comm_ns, dedicated_ns, Program};
+use crate::app::{dedicated_ns, Program};
 use crate::config::{SimConfig, TOP_LEVEL};
 use crate::endpoint::Inbox;
 use crate::metrics::{Breakdown, JobRecord};
@@ -185,7 +185,6 @@ pub struct EngineOutcome {
     pub useful_until_last_arrival: (SimTime, u64),
 }
 
-pub use Event as EngineEvent;
 pub const EVENT_KIND_NAMES: [&str; EVENT_KINDS] = Event::KIND_NAMES;
 
 pub struct Engine<'a> {
@@ -1219,9 +1218,4 @@ fn ring_neighbours(first_proc: u32, rank: u32, tasks: u32) -> ([u32; 2], u8) {
             ([left, right], 2)
         }
     }
-}
-
-/// The communication time of a balanced iteration, re-exported for reports.
-pub fn iteration_comm_ns(tasks: u32, cfg: &SimConfig) -> u64 {
-    balanced_comm_ns(tasks, &cfg.network)
 }
