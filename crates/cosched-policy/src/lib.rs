@@ -6,6 +6,7 @@
 //! in simulated time; the real runtime drives the very same types in real time.
 
 pub mod boost;
+pub mod cluster;
 pub mod fcfs;
 pub mod gang;
 pub mod local;

@@ -1,0 +1,478 @@
+//! The real coscheduler's plan for a cluster: which CPUs each job gets, which
+//! time slots (matrix rows) it runs in, and which jobs are left to the local
+//! (Linux) scheduler. Pure logic, recomputed from scratch whenever anything
+//! changes; the controller drives it in real time.
+//!
+//! Rules (the LLNL gang scheduler's, see `docs/runtime.md`):
+//! - jobs are taken by class (express, interactive, batch, standby), then in
+//!   submission order;
+//! - *express* jobs run at once and always: their CPUs are taken out of every
+//!   row, and a gang job that sits on them waits until they are gone;
+//! - *interactive* and *batch* gang jobs own one row of the Ousterhout matrix
+//!   (`GangMatrix`, the simulator's), first fit; a job that has started keeps
+//!   its CPUs and only looks for a row where they are free;
+//! - afterwards every gang job also runs in any other row where all its cells
+//!   are free (one-node jobs filling free cells is the common case);
+//! - *standby* jobs own nothing and run only in rows where their cells are
+//!   still free;
+//! - *local* jobs are admitted up to the multiprogramming level per CPU
+//!   (`LocalPlacement`, the simulator's) and run all the time;
+//! - idle gang jobs run all the time outside the matrix, suspended jobs
+//!   nowhere;
+//! - memory: the jobs placed on a node never ask for more than it has;
+//! - the gang cap keeps CPUs out of gang use, and the over-allocation gives a
+//!   job extra cells for its auxiliary threads.
+
+use crate::{GangMatrix, LocalPlacement};
+use cosched_core::JobId;
+
+/// Job classes, highest priority first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum JobClass {
+    Express,
+    Interactive,
+    Batch,
+    Standby,
+}
+
+impl JobClass {
+    pub const ALL: [JobClass; 4] = [JobClass::Express, JobClass::Interactive, JobClass::Batch, JobClass::Standby];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            JobClass::Express => "express",
+            JobClass::Interactive => "interactive",
+            JobClass::Batch => "batch",
+            JobClass::Standby => "standby",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<JobClass> {
+        JobClass::ALL.into_iter().find(|c| c.name().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// May a user move a job from `self` to `to`? Users may only lower a
+    /// job's class (or keep it); administrators may set any class.
+    pub fn change_allowed(self, to: JobClass, by_admin: bool) -> bool {
+        by_admin || to >= self
+    }
+
+    /// May a user submit a job in this class? Only administrators set express.
+    pub fn submit_allowed(self, by_admin: bool) -> bool {
+        by_admin || self != JobClass::Express
+    }
+}
+
+/// How a job's CPUs are shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// In the Ousterhout matrix, stopped and started together.
+    Gang,
+    /// Left to the node's scheduler, admitted up to the MPL.
+    Local,
+}
+
+/// A job's CPUs on one node (CPU indices of that node).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeCpus {
+    pub node: u32,
+    pub cpus: Vec<u32>,
+}
+
+#[derive(Clone, Debug)]
+pub struct PlanJob {
+    pub id: JobId,
+    pub class: JobClass,
+    pub mode: Mode,
+    pub tasks: u32,
+    /// Spread the tasks over exactly this many nodes (else: as few as fit).
+    pub nodes: Option<u32>,
+    pub mem_bytes_per_node: u64,
+    /// Fixed once the job has started: its processes exist there.
+    pub placed: Option<Vec<NodeCpus>>,
+    pub suspended: bool,
+    /// A gang job that has used no CPU for a while: run it outside the matrix.
+    pub idle: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterShape {
+    pub cpus_per_node: Vec<u32>,
+    pub mem_bytes_per_node: Vec<u64>,
+}
+
+#[derive(Clone, Debug)]
+pub struct PlanSettings {
+    /// Rows of the matrix (the gang multiprogramming level).
+    pub rows: u32,
+    /// Processes per CPU for local jobs.
+    pub local_mpl: u32,
+    /// Share of each node's CPUs that gang jobs may use (at least one CPU).
+    pub gang_cpu_share: f64,
+    /// Extra cells per task for auxiliary threads (0.25: one more cell per four tasks).
+    pub over_allocation: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Waiting for room.
+    Queued,
+    /// Has CPUs; runs in `rows` (indices into `Plan::rows`), or all the time.
+    Placed { cpus: Vec<NodeCpus>, rows: Vec<u32>, always: bool },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobPlan {
+    pub id: JobId,
+    pub status: JobStatus,
+}
+
+impl JobPlan {
+    /// Share of the time the job runs: rows it is in over rows in the cycle.
+    pub fn slice_share(&self, row_count: usize) -> f64 {
+        match &self.status {
+            JobStatus::Queued => 0.0,
+            JobStatus::Placed { always: true, .. } => 1.0,
+            JobStatus::Placed { rows, .. } if row_count > 0 => rows.len() as f64 / row_count as f64,
+            JobStatus::Placed { .. } => 0.0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The slots of the cycle (occupied matrix rows only), each the gang jobs
+    /// that run in it, in job order.
+    pub rows: Vec<Vec<JobId>>,
+    /// Jobs that run all the time (express, local, idle).
+    pub always: Vec<JobId>,
+    /// One entry per job, in the order given.
+    pub jobs: Vec<JobPlan>,
+}
+
+impl Plan {
+    pub fn job(&self, id: JobId) -> Option<&JobPlan> {
+        self.jobs.iter().find(|j| j.id == id)
+    }
+}
+
+/// The machine's columns: node `n`'s CPU `c` is column `first[n] + c`.
+struct Columns {
+    first: Vec<u32>,
+    cpus: Vec<u32>,
+    gang_cpus: Vec<u32>,
+}
+
+impl Columns {
+    fn new(shape: &ClusterShape, settings: &PlanSettings) -> Columns {
+        let mut first = Vec::with_capacity(shape.cpus_per_node.len());
+        let mut next = 0;
+        for &cpus in &shape.cpus_per_node {
+            first.push(next);
+            next += cpus;
+        }
+        let gang_cpus = shape
+            .cpus_per_node
+            .iter()
+            .map(|&cpus| ((cpus as f64 * settings.gang_cpu_share).floor() as u32).clamp(cpus.min(1), cpus))
+            .collect();
+        Columns { first, cpus: shape.cpus_per_node.clone(), gang_cpus }
+    }
+
+    fn total(&self) -> usize {
+        self.cpus.iter().sum::<u32>() as usize
+    }
+
+    fn of(&self, placement: &[NodeCpus]) -> Vec<u32> {
+        placement.iter().flat_map(|nc| nc.cpus.iter().map(move |&c| self.first[nc.node as usize] + c)).collect()
+    }
+}
+
+/// Cells a job needs on a node for `tasks` tasks there.
+fn cells_for(tasks: u32, settings: &PlanSettings) -> u32 {
+    (tasks as f64 * (1.0 + settings.over_allocation.max(0.0))).ceil() as u32
+}
+
+/// Tasks per node for a new job: `nodes` given → spread evenly over that
+/// many; otherwise as few nodes as the per-node capacity allows.
+fn task_split(tasks: u32, nodes: Option<u32>, per_node_capacity: u32) -> Option<Vec<u32>> {
+    match nodes {
+        Some(0) => None,
+        Some(n) => {
+            let base = tasks / n;
+            let extra = tasks % n;
+            let split: Vec<u32> = (0..n).map(|i| base + u32::from(i < extra)).collect();
+            (split[0] > 0).then_some(split)
+        }
+        None if per_node_capacity == 0 => None,
+        None => {
+            let mut split = vec![per_node_capacity; (tasks / per_node_capacity) as usize];
+            if tasks % per_node_capacity > 0 {
+                split.push(tasks % per_node_capacity);
+            }
+            Some(split)
+        }
+    }
+}
+
+/// Which cells are taken in each row (express and matrix owners, then fill-ins).
+struct Occupancy {
+    rows: Vec<Vec<bool>>,
+    /// Columns no gang job may use in any row (express jobs').
+    blocked: Vec<bool>,
+}
+
+impl Occupancy {
+    fn free(&self, row: usize, columns: &[u32]) -> bool {
+        columns.iter().all(|&c| !self.rows[row][c as usize] && !self.blocked[c as usize])
+    }
+    fn take(&mut self, row: usize, columns: &[u32]) {
+        for &c in columns {
+            self.rows[row][c as usize] = true;
+        }
+    }
+}
+
+struct Planner<'a> {
+    settings: &'a PlanSettings,
+    shape: &'a ClusterShape,
+    columns: Columns,
+    matrix: GangMatrix,
+    occupancy: Occupancy,
+    local: Vec<LocalPlacement>,
+    mem_free: Vec<u64>,
+    /// Per job (in input order): placement, rows, always.
+    result: Vec<Option<(Vec<NodeCpus>, Vec<u32>, bool)>>,
+}
+
+/// Compute the plan. Jobs are considered by class, then in the order given
+/// (submission order); the result lists them in the order given.
+pub fn plan(settings: &PlanSettings, shape: &ClusterShape, jobs: &[PlanJob]) -> Plan {
+    assert_eq!(shape.cpus_per_node.len(), shape.mem_bytes_per_node.len(), "one memory size per node");
+    let mut planner = Planner::new(settings, shape, jobs.len());
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| jobs[i].class);
+    planner.account_started(jobs);
+    for &i in &order {
+        planner.place(i, &jobs[i]);
+    }
+    planner.fill_free_cells(jobs, &order);
+    planner.finish(jobs)
+}
+
+impl<'a> Planner<'a> {
+    fn new(settings: &'a PlanSettings, shape: &'a ClusterShape, job_count: usize) -> Planner<'a> {
+        let columns = Columns::new(shape, settings);
+        let total = columns.total().max(1);
+        let rows = settings.rows.max(1) as usize;
+        Planner {
+            settings,
+            shape,
+            matrix: GangMatrix::new(rows, total),
+            occupancy: Occupancy { rows: vec![vec![false; total]; rows], blocked: vec![false; total] },
+            local: shape.cpus_per_node.iter().map(|&c| LocalPlacement::new(c as usize, settings.local_mpl)).collect(),
+            mem_free: shape.mem_bytes_per_node.clone(),
+            columns,
+            result: vec![None; job_count],
+        }
+    }
+
+    /// Started jobs hold their memory and their local CPU slots whatever else happens.
+    fn account_started(&mut self, jobs: &[PlanJob]) {
+        for job in jobs {
+            let Some(placed) = &job.placed else { continue };
+            for nc in placed {
+                let free = &mut self.mem_free[nc.node as usize];
+                *free = free.saturating_sub(job.mem_bytes_per_node);
+                if job.mode == Mode::Local {
+                    // Tolerate a lowered MPL: the job is there whatever the setting says now.
+                    let local = &mut self.local[nc.node as usize];
+                    let room: Vec<u32> = nc.cpus.iter().copied().filter(|&c| local.load(c as usize) < local.mpl()).collect();
+                    local.take(&room);
+                }
+            }
+        }
+    }
+
+    fn place(&mut self, i: usize, job: &PlanJob) {
+        let placement = match &job.placed {
+            Some(p) => p.clone(),
+            None => match self.choose_cpus(job) {
+                Some(p) => p,
+                None => return,
+            },
+        };
+        let columns = self.columns.of(&placement);
+        let (rows, always) = match (job.mode, job.class) {
+            _ if job.suspended => (vec![], false),
+            (Mode::Local, _) => (vec![], true),
+            (Mode::Gang, _) if job.idle => (vec![], true),
+            (Mode::Gang, JobClass::Express) => {
+                for &c in &columns {
+                    self.occupancy.blocked[c as usize] = true;
+                }
+                (vec![], true)
+            }
+            (Mode::Gang, JobClass::Standby) => (vec![], false),
+            (Mode::Gang, _) => match self.own_row(job.id, &columns) {
+                Some(row) => (vec![row], false),
+                None if job.placed.is_none() => return,
+                None => (vec![], false),
+            },
+        };
+        self.result[i] = Some((placement, rows, always));
+    }
+
+    /// The lowest row where all `columns` are free; taken for `job`.
+    fn own_row(&mut self, job: JobId, columns: &[u32]) -> Option<u32> {
+        let row = (0..self.matrix.rows()).find(|&r| self.occupancy.free(r, columns))?;
+        self.matrix.take(job, row as u32, columns);
+        self.occupancy.take(row, columns);
+        Some(row as u32)
+    }
+
+    /// CPUs for a job that has not started, or `None` if there is no room now.
+    /// A gang job's cells on all its nodes must be free in one row.
+    fn choose_cpus(&mut self, job: &PlanJob) -> Option<Vec<NodeCpus>> {
+        let gang = job.mode == Mode::Gang;
+        let split = task_split(job.tasks, job.nodes, self.max_tasks_per_node(gang))?;
+        let in_one_row = gang && job.class != JobClass::Express;
+        // A standby job starts only where it can run now: a free cell in a row
+        // of the cycle.
+        let rows = if job.class == JobClass::Standby { self.cycle_rows() } else { (0..self.matrix.rows()).collect() };
+        let chosen = if in_one_row {
+            rows.into_iter().find_map(|row| self.choose_nodes(&split, job, Some(row)))
+        } else {
+            self.choose_nodes(&split, job, None)
+        }?;
+        for nc in &chosen {
+            self.mem_free[nc.node as usize] -= job.mem_bytes_per_node;
+            if !gang {
+                self.local[nc.node as usize].take(&nc.cpus);
+            }
+        }
+        Some(chosen)
+    }
+
+    fn max_tasks_per_node(&self, gang: bool) -> u32 {
+        let per_node = if gang { &self.columns.gang_cpus } else { &self.columns.cpus };
+        let cells = per_node.iter().copied().max().unwrap_or(0);
+        if !gang {
+            return cells;
+        }
+        (0..=cells).rev().find(|&t| cells_for(t, self.settings) <= cells).unwrap_or(0)
+    }
+
+    /// Distinct nodes, lowest index first, for each entry of `split`.
+    fn choose_nodes(&self, split: &[u32], job: &PlanJob, row: Option<usize>) -> Option<Vec<NodeCpus>> {
+        let mut chosen: Vec<NodeCpus> = Vec::with_capacity(split.len());
+        for &tasks in split {
+            let nc = (0..self.shape.cpus_per_node.len() as u32)
+                .filter(|&n| chosen.iter().all(|c| c.node != n))
+                .filter(|&n| self.mem_free[n as usize] >= job.mem_bytes_per_node)
+                .find_map(|n| self.cpus_on(n, tasks, job, row).map(|cpus| NodeCpus { node: n, cpus }))?;
+            chosen.push(nc);
+        }
+        Some(chosen)
+    }
+
+    /// `tasks` tasks' CPUs on `node`, if it has room: gang jobs need their
+    /// cells free in `row` (express: in every row), local jobs a slot under
+    /// the MPL per CPU.
+    fn cpus_on(&self, node: u32, tasks: u32, job: &PlanJob, row: Option<usize>) -> Option<Vec<u32>> {
+        if job.mode == Mode::Local {
+            return self.local[node as usize].find(tasks);
+        }
+        let cells = cells_for(tasks, self.settings) as usize;
+        let first = self.columns.first[node as usize];
+        let usable = |c: u32| match row {
+            Some(r) => self.occupancy.free(r, &[first + c]),
+            None => (0..self.matrix.rows()).all(|r| self.occupancy.free(r, &[first + c])),
+        };
+        let cpus: Vec<u32> = (0..self.columns.gang_cpus[node as usize]).filter(|&c| usable(c)).take(cells).collect();
+        (cpus.len() == cells).then_some(cpus)
+    }
+
+    /// Every gang job with cells also runs in the rows where they are all free:
+    /// owners first (by class and submission), then standby jobs.
+    fn fill_free_cells(&mut self, jobs: &[PlanJob], order: &[usize]) {
+        for &i in order {
+            let job = &jobs[i];
+            let Some((placement, rows, always)) = &self.result[i] else { continue };
+            if *always || job.suspended || job.mode != Mode::Gang {
+                continue;
+            }
+            if rows.is_empty() && job.class != JobClass::Standby {
+                continue; // waiting for its own row: others keep the cells
+            }
+            let columns = self.columns.of(placement);
+            let extra: Vec<u32> = self
+                .cycle_rows()
+                .into_iter()
+                .filter(|&r| !rows.contains(&(r as u32)) && self.occupancy.free(r, &columns))
+                .map(|r| r as u32)
+                .collect();
+            for &r in &extra {
+                self.occupancy.take(r as usize, &columns);
+            }
+            if let Some((_, rows, _)) = &mut self.result[i] {
+                rows.extend(extra);
+                rows.sort_unstable();
+            }
+        }
+    }
+
+    /// The rows the machine cycles through: those with an owner, or the first
+    /// row alone when nobody owns one (standby jobs may then use it).
+    fn cycle_rows(&self) -> Vec<usize> {
+        let owned: Vec<usize> = (0..self.matrix.rows()).filter(|&r| self.matrix.row_is_occupied(r as u32)).collect();
+        if owned.is_empty() {
+            vec![0]
+        } else {
+            owned
+        }
+    }
+
+    /// Number the occupied rows in order and express each job's rows as
+    /// indices into them.
+    fn finish(self, jobs: &[PlanJob]) -> Plan {
+        let mut used: Vec<bool> = vec![false; self.matrix.rows()];
+        for (_, rows, _) in self.result.iter().flatten() {
+            for &r in rows {
+                used[r as usize] = true;
+            }
+        }
+        let slot_of: Vec<Option<u32>> = used
+            .iter()
+            .scan(0u32, |next, &u| {
+                let slot = u.then_some(*next);
+                *next += u32::from(u);
+                Some(slot)
+            })
+            .collect();
+        let slot_count = used.iter().filter(|&&u| u).count();
+        let mut rows: Vec<Vec<JobId>> = vec![Vec::new(); slot_count];
+        let mut always = Vec::new();
+        let mut plans = Vec::with_capacity(jobs.len());
+        for (job, result) in jobs.iter().zip(self.result) {
+            let status = match result {
+                None => JobStatus::Queued,
+                Some((cpus, matrix_rows, is_always)) => {
+                    let slots: Vec<u32> = matrix_rows.iter().filter_map(|&r| slot_of[r as usize]).collect();
+                    for &s in &slots {
+                        rows[s as usize].push(job.id);
+                    }
+                    if is_always {
+                        always.push(job.id);
+                    }
+                    JobStatus::Placed { cpus, rows: slots, always: is_always }
+                }
+            };
+            plans.push(JobPlan { id: job.id, status });
+        }
+        Plan { rows, always, jobs: plans }
+    }
+}
+
+#[cfg(test)]
+mod tests;
