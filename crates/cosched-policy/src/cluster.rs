@@ -99,6 +99,9 @@ pub struct PlanJob {
 pub struct ClusterShape {
     pub cpus_per_node: Vec<u32>,
     pub mem_bytes_per_node: Vec<u64>,
+    /// Nodes that may take new jobs (their agent is there); the others keep
+    /// the jobs they have.
+    pub accepting: Vec<bool>,
 }
 
 #[derive(Clone, Debug)]
@@ -249,6 +252,7 @@ struct Planner<'a> {
 /// (submission order); the result lists them in the order given.
 pub fn plan(settings: &PlanSettings, shape: &ClusterShape, jobs: &[PlanJob]) -> Plan {
     assert_eq!(shape.cpus_per_node.len(), shape.mem_bytes_per_node.len(), "one memory size per node");
+    assert_eq!(shape.cpus_per_node.len(), shape.accepting.len(), "one accepting flag per node");
     let mut planner = Planner::new(settings, shape, jobs.len());
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| jobs[i].class);
@@ -287,7 +291,8 @@ impl<'a> Planner<'a> {
                 if job.mode == Mode::Local {
                     // Tolerate a lowered MPL: the job is there whatever the setting says now.
                     let local = &mut self.local[nc.node as usize];
-                    let room: Vec<u32> = nc.cpus.iter().copied().filter(|&c| local.load(c as usize) < local.mpl()).collect();
+                    let room: Vec<u32> =
+                        nc.cpus.iter().copied().filter(|&c| local.load(c as usize) < local.mpl()).collect();
                     local.take(&room);
                 }
             }
@@ -369,7 +374,7 @@ impl<'a> Planner<'a> {
         for &tasks in split {
             let nc = (0..self.shape.cpus_per_node.len() as u32)
                 .filter(|&n| chosen.iter().all(|c| c.node != n))
-                .filter(|&n| self.mem_free[n as usize] >= job.mem_bytes_per_node)
+                .filter(|&n| self.shape.accepting[n as usize] && self.mem_free[n as usize] >= job.mem_bytes_per_node)
                 .find_map(|n| self.cpus_on(n, tasks, job, row).map(|cpus| NodeCpus { node: n, cpus }))?;
             chosen.push(nc);
         }

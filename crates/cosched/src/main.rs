@@ -5,12 +5,14 @@ mod bench;
 mod output;
 mod plot;
 mod progress;
+mod runtime_cmd;
 mod sim_cmd;
 mod study;
 mod workload_cmd;
 mod workload_source;
 
 use clap::{Parser, Subcommand};
+use cosched_runtime::protocol::{RegisterRequest, Request};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -38,6 +40,108 @@ enum Command {
     /// Benchmarks of cosched itself.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Start the coscheduler on this machine: controller and local agent in one process.
+    Up {
+        #[command(flatten)]
+        controller: runtime_cmd::ControllerArgs,
+        #[command(flatten)]
+        agent: runtime_cmd::AgentArgs,
+    },
+    /// Start a controller alone (agents connect to it).
+    Controller(runtime_cmd::ControllerArgs),
+    /// Start a node agent that connects to a controller.
+    Agent(runtime_cmd::RemoteAgentArgs),
+    /// Submit a job: cosched submit -n 4 -- ./program args.
+    Submit {
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+        #[command(flatten)]
+        args: runtime_cmd::SubmitArgs,
+    },
+    /// Jobs, nodes and the matrix.
+    Status {
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    /// Stop a job on all its nodes until resumed.
+    Suspend {
+        job: u64,
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    /// Let a suspended job run again.
+    Resume {
+        job: u64,
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    /// Kill all processes of a job.
+    Kill {
+        job: u64,
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    /// Change a job's class (users may only lower it).
+    Class {
+        job: u64,
+        class: String,
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    /// The output of a job's tasks.
+    Logs {
+        job: u64,
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    /// Print the web monitor's URL, with a token that acts as you.
+    Monitor {
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    /// Register already-running processes as a job (add them with add-pid).
+    Register {
+        /// CPUs the job uses on its node.
+        #[arg(long, default_value_t = 1)]
+        cpus: u32,
+        #[arg(long, default_value = "batch")]
+        class: String,
+        #[arg(long, value_parser = runtime_cmd::parse_size)]
+        mem: Option<u64>,
+        #[arg(long)]
+        node: Option<String>,
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    /// Add a running process to a registered job.
+    AddPid {
+        job: u64,
+        pid: i32,
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    /// Take a process out of a job.
+    RemovePid {
+        job: u64,
+        pid: i32,
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+    },
+    #[command(name = "__launch", hide = true)]
+    Launch { spec: String },
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog { agent: String },
+}
+
+/// A one-line summary of a reply to a job action.
+fn done(data: &serde_json::Value) -> String {
+    let fields: Vec<String> = data
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k} {}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+        .collect();
+    fields.join(", ")
 }
 
 fn main() -> ExitCode {
@@ -47,6 +151,44 @@ fn main() -> ExitCode {
         Command::Study(cmd) => study::run(&cmd),
         Command::Workload(cmd) => workload_cmd::run(&cmd),
         Command::Bench(cmd) => bench::run(&cmd),
+        Command::Up { controller, agent } => runtime_cmd::up(&controller, &agent),
+        Command::Controller(args) => runtime_cmd::controller(&args),
+        Command::Agent(args) => runtime_cmd::agent(&args),
+        Command::Submit { client, args } => runtime_cmd::submit(&client, &args),
+        Command::Status { client } => runtime_cmd::run_client(&client, Request::Status, runtime_cmd::status_text),
+        Command::Suspend { job, client } => runtime_cmd::run_client(&client, Request::Suspend { job }, done),
+        Command::Resume { job, client } => runtime_cmd::run_client(&client, Request::Resume { job }, done),
+        Command::Kill { job, client } => runtime_cmd::run_client(&client, Request::Kill { job }, done),
+        Command::Class { job, class, client } => {
+            runtime_cmd::run_client(&client, Request::SetClass { job, class }, done)
+        }
+        Command::Logs { job, client } => {
+            runtime_cmd::run_client(&client, Request::Logs { job }, runtime_cmd::logs_text)
+        }
+        Command::Monitor { client } => runtime_cmd::monitor_url(&client),
+        Command::Register { cpus, class, mem, node, client } => {
+            let request = Request::Register(RegisterRequest {
+                class,
+                cpus_per_node: cpus,
+                min_cpus: 0,
+                mem_bytes: mem.unwrap_or(0),
+                node,
+                local: false,
+            });
+            runtime_cmd::run_client(&client, request, |d| format!("job {}", d["job"]))
+        }
+        Command::AddPid { job, pid, client } => {
+            runtime_cmd::run_client(&client, Request::AddPid { job, pid, node: None }, done)
+        }
+        Command::RemovePid { job, pid, client } => {
+            runtime_cmd::run_client(&client, Request::RemovePid { job, pid, node: None }, done)
+        }
+        Command::Launch { spec } => {
+            let error = cosched_runtime::launch::run_shim(&spec);
+            eprintln!("cosched: {error}");
+            return ExitCode::from(127);
+        }
+        Command::Watchdog { agent } => cosched_runtime::watchdog::run_watchdog(&agent).map_err(|e| e.to_string()),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,7 +6,11 @@ fn settings() -> PlanSettings {
 }
 
 fn shape(nodes: usize, cpus: u32) -> ClusterShape {
-    ClusterShape { cpus_per_node: vec![cpus; nodes], mem_bytes_per_node: vec![1 << 30; nodes] }
+    ClusterShape {
+        cpus_per_node: vec![cpus; nodes],
+        mem_bytes_per_node: vec![1 << 30; nodes],
+        accepting: vec![true; nodes],
+    }
 }
 
 fn gang(id: u32, tasks: u32) -> PlanJob {
@@ -148,6 +152,14 @@ fn idle_jobs_run_outside_the_matrix_and_suspended_ones_nowhere() {
     assert_eq!(placed(&p, 1), (vec![on(0, &[0, 1])], vec![], true));
     assert_eq!(placed(&p, 2), (vec![on(0, &[0, 1])], vec![], false));
     assert_eq!(p.rows, vec![vec![JobId(3)]], "their cells are free for job 3");
+}
+
+#[test]
+fn new_jobs_go_only_to_accepting_nodes() {
+    let mut s = shape(2, 2);
+    s.accepting[0] = false;
+    let p = plan(&settings(), &s, &[gang(1, 2)]);
+    assert_eq!(placed(&p, 1).0, vec![on(1, &[0, 1])]);
 }
 
 #[test]

@@ -1,0 +1,328 @@
+//! The node agent: starts and adopts the processes of jobs on its node,
+//! switches gangs at wall-clock-aligned slice boundaries, and reports CPU use.
+//!
+//! Slice `n` covers `[n·slice, (n+1)·slice)` of CLOCK_REALTIME, so agents on
+//! NTP-synchronised hosts switch together without a message per slice, and
+//! keep switching on the last schedule while the controller is away.
+
+use crate::freezer::{FreezerKind, JobGroups};
+use crate::launch::{shim_command, LaunchSpec};
+use crate::protocol::{read_line, write_message, AdoptedJob, AgentHello, FromAgent, JobUsage, StartJob, ToAgent};
+use crate::switcher::{SwitchStats, Switcher};
+use std::collections::BTreeMap;
+use std::io::BufReader;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct AgentSettings {
+    pub node: String,
+    pub controller: Address,
+    pub token: Option<String>,
+    pub log_dir: PathBuf,
+    pub freezer: Option<FreezerKind>,
+    pub cpus: u32,
+    pub mem_bytes: u64,
+    /// Put the switching thread in SCHED_FIFO when allowed.
+    pub realtime: bool,
+    /// The program that runs `__launch` and `__watchdog` (normally this executable).
+    pub helper_program: PathBuf,
+}
+
+#[derive(Clone, Debug)]
+pub enum Address {
+    Unix(PathBuf),
+    Tcp(String),
+}
+
+impl Address {
+    pub fn parse(text: &str) -> Address {
+        if text.contains('/') || !text.contains(':') {
+            Address::Unix(PathBuf::from(text))
+        } else {
+            Address::Tcp(text.to_string())
+        }
+    }
+}
+
+/// A job's processes on this node, as the agent tracks them.
+struct LocalJob {
+    children: Vec<Child>,
+    exit_code: Option<i32>,
+    /// Started here or adopted: its cgroup may hold processes.
+    had_processes: bool,
+    registered: bool,
+}
+
+struct Shared {
+    jobs: BTreeMap<u64, LocalJob>,
+    writer: Option<Box<dyn std::io::Write + Send>>,
+}
+
+pub struct Agent {
+    settings: AgentSettings,
+    groups: Arc<JobGroups>,
+    switcher: Arc<Switcher>,
+    shared: Mutex<Shared>,
+    connected: (Mutex<bool>, Condvar),
+}
+
+impl Agent {
+    pub fn new(settings: AgentSettings) -> std::io::Result<Arc<Agent>> {
+        std::fs::create_dir_all(&settings.log_dir)
+            .map_err(|e| std::io::Error::other(format!("log directory {}: {e}", settings.log_dir.display())))?;
+        let groups = Arc::new(JobGroups::open(&settings.node, settings.freezer)?);
+        let switcher = Arc::new(Switcher::new(groups.clone()));
+        let mut jobs = BTreeMap::new();
+        for id in groups.existing_jobs()? {
+            jobs.insert(id, LocalJob { children: vec![], exit_code: None, had_processes: true, registered: false });
+        }
+        let shared = Mutex::new(Shared { jobs, writer: None });
+        Ok(Arc::new(Agent { settings, groups, switcher, shared, connected: (Mutex::new(false), Condvar::new()) }))
+    }
+
+    pub fn groups(&self) -> &JobGroups {
+        &self.groups
+    }
+
+    pub fn switch_stats(&self) -> SwitchStats {
+        self.switcher.stats()
+    }
+
+    /// Run forever: the switching thread, the reporter, and the controller link
+    /// (reconnecting every second while the controller is away).
+    pub fn run(self: &Arc<Self>) -> std::io::Result<()> {
+        let switcher = self.switcher.clone();
+        let realtime = self.settings.realtime;
+        std::thread::Builder::new().name("switch".into()).spawn(move || switcher.run(realtime))?;
+        let reporter = self.clone();
+        std::thread::Builder::new().name("report".into()).spawn(move || reporter.report_loop())?;
+        loop {
+            if let Err(e) = self.serve_link() {
+                eprintln!("cosched agent {}: controller link: {e}; retrying", self.settings.node);
+            }
+            self.shared.lock().unwrap().writer = None;
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
+    fn serve_link(&self) -> std::io::Result<()> {
+        let (reader, writer) = connect(&self.settings.controller)?;
+        let mut reader = BufReader::new(reader);
+        let mut writer = writer;
+        let hello = crate::protocol::Request::AgentHello(self.hello()?);
+        write_message(&mut writer, &hello)?;
+        self.shared.lock().unwrap().writer = Some(writer);
+        *self.connected.0.lock().unwrap() = true;
+        self.connected.1.notify_all();
+        while let Some(line) = read_line(&mut reader)? {
+            match serde_json::from_str::<ToAgent>(&line) {
+                Ok(message) => self.obey(message),
+                Err(e) => eprintln!("cosched agent: bad message from the controller: {e}: {line}"),
+            }
+        }
+        Err(std::io::Error::other("the controller closed the connection"))
+    }
+
+    fn hello(&self) -> std::io::Result<AgentHello> {
+        let jobs: Vec<u64> = self.shared.lock().unwrap().jobs.keys().copied().collect();
+        let adopted =
+            jobs.iter().map(|&job| AdoptedJob { job, pids: self.groups.pids(job).unwrap_or_default() }).collect();
+        Ok(AgentHello {
+            node: self.settings.node.clone(),
+            cpus: self.settings.cpus,
+            mem_bytes: self.settings.mem_bytes,
+            token: self.settings.token.clone(),
+            adopted,
+            freezer: format!("{:?}", self.groups.kind()).to_lowercase(),
+        })
+    }
+
+    fn obey(&self, message: ToAgent) {
+        let result = match message {
+            ToAgent::Welcome { .. } => Ok(()),
+            ToAgent::Refused { reason } => Err(std::io::Error::other(format!("refused by the controller: {reason}"))),
+            ToAgent::Schedule(schedule) => {
+                self.switcher.set_schedule(schedule);
+                Ok(())
+            }
+            ToAgent::Start(start) => self.start(start),
+            ToAgent::Signal { job, signal } => self.signal(job, signal),
+            ToAgent::AddPid { job, pid } => self.groups.add_pid(job, pid).map(|_| self.mark_has_processes(job)),
+            ToAgent::RemovePid { job, pid } => self.groups.remove_pid(job, pid),
+            ToAgent::Forget { job } => {
+                self.shared.lock().unwrap().jobs.remove(&job);
+                self.switcher.forget(job);
+                let _ = self.groups.remove(job);
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            eprintln!("cosched agent {}: {e}", self.settings.node);
+        }
+    }
+
+    fn mark_has_processes(&self, job: u64) {
+        if let Some(j) = self.shared.lock().unwrap().jobs.get_mut(&job) {
+            j.had_processes = true;
+        }
+    }
+
+    fn signal(&self, job: u64, signal: i32) -> std::io::Result<()> {
+        let signal = nix::sys::signal::Signal::try_from(signal).map_err(std::io::Error::other)?;
+        self.groups.signal(job, signal)
+    }
+
+    /// Create the job's cgroup (frozen unless its slot is on now), then start
+    /// one process per rank inside it.
+    fn start(&self, start: StartJob) -> std::io::Result<()> {
+        let known = self.shared.lock().unwrap().jobs.contains_key(&start.job);
+        if known {
+            return Ok(()); // adopted after a restart: its processes run already
+        }
+        self.groups.create(start.job)?;
+        self.switcher.prepare_new_job(start.job)?;
+        let mut local = LocalJob {
+            children: vec![],
+            exit_code: None,
+            had_processes: !start.register_only,
+            registered: start.register_only,
+        };
+        if !start.register_only {
+            for (local_rank, &rank) in start.ranks.iter().enumerate() {
+                match self.launch(&start, rank, local_rank as u32) {
+                    Ok(child) => local.children.push(child),
+                    Err(e) => {
+                        let _ = self.groups.signal(start.job, nix::sys::signal::Signal::SIGKILL);
+                        self.send(&FromAgent::Failed { job: start.job, error: e.to_string() });
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        self.shared.lock().unwrap().jobs.insert(start.job, local);
+        self.switcher.job_started(start.job);
+        Ok(())
+    }
+
+    fn launch(&self, start: &StartJob, rank: u32, local_rank: u32) -> std::io::Result<Child> {
+        let mut env = start.env.clone();
+        env.extend([
+            ("COSCHED_JOB_ID".to_string(), start.job.to_string()),
+            ("COSCHED_RANK".to_string(), rank.to_string()),
+            ("COSCHED_SIZE".to_string(), start.size.to_string()),
+            ("COSCHED_LOCAL_RANK".to_string(), local_rank.to_string()),
+            ("COSCHED_LOCAL_SIZE".to_string(), start.ranks.len().to_string()),
+            ("COSCHED_NODE".to_string(), self.settings.node.clone()),
+            ("COSCHED_CPUS".to_string(), start.cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")),
+        ]);
+        let spec = LaunchSpec {
+            procs_files: self.groups.procs_files(start.job),
+            uid: start.uid,
+            gid: start.gid,
+            cwd: PathBuf::from(&start.cwd),
+            env,
+            argv: start.argv.clone(),
+        };
+        let log = |stream: &str| {
+            let path = self.settings.log_dir.join(format!("job-{}.{rank}.{stream}", start.job));
+            std::fs::File::create(&path).map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
+        };
+        let mut command = shim_command(&self.settings.helper_program, &spec)?;
+        command.stdin(Stdio::null()).stdout(log("out")?).stderr(log("err")?);
+        command.spawn().map_err(|e| std::io::Error::other(format!("starting job {} rank {rank}: {e}", start.job)))
+    }
+
+    fn send(&self, event: &FromAgent) {
+        let mut shared = self.shared.lock().unwrap();
+        if let Some(writer) = shared.writer.as_mut() {
+            if write_message(writer, event).is_err() {
+                shared.writer = None;
+            }
+        }
+    }
+
+    /// Every 100 ms: CPU use of each job, and jobs with no process left.
+    fn report_loop(&self) {
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let (usage, ended) = self.survey();
+            for (job, exit_code) in ended {
+                self.send(&FromAgent::Ended { job, exit_code });
+            }
+            let load_avg = std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+                .unwrap_or(0.0);
+            let switches = self.switcher.stats().switches;
+            self.send(&FromAgent::Report { jobs: usage, load_avg, switches });
+        }
+    }
+
+    fn survey(&self) -> (Vec<JobUsage>, Vec<(u64, Option<i32>)>) {
+        let mut shared = self.shared.lock().unwrap();
+        let mut usage = Vec::new();
+        let mut ended = Vec::new();
+        for (&job, local) in shared.jobs.iter_mut() {
+            reap(local);
+            let pids = self.groups.pids(job).unwrap_or_default();
+            let live_children = local.children.iter_mut().any(|c| matches!(c.try_wait(), Ok(None)));
+            if pids.is_empty() && !live_children && local.had_processes && local.exit_code != Some(i32::MIN) {
+                ended.push((job, local.exit_code));
+                local.exit_code = Some(i32::MIN); // reported once
+                continue;
+            }
+            if local.exit_code == Some(i32::MIN) {
+                continue;
+            }
+            let cpu_ns = self.groups.cpu_usage_ns(job).unwrap_or(0);
+            let frozen = self.switcher.is_frozen(job);
+            usage.push(JobUsage { job, cpu_ns, pids, frozen });
+            let _ = local.registered;
+        }
+        (usage, ended)
+    }
+}
+
+/// Collect exit codes of children that are done; the first non-zero wins.
+fn reap(local: &mut LocalJob) {
+    for child in &mut local.children {
+        if let Ok(Some(status)) = child.try_wait() {
+            let code = status
+                .code()
+                .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
+            if local.exit_code.is_none_or(|c| c == 0) {
+                local.exit_code = Some(code);
+            }
+        }
+    }
+}
+
+type Link = (Box<dyn std::io::Read + Send>, Box<dyn std::io::Write + Send>);
+
+pub fn connect(address: &Address) -> std::io::Result<Link> {
+    match address {
+        Address::Unix(path) => {
+            let stream = std::os::unix::net::UnixStream::connect(path)
+                .map_err(|e| std::io::Error::other(format!("connecting to {}: {e}", path.display())))?;
+            Ok((Box::new(stream.try_clone()?), Box::new(stream)))
+        }
+        Address::Tcp(addr) => {
+            let stream = std::net::TcpStream::connect(addr)
+                .map_err(|e| std::io::Error::other(format!("connecting to {addr}: {e}")))?;
+            stream.set_nodelay(true)?;
+            Ok((Box::new(stream.try_clone()?), Box::new(stream)))
+        }
+    }
+}
+
+/// Wait (at most `timeout`) until the agent has said hello to its controller.
+impl Agent {
+    pub fn wait_connected(&self, timeout: Duration) -> bool {
+        let guard = self.connected.0.lock().unwrap();
+        let (guard, _) = self.connected.1.wait_timeout_while(guard, timeout, |c| !*c).unwrap();
+        *guard
+    }
+}

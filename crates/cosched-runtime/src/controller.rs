@@ -1,0 +1,867 @@
+//! The controller: the job database, the plan (`cosched_policy::cluster`),
+//! the requests of users and the links to node agents.
+//!
+//! All state sits behind one mutex; every request validates fully before it
+//! changes anything, writes the database, recomputes the plan and tells the
+//! agents what changed.
+
+use crate::db::{Db, NodeRow};
+use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
+use crate::protocol::{
+    write_message, AgentHello, FromAgent, JobUsage, RegisterRequest, Reply, Request, Schedule, StartJob, SubmitRequest,
+    ToAgent,
+};
+use cosched_core::JobId;
+use cosched_policy::cluster::{plan, ClusterShape, JobClass, JobStatus, Mode, Plan, PlanJob, PlanSettings};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct ControllerSettings {
+    pub state_dir: PathBuf,
+    pub slice_ns: u64,
+    pub plan: PlanSettings,
+    /// A gang job that used no CPU for this long runs outside the matrix.
+    pub idle_revert: Duration,
+    /// ... and after this long it leaves the gang database for good (becomes local).
+    pub idle_forget: Duration,
+    pub admin_uids: Vec<u32>,
+    /// Shared key for TCP peers (agents and remote users).
+    pub token: Option<String>,
+}
+
+impl ControllerSettings {
+    pub fn db_path(&self) -> PathBuf {
+        self.state_dir.join("cosched.db")
+    }
+    pub fn status_path(&self) -> PathBuf {
+        self.state_dir.join("status.json")
+    }
+}
+
+pub type AgentWriter = Arc<Mutex<Box<dyn Write + Send>>>;
+
+struct Node {
+    name: String,
+    cpus: u32,
+    mem_bytes: u64,
+    link: Option<AgentWriter>,
+    freezer: String,
+    load_avg: f64,
+    switches: u64,
+    last_schedule: Option<Schedule>,
+}
+
+/// Live measurements of a job (not persisted).
+#[derive(Default)]
+struct JobLive {
+    usage: BTreeMap<String, JobUsage>,
+    cpu_ns: u64,
+    progress_at: Option<Instant>,
+}
+
+struct State {
+    db: Db,
+    jobs: BTreeMap<u64, JobRecord>,
+    live: BTreeMap<u64, JobLive>,
+    nodes: Vec<Node>,
+    next_job: u64,
+    plan: Plan,
+    monitor_tokens: BTreeMap<String, Identity>,
+}
+
+pub struct Controller {
+    pub settings: ControllerSettings,
+    state: Mutex<State>,
+}
+
+type Outcome = Result<serde_json::Value, String>;
+
+impl Controller {
+    pub fn open(settings: ControllerSettings) -> std::io::Result<Controller> {
+        std::fs::create_dir_all(&settings.state_dir)
+            .map_err(|e| std::io::Error::other(format!("state directory {}: {e}", settings.state_dir.display())))?;
+        let db = Db::open(&settings.db_path())?;
+        let jobs: BTreeMap<u64, JobRecord> = db.load_jobs()?.into_iter().map(|j| (j.id, j)).collect();
+        let nodes = db
+            .load_nodes()?
+            .into_iter()
+            .map(|n| Node {
+                name: n.name,
+                cpus: n.cpus,
+                mem_bytes: n.mem_bytes,
+                link: None,
+                freezer: String::new(),
+                load_avg: 0.0,
+                switches: 0,
+                last_schedule: None,
+            })
+            .collect();
+        let next_job = jobs.keys().next_back().map_or(1, |id| id + 1);
+        let empty = Plan { rows: vec![], always: vec![], jobs: vec![] };
+        let state =
+            State { db, jobs, live: BTreeMap::new(), nodes, next_job, plan: empty, monitor_tokens: BTreeMap::new() };
+        Ok(Controller { settings, state: Mutex::new(state) })
+    }
+
+    pub fn identity_for(&self, uid: u32, gid: u32) -> Identity {
+        Identity { uid, gid, admin: uid == 0 || self.settings.admin_uids.contains(&uid) }
+    }
+
+    pub fn token_matches(&self, token: &str) -> bool {
+        self.settings.token.as_deref().is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
+    }
+
+    pub fn monitor_identity(&self, token: &str) -> Option<Identity> {
+        self.state.lock().unwrap().monitor_tokens.get(token).copied()
+    }
+
+    /// Handle one user request.
+    pub fn handle(&self, who: &Identity, request: Request) -> Reply {
+        let mut state = self.state.lock().unwrap();
+        let outcome = match request {
+            Request::Submit(r) => self.submit(&mut state, who, r),
+            Request::Register(r) => self.register(&mut state, who, r),
+            Request::AddPid { job, pid, node } => self.pid_change(&mut state, who, job, pid, node, true),
+            Request::RemovePid { job, pid, node } => self.pid_change(&mut state, who, job, pid, node, false),
+            Request::SetClass { job, class } => self.set_class(&mut state, who, job, &class),
+            Request::SetResources { job, cpus_per_node, mem_bytes } => {
+                self.set_resources(&mut state, who, job, cpus_per_node, mem_bytes)
+            }
+            Request::Usage { job } => self.usage(&state, who, job),
+            Request::NodeLoad { node } => node_load(&state, node.as_deref()),
+            Request::Status => Ok(self.status_json(&state)),
+            Request::Suspend { job } => self.suspend_resume(&mut state, who, job, true),
+            Request::Resume { job } => self.suspend_resume(&mut state, who, job, false),
+            Request::Kill { job } => self.kill(&mut state, who, job),
+            Request::Logs { job } => self.logs(&state, who, job),
+            Request::MonitorToken => Ok(self.monitor_token(&mut state, who)),
+            Request::Auth { .. } | Request::AgentHello(_) => Err("this request is not valid here".into()),
+        };
+        match outcome {
+            Ok(data) => Reply::ok(data),
+            Err(message) => Reply::error(message),
+        }
+    }
+
+    fn submit(&self, state: &mut State, who: &Identity, r: SubmitRequest) -> Outcome {
+        let class = parse_class(&r.class)?;
+        if !class.submit_allowed(who.admin) {
+            return Err("permission denied: only administrators may submit express jobs".into());
+        }
+        if r.tasks == 0 {
+            return Err("a job needs at least one task (-n)".into());
+        }
+        if r.nodes == Some(0) || r.nodes.is_some_and(|n| n > r.tasks) {
+            return Err(format!("--nodes must be between 1 and the number of tasks ({})", r.tasks));
+        }
+        if r.argv.is_empty() || r.argv[0].is_empty() {
+            return Err("no command given".into());
+        }
+        let mut job = JobRecord {
+            id: state.next_job,
+            uid: who.uid,
+            gid: who.gid,
+            class: class.name().into(),
+            mode: if r.local { "local" } else { "gang" }.into(),
+            tasks: r.tasks,
+            nodes: r.nodes,
+            mem_bytes: r.mem_bytes,
+            slice_opt_out: r.slice_opt_out,
+            registered: false,
+            argv: r.argv,
+            cwd: r.cwd,
+            env: r.env,
+            state: JobState::Queued,
+            placement: vec![],
+            submitted_unix_ms: unix_ms_now(),
+            started_unix_ms: None,
+            ended_unix_ms: None,
+            exit_code: None,
+            ended_on: vec![],
+            idle: false,
+            error: None,
+        };
+        self.check_fits_ever(state, &job)?;
+        job.state = JobState::Queued;
+        self.insert_job(state, job)
+    }
+
+    fn register(&self, state: &mut State, who: &Identity, r: RegisterRequest) -> Outcome {
+        let class = parse_class(&r.class)?;
+        if !class.submit_allowed(who.admin) {
+            return Err("permission denied: only administrators may register express jobs".into());
+        }
+        let node = match &r.node {
+            Some(name) => name.clone(),
+            None => state.nodes.first().map(|n| n.name.clone()).ok_or("no node agent is known yet")?,
+        };
+        let index = node_index(state, &node).ok_or_else(|| format!("unknown node {node:?}"))?;
+        let cpus = r.cpus_per_node.max(r.min_cpus).max(1);
+        if cpus > state.nodes[index].cpus {
+            return Err(format!("node {node} has {} CPUs, the job asks for {cpus}", state.nodes[index].cpus));
+        }
+        let job = JobRecord {
+            id: state.next_job,
+            uid: who.uid,
+            gid: who.gid,
+            class: class.name().into(),
+            mode: if r.local { "local" } else { "gang" }.into(),
+            tasks: cpus,
+            nodes: Some(1),
+            mem_bytes: r.mem_bytes,
+            slice_opt_out: false,
+            registered: true,
+            argv: vec![],
+            cwd: "/".into(),
+            env: vec![],
+            state: JobState::Queued,
+            placement: vec![],
+            submitted_unix_ms: unix_ms_now(),
+            started_unix_ms: None,
+            ended_unix_ms: None,
+            exit_code: None,
+            ended_on: vec![],
+            idle: false,
+            error: None,
+        };
+        // Registered processes exist already: the job holds CPUs on its node now.
+        let placement = vec![NodePlacement { node, cpus: (0..cpus).collect(), ranks: (0..cpus).collect() }];
+        let reply = self.insert_job(state, job)?;
+        self.start_job(state, reply["job"].as_u64().unwrap_or(0), placement);
+        self.send_schedules(state);
+        Ok(reply)
+    }
+
+    fn insert_job(&self, state: &mut State, job: JobRecord) -> Outcome {
+        let id = job.id;
+        state.db.save_job(&job).map_err(|e| e.to_string())?;
+        state.next_job += 1;
+        state.jobs.insert(id, job);
+        self.replan(state);
+        let job = &state.jobs[&id];
+        Ok(json!({ "job": id, "state": job.state.name() }))
+    }
+
+    /// Refuse a job that could not start even on an empty machine.
+    fn check_fits_ever(&self, state: &State, job: &JobRecord) -> Result<(), String> {
+        if state.nodes.is_empty() {
+            return Err("no node agent has connected yet".into());
+        }
+        let mut shape = self.shape(state);
+        shape.accepting = vec![true; shape.accepting.len()];
+        let probe = plan_job(job, None);
+        let p = plan(&self.settings.plan, &shape, &[probe]);
+        match p.jobs[0].status {
+            JobStatus::Queued => Err(format!(
+                "the job can never run here: {} tasks{} with {} bytes per node on {} nodes of {:?} CPUs",
+                job.tasks,
+                job.nodes.map(|n| format!(" on {n} nodes")).unwrap_or_default(),
+                job.mem_bytes,
+                shape.cpus_per_node.len(),
+                shape.cpus_per_node
+            )),
+            JobStatus::Placed { .. } => Ok(()),
+        }
+    }
+
+    fn owned_job<'a>(state: &'a State, who: &Identity, id: u64) -> Result<&'a JobRecord, String> {
+        let job = state.jobs.get(&id).ok_or_else(|| format!("no job {id}"))?;
+        who.may_act_on(job)?;
+        Ok(job)
+    }
+
+    fn pid_change(
+        &self,
+        state: &mut State,
+        who: &Identity,
+        id: u64,
+        pid: i32,
+        node: Option<String>,
+        add: bool,
+    ) -> Outcome {
+        let job = Self::owned_job(state, who, id)?;
+        if pid <= 0 {
+            return Err(format!("invalid pid {pid}"));
+        }
+        if !who.admin && add && process_owner(pid) != Some(who.uid) {
+            return Err(format!("permission denied: process {pid} does not belong to uid {}", who.uid));
+        }
+        let node = match node {
+            Some(n) => n,
+            None => job.placement.first().map(|p| p.node.clone()).ok_or("the job has no node yet")?,
+        };
+        if job.on_node(&node).is_none() {
+            return Err(format!("job {id} has no CPUs on node {node}"));
+        }
+        let message = if add { ToAgent::AddPid { job: id, pid } } else { ToAgent::RemovePid { job: id, pid } };
+        send_to(state, &node, &message)?;
+        Ok(json!({ "job": id, "pid": pid, "node": node }))
+    }
+
+    fn set_class(&self, state: &mut State, who: &Identity, id: u64, class: &str) -> Outcome {
+        let to = parse_class(class)?;
+        let job = Self::owned_job(state, who, id)?;
+        if !job.class().change_allowed(to, who.admin) {
+            return Err(format!(
+                "permission denied: only administrators may raise a job's class ({} to {})",
+                job.class().name(),
+                to.name()
+            ));
+        }
+        self.update_job(state, id, |j| j.class = to.name().into())?;
+        Ok(json!({ "job": id, "class": to.name() }))
+    }
+
+    fn set_resources(
+        &self,
+        state: &mut State,
+        who: &Identity,
+        id: u64,
+        cpus: Option<u32>,
+        mem: Option<u64>,
+    ) -> Outcome {
+        let job = Self::owned_job(state, who, id)?;
+        if job.state != JobState::Queued && cpus.is_some_and(|c| c != job.tasks) {
+            return Err(format!("job {id} has started: its CPU count cannot change now"));
+        }
+        if cpus == Some(0) {
+            return Err("a job needs at least one CPU".into());
+        }
+        let mut changed = job.clone();
+        if let Some(c) = cpus {
+            changed.tasks = c;
+        }
+        if let Some(m) = mem {
+            changed.mem_bytes = m;
+        }
+        self.check_fits_ever(state, &changed)?;
+        self.update_job(state, id, |j| *j = changed)?;
+        Ok(json!({ "job": id }))
+    }
+
+    fn usage(&self, state: &State, who: &Identity, id: u64) -> Outcome {
+        let job = Self::owned_job(state, who, id)?;
+        let live = state.live.get(&id);
+        let pids: Vec<i32> = live.map(|l| l.usage.values().flat_map(|u| u.pids.clone()).collect()).unwrap_or_default();
+        Ok(json!({
+            "job": id,
+            "state": job.state.name(),
+            "cpu_ns": live.map_or(0, |l| l.cpu_ns),
+            "pids": pids,
+            "slice_share": self.slice_share(state, id),
+        }))
+    }
+
+    fn suspend_resume(&self, state: &mut State, who: &Identity, id: u64, suspend: bool) -> Outcome {
+        let job = Self::owned_job(state, who, id)?;
+        let (from, to) =
+            if suspend { (JobState::Running, JobState::Suspended) } else { (JobState::Suspended, JobState::Running) };
+        if job.state != from {
+            return Err(format!("job {id} is {}, not {}", job.state.name(), from.name()));
+        }
+        self.update_job(state, id, |j| j.state = to)?;
+        Ok(json!({ "job": id, "state": to.name() }))
+    }
+
+    fn kill(&self, state: &mut State, who: &Identity, id: u64) -> Outcome {
+        let job = Self::owned_job(state, who, id)?.clone();
+        if job.state.is_over() {
+            return Err(format!("job {id} is already {}", job.state.name()));
+        }
+        if job.state == JobState::Queued {
+            self.update_job(state, id, |j| {
+                j.state = JobState::Killed;
+                j.ended_unix_ms = Some(unix_ms_now());
+            })?;
+            return Ok(json!({ "job": id, "state": "killed" }));
+        }
+        for p in &job.placement {
+            // A node whose agent is away kills the job when it comes back (the job is over by then).
+            let _ = send_to(state, &p.node, &ToAgent::Signal { job: id, signal: 9 });
+        }
+        self.update_job(state, id, |j| j.error = Some("killed".into()))?;
+        Ok(json!({ "job": id, "state": "killing" }))
+    }
+
+    fn logs(&self, state: &State, who: &Identity, id: u64) -> Outcome {
+        let job = Self::owned_job(state, who, id)?;
+        let dir = self.settings.state_dir.join("logs");
+        let mut files = Vec::new();
+        for p in &job.placement {
+            for rank in &p.ranks {
+                for stream in ["out", "err"] {
+                    let path = dir.join(format!("job-{id}.{rank}.{stream}"));
+                    let text = read_tail(&path, 64 * 1024);
+                    files.push(json!({ "node": p.node, "rank": rank, "stream": stream, "path": path, "text": text }));
+                }
+            }
+        }
+        Ok(json!({ "job": id, "files": files }))
+    }
+
+    /// Change a job, persist it, and replan.
+    fn update_job(&self, state: &mut State, id: u64, change: impl FnOnce(&mut JobRecord)) -> Result<(), String> {
+        let mut job = state.jobs[&id].clone();
+        change(&mut job);
+        state.db.save_job(&job).map_err(|e| e.to_string())?;
+        state.jobs.insert(id, job);
+        self.replan(state);
+        Ok(())
+    }
+
+    fn shape(&self, state: &State) -> ClusterShape {
+        ClusterShape {
+            cpus_per_node: state.nodes.iter().map(|n| n.cpus).collect(),
+            mem_bytes_per_node: state.nodes.iter().map(|n| n.mem_bytes).collect(),
+            accepting: state.nodes.iter().map(|n| n.link.is_some()).collect(),
+        }
+    }
+
+    /// Recompute the plan, start jobs that got room, and send every agent its schedule.
+    fn replan(&self, state: &mut State) {
+        let shape = self.shape(state);
+        let active: Vec<&JobRecord> =
+            state.jobs.values().filter(|j| !j.state.is_over() && !(j.registered && j.placement.is_empty())).collect();
+        let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
+        let index = |name: &str| names.iter().position(|n| n == name).map(|i| i as u32);
+        let plan_jobs: Vec<PlanJob> = active.iter().map(|j| plan_job(j, j.placement_for_plan(index))).collect();
+        state.plan = plan(&self.settings.plan, &shape, &plan_jobs);
+        let started: Vec<(u64, Vec<NodePlacement>)> = state
+            .plan
+            .jobs
+            .iter()
+            .filter_map(|jp| match &jp.status {
+                JobStatus::Placed { cpus, .. } if state.jobs[&(jp.id.0 as u64)].placement.is_empty() => {
+                    Some((jp.id.0 as u64, with_ranks(cpus, &names)))
+                }
+                _ => None,
+            })
+            .collect();
+        for (id, placement) in started {
+            self.start_job(state, id, placement);
+        }
+        self.send_schedules(state);
+    }
+
+    fn start_job(&self, state: &mut State, id: u64, placement: Vec<NodePlacement>) {
+        let mut job = state.jobs[&id].clone();
+        job.placement = placement;
+        job.state = if job.state == JobState::Suspended { JobState::Suspended } else { JobState::Running };
+        job.started_unix_ms = Some(unix_ms_now());
+        let messages: Vec<(String, ToAgent)> =
+            job.placement.iter().map(|p| (p.node.clone(), ToAgent::Start(start_message(&job, p)))).collect();
+        if let Err(e) = state.db.save_job(&job) {
+            eprintln!("cosched controller: {e}");
+        }
+        state.jobs.insert(id, job);
+        state.live.entry(id).or_default().progress_at = Some(Instant::now());
+        for (node, message) in messages {
+            if let Err(e) = send_to(state, &node, &message) {
+                eprintln!("cosched controller: starting job {id} on {node}: {e}");
+            }
+        }
+        // The placement just fixed changes the plan (it is no longer a choice).
+        let shape = self.shape(state);
+        let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
+        let index = |name: &str| names.iter().position(|n| n == name).map(|i| i as u32);
+        let plan_jobs: Vec<PlanJob> = state
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_over() && !(j.registered && j.placement.is_empty()))
+            .map(|j| plan_job(j, j.placement_for_plan(index)))
+            .collect();
+        state.plan = plan(&self.settings.plan, &shape, &plan_jobs);
+    }
+
+    fn send_schedules(&self, state: &mut State) {
+        for i in 0..state.nodes.len() {
+            let schedule = self.node_schedule(state, &state.nodes[i].name);
+            if state.nodes[i].last_schedule.as_ref() == Some(&schedule) || state.nodes[i].link.is_none() {
+                continue;
+            }
+            let name = state.nodes[i].name.clone();
+            if send_to(state, &name, &ToAgent::Schedule(schedule.clone())).is_ok() {
+                state.nodes[i].last_schedule = Some(schedule);
+            }
+        }
+    }
+
+    fn node_schedule(&self, state: &State, node: &str) -> Schedule {
+        let here = |id: &JobId| state.jobs.get(&(id.0 as u64)).is_some_and(|j| j.on_node(node).is_some());
+        let ids = |list: &[JobId]| list.iter().filter(|id| here(id)).map(|id| id.0 as u64).collect::<Vec<u64>>();
+        let jobs: Vec<u64> = state
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_over() && j.on_node(node).is_some() && !j.ended_on.iter().any(|n| n == node))
+            .map(|j| j.id)
+            .collect();
+        Schedule {
+            slice_ns: self.settings.slice_ns,
+            rows: state.plan.rows.iter().map(|row| ids(row)).collect(),
+            always: ids(&state.plan.always),
+            suspended: jobs.iter().copied().filter(|id| state.jobs[id].state == JobState::Suspended).collect(),
+            jobs,
+        }
+    }
+
+    fn slice_share(&self, state: &State, id: u64) -> f64 {
+        state.plan.jobs.iter().find(|j| j.id.0 as u64 == id).map_or(0.0, |j| j.slice_share(state.plan.rows.len()))
+    }
+
+    /// An agent said hello: register its node and return the node's index.
+    pub fn agent_connected(&self, hello: &AgentHello, writer: AgentWriter) -> Result<u32, String> {
+        let mut state = self.state.lock().unwrap();
+        validate_node_name(&hello.node)?;
+        if hello.cpus == 0 {
+            return Err("an agent must offer at least one CPU".into());
+        }
+        let index = match node_index(&state, &hello.node) {
+            Some(i) if state.nodes[i].link.is_some() => {
+                return Err(format!("an agent for node {} is already connected", hello.node))
+            }
+            Some(i) => i,
+            None => {
+                state.nodes.push(Node {
+                    name: hello.node.clone(),
+                    cpus: hello.cpus,
+                    mem_bytes: hello.mem_bytes,
+                    link: None,
+                    freezer: String::new(),
+                    load_avg: 0.0,
+                    switches: 0,
+                    last_schedule: None,
+                });
+                state.nodes.len() - 1
+            }
+        };
+        let row = NodeRow { name: hello.node.clone(), cpus: hello.cpus, mem_bytes: hello.mem_bytes };
+        state.db.save_node(&row).map_err(|e| e.to_string())?;
+        let node = &mut state.nodes[index];
+        node.cpus = hello.cpus;
+        node.mem_bytes = hello.mem_bytes;
+        node.link = Some(writer);
+        node.freezer = hello.freezer.clone();
+        node.last_schedule = None;
+        let _ = send_to(&state, &hello.node, &ToAgent::Welcome { node_index: index as u32 });
+        self.reconcile_adopted(&mut state, hello);
+        self.replan(&mut state);
+        Ok(index as u32)
+    }
+
+    /// Jobs the database runs on this node but the agent does not have are over there.
+    fn reconcile_adopted(&self, state: &mut State, hello: &AgentHello) {
+        let gone: Vec<u64> = state
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_over() && j.on_node(&hello.node).is_some() && !j.ended_on.contains(&hello.node))
+            .filter(|j| !hello.adopted.iter().any(|a| a.job == j.id))
+            .filter(|j| !j.registered)
+            .map(|j| j.id)
+            .collect();
+        for id in gone {
+            self.node_ended(state, id, &hello.node, None);
+        }
+    }
+
+    pub fn agent_disconnected(&self, node: &str) {
+        let mut state = self.state.lock().unwrap();
+        if let Some(i) = node_index(&state, node) {
+            state.nodes[i].link = None;
+            state.nodes[i].last_schedule = None;
+        }
+    }
+
+    pub fn agent_event(&self, node: &str, event: FromAgent) {
+        let mut state = self.state.lock().unwrap();
+        match event {
+            FromAgent::Report { jobs, load_avg, switches } => {
+                if let Some(i) = node_index(&state, node) {
+                    state.nodes[i].load_avg = load_avg;
+                    state.nodes[i].switches = switches;
+                }
+                for usage in jobs {
+                    let live = state.live.entry(usage.job).or_default();
+                    live.usage.insert(node.to_string(), usage);
+                }
+                self.track_idle(&mut state);
+            }
+            FromAgent::Ended { job, exit_code } => self.node_ended(&mut state, job, node, exit_code),
+            FromAgent::Failed { job, error } => {
+                let _ = self.update_job(&mut state, job, |j| j.error = Some(format!("{node}: {error}")));
+                self.node_ended(&mut state, job, node, Some(127));
+            }
+        }
+    }
+
+    fn node_ended(&self, state: &mut State, id: u64, node: &str, exit_code: Option<i32>) {
+        let Some(job) = state.jobs.get(&id) else { return };
+        if job.state.is_over() || job.ended_on.iter().any(|n| n == node) {
+            return;
+        }
+        let mut job = job.clone();
+        job.ended_on.push(node.to_string());
+        if exit_code.is_some_and(|c| c != 0) || job.exit_code.is_none() {
+            job.exit_code = exit_code.or(job.exit_code);
+        }
+        if job.placement.iter().all(|p| job.ended_on.contains(&p.node)) {
+            job.state = match (&job.error, job.exit_code) {
+                (Some(e), _) if e == "killed" => JobState::Killed,
+                (Some(_), _) => JobState::Failed,
+                _ => JobState::Finished,
+            };
+            job.ended_unix_ms = Some(unix_ms_now());
+        }
+        let _ = send_to(state, node, &ToAgent::Forget { job: id });
+        if let Err(e) = state.db.save_job(&job) {
+            eprintln!("cosched controller: {e}");
+        }
+        state.jobs.insert(id, job);
+        self.replan(state);
+    }
+
+    /// Gang jobs that used no CPU while they had slices for `idle_revert` run
+    /// outside the matrix; after `idle_forget` they become local for good.
+    fn track_idle(&self, state: &mut State) {
+        let now = Instant::now();
+        let mut changes: Vec<(u64, bool, bool)> = Vec::new();
+        for job in state.jobs.values().filter(|j| j.state == JobState::Running && j.mode == "gang") {
+            let live = state.live.entry(job.id).or_default();
+            let cpu_ns: u64 = live.usage.values().map(|u| u.cpu_ns).sum();
+            if cpu_ns > live.cpu_ns || live.progress_at.is_none() {
+                live.cpu_ns = cpu_ns;
+                live.progress_at = Some(now);
+                if job.idle {
+                    changes.push((job.id, false, false));
+                }
+                continue;
+            }
+            let quiet = now.duration_since(live.progress_at.unwrap_or(now));
+            if quiet >= self.settings.idle_forget {
+                changes.push((job.id, true, true));
+            } else if quiet >= self.settings.idle_revert && !job.idle {
+                changes.push((job.id, true, false));
+            }
+        }
+        for (id, idle, forget) in changes {
+            let _ = self.update_job(state, id, |j| {
+                j.idle = idle;
+                if forget {
+                    j.mode = "local".into();
+                    j.idle = false;
+                }
+            });
+        }
+    }
+
+    /// Periodic work: the status document.
+    pub fn tick(&self) {
+        let state = self.state.lock().unwrap();
+        let status = self.status_json(&state);
+        drop(state);
+        let path = self.settings.status_path();
+        let tmp = path.with_extension("json.tmp");
+        let written = std::fs::write(&tmp, serde_json::to_vec_pretty(&status).unwrap_or_default())
+            .and_then(|_| std::fs::rename(&tmp, &path));
+        if let Err(e) = written {
+            eprintln!("cosched controller: status document {}: {e}", path.display());
+        }
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        self.status_json(&self.state.lock().unwrap())
+    }
+
+    fn status_json(&self, state: &State) -> serde_json::Value {
+        let jobs: Vec<serde_json::Value> = state
+            .jobs
+            .values()
+            .map(|j| {
+                let live = state.live.get(&j.id);
+                json!({
+                    "id": j.id, "uid": j.uid, "class": j.class, "mode": j.mode, "state": j.state.name(),
+                    "tasks": j.tasks, "idle": j.idle, "registered": j.registered,
+                    "command": j.argv.join(" "), "placement": j.placement,
+                    "cpu_ns": live.map_or(0, |l| l.usage.values().map(|u| u.cpu_ns).sum::<u64>()),
+                    "pids": live.map(|l| l.usage.values().flat_map(|u| u.pids.clone()).collect::<Vec<_>>()).unwrap_or_default(),
+                    "frozen": live.is_some_and(|l| !l.usage.is_empty() && l.usage.values().all(|u| u.frozen)),
+                    "slice_share": self.slice_share(state, j.id),
+                    "exit_code": j.exit_code, "error": j.error,
+                    "submitted_unix_ms": j.submitted_unix_ms, "started_unix_ms": j.started_unix_ms,
+                    "ended_unix_ms": j.ended_unix_ms,
+                })
+            })
+            .collect();
+        let nodes: Vec<serde_json::Value> = state
+            .nodes
+            .iter()
+            .map(|n| {
+                json!({ "name": n.name, "cpus": n.cpus, "mem_bytes": n.mem_bytes, "connected": n.link.is_some(),
+                        "freezer": n.freezer, "load_avg": n.load_avg, "switches": n.switches })
+            })
+            .collect();
+        json!({
+            "slice_ns": self.settings.slice_ns,
+            "rows": self.settings.plan.rows,
+            "nodes": nodes,
+            "jobs": jobs,
+            "matrix": matrix_json(state),
+        })
+    }
+}
+
+/// Slots × (node, CPU): the job in each cell, for the monitor.
+fn matrix_json(state: &State) -> serde_json::Value {
+    let slots: Vec<serde_json::Value> = state
+        .plan
+        .rows
+        .iter()
+        .map(|row| {
+            let cells: Vec<serde_json::Value> = state
+                .nodes
+                .iter()
+                .map(|n| {
+                    let per_cpu: Vec<Option<u64>> = (0..n.cpus)
+                        .map(|cpu| {
+                            row.iter().chain(&state.plan.always).map(|id| id.0 as u64).find(|id| {
+                                state
+                                    .jobs
+                                    .get(id)
+                                    .and_then(|j| j.on_node(&n.name))
+                                    .is_some_and(|p| p.cpus.contains(&cpu))
+                            })
+                        })
+                        .collect();
+                    json!({ "node": n.name, "cpus": per_cpu })
+                })
+                .collect();
+            json!(cells)
+        })
+        .collect();
+    json!(slots)
+}
+
+fn node_load(state: &State, node: Option<&str>) -> Outcome {
+    let nodes: Vec<serde_json::Value> = state
+        .nodes
+        .iter()
+        .filter(|n| node.is_none_or(|want| want == n.name))
+        .map(|n| {
+            let jobs = state.jobs.values().filter(|j| !j.state.is_over() && j.on_node(&n.name).is_some()).count();
+            json!({ "node": n.name, "cpus": n.cpus, "load_avg": n.load_avg, "jobs": jobs })
+        })
+        .collect();
+    if nodes.is_empty() {
+        return Err(format!("unknown node {:?}", node.unwrap_or("")));
+    }
+    Ok(json!({ "nodes": nodes }))
+}
+
+impl Controller {
+    /// A fresh token for the web monitor, standing for `who`, and the monitor's address.
+    fn monitor_token(&self, state: &mut State, who: &Identity) -> serde_json::Value {
+        let mut bytes = [0u8; 16];
+        let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        state.monitor_tokens.insert(token.clone(), *who);
+        let address = std::fs::read_to_string(self.settings.state_dir.join("monitor.addr")).unwrap_or_default();
+        json!({ "token": token, "address": address.trim() })
+    }
+}
+
+fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::cluster::NodeCpus>>) -> PlanJob {
+    PlanJob {
+        id: JobId(job.id as u32),
+        class: job.class(),
+        mode: job.mode(),
+        tasks: job.tasks,
+        nodes: job.nodes,
+        mem_bytes_per_node: job.mem_bytes,
+        placed,
+        suspended: job.state == JobState::Suspended,
+        idle: job.idle && job.mode() == Mode::Gang,
+    }
+}
+
+/// Number the tasks node by node.
+fn with_ranks(cpus: &[cosched_policy::cluster::NodeCpus], names: &[String]) -> Vec<NodePlacement> {
+    let mut next = 0;
+    cpus.iter()
+        .map(|nc| {
+            let ranks: Vec<u32> = (next..next + nc.cpus.len() as u32).collect();
+            next += nc.cpus.len() as u32;
+            NodePlacement { node: names[nc.node as usize].clone(), cpus: nc.cpus.clone(), ranks }
+        })
+        .collect()
+}
+
+fn start_message(job: &JobRecord, p: &NodePlacement) -> StartJob {
+    StartJob {
+        job: job.id,
+        uid: job.uid,
+        gid: job.gid,
+        argv: job.argv.clone(),
+        cwd: job.cwd.clone(),
+        env: job.env.clone(),
+        ranks: p.ranks.clone(),
+        size: job.tasks,
+        cpus: p.cpus.clone(),
+        register_only: job.registered,
+    }
+}
+
+fn send_to(state: &State, node: &str, message: &ToAgent) -> Result<(), String> {
+    let link = state
+        .nodes
+        .iter()
+        .find(|n| n.name == node)
+        .and_then(|n| n.link.clone())
+        .ok_or_else(|| format!("the agent of node {node} is not connected"))?;
+    let mut writer = link.lock().unwrap();
+    write_message(&mut *writer, message).map_err(|e| format!("node {node}: {e}"))
+}
+
+fn node_index(state: &State, name: &str) -> Option<usize> {
+    state.nodes.iter().position(|n| n.name == name)
+}
+
+fn parse_class(text: &str) -> Result<JobClass, String> {
+    JobClass::parse(text).ok_or_else(|| format!("unknown class {text:?} (express, interactive, batch or standby)"))
+}
+
+pub fn validate_node_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        && name != "."
+        && name != "..";
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("invalid node name {name:?} (letters, digits, '-', '_', '.'; at most 64)"))
+    }
+}
+
+fn process_owner(pid: i32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn read_tail(path: &std::path::Path, max_bytes: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else { return String::new() };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(max_bytes)));
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

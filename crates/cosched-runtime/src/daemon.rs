@@ -1,0 +1,55 @@
+//! Putting the pieces together: `cosched up` (controller and a local agent in
+//! one process), `cosched controller` and `cosched agent`.
+
+use crate::agent::{Agent, AgentSettings};
+use crate::controller::{Controller, ControllerSettings};
+use crate::watchdog::start_watchdog;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct ControllerListen {
+    pub socket: PathBuf,
+    pub tcp: Option<String>,
+    pub monitor: Option<String>,
+}
+
+/// Start the controller's listeners and return it; its periodic work runs in
+/// a thread of its own.
+pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen) -> std::io::Result<Arc<Controller>> {
+    let controller = Arc::new(Controller::open(settings)?);
+    crate::server::listen_unix(controller.clone(), &listen.socket)?;
+    eprintln!("cosched controller: listening on {}", listen.socket.display());
+    if let Some(address) = &listen.tcp {
+        let bound = crate::server::listen_tcp(controller.clone(), address)?;
+        eprintln!("cosched controller: listening on tcp {bound}");
+    }
+    if let Some(address) = &listen.monitor {
+        let bound = crate::monitor::serve(controller.clone(), address)?;
+        eprintln!("cosched controller: monitor at http://{bound}/ (get a URL with a token: cosched monitor)");
+        std::fs::write(controller.settings.state_dir.join("monitor.addr"), bound.to_string())?;
+    }
+    let ticking = controller.clone();
+    // The status document every slice, but not more often than every 50 ms.
+    let period = Duration::from_nanos(ticking.settings.slice_ns.max(50_000_000));
+    std::thread::Builder::new().name("controller-tick".into()).spawn(move || loop {
+        ticking.tick();
+        std::thread::sleep(period);
+    })?;
+    Ok(controller)
+}
+
+/// Run an agent until the process ends, with its watchdog beside it.
+pub fn run_agent(settings: AgentSettings) -> std::io::Result<()> {
+    let agent = Agent::new(settings.clone())?;
+    let _watchdog = start_watchdog(&settings.helper_program, &settings.node)?;
+    eprintln!("cosched agent {}: {}", settings.node, agent.groups().describe());
+    agent.run()
+}
+
+/// `cosched up`: a controller and its local agent in one process.
+pub fn run_up(settings: ControllerSettings, listen: ControllerListen, agent: AgentSettings) -> std::io::Result<()> {
+    let _controller = start_controller(settings, &listen)?;
+    run_agent(agent)
+}

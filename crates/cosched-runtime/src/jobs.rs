@@ -1,0 +1,119 @@
+//! Jobs as the controller keeps them, and who may act on them.
+
+use cosched_policy::cluster::{JobClass, Mode, NodeCpus};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    Queued,
+    Running,
+    Suspended,
+    Finished,
+    Killed,
+    Failed,
+}
+
+impl JobState {
+    pub fn name(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Suspended => "suspended",
+            JobState::Finished => "finished",
+            JobState::Killed => "killed",
+            JobState::Failed => "failed",
+        }
+    }
+
+    pub fn is_over(self) -> bool {
+        matches!(self, JobState::Finished | JobState::Killed | JobState::Failed)
+    }
+}
+
+/// A job's CPUs on one named node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePlacement {
+    pub node: String,
+    pub cpus: Vec<u32>,
+    /// Global ranks of the tasks on this node.
+    pub ranks: Vec<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: u64,
+    pub uid: u32,
+    pub gid: u32,
+    pub class: String,
+    /// "gang" or "local"; a gang job dropped from the gang database after a
+    /// long idle time becomes "local".
+    pub mode: String,
+    pub tasks: u32,
+    pub nodes: Option<u32>,
+    pub mem_bytes: u64,
+    pub slice_opt_out: bool,
+    pub registered: bool,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub env: Vec<(String, String)>,
+    pub state: JobState,
+    pub placement: Vec<NodePlacement>,
+    pub submitted_unix_ms: u64,
+    pub started_unix_ms: Option<u64>,
+    pub ended_unix_ms: Option<u64>,
+    pub exit_code: Option<i32>,
+    /// Nodes on which the job has no process left.
+    pub ended_on: Vec<String>,
+    /// Idle (no CPU used for the revert time): run outside the matrix.
+    pub idle: bool,
+    pub error: Option<String>,
+}
+
+impl JobRecord {
+    pub fn class(&self) -> JobClass {
+        JobClass::parse(&self.class).unwrap_or(JobClass::Batch)
+    }
+
+    pub fn mode(&self) -> Mode {
+        if self.mode == "local" || self.slice_opt_out {
+            Mode::Local
+        } else {
+            Mode::Gang
+        }
+    }
+
+    pub fn placement_for_plan(&self, node_index: impl Fn(&str) -> Option<u32>) -> Option<Vec<NodeCpus>> {
+        if self.placement.is_empty() {
+            return None;
+        }
+        self.placement.iter().map(|p| node_index(&p.node).map(|node| NodeCpus { node, cpus: p.cpus.clone() })).collect()
+    }
+
+    pub fn on_node(&self, node: &str) -> Option<&NodePlacement> {
+        self.placement.iter().find(|p| p.node == node)
+    }
+}
+
+/// Who sent a request: from the Unix socket's peer credentials, or from an
+/// authenticated TCP connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    pub admin: bool,
+}
+
+impl Identity {
+    pub fn may_act_on(&self, job: &JobRecord) -> Result<(), String> {
+        if self.admin || self.uid == job.uid {
+            Ok(())
+        } else {
+            Err(format!("permission denied: job {} belongs to uid {}, you are uid {}", job.id, job.uid, self.uid))
+        }
+    }
+}
+
+pub fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

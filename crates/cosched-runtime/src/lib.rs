@@ -1,0 +1,19 @@
+//! The real coscheduler: a controller that holds the job database and the
+//! Ousterhout matrix, node agents that start, freeze, thaw and measure the
+//! processes of jobs, and the API between them and their users.
+//!
+//! The scheduling decisions are `cosched-policy` code (`cluster::plan`), the
+//! same crate the simulator drives; this crate only does the I/O around them.
+
+pub mod agent;
+pub mod controller;
+pub mod daemon;
+pub mod db;
+pub mod freezer;
+pub mod jobs;
+pub mod launch;
+pub mod monitor;
+pub mod protocol;
+pub mod server;
+pub mod switcher;
+pub mod watchdog;

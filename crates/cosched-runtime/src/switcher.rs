@@ -1,0 +1,227 @@
+//! The switching thread of an agent: at every wall-clock slice boundary it
+//! stops the outgoing gang (waiting until the kernel confirms it is stopped)
+//! and only then starts the incoming one.
+
+use crate::freezer::JobGroups;
+use crate::protocol::Schedule;
+use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+/// Keep this many recent samples of each measurement.
+const SAMPLES_KEPT: usize = 100_000;
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SwitchStats {
+    pub switches: u64,
+    /// Slice boundary to the incoming gang thawed, per switch (ns).
+    pub latency_ns: Vec<u64>,
+    /// Slice boundary to the moment the switch began, per switch (ns).
+    pub start_offset_ns: Vec<u64>,
+    /// Slice number of each switch (to pair the samples of several agents).
+    pub slice_numbers: Vec<u64>,
+    pub errors: u64,
+}
+
+impl SwitchStats {
+    fn record(&mut self, slice: u64, start_offset_ns: u64, latency_ns: u64) {
+        self.switches += 1;
+        if self.latency_ns.len() >= SAMPLES_KEPT {
+            self.latency_ns.remove(0);
+            self.start_offset_ns.remove(0);
+            self.slice_numbers.remove(0);
+        }
+        self.latency_ns.push(latency_ns);
+        self.start_offset_ns.push(start_offset_ns);
+        self.slice_numbers.push(slice);
+    }
+}
+
+struct SwitchState {
+    schedule: Schedule,
+    /// Jobs the agent manages, and whether each runs now.
+    running: BTreeMap<u64, bool>,
+    /// Jobs started here that the controller's schedule does not list yet: kept stopped.
+    pending: BTreeSet<u64>,
+    stats: SwitchStats,
+}
+
+pub struct Switcher {
+    groups: Arc<JobGroups>,
+    state: Mutex<SwitchState>,
+}
+
+pub fn realtime_ns() -> u64 {
+    clock_gettime(ClockId::CLOCK_REALTIME).map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64).unwrap_or(0)
+}
+
+fn sleep_until_realtime(ns: u64) {
+    let at = nix::sys::time::TimeSpec::new((ns / 1_000_000_000) as i64, (ns % 1_000_000_000) as i64);
+    let _ = clock_nanosleep(ClockId::CLOCK_REALTIME, ClockNanosleepFlags::TIMER_ABSTIME, &at);
+}
+
+impl Switcher {
+    pub fn new(groups: Arc<JobGroups>) -> Switcher {
+        let state = SwitchState {
+            schedule: Schedule::default(),
+            running: BTreeMap::new(),
+            pending: BTreeSet::new(),
+            stats: SwitchStats::default(),
+        };
+        Switcher { groups, state: Mutex::new(state) }
+    }
+
+    pub fn stats(&self) -> SwitchStats {
+        self.state.lock().unwrap().stats.clone()
+    }
+
+    pub fn is_frozen(&self, job: u64) -> bool {
+        self.state.lock().unwrap().running.get(&job).is_some_and(|r| !r)
+    }
+
+    /// A new schedule applies at once (a job whose slot is on starts now,
+    /// not at the next boundary).
+    pub fn set_schedule(&self, schedule: Schedule) {
+        let mut state = self.state.lock().unwrap();
+        for &job in &schedule.jobs {
+            state.pending.remove(&job);
+            if !state.running.contains_key(&job) {
+                let frozen = self.groups.is_frozen(job).unwrap_or(false);
+                state.running.insert(job, !frozen);
+            }
+        }
+        state.schedule = schedule;
+        let slice = current_slice(&state.schedule, realtime_ns());
+        self.apply(&mut state, slice);
+    }
+
+    /// Stop a new job's (still empty) cgroup unless its slot is on: its
+    /// processes then start stopped and run when the schedule says.
+    pub fn prepare_new_job(&self, job: u64) -> std::io::Result<()> {
+        let mut state = self.state.lock().unwrap();
+        if state.schedule.jobs.contains(&job) {
+            return Ok(());
+        }
+        self.groups.freeze(job)?;
+        state.running.insert(job, false);
+        state.pending.insert(job);
+        Ok(())
+    }
+
+    /// The processes of a new job exist: stop them too if the freezer is
+    /// signals (a signal cannot stop a process that did not exist yet).
+    pub fn job_started(&self, job: u64) {
+        let mut state = self.state.lock().unwrap();
+        if state.running.get(&job) == Some(&false) {
+            let _ = self.groups.freeze(job);
+        }
+        let slice = current_slice(&state.schedule, realtime_ns());
+        self.apply(&mut state, slice);
+    }
+
+    pub fn forget(&self, job: u64) {
+        let mut state = self.state.lock().unwrap();
+        state.running.remove(&job);
+        state.pending.remove(&job);
+    }
+
+    /// Run forever, switching at every slice boundary.
+    pub fn run(&self, realtime: bool) {
+        if realtime {
+            if let Err(e) = enter_realtime_class() {
+                eprintln!("cosched agent: switching thread stays in the normal class: {e}");
+            }
+        }
+        loop {
+            let slice_ns = self.state.lock().unwrap().schedule.slice_ns.max(1_000_000);
+            let now = realtime_ns();
+            let next = (now / slice_ns + 1) * slice_ns;
+            sleep_until_realtime(next);
+            let woke = realtime_ns();
+            let mut state = self.state.lock().unwrap();
+            if state.schedule.slice_ns != slice_ns || state.schedule.rows.len() < 2 {
+                continue; // nothing rotates (or the slice changed): no switch
+            }
+            let slice = next / slice_ns;
+            self.apply(&mut state, Some(slice));
+            let done = realtime_ns();
+            state.stats.record(slice, woke.saturating_sub(next), done.saturating_sub(next));
+        }
+    }
+
+    /// Stop every job not in the slot of `slice`, confirm, then start the slot's jobs.
+    fn apply(&self, state: &mut SwitchState, slice: Option<u64>) {
+        let target = target_jobs(&state.schedule, slice);
+        let jobs: Vec<u64> = state.running.keys().copied().collect();
+        let mut failed = false;
+        for &job in &jobs {
+            let known = state.schedule.jobs.contains(&job) || state.pending.contains(&job);
+            if known && state.running[&job] && !target.contains(&job) {
+                failed |= self.groups.freeze(job).map_err(|e| eprintln!("cosched agent: {e}")).is_err();
+                state.running.insert(job, false);
+            }
+        }
+        for &job in &jobs {
+            let known = state.schedule.jobs.contains(&job);
+            let wanted = target.contains(&job) || !known && !state.pending.contains(&job);
+            if !state.running[&job] && wanted {
+                failed |= self.groups.thaw(job).map_err(|e| eprintln!("cosched agent: {e}")).is_err();
+                state.running.insert(job, true);
+            }
+        }
+        if failed {
+            state.stats.errors += 1;
+        }
+    }
+}
+
+fn current_slice(schedule: &Schedule, now_ns: u64) -> Option<u64> {
+    (schedule.slice_ns > 0).then(|| now_ns / schedule.slice_ns)
+}
+
+/// The jobs that run during `slice`: its slot's and the always-running ones,
+/// never a suspended one.
+pub fn target_jobs(schedule: &Schedule, slice: Option<u64>) -> BTreeSet<u64> {
+    let mut target: BTreeSet<u64> = schedule.always.iter().copied().collect();
+    if !schedule.rows.is_empty() {
+        let slot = slice.map_or(0, |s| (s % schedule.rows.len() as u64) as usize);
+        target.extend(schedule.rows[slot].iter().copied());
+    }
+    for job in &schedule.suspended {
+        target.remove(job);
+    }
+    target
+}
+
+fn enter_realtime_class() -> Result<(), String> {
+    use thread_priority::{
+        set_thread_priority_and_policy, thread_native_id, RealtimeThreadSchedulePolicy, ThreadPriority,
+        ThreadSchedulePolicy,
+    };
+    let priority = ThreadPriority::from_posix(thread_priority::ScheduleParams { sched_priority: 50 });
+    set_thread_priority_and_policy(
+        thread_native_id(),
+        priority,
+        ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+    )
+    .map_err(|e| format!("{e:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_rotates_through_slots_and_keeps_always_and_suspended_rules() {
+        let schedule = Schedule {
+            slice_ns: 10,
+            rows: vec![vec![1], vec![2, 3]],
+            always: vec![4],
+            jobs: vec![1, 2, 3, 4],
+            suspended: vec![3],
+        };
+        assert_eq!(target_jobs(&schedule, Some(0)), [1, 4].into());
+        assert_eq!(target_jobs(&schedule, Some(1)), [2, 4].into());
+        assert_eq!(target_jobs(&schedule, Some(2)), [1, 4].into());
+    }
+}
