@@ -210,7 +210,7 @@ fn task_split(tasks: u32, nodes: Option<u32>, per_node_capacity: u32) -> Option<
         None if per_node_capacity == 0 => None,
         None => {
             let mut split = vec![per_node_capacity; (tasks / per_node_capacity) as usize];
-            if tasks % per_node_capacity > 0 {
+            if !tasks.is_multiple_of(per_node_capacity) {
                 split.push(tasks % per_node_capacity);
             }
             Some(split)
@@ -236,6 +236,9 @@ impl Occupancy {
     }
 }
 
+/// A placed job's CPUs, matrix rows, and whether it runs all the time.
+type Decision = (Vec<NodeCpus>, Vec<u32>, bool);
+
 struct Planner<'a> {
     settings: &'a PlanSettings,
     shape: &'a ClusterShape,
@@ -245,7 +248,7 @@ struct Planner<'a> {
     local: Vec<LocalPlacement>,
     mem_free: Vec<u64>,
     /// Per job (in input order): placement, rows, always.
-    result: Vec<Option<(Vec<NodeCpus>, Vec<u32>, bool)>>,
+    result: Vec<Option<Decision>>,
 }
 
 /// Compute the plan. Jobs are considered by class, then in the order given

@@ -81,6 +81,9 @@ pub struct Controller {
 
 type Outcome = Result<serde_json::Value, String>;
 
+/// A job using less than 1/100 of one CPU counts as idle.
+const IDLE_CPU_SHARE_DIVISOR: u64 = 100;
+
 impl Controller {
     pub fn open(settings: ControllerSettings) -> std::io::Result<Controller> {
         std::fs::create_dir_all(&settings.state_dir)
@@ -424,13 +427,8 @@ impl Controller {
 
     /// Recompute the plan, start jobs that got room, and send every agent its schedule.
     fn replan(&self, state: &mut State) {
-        let shape = self.shape(state);
-        let active: Vec<&JobRecord> =
-            state.jobs.values().filter(|j| !j.state.is_over() && !(j.registered && j.placement.is_empty())).collect();
+        self.recompute_plan(state);
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
-        let index = |name: &str| names.iter().position(|n| n == name).map(|i| i as u32);
-        let plan_jobs: Vec<PlanJob> = active.iter().map(|j| plan_job(j, j.placement_for_plan(index))).collect();
-        state.plan = plan(&self.settings.plan, &shape, &plan_jobs);
         let started: Vec<(u64, Vec<NodePlacement>)> = state
             .plan
             .jobs
@@ -466,13 +464,18 @@ impl Controller {
             }
         }
         // The placement just fixed changes the plan (it is no longer a choice).
+        self.recompute_plan(state);
+    }
+
+    fn recompute_plan(&self, state: &mut State) {
         let shape = self.shape(state);
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
         let index = |name: &str| names.iter().position(|n| n == name).map(|i| i as u32);
+        // A registered job without CPUs yet is not the plan's to place.
         let plan_jobs: Vec<PlanJob> = state
             .jobs
             .values()
-            .filter(|j| !j.state.is_over() && !(j.registered && j.placement.is_empty()))
+            .filter(|j| !(j.state.is_over() || j.registered && j.placement.is_empty()))
             .map(|j| plan_job(j, j.placement_for_plan(index)))
             .collect();
         state.plan = plan(&self.settings.plan, &shape, &plan_jobs);
@@ -632,7 +635,10 @@ impl Controller {
         for job in state.jobs.values().filter(|j| j.state == JobState::Running && j.mode == "gang") {
             let live = state.live.entry(job.id).or_default();
             let cpu_ns: u64 = live.usage.values().map(|u| u.cpu_ns).sum();
-            if cpu_ns > live.cpu_ns || live.progress_at.is_none() {
+            // "No CPU" means under 1 % of one CPU since the last progress: a
+            // sleeping process still spends a few µs at every freeze and thaw.
+            let since_ns = live.progress_at.map_or(0, |at| now.duration_since(at).as_nanos() as u64);
+            if cpu_ns.saturating_sub(live.cpu_ns) > since_ns / IDLE_CPU_SHARE_DIVISOR || live.progress_at.is_none() {
                 live.cpu_ns = cpu_ns;
                 live.progress_at = Some(now);
                 if job.idle {

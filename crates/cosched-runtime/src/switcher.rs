@@ -6,6 +6,7 @@ use crate::freezer::JobGroups;
 use crate::protocol::Schedule;
 use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Keep this many recent samples of each measurement.
@@ -49,6 +50,8 @@ struct SwitchState {
 pub struct Switcher {
     groups: Arc<JobGroups>,
     state: Mutex<SwitchState>,
+    /// Set by `stop`: `run` returns at its next wake-up.
+    stopped: AtomicBool,
 }
 
 pub fn realtime_ns() -> u64 {
@@ -68,7 +71,7 @@ impl Switcher {
             pending: BTreeSet::new(),
             stats: SwitchStats::default(),
         };
-        Switcher { groups, state: Mutex::new(state) }
+        Switcher { groups, state: Mutex::new(state), stopped: AtomicBool::new(false) }
     }
 
     pub fn stats(&self) -> SwitchStats {
@@ -85,9 +88,8 @@ impl Switcher {
         let mut state = self.state.lock().unwrap();
         for &job in &schedule.jobs {
             state.pending.remove(&job);
-            if !state.running.contains_key(&job) {
-                let frozen = self.groups.is_frozen(job).unwrap_or(false);
-                state.running.insert(job, !frozen);
+            if let std::collections::btree_map::Entry::Vacant(entry) = state.running.entry(job) {
+                entry.insert(!self.groups.is_frozen(job).unwrap_or(false));
             }
         }
         state.schedule = schedule;
@@ -125,7 +127,12 @@ impl Switcher {
         state.pending.remove(&job);
     }
 
-    /// Run forever, switching at every slice boundary.
+    /// Make `run` return at its next slice boundary (within one slice), without switching there.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+
+    /// Run until `stop`, switching at every slice boundary.
     pub fn run(&self, realtime: bool) {
         if realtime {
             if let Err(e) = enter_realtime_class() {
@@ -138,6 +145,9 @@ impl Switcher {
             let next = (now / slice_ns + 1) * slice_ns;
             sleep_until_realtime(next);
             let woke = realtime_ns();
+            if self.stopped.load(Ordering::Relaxed) {
+                return;
+            }
             let mut state = self.state.lock().unwrap();
             if state.schedule.slice_ns != slice_ns || state.schedule.rows.len() < 2 {
                 continue; // nothing rotates (or the slice changed): no switch

@@ -108,7 +108,7 @@ fn read_key(path: &Option<PathBuf>) -> Result<Option<String>, String> {
 }
 
 fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, ControllerListen), String> {
-    if !(args.slice_ms >= 0.1) {
+    if args.slice_ms.is_nan() || args.slice_ms < 0.1 {
         return Err(format!("--slice-ms {} is below the 0.1 ms minimum", args.slice_ms));
     }
     if args.rows == 0 || args.local_mpl == 0 {

@@ -91,7 +91,7 @@ fn express_runs_always_and_displaces_a_started_gang_on_its_cpus() {
 fn express_waits_when_no_cpu_is_free_in_every_row() {
     let p = plan(&settings(), &shape(1, 2), &[gang(1, 1), with_class(gang(2, 2), JobClass::Express)]);
     // Express is considered first, so it takes both CPUs and job 1 queues.
-    assert_eq!(placed(&p, 2).2, true);
+    assert!(placed(&p, 2).2);
     assert_eq!(p.job(JobId(1)).unwrap().status, JobStatus::Queued);
 }
 
@@ -114,7 +114,7 @@ fn local_jobs_are_admitted_up_to_the_mpl_and_always_run() {
     let local = |id| PlanJob { mode: Mode::Local, ..gang(id, 2) };
     let p = plan(&settings(), &shape(1, 2), &[local(1), local(2), local(3)]);
     assert_eq!(placed(&p, 1), (vec![on(0, &[0, 1])], vec![], true));
-    assert_eq!(placed(&p, 2).2, true);
+    assert!(placed(&p, 2).2);
     assert_eq!(p.job(JobId(3)).unwrap().status, JobStatus::Queued, "MPL 2 per CPU");
     assert_eq!(p.always, vec![JobId(1), JobId(2)]);
 }

@@ -1,0 +1,219 @@
+//! Starting real daemons and reading real process states for the runtime tests.
+
+#![allow(dead_code, clippy::disallowed_methods)]
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const COSCHED: &str = env!("CARGO_BIN_EXE_cosched");
+
+/// Root is needed for cgroups; without it the test says so loudly and passes nothing.
+pub fn skip_unless_root(test: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return false;
+    }
+    eprintln!("SKIPPED: {test}: needs root for cgroups and for starting jobs as other users");
+    true
+}
+
+pub fn unique(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A running daemon (`cosched up`, `controller` or `agent`), killed on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub dir: PathBuf,
+    pub socket: PathBuf,
+    pub node: String,
+}
+
+impl Daemon {
+    /// `cosched up` with its own state directory, socket and node name.
+    pub fn up(extra: &[&str]) -> Daemon {
+        let node = unique("t");
+        let dir = std::env::temp_dir().join(unique("cosched-test"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("sock");
+        let mut args = vec!["up", "--monitor", "off", "--node", &node];
+        let (state, sock) = (dir.to_str().unwrap().to_string(), socket.to_str().unwrap().to_string());
+        args.extend(["--state-dir", &state, "--socket", &sock]);
+        args.extend(extra);
+        let daemon = Daemon { child: spawn_logged(&args, &dir.join("up.log")), dir, socket, node };
+        daemon.wait_ready();
+        daemon
+    }
+
+    pub fn restart(&mut self, extra: &[&str]) {
+        self.kill_hard();
+        let (state, sock) = (self.dir.to_str().unwrap().to_string(), self.socket.to_str().unwrap().to_string());
+        let mut args = vec!["up", "--monitor", "off", "--node", &self.node, "--state-dir", &state, "--socket", &sock];
+        args.extend(extra);
+        self.child = spawn_logged(&args, &self.dir.join("up2.log"));
+        self.wait_ready();
+    }
+
+    pub fn wait_ready(&self) {
+        wait_for("the daemon to answer status", Duration::from_secs(10), || self.client(&["status"]).status.success());
+        wait_for("the agent to connect", Duration::from_secs(10), || {
+            self.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true))
+        });
+    }
+
+    pub fn client(&self, args: &[&str]) -> Output {
+        client_as(&self.socket, args, None)
+    }
+
+    pub fn client_as(&self, uid: u32, args: &[&str]) -> Output {
+        client_as(&self.socket, args, Some(uid))
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        let out = self.client(&["status", "--json"]);
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+    }
+
+    pub fn job(&self, id: u64) -> serde_json::Value {
+        let status = self.status();
+        status["jobs"].as_array().and_then(|jobs| jobs.iter().find(|j| j["id"] == id).cloned()).unwrap_or_default()
+    }
+
+    /// Submit and return the job id.
+    pub fn submit(&self, args: &[&str]) -> u64 {
+        let mut all = vec!["submit", "--json"];
+        all.extend(args);
+        let out = self.client(&all);
+        assert!(out.status.success(), "submit failed: {}", String::from_utf8_lossy(&out.stderr));
+        let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        reply["job"].as_u64().unwrap()
+    }
+
+    /// Wait until the job has `count` processes and return their pids.
+    pub fn pids(&self, job: u64, count: usize) -> Vec<i32> {
+        let mut pids = vec![];
+        wait_for(&format!("job {job} to have {count} processes"), Duration::from_secs(10), || {
+            pids = self.job(job)["pids"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.as_i64())
+                .map(|p| p as i32)
+                .collect();
+            pids.len() == count
+        });
+        pids
+    }
+
+    pub fn kill_hard(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("up.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        for job in self.status()["jobs"].as_array().into_iter().flatten() {
+            for pid in job["pids"].as_array().into_iter().flatten() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid.as_i64().unwrap_or(0) as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+        self.kill_hard();
+        remove_agent_cgroups(&self.node);
+    }
+}
+
+/// Kill what is left of an agent's jobs and remove its cgroups.
+pub fn remove_agent_cgroups(node: &str) {
+    let Ok(groups) = cosched_runtime::freezer::JobGroups::open(node, None) else { return };
+    for job in groups.existing_jobs().unwrap_or_default() {
+        let _ = groups.signal(job, nix::sys::signal::Signal::SIGKILL);
+        let _ = groups.remove(job);
+    }
+    let _ = groups.remove_agent_dirs();
+}
+
+pub fn spawn_logged(args: &[&str], log: &Path) -> Child {
+    let log = std::fs::File::create(log).unwrap();
+    Command::new(COSCHED).args(args).stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
+}
+
+pub fn client_as(socket: &Path, args: &[&str], uid: Option<u32>) -> Output {
+    let mut command = Command::new(COSCHED);
+    command.args(args).env("COSCHED_SOCKET", socket).current_dir("/tmp");
+    if let Some(uid) = uid {
+        command.uid(uid).gid(uid);
+    }
+    command.output().unwrap()
+}
+
+pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// CPU time (user + system, clock ticks) of a process, `None` once it is gone.
+pub fn cpu_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Is the process on a CPU or waiting for one (`R`)? Frozen and stopped tasks are not.
+pub fn is_running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("R")
+}
+
+pub fn any_running(pids: &[i32]) -> bool {
+    pids.iter().any(|&p| is_running(p))
+}
+
+/// Samples of which gangs run, taken every ~1 ms for `duration`. A sample
+/// counts only if the first gang's state is the same before and after the
+/// others are read (no switch in between), so a switch cannot fake overlap.
+pub struct Samples {
+    pub consistent: usize,
+    pub running: Vec<usize>,
+    pub overlap: usize,
+}
+
+pub fn sample_gangs(gangs: &[Vec<i32>], duration: Duration) -> Samples {
+    let mut s = Samples { consistent: 0, running: vec![0; gangs.len()], overlap: 0 };
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        let first = any_running(&gangs[0]);
+        let states: Vec<bool> = gangs.iter().map(|g| any_running(g)).collect();
+        if first == any_running(&gangs[0]) && first == states[0] {
+            s.consistent += 1;
+            for (i, &r) in states.iter().enumerate() {
+                s.running[i] += usize::from(r);
+            }
+            s.overlap += usize::from(states.iter().filter(|&&r| r).count() > 1);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    s
+}
+
+/// Does every process use CPU over `window`? (nothing left stopped)
+pub fn all_progress(pids: &[i32], window: Duration) -> bool {
+    let before: Vec<Option<u64>> = pids.iter().map(|&p| cpu_ticks(p)).collect();
+    std::thread::sleep(window);
+    pids.iter().zip(before).all(|(&p, b)| matches!((b, cpu_ticks(p)), (Some(b), Some(a)) if a > b))
+}
+
+pub const SPIN: &str = "timeout 120 sh -c 'while :; do :; done'";
