@@ -165,32 +165,14 @@ impl Controller {
         if r.argv.is_empty() || r.argv[0].is_empty() {
             return Err("no command given".into());
         }
-        let mut job = JobRecord {
-            id: state.next_job,
-            uid: who.uid,
-            gid: who.gid,
-            class: class.name().into(),
-            mode: if r.local { "local" } else { "gang" }.into(),
-            tasks: r.tasks,
-            nodes: r.nodes,
-            mem_bytes: r.mem_bytes,
-            slice_opt_out: r.slice_opt_out,
-            registered: false,
-            argv: r.argv,
-            cwd: r.cwd,
-            env: r.env,
-            state: JobState::Queued,
-            placement: vec![],
-            submitted_unix_ms: unix_ms_now(),
-            started_unix_ms: None,
-            ended_unix_ms: None,
-            exit_code: None,
-            ended_on: vec![],
-            idle: false,
-            error: None,
-        };
+        let mut job = JobRecord::new(state.next_job, who, class, r.local, r.tasks);
+        job.nodes = r.nodes;
+        job.mem_bytes = r.mem_bytes;
+        job.slice_opt_out = r.slice_opt_out;
+        job.argv = r.argv;
+        job.cwd = r.cwd;
+        job.env = r.env;
         self.check_fits_ever(state, &job)?;
-        job.state = JobState::Queued;
         self.insert_job(state, job)
     }
 
@@ -208,30 +190,10 @@ impl Controller {
         if cpus > state.nodes[index].cpus {
             return Err(format!("node {node} has {} CPUs, the job asks for {cpus}", state.nodes[index].cpus));
         }
-        let job = JobRecord {
-            id: state.next_job,
-            uid: who.uid,
-            gid: who.gid,
-            class: class.name().into(),
-            mode: if r.local { "local" } else { "gang" }.into(),
-            tasks: cpus,
-            nodes: Some(1),
-            mem_bytes: r.mem_bytes,
-            slice_opt_out: false,
-            registered: true,
-            argv: vec![],
-            cwd: "/".into(),
-            env: vec![],
-            state: JobState::Queued,
-            placement: vec![],
-            submitted_unix_ms: unix_ms_now(),
-            started_unix_ms: None,
-            ended_unix_ms: None,
-            exit_code: None,
-            ended_on: vec![],
-            idle: false,
-            error: None,
-        };
+        let mut job = JobRecord::new(state.next_job, who, class, r.local, cpus);
+        job.nodes = Some(1);
+        job.mem_bytes = r.mem_bytes;
+        job.registered = true;
         // Registered processes exist already: the job holds CPUs on its node now.
         let placement = vec![NodePlacement { node, cpus: (0..cpus).collect(), ranks: (0..cpus).collect() }];
         let reply = self.insert_job(state, job)?;

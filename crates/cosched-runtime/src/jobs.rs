@@ -71,6 +71,34 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// A queued job of `who` with nothing placed or measured yet.
+    pub fn new(id: u64, who: &Identity, class: JobClass, local: bool, tasks: u32) -> JobRecord {
+        JobRecord {
+            id,
+            uid: who.uid,
+            gid: who.gid,
+            class: class.name().into(),
+            mode: if local { "local" } else { "gang" }.into(),
+            tasks,
+            nodes: None,
+            mem_bytes: 0,
+            slice_opt_out: false,
+            registered: false,
+            argv: vec![],
+            cwd: "/".into(),
+            env: vec![],
+            state: JobState::Queued,
+            placement: vec![],
+            submitted_unix_ms: unix_ms_now(),
+            started_unix_ms: None,
+            ended_unix_ms: None,
+            exit_code: None,
+            ended_on: vec![],
+            idle: false,
+            error: None,
+        }
+    }
+
     pub fn class(&self) -> JobClass {
         JobClass::parse(&self.class).unwrap_or(JobClass::Batch)
     }
