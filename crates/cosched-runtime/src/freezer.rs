@@ -10,7 +10,6 @@
 use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -18,15 +17,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::poll::{poll, PollFd, PollFlags};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 /// How long `freeze` may wait for the kernel before it gives up: long enough for a loaded machine, short enough
 /// that a stuck job (e.g. a task in uninterruptible sleep) does not stall the agent's slice switching.
 const FREEZE_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long waits re-check with `sched_yield` before they start sleeping: a freeze of a few tasks normally completes
-/// within this, and a sleep would add the timer's slack (~50 µs or more) to every slice switch.
+/// How long waits re-check every 10 µs before they back off. Not `sched_yield`: the switching thread runs in
+/// SCHED_FIFO, where yielding keeps the CPU from the very task that must run to reach the freezer.
 const SPIN_PHASE: Duration = Duration::from_millis(1);
 /// How long `remove` retries while the kernel finishes tearing down tasks that were just killed.
 const REMOVE_RETRY: Duration = Duration::from_millis(500);
@@ -261,7 +259,7 @@ fn clock_ticks_per_s() -> u64 {
     })
 }
 
-/// Poll `done` until it is true or `FREEZE_TIMEOUT` passes: spin first (freezing a few tasks takes microseconds),
+/// Poll `done` until it is true or `FREEZE_TIMEOUT` passes: short sleeps first (freezing a few tasks takes microseconds),
 /// then sleep with growing pauses so a slow freeze does not burn a CPU the jobs need.
 fn wait_until(what: impl Fn() -> String, mut done: impl FnMut() -> io::Result<bool>) -> io::Result<()> {
     let start = monotonic_now();
@@ -275,7 +273,7 @@ fn wait_until(what: impl Fn() -> String, mut done: impl FnMut() -> io::Result<bo
             return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{} not done after {waited:?}", what())));
         }
         if waited < SPIN_PHASE {
-            thread::yield_now();
+            thread::sleep(Duration::from_micros(10));
         } else {
             thread::sleep(Duration::from_micros(pause_us));
             pause_us = (pause_us * 2).min(5_000);
@@ -283,8 +281,7 @@ fn wait_until(what: impl Fn() -> String, mut done: impl FnMut() -> io::Result<bo
     }
 }
 
-/// `frozen` flag of an open `cgroup.events`. Reading it also re-arms kernfs' poll notification, so a change that
-/// happens between this read and the next `poll` still wakes the poll.
+/// `frozen` flag of an open `cgroup.events`.
 fn read_frozen_flag(file: &File, path: &Path) -> io::Result<bool> {
     let mut buf = [0u8; 512];
     let len = file.read_at(&mut buf, 0).map_err(|e| with_path(e, "cannot read", path))?;
@@ -292,29 +289,17 @@ fn read_frozen_flag(file: &File, path: &Path) -> io::Result<bool> {
     Ok(text.lines().any(|l| l.trim() == "frozen 1"))
 }
 
-/// Wait until `cgroup.events` reports `frozen 1`, sleeping in poll(2) on POLLPRI (kernfs' change notification)
-/// instead of spinning, after a few immediate re-reads for the common fast case.
+/// Wait until `cgroup.events` reports `frozen 1`, re-reading it every 10 µs. Not poll(2): the kernel rate-limits
+/// `cgroup.events` notifications to one per 10 ms, which would make every switch last up to 10 ms.
 fn wait_v2_frozen(events: &Path) -> io::Result<()> {
     let file = File::open(events).map_err(|e| with_path(e, "cannot open", events))?;
     let start = monotonic_now();
-    let mut rereads = 0;
     while !read_frozen_flag(&file, events)? {
-        let left = FREEZE_TIMEOUT.saturating_sub(start.elapsed());
-        if left.is_zero() {
+        if start.elapsed() > FREEZE_TIMEOUT {
             let msg = format!("{} does not report frozen after {FREEZE_TIMEOUT:?}", events.display());
             return Err(io::Error::new(io::ErrorKind::TimedOut, msg));
         }
-        rereads += 1;
-        if rereads <= 20 {
-            thread::yield_now();
-            continue;
-        }
-        let timeout_ms = u16::try_from(left.as_millis().clamp(1, 100)).unwrap_or(100);
-        let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLPRI)];
-        match poll(&mut fds, timeout_ms) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return Err(errno_to_io(e, format!("cannot poll {}", events.display()))),
-        }
+        thread::sleep(Duration::from_micros(10));
     }
     Ok(())
 }

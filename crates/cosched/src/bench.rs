@@ -29,6 +29,10 @@ pub enum BenchCommand {
     ///
     /// A bare event-queue loop measured in the same run is the baseline.
     Sim(BenchSimArgs),
+    /// Gang switching on this machine (root, real cgroups and processes): switch latency, overlap of gangs,
+    /// throughput of CPU-bound gangs at several slice lengths against no switching, and slice-start skew between
+    /// agent processes. Two jobs of --procs-per-job CPU-bound processes each; see docs/performance.md.
+    Switch(crate::bench_switch::BenchSwitchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -72,6 +76,7 @@ struct BenchReport {
 pub fn run(cmd: &BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Sim(args) => bench_sim(args),
+        BenchCommand::Switch(args) => crate::bench_switch::run(args),
     }
 }
 

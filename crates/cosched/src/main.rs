@@ -2,6 +2,7 @@
 //! settings, call the library crates, present the results.
 
 mod bench;
+mod bench_switch;
 mod output;
 mod plot;
 mod progress;
@@ -131,6 +132,10 @@ enum Command {
     Launch { spec: String },
     #[command(name = "__watchdog", hide = true)]
     Watchdog { agent: String },
+    #[command(name = "__spin", hide = true)]
+    Spin { file: std::path::PathBuf },
+    #[command(name = "__bench-agent", hide = true)]
+    BenchAgent { spec: String },
 }
 
 /// A one-line summary of a reply to a job action.
@@ -189,6 +194,8 @@ fn main() -> ExitCode {
             return ExitCode::from(127);
         }
         Command::Watchdog { agent } => cosched_runtime::watchdog::run_watchdog(&agent).map_err(|e| e.to_string()),
+        Command::Spin { file } => bench_switch::spin(&file),
+        Command::BenchAgent { spec } => bench_switch::agent_main(&spec),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
