@@ -53,7 +53,6 @@ struct LocalJob {
     exit_code: Option<i32>,
     /// Started here or adopted: its cgroup may hold processes.
     had_processes: bool,
-    registered: bool,
 }
 
 struct Shared {
@@ -77,7 +76,7 @@ impl Agent {
         let switcher = Arc::new(Switcher::new(groups.clone()));
         let mut jobs = BTreeMap::new();
         for id in groups.existing_jobs()? {
-            jobs.insert(id, LocalJob { children: vec![], exit_code: None, had_processes: true, registered: false });
+            jobs.insert(id, LocalJob { children: vec![], exit_code: None, had_processes: true });
         }
         let shared = Mutex::new(Shared { jobs, writer: None });
         Ok(Arc::new(Agent { settings, groups, switcher, shared, connected: (Mutex::new(false), Condvar::new()) }))
@@ -184,12 +183,7 @@ impl Agent {
         }
         self.groups.create(start.job)?;
         self.switcher.prepare_new_job(start.job)?;
-        let mut local = LocalJob {
-            children: vec![],
-            exit_code: None,
-            had_processes: !start.register_only,
-            registered: start.register_only,
-        };
+        let mut local = LocalJob { children: vec![], exit_code: None, had_processes: !start.register_only };
         if !start.register_only {
             for (local_rank, &rank) in start.ranks.iter().enumerate() {
                 match self.launch(&start, rank, local_rank as u32) {
@@ -280,7 +274,6 @@ impl Agent {
             let cpu_ns = self.groups.cpu_usage_ns(job).unwrap_or(0);
             let frozen = self.switcher.is_frozen(job);
             usage.push(JobUsage { job, cpu_ns, pids, frozen });
-            let _ = local.registered;
         }
         (usage, ended)
     }
@@ -318,8 +311,8 @@ pub fn connect(address: &Address) -> std::io::Result<Link> {
     }
 }
 
-/// Wait (at most `timeout`) until the agent has said hello to its controller.
 impl Agent {
+    /// Wait (at most `timeout`) until the agent has said hello to its controller.
     pub fn wait_connected(&self, timeout: Duration) -> bool {
         let guard = self.connected.0.lock().unwrap();
         let (guard, _) = self.connected.1.wait_timeout_while(guard, timeout, |c| !*c).unwrap();

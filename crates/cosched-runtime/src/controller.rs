@@ -198,6 +198,7 @@ impl Controller {
         let placement = vec![NodePlacement { node, cpus: (0..cpus).collect(), ranks: (0..cpus).collect() }];
         let reply = self.insert_job(state, job)?;
         self.start_job(state, reply["job"].as_u64().unwrap_or(0), placement);
+        self.recompute_plan(state);
         self.send_schedules(state);
         Ok(reply)
     }
@@ -402,8 +403,13 @@ impl Controller {
                 _ => None,
             })
             .collect();
+        let any_started = !started.is_empty();
         for (id, placement) in started {
             self.start_job(state, id, placement);
+        }
+        if any_started {
+            // The placements just fixed are no longer choices of the plan.
+            self.recompute_plan(state);
         }
         self.send_schedules(state);
     }
@@ -425,8 +431,6 @@ impl Controller {
                 eprintln!("cosched controller: starting job {id} on {node}: {e}");
             }
         }
-        // The placement just fixed changes the plan (it is no longer a choice).
-        self.recompute_plan(state);
     }
 
     fn recompute_plan(&self, state: &mut State) {
