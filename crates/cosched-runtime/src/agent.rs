@@ -7,7 +7,9 @@
 
 use crate::freezer::{FreezerKind, JobGroups};
 use crate::launch::{shim_command, LaunchSpec};
-use crate::protocol::{read_line, write_message, AdoptedJob, AgentHello, FromAgent, JobUsage, StartJob, ToAgent};
+use crate::protocol::{
+    read_line, write_message, AdoptedJob, AgentHello, FromAgent, JobUsage, LogTail, StartJob, ToAgent, LOG_TAIL_BYTES,
+};
 use crate::switcher::{SwitchStats, Switcher};
 use std::collections::BTreeMap;
 use std::io::BufReader;
@@ -149,8 +151,20 @@ impl Agent {
             }
             ToAgent::Start(start) => self.start(start),
             ToAgent::Signal { job, signal } => self.signal(job, signal),
-            ToAgent::AddPid { job, pid } => self.groups.add_pid(job, pid).map(|_| self.mark_has_processes(job)),
-            ToAgent::RemovePid { job, pid } => self.groups.remove_pid(job, pid),
+            ToAgent::AddPid { job, pid, ack } => {
+                let moved = self.groups.add_pid(job, pid).map(|_| self.mark_has_processes(job));
+                self.send(&FromAgent::PidMoved { ack, error: moved.as_ref().err().map(|e| e.to_string()) });
+                moved
+            }
+            ToAgent::RemovePid { job, pid, ack } => {
+                let moved = self.groups.remove_pid(job, pid);
+                self.send(&FromAgent::PidMoved { ack, error: moved.as_ref().err().map(|e| e.to_string()) });
+                moved
+            }
+            ToAgent::ReadLogs { job, ranks, ack } => {
+                self.send(&FromAgent::Logs { ack, files: self.log_tails(job, &ranks) });
+                Ok(())
+            }
             ToAgent::Forget { job } => {
                 self.shared.lock().unwrap().jobs.remove(&job);
                 self.switcher.forget(job);
@@ -161,6 +175,22 @@ impl Agent {
         if let Err(e) = result {
             eprintln!("cosched agent {}: {e}", self.settings.node);
         }
+    }
+
+    fn log_path(&self, job: u64, rank: u32, stream: &str) -> PathBuf {
+        self.settings.log_dir.join(format!("job-{job}.{rank}.{stream}"))
+    }
+
+    fn log_tails(&self, job: u64, ranks: &[u32]) -> Vec<LogTail> {
+        let mut files = Vec::new();
+        for &rank in ranks {
+            for stream in ["out", "err"] {
+                let path = self.log_path(job, rank, stream);
+                let text = read_tail(&path, LOG_TAIL_BYTES);
+                files.push(LogTail { rank, stream: stream.into(), path: path.display().to_string(), text });
+            }
+        }
+        files
     }
 
     fn mark_has_processes(&self, job: u64) {
@@ -221,7 +251,7 @@ impl Agent {
             argv: start.argv.clone(),
         };
         let log = |stream: &str| {
-            let path = self.settings.log_dir.join(format!("job-{}.{rank}.{stream}", start.job));
+            let path = self.log_path(start.job, rank, stream);
             std::fs::File::create(&path).map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
         };
         let mut command = shim_command(&self.settings.helper_program, &spec)?;
@@ -250,8 +280,9 @@ impl Agent {
                 .ok()
                 .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
                 .unwrap_or(0.0);
-            let switches = self.switcher.stats().switches;
-            self.send(&FromAgent::Report { jobs: usage, load_avg, switches });
+            let switches = self.switcher.switches();
+            let slice_starts = self.switcher.take_slice_starts();
+            self.send(&FromAgent::Report { jobs: usage, load_avg, switches, slice_starts });
         }
     }
 
@@ -277,6 +308,17 @@ impl Agent {
         }
         (usage, ended)
     }
+}
+
+/// The last `max_bytes` of a file ("" if it cannot be read).
+fn read_tail(path: &std::path::Path, max_bytes: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else { return String::new() };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(max_bytes)));
+    let mut bytes = Vec::new();
+    let _ = file.read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Collect exit codes of children that are done; the first non-zero wins.

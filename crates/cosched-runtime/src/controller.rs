@@ -11,13 +11,14 @@ use crate::protocol::{
     write_message, AgentHello, FromAgent, JobUsage, RegisterRequest, Reply, Request, Schedule, StartJob, SubmitRequest,
     ToAgent,
 };
+use crate::skew::SliceStartSkew;
 use cosched_core::JobId;
 use cosched_policy::cluster::{plan, ClusterShape, JobClass, JobStatus, Mode, Plan, PlanJob, PlanSettings};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug)]
@@ -72,6 +73,11 @@ struct State {
     next_job: u64,
     plan: Plan,
     monitor_tokens: BTreeMap<String, Identity>,
+    /// Requests waiting for an agent's answer (`PidMoved`, `Logs`), by acknowledgement number.
+    pending_answers: BTreeMap<u64, mpsc::Sender<AgentAnswer>>,
+    next_ack: u64,
+    /// The agents' recent slice starts, for the skew between nodes.
+    slice_starts: SliceStartSkew,
 }
 
 pub struct Controller {
@@ -80,6 +86,14 @@ pub struct Controller {
 }
 
 type Outcome = Result<serde_json::Value, String>;
+/// What an agent answered to a request the controller forwarded.
+type AgentAnswer = Result<serde_json::Value, String>;
+
+/// Slices over which the status reports the skew between nodes.
+const SKEW_SLICES_KEPT: usize = 2_000;
+
+/// How long a request forwarded to an agent (pid change, logs) waits for its answer.
+const AGENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A job using less than 1/100 of one CPU counts as idle.
 const IDLE_CPU_SHARE_DIVISOR: u64 = 100;
@@ -106,8 +120,18 @@ impl Controller {
             .collect();
         let next_job = jobs.keys().next_back().map_or(1, |id| id + 1);
         let empty = Plan { rows: vec![], always: vec![], jobs: vec![] };
-        let state =
-            State { db, jobs, live: BTreeMap::new(), nodes, next_job, plan: empty, monitor_tokens: BTreeMap::new() };
+        let state = State {
+            db,
+            jobs,
+            live: BTreeMap::new(),
+            nodes,
+            next_job,
+            plan: empty,
+            monitor_tokens: BTreeMap::new(),
+            pending_answers: BTreeMap::new(),
+            next_ack: 1,
+            slice_starts: SliceStartSkew::new(SKEW_SLICES_KEPT),
+        };
         Ok(Controller { settings, state: Mutex::new(state) })
     }
 
@@ -125,29 +149,39 @@ impl Controller {
 
     /// Handle one user request.
     pub fn handle(&self, who: &Identity, request: Request) -> Reply {
-        let mut state = self.state.lock().unwrap();
         let outcome = match request {
-            Request::Submit(r) => self.submit(&mut state, who, r),
-            Request::Register(r) => self.register(&mut state, who, r),
-            Request::AddPid { job, pid, node } => self.pid_change(&mut state, who, job, pid, node, true),
-            Request::RemovePid { job, pid, node } => self.pid_change(&mut state, who, job, pid, node, false),
-            Request::SetClass { job, class } => self.set_class(&mut state, who, job, &class),
-            Request::SetResources { job, cpus_per_node, mem_bytes } => {
-                self.set_resources(&mut state, who, job, cpus_per_node, mem_bytes)
-            }
-            Request::Usage { job } => self.usage(&state, who, job),
-            Request::NodeLoad { node } => node_load(&state, node.as_deref()),
-            Request::Status => Ok(self.status_json(&state)),
-            Request::Suspend { job } => self.suspend_resume(&mut state, who, job, true),
-            Request::Resume { job } => self.suspend_resume(&mut state, who, job, false),
-            Request::Kill { job } => self.kill(&mut state, who, job),
-            Request::Logs { job } => self.logs(&state, who, job),
-            Request::MonitorToken => Ok(self.monitor_token(&mut state, who)),
-            Request::Auth { .. } | Request::AgentHello(_) => Err("this request is not valid here".into()),
+            // These wait for the agent without holding the state.
+            Request::AddPid { job, pid, node } => self.pid_change(who, job, pid, node, true),
+            Request::RemovePid { job, pid, node } => self.pid_change(who, job, pid, node, false),
+            Request::Logs { job } => self.logs(who, job),
+            other => self.handle_locked(&mut self.state.lock().unwrap(), who, other),
         };
         match outcome {
             Ok(data) => Reply::ok(data),
             Err(message) => Reply::error(message),
+        }
+    }
+
+    fn handle_locked(&self, state: &mut State, who: &Identity, request: Request) -> Outcome {
+        match request {
+            Request::Submit(r) => self.submit(state, who, r),
+            Request::Register(r) => self.register(state, who, r),
+            Request::SetClass { job, class } => self.set_class(state, who, job, &class),
+            Request::SetResources { job, cpus_per_node, mem_bytes } => {
+                self.set_resources(state, who, job, cpus_per_node, mem_bytes)
+            }
+            Request::Usage { job } => self.usage(state, who, job),
+            Request::NodeLoad { node } => node_load(state, node.as_deref()),
+            Request::Status => Ok(self.status_json(state)),
+            Request::Suspend { job } => self.suspend_resume(state, who, job, true),
+            Request::Resume { job } => self.suspend_resume(state, who, job, false),
+            Request::Kill { job } => self.kill(state, who, job),
+            Request::MonitorToken => Ok(self.monitor_token(state, who)),
+            Request::AddPid { .. }
+            | Request::RemovePid { .. }
+            | Request::Logs { .. }
+            | Request::Auth { .. }
+            | Request::AgentHello(_) => Err("this request is not valid here".into()),
         }
     }
 
@@ -241,15 +275,50 @@ impl Controller {
         Ok(job)
     }
 
-    fn pid_change(
-        &self,
-        state: &mut State,
+    /// Ask the job's agent to move a process in or out, and answer once the agent confirms (a launcher may let
+    /// the process run only when it is in the job).
+    fn pid_change(&self, who: &Identity, id: u64, pid: i32, node: Option<String>, add: bool) -> Outcome {
+        let node = Self::pid_change_node(&self.state.lock().unwrap(), who, id, pid, node, add)?;
+        self.ask_agent(&node, |ack| {
+            if add {
+                ToAgent::AddPid { job: id, pid, ack }
+            } else {
+                ToAgent::RemovePid { job: id, pid, ack }
+            }
+        })
+        .map_err(|e| format!("node {node}: {e}"))?;
+        Ok(json!({ "job": id, "pid": pid, "node": node }))
+    }
+
+    /// Send an agent a request that it answers, and wait for the answer without holding the state.
+    fn ask_agent(&self, node: &str, message: impl FnOnce(u64) -> ToAgent) -> AgentAnswer {
+        let (answer, ack) = {
+            let mut state = self.state.lock().unwrap();
+            let ack = state.next_ack;
+            state.next_ack += 1;
+            let (sender, answer) = mpsc::channel();
+            state.pending_answers.insert(ack, sender);
+            if let Err(e) = send_to(&state, node, &message(ack)) {
+                state.pending_answers.remove(&ack);
+                return Err(e);
+            }
+            (answer, ack)
+        };
+        answer.recv_timeout(AGENT_ANSWER_TIMEOUT).unwrap_or_else(|_| {
+            self.state.lock().unwrap().pending_answers.remove(&ack);
+            Err(format!("no answer within {} s", AGENT_ANSWER_TIMEOUT.as_secs()))
+        })
+    }
+
+    /// Check a pid change and name the node it goes to.
+    fn pid_change_node(
+        state: &State,
         who: &Identity,
         id: u64,
         pid: i32,
         node: Option<String>,
         add: bool,
-    ) -> Outcome {
+    ) -> Result<String, String> {
         let job = Self::owned_job(state, who, id)?;
         if pid <= 0 {
             return Err(format!("invalid pid {pid}"));
@@ -264,9 +333,7 @@ impl Controller {
         if job.on_node(&node).is_none() {
             return Err(format!("job {id} has no CPUs on node {node}"));
         }
-        let message = if add { ToAgent::AddPid { job: id, pid } } else { ToAgent::RemovePid { job: id, pid } };
-        send_to(state, &node, &message)?;
-        Ok(json!({ "job": id, "pid": pid, "node": node }))
+        Ok(node)
     }
 
     fn set_class(&self, state: &mut State, who: &Identity, id: u64, class: &str) -> Outcome {
@@ -354,17 +421,22 @@ impl Controller {
         Ok(json!({ "job": id, "state": "killing" }))
     }
 
-    fn logs(&self, state: &State, who: &Identity, id: u64) -> Outcome {
-        let job = Self::owned_job(state, who, id)?;
-        let dir = self.settings.state_dir.join("logs");
+    /// The tails of the job's logs, read by the agents that hold them; a node whose agent cannot answer gets an
+    /// entry saying why instead.
+    fn logs(&self, who: &Identity, id: u64) -> Outcome {
+        let placement = Self::owned_job(&self.state.lock().unwrap(), who, id)?.placement.clone();
         let mut files = Vec::new();
-        for p in &job.placement {
-            for rank in &p.ranks {
-                for stream in ["out", "err"] {
-                    let path = dir.join(format!("job-{id}.{rank}.{stream}"));
-                    let text = read_tail(&path, 64 * 1024);
-                    files.push(json!({ "node": p.node, "rank": rank, "stream": stream, "path": path, "text": text }));
+        for p in placement {
+            let node = p.node.clone();
+            match self.ask_agent(&node, |ack| ToAgent::ReadLogs { job: id, ranks: p.ranks, ack }) {
+                Ok(serde_json::Value::Array(tails)) => {
+                    files.extend(tails.into_iter().map(|mut t| {
+                        t["node"] = json!(node);
+                        t
+                    }));
                 }
+                Ok(other) => files.push(json!({ "node": node, "error": format!("unexpected answer {other}") })),
+                Err(e) => files.push(json!({ "node": node, "error": e })),
             }
         }
         Ok(json!({ "job": id, "files": files }))
@@ -548,10 +620,13 @@ impl Controller {
     pub fn agent_event(&self, node: &str, event: FromAgent) {
         let mut state = self.state.lock().unwrap();
         match event {
-            FromAgent::Report { jobs, load_avg, switches } => {
+            FromAgent::Report { jobs, load_avg, switches, slice_starts } => {
                 if let Some(i) = node_index(&state, node) {
                     state.nodes[i].load_avg = load_avg;
                     state.nodes[i].switches = switches;
+                }
+                for (slice, offset_ns) in slice_starts {
+                    state.slice_starts.add(slice, offset_ns);
                 }
                 for usage in jobs {
                     let live = state.live.entry(usage.job).or_default();
@@ -564,6 +639,10 @@ impl Controller {
                 let _ = self.update_job(&mut state, job, |j| j.error = Some(format!("{node}: {error}")));
                 self.node_ended(&mut state, job, node, Some(127));
             }
+            FromAgent::PidMoved { ack, error } => {
+                answer(&mut state, ack, error.map_or(Ok(serde_json::Value::Null), Err))
+            }
+            FromAgent::Logs { ack, files } => answer(&mut state, ack, Ok(json!(files))),
         }
     }
 
@@ -656,7 +735,7 @@ impl Controller {
                 let live = state.live.get(&j.id);
                 json!({
                     "id": j.id, "uid": j.uid, "class": j.class, "mode": j.mode, "state": j.state.name(),
-                    "tasks": j.tasks, "idle": j.idle, "registered": j.registered,
+                    "tasks": j.tasks, "mem_bytes": j.mem_bytes, "idle": j.idle, "registered": j.registered,
                     "command": j.argv.join(" "), "placement": j.placement,
                     "cpu_ns": live.map_or(0, |l| l.usage.values().map(|u| u.cpu_ns).sum::<u64>()),
                     "pids": live.map(|l| l.usage.values().flat_map(|u| u.pids.clone()).collect::<Vec<_>>()).unwrap_or_default(),
@@ -682,6 +761,7 @@ impl Controller {
             "nodes": nodes,
             "jobs": jobs,
             "matrix": matrix_json(state),
+            "slice_start_skew": state.slice_starts.summary(),
         })
     }
 }
@@ -786,6 +866,13 @@ fn start_message(job: &JobRecord, p: &NodePlacement) -> StartJob {
     }
 }
 
+/// Hand an agent's answer to the request waiting for it (gone if it timed out).
+fn answer(state: &mut State, ack: u64, result: AgentAnswer) {
+    if let Some(waiting) = state.pending_answers.remove(&ack) {
+        let _ = waiting.send(result);
+    }
+}
+
 fn send_to(state: &State, node: &str, message: &ToAgent) -> Result<(), String> {
     let link = state
         .nodes
@@ -822,16 +909,6 @@ fn process_owner(pid: i32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("Uid:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn read_tail(path: &std::path::Path, max_bytes: u64) -> String {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else { return String::new() };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = file.seek(SeekFrom::Start(len.saturating_sub(max_bytes)));
-    let mut bytes = Vec::new();
-    let _ = file.read_to_end(&mut bytes);
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

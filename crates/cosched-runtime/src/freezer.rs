@@ -713,8 +713,9 @@ fn thaw_dir(mount: &Mount, dir: &Path) -> io::Result<()> {
 }
 
 /// Thaw every job of `agent_name` in every hierarchy, whatever kind the agent used, and SIGCONT all members so a
-/// job stopped with signals resumes too. Needs no state from the agent (the watchdog calls it after the agent
-/// died) and creates nothing. Best effort: tries all, returns the first error.
+/// job stopped with signals resumes too, then removes the cgroups left empty (so a dead agent leaves no empty
+/// folders behind). Needs no state from the agent (the watchdog calls it after the agent died) and creates
+/// nothing. Best effort: tries all, returns the first error.
 pub fn thaw_all_under(agent_name: &str) -> io::Result<()> {
     check_agent_name(agent_name)?;
     let self_cgroup = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
@@ -725,11 +726,17 @@ pub fn thaw_all_under(agent_name: &str) -> io::Result<()> {
             first_error.get_or_insert(e);
             Vec::new()
         });
-        for job in jobs {
+        for &job in &jobs {
             if let Err(e) = thaw_dir(&mount, &hierarchy.job_dir(job)) {
                 first_error.get_or_insert(e);
             }
         }
+        // Tidy what is empty: the cgroups of jobs whose processes are all gone, then the agent's own directory.
+        // A cgroup with processes refuses removal (EBUSY) and stays for the agent to re-adopt.
+        for job in jobs {
+            let _ = fs::remove_dir(hierarchy.job_dir(job));
+        }
+        let _ = fs::remove_dir(&hierarchy.base);
     }
     first_error.map_or(Ok(()), Err)
 }

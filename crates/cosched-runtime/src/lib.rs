@@ -19,5 +19,6 @@ pub mod launch;
 pub mod monitor;
 pub mod protocol;
 pub mod server;
+pub mod skew;
 pub mod switcher;
 pub mod watchdog;

@@ -158,13 +158,23 @@ pub enum ToAgent {
         job: u64,
         signal: i32,
     },
+    /// Move a process into the job's cgroup; the agent answers with `PidMoved { ack }`.
     AddPid {
         job: u64,
         pid: i32,
+        ack: u64,
     },
+    /// Move a process out of the job's cgroup; answered like `AddPid`.
     RemovePid {
         job: u64,
         pid: i32,
+        ack: u64,
+    },
+    /// Send the tails of the job's log files for these ranks; the agent answers with `Logs { ack }`.
+    ReadLogs {
+        job: u64,
+        ranks: Vec<u32>,
+        ack: u64,
     },
     /// The job is over on this node: remove its cgroup once empty.
     Forget {
@@ -213,6 +223,9 @@ pub enum FromAgent {
         jobs: Vec<JobUsage>,
         load_avg: f64,
         switches: u64,
+        /// (slice number, ns from the slice boundary to the switch's start) of the switches since the last report.
+        #[serde(default)]
+        slice_starts: Vec<(u64, u64)>,
     },
     /// The job has no process left on this node.
     Ended {
@@ -223,7 +236,30 @@ pub enum FromAgent {
         job: u64,
         error: String,
     },
+    /// The answer to `AddPid` / `RemovePid` number `ack`: done, or why not.
+    PidMoved {
+        ack: u64,
+        error: Option<String>,
+    },
+    /// The answer to `ReadLogs` number `ack`.
+    Logs {
+        ack: u64,
+        files: Vec<LogTail>,
+    },
 }
+
+/// The end of one task's stdout or stderr on its node.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct LogTail {
+    pub rank: u32,
+    /// "out" or "err".
+    pub stream: String,
+    pub path: String,
+    pub text: String,
+}
+
+/// How much of each log file `cosched logs` shows (the end of it).
+pub const LOG_TAIL_BYTES: u64 = 64 * 1024;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct JobUsage {

@@ -5,22 +5,26 @@
 use crate::freezer::JobGroups;
 use crate::protocol::Schedule;
 use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Keep this many recent samples of each measurement.
+/// Keep this many recent samples of each measurement (a ring: constant memory and constant cost per switch in an
+/// agent that runs for months).
 const SAMPLES_KEPT: usize = 100_000;
+/// Slice starts waiting for the next report to the controller (reports come every 100 ms; the bound only matters
+/// while the controller is away).
+const STARTS_UNREPORTED_MAX: usize = 4_096;
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct SwitchStats {
     pub switches: u64,
     /// Slice boundary to the incoming gang thawed, per switch (ns).
-    pub latency_ns: Vec<u64>,
+    pub latency_ns: VecDeque<u64>,
     /// Slice boundary to the moment the switch began, per switch (ns).
-    pub start_offset_ns: Vec<u64>,
+    pub start_offset_ns: VecDeque<u64>,
     /// Slice number of each switch (to pair the samples of several agents).
-    pub slice_numbers: Vec<u64>,
+    pub slice_numbers: VecDeque<u64>,
     pub errors: u64,
 }
 
@@ -28,13 +32,13 @@ impl SwitchStats {
     fn record(&mut self, slice: u64, start_offset_ns: u64, latency_ns: u64) {
         self.switches += 1;
         if self.latency_ns.len() >= SAMPLES_KEPT {
-            self.latency_ns.remove(0);
-            self.start_offset_ns.remove(0);
-            self.slice_numbers.remove(0);
+            self.latency_ns.pop_front();
+            self.start_offset_ns.pop_front();
+            self.slice_numbers.pop_front();
         }
-        self.latency_ns.push(latency_ns);
-        self.start_offset_ns.push(start_offset_ns);
-        self.slice_numbers.push(slice);
+        self.latency_ns.push_back(latency_ns);
+        self.start_offset_ns.push_back(start_offset_ns);
+        self.slice_numbers.push_back(slice);
     }
 }
 
@@ -45,6 +49,8 @@ struct SwitchState {
     /// Jobs started here that the controller's schedule does not list yet: kept stopped.
     pending: BTreeSet<u64>,
     stats: SwitchStats,
+    /// (slice number, boundary to switch start in ns) of switches not yet reported.
+    unreported_starts: Vec<(u64, u64)>,
 }
 
 pub struct Switcher {
@@ -70,12 +76,23 @@ impl Switcher {
             running: BTreeMap::new(),
             pending: BTreeSet::new(),
             stats: SwitchStats::default(),
+            unreported_starts: Vec::new(),
         };
         Switcher { groups, state: Mutex::new(state), stopped: AtomicBool::new(false) }
     }
 
     pub fn stats(&self) -> SwitchStats {
         self.state.lock().unwrap().stats.clone()
+    }
+
+    pub fn switches(&self) -> u64 {
+        self.state.lock().unwrap().stats.switches
+    }
+
+    /// The (slice number, start offset in ns) of every switch since the last call, for the controller's view of
+    /// the skew between nodes.
+    pub fn take_slice_starts(&self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.state.lock().unwrap().unreported_starts)
     }
 
     pub fn is_frozen(&self, job: u64) -> bool {
@@ -155,7 +172,11 @@ impl Switcher {
             let slice = next / slice_ns;
             self.apply(&mut state, Some(slice));
             let done = realtime_ns();
-            state.stats.record(slice, woke.saturating_sub(next), done.saturating_sub(next));
+            let start_offset_ns = woke.saturating_sub(next);
+            state.stats.record(slice, start_offset_ns, done.saturating_sub(next));
+            if state.unreported_starts.len() < STARTS_UNREPORTED_MAX {
+                state.unreported_starts.push((slice, start_offset_ns));
+            }
         }
     }
 

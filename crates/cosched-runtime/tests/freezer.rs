@@ -307,8 +307,9 @@ fn start_pretend_agent(fx: &mut Fixture) -> (usize, i32) {
 
 fn watchdog_thaws_after_agent_death(kind: FreezerKind) {
     let Some(mut fx) = Fixture::open(kind, "wd") else { return };
-    let job = 3;
+    let (job, empty_job) = (3, 4);
     fx.create(job);
+    fx.create(empty_job);
     fx.launch(job, TWO_LOOPS);
     let pids = fx.members(job, 2);
     let (agent, watchdog_pid) = start_pretend_agent(&mut fx);
@@ -323,6 +324,8 @@ fn watchdog_thaws_after_agent_death(kind: FreezerKind) {
     eprintln!("watchdog {kind:?}: job thawed {thaw_delay:?} after the agent was killed");
     check_running(&fx, job, &pids);
     assert!(eventually(Duration::from_secs(1), || gone_or_zombie(watchdog_pid)), "watchdog did not exit");
+    // The watchdog tidied the empty job's cgroup and kept the living one for the agent to re-adopt.
+    assert_eq!(fx.groups.existing_jobs().expect("list jobs"), vec![job]);
 }
 
 #[test]

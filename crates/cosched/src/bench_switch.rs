@@ -10,9 +10,9 @@ use clap::{Args, ValueEnum};
 use cosched_runtime::freezer::{FreezerKind, JobGroups};
 use cosched_runtime::launch::{shim_command, LaunchSpec};
 use cosched_runtime::protocol::Schedule;
+use cosched_runtime::skew::{summarize, SliceStartSkew, Summary};
 use cosched_runtime::switcher::{realtime_ns, SwitchStats, Switcher};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -280,25 +280,6 @@ fn has_fifo_thread() -> bool {
 // ---------------------------------------------------------------------------------------------------------------
 // Statistics.
 
-#[derive(Clone, Debug, Default, Serialize)]
-struct Summary {
-    count: usize,
-    p50_ns: u64,
-    p99_ns: u64,
-    max_ns: u64,
-}
-
-/// Nearest-rank percentiles.
-fn summarize(samples: &[u64]) -> Summary {
-    let mut sorted = samples.to_vec();
-    sorted.sort_unstable();
-    let rank = |p: f64| sorted[((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1];
-    if sorted.is_empty() {
-        return Summary::default();
-    }
-    Summary { count: sorted.len(), p50_ns: rank(0.50), p99_ns: rank(0.99), max_ns: *sorted.last().expect("non-empty") }
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Throughput.
 
@@ -348,7 +329,7 @@ fn measure_slice(gangs: &Gangs, slice_ms: u64, duration: Duration, realtime: boo
         latency: summarize(&stats.latency_ns),
         window,
         ratio: 0.0,
-        latency_ns: stats.latency_ns,
+        latency_ns: stats.latency_ns.into(),
     }
 }
 
@@ -489,9 +470,9 @@ pub fn agent_main(spec_json: &str) -> Result<(), String> {
     let stats = switching.finish();
     drop(gangs);
     let report = AgentReport {
-        start_offset_ns: stats.start_offset_ns,
-        slice_numbers: stats.slice_numbers,
-        latency_ns: stats.latency_ns,
+        start_offset_ns: stats.start_offset_ns.into(),
+        slice_numbers: stats.slice_numbers.into(),
+        latency_ns: stats.latency_ns.into(),
         errors: stats.errors,
         fifo,
     };
@@ -562,17 +543,13 @@ fn collect_agents(mut agents: Agents) -> Result<Vec<AgentReport>, String> {
 
 fn measure_skew(args: &BenchSwitchArgs, duration: Duration) -> Result<Skew, String> {
     let reports = collect_agents(spawn_agents(args, duration)?)?;
-    let mut starts: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut starts = SliceStartSkew::new(usize::MAX);
     for report in &reports {
         for (&slice, &offset) in report.slice_numbers.iter().zip(&report.start_offset_ns) {
-            starts.entry(slice).or_default().push(offset);
+            starts.add(slice, offset);
         }
     }
-    let spreads: Vec<u64> = starts
-        .values()
-        .filter(|offsets| offsets.len() == reports.len())
-        .map(|o| o.iter().max().expect("non-empty") - o.iter().min().expect("non-empty"))
-        .collect();
+    let spreads = starts.spreads_ns();
     let latencies: Vec<u64> = reports.iter().flat_map(|r| r.latency_ns.iter().copied()).collect();
     let skew = Skew {
         agents: args.agents,

@@ -306,6 +306,17 @@ pub fn status_text(data: &serde_json::Value) -> String {
         data["slice_ns"].as_u64().unwrap_or(0) as f64 / 1e6,
         data["matrix"].as_array().map_or(0, |m| m.len())
     );
+    let skew = &data["slice_start_skew"];
+    if skew["count"].as_u64().unwrap_or(0) > 0 {
+        let us = |key: &str| skew[key].as_u64().unwrap_or(0) as f64 / 1e3;
+        out += &format!(
+            "switch start skew between nodes: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs over the last {} slices\n",
+            us("p50_ns"),
+            us("p99_ns"),
+            us("max_ns"),
+            skew["count"]
+        );
+    }
     out += "node        cpus  connected  freezer  load\n";
     for n in data["nodes"].as_array().into_iter().flatten() {
         out += &format!(
@@ -351,6 +362,10 @@ pub fn monitor_url(client: &ClientArgs) -> Result<(), String> {
 pub fn logs_text(data: &serde_json::Value) -> String {
     let mut out = String::new();
     for f in data["files"].as_array().into_iter().flatten() {
+        if let Some(error) = f["error"].as_str() {
+            out += &format!("==> node {}: logs unavailable: {error} <==\n", f["node"]);
+            continue;
+        }
         let text = f["text"].as_str().unwrap_or("");
         if text.is_empty() {
             continue;

@@ -171,4 +171,5 @@ fn db_rows(daemon: &Daemon) -> Vec<(i64, String, String)> {
     rows.map(Result::unwrap).collect()
 }
 
+mod c_client;
 mod multi_node;
