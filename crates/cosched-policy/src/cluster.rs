@@ -13,6 +13,11 @@
 //!   its CPUs and only looks for a row where they are free;
 //! - afterwards every gang job also runs in any other row where all its cells
 //!   are free (one-node jobs filling free cells is the common case);
+//! - a job spanning nodes runs in a share of the cycle's slots equal to its
+//!   share of the runnable threads on the most loaded node it uses (CPUs over
+//!   threads there, at most all): it gets no more fill-ins than that, and the
+//!   cycle gets slots with no gang job in them (the local jobs' turn) when even
+//!   one slot is more than its share;
 //! - *standby* jobs own nothing and run only in rows where their cells are
 //!   still free;
 //! - *local* jobs are admitted up to the multiprogramming level per CPU
@@ -144,8 +149,8 @@ impl JobPlan {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
-    /// The slots of the cycle (occupied matrix rows only), each the gang jobs
-    /// that run in it, in job order.
+    /// The slots of the cycle (occupied matrix rows, then any slots left to the
+    /// local jobs), each the gang jobs that run in it, in job order.
     pub rows: Vec<Vec<JobId>>,
     /// Jobs that run all the time (express, local, idle).
     pub always: Vec<JobId>,
@@ -263,8 +268,19 @@ pub fn plan(settings: &PlanSettings, shape: &ClusterShape, jobs: &[PlanJob]) -> 
     for &i in &order {
         planner.place(i, &jobs[i]);
     }
-    planner.fill_free_cells(jobs, &order);
-    planner.finish(jobs)
+    let shares = planner.thread_shares(jobs);
+    planner.fill_free_cells(jobs, &order, &shares);
+    planner.finish(jobs, shares.slots)
+}
+
+/// Most slots a cycle gets to lower a spanning job's share (a job on a node with more runnable threads than this
+/// many times its CPUs gets one slot in this many, not less): keeps the gap between its slots bounded.
+const MAX_CYCLE_SLOTS: usize = 16;
+
+/// The cycle's length in slots and, per job, the most slots it may run in (`None`: no limit).
+struct ThreadShares {
+    slots: usize,
+    slots_allowed: Vec<Option<usize>>,
 }
 
 impl<'a> Planner<'a> {
@@ -401,9 +417,54 @@ impl<'a> Planner<'a> {
         (cpus.len() == cells).then_some(cpus)
     }
 
-    /// Every gang job with cells also runs in the rows where they are all free:
+    /// Runnable threads per node: the cells or CPUs of every placed job that is neither suspended nor idle.
+    fn runnable_threads(&self, jobs: &[PlanJob]) -> Vec<u32> {
+        let mut threads = vec![0u32; self.shape.cpus_per_node.len()];
+        for (job, result) in jobs.iter().zip(&self.result) {
+            let Some((placement, _, _)) = result else { continue };
+            if job.suspended || job.idle {
+                continue;
+            }
+            for nc in placement {
+                threads[nc.node as usize] += nc.cpus.len() as u32;
+            }
+        }
+        threads
+    }
+
+    /// Each spanning gang job's share of the time: CPUs over runnable threads on its most loaded node (at most
+    /// 1), the cycle length that lets every such job have no more than its share, and the slots each may use.
+    fn thread_shares(&self, jobs: &[PlanJob]) -> ThreadShares {
+        let threads = self.runnable_threads(jobs);
+        let share_of = |placement: &[NodeCpus]| {
+            placement
+                .iter()
+                .map(|nc| {
+                    f64::from(self.shape.cpus_per_node[nc.node as usize]) / f64::from(threads[nc.node as usize].max(1))
+                })
+                .fold(1.0f64, f64::min)
+        };
+        let shares: Vec<Option<f64>> = jobs
+            .iter()
+            .zip(&self.result)
+            .map(|(job, result)| match result {
+                Some((placement, rows, false)) if placement.len() > 1 && !rows.is_empty() && !job.suspended => {
+                    Some(share_of(placement))
+                }
+                _ => None,
+            })
+            .collect();
+        let owned_slots = self.cycle_rows().len();
+        let needed = shares.iter().flatten().map(|&s| (1.0 / s - 1e-9).ceil() as usize).max().unwrap_or(0);
+        let slots = owned_slots.max(needed.min(MAX_CYCLE_SLOTS));
+        let slots_allowed =
+            shares.iter().map(|s| s.map(|s| ((s * slots as f64).round() as usize).clamp(1, slots))).collect();
+        ThreadShares { slots, slots_allowed }
+    }
+
+    /// Every gang job with cells also runs in the rows where they are all free (a spanning job up to its share):
     /// owners first (by class and submission), then standby jobs.
-    fn fill_free_cells(&mut self, jobs: &[PlanJob], order: &[usize]) {
+    fn fill_free_cells(&mut self, jobs: &[PlanJob], order: &[usize], shares: &ThreadShares) {
         for &i in order {
             let job = &jobs[i];
             let Some((placement, rows, always)) = &self.result[i] else { continue };
@@ -414,10 +475,12 @@ impl<'a> Planner<'a> {
                 continue; // waiting for its own row: others keep the cells
             }
             let columns = self.columns.of(placement);
+            let allowed = shares.slots_allowed[i].map_or(usize::MAX, |a| a.saturating_sub(rows.len()));
             let extra: Vec<u32> = self
                 .cycle_rows()
                 .into_iter()
                 .filter(|&r| !rows.contains(&(r as u32)) && self.occupancy.free(r, &columns))
+                .take(allowed)
                 .map(|r| r as u32)
                 .collect();
             for &r in &extra {
@@ -442,8 +505,8 @@ impl<'a> Planner<'a> {
     }
 
     /// Number the occupied rows in order and express each job's rows as
-    /// indices into them.
-    fn finish(self, jobs: &[PlanJob]) -> Plan {
+    /// indices into them; the cycle is `slots` long (empty slots at its end).
+    fn finish(self, jobs: &[PlanJob], slots: usize) -> Plan {
         let mut used: Vec<bool> = vec![false; self.matrix.rows()];
         for (_, rows, _) in self.result.iter().flatten() {
             for &r in rows {
@@ -459,7 +522,7 @@ impl<'a> Planner<'a> {
             })
             .collect();
         let slot_count = used.iter().filter(|&&u| u).count();
-        let mut rows: Vec<Vec<JobId>> = vec![Vec::new(); slot_count];
+        let mut rows: Vec<Vec<JobId>> = vec![Vec::new(); slot_count.max(if slot_count > 0 { slots } else { 0 })];
         let mut always = Vec::new();
         let mut plans = Vec::with_capacity(jobs.len());
         for (job, result) in jobs.iter().zip(self.result) {

@@ -119,6 +119,52 @@ fn local_jobs_are_admitted_up_to_the_mpl_and_always_run() {
     assert_eq!(p.always, vec![JobId(1), JobId(2)]);
 }
 
+fn spanning(id: u32, tasks: u32, nodes: u32) -> PlanJob {
+    PlanJob { nodes: Some(nodes), ..gang(id, tasks) }
+}
+
+fn local(id: u32, tasks: u32) -> PlanJob {
+    PlanJob { mode: Mode::Local, ..gang(id, tasks) }
+}
+
+#[test]
+fn a_spanning_job_runs_its_share_of_threads_on_its_most_loaded_node() {
+    // Node 0 has the local job's 2 threads besides the gang's 2: 2 CPUs for 4 threads, half the slots.
+    let p = plan(&settings(), &shape(2, 2), &[spanning(1, 4, 2), local(2, 2)]);
+    assert_eq!(p.rows, vec![vec![JobId(1)], vec![]], "a slot of the cycle is left to the local job");
+    assert_eq!(p.job(JobId(1)).unwrap().slice_share(p.rows.len()), 0.5);
+    assert_eq!(p.always, vec![JobId(2)]);
+    // Without the local load it runs all the time; a suspended or idle local job is no load either.
+    let alone = plan(&settings(), &shape(2, 2), &[spanning(1, 4, 2)]);
+    assert_eq!(alone.rows, vec![vec![JobId(1)]]);
+    let quiet = PlanJob { suspended: true, ..local(2, 2) };
+    assert_eq!(plan(&settings(), &shape(2, 2), &[spanning(1, 4, 2), quiet]).rows, vec![vec![JobId(1)]]);
+}
+
+#[test]
+fn the_llnl_example_four_of_eight_cpus_with_twelve_other_threads_is_every_other_slice() {
+    // A program on 4 CPUs of each of two 8-CPU nodes; node 0 also runs 12 other threads: 16 threads on 8 CPUs,
+    // "25 percent of Ousterhout matrix entries on that computer, or four processors every other time-slice".
+    let p = plan(&settings(), &shape(2, 8), &[spanning(1, 8, 2), local(2, 12)]);
+    let (cpus, rows, _) = placed(&p, 1);
+    assert_eq!(cpus.iter().map(|nc| nc.cpus.len()).collect::<Vec<_>>(), vec![4, 4]);
+    assert_eq!((rows.len(), p.rows.len()), (1, 2));
+}
+
+#[test]
+fn one_node_jobs_are_not_limited_and_the_cycle_stays_bounded() {
+    // A one-node gang job beside local load keeps every slot (it fills free cells each slice).
+    let p = plan(&settings(), &shape(1, 2), &[gang(1, 2), local(2, 2)]);
+    assert_eq!(p.rows, vec![vec![JobId(1)]]);
+    // 20 threads on a 1-CPU node would ask for 1 slot in 20: the cycle stops at 16.
+    let many = PlanSettings { local_mpl: 20, ..settings() };
+    let jobs: Vec<PlanJob> = std::iter::once(spanning(1, 2, 2)).chain((2..21).map(|id| local(id, 1))).collect();
+    let p = plan(&many, &shape(2, 1), &jobs);
+    assert!((2..21).all(|id| placed(&p, id).0 == vec![on(0, &[0])]), "the local jobs fill node 0 first");
+    assert_eq!(p.rows.len(), MAX_CYCLE_SLOTS);
+    assert_eq!(placed(&p, 1).1, vec![0]);
+}
+
 #[test]
 fn memory_admission_counts_every_placed_job_on_a_node() {
     let big = |id| PlanJob { mem_bytes_per_node: 600 << 20, ..gang(id, 1) };
@@ -210,10 +256,16 @@ proptest! {
                 }
             }
         }
+        prop_assert!(p.rows.len() <= MAX_CYCLE_SLOTS.max(settings().rows as usize), "cycle of {} slots", p.rows.len());
         for (job, jp) in jobs.iter().zip(&p.jobs) {
-            if let JobStatus::Placed { cpus, .. } = &jp.status {
+            if let JobStatus::Placed { cpus, rows, always } = &jp.status {
                 let tasks: usize = cpus.iter().map(|nc| nc.cpus.len()).sum();
                 prop_assert_eq!(tasks, job.tasks as usize);
+                // A job that owns a row keeps at least that slot, whatever its share.
+                let owns = job.mode == Mode::Gang && !job.idle && !job.suspended && !*always;
+                if owns && job.class != JobClass::Standby {
+                    prop_assert!(!rows.is_empty(), "J{} lost every slot", job.id.0);
+                }
             }
         }
     }
