@@ -152,15 +152,9 @@ impl Agent {
             ToAgent::Start(start) => self.start(start),
             ToAgent::Signal { job, signal } => self.signal(job, signal),
             ToAgent::AddPid { job, pid, ack } => {
-                let moved = self.groups.add_pid(job, pid).map(|_| self.mark_has_processes(job));
-                self.send(&FromAgent::PidMoved { ack, error: moved.as_ref().err().map(|e| e.to_string()) });
-                moved
+                self.answer_pid_move(ack, self.groups.add_pid(job, pid).map(|_| self.mark_has_processes(job)))
             }
-            ToAgent::RemovePid { job, pid, ack } => {
-                let moved = self.groups.remove_pid(job, pid);
-                self.send(&FromAgent::PidMoved { ack, error: moved.as_ref().err().map(|e| e.to_string()) });
-                moved
-            }
+            ToAgent::RemovePid { job, pid, ack } => self.answer_pid_move(ack, self.groups.remove_pid(job, pid)),
             ToAgent::ReadLogs { job, ranks, ack } => {
                 self.send(&FromAgent::Logs { ack, files: self.log_tails(job, &ranks) });
                 Ok(())
@@ -175,6 +169,12 @@ impl Agent {
         if let Err(e) = result {
             eprintln!("cosched agent {}: {e}", self.settings.node);
         }
+    }
+
+    /// Tell the controller how pid change `ack` went; the result also goes to the agent's own log.
+    fn answer_pid_move(&self, ack: u64, moved: std::io::Result<()>) -> std::io::Result<()> {
+        self.send(&FromAgent::PidMoved { ack, error: moved.as_ref().err().map(|e| e.to_string()) });
+        moved
     }
 
     fn log_path(&self, job: u64, rank: u32, stream: &str) -> PathBuf {
