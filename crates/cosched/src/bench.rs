@@ -33,6 +33,50 @@ pub enum BenchCommand {
     /// throughput of CPU-bound gangs at several slice lengths against no switching, and slice-start skew between
     /// agent processes. Two jobs of --procs-per-job CPU-bound processes each; see docs/performance.md.
     Switch(crate::bench_switch::BenchSwitchArgs),
+    /// Slowdown of j simultaneous copies of any command under each policy.
+    ///
+    /// Starts j copies at the same moment on the same CPUs (through a private
+    /// cosched runtime for local and gang, through Slurm for slurm, directly
+    /// for none), repeats interleaved across policies, and reports per j the
+    /// elapsed time t_j (mean ± standard error), the slowdown s_j = t_j / t_1
+    /// with its error, each copy's own time (fairness), %CPU, and a single
+    /// job's peak memory. An ideal time-sharing system gives s_j = j for a job
+    /// that keeps its CPUs busy, less when jobs wait (I/O, messages).
+    ///
+    /// Example: cosched bench slowdown --jobs 1,2,4 --repeat 5
+    ///   --policy local,gang:10ms,gang:100ms -- mpirun -np 2 ./mpi_mm --n 1024 --grid 2x1
+    Slowdown(crate::bench_slowdown::BenchSlowdownArgs),
+    /// Cost of a process context switch, α_c, on one CPU.
+    ///
+    /// A worker process runs y rounds of a short compute loop (--work-ns of
+    /// arithmetic) each followed by sched_yield. Alone on its CPU a yield
+    /// returns at once; two workers pinned to the same CPU switch to each
+    /// other at every yield. With t1 the time of one worker alone and t2 the
+    /// time of the two together, α_c = (t2 - 2 t1) / (2y), computed for each
+    /// repeat from that repeat's pair. Times are the workers' CPU time (user +
+    /// system), which equals the wall time on an idle CPU and leaves out other
+    /// processes that share it; α_c from the wall clock is shown too. The
+    /// context switches counted per yield show that the yields did switch.
+    #[command(name = "ctxswitch")]
+    CtxSwitch(crate::bench_micro::CtxSwitchArgs),
+    /// Message cost t(n) = α + β·n and its CPU cost α_CPU + β_CPU·n (n doubles).
+    ///
+    /// Ping-pong between two endpoints pinned to two CPUs: tcp (two processes,
+    /// TCP over loopback, blocking sockets: a waiting receiver sleeps) and shm
+    /// (two threads, a shared buffer of atomic words and a release/acquire
+    /// flag; the receiver polls it, --wait spin or yield). For each size the
+    /// one-way time is half the round trip, and the CPU time per message is the
+    /// CPU time (user + system) of both endpoints over the round trips divided
+    /// by the one-way messages. α, β, α_CPU, β_CPU are least-squares line fits
+    /// (weighted by 1/y², i.e. relative residuals) over the sizes, one per
+    /// repeat; the spread is over the repeats. Each batch is timed in short
+    /// chunks and only chunks undisturbed by other processes count (--chunk-us).
+    #[command(name = "pingpong")]
+    PingPong(crate::bench_micro::PingPongArgs),
+    #[command(name = "ctxswitch-worker", hide = true)]
+    CtxSwitchWorker(crate::bench_micro::WorkerArgs),
+    #[command(name = "pingpong-peer", hide = true)]
+    PingPongPeer(crate::bench_micro::WorkerArgs),
 }
 
 #[derive(Args, Debug)]
@@ -77,6 +121,11 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Sim(args) => bench_sim(args),
         BenchCommand::Switch(args) => crate::bench_switch::run(args),
+        BenchCommand::Slowdown(args) => crate::bench_slowdown::run(args),
+        BenchCommand::CtxSwitch(args) => crate::bench_micro::run_ctxswitch(args),
+        BenchCommand::PingPong(args) => crate::bench_micro::run_pingpong(args),
+        BenchCommand::CtxSwitchWorker(args) => crate::bench_micro::ctxswitch_worker(args),
+        BenchCommand::PingPongPeer(args) => crate::bench_micro::pingpong_peer(args),
     }
 }
 

@@ -2,7 +2,10 @@
 //! settings, call the library crates, present the results.
 
 mod bench;
+mod bench_micro;
+mod bench_slowdown;
 mod bench_switch;
+mod model_cmd;
 mod output;
 mod plot;
 mod progress;
@@ -41,6 +44,12 @@ enum Command {
     /// Benchmarks of cosched itself.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// The optimistic model of j jobs sharing CPUs: predicted slowdowns, and the error against measured ones
+    /// split into its causes (the job's CPU cost, A2 cache pollution, A1 no ready process).
+    ///
+    /// t_j = max(t_1, j·(p/c)·t_1(α_c + α_CPU, β_CPU)), with t_1(α, β) = compute + messages·α + doubles·β per rank.
+    /// Example: cosched model --micro ctx.json --micro pingpong.json --measured slowdown-results
+    Model(model_cmd::ModelArgs),
     /// Start the coscheduler on this machine: controller and local agent in one process.
     Up {
         #[command(flatten)]
@@ -154,6 +163,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Sim(args) => sim_cmd::run(&args),
         Command::Study(cmd) => study::run(&cmd),
+        Command::Model(args) => model_cmd::run(&args),
         Command::Workload(cmd) => workload_cmd::run(&cmd),
         Command::Bench(cmd) => bench::run(&cmd),
         Command::Up { controller, agent } => runtime_cmd::up(&controller, &agent),

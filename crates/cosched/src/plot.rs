@@ -162,15 +162,18 @@ pub struct Series {
     pub name: String,
     pub points: Vec<(f64, f64)>,
     pub clipped_from: Option<usize>,
+    /// Error bar half-heights, one per point (empty: none drawn).
+    pub y_errors: Vec<f64>,
 }
 
-/// A line chart with a logarithmic y axis.
-pub struct LogLineChart {
+/// A line chart, with a logarithmic or linear y axis.
+pub struct LineChart {
     pub title: String,
     pub x_label: String,
     pub y_label: String,
     pub x_range: (f64, f64),
     pub y_range: (f64, f64),
+    pub log_y: bool,
     pub series: Vec<Series>,
 }
 
@@ -178,22 +181,39 @@ const LINE_COLOURS: [&str; 10] =
     ["#000000", "#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#999999", "#882255", "#44AA99"];
 const DASHES: [&str; 3] = ["", "6,3", "2,3"];
 
-impl LogLineChart {
+impl LineChart {
+    /// The y value as drawn: its logarithm on a log axis.
+    fn scale_y(&self, y: f64) -> f64 {
+        if self.log_y {
+            y.max(1e-12).log10()
+        } else {
+            y
+        }
+    }
+
+    /// Grid lines on y: decades on a log axis, tenths of the range otherwise.
+    fn y_ticks(&self) -> Vec<f64> {
+        let (y0, y1) = (self.scale_y(self.y_range.0), self.scale_y(self.y_range.1));
+        if self.log_y {
+            ((y0.floor() as i32)..=(y1.ceil() as i32))
+                .map(|decade| 10f64.powi(decade))
+                .filter(|v| v.log10() - y0 >= -1e-9 && v.log10() - y1 <= 1e-9)
+                .collect()
+        } else {
+            (0..=10).map(|k| y0 + (y1 - y0) * k as f64 / 10.0).collect()
+        }
+    }
+
     pub fn to_svg(&self) -> String {
         let (w, h) = (760.0, 480.0);
         let (left, right, top, bottom) = (70.0, 150.0, 40.0, 50.0);
         let (pw, ph) = (w - left - right, h - top - bottom);
         let (x0, x1) = self.x_range;
-        let (y0, y1) = (self.y_range.0.max(1e-12).log10(), self.y_range.1.max(1e-12).log10());
+        let (y0, y1) = (self.scale_y(self.y_range.0), self.scale_y(self.y_range.1));
         let px = |x: f64| left + pw * (x - x0) / (x1 - x0);
-        let py = |y: f64| top + ph * (1.0 - (y.max(1e-12).log10() - y0) / (y1 - y0)).clamp(0.0, 1.0);
+        let py = |y: f64| top + ph * (1.0 - (self.scale_y(y) - y0) / (y1 - y0)).clamp(0.0, 1.0);
         let mut svg = svg_start(w, h, &self.title, left, 24.0);
-        // Axes and grid: decades on y, tenths of the range on x.
-        for decade in (y0.floor() as i32)..=(y1.ceil() as i32) {
-            let v = 10f64.powi(decade);
-            if (v.log10() - y0) < -1e-9 || (v.log10() - y1) > 1e-9 {
-                continue;
-            }
+        for v in self.y_ticks() {
             let y = py(v);
             let _ =
                 writeln!(svg, r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##, left + pw);
@@ -248,6 +268,15 @@ impl LogLineChart {
                 r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/>"#,
                 path.join(" ")
             );
+            for (&(x, y), &e) in series.points[..shown].iter().zip(&series.y_errors) {
+                let _ = writeln!(
+                    svg,
+                    r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{colour}" stroke-width="1.5"/>"#,
+                    py(y - e),
+                    py(y + e),
+                    x = px(x)
+                );
+            }
             for (k, &(x, y)) in series.points[..shown].iter().enumerate() {
                 let clipped = series.clipped_from.is_some_and(|c| k >= c);
                 if clipped {

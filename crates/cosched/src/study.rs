@@ -5,7 +5,7 @@
 //! and a manifest with the exact command, version, seed and parameters.
 
 use crate::output::{csv_field, num, push_row, OutputDir};
-use crate::plot::{svg_to_png, LogLineChart, Series, StackedBar, StackedBarChart};
+use crate::plot::{svg_to_png, LineChart, Series, StackedBar, StackedBarChart};
 use crate::sim_cmd::{command_line, run_all};
 use crate::workload_source::{load_workload, WorkloadSpec};
 use clap::{Args, Subcommand};
@@ -447,17 +447,19 @@ fn report_e1(rows: &[RunRow]) -> (String, Figures) {
             name: scheme.clone(),
             points: runs.iter().map(|r| (r.utilization, r.mean_response_s)).collect(),
             clipped_from,
+            y_errors: vec![],
         });
     }
     table +=
         "\nSaturated: some jobs were unfinished at the horizon, or waiting grew by at least 0.1 s per s of arrivals.\n";
     let max_util = rows.iter().map(|r| r.utilization).fold(0.0, f64::max);
-    let chart = LogLineChart {
+    let chart = LineChart {
         title: "E1: mean response time against utilization (WL7)".into(),
         x_label: "utilization while jobs arrive (useful CPU time / capacity)".into(),
         y_label: "mean response time, s (log)".into(),
         x_range: (0.0, (max_util * 10.0).ceil() / 10.0 + 0.05),
         y_range: (10f64.powf(min_response.max(1e-6).log10().floor()), 10f64.powf(max_response.log10().ceil())),
+        log_y: true,
         series,
     };
     (table, vec![("e1".into(), chart.to_svg())])

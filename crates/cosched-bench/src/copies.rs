@@ -1,0 +1,234 @@
+//! Running `j` copies of a command at the same moment and timing each.
+//!
+//! Each copy starts as `sh -c 'read _ && exec "$@"'`, held on its stdin
+//! until every copy exists (and, under cosched, has been moved into its job's
+//! cgroup, so its children are born inside it). Then all are released in one
+//! pass and waited for. The copies are children of this process, so the CPU
+//! time of everything they ran is in `getrusage(RUSAGE_CHILDREN)`.
+
+use nix::sys::resource::{getrusage, UsageWho};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What one run of `j` copies measured.
+#[derive(Debug, Clone)]
+pub struct CopiesRun {
+    /// From release to the end of the last copy.
+    pub elapsed_s: f64,
+    /// From release to the end of each copy.
+    pub copy_elapsed_s: Vec<f64>,
+    /// User + system time of all copies and their descendants.
+    pub cpu_s: f64,
+    /// Largest summed resident memory of each copy's process tree, sampled.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// How a copy's process is started, before the hold is released.
+pub struct CopySpec<'a> {
+    pub argv: &'a [String],
+    pub log_dir: &'a Path,
+    pub timeout: Duration,
+    pub sample_memory: bool,
+}
+
+struct HeldCopy {
+    child: Child,
+    stderr_log: PathBuf,
+}
+
+/// Run `count` copies; `before_release` is called with each copy's pid (to
+/// register it with a scheduler) before any is released.
+pub fn run_copies(
+    spec: &CopySpec,
+    count: u32,
+    mut before_release: impl FnMut(u32) -> Result<(), String>,
+) -> Result<CopiesRun, String> {
+    let mut held = Vec::new();
+    for index in 0..count {
+        held.push(spawn_held(spec, index)?);
+    }
+    for copy in &held {
+        if let Err(e) = before_release(copy.child.id()) {
+            kill_all(&mut held);
+            return Err(e);
+        }
+    }
+    let cpu_before_s = children_cpu_s();
+    let roots: Vec<u32> = held.iter().map(|c| c.child.id()).collect();
+    let sampler = spec.sample_memory.then(|| MemorySampler::start(roots));
+    let start = Instant::now();
+    for copy in &mut held {
+        if let Some(mut stdin) = copy.child.stdin.take() {
+            // A copy that died already shows up when it is waited for.
+            let _ = stdin.write_all(b"go\n");
+        }
+    }
+    let ends = wait_all(&mut held, start, spec.timeout)?;
+    let peak_rss_bytes = sampler.map(MemorySampler::stop);
+    let cpu_s = children_cpu_s() - cpu_before_s;
+    check_exits(&held, &ends)?;
+    let copy_elapsed_s: Vec<f64> = ends.iter().map(|(t, _)| *t).collect();
+    let elapsed_s = copy_elapsed_s.iter().copied().fold(0.0, f64::max);
+    Ok(CopiesRun { elapsed_s, copy_elapsed_s, cpu_s, peak_rss_bytes })
+}
+
+fn spawn_held(spec: &CopySpec, index: u32) -> Result<HeldCopy, String> {
+    let stdout_log = spec.log_dir.join(format!("copy-{index}.out"));
+    let stderr_log = spec.log_dir.join(format!("copy-{index}.err"));
+    let create = |p: &Path| std::fs::File::create(p).map_err(|e| format!("creating {}: {e}", p.display()));
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg("read _ && exec \"$@\"")
+        .arg("cosched-copy")
+        .args(spec.argv)
+        .stdin(Stdio::piped())
+        .stdout(create(&stdout_log)?)
+        .stderr(create(&stderr_log)?)
+        // Its own process group, so a timeout can kill everything it started.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("starting sh for {:?}: {e}", spec.argv))?;
+    Ok(HeldCopy { child, stderr_log })
+}
+
+/// Wait for every copy; returns each one's end (seconds since `start`) and exit status.
+fn wait_all(held: &mut [HeldCopy], start: Instant, timeout: Duration) -> Result<Vec<(f64, ExitStatus)>, String> {
+    let mut ends: Vec<Option<(f64, ExitStatus)>> = vec![None; held.len()];
+    let mut poll = Duration::from_micros(200);
+    while ends.iter().any(Option::is_none) {
+        for (copy, end) in held.iter_mut().zip(ends.iter_mut()).filter(|(_, e)| e.is_none()) {
+            if let Some(status) = copy.child.try_wait().map_err(|e| format!("waiting for a copy: {e}"))? {
+                *end = Some((start.elapsed().as_secs_f64(), status));
+            }
+        }
+        if start.elapsed() > timeout {
+            kill_all(held);
+            return Err(format!(
+                "the copies were still running after the {:.0} s timeout; killed",
+                timeout.as_secs_f64()
+            ));
+        }
+        std::thread::sleep(poll);
+        // Fine-grained while short runs end, then 2 ms: ends are timed to the poll period.
+        poll = (poll * 2).min(Duration::from_millis(2));
+    }
+    Ok(ends.into_iter().flatten().collect())
+}
+
+fn check_exits(held: &[HeldCopy], ends: &[(f64, ExitStatus)]) -> Result<(), String> {
+    for (index, (copy, (_, status))) in held.iter().zip(ends).enumerate() {
+        if !status.success() {
+            let stderr = std::fs::read_to_string(&copy.stderr_log).unwrap_or_default();
+            let how = match (status.code(), status.signal()) {
+                (Some(code), _) => format!("exited with status {code}"),
+                (None, Some(signal)) => format!("was killed by signal {signal}"),
+                _ => "failed".into(),
+            };
+            return Err(format!(
+                "copy {index} {how}; its stderr ({}) ends with:\n{}",
+                copy.stderr_log.display(),
+                crate::runtime::tail(&stderr, 1500)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The first copy's standard output, for programs that report their own figures.
+pub fn first_copy_stdout(log_dir: &Path) -> String {
+    std::fs::read_to_string(log_dir.join("copy-0.out")).unwrap_or_default()
+}
+
+fn kill_all(held: &mut [HeldCopy]) {
+    for copy in held.iter_mut() {
+        let pgid = nix::unistd::Pid::from_raw(-(copy.child.id() as i32));
+        let _ = nix::sys::signal::kill(pgid, nix::sys::signal::Signal::SIGKILL);
+        let _ = copy.child.kill();
+        let _ = copy.child.wait();
+    }
+}
+
+fn children_cpu_s() -> f64 {
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
+        let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+        seconds(u.user_time()) + seconds(u.system_time())
+    })
+}
+
+/// Samples the resident memory of the copies' process trees every 20 ms.
+struct MemorySampler {
+    stop: Arc<AtomicBool>,
+    peak_bytes: Arc<AtomicU64>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+const MEMORY_SAMPLE_PERIOD: Duration = Duration::from_millis(20);
+
+impl MemorySampler {
+    fn start(roots: Vec<u32>) -> MemorySampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak_bytes = Arc::new(AtomicU64::new(0));
+        let (stop2, peak2) = (stop.clone(), peak_bytes.clone());
+        let thread = std::thread::spawn(move || {
+            while !stop2.load(Ordering::Relaxed) {
+                peak2.fetch_max(tree_rss_bytes(&roots), Ordering::Relaxed);
+                std::thread::sleep(MEMORY_SAMPLE_PERIOD);
+            }
+        });
+        MemorySampler { stop, peak_bytes, thread }
+    }
+
+    /// The largest sum seen (one job's peak when there is one copy).
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.thread.join();
+        self.peak_bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// Sum of VmRSS over `roots` and all their descendants.
+fn tree_rss_bytes(roots: &[u32]) -> u64 {
+    let mut parent_of: BTreeMap<u32, u32> = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if let Some(ppid) = read_ppid(pid) {
+            parent_of.insert(pid, ppid);
+        }
+    }
+    let in_tree = |mut pid: u32| {
+        for _ in 0..64 {
+            if roots.contains(&pid) {
+                return true;
+            }
+            match parent_of.get(&pid) {
+                Some(&parent) if parent > 1 => pid = parent,
+                _ => return false,
+            }
+        }
+        false
+    };
+    parent_of.keys().filter(|&&pid| in_tree(pid)).map(|&pid| rss_bytes(pid)).sum()
+}
+
+fn read_ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let after = &stat[stat.rfind(')')? + 2..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}

@@ -1,0 +1,51 @@
+//! Thin wrappers over the operating-system calls the microbenchmarks need:
+//! CPU affinity, CPU-time clocks and context-switch counters (all Linux).
+
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
+use nix::sys::resource::{getrusage, UsageWho};
+use nix::time::{clock_gettime, ClockId};
+use nix::unistd::Pid;
+
+/// The CPUs this process may run on, in increasing order.
+pub fn allowed_cpus() -> Result<Vec<usize>, String> {
+    let set = sched_getaffinity(Pid::from_raw(0)).map_err(|e| format!("sched_getaffinity: {e}"))?;
+    Ok((0..CpuSet::count()).filter(|&cpu| set.is_set(cpu).unwrap_or(false)).collect())
+}
+
+/// Pin the calling thread (pid 0 means "this thread" to sched_setaffinity) to one CPU.
+pub fn pin_current_thread(cpu: usize) -> Result<(), String> {
+    let mut set = CpuSet::new();
+    set.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| format!("pinning to CPU {cpu}: {e}"))
+}
+
+fn clock_ns(clock: ClockId) -> u64 {
+    // These clocks exist on every Linux since 2.6; a failure is a broken system.
+    let t = clock_gettime(clock).expect("clock_gettime");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+/// CPU time (user + system) consumed so far by the calling thread. The
+/// kernel keeps it in nanoseconds (the scheduler's sum_exec_runtime), so it
+/// is exact, unlike the tick-sampled user/system split of getrusage.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(ClockId::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time (user + system) consumed so far by all threads of this process.
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(ClockId::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// A monotonic clock shared by all processes of the machine, so that
+/// timestamps taken in different processes can be compared.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(ClockId::CLOCK_MONOTONIC)
+}
+
+/// Context switches of this process so far: voluntary (blocked) plus
+/// involuntary (preempted, or gave the CPU away with sched_yield).
+pub fn context_switches() -> Result<u64, String> {
+    let usage = getrusage(UsageWho::RUSAGE_SELF).map_err(|e| format!("getrusage: {e}"))?;
+    Ok((usage.voluntary_context_switches() + usage.involuntary_context_switches()) as u64)
+}

@@ -1,0 +1,107 @@
+//! The policies a slowdown experiment compares, as the user names them.
+
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// Default gang time slice when `gang` is given without one.
+pub const DEFAULT_GANG_SLICE_MS: f64 = 10.0;
+
+/// How the `j` copies of a job share the CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Policy {
+    /// Started directly; Linux schedules them (no cosched involved).
+    None,
+    /// Registered with cosched as local-class jobs: Linux schedules them.
+    Local,
+    /// Registered with cosched as gang jobs: one job at a time, slices of `slice_ms`.
+    Gang { slice_ms: f64 },
+    /// Each copy a Slurm batch job, gang-scheduled by Slurm (`scripts/slurm`).
+    Slurm,
+}
+
+impl Policy {
+    /// Whether the copies go through a cosched runtime instance.
+    pub fn uses_runtime(&self) -> bool {
+        matches!(self, Policy::Local | Policy::Gang { .. })
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Policy::None => write!(f, "none"),
+            Policy::Local => write!(f, "local"),
+            Policy::Gang { slice_ms } if slice_ms.fract() == 0.0 => write!(f, "gang:{slice_ms}ms"),
+            Policy::Gang { slice_ms } => write!(f, "gang:{}us", (slice_ms * 1000.0).round()),
+            Policy::Slurm => write!(f, "slurm"),
+        }
+    }
+}
+
+impl FromStr for Policy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Policy, String> {
+        let lower = text.trim().to_ascii_lowercase();
+        let (name, slice) = match lower.split_once(':') {
+            Some((name, slice)) => (name, Some(slice)),
+            None => (lower.as_str(), None),
+        };
+        let no_slice = |p: Policy| match slice {
+            None => Ok(p),
+            Some(_) => Err(format!("policy {text:?}: only gang takes a slice (gang:10ms)")),
+        };
+        match name {
+            "none" => no_slice(Policy::None),
+            "local" => no_slice(Policy::Local),
+            "slurm" => no_slice(Policy::Slurm),
+            "gang" => {
+                let slice_ms = slice.map_or(Ok(DEFAULT_GANG_SLICE_MS), parse_duration_ms)?;
+                if !(0.1..=60_000.0).contains(&slice_ms) {
+                    return Err(format!("policy {text:?}: the slice must be between 0.1 ms and 60 s"));
+                }
+                Ok(Policy::Gang { slice_ms })
+            }
+            _ => Err(format!("unknown policy {text:?} (none, local, gang[:SLICE] such as gang:100ms, or slurm)")),
+        }
+    }
+}
+
+/// "10ms", "0.5s", "250us" or a bare number of milliseconds.
+pub fn parse_duration_ms(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("bad duration {text:?} (e.g. 10ms, 0.1s)"))?;
+    let factor = match unit {
+        "" | "ms" => 1.0,
+        "s" => 1000.0,
+        "us" | "µs" => 0.001,
+        _ => return Err(format!("bad duration unit in {text:?} (us, ms or s)")),
+    };
+    Ok(value * factor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for text in ["none", "local", "gang:10ms", "gang:100ms", "slurm", "gang:500us"] {
+            assert_eq!(text.parse::<Policy>().unwrap().to_string(), text);
+        }
+        assert_eq!("gang".parse::<Policy>().unwrap(), Policy::Gang { slice_ms: 10.0 });
+        assert_eq!("GANG:0.1s".parse::<Policy>().unwrap(), Policy::Gang { slice_ms: 100.0 });
+    }
+
+    #[test]
+    fn bad_names_say_what_is_wrong() {
+        assert!("fifo".parse::<Policy>().unwrap_err().contains("unknown policy \"fifo\""));
+        assert!("local:10ms".parse::<Policy>().unwrap_err().contains("only gang takes a slice"));
+        assert!("gang:10h".parse::<Policy>().unwrap_err().contains("unit"));
+        assert!("gang:0.01ms".parse::<Policy>().unwrap_err().contains("between"));
+    }
+}

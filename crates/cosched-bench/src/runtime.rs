@@ -1,0 +1,129 @@
+//! A private cosched runtime (`cosched up`) for the copies of an experiment,
+//! and the calls that register a copy with it.
+
+use cosched_runtime::protocol::{read_line, write_message, RegisterRequest, Reply, Request};
+use std::io::BufReader;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A `cosched up` started for this experiment, with its own state directory,
+/// socket and node name; stopped (and its cgroups removed) on drop.
+pub struct RuntimeInstance {
+    child: Child,
+    pub socket: PathBuf,
+    dir: PathBuf,
+    node: String,
+}
+
+impl RuntimeInstance {
+    /// Start `cosched up` with this slice and room for `max_jobs` jobs at once
+    /// (gang rows and local multiprogramming level).
+    pub fn start(cosched: &Path, dir: &Path, slice_ms: f64, max_jobs: u32) -> Result<RuntimeInstance, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let node = format!("bench-{}-{}", std::process::id(), dir.file_name().and_then(|n| n.to_str()).unwrap_or("rt"));
+        let socket = dir.join("sock");
+        let log_path = dir.join("cosched-up.log");
+        let log = std::fs::File::create(&log_path).map_err(|e| format!("creating {}: {e}", log_path.display()))?;
+        let rows = max_jobs.max(1).to_string();
+        let child = Command::new(cosched)
+            .args(["up", "--monitor", "off", "--node", &node, "--slice-ms", &slice_ms.to_string()])
+            .args(["--rows", &rows, "--local-mpl", &rows])
+            .arg("--state-dir")
+            .arg(dir)
+            .arg("--socket")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("starting {} up: {e}", cosched.display()))?;
+        let mut instance = RuntimeInstance { child, socket, dir: dir.to_path_buf(), node };
+        instance.wait_ready(&log_path)?;
+        Ok(instance)
+    }
+
+    fn wait_ready(&mut self, log_path: &Path) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            if let Ok(reply) = call(&self.socket, &Request::Status) {
+                let nodes = reply.data["nodes"].as_array().cloned().unwrap_or_default();
+                if nodes.iter().any(|n| n["connected"] == true) {
+                    return Ok(());
+                }
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                let log = std::fs::read_to_string(log_path).unwrap_or_default();
+                return Err(format!("cosched up exited ({status}) before it was ready:\n{}", tail(&log, 2000)));
+            }
+            if start.elapsed() > READY_TIMEOUT {
+                return Err(format!("cosched up not ready after {READY_TIMEOUT:?}; see {}", log_path.display()));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Register a job of `cpus` CPUs on this node and move `pid` (and so its
+    /// future children) into it; returns the job id once the agent has moved it.
+    pub fn register_process(&self, pid: u32, cpus: u32, gang: bool) -> Result<u64, String> {
+        let register = RegisterRequest {
+            class: "batch".into(),
+            cpus_per_node: cpus,
+            min_cpus: 0,
+            mem_bytes: 0,
+            node: Some(self.node.clone()),
+            local: !gang,
+        };
+        let reply = call_ok(&self.socket, &Request::Register(register))?;
+        let job = reply.data["job"].as_u64().ok_or("the controller's register reply has no job id")?;
+        let add = Request::AddPid { job, pid: pid as i32, node: Some(self.node.clone()) };
+        call_ok(&self.socket, &add)?;
+        Ok(job)
+    }
+}
+
+impl Drop for RuntimeInstance {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The jobs have ended; their empty cgroups and the agent's go too.
+        if let Ok(groups) = cosched_runtime::freezer::JobGroups::open(&self.node, None) {
+            for job in groups.existing_jobs().unwrap_or_default() {
+                let _ = groups.remove(job);
+            }
+            let _ = groups.remove_agent_dirs();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn call(socket: &Path, request: &Request) -> Result<Reply, String> {
+    let stream = UnixStream::connect(socket).map_err(|e| format!("controller {}: {e}", socket.display()))?;
+    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
+    write_message(&mut writer, request).map_err(|e| e.to_string())?;
+    let line = read_line(&mut BufReader::new(stream))
+        .map_err(|e| e.to_string())?
+        .ok_or("the controller closed the connection")?;
+    serde_json::from_str(&line).map_err(|e| format!("bad reply from the controller: {e}"))
+}
+
+fn call_ok(socket: &Path, request: &Request) -> Result<Reply, String> {
+    let reply = call(socket, request)?;
+    if reply.ok {
+        Ok(reply)
+    } else {
+        Err(format!("the controller refused: {}", reply.error.unwrap_or_default()))
+    }
+}
+
+/// The last `max_bytes` of a text, cut at a character boundary.
+pub fn tail(text: &str, max_bytes: usize) -> &str {
+    let mut start = text.len().saturating_sub(max_bytes);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}

@@ -1,0 +1,297 @@
+//! The slowdown experiment: `j` copies of a job started at the same moment on
+//! the same CPUs under each policy, repeated, interleaved across policies.
+
+use crate::copies::{first_copy_stdout, run_copies, CopySpec};
+use crate::policy::Policy;
+use crate::runtime::RuntimeInstance;
+use crate::stats::{Estimate, Ratio};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub struct SlowdownConfig {
+    pub command: Vec<String>,
+    /// Numbers of simultaneous copies; must include 1 (the baseline `t_1`).
+    pub jobs: Vec<u32>,
+    pub repeat: u32,
+    pub policies: Vec<Policy>,
+    /// CPUs each copy asks the scheduler for (cosched and Slurm).
+    pub cpus_per_job: u32,
+    /// The `cosched` program, started as a private runtime for local and gang.
+    pub cosched_exe: PathBuf,
+    /// `scripts/slurm`, for the slurm policy.
+    pub slurm_script: PathBuf,
+    /// Where each run's output and the runtimes' state go.
+    pub work_dir: PathBuf,
+    pub timeout: Duration,
+}
+
+/// One run of `jobs` copies under one policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    pub policy: String,
+    pub jobs: u32,
+    pub repeat: u32,
+    pub elapsed_s: f64,
+    pub copy_elapsed_s: Vec<f64>,
+    /// None under Slurm: its jobs are not this process's children.
+    pub cpu_s: Option<f64>,
+    pub peak_rss_bytes: Option<u64>,
+    /// The last line of the first copy's output when it is a JSON object
+    /// (the reference programs report their own figures that way).
+    pub app_report: Option<serde_json::Value>,
+}
+
+/// The summary of one policy at one `j`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Point {
+    pub policy: String,
+    pub jobs: u32,
+    /// `t_j`: elapsed until the last copy ends.
+    pub elapsed_s: Estimate,
+    /// `s_j = t_j / t_1` of the same policy.
+    pub slowdown: Ratio,
+    /// Every copy's own elapsed time, over all repeats.
+    pub copy_elapsed_s: Estimate,
+    /// Slowest copy over fastest copy in a run, averaged over runs (1 = fair).
+    pub fairness_ratio: f64,
+    /// CPU time of all `j` copies of a run.
+    pub cpu_s: Option<Estimate>,
+    /// CPU time over elapsed time, as `time` reports it (200 % = two CPUs busy).
+    pub cpu_percent: Option<f64>,
+    /// Largest resident memory of a single job's processes (j = 1 only).
+    pub peak_rss_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SlowdownReport {
+    pub command: Vec<String>,
+    pub cpus_per_job: u32,
+    pub repeat: u32,
+    pub points: Vec<Point>,
+    pub samples: Vec<Sample>,
+}
+
+impl SlowdownConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.command.is_empty() {
+            return Err("no command to run (give it after --)".into());
+        }
+        if !self.jobs.contains(&1) {
+            return Err("--jobs must include 1: t_1, one job alone, is what slowdowns are relative to".into());
+        }
+        if self.jobs.contains(&0) {
+            return Err("--jobs: 0 copies is not an experiment".into());
+        }
+        if self.repeat == 0 || self.policies.is_empty() {
+            return Err("--repeat and --policy need at least one value".into());
+        }
+        if self.policies.iter().any(Policy::uses_runtime) && !nix::unistd::geteuid().is_root() {
+            return Err("the local and gang policies start a private cosched runtime, which needs root \
+                        (cgroups); use --policy none as an ordinary user"
+                .into());
+        }
+        Ok(())
+    }
+
+    /// Runs in the order they are made: repeats outermost, then `j`, then the
+    /// policies, rotated each repeat so no policy always runs first.
+    pub fn schedule(&self) -> Vec<(u32, u32, Policy)> {
+        let mut runs = Vec::new();
+        for repeat in 0..self.repeat {
+            for &jobs in &self.jobs {
+                for k in 0..self.policies.len() {
+                    let policy = self.policies[(k + repeat as usize) % self.policies.len()];
+                    runs.push((repeat, jobs, policy));
+                }
+            }
+        }
+        runs
+    }
+}
+
+/// Run the whole experiment; `progress` sees each sample as it is measured
+/// (with the number done and the total), so a caller can save it at once.
+pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usize)) -> Result<SlowdownReport, String> {
+    config.validate()?;
+    std::fs::create_dir_all(&config.work_dir).map_err(|e| format!("creating {}: {e}", config.work_dir.display()))?;
+    let max_jobs = config.jobs.iter().copied().max().unwrap_or(1);
+    let mut runtimes: BTreeMap<String, RuntimeInstance> = BTreeMap::new();
+    let schedule = config.schedule();
+    let mut samples = Vec::new();
+    for (done, &(repeat, jobs, policy)) in schedule.iter().enumerate() {
+        let label = policy.to_string();
+        if policy.uses_runtime() && !runtimes.contains_key(&label) {
+            let slice_ms = match policy {
+                Policy::Gang { slice_ms } => slice_ms,
+                _ => crate::policy::DEFAULT_GANG_SLICE_MS,
+            };
+            let dir = config.work_dir.join(format!("runtime-{}", safe_name(&label)));
+            runtimes.insert(label.clone(), RuntimeInstance::start(&config.cosched_exe, &dir, slice_ms, max_jobs)?);
+        }
+        let sample = run_one(config, policy, jobs, repeat, runtimes.get(&label))
+            .map_err(|e| format!("{label}, j = {jobs}, repeat {}: {e}", repeat + 1))?;
+        progress(&sample, done + 1, schedule.len());
+        samples.push(sample);
+    }
+    Ok(SlowdownReport {
+        command: config.command.clone(),
+        cpus_per_job: config.cpus_per_job,
+        repeat: config.repeat,
+        points: summarize(&config.policies, &config.jobs, &samples),
+        samples,
+    })
+}
+
+fn run_one(
+    config: &SlowdownConfig,
+    policy: Policy,
+    jobs: u32,
+    repeat: u32,
+    runtime: Option<&RuntimeInstance>,
+) -> Result<Sample, String> {
+    let log_dir = config.work_dir.join(format!("{}-j{jobs}-r{}", safe_name(&policy.to_string()), repeat + 1));
+    std::fs::create_dir_all(&log_dir).map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
+    let argv = match policy {
+        Policy::Slurm => slurm_argv(config),
+        _ => config.command.clone(),
+    };
+    let spec = CopySpec { argv: &argv, log_dir: &log_dir, timeout: config.timeout, sample_memory: jobs == 1 };
+    let gang = matches!(policy, Policy::Gang { .. });
+    let measured = run_copies(&spec, jobs, |pid| match runtime {
+        Some(rt) => rt.register_process(pid, config.cpus_per_job, gang).map(|_| ()),
+        None => Ok(()),
+    })?;
+    Ok(Sample {
+        policy: policy.to_string(),
+        jobs,
+        repeat: repeat + 1,
+        elapsed_s: measured.elapsed_s,
+        copy_elapsed_s: measured.copy_elapsed_s,
+        cpu_s: (policy != Policy::Slurm).then_some(measured.cpu_s),
+        peak_rss_bytes: measured.peak_rss_bytes.filter(|_| policy != Policy::Slurm),
+        app_report: last_json_line(&first_copy_stdout(&log_dir)),
+    })
+}
+
+fn slurm_argv(config: &SlowdownConfig) -> Vec<String> {
+    let mut argv = vec![
+        config.slurm_script.to_string_lossy().into_owned(),
+        "run".into(),
+        "--cpus".into(),
+        config.cpus_per_job.to_string(),
+        "--".into(),
+    ];
+    argv.extend(config.command.iter().cloned());
+    argv
+}
+
+fn last_json_line(text: &str) -> Option<serde_json::Value> {
+    let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
+    serde_json::from_str::<serde_json::Value>(line.trim()).ok().filter(|v| v.is_object())
+}
+
+fn safe_name(label: &str) -> String {
+    label.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect()
+}
+
+/// Per policy and `j`: means, standard errors and slowdowns against that policy's `t_1`.
+pub fn summarize(policies: &[Policy], jobs: &[u32], samples: &[Sample]) -> Vec<Point> {
+    let mut points = Vec::new();
+    for policy in policies {
+        let label = policy.to_string();
+        let of = |j: u32| samples.iter().filter(|s| s.policy == label && s.jobs == j).collect::<Vec<_>>();
+        let Some(t1) = Estimate::of(&of(1).iter().map(|s| s.elapsed_s).collect::<Vec<_>>()) else { continue };
+        for &j in jobs {
+            let runs = of(j);
+            let Some(elapsed_s) = Estimate::of(&runs.iter().map(|s| s.elapsed_s).collect::<Vec<_>>()) else {
+                continue;
+            };
+            let copies: Vec<f64> = runs.iter().flat_map(|s| s.copy_elapsed_s.iter().copied()).collect();
+            let fairness: Vec<f64> = runs.iter().map(|s| spread_ratio(&s.copy_elapsed_s)).collect();
+            let cpu: Vec<f64> = runs.iter().filter_map(|s| s.cpu_s).collect();
+            let cpu_s = Estimate::of(&cpu);
+            points.push(Point {
+                policy: label.clone(),
+                jobs: j,
+                elapsed_s,
+                slowdown: elapsed_s.ratio(&t1),
+                copy_elapsed_s: Estimate::of(&copies).unwrap_or(elapsed_s),
+                fairness_ratio: fairness.iter().sum::<f64>() / fairness.len() as f64,
+                cpu_percent: cpu_s.map(|c| 100.0 * c.mean / elapsed_s.mean),
+                cpu_s,
+                peak_rss_bytes: runs.iter().filter_map(|s| s.peak_rss_bytes).max(),
+            });
+        }
+    }
+    points
+}
+
+fn spread_ratio(times: &[f64]) -> f64 {
+    let max = times.iter().copied().fold(f64::MIN, f64::max);
+    let min = times.iter().copied().fold(f64::MAX, f64::min);
+    if min > 0.0 {
+        max / min
+    } else {
+        1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(policy: &str, jobs: u32, elapsed_s: f64, copies: Vec<f64>) -> Sample {
+        Sample {
+            policy: policy.into(),
+            jobs,
+            repeat: 1,
+            elapsed_s,
+            copy_elapsed_s: copies,
+            cpu_s: Some(elapsed_s),
+            peak_rss_bytes: None,
+            app_report: None,
+        }
+    }
+
+    #[test]
+    fn slowdown_is_relative_to_the_same_policy() {
+        let samples = vec![
+            sample("none", 1, 2.0, vec![2.0]),
+            sample("none", 1, 2.2, vec![2.2]),
+            sample("none", 2, 4.2, vec![4.0, 4.2]),
+            sample("none", 2, 4.2, vec![4.2, 4.2]),
+        ];
+        let points = summarize(&[Policy::None], &[1, 2], &samples);
+        assert_eq!(points.len(), 2);
+        assert!((points[1].slowdown.value - 2.0).abs() < 1e-12);
+        assert!(points[1].slowdown.std_error > 0.0);
+        assert!((points[1].fairness_ratio - (4.2 / 4.0 + 1.0) / 2.0).abs() < 1e-12);
+        assert!((points[1].cpu_percent.unwrap() - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn schedule_interleaves_and_rotates_policies() {
+        let config = SlowdownConfig {
+            command: vec!["true".into()],
+            jobs: vec![1, 2],
+            repeat: 2,
+            policies: vec![Policy::None, Policy::Slurm],
+            cpus_per_job: 1,
+            cosched_exe: "cosched".into(),
+            slurm_script: "slurm".into(),
+            work_dir: "/tmp".into(),
+            timeout: Duration::from_secs(1),
+        };
+        let order: Vec<String> = config.schedule().iter().map(|(r, j, p)| format!("{r}{j}{p}")).collect();
+        assert_eq!(order, ["01none", "01slurm", "02none", "02slurm", "11slurm", "11none", "12slurm", "12none"]);
+    }
+
+    #[test]
+    fn a_report_line_is_found_after_other_output() {
+        let text = "starting\n{\"app\":\"mm\",\"time_s\":1.5}\n\n";
+        assert_eq!(last_json_line(text).unwrap()["time_s"], 1.5);
+        assert!(last_json_line("done\n").is_none());
+    }
+}

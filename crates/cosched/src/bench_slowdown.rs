@@ -1,0 +1,245 @@
+//! `cosched bench slowdown`: `j` simultaneous copies of a command under each
+//! policy; table, CSV, JSON and a plot of `s_j` against `j`.
+
+use crate::output::{csv_field, num, push_row, OutputDir};
+use crate::plot::{svg_to_png, LineChart, Series};
+use clap::Args;
+use cosched_bench::policy::Policy;
+use cosched_bench::slowdown::{self, Point, Sample, SlowdownConfig, SlowdownReport};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct BenchSlowdownArgs {
+    /// Numbers of simultaneous copies (must include 1: the baseline t_1).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub jobs: Vec<u32>,
+    /// Runs of each (policy, j), interleaved across policies.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: u32,
+    /// Policies, comma-separated: none (started directly), local (cosched
+    /// local class), gang[:SLICE] (cosched gang scheduling, e.g. gang:10ms,
+    /// gang:100ms; default slice 10 ms), slurm (Slurm's gang scheduling via
+    /// scripts/slurm, which must be started).
+    #[arg(long, value_delimiter = ',', default_value = "local,gang:10ms")]
+    pub policy: Vec<Policy>,
+    /// CPUs each copy asks the scheduler for (default: all of this machine's).
+    #[arg(long)]
+    pub cpus: Option<u32>,
+    /// Folder for the results (table.txt, points.csv, samples.csv, report.json,
+    /// slowdown.svg/png) and each run's output (runs/).
+    #[arg(long, default_value = "slowdown-results")]
+    pub out: PathBuf,
+    /// Give up on a run after this many seconds (its copies are killed).
+    #[arg(long, default_value_t = 3600.0)]
+    pub timeout_s: f64,
+    /// The Slurm helper script, for --policy slurm.
+    #[arg(long, default_value = "scripts/slurm")]
+    pub slurm_script: PathBuf,
+    /// Print the report as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// The command each copy runs, after `--`.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
+    let config = config_from(args)?;
+    config.validate()?;
+    if config.policies.contains(&Policy::Slurm) && !config.slurm_script.exists() {
+        return Err(format!(
+            "--policy slurm: {} not found (run from the cosched checkout, or give --slurm-script)",
+            config.slurm_script.display()
+        ));
+    }
+    OutputDir::check(&args.out)?;
+    std::fs::create_dir_all(&args.out).map_err(|e| format!("creating {}: {e}", args.out.display()))?;
+    std::fs::write(args.out.join(".cosched-output"), "written by cosched\n").map_err(|e| e.to_string())?;
+    let samples_path = args.out.join("samples.csv");
+    let mut samples_csv =
+        std::fs::File::create(&samples_path).map_err(|e| format!("{}: {e}", samples_path.display()))?;
+    let _ = samples_csv.write_all(SAMPLE_HEADER.as_bytes());
+    let report = slowdown::run(&config, |sample, done, total| {
+        // Saved as measured, so a failure later loses nothing already measured.
+        let _ = samples_csv.write_all(sample_row(sample).as_bytes());
+        eprintln!(
+            "[{done}/{total}] {} j={} repeat {}: {:.3} s{}",
+            sample.policy,
+            sample.jobs,
+            sample.repeat,
+            sample.elapsed_s,
+            sample.cpu_s.map_or(String::new(), |c| format!(", {c:.2} CPU-s"))
+        );
+    })?;
+    write_results(args, &report)
+}
+
+fn config_from(args: &BenchSlowdownArgs) -> Result<SlowdownConfig, String> {
+    let all_cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let cpus_per_job = args.cpus.unwrap_or(all_cpus);
+    if cpus_per_job == 0 || cpus_per_job > all_cpus {
+        return Err(format!("--cpus {cpus_per_job}: this machine has {all_cpus} CPUs"));
+    }
+    if args.timeout_s.is_nan() || args.timeout_s <= 0.0 {
+        return Err("--timeout-s must be positive".into());
+    }
+    let mut policies = Vec::new();
+    for p in &args.policy {
+        if !policies.contains(p) {
+            policies.push(*p);
+        }
+    }
+    Ok(SlowdownConfig {
+        command: args.command.clone(),
+        jobs: args.jobs.clone(),
+        repeat: args.repeat,
+        policies,
+        cpus_per_job,
+        cosched_exe: std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?,
+        slurm_script: args.slurm_script.clone(),
+        work_dir: args.out.join("runs"),
+        timeout: Duration::from_secs_f64(args.timeout_s),
+    })
+}
+
+const SAMPLE_HEADER: &str = "policy,jobs,repeat,elapsed_s,cpu_s,peak_rss_bytes,copy_elapsed_s\n";
+
+fn sample_row(s: &Sample) -> String {
+    let copies: Vec<String> = s.copy_elapsed_s.iter().map(|t| num(*t)).collect();
+    let mut row = String::new();
+    push_row(
+        &mut row,
+        &[
+            csv_field(&s.policy),
+            s.jobs.to_string(),
+            s.repeat.to_string(),
+            num(s.elapsed_s),
+            s.cpu_s.map_or(String::new(), num),
+            s.peak_rss_bytes.map_or(String::new(), |b| b.to_string()),
+            csv_field(&copies.join(" ")),
+        ],
+    );
+    row
+}
+
+fn write_results(args: &BenchSlowdownArgs, report: &SlowdownReport) -> Result<(), String> {
+    let table = table_text(report);
+    let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    let svg = chart(report).to_svg();
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(args.out.join(name), bytes).map_err(|e| format!("writing {name}: {e}"))
+    };
+    write("table.txt", table.as_bytes())?;
+    write("points.csv", points_csv(&report.points).as_bytes())?;
+    write("report.json", json.as_bytes())?;
+    write("slowdown.svg", svg.as_bytes())?;
+    write("slowdown.png", &svg_to_png(&svg)?)?;
+    if args.json {
+        println!("{json}");
+    } else {
+        println!("{table}");
+        println!("results in {}/ (table.txt, points.csv, samples.csv, report.json, slowdown.png)", args.out.display());
+    }
+    Ok(())
+}
+
+fn table_text(report: &SlowdownReport) -> String {
+    let mut out = format!(
+        "{} copies of: {}\n{} CPUs per job, {} repeats; mean ± standard error\n\n",
+        report.points.iter().map(|p| p.jobs).max().unwrap_or(1),
+        report.command.join(" "),
+        report.cpus_per_job,
+        report.repeat
+    );
+    out += "policy        j        t_j (s)            s_j   per-job (s)  slowest/fastest   %CPU   peak MiB\n";
+    for p in &report.points {
+        out += &format!(
+            "{:<12} {:>2}  {:>8.3} ± {:<6.3}  {:>5.2} ± {:<4.2}  {:>11.3}  {:>15.2}  {:>5}  {:>9}\n",
+            p.policy,
+            p.jobs,
+            p.elapsed_s.mean,
+            p.elapsed_s.std_error,
+            p.slowdown.value,
+            p.slowdown.std_error,
+            p.copy_elapsed_s.mean,
+            p.fairness_ratio,
+            p.cpu_percent.map_or("-".into(), |c| format!("{c:.0}")),
+            p.peak_rss_bytes.map_or("-".into(), |b| format!("{:.1}", b as f64 / (1 << 20) as f64)),
+        );
+    }
+    out.trim_end().to_string()
+}
+
+fn points_csv(points: &[Point]) -> String {
+    let mut text = "policy,jobs,runs,t_s,t_se_s,slowdown,slowdown_se,copy_mean_s,copy_se_s,fairness_ratio,cpu_s,cpu_se_s,cpu_percent,peak_rss_bytes\n".to_string();
+    for p in points {
+        push_row(
+            &mut text,
+            &[
+                csv_field(&p.policy),
+                p.jobs.to_string(),
+                p.elapsed_s.n.to_string(),
+                num(p.elapsed_s.mean),
+                num(p.elapsed_s.std_error),
+                num(p.slowdown.value),
+                num(p.slowdown.std_error),
+                num(p.copy_elapsed_s.mean),
+                num(p.copy_elapsed_s.std_error),
+                num(p.fairness_ratio),
+                p.cpu_s.map_or(String::new(), |c| num(c.mean)),
+                p.cpu_s.map_or(String::new(), |c| num(c.std_error)),
+                p.cpu_percent.map_or(String::new(), num),
+                p.peak_rss_bytes.map_or(String::new(), |b| b.to_string()),
+            ],
+        );
+    }
+    text
+}
+
+/// `s_j` against `j` per policy, with standard-error bars and the line `s_j = j`.
+pub fn chart(report: &SlowdownReport) -> LineChart {
+    let max_j = report.points.iter().map(|p| p.jobs).max().unwrap_or(1) as f64;
+    let mut series: Vec<Series> = Vec::new();
+    let mut policies: Vec<&str> = Vec::new();
+    for p in &report.points {
+        if !policies.contains(&p.policy.as_str()) {
+            policies.push(&p.policy);
+        }
+    }
+    let mut top = max_j;
+    for policy in policies {
+        let points: Vec<&Point> = report.points.iter().filter(|p| p.policy == policy).collect();
+        top = points.iter().map(|p| p.slowdown.value + p.slowdown.std_error).fold(top, f64::max);
+        series.push(Series {
+            name: policy.to_string(),
+            points: points.iter().map(|p| (p.jobs as f64, p.slowdown.value)).collect(),
+            clipped_from: None,
+            y_errors: points.iter().map(|p| p.slowdown.std_error).collect(),
+        });
+    }
+    series.push(Series {
+        name: "ideal s_j = j".into(),
+        points: vec![(1.0, 1.0), (max_j, max_j)],
+        clipped_from: None,
+        y_errors: vec![],
+    });
+    LineChart {
+        title: format!("Slowdown of j simultaneous copies: {}", shorten(&report.command.join(" "), 40)),
+        x_label: "j, copies started together".into(),
+        y_label: "slowdown s_j = t_j / t_1".into(),
+        x_range: (0.0, max_j.max(2.0)),
+        y_range: (0.0, top.ceil().max(2.0)),
+        log_y: false,
+        series,
+    }
+}
+
+fn shorten(text: &str, max_chars: usize) -> String {
+    if text.chars().count() <= max_chars {
+        text.to_string()
+    } else {
+        format!("{}…", text.chars().take(max_chars).collect::<String>())
+    }
+}

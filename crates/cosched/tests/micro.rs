@@ -1,0 +1,97 @@
+//! `cosched bench ctxswitch` and `cosched bench pingpong` end to end, with tiny
+//! settings. The checks are physical sanity bounds chosen to hold on a busy
+//! two-CPU machine, yet to fail if a quantity were measured wrongly (a CPU time
+//! taken from one endpoint only, wall time counted as CPU time, a unit off).
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+/// One benchmark at a time: two running at once would disturb each other's timing.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn cosched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched")).args(args).output().expect("cosched runs")
+}
+
+fn scratch_file(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("cosched-micro-{}-{name}", std::process::id()))
+}
+
+/// Run a benchmark with `--out` and return the JSON it wrote.
+fn run_json(args: &[&str], name: &str) -> Value {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let out = scratch_file(name);
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    let o = cosched(&all);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    serde_json::from_str(&text).unwrap()
+}
+
+fn mean(v: &Value) -> f64 {
+    v["mean"].as_f64().unwrap_or_else(|| panic!("no mean in {v}"))
+}
+
+#[test]
+fn ctxswitch_measures_a_positive_microsecond_switch() {
+    let r =
+        run_json(&["bench", "ctxswitch", "--yields", "5000", "--work-ns", "1000", "--repeat", "3"], "ctxswitch.json");
+    assert_eq!((r["yields"].as_u64(), r["repeats"].as_u64()), (Some(5000), Some(3)));
+    let alpha_c_s = mean(&r["alpha_c_s"]);
+    assert!(alpha_c_s > 0.0 && alpha_c_s < 1e-3, "α_c {alpha_c_s} s");
+    // The pair takes at least twice as long as one worker alone: it does twice the work, plus the switches.
+    assert!(mean(&r["t2_s"]) > 2.0 * mean(&r["t1_s"]), "{r}");
+    // Each yield of two workers on one CPU switches (other processes may add switches, never remove them).
+    let per_yield = r["switches_per_yield"].as_f64().unwrap();
+    assert!(per_yield > 0.8, "{per_yield} switches per yield");
+    assert_eq!(r["alpha_c_s"]["n"], 3);
+}
+
+#[test]
+fn pingpong_fits_tcp_and_shared_memory() {
+    let args = ["bench", "pingpong", "--sizes", "1,1024,16384", "--repeat", "3", "--batch-ms", "20"];
+    let results = run_json(&args, "pingpong.json");
+    let results = results.as_array().expect("one object per transport");
+    let by_name = |name: &str| results.iter().find(|r| r["transport"] == name).unwrap_or_else(|| panic!("{name}"));
+    let (tcp, shm) = (by_name("tcp"), by_name("shm"));
+    assert_eq!((tcp["wait"].as_str(), shm["wait"].as_str()), (Some("block"), Some("spin")));
+    // The kernel's network stack costs more than a store and a load through memory.
+    assert!(mean(&tcp["alpha_s"]) > mean(&shm["alpha_s"]), "tcp {} shm {}", tcp["alpha_s"], shm["alpha_s"]);
+    assert!(mean(&tcp["alpha_s"]) < 1e-2);
+    for r in [tcp, shm] {
+        assert!(mean(&r["beta_s_per_double"]) >= 0.0, "{}", r["beta_s_per_double"]);
+        assert!(mean(&r["beta_cpu_s_per_double"]) >= 0.0, "{}", r["beta_cpu_s_per_double"]);
+        assert_eq!(r["sizes"].as_array().unwrap().len(), 3);
+        assert_eq!(r["alpha_s"]["n"], 3);
+    }
+    let cpu_over_time = |r: &Value, i: usize| {
+        let point = &r["sizes"][i];
+        mean(&point["cpu_per_message_s"]) / mean(&point["one_way_s"])
+    };
+    // Shared memory with spinning: both endpoints are busy all the time, so about twice the
+    // wall time (one endpoint only would give at most 1, CPU counted twice 4). Only the chunks
+    // of round trips least disturbed by other processes count; in those that still were, one
+    // endpoint spins while the other is preempted, which lowers the ratio, hence the margin.
+    for i in 0..3 {
+        let ratio = cpu_over_time(shm, i);
+        assert!(ratio > 1.2 && ratio < 2.6, "shm size {i}: CPU/time {ratio}");
+    }
+    // A small TCP message: the receiver sleeps until the data is there, so the two endpoints
+    // are busy together only briefly. On an idle machine CPU/time is below 1 (waking a sleeping
+    // CPU takes time); with other processes on the CPUs it rises (every wake-up and every sleep
+    // switches to or from them, at the messaging threads' expense), to about 1.4 on two busy CPUs
+    // of a virtual machine; two endpoints that never sleep would give 2.
+    let tcp_small = cpu_over_time(tcp, 0);
+    assert!(tcp_small > 0.2 && tcp_small < 1.7, "tcp CPU/time {tcp_small}");
+}
+
+#[test]
+fn pingpong_rejects_a_single_size() {
+    let o = cosched(&["bench", "pingpong", "--sizes", "8", "--transport", "shm"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("two different message sizes"));
+}

@@ -1,0 +1,115 @@
+//! `cosched bench slowdown` on programs whose slowdown is known: a loop that
+//! keeps every CPU busy slows down by j, a program that sleeps does not slow
+//! down. Runs the local and gang policies through a real private runtime (root).
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+const COSCHED: &str = env!("CARGO_BIN_EXE_cosched");
+/// The experiments time the machine: one at a time.
+static MACHINE: Mutex<()> = Mutex::new(());
+
+fn slowdown(out: &Path, args: &[&str], command: &[&str]) -> Output {
+    let _ = std::fs::remove_dir_all(out);
+    Command::new(COSCHED)
+        .args(["bench", "slowdown", "--json", "--out", out.to_str().unwrap()])
+        .args(args)
+        .arg("--")
+        .args(command)
+        .output()
+        .unwrap()
+}
+
+fn report(output: &Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "bench slowdown failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn point(report: &serde_json::Value, policy: &str, jobs: u64) -> serde_json::Value {
+    report["points"].as_array().unwrap().iter().find(|p| p["policy"] == policy && p["jobs"] == jobs).unwrap().clone()
+}
+
+/// A loop on every CPU of this machine, for about `iterations` / 1e6 s each.
+fn busy_loop(iterations: u32) -> Vec<String> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let one = format!("i=0; while [ $i -lt {iterations} ]; do i=$((i+1)); done");
+    let all = vec![format!("({one}) &"); cpus - 1].join(" ") + &format!(" {one}; wait");
+    vec!["sh".into(), "-c".into(), all]
+}
+
+#[test]
+fn a_busy_loop_slows_down_by_j_under_every_policy() {
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    if !nix::unistd::geteuid().is_root() {
+        panic!("this test needs root: the local and gang policies start a private cosched runtime (cgroups)");
+    }
+    let out = std::env::temp_dir().join(format!("cosched-slowdown-busy-{}", std::process::id()));
+    let command = busy_loop(400_000);
+    let argv: Vec<&str> = command.iter().map(String::as_str).collect();
+    let output = slowdown(&out, &["--jobs", "1,2", "--repeat", "2", "--policy", "none,local,gang:20ms"], &argv);
+    let report = report(&output);
+    for policy in ["none", "local", "gang:20ms"] {
+        let s2 = point(&report, policy, 2)["slowdown"]["value"].as_f64().unwrap();
+        assert!((1.6..=2.7).contains(&s2), "{policy}: s_2 = {s2}, expected about 2");
+        let cpu_percent = point(&report, policy, 1)["cpu_percent"].as_f64().unwrap();
+        assert!(cpu_percent > 100.0, "{policy}: one job of loops on every CPU used {cpu_percent} %CPU");
+    }
+    // Every result file is there, and the plot is a PNG.
+    for name in ["table.txt", "points.csv", "samples.csv", "report.json", "slowdown.svg"] {
+        assert!(out.join(name).exists(), "{name} missing");
+    }
+    assert!(std::fs::read(out.join("slowdown.png")).unwrap().starts_with(b"\x89PNG"));
+    let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    assert_eq!(samples.lines().count(), 1 + 2 * 3 * 3, "a line per run:\n{samples}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_sleeping_program_does_not_slow_down() {
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::env::temp_dir().join(format!("cosched-slowdown-sleep-{}", std::process::id()));
+    let output = slowdown(&out, &["--jobs", "1,4", "--repeat", "2", "--policy", "none"], &["sleep", "0.4"]);
+    let report = report(&output);
+    let s4 = point(&report, "none", 4)["slowdown"]["value"].as_f64().unwrap();
+    assert!((0.9..=1.25).contains(&s4), "s_4 = {s4}, expected about 1");
+    let fairness = point(&report, "none", 4)["fairness_ratio"].as_f64().unwrap();
+    assert!(fairness < 1.2, "four sleeps ended {fairness} apart");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_failing_copy_is_reported_with_its_output_and_nothing_measured_is_lost() {
+    let out = std::env::temp_dir().join(format!("cosched-slowdown-fail-{}", std::process::id()));
+    let output = slowdown(
+        &out,
+        &["--jobs", "1,2", "--repeat", "1", "--policy", "none"],
+        &["sh", "-c", "[ -e \"$0.flag\" ] && { echo broken >&2; exit 3; }; touch \"$0.flag\"", out.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(out.with_extension("flag"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("none, j = 2, repeat 1"), "{stderr}");
+    assert!(stderr.contains("exited with status 3") && stderr.contains("broken"), "{stderr}");
+    let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    assert!(samples.lines().nth(1).is_some_and(|l| l.starts_with("none,1,1,")), "{samples}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_arguments_are_named() {
+    let check = |args: &[&str], expected: &str| {
+        let output = Command::new(COSCHED).args(["bench", "slowdown"]).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(expected), "{args:?}: {stderr}");
+    };
+    check(&["--policy", "fifo", "--", "true"], "unknown policy \"fifo\"");
+    check(&["--policy", "local:5ms", "--", "true"], "only gang takes a slice");
+    check(&["--jobs", "2,4", "--out", "/tmp/cosched-never", "--", "true"], "--jobs must include 1");
+    check(&["--cpus", "999", "--", "true"], "--cpus 999");
+}
