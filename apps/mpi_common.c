@@ -443,3 +443,14 @@ double *alloc_doubles(size_t count)
     }
     return p;
 }
+
+void report_result(FILE *out, double seconds, double flops, double residual, bool passed)
+{
+    fprintf(out, ",\"time_s\":");
+    json_number(out, seconds);
+    fprintf(out, ",\"mflops\":");
+    json_number(out, flops / seconds / 1e6);
+    fprintf(out, ",\"residual\":");
+    json_number(out, residual);
+    fprintf(out, ",\"passed\":%s", passed ? "true" : "false");
+}

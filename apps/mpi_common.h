@@ -123,6 +123,9 @@ double nan_max(double a, double b);
 /* Prints a double as JSON (null if not finite). */
 void json_number(FILE *out, double value);
 
+/* The report's common fields after the program's own: time, speed, residual, verdict. */
+void report_result(FILE *out, double seconds, double flops, double residual, bool passed);
+
 /* Allocation that never returns NULL (aborts the job instead) and is
  * valid for zero sizes. */
 double *alloc_doubles(size_t count);

@@ -560,13 +560,7 @@ static void print_report(const struct lu *f, const struct lu_options *o, double 
         double flops = 2.0 / 3.0 * n * n * n + 1.5 * n * n; /* HPL's count */
         printf("{\"app\":\"lu\",\"n\":%d,\"p\":%d,\"grid\":\"%dx%d\",\"nb\":%d,\"wait\":\"%s\"", o->n, f->g.size,
                o->P, o->Q, o->nb, wait_mode_name(o->wait));
-        printf(",\"time_s\":");
-        json_number(stdout, seconds);
-        printf(",\"mflops\":");
-        json_number(stdout, flops / seconds / 1e6);
-        printf(",\"residual\":");
-        json_number(stdout, residual);
-        printf(",\"passed\":%s", passed ? "true" : "false");
+        report_result(stdout, seconds, flops, residual, passed);
     }
     report_stats(stdout, timed, MPI_COMM_WORLD);
 }

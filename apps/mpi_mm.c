@@ -239,13 +239,7 @@ static void print_report(const struct mm *m, const struct mm_options *o, double 
         double flops = 2.0 * o->n * (double)o->n * o->n * o->repeat;
         printf("{\"app\":\"mm\",\"n\":%d,\"p\":%d,\"grid\":\"%dx%d\",\"k\":%d,\"repeat\":%d,\"wait\":\"%s\"", o->n,
                m->g.size, o->P, o->Q, o->k, o->repeat, wait_mode_name(o->wait));
-        printf(",\"time_s\":");
-        json_number(stdout, seconds);
-        printf(",\"mflops\":");
-        json_number(stdout, flops / seconds / 1e6);
-        printf(",\"residual\":");
-        json_number(stdout, residual);
-        printf(",\"passed\":%s", passed ? "true" : "false");
+        report_result(stdout, seconds, flops, residual, passed);
     }
     report_stats(stdout, timed, MPI_COMM_WORLD);
 }
