@@ -9,6 +9,7 @@ pub mod ctxswitch;
 pub mod model;
 pub mod os;
 pub mod pingpong;
+pub mod pipeline;
 pub mod policy;
 pub mod runtime;
 pub mod slowdown;

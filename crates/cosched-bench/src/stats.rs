@@ -89,6 +89,181 @@ pub fn weighted_least_squares(xs: &[f64], ys: &[f64], ws: &[f64]) -> Option<(f64
     Some((mean_y - slope * mean_x, slope))
 }
 
+/// Welch's t-test of two samples' means (unequal variances).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TTest {
+    pub t: f64,
+    /// Welch-Satterthwaite degrees of freedom.
+    pub df: f64,
+    /// Two-sided p-value: the chance of a |t| this large if the means were equal.
+    pub p: f64,
+}
+
+/// Welch's t-test of mean(a) - mean(b); `None` with fewer than two samples
+/// on a side or no variance at all.
+pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
+    let (ea, eb) = (Estimate::of(a)?, Estimate::of(b)?);
+    if ea.n < 2 || eb.n < 2 {
+        return None;
+    }
+    let (va, vb) = (ea.std_error.powi(2), eb.std_error.powi(2));
+    if va + vb == 0.0 {
+        return None;
+    }
+    let t = (ea.mean - eb.mean) / (va + vb).sqrt();
+    let df = (va + vb).powi(2) / (va.powi(2) / (ea.n - 1) as f64 + vb.powi(2) / (eb.n - 1) as f64);
+    Some(TTest { t, df, p: student_t_two_sided_p(t, df) })
+}
+
+/// P(|T| >= |t|) for Student's t with `df` degrees of freedom.
+pub fn student_t_two_sided_p(t: f64, df: f64) -> f64 {
+    regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+}
+
+fn ln_gamma(x: f64) -> f64 {
+    // Lanczos approximation (g = 7, n = 9), good to ~15 digits for x > 0.
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        return (std::f64::consts::PI / (std::f64::consts::PI * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let t = x + 7.5;
+    let sum: f64 = C[0] + (1..9).map(|i| C[i] / (x + i as f64)).sum::<f64>();
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
+}
+
+/// I_x(a, b), by the continued fraction (modified Lentz), using the symmetry
+/// I_x(a, b) = 1 - I_{1-x}(b, a) where the fraction converges slowly.
+fn regularized_incomplete_beta(a: f64, b: f64, x: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if x >= 1.0 {
+        return 1.0;
+    }
+    if x > (a + 1.0) / (a + b + 2.0) {
+        return 1.0 - regularized_incomplete_beta(b, a, 1.0 - x);
+    }
+    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp() / a;
+    let tiny = 1e-300;
+    let (mut c, mut d) = (1.0, 1.0 - (a + b) * x / (a + 1.0));
+    d = if d.abs() < tiny { tiny } else { d };
+    d = 1.0 / d;
+    let mut f = d;
+    for m in 1..300 {
+        let m = m as f64;
+        for numerator in [
+            m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
+        ] {
+            d = 1.0 + numerator * d;
+            d = if d.abs() < tiny { tiny } else { d };
+            c = 1.0 + numerator / c;
+            c = if c.abs() < tiny { tiny } else { c };
+            d = 1.0 / d;
+            f *= c * d;
+        }
+        if (c * d - 1.0).abs() < 1e-15 {
+            break;
+        }
+    }
+    front * f
+}
+
+/// One coefficient of a linear regression.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Coefficient {
+    pub value: f64,
+    pub std_error: f64,
+    /// value / std_error.
+    pub t: f64,
+}
+
+/// Ordinary least squares of y on an intercept and the columns of `xs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Regression {
+    pub intercept: Coefficient,
+    pub slopes: Vec<Coefficient>,
+    pub r_squared: f64,
+    pub n: usize,
+}
+
+/// Fits y = b0 + sum_k b_k x_k; `None` when there are too few samples for
+/// the residual variance or the regressors are collinear.
+pub fn linear_regression(y: &[f64], xs: &[Vec<f64>]) -> Option<Regression> {
+    let (n, k) = (y.len(), xs.len() + 1);
+    if n <= k || xs.iter().any(|x| x.len() != n) {
+        return None;
+    }
+    let row = |i: usize| std::iter::once(1.0).chain(xs.iter().map(move |x| x[i]));
+    let mut xtx = vec![vec![0.0; k]; k];
+    let mut xty = vec![0.0; k];
+    for i in 0..n {
+        let r: Vec<f64> = row(i).collect();
+        for a in 0..k {
+            xty[a] += r[a] * y[i];
+            for b in 0..k {
+                xtx[a][b] += r[a] * r[b];
+            }
+        }
+    }
+    let inverse = invert(xtx)?;
+    let beta: Vec<f64> = (0..k).map(|a| (0..k).map(|b| inverse[a][b] * xty[b]).sum()).collect();
+    let fitted = |i: usize| row(i).zip(&beta).map(|(x, b)| x * b).sum::<f64>();
+    let residual: f64 = (0..n).map(|i| (y[i] - fitted(i)).powi(2)).sum();
+    let mean = y.iter().sum::<f64>() / n as f64;
+    let total: f64 = y.iter().map(|v| (v - mean).powi(2)).sum();
+    let sigma2 = residual / (n - k) as f64;
+    let coefficient = |a: usize| {
+        let std_error = (sigma2 * inverse[a][a]).sqrt();
+        Coefficient { value: beta[a], std_error, t: beta[a] / std_error }
+    };
+    Some(Regression {
+        intercept: coefficient(0),
+        slopes: (1..k).map(coefficient).collect(),
+        r_squared: if total > 0.0 { 1.0 - residual / total } else { 1.0 },
+        n,
+    })
+}
+
+/// Gauss-Jordan inversion with partial pivoting; `None` if singular.
+fn invert(mut m: Vec<Vec<f64>>) -> Option<Vec<Vec<f64>>> {
+    let k = m.len();
+    let scale = m.iter().flatten().fold(0.0f64, |s, v| s.max(v.abs()));
+    let mut inv: Vec<Vec<f64>> = (0..k).map(|i| (0..k).map(|j| f64::from(u8::from(i == j))).collect()).collect();
+    for col in 0..k {
+        let pivot = (col..k).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        if m[pivot][col].abs() <= scale * 1e-12 {
+            return None;
+        }
+        m.swap(col, pivot);
+        inv.swap(col, pivot);
+        let p = m[col][col];
+        for j in 0..k {
+            m[col][j] /= p;
+            inv[col][j] /= p;
+        }
+        for r in (0..k).filter(|&r| r != col) {
+            let factor = m[r][col];
+            for j in 0..k {
+                m[r][j] -= factor * m[col][j];
+                inv[r][j] -= factor * inv[col][j];
+            }
+        }
+    }
+    Some(inv)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +322,44 @@ mod tests {
         assert!(least_squares(&[2.0, 2.0], &[1.0, 3.0]).is_none());
         assert!(least_squares(&[1.0], &[1.0]).is_none());
         assert!(least_squares(&[1.0, 2.0], &[1.0]).is_none());
+    }
+
+    #[test]
+    fn student_t_p_values_match_tables() {
+        // Two-sided critical values: t(0.05, 10) = 2.228, t(0.01, 30) = 2.750, t(0.05, 1) = 12.706.
+        for (t, df, p) in [(2.228, 10.0, 0.05), (2.750, 30.0, 0.01), (12.706, 1.0, 0.05), (0.0, 5.0, 1.0)] {
+            let got = student_t_two_sided_p(t, df);
+            assert!((got - p).abs() < 2e-4, "t {t} df {df}: p {got}, expected {p}");
+        }
+    }
+
+    #[test]
+    fn welch_test_on_known_samples() {
+        let a = [19.8, 20.4, 19.6, 17.8, 18.5, 18.9, 18.3, 18.9, 19.5, 22.0];
+        let b = [
+            28.2, 26.6, 20.1, 23.3, 25.2, 22.1, 17.7, 27.6, 20.6, 13.7, 23.2, 17.5, 20.6, 18.0, 23.9, 21.6, 24.3, 20.4,
+            24.0, 13.2,
+        ];
+        let test = welch_t_test(&a, &b).unwrap();
+        // By hand: means 19.37 and 21.59, variances 1.449 and 17.1157, so
+        // t = -2.2192 on 24.50 degrees of freedom; tables put p between 0.02 and 0.05.
+        assert!((test.t - (-2.2192)).abs() < 1e-3, "{test:?}");
+        assert!((test.df - 24.50).abs() < 0.01, "{test:?}");
+        assert!(test.p > 0.02 && test.p < 0.05, "{test:?}");
+        assert!(welch_t_test(&[1.0], &b).is_none());
+    }
+
+    #[test]
+    fn regression_recovers_exact_coefficients() {
+        let x1: Vec<f64> = (0..20).map(|i| i as f64).collect();
+        let x2: Vec<f64> = (0..20).map(|i| ((i * 7) % 5) as f64).collect();
+        let y: Vec<f64> =
+            (0..20).map(|i| 3.0 + 0.5 * x1[i] - 2.0 * x2[i] + if i % 2 == 0 { 0.01 } else { -0.01 }).collect();
+        let fit = linear_regression(&y, &[x1.clone(), x2]).unwrap();
+        assert!((fit.intercept.value - 3.0).abs() < 0.02);
+        assert!((fit.slopes[0].value - 0.5).abs() < 1e-3);
+        assert!((fit.slopes[1].value + 2.0).abs() < 1e-2);
+        assert!(fit.r_squared > 0.999 && fit.slopes[0].t > 100.0);
+        assert!(linear_regression(&y, &[x1.clone(), x1]).is_none(), "collinear regressors");
     }
 }

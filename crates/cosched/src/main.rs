@@ -7,6 +7,7 @@ mod bench_slowdown;
 mod bench_switch;
 mod model_cmd;
 mod output;
+mod pipeline_cmd;
 mod plot;
 mod progress;
 mod runtime_cmd;
@@ -50,6 +51,9 @@ enum Command {
     /// t_j = max(t_1, j·(p/c)·t_1(α_c + α_CPU, β_CPU)), with t_1(α, β) = compute + messages·α + doubles·β per rank.
     /// Example: cosched model --micro ctx.json --micro pingpong.json --measured slowdown-results
     Model(model_cmd::ModelArgs),
+    /// Pipelines with stage priorities: out-of-core columnsort, the priority study, the overhead benchmark.
+    #[command(subcommand)]
+    Pipeline(pipeline_cmd::PipelineCommand),
     /// Start the coscheduler on this machine: controller and local agent in one process.
     Up {
         #[command(flatten)]
@@ -166,6 +170,7 @@ fn main() -> ExitCode {
         Command::Model(args) => model_cmd::run(&args),
         Command::Workload(cmd) => workload_cmd::run(&cmd),
         Command::Bench(cmd) => bench::run(&cmd),
+        Command::Pipeline(cmd) => pipeline_cmd::run(&cmd),
         Command::Up { controller, agent } => runtime_cmd::up(&controller, &agent),
         Command::Controller(args) => runtime_cmd::controller(&args),
         Command::Agent(args) => runtime_cmd::agent(&args),
