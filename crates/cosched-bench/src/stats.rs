@@ -208,10 +208,10 @@ pub fn linear_regression(y: &[f64], xs: &[Vec<f64>]) -> Option<Regression> {
     let row = |i: usize| std::iter::once(1.0).chain(xs.iter().map(move |x| x[i]));
     let mut xtx = vec![vec![0.0; k]; k];
     let mut xty = vec![0.0; k];
-    for i in 0..n {
+    for (i, &yi) in y.iter().enumerate() {
         let r: Vec<f64> = row(i).collect();
         for a in 0..k {
-            xty[a] += r[a] * y[i];
+            xty[a] += r[a] * yi;
             for b in 0..k {
                 xtx[a][b] += r[a] * r[b];
             }

@@ -354,8 +354,11 @@ impl<T> Shared<'_, T> {
 /// Puts the output of a replicated group back in order. Slots are indexed by
 /// `seq % pool`, which is unique among the buffers in flight.
 struct Joiner<T> {
-    state: Mutex<(u64, Vec<Option<Box<Buffer<T>>>>)>,
+    /// The next seq to release, and the slots.
+    state: Mutex<(u64, Vec<Slot<T>>)>,
 }
+
+type Slot<T> = Option<Box<Buffer<T>>>;
 
 impl<T> Joiner<T> {
     fn new(pool: usize) -> Self {

@@ -1,10 +1,11 @@
-//! The queues between thread groups: a mutex-guarded ring that never grows
-//! (its capacity is the pool size), an atomic copy of its length that anyone
-//! may read without the lock, and a wait that spins, then yields, then sleeps.
+//! The queues between thread groups: a lock-free bounded ring whose length
+//! anyone may read, and a wait that spins, then yields, then sleeps.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{fence, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
 
 use crate::Buffer;
 
@@ -19,12 +20,12 @@ pub struct WaitPolicy {
 
 impl Default for WaitPolicy {
     /// Our choice, from the overhead benchmark on a 2-core VM, where a sleep
-    /// and a wake-up cost tens of microseconds: a short spin catches a
-    /// neighbour running on another CPU; up to 100 yields (about 20-100 µs)
-    /// let a neighbour that shares our CPU run first. Waiting longer (for a
-    /// disk, say) sleeps, so idle stages do not burn CPU time.
+    /// and a wake-up cost tens of microseconds: no spinning (it only delayed
+    /// a neighbour sharing our CPU), then up to 100 yields (about 20-100 µs),
+    /// which let such a neighbour run first. Waiting longer (for a disk, say)
+    /// sleeps, so idle stages do not burn CPU time.
     fn default() -> Self {
-        WaitPolicy { spins: 16, yields: 100 }
+        WaitPolicy { spins: 0, yields: 100 }
     }
 }
 
@@ -36,113 +37,117 @@ pub(crate) enum Popped {
     Aborted,
 }
 
-struct Inner<T> {
-    items: VecDeque<Box<Buffer<T>>>,
-    sleepers: usize,
-    closed: bool,
-    aborted: bool,
-}
+const CLOSED: u8 = 1;
+const ABORTED: u8 = 2;
 
+/// A bounded lock-free ring (its capacity is the pool size, so a push never
+/// finds it full); the lock and condition variable are only for sleepers.
 pub(crate) struct Queue<T> {
-    inner: Mutex<Inner<T>>,
-    len: AtomicUsize,
-    /// Set (with the lock held) when closed or aborted, so spinners notice.
-    finished: AtomicUsize,
+    items: ArrayQueue<Box<Buffer<T>>>,
+    flags: AtomicU8,
+    sleepers: AtomicUsize,
+    sleep: Mutex<()>,
     wake: Condvar,
 }
+
+/// A sleeper re-checks at least this often: a safety net, not the wake-up path.
+const SLEEP_RECHECK: Duration = Duration::from_millis(50);
 
 impl<T> Queue<T> {
     pub(crate) fn with_capacity(capacity: usize) -> Self {
         Queue {
-            inner: Mutex::new(Inner {
-                items: VecDeque::with_capacity(capacity),
-                sleepers: 0,
-                closed: false,
-                aborted: false,
-            }),
-            len: AtomicUsize::new(0),
-            finished: AtomicUsize::new(0),
+            items: ArrayQueue::new(capacity.max(1)),
+            flags: AtomicU8::new(0),
+            sleepers: AtomicUsize::new(0),
+            sleep: Mutex::new(()),
             wake: Condvar::new(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner<T>> {
-        // A panic while holding this lock cannot leave the ring inconsistent:
-        // every critical section is a single push, pop or flag store.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// The number of buffers waiting, read without the lock.
+    /// The number of buffers waiting, read without a lock.
     pub(crate) fn len(&self) -> usize {
-        self.len.load(Ordering::Acquire)
+        self.items.len()
     }
 
     pub(crate) fn push(&self, buffer: Box<Buffer<T>>) {
-        let mut inner = self.lock();
-        inner.items.push_back(buffer);
-        self.len.store(inner.items.len(), Ordering::Release);
-        let wake = inner.sleepers > 0;
-        drop(inner);
-        if wake {
-            self.wake.notify_one();
+        if self.items.push(buffer).is_err() {
+            unreachable!("a queue holds the whole pool, so it is never full");
         }
+        // Pairs with the sleeper's increment-then-check: either it sees the
+        // buffer or we see it asleep.
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.wake_all();
+        }
+    }
+
+    fn wake_all(&self) {
+        let _guard = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
+        self.wake.notify_all();
     }
 
     /// No more pushes will come; waiters drain what is left, then see `Closed`.
     pub(crate) fn close(&self) {
-        self.set_flag(|inner| inner.closed = true);
+        self.flags.fetch_or(CLOSED, Ordering::SeqCst);
+        self.wake_all();
     }
 
     /// Wakes every waiter with `Aborted`, whatever is queued.
     pub(crate) fn abort(&self) {
-        self.set_flag(|inner| inner.aborted = true);
+        self.flags.fetch_or(ABORTED, Ordering::SeqCst);
+        self.wake_all();
     }
 
-    fn set_flag(&self, set: impl FnOnce(&mut Inner<T>)) {
-        let mut inner = self.lock();
-        set(&mut inner);
-        self.finished.store(1, Ordering::Release);
-        drop(inner);
-        self.wake.notify_all();
+    fn ready(&self, min: usize) -> bool {
+        self.flags.load(Ordering::SeqCst) != 0 || self.items.len() >= min
     }
 
     /// Takes between `min` and `max` buffers into `out` (fewer than `min` only
-    /// when the queue is closed), waiting as `wait` says.
+    /// when the queue is closed, or when another consumer took some first),
+    /// waiting as `wait` says.
     pub(crate) fn pop(&self, min: usize, max: usize, out: &mut Vec<Box<Buffer<T>>>, wait: WaitPolicy) -> Popped {
-        self.wait_briefly(min, wait);
-        let mut inner = self.lock();
         loop {
-            if inner.aborted {
+            let flags = self.flags.load(Ordering::SeqCst);
+            if flags & ABORTED != 0 {
                 return Popped::Aborted;
             }
-            if inner.items.len() >= min || (inner.closed && !inner.items.is_empty()) {
-                let take = inner.items.len().min(max);
-                out.extend(inner.items.drain(..take));
-                self.len.store(inner.items.len(), Ordering::Release);
-                return Popped::Got;
+            if self.items.len() >= min || flags & CLOSED != 0 {
+                let before = out.len();
+                while out.len() - before < max {
+                    match self.items.pop() {
+                        Some(buffer) => out.push(buffer),
+                        None => break,
+                    }
+                }
+                if out.len() > before {
+                    return Popped::Got;
+                }
+                if flags & CLOSED != 0 {
+                    return Popped::Closed;
+                }
             }
-            if inner.closed {
-                return Popped::Closed;
-            }
-            inner.sleepers += 1;
-            inner = self.wake.wait(inner).unwrap_or_else(|poisoned| poisoned.into_inner());
-            inner.sleepers -= 1;
+            self.wait_for(min, wait);
         }
     }
 
-    fn wait_briefly(&self, min: usize, wait: WaitPolicy) {
-        let ready = || self.len() >= min || self.finished.load(Ordering::Acquire) != 0;
+    fn wait_for(&self, min: usize, wait: WaitPolicy) {
         for _ in 0..wait.spins {
-            if ready() {
+            if self.ready(min) {
                 return;
             }
             std::hint::spin_loop();
         }
         for _ in 0..wait.yields {
-            if ready() {
+            if self.ready(min) {
                 return;
             }
             std::thread::yield_now();
         }
+        let guard = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        if !self.ready(min) {
+            let _ = self.wake.wait_timeout(guard, SLEEP_RECHECK);
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -64,7 +64,8 @@ fn sorted_reversed_and_equal_keys_sort() {
     let dir = tempfile::tempdir().unwrap();
     let (input, output) = (dir.path().join("in"), dir.path().join("out"));
     let records = 104 * 8; // r = 104 rows, s = 8 columns
-    let patterns: [(&str, fn(u64) -> u64); 4] =
+    type Pattern = (&'static str, fn(u64) -> u64);
+    let patterns: [Pattern; 4] =
         [("sorted", |i| i), ("reversed", |i| u64::MAX - i), ("equal", |_| 42), ("two values", |i| i % 2)];
     for (name, key) in patterns {
         write_keys(&input, records, key);

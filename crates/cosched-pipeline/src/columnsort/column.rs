@@ -125,7 +125,7 @@ fn radix_sort(keys: &mut Vec<(u64, u32)>, scratch: &mut Vec<(u64, u32)>) {
         for &(k, _) in keys.iter() {
             counts[((k >> shift) & 0xff) as usize] += 1;
         }
-        if counts.iter().any(|&c| c == keys.len()) {
+        if counts.contains(&keys.len()) {
             continue;
         }
         let mut start = 0;

@@ -22,7 +22,7 @@ impl Shape {
         if rows == 0 || columns == 0 {
             return Err(format!("a {rows} x {columns} matrix holds no records"));
         }
-        if rows % columns != 0 {
+        if !rows.is_multiple_of(columns) {
             return Err(format!("columnsort needs the column count s to divide the row count r; s = {columns} does not divide r = {rows}"));
         }
         let bound = 2 * (columns - 1) * (columns - 1);
@@ -34,7 +34,7 @@ impl Shape {
 
     /// The shape for `records` with columns of `rows` records.
     pub fn with_rows(records: u64, rows: u64) -> Result<Shape, String> {
-        if rows == 0 || records % rows != 0 {
+        if rows == 0 || !records.is_multiple_of(rows) {
             return Err(format!("{records} records do not fill whole columns of {rows} rows{}", suggestion(records)));
         }
         Shape::new(rows, records / rows).map_err(|e| format!("{e}{}", suggestion(records)))
@@ -61,7 +61,7 @@ pub fn valid_shapes(records: u64) -> Vec<Shape> {
     let mut shapes = Vec::new();
     let mut columns = 1u64;
     while columns <= records && 2 * (columns - 1) * (columns - 1) * columns <= records {
-        if records % columns == 0 {
+        if records.is_multiple_of(columns) {
             if let Ok(shape) = Shape::new(records / columns, columns) {
                 shapes.push(shape);
             }
