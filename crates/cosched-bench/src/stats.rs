@@ -1,6 +1,7 @@
 //! Sample statistics for repeated measurements: mean and standard error, the
 //! error of a ratio of two independent means, and straight-line fits.
 
+use cosched_core::special::ln_gamma;
 use serde::{Deserialize, Serialize};
 
 /// Mean and spread of repeated measurements of one quantity.
@@ -118,28 +119,6 @@ pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
 /// P(|T| >= |t|) for Student's t with `df` degrees of freedom.
 pub fn student_t_two_sided_p(t: f64, df: f64) -> f64 {
     regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-}
-
-fn ln_gamma(x: f64) -> f64 {
-    // Lanczos approximation (g = 7, n = 9), good to ~15 digits for x > 0.
-    const C: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        return (std::f64::consts::PI / (std::f64::consts::PI * x).sin()).ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let t = x + 7.5;
-    let sum: f64 = C[0] + (1..9).map(|i| C[i] / (x + i as f64)).sum::<f64>();
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
 }
 
 /// I_x(a, b), by the continued fraction (modified Lentz), using the symmetry

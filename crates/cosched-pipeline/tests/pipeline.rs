@@ -6,29 +6,14 @@
 //! Every run that could hang goes through [`within`], so that a deadlock fails
 //! the test after a few seconds instead of blocking the test binary.
 
+mod common;
+use common::within;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use cosched_pipeline::{Buffer, Context, FnStage, Phase, Pipeline, PipelineError, Stage, StageError, Thread};
-
-/// Runs `body` on a thread of its own and waits at most 10 s for it.
-fn within<R: Send + 'static>(what: &str, body: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name(what.to_string())
-        .spawn(move || {
-            let _ = tx.send(body());
-        })
-        .expect("spawn the test's pipeline thread");
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(result) => result,
-        Err(RecvTimeoutError::Timeout) => panic!("{what}: the pipeline hung (no result within 10 s)"),
-        Err(RecvTimeoutError::Disconnected) => panic!("{what}: the thread running the pipeline panicked"),
-    }
-}
 
 /// A deterministic pseudo-random number from `seed` (a multiply-xorshift hash).
 fn scramble(seed: u64) -> u64 {

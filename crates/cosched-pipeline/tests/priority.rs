@@ -5,13 +5,14 @@
 //! Most checks need root (or CAP_SYS_NICE) for negative nice values; the
 //! refusal test drops to uid/gid 65534 in a child process (itself, re-run).
 
+mod common;
+use common::within;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -23,22 +24,6 @@ use cosched_pipeline::{
 const SCHED_OTHER: u32 = 0;
 const SCHED_BATCH: u32 = 3;
 const SCHED_IDLE: u32 = 5;
-
-/// Runs `body` on a thread of its own and waits at most 10 s for it.
-fn within<R: Send + 'static>(what: &str, body: impl FnOnce() -> R + Send + 'static) -> R {
-    let (tx, rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name(what.to_string())
-        .spawn(move || {
-            let _ = tx.send(body());
-        })
-        .expect("spawn the test's pipeline thread");
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(result) => result,
-        Err(RecvTimeoutError::Timeout) => panic!("{what}: the pipeline hung (no result within 10 s)"),
-        Err(RecvTimeoutError::Disconnected) => panic!("{what}: the thread running the pipeline panicked"),
-    }
-}
 
 fn here() -> ThreadSched {
     read_thread_sched(current_tid()).expect("read this thread back from /proc")
