@@ -44,6 +44,9 @@ pub struct StudyResult {
     pub summaries: Vec<PolicySummary>,
     /// Wall time on user and system time, over every run.
     pub regression: Option<Regression>,
+    /// Controls the runs asked for and the kernel refused ("policy: thread: control: why"),
+    /// each once: such a policy did not run as named.
+    pub refused: Vec<String>,
 }
 
 /// The columnsort study's settings.
@@ -76,10 +79,11 @@ pub fn run_study(
     let expected = data::generate(&input, config.records, config.record_bytes, 1)?;
     let total = config.repeats * config.policies.len();
     let mut samples = Vec::with_capacity(total);
+    let mut refused = Vec::new();
     for repeat in 0..config.repeats {
         for k in 0..config.policies.len() {
             let policy = &config.policies[(k + repeat) % config.policies.len()];
-            let sample = run_one(config, &input, &output, policy, repeat)?;
+            let sample = run_one(config, &input, &output, policy, repeat, &mut refused)?;
             if repeat == 0 {
                 data::verify(&output, config.record_bytes, &expected).map_err(|e| format!("policy {policy}: {e}"))?;
             }
@@ -89,10 +93,19 @@ pub fn run_study(
     }
     let _ = std::fs::remove_file(&output);
     let _ = std::fs::remove_file(&input);
-    Ok(summarise(&config.policies, samples))
+    let mut result = summarise(&config.policies, samples);
+    result.refused = refused;
+    Ok(result)
 }
 
-fn run_one(config: &StudyConfig, input: &Path, output: &Path, policy: &str, repeat: usize) -> Result<Sample, String> {
+fn run_one(
+    config: &StudyConfig,
+    input: &Path,
+    output: &Path,
+    policy: &str,
+    repeat: usize,
+    refused: &mut Vec<String>,
+) -> Result<Sample, String> {
     let before = children_times()?;
     let start = monotonic_ns();
     let out = Command::new(&config.cosched)
@@ -119,6 +132,14 @@ fn run_one(config: &StudyConfig, input: &Path, output: &Path, policy: &str, repe
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         ));
+    }
+    for line in String::from_utf8_lossy(&out.stderr).lines() {
+        if let Some(what) = line.strip_prefix("warning: refused control: ") {
+            let entry = format!("{policy}: {what}");
+            if !refused.contains(&entry) {
+                refused.push(entry);
+            }
+        }
     }
     let after = children_times()?;
     let (user_s, sys_s) = (after.0 - before.0, after.1 - before.1);
@@ -161,7 +182,7 @@ pub fn summarise(policies: &[String], samples: Vec<Sample>) -> StudyResult {
         .collect();
     let column = |field: fn(&Sample) -> f64| samples.iter().map(field).collect::<Vec<f64>>();
     let regression = linear_regression(&column(|s| s.wall_s), &[column(|s| s.user_s), column(|s| s.sys_s)]);
-    StudyResult { samples, summaries, regression }
+    StudyResult { samples, summaries, regression, refused: Vec::new() }
 }
 
 /// One line of the overhead comparison.

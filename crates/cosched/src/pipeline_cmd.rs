@@ -118,7 +118,10 @@ pub struct ColumnsortArgs {
 pub struct PipelineBenchArgs {
     #[command(flatten)]
     pub sort: SortOptions,
-    /// Policies to compare, comma-separated; the first is the baseline of the t-tests.
+    /// Policies to compare, comma-separated; the first is the baseline of the t-tests. Names: default,
+    /// io-nice:N, compute-nice:N, io-slice:MSms, compute-batch, adjust-once, adjust-reversible (see
+    /// `cosched pipeline columnsort --help`). Controls the kernel refuses (negative nice without
+    /// privilege) are listed under the table.
     #[arg(long, value_delimiter = ',', default_value = "default,io-nice:+5,io-nice:-5,adjust-once,adjust-reversible")]
     pub policies: Vec<StagePolicy>,
     /// Runs of each policy, interleaved.
@@ -312,6 +315,9 @@ fn study_table(config: &StudyConfig, result: &StudyResult) -> String {
             t_stat,
             p
         );
+    }
+    for line in &result.refused {
+        t += &format!("REFUSED (this policy did not run as named): {line}\n");
     }
     if let Some(r) = &result.regression {
         t += &format!(

@@ -166,3 +166,60 @@ fn overhead_compares_with_onetbb() {
     let e = error_of(&["pipeline", "overhead", "--tbb", "/nonexistent/tbb"]);
     assert!(e.contains("make -C bench/tbb"), "{e}");
 }
+
+/// Runs cosched as uid/gid 65534 with RLIMIT_NICE 0, from a world-readable copy.
+fn cosched_unprivileged(dir: &Path, args: &[&str]) -> Output {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let copy = dir.join("cosched");
+    std::fs::copy(env!("CARGO_BIN_EXE_cosched"), &copy).unwrap();
+    for path in [dir, copy.as_path()] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    Command::new("bash")
+        .arg("-c")
+        .arg("ulimit -e 0 && exec \"$0\" \"$@\"")
+        .arg(&copy)
+        .args(args)
+        .current_dir(dir)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("bash runs")
+}
+
+#[test]
+fn refused_controls_are_reported_not_skipped() {
+    assert!(nix::unistd::geteuid().is_root(), "this test drops to uid 65534 and so needs root");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = cosched_unprivileged(
+        dir.path(),
+        &["pipeline", "columnsort", "--records", "5000", "--dir", d, "--policy", "io-nice:-5"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("verified"), "{stdout}");
+    assert!(stderr.contains("warning: refused control: read: nice -5") && stderr.contains("not permitted"), "{stderr}");
+    let out = cosched_unprivileged(
+        dir.path(),
+        &[
+            "pipeline",
+            "bench",
+            "--records",
+            "5000",
+            "--repeats",
+            "2",
+            "--policies",
+            "default,io-nice:-5",
+            "--data-dir",
+            d,
+            "--out",
+            "study",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("REFUSED (this policy did not run as named): io-nice:-5: write: nice -5"), "{stdout}");
+    assert!(!stdout.contains("REFUSED (this policy did not run as named): default"), "{stdout}");
+}
