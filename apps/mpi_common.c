@@ -172,23 +172,32 @@ int finish_early(enum parse_result result, const struct opt_error *err, const ch
     return result == PARSE_HELP ? 0 : EXIT_USAGE;
 }
 
-bool check_grid(const char *app, int n, int P, int Q, bool divisible, struct opt_error *err)
+enum parse_result check_size_and_grid(const char *app, int n, int *P, int *Q, bool grid_given, bool divisible,
+                                      struct opt_error *err)
 {
     int size;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if ((long)P * Q != size) {
-        opt_fail(err, "%s: grid %dx%d needs %ld processes, got %d", app, P, Q, (long)P * Q, size);
-        return false;
+    if (n == 0) {
+        opt_fail(err, "%s: --n N is required", app);
+        return PARSE_ERROR;
     }
-    if (divisible && n % P != 0) {
-        opt_fail(err, "%s: --n %d is not divisible by P=%d of grid %dx%d", app, n, P, P, Q);
-        return false;
+    if (!grid_given) {
+        *P = size;
+        *Q = 1;
     }
-    if (divisible && n % Q != 0) {
-        opt_fail(err, "%s: --n %d is not divisible by Q=%d of grid %dx%d", app, n, Q, P, Q);
-        return false;
+    if ((long)*P * *Q != size) {
+        opt_fail(err, "%s: grid %dx%d needs %ld processes, got %d", app, *P, *Q, (long)*P * *Q, size);
+        return PARSE_ERROR;
     }
-    return true;
+    if (divisible && n % *P != 0) {
+        opt_fail(err, "%s: --n %d is not divisible by P=%d of grid %dx%d", app, n, *P, *P, *Q);
+        return PARSE_ERROR;
+    }
+    if (divisible && n % *Q != 0) {
+        opt_fail(err, "%s: --n %d is not divisible by Q=%d of grid %dx%d", app, n, *Q, *P, *Q);
+        return PARSE_ERROR;
+    }
+    return PARSE_OK;
 }
 
 /* ---- communication ------------------------------------------------------ */

@@ -68,9 +68,12 @@ enum parse_result parse_options(const char *app, int argc, char **argv, const st
  * or the error; every rank finalises MPI. Returns the exit code. */
 int finish_early(enum parse_result result, const struct opt_error *err, const char *usage);
 
-/* Checks that the grid fits the job and N fits the grid (when
- * `divisible`); false with err if not. */
-bool check_grid(const char *app, int n, int P, int Q, bool divisible, struct opt_error *err);
+/* Checks the size and grid options once parsed: --n was given; without
+ * --grid, the grid is all ranks in one column (P = ranks, Q = 1); the grid
+ * fits the job, and N fits the grid when `divisible`. Returns PARSE_OK, or
+ * PARSE_ERROR with err. */
+enum parse_result check_size_and_grid(const char *app, int n, int *P, int *Q, bool grid_given, bool divisible,
+                                      struct opt_error *err);
 
 /* Exit code for bad usage; 1 is a failed self-check. */
 #define EXIT_USAGE 2

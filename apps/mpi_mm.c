@@ -61,15 +61,7 @@ static enum parse_result parse_args(int argc, char **argv, struct mm_options *o,
     enum parse_result r = parse_options(APP, argc, argv, specs, sizeof specs / sizeof specs[0], err);
     if (r != PARSE_OK)
         return r;
-    if (o->n == 0) {
-        opt_fail(err, "%s: --n N is required", APP);
-        return PARSE_ERROR;
-    }
-    if (!grid_given) {
-        MPI_Comm_size(MPI_COMM_WORLD, &o->P);
-        o->Q = 1;
-    }
-    return check_grid(APP, o->n, o->P, o->Q, true, err) ? PARSE_OK : PARSE_ERROR;
+    return check_size_and_grid(APP, o->n, &o->P, &o->Q, grid_given, true, err);
 }
 
 /* Fills the local block of global matrix `seed` (rows from row0, columns

@@ -6,7 +6,6 @@
 //! pass and waited for. The copies are children of this process, so the CPU
 //! time of everything they ran is in `getrusage(RUSAGE_CHILDREN)`.
 
-use nix::sys::resource::{getrusage, UsageWho};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -155,10 +154,7 @@ fn kill_all(held: &mut [HeldCopy]) {
 }
 
 fn children_cpu_s() -> f64 {
-    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
-        let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
-        seconds(u.user_time()) + seconds(u.system_time())
-    })
+    crate::os::children_user_sys_s().map_or(0.0, |(user, sys)| user + sys)
 }
 
 /// Samples the resident memory of the copies' process trees every 20 ms.

@@ -49,3 +49,10 @@ pub fn context_switches() -> Result<u64, String> {
     let usage = getrusage(UsageWho::RUSAGE_SELF).map_err(|e| format!("getrusage: {e}"))?;
     Ok((usage.voluntary_context_switches() + usage.involuntary_context_switches()) as u64)
 }
+
+/// User and system CPU seconds of every waited-for child so far (`RUSAGE_CHILDREN`).
+pub fn children_user_sys_s() -> Result<(f64, f64), String> {
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).map_err(|e| format!("getrusage: {e}"))?;
+    let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+    Ok((seconds(usage.user_time()), seconds(usage.system_time())))
+}

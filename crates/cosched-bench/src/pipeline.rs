@@ -8,10 +8,9 @@ use std::process::Command;
 use cosched_pipeline::columnsort::data;
 use cosched_pipeline::overhead::{self, Mapping};
 use cosched_pipeline::WaitPolicy;
-use nix::sys::resource::{getrusage, UsageWho};
 use serde::Serialize;
 
-use crate::os::monotonic_ns;
+use crate::os::{children_user_sys_s, monotonic_ns};
 use crate::stats::{linear_regression, welch_t_test, Estimate, Regression, TTest};
 
 /// One run of the study.
@@ -106,7 +105,7 @@ fn run_one(
     repeat: usize,
     refused: &mut Vec<String>,
 ) -> Result<Sample, String> {
-    let before = children_times()?;
+    let before = children_user_sys_s()?;
     let start = monotonic_ns();
     let out = Command::new(&config.cosched)
         .args([
@@ -141,7 +140,7 @@ fn run_one(
             }
         }
     }
-    let after = children_times()?;
+    let after = children_user_sys_s()?;
     let (user_s, sys_s) = (after.0 - before.0, after.1 - before.1);
     Ok(Sample {
         policy: policy.to_string(),
@@ -151,13 +150,6 @@ fn run_one(
         wall_s,
         cpu_percent: 100.0 * (user_s + sys_s) / wall_s,
     })
-}
-
-/// User and system seconds of every waited-for child so far.
-fn children_times() -> Result<(f64, f64), String> {
-    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).map_err(|e| format!("getrusage: {e}"))?;
-    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
-    Ok((secs(usage.user_time()), secs(usage.system_time())))
 }
 
 /// Per-policy estimates, t-tests against the first policy, and the regression.
