@@ -1,6 +1,9 @@
+/* newlocale and uselocale are POSIX.1-2008. */
+#define _POSIX_C_SOURCE 200809L
 #include "json_scan.h"
 
 #include <errno.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,9 +107,24 @@ static const char *walk_string(const char *p, char *out, size_t out_len) {
     return p + 1;
 }
 
+/* strtod in the C locale whatever the calling program chose: JSON numbers always use '.', and under a locale
+ * such as de_DE.UTF-8 strtod would stop at it ("0.75" read as 0). uselocale changes the calling thread only. */
+static double c_strtod(const char *p, char **end) {
+    locale_t c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+    if (c_numeric == (locale_t)0) {
+        *end = (char *)p; /* no C locale: refuse rather than misread */
+        return 0.0;
+    }
+    locale_t previous = uselocale(c_numeric);
+    double value = strtod(p, end);
+    uselocale(previous);
+    freelocale(c_numeric);
+    return value;
+}
+
 static const char *skip_number(const char *p) {
     char *end;
-    (void)strtod(p, &end);
+    (void)c_strtod(p, &end);
     return end == p ? NULL : end;
 }
 
@@ -195,7 +213,7 @@ const char *json_double(const char *value, double *out) {
     const char *p = skip_ws(value);
     if (*p != '-' && (*p < '0' || *p > '9')) return NULL;
     char *end;
-    *out = strtod(p, &end);
+    *out = c_strtod(p, &end);
     return end == p ? NULL : end;
 }
 

@@ -1,6 +1,7 @@
 /* Checks of the reply scanner on well-formed, tricky and malformed documents. Exit status 0 when all hold. */
 #include "json_scan.h"
 
+#include <locale.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,11 +73,29 @@ static void refuses_malformed_documents(void) {
     CHECK(json_is_true(json_find(very_long_key, "ok")));
 }
 
+/* A program may set a locale whose decimal separator is a comma; JSON's is always a point. */
+static void reads_numbers_under_a_comma_locale(void) {
+    if (setlocale(LC_ALL, "de_DE.UTF-8") == NULL) {
+        fprintf(stderr, "SKIPPED: reads_numbers_under_a_comma_locale: no de_DE.UTF-8 locale (scripts/setup makes it)\n");
+        failures++; /* not silently: the set-up must provide it */
+        return;
+    }
+    double load = 0;
+    CHECK(json_double("0.75", &load) != NULL && load == 0.75);
+    CHECK(json_double("-1.5e3", &load) != NULL && load == -1500.0);
+    const char *doc = "{\"nodes\":[{\"load_avg\":0.75,\"cpus\":2}]}";
+    uint32_t count = 0;
+    CHECK(json_array_length(json_find(doc, "nodes"), &count) != NULL && count == 1);
+    CHECK(json_find("{\"a\":1.25,\"b\":7}", "b") != NULL);
+    setlocale(LC_ALL, "C");
+}
+
 int main(void) {
     finds_members_past_nested_values();
     decodes_strings_with_escapes();
     reads_numbers_and_arrays();
     refuses_malformed_documents();
+    reads_numbers_under_a_comma_locale();
     if (failures == 0) printf("json_scan_check: all checks hold\n");
     return failures == 0 ? 0 : 1;
 }

@@ -1,7 +1,9 @@
 //! A private cosched runtime (`cosched up`) for the copies of an experiment,
 //! and the calls that register a copy with it.
 
-use cosched_runtime::protocol::{read_line, write_message, RegisterRequest, Reply, Request};
+use cosched_runtime::protocol::{
+    read_line_limited, write_message, RegisterRequest, Reply, Request, MAX_TRUSTED_LINE_BYTES,
+};
 use std::io::BufReader;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -49,7 +51,7 @@ impl RuntimeInstance {
     fn wait_ready(&mut self, log_path: &Path) -> Result<(), String> {
         let start = Instant::now();
         loop {
-            if let Ok(reply) = call(&self.socket, &Request::Status) {
+            if let Ok(reply) = call(&self.socket, &Request::Status {}) {
                 let nodes = reply.data["nodes"].as_array().cloned().unwrap_or_default();
                 if nodes.iter().any(|n| n["connected"] == true) {
                     return Ok(());
@@ -104,7 +106,7 @@ fn call(socket: &Path, request: &Request) -> Result<Reply, String> {
     let stream = UnixStream::connect(socket).map_err(|e| format!("controller {}: {e}", socket.display()))?;
     let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
     write_message(&mut writer, request).map_err(|e| e.to_string())?;
-    let line = read_line(&mut BufReader::new(stream))
+    let line = read_line_limited(&mut BufReader::new(stream), MAX_TRUSTED_LINE_BYTES)
         .map_err(|e| e.to_string())?
         .ok_or("the controller closed the connection")?;
     serde_json::from_str(&line).map_err(|e| format!("bad reply from the controller: {e}"))

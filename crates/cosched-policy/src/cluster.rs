@@ -5,7 +5,10 @@
 //!
 //! Rules (the LLNL gang scheduler's, see `docs/runtime.md`):
 //! - jobs are taken by class (express, interactive, batch, standby), then in
-//!   submission order;
+//!   submission order; but a job that has started keeps its own row (the one
+//!   it held, `row_held`) before any job that has not, so no later job of any
+//!   class but express (administrators only) can push a running job out of the
+//!   cycle: a job takes cells only where admission finds them free;
 //! - *express* jobs run at once and always: their CPUs are taken out of every
 //!   row, and a gang job that sits on them waits until they are gone;
 //! - *interactive* and *batch* gang jobs own one row of the Ousterhout matrix
@@ -98,6 +101,8 @@ pub struct PlanJob {
     pub suspended: bool,
     /// A gang job that has used no CPU for a while: run it outside the matrix.
     pub idle: bool,
+    /// The matrix row the job owned in the previous plan (`JobPlan::own_row`): kept if still free.
+    pub row_held: Option<u32>,
 }
 
 #[derive(Clone, Debug)]
@@ -133,6 +138,8 @@ pub enum JobStatus {
 pub struct JobPlan {
     pub id: JobId,
     pub status: JobStatus,
+    /// The matrix row the job owns (not a slot index): hand it back as `PlanJob::row_held` next time.
+    pub own_row: Option<u32>,
 }
 
 impl JobPlan {
@@ -202,10 +209,13 @@ fn cells_for(tasks: u32, settings: &PlanSettings) -> u32 {
 }
 
 /// Tasks per node for a new job: `nodes` given → spread evenly over that
-/// many; otherwise as few nodes as the per-node capacity allows.
-fn task_split(tasks: u32, nodes: Option<u32>, per_node_capacity: u32) -> Option<Vec<u32>> {
+/// many; otherwise as few nodes as the per-node capacity allows. `None` when
+/// that takes more than the `node_count` nodes there are, decided before
+/// anything is allocated (a request may ask for 2³² tasks or nodes).
+fn task_split(tasks: u32, nodes: Option<u32>, per_node_capacity: u32, node_count: usize) -> Option<Vec<u32>> {
     match nodes {
         Some(0) => None,
+        Some(n) if n as usize > node_count => None,
         Some(n) => {
             let base = tasks / n;
             let extra = tasks % n;
@@ -213,6 +223,7 @@ fn task_split(tasks: u32, nodes: Option<u32>, per_node_capacity: u32) -> Option<
             (split[0] > 0).then_some(split)
         }
         None if per_node_capacity == 0 => None,
+        None if tasks.div_ceil(per_node_capacity) as usize > node_count => None,
         None => {
             let mut split = vec![per_node_capacity; (tasks / per_node_capacity) as usize];
             if !tasks.is_multiple_of(per_node_capacity) {
@@ -254,6 +265,8 @@ struct Planner<'a> {
     mem_free: Vec<u64>,
     /// Per job (in input order): placement, rows, always.
     result: Vec<Option<Decision>>,
+    /// Per job: the matrix row it owns.
+    own_rows: Vec<Option<u32>>,
 }
 
 /// Compute the plan. Jobs are considered by class, then in the order given
@@ -263,7 +276,8 @@ pub fn plan(settings: &PlanSettings, shape: &ClusterShape, jobs: &[PlanJob]) -> 
     assert_eq!(shape.cpus_per_node.len(), shape.accepting.len(), "one accepting flag per node");
     let mut planner = Planner::new(settings, shape, jobs.len());
     let mut order: Vec<usize> = (0..jobs.len()).collect();
-    order.sort_by_key(|&i| jobs[i].class);
+    // Express first (it may displace), then started jobs, then new ones; by class within each.
+    order.sort_by_key(|&i| (jobs[i].class != JobClass::Express, jobs[i].placed.is_none(), jobs[i].class));
     planner.account_started(jobs);
     for &i in &order {
         planner.place(i, &jobs[i]);
@@ -297,6 +311,7 @@ impl<'a> Planner<'a> {
             mem_free: shape.mem_bytes_per_node.clone(),
             columns,
             result: vec![None; job_count],
+            own_rows: vec![None; job_count],
         }
     }
 
@@ -338,8 +353,11 @@ impl<'a> Planner<'a> {
                 (vec![], true)
             }
             (Mode::Gang, JobClass::Standby) => (vec![], false),
-            (Mode::Gang, _) => match self.own_row(job.id, &columns) {
-                Some(row) => (vec![row], false),
+            (Mode::Gang, _) => match self.own_row(job.id, &columns, job.row_held) {
+                Some(row) => {
+                    self.own_rows[i] = Some(row);
+                    (vec![row], false)
+                }
                 None if job.placed.is_none() => return,
                 None => (vec![], false),
             },
@@ -347,9 +365,10 @@ impl<'a> Planner<'a> {
         self.result[i] = Some((placement, rows, always));
     }
 
-    /// The lowest row where all `columns` are free; taken for `job`.
-    fn own_row(&mut self, job: JobId, columns: &[u32]) -> Option<u32> {
-        let row = (0..self.matrix.rows()).find(|&r| self.occupancy.free(r, columns))?;
+    /// The row held before if its `columns` are still free there, else the lowest such row; taken for `job`.
+    fn own_row(&mut self, job: JobId, columns: &[u32], held: Option<u32>) -> Option<u32> {
+        let held = held.map(|r| r as usize).filter(|&r| r < self.matrix.rows() && self.occupancy.free(r, columns));
+        let row = held.or_else(|| (0..self.matrix.rows()).find(|&r| self.occupancy.free(r, columns)))?;
         self.matrix.take(job, row as u32, columns);
         self.occupancy.take(row, columns);
         Some(row as u32)
@@ -359,7 +378,7 @@ impl<'a> Planner<'a> {
     /// A gang job's cells on all its nodes must be free in one row.
     fn choose_cpus(&mut self, job: &PlanJob) -> Option<Vec<NodeCpus>> {
         let gang = job.mode == Mode::Gang;
-        let split = task_split(job.tasks, job.nodes, self.max_tasks_per_node(gang))?;
+        let split = task_split(job.tasks, job.nodes, self.max_tasks_per_node(gang), self.shape.cpus_per_node.len())?;
         let in_one_row = gang && job.class != JobClass::Express;
         // A standby job starts only where it can run now: a free cell in a row
         // of the cycle.
@@ -525,7 +544,7 @@ impl<'a> Planner<'a> {
         let mut rows: Vec<Vec<JobId>> = vec![Vec::new(); slot_count.max(if slot_count > 0 { slots } else { 0 })];
         let mut always = Vec::new();
         let mut plans = Vec::with_capacity(jobs.len());
-        for (job, result) in jobs.iter().zip(self.result) {
+        for ((job, result), own_row) in jobs.iter().zip(self.result).zip(self.own_rows) {
             let status = match result {
                 None => JobStatus::Queued,
                 Some((cpus, matrix_rows, is_always)) => {
@@ -539,7 +558,7 @@ impl<'a> Planner<'a> {
                     JobStatus::Placed { cpus, rows: slots, always: is_always }
                 }
             };
-            plans.push(JobPlan { id: job.id, status });
+            plans.push(JobPlan { id: job.id, status, own_row });
         }
         Plan { rows, always, jobs: plans }
     }

@@ -6,15 +6,18 @@
 //! keep switching on the last schedule while the controller is away.
 
 use crate::freezer::{FreezerKind, JobGroups};
-use crate::launch::{shim_command, LaunchSpec};
+use crate::job_tag::JobTag;
+use crate::launch::{spawn_shim, LaunchSpec};
+use crate::pid_guard::PidGuard;
 use crate::protocol::{
-    read_line, write_message, AdoptedJob, AgentHello, FromAgent, JobUsage, LogTail, StartJob, ToAgent, LOG_TAIL_BYTES,
+    read_line_limited, write_message, AdoptedJob, AgentHello, FromAgent, JobUsage, LogTail, StartJob, ToAgent,
+    LOGS_REPLY_BYTES, LOG_TAIL_BYTES, MAX_TRUSTED_LINE_BYTES,
 };
 use crate::switcher::{SwitchStats, Switcher};
 use std::collections::BTreeMap;
 use std::io::BufReader;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -64,6 +67,7 @@ struct Shared {
 
 pub struct Agent {
     settings: AgentSettings,
+    guard: PidGuard,
     groups: Arc<JobGroups>,
     switcher: Arc<Switcher>,
     shared: Mutex<Shared>,
@@ -71,8 +75,14 @@ pub struct Agent {
 }
 
 impl Agent {
-    pub fn new(settings: AgentSettings) -> std::io::Result<Arc<Agent>> {
+    /// `protected`: other processes of the daemon on this node (the watchdog), never to be moved into a job.
+    pub fn new(settings: AgentSettings, protected: &[i32]) -> std::io::Result<Arc<Agent>> {
+        // Others may pass through the log directory but not list it; each log is its owner's alone.
         std::fs::create_dir_all(&settings.log_dir)
+            .and_then(|_| {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&settings.log_dir, std::fs::Permissions::from_mode(0o711))
+            })
             .map_err(|e| std::io::Error::other(format!("log directory {}: {e}", settings.log_dir.display())))?;
         let groups = Arc::new(JobGroups::open(&settings.node, settings.freezer)?);
         let switcher = Arc::new(Switcher::new(groups.clone()));
@@ -81,11 +91,27 @@ impl Agent {
             jobs.insert(id, LocalJob { children: vec![], exit_code: None, had_processes: true });
         }
         let shared = Mutex::new(Shared { jobs, writer: None });
-        Ok(Arc::new(Agent { settings, groups, switcher, shared, connected: (Mutex::new(false), Condvar::new()) }))
+        let guard = PidGuard::new(protected.iter().copied());
+        Ok(Arc::new(Agent {
+            settings,
+            guard,
+            groups,
+            switcher,
+            shared,
+            connected: (Mutex::new(false), Condvar::new()),
+        }))
     }
 
     pub fn groups(&self) -> &JobGroups {
         &self.groups
+    }
+
+    /// Stop switching for good and let every job run (the agent can no longer promise to thaw them).
+    pub fn stop_switching_and_thaw(&self) {
+        self.switcher.stop();
+        if let Err(e) = self.groups.thaw_all() {
+            eprintln!("cosched agent {}: thawing every job: {e}", self.settings.node);
+        }
     }
 
     pub fn switch_stats(&self) -> SwitchStats {
@@ -118,7 +144,7 @@ impl Agent {
         self.shared.lock().unwrap().writer = Some(writer);
         *self.connected.0.lock().unwrap() = true;
         self.connected.1.notify_all();
-        while let Some(line) = read_line(&mut reader)? {
+        while let Some(line) = read_line_limited(&mut reader, MAX_TRUSTED_LINE_BYTES)? {
             match serde_json::from_str::<ToAgent>(&line) {
                 Ok(message) => self.obey(message),
                 Err(e) => eprintln!("cosched agent: bad message from the controller: {e}: {line}"),
@@ -129,8 +155,18 @@ impl Agent {
 
     fn hello(&self) -> std::io::Result<AgentHello> {
         let jobs: Vec<u64> = self.shared.lock().unwrap().jobs.keys().copied().collect();
-        let adopted =
-            jobs.iter().map(|&job| AdoptedJob { job, pids: self.groups.pids(job).unwrap_or_default() }).collect();
+        let adopted = jobs
+            .iter()
+            .map(|&job| {
+                let tag = self.job_dir(job).and_then(|dir| JobTag::read(&dir));
+                AdoptedJob {
+                    job,
+                    pids: self.groups.pids(job).unwrap_or_default(),
+                    owner: tag.as_ref().map(|t| t.uid),
+                    token: tag.map(|t| t.token),
+                }
+            })
+            .collect();
         Ok(AgentHello {
             node: self.settings.node.clone(),
             cpus: self.settings.cpus,
@@ -146,15 +182,15 @@ impl Agent {
             ToAgent::Welcome { .. } => Ok(()),
             ToAgent::Refused { reason } => Err(std::io::Error::other(format!("refused by the controller: {reason}"))),
             ToAgent::Schedule(schedule) => {
+                let marked = self.mark_suspended(&schedule);
                 self.switcher.set_schedule(schedule);
-                Ok(())
+                marked
             }
             ToAgent::Start(start) => self.start(start),
             ToAgent::Signal { job, signal } => self.signal(job, signal),
-            ToAgent::AddPid { job, pid, ack } => {
-                self.answer_pid_move(ack, self.groups.add_pid(job, pid).map(|_| self.mark_has_processes(job)))
-            }
-            ToAgent::RemovePid { job, pid, ack } => self.answer_pid_move(ack, self.groups.remove_pid(job, pid)),
+            ToAgent::Terminate { job, grace_ms } => self.terminate(job, Duration::from_millis(grace_ms)),
+            ToAgent::AddPid { job, pid, ack, owner } => self.answer_pid_move(ack, self.add_pid(job, pid, owner)),
+            ToAgent::RemovePid { job, pid, ack, owner } => self.answer_pid_move(ack, self.remove_pid(job, pid, owner)),
             ToAgent::ReadLogs { job, ranks, ack } => {
                 self.send(&FromAgent::Logs { ack, files: self.log_tails(job, &ranks) });
                 Ok(())
@@ -177,20 +213,64 @@ impl Agent {
         moved
     }
 
+    /// Record on each job's cgroups whether it is suspended, for the watchdog (see `job_tag::mark_suspended`).
+    fn mark_suspended(&self, schedule: &crate::protocol::Schedule) -> std::io::Result<()> {
+        for &job in &schedule.jobs {
+            let suspended = schedule.suspended.contains(&job);
+            for file in self.groups.procs_files(job) {
+                if let Some(dir) = file.parent().filter(|d| d.exists()) {
+                    crate::job_tag::mark_suspended(dir, suspended)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The job's cgroup directory in the primary hierarchy (the one that holds its tag).
+    fn job_dir(&self, job: u64) -> Option<PathBuf> {
+        self.groups.procs_files(job).first().and_then(|f| f.parent()).map(PathBuf::from)
+    }
+
     fn log_path(&self, job: u64, rank: u32, stream: &str) -> PathBuf {
         self.settings.log_dir.join(format!("job-{job}.{rank}.{stream}"))
     }
 
     fn log_tails(&self, job: u64, ranks: &[u32]) -> Vec<LogTail> {
         let mut files = Vec::new();
+        let per_file = LOG_TAIL_BYTES.min(LOGS_REPLY_BYTES / (2 * ranks.len().max(1) as u64));
         for &rank in ranks {
             for stream in ["out", "err"] {
                 let path = self.log_path(job, rank, stream);
-                let text = read_tail(&path, LOG_TAIL_BYTES);
+                let text = read_tail(&path, per_file);
                 files.push(LogTail { rank, stream: stream.into(), path: path.display().to_string(), text });
             }
         }
         files
+    }
+
+    /// Move a process into a job this agent runs, if the guard allows it; confirm afterwards that the pid still
+    /// names the process that was checked (a pid reused in between is moved back out and refused).
+    fn add_pid(&self, job: u64, pid: i32, owner: Option<u32>) -> std::io::Result<()> {
+        if !self.shared.lock().unwrap().jobs.contains_key(&job) {
+            return Err(std::io::Error::other(format!("job {job} does not run on node {}", self.settings.node)));
+        }
+        let checked = self.guard.check(pid, owner).map_err(std::io::Error::other)?;
+        self.groups.add_pid(job, checked.tgid)?;
+        if crate::pid_guard::ProcessFacts::read(checked.tgid).ok().as_ref() != Some(&checked) {
+            let _ = self.groups.remove_pid(job, checked.tgid);
+            return Err(std::io::Error::other(format!("process {pid} changed while it was being moved")));
+        }
+        self.mark_has_processes(job);
+        Ok(())
+    }
+
+    /// Move a member of the job (and nothing else) back to the agent's own cgroup.
+    fn remove_pid(&self, job: u64, pid: i32, owner: Option<u32>) -> std::io::Result<()> {
+        let checked = self.guard.check(pid, owner).map_err(std::io::Error::other)?;
+        if !self.groups.pids(job)?.contains(&checked.tgid) {
+            return Err(std::io::Error::other(format!("process {pid} is not a member of job {job}")));
+        }
+        self.groups.remove_pid(job, checked.tgid)
     }
 
     fn mark_has_processes(&self, job: u64) {
@@ -201,7 +281,25 @@ impl Agent {
 
     fn signal(&self, job: u64, signal: i32) -> std::io::Result<()> {
         let signal = nix::sys::signal::Signal::try_from(signal).map_err(std::io::Error::other)?;
+        if matches!(signal, nix::sys::signal::Signal::SIGKILL | nix::sys::signal::Signal::SIGTERM) {
+            // A job told to end that has no process (registered, none added yet) ends now.
+            self.mark_has_processes(job);
+        }
         self.groups.signal(job, signal)
+    }
+
+    /// SIGTERM every process of the job now and SIGKILL whatever is left after `grace`. A job with no process
+    /// ends at once.
+    fn terminate(&self, job: u64, grace: Duration) -> std::io::Result<()> {
+        self.signal(job, nix::sys::signal::Signal::SIGTERM as i32)?;
+        let groups = self.groups.clone();
+        std::thread::Builder::new().name("kill-wait".into()).spawn(move || {
+            std::thread::sleep(grace);
+            if groups.pids(job).is_ok_and(|p| !p.is_empty()) {
+                let _ = groups.signal(job, nix::sys::signal::Signal::SIGKILL);
+            }
+        })?;
+        Ok(())
     }
 
     /// Create the job's cgroup (frozen unless its slot is on now), then start
@@ -212,6 +310,9 @@ impl Agent {
             return Ok(()); // adopted after a restart: its processes run already
         }
         self.groups.create(start.job)?;
+        if let Some(dir) = self.job_dir(start.job) {
+            JobTag { uid: start.uid, token: start.token.clone() }.write(&dir)?;
+        }
         self.switcher.prepare_new_job(start.job)?;
         let mut local = LocalJob { children: vec![], exit_code: None, had_processes: !start.register_only };
         if !start.register_only {
@@ -252,11 +353,14 @@ impl Agent {
         };
         let log = |stream: &str| {
             let path = self.log_path(start.job, rank, stream);
-            std::fs::File::create(&path).map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
+            private_log_file(&path, start.uid, start.gid)
+                .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
         };
-        let mut command = shim_command(&self.settings.helper_program, &spec)?;
-        command.stdin(Stdio::null()).stdout(log("out")?).stderr(log("err")?);
-        command.spawn().map_err(|e| std::io::Error::other(format!("starting job {} rank {rank}: {e}", start.job)))
+        let (out, err) = (log("out")?, log("err")?);
+        spawn_shim(&self.settings.helper_program, &spec, |command| {
+            command.stdout(out).stderr(err);
+        })
+        .map_err(|e| std::io::Error::other(format!("starting job {} rank {rank}: {e}", start.job)))
     }
 
     fn send(&self, event: &FromAgent) {
@@ -308,6 +412,16 @@ impl Agent {
         }
         (usage, ended)
     }
+}
+
+/// A new, empty log file owned by the job's user and readable by nobody else.
+fn private_log_file(path: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path); // never reuse a file someone else may hold open or own
+    let file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    let (uid, gid) = (nix::unistd::Uid::from_raw(uid), nix::unistd::Gid::from_raw(gid));
+    nix::unistd::fchown(std::os::fd::AsRawFd::as_raw_fd(&file), Some(uid), Some(gid)).map_err(std::io::Error::from)?;
+    Ok(file)
 }
 
 /// The last `max_bytes` of a file ("" if it cannot be read).

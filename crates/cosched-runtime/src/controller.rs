@@ -31,6 +31,12 @@ pub struct ControllerSettings {
     /// ... and after this long it leaves the gang database for good (becomes local).
     pub idle_forget: Duration,
     pub admin_uids: Vec<u32>,
+    /// Between SIGTERM and SIGKILL when a job is killed (Slurm's KillWait).
+    pub kill_wait: Duration,
+    /// Jobs that ended longer ago than this leave `status` (their records stay in the database).
+    pub keep_finished: Duration,
+    /// Hide other users' command lines from users who are not administrators (Slurm's PrivateData=jobs).
+    pub private_data: bool,
     /// Shared key for TCP peers (agents and remote users).
     pub token: Option<String>,
 }
@@ -72,7 +78,7 @@ struct State {
     nodes: Vec<Node>,
     next_job: u64,
     plan: Plan,
-    monitor_tokens: BTreeMap<String, Identity>,
+    monitor_tokens: crate::monitor::MonitorTokens,
     /// Requests waiting for an agent's answer (`PidMoved`, `Logs`), by acknowledgement number.
     pending_answers: BTreeMap<u64, mpsc::Sender<AgentAnswer>>,
     next_ack: u64,
@@ -127,7 +133,7 @@ impl Controller {
             nodes,
             next_job,
             plan: empty,
-            monitor_tokens: BTreeMap::new(),
+            monitor_tokens: crate::monitor::MonitorTokens::default(),
             pending_answers: BTreeMap::new(),
             next_ack: 1,
             slice_starts: SliceStartSkew::new(SKEW_SLICES_KEPT),
@@ -144,7 +150,7 @@ impl Controller {
     }
 
     pub fn monitor_identity(&self, token: &str) -> Option<Identity> {
-        self.state.lock().unwrap().monitor_tokens.get(token).copied()
+        self.state.lock().unwrap().monitor_tokens.identity(token, Instant::now())
     }
 
     /// Handle one user request.
@@ -172,11 +178,12 @@ impl Controller {
             }
             Request::Usage { job } => self.usage(state, who, job),
             Request::NodeLoad { node } => node_load(state, node.as_deref()),
-            Request::Status => Ok(self.status_json(state)),
+            Request::Status {} => Ok(self.status_for(state, who)),
             Request::Suspend { job } => self.suspend_resume(state, who, job, true),
             Request::Resume { job } => self.suspend_resume(state, who, job, false),
             Request::Kill { job } => self.kill(state, who, job),
-            Request::MonitorToken => Ok(self.monitor_token(state, who)),
+            Request::Signal { job, signal } => self.signal(state, who, job, &signal),
+            Request::MonitorToken {} => self.monitor_token(state, who),
             Request::AddPid { .. }
             | Request::RemovePid { .. }
             | Request::Logs { .. }
@@ -192,6 +199,13 @@ impl Controller {
         }
         if r.tasks == 0 {
             return Err("a job needs at least one task (-n)".into());
+        }
+        let cpus: u32 = state.nodes.iter().map(|n| n.cpus).sum();
+        if r.tasks > cpus.max(1) {
+            return Err(format!("-n {} is more tasks than the {cpus} CPUs of all nodes together", r.tasks));
+        }
+        if r.nodes.is_some_and(|n| n as usize > state.nodes.len()) {
+            return Err(format!("--nodes {} is more than the {} nodes known", r.nodes.unwrap_or(0), state.nodes.len()));
         }
         if r.nodes == Some(0) || r.nodes.is_some_and(|n| n > r.tasks) {
             return Err(format!("--nodes must be between 1 and the number of tasks ({})", r.tasks));
@@ -228,8 +242,7 @@ impl Controller {
         job.nodes = Some(1);
         job.mem_bytes = r.mem_bytes;
         job.registered = true;
-        // Registered processes exist already: the job holds CPUs on its node now.
-        let placement = vec![NodePlacement { node, cpus: (0..cpus).collect(), ranks: (0..cpus).collect() }];
+        let placement = self.admit_registered(state, &job, index)?;
         let reply = self.insert_job(state, job)?;
         self.start_job(state, reply["job"].as_u64().unwrap_or(0), placement);
         self.recompute_plan(state);
@@ -254,7 +267,7 @@ impl Controller {
         }
         let mut shape = self.shape(state);
         shape.accepting = vec![true; shape.accepting.len()];
-        let probe = plan_job(job, None);
+        let probe = plan_job(job, None, None);
         let p = plan(&self.settings.plan, &shape, &[probe]);
         match p.jobs[0].status {
             JobStatus::Queued => Err(format!(
@@ -278,12 +291,14 @@ impl Controller {
     /// Ask the job's agent to move a process in or out, and answer once the agent confirms (a launcher may let
     /// the process run only when it is in the job).
     fn pid_change(&self, who: &Identity, id: u64, pid: i32, node: Option<String>, add: bool) -> Outcome {
-        let node = Self::pid_change_node(&self.state.lock().unwrap(), who, id, pid, node, add)?;
+        let node = Self::pid_change_node(&self.state.lock().unwrap(), who, id, pid, node)?;
+        // Who owns the pid is checked by the agent of the node where it lives, never here.
+        let owner = (!who.admin).then_some(who.uid);
         self.ask_agent(&node, |ack| {
             if add {
-                ToAgent::AddPid { job: id, pid, ack }
+                ToAgent::AddPid { job: id, pid, ack, owner }
             } else {
-                ToAgent::RemovePid { job: id, pid, ack }
+                ToAgent::RemovePid { job: id, pid, ack, owner }
             }
         })
         .map_err(|e| format!("node {node}: {e}"))?;
@@ -317,14 +332,13 @@ impl Controller {
         id: u64,
         pid: i32,
         node: Option<String>,
-        add: bool,
     ) -> Result<String, String> {
         let job = Self::owned_job(state, who, id)?;
         if pid <= 0 {
             return Err(format!("invalid pid {pid}"));
         }
-        if !who.admin && add && process_owner(pid) != Some(who.uid) {
-            return Err(format!("permission denied: process {pid} does not belong to uid {}", who.uid));
+        if job.state.is_over() {
+            return Err(format!("job {id} is {}", job.state.name()));
         }
         let node = match node {
             Some(n) => n,
@@ -397,7 +411,15 @@ impl Controller {
         if job.state != from {
             return Err(format!("job {id} is {}, not {}", job.state.name(), from.name()));
         }
-        self.update_job(state, id, |j| j.state = to)?;
+        if !suspend && job.held_by_admin && !who.admin {
+            return Err(format!(
+                "permission denied: an administrator suspended job {id}; only an administrator may resume it"
+            ));
+        }
+        self.update_job(state, id, |j| {
+            j.state = to;
+            j.held_by_admin = suspend && who.admin;
+        })?;
         Ok(json!({ "job": id, "state": to.name() }))
     }
 
@@ -413,12 +435,29 @@ impl Controller {
             })?;
             return Ok(json!({ "job": id, "state": "killed" }));
         }
-        for p in &job.placement {
-            // A node whose agent is away kills the job when it comes back (the job is over by then).
-            let _ = send_to(state, &p.node, &ToAgent::Signal { job: id, signal: 9 });
-        }
-        self.update_job(state, id, |j| j.error = Some("killed".into()))?;
+        self.update_job(state, id, |j| j.error = Some(KILLED.into()))?;
+        self.send_terminate(state, &job);
         Ok(json!({ "job": id, "state": "killing" }))
+    }
+
+    /// Tell every node of the job to end it; a node whose agent is away is told when it comes back.
+    fn send_terminate(&self, state: &State, job: &JobRecord) {
+        let grace_ms = self.settings.kill_wait.as_millis() as u64;
+        for p in job.placement.iter().filter(|p| !job.ended_on.contains(&p.node)) {
+            let _ = send_to(state, &p.node, &ToAgent::Terminate { job: job.id, grace_ms });
+        }
+    }
+
+    fn signal(&self, state: &State, who: &Identity, id: u64, name: &str) -> Outcome {
+        let job = Self::owned_job(state, who, id)?;
+        let signal = parse_signal(name)?;
+        if job.state != JobState::Running && job.state != JobState::Suspended {
+            return Err(format!("job {id} is {}: no process to signal", job.state.name()));
+        }
+        for p in &job.placement {
+            send_to(state, &p.node, &ToAgent::Signal { job: id, signal: signal as i32 })?;
+        }
+        Ok(json!({ "job": id, "signal": signal.as_str() }))
     }
 
     /// The tails of the job's logs, read by the agents that hold them; a node whose agent cannot answer gets an
@@ -509,14 +548,28 @@ impl Controller {
         let shape = self.shape(state);
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
         let index = |name: &str| names.iter().position(|n| n == name).map(|i| i as u32);
-        // A registered job without CPUs yet is not the plan's to place.
-        let plan_jobs: Vec<PlanJob> = state
-            .jobs
-            .values()
-            .filter(|j| !(j.state.is_over() || j.registered && j.placement.is_empty()))
-            .map(|j| plan_job(j, j.placement_for_plan(index)))
-            .collect();
+        let plan_jobs = plan_jobs(state, index);
         state.plan = plan(&self.settings.plan, &shape, &plan_jobs);
+    }
+
+    /// Admission for a registered job: CPUs on `node` now, from the plan with every other job in it, or a
+    /// refusal. Its processes exist already, so it cannot wait in the queue; it never takes a row a started job
+    /// holds.
+    fn admit_registered(&self, state: &State, job: &JobRecord, node: usize) -> Result<Vec<NodePlacement>, String> {
+        let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
+        let index = |name: &str| names.iter().position(|n| n == name).map(|i| i as u32);
+        let mut jobs = plan_jobs(state, index);
+        jobs.push(plan_job(job, None, None));
+        let mut shape = self.shape(state);
+        shape.accepting = (0..names.len()).map(|i| i == node && shape.accepting[i]).collect();
+        match &plan(&self.settings.plan, &shape, &jobs).jobs.last().map(|j| j.status.clone()) {
+            Some(JobStatus::Placed { cpus, .. }) => Ok(with_ranks(cpus, &names)),
+            _ => Err(format!(
+                "no room on node {} for {} CPUs now (its matrix rows, memory or local slots are taken); \
+                 a registered job must fit at once",
+                names[node], job.tasks
+            )),
+        }
     }
 
     fn send_schedules(&self, state: &mut State) {
@@ -558,6 +611,10 @@ impl Controller {
     pub fn agent_connected(&self, hello: &AgentHello, writer: AgentWriter) -> Result<u32, String> {
         let mut state = self.state.lock().unwrap();
         validate_node_name(&hello.node)?;
+        // Ids are never reused: not even those of cgroups the database does not know.
+        let highest = hello.adopted.iter().map(|a| a.job).max().unwrap_or(0);
+        state.next_job = state.next_job.max(highest.saturating_add(1));
+        refuse_orphans(&state, hello)?;
         if hello.cpus == 0 {
             return Err("an agent must offer at least one CPU".into());
         }
@@ -606,6 +663,15 @@ impl Controller {
             .collect();
         for id in gone {
             self.node_ended(state, id, &hello.node, None);
+        }
+        let killing: Vec<JobRecord> = state
+            .jobs
+            .values()
+            .filter(|j| !j.state.is_over() && j.error.as_deref() == Some(KILLED) && j.on_node(&hello.node).is_some())
+            .cloned()
+            .collect();
+        for job in killing {
+            self.send_terminate(state, &job);
         }
     }
 
@@ -658,8 +724,12 @@ impl Controller {
         }
         if job.placement.iter().all(|p| job.ended_on.contains(&p.node)) {
             job.state = match (&job.error, job.exit_code) {
-                (Some(e), _) if e == "killed" => JobState::Killed,
+                (Some(e), _) if e == KILLED => JobState::Killed,
                 (Some(_), _) => JobState::Failed,
+                (None, Some(code)) if code != 0 => {
+                    job.error = Some(exit_reason(code));
+                    JobState::Failed
+                }
                 _ => JobState::Finished,
             };
             job.ended_unix_ms = Some(unix_ms_now());
@@ -716,11 +786,25 @@ impl Controller {
         drop(state);
         let path = self.settings.status_path();
         let tmp = path.with_extension("json.tmp");
-        let written = std::fs::write(&tmp, serde_json::to_vec_pretty(&status).unwrap_or_default())
+        // The document lists every user's jobs: root's alone to read, like the database.
+        let written = crate::db::write_private(&tmp, &serde_json::to_vec_pretty(&status).unwrap_or_default())
             .and_then(|_| std::fs::rename(&tmp, &path));
         if let Err(e) = written {
             eprintln!("cosched controller: status document {}: {e}", path.display());
         }
+    }
+
+    /// The status as `who` may see it: with `private_data`, other users' commands are hidden from non-admins.
+    fn status_for(&self, state: &State, who: &Identity) -> serde_json::Value {
+        let mut status = self.status_json(state);
+        if self.settings.private_data && !who.admin {
+            for job in status["jobs"].as_array_mut().into_iter().flatten() {
+                if job["uid"] != who.uid {
+                    job["command"] = json!(HIDDEN);
+                }
+            }
+        }
+        status
     }
 
     pub fn status(&self) -> serde_json::Value {
@@ -728,9 +812,11 @@ impl Controller {
     }
 
     fn status_json(&self, state: &State) -> serde_json::Value {
+        let shown_since_ms = unix_ms_now().saturating_sub(self.settings.keep_finished.as_millis() as u64);
         let jobs: Vec<serde_json::Value> = state
             .jobs
             .values()
+            .filter(|j| j.ended_unix_ms.is_none_or(|ended| ended >= shown_since_ms))
             .map(|j| {
                 let live = state.live.get(&j.id);
                 json!({
@@ -815,17 +901,26 @@ fn node_load(state: &State, node: Option<&str>) -> Outcome {
 
 impl Controller {
     /// A fresh token for the web monitor, standing for `who`, and the monitor's address.
-    fn monitor_token(&self, state: &mut State, who: &Identity) -> serde_json::Value {
-        let mut bytes = [0u8; 16];
-        let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        state.monitor_tokens.insert(token.clone(), *who);
+    fn monitor_token(&self, state: &mut State, who: &Identity) -> Outcome {
+        let token = crate::job_tag::random_hex(16).map_err(|e| format!("no random token: {e}"))?;
+        state.monitor_tokens.insert(token.clone(), *who, Instant::now());
         let address = std::fs::read_to_string(self.settings.state_dir.join("monitor.addr")).unwrap_or_default();
-        json!({ "token": token, "address": address.trim() })
+        Ok(json!({ "token": token, "address": address.trim() }))
     }
 }
 
-fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::cluster::NodeCpus>>) -> PlanJob {
+/// The jobs the plan places: all that are not over, except registered jobs not yet admitted.
+fn plan_jobs(state: &State, node_index: impl Fn(&str) -> Option<u32>) -> Vec<PlanJob> {
+    let held: BTreeMap<u64, u32> = state.plan.jobs.iter().filter_map(|j| Some((j.id.0 as u64, j.own_row?))).collect();
+    state
+        .jobs
+        .values()
+        .filter(|j| !(j.state.is_over() || j.registered && j.placement.is_empty()))
+        .map(|j| plan_job(j, j.placement_for_plan(&node_index), held.get(&j.id).copied()))
+        .collect()
+}
+
+fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::cluster::NodeCpus>>, row_held: Option<u32>) -> PlanJob {
     PlanJob {
         id: JobId(job.id as u32),
         class: job.class(),
@@ -836,6 +931,7 @@ fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::cluster::NodeCpu
         placed,
         suspended: job.state == JobState::Suspended,
         idle: job.idle && job.mode() == Mode::Gang,
+        row_held,
     }
 }
 
@@ -863,6 +959,7 @@ fn start_message(job: &JobRecord, p: &NodePlacement) -> StartJob {
         size: job.tasks,
         cpus: p.cpus.clone(),
         register_only: job.registered,
+        token: job.token.clone(),
     }
 }
 
@@ -888,6 +985,69 @@ fn node_index(state: &State, name: &str) -> Option<usize> {
     state.nodes.iter().position(|n| n.name == name)
 }
 
+/// Refuse an agent whose node holds job cgroups that no record of this database owns (same id, owner and
+/// token): after a lost or restored database, a new job must never inherit another job's running processes.
+fn refuse_orphans(state: &State, hello: &AgentHello) -> Result<(), String> {
+    let orphans: Vec<String> = hello
+        .adopted
+        .iter()
+        .filter(|a| !state.jobs.get(&a.job).is_some_and(|record| owns_cgroup(record, a)))
+        .map(|a| {
+            format!("job-{} (uid {}, {} processes)", a.job, a.owner.map_or("?".into(), |u| u.to_string()), a.pids.len())
+        })
+        .collect();
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    let reason = format!(
+        "node {} has job cgroups that the database does not know: {}; restore the database it had \
+         (docs/security.md, \"Recovery\"), or end those processes and remove their cgroups, then restart the agent",
+        hello.node,
+        orphans.join(", ")
+    );
+    eprintln!("cosched controller: refusing agent: {reason}");
+    Err(reason)
+}
+
+/// Is this cgroup the record's? Records and cgroups from before tags existed match by id and owner alone.
+fn owns_cgroup(record: &JobRecord, cgroup: &crate::protocol::AdoptedJob) -> bool {
+    match (&cgroup.token, cgroup.owner) {
+        (Some(token), Some(owner)) => !record.token.is_empty() && *token == record.token && owner == record.uid,
+        _ => record.token.is_empty() && !record.state.is_over(),
+    }
+}
+
+/// What a user sees of another user's command line under `private_data`.
+const HIDDEN: &str = "(hidden)";
+
+/// The error of a job ended by `kill`.
+const KILLED: &str = "killed";
+
+/// Why a job whose task exited with `code` failed, in the words of a shell.
+fn exit_reason(code: i32) -> String {
+    match code {
+        126 => "exited with status 126: the command could not be executed (see cosched logs)".into(),
+        127 => "exited with status 127: the command was not found or could not start (see cosched logs)".into(),
+        c if c > 128 && c < 128 + 65 => {
+            let name = nix::sys::signal::Signal::try_from(c - 128).map_or("?", |s| s.as_str());
+            format!("killed by signal {} ({name})", c - 128)
+        }
+        c => format!("exited with status {c}"),
+    }
+}
+
+/// A signal a user may send to their job: any but those the coscheduler itself uses to stop and start jobs.
+fn parse_signal(name: &str) -> Result<nix::sys::signal::Signal, String> {
+    use nix::sys::signal::Signal;
+    let upper = name.trim().to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+    let signal: Signal = full.parse().map_err(|_| format!("unknown signal {name:?} (e.g. TERM, INT, HUP, USR1)"))?;
+    if matches!(signal, Signal::SIGSTOP | Signal::SIGCONT | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU) {
+        return Err(format!("{signal} stops or starts processes: use suspend and resume"));
+    }
+    Ok(signal)
+}
+
 fn parse_class(text: &str) -> Result<JobClass, String> {
     JobClass::parse(text).ok_or_else(|| format!("unknown class {text:?} (express, interactive, batch or standby)"))
 }
@@ -903,12 +1063,6 @@ pub fn validate_node_name(name: &str) -> Result<(), String> {
     } else {
         Err(format!("invalid node name {name:?} (letters, digits, '-', '_', '.'; at most 64)"))
     }
-}
-
-fn process_owner(pid: i32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("Uid:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

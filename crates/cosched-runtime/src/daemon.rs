@@ -42,10 +42,43 @@ pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen)
 
 /// Run an agent until the process ends, with its watchdog beside it.
 pub fn run_agent(settings: AgentSettings) -> std::io::Result<()> {
-    let agent = Agent::new(settings.clone())?;
-    let _watchdog = start_watchdog(&settings.helper_program, &settings.node)?;
+    // Started first so the agent knows its pid (never movable into a job); lives as long as the agent.
+    let watchdog = start_watchdog(&settings.helper_program, &settings.node)?;
+    let agent = Agent::new(settings.clone(), &[watchdog.pid() as i32])?;
     eprintln!("cosched agent {}: {}", settings.node, agent.groups().describe());
+    supervise_watchdog(watchdog, settings, agent.clone())?;
     agent.run()
+}
+
+/// How often the agent checks that its watchdog lives.
+const WATCHDOG_CHECK: Duration = Duration::from_millis(100);
+
+/// Restart the watchdog whenever it dies (killed, OOM); if it cannot be restarted, stop switching and thaw every
+/// job, since a crash of the agent would then leave them frozen.
+fn supervise_watchdog(
+    mut watchdog: crate::watchdog::Watchdog,
+    settings: AgentSettings,
+    agent: Arc<Agent>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new().name("watchdog-supervisor".into()).spawn(move || loop {
+        std::thread::sleep(WATCHDOG_CHECK);
+        if !watchdog.has_exited() {
+            continue;
+        }
+        eprintln!("cosched agent {}: the watchdog died; starting another", settings.node);
+        match start_watchdog(&settings.helper_program, &settings.node) {
+            Ok(fresh) => watchdog = fresh,
+            Err(e) => {
+                eprintln!(
+                    "cosched agent {}: no watchdog ({e}): switching stops and every job is thawed",
+                    settings.node
+                );
+                agent.stop_switching_and_thaw();
+                return;
+            }
+        }
+    })?;
+    Ok(())
 }
 
 /// `cosched up`: a controller and its local agent in one process.

@@ -25,6 +25,11 @@ fn sql_error(what: &str, path: &Path, e: rusqlite::Error) -> std::io::Error {
 
 impl Db {
     pub fn open(path: &Path) -> std::io::Result<Db> {
+        // SQLite gives the -wal and -shm files the database file's mode: 0600 covers all three.
+        if !path.exists() {
+            write_private(path, b"")?;
+        }
+        restrict_to_owner(path)?;
         let conn = Connection::open(path).map_err(|e| sql_error("open", path, e))?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
@@ -95,4 +100,27 @@ impl Db {
             .map_err(std::io::Error::other)?;
         rows.collect::<Result<_, _>>().map_err(std::io::Error::other)
     }
+}
+
+/// Make a file readable and writable by its owner (root) alone; its journal files follow it.
+pub fn restrict_to_owner(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for file in [path.to_path_buf(), path.with_extension("db-wal"), path.with_extension("db-shm")] {
+        match std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(std::io::Error::new(e.kind(), format!("{}: {e}", file.display())))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Write a file created with mode 0600 (never readable by others, not even for a moment).
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)
 }

@@ -261,7 +261,11 @@ fn clock_ticks_per_s() -> u64 {
 
 /// Poll `done` until it is true or `FREEZE_TIMEOUT` passes: short sleeps first (freezing a few tasks takes microseconds),
 /// then sleep with growing pauses so a slow freeze does not burn a CPU the jobs need.
-fn wait_until(what: impl Fn() -> String, mut done: impl FnMut() -> io::Result<bool>) -> io::Result<()> {
+fn wait_until(
+    what: impl Fn() -> String,
+    timeout: Duration,
+    mut done: impl FnMut() -> io::Result<bool>,
+) -> io::Result<()> {
     let start = monotonic_now();
     let mut pause_us = 20;
     loop {
@@ -269,7 +273,7 @@ fn wait_until(what: impl Fn() -> String, mut done: impl FnMut() -> io::Result<bo
             return Ok(());
         }
         let waited = start.elapsed();
-        if waited > FREEZE_TIMEOUT {
+        if waited > timeout {
             return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{} not done after {waited:?}", what())));
         }
         if waited < SPIN_PHASE {
@@ -291,12 +295,12 @@ fn read_frozen_flag(file: &File, path: &Path) -> io::Result<bool> {
 
 /// Wait until `cgroup.events` reports `frozen 1`, re-reading it every 10 µs. Not poll(2): the kernel rate-limits
 /// `cgroup.events` notifications to one per 10 ms, which would make every switch last up to 10 ms.
-fn wait_v2_frozen(events: &Path) -> io::Result<()> {
+fn wait_v2_frozen(events: &Path, timeout: Duration) -> io::Result<()> {
     let file = File::open(events).map_err(|e| with_path(e, "cannot open", events))?;
     let start = monotonic_now();
     while !read_frozen_flag(&file, events)? {
-        if start.elapsed() > FREEZE_TIMEOUT {
-            let msg = format!("{} does not report frozen after {FREEZE_TIMEOUT:?}", events.display());
+        if start.elapsed() > timeout {
+            let msg = format!("{} does not report frozen after {timeout:?}", events.display());
             return Err(io::Error::new(io::ErrorKind::TimedOut, msg));
         }
         thread::sleep(Duration::from_micros(10));
@@ -535,26 +539,36 @@ impl JobGroups {
 
     /// Stop every process of the job and return only once the kernel confirms it is stopped; error after 2 s.
     pub fn freeze(&self, job: u64) -> io::Result<()> {
-        match self.kind {
-            FreezerKind::V2 => {
-                write_control(&self.primary_file(job, "cgroup.freeze"), "1")?;
-                wait_v2_frozen(&self.primary_file(job, "cgroup.events"))
-            }
+        self.freeze_within(job, FREEZE_TIMEOUT)
+    }
+
+    /// `freeze` with a bound of `timeout`. A freeze that does not complete is undone: a half-frozen job (some
+    /// tasks stopped, others not) would hang on its own stopped tasks, so it is thawed back and the error says so.
+    pub fn freeze_within(&self, job: u64, timeout: Duration) -> io::Result<()> {
+        let frozen = match self.kind {
+            FreezerKind::V2 => write_control(&self.primary_file(job, "cgroup.freeze"), "1")
+                .and_then(|_| wait_v2_frozen(&self.primary_file(job, "cgroup.events"), timeout)),
             FreezerKind::V1 => {
                 let state = self.primary_file(job, "freezer.state");
-                write_control(&state, "FROZEN")?;
-                wait_until(|| format!("freezing {}", state.display()), || Ok(read_control(&state)?.trim() == "FROZEN"))
+                write_control(&state, "FROZEN").and_then(|_| {
+                    let what = || format!("freezing {}", state.display());
+                    wait_until(what, timeout, || Ok(read_control(&state)?.trim() == "FROZEN"))
+                })
             }
-            FreezerKind::Signals => self.stop_with_signals(job),
-        }
+            FreezerKind::Signals => self.stop_with_signals(job, timeout),
+        };
+        frozen.map_err(|e| match self.thaw(job) {
+            Ok(()) => io::Error::new(e.kind(), format!("{e}; job {job} thawed back")),
+            Err(t) => io::Error::new(e.kind(), format!("{e}; thawing job {job} back failed too: {t}")),
+        })
     }
 
     /// SIGSTOP every member until the member list is stable and all are stopped: a process forked before its
     /// parent stopped shows up on a later pass and is stopped too.
-    fn stop_with_signals(&self, job: u64) -> io::Result<()> {
+    fn stop_with_signals(&self, job: u64, timeout: Duration) -> io::Result<()> {
         let mut sent: BTreeSet<i32> = BTreeSet::new();
         let what = || format!("stopping job {job} of agent {:?} with SIGSTOP", self.agent_name);
-        wait_until(what, || {
+        wait_until(what, timeout, || {
             let pids = self.pids(job)?;
             for &pid in &pids {
                 if sent.insert(pid) {
@@ -727,7 +741,11 @@ pub fn thaw_all_under(agent_name: &str) -> io::Result<()> {
             Vec::new()
         });
         for &job in &jobs {
-            if let Err(e) = thaw_dir(&mount, &hierarchy.job_dir(job)) {
+            let dir = hierarchy.job_dir(job);
+            if crate::job_tag::is_suspended(&dir) {
+                continue; // a suspension holds until it is lifted
+            }
+            if let Err(e) = thaw_dir(&mount, &dir) {
                 first_error.get_or_insert(e);
             }
         }

@@ -68,6 +68,12 @@ pub struct JobRecord {
     /// Idle (no CPU used for the revert time): run outside the matrix.
     pub idle: bool,
     pub error: Option<String>,
+    /// Random, per job: a cgroup is adopted as this job only if it carries the same token (`job_tag`).
+    #[serde(default)]
+    pub token: String,
+    /// Suspended by an administrator: only an administrator may resume it.
+    #[serde(default)]
+    pub held_by_admin: bool,
 }
 
 impl JobRecord {
@@ -96,6 +102,8 @@ impl JobRecord {
             ended_on: vec![],
             idle: false,
             error: None,
+            held_by_admin: false,
+            token: crate::job_tag::random_hex(16).unwrap_or_default(),
         }
     }
 

@@ -2,24 +2,27 @@
 //!
 //! The agent runs as root and must start a user's command so that it is a member of the job's cgroups *before*
 //! it executes any user code (otherwise a fast fork could escape freezing and accounting). Without `pre_exec`
-//! (the workspace forbids `unsafe`), a re-exec shim does it: the agent spawns `<program> __launch <spec JSON>`,
-//! and the shim writes its own pid into each `cgroup.procs`, drops to the user's groups, gid and uid (in that
-//! order: after `setuid` it could no longer change groups), changes directory and `exec`s the command. The
-//! shim's pid therefore is the task's pid.
+//! (the workspace forbids `unsafe`), a re-exec shim does it: the agent spawns `<program> __launch` and writes the
+//! spec (JSON) into the shim's stdin — never on its command line, which every user can read in `/proc` and which
+//! the kernel limits to 128 KiB per argument. The shim reads the spec, puts `/dev/null` on its stdin, writes its
+//! own pid into each `cgroup.procs`, drops to the user's groups, gid and uid (in that order: after `setuid` it
+//! could no longer change groups), changes directory and `exec`s the command with a clean environment: the
+//! user's variables only, never the daemon's. The shim's pid therefore is the task's pid.
 
 use std::convert::Infallible;
 use std::ffi::CString;
-use std::io;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 use nix::unistd::{getgid, getuid, initgroups, setgid, setgroups, setuid, Gid, Uid, User};
 
 /// The subcommand of the agent's binary that runs [`run_shim`].
 pub const LAUNCH_SUBCOMMAND: &str = "__launch";
 
-/// Everything the shim needs, passed to it as one JSON argument.
+/// Everything the shim needs, written to its stdin as JSON.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct LaunchSpec {
     /// `cgroup.procs` files to join (from `JobGroups::procs_files`), before anything else happens.
@@ -27,21 +30,51 @@ pub struct LaunchSpec {
     pub uid: u32,
     pub gid: u32,
     pub cwd: PathBuf,
-    /// Added to (and overriding) the environment inherited from the agent.
+    /// The command's whole environment (nothing is inherited from the agent); `PATH` and `HOME` get defaults
+    /// when absent.
     pub env: Vec<(String, String)>,
     /// Program and arguments; the program is looked up in `PATH` when it has no `/`.
     pub argv: Vec<String>,
 }
 
-/// Build the command that runs the shim for `spec`: `<shim_program> __launch <spec as JSON>`. The caller sets stdio
-/// and spawns it. Fails only if the spec cannot be written as JSON (a path that is not UTF-8).
-pub fn shim_command(shim_program: &Path, spec: &LaunchSpec) -> io::Result<Command> {
-    let json = serde_json::to_string(spec).map_err(|e| {
+/// The largest spec the shim reads (a request is at most 1 MiB; the rest is room for its escaping).
+const MAX_SPEC_BYTES: u64 = 16 << 20;
+/// `PATH` for a command whose user gave none.
+const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Spawn the shim for `spec`: `<shim_program> __launch`, with the spec written to its stdin. `setup` sets the
+/// command's stdout and stderr (stdin is the spec's pipe).
+pub fn spawn_shim(shim_program: &Path, spec: &LaunchSpec, setup: impl FnOnce(&mut Command)) -> io::Result<Child> {
+    let json = serde_json::to_vec(spec).map_err(|e| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("cannot encode launch spec for {:?}: {e}", spec.argv))
     })?;
     let mut command = Command::new(shim_program);
-    command.arg(LAUNCH_SUBCOMMAND).arg(json);
-    Ok(command)
+    command.arg(LAUNCH_SUBCOMMAND);
+    setup(&mut command);
+    let mut child = command.stdin(Stdio::piped()).spawn()?;
+    let written = child.stdin.take().map(|mut pipe| pipe.write_all(&json));
+    if let Some(Err(e)) = written {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(io::Error::new(e.kind(), format!("handing the launch spec to the shim: {e}")));
+    }
+    Ok(child)
+}
+
+/// The `__launch` subcommand: read the spec from stdin, then run [`run_shim`] with `/dev/null` as stdin.
+pub fn run_shim_from_stdin() -> io::Error {
+    let mut json = String::new();
+    if let Err(e) = io::stdin().lock().take(MAX_SPEC_BYTES).read_to_string(&mut json) {
+        return io::Error::new(e.kind(), format!("reading the launch spec: {e}"));
+    }
+    let null = match std::fs::File::open("/dev/null") {
+        Ok(null) => null,
+        Err(e) => return io::Error::new(e.kind(), format!("opening /dev/null: {e}")),
+    };
+    if let Err(e) = nix::unistd::dup2(null.as_raw_fd(), 0) {
+        return io::Error::other(format!("putting /dev/null on stdin: {e}"));
+    }
+    run_shim(&json)
 }
 
 /// The shim's body, for the binary's `__launch` subcommand. Never returns on success (the process becomes the
@@ -64,8 +97,22 @@ fn shim(spec_json: &str) -> io::Result<Infallible> {
     std::env::set_current_dir(&spec.cwd).map_err(|e| {
         io::Error::new(e.kind(), format!("cannot change to directory {} as uid {}: {e}", spec.cwd.display(), spec.uid))
     })?;
-    let error = Command::new(program).args(args).envs(spec.env.iter().map(|(k, v)| (k, v))).exec();
+    let error = Command::new(program).args(args).env_clear().envs(job_environment(&spec)).exec();
     Err(io::Error::new(error.kind(), format!("cannot execute {program:?} as uid {}: {error}", spec.uid)))
+}
+
+/// The user's variables, with `PATH` and `HOME` (from the passwd entry) added when the user gave none.
+fn job_environment(spec: &LaunchSpec) -> Vec<(String, String)> {
+    let mut env = spec.env.clone();
+    let has = |name: &str| spec.env.iter().any(|(k, _)| k == name);
+    if !has("PATH") {
+        env.push(("PATH".into(), DEFAULT_PATH.into()));
+    }
+    if !has("HOME") {
+        let home = User::from_uid(Uid::from_raw(spec.uid)).ok().flatten().map(|u| u.dir);
+        env.push(("HOME".into(), home.map_or("/".into(), |h| h.display().to_string())));
+    }
+    env
 }
 
 /// Write our own pid into every `cgroup.procs` file, so the command and all its descendants start in the job.
@@ -117,11 +164,18 @@ mod tests {
     }
 
     #[test]
-    fn shim_command_carries_the_spec_as_one_argument() {
-        let command = shim_command(Path::new("/usr/bin/cosched"), &spec()).unwrap();
-        let args: Vec<&std::ffi::OsStr> = command.get_args().collect();
-        assert_eq!(args[0], LAUNCH_SUBCOMMAND);
-        assert_eq!(serde_json::from_str::<LaunchSpec>(args[1].to_str().unwrap()).unwrap(), spec());
+    fn the_job_environment_is_the_users_with_path_and_home_by_default() {
+        let mut s = spec();
+        assert_eq!(
+            job_environment(&s),
+            vec![
+                ("A".into(), "b c".into()),
+                ("PATH".into(), DEFAULT_PATH.into()),
+                ("HOME".into(), "/nonexistent".into())
+            ]
+        );
+        s.env = vec![("PATH".into(), "/x".into()), ("HOME".into(), "/h".into())];
+        assert_eq!(job_environment(&s), s.env);
     }
 
     #[test]

@@ -7,8 +7,12 @@
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 
-/// The longest line either side accepts (a bad peer cannot make us buffer more).
+/// The longest request line the controller accepts from a user (a bad peer cannot make us buffer more).
 pub const MAX_LINE_BYTES: usize = 1 << 20;
+/// The longest line between the controller and its agents, and of a reply to a user: every message there is
+/// built by cosched from bounded parts (a request under `MAX_LINE_BYTES`, log tails under `LOGS_REPLY_BYTES`,
+/// each byte at most six when escaped), so one large payload can never break the link.
+pub const MAX_TRUSTED_LINE_BYTES: usize = 16 << 20;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
@@ -47,21 +51,28 @@ pub enum Request {
     NodeLoad {
         node: Option<String>,
     },
-    Status,
+    /// Struct variants (not unit ones), so that an extra field is refused like everywhere else.
+    Status {},
     Suspend {
         job: u64,
     },
     Resume {
         job: u64,
     },
+    /// End the job: SIGTERM to every process, SIGKILL after the controller's grace.
     Kill {
         job: u64,
+    },
+    /// Send one signal (a name: "USR1", "SIGHUP", ...) to every process of the job.
+    Signal {
+        job: u64,
+        signal: String,
     },
     Logs {
         job: u64,
     },
     /// A token for the web monitor, bound to the caller's identity.
-    MonitorToken,
+    MonitorToken {},
     AgentHello(AgentHello),
 }
 
@@ -119,9 +130,15 @@ pub struct AgentHello {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct AdoptedJob {
     pub job: u64,
     pub pids: Vec<i32>,
+    /// The owner and token the cgroup was tagged with when the job started (`None`: untagged).
+    #[serde(default)]
+    pub owner: Option<u32>,
+    #[serde(default)]
+    pub token: Option<String>,
 }
 
 /// The reply to every user request.
@@ -158,17 +175,26 @@ pub enum ToAgent {
         job: u64,
         signal: i32,
     },
-    /// Move a process into the job's cgroup; the agent answers with `PidMoved { ack }`.
+    /// End the job: SIGTERM now, SIGKILL to whatever is left after `grace_ms`.
+    Terminate {
+        job: u64,
+        grace_ms: u64,
+    },
+    /// Move a process into the job's cgroup; the agent answers with `PidMoved { ack }`. The agent checks the
+    /// process where it lives: it must belong to `owner` (`None`: an administrator asked) and never be pid 1, a
+    /// kernel thread or cosched's own.
     AddPid {
         job: u64,
         pid: i32,
         ack: u64,
+        owner: Option<u32>,
     },
-    /// Move a process out of the job's cgroup; answered like `AddPid`.
+    /// Move a process out of the job's cgroup (only a member of that job); answered like `AddPid`.
     RemovePid {
         job: u64,
         pid: i32,
         ack: u64,
+        owner: Option<u32>,
     },
     /// Send the tails of the job's log files for these ranks; the agent answers with `Logs { ack }`.
     ReadLogs {
@@ -212,6 +238,9 @@ pub struct StartJob {
     pub cpus: Vec<u32>,
     /// Registered jobs: create the cgroup, start nothing.
     pub register_only: bool,
+    /// The job's random token, tagged on its cgroup with the owner (see `job_tag`).
+    #[serde(default)]
+    pub token: String,
 }
 
 /// What an agent tells the controller.
@@ -260,6 +289,8 @@ pub struct LogTail {
 
 /// How much of each log file `cosched logs` shows (the end of it).
 pub const LOG_TAIL_BYTES: u64 = 64 * 1024;
+/// How much log text one agent sends for one `cosched logs` (shared by its files).
+pub const LOGS_REPLY_BYTES: u64 = 2 << 20;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct JobUsage {
@@ -269,15 +300,20 @@ pub struct JobUsage {
     pub frozen: bool,
 }
 
-/// Read one line (at most `MAX_LINE_BYTES`); `Ok(None)` at end of stream.
+/// Read one request line (at most `MAX_LINE_BYTES`); `Ok(None)` at end of stream.
 pub fn read_line<R: BufRead>(reader: &mut R) -> std::io::Result<Option<String>> {
+    read_line_limited(reader, MAX_LINE_BYTES)
+}
+
+/// Read one line of at most `max_bytes`; `Ok(None)` at end of stream.
+pub fn read_line_limited<R: BufRead>(reader: &mut R, max_bytes: usize) -> std::io::Result<Option<String>> {
     let mut line = Vec::new();
-    let read = <&mut R as std::io::Read>::take(reader, MAX_LINE_BYTES as u64 + 1).read_until(b'\n', &mut line)?;
+    let read = <&mut R as std::io::Read>::take(reader, max_bytes as u64 + 1).read_until(b'\n', &mut line)?;
     if read == 0 {
         return Ok(None);
     }
-    if line.len() > MAX_LINE_BYTES {
-        return Err(std::io::Error::other(format!("request longer than {MAX_LINE_BYTES} bytes")));
+    if line.len() > max_bytes {
+        return Err(std::io::Error::other(format!("line longer than {max_bytes} bytes")));
     }
     String::from_utf8(line)
         .map(|s| Some(s.trim_end().to_string()))
@@ -303,5 +339,49 @@ mod tests {
         let err = serde_json::from_str::<Request>(r#"{"op":"kill","job":"x"}"#).unwrap_err().to_string();
         assert!(err.contains("invalid type"), "{err}");
         assert!(serde_json::from_str::<Request>(r#"{"op":"kill","job":1,"force":true}"#).is_err());
+    }
+}
+
+#[cfg(test)]
+mod unknown_field_tests {
+    use super::*;
+
+    /// One valid example of every request, each of which must refuse one extra field.
+    const EVERY_OP: [&str; 18] = [
+        r#"{"op":"auth","token":"k","uid":1,"gid":1"#,
+        r#"{"op":"submit","tasks":1,"argv":["true"],"cwd":"/""#,
+        r#"{"op":"register","cpus_per_node":1"#,
+        r#"{"op":"add_pid","job":1,"pid":2"#,
+        r#"{"op":"remove_pid","job":1,"pid":2"#,
+        r#"{"op":"set_class","job":1,"class":"batch""#,
+        r#"{"op":"set_resources","job":1"#,
+        r#"{"op":"usage","job":1"#,
+        r#"{"op":"node_load""#,
+        r#"{"op":"status""#,
+        r#"{"op":"suspend","job":1"#,
+        r#"{"op":"resume","job":1"#,
+        r#"{"op":"kill","job":1"#,
+        r#"{"op":"signal","job":1,"signal":"USR1""#,
+        r#"{"op":"logs","job":1"#,
+        r#"{"op":"monitor_token""#,
+        r#"{"op":"agent_hello","node":"n","cpus":1,"mem_bytes":0,"adopted":[],"freezer":"v2""#,
+        r#"{"op":"agent_hello","node":"n","cpus":1,"mem_bytes":0,"adopted":[{"job":1,"pids":[]}],"freezer":"v2""#,
+    ];
+
+    #[test]
+    fn every_request_refuses_an_unknown_field() {
+        for op in EVERY_OP {
+            let valid = format!("{op}}}");
+            assert!(serde_json::from_str::<Request>(&valid).is_ok(), "valid request refused: {valid}");
+            let extra = if op.contains("adopted\":[{") {
+                op.replace("\"pids\":[]", "\"pids\":[],\"evil\":1")
+            } else {
+                format!("{op},\"evil\":1")
+            };
+            let extra = format!("{extra}}}");
+            let result = serde_json::from_str::<Request>(&extra);
+            assert!(result.is_err(), "an unknown field was accepted: {extra}");
+            assert!(result.unwrap_err().to_string().contains("evil"), "the error does not name the field: {extra}");
+        }
     }
 }

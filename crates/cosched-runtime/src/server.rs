@@ -3,7 +3,9 @@
 
 use crate::controller::Controller;
 use crate::jobs::Identity;
-use crate::protocol::{read_line, write_message, FromAgent, Reply, Request, ToAgent};
+use crate::protocol::{
+    read_line, read_line_limited, write_message, FromAgent, Reply, Request, ToAgent, MAX_TRUSTED_LINE_BYTES,
+};
 use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -138,7 +140,7 @@ fn agent_link(
         return;
     }
     eprintln!("cosched controller: agent {node} connected ({} CPUs, freezer {})", hello.cpus, hello.freezer);
-    while let Ok(Some(line)) = read_line(&mut reader) {
+    while let Ok(Some(line)) = read_line_limited(&mut reader, MAX_TRUSTED_LINE_BYTES) {
         match serde_json::from_str::<FromAgent>(&line) {
             Ok(event) => controller.agent_event(&node, event),
             Err(e) => eprintln!("cosched controller: bad message from agent {node}: {e}"),

@@ -182,15 +182,26 @@ impl Switcher {
 
     /// Stop every job not in the slot of `slice`, confirm, then start the slot's jobs.
     fn apply(&self, state: &mut SwitchState, slice: Option<u64>) {
+        if self.stopped.load(Ordering::Relaxed) {
+            return; // switching is over: nothing may be frozen any more
+        }
         let target = target_jobs(&state.schedule, slice);
         let jobs: Vec<u64> = state.running.keys().copied().collect();
         let mut failed = false;
         for &job in &jobs {
             let known = state.schedule.jobs.contains(&job) || state.pending.contains(&job);
             if known && state.running[&job] && !target.contains(&job) {
-                failed |= self.groups.freeze(job).map_err(|e| eprintln!("cosched agent: {e}")).is_err();
-                state.running.insert(job, false);
+                // A job that could not be stopped was thawed back and runs on: it is not frozen.
+                let stopped = self.groups.freeze(job).map_err(|e| eprintln!("cosched agent: {e}")).is_ok();
+                failed |= !stopped;
+                state.running.insert(job, !stopped);
             }
+        }
+        if failed {
+            // The outgoing gang still runs: starting the incoming one would put two gangs on the CPUs. This slot
+            // stays with the old gang; the next boundary tries again.
+            state.stats.errors += 1;
+            return;
         }
         for &job in &jobs {
             let known = state.schedule.jobs.contains(&job);

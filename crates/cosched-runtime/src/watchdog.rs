@@ -38,6 +38,11 @@ impl Watchdog {
         self.child.id()
     }
 
+    /// Whether the watchdog has exited (then nobody would thaw the jobs if the agent died).
+    pub fn has_exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Close the pipe (the watchdog thaws all jobs of the agent) and wait for the watchdog to exit.
     pub fn stop(mut self) -> io::Result<ExitStatus> {
         self.pipe.take();

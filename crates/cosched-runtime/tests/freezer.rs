@@ -16,7 +16,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cosched_runtime::freezer::{thaw_all_under, FreezerKind, JobGroups};
-use cosched_runtime::launch::{shim_command, LaunchSpec};
+use cosched_runtime::launch::{spawn_shim, LaunchSpec};
 use cosched_runtime::watchdog::start_watchdog;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getgid, getuid, Pid};
@@ -111,8 +111,10 @@ impl Fixture {
             env: vec![("COSCHED_JOB".to_string(), job.to_string())],
             argv: vec!["sh".to_string(), "-c".to_string(), script.to_string()],
         };
-        let mut command = shim_command(&example("launch_shim"), &spec).expect("shim command");
-        let child = command.stdin(Stdio::null()).stdout(Stdio::null()).spawn().expect("spawn shim");
+        let child = spawn_shim(&example("launch_shim"), &spec, |c| {
+            c.stdout(Stdio::null());
+        })
+        .expect("spawn shim");
         self.children.push(child);
         self.children.len() - 1
     }
@@ -360,7 +362,11 @@ fn watchdog_stop_thaws_and_exits() {
 
 /// Run the shim with `spec`; return its exit code and stderr.
 fn run_failing_shim(spec: &LaunchSpec) -> (Option<i32>, String) {
-    let output = shim_command(&example("launch_shim"), spec).expect("shim command").output().expect("run shim");
+    let child = spawn_shim(&example("launch_shim"), spec, |c| {
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    })
+    .expect("spawn shim");
+    let output = child.wait_with_output().expect("run shim");
     (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
@@ -414,4 +420,36 @@ fn open_prefers_the_best_kind() {
     assert_eq!(groups.kind(), best, "{}", groups.describe());
     assert!(groups.existing_jobs().expect("existing").is_empty());
     groups.remove_agent_dirs().expect("cleanup");
+}
+
+/// A freeze that does not complete within its bound must not leave the job half frozen: it is thawed back and
+/// the error says so (a zero bound makes the kernel's confirmation come too late, as a stuck task would).
+fn a_late_freeze_is_thawed_back(kind: FreezerKind) {
+    let Some(mut fx) = Fixture::open(kind, "late") else { return };
+    let job = 9;
+    fx.create(job);
+    fx.launch(job, TWO_LOOPS);
+    let pids = fx.members(job, 2);
+    for _ in 0..200 {
+        match fx.groups.freeze_within(job, Duration::ZERO) {
+            Ok(()) => fx.groups.thaw(job).expect("thaw"),
+            Err(e) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+                assert!(e.to_string().contains("thawed back"), "{e}");
+                check_running(&fx, job, &pids);
+                return;
+            }
+        }
+    }
+    eprintln!("SKIPPED: {kind:?}: 200 freezes all completed at once; no late freeze to undo");
+}
+
+#[test]
+fn a_late_freeze_is_thawed_back_v2() {
+    a_late_freeze_is_thawed_back(FreezerKind::V2);
+}
+
+#[test]
+fn a_late_freeze_is_thawed_back_v1() {
+    a_late_freeze_is_thawed_back(FreezerKind::V1);
 }

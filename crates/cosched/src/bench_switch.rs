@@ -8,7 +8,7 @@
 
 use clap::{Args, ValueEnum};
 use cosched_runtime::freezer::{FreezerKind, JobGroups};
-use cosched_runtime::launch::{shim_command, LaunchSpec};
+use cosched_runtime::launch::{spawn_shim, LaunchSpec};
 use cosched_runtime::protocol::Schedule;
 use cosched_runtime::skew::{summarize, SliceStartSkew, Summary};
 use cosched_runtime::switcher::{realtime_ns, SwitchStats, Switcher};
@@ -159,9 +159,10 @@ impl Gangs {
             env: Vec::new(),
             argv: vec![exe.display().to_string(), "__spin".into(), counter.display().to_string()],
         };
-        let mut command = shim_command(&exe, &spec).map_err(|e| e.to_string())?;
-        command.stdin(Stdio::null()).stdout(Stdio::null());
-        self.children.push(command.spawn().map_err(|e| format!("cannot start a spinner of job {job}: {e}"))?);
+        let child = spawn_shim(&exe, &spec, |command| {
+            command.stdout(Stdio::null());
+        });
+        self.children.push(child.map_err(|e| format!("cannot start a spinner of job {job}: {e}"))?);
         self.counters.push(counter);
         Ok(())
     }

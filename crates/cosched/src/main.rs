@@ -89,9 +89,12 @@ enum Command {
         #[command(flatten)]
         client: runtime_cmd::ClientArgs,
     },
-    /// Kill all processes of a job.
+    /// End a job: SIGTERM to all its processes, SIGKILL after the controller's --kill-wait-s.
     Kill {
         job: u64,
+        /// Only send this signal (e.g. USR1, HUP, INT) to every process of the job.
+        #[arg(long, short = 's')]
+        signal: Option<String>,
         #[command(flatten)]
         client: runtime_cmd::ClientArgs,
     },
@@ -142,7 +145,7 @@ enum Command {
         client: runtime_cmd::ClientArgs,
     },
     #[command(name = "__launch", hide = true)]
-    Launch { spec: String },
+    Launch,
     #[command(name = "__watchdog", hide = true)]
     Watchdog { agent: String },
     #[command(name = "__spin", hide = true)]
@@ -175,10 +178,13 @@ fn main() -> ExitCode {
         Command::Controller(args) => runtime_cmd::controller(&args),
         Command::Agent(args) => runtime_cmd::agent(&args),
         Command::Submit { client, args } => runtime_cmd::submit(&client, &args),
-        Command::Status { client } => runtime_cmd::run_client(&client, Request::Status, runtime_cmd::status_text),
+        Command::Status { client } => runtime_cmd::run_client(&client, Request::Status {}, runtime_cmd::status_text),
         Command::Suspend { job, client } => runtime_cmd::run_client(&client, Request::Suspend { job }, done),
         Command::Resume { job, client } => runtime_cmd::run_client(&client, Request::Resume { job }, done),
-        Command::Kill { job, client } => runtime_cmd::run_client(&client, Request::Kill { job }, done),
+        Command::Kill { job, signal: None, client } => runtime_cmd::run_client(&client, Request::Kill { job }, done),
+        Command::Kill { job, signal: Some(signal), client } => {
+            runtime_cmd::run_client(&client, Request::Signal { job, signal }, done)
+        }
         Command::Class { job, class, client } => {
             runtime_cmd::run_client(&client, Request::SetClass { job, class }, done)
         }
@@ -203,8 +209,8 @@ fn main() -> ExitCode {
         Command::RemovePid { job, pid, client } => {
             runtime_cmd::run_client(&client, Request::RemovePid { job, pid, node: None }, done)
         }
-        Command::Launch { spec } => {
-            let error = cosched_runtime::launch::run_shim(&spec);
+        Command::Launch => {
+            let error = cosched_runtime::launch::run_shim_from_stdin();
             eprintln!("cosched: {error}");
             return ExitCode::from(127);
         }

@@ -7,12 +7,20 @@ use cosched_runtime::agent::{Address, AgentSettings};
 use cosched_runtime::controller::ControllerSettings;
 use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::freezer::FreezerKind;
-use cosched_runtime::protocol::{read_line, write_message, Reply, Request, SubmitRequest};
+use cosched_runtime::protocol::{
+    read_line_limited, write_message, Reply, Request, SubmitRequest, MAX_TRUSTED_LINE_BYTES,
+};
 use std::io::BufReader;
 use std::path::PathBuf;
 use std::time::Duration;
 
 const DEFAULT_SOCKET: &str = "/run/cosched/cosched.sock";
+/// Slices shorter than this cost more in switching than they give; longer ones stop being time-sharing (and a
+/// gang would wait for ever with `inf`).
+const MIN_SLICE_MS: f64 = 0.1;
+const MAX_SLICE_MS: f64 = 60_000.0;
+/// The longest time any of the daemon's durations may be set to: a year.
+const MAX_SETTING_S: f64 = 365.0 * 86_400.0;
 
 #[derive(Args, Clone, Debug)]
 pub struct ControllerArgs {
@@ -52,6 +60,15 @@ pub struct ControllerArgs {
     /// Seconds without CPU use after which a job leaves the gang database for good.
     #[arg(long, default_value_t = 7200.0)]
     pub idle_forget_s: f64,
+    /// Seconds between SIGTERM and SIGKILL when a job is killed (Slurm's KillWait).
+    #[arg(long, default_value_t = 5.0)]
+    pub kill_wait_s: f64,
+    /// Seconds a finished job stays in `status` (its record stays in the database).
+    #[arg(long, default_value_t = 300.0)]
+    pub keep_finished_s: f64,
+    /// Show every user the command lines of other users' jobs (default: hidden from all but administrators).
+    #[arg(long)]
+    pub public_data: bool,
     /// Users (uids) with administrator rights besides root.
     #[arg(long = "admin-uid")]
     pub admin_uids: Vec<u32>,
@@ -108,8 +125,8 @@ fn read_key(path: &Option<PathBuf>) -> Result<Option<String>, String> {
 }
 
 fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, ControllerListen), String> {
-    if args.slice_ms.is_nan() || args.slice_ms < 0.1 {
-        return Err(format!("--slice-ms {} is below the 0.1 ms minimum", args.slice_ms));
+    if !(MIN_SLICE_MS..=MAX_SLICE_MS).contains(&args.slice_ms) {
+        return Err(format!("--slice-ms {} must be between {MIN_SLICE_MS} and {MAX_SLICE_MS} ms", args.slice_ms));
     }
     if args.rows == 0 || args.local_mpl == 0 {
         return Err("--rows and --local-mpl must be at least 1".into());
@@ -117,6 +134,15 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
     if !(args.gang_cpu_share > 0.0 && args.gang_cpu_share <= 1.0) {
         return Err("--gang-cpu-share must be in (0, 1]".into());
     }
+    let seconds = |flag: &str, value: f64| {
+        if value.is_finite() && (0.0..=MAX_SETTING_S).contains(&value) {
+            Ok(Duration::from_secs_f64(value))
+        } else {
+            Err(format!("{flag} {value} must be between 0 and {MAX_SETTING_S} seconds"))
+        }
+    };
+    let kill_wait = seconds("--kill-wait-s", args.kill_wait_s)?;
+    let keep_finished = seconds("--keep-finished-s", args.keep_finished_s)?;
     let token = read_key(&args.key_file)?;
     let settings = ControllerSettings {
         state_dir: args.state_dir.clone(),
@@ -130,6 +156,9 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         idle_revert: Duration::from_secs_f64(args.idle_revert_s.max(0.0)),
         idle_forget: Duration::from_secs_f64(args.idle_forget_s.max(0.0)),
         admin_uids: args.admin_uids.clone(),
+        kill_wait,
+        keep_finished,
+        private_data: !args.public_data,
         token,
     };
     let listen = ControllerListen {
@@ -262,7 +291,9 @@ pub fn call(client: &ClientArgs, request: &Request) -> Result<Reply, String> {
     let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
     write_message(&mut writer, request).map_err(|e| e.to_string())?;
     let mut reader = BufReader::new(stream);
-    let line = read_line(&mut reader).map_err(|e| e.to_string())?.ok_or("the controller closed the connection")?;
+    let line = read_line_limited(&mut reader, MAX_TRUSTED_LINE_BYTES)
+        .map_err(|e| e.to_string())?
+        .ok_or("the controller closed the connection")?;
     serde_json::from_str(&line).map_err(|e| format!("bad reply from the controller: {e}"))
 }
 
@@ -317,37 +348,73 @@ pub fn status_text(data: &serde_json::Value) -> String {
             skew["count"]
         );
     }
-    out += "node        cpus  connected  freezer  load\n";
-    for n in data["nodes"].as_array().into_iter().flatten() {
-        out += &format!(
-            "{:<10} {:>5}  {:<9}  {:<7}  {:.2}\n",
-            n["name"].as_str().unwrap_or(""),
-            n["cpus"],
-            if n["connected"].as_bool() == Some(true) { "yes" } else { "no" },
-            n["freezer"].as_str().unwrap_or(""),
-            n["load_avg"].as_f64().unwrap_or(0.0)
-        );
-    }
-    out += "job    uid  class        mode   state      tasks   cpu s  share  command\n";
-    for j in data["jobs"].as_array().into_iter().flatten() {
-        out += &format!(
-            "{:<5} {:>5}  {:<11}  {:<5}  {:<9}  {:>5}  {:>6.1}  {:>4.0}%  {}\n",
-            j["id"],
-            j["uid"],
-            j["class"].as_str().unwrap_or(""),
-            j["mode"].as_str().unwrap_or(""),
-            j["state"].as_str().unwrap_or(""),
-            j["tasks"],
-            j["cpu_ns"].as_u64().unwrap_or(0) as f64 / 1e9,
-            j["slice_share"].as_f64().unwrap_or(0.0) * 100.0,
-            j["command"].as_str().unwrap_or("")
-        );
-    }
+    let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+    let nodes: Vec<Vec<String>> = data["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            vec![
+                text(&n["name"]),
+                text(&n["cpus"]),
+                if n["connected"].as_bool() == Some(true) { "yes" } else { "no" }.into(),
+                text(&n["freezer"]),
+                format!("{:.2}", n["load_avg"].as_f64().unwrap_or(0.0)),
+            ]
+        })
+        .collect();
+    out += &table(&["node", "cpus", "connected", "freezer", "load"], &nodes);
+    let jobs: Vec<Vec<String>> = data["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|j| {
+            let why = j["error"].as_str().map(|e| format!(" ({e})")).unwrap_or_default();
+            vec![
+                text(&j["id"]),
+                text(&j["uid"]),
+                text(&j["class"]),
+                text(&j["mode"]),
+                format!("{}{why}", text(&j["state"])),
+                text(&j["tasks"]),
+                format!("{:.1}", j["cpu_ns"].as_u64().unwrap_or(0) as f64 / 1e9),
+                format!("{:.0}%", j["slice_share"].as_f64().unwrap_or(0.0) * 100.0),
+                j["command"].as_str().unwrap_or("").to_string(),
+            ]
+        })
+        .collect();
+    out += "\n";
+    out += &table(&["job", "uid", "class", "mode", "state", "tasks", "cpu s", "share", "command"], &jobs);
     out.trim_end().to_string()
 }
 
+/// Columns padded to their widest cell (by characters); numbers right-aligned, the last column left as is.
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).chain([headers[c].len()]).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..headers.len()).map(width).collect();
+    let numeric = |c: usize| rows.iter().all(|r| r[c].trim_end_matches('%').parse::<f64>().is_ok());
+    let line = |cells: Vec<&str>| {
+        let last = cells.len() - 1;
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| match () {
+                _ if c == last => cell.to_string(),
+                _ if numeric(c) => format!("{cell:>w$}", w = widths[c]),
+                _ => format!("{cell:<w$}", w = widths[c]),
+            })
+            .collect();
+        padded.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out += &line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
 pub fn monitor_url(client: &ClientArgs) -> Result<(), String> {
-    let reply = call(client, &Request::MonitorToken)?;
+    let reply = call(client, &Request::MonitorToken {})?;
     if !reply.ok {
         return Err(reply.error.unwrap_or_default());
     }
@@ -377,4 +444,24 @@ pub fn logs_text(data: &serde_json::Value) -> String {
         }
     }
     out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_columns_align_whatever_the_widths() {
+        let rows = vec![
+            vec!["7".to_string(), "65534".into(), "interactive".into(), "sleep 1".into()],
+            vec!["123456".to_string(), "0".into(), "batch".into(), "x".into()],
+        ];
+        let text = table(&["job", "uid", "class", "command"], &rows);
+        let lines: Vec<&str> = text.lines().collect();
+        let column = |needle: &str, line: &str| line.find(needle).unwrap() + needle.len();
+        assert_eq!(column("job", lines[0]), column("7", lines[1]), "{text}");
+        assert_eq!(column("7", lines[1]), column("123456", lines[2]), "numbers end in one column:\n{text}");
+        assert_eq!(lines[1].find("interactive"), lines[2].find("batch"), "{text}");
+        assert_eq!(lines[1].find("sleep 1"), lines[2].find("x"), "{text}");
+    }
 }

@@ -285,3 +285,16 @@ fn a_study_writes_table_figures_and_manifest_and_is_reproducible() {
     assert!(o.status.success());
     assert_eq!(read(&out.join("runs.csv")), runs, "same seed, same runs");
 }
+
+#[test]
+fn a_slice_that_would_stop_gangs_for_ever_is_refused_before_the_daemon_starts() {
+    let dir = scratch("slice");
+    for slice in ["inf", "1e30", "NaN", "0.01", "-5"] {
+        let state = dir.join("state");
+        let flag = format!("--slice-ms={slice}");
+        let o = cosched(&["up", &flag, "--state-dir", state.to_str().unwrap(), "--monitor", "off"]);
+        assert!(!o.status.success(), "--slice-ms {slice} was accepted");
+        assert!(stderr(&o).contains("--slice-ms") && stderr(&o).contains("between"), "{slice}: {}", stderr(&o));
+        assert!(!state.exists(), "--slice-ms {slice}: the daemon started before refusing");
+    }
+}

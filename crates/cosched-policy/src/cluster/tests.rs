@@ -24,6 +24,7 @@ fn gang(id: u32, tasks: u32) -> PlanJob {
         placed: None,
         suspended: false,
         idle: false,
+        row_held: None,
     }
 }
 
@@ -74,6 +75,33 @@ fn a_spanning_job_gets_one_row_on_every_node() {
 fn higher_class_owns_the_first_row() {
     let p = plan(&settings(), &shape(1, 2), &[gang(1, 2), with_class(gang(2, 2), JobClass::Interactive)]);
     assert_eq!(p.rows, vec![vec![JobId(2)], vec![JobId(1)]]);
+}
+
+/// Mark every placed job of `p` as started where the plan put it, holding the row it owns.
+fn started_as_planned(jobs: &[PlanJob], p: &Plan) -> Vec<PlanJob> {
+    jobs.iter()
+        .zip(&p.jobs)
+        .map(|(job, jp)| match &jp.status {
+            JobStatus::Placed { cpus, .. } => {
+                PlanJob { placed: Some(cpus.clone()), row_held: jp.own_row, ..job.clone() }
+            }
+            JobStatus::Queued => job.clone(),
+        })
+        .collect()
+}
+
+#[test]
+fn a_started_job_keeps_its_row_when_higher_classes_arrive() {
+    let first = plan(&settings(), &shape(1, 2), &[gang(1, 2)]);
+    let mut jobs = started_as_planned(&[gang(1, 2)], &first);
+    jobs.extend((2..=5).map(|id| with_class(gang(id, 2), JobClass::Interactive)));
+    let p = plan(&settings(), &shape(1, 2), &jobs);
+    assert_eq!(placed(&p, 1).1, vec![0], "the running batch job keeps its row");
+    for id in 2..=4 {
+        assert_eq!(placed(&p, id).1.len(), 1, "J{id} gets one of the free rows");
+    }
+    assert_eq!(p.job(JobId(5)).unwrap().status, JobStatus::Queued, "no fifth row: it waits");
+    assert_eq!(p.job(JobId(1)).unwrap().slice_share(p.rows.len()), 0.25);
 }
 
 #[test]
@@ -223,6 +251,32 @@ fn arbitrary_job() -> impl Strategy<Value = (u32, u8, bool, bool)> {
 }
 
 proptest! {
+    /// Jobs that started keep the rows they own whatever non-express jobs arrive after them.
+    #[test]
+    fn started_jobs_keep_their_rows(
+        before in proptest::collection::vec(arbitrary_job(), 1..8),
+        after in proptest::collection::vec(arbitrary_job(), 0..8),
+        nodes in 1usize..3,
+    ) {
+        let make = |offset: usize, specs: &[(u32, u8, bool, bool)]| -> Vec<PlanJob> {
+            specs.iter().enumerate().map(|(i, &(tasks, class, local, _))| PlanJob {
+                class: JobClass::ALL[1 + class as usize % 3],
+                mode: if local { Mode::Local } else { Mode::Gang },
+                ..gang((offset + i) as u32, tasks)
+            }).collect()
+        };
+        let first_jobs = make(0, &before);
+        let first = plan(&settings(), &shape(nodes, 2), &first_jobs);
+        let mut jobs = started_as_planned(&first_jobs, &first);
+        jobs.extend(make(before.len(), &after));
+        let second = plan(&settings(), &shape(nodes, 2), &jobs);
+        for jp in &first.jobs {
+            if jp.own_row.is_some() {
+                prop_assert_eq!(second.job(jp.id).unwrap().own_row, jp.own_row, "{:?} lost its row", jp.id);
+            }
+        }
+    }
+
     /// In every slot no CPU holds two jobs, and jobs that run always never
     /// share a CPU with a slot's job unless that job is local.
     #[test]

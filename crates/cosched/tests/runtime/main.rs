@@ -22,6 +22,7 @@ fn gangs_alternate_one_at_a_time_and_obey_controls() {
     if skip_unless_root("gangs_alternate_one_at_a_time_and_obey_controls") {
         return;
     }
+    let _machine = whole_machine();
     let daemon = Daemon::up(&["--slice-ms", "50"]);
     let a = spin_job(&daemon, "2", &[]);
     let b = spin_job(&daemon, "2", &[]);
@@ -60,6 +61,7 @@ fn an_idle_gang_job_reverts_to_local_scheduling() {
     if skip_unless_root("an_idle_gang_job_reverts_to_local_scheduling") {
         return;
     }
+    let _machine = whole_machine();
     let daemon = Daemon::up(&["--slice-ms", "50", "--idle-revert-s", "1"]);
     let sleeper = daemon.submit(&["-n", "1", "--", "sleep", "120"]);
     let busy = spin_job(&daemon, "2", &[]);
@@ -76,6 +78,7 @@ fn killing_the_daemon_mid_slice_leaves_no_process_stopped_and_a_restart_adopts_t
     if skip_unless_root("killing_the_daemon_mid_slice_leaves_no_process_stopped") {
         return;
     }
+    let _machine = whole_machine();
     let mut daemon = Daemon::up(&["--slice-ms", "100"]);
     let a = spin_job(&daemon, "2", &[]);
     let b = spin_job(&daemon, "2", &[]);
@@ -92,9 +95,43 @@ fn killing_the_daemon_mid_slice_leaves_no_process_stopped_and_a_restart_adopts_t
     daemon.restart(&["--slice-ms", "100"]);
     assert_eq!(daemon.job(a)["state"], "running", "the database keeps the jobs");
     assert_eq!(daemon.pids(a, 4), pa, "the agent adopts the job's cgroup");
-    let s = sample_gangs(&[pa, pb], Duration::from_secs(1));
+    let s = sample_gangs(&[pa.clone(), pb.clone()], Duration::from_secs(1));
     assert_eq!(s.overlap, 0, "gang scheduling resumes after the restart");
-    assert!(s.running[0] > 0 && s.running[1] > 0);
+    let used = gang_cpu_ticks(&[pa, pb], Duration::from_secs(2));
+    assert!(used.iter().all(|&t| t > 0), "after the restart a gang got no CPU time: {used:?} ticks");
+}
+
+#[test]
+fn a_dead_watchdog_is_replaced_so_a_later_crash_leaves_nothing_frozen() {
+    if skip_unless_root("a_dead_watchdog_is_replaced") {
+        return;
+    }
+    let _machine = whole_machine();
+    let mut daemon = Daemon::up(&["--slice-ms", "100"]);
+    let a = spin_job(&daemon, "2", &[]);
+    let b = spin_job(&daemon, "2", &[]);
+    let spinners: Vec<i32> =
+        daemon.pids(a, 4).into_iter().chain(daemon.pids(b, 4)).filter(|&p| is_spinner(p)).collect();
+    let watchdog = |daemon: &Daemon| {
+        let out =
+            std::process::Command::new("pgrep").args(["-f", &format!("__watchdog {}", daemon.node)]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .collect::<Vec<_>>()
+    };
+    let first = watchdog(&daemon);
+    assert_eq!(first.len(), 1, "one watchdog: {first:?}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first[0]), nix::sys::signal::Signal::SIGKILL).unwrap();
+    wait_for("a new watchdog", Duration::from_secs(5), || {
+        let now = watchdog(&daemon);
+        now.len() == 1 && now != first
+    });
+    std::thread::sleep(Duration::from_millis(230)); // mid-slice, one gang frozen
+    daemon.kill_hard();
+    wait_for("every process to run again", Duration::from_secs(5), || {
+        all_progress(&spinners, Duration::from_millis(200))
+    });
 }
 
 fn is_spinner(pid: i32) -> bool {
@@ -164,6 +201,86 @@ fn malformed_requests_get_errors_and_leave_the_database_unchanged() {
     assert_eq!(daemon.job(job)["state"], "running");
 }
 
+#[test]
+fn kill_asks_with_sigterm_and_ends_with_sigkill_after_the_grace() {
+    if skip_unless_root("kill_asks_with_sigterm") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50", "--kill-wait-s", "2"]);
+    let polite = daemon.submit(&["--", "sh", "-c", "trap 'echo got-term; exit 0' TERM; while :; do sleep 0.1; done"]);
+    let stubborn = daemon.submit(&["--", "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"]);
+    let stubborn_sh = daemon.pids(stubborn, 2).into_iter().find(|&p| is_spinner(p)).unwrap();
+    daemon.pids(polite, 2);
+    for job in [polite, stubborn] {
+        assert!(daemon.client(&["kill", &job.to_string()]).status.success());
+    }
+    #[allow(clippy::disallowed_methods)] // a real daemon's grace is wall-clock time
+    let asked = std::time::Instant::now();
+    wait_for("the polite job to end", Duration::from_secs(20), || daemon.job(polite)["state"] == "killed");
+    let logs = daemon.client(&["logs", &polite.to_string()]);
+    assert!(String::from_utf8_lossy(&logs.stdout).contains("got-term"), "{logs:?}");
+    wait_for("the stubborn job to be killed", Duration::from_secs(30), || cpu_ticks(stubborn_sh).is_none());
+    // A load can only make this longer: SIGKILL never comes before the grace.
+    assert!(asked.elapsed() >= Duration::from_millis(1500), "SIGKILL came before the grace");
+    wait_for("the stubborn job to be recorded", Duration::from_secs(10), || daemon.job(stubborn)["state"] == "killed");
+}
+
+#[test]
+fn kill_with_a_signal_sends_only_that_signal() {
+    if skip_unless_root("kill_with_a_signal_sends_only_that_signal") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let job = daemon.submit(&["--", "sh", "-c", "trap 'echo got-usr1' USR1; while :; do sleep 0.1; done"]);
+    daemon.pids(job, 2);
+    let id = job.to_string();
+    assert!(daemon.client(&["kill", &id, "--signal", "USR1"]).status.success());
+    wait_for("the job to log the signal", Duration::from_secs(10), || {
+        String::from_utf8_lossy(&daemon.client(&["logs", &id]).stdout).contains("got-usr1")
+    });
+    assert_eq!(daemon.job(job)["state"], "running");
+    for bad in ["STOP", "CONT", "NOSUCH"] {
+        let out = daemon.client(&["kill", &id, "--signal", bad]);
+        assert!(!out.status.success(), "{bad} was sent");
+    }
+    assert!(daemon
+        .client_as(65534, &["kill", &id, "--signal", "USR1"])
+        .stderr
+        .starts_with(b"error: permission denied"));
+}
+
+#[test]
+fn a_job_that_cannot_start_or_exits_non_zero_is_failed_with_its_reason() {
+    if skip_unless_root("a_job_that_cannot_start_is_failed") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let missing = daemon.submit(&["--", "/nonexistent/program"]);
+    let three = daemon.submit(&["--", "sh", "-c", "exit 3"]);
+    let fine = daemon.submit(&["--", "true"]);
+    for (job, state, reason) in [(missing, "failed", "127"), (three, "failed", "status 3"), (fine, "finished", "")] {
+        wait_for(&format!("job {job} to end"), Duration::from_secs(20), || daemon.job(job)["ended_unix_ms"].is_u64());
+        let record = daemon.job(job);
+        assert_eq!(record["state"], state, "{record}");
+        assert!(record["error"].as_str().unwrap_or("").contains(reason), "{record}");
+    }
+    let text = String::from_utf8_lossy(&daemon.client(&["status"]).stdout).into_owned();
+    assert!(text.contains("failed (exited with status 3)"), "{text}");
+}
+
+#[test]
+fn finished_jobs_leave_status_after_the_keep_time_but_stay_in_the_database() {
+    if skip_unless_root("finished_jobs_leave_status") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50", "--keep-finished-s", "1"]);
+    let job = daemon.submit(&["--", "true"]);
+    wait_for("the job to leave status", Duration::from_secs(20), || {
+        daemon.status()["jobs"].as_array().is_some_and(|jobs| jobs.iter().all(|j| j["id"] != job))
+    });
+    assert!(db_rows(&daemon).iter().any(|(id, state, _)| *id == job as i64 && state == "finished"));
+}
+
 fn db_rows(daemon: &Daemon) -> Vec<(i64, String, String)> {
     let conn = rusqlite::Connection::open(daemon.dir.join("cosched.db")).unwrap();
     let mut stmt = conn.prepare("SELECT id, state, record FROM jobs ORDER BY id").unwrap();
@@ -171,5 +288,6 @@ fn db_rows(daemon: &Daemon) -> Vec<(i64, String, String)> {
     rows.map(Result::unwrap).collect()
 }
 
+mod attacks;
 mod c_client;
 mod multi_node;

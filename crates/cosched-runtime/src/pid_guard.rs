@@ -1,0 +1,152 @@
+//! Which processes may be moved into or out of a job, decided on the node where the process lives.
+//!
+//! The agent runs as root and a pid is only a number: the controller cannot know who owns pid 4242 on another
+//! host, so every check happens here, at the moment of the move. Nobody — administrators included — may put pid 1,
+//! a kernel thread or one of cosched's own daemons into a job (freezing them would hang the node or the
+//! coscheduler itself). A user may move only processes that are theirs by every uid the kernel keeps (real,
+//! effective, saved, filesystem), so a set-uid program a user started is not theirs to freeze.
+
+use std::collections::BTreeSet;
+use std::fs;
+
+/// `PF_KTHREAD` in the flags field of `/proc/<pid>/stat` (include/linux/sched.h).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// The subcommands of cosched's own binary that are daemons (never movable).
+const DAEMON_ROLES: [&str; 4] = ["up", "controller", "agent", "__watchdog"];
+
+/// What the kernel says about one process, read once per check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessFacts {
+    /// The thread group (a tid names its whole process in `cgroup.procs`).
+    pub tgid: i32,
+    /// Real, effective, saved and filesystem uid.
+    pub uids: [u32; 4],
+    pub kernel_thread: bool,
+    /// Start time in clock ticks since boot: tells a process from a later one that reuses its pid.
+    pub start_ticks: u64,
+}
+
+impl ProcessFacts {
+    pub fn read(pid: i32) -> Result<ProcessFacts, String> {
+        let gone = |_| format!("no process {pid} on this node");
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).map_err(gone)?;
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).map_err(gone)?;
+        let malformed = || format!("process {pid}: unreadable /proc entry");
+        let (flags, start_ticks) = parse_stat_flags_and_start(&stat).ok_or_else(malformed)?;
+        Ok(ProcessFacts {
+            tgid: status_field(&status, "Tgid:").and_then(|v| v.first().copied()).ok_or_else(malformed)? as i32,
+            uids: status_field(&status, "Uid:")
+                .and_then(|v| <[u32; 4]>::try_from(v.get(..4)?).ok())
+                .ok_or_else(malformed)?,
+            kernel_thread: flags & PF_KTHREAD != 0,
+            start_ticks,
+        })
+    }
+}
+
+/// The numbers on a `Name:\t1\t2...` line of `/proc/<pid>/status`.
+fn status_field(status: &str, name: &str) -> Option<Vec<u32>> {
+    let line = status.lines().find(|l| l.starts_with(name))?;
+    line[name.len()..].split_whitespace().map(|v| v.parse().ok()).collect()
+}
+
+/// Flags (field 9) and start time (field 22) of `/proc/<pid>/stat`, counted after the command's last `)`.
+fn parse_stat_flags_and_start(stat: &str) -> Option<(u64, u64)> {
+    let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    Some((fields.get(6)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+}
+
+/// The daemon's own processes on this node, which no request may move.
+#[derive(Clone, Debug, Default)]
+pub struct PidGuard {
+    protected: BTreeSet<i32>,
+}
+
+impl PidGuard {
+    /// Protects this process and `others` (the watchdog), and any process running cosched's binary as a daemon.
+    pub fn new(others: impl IntoIterator<Item = i32>) -> PidGuard {
+        let mut protected: BTreeSet<i32> = others.into_iter().collect();
+        protected.insert(std::process::id() as i32);
+        PidGuard { protected }
+    }
+
+    /// May `pid` be moved by a requester who is `owner` (`None`: an administrator)? Returns what the kernel said
+    /// about it, to confirm after the move that the pid still names the same process.
+    pub fn check(&self, pid: i32, owner: Option<u32>) -> Result<ProcessFacts, String> {
+        if pid <= 1 {
+            return Err(format!("pid {pid} is never moved into or out of a job"));
+        }
+        let facts = ProcessFacts::read(pid)?;
+        if facts.kernel_thread {
+            return Err(format!("process {pid} is a kernel thread: never moved into a job"));
+        }
+        if facts.tgid == 1 || self.protected.contains(&facts.tgid) || is_cosched_daemon(facts.tgid) {
+            return Err(format!("process {pid} is part of cosched itself: never moved into a job"));
+        }
+        if let Some(uid) = owner {
+            if facts.uids.iter().any(|&u| u != uid) {
+                return Err(format!(
+                    "permission denied: process {pid} does not belong to uid {uid} (its uids are {:?})",
+                    facts.uids
+                ));
+            }
+        }
+        Ok(facts)
+    }
+}
+
+/// Is `pid` this very program (same file) running as one of the daemons?
+fn is_cosched_daemon(pid: i32) -> bool {
+    let same_program = match (fs::metadata(format!("/proc/{pid}/exe")), fs::metadata("/proc/self/exe")) {
+        (Ok(theirs), Ok(ours)) => {
+            use std::os::unix::fs::MetadataExt;
+            (theirs.dev(), theirs.ino()) == (ours.dev(), ours.ino())
+        }
+        _ => false,
+    };
+    if !same_program {
+        return false;
+    }
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let role = cmdline.split(|&b| b == 0).nth(1).unwrap_or_default();
+    DAEMON_ROLES.iter().any(|r| r.as_bytes() == role)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_counted_after_the_last_parenthesis() {
+        let stat = "42 (a) b) (c) S 1 42 42 0 -1 4194560 0 0 0 0 1 2 0 0 20 0 1 0 98765 0 0";
+        assert_eq!(parse_stat_flags_and_start(stat), Some((4194560, 98765)));
+        assert_eq!(parse_stat_flags_and_start("garbage"), None);
+    }
+
+    #[test]
+    fn pid_1_kernel_threads_and_this_process_are_refused_even_for_administrators() {
+        let guard = PidGuard::new([]);
+        assert!(guard.check(1, None).unwrap_err().contains("never moved"));
+        assert!(guard.check(0, None).is_err());
+        assert!(guard.check(-5, None).is_err());
+        // kthreadd is pid 2 on every Linux system.
+        assert!(guard.check(2, None).unwrap_err().contains("kernel thread"));
+        let me = std::process::id() as i32;
+        assert!(guard.check(me, None).unwrap_err().contains("cosched itself"));
+    }
+
+    #[test]
+    fn a_process_is_a_users_only_if_every_uid_is_theirs() {
+        let child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        let pid = child.id() as i32;
+        let guard = PidGuard::new([]);
+        let uid = nix::unistd::getuid().as_raw();
+        assert_eq!(guard.check(pid, Some(uid)).unwrap().tgid, pid);
+        assert!(guard.check(pid, Some(uid + 1)).unwrap_err().contains("permission denied"));
+        assert!(guard.check(pid, None).is_ok());
+        let mut child = child;
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

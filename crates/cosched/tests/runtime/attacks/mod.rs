@@ -1,0 +1,25 @@
+//! Attacks on the real coscheduler, each with the refusal it must meet.
+//!
+//! The daemon runs as root and serves every local user (and, with `--tcp`, the network). Every test here plays
+//! an adversary — usually uid 65534 ("nobody") or a second unprivileged uid — and checks that the daemon refuses,
+//! changes nothing it should not, and keeps every job and record intact. One module per kind of attack:
+//!
+//! | module | attacks |
+//! |---|---|
+//! | `identity` | claiming another uid over TCP, stolen or guessed keys, agents that are users |
+//! | `ownership` | moving, freezing, suspending or ending other users' processes and jobs; the daemon's own processes; reused job ids |
+//! | `secrets` | reading other users' environments, command lines, logs and the database |
+//! | `exhaustion` | connection floods, idle and slow clients, descriptor exhaustion |
+//! | `sizes` | oversized requests, lines, environments and logs |
+
+mod exhaustion;
+mod identity;
+mod ownership;
+mod secrets;
+mod sizes;
+
+/// The uids the attacks act as: "nobody" and a second unprivileged user without a passwd entry.
+#[allow(dead_code)]
+pub const ATTACKER: u32 = 65534;
+#[allow(dead_code)]
+pub const OTHER_USER: u32 = 64000;

@@ -1,0 +1,349 @@
+//! Attacks on other users' processes and jobs, and on the daemon's own processes.
+
+use super::{ATTACKER, OTHER_USER};
+use crate::harness::*;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Register a job as `uid` (`None`: root) and return its id, or the controller's refusal.
+fn register(daemon: &Daemon, uid: Option<u32>, args: &[&str]) -> Result<u64, String> {
+    let mut all = vec!["register", "--json"];
+    all.extend(args);
+    let out = client_as(&daemon.socket, &all, uid);
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    Ok(reply["job"].as_u64().unwrap())
+}
+
+fn refusal(out: &std::process::Output) -> String {
+    assert!(!out.status.success(), "the daemon accepted: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The job cgroup a process is in (the last line of `/proc/<pid>/cgroup`), "" once it is gone.
+fn cgroup_of(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default().trim().to_string()
+}
+
+fn sleeper_as(uid: Option<u32>) -> Child {
+    let mut command = Command::new("sleep");
+    command.arg("300").stdin(Stdio::null());
+    if let Some(uid) = uid {
+        command.uid(uid).gid(uid);
+    }
+    command.spawn().unwrap()
+}
+
+struct Reaped(Child);
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_user_cannot_pull_another_users_task_or_a_root_service_out_through_their_own_job() {
+    if skip_unless_root("a_user_cannot_pull_another_users_task_out") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let victim_job = daemon.submit(&["-n", "1", "--", "sleep", "300"]);
+    let victim = daemon.pids(victim_job, 1)[0];
+    let before = cgroup_of(victim);
+    let service = Reaped(sleeper_as(None));
+    let service_pid = service.0.id() as i32;
+    let service_cgroup = cgroup_of(service_pid);
+    let own = register(&daemon, Some(ATTACKER), &["--cpus", "1"]).unwrap().to_string();
+
+    for pid in [victim, service_pid] {
+        let out = daemon.client_as(ATTACKER, &["remove-pid", &own, &pid.to_string()]);
+        assert!(refusal(&out).contains("does not belong to uid 65534"), "{out:?}");
+        // Not even an administrator moves a process out of a job it is not in.
+        let out = daemon.client(&["remove-pid", &own, &pid.to_string()]);
+        assert!(refusal(&out).contains("not a member of job"), "{out:?}");
+    }
+    // Not through the victim's job either: it is not theirs.
+    let out = daemon.client_as(ATTACKER, &["remove-pid", &victim_job.to_string(), &victim.to_string()]);
+    assert!(refusal(&out).contains("permission denied"), "{out:?}");
+    assert_eq!(cgroup_of(victim), before, "the victim's task left its job");
+    assert_eq!(cgroup_of(service_pid), service_cgroup, "the root service was moved");
+    // The victim's job can still be ended as a whole.
+    assert!(daemon.client(&["kill", &victim_job.to_string()]).status.success());
+    wait_for("the victim's job to end", Duration::from_secs(20), || cpu_ticks(victim).is_none());
+}
+
+#[test]
+fn a_user_cannot_add_another_users_process_or_a_set_uid_one() {
+    if skip_unless_root("a_user_cannot_add_another_users_process") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let own = register(&daemon, Some(ATTACKER), &["--cpus", "1"]).unwrap().to_string();
+    let other = Reaped(sleeper_as(Some(OTHER_USER)));
+    let root = Reaped(sleeper_as(None));
+    for pid in [other.0.id(), root.0.id()] {
+        let out = daemon.client_as(ATTACKER, &["add-pid", &own, &pid.to_string()]);
+        assert!(refusal(&out).contains("does not belong to uid 65534"), "{out:?}");
+        assert!(!cgroup_of(pid as i32).contains(&format!("job-{own}")));
+    }
+    // Their own process: accepted.
+    let mine = Reaped(sleeper_as(Some(ATTACKER)));
+    let out = daemon.client_as(ATTACKER, &["add-pid", &own, &mine.0.id().to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(cgroup_of(mine.0.id() as i32).ends_with(&format!("job-{own}")));
+}
+
+#[test]
+fn nobody_not_even_root_can_put_pid_1_a_kernel_thread_or_the_daemon_into_a_job() {
+    if skip_unless_root("nobody_can_put_pid_1_or_the_daemon_into_a_job") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let job = register(&daemon, None, &["--cpus", "1"]).unwrap().to_string();
+    let daemon_pid = daemon.child.id() as i32;
+    let watchdog = watchdog_of(daemon_pid);
+    let kthreadd = 2;
+    for pid in [1, kthreadd, daemon_pid, watchdog] {
+        let out = daemon.client(&["add-pid", &job, &pid.to_string()]);
+        let why = refusal(&out);
+        assert!(
+            why.contains("never moved") || why.contains("kernel thread") || why.contains("cosched itself"),
+            "{why}"
+        );
+    }
+    assert!(!cgroup_of(daemon_pid).contains("job-"), "the daemon joined a job");
+    assert!(daemon.client(&["status"]).status.success(), "the daemon stopped answering");
+}
+
+fn children_of(pid: i32) -> Vec<i32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    tasks
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// An agent in a pid namespace of its own: there the attacker's pid number on this host names a root process.
+/// The ownership check must happen where the pid lives (the agent), not on the controller's host.
+#[test]
+fn a_pid_is_checked_on_the_node_where_it_lives() {
+    if skip_unless_root("a_pid_is_checked_on_the_node_where_it_lives") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let attacker_process = Reaped(sleeper_as(Some(ATTACKER)));
+    let number = attacker_process.0.id();
+    let node = unique("ns");
+    let script = format!(
+        "echo {} > /proc/sys/kernel/ns_last_pid; sleep 300 & exec {COSCHED} agent --controller {} --node {node} \
+         --state-dir {} --cpus 1 --no-realtime",
+        number - 1,
+        daemon.socket.display(),
+        daemon.dir.join("ns-agent").display()
+    );
+    let namespace = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(daemon.dir.join("ns-agent.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let _namespace = NamespaceGuard { child: namespace, node: node.clone() };
+    wait_for("the namespaced agent", Duration::from_secs(10), || {
+        daemon.status()["nodes"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n["name"] == node.as_str() && n["connected"] == true))
+    });
+    let victim = root_process_with_namespace_pid(number).expect("a root process with the attacker's pid number");
+    let job = register(&daemon, Some(ATTACKER), &["--cpus", "1", "--node", &node]).unwrap().to_string();
+    let out = daemon.client_as(ATTACKER, &["add-pid", &job, &number.to_string()]);
+    assert!(refusal(&out).contains("does not belong to uid 65534"), "{out:?}");
+    assert!(!cgroup_of(victim).contains(&format!("job-{job}")), "the root process joined the attacker's job");
+}
+
+struct NamespaceGuard {
+    child: Child,
+    node: String,
+}
+
+impl Drop for NamespaceGuard {
+    fn drop(&mut self) {
+        // Killing the namespace's first process ends every process in it.
+        for pid in children_of(self.child.id() as i32) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        remove_agent_cgroups(&self.node);
+    }
+}
+
+/// The host pid of a root `sleep` whose pid inside its namespace is `number`.
+fn root_process_with_namespace_pid(number: u32) -> Option<i32> {
+    let mut found = None;
+    wait_for("the namespace's root process", Duration::from_secs(10), || {
+        found = std::fs::read_dir("/proc").into_iter().flatten().flatten().find_map(|entry| {
+            let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let status = std::fs::read_to_string(entry.path().join("status")).ok()?;
+            let nspid = status.lines().find(|l| l.starts_with("NSpid:"))?;
+            let ids: Vec<&str> = nspid.split_whitespace().skip(1).collect();
+            let root = status.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+            (ids.len() == 2 && ids[1] == number.to_string() && root).then_some(pid)
+        });
+        found.is_some()
+    });
+    found
+}
+
+#[test]
+fn registrations_cannot_take_a_running_job_out_of_the_cycle_and_empty_jobs_can_be_ended() {
+    if skip_unless_root("registrations_cannot_starve_a_running_job") {
+        return;
+    }
+    let _machine = whole_machine();
+    let daemon = Daemon::up(&["--slice-ms", "20", "--rows", "4", "--cpus", "2"]);
+    let victim = daemon.submit(&["-n", "2", "--", "timeout", "120", "sh", "-c", "while :; do :; done"]);
+    let spinners: Vec<i32> = daemon
+        .pids(victim, 4) // `timeout` and `sh` per task
+        .into_iter()
+        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sh"))
+        .collect();
+    let mut registered = Vec::new();
+    let refused = loop {
+        match register(&daemon, Some(ATTACKER), &["--cpus", "2", "--class", "interactive"]) {
+            Ok(job) => registered.push(job),
+            Err(why) => break why,
+        }
+        assert!(registered.len() <= 3, "more registrations than free rows were admitted");
+    };
+    assert!(refused.contains("no room"), "{refused}");
+    assert_eq!(registered.len(), 3, "three rows were free");
+    let share = daemon.job(victim)["slice_share"].as_f64().unwrap();
+    assert!(share >= 0.25, "the running job's share fell to {share}");
+    assert!(all_progress(&spinners, Duration::from_secs(2)), "the running job was frozen");
+    // Jobs without processes end when killed, by their owner or by root.
+    for (i, job) in registered.iter().enumerate() {
+        let out = if i == 0 {
+            daemon.client(&["kill", &job.to_string()])
+        } else {
+            daemon.client_as(ATTACKER, &["kill", &job.to_string()])
+        };
+        assert!(out.status.success(), "{out:?}");
+    }
+    for job in registered {
+        wait_for(&format!("empty job {job} to end"), Duration::from_secs(20), || daemon.job(job)["state"] == "killed");
+    }
+}
+
+#[test]
+fn a_user_cannot_resume_a_job_an_administrator_suspended() {
+    if skip_unless_root("a_user_cannot_resume_a_job_an_administrator_suspended") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let id = daemon.submit_as(Some(ATTACKER), &["--", "sleep", "300"]);
+    daemon.pids(id, 1);
+    assert!(daemon.client(&["suspend", &id.to_string()]).status.success());
+    let out = daemon.client_as(ATTACKER, &["resume", &id.to_string()]);
+    assert!(refusal(&out).contains("only an administrator may resume"), "{out:?}");
+    assert_eq!(daemon.job(id)["state"], "suspended");
+    // The owner's own suspension is the owner's to lift.
+    assert!(daemon.client(&["resume", &id.to_string()]).status.success());
+    assert!(daemon.client_as(ATTACKER, &["suspend", &id.to_string()]).status.success());
+    assert!(daemon.client_as(ATTACKER, &["resume", &id.to_string()]).status.success());
+}
+
+#[test]
+fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_job_id() {
+    if skip_unless_root("a_lost_database_does_not_hand_running_processes_over") {
+        return;
+    }
+    let mut daemon = Daemon::up(&["--slice-ms", "50"]);
+    let victim = daemon.submit_as(Some(OTHER_USER), &["--", "sleep", "300"]);
+    let victim_pid = daemon.pids(victim, 1)[0];
+    daemon.kill_hard();
+    for file in ["cosched.db", "cosched.db-wal", "cosched.db-shm"] {
+        let _ = std::fs::remove_file(daemon.dir.join(file));
+    }
+    daemon.restart_controller(&["--slice-ms", "50"]);
+    wait_for("the agent's refusal", Duration::from_secs(10), || {
+        std::fs::read_to_string(daemon.dir.join("up2.log"))
+            .unwrap_or_default()
+            .contains("does not know: job-1 (uid 64000")
+    });
+    let connected = daemon.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true));
+    assert!(!connected, "the agent was accepted over cgroups the database does not know");
+    let out = daemon.client_as(ATTACKER, &["submit", "--json", "--", "sleep", "300"]);
+    if out.status.success() {
+        let job: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_ne!(job["job"], victim, "the job id was reused");
+        let _ = daemon.client_as(ATTACKER, &["kill", &job["job"].to_string()]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(cpu_ticks(victim_pid).is_some(), "the victim's process was killed");
+    let cgroup = cgroup_of(victim_pid);
+    assert!(cgroup.ends_with(&format!("job-{victim}")), "the victim left its cgroup: {cgroup}");
+    assert_eq!(frozen(victim_pid), Some(false), "the victim's job is frozen");
+}
+
+/// Where the cgroup v2 hierarchy is mounted.
+fn v2_mount() -> std::path::PathBuf {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = mountinfo.lines().find(|l| l.contains(" - cgroup2 ")).expect("a cgroup v2 mount");
+    std::path::PathBuf::from(line.split_whitespace().nth(4).unwrap())
+}
+
+#[test]
+fn an_administrators_suspension_outlives_a_crash_of_the_daemon() {
+    if skip_unless_root("an_administrators_suspension_outlives_a_crash") {
+        return;
+    }
+    let mut daemon = Daemon::up(&["--slice-ms", "50"]);
+    let held = daemon.submit_as(Some(ATTACKER), &["--", "sleep", "300"]);
+    let running = daemon.submit(&["--", "sleep", "300"]);
+    let (held_pid, running_pid) = (daemon.pids(held, 1)[0], daemon.pids(running, 1)[0]);
+    assert!(daemon.client(&["suspend", &held.to_string()]).status.success());
+    wait_for("the suspension", Duration::from_secs(5), || frozen(held_pid) == Some(true));
+    let watchdog = watchdog_of(daemon.child.id() as i32);
+    daemon.kill_hard();
+    // The watchdog thaws every job but the suspended one, then exits.
+    wait_for("the watchdog to finish", Duration::from_secs(10), || !is_alive(watchdog));
+    assert_eq!(frozen(running_pid), Some(false));
+    assert_eq!(frozen(held_pid), Some(true), "the watchdog thawed a suspended job");
+    daemon.restart(&["--slice-ms", "50"]);
+    assert_eq!(daemon.job(held)["state"], "suspended");
+    let out = daemon.client_as(ATTACKER, &["resume", &held.to_string()]);
+    assert!(refusal(&out).contains("only an administrator may resume"), "{out:?}");
+    assert!(daemon.client(&["resume", &held.to_string()]).status.success());
+    wait_for("the job to be thawed", Duration::from_secs(5), || frozen(held_pid) == Some(false));
+}
+
+/// Whether the v2 cgroup of a process is frozen (`None`: no v2 cgroup or gone).
+fn frozen(pid: i32) -> Option<bool> {
+    let cgroup = cgroup_of(pid);
+    let v2_path = cgroup.lines().find_map(|l| l.strip_prefix("0::/"))?;
+    let events = std::fs::read_to_string(v2_mount().join(v2_path).join("cgroup.events")).ok()?;
+    Some(events.contains("frozen 1"))
+}
+
+fn watchdog_of(daemon_pid: i32) -> i32 {
+    children_of(daemon_pid)
+        .into_iter()
+        .find(|&p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.windows(10).any(|w| w == b"__watchdog")))
+        .expect("the daemon's watchdog")
+}
+
+/// Neither gone nor a zombie.
+fn is_alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_some_and(|s| s != "Z" && s != "X")
+}

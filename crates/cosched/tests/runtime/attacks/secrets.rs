@@ -1,0 +1,86 @@
+//! Reading other users' environments, command lines, logs, and the daemon's own secrets and state.
+
+use super::ATTACKER;
+use crate::harness::*;
+use std::time::Duration;
+
+/// Can `uid` open `path` for reading? (Asked of the kernel, as that user.)
+fn readable_by(uid: u32, path: &std::path::Path) -> bool {
+    let out = client_command_as(uid, "cat", &[path.to_str().unwrap()]);
+    out.status.success()
+}
+
+fn client_command_as(uid: u32, program: &str, args: &[&str]) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new(program).args(args).uid(uid).gid(uid).output().unwrap()
+}
+
+#[test]
+fn a_job_sees_its_users_environment_and_none_of_the_daemons() {
+    if skip_unless_root("a_job_sees_none_of_the_daemons_environment") {
+        return;
+    }
+    let daemon = Daemon::up_with_env(&["--slice-ms", "50"], &[("DAEMON_SECRET", "root-only-value")]);
+    let job = daemon.submit(&["--", "sh", "-c", "env; sleep 300"]);
+    let pid = daemon.pids(job, 2)[0]; // sh and its sleep
+    wait_for("the job's output", Duration::from_secs(10), || {
+        String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).contains("COSCHED_JOB_ID")
+    });
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(!environ.contains("root-only-value"), "the job inherited the daemon's environment");
+    assert!(environ.contains("COSCHED_JOB_ID="), "{environ}");
+}
+
+#[test]
+fn a_launch_spec_never_appears_on_a_command_line() {
+    if skip_unless_root("a_launch_spec_never_appears_on_a_command_line") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    // A task that is still the shim when we look would show the spec in its cmdline; any task shows the command.
+    let job = daemon.submit(&["--", "sleep", "300"]);
+    let pid = daemon.pids(job, 1)[0];
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert_eq!(cmdline, b"sleep\x00300\x00");
+    let mut command = std::process::Command::new(COSCHED);
+    command.arg("__launch").stdin(std::process::Stdio::null());
+    let out = command.output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad launch spec"), "the shim takes its spec on stdin");
+}
+
+#[test]
+fn other_users_cannot_read_the_database_the_status_document_or_a_log() {
+    if skip_unless_root("other_users_cannot_read_the_state") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let job = daemon.submit(&["--", "sh", "-c", "echo secret-output"]);
+    wait_for("the job to finish", Duration::from_secs(10), || daemon.job(job)["state"] == "finished");
+    wait_for("the status document", Duration::from_secs(10), || daemon.dir.join("status.json").exists());
+    let log = daemon.dir.join("logs").join(format!("job-{job}.0.out"));
+    assert!(std::fs::read_to_string(&log).unwrap().contains("secret-output"));
+    for file in [daemon.dir.join("cosched.db"), daemon.dir.join("cosched.db-wal"), daemon.dir.join("status.json"), log]
+    {
+        assert!(file.exists(), "{} is missing", file.display());
+        assert!(!readable_by(ATTACKER, &file), "uid {ATTACKER} could read {}", file.display());
+    }
+    let listing = client_command_as(ATTACKER, "ls", &[daemon.dir.join("logs").to_str().unwrap()]);
+    assert!(!listing.status.success(), "uid {ATTACKER} could list the logs");
+}
+
+#[test]
+fn other_users_command_lines_are_hidden_unless_the_site_makes_them_public() {
+    if skip_unless_root("other_users_command_lines_are_hidden") {
+        return;
+    }
+    for (flags, hidden) in [(vec!["--slice-ms", "50"], true), (vec!["--slice-ms", "50", "--public-data"], false)] {
+        let daemon = Daemon::up(&flags);
+        let job = daemon.submit(&["--", "sleep", "300", "--password=hunter2"]);
+        let out = daemon.client_as(ATTACKER, &["status", "--json"]);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let seen = status["jobs"].as_array().unwrap().iter().find(|j| j["id"] == job).unwrap()["command"].clone();
+        assert_eq!(seen.as_str().unwrap().contains("hunter2"), !hidden, "{flags:?}: {seen}");
+        assert!(daemon.job(job)["command"].as_str().unwrap().contains("hunter2"), "root sees every command");
+    }
+}
