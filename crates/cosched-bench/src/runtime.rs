@@ -1,11 +1,9 @@
 //! A private cosched runtime (`cosched up`) for the copies of an experiment,
 //! and the calls that register a copy with it.
 
-use cosched_runtime::protocol::{
-    read_line_limited, write_message, RegisterRequest, Reply, Request, MAX_TRUSTED_LINE_BYTES,
-};
-use std::io::BufReader;
-use std::os::unix::net::UnixStream;
+use cosched_runtime::auth::Credentials;
+use cosched_runtime::client::Address;
+use cosched_runtime::protocol::{RegisterRequest, Reply, Request};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -103,13 +101,8 @@ impl Drop for RuntimeInstance {
 }
 
 fn call(socket: &Path, request: &Request) -> Result<Reply, String> {
-    let stream = UnixStream::connect(socket).map_err(|e| format!("controller {}: {e}", socket.display()))?;
-    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
-    write_message(&mut writer, request).map_err(|e| e.to_string())?;
-    let line = read_line_limited(&mut BufReader::new(stream), MAX_TRUSTED_LINE_BYTES)
-        .map_err(|e| e.to_string())?
-        .ok_or("the controller closed the connection")?;
-    serde_json::from_str(&line).map_err(|e| format!("bad reply from the controller: {e}"))
+    let local = Address::Unix(socket.to_path_buf());
+    cosched_runtime::client::call(&local, &Credentials::default(), request)
 }
 
 fn call_ok(socket: &Path, request: &Request) -> Result<Reply, String> {

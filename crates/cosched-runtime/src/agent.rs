@@ -5,27 +5,30 @@
 //! NTP-synchronised hosts switch together without a message per slice, and
 //! keep switching on the last schedule while the controller is away.
 
+use crate::auth::Credentials;
+pub use crate::client::Address;
+use crate::client::Connection;
 use crate::freezer::{FreezerKind, JobGroups};
 use crate::job_tag::JobTag;
 use crate::launch::{spawn_shim, LaunchSpec};
 use crate::pid_guard::PidGuard;
 use crate::protocol::{
-    read_line_limited, write_message, AdoptedJob, AgentHello, FromAgent, JobUsage, LogTail, StartJob, ToAgent,
-    LOGS_REPLY_BYTES, LOG_TAIL_BYTES, MAX_TRUSTED_LINE_BYTES,
+    write_message, AdoptedJob, AgentHello, FromAgent, JobUsage, LogTail, Request, StartJob, ToAgent, LOGS_REPLY_BYTES,
+    LOG_TAIL_BYTES,
 };
 use crate::switcher::{SwitchStats, Switcher};
 use std::collections::BTreeMap;
-use std::io::BufReader;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AgentSettings {
     pub node: String,
     pub controller: Address,
-    pub token: Option<String>,
+    /// How the agent proves it is one over TCP, and checks that its controller is the real one.
+    pub credentials: Credentials,
     pub log_dir: PathBuf,
     pub freezer: Option<FreezerKind>,
     pub cpus: u32,
@@ -34,22 +37,6 @@ pub struct AgentSettings {
     pub realtime: bool,
     /// The program that runs `__launch` and `__watchdog` (normally this executable).
     pub helper_program: PathBuf,
-}
-
-#[derive(Clone, Debug)]
-pub enum Address {
-    Unix(PathBuf),
-    Tcp(String),
-}
-
-impl Address {
-    pub fn parse(text: &str) -> Address {
-        if text.contains('/') || !text.contains(':') {
-            Address::Unix(PathBuf::from(text))
-        } else {
-            Address::Tcp(text.to_string())
-        }
-    }
 }
 
 /// A job's processes on this node, as the agent tracks them.
@@ -135,16 +122,20 @@ impl Agent {
         }
     }
 
+    /// Connect, make sure the other end is our controller, prove we are an agent (over TCP), then obey it.
     fn serve_link(&self) -> std::io::Result<()> {
-        let (reader, writer) = connect(&self.settings.controller)?;
-        let mut reader = BufReader::new(reader);
-        let mut writer = writer;
-        let hello = crate::protocol::Request::AgentHello(self.hello()?);
-        write_message(&mut writer, &hello)?;
-        self.shared.lock().unwrap().writer = Some(writer);
+        let credentials = &self.settings.credentials;
+        let mut connection = Connection::open(&self.settings.controller).map_err(std::io::Error::other)?;
+        let nonce = connection.verify_controller(credentials).map_err(std::io::Error::other)?;
+        let mut hello = self.hello()?;
+        if let Some(nonce) = nonce {
+            hello.proof = Some(credentials.agent_proof(&hello.node, &nonce).map_err(std::io::Error::other)?);
+        }
+        connection.send(&Request::AgentHello(hello)).map_err(std::io::Error::other)?;
+        self.shared.lock().unwrap().writer = Some(Box::new(connection.writer()));
         *self.connected.0.lock().unwrap() = true;
         self.connected.1.notify_all();
-        while let Some(line) = read_line_limited(&mut reader, MAX_TRUSTED_LINE_BYTES)? {
+        while let Some(line) = connection.read_line(None).map_err(std::io::Error::other)? {
             match serde_json::from_str::<ToAgent>(&line) {
                 Ok(message) => self.obey(message),
                 Err(e) => eprintln!("cosched agent: bad message from the controller: {e}: {line}"),
@@ -171,7 +162,7 @@ impl Agent {
             node: self.settings.node.clone(),
             cpus: self.settings.cpus,
             mem_bytes: self.settings.mem_bytes,
-            token: self.settings.token.clone(),
+            proof: None,
             adopted,
             freezer: format!("{:?}", self.groups.kind()).to_lowercase(),
         })
@@ -384,9 +375,9 @@ impl Agent {
                 .ok()
                 .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
                 .unwrap_or(0.0);
-            let switches = self.switcher.switches();
+            let (switches, switch_errors) = (self.switcher.switches(), self.switcher.errors());
             let slice_starts = self.switcher.take_slice_starts();
-            self.send(&FromAgent::Report { jobs: usage, load_avg, switches, slice_starts });
+            self.send(&FromAgent::Report { jobs: usage, load_avg, switches, switch_errors, slice_starts });
         }
     }
 
@@ -445,24 +436,6 @@ fn reap(local: &mut LocalJob) {
             if local.exit_code.is_none_or(|c| c == 0) {
                 local.exit_code = Some(code);
             }
-        }
-    }
-}
-
-type Link = (Box<dyn std::io::Read + Send>, Box<dyn std::io::Write + Send>);
-
-pub fn connect(address: &Address) -> std::io::Result<Link> {
-    match address {
-        Address::Unix(path) => {
-            let stream = std::os::unix::net::UnixStream::connect(path)
-                .map_err(|e| std::io::Error::other(format!("connecting to {}: {e}", path.display())))?;
-            Ok((Box::new(stream.try_clone()?), Box::new(stream)))
-        }
-        Address::Tcp(addr) => {
-            let stream = std::net::TcpStream::connect(addr)
-                .map_err(|e| std::io::Error::other(format!("connecting to {addr}: {e}")))?;
-            stream.set_nodelay(true)?;
-            Ok((Box::new(stream.try_clone()?), Box::new(stream)))
         }
     }
 }

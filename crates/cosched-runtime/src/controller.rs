@@ -37,8 +37,6 @@ pub struct ControllerSettings {
     pub keep_finished: Duration,
     /// Hide other users' command lines from users who are not administrators (Slurm's PrivateData=jobs).
     pub private_data: bool,
-    /// Shared key for TCP peers (agents and remote users).
-    pub token: Option<String>,
 }
 
 impl ControllerSettings {
@@ -60,7 +58,25 @@ struct Node {
     freezer: String,
     load_avg: f64,
     switches: u64,
+    switch_errors: u64,
     last_schedule: Option<Schedule>,
+}
+
+impl Node {
+    /// A node known by name and size, with no agent connected yet.
+    fn new(name: String, cpus: u32, mem_bytes: u64) -> Node {
+        Node {
+            name,
+            cpus,
+            mem_bytes,
+            link: None,
+            freezer: String::new(),
+            load_avg: 0.0,
+            switches: 0,
+            switch_errors: 0,
+            last_schedule: None,
+        }
+    }
 }
 
 /// Live measurements of a job (not persisted).
@@ -110,20 +126,7 @@ impl Controller {
             .map_err(|e| std::io::Error::other(format!("state directory {}: {e}", settings.state_dir.display())))?;
         let db = Db::open(&settings.db_path())?;
         let jobs: BTreeMap<u64, JobRecord> = db.load_jobs()?.into_iter().map(|j| (j.id, j)).collect();
-        let nodes = db
-            .load_nodes()?
-            .into_iter()
-            .map(|n| Node {
-                name: n.name,
-                cpus: n.cpus,
-                mem_bytes: n.mem_bytes,
-                link: None,
-                freezer: String::new(),
-                load_avg: 0.0,
-                switches: 0,
-                last_schedule: None,
-            })
-            .collect();
+        let nodes = db.load_nodes()?.into_iter().map(|n| Node::new(n.name, n.cpus, n.mem_bytes)).collect();
         let next_job = jobs.keys().next_back().map_or(1, |id| id + 1);
         let empty = Plan { rows: vec![], always: vec![], jobs: vec![] };
         let state = State {
@@ -143,10 +146,6 @@ impl Controller {
 
     pub fn identity_for(&self, uid: u32, gid: u32) -> Identity {
         Identity { uid, gid, admin: uid == 0 || self.settings.admin_uids.contains(&uid) }
-    }
-
-    pub fn token_matches(&self, token: &str) -> bool {
-        self.settings.token.as_deref().is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
     }
 
     pub fn monitor_identity(&self, token: &str) -> Option<Identity> {
@@ -188,6 +187,7 @@ impl Controller {
             | Request::RemovePid { .. }
             | Request::Logs { .. }
             | Request::Auth { .. }
+            | Request::Challenge { .. }
             | Request::AgentHello(_) => Err("this request is not valid here".into()),
         }
     }
@@ -624,16 +624,7 @@ impl Controller {
             }
             Some(i) => i,
             None => {
-                state.nodes.push(Node {
-                    name: hello.node.clone(),
-                    cpus: hello.cpus,
-                    mem_bytes: hello.mem_bytes,
-                    link: None,
-                    freezer: String::new(),
-                    load_avg: 0.0,
-                    switches: 0,
-                    last_schedule: None,
-                });
+                state.nodes.push(Node::new(hello.node.clone(), hello.cpus, hello.mem_bytes));
                 state.nodes.len() - 1
             }
         };
@@ -686,10 +677,11 @@ impl Controller {
     pub fn agent_event(&self, node: &str, event: FromAgent) {
         let mut state = self.state.lock().unwrap();
         match event {
-            FromAgent::Report { jobs, load_avg, switches, slice_starts } => {
+            FromAgent::Report { jobs, load_avg, switches, switch_errors, slice_starts } => {
                 if let Some(i) = node_index(&state, node) {
                     state.nodes[i].load_avg = load_avg;
                     state.nodes[i].switches = switches;
+                    state.nodes[i].switch_errors = switch_errors;
                 }
                 for (slice, offset_ns) in slice_starts {
                     state.slice_starts.add(slice, offset_ns);
@@ -838,7 +830,8 @@ impl Controller {
             .iter()
             .map(|n| {
                 json!({ "name": n.name, "cpus": n.cpus, "mem_bytes": n.mem_bytes, "connected": n.link.is_some(),
-                        "freezer": n.freezer, "load_avg": n.load_avg, "switches": n.switches })
+                        "freezer": n.freezer, "load_avg": n.load_avg, "switches": n.switches,
+                        "switch_errors": n.switch_errors })
             })
             .collect();
         json!({
@@ -1063,8 +1056,4 @@ pub fn validate_node_name(name: &str) -> Result<(), String> {
     } else {
         Err(format!("invalid node name {name:?} (letters, digits, '-', '_', '.'; at most 64)"))
     }
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -2,31 +2,39 @@
 //! one process), `cosched controller` and `cosched agent`.
 
 use crate::agent::{Agent, AgentSettings};
+use crate::auth::Credentials;
 use crate::controller::{Controller, ControllerSettings};
+use crate::gate::{raise_descriptor_limit, Gate, Limits};
+use crate::server::Listening;
 use crate::watchdog::start_watchdog;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ControllerListen {
     pub socket: PathBuf,
     pub tcp: Option<String>,
     pub monitor: Option<String>,
+    /// How TCP peers prove who they are, and how the controller proves it is itself.
+    pub credentials: Credentials,
+    pub limits: Limits,
 }
 
 /// Start the controller's listeners and return it; its periodic work runs in
 /// a thread of its own.
 pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen) -> std::io::Result<Arc<Controller>> {
     let controller = Arc::new(Controller::open(settings)?);
-    crate::server::listen_unix(controller.clone(), &listen.socket)?;
+    let gate = Gate::new(listen.limits.clone(), raise_descriptor_limit());
+    let listening = Listening { controller: controller.clone(), gate, credentials: listen.credentials.clone() };
+    crate::server::listen_unix(listening.clone(), &listen.socket)?;
     eprintln!("cosched controller: listening on {}", listen.socket.display());
     if let Some(address) = &listen.tcp {
-        let bound = crate::server::listen_tcp(controller.clone(), address)?;
+        let bound = crate::server::listen_tcp(listening.clone(), address)?;
         eprintln!("cosched controller: listening on tcp {bound}");
     }
     if let Some(address) = &listen.monitor {
-        let bound = crate::monitor::serve(controller.clone(), address)?;
+        let bound = crate::monitor::serve(listening, address)?;
         eprintln!("cosched controller: monitor at http://{bound}/ (get a URL with a token: cosched monitor)");
         std::fs::write(controller.settings.state_dir.join("monitor.addr"), bound.to_string())?;
     }
@@ -42,6 +50,7 @@ pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen)
 
 /// Run an agent until the process ends, with its watchdog beside it.
 pub fn run_agent(settings: AgentSettings) -> std::io::Result<()> {
+    raise_descriptor_limit();
     // Started first so the agent knows its pid (never movable into a job); lives as long as the agent.
     let watchdog = start_watchdog(&settings.helper_program, &settings.node)?;
     let agent = Agent::new(settings.clone(), &[watchdog.pid() as i32])?;

@@ -10,10 +10,15 @@
 #![allow(clippy::disallowed_methods)]
 
 pub mod agent;
+pub mod auth;
+pub mod client;
+pub mod conn;
 pub mod controller;
 pub mod daemon;
 pub mod db;
 pub mod freezer;
+pub mod gate;
+pub mod http;
 pub mod job_tag;
 pub mod jobs;
 pub mod launch;

@@ -3,13 +3,16 @@
 //! one) that stands for the user who asked for it, so the buttons go through
 //! the same permission checks as the command line.
 
+use crate::conn::{Shared, Stream, WRITE_TIMEOUT};
 use crate::controller::Controller;
+use crate::http::{read_request, write_response, HttpRequest, HttpResponse};
 use crate::jobs::Identity;
 use crate::protocol::{Reply, Request};
+use crate::server::{accept_forever, Listening, CONNECTION_STACK_BYTES};
 use std::collections::{BTreeMap, VecDeque};
+use std::io::BufReader;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tiny_http::{Header, Method, Response, Server};
 
 const PAGE: &str = include_str!("../../../web/monitor.html");
 
@@ -86,7 +89,7 @@ impl MonitorTokens {
 
 /// Headers on every answer: never framed (clickjacking of the buttons), never sniffed, never cached (replies hold
 /// other users' jobs and the token's rights), no token leaked in a Referer.
-fn security_headers(content_security_policy: &str) -> Vec<Header> {
+fn security_headers(content_security_policy: &str) -> Vec<(String, String)> {
     [
         ("X-Frame-Options", "DENY"),
         ("X-Content-Type-Options", "nosniff"),
@@ -95,7 +98,7 @@ fn security_headers(content_security_policy: &str) -> Vec<Header> {
         ("Content-Security-Policy", content_security_policy),
     ]
     .iter()
-    .map(|(field, value)| Header::from_bytes(*field, *value).expect("static header"))
+    .map(|(field, value)| (field.to_string(), value.to_string()))
     .collect()
 }
 
@@ -118,65 +121,79 @@ fn page_with_policy() -> (String, String) {
 /// The API's policy: nothing may be loaded or framed from a JSON reply.
 const API_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
 
-/// Serve on `address` (e.g. `127.0.0.1:8180`); returns the bound address.
-pub fn serve(controller: Arc<Controller>, address: &str) -> std::io::Result<std::net::SocketAddr> {
-    let server = Server::http(address).map_err(|e| std::io::Error::other(format!("monitor on {address}: {e}")))?;
-    let bound =
-        server.server_addr().to_ip().ok_or_else(|| std::io::Error::other("the monitor is not on an IP address"))?;
-    std::thread::Builder::new().name("monitor".into()).spawn(move || {
-        for request in server.incoming_requests() {
-            let controller = controller.clone();
-            let _ =
-                std::thread::Builder::new().name("monitor-request".into()).spawn(move || answer(&controller, request));
-        }
-    })?;
+/// Serve on `address` (e.g. `127.0.0.1:8180`) under the listeners' connection gate; returns the bound address.
+pub fn serve(listening: Listening, address: &str) -> std::io::Result<std::net::SocketAddr> {
+    let listener = std::net::TcpListener::bind(address)
+        .map_err(|e| std::io::Error::other(format!("monitor on {address}: {e}")))?;
+    let bound = listener.local_addr()?;
+    std::thread::Builder::new()
+        .name("monitor".into())
+        .spawn(move || accept_forever("monitor", || listener.accept(), |(stream, _)| admit(&listening, stream)))?;
     Ok(bound)
 }
 
-fn answer(controller: &Controller, mut request: tiny_http::Request) {
-    let path = request.url().split('?').next().unwrap_or("").to_string();
-    if request.method() == &Method::Get && (path == "/" || path == "/index.html") {
-        let html = Header::from_bytes("Content-Type", "text/html; charset=utf-8").expect("static header");
-        let (page, policy) = page_with_policy();
-        let mut response = Response::from_string(page).with_header(html);
-        for header in security_headers(&policy) {
-            response.add_header(header);
-        }
-        let _ = request.respond(response);
-        return;
+fn admit(listening: &Listening, stream: std::net::TcpStream) {
+    let stream = Arc::new(Stream::Tcp(stream));
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    let pass = match listening.gate.admit_monitor() {
+        Ok(pass) => pass,
+        Err(reason) => return respond(&stream, json_response(503, &Reply::error(reason))),
+    };
+    let listening = listening.clone();
+    let spawned = std::thread::Builder::new().name("monitor-request".into()).stack_size(CONNECTION_STACK_BYTES).spawn(
+        move || {
+            let _pass = pass;
+            let mut reader = BufReader::new(Shared(stream.clone()));
+            let response = match read_request(&mut reader, listening.gate.limits().request_timeout) {
+                Ok(request) => answer(&listening.controller, &request),
+                Err(e) => json_response(400, &Reply::error(format!("bad request: {e}"))),
+            };
+            respond(&stream, response);
+        },
+    );
+    if let Err(e) = spawned {
+        eprintln!("cosched controller: no thread for a monitor connection: {e}");
     }
-    let token = request
-        .headers()
-        .iter()
-        .find(|h| h.field.equiv("X-Cosched-Token"))
-        .map(|h| h.value.as_str().to_string())
-        .unwrap_or_default();
-    let mut body = String::new();
-    let _ = std::io::Read::read_to_string(&mut request.as_reader().take(64 * 1024), &mut body);
-    let reply = match controller.monitor_identity(&token) {
+}
+
+fn respond(stream: &Stream, response: HttpResponse) {
+    let _ = write_response(stream, &response);
+    stream.shutdown();
+}
+
+/// The answer to one monitor request: the page, or an API call made as the user the request's token stands for.
+fn answer(controller: &Controller, request: &HttpRequest) -> HttpResponse {
+    let path = request.path();
+    if request.method == "GET" && (path == "/" || path == "/index.html") {
+        let (page, policy) = page_with_policy();
+        let mut headers = vec![("Content-Type".to_string(), "text/html; charset=utf-8".to_string())];
+        headers.extend(security_headers(&policy));
+        return HttpResponse { status: 200, headers, body: page.into_bytes() };
+    }
+    let token = request.header("X-Cosched-Token").unwrap_or_default();
+    let body = String::from_utf8_lossy(&request.body);
+    let (status, reply) = match controller.monitor_identity(token) {
         None => (403, Reply::error("no valid monitor token: open the URL that `cosched monitor` prints")),
-        Some(who) => match route(request.method(), &path, &body) {
+        Some(who) => match route(&request.method, path, &body) {
             Ok(req) => (200, controller.handle(&who, req)),
             Err(message) => (400, Reply::error(message)),
         },
     };
-    let json = Header::from_bytes("Content-Type", "application/json").expect("static header");
-    let text = serde_json::to_string(&reply.1).unwrap_or_default();
-    let mut response = Response::from_string(text).with_status_code(reply.0).with_header(json);
-    for header in security_headers(API_POLICY) {
-        response.add_header(header);
-    }
-    let _ = request.respond(response);
+    json_response(status, &reply)
 }
 
-use std::io::Read as _;
+fn json_response(status: u16, reply: &Reply) -> HttpResponse {
+    let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
+    headers.extend(security_headers(API_POLICY));
+    HttpResponse { status, headers, body: serde_json::to_vec(reply).unwrap_or_default() }
+}
 
 /// The request a monitor URL stands for.
-fn route(method: &Method, path: &str, body: &str) -> Result<Request, String> {
+fn route(method: &str, path: &str, body: &str) -> Result<Request, String> {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (method, parts.as_slice()) {
-        (Method::Get, ["api", "status"]) => Ok(Request::Status {}),
-        (Method::Post, ["api", "jobs", id, action]) => {
+        ("GET", ["api", "status"]) => Ok(Request::Status {}),
+        ("POST", ["api", "jobs", id, action]) => {
             let job: u64 = id.parse().map_err(|_| format!("bad job id {id:?}"))?;
             match *action {
                 "suspend" => Ok(Request::Suspend { job }),
@@ -241,7 +258,7 @@ mod tests {
     #[test]
     fn every_answer_forbids_framing_sniffing_and_caching() {
         let headers: Vec<String> =
-            security_headers(API_POLICY).iter().map(|h| format!("{}: {}", h.field, h.value)).collect();
+            security_headers(API_POLICY).iter().map(|(field, value)| format!("{field}: {value}")).collect();
         for expected in ["X-Frame-Options: DENY", "X-Content-Type-Options: nosniff", "Cache-Control: no-store"] {
             assert!(headers.iter().any(|h| h == expected), "{expected} missing from {headers:?}");
         }

@@ -17,11 +17,16 @@ pub const MAX_TRUSTED_LINE_BYTES: usize = 16 << 20;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    /// TCP only: authenticate with the shared key, then act as `uid`.
+    /// Ask for a fresh nonce to bind an `Auth` or `AgentHello` to this connection. With `nonce` (the client's own,
+    /// hex, at most `MAX_NONCE_CHARS`), the controller also proves it is the controller: a MUNGE credential of
+    /// root, or an HMAC of the agents' key, over that nonce (`ControllerProof`).
+    Challenge {
+        nonce: Option<String>,
+    },
+    /// TCP only: act as the uid and gid a MUNGE credential vouches for. Its payload must be
+    /// `cosched-user:<the nonce of this connection's last Challenge>`.
     Auth {
-        token: String,
-        uid: u32,
-        gid: u32,
+        credential: String,
     },
     Submit(SubmitRequest),
     /// Register a job whose processes already exist (added with `AddPid`).
@@ -122,12 +127,35 @@ pub struct AgentHello {
     pub node: String,
     pub cpus: u32,
     pub mem_bytes: u64,
-    /// Required over TCP.
-    pub token: Option<String>,
+    /// Required over TCP: that the agent is root on a node of the realm, bound to this connection's challenge.
+    pub proof: Option<AgentProof>,
     /// Jobs whose cgroups the agent found (it re-adopts them).
     pub adopted: Vec<AdoptedJob>,
     pub freezer: String,
 }
+
+/// How an agent proves over TCP that it is a node: a MUNGE credential of root whose payload is
+/// `cosched-agent:<node>:<nonce>`, or the hex HMAC-SHA256 of that text under the agents' shared key.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum AgentProof {
+    Munge(String),
+    Hmac(String),
+}
+
+/// The controller's answer to `Challenge`: its nonce, and, when the client sent one, its proof of being the
+/// controller over the client's nonce (payload or HMAC text `cosched-controller:<client nonce>`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct ControllerProof {
+    pub nonce: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub munge: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hmac: Option<String>,
+}
+
+/// The longest nonce a client may send (ours are 32 hex digits).
+pub const MAX_NONCE_CHARS: usize = 64;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -252,6 +280,9 @@ pub enum FromAgent {
         jobs: Vec<JobUsage>,
         load_avg: f64,
         switches: u64,
+        /// Slices whose switch failed (a gang that would not stop or start).
+        #[serde(default)]
+        switch_errors: u64,
         /// (slice number, ns from the slice boundary to the switch's start) of the switches since the last report.
         #[serde(default)]
         slice_starts: Vec<(u64, u64)>,
@@ -347,8 +378,9 @@ mod unknown_field_tests {
     use super::*;
 
     /// One valid example of every request, each of which must refuse one extra field.
-    const EVERY_OP: [&str; 18] = [
-        r#"{"op":"auth","token":"k","uid":1,"gid":1"#,
+    const EVERY_OP: [&str; 19] = [
+        r#"{"op":"challenge","nonce":"ab""#,
+        r#"{"op":"auth","credential":"MUNGE:x""#,
         r#"{"op":"submit","tasks":1,"argv":["true"],"cwd":"/""#,
         r#"{"op":"register","cpus_per_node":1"#,
         r#"{"op":"add_pid","job":1,"pid":2"#,

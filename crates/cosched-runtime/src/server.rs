@@ -1,18 +1,37 @@
-//! The controller's listeners: a Unix socket (identity from the peer's
-//! credentials) and, when asked, TCP (identity from the shared key).
+//! The controller's listeners: a Unix socket (identity from the peer's credentials) and, when asked, TCP (identity
+//! from MUNGE credentials; agents may also prove themselves with the agents' key, see `auth`). Every connection
+//! passes the `gate` first and reads its requests within bounds of size and time (`conn`).
 
+use crate::auth::Credentials;
+use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
 use crate::controller::Controller;
+use crate::gate::{Gate, Pass, FAILURE_PAUSE};
 use crate::jobs::Identity;
 use crate::protocol::{
-    read_line, read_line_limited, write_message, FromAgent, Reply, Request, ToAgent, MAX_TRUSTED_LINE_BYTES,
+    write_message, AgentHello, FromAgent, Reply, Request, ToAgent, MAX_LINE_BYTES, MAX_TRUSTED_LINE_BYTES,
 };
-use std::io::{BufReader, Read, Write};
+use std::io::BufReader;
+use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-pub fn listen_unix(controller: Arc<Controller>, path: &Path) -> std::io::Result<()> {
+/// An agent that sends nothing for this long is gone (agents report every 100 ms).
+const AGENT_SILENCE_LIMIT: Duration = Duration::from_secs(10);
+/// Stack of a connection's thread: they parse one line and call the controller, so little is needed.
+pub(crate) const CONNECTION_STACK_BYTES: usize = 256 * 1024;
+
+/// What every listener shares.
+#[derive(Clone)]
+pub struct Listening {
+    pub controller: Arc<Controller>,
+    pub gate: Arc<Gate>,
+    pub credentials: Credentials,
+}
+
+pub fn listen_unix(listening: Listening, path: &Path) -> std::io::Result<()> {
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
             return Err(std::io::Error::other(format!("{} is in use by a running controller", path.display())));
@@ -27,125 +46,260 @@ pub fn listen_unix(controller: Arc<Controller>, path: &Path) -> std::io::Result<
     // Every user may connect; what they may do is decided per request.
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
     std::thread::Builder::new().name("unix-listener".into()).spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let controller = controller.clone();
-            let _ = std::thread::Builder::new().name("unix-client".into()).spawn(move || {
-                let peer = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
-                    .map(|c| controller.identity_for(c.uid(), c.gid()));
-                let Ok(reader) = stream.try_clone() else { return };
-                match peer {
-                    Ok(who) => serve(&controller, Box::new(reader), Box::new(stream), Some(who), true),
-                    Err(e) => eprintln!("cosched controller: peer credentials: {e}"),
-                }
-            });
-        }
+        accept_forever("unix socket", || listener.accept().map(|(s, _)| s), |stream| admit_local(&listening, stream))
     })?;
     Ok(())
 }
 
-pub fn listen_tcp(controller: Arc<Controller>, address: &str) -> std::io::Result<std::net::SocketAddr> {
-    if controller.settings.token.is_none() {
-        return Err(std::io::Error::other("TCP needs a shared key: give --key-file"));
-    }
+pub fn listen_tcp(listening: Listening, address: &str) -> std::io::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind(address)
         .map_err(|e| std::io::Error::other(format!("listening on {address}: {e}")))?;
     let bound = listener.local_addr()?;
     std::thread::Builder::new().name("tcp-listener".into()).spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let controller = controller.clone();
-            let _ = stream.set_nodelay(true);
-            let _ = std::thread::Builder::new().name("tcp-client".into()).spawn(move || {
-                let Ok(reader) = stream.try_clone() else { return };
-                serve(&controller, Box::new(reader), Box::new(stream), None, false);
-            });
-        }
+        accept_forever("tcp", || listener.accept(), |(stream, peer)| admit_remote(&listening, stream, peer))
     })?;
     Ok(bound)
 }
 
-/// Answer requests until the peer hangs up. A connection that says
-/// `agent_hello` becomes that agent's link.
-fn serve(
-    controller: &Arc<Controller>,
-    reader: Box<dyn Read + Send>,
-    mut writer: Box<dyn Write + Send>,
-    mut who: Option<Identity>,
-    local: bool,
-) {
-    let mut reader = BufReader::new(reader);
+/// Accept until the process ends. When accepting fails (no descriptors left, no memory), wait before trying
+/// again, longer each time up to a second, and say so once per episode: never spin.
+pub(crate) fn accept_forever<T>(what: &str, mut accept: impl FnMut() -> std::io::Result<T>, mut admit: impl FnMut(T)) {
+    let mut pause = Duration::ZERO;
     loop {
-        let line = match read_line(&mut reader) {
-            Ok(Some(line)) => line,
-            Ok(None) => return,
+        match accept() {
+            Ok(connection) => {
+                if !pause.is_zero() {
+                    eprintln!("cosched controller: accepting on the {what} again");
+                }
+                pause = Duration::ZERO;
+                admit(connection);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
-                let _ = write_message(&mut writer, &Reply::error(format!("bad request: {e}")));
-                return;
-            }
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let request = match serde_json::from_str::<Request>(&line) {
-            Ok(r) => r,
-            Err(e) => {
-                if write_message(&mut writer, &Reply::error(format!("bad request: {e}"))).is_err() {
-                    return;
+                if pause.is_zero() {
+                    eprintln!("cosched controller: accepting on the {what}: {e}; backing off");
                 }
-                continue;
+                pause = (pause * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                std::thread::sleep(pause);
             }
-        };
-        let reply = match request {
-            Request::AgentHello(hello) => {
-                let allowed = if local { who.is_some_and(|w| w.uid == 0) } else { token_ok(controller, &hello.token) };
-                if !allowed {
-                    let reason = "agents must run as root (Unix socket) or present the shared key (TCP)";
-                    let _ = write_message(&mut writer, &ToAgent::Refused { reason: reason.into() });
-                    return;
-                }
-                return agent_link(controller, reader, writer, hello);
-            }
-            Request::Auth { token, uid, gid } if !local => {
-                if controller.token_matches(&token) {
-                    who = Some(controller.identity_for(uid, gid));
-                    Reply::ok(serde_json::json!({ "uid": uid }))
-                } else {
-                    Reply::error("authentication failed: wrong key")
-                }
-            }
-            request => match &who {
-                Some(identity) => controller.handle(identity, request),
-                None => Reply::error("authenticate first (auth with the shared key)"),
-            },
-        };
-        if write_message(&mut writer, &reply).is_err() {
-            return;
         }
     }
 }
 
-fn token_ok(controller: &Controller, token: &Option<String>) -> bool {
-    token.as_deref().is_some_and(|t| controller.token_matches(t))
+fn admit_local(listening: &Listening, stream: UnixStream) {
+    let peer = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials);
+    let Ok(peer) = peer else { return };
+    let stream = Stream::Unix(stream);
+    let who = listening.controller.identity_for(peer.uid(), peer.gid());
+    let pass = match listening.gate.admit_user(who.uid, who.admin) {
+        Ok(pass) => pass,
+        Err(reason) => return refuse(&stream, &reason),
+    };
+    let session = Session::new(listening.clone(), stream, pass, Peer::Local(who));
+    spawn_session("unix-client", session);
 }
 
-fn agent_link(
-    controller: &Arc<Controller>,
-    mut reader: BufReader<Box<dyn Read + Send>>,
-    writer: Box<dyn Write + Send>,
-    hello: crate::protocol::AgentHello,
-) {
+fn admit_remote(listening: &Listening, stream: std::net::TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let stream = Stream::Tcp(stream);
+    let pass = match listening.gate.admit_unauthenticated(peer.ip()) {
+        Ok(pass) => pass,
+        Err(reason) => return refuse(&stream, &reason),
+    };
+    let session = Session::new(listening.clone(), stream, pass, Peer::Remote(peer));
+    spawn_session("tcp-client", session);
+}
+
+/// Tell a connection why it is refused, without waiting on it, and close it.
+fn refuse(stream: &Stream, reason: &str) {
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let _ = write_message(&mut &*stream, &Reply::error(reason));
+    stream.shutdown();
+}
+
+fn spawn_session(name: &str, session: Session) {
+    let spawned =
+        std::thread::Builder::new().name(name.into()).stack_size(CONNECTION_STACK_BYTES).spawn(move || session.serve());
+    if let Err(e) = spawned {
+        eprintln!("cosched controller: no thread for a connection: {e}");
+    }
+}
+
+enum Peer {
+    /// Unix socket: the kernel said who it is.
+    Local(Identity),
+    /// TCP: nobody until it proves who it is.
+    Remote(SocketAddr),
+}
+
+struct Session {
+    listening: Listening,
+    stream: Arc<Stream>,
+    reader: BufReader<Shared>,
+    pass: Pass,
+    peer: Peer,
+    who: Option<Identity>,
+    /// The nonce of the last `Challenge`, used by the next `Auth` or `AgentHello` (once).
+    nonce: Option<String>,
+    opened: Instant,
+}
+
+impl Session {
+    fn new(listening: Listening, stream: Stream, pass: Pass, peer: Peer) -> Session {
+        let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+        let stream = Arc::new(stream);
+        let who = match &peer {
+            Peer::Local(identity) => Some(*identity),
+            Peer::Remote(_) => None,
+        };
+        let reader = BufReader::new(Shared(stream.clone()));
+        Session { listening, stream, reader, pass, peer, who, nonce: None, opened: Instant::now() }
+    }
+
+    /// Answer requests until the peer hangs up, falls silent, or fails to authenticate.
+    fn serve(mut self) {
+        loop {
+            let bounds = self.line_bounds();
+            let line = match read_line_within(&mut self.reader, bounds) {
+                Ok(Some(line)) => line,
+                Ok(None) => return,
+                Err(e) => return self.reply_and_close(&Reply::error(format!("bad request: {e}"))),
+            };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let request = match serde_json::from_str::<Request>(&line) {
+                Ok(request) => request,
+                Err(e) => {
+                    if self.reply(&Reply::error(format!("bad request: {e}"))).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let reply = match request {
+                Request::AgentHello(hello) => return self.agent_hello(hello),
+                Request::Challenge { nonce } => self.challenge(nonce.as_deref()),
+                Request::Auth { credential } => match self.authenticate(&credential) {
+                    Ok(reply) => reply,
+                    Err(reason) => {
+                        let refusal = Reply::error(format!("authentication failed: {reason}"));
+                        return self.authentication_failed(&reason, &refusal);
+                    }
+                },
+                request => match &self.who {
+                    Some(identity) => self.listening.controller.handle(identity, request),
+                    None => Reply::error("authenticate first: challenge, then auth with a MUNGE credential"),
+                },
+            };
+            if self.reply(&reply).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// An authenticated peer may idle; one that has not must authenticate within the request time.
+    fn line_bounds(&self) -> LineBounds {
+        let limits = self.listening.gate.limits();
+        let idle = match self.who {
+            Some(_) => limits.idle_timeout,
+            None => limits.request_timeout.saturating_sub(self.opened.elapsed()).max(Duration::from_millis(1)),
+        };
+        LineBounds { max_bytes: MAX_LINE_BYTES, idle: Some(idle), complete_within: limits.request_timeout }
+    }
+
+    fn reply(&mut self, reply: &Reply) -> std::io::Result<()> {
+        write_message(&mut &*self.stream, reply)
+    }
+
+    fn reply_and_close(&mut self, reply: &Reply) {
+        let _ = self.reply(reply);
+        self.stream.shutdown();
+    }
+
+    fn challenge(&mut self, theirs: Option<&str>) -> Reply {
+        let proof =
+            crate::auth::fresh_nonce().and_then(|ours| self.listening.credentials.prove_controller(ours, theirs));
+        match proof {
+            Ok(proof) => {
+                self.nonce = Some(proof.nonce.clone());
+                Reply::ok(serde_json::to_value(proof).unwrap_or_default())
+            }
+            Err(e) => Reply::error(format!("challenge: {e}")),
+        }
+    }
+
+    fn authenticate(&mut self, credential: &str) -> Result<Reply, String> {
+        if matches!(self.peer, Peer::Local(_)) {
+            return Ok(Reply::error("auth is for TCP: on this socket your identity comes from the kernel"));
+        }
+        let nonce = self.nonce.take().ok_or("ask for a challenge first")?;
+        let (uid, gid) = self.listening.credentials.check_user(credential, &nonce)?;
+        let who = self.listening.controller.identity_for(uid, gid);
+        self.pass.authenticated(uid, who.admin)?;
+        self.who = Some(who);
+        Ok(Reply::ok(serde_json::json!({ "uid": uid, "gid": gid, "admin": who.admin })))
+    }
+
+    /// Log, pause (so guessing is slow), count the failure against the address, then answer `refusal` and close.
+    fn authentication_failed(self, reason: &str, refusal: &impl serde::Serialize) {
+        if let Peer::Remote(address) = self.peer {
+            eprintln!("cosched controller: authentication failed from {address}: {reason}");
+            std::thread::sleep(FAILURE_PAUSE);
+            if self.listening.gate.authentication_failed(address.ip()) {
+                eprintln!("cosched controller: {} failed too often: barred for a while", address.ip());
+            }
+        }
+        let _ = write_message(&mut &*self.stream, refusal);
+        self.stream.shutdown();
+    }
+
+    fn agent_hello(mut self, hello: AgentHello) {
+        let proved = match (&self.peer, &hello.proof) {
+            (Peer::Local(who), _) if who.uid == 0 => Ok(()),
+            (Peer::Local(_), _) => Err("agents run as root".to_string()),
+            (Peer::Remote(_), None) => Err("an agent over TCP must prove it is one (MUNGE or the agents' key)".into()),
+            (Peer::Remote(_), Some(proof)) => match self.nonce.take() {
+                Some(nonce) => self.listening.credentials.check_agent(&hello.node, proof, &nonce),
+                None => Err("ask for a challenge first".into()),
+            },
+        };
+        if let Err(reason) = proved {
+            let refusal = ToAgent::Refused { reason: format!("not an agent: {reason}") };
+            return self.authentication_failed(&reason, &refusal);
+        }
+        self.pass.agent();
+        agent_link(&self.listening.controller, self.reader, self.stream, hello);
+    }
+}
+
+fn agent_link(controller: &Arc<Controller>, mut reader: BufReader<Shared>, stream: Arc<Stream>, hello: AgentHello) {
     let node = hello.node.clone();
-    let link = Arc::new(Mutex::new(writer));
+    let link: crate::controller::AgentWriter = Arc::new(Mutex::new(Box::new(Shared(stream.clone()))));
     if let Err(reason) = controller.agent_connected(&hello, link.clone()) {
         let _ = write_message(&mut *link.lock().unwrap(), &ToAgent::Refused { reason });
         return;
     }
     eprintln!("cosched controller: agent {node} connected ({} CPUs, freezer {})", hello.cpus, hello.freezer);
-    while let Ok(Some(line)) = read_line_limited(&mut reader, MAX_TRUSTED_LINE_BYTES) {
-        match serde_json::from_str::<FromAgent>(&line) {
-            Ok(event) => controller.agent_event(&node, event),
-            Err(e) => eprintln!("cosched controller: bad message from agent {node}: {e}"),
+    let bounds = LineBounds {
+        max_bytes: MAX_TRUSTED_LINE_BYTES,
+        idle: Some(AGENT_SILENCE_LIMIT),
+        complete_within: AGENT_SILENCE_LIMIT,
+    };
+    loop {
+        match read_line_within(&mut reader, bounds) {
+            Ok(Some(line)) => match serde_json::from_str::<FromAgent>(&line) {
+                Ok(event) => controller.agent_event(&node, event),
+                Err(e) => eprintln!("cosched controller: bad message from agent {node}: {e}"),
+            },
+            Ok(None) => break,
+            Err(e) => {
+                eprintln!("cosched controller: agent {node}: {e}");
+                break;
+            }
         }
     }
+    stream.shutdown();
     eprintln!("cosched controller: agent {node} disconnected");
     controller.agent_disconnected(&node);
 }

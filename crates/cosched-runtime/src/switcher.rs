@@ -89,6 +89,11 @@ impl Switcher {
         self.state.lock().unwrap().stats.switches
     }
 
+    /// Slices in which a gang could not be stopped or started (each is logged as it happens).
+    pub fn errors(&self) -> u64 {
+        self.state.lock().unwrap().stats.errors
+    }
+
     /// The (slice number, start offset in ns) of every switch since the last call, for the controller's view of
     /// the skew between nodes.
     pub fn take_slice_starts(&self) -> Vec<(u64, u64)> {

@@ -2,16 +2,17 @@
 //! and the client commands that talk to a controller over its socket.
 
 use clap::Args;
+use cosched_munge::Munge;
 use cosched_policy::cluster::PlanSettings;
 use cosched_runtime::agent::{Address, AgentSettings};
+use cosched_runtime::auth::{AgentKey, Credentials};
 use cosched_runtime::controller::ControllerSettings;
 use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::freezer::FreezerKind;
-use cosched_runtime::protocol::{
-    read_line_limited, write_message, Reply, Request, SubmitRequest, MAX_TRUSTED_LINE_BYTES,
-};
-use std::io::BufReader;
+use cosched_runtime::gate::Limits;
+use cosched_runtime::protocol::{Reply, Request, SubmitRequest};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 const DEFAULT_SOCKET: &str = "/run/cosched/cosched.sock";
@@ -30,12 +31,18 @@ pub struct ControllerArgs {
     /// Unix socket for users and local agents.
     #[arg(long, env = "COSCHED_SOCKET", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
-    /// Also listen on TCP (host:port) for agents and users of other hosts (needs --key-file).
+    /// Also listen on TCP (host:port) for agents and users of other hosts. They prove who they are with MUNGE
+    /// credentials (agents may use --key-file instead); use a port below 1024 so no user can take it.
     #[arg(long)]
     pub tcp: Option<String>,
-    /// File holding the shared key that TCP peers must present.
+    /// The agents' shared key (a file of root's, mode 0600, at least 32 bytes): agents may prove themselves with
+    /// it instead of MUNGE. It never crosses the network. Users over TCP always need MUNGE.
     #[arg(long)]
     pub key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub munge: MungeArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
     /// Serve the web monitor here ("off" to disable).
     #[arg(long, default_value = "127.0.0.1:8180")]
     pub monitor: String,
@@ -75,6 +82,33 @@ pub struct ControllerArgs {
 }
 
 #[derive(Args, Clone, Debug)]
+pub struct MungeArgs {
+    /// The socket of this host's munged (default: MUNGE's own, /run/munge/munge.socket.2).
+    #[arg(long, env = "COSCHED_MUNGE_SOCKET", global = true)]
+    pub munge_socket: Option<PathBuf>,
+}
+
+/// Bounds on the controller's connections (see docs/security.md, "Sizes and connections").
+#[derive(Args, Clone, Debug)]
+pub struct LimitArgs {
+    /// Connections held at once, all clients together (kept inside the open-file limit).
+    #[arg(long, default_value_t = Limits::default().connections)]
+    pub max_connections: usize,
+    /// Connections one user holds at once.
+    #[arg(long, default_value_t = Limits::default().per_user)]
+    pub max_connections_per_user: usize,
+    /// TCP connections not yet authenticated, in all (a quarter of it per address, at least 1).
+    #[arg(long, default_value_t = Limits::default().unauthenticated)]
+    pub max_unauthenticated: usize,
+    /// Seconds a request may take once it has begun (and a TCP peer to authenticate).
+    #[arg(long, default_value_t = Limits::default().request_timeout.as_secs_f64())]
+    pub request_timeout_s: f64,
+    /// Seconds after which a silent connection is closed.
+    #[arg(long, default_value_t = Limits::default().idle_timeout.as_secs_f64())]
+    pub idle_timeout_s: f64,
+}
+
+#[derive(Args, Clone, Debug)]
 pub struct AgentArgs {
     /// This node's name (default: the host name).
     #[arg(long)]
@@ -95,9 +129,11 @@ pub struct RemoteAgentArgs {
     /// The controller: a Unix socket path or host:port.
     #[arg(long)]
     pub controller: String,
-    /// Shared key file (needed over TCP).
+    /// The agents' shared key (a file of root's, mode 0600): over TCP, prove with it instead of MUNGE.
     #[arg(long)]
     pub key_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub munge: MungeArgs,
     /// Directory for job logs.
     #[arg(long, default_value = "/var/lib/cosched")]
     pub state_dir: PathBuf,
@@ -114,14 +150,55 @@ fn parse_freezer(text: &str) -> Result<FreezerKind, String> {
     }
 }
 
-fn read_key(path: &Option<PathBuf>) -> Result<Option<String>, String> {
-    let Some(path) = path else { return Ok(None) };
-    let key = std::fs::read_to_string(path).map_err(|e| format!("key file {}: {e}", path.display()))?;
-    let key = key.trim().to_string();
-    if key.len() < 16 {
-        return Err(format!("key file {}: the key must have at least 16 characters", path.display()));
+fn read_key(path: &Option<PathBuf>) -> Result<Option<Arc<AgentKey>>, String> {
+    path.as_deref().map(|p| AgentKey::load(p).map(Arc::new)).transpose()
+}
+
+/// MUNGE through this host's munged, checked with one credential (so a missing munged is said at start).
+fn open_munge(args: &MungeArgs) -> Result<Arc<Munge>, String> {
+    let munge = Munge::open(args.munge_socket.as_deref()).map_err(|e| e.to_string())?;
+    munge.check().map_err(|e| format!("{e} (is munged running? see --munge-socket)"))?;
+    Ok(Arc::new(munge))
+}
+
+/// What the controller proves itself and checks its TCP peers with: MUNGE if it works here, and the agents' key
+/// if given. TCP without either is refused.
+fn controller_credentials(args: &ControllerArgs) -> Result<Credentials, String> {
+    let agent_key = read_key(&args.key_file)?;
+    if args.tcp.is_none() {
+        return Ok(Credentials { munge: None, agent_key });
     }
-    Ok(Some(key))
+    let munge = match (open_munge(&args.munge), &agent_key) {
+        (Ok(munge), _) => Some(munge),
+        (Err(e), Some(_)) => {
+            eprintln!("cosched controller: WARNING: {e}: users of other hosts cannot authenticate; agents use the key");
+            None
+        }
+        (Err(e), None) => return Err(format!("--tcp needs MUNGE or --key-file: {e}")),
+    };
+    Ok(Credentials { munge, agent_key })
+}
+
+fn limits(args: &LimitArgs) -> Result<Limits, String> {
+    let seconds = |flag: &str, value: f64| {
+        if value.is_finite() && (0.1..=MAX_SETTING_S).contains(&value) {
+            Ok(Duration::from_secs_f64(value))
+        } else {
+            Err(format!("{flag} {value} must be between 0.1 and {MAX_SETTING_S} seconds"))
+        }
+    };
+    if args.max_connections == 0 || args.max_connections_per_user == 0 || args.max_unauthenticated == 0 {
+        return Err("connection limits must be at least 1".into());
+    }
+    Ok(Limits {
+        connections: args.max_connections,
+        per_user: args.max_connections_per_user,
+        unauthenticated: args.max_unauthenticated,
+        unauthenticated_per_address: (args.max_unauthenticated / 4).max(1),
+        request_timeout: seconds("--request-timeout-s", args.request_timeout_s)?,
+        idle_timeout: seconds("--idle-timeout-s", args.idle_timeout_s)?,
+        ..Limits::default()
+    })
 }
 
 fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, ControllerListen), String> {
@@ -143,7 +220,6 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
     };
     let kill_wait = seconds("--kill-wait-s", args.kill_wait_s)?;
     let keep_finished = seconds("--keep-finished-s", args.keep_finished_s)?;
-    let token = read_key(&args.key_file)?;
     let settings = ControllerSettings {
         state_dir: args.state_dir.clone(),
         slice_ns: (args.slice_ms * 1e6).round() as u64,
@@ -159,12 +235,13 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         kill_wait,
         keep_finished,
         private_data: !args.public_data,
-        token,
     };
     let listen = ControllerListen {
         socket: args.socket.clone(),
         tcp: args.tcp.clone(),
         monitor: (args.monitor != "off").then(|| args.monitor.clone()),
+        credentials: controller_credentials(args)?,
+        limits: limits(&args.limits)?,
     };
     Ok((settings, listen))
 }
@@ -172,7 +249,7 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
 fn agent_settings(
     args: &AgentArgs,
     controller: Address,
-    token: Option<String>,
+    credentials: Credentials,
     state_dir: &std::path::Path,
 ) -> Result<AgentSettings, String> {
     let node = match &args.node {
@@ -186,7 +263,7 @@ fn agent_settings(
     Ok(AgentSettings {
         node,
         controller,
-        token,
+        credentials,
         log_dir: state_dir.join("logs"),
         freezer: args.freezer,
         cpus: args.cpus.unwrap_or(all_cpus).clamp(1, all_cpus),
@@ -207,7 +284,8 @@ fn mem_total_bytes() -> u64 {
 
 pub fn up(controller: &ControllerArgs, agent: &AgentArgs) -> Result<(), String> {
     let (settings, listen) = controller_settings(controller)?;
-    let agent = agent_settings(agent, Address::Unix(listen.socket.clone()), None, &settings.state_dir)?;
+    let local = Address::Unix(listen.socket.clone());
+    let agent = agent_settings(agent, local, Credentials::default(), &settings.state_dir)?;
     cosched_runtime::daemon::run_up(settings, listen, agent).map_err(|e| e.to_string())
 }
 
@@ -220,12 +298,16 @@ pub fn controller(args: &ControllerArgs) -> Result<(), String> {
 }
 
 pub fn agent(args: &RemoteAgentArgs) -> Result<(), String> {
-    let token = read_key(&args.key_file)?;
     let address = Address::parse(&args.controller);
-    if matches!(address, Address::Tcp(_)) && token.is_none() {
-        return Err("an agent reaching its controller over TCP needs --key-file".into());
-    }
-    let settings = agent_settings(&args.agent, address, token, &args.state_dir)?;
+    let agent_key = read_key(&args.key_file)?;
+    let munge = match (&address, &agent_key) {
+        (Address::Tcp(_), None) => Some(
+            open_munge(&args.munge)
+                .map_err(|e| format!("an agent over TCP proves itself with MUNGE or --key-file: {e}"))?,
+        ),
+        _ => None,
+    };
+    let settings = agent_settings(&args.agent, address, Credentials { munge, agent_key }, &args.state_dir)?;
     cosched_runtime::daemon::run_agent(settings).map_err(|e| e.to_string())
 }
 
@@ -236,6 +318,11 @@ pub struct ClientArgs {
     /// The controller's Unix socket.
     #[arg(long, env = "COSCHED_SOCKET", default_value = DEFAULT_SOCKET, global = true)]
     pub socket: PathBuf,
+    /// A controller on another host (host:port): you prove who you are with a MUNGE credential.
+    #[arg(long, env = "COSCHED_CONTROLLER", global = true)]
+    pub controller: Option<String>,
+    #[command(flatten)]
+    pub munge: MungeArgs,
     /// Print the controller's reply as JSON.
     #[arg(long, global = true)]
     pub json: bool,
@@ -282,19 +369,20 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 pub fn call(client: &ClientArgs, request: &Request) -> Result<Reply, String> {
-    let stream = std::os::unix::net::UnixStream::connect(&client.socket).map_err(|e| {
-        format!(
-            "cannot reach the controller at {}: {e} (is `cosched up` running? see --socket)",
-            client.socket.display()
-        )
-    })?;
-    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
-    write_message(&mut writer, request).map_err(|e| e.to_string())?;
-    let mut reader = BufReader::new(stream);
-    let line = read_line_limited(&mut reader, MAX_TRUSTED_LINE_BYTES)
-        .map_err(|e| e.to_string())?
-        .ok_or("the controller closed the connection")?;
-    serde_json::from_str(&line).map_err(|e| format!("bad reply from the controller: {e}"))
+    let (address, credentials) = match &client.controller {
+        Some(host_port) => {
+            let munge = open_munge(&client.munge)?;
+            (Address::Tcp(host_port.clone()), Credentials { munge: Some(munge), agent_key: None })
+        }
+        None => (Address::Unix(client.socket.clone()), Credentials::default()),
+    };
+    cosched_runtime::client::call(&address, &credentials, request).map_err(|e| {
+        if e.starts_with("cannot reach") {
+            format!("{e} (is `cosched up` running? see --socket and --controller)")
+        } else {
+            e
+        }
+    })
 }
 
 /// Send a request, print the reply (JSON or a line of text), fail on an error reply.

@@ -40,6 +40,11 @@ impl Daemon {
 
     /// `cosched up` with these variables added to its environment.
     pub fn up_with_env(extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Daemon::up_under(&[], extra, env)
+    }
+
+    /// `cosched up` started through `wrapper` (e.g. `prlimit --nofile=300:300 --`).
+    pub fn up_under(wrapper: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let node = unique("t");
         let dir = std::env::temp_dir().join(unique("cosched-test"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -49,7 +54,15 @@ impl Daemon {
         args.extend(["--state-dir", &state, "--socket", &sock]);
         args.extend(extra);
         let log = std::fs::File::create(dir.join("up.log")).unwrap();
-        let child = Command::new(COSCHED)
+        let mut command = match wrapper.split_first() {
+            Some((program, wrapper_args)) => {
+                let mut command = Command::new(program);
+                command.args(wrapper_args).arg(COSCHED);
+                command
+            }
+            None => Command::new(COSCHED),
+        };
+        let child = command
             .args(&args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -266,4 +279,172 @@ pub fn gang_cpu_ticks(gangs: &[Vec<i32>], window: Duration) -> Vec<u64> {
 pub fn whole_machine() -> std::sync::MutexGuard<'static, ()> {
     static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     MACHINE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// An agents' key as an administrator makes it: 32 random bytes in hex, root's, mode 0600.
+pub fn write_agents_key(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let key = cosched_runtime::job_tag::random_hex(32).unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).unwrap();
+    std::io::Write::write_all(&mut file, key.as_bytes()).unwrap();
+}
+
+/// A free TCP port on loopback (taken again at once by whoever binds it next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `cosched up` listening on TCP as well, with a private MUNGE realm; returns it and its TCP address.
+pub fn tcp_daemon(munge: &cosched_munge::testing::PrivateMunged, extra: &[&str]) -> (Daemon, String) {
+    let address = format!("127.0.0.1:{}", free_port());
+    let socket = munge.socket().to_str().unwrap().to_string();
+    let mut args = vec!["--tcp", &address, "--munge-socket", &socket];
+    args.extend(extra);
+    (Daemon::up(&args), address)
+}
+
+/// A private munged (its own key and socket) for tests of identity between hosts.
+pub fn private_munged() -> cosched_munge::testing::PrivateMunged {
+    cosched_munge::testing::PrivateMunged::start().expect("a private munged (scripts/setup installs munge)")
+}
+
+/// A MUNGE credential made by `uid` (through the `munge` command run as that user) carrying `payload`.
+pub fn credential_of(uid: u32, munge: &cosched_munge::testing::PrivateMunged, payload: &str) -> String {
+    let out = Command::new("munge")
+        .args(["-S", munge.socket().to_str().unwrap(), "-s", payload])
+        .uid(uid)
+        .gid(uid)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "munge as uid {uid}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A raw protocol connection over TCP: one JSON line out, one back.
+pub struct RawPeer {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    writer: std::net::TcpStream,
+}
+
+impl RawPeer {
+    pub fn connect(address: &str) -> RawPeer {
+        let stream = std::net::TcpStream::connect(address).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        RawPeer { reader: std::io::BufReader::new(stream.try_clone().unwrap()), writer: stream }
+    }
+
+    /// Send a line and read the answer (`Null` if the connection closed without one).
+    pub fn ask(&mut self, line: &str) -> serde_json::Value {
+        use std::io::{BufRead, Write};
+        let _ = self.writer.write_all(format!("{line}\n").as_bytes());
+        let mut answer = String::new();
+        let _ = self.reader.read_line(&mut answer);
+        serde_json::from_str(&answer).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The controller's nonce for this connection.
+    pub fn challenge(&mut self) -> String {
+        let reply = self.ask(r#"{"op":"challenge","nonce":null}"#);
+        reply["data"]["nonce"].as_str().unwrap_or_else(|| panic!("no nonce in {reply}")).to_string()
+    }
+
+    /// Has the other end closed the connection (read gives end of stream within `within`)?
+    pub fn closed_within(&mut self, within: Duration) -> bool {
+        use std::io::Read;
+        self.writer.set_read_timeout(Some(within)).unwrap();
+        let mut rest = Vec::new();
+        self.reader.read_to_end(&mut rest).is_ok()
+    }
+}
+
+/// A cosched client command run as `uid` against a controller on another host (TCP and MUNGE).
+pub fn remote_client_as(
+    uid: u32,
+    address: &str,
+    munge: &cosched_munge::testing::PrivateMunged,
+    args: &[&str],
+) -> Output {
+    let socket = munge.socket().to_str().unwrap().to_string();
+    let mut all = vec![args[0], "--controller", address, "--munge-socket", &socket];
+    all.extend(&args[1..]);
+    let mut command = Command::new(COSCHED);
+    command.args(&all).env_remove("COSCHED_SOCKET").current_dir("/tmp").uid(uid).gid(uid);
+    command.output().unwrap()
+}
+
+/// Where a hoarder connects: the daemon's Unix socket, or a TCP address with the source address to use.
+pub enum HoardTarget<'a> {
+    Unix(&'a Path),
+    Tcp { to: &'a str, from: &'a str },
+}
+
+/// An attacker holding many connections to the daemon, as `uid` (a Python program: the kernel records the uid of
+/// whoever connects, so the test process cannot do it itself). Held until dropped.
+pub struct Hoarder {
+    child: Child,
+    /// Connections the daemon kept open, and those it answered with a refusal and closed.
+    pub held: u64,
+    pub refused: u64,
+}
+
+const HOARDER: &str = r#"
+import json, select, socket, sys, time
+kind, target, source, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+conns = []
+for _ in range(count):
+    try:
+        if kind == "unix":
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(target)
+        else:
+            host, port = target.rsplit(":", 1)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((source, 0))
+            s.connect((host, int(port)))
+        conns.append(s)
+    except OSError:
+        pass
+time.sleep(1.0)
+poller = select.poll()
+for s in conns:
+    poller.register(s, select.POLLIN)
+answered = {fd for fd, _ in poller.poll(0)}
+print(json.dumps({"held": sum(s.fileno() not in answered for s in conns), "refused": len(answered)}), flush=True)
+sys.stdin.read()
+"#;
+
+impl Hoarder {
+    pub fn start(uid: u32, target: HoardTarget, count: usize) -> Hoarder {
+        use std::io::BufRead;
+        let (kind, to, from) = match target {
+            HoardTarget::Unix(path) => ("unix", path.to_str().unwrap().to_string(), String::new()),
+            HoardTarget::Tcp { to, from } => ("tcp", to.to_string(), from.to_string()),
+        };
+        let mut child = Command::new("python3")
+            .args(["-c", HOARDER, kind, &to, &from, &count.to_string()])
+            .uid(uid)
+            .gid(uid)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 (the attacker's tool here)");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        let counts: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("hoarder said {line:?}: {e}"));
+        Hoarder { child, held: counts["held"].as_u64().unwrap(), refused: counts["refused"].as_u64().unwrap() }
+    }
+}
+
+impl Drop for Hoarder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The node's switch counters from `status`: (switches, switch errors).
+pub fn switch_counters(daemon: &Daemon) -> (u64, u64) {
+    let node = &daemon.status()["nodes"][0];
+    (node["switches"].as_u64().unwrap_or(0), node["switch_errors"].as_u64().unwrap_or(0))
 }

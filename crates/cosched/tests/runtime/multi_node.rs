@@ -10,6 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 struct Cluster {
+    /// The realm's munged (every emulated host shares it: its socket is a file, outside the network namespaces).
+    _munge: cosched_munge::testing::PrivateMunged,
     controller: Child,
     agents: Vec<Child>,
     dir: PathBuf,
@@ -139,7 +141,9 @@ fn start_cluster(agents: usize) -> Cluster {
     let dir = std::env::temp_dir().join(unique("cosched-cluster"));
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("key");
-    std::fs::write(&key, "a-shared-key-of-enough-length\n").unwrap();
+    write_agents_key(&key);
+    let munge = private_munged();
+    let munge_socket = munge.socket().to_str().unwrap().to_string();
     let socket = dir.join("sock");
     let namespaces = Namespaces::create(agents)
         .map_err(|e| eprintln!("NOTE: no network namespaces ({e}): the agents connect over loopback instead"))
@@ -163,6 +167,8 @@ fn start_cluster(agents: usize) -> Cluster {
             &listen,
             "--key-file",
             &s(&key),
+            "--munge-socket",
+            &munge_socket,
             "--monitor",
             "off",
             "--slice-ms",
@@ -183,22 +189,16 @@ fn start_cluster(agents: usize) -> Cluster {
             None => Command::new(COSCHED),
         };
         agent.stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log);
-        agent.args([
-            "agent",
-            "--controller",
-            address,
-            "--key-file",
-            &s(&key),
-            "--node",
-            &node,
-            "--cpus",
-            "1",
-            "--state-dir",
-            &s(&state),
-        ]);
+        agent.args(["agent", "--controller", address, "--node", &node, "--cpus", "1", "--state-dir", &s(&state)]);
+        // The last agent proves itself with the agents' key, the others with MUNGE.
+        if i + 1 == agents {
+            agent.args(["--key-file", &s(&key)]);
+        } else {
+            agent.args(["--munge-socket", &munge_socket]);
+        }
         children.push(agent.spawn().unwrap());
     }
-    let cluster = Cluster { controller, agents: children, dir, socket, nodes, _namespaces: namespaces };
+    let cluster = Cluster { _munge: munge, controller, agents: children, dir, socket, nodes, _namespaces: namespaces };
     wait_for("the agents to connect", Duration::from_secs(10), || {
         let out = client_as(&cluster.socket, &["status", "--json"], None);
         let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();

@@ -1,4 +1,106 @@
-//! See `mod.rs` for the list of attacks.
+//! Attacks on the daemon's resources: connection floods from one user and from many, past the open-file limit,
+//! idle and slow clients, unauthenticated TCP peers. See `mod.rs`.
 
-#[allow(unused_imports)]
+use super::{ATTACKER, OTHER_USER};
 use crate::harness::*;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// Two gangs of spinning tasks that take turns on all CPUs, and their processes.
+fn two_gangs(daemon: &Daemon) -> Vec<Vec<i32>> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
+    let args = ["-n", &cpus, "--", "timeout", "120", "sh", "-c", "while :; do :; done"];
+    let jobs = [daemon.submit(&args), daemon.submit(&args)];
+    // Two processes a task: `timeout` and its shell.
+    let count = 2 * cpus.parse::<usize>().unwrap();
+    jobs.iter().map(|&job| daemon.pids(job, count)).collect()
+}
+
+/// Switching went on without a single failed switch while the attack lasted, and both gangs got their turns.
+fn switching_goes_on(daemon: &Daemon, gangs: &[Vec<i32>]) {
+    let (before, _) = switch_counters(daemon);
+    let used = gang_cpu_ticks(gangs, Duration::from_secs(2));
+    let (after, errors) = switch_counters(daemon);
+    assert!(after > before, "no switch during the attack ({before} then {after})");
+    assert_eq!(errors, 0, "switches failed during the attack; daemon log:\n{}", daemon.log());
+    assert!(used.iter().all(|&t| t > 0), "a gang got no CPU during the attack: {used:?}");
+    assert!(!daemon.log().contains("Too many open files"), "{}", daemon.log());
+}
+
+#[test]
+fn a_flood_of_connections_from_one_user_is_capped_and_leaves_other_users_and_switching_alone() {
+    if skip_unless_root("a_flood_of_connections_from_one_user") {
+        return;
+    }
+    let _machine = whole_machine();
+    let daemon = Daemon::up(&["--max-connections-per-user", "16", "--slice-ms", "20"]);
+    let gangs = two_gangs(&daemon);
+    let flood = Hoarder::start(ATTACKER, HoardTarget::Unix(&daemon.socket), 200);
+    assert_eq!((flood.held, flood.refused), (16, 184), "one user holds at most 16 connections");
+    let other = daemon.client_as(OTHER_USER, &["status"]);
+    assert!(other.status.success(), "another user is shut out: {other:?}");
+    let refused = daemon.client_as(ATTACKER, &["status"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("limit"), "{refused:?}");
+    switching_goes_on(&daemon, &gangs);
+    drop(flood);
+    wait_for("the flood's connections to be given back", Duration::from_secs(10), || {
+        daemon.client_as(ATTACKER, &["status"]).status.success()
+    });
+}
+
+#[test]
+fn more_connections_than_the_open_file_limit_never_starve_switching() {
+    if skip_unless_root("more_connections_than_the_open_file_limit") {
+        return;
+    }
+    let _machine = whole_machine();
+    // 300 descriptors: 256 are kept for the daemon's own work, 44 go to clients (and 16 more to administrators).
+    let daemon = Daemon::up_under(&["prlimit", "--nofile=300:300", "--"], &["--slice-ms", "20"], &[]);
+    let gangs = two_gangs(&daemon);
+    let floods: Vec<Hoarder> = [ATTACKER, OTHER_USER, OTHER_USER + 1, OTHER_USER + 2]
+        .iter()
+        .map(|&uid| Hoarder::start(uid, HoardTarget::Unix(&daemon.socket), 150))
+        .collect();
+    let held: u64 = floods.iter().map(|f| f.held).sum();
+    assert!(held <= 44, "clients hold {held} connections past the limit kept for switching");
+    assert!(daemon.client(&["status"]).status.success(), "root is shut out of a full daemon");
+    switching_goes_on(&daemon, &gangs);
+}
+
+#[test]
+fn slow_and_silent_clients_are_disconnected() {
+    if skip_unless_root("slow_and_silent_clients_are_disconnected") {
+        return;
+    }
+    let munge = private_munged();
+    let (daemon, address) = tcp_daemon(&munge, &["--request-timeout-s", "1", "--idle-timeout-s", "2"]);
+    let mut slow = std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap();
+    slow.write_all(br#"{"op":"sta"#).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer).unwrap();
+    assert!(answer.contains("did not arrive in time"), "{answer:?}");
+    let mut silent = std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap();
+    silent.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut answer = String::new();
+    silent.read_to_string(&mut answer).unwrap();
+    assert!(answer.contains("no request"), "a silent connection is closed after the idle time: {answer:?}");
+    // A TCP peer that never authenticates has the request time to do so.
+    let mut stranger = RawPeer::connect(&address);
+    assert!(stranger.closed_within(Duration::from_secs(20)), "an unauthenticated peer stayed connected");
+}
+
+#[test]
+fn unauthenticated_tcp_peers_are_capped_per_address_and_cannot_shut_out_others() {
+    if skip_unless_root("unauthenticated_tcp_peers_are_capped") {
+        return;
+    }
+    let munge = private_munged();
+    let (daemon, address) = tcp_daemon(&munge, &["--max-unauthenticated", "8"]);
+    // From one address at most a quarter of the unauthenticated places; the rest are answered and closed.
+    let flood = Hoarder::start(ATTACKER, HoardTarget::Tcp { to: &address, from: "127.0.0.2" }, 100);
+    assert_eq!((flood.held, flood.refused), (2, 98));
+    let out = remote_client_as(OTHER_USER, &address, &munge, &["status"]);
+    assert!(out.status.success(), "a user of another address is shut out: {}", String::from_utf8_lossy(&out.stderr));
+    drop(daemon);
+}

@@ -1,4 +1,271 @@
-//! See `mod.rs` for the list of attacks.
+#![allow(clippy::disallowed_methods)] // tests of the real runtime read the real clock
+//! Attacks on identity: claiming a uid over TCP, credentials taken to another connection or purpose, users posing
+//! as agents, a program on the controller's port, keys others can read, guessing keys. See `mod.rs`.
 
-#[allow(unused_imports)]
+use super::{ATTACKER, OTHER_USER};
 use crate::harness::*;
+use serde_json::json;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn auth_line(credential: &str) -> String {
+    json!({ "op": "auth", "credential": credential }).to_string()
+}
+
+fn hello_line(node: &str, proof: serde_json::Value) -> String {
+    json!({ "op": "agent_hello", "node": node, "cpus": 64, "mem_bytes": 1u64 << 40, "proof": proof, "adopted": [],
+            "freezer": "v2" })
+    .to_string()
+}
+
+fn error_of(reply: &serde_json::Value) -> String {
+    reply["error"].as_str().or(reply["reason"].as_str()).unwrap_or_default().to_string()
+}
+
+#[test]
+fn a_tcp_peer_cannot_claim_a_uid_and_a_remote_user_acts_as_the_uid_munge_vouches_for() {
+    if skip_unless_root("a_tcp_peer_cannot_claim_a_uid") {
+        return;
+    }
+    let munge = private_munged();
+    let (daemon, address) = tcp_daemon(&munge, &[]);
+    // Saying who you are (the old shared-key way) is refused, and nothing else works before authenticating.
+    let mut peer = RawPeer::connect(&address);
+    let claimed = peer.ask(r#"{"op":"auth","token":"guess","uid":0,"gid":0}"#);
+    assert!(error_of(&claimed).contains("unknown field"), "{claimed}");
+    let status = peer.ask(r#"{"op":"status"}"#);
+    assert!(error_of(&status).contains("authenticate first"), "{status}");
+    // A user of another host acts as the uid munged put in the credential, with a local user's rights.
+    let out = remote_client_as(ATTACKER, &address, &munge, &["submit", "--json", "--", "sleep", "30"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let theirs = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["job"].as_u64().unwrap();
+    assert_eq!(daemon.job(theirs)["uid"], ATTACKER);
+    let roots = daemon.submit(&["--", "sleep", "30"]);
+    let out = remote_client_as(ATTACKER, &address, &munge, &["kill", &roots.to_string()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("permission denied"), "{out:?}");
+    assert_eq!(daemon.job(roots)["state"], "running");
+    // Root of a host of the realm is an administrator, as with Slurm.
+    let out = remote_client_as(0, &address, &munge, &["kill", &theirs.to_string()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_credential_is_good_for_its_own_connection_and_purpose_only() {
+    if skip_unless_root("a_credential_is_good_for_its_own_connection") {
+        return;
+    }
+    let munge = private_munged();
+    let (_daemon, address) = tcp_daemon(&munge, &[]);
+    // Made for one connection, presented on another: refused (and, decoded once, it is spent).
+    let mut first = RawPeer::connect(&address);
+    let nonce = first.challenge();
+    let credential = credential_of(ATTACKER, &munge, &format!("cosched-user:{nonce}"));
+    let mut second = RawPeer::connect(&address);
+    second.challenge();
+    let moved = second.ask(&auth_line(&credential));
+    assert!(error_of(&moved).contains("another connection"), "{moved}");
+    let replayed = first.ask(&auth_line(&credential));
+    assert!(error_of(&replayed).contains("eplayed"), "a credential decodes once: {replayed}");
+    // An agent's credential does not make a user, nor does a credential of another realm, nor one without a
+    // challenge.
+    let mut third = RawPeer::connect(&address);
+    let nonce = third.challenge();
+    let agents = credential_of(ATTACKER, &munge, &format!("cosched-agent:n:{nonce}"));
+    assert_eq!(third.ask(&auth_line(&agents))["ok"], false);
+    let foreign_realm = private_munged();
+    let mut fourth = RawPeer::connect(&address);
+    let nonce = fourth.challenge();
+    let foreign = credential_of(0, &foreign_realm, &format!("cosched-user:{nonce}"));
+    assert_eq!(fourth.ask(&auth_line(&foreign))["ok"], false);
+    let mut fifth = RawPeer::connect(&address);
+    let unbound = credential_of(OTHER_USER, &munge, "cosched-user:00");
+    assert!(error_of(&fifth.ask(&auth_line(&unbound))).contains("challenge first"));
+}
+
+#[test]
+fn a_user_cannot_pose_as_an_agent() {
+    if skip_unless_root("a_user_cannot_pose_as_an_agent") {
+        return;
+    }
+    let munge = private_munged();
+    let (daemon, address) = tcp_daemon(&munge, &[]);
+    let mut peer = RawPeer::connect(&address);
+    let nonce = peer.challenge();
+    let credential = credential_of(ATTACKER, &munge, &format!("cosched-agent:evil:{nonce}"));
+    let refused = peer.ask(&hello_line("evil", json!({ "munge": credential })));
+    assert_eq!(refused["cmd"], "refused", "{refused}");
+    assert!(error_of(&refused).contains("root"), "{refused}");
+    let mut bare = RawPeer::connect(&address);
+    let refused = bare.ask(&hello_line("evil", serde_json::Value::Null));
+    assert_eq!(refused["cmd"], "refused", "{refused}");
+    let nodes = daemon.status()["nodes"].clone();
+    assert!(nodes.as_array().unwrap().iter().all(|n| n["name"] != "evil"), "{nodes}");
+}
+
+/// Start `cosched <args>` and return its exit status and stderr, failing if it is still running after 10 s
+/// (a daemon that should have refused to start).
+fn refused_at_start(args: &[&str]) -> String {
+    let mut child = Command::new(COSCHED).args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("cosched {args:?} started instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn an_agents_key_that_others_can_read_or_that_is_not_roots_is_refused() {
+    if skip_unless_root("an_agents_key_that_others_can_read") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(unique("cosched-key"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (key, state, socket) = (dir.join("key"), dir.join("state"), dir.join("sock"));
+    write_agents_key(&key);
+    let key_path = key.to_str().unwrap();
+    let controller = [
+        "controller",
+        "--tcp",
+        "127.0.0.1:0",
+        "--key-file",
+        key_path,
+        "--monitor",
+        "off",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--socket",
+        socket.to_str().unwrap(),
+    ];
+    let agent =
+        ["agent", "--controller", "127.0.0.1:1", "--key-file", key_path, "--state-dir", state.to_str().unwrap()];
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(refused_at_start(&controller).contains("chmod 600"));
+    assert!(refused_at_start(&agent).contains("chmod 600"));
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    nix::unistd::chown(&key, Some(nix::unistd::Uid::from_raw(ATTACKER)), None).unwrap();
+    assert!(refused_at_start(&controller).contains("chown root"));
+    std::fs::remove_file(&key).unwrap();
+    std::fs::write(&key, "short").unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(refused_at_start(&controller).contains("at least 32"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What a peer sends until it closes the connection, or for `within` at most (a trusting agent would send reports
+/// for ever).
+fn read_until_closed(reader: &mut impl std::io::Read, within: Duration) -> Vec<u8> {
+    let started = Instant::now();
+    let mut sent = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while started.elapsed() < within {
+        match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => sent.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => break,
+        }
+    }
+    sent
+}
+
+/// A program on the controller's port (it was down, or the address was spoofed) answers the agent's challenge
+/// but cannot prove it is the controller. Run an agent against it and return what the agent sent.
+fn agent_against_an_impostor(proof: impl FnOnce(&str) -> serde_json::Value, agent_args: &[&str]) -> (String, String) {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let dir = std::env::temp_dir().join(unique("cosched-impostor"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let node = unique("imp");
+    let log = dir.join("agent.log");
+    let mut args = vec!["agent", "--controller", &address, "--node", &node, "--cpus", "1"];
+    let state = dir.to_str().unwrap().to_string();
+    args.extend(["--state-dir", &state]);
+    args.extend(agent_args);
+    let mut agent = spawn_logged(&args, &log);
+    let (stream, _) = listener.accept().unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+    let mut challenge = String::new();
+    reader.read_line(&mut challenge).unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let theirs: serde_json::Value = serde_json::from_str(&challenge).unwrap();
+    let answer = json!({ "ok": true, "data": proof(theirs["nonce"].as_str().unwrap()) });
+    (&stream).write_all(format!("{answer}\n").as_bytes()).unwrap();
+    let rest = read_until_closed(&mut reader, Duration::from_secs(5));
+    let _ = agent.kill();
+    let _ = agent.wait();
+    remove_agent_cgroups(&node);
+    let sent = challenge + &String::from_utf8_lossy(&rest);
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    (sent, logged)
+}
+
+#[test]
+fn an_agent_proves_nothing_to_a_program_that_cannot_prove_it_is_the_controller() {
+    if skip_unless_root("an_agent_proves_nothing_to_an_impostor") {
+        return;
+    }
+    // Key mode: the impostor does not hold the key, and the key is never sent.
+    let dir = std::env::temp_dir().join(unique("cosched-impostor-key"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key");
+    write_agents_key(&key);
+    let key_text = std::fs::read_to_string(&key).unwrap();
+    let (sent, logged) = agent_against_an_impostor(
+        |_| json!({ "nonce": "00", "hmac": "00".repeat(32) }),
+        &["--key-file", key.to_str().unwrap()],
+    );
+    assert!(!sent.contains("agent_hello") && !sent.contains(&key_text), "the agent sent: {sent}");
+    assert!(logged.contains("not our controller"), "agent log: {logged}");
+    // MUNGE mode: the impostor is a user; its credential is its own, not root's.
+    let munge = private_munged();
+    let (sent, logged) = agent_against_an_impostor(
+        |nonce| json!({ "nonce": "00", "munge": credential_of(ATTACKER, &munge, &format!("cosched-controller:{nonce}")) }),
+        &["--munge-socket", munge.socket().to_str().unwrap()],
+    );
+    assert!(!sent.contains("agent_hello"), "the agent sent: {sent}");
+    assert!(logged.contains("not our controller"), "agent log: {logged}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn wrong_keys_are_answered_slowly_logged_and_their_address_barred() {
+    if skip_unless_root("wrong_keys_are_answered_slowly") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(unique("cosched-guess"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key");
+    write_agents_key(&key);
+    let address = format!("127.0.0.1:{}", free_port());
+    let daemon = Daemon::up(&["--tcp", &address, "--key-file", key.to_str().unwrap()]);
+    let guess = |i: usize| {
+        let mut peer = RawPeer::connect(&address);
+        let nonce = peer.challenge();
+        let _ = nonce;
+        peer.ask(&hello_line(&format!("guess{i}"), json!({ "hmac": format!("{i:064x}") })))
+    };
+    let started = Instant::now();
+    let answers: Vec<serde_json::Value> = std::thread::scope(|s| {
+        let guesses: Vec<_> =
+            (0..cosched_runtime::gate::FAILURES_BEFORE_BAR as usize).map(|i| s.spawn(move || guess(i))).collect();
+        guesses.into_iter().map(|g| g.join().unwrap()).collect()
+    });
+    assert!(started.elapsed() >= cosched_runtime::gate::FAILURE_PAUSE, "wrong keys were answered at once");
+    assert!(answers.iter().all(|a| a["cmd"] == "refused"), "{answers:?}");
+    let barred = RawPeer::connect(&address).ask(r#"{"op":"challenge","nonce":null}"#);
+    assert!(error_of(&barred).contains("too many failed authentications"), "{barred}");
+    let log = daemon.log();
+    assert!(log.matches("authentication failed from 127.0.0.1").count() >= 10, "{log}");
+    assert!(log.contains("barred"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

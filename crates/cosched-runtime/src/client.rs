@@ -1,0 +1,132 @@
+//! The client side of the protocol, for the command line, the measuring harness and the agents: connect, make
+//! sure the other end is the controller, prove who we are over TCP, then send requests and read replies.
+
+use crate::auth::Credentials;
+use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
+use crate::protocol::{write_message, ControllerProof, Reply, Request, MAX_TRUSTED_LINE_BYTES};
+use std::io::BufReader;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the controller listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Address {
+    Unix(PathBuf),
+    Tcp(String),
+}
+
+impl Address {
+    /// `host:port` is TCP; anything with a `/` (or without a `:`) is a socket path.
+    pub fn parse(text: &str) -> Address {
+        if text.contains('/') || !text.contains(':') {
+            Address::Unix(PathBuf::from(text))
+        } else {
+            Address::Tcp(text.to_string())
+        }
+    }
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Address::Unix(path) => write!(f, "{}", path.display()),
+            Address::Tcp(address) => f.write_str(address),
+        }
+    }
+}
+
+/// How long a reply may take: the controller answers at once, or within its 5 s wait for an agent.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An open connection to the controller.
+pub struct Connection {
+    pub address: Address,
+    stream: Arc<Stream>,
+    reader: BufReader<Shared>,
+}
+
+impl Connection {
+    pub fn open(address: &Address) -> Result<Connection, String> {
+        let stream = match address {
+            Address::Unix(path) => std::os::unix::net::UnixStream::connect(path).map(Stream::Unix),
+            Address::Tcp(host_port) => std::net::TcpStream::connect(host_port).and_then(|s| {
+                s.set_nodelay(true)?;
+                Ok(Stream::Tcp(s))
+            }),
+        }
+        .map_err(|e| format!("cannot reach the controller at {address}: {e}"))?;
+        stream.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(|e| e.to_string())?;
+        let stream = Arc::new(stream);
+        let reader = BufReader::new(Shared(stream.clone()));
+        Ok(Connection { address: address.clone(), stream, reader })
+    }
+
+    /// Open, and over TCP prove who we are with a MUNGE credential (after checking the controller's proof).
+    pub fn open_as_user(address: &Address, credentials: &Credentials) -> Result<Connection, String> {
+        let mut connection = Connection::open(address)?;
+        if let Some(nonce) = connection.verify_controller(credentials)? {
+            let credential = credentials.user_credential(&nonce)?;
+            let reply = connection.call(&Request::Auth { credential })?;
+            if !reply.ok {
+                return Err(reply.error.unwrap_or_else(|| "authentication failed".into()));
+            }
+        }
+        Ok(connection)
+    }
+
+    /// Make sure the other end is the controller. On a Unix socket its owner must be root; over TCP it must
+    /// prove itself over a nonce of ours, and the nonce it gives back (returned) is for our own proof.
+    pub fn verify_controller(&mut self, credentials: &Credentials) -> Result<Option<String>, String> {
+        if let Stream::Unix(socket) = &*self.stream {
+            let peer = nix::sys::socket::getsockopt(socket, nix::sys::socket::sockopt::PeerCredentials)
+                .map_err(|e| format!("{}: peer credentials: {e}", self.address))?;
+            if peer.uid() != 0 && peer.uid() != nix::unistd::geteuid().as_raw() {
+                return Err(format!("{} is served by uid {}, not by root", self.address, peer.uid()));
+            }
+            return Ok(None);
+        }
+        let ours = crate::auth::fresh_nonce()?;
+        let reply = self.call(&Request::Challenge { nonce: Some(ours.clone()) })?;
+        if !reply.ok {
+            return Err(reply.error.unwrap_or_else(|| "the controller refused the challenge".into()));
+        }
+        let proof: ControllerProof =
+            serde_json::from_value(reply.data).map_err(|e| format!("bad challenge reply: {e}"))?;
+        credentials.check_controller(&proof, &ours).map_err(|e| format!("{}: {e}", self.address))?;
+        Ok(Some(proof.nonce))
+    }
+
+    /// Send one request and read its reply.
+    pub fn call(&mut self, request: &Request) -> Result<Reply, String> {
+        if let Err(e) = self.send(request) {
+            // A refused connection is answered and closed at once: give its reason, not the broken pipe.
+            let refusal = self.read_line(Some(Duration::from_secs(1))).ok().flatten();
+            return refusal.and_then(|line| serde_json::from_str(&line).ok()).ok_or(e);
+        }
+        let line = self
+            .read_line(Some(REPLY_TIMEOUT))?
+            .ok_or_else(|| format!("the controller at {} closed the connection", self.address))?;
+        serde_json::from_str(&line).map_err(|e| format!("bad reply from the controller: {e}"))
+    }
+
+    pub fn send(&mut self, message: &impl serde::Serialize) -> Result<(), String> {
+        write_message(&mut &*self.stream, message).map_err(|e| format!("writing to the controller: {e}"))
+    }
+
+    /// One line from the controller, waiting at most `idle` for it to begin (`None`: for ever).
+    pub fn read_line(&mut self, idle: Option<Duration>) -> Result<Option<String>, String> {
+        let bounds = LineBounds { max_bytes: MAX_TRUSTED_LINE_BYTES, idle, complete_within: REPLY_TIMEOUT };
+        read_line_within(&mut self.reader, bounds).map_err(|e| format!("reading from the controller: {e}"))
+    }
+
+    /// A writer on the same connection (for the agent's reports, sent from other threads).
+    pub fn writer(&self) -> Shared {
+        Shared(self.stream.clone())
+    }
+}
+
+/// Send one request on a fresh connection and return the reply.
+pub fn call(address: &Address, credentials: &Credentials, request: &Request) -> Result<Reply, String> {
+    Connection::open_as_user(address, credentials)?.call(request)
+}
