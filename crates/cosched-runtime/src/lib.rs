@@ -22,5 +22,6 @@ pub mod pid_guard;
 pub mod protocol;
 pub mod server;
 pub mod skew;
+pub mod storage;
 pub mod switcher;
 pub mod watchdog;

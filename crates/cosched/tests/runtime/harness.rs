@@ -141,6 +141,23 @@ impl Daemon {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("up.log")).unwrap_or_default()
     }
+
+    /// The jobs table as (id, state, record), read from the backup once it holds every change: the live database is
+    /// locked by the daemon, and a copy of its files could be inconsistent.
+    pub fn stored_rows(&self) -> Vec<(i64, String, String)> {
+        wait_for("the backup to hold every change", Duration::from_secs(30), || {
+            self.status()["storage"]["backup"]["current"] == true
+        });
+        rows_of(&self.dir.join("backup").join("cosched.db"))
+    }
+}
+
+/// The jobs table of a database file as (id, state, record).
+pub fn rows_of(db: &Path) -> Vec<(i64, String, String)> {
+    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut stmt = conn.prepare("SELECT id, state, record FROM jobs ORDER BY id").unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
+    rows.map(Result::unwrap).collect()
 }
 
 impl Drop for Daemon {

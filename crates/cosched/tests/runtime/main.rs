@@ -172,7 +172,7 @@ fn malformed_requests_get_errors_and_leave_the_database_unchanged() {
     use std::io::{BufRead, BufReader, Write};
     let daemon = Daemon::up(&["--slice-ms", "50"]);
     let job = daemon.submit(&["-n", "1", "--", "sleep", "120"]);
-    let before = db_rows(&daemon);
+    let before = daemon.stored_rows();
     let stream = std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
@@ -197,7 +197,7 @@ fn malformed_requests_get_errors_and_leave_the_database_unchanged() {
         assert_eq!(reply["ok"], false, "{line} was accepted");
         assert!(reply["error"].as_str().is_some_and(|e| e.len() > 5), "{line}: unclear error {reply}");
     }
-    assert_eq!(db_rows(&daemon), before, "a bad request changed the database");
+    assert_eq!(daemon.stored_rows(), before, "a bad request changed the database");
     assert_eq!(daemon.job(job)["state"], "running");
 }
 
@@ -278,14 +278,7 @@ fn finished_jobs_leave_status_after_the_keep_time_but_stay_in_the_database() {
     wait_for("the job to leave status", Duration::from_secs(20), || {
         daemon.status()["jobs"].as_array().is_some_and(|jobs| jobs.iter().all(|j| j["id"] != job))
     });
-    assert!(db_rows(&daemon).iter().any(|(id, state, _)| *id == job as i64 && state == "finished"));
-}
-
-fn db_rows(daemon: &Daemon) -> Vec<(i64, String, String)> {
-    let conn = rusqlite::Connection::open(daemon.dir.join("cosched.db")).unwrap();
-    let mut stmt = conn.prepare("SELECT id, state, record FROM jobs ORDER BY id").unwrap();
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
-    rows.map(Result::unwrap).collect()
+    assert!(daemon.stored_rows().iter().any(|(id, state, _)| *id == job as i64 && state == "finished"));
 }
 
 mod attacks;

@@ -271,7 +271,8 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
     let victim = daemon.submit_as(Some(OTHER_USER), &["--", "sleep", "300"]);
     let victim_pid = daemon.pids(victim, 1)[0];
     daemon.kill_hard();
-    for file in ["cosched.db", "cosched.db-wal", "cosched.db-shm"] {
+    // Lost with its backup (a database missing beside its backup is refused before any agent is heard).
+    for file in ["cosched.db", "cosched.db-wal", "cosched.db-shm", "backup/cosched.db"] {
         let _ = std::fs::remove_file(daemon.dir.join(file));
     }
     daemon.restart_controller(&["--slice-ms", "50"]);
