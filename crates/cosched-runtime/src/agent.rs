@@ -84,6 +84,11 @@ impl Agent {
                 std::fs::set_permissions(&settings.log_dir, std::fs::Permissions::from_mode(0o711))
             })
             .map_err(|e| std::io::Error::other(format!("log directory {}: {e}", settings.log_dir.display())))?;
+        // A watchdog that died with the previous agent thawed nothing: let every job run now, before the controller
+        // is reached (it may be away); the first schedule stops whichever jobs it must.
+        if let Err(e) = crate::freezer::thaw_unsuspended_under(&settings.node) {
+            eprintln!("cosched agent {}: thawing the jobs found at start: {e}", settings.node);
+        }
         let groups = Arc::new(JobGroups::open(&settings.node, settings.freezer)?);
         let switcher = Arc::new(Switcher::new(groups.clone()));
         let mut jobs = BTreeMap::new();
