@@ -762,12 +762,23 @@ pub fn thaw_unsuspended_under(agent_name: &str) -> io::Result<()> {
 
 /// `thaw_unsuspended_under`, then remove what the agent left empty (the watchdog's work once the agent is gone):
 /// the cgroups of jobs whose processes are all gone, then the agent's own directory. A cgroup with processes
-/// refuses removal (EBUSY) and stays for the agent to re-adopt.
+/// refuses removal (EBUSY) and stays for the agent to re-adopt, and so does one whose tasks' exit statuses the
+/// agent has not reported yet (`job_tag::holds_task_statuses`).
 pub fn thaw_all_under(agent_name: &str) -> io::Result<()> {
     let thawed = thaw_unsuspended_under(agent_name);
-    for hierarchy in hierarchies_of(agent_name)? {
+    let hierarchies = hierarchies_of(agent_name)?;
+    let unreported: BTreeSet<u64> = hierarchies
+        .iter()
+        .flat_map(|h| {
+            let jobs = h.job_ids().unwrap_or_default().into_iter();
+            jobs.filter(|&job| crate::job_tag::holds_task_statuses(&h.job_dir(job)))
+        })
+        .collect();
+    for hierarchy in &hierarchies {
         for job in hierarchy.job_ids().unwrap_or_default() {
-            let _ = fs::remove_dir(hierarchy.job_dir(job));
+            if !unreported.contains(&job) {
+                let _ = fs::remove_dir(hierarchy.job_dir(job));
+            }
         }
         let _ = fs::remove_dir(&hierarchy.base);
     }

@@ -23,5 +23,6 @@ pub mod protocol;
 pub mod server;
 pub mod skew;
 pub mod storage;
+pub mod supervisor;
 pub mod switcher;
 pub mod watchdog;
