@@ -112,19 +112,11 @@ fn a_dead_watchdog_is_replaced_so_a_later_crash_leaves_nothing_frozen() {
     let b = spin_job(&daemon, "2", &[]);
     let spinners: Vec<i32> =
         daemon.pids(a, 4).into_iter().chain(daemon.pids(b, 4)).filter(|&p| is_spinner(p)).collect();
-    let watchdog = |daemon: &Daemon| {
-        let out =
-            std::process::Command::new("pgrep").args(["-f", &format!("__watchdog {}", daemon.node)]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-            .collect::<Vec<_>>()
-    };
-    let first = watchdog(&daemon);
+    let first = watchdogs_of(&daemon.node);
     assert_eq!(first.len(), 1, "one watchdog: {first:?}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(first[0]), nix::sys::signal::Signal::SIGKILL).unwrap();
     wait_for("a new watchdog", Duration::from_secs(5), || {
-        let now = watchdog(&daemon);
+        let now = watchdogs_of(&daemon.node);
         now.len() == 1 && now != first
     });
     std::thread::sleep(Duration::from_millis(230)); // mid-slice, one gang frozen
@@ -283,4 +275,5 @@ fn finished_jobs_leave_status_after_the_keep_time_but_stay_in_the_database() {
 
 mod attacks;
 mod c_client;
+mod faults;
 mod multi_node;
