@@ -10,12 +10,13 @@ pub use crate::client::Address;
 use crate::client::Connection;
 use crate::freezer::{FreezerKind, JobGroups};
 use crate::job_tag::JobTag;
-use crate::launch::{spawn_shim, LaunchSpec};
+use crate::launch::LaunchSpec;
 use crate::pid_guard::PidGuard;
 use crate::protocol::{
     write_message, AdoptedJob, AgentHello, FromAgent, JobUsage, LogTail, Request, StartJob, ToAgent, LOGS_REPLY_BYTES,
     LOG_TAIL_BYTES,
 };
+use crate::supervisor::{spawn_supervisor, SupervisedTask};
 use crate::switcher::{SwitchStats, Switcher};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,6 +42,7 @@ pub struct AgentSettings {
 
 /// A job's processes on this node, as the agent tracks them.
 struct LocalJob {
+    /// The supervisors of the tasks this agent started (adopted jobs have none).
     children: Vec<Child>,
     exit_code: Option<i32>,
     /// Started here or adopted: its cgroup may hold processes.
@@ -71,6 +73,11 @@ impl Agent {
                 std::fs::set_permissions(&settings.log_dir, std::fs::Permissions::from_mode(0o711))
             })
             .map_err(|e| std::io::Error::other(format!("log directory {}: {e}", settings.log_dir.display())))?;
+        // A watchdog that died with the previous agent thawed nothing: let every job run now, before the controller
+        // is reached (it may be away); the first schedule stops whichever jobs it must.
+        if let Err(e) = crate::freezer::thaw_unsuspended_under(&settings.node) {
+            eprintln!("cosched agent {}: thawing the jobs found at start: {e}", settings.node);
+        }
         let groups = Arc::new(JobGroups::open(&settings.node, settings.freezer)?);
         let switcher = Arc::new(Switcher::new(groups.clone()));
         let mut jobs = BTreeMap::new();
@@ -348,7 +355,8 @@ impl Agent {
                 .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
         };
         let (out, err) = (log("out")?, log("err")?);
-        spawn_shim(&self.settings.helper_program, &spec, |command| {
+        let task = SupervisedTask { rank, launch: spec };
+        spawn_supervisor(&self.settings.helper_program, &task, |command| {
             command.stdout(out).stderr(err);
         })
         .map_err(|e| std::io::Error::other(format!("starting job {} rank {rank}: {e}", start.job)))
@@ -390,7 +398,12 @@ impl Agent {
             let pids = self.groups.pids(job).unwrap_or_default();
             let live_children = local.children.iter_mut().any(|c| matches!(c.try_wait(), Ok(None)));
             if pids.is_empty() && !live_children && local.had_processes && local.exit_code != Some(i32::MIN) {
-                ended.push((job, local.exit_code));
+                // The tasks' supervisors, started by this agent or an earlier one, recorded how they ended.
+                let statuses = self.job_dir(job).map(|dir| crate::job_tag::task_statuses(&dir)).unwrap_or_default();
+                if statuses.iter().any(|(_, status)| status.pending()) {
+                    continue;
+                }
+                ended.push((job, crate::job_tag::job_exit_code(&statuses).or(local.exit_code)));
                 local.exit_code = Some(i32::MIN); // reported once
                 continue;
             }
@@ -426,13 +439,12 @@ fn read_tail(path: &std::path::Path, max_bytes: u64) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Collect exit codes of children that are done; the first non-zero wins.
+/// Collect the exit codes of supervisors that are done (each exits with its task's status); the first non-zero
+/// wins. What they recorded on the cgroup, which outlives this agent, takes precedence.
 fn reap(local: &mut LocalJob) {
     for child in &mut local.children {
         if let Ok(Some(status)) = child.try_wait() {
-            let code = status
-                .code()
-                .unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&status).unwrap_or(0));
+            let code = crate::supervisor::exit_code(status);
             if local.exit_code.is_none_or(|c| c == 0) {
                 local.exit_code = Some(code);
             }

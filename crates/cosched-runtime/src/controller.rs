@@ -5,13 +5,14 @@
 //! changes anything, writes the database, recomputes the plan and tells the
 //! agents what changed.
 
-use crate::db::{Db, NodeRow};
+use crate::db::NodeRow;
 use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
 use crate::protocol::{
     write_message, AgentHello, FromAgent, JobUsage, RegisterRequest, Reply, Request, Schedule, StartJob, SubmitRequest,
     ToAgent,
 };
 use crate::skew::SliceStartSkew;
+use crate::storage::Storage;
 use cosched_core::JobId;
 use cosched_policy::cluster::{plan, ClusterShape, JobClass, JobStatus, Mode, Plan, PlanJob, PlanSettings};
 use serde_json::json;
@@ -40,9 +41,6 @@ pub struct ControllerSettings {
 }
 
 impl ControllerSettings {
-    pub fn db_path(&self) -> PathBuf {
-        self.state_dir.join("cosched.db")
-    }
     pub fn status_path(&self) -> PathBuf {
         self.state_dir.join("status.json")
     }
@@ -88,7 +86,7 @@ struct JobLive {
 }
 
 struct State {
-    db: Db,
+    storage: Storage,
     jobs: BTreeMap<u64, JobRecord>,
     live: BTreeMap<u64, JobLive>,
     nodes: Vec<Node>,
@@ -124,13 +122,13 @@ impl Controller {
     pub fn open(settings: ControllerSettings) -> std::io::Result<Controller> {
         std::fs::create_dir_all(&settings.state_dir)
             .map_err(|e| std::io::Error::other(format!("state directory {}: {e}", settings.state_dir.display())))?;
-        let db = Db::open(&settings.db_path())?;
-        let jobs: BTreeMap<u64, JobRecord> = db.load_jobs()?.into_iter().map(|j| (j.id, j)).collect();
-        let nodes = db.load_nodes()?.into_iter().map(|n| Node::new(n.name, n.cpus, n.mem_bytes)).collect();
+        let (storage, loaded) = Storage::open(&settings.state_dir)?;
+        let jobs: BTreeMap<u64, JobRecord> = loaded.jobs.into_iter().map(|j| (j.id, j)).collect();
+        let nodes = loaded.nodes.into_iter().map(|n| Node::new(n.name, n.cpus, n.mem_bytes)).collect();
         let next_job = jobs.keys().next_back().map_or(1, |id| id + 1);
         let empty = Plan { rows: vec![], always: vec![], jobs: vec![] };
         let state = State {
-            db,
+            storage,
             jobs,
             live: BTreeMap::new(),
             nodes,
@@ -252,7 +250,7 @@ impl Controller {
 
     fn insert_job(&self, state: &mut State, job: JobRecord) -> Outcome {
         let id = job.id;
-        state.db.save_job(&job).map_err(|e| e.to_string())?;
+        state.storage.save_job(&job)?;
         state.next_job += 1;
         state.jobs.insert(id, job);
         self.replan(state);
@@ -481,14 +479,25 @@ impl Controller {
         Ok(json!({ "job": id, "files": files }))
     }
 
-    /// Change a job, persist it, and replan.
+    /// For a request: change a job, persist it, and replan; a change that cannot be persisted is not made.
     fn update_job(&self, state: &mut State, id: u64, change: impl FnOnce(&mut JobRecord)) -> Result<(), String> {
         let mut job = state.jobs[&id].clone();
         change(&mut job);
-        state.db.save_job(&job).map_err(|e| e.to_string())?;
+        state.storage.save_job(&job)?;
         state.jobs.insert(id, job);
         self.replan(state);
         Ok(())
+    }
+
+    /// For an event (what an agent saw happen): change a job and replan; it is persisted now or once storage
+    /// works again.
+    fn update_job_or_hold(&self, state: &mut State, id: u64, change: impl FnOnce(&mut JobRecord)) {
+        let Some(job) = state.jobs.get(&id) else { return };
+        let mut job = job.clone();
+        change(&mut job);
+        state.storage.save_job_or_hold(&job);
+        state.jobs.insert(id, job);
+        self.replan(state);
     }
 
     fn shape(&self, state: &State) -> ClusterShape {
@@ -532,9 +541,7 @@ impl Controller {
         job.started_unix_ms = Some(unix_ms_now());
         let messages: Vec<(String, ToAgent)> =
             job.placement.iter().map(|p| (p.node.clone(), ToAgent::Start(start_message(&job, p)))).collect();
-        if let Err(e) = state.db.save_job(&job) {
-            eprintln!("cosched controller: {e}");
-        }
+        state.storage.save_job_or_hold(&job);
         state.jobs.insert(id, job);
         state.live.entry(id).or_default().progress_at = Some(Instant::now());
         for (node, message) in messages {
@@ -628,8 +635,9 @@ impl Controller {
                 state.nodes.len() - 1
             }
         };
+        // Kept even when storage fails: refusing the agent would leave its jobs unscheduled.
         let row = NodeRow { name: hello.node.clone(), cpus: hello.cpus, mem_bytes: hello.mem_bytes };
-        state.db.save_node(&row).map_err(|e| e.to_string())?;
+        state.storage.save_node_or_hold(&row);
         let node = &mut state.nodes[index];
         node.cpus = hello.cpus;
         node.mem_bytes = hello.mem_bytes;
@@ -694,7 +702,7 @@ impl Controller {
             }
             FromAgent::Ended { job, exit_code } => self.node_ended(&mut state, job, node, exit_code),
             FromAgent::Failed { job, error } => {
-                let _ = self.update_job(&mut state, job, |j| j.error = Some(format!("{node}: {error}")));
+                self.update_job_or_hold(&mut state, job, |j| j.error = Some(format!("{node}: {error}")));
                 self.node_ended(&mut state, job, node, Some(127));
             }
             FromAgent::PidMoved { ack, error } => {
@@ -727,9 +735,7 @@ impl Controller {
             job.ended_unix_ms = Some(unix_ms_now());
         }
         let _ = send_to(state, node, &ToAgent::Forget { job: id });
-        if let Err(e) = state.db.save_job(&job) {
-            eprintln!("cosched controller: {e}");
-        }
+        state.storage.save_job_or_hold(&job);
         state.jobs.insert(id, job);
         self.replan(state);
     }
@@ -761,7 +767,7 @@ impl Controller {
             }
         }
         for (id, idle, forget) in changes {
-            let _ = self.update_job(state, id, |j| {
+            self.update_job_or_hold(state, id, |j| {
                 j.idle = idle;
                 if forget {
                     j.mode = "local".into();
@@ -771,11 +777,13 @@ impl Controller {
         }
     }
 
-    /// Periodic work: the status document.
+    /// Periodic work: storage checks, repairs and backups; the status document.
     pub fn tick(&self) {
-        let state = self.state.lock().unwrap();
-        let status = self.status_json(&state);
-        drop(state);
+        let status = {
+            let mut state = self.state.lock().unwrap();
+            maintain_storage(&mut state);
+            self.status_json(&state)
+        };
         let path = self.settings.status_path();
         let tmp = path.with_extension("json.tmp");
         // The document lists every user's jobs: root's alone to read, like the database.
@@ -841,8 +849,16 @@ impl Controller {
             "jobs": jobs,
             "matrix": matrix_json(state),
             "slice_start_skew": state.slice_starts.summary(),
+            "storage": state.storage.status_json(),
         })
     }
+}
+
+/// Give storage everything the controller holds, for repairs.
+fn maintain_storage(state: &mut State) {
+    let nodes: Vec<NodeRow> =
+        state.nodes.iter().map(|n| NodeRow { name: n.name.clone(), cpus: n.cpus, mem_bytes: n.mem_bytes }).collect();
+    state.storage.maintain(&state.jobs, &nodes);
 }
 
 /// Slots × (node, CPU): the job in each cell, for the monitor.

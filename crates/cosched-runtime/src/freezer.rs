@@ -726,37 +726,63 @@ fn thaw_dir(mount: &Mount, dir: &Path) -> io::Result<()> {
     read_procs(dir)?.into_iter().try_for_each(|pid| signal_pid(pid, Signal::SIGCONT))
 }
 
-/// Thaw every job of `agent_name` in every hierarchy, whatever kind the agent used, and SIGCONT all members so a
-/// job stopped with signals resumes too, then removes the cgroups left empty (so a dead agent leaves no empty
-/// folders behind). Needs no state from the agent (the watchdog calls it after the agent died) and creates
-/// nothing. Best effort: tries all, returns the first error.
-pub fn thaw_all_under(agent_name: &str) -> io::Result<()> {
+/// Every writable hierarchy as agent `agent_name` sees it (whether or not it made directories there).
+fn hierarchies_of(agent_name: &str) -> io::Result<Vec<Hierarchy>> {
     check_agent_name(agent_name)?;
     let self_cgroup = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    Ok(detect_mounts()?.iter().map(|mount| Hierarchy::new(mount, agent_name, &self_cgroup)).collect())
+}
+
+/// Thaw every job of `agent_name` that is not marked suspended, in every hierarchy, whatever kind the agent used,
+/// and SIGCONT the members so a job stopped with signals resumes too. Needs no state from the agent: the watchdog
+/// calls it when the agent died, and a starting agent before anything else, since a watchdog that died with its
+/// agent thawed nothing. Creates nothing. Best effort: tries all, returns the first error.
+pub fn thaw_unsuspended_under(agent_name: &str) -> io::Result<()> {
     let mut first_error = None;
-    for mount in detect_mounts()? {
-        let hierarchy = Hierarchy::new(&mount, agent_name, &self_cgroup);
+    for hierarchy in hierarchies_of(agent_name)? {
         let jobs = hierarchy.job_ids().unwrap_or_else(|e| {
             first_error.get_or_insert(e);
             Vec::new()
         });
-        for &job in &jobs {
+        for job in jobs {
             let dir = hierarchy.job_dir(job);
             if crate::job_tag::is_suspended(&dir) {
                 continue; // a suspension holds until it is lifted
             }
-            if let Err(e) = thaw_dir(&mount, &dir) {
-                first_error.get_or_insert(e);
+            match thaw_dir(&hierarchy.mount, &dir) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    first_error.get_or_insert(e);
+                }
+                _ => {} // thawed, or removed meanwhile: nothing left to thaw
             }
         }
-        // Tidy what is empty: the cgroups of jobs whose processes are all gone, then the agent's own directory.
-        // A cgroup with processes refuses removal (EBUSY) and stays for the agent to re-adopt.
-        for job in jobs {
-            let _ = fs::remove_dir(hierarchy.job_dir(job));
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// `thaw_unsuspended_under`, then remove what the agent left empty (the watchdog's work once the agent is gone):
+/// the cgroups of jobs whose processes are all gone, then the agent's own directory. A cgroup with processes
+/// refuses removal (EBUSY) and stays for the agent to re-adopt, and so does one whose tasks' exit statuses the
+/// agent has not reported yet (`job_tag::holds_task_statuses`).
+pub fn thaw_all_under(agent_name: &str) -> io::Result<()> {
+    let thawed = thaw_unsuspended_under(agent_name);
+    let hierarchies = hierarchies_of(agent_name)?;
+    let unreported: BTreeSet<u64> = hierarchies
+        .iter()
+        .flat_map(|h| {
+            let jobs = h.job_ids().unwrap_or_default().into_iter();
+            jobs.filter(|&job| crate::job_tag::holds_task_statuses(&h.job_dir(job)))
+        })
+        .collect();
+    for hierarchy in &hierarchies {
+        for job in hierarchy.job_ids().unwrap_or_default() {
+            if !unreported.contains(&job) {
+                let _ = fs::remove_dir(hierarchy.job_dir(job));
+            }
         }
         let _ = fs::remove_dir(&hierarchy.base);
     }
-    first_error.map_or(Ok(()), Err)
+    thawed
 }
 
 #[cfg(test)]

@@ -45,36 +45,52 @@ const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Spawn the shim for `spec`: `<shim_program> __launch`, with the spec written to its stdin. `setup` sets the
 /// command's stdout and stderr (stdin is the spec's pipe).
 pub fn spawn_shim(shim_program: &Path, spec: &LaunchSpec, setup: impl FnOnce(&mut Command)) -> io::Result<Child> {
+    spawn_with_spec(shim_program, LAUNCH_SUBCOMMAND, spec, setup)
+}
+
+/// Spawn `<program> <subcommand>` and write `spec` (JSON) to its stdin.
+pub(crate) fn spawn_with_spec(
+    program: &Path,
+    subcommand: &str,
+    spec: &impl serde::Serialize,
+    setup: impl FnOnce(&mut Command),
+) -> io::Result<Child> {
     let json = serde_json::to_vec(spec).map_err(|e| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("cannot encode launch spec for {:?}: {e}", spec.argv))
+        io::Error::new(io::ErrorKind::InvalidInput, format!("cannot encode the spec for {subcommand}: {e}"))
     })?;
-    let mut command = Command::new(shim_program);
-    command.arg(LAUNCH_SUBCOMMAND);
+    let mut command = Command::new(program);
+    command.arg(subcommand);
     setup(&mut command);
     let mut child = command.stdin(Stdio::piped()).spawn()?;
     let written = child.stdin.take().map(|mut pipe| pipe.write_all(&json));
     if let Some(Err(e)) = written {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(io::Error::new(e.kind(), format!("handing the launch spec to the shim: {e}")));
+        return Err(io::Error::new(e.kind(), format!("handing the spec to {subcommand}: {e}")));
     }
     Ok(child)
 }
 
+/// Read a spec written by `spawn_with_spec` (at most `MAX_SPEC_BYTES`), then put `/dev/null` on stdin.
+pub(crate) fn read_spec_from_stdin() -> io::Result<String> {
+    let mut json = String::new();
+    io::stdin()
+        .lock()
+        .take(MAX_SPEC_BYTES)
+        .read_to_string(&mut json)
+        .map_err(|e| io::Error::new(e.kind(), format!("reading the spec: {e}")))?;
+    let null =
+        std::fs::File::open("/dev/null").map_err(|e| io::Error::new(e.kind(), format!("opening /dev/null: {e}")))?;
+    nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| io::Error::other(format!("putting /dev/null on stdin: {e}")))?;
+    Ok(json)
+}
+
 /// The `__launch` subcommand: read the spec from stdin, then run [`run_shim`] with `/dev/null` as stdin.
 pub fn run_shim_from_stdin() -> io::Error {
-    let mut json = String::new();
-    if let Err(e) = io::stdin().lock().take(MAX_SPEC_BYTES).read_to_string(&mut json) {
-        return io::Error::new(e.kind(), format!("reading the launch spec: {e}"));
+    match read_spec_from_stdin() {
+        Ok(json) => run_shim(&json),
+        Err(e) => e,
     }
-    let null = match std::fs::File::open("/dev/null") {
-        Ok(null) => null,
-        Err(e) => return io::Error::new(e.kind(), format!("opening /dev/null: {e}")),
-    };
-    if let Err(e) = nix::unistd::dup2(null.as_raw_fd(), 0) {
-        return io::Error::other(format!("putting /dev/null on stdin: {e}"));
-    }
-    run_shim(&json)
 }
 
 /// The shim's body, for the binary's `__launch` subcommand. Never returns on success (the process becomes the

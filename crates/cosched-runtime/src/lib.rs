@@ -27,5 +27,7 @@ pub mod pid_guard;
 pub mod protocol;
 pub mod server;
 pub mod skew;
+pub mod storage;
+pub mod supervisor;
 pub mod switcher;
 pub mod watchdog;

@@ -12,8 +12,8 @@ use std::fs;
 /// `PF_KTHREAD` in the flags field of `/proc/<pid>/stat` (include/linux/sched.h).
 const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// The subcommands of cosched's own binary that are daemons (never movable).
-const DAEMON_ROLES: [&str; 4] = ["up", "controller", "agent", "__watchdog"];
+/// The subcommands of cosched's own binary that are daemons or tasks' supervisors (never movable).
+const DAEMON_ROLES: [&str; 5] = ["up", "controller", "agent", "__watchdog", "__supervise"];
 
 /// What the kernel says about one process, read once per check.
 #[derive(Clone, Debug, PartialEq, Eq)]

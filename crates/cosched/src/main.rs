@@ -146,6 +146,8 @@ enum Command {
     },
     #[command(name = "__launch", hide = true)]
     Launch,
+    #[command(name = "__supervise", hide = true)]
+    Supervise,
     #[command(name = "__watchdog", hide = true)]
     Watchdog { agent: String },
     #[command(name = "__spin", hide = true)]
@@ -213,6 +215,10 @@ fn main() -> ExitCode {
             let error = cosched_runtime::launch::run_shim_from_stdin();
             eprintln!("cosched: {error}");
             return ExitCode::from(127);
+        }
+        Command::Supervise => {
+            let code = cosched_runtime::supervisor::run_supervisor_from_stdin();
+            return ExitCode::from(u8::try_from(code).unwrap_or(127));
         }
         Command::Watchdog { agent } => cosched_runtime::watchdog::run_watchdog(&agent).map_err(|e| e.to_string()),
         Command::Spin { file } => bench_switch::spin(&file),

@@ -436,6 +436,7 @@ pub fn status_text(data: &serde_json::Value) -> String {
             skew["count"]
         );
     }
+    out += &storage_text(&data["storage"]);
     let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
     let nodes: Vec<Vec<String>> = data["nodes"]
         .as_array()
@@ -474,6 +475,23 @@ pub fn status_text(data: &serde_json::Value) -> String {
     out += "\n";
     out += &table(&["job", "uid", "class", "mode", "state", "tasks", "cpu s", "share", "command"], &jobs);
     out.trim_end().to_string()
+}
+
+/// Lines about storage, only when something is wrong with it.
+fn storage_text(storage: &serde_json::Value) -> String {
+    let mut out = String::new();
+    if storage["state"] == "error" {
+        out += &format!(
+            "storage: ERROR: {}; requests that change anything are refused, {} changes are held in memory until the \
+             database can be written\n",
+            storage["error"].as_str().unwrap_or("?"),
+            storage["held_changes"]
+        );
+    }
+    if let Some(error) = storage["backup"]["error"].as_str() {
+        out += &format!("backup: FAILED: {error}\n");
+    }
+    out
 }
 
 /// Columns padded to their widest cell (by characters); numbers right-aligned, the last column left as is.

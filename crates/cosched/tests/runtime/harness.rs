@@ -30,6 +30,8 @@ pub struct Daemon {
     pub dir: PathBuf,
     pub socket: PathBuf,
     pub node: String,
+    /// The agent when it runs as a process of its own (`split`); with `up` the agent is `child`.
+    pub agent: Option<Child>,
 }
 
 impl Daemon {
@@ -70,9 +72,56 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .unwrap();
-        let daemon = Daemon { child, dir, socket, node };
+        let daemon = Daemon { child, dir, socket, node, agent: None };
         daemon.wait_ready();
         daemon
+    }
+
+    /// `cosched controller` and a `cosched agent` as two processes, on the controller's Unix socket.
+    pub fn split(extra: &[&str]) -> Daemon {
+        let node = unique("t");
+        let dir = std::env::temp_dir().join(unique("cosched-test"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("sock");
+        let child = spawn_controller(&dir, &socket, extra, "up.log");
+        let mut daemon = Daemon { child, dir, socket, node, agent: None };
+        wait_for("the controller to answer status", Duration::from_secs(10), || {
+            daemon.client(&["status"]).status.success()
+        });
+        daemon.start_agent();
+        daemon.wait_ready();
+        daemon
+    }
+
+    /// Start the agent of a `split` daemon (again), appending to its log.
+    pub fn start_agent(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("agent.log")).unwrap();
+        let agent = Command::new(COSCHED)
+            .args(["agent", "--controller", self.socket.to_str().unwrap(), "--node", &self.node])
+            .args(["--state-dir", self.dir.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.agent = Some(agent);
+    }
+
+    pub fn kill_agent(&mut self) {
+        if let Some(mut agent) = self.agent.take() {
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+    }
+
+    /// Restart the controller of a `split` daemon, waiting until it answers.
+    pub fn restart_split_controller(&mut self, extra: &[&str]) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn_controller(&self.dir, &self.socket, extra, "up2.log");
+        wait_for("the controller to answer status", Duration::from_secs(10), || {
+            self.client(&["status"]).status.success()
+        });
     }
 
     pub fn restart(&mut self, extra: &[&str]) {
@@ -154,6 +203,44 @@ impl Daemon {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("up.log")).unwrap_or_default()
     }
+
+    /// Kill the daemon and start `cosched up` again, expecting it to refuse to start: returns what it said.
+    pub fn start_refused(&mut self, extra: &[&str]) -> String {
+        self.kill_hard();
+        let (state, sock) = (self.dir.to_str().unwrap().to_string(), self.socket.to_str().unwrap().to_string());
+        let mut args = vec!["up", "--monitor", "off", "--node", &self.node, "--state-dir", &state, "--socket", &sock];
+        args.extend(extra);
+        refused(&args, &self.dir.join("refused.log"))
+    }
+
+    /// The jobs table as (id, state, record), read from the backup once it holds every change: the live database is
+    /// locked by the daemon, and a copy of its files could be inconsistent.
+    pub fn stored_rows(&self) -> Vec<(i64, String, String)> {
+        wait_for("the backup to hold every change", Duration::from_secs(30), || {
+            self.status()["storage"]["backup"]["current"] == true
+        });
+        rows_of(&self.dir.join("backup").join("cosched.db"))
+    }
+}
+
+/// Run `cosched ARGS`, expecting it to refuse to start: returns what it said.
+pub fn refused(args: &[&str], log: &Path) -> String {
+    let mut child = spawn_logged(args, log);
+    let mut status = None;
+    wait_for(&format!("cosched {} to refuse to start", args[0]), Duration::from_secs(20), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    assert!(!status.unwrap().success(), "cosched {} started", args[0]);
+    std::fs::read_to_string(log).unwrap()
+}
+
+/// The jobs table of a database file as (id, state, record).
+pub fn rows_of(db: &Path) -> Vec<(i64, String, String)> {
+    let conn = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut stmt = conn.prepare("SELECT id, state, record FROM jobs ORDER BY id").unwrap();
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
+    rows.map(Result::unwrap).collect()
 }
 
 impl Drop for Daemon {
@@ -167,6 +254,7 @@ impl Drop for Daemon {
             }
         }
         self.kill_hard();
+        self.kill_agent();
         remove_agent_cgroups(&self.node);
     }
 }
@@ -187,6 +275,14 @@ pub fn remove_agent_cgroups(node: &str) {
         }
     }
     let _ = groups.remove_agent_dirs();
+}
+
+/// `cosched controller` with its state in `dir`, logging to `dir/log`.
+fn spawn_controller(dir: &Path, socket: &Path, extra: &[&str], log: &str) -> Child {
+    let mut args = vec!["controller", "--monitor", "off"];
+    args.extend(["--state-dir", dir.to_str().unwrap(), "--socket", socket.to_str().unwrap()]);
+    args.extend(extra);
+    spawn_logged(&args, &dir.join(log))
 }
 
 pub fn spawn_logged(args: &[&str], log: &Path) -> Child {
@@ -447,4 +543,67 @@ impl Drop for Hoarder {
 pub fn switch_counters(daemon: &Daemon) -> (u64, u64) {
     let node = &daemon.status()["nodes"][0];
     (node["switches"].as_u64().unwrap_or(0), node["switch_errors"].as_u64().unwrap_or(0))
+}
+/// Pids of the watchdogs of agent `node`.
+pub fn watchdogs_of(node: &str) -> Vec<i32> {
+    let wanted = format!("__watchdog\0{node}\0");
+    let pids = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    pids.filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.ends_with(wanted.as_bytes())))
+        .collect()
+}
+
+/// Where the cgroup v2 hierarchy is mounted.
+pub fn v2_mount() -> PathBuf {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line = mountinfo.lines().find(|l| l.contains(" - cgroup2 ")).expect("a cgroup v2 mount");
+    PathBuf::from(line.split_whitespace().nth(4).unwrap())
+}
+
+/// The v2 cgroup of a process (`None` when it is gone).
+pub fn cgroup_dir_of(pid: i32) -> Option<PathBuf> {
+    let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    Some(v2_mount().join(cgroup.lines().find_map(|l| l.strip_prefix("0::/"))?))
+}
+
+/// Whether the v2 cgroup of a process is frozen (`None`: no v2 cgroup or gone).
+pub fn frozen(pid: i32) -> Option<bool> {
+    let events = std::fs::read_to_string(cgroup_dir_of(pid)?.join("cgroup.events")).ok()?;
+    Some(events.contains("frozen 1"))
+}
+
+/// Neither gone nor a zombie.
+pub fn is_alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_some_and(|s| s != "Z" && s != "X")
+}
+
+/// The job cgroups of agent `node` that are frozen or asked to freeze (`cgroup.freeze`, `cgroup.events`).
+pub fn frozen_jobs(node: &str) -> Vec<PathBuf> {
+    let dirs = std::fs::read_dir(v2_mount().join("cosched").join(node)).into_iter().flatten().flatten();
+    dirs.map(|d| d.path())
+        .filter(|d| {
+            let read = |file: &str| std::fs::read_to_string(d.join(file)).unwrap_or_default();
+            read("cgroup.freeze").trim() == "1" || read("cgroup.events").contains("frozen 1")
+        })
+        .collect()
+}
+
+/// Every process the daemon lists for a job is the job's owner's, by every uid, and sits in that job's cgroup.
+pub fn assert_processes_are_their_jobs_owners(daemon: &Daemon) {
+    for job in daemon.status()["jobs"].as_array().into_iter().flatten() {
+        for pid in job["pids"].as_array().into_iter().flatten().filter_map(|p| p.as_i64()) {
+            let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue }; // just ended
+            let uids = status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap_or_default().to_string();
+            let owner = job["uid"].to_string();
+            assert!(uids.split_whitespace().all(|u| u == owner), "process {pid} (uids {uids}) is in job {job}");
+            if let Some(dir) = cgroup_dir_of(pid as i32) {
+                assert!(
+                    dir.ends_with(format!("job-{}", job["id"])),
+                    "process {pid} of job {} is in {dir:?}",
+                    job["id"]
+                );
+            }
+        }
+    }
 }

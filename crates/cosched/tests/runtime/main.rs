@@ -112,19 +112,11 @@ fn a_dead_watchdog_is_replaced_so_a_later_crash_leaves_nothing_frozen() {
     let b = spin_job(&daemon, "2", &[]);
     let spinners: Vec<i32> =
         daemon.pids(a, 4).into_iter().chain(daemon.pids(b, 4)).filter(|&p| is_spinner(p)).collect();
-    let watchdog = |daemon: &Daemon| {
-        let out =
-            std::process::Command::new("pgrep").args(["-f", &format!("__watchdog {}", daemon.node)]).output().unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-            .collect::<Vec<_>>()
-    };
-    let first = watchdog(&daemon);
+    let first = watchdogs_of(&daemon.node);
     assert_eq!(first.len(), 1, "one watchdog: {first:?}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(first[0]), nix::sys::signal::Signal::SIGKILL).unwrap();
     wait_for("a new watchdog", Duration::from_secs(5), || {
-        let now = watchdog(&daemon);
+        let now = watchdogs_of(&daemon.node);
         now.len() == 1 && now != first
     });
     std::thread::sleep(Duration::from_millis(230)); // mid-slice, one gang frozen
@@ -172,7 +164,7 @@ fn malformed_requests_get_errors_and_leave_the_database_unchanged() {
     use std::io::{BufRead, BufReader, Write};
     let daemon = Daemon::up(&["--slice-ms", "50"]);
     let job = daemon.submit(&["-n", "1", "--", "sleep", "120"]);
-    let before = db_rows(&daemon);
+    let before = daemon.stored_rows();
     let stream = std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
@@ -197,7 +189,7 @@ fn malformed_requests_get_errors_and_leave_the_database_unchanged() {
         assert_eq!(reply["ok"], false, "{line} was accepted");
         assert!(reply["error"].as_str().is_some_and(|e| e.len() > 5), "{line}: unclear error {reply}");
     }
-    assert_eq!(db_rows(&daemon), before, "a bad request changed the database");
+    assert_eq!(daemon.stored_rows(), before, "a bad request changed the database");
     assert_eq!(daemon.job(job)["state"], "running");
 }
 
@@ -278,16 +270,10 @@ fn finished_jobs_leave_status_after_the_keep_time_but_stay_in_the_database() {
     wait_for("the job to leave status", Duration::from_secs(20), || {
         daemon.status()["jobs"].as_array().is_some_and(|jobs| jobs.iter().all(|j| j["id"] != job))
     });
-    assert!(db_rows(&daemon).iter().any(|(id, state, _)| *id == job as i64 && state == "finished"));
-}
-
-fn db_rows(daemon: &Daemon) -> Vec<(i64, String, String)> {
-    let conn = rusqlite::Connection::open(daemon.dir.join("cosched.db")).unwrap();
-    let mut stmt = conn.prepare("SELECT id, state, record FROM jobs ORDER BY id").unwrap();
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap();
-    rows.map(Result::unwrap).collect()
+    assert!(daemon.stored_rows().iter().any(|(id, state, _)| *id == job as i64 && state == "finished"));
 }
 
 mod attacks;
 mod c_client;
+mod faults;
 mod multi_node;

@@ -200,6 +200,12 @@ fn agent_against_an_impostor(proof: impl FnOnce(&str) -> serde_json::Value, agen
     let answer = json!({ "ok": true, "data": proof(theirs["nonce"].as_str().unwrap()) });
     (&stream).write_all(format!("{answer}\n").as_bytes()).unwrap();
     let rest = read_until_closed(&mut reader, Duration::from_secs(5));
+    // The agent closes the connection, then logs why.
+    let logged_why = || std::fs::read_to_string(&log).unwrap_or_default().contains("controller link");
+    let started = Instant::now();
+    while !logged_why() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let _ = agent.kill();
     let _ = agent.wait();
     remove_agent_cgroups(&node);

@@ -106,8 +106,10 @@ fn nobody_not_even_root_can_put_pid_1_a_kernel_thread_or_the_daemon_into_a_job()
     let job = register(&daemon, None, &["--cpus", "1"]).unwrap().to_string();
     let daemon_pid = daemon.child.id() as i32;
     let watchdog = watchdog_of(daemon_pid);
+    daemon.pids(daemon.submit(&["--", "sleep", "300"]), 1);
+    let supervisor = daemon_child(daemon_pid, "__supervise");
     let kthreadd = 2;
-    for pid in [1, kthreadd, daemon_pid, watchdog] {
+    for pid in [1, kthreadd, daemon_pid, watchdog, supervisor] {
         let out = daemon.client(&["add-pid", &job, &pid.to_string()]);
         let why = refusal(&out);
         assert!(
@@ -271,7 +273,8 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
     let victim = daemon.submit_as(Some(OTHER_USER), &["--", "sleep", "300"]);
     let victim_pid = daemon.pids(victim, 1)[0];
     daemon.kill_hard();
-    for file in ["cosched.db", "cosched.db-wal", "cosched.db-shm"] {
+    // Lost with its backup (a database missing beside its backup is refused before any agent is heard).
+    for file in ["cosched.db", "cosched.db-wal", "cosched.db-shm", "backup/cosched.db"] {
         let _ = std::fs::remove_file(daemon.dir.join(file));
     }
     daemon.restart_controller(&["--slice-ms", "50"]);
@@ -293,13 +296,6 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
     let cgroup = cgroup_of(victim_pid);
     assert!(cgroup.ends_with(&format!("job-{victim}")), "the victim left its cgroup: {cgroup}");
     assert_eq!(frozen(victim_pid), Some(false), "the victim's job is frozen");
-}
-
-/// Where the cgroup v2 hierarchy is mounted.
-fn v2_mount() -> std::path::PathBuf {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let line = mountinfo.lines().find(|l| l.contains(" - cgroup2 ")).expect("a cgroup v2 mount");
-    std::path::PathBuf::from(line.split_whitespace().nth(4).unwrap())
 }
 
 #[test]
@@ -327,23 +323,42 @@ fn an_administrators_suspension_outlives_a_crash_of_the_daemon() {
     wait_for("the job to be thawed", Duration::from_secs(5), || frozen(held_pid) == Some(false));
 }
 
-/// Whether the v2 cgroup of a process is frozen (`None`: no v2 cgroup or gone).
-fn frozen(pid: i32) -> Option<bool> {
-    let cgroup = cgroup_of(pid);
-    let v2_path = cgroup.lines().find_map(|l| l.strip_prefix("0::/"))?;
-    let events = std::fs::read_to_string(v2_mount().join(v2_path).join("cgroup.events")).ok()?;
-    Some(events.contains("frozen 1"))
+fn watchdog_of(daemon_pid: i32) -> i32 {
+    daemon_child(daemon_pid, "__watchdog")
 }
 
-fn watchdog_of(daemon_pid: i32) -> i32 {
+/// A child of the daemon running cosched's binary as `role` (`__watchdog`, `__supervise`).
+fn daemon_child(daemon_pid: i32, role: &str) -> i32 {
+    let role = format!("\0{role}\0");
     children_of(daemon_pid)
         .into_iter()
-        .find(|&p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.windows(10).any(|w| w == b"__watchdog")))
-        .expect("the daemon's watchdog")
+        .find(|&p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.windows(role.len()).any(|w| w == role.as_bytes()))
+        })
+        .unwrap_or_else(|| panic!("no{role:?} child of the daemon"))
 }
 
-/// Neither gone nor a zombie.
-fn is_alive(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()).is_some_and(|s| s != "Z" && s != "X")
+/// The job's own task tries to end its supervisor and to write its status on its cgroup; it can do neither, and
+/// its job ends with the status it really exited with.
+#[test]
+fn a_task_can_neither_forge_its_exit_status_nor_end_its_supervisor() {
+    if skip_unless_root("a_task_can_neither_forge_its_exit_status_nor_end_its_supervisor") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let forge = r#"import os, sys; os.setxattr(sys.argv[1], "trusted.cosched.task.0", b"exited 0 1")"#;
+    let script = format!(
+        "kill -9 $PPID && echo ended-the-supervisor; \
+         /usr/bin/python3 -c '{forge}' {}$(sed -n 's/^0:://p' /proc/self/cgroup) && echo forged; exit 3",
+        v2_mount().display()
+    );
+    let job = daemon.submit_as(Some(ATTACKER), &["--", "sh", "-c", &script]);
+    wait_for("the job to end", Duration::from_secs(20), || daemon.job(job)["ended_unix_ms"].is_u64());
+    let record = daemon.job(job);
+    assert_eq!(record["state"], "failed", "{record}");
+    assert!(record["error"].as_str().unwrap_or("").contains("exited with status 3"), "{record}");
+    let logs = String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).into_owned();
+    assert!(!logs.contains("ended-the-supervisor") && !logs.contains("forged"), "{logs}");
+    assert!(logs.contains("Operation not permitted"), "the attempts did not run: {logs}");
 }

@@ -60,7 +60,9 @@ fn other_users_cannot_read_the_database_the_status_document_or_a_log() {
     wait_for("the status document", Duration::from_secs(10), || daemon.dir.join("status.json").exists());
     let log = daemon.dir.join("logs").join(format!("job-{job}.0.out"));
     assert!(std::fs::read_to_string(&log).unwrap().contains("secret-output"));
-    for file in [daemon.dir.join("cosched.db"), daemon.dir.join("cosched.db-wal"), daemon.dir.join("status.json"), log]
+    let backup = daemon.dir.join("backup").join("cosched.db");
+    for file in
+        [daemon.dir.join("cosched.db"), daemon.dir.join("cosched.db-wal"), daemon.dir.join("status.json"), backup, log]
     {
         assert!(file.exists(), "{} is missing", file.display());
         assert!(!readable_by(ATTACKER, &file), "uid {ATTACKER} could read {}", file.display());

@@ -1,0 +1,311 @@
+//! Faults: the daemon, its agent and its watchdog killed mid-slice, alone and together; a database made read-only,
+//! deleted, replaced or corrupted while the daemon runs, and damaged or lost while it is down. After each, no job
+//! stays frozen once the daemon (or the watchdog) has noticed, every job record is still there, and every process
+//! is still in its own owner's job. Waits are generous bounds for a loaded machine; what is asserted is the state.
+
+use crate::harness::*;
+use std::path::Path;
+use std::time::Duration;
+
+const USER: u32 = 65534;
+
+/// A gang job of `tasks` spinning tasks as `uid` (`None`: root); returns its id and its spinning processes.
+fn spin_job(daemon: &Daemon, uid: Option<u32>, tasks: usize) -> (u64, Vec<i32>) {
+    let n = tasks.to_string();
+    let job = daemon.submit_as(uid, &["-n", &n, "--", "timeout", "300", "sh", "-c", "while :; do :; done"]);
+    let spinners = daemon.pids(job, 2 * tasks).into_iter().filter(|&p| comm(p) == "sh").collect();
+    (job, spinners)
+}
+
+/// A job that waits for `flag` to exist, then exits with `code`; returns it and the pid of its task.
+fn job_exiting_on(daemon: &Daemon, flag: &Path, code: u8) -> (u64, i32) {
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done; exit {code}", flag.display());
+    let job = daemon.submit(&["--", "sh", "-c", &script]);
+    let mut task = None;
+    wait_for(&format!("job {job} to run"), Duration::from_secs(10), || {
+        let pids = daemon.job(job)["pids"].as_array().cloned().unwrap_or_default();
+        task = pids.iter().filter_map(|p| p.as_i64()).map(|p| p as i32).find(|&p| comm(p) == "sh");
+        task.is_some()
+    });
+    (job, task.unwrap())
+}
+
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
+}
+
+fn signal(pid: i32, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
+}
+
+/// Nothing of the node frozen and every spinner using CPU.
+fn wait_all_thawed(node: &str, spinners: &[i32], what: &str) {
+    wait_for(what, Duration::from_secs(10), || {
+        frozen_jobs(node).is_empty() && all_progress(spinners, Duration::from_millis(200))
+    });
+}
+
+fn wait_ended(daemon: &Daemon, job: u64) -> serde_json::Value {
+    wait_for(&format!("job {job} to end"), Duration::from_secs(20), || daemon.job(job)["ended_unix_ms"].is_u64());
+    daemon.job(job)
+}
+
+fn assert_failed_with(record: &serde_json::Value, reason: &str) {
+    assert_eq!(record["state"], "failed", "{record}");
+    assert!(record["error"].as_str().is_some_and(|e| e.contains(reason)), "{record}");
+}
+
+/// Every job listed, with its state, in `status` and in the stored records.
+fn assert_records(daemon: &Daemon, expected: &[(u64, &str)]) {
+    let stored = daemon.stored_rows();
+    for &(job, state) in expected {
+        assert_eq!(daemon.job(job)["state"], state, "job {job} in status");
+        assert!(stored.iter().any(|(id, s, _)| *id == job as i64 && s == state), "job {job} stored: {stored:?}");
+    }
+}
+
+#[test]
+fn a_tasks_exit_status_survives_restarts_of_the_daemon() {
+    if skip_unless_root("a_tasks_exit_status_survives_restarts_of_the_daemon") {
+        return;
+    }
+    let mut daemon = Daemon::up(&["--slice-ms", "50"]);
+    let (after_flag, away_flag) = (daemon.dir.join("after"), daemon.dir.join("away"));
+    let (after, _) = job_exiting_on(&daemon, &after_flag, 3);
+    let (away, away_task) = job_exiting_on(&daemon, &away_flag, 4);
+    daemon.kill_hard();
+    // One task ends while no agent runs, the other after a new agent has adopted it: neither is its child.
+    std::fs::write(&away_flag, "").unwrap();
+    wait_for("the task to end while the daemon is down", Duration::from_secs(10), || !is_alive(away_task));
+    daemon.restart(&["--slice-ms", "50"]);
+    std::fs::write(&after_flag, "").unwrap();
+    assert_failed_with(&wait_ended(&daemon, away), "exited with status 4");
+    assert_failed_with(&wait_ended(&daemon, after), "exited with status 3");
+}
+
+#[test]
+fn killing_the_daemon_and_its_watchdog_together_mid_slice_leaves_nothing_frozen_once_an_agent_starts() {
+    if skip_unless_root("killing_the_daemon_and_its_watchdog_together") {
+        return;
+    }
+    let _machine = whole_machine();
+    let mut daemon = Daemon::up(&["--slice-ms", "100"]);
+    let (mine, my_spinners) = spin_job(&daemon, None, 2);
+    let (theirs, their_spinners) = spin_job(&daemon, Some(USER), 2);
+    let spinners: Vec<i32> = my_spinners.iter().chain(&their_spinners).copied().collect();
+    std::thread::sleep(Duration::from_millis(230)); // mid-slice, one gang frozen
+    let watchdogs = watchdogs_of(&daemon.node);
+    assert_eq!(watchdogs.len(), 1, "{watchdogs:?}");
+    // Stopped first, so that it can neither replace its watchdog nor switch while both are killed.
+    signal(daemon.child.id() as i32, nix::sys::signal::Signal::SIGSTOP);
+    signal(watchdogs[0], nix::sys::signal::Signal::SIGKILL);
+    daemon.kill_hard();
+    assert!(!frozen_jobs(&daemon.node).is_empty(), "no gang was frozen when both died: the test proves nothing");
+
+    // Nobody is left to thaw: an agent that starts must do it before anything else, even with no controller.
+    let dir = daemon.dir.to_str().unwrap().to_string();
+    let dir = dir.as_str();
+    daemon.agent = Some(spawn_logged(
+        &["agent", "--controller", "/nonexistent/cosched.sock", "--node", &daemon.node, "--state-dir", dir],
+        &daemon.dir.join("agent.log"),
+    ));
+    wait_all_thawed(&daemon.node, &spinners, "the new agent to thaw every job");
+    daemon.kill_agent();
+
+    daemon.restart(&["--slice-ms", "100"]);
+    assert_records(&daemon, &[(mine, "running"), (theirs, "running")]);
+    assert_eq!(daemon.pids(theirs, 4).len(), 4, "the restarted daemon adopts the job");
+    assert_processes_are_their_jobs_owners(&daemon);
+    let used = gang_cpu_ticks(&[my_spinners, their_spinners], Duration::from_secs(2));
+    assert!(used.iter().all(|&t| t > 0), "after the restart a gang got no CPU time: {used:?} ticks");
+}
+
+#[test]
+fn killing_the_agent_alone_mid_slice_thaws_its_jobs_and_a_new_agent_adopts_them() {
+    if skip_unless_root("killing_the_agent_alone_mid_slice") {
+        return;
+    }
+    let _machine = whole_machine();
+    let mut daemon = Daemon::split(&["--slice-ms", "100"]);
+    let (mine, my_spinners) = spin_job(&daemon, None, 2);
+    let (theirs, their_spinners) = spin_job(&daemon, Some(USER), 2);
+    let spinners: Vec<i32> = my_spinners.iter().chain(&their_spinners).copied().collect();
+    std::thread::sleep(Duration::from_millis(230));
+    daemon.kill_agent();
+    wait_all_thawed(&daemon.node, &spinners, "the watchdog to thaw every job");
+
+    daemon.start_agent();
+    wait_for("the agent to connect again", Duration::from_secs(10), || {
+        daemon.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true))
+    });
+    assert_records(&daemon, &[(mine, "running"), (theirs, "running")]);
+    assert_processes_are_their_jobs_owners(&daemon);
+    let s = sample_gangs(&[my_spinners.clone(), their_spinners.clone()], Duration::from_secs(1));
+    assert_eq!(s.overlap, 0, "gang scheduling resumes with the new agent");
+    let used = gang_cpu_ticks(&[my_spinners, their_spinners], Duration::from_secs(2));
+    assert!(used.iter().all(|&t| t > 0), "a gang got no CPU time: {used:?} ticks");
+}
+
+/// `chattr +i` (or `-i`) on the database and its write-ahead log: as root, a mode does not stop writes, an
+/// immutable file does.
+fn set_immutable(dir: &Path, immutable: bool) {
+    let files = ["cosched.db", "cosched.db-wal"].map(|f| dir.join(f));
+    let present: Vec<&Path> = files.iter().map(|f| f.as_path()).filter(|f| f.exists()).collect();
+    let out = std::process::Command::new("chattr")
+        .arg(if immutable { "+i" } else { "-i" })
+        .args(&present)
+        .output()
+        .expect("chattr");
+    assert!(out.status.success(), "chattr: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Makes the database writable again even when the test fails half-way.
+struct Immutable<'a>(&'a Path);
+
+impl Drop for Immutable<'_> {
+    fn drop(&mut self) {
+        set_immutable(self.0, false);
+    }
+}
+
+fn storage_state(daemon: &Daemon) -> serde_json::Value {
+    daemon.status()["storage"].clone()
+}
+
+#[test]
+fn a_read_only_database_refuses_requests_keeps_events_and_the_node_and_recovers() {
+    if skip_unless_root("a_read_only_database") {
+        return;
+    }
+    let mut daemon = Daemon::split(&["--slice-ms", "50"]);
+    let flag = daemon.dir.join("end");
+    let (ending, _) = job_exiting_on(&daemon, &flag, 3);
+    let running = daemon.submit(&["--", "sleep", "300"]);
+    let running_pid = daemon.pids(running, 1)[0];
+    let dir = daemon.dir.clone();
+    set_immutable(&dir, true);
+    let _undo = Immutable(&dir);
+    // Found by a write, or by the periodic check (which writes) when nothing else is written.
+    wait_for("the fault to be seen", Duration::from_secs(20), || storage_state(&daemon)["state"] == "error");
+
+    // A request that cannot be written is refused and changes nothing.
+    let out = daemon.client(&["submit", "--", "true"]);
+    let refusal = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success() && refusal.contains("storage error"), "{out:?}");
+    assert!(refusal.contains("nothing was changed"), "{refusal}");
+    let text = String::from_utf8_lossy(&daemon.client(&["status"]).stdout).into_owned();
+    assert!(text.contains("storage: ERROR"), "{text}");
+
+    // An event is kept in memory: the job ends with its status.
+    std::fs::write(&flag, "").unwrap();
+    assert_failed_with(&wait_ended(&daemon, ending), "exited with status 3");
+    // The agent comes back while storage fails: the controller keeps its node and its jobs.
+    daemon.kill_agent();
+    daemon.start_agent();
+    wait_for("the agent to be accepted", Duration::from_secs(10), || {
+        daemon.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true))
+    });
+    assert_eq!(daemon.pids(running, 1), [running_pid]);
+    assert!(storage_state(&daemon)["held_changes"].as_u64().unwrap() >= 2, "{}", storage_state(&daemon));
+    std::thread::sleep(Duration::from_secs(3)); // a few retries
+    assert_eq!(daemon.log().matches("storage fault:").count(), 1, "logged once per change:\n{}", daemon.log());
+
+    // Storage comes back: everything held is written; the refused job never existed.
+    set_immutable(&dir, false);
+    wait_for("storage to work again", Duration::from_secs(10), || storage_state(&daemon)["state"] == "ok");
+    assert_records(&daemon, &[(ending, "failed"), (running, "running")]);
+    assert_eq!(daemon.stored_rows().len(), 2, "a refused request left a record");
+
+    // A controller that starts on a read-only database says so and does not start; the jobs run on meanwhile.
+    set_immutable(&dir, true);
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    let args = ["controller", "--monitor", "off", "--state-dir", dir.to_str().unwrap(), "--socket", "/nonexistent/s"];
+    let said = refused(&args, &dir.join("refused.log"));
+    assert!(said.contains("cannot be written"), "{said}");
+    assert_eq!(frozen(running_pid), Some(false));
+    set_immutable(&dir, false);
+    daemon.restart_split_controller(&["--slice-ms", "50"]);
+    wait_for("the agent to reconnect", Duration::from_secs(10), || {
+        daemon.job(running)["pids"] == serde_json::json!([running_pid])
+    });
+    assert_records(&daemon, &[(ending, "failed"), (running, "running")]);
+}
+
+#[test]
+fn a_database_deleted_replaced_or_corrupted_under_the_daemon_is_written_anew_from_memory() {
+    if skip_unless_root("a_database_deleted_replaced_or_corrupted") {
+        return;
+    }
+    let mut daemon = Daemon::up(&["--slice-ms", "50"]);
+    let mine = daemon.submit(&["--", "sleep", "300"]);
+    let theirs = daemon.submit_as(Some(USER), &["--", "sleep", "300"]);
+    let pids = [daemon.pids(mine, 1)[0], daemon.pids(theirs, 1)[0]];
+    let db = daemon.dir.join("cosched.db");
+    daemon.stored_rows(); // written and backed up
+    let rewrites = |daemon: &Daemon| daemon.log().matches("written anew from memory").count();
+
+    for (i, what) in ["deleted", "replaced by garbage", "corrupted in place"].into_iter().enumerate() {
+        damage(&db, what);
+        wait_for(&format!("the {what} database to be written anew"), Duration::from_secs(30), || {
+            rewrites(&daemon) == i + 1 && storage_state(&daemon)["state"] == "ok"
+        });
+        assert_records(&daemon, &[(mine, "running"), (theirs, "running")]);
+    }
+    assert!(daemon.log().contains("was deleted") && daemon.log().contains("was replaced"), "{}", daemon.log());
+    assert!(daemon.log().contains("failed its check"), "{}", daemon.log());
+
+    // What was written anew is what a restart reads.
+    daemon.restart(&["--slice-ms", "50"]);
+    assert_records(&daemon, &[(mine, "running"), (theirs, "running")]);
+    assert_eq!([daemon.pids(mine, 1)[0], daemon.pids(theirs, 1)[0]], pids);
+    assert_processes_are_their_jobs_owners(&daemon);
+}
+
+/// Damage the live database file in one of the ways above.
+fn damage(db: &Path, how: &str) {
+    match how {
+        "deleted" => std::fs::remove_file(db).unwrap(),
+        "replaced by garbage" => {
+            let garbage = db.with_extension("garbage");
+            std::fs::write(&garbage, vec![0x42; 16384]).unwrap();
+            std::fs::rename(&garbage, db).unwrap();
+        }
+        "corrupted in place" => {
+            use std::os::unix::fs::FileExt;
+            let file = std::fs::OpenOptions::new().write(true).open(db).unwrap();
+            file.write_all_at(&[0xa5; 8192], 1024).unwrap();
+        }
+        other => panic!("no damage {other:?}"),
+    }
+}
+
+#[test]
+fn a_damaged_or_lost_database_at_start_is_refused_with_how_to_restore_the_backup() {
+    if skip_unless_root("a_damaged_or_lost_database_at_start") {
+        return;
+    }
+    let mut daemon = Daemon::up(&["--slice-ms", "50"]);
+    let job = daemon.submit_as(Some(USER), &["--", "sleep", "300"]);
+    let pid = daemon.pids(job, 1)[0];
+    daemon.stored_rows(); // the backup holds the job
+    let (db, backup) = (daemon.dir.join("cosched.db"), daemon.dir.join("backup").join("cosched.db"));
+
+    daemon.kill_hard();
+    std::fs::write(&db, b"SQLite format 3\0 followed by nothing a database could be").unwrap();
+    let said = daemon.start_refused(&["--slice-ms", "50"]);
+    assert!(said.contains("is damaged") && said.contains(&format!("cp {}", backup.display())), "{said}");
+    std::fs::remove_file(&db).unwrap();
+    let said = daemon.start_refused(&["--slice-ms", "50"]);
+    assert!(said.contains("is missing") && said.contains("a backup exists"), "{said}");
+    // Meanwhile the job runs on, thawed by the watchdog.
+    wait_for("the job to be thawed", Duration::from_secs(10), || frozen(pid) == Some(false));
+
+    // Restored as the message says, the database is adopted with its job.
+    let _ = std::fs::remove_file(daemon.dir.join("cosched.db-wal"));
+    std::fs::copy(&backup, &db).unwrap();
+    daemon.restart(&["--slice-ms", "50"]);
+    assert_eq!(daemon.job(job)["state"], "running");
+    assert_eq!(daemon.pids(job, 1), [pid]);
+    assert_processes_are_their_jobs_owners(&daemon);
+}
