@@ -348,6 +348,7 @@ impl Agent {
             cwd: PathBuf::from(&start.cwd),
             env,
             argv: start.argv.clone(),
+            open_files_soft_limit: crate::gate::starting_descriptor_limit(),
         };
         let log = |stream: &str| {
             let path = self.log_path(start.job, rank, stream);

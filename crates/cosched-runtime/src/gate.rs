@@ -37,7 +37,7 @@ impl Default for Limits {
             connections: 4096,
             per_user: 128,
             unauthenticated: 64,
-            unauthenticated_per_address: 8,
+            unauthenticated_per_address: 16,
             monitor: 64,
             request_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
@@ -245,14 +245,24 @@ impl Drop for Pass {
     }
 }
 
+/// The soft limit on open files this process started with, before `raise_descriptor_limit`: what jobs get back
+/// (a raised limit would pass to every task the daemon starts).
+static STARTING_DESCRIPTOR_LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+
 /// Raise this process's soft limit on open files to its hard limit; return the limit in force.
 pub fn raise_descriptor_limit() -> u64 {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else { return 1024 };
+    STARTING_DESCRIPTOR_LIMIT.get_or_init(|| soft);
     if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
         return hard;
     }
     soft
+}
+
+/// The soft limit on open files before the daemon raised it (`None` if it never did).
+pub fn starting_descriptor_limit() -> Option<u64> {
+    STARTING_DESCRIPTOR_LIMIT.get().copied()
 }
 
 #[cfg(test)]

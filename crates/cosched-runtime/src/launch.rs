@@ -35,6 +35,9 @@ pub struct LaunchSpec {
     pub env: Vec<(String, String)>,
     /// Program and arguments; the program is looked up in `PATH` when it has no `/`.
     pub argv: Vec<String>,
+    /// The soft limit on open files the daemon started with (it raises its own): the task gets it back.
+    #[serde(default)]
+    pub open_files_soft_limit: Option<u64>,
 }
 
 /// The largest spec the shim reads (a request is at most 1 MiB; the rest is room for its escaping).
@@ -109,6 +112,7 @@ fn shim(spec_json: &str) -> io::Result<Infallible> {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "launch spec has an empty argv"));
     };
     join_cgroups(&spec.procs_files)?;
+    shed_daemon_settings(spec.open_files_soft_limit)?;
     switch_identity(spec.uid, spec.gid)?;
     std::env::set_current_dir(&spec.cwd).map_err(|e| {
         io::Error::new(e.kind(), format!("cannot change to directory {} as uid {}: {e}", spec.cwd.display(), spec.uid))
@@ -129,6 +133,23 @@ fn job_environment(spec: &LaunchSpec) -> Vec<(String, String)> {
         env.push(("HOME".into(), home.map_or("/".into(), |h| h.display().to_string())));
     }
     env
+}
+
+/// Give back what the daemon set for itself and processes inherit: its raised limit on open files, and its
+/// protection from the OOM killer (a service manager may give it one; a job must never have it).
+fn shed_daemon_settings(open_files_soft_limit: Option<u64>) -> io::Result<()> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Some(soft) = open_files_soft_limit {
+        let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(io::Error::from)?;
+        setrlimit(Resource::RLIMIT_NOFILE, soft.min(hard), hard)
+            .map_err(|e| io::Error::new(io::Error::from(e).kind(), format!("restoring the open-file limit: {e}")))?;
+    }
+    let adjustment = std::fs::read_to_string("/proc/self/oom_score_adj").unwrap_or_default();
+    if adjustment.trim().parse::<i32>().is_ok_and(|a| a < 0) {
+        std::fs::write("/proc/self/oom_score_adj", "0")
+            .map_err(|e| io::Error::new(e.kind(), format!("giving up the daemon's OOM protection: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Write our own pid into every `cgroup.procs` file, so the command and all its descendants start in the job.
@@ -176,6 +197,7 @@ mod tests {
             cwd: PathBuf::from("/"),
             env: vec![("A".into(), "b c".into())],
             argv: vec!["sh".into(), "-c".into(), "echo 'x y'".into()],
+            open_files_soft_limit: None,
         }
     }
 

@@ -110,6 +110,7 @@ impl Fixture {
             cwd: PathBuf::from("/"),
             env: vec![("COSCHED_JOB".to_string(), job.to_string())],
             argv: vec!["sh".to_string(), "-c".to_string(), script.to_string()],
+            open_files_soft_limit: None,
         };
         let child = spawn_shim(&example("launch_shim"), &spec, |c| {
             c.stdout(Stdio::null());
@@ -379,6 +380,7 @@ fn shim_failures_name_what_failed() {
         cwd: PathBuf::from("/"),
         env: Vec::new(),
         argv: vec!["/nonexistent/cosched-no-such-command".to_string(), "arg".to_string()],
+        open_files_soft_limit: None,
     };
     let (code, stderr) = run_failing_shim(&good);
     assert_eq!(code, Some(127));

@@ -158,6 +158,7 @@ impl Gangs {
             cwd: PathBuf::from("/"),
             env: Vec::new(),
             argv: vec![exe.display().to_string(), "__spin".into(), counter.display().to_string()],
+            open_files_soft_limit: None,
         };
         let child = spawn_shim(&exe, &spec, |command| {
             command.stdout(Stdio::null());

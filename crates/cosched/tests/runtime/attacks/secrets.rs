@@ -32,6 +32,34 @@ fn a_job_sees_its_users_environment_and_none_of_the_daemons() {
     assert!(environ.contains("COSCHED_JOB_ID="), "{environ}");
 }
 
+/// A service manager may start the daemon protected from the OOM killer, and the daemon raises its own limit on
+/// open files: neither may pass to the jobs it starts.
+#[test]
+fn a_job_inherits_neither_the_daemons_raised_file_limit_nor_its_oom_protection() {
+    if skip_unless_root("a_job_inherits_neither_the_daemons_limits") {
+        return;
+    }
+    // Protecting a process from the OOM killer takes CAP_SYS_RESOURCE, which some containers lack.
+    let protectable =
+        std::process::Command::new("choom").args(["-n", "-500", "--", "true"]).status().unwrap().success();
+    let mut wrapper = vec!["prlimit", "--nofile=1024:16384", "--"];
+    if protectable {
+        wrapper.extend(["choom", "-n", "-500", "--"]);
+    } else {
+        eprintln!("SKIPPED (in part): no CAP_SYS_RESOURCE here, so the daemon cannot be protected from the OOM killer");
+    }
+    let daemon = Daemon::up_under(&wrapper, &["--slice-ms", "50"], &[]);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", daemon.child.id())).unwrap();
+    assert!(limits.lines().any(|l| l.starts_with("Max open files") && l.contains("16384")), "{limits}");
+    let script = "echo files=$(ulimit -n) oom=$(cat /proc/self/oom_score_adj)";
+    let job = daemon.submit_as(Some(ATTACKER), &["--", "sh", "-c", script]);
+    wait_for("the job's report", Duration::from_secs(10), || {
+        String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).contains("files=")
+    });
+    let report = String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).into_owned();
+    assert!(report.contains("files=1024 oom=0"), "the job kept the daemon's settings: {report}");
+}
+
 #[test]
 fn a_launch_spec_never_appears_on_a_command_line() {
     if skip_unless_root("a_launch_spec_never_appears_on_a_command_line") {

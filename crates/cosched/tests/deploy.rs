@@ -1,0 +1,77 @@
+//! The systemd units in `deploy/systemd` are valid for systemd, start the binary's real subcommands, and keep the
+//! settings that the daemon's safety depends on (docs/security.md, "Deployment").
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn units() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/systemd");
+    let mut units: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "service"))
+        .collect();
+    units.sort();
+    assert_eq!(units.len(), 3, "the agent, controller and single-machine units: {units:?}");
+    units
+}
+
+fn setting<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
+    unit.lines().filter_map(|l| l.strip_prefix(key)?.strip_prefix('=')).collect()
+}
+
+#[test]
+fn every_unit_passes_systemds_own_check() {
+    if Command::new("systemd-analyze").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: every_unit_passes_systemds_own_check: systemd-analyze is not installed");
+        return;
+    }
+    let scratch = std::env::temp_dir().join(format!("cosched-units-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    for unit in units() {
+        // systemd checks that the program exists: point the unit at the binary under test.
+        let text =
+            std::fs::read_to_string(&unit).unwrap().replace("/usr/local/bin/cosched", env!("CARGO_BIN_EXE_cosched"));
+        let copy = scratch.join(unit.file_name().unwrap());
+        std::fs::write(&copy, text).unwrap();
+        let out = Command::new("systemd-analyze").arg("verify").arg(&copy).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && said.trim().is_empty(), "{}: {said}", unit.display());
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+#[test]
+fn units_start_real_subcommands_and_job_starting_units_spare_the_supervisors() {
+    for unit in units() {
+        let text = std::fs::read_to_string(&unit).unwrap();
+        let exec = setting(&text, "ExecStart");
+        assert_eq!(exec.len(), 1, "{}", unit.display());
+        let args: Vec<&str> = exec[0].split_whitespace().skip(1).collect();
+        let help = Command::new(env!("CARGO_BIN_EXE_cosched")).arg(args[0]).arg("--help").output().unwrap();
+        let help = String::from_utf8_lossy(&help.stdout);
+        for flag in args.iter().filter(|a| a.starts_with("--")) {
+            assert!(help.contains(flag), "{}: `cosched {}` has no {flag}", unit.display(), args[0]);
+        }
+        let starts_jobs = args[0] != "controller";
+        if starts_jobs {
+            assert_eq!(
+                setting(&text, "KillMode"),
+                ["process"],
+                "{}: a restart would kill every task's supervisor",
+                unit.display()
+            );
+            for inherited in
+                ["ProtectSystem", "ProtectHome", "PrivateTmp", "NoNewPrivileges", "SystemCallFilter", "UMask"]
+            {
+                assert!(
+                    setting(&text, inherited).is_empty(),
+                    "{}: {inherited} would bind every job too",
+                    unit.display()
+                );
+            }
+        } else {
+            assert_eq!(setting(&text, "ProtectSystem"), ["strict"], "{}", unit.display());
+        }
+    }
+}
