@@ -14,3 +14,4 @@ pub mod policy;
 pub mod runtime;
 pub mod slowdown;
 pub mod stats;
+pub mod switch_trace;

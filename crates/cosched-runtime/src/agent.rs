@@ -17,7 +17,7 @@ use crate::protocol::{
     LOG_TAIL_BYTES,
 };
 use crate::supervisor::{spawn_supervisor, SupervisedTask};
-use crate::switcher::{SwitchStats, Switcher};
+use crate::switcher::{ConfirmWait, SwitchStats, Switcher};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Child;
@@ -36,6 +36,8 @@ pub struct AgentSettings {
     pub mem_bytes: u64,
     /// Put the switching thread in SCHED_FIFO when allowed.
     pub realtime: bool,
+    /// How long a switch waits for the outgoing gang's confirmed stop before starting the incoming one.
+    pub confirm_wait: ConfirmWait,
     /// The program that runs `__launch` and `__watchdog` (normally this executable).
     pub helper_program: PathBuf,
 }
@@ -79,7 +81,7 @@ impl Agent {
             eprintln!("cosched agent {}: thawing the jobs found at start: {e}", settings.node);
         }
         let groups = Arc::new(JobGroups::open(&settings.node, settings.freezer)?);
-        let switcher = Arc::new(Switcher::new(groups.clone()));
+        let switcher = Arc::new(Switcher::new(groups.clone(), settings.confirm_wait));
         let mut jobs = BTreeMap::new();
         for id in groups.existing_jobs()? {
             jobs.insert(id, LocalJob { children: vec![], exit_code: None, had_processes: true });

@@ -22,7 +22,7 @@ use nix::unistd::Pid;
 
 /// How long `freeze` may wait for the kernel before it gives up: long enough for a loaded machine, short enough
 /// that a stuck job (e.g. a task in uninterruptible sleep) does not stall the agent's slice switching.
-const FREEZE_TIMEOUT: Duration = Duration::from_secs(2);
+pub const FREEZE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long waits re-check every 10 µs before they back off. Not `sched_yield`: the switching thread runs in
 /// SCHED_FIFO, where yielding keeps the CPU from the very task that must run to reach the freezer.
 const SPIN_PHASE: Duration = Duration::from_millis(1);
@@ -259,29 +259,27 @@ fn clock_ticks_per_s() -> u64 {
     })
 }
 
-/// Poll `done` until it is true or `FREEZE_TIMEOUT` passes: short sleeps first (freezing a few tasks takes microseconds),
-/// then sleep with growing pauses so a slow freeze does not burn a CPU the jobs need.
-fn wait_until(
-    what: impl Fn() -> String,
-    timeout: Duration,
-    mut done: impl FnMut() -> io::Result<bool>,
-) -> io::Result<()> {
+/// Re-check `done` until it holds (true) or `deadline` passes (false): every 10 µs for the first millisecond
+/// (stopping a few tasks takes microseconds), then with growing pauses so a long wait does not burn a CPU the jobs
+/// need. Not `sched_yield`, which in SCHED_FIFO keeps the CPU from the very task that must run to be stopped.
+fn poll_until(deadline: Instant, mut done: impl FnMut() -> io::Result<bool>) -> io::Result<bool> {
     let start = monotonic_now();
     let mut pause_us = 20;
     loop {
         if done()? {
-            return Ok(());
+            return Ok(true);
         }
-        let waited = start.elapsed();
-        if waited > timeout {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, format!("{} not done after {waited:?}", what())));
+        let now = monotonic_now();
+        if now >= deadline {
+            return Ok(false);
         }
-        if waited < SPIN_PHASE {
-            thread::sleep(Duration::from_micros(10));
+        let pause = if now.duration_since(start) < SPIN_PHASE {
+            Duration::from_micros(10)
         } else {
-            thread::sleep(Duration::from_micros(pause_us));
             pause_us = (pause_us * 2).min(5_000);
-        }
+            Duration::from_micros(pause_us)
+        };
+        thread::sleep(pause.min(deadline.duration_since(now)));
     }
 }
 
@@ -291,21 +289,6 @@ fn read_frozen_flag(file: &File, path: &Path) -> io::Result<bool> {
     let len = file.read_at(&mut buf, 0).map_err(|e| with_path(e, "cannot read", path))?;
     let text = String::from_utf8_lossy(&buf[..len]);
     Ok(text.lines().any(|l| l.trim() == "frozen 1"))
-}
-
-/// Wait until `cgroup.events` reports `frozen 1`, re-reading it every 10 µs. Not poll(2): the kernel rate-limits
-/// `cgroup.events` notifications to one per 10 ms, which would make every switch last up to 10 ms.
-fn wait_v2_frozen(events: &Path, timeout: Duration) -> io::Result<()> {
-    let file = File::open(events).map_err(|e| with_path(e, "cannot open", events))?;
-    let start = monotonic_now();
-    while !read_frozen_flag(&file, events)? {
-        if start.elapsed() > timeout {
-            let msg = format!("{} does not report frozen after {timeout:?}", events.display());
-            return Err(io::Error::new(io::ErrorKind::TimedOut, msg));
-        }
-        thread::sleep(Duration::from_micros(10));
-    }
-    Ok(())
 }
 
 /// One hierarchy an agent uses.
@@ -476,6 +459,12 @@ impl JobGroups {
         &self.agent_name
     }
 
+    /// The agent's directory as the kernel names cgroups (in its trace events): the path from the root of the
+    /// primary hierarchy, which a mount inside a container may not show (`/cosched/<agent>`).
+    pub fn kernel_path(&self) -> String {
+        format!("{}/{TOP_DIR}/{}", self.primary().mount.root.trim_end_matches('/'), self.agent_name)
+    }
+
     /// Human-readable description of the paths used (for logs and status pages).
     pub fn describe(&self) -> String {
         let places: Vec<String> =
@@ -545,38 +534,57 @@ impl JobGroups {
     /// `freeze` with a bound of `timeout`. A freeze that does not complete is undone: a half-frozen job (some
     /// tasks stopped, others not) would hang on its own stopped tasks, so it is thawed back and the error says so.
     pub fn freeze_within(&self, job: u64, timeout: Duration) -> io::Result<()> {
-        let frozen = match self.kind {
-            FreezerKind::V2 => write_control(&self.primary_file(job, "cgroup.freeze"), "1")
-                .and_then(|_| wait_v2_frozen(&self.primary_file(job, "cgroup.events"), timeout)),
-            FreezerKind::V1 => {
-                let state = self.primary_file(job, "freezer.state");
-                write_control(&state, "FROZEN").and_then(|_| {
-                    let what = || format!("freezing {}", state.display());
-                    wait_until(what, timeout, || Ok(read_control(&state)?.trim() == "FROZEN"))
-                })
-            }
-            FreezerKind::Signals => self.stop_with_signals(job, timeout),
+        let deadline = monotonic_now() + timeout;
+        let confirmed = self.request_freeze(job).and_then(|()| self.confirm_frozen(job, deadline));
+        let error = match confirmed {
+            Ok(true) => return Ok(()),
+            Ok(false) => io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("job {job} of agent {:?} not stopped after {timeout:?}", self.agent_name),
+            ),
+            Err(e) => e,
         };
-        frozen.map_err(|e| match self.thaw(job) {
-            Ok(()) => io::Error::new(e.kind(), format!("{e}; job {job} thawed back")),
-            Err(t) => io::Error::new(e.kind(), format!("{e}; thawing job {job} back failed too: {t}")),
+        Err(match self.thaw(job) {
+            Ok(()) => io::Error::new(error.kind(), format!("{error}; job {job} thawed back")),
+            Err(t) => io::Error::new(error.kind(), format!("{error}; thawing job {job} back failed too: {t}")),
         })
     }
 
-    /// SIGSTOP every member until the member list is stable and all are stopped: a process forked before its
-    /// parent stopped shows up on a later pass and is stopped too.
-    fn stop_with_signals(&self, job: u64, timeout: Duration) -> io::Result<()> {
-        let mut sent: BTreeSet<i32> = BTreeSet::new();
-        let what = || format!("stopping job {job} of agent {:?} with SIGSTOP", self.agent_name);
-        wait_until(what, timeout, || {
-            let pids = self.pids(job)?;
-            for &pid in &pids {
-                if sent.insert(pid) {
+    /// Ask the kernel to stop every process of the job, and return at once. From then on none of them runs user
+    /// code: the kernel marks each and kicks it, and a marked task stops on its way back to user mode — one on a
+    /// CPU within microseconds (the kick is an interrupt), one off a CPU before its next instruction (cgroup v2's
+    /// `JOBCTL_TRAP_FREEZE`, v1's freezer and SIGSTOP all take effect there). `confirm_frozen` says when the
+    /// kernel counts every task stopped, which may take longer: a task needs a CPU to reach the trap.
+    pub fn request_freeze(&self, job: u64) -> io::Result<()> {
+        match self.kind {
+            FreezerKind::V2 => write_control(&self.primary_file(job, "cgroup.freeze"), "1"),
+            FreezerKind::V1 => write_control(&self.primary_file(job, "freezer.state"), "FROZEN"),
+            FreezerKind::Signals => self.pids(job)?.into_iter().try_for_each(|pid| signal_pid(pid, Signal::SIGSTOP)),
+        }
+    }
+
+    /// Wait until the kernel reports every process of the job stopped (true), or until `deadline` (false). In
+    /// signals mode every pass also stops members that were not yet (a process forked before its parent stopped).
+    pub fn confirm_frozen(&self, job: u64, deadline: Instant) -> io::Result<bool> {
+        match self.kind {
+            FreezerKind::V2 => {
+                // Re-read, not poll(2): the kernel sends at most one `cgroup.events` notification per 10 ms.
+                let events = self.primary_file(job, "cgroup.events");
+                let file = File::open(&events).map_err(|e| with_path(e, "cannot open", &events))?;
+                poll_until(deadline, || read_frozen_flag(&file, &events))
+            }
+            FreezerKind::V1 => {
+                let state = self.primary_file(job, "freezer.state");
+                poll_until(deadline, || Ok(read_control(&state)?.trim() == "FROZEN"))
+            }
+            FreezerKind::Signals => poll_until(deadline, || {
+                let pids = self.pids(job)?;
+                for &pid in pids.iter().filter(|&&p| !is_stopped(p)) {
                     signal_pid(pid, Signal::SIGSTOP)?;
                 }
-            }
-            Ok(pids.iter().all(|&p| is_stopped(p)) && self.pids(job)? == pids)
-        })
+                Ok(pids.iter().all(|&p| is_stopped(p)) && self.pids(job)? == pids)
+            }),
+        }
     }
 
     /// Let the job run again. Returns once the request is written (the kernel resumes tasks asynchronously).

@@ -21,24 +21,70 @@ pub struct SwitchStats {
     pub switches: u64,
     /// Slice boundary to the incoming gang thawed, per switch (ns).
     pub latency_ns: VecDeque<u64>,
-    /// Slice boundary to the moment the switch began, per switch (ns).
+    /// Slice boundary to the moment the switch began (the switching thread woke), per switch (ns).
     pub start_offset_ns: VecDeque<u64>,
+    /// Slice boundary to every outgoing gang asked to stop, per switch (ns).
+    pub requested_ns: VecDeque<u64>,
+    /// Slice boundary to the end of the wait for the kernel's confirmation, per switch (ns).
+    pub confirmed_ns: VecDeque<u64>,
     /// Slice number of each switch (to pair the samples of several agents).
     pub slice_numbers: VecDeque<u64>,
+    /// Switches whose incoming gang started before the kernel confirmed that the outgoing one had stopped (it runs
+    /// no user code once asked; the wait for its confirmation is bounded, see `ConfirmWait`).
+    pub late: u64,
     pub errors: u64,
 }
 
+/// When, after its slice boundary, each phase of one switch ended (ns).
+#[derive(Clone, Copy, Debug)]
+struct SwitchTimes {
+    woke: u64,
+    requested: u64,
+    confirmed: u64,
+    thawed: u64,
+}
+
 impl SwitchStats {
-    fn record(&mut self, slice: u64, start_offset_ns: u64, latency_ns: u64) {
+    fn record(&mut self, slice: u64, times: SwitchTimes) {
         self.switches += 1;
         if self.latency_ns.len() >= SAMPLES_KEPT {
-            self.latency_ns.pop_front();
-            self.start_offset_ns.pop_front();
+            for samples in
+                [&mut self.latency_ns, &mut self.start_offset_ns, &mut self.requested_ns, &mut self.confirmed_ns]
+            {
+                samples.pop_front();
+            }
             self.slice_numbers.pop_front();
         }
-        self.latency_ns.push_back(latency_ns);
-        self.start_offset_ns.push_back(start_offset_ns);
+        self.start_offset_ns.push_back(times.woke);
+        self.requested_ns.push_back(times.requested);
+        self.confirmed_ns.push_back(times.confirmed);
+        self.latency_ns.push_back(times.thawed);
         self.slice_numbers.push_back(slice);
+    }
+}
+
+/// How long a switch waits for the kernel to confirm that the outgoing gang stopped before it starts the incoming
+/// one. The outgoing gang runs no user code once asked to stop (`JobGroups::request_freeze`); the confirmation only
+/// says that every task has reached the kernel's trap, and a task needs a CPU for that — one on a virtual CPU the
+/// hypervisor took away waits for it. Waiting for the slowest task idles every other CPU meanwhile, so the wait is
+/// bounded by default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfirmWait {
+    /// At most a twentieth of the slice and at most 1 ms: a switch's cost on a CPU stays a small share of the
+    /// slice whatever the slowest task does.
+    Bounded,
+    /// Until every task is confirmed stopped (at most the freeze timeout, 2 s): the incoming gang never becomes
+    /// runnable beside a task still on its way to the trap.
+    Strict,
+}
+
+impl ConfirmWait {
+    pub fn longest(self, slice_ns: u64) -> std::time::Duration {
+        match self {
+            ConfirmWait::Bounded => std::time::Duration::from_nanos((slice_ns / 20).min(1_000_000)),
+            ConfirmWait::Strict => crate::freezer::FREEZE_TIMEOUT,
+        }
     }
 }
 
@@ -55,6 +101,7 @@ struct SwitchState {
 
 pub struct Switcher {
     groups: Arc<JobGroups>,
+    confirm_wait: ConfirmWait,
     state: Mutex<SwitchState>,
     /// Set by `stop`: `run` returns at its next wake-up.
     stopped: AtomicBool,
@@ -70,7 +117,7 @@ fn sleep_until_realtime(ns: u64) {
 }
 
 impl Switcher {
-    pub fn new(groups: Arc<JobGroups>) -> Switcher {
+    pub fn new(groups: Arc<JobGroups>, confirm_wait: ConfirmWait) -> Switcher {
         let state = SwitchState {
             schedule: Schedule::default(),
             running: BTreeMap::new(),
@@ -78,7 +125,7 @@ impl Switcher {
             stats: SwitchStats::default(),
             unreported_starts: Vec::new(),
         };
-        Switcher { groups, state: Mutex::new(state), stopped: AtomicBool::new(false) }
+        Switcher { groups, confirm_wait, state: Mutex::new(state), stopped: AtomicBool::new(false) }
     }
 
     pub fn stats(&self) -> SwitchStats {
@@ -92,6 +139,11 @@ impl Switcher {
     /// Slices in which a gang could not be stopped or started (each is logged as it happens).
     pub fn errors(&self) -> u64 {
         self.state.lock().unwrap().stats.errors
+    }
+
+    /// Switches that started the incoming gang before the outgoing one was confirmed stopped.
+    pub fn late(&self) -> u64 {
+        self.state.lock().unwrap().stats.late
     }
 
     /// The (slice number, start offset in ns) of every switch since the last call, for the controller's view of
@@ -175,40 +227,75 @@ impl Switcher {
                 continue; // nothing rotates (or the slice changed): no switch
             }
             let slice = next / slice_ns;
-            self.apply(&mut state, Some(slice));
-            let done = realtime_ns();
-            let start_offset_ns = woke.saturating_sub(next);
-            state.stats.record(slice, start_offset_ns, done.saturating_sub(next));
+            let Some(done) = self.apply(&mut state, Some(slice)) else { continue };
+            let since_boundary = |at: u64| at.saturating_sub(next);
+            let times = SwitchTimes {
+                woke: since_boundary(woke),
+                requested: since_boundary(done.requested),
+                confirmed: since_boundary(done.confirmed),
+                thawed: since_boundary(done.thawed),
+            };
+            state.stats.record(slice, times);
             if state.unreported_starts.len() < STARTS_UNREPORTED_MAX {
-                state.unreported_starts.push((slice, start_offset_ns));
+                state.unreported_starts.push((slice, times.woke));
             }
         }
     }
 
-    /// Stop every job not in the slot of `slice`, confirm, then start the slot's jobs.
-    fn apply(&self, state: &mut SwitchState, slice: Option<u64>) {
+    /// Stop every job not in the slot of `slice`, wait (within `confirm_wait`) for the kernel to confirm, then
+    /// start the slot's jobs; returns when (CLOCK_REALTIME) each phase ended, `None` when switching is over.
+    fn apply(&self, state: &mut SwitchState, slice: Option<u64>) -> Option<Phases> {
         if self.stopped.load(Ordering::Relaxed) {
-            return; // switching is over: nothing may be frozen any more
+            return None; // switching is over: nothing may be frozen any more
         }
         let target = target_jobs(&state.schedule, slice);
+        let (asked, refused) = self.ask_outgoing_to_stop(state, &target);
+        let requested = realtime_ns();
+        let wait = self.confirm_wait.longest(state.schedule.slice_ns);
+        let deadline = crate::freezer::monotonic_now() + wait;
+        let unconfirmed = asked.iter().filter(|&&job| !matches!(self.groups.confirm_frozen(job, deadline), Ok(true)));
+        if unconfirmed.count() > 0 {
+            state.stats.late += 1;
+        }
+        let confirmed = realtime_ns();
+        if refused {
+            // A gang that could not be asked to stop still runs: starting the incoming one would put two gangs on
+            // the CPUs. This slot stays with the old gang; the next boundary tries again.
+            state.stats.errors += 1;
+            return Some(Phases { requested, confirmed, thawed: confirmed });
+        }
+        self.start_incoming(state, &target);
+        Some(Phases { requested, confirmed, thawed: realtime_ns() })
+    }
+
+    /// Ask every running job that is not in `target` to stop; returns those asked, and whether any refused.
+    fn ask_outgoing_to_stop(&self, state: &mut SwitchState, target: &BTreeSet<u64>) -> (Vec<u64>, bool) {
+        let mut asked = Vec::new();
+        let mut refused = false;
         let jobs: Vec<u64> = state.running.keys().copied().collect();
-        let mut failed = false;
-        for &job in &jobs {
+        for job in jobs {
             let known = state.schedule.jobs.contains(&job) || state.pending.contains(&job);
-            if known && state.running[&job] && !target.contains(&job) {
-                // A job that could not be stopped was thawed back and runs on: it is not frozen.
-                let stopped = self.groups.freeze(job).map_err(|e| eprintln!("cosched agent: {e}")).is_ok();
-                failed |= !stopped;
-                state.running.insert(job, !stopped);
+            if !(known && state.running[&job] && !target.contains(&job)) {
+                continue;
+            }
+            match self.groups.request_freeze(job) {
+                Ok(()) => {
+                    state.running.insert(job, false);
+                    asked.push(job);
+                }
+                Err(e) => {
+                    eprintln!("cosched agent: {e}");
+                    refused = true;
+                }
             }
         }
-        if failed {
-            // The outgoing gang still runs: starting the incoming one would put two gangs on the CPUs. This slot
-            // stays with the old gang; the next boundary tries again.
-            state.stats.errors += 1;
-            return;
-        }
-        for &job in &jobs {
+        (asked, refused)
+    }
+
+    fn start_incoming(&self, state: &mut SwitchState, target: &BTreeSet<u64>) {
+        let jobs: Vec<u64> = state.running.keys().copied().collect();
+        let mut failed = false;
+        for job in jobs {
             let known = state.schedule.jobs.contains(&job);
             let wanted = target.contains(&job) || !known && !state.pending.contains(&job);
             if !state.running[&job] && wanted {
@@ -220,6 +307,13 @@ impl Switcher {
             state.stats.errors += 1;
         }
     }
+}
+
+/// When (CLOCK_REALTIME ns) the phases of one application of a schedule ended.
+struct Phases {
+    requested: u64,
+    confirmed: u64,
+    thawed: u64,
 }
 
 fn current_slice(schedule: &Schedule, now_ns: u64) -> Option<u64> {

@@ -7,11 +7,12 @@
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
 use clap::{Args, ValueEnum};
+use cosched_bench::switch_trace::{self, summarize_attribution, Recording, TraceSummary};
 use cosched_runtime::freezer::{FreezerKind, JobGroups};
 use cosched_runtime::launch::{spawn_shim, LaunchSpec};
 use cosched_runtime::protocol::Schedule;
 use cosched_runtime::skew::{summarize, SliceStartSkew, Summary};
-use cosched_runtime::switcher::{realtime_ns, SwitchStats, Switcher};
+use cosched_runtime::switcher::{realtime_ns, ConfirmWait, SwitchStats, Switcher};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
@@ -22,8 +23,12 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// Iterations between two publications of a spinner's count.
+/// Iterations between two readings of the clock by a spinner (a few µs of work), and between two publications of
+/// its count.
+const SPIN_CHECK: u64 = 1 << 12;
 const SPIN_CHUNK: u64 = 1 << 20;
+/// A spinner that saw no clock reading of its own for this long was stopped in between: it ends a segment.
+const SEGMENT_GAP_NS: u64 = 20_000;
 /// Time after a change of configuration before a measurement window opens.
 const SETTLE: Duration = Duration::from_millis(300);
 /// How long the gangs may take to start counting.
@@ -71,6 +76,17 @@ pub struct BenchSwitchArgs {
     /// Keep switching threads in the normal class (default: SCHED_FIFO priority 50, as the agent does).
     #[arg(long)]
     pub no_realtime: bool,
+    /// Switch as `cosched agent --strict-switch`: start the incoming gang only once the outgoing one is confirmed
+    /// stopped, however long that takes (default: wait at most a twentieth of the slice, at most 1 ms).
+    #[arg(long)]
+    pub strict: bool,
+    /// Also record the kernel's trace of the scheduler, the freezer and timers (tracefs) over one more window at
+    /// the probe slice, keep it in this file, and say where the time of the slow switches went.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// With --trace: a confirmation or wake-up later than this (µs) counts as slow.
+    #[arg(long, default_value_t = 200)]
+    pub trace_slow_us: u64,
     /// Also print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -80,15 +96,33 @@ pub struct BenchSwitchArgs {
 // The CPU-bound job process.
 
 /// Body of `cosched __spin <file>`: count iterations of a fixed unit of work forever, publishing the count as two
-/// equal little-endian u64 (a reader that sees them differ caught a write half-done and reads again). Exits when
-/// its parent (the bench or agent) is gone, so a crashed bench leaves no spinning processes behind.
+/// equal little-endian u64 (a reader that sees them differ caught a write half-done and reads again). It also
+/// appends to `<file>.segments` every stretch of time it ran user code without a break of `SEGMENT_GAP_NS`, as two
+/// little-endian u64 of CLOCK_MONOTONIC (first and last reading), for the overlap measurement. Exits when its
+/// parent (the bench or agent) is gone, so a crashed bench leaves no spinning processes behind.
 pub fn spin(file: &Path) -> Result<(), String> {
     let out = OpenOptions::new().write(true).create(true).truncate(false).open(file).map_err(|e| e.to_string())?;
+    let mut segments =
+        OpenOptions::new().append(true).create(true).open(segments_path(file)).map_err(|e| e.to_string())?;
     let parent = std::os::unix::process::parent_id();
     let (mut count, mut x) = (0u64, 1u64);
+    let mut segment = [monotonic_ns(); 2];
     loop {
-        for _ in 0..SPIN_CHUNK {
-            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407));
+        for _ in 0..SPIN_CHUNK / SPIN_CHECK {
+            for _ in 0..SPIN_CHECK {
+                x = std::hint::black_box(
+                    x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407),
+                );
+            }
+            let now = monotonic_ns();
+            if now - segment[1] > SEGMENT_GAP_NS {
+                let mut record = [0u8; 16];
+                record[..8].copy_from_slice(&segment[0].to_le_bytes());
+                record[8..].copy_from_slice(&segment[1].to_le_bytes());
+                std::io::Write::write_all(&mut segments, &record).map_err(|e| e.to_string())?;
+                segment[0] = now;
+            }
+            segment[1] = now;
         }
         count += SPIN_CHUNK;
         let mut record = [0u8; 16];
@@ -99,6 +133,29 @@ pub fn spin(file: &Path) -> Result<(), String> {
             return Ok(());
         }
     }
+}
+
+fn segments_path(counter: &Path) -> PathBuf {
+    counter.with_extension("segments")
+}
+
+/// CLOCK_MONOTONIC in ns, the clock every spinner process shares.
+fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+        .unwrap_or(0)
+}
+
+/// The segments a spinner recorded that lie (at least in part) in `[from_ns, to_ns]`, clipped to it.
+fn read_segments(counter: &Path, from_ns: u64, to_ns: u64) -> Vec<(u64, u64)> {
+    let bytes = fs::read(segments_path(counter)).unwrap_or_default();
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    bytes
+        .chunks_exact(16)
+        .map(|r| (word(&r[..8]), word(&r[8..])))
+        .filter(|&(start, end)| end > from_ns && start < to_ns)
+        .map(|(start, end)| (start.max(from_ns), end.min(to_ns)))
+        .collect()
 }
 
 /// The last count a spinner published (0 before its first).
@@ -230,10 +287,24 @@ struct Switching {
     thread: Option<JoinHandle<()>>,
 }
 
+/// How the bench's switching threads work (as an agent's would, from its settings).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+struct SwitchSettings {
+    realtime: bool,
+    confirm_wait: ConfirmWait,
+}
+
+impl SwitchSettings {
+    fn from_args(args: &BenchSwitchArgs) -> SwitchSettings {
+        let confirm_wait = if args.strict { ConfirmWait::Strict } else { ConfirmWait::Bounded };
+        SwitchSettings { realtime: !args.no_realtime, confirm_wait }
+    }
+}
+
 impl Switching {
     /// Rotate the two jobs, one per slot, every `slice_ns`.
-    fn start(groups: &Arc<JobGroups>, slice_ns: u64, realtime: bool) -> Switching {
-        let switcher = Arc::new(Switcher::new(groups.clone()));
+    fn start(groups: &Arc<JobGroups>, slice_ns: u64, settings: SwitchSettings) -> Switching {
+        let switcher = Arc::new(Switcher::new(groups.clone(), settings.confirm_wait));
         let schedule = Schedule {
             slice_ns,
             rows: JOBS.iter().map(|&j| vec![j]).collect(),
@@ -245,7 +316,7 @@ impl Switching {
         let runner = switcher.clone();
         let thread = thread::Builder::new()
             .name("switcher".into())
-            .spawn(move || runner.run(realtime))
+            .spawn(move || runner.run(settings.realtime))
             .expect("cannot start a thread");
         Switching { switcher, thread: Some(thread) }
     }
@@ -291,17 +362,52 @@ struct Window {
     iterations_per_s: f64,
     /// CPU time of both jobs over the window, in CPUs (2.0 = both CPUs of a 2-CPU machine all the time).
     cpus_used: f64,
+    /// Share of the machine's CPU time the hypervisor gave to others over the window (`steal` of /proc/stat).
+    steal: f64,
+}
+
+/// (steal, all) CPU time of every CPU together from `/proc/stat`, in clock ticks.
+fn cpu_ticks() -> (u64, u64) {
+    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("cpu "))
+        .map(|rest| rest.split_whitespace().take(8).filter_map(|v| v.parse().ok()).collect())
+        .unwrap_or_default();
+    (fields.get(7).copied().unwrap_or(0), fields.iter().sum())
 }
 
 fn measure_window(gangs: &Gangs, duration: Duration) -> Window {
-    let (start, iterations, cpu_ns) = (Instant::now(), gangs.iterations(), gangs.cpu_ns());
+    let (start, iterations, cpu_ns, ticks) = (Instant::now(), gangs.iterations(), gangs.cpu_ns(), cpu_ticks());
     thread::sleep(duration);
-    let (end_iterations, end_cpu_ns) = (gangs.iterations(), gangs.cpu_ns());
+    let (end_iterations, end_cpu_ns, end_ticks) = (gangs.iterations(), gangs.cpu_ns(), cpu_ticks());
     let wall_s = start.elapsed().as_secs_f64();
     Window {
         wall_s,
         iterations_per_s: end_iterations.saturating_sub(iterations) as f64 / wall_s,
         cpus_used: end_cpu_ns.saturating_sub(cpu_ns) as f64 / 1e9 / wall_s,
+        steal: end_ticks.0.saturating_sub(ticks.0) as f64 / end_ticks.1.saturating_sub(ticks.1).max(1) as f64,
+    }
+}
+
+/// Where the time of a switch goes: from the slice boundary to the end of each phase.
+#[derive(Clone, Debug, Serialize)]
+struct Phases {
+    /// The switching thread woke (the timer's and the scheduler's delay).
+    woke: Summary,
+    /// Every outgoing gang asked to stop.
+    requested: Summary,
+    /// The kernel confirmed them stopped, or the wait's bound passed.
+    confirmed: Summary,
+}
+
+impl Phases {
+    fn of(stats: &SwitchStats) -> Phases {
+        Phases {
+            woke: summarize(&stats.start_offset_ns),
+            requested: summarize(&stats.requested_ns),
+            confirmed: summarize(&stats.confirmed_ns),
+        }
     }
 }
 
@@ -310,7 +416,10 @@ struct SliceResult {
     slice_ms: u64,
     switches: u64,
     errors: u64,
+    /// Switches that started the incoming gang before the outgoing one was confirmed stopped.
+    late: u64,
     latency: Summary,
+    phases: Phases,
     window: Window,
     /// Iterations per second over the mean of the two baselines.
     ratio: f64,
@@ -318,8 +427,8 @@ struct SliceResult {
     latency_ns: Vec<u64>,
 }
 
-fn measure_slice(gangs: &Gangs, slice_ms: u64, duration: Duration, realtime: bool) -> SliceResult {
-    let switching = Switching::start(&gangs.groups, slice_ms * 1_000_000, realtime);
+fn measure_slice(gangs: &Gangs, slice_ms: u64, duration: Duration, switch: SwitchSettings) -> SliceResult {
+    let switching = Switching::start(&gangs.groups, slice_ms * 1_000_000, switch);
     thread::sleep(SETTLE);
     let window = measure_window(gangs, duration);
     let stats = switching.finish();
@@ -328,7 +437,9 @@ fn measure_slice(gangs: &Gangs, slice_ms: u64, duration: Duration, realtime: boo
         slice_ms,
         switches: stats.switches,
         errors: stats.errors,
+        late: stats.late,
         latency: summarize(&stats.latency_ns),
+        phases: Phases::of(&stats),
         window,
         ratio: 0.0,
         latency_ns: stats.latency_ns.into(),
@@ -344,92 +455,91 @@ fn measure_baseline(gangs: &Gangs, duration: Duration) -> Result<Window, String>
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Overlap.
+// Overlap: did the two gangs ever run user code at the same time? Read from the spinners' own records of when they
+// ran (`spin`), not from process states: a task the kernel was asked to stop may show as runnable while it runs
+// no user code (it is on its way to the freezer's trap).
 
 #[derive(Clone, Debug, Default, Serialize)]
 struct Overlap {
     slice_ms: u64,
-    /// Sweeps that took less than half a slice (so at most one switch can fall inside one).
-    samples: u64,
-    /// Sweeps where the outer gang ran in both its reads and the inner gang in its read (see `read_gang`).
+    window_s: f64,
+    /// Time each gang ran user code (any of its processes), in ns: the measurement saw both gangs run.
+    ran_ns: [u64; 2],
+    /// Stretches longer than `SEGMENT_GAP_NS` in which both gangs ran user code, and their total time. Shorter
+    /// stretches are not conclusive: a process may pause that long between two of its clock readings.
     overlaps: u64,
-    /// As `overlaps`, counting a gang as soon as one of its processes is runnable, even if the freezer reports
-    /// the gang stopped.
-    runnable_overlaps: u64,
-    /// Sweeps where the inner gang and the outer gang in at least one of its reads ran (counts sweeps
-    /// that straddle a switch too: an upper bound, not overlap).
-    loose: u64,
-    /// Sweeps where no process of either gang was runnable in any read.
-    neither: u64,
-    /// Sweeps discarded for taking half a slice or more.
-    discarded: u64,
-    sweep_p50_ns: u64,
-    latency: Summary,
+    overlap_ns: u64,
     switches: u64,
+    late: u64,
+    latency: Summary,
 }
 
-/// `/proc/<pid>/stat` of every process of a job, kept open (pread re-generates it).
-fn open_stats(groups: &JobGroups, job: u64) -> Result<Vec<File>, String> {
-    let pids = groups.pids(job).map_err(|e| e.to_string())?;
-    pids.iter().map(|p| File::open(format!("/proc/{p}/stat")).map_err(|e| format!("pid {p}: {e}"))).collect()
-}
-
-/// Whether any of the processes is runnable ('R': running or waiting for a CPU).
-fn any_runnable(stats: &[File]) -> bool {
-    let mut buf = [0u8; 512];
-    stats.iter().any(|f| {
-        let len = f.read_at(&mut buf, 0).unwrap_or(0);
-        let text = &buf[..len];
-        let close = text.iter().rposition(|&b| b == b')');
-        close.and_then(|i| text.get(i + 2)) == Some(&b'R')
-    })
-}
-
-/// One read of a gang: (a process is runnable, the gang runs: a process is runnable and the kernel does not
-/// report the job stopped). The second excludes a task woken by a thaw and caught by the next freeze before it
-/// ran: it is runnable only to re-enter the freezer and runs no user code, and the freezer counts it as frozen.
-fn read_gang(groups: &JobGroups, job: u64, stats: &[File]) -> (bool, bool) {
-    let runnable = any_runnable(stats);
-    (runnable, runnable && !groups.is_frozen(job).unwrap_or(false))
-}
-
-/// Sample the two gangs as fast as possible for `duration`. Each sweep reads the outer gang, the inner gang, the
-/// outer gang again (the roles alternate); a sweep shorter than half a slice contains at most one switch, so
-/// "outer runs, inner runs, outer runs" can only mean both gangs ran at one instant.
-fn sample_overlap(gangs: &Gangs, slice_ms: u64, duration: Duration) -> Result<Overlap, String> {
-    let files = [open_stats(&gangs.groups, JOBS[0])?, open_stats(&gangs.groups, JOBS[1])?];
-    let mut result = Overlap { slice_ms, ..Overlap::default() };
-    let mut sweeps_ns = Vec::new();
-    let start = Instant::now();
-    while start.elapsed() < duration {
-        let (outer, inner) = if result.samples.is_multiple_of(2) { (0, 1) } else { (1, 0) };
-        let read = |i: usize| read_gang(&gangs.groups, JOBS[i], &files[i]);
-        let t0 = Instant::now();
-        let (before, during, after) = (read(outer), read(inner), read(outer));
-        let sweep_ns = t0.elapsed().as_nanos() as u64;
-        if sweep_ns * 2 >= slice_ms * 1_000_000 {
-            result.discarded += 1;
-            continue;
+/// The union of the segments of a gang's spinners, sorted and merged.
+fn gang_segments(gangs: &Gangs, job_index: usize, from_ns: u64, to_ns: u64) -> Vec<(u64, u64)> {
+    let per_job = gangs.counters.len() / gangs.jobs.len();
+    let counters = &gangs.counters[job_index * per_job..(job_index + 1) * per_job];
+    let mut all: Vec<(u64, u64)> = counters.iter().flat_map(|c| read_segments(c, from_ns, to_ns)).collect();
+    all.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (start, end) in all {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
         }
-        sweeps_ns.push(sweep_ns);
-        result.samples += 1;
-        result.overlaps += u64::from(before.1 && during.1 && after.1);
-        result.runnable_overlaps += u64::from(before.0 && during.0 && after.0);
-        result.loose += u64::from((before.1 || after.1) && during.1);
-        result.neither += u64::from(!before.0 && !during.0 && !after.0);
     }
-    result.sweep_p50_ns = summarize(&sweeps_ns).p50_ns;
-    Ok(result)
+    merged
 }
 
-fn measure_overlap(gangs: &Gangs, slice_ms: u64, duration: Duration, realtime: bool) -> Result<Overlap, String> {
-    let switching = Switching::start(&gangs.groups, slice_ms * 1_000_000, realtime);
+/// The stretches where two sorted, disjoint lists of segments intersect.
+fn intersections(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<u64> {
+    let (mut i, mut j, mut found) = (0, 0, Vec::new());
+    while i < a.len() && j < b.len() {
+        let (start, end) = (a[i].0.max(b[j].0), a[i].1.min(b[j].1));
+        if start < end {
+            found.push(end - start);
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    found
+}
+
+fn measure_overlap(
+    gangs: &Gangs,
+    slice_ms: u64,
+    duration: Duration,
+    switch: SwitchSettings,
+) -> Result<Overlap, String> {
+    let switching = Switching::start(&gangs.groups, slice_ms * 1_000_000, switch);
     thread::sleep(SETTLE);
-    let mut overlap = sample_overlap(gangs, slice_ms, duration)?;
+    let from_ns = monotonic_ns();
+    thread::sleep(duration);
+    let to_ns = monotonic_ns();
     let stats = switching.finish();
-    overlap.latency = summarize(&stats.latency_ns);
-    overlap.switches = stats.switches;
-    eprintln!("overlap at {slice_ms} ms: {} of {} samples", overlap.overlaps, overlap.samples);
+    let (a, b) = (gang_segments(gangs, 0, from_ns, to_ns), gang_segments(gangs, 1, from_ns, to_ns));
+    let both = intersections(&a, &b);
+    let total = |segments: &[(u64, u64)]| segments.iter().map(|(s, e)| e - s).sum::<u64>();
+    let conclusive: Vec<u64> = both.into_iter().filter(|&d| d > SEGMENT_GAP_NS).collect();
+    let overlap = Overlap {
+        slice_ms,
+        window_s: (to_ns - from_ns) as f64 / 1e9,
+        ran_ns: [total(&a), total(&b)],
+        overlaps: conclusive.len() as u64,
+        overlap_ns: conclusive.iter().sum(),
+        switches: stats.switches,
+        late: stats.late,
+        latency: summarize(&stats.latency_ns),
+    };
+    if overlap.ran_ns.contains(&0) {
+        return Err(format!("a gang never ran during the overlap window: {:?} ns", overlap.ran_ns));
+    }
+    eprintln!(
+        "overlap at {slice_ms} ms: {} stretches of user code of both gangs ({} late switches)",
+        overlap.overlaps, overlap.late
+    );
     Ok(overlap)
 }
 
@@ -443,7 +553,7 @@ struct AgentSpec {
     slice_ns: u64,
     start_realtime_ns: u64,
     duration_ns: u64,
-    realtime: bool,
+    switch: SwitchSettings,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -465,7 +575,7 @@ pub fn agent_main(spec_json: &str) -> Result<(), String> {
     let spec: AgentSpec = serde_json::from_str(spec_json).map_err(|e| format!("bad agent spec: {e}"))?;
     let gangs = Gangs::start(&spec.name, spec.freezer, 1)?;
     sleep_until_realtime_ns(spec.start_realtime_ns);
-    let switching = Switching::start(&gangs.groups, spec.slice_ns, spec.realtime);
+    let switching = Switching::start(&gangs.groups, spec.slice_ns, spec.switch);
     thread::sleep(Duration::from_millis(50));
     let fifo = has_fifo_thread();
     sleep_until_realtime_ns(spec.start_realtime_ns + spec.duration_ns);
@@ -519,7 +629,7 @@ fn spawn_agents(args: &BenchSwitchArgs, duration: Duration) -> Result<Agents, St
             slice_ns: args.probe_slice_ms * 1_000_000,
             start_realtime_ns,
             duration_ns: duration.as_nanos() as u64,
-            realtime: !args.no_realtime,
+            switch: SwitchSettings::from_args(args),
         };
         let json = serde_json::to_string(&spec).map_err(|e| e.to_string())?;
         let child =
@@ -573,6 +683,7 @@ fn measure_skew(args: &BenchSwitchArgs, duration: Duration) -> Result<Skew, Stri
 struct Report {
     freezer: String,
     switcher_fifo: bool,
+    confirm_wait: ConfirmWait,
     procs_per_job: u32,
     duration_s: f64,
     /// All switches of the throughput runs together (no observer running).
@@ -581,6 +692,7 @@ struct Report {
     baselines: Vec<Window>,
     slices: Vec<SliceResult>,
     skew: Option<Skew>,
+    trace: Option<TraceSummary>,
 }
 
 fn check_args(args: &BenchSwitchArgs) -> Result<Duration, String> {
@@ -597,16 +709,16 @@ fn check_args(args: &BenchSwitchArgs) -> Result<Duration, String> {
 }
 
 fn run_local(args: &BenchSwitchArgs, duration: Duration) -> Result<Report, String> {
-    let realtime = !args.no_realtime;
+    let switch = SwitchSettings::from_args(args);
     let gangs = Gangs::start(&format!("bench-{}", std::process::id()), args.freezer.kind(), args.procs_per_job)?;
-    let overlap = measure_overlap(&gangs, args.probe_slice_ms, duration, realtime)?;
-    let probe = Switching::start(&gangs.groups, 100_000_000, realtime);
+    let overlap = measure_overlap(&gangs, args.probe_slice_ms, duration, switch)?;
+    let probe = Switching::start(&gangs.groups, 100_000_000, switch);
     thread::sleep(Duration::from_millis(50));
     let switcher_fifo = has_fifo_thread();
     drop(probe);
     let mut baselines = vec![measure_baseline(&gangs, duration)?];
     let mut slices: Vec<SliceResult> =
-        args.slices_ms.iter().map(|&s| measure_slice(&gangs, s, duration, realtime)).collect();
+        args.slices_ms.iter().map(|&s| measure_slice(&gangs, s, duration, switch)).collect();
     baselines.push(measure_baseline(&gangs, duration)?);
     let base = baselines.iter().map(|w| w.iterations_per_s).sum::<f64>() / baselines.len() as f64;
     for slice in &mut slices {
@@ -616,6 +728,7 @@ fn run_local(args: &BenchSwitchArgs, duration: Duration) -> Result<Report, Strin
     Ok(Report {
         freezer: gangs.groups.describe(),
         switcher_fifo,
+        confirm_wait: switch.confirm_wait,
         procs_per_job: args.procs_per_job,
         duration_s: args.duration_s,
         latency: summarize(&pooled),
@@ -623,6 +736,39 @@ fn run_local(args: &BenchSwitchArgs, duration: Duration) -> Result<Report, Strin
         baselines,
         slices,
         skew: None,
+        trace: args.trace.as_deref().map(|file| measure_traced(&gangs, args, duration, file)).transpose()?,
+    })
+}
+
+/// One window at the probe slice under the kernel's trace: the raw trace goes to `file`, the attribution of the
+/// slow switches to the report.
+fn measure_traced(
+    gangs: &Gangs,
+    args: &BenchSwitchArgs,
+    duration: Duration,
+    file: &Path,
+) -> Result<TraceSummary, String> {
+    let switching = Switching::start(&gangs.groups, args.probe_slice_ms * 1_000_000, SwitchSettings::from_args(args));
+    thread::sleep(SETTLE);
+    let switcher = thread_id_named("switcher").ok_or("cannot find the switching thread")?;
+    let recording = Recording::start()?;
+    thread::sleep(duration);
+    let text = recording.finish()?;
+    drop(switching);
+    fs::write(file, &text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let events = switch_trace::parse(&text);
+    let job_prefix = format!("{}/", gangs.groups.kernel_path());
+    let slow_ns = args.trace_slow_us * 1_000;
+    let summary = summarize_attribution(&switch_trace::attribute(&events, switcher, &job_prefix, slow_ns), slow_ns);
+    eprintln!("trace: {} events, {} confirmations, {} wake-ups", events.len(), summary.freezes, summary.wakes);
+    Ok(summary)
+}
+
+/// The id of this process's thread named `name`.
+fn thread_id_named(name: &str) -> Option<i32> {
+    fs::read_dir("/proc/self/task").ok()?.flatten().find_map(|task| {
+        let comm = fs::read_to_string(task.path().join("comm")).ok()?;
+        (comm.trim() == name).then(|| task.file_name().to_str()?.parse().ok()).flatten()
     })
 }
 
@@ -664,8 +810,13 @@ fn print_summary(report: &Report) {
     print_row("switch latency p50", us(l.p50_ns), "≤ 100 µs", verdict(l.p50_ns <= 100_000));
     print_row("switch latency p99", us(l.p99_ns), "≤ 1 ms", verdict(l.p99_ns <= 1_000_000));
     print_row("switch latency max", us(l.max_ns), "", "");
-    let overlap = format!("{} / {}", o.overlaps, o.samples);
-    print_row(&format!("overlap samples ({} ms slices)", o.slice_ms), overlap, "0", verdict(o.overlaps == 0));
+    let overlap = format!("{} ({:.0} µs)", o.overlaps, o.overlap_ns as f64 / 1e3);
+    print_row(
+        &format!("user code of both gangs at once ({} ms slices)", o.slice_ms),
+        overlap,
+        "0",
+        verdict(o.overlaps == 0),
+    );
     for s in &report.slices {
         let (target, result) = match s.slice_ms {
             2 => ("≥ 90 %", verdict(s.ratio >= 0.90)),
@@ -688,59 +839,86 @@ fn print_summary(report: &Report) {
 }
 
 fn print_details(report: &Report) {
-    println!();
     println!(
-        "{:>8} {:>9} {:>11} {:>11} {:>11} {:>12} {:>8} {:>9}",
-        "slice", "switches", "lat p50", "lat p99", "lat max", "M iter/s", "ratio", "CPUs used"
+        "\nphases of a switch, from its slice boundary to: the switching thread woke, every outgoing gang was asked"
     );
+    println!(
+        "to stop, the kernel confirmed it (or the wait's bound passed), the incoming gang was started (p50 / p99)"
+    );
+    println!(
+        "{:>8} {:>9} {:>6} {:>17} {:>17} {:>17} {:>17} {:>9} {:>7} {:>6} {:>6}",
+        "slice", "switches", "late", "woke", "asked", "confirmed", "started", "M iter/s", "ratio", "CPUs", "steal"
+    );
+    let both = |s: &Summary| format!("{:.0} / {:.0} µs", s.p50_ns as f64 / 1e3, s.p99_ns as f64 / 1e3);
     for (i, b) in report.baselines.iter().enumerate() {
         let name = if i == 0 { "none" } else { "none (2)" };
+        let dash = "-";
         println!(
-            "{name:>8} {:>9} {:>11} {:>11} {:>11} {:>12.1} {:>8} {:>9.2}",
-            "-",
-            "-",
-            "-",
-            "-",
+            "{name:>8} {dash:>9} {dash:>6} {dash:>17} {dash:>17} {dash:>17} {dash:>17} {:>9.1} {dash:>7} {:>6.2} {:>5.1}%",
             b.iterations_per_s / 1e6,
-            "-",
-            b.cpus_used
+            b.cpus_used,
+            b.steal * 100.0
         );
     }
     for s in &report.slices {
         println!(
-            "{:>8} {:>9} {:>11} {:>11} {:>11} {:>12.1} {:>7.1}% {:>9.2}",
+            "{:>8} {:>9} {:>6} {:>17} {:>17} {:>17} {:>17} {:>9.1} {:>6.1}% {:>6.2} {:>5.1}%",
             format!("{} ms", s.slice_ms),
             s.switches,
-            us(s.latency.p50_ns),
-            us(s.latency.p99_ns),
-            us(s.latency.max_ns),
+            s.late,
+            both(&s.phases.woke),
+            both(&s.phases.requested),
+            both(&s.phases.confirmed),
+            both(&s.latency),
             s.window.iterations_per_s / 1e6,
             s.ratio * 100.0,
-            s.window.cpus_used
+            s.window.cpus_used,
+            s.window.steal * 100.0
         );
     }
+}
+
+fn print_trace(t: &TraceSummary) {
+    let three = |s: &Summary| format!("p50 {} p99 {} max {}", us(s.p50_ns), us(s.p99_ns), us(s.max_ns));
+    println!("\nwhere the time of slow switches went (kernel trace, slow = over {}):", us(t.slow_ns));
+    println!("  confirmations of a gang stopped: {}, {}", t.freezes, three(&t.freeze_wait));
+    for (cause, count, ns) in &t.slow_by_cause {
+        println!("    {count:>5} slow: {cause} ({:.1} ms in all)", *ns as f64 / 1e6);
+    }
+    let behind: Vec<String> =
+        t.waited_behind.iter().take(5).map(|(c, ns)| format!("{c} {:.1} ms", *ns as f64 / 1e6)).collect();
+    if !behind.is_empty() {
+        println!("    stragglers waited behind: {}", behind.join(", "));
+    }
+    println!("  boundary wake-ups of the switching thread: {}", t.wakes);
+    println!("    its timer fired late by {}", three(&t.timer_late));
+    println!("    then it waited for its CPU {}", three(&t.run_delay));
+    println!("    {} wake-ups slow in all, {} of them because the timer fired that late", t.slow_wakes, t.slow_timers);
+    println!("    while such a timer was late, another CPU recorded events in {} cases", t.slow_timers_other_cpu_alive);
 }
 
 fn print_report(report: &Report) {
     println!("{}", report.freezer);
     println!(
-        "switching thread in SCHED_FIFO: {}; {} processes per job, 2 jobs",
-        report.switcher_fifo, report.procs_per_job
+        "switching thread in SCHED_FIFO: {}; {} processes per job, 2 jobs; confirmation wait: {:?}",
+        report.switcher_fifo, report.procs_per_job, report.confirm_wait
     );
     print_summary(report);
     print_details(report);
     let o = &report.overlap;
     println!(
-        "\noverlap run: {} switches, latency p50 {} p99 {}; sweep p50 {}; {} sweeps with a runnable process of both gangs; {} with neither gang runnable, {} straddling a switch, {} discarded",
+        "\noverlap run: {} switches ({} late), latency p50 {} p99 {}; gangs ran {:.2} s and {:.2} s of {:.2} s",
         o.switches,
+        o.late,
         us(o.latency.p50_ns),
         us(o.latency.p99_ns),
-        us(o.sweep_p50_ns),
-        o.runnable_overlaps,
-        o.neither,
-        o.loose - o.overlaps,
-        o.discarded
+        o.ran_ns[0] as f64 / 1e9,
+        o.ran_ns[1] as f64 / 1e9,
+        o.window_s
     );
+    if let Some(t) = &report.trace {
+        print_trace(t);
+    }
     if let Some(k) = &report.skew {
         println!(
             "skew run: {} paired slices, agents' latency p50 {} p99 {} max {}, {} errors, all agents SCHED_FIFO: {}",

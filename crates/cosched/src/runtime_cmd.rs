@@ -11,6 +11,7 @@ use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::freezer::FreezerKind;
 use cosched_runtime::gate::Limits;
 use cosched_runtime::protocol::{Reply, Request, SubmitRequest};
+use cosched_runtime::switcher::ConfirmWait;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,6 +123,11 @@ pub struct AgentArgs {
     /// Do not put the switching thread in the real-time class.
     #[arg(long)]
     pub no_realtime: bool,
+    /// Start the incoming gang only once the kernel confirms that every task of the outgoing one stopped, however
+    /// long that takes (default: wait at most a twentieth of the slice, at most 1 ms; the outgoing gang runs no user
+    /// code once asked to stop, see docs/runtime.md).
+    #[arg(long)]
+    pub strict_switch: bool,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -269,6 +275,7 @@ fn agent_settings(
         cpus: args.cpus.unwrap_or(all_cpus).clamp(1, all_cpus),
         mem_bytes: mem_total_bytes(),
         realtime: !args.no_realtime,
+        confirm_wait: if args.strict_switch { ConfirmWait::Strict } else { ConfirmWait::Bounded },
         helper_program: std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?,
     })
 }

@@ -314,10 +314,20 @@ pub fn cpu_ticks(pid: i32) -> Option<u64> {
     Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
-/// Is the process on a CPU or waiting for one (`R`)? Frozen and stopped tasks are not.
+/// May the process run user code now: on a CPU or waiting for one (`R`), and its cgroup not asked to freeze?
+/// A task of a job asked to freeze may show `R` for a moment while it goes to the freezer's trap, but runs no user
+/// code any more (the switcher starts the next gang without waiting for every such task: docs/runtime.md).
 pub fn is_running(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("R")
+    let runnable = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("R");
+    runnable && !freeze_requested(pid)
+}
+
+/// Has the process's (v2) cgroup been asked to freeze (`cgroup.freeze` is 1)?
+pub fn freeze_requested(pid: i32) -> bool {
+    cgroup_dir_of(pid)
+        .and_then(|dir| std::fs::read_to_string(dir.join("cgroup.freeze")).ok())
+        .is_some_and(|value| value.trim() == "1")
 }
 
 pub fn any_running(pids: &[i32]) -> bool {
