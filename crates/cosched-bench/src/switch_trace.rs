@@ -130,6 +130,8 @@ pub struct SlowFreeze {
 /// could have switched on time).
 #[derive(Clone, Copy, Debug)]
 pub struct Wake {
+    /// The boundary the timer was set for (in the timer's clock).
+    pub boundary_ns: u64,
     pub timer_late_ns: u64,
     pub run_delay_ns: u64,
     pub other_cpu_alive: bool,
@@ -143,11 +145,19 @@ pub struct Attribution {
     pub wakes: Vec<Wake>,
 }
 
-/// Attribute the switches of the switching thread `switcher` (a thread id) on the gangs whose cgroup paths start
+/// Attribute the switches of the switching threads `switchers` (thread ids) on the gangs whose cgroup paths start
 /// with `job_prefix`; freezes longer than `slow_ns` are explained.
-pub fn attribute(events: &[Event], switcher: i32, job_prefix: &str, slow_ns: u64) -> Attribution {
+pub fn attribute(events: &[Event], switchers: &[i32], job_prefix: &str, slow_ns: u64) -> Attribution {
     let runs = runs_per_cpu(events);
-    let mut attribution = Attribution { wakes: switcher_wakes(events, switcher), ..Attribution::default() };
+    // Every switching thread wakes at each boundary and the first switches: a boundary is as late as its first.
+    let mut first: BTreeMap<u64, Wake> = BTreeMap::new();
+    for wake in switchers.iter().flat_map(|&s| switcher_wakes(events, s)) {
+        let earlier = |w: &Wake| w.timer_late_ns + w.run_delay_ns < wake.timer_late_ns + wake.run_delay_ns;
+        if !first.get(&wake.boundary_ns).is_some_and(earlier) {
+            first.insert(wake.boundary_ns, wake);
+        }
+    }
+    let mut attribution = Attribution { wakes: first.into_values().collect(), ..Attribution::default() };
     let mut asked: BTreeMap<&str, u64> = BTreeMap::new();
     for event in events {
         match &event.kind {
@@ -213,7 +223,7 @@ fn waited_for_cpu(runs: &BTreeMap<u32, Vec<Run>>, pid: i32, asked_ns: u64, froze
 /// confirmation wait are not boundaries).
 fn switcher_wakes(events: &[Event], switcher: i32) -> Vec<Wake> {
     let mut armed: BTreeMap<&str, u64> = BTreeMap::new();
-    let mut fired: Option<(u64, u64, bool)> = None; // (timer lateness, trace time of the expiry, other CPU alive)
+    let mut fired: Option<(Wake, u64)> = None; // the wake-up and the trace time of its expiry, until the thread runs
     let mut wakes = Vec::new();
     for (i, event) in events.iter().enumerate() {
         match &event.kind {
@@ -226,12 +236,14 @@ fn switcher_wakes(events: &[Event], switcher: i32) -> Vec<Wake> {
                     let since = event.time_ns.saturating_sub(late_ns);
                     let mut meanwhile = events[..i].iter().rev().take_while(|e| e.time_ns >= since);
                     let other_cpu_alive = meanwhile.any(|e| e.cpu != event.cpu);
-                    fired = Some((late_ns, event.time_ns, other_cpu_alive));
+                    let wake =
+                        Wake { boundary_ns: expires_ns, timer_late_ns: late_ns, run_delay_ns: 0, other_cpu_alive };
+                    fired = Some((wake, event.time_ns));
                 }
             }
             Kind::Switch { next_pid, .. } if *next_pid == switcher => {
-                if let Some((timer_late_ns, expired_at, other_cpu_alive)) = fired.take() {
-                    wakes.push(Wake { timer_late_ns, run_delay_ns: event.time_ns - expired_at, other_cpu_alive });
+                if let Some((wake, expired_at)) = fired.take() {
+                    wakes.push(Wake { run_delay_ns: event.time_ns - expired_at, ..wake });
                 }
             }
             _ => {}
@@ -389,7 +401,7 @@ mod tests {
 
     #[test]
     fn a_straggler_queued_behind_another_task_is_named_with_the_time_it_lost() {
-        let attribution = attribute(&parse(TRACE), 25084, "/cosched/bench-25073/", 200_000);
+        let attribution = attribute(&parse(TRACE), &[25084], "/cosched/bench-25073/", 200_000);
         assert_eq!(attribution.freeze_waits_ns, vec![1_701_000]);
         let slow = &attribution.slow_freezes[0];
         assert_eq!(slow.straggler, 25074);
@@ -407,7 +419,7 @@ mod tests {
          cosched-7   [001] d..2.  1.003000: cgroup_notify_frozen: root=0 id=1 level=3 path=/cosched/n/job-1 val=1
          cosched-7   [001] d..2.  1.003001: sched_switch: prev_comm=cosched prev_pid=7 prev_prio=120 prev_state=S ==> next_comm=b next_pid=6 next_prio=120
 ";
-        let attribution = attribute(&parse(trace), 9, "/cosched/n/", 200_000);
+        let attribution = attribute(&parse(trace), &[9], "/cosched/n/", 200_000);
         assert_eq!(attribution.slow_freezes[0].cause, Cause::CpuNotRunning);
         assert_eq!(attribution.slow_freezes[0].wait_ns, 2_990_000);
     }

@@ -38,6 +38,8 @@ pub struct AgentSettings {
     pub realtime: bool,
     /// How long a switch waits for the outgoing gang's confirmed stop before starting the incoming one.
     pub confirm_wait: ConfirmWait,
+    /// Switching threads, each on a CPU of its own; the first awake at a boundary switches.
+    pub switching_threads: usize,
     /// The program that runs `__launch` and `__watchdog` (normally this executable).
     pub helper_program: PathBuf,
 }
@@ -117,9 +119,7 @@ impl Agent {
     /// Run forever: the switching thread, the reporter, and the controller link
     /// (reconnecting every second while the controller is away).
     pub fn run(self: &Arc<Self>) -> std::io::Result<()> {
-        let switcher = self.switcher.clone();
-        let realtime = self.settings.realtime;
-        std::thread::Builder::new().name("switch".into()).spawn(move || switcher.run(realtime))?;
+        self.switcher.start_threads(self.settings.switching_threads, self.settings.realtime)?;
         let reporter = self.clone();
         std::thread::Builder::new().name("report".into()).spawn(move || reporter.report_loop())?;
         loop {

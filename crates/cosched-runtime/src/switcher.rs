@@ -8,6 +8,7 @@ use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 /// Keep this many recent samples of each measurement (a ring: constant memory and constant cost per switch in an
 /// agent that runs for months).
@@ -97,6 +98,8 @@ struct SwitchState {
     stats: SwitchStats,
     /// (slice number, boundary to switch start in ns) of switches not yet reported.
     unreported_starts: Vec<(u64, u64)>,
+    /// The last slice switched to: every switching thread wakes at each boundary, the first switches.
+    switched_slice: Option<u64>,
 }
 
 pub struct Switcher {
@@ -124,6 +127,7 @@ impl Switcher {
             pending: BTreeSet::new(),
             stats: SwitchStats::default(),
             unreported_starts: Vec::new(),
+            switched_slice: None,
         };
         Switcher { groups, confirm_wait, state: Mutex::new(state), stopped: AtomicBool::new(false) }
     }
@@ -206,8 +210,28 @@ impl Switcher {
         self.stopped.store(true, Ordering::Relaxed);
     }
 
-    /// Run until `stop`, switching at every slice boundary.
-    pub fn run(&self, realtime: bool) {
+    /// Start `count` switching threads, each on a CPU of its own (as far as the process may use that many), and
+    /// return their handles. Each wakes at every slice boundary and the first to take the state switches: a CPU
+    /// the hypervisor holds back (its timer then fires late, see `cosched bench switch --trace`) delays the switch
+    /// only when every switching thread's CPU is held back.
+    pub fn start_threads(self: &Arc<Self>, count: usize, realtime: bool) -> std::io::Result<Vec<JoinHandle<()>>> {
+        let cpus = allowed_cpus();
+        (0..count.max(1))
+            .map(|i| {
+                let switcher = self.clone();
+                let cpu = (count > 1).then(|| cpus.get(i % cpus.len().max(1)).copied()).flatten();
+                std::thread::Builder::new().name("switch".into()).spawn(move || switcher.run(cpu, realtime))
+            })
+            .collect()
+    }
+
+    /// Run until `stop`, switching at every slice boundary (unless another switching thread did first).
+    pub fn run(&self, cpu: Option<usize>, realtime: bool) {
+        if let Some(cpu) = cpu {
+            if let Err(e) = pin_to(cpu) {
+                eprintln!("cosched agent: switching thread not kept on CPU {cpu}: {e}");
+            }
+        }
         if realtime {
             if let Err(e) = enter_realtime_class() {
                 eprintln!("cosched agent: switching thread stays in the normal class: {e}");
@@ -227,6 +251,10 @@ impl Switcher {
                 continue; // nothing rotates (or the slice changed): no switch
             }
             let slice = next / slice_ns;
+            if state.switched_slice.is_some_and(|done| done >= slice) {
+                continue; // another switching thread was first
+            }
+            state.switched_slice = Some(slice);
             let Some(done) = self.apply(&mut state, Some(slice)) else { continue };
             let since_boundary = |at: u64| at.saturating_sub(next);
             let times = SwitchTimes {
@@ -332,6 +360,20 @@ pub fn target_jobs(schedule: &Schedule, slice: Option<u64>) -> BTreeSet<u64> {
         target.remove(job);
     }
     target
+}
+
+/// The CPUs this process may run on.
+fn allowed_cpus() -> Vec<usize> {
+    use nix::sched::{sched_getaffinity, CpuSet};
+    let Ok(set) = sched_getaffinity(nix::unistd::Pid::from_raw(0)) else { return vec![0] };
+    (0..CpuSet::count()).filter(|&cpu| set.is_set(cpu).unwrap_or(false)).collect()
+}
+
+/// Keep the calling thread on `cpu`.
+fn pin_to(cpu: usize) -> nix::Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    set.set(cpu)?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set)
 }
 
 fn enter_realtime_class() -> Result<(), String> {

@@ -80,6 +80,9 @@ pub struct BenchSwitchArgs {
     /// stopped, however long that takes (default: wait at most a twentieth of the slice, at most 1 ms).
     #[arg(long)]
     pub strict: bool,
+    /// Switching threads, each on a CPU of its own (as `cosched agent --switching-threads`).
+    #[arg(long, default_value_t = 2)]
+    pub switching_threads: usize,
     /// Also record the kernel's trace of the scheduler, the freezer and timers (tracefs) over one more window at
     /// the probe slice, keep it in this file, and say where the time of the slow switches went.
     #[arg(long)]
@@ -284,7 +287,7 @@ impl Drop for Gangs {
 
 struct Switching {
     switcher: Arc<Switcher>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 /// How the bench's switching threads work (as an agent's would, from its settings).
@@ -292,12 +295,13 @@ struct Switching {
 struct SwitchSettings {
     realtime: bool,
     confirm_wait: ConfirmWait,
+    threads: usize,
 }
 
 impl SwitchSettings {
     fn from_args(args: &BenchSwitchArgs) -> SwitchSettings {
         let confirm_wait = if args.strict { ConfirmWait::Strict } else { ConfirmWait::Bounded };
-        SwitchSettings { realtime: !args.no_realtime, confirm_wait }
+        SwitchSettings { realtime: !args.no_realtime, confirm_wait, threads: args.switching_threads.max(1) }
     }
 }
 
@@ -313,12 +317,8 @@ impl Switching {
             suspended: vec![],
         };
         switcher.set_schedule(schedule);
-        let runner = switcher.clone();
-        let thread = thread::Builder::new()
-            .name("switcher".into())
-            .spawn(move || runner.run(settings.realtime))
-            .expect("cannot start a thread");
-        Switching { switcher, thread: Some(thread) }
+        let threads = switcher.start_threads(settings.threads, settings.realtime).expect("cannot start a thread");
+        Switching { switcher, threads }
     }
 
     fn finish(mut self) -> SwitchStats {
@@ -328,7 +328,7 @@ impl Switching {
 
     fn stop(&mut self) {
         self.switcher.stop();
-        if let Some(thread) = self.thread.take() {
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
     }
@@ -684,6 +684,7 @@ struct Report {
     freezer: String,
     switcher_fifo: bool,
     confirm_wait: ConfirmWait,
+    switching_threads: usize,
     procs_per_job: u32,
     duration_s: f64,
     /// All switches of the throughput runs together (no observer running).
@@ -729,6 +730,7 @@ fn run_local(args: &BenchSwitchArgs, duration: Duration) -> Result<Report, Strin
         freezer: gangs.groups.describe(),
         switcher_fifo,
         confirm_wait: switch.confirm_wait,
+        switching_threads: switch.threads,
         procs_per_job: args.procs_per_job,
         duration_s: args.duration_s,
         latency: summarize(&pooled),
@@ -750,7 +752,10 @@ fn measure_traced(
 ) -> Result<TraceSummary, String> {
     let switching = Switching::start(&gangs.groups, args.probe_slice_ms * 1_000_000, SwitchSettings::from_args(args));
     thread::sleep(SETTLE);
-    let switcher = thread_id_named("switcher").ok_or("cannot find the switching thread")?;
+    let switchers = thread_ids_named("switch");
+    if switchers.is_empty() {
+        return Err("cannot find the switching threads".into());
+    }
     let recording = Recording::start()?;
     thread::sleep(duration);
     let text = recording.finish()?;
@@ -759,17 +764,20 @@ fn measure_traced(
     let events = switch_trace::parse(&text);
     let job_prefix = format!("{}/", gangs.groups.kernel_path());
     let slow_ns = args.trace_slow_us * 1_000;
-    let summary = summarize_attribution(&switch_trace::attribute(&events, switcher, &job_prefix, slow_ns), slow_ns);
+    let summary = summarize_attribution(&switch_trace::attribute(&events, &switchers, &job_prefix, slow_ns), slow_ns);
     eprintln!("trace: {} events, {} confirmations, {} wake-ups", events.len(), summary.freezes, summary.wakes);
     Ok(summary)
 }
 
-/// The id of this process's thread named `name`.
-fn thread_id_named(name: &str) -> Option<i32> {
-    fs::read_dir("/proc/self/task").ok()?.flatten().find_map(|task| {
-        let comm = fs::read_to_string(task.path().join("comm")).ok()?;
-        (comm.trim() == name).then(|| task.file_name().to_str()?.parse().ok()).flatten()
-    })
+/// The ids of this process's threads named `name`.
+fn thread_ids_named(name: &str) -> Vec<i32> {
+    let tasks = fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
+    tasks
+        .filter_map(|task| {
+            let comm = fs::read_to_string(task.path().join("comm")).ok()?;
+            (comm.trim() == name).then(|| task.file_name().to_str()?.parse().ok()).flatten()
+        })
+        .collect()
 }
 
 pub fn run(args: &BenchSwitchArgs) -> Result<(), String> {
@@ -900,8 +908,8 @@ fn print_trace(t: &TraceSummary) {
 fn print_report(report: &Report) {
     println!("{}", report.freezer);
     println!(
-        "switching thread in SCHED_FIFO: {}; {} processes per job, 2 jobs; confirmation wait: {:?}",
-        report.switcher_fifo, report.procs_per_job, report.confirm_wait
+        "switching threads in SCHED_FIFO: {}; {} processes per job, 2 jobs; confirmation wait: {:?}; {} switching threads",
+        report.switcher_fifo, report.procs_per_job, report.confirm_wait, report.switching_threads
     );
     print_summary(report);
     print_details(report);

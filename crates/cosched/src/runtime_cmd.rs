@@ -128,6 +128,10 @@ pub struct AgentArgs {
     /// code once asked to stop, see docs/runtime.md).
     #[arg(long)]
     pub strict_switch: bool,
+    /// Switching threads, each on a CPU of its own: the first awake at a slice boundary switches, so a CPU held
+    /// back by the hypervisor delays a switch only if every switching thread's CPU is (1 on a one-CPU node).
+    #[arg(long, default_value_t = 2)]
+    pub switching_threads: usize,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -276,6 +280,7 @@ fn agent_settings(
         mem_bytes: mem_total_bytes(),
         realtime: !args.no_realtime,
         confirm_wait: if args.strict_switch { ConfirmWait::Strict } else { ConfirmWait::Bounded },
+        switching_threads: args.switching_threads.clamp(1, all_cpus as usize),
         helper_program: std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?,
     })
 }
