@@ -320,6 +320,41 @@ pub fn read_line_limited<R: BufRead>(reader: &mut R, max_bytes: usize) -> std::i
         .map_err(|_| std::io::Error::other("request is not UTF-8"))
 }
 
+/// A user's request line, parsed and given every check that needs no state, as the server does before the
+/// controller sees it.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    let request = serde_json::from_str::<Request>(line).map_err(|e| format!("bad request: {e}"))?;
+    crate::controller::check_request(&request)?;
+    Ok(request)
+}
+
+/// Each request of a client's bytes, read and parsed as the server does.
+pub fn parse_requests(mut bytes: &[u8]) -> Vec<Result<Request, String>> {
+    let mut requests = Vec::new();
+    loop {
+        match read_line(&mut bytes) {
+            Ok(None) => return requests,
+            Ok(Some(line)) if line.trim().is_empty() => {}
+            Ok(Some(line)) => requests.push(parse_request(&line)),
+            Err(e) => {
+                requests.push(Err(format!("bad request: {e}")));
+                return requests;
+            }
+        }
+    }
+}
+
+/// Parse a client's bytes as the server does, and panic if a request accepted does not read back the same once
+/// written (as the CLI and the C client write them): the body of the fuzz target `fuzz/fuzz_targets/request.rs`
+/// and of the replay of its corpus (`tests/fuzz_corpus.rs`).
+#[doc(hidden)]
+pub fn check_client_bytes(bytes: &[u8]) {
+    for request in parse_requests(bytes).into_iter().flatten() {
+        let line = serde_json::to_string(&request).expect("a request can be written");
+        assert_eq!(parse_request(&line), Ok(request), "{line}");
+    }
+}
+
 pub fn write_message(writer: &mut impl Write, message: &impl Serialize) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
     line.push(b'\n');
@@ -339,6 +374,19 @@ mod tests {
         let err = serde_json::from_str::<Request>(r#"{"op":"kill","job":"x"}"#).unwrap_err().to_string();
         assert!(err.contains("invalid type"), "{err}");
         assert!(serde_json::from_str::<Request>(r#"{"op":"kill","job":1,"force":true}"#).is_err());
+    }
+
+    #[test]
+    fn names_are_checked_before_the_controller_sees_a_request() {
+        let refused = |line: &str| parse_request(line).unwrap_err();
+        assert!(refused(r#"{"op":"set_class","job":1,"class":"royal"}"#).starts_with("unknown class \"royal\""));
+        assert!(refused(r#"{"op":"signal","job":1,"signal":"STOP"}"#).contains("use suspend and resume"));
+        assert!(refused(r#"{"op":"node_load","node":"a\u0000b"}"#).starts_with("invalid node name \"a\\0b\""));
+        assert!(refused(r#"{"op":"kill","job":-1}"#).starts_with("bad request: invalid value"));
+        assert_eq!(parse_request(r#"{"op":"kill","job":1}"#), Ok(Request::Kill { job: 1 }));
+        let stream = b"{\"op\":\"status\"}\n\n{\"op\":\"nope\"}\n{\"op\":\"kill\",\"job\":2}";
+        let parsed: Vec<bool> = parse_requests(stream).iter().map(Result::is_ok).collect();
+        assert_eq!(parsed, [true, false, true]);
     }
 }
 

@@ -4,7 +4,8 @@
 use crate::controller::Controller;
 use crate::jobs::Identity;
 use crate::protocol::{
-    read_line, read_line_limited, write_message, FromAgent, Reply, Request, ToAgent, MAX_TRUSTED_LINE_BYTES,
+    parse_request, read_line, read_line_limited, write_message, FromAgent, Reply, Request, ToAgent,
+    MAX_TRUSTED_LINE_BYTES,
 };
 use std::io::{BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -85,10 +86,10 @@ fn serve(
         if line.trim().is_empty() {
             continue;
         }
-        let request = match serde_json::from_str::<Request>(&line) {
+        let request = match parse_request(&line) {
             Ok(r) => r,
-            Err(e) => {
-                if write_message(&mut writer, &Reply::error(format!("bad request: {e}"))).is_err() {
+            Err(message) => {
+                if write_message(&mut writer, &Reply::error(message)).is_err() {
                     return;
                 }
                 continue;
