@@ -1045,6 +1045,20 @@ fn exit_reason(code: i32) -> String {
     }
 }
 
+/// The checks of a request that need no state (names of classes, signals and nodes), run by the server before the
+/// controller is touched; the handlers repeat them where they use the names.
+pub fn check_request(request: &Request) -> Result<(), String> {
+    let node_ok = |node: &Option<String>| node.as_deref().map_or(Ok(()), validate_node_name);
+    match request {
+        Request::Submit(r) => parse_class(&r.class).map(drop),
+        Request::Register(r) => parse_class(&r.class).and_then(|_| node_ok(&r.node)),
+        Request::SetClass { class, .. } => parse_class(class).map(drop),
+        Request::Signal { signal, .. } => parse_signal(signal).map(drop),
+        Request::AddPid { node, .. } | Request::RemovePid { node, .. } | Request::NodeLoad { node } => node_ok(node),
+        _ => Ok(()),
+    }
+}
+
 /// A signal a user may send to their job: any but those the coscheduler itself uses to stop and start jobs.
 fn parse_signal(name: &str) -> Result<nix::sys::signal::Signal, String> {
     use nix::sys::signal::Signal;

@@ -5,7 +5,7 @@
 //! `ToAgent` lines and the agent sends `FromAgent` lines on it.
 
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 /// The longest request line the controller accepts from a user (a bad peer cannot make us buffer more).
 pub const MAX_LINE_BYTES: usize = 1 << 20;
@@ -331,24 +331,44 @@ pub struct JobUsage {
     pub frozen: bool,
 }
 
-/// Read one request line (at most `MAX_LINE_BYTES`); `Ok(None)` at end of stream.
-pub fn read_line<R: BufRead>(reader: &mut R) -> std::io::Result<Option<String>> {
-    read_line_limited(reader, MAX_LINE_BYTES)
+/// A user's request line, parsed and given every check that needs no state, as the server does before the
+/// controller sees it.
+pub fn parse_request(line: &str) -> Result<Request, String> {
+    let request = serde_json::from_str::<Request>(line).map_err(|e| format!("bad request: {e}"))?;
+    crate::controller::check_request(&request)?;
+    Ok(request)
 }
 
-/// Read one line of at most `max_bytes`; `Ok(None)` at end of stream.
-pub fn read_line_limited<R: BufRead>(reader: &mut R, max_bytes: usize) -> std::io::Result<Option<String>> {
-    let mut line = Vec::new();
-    let read = <&mut R as std::io::Read>::take(reader, max_bytes as u64 + 1).read_until(b'\n', &mut line)?;
-    if read == 0 {
-        return Ok(None);
+/// Each request of a client's bytes, read and parsed as the server does (with the server's line reader).
+pub fn parse_requests(mut bytes: &[u8]) -> Vec<Result<Request, String>> {
+    let bounds = crate::conn::LineBounds {
+        max_bytes: MAX_LINE_BYTES,
+        idle: None,
+        complete_within: std::time::Duration::from_secs(3600),
+    };
+    let mut requests = Vec::new();
+    loop {
+        match crate::conn::read_line_timed(&mut bytes, bounds, |_| Ok(())) {
+            Ok(None) => return requests,
+            Ok(Some(line)) if line.trim().is_empty() => {}
+            Ok(Some(line)) => requests.push(parse_request(&line)),
+            Err(e) => {
+                requests.push(Err(format!("bad request: {e}")));
+                return requests;
+            }
+        }
     }
-    if line.len() > max_bytes {
-        return Err(std::io::Error::other(format!("line longer than {max_bytes} bytes")));
+}
+
+/// Parse a client's bytes as the server does, and panic if a request accepted does not read back the same once
+/// written (as the CLI and the C client write them): the body of the fuzz target `fuzz/fuzz_targets/request.rs`
+/// and of the replay of its corpus (`tests/fuzz_corpus.rs`).
+#[doc(hidden)]
+pub fn check_client_bytes(bytes: &[u8]) {
+    for request in parse_requests(bytes).into_iter().flatten() {
+        let line = serde_json::to_string(&request).expect("a request can be written");
+        assert_eq!(parse_request(&line), Ok(request), "{line}");
     }
-    String::from_utf8(line)
-        .map(|s| Some(s.trim_end().to_string()))
-        .map_err(|_| std::io::Error::other("request is not UTF-8"))
 }
 
 pub fn write_message(writer: &mut impl Write, message: &impl Serialize) -> std::io::Result<()> {
@@ -370,6 +390,19 @@ mod tests {
         let err = serde_json::from_str::<Request>(r#"{"op":"kill","job":"x"}"#).unwrap_err().to_string();
         assert!(err.contains("invalid type"), "{err}");
         assert!(serde_json::from_str::<Request>(r#"{"op":"kill","job":1,"force":true}"#).is_err());
+    }
+
+    #[test]
+    fn names_are_checked_before_the_controller_sees_a_request() {
+        let refused = |line: &str| parse_request(line).unwrap_err();
+        assert!(refused(r#"{"op":"set_class","job":1,"class":"royal"}"#).starts_with("unknown class \"royal\""));
+        assert!(refused(r#"{"op":"signal","job":1,"signal":"STOP"}"#).contains("use suspend and resume"));
+        assert!(refused(r#"{"op":"node_load","node":"a\u0000b"}"#).starts_with("invalid node name \"a\\0b\""));
+        assert!(refused(r#"{"op":"kill","job":-1}"#).starts_with("bad request: invalid value"));
+        assert_eq!(parse_request(r#"{"op":"kill","job":1}"#), Ok(Request::Kill { job: 1 }));
+        let stream = b"{\"op\":\"status\"}\n\n{\"op\":\"nope\"}\n{\"op\":\"kill\",\"job\":2}";
+        let parsed: Vec<bool> = parse_requests(stream).iter().map(Result::is_ok).collect();
+        assert_eq!(parsed, [true, false, true]);
     }
 }
 

@@ -8,7 +8,8 @@ use crate::controller::Controller;
 use crate::gate::{Gate, Pass, FAILURE_PAUSE};
 use crate::jobs::Identity;
 use crate::protocol::{
-    write_message, AgentHello, FromAgent, Reply, Request, ToAgent, MAX_LINE_BYTES, MAX_TRUSTED_LINE_BYTES,
+    parse_request, write_message, AgentHello, FromAgent, Reply, Request, ToAgent, MAX_LINE_BYTES,
+    MAX_TRUSTED_LINE_BYTES,
 };
 use std::io::BufReader;
 use std::net::SocketAddr;
@@ -168,10 +169,10 @@ impl Session {
             if line.trim().is_empty() {
                 continue;
             }
-            let request = match serde_json::from_str::<Request>(&line) {
+            let request = match parse_request(&line) {
                 Ok(request) => request,
-                Err(e) => {
-                    if self.reply(&Reply::error(format!("bad request: {e}"))).is_err() {
+                Err(message) => {
+                    if self.reply(&Reply::error(message)).is_err() {
                         return;
                     }
                     continue;

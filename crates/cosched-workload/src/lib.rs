@@ -13,6 +13,8 @@
 //! streams, so the same seed gives the same jobs byte for byte, whatever else
 //! the run draws.
 
+#[doc(hidden)]
+pub mod fuzz_check;
 pub mod hyper_erlang;
 pub mod inspect;
 pub mod load;

@@ -7,10 +7,106 @@
 //! All functions keep each job's raw SWF `fields` in step with the named
 //! members they change.
 
-use crate::swf::TraceJob;
+use crate::swf::{show, TraceJob, MAX_TIME_S};
+
+/// What is done to a workload before it is simulated (the CLI's `--jobs`,
+/// `--drop-oversized`, `--runtime-scale`, `--load` and `--natural-load`).
+#[derive(Clone, Copy, Debug)]
+pub struct Shaping {
+    /// Keep only the first jobs.
+    pub max_jobs: Option<usize>,
+    pub machine_cpus: u32,
+    /// Leave out jobs wider than the machine instead of refusing the workload.
+    pub drop_oversized: bool,
+    pub runtime_scale: f64,
+    /// The offered load to reach by scaling inter-arrival times; `None` keeps
+    /// the workload's own load (arrivals scale with run times).
+    pub target_load: Option<f64>,
+}
+
+/// What [`shape`] did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Shaped {
+    pub oversized_left_out: usize,
+    /// Factor applied to inter-arrival times after the run-time scale.
+    pub interarrival_scale: f64,
+    pub offered_load: Option<f64>,
+}
+
+/// Shape `jobs` for a simulation. Every submit and run time that comes out is
+/// finite and within [`MAX_TIME_S`], or the error says which job is not.
+pub fn shape(jobs: &mut Vec<TraceJob>, how: &Shaping) -> Result<Shaped, String> {
+    if !(how.runtime_scale.is_finite() && how.runtime_scale > 0.0) {
+        return Err(format!("--runtime-scale must be positive, got {}", how.runtime_scale));
+    }
+    if let Some(n) = how.max_jobs {
+        jobs.truncate(n);
+    }
+    let oversized_left_out = leave_out_oversized(jobs, how.machine_cpus, how.drop_oversized)?;
+    if jobs.is_empty() {
+        return Err("no job left to simulate".into());
+    }
+    scale_runtimes(jobs, how.runtime_scale);
+    let interarrival_scale = match how.target_load {
+        Some(target) => set_offered_load(jobs, how.machine_cpus, target)
+            .ok_or("--load needs a positive target and at least two jobs with distinct submit times")?,
+        None => {
+            scale_interarrivals(jobs, how.runtime_scale);
+            how.runtime_scale
+        }
+    };
+    check_times(jobs, how.runtime_scale, interarrival_scale)?;
+    Ok(Shaped { oversized_left_out, interarrival_scale, offered_load: offered_load(jobs, how.machine_cpus) })
+}
+
+/// Jobs wider than the machine: an error naming the first, or (when asked)
+/// left out, as the reference study did, and counted.
+fn leave_out_oversized(jobs: &mut Vec<TraceJob>, cpus: u32, drop: bool) -> Result<usize, String> {
+    let before = jobs.len();
+    if let Some(job) = jobs.iter().find(|j| j.procs > cpus) {
+        if !drop {
+            return Err(format!(
+                "job {}{} needs {} CPUs but the machine has {cpus}; use --drop-oversized to leave such jobs out",
+                job.job_number,
+                where_from(job),
+                job.procs
+            ));
+        }
+    }
+    jobs.retain(|j| j.procs <= cpus);
+    Ok(before - jobs.len())
+}
+
+/// The scalings can carry a time out of what the simulator's clock holds.
+fn check_times(jobs: &[TraceJob], runtime_scale: f64, interarrival_scale: f64) -> Result<(), String> {
+    let within = |t: f64| (0.0..=MAX_TIME_S).contains(&t);
+    match jobs.iter().find(|j| !within(j.submit_s) || !within(j.run_s)) {
+        None => Ok(()),
+        Some(job) => Err(format!(
+            "job {}{}: with run times x{} and inter-arrival times x{} it is submitted at {} s and runs {} s; \
+             we accept at most {} s",
+            job.job_number,
+            where_from(job),
+            show(runtime_scale),
+            show(interarrival_scale),
+            show(job.submit_s),
+            show(job.run_s),
+            show(MAX_TIME_S)
+        )),
+    }
+}
+
+/// " (line N)" for a job read from a file.
+fn where_from(job: &TraceJob) -> String {
+    if job.source_line > 0 {
+        format!(" (line {})", job.source_line)
+    } else {
+        String::new()
+    }
+}
 
 /// Offered load = sum(run_s * procs) / (cpus * (last_submit - first_submit));
-/// None if fewer than 2 jobs or zero span.
+/// None if fewer than 2 jobs or a span under the simulator's 1 ns.
 ///
 /// First and last are the earliest and latest submit times, so the value does
 /// not depend on the order of `jobs`.
@@ -20,7 +116,8 @@ pub fn offered_load(jobs: &[TraceJob], cpus: u32) -> Option<f64> {
     }
     let (first, last) = submit_range(jobs)?;
     let span = last - first;
-    if span <= 0.0 {
+    // A shorter span is no span for the simulator, and would make the load infinite.
+    if span < 1e-9 {
         return None;
     }
     let work: f64 = jobs.iter().map(|j| j.run_s * j.procs as f64).sum();
@@ -128,6 +225,48 @@ mod tests {
         assert!(js.iter().all(|j| j.fields[1] == j.submit_s));
         scale_runtimes(&mut js, 0.5);
         assert!(js.iter().all(|j| j.run_s == 0.5 && j.fields[3] == 0.5));
+    }
+
+    #[test]
+    fn offered_load_is_finite_or_none() {
+        // Submits 5e-324 s apart once gave an infinite load.
+        let js = jobs(&[(0.0, 1e9, 1_000_000), (5e-324, 1e9, 1_000_000)]);
+        assert_eq!(offered_load(&js, 1), None);
+        let js = jobs(&[(0.0, 1e9, 1_000_000), (1e-9, 1e9, 1_000_000)]);
+        assert!(offered_load(&js, 1).is_some_and(f64::is_finite));
+    }
+
+    const CLI_DEFAULTS: Shaping =
+        Shaping { max_jobs: None, machine_cpus: 8, drop_oversized: false, runtime_scale: 0.5, target_load: None };
+
+    #[test]
+    fn shaping_keeps_every_time_within_the_limit() {
+        let mut js = jobs(&[(0.0, 100.0, 4), (10.0, 50.0, 2), (30.0, 1e9, 8)]);
+        let shaped = shape(&mut js, &CLI_DEFAULTS).unwrap();
+        assert_eq!(shaped.interarrival_scale, 0.5);
+        assert_eq!(
+            js.iter().map(|j| (j.submit_s, j.run_s)).collect::<Vec<_>>(),
+            [(0.0, 50.0), (5.0, 25.0), (15.0, 5e8)]
+        );
+        assert!(shaped.offered_load.is_some_and(f64::is_finite));
+
+        let huge_scale = Shaping { runtime_scale: 1e300, ..CLI_DEFAULTS };
+        let err = shape(&mut jobs(&[(0.0, 100.0, 4), (10.0, 50.0, 2)]), &huge_scale).unwrap_err();
+        assert_eq!(
+            err,
+            "job 1: with run times x1e300 and inter-arrival times x1e300 it is submitted at 0 s and runs 1e302 s; \
+             we accept at most 1e9 s"
+        );
+        let tiny_load = Shaping { target_load: Some(1e-300), ..CLI_DEFAULTS };
+        let err = shape(&mut jobs(&[(0.0, 100.0, 4), (10.0, 50.0, 2)]), &tiny_load).unwrap_err();
+        assert!(err.starts_with("job 2: with run times x0.5 and inter-arrival times x"), "{err}");
+        let mut one = jobs(&[(0.0, 100.0, 4)]);
+        assert!(shape(&mut one, &Shaping { runtime_scale: f64::INFINITY, ..CLI_DEFAULTS }).is_err());
+        assert!(shape(&mut one, &Shaping { target_load: Some(0.5), ..CLI_DEFAULTS }).unwrap_err().contains("--load"));
+        assert_eq!(
+            shape(&mut one, &Shaping { machine_cpus: 2, ..CLI_DEFAULTS }).unwrap_err(),
+            "job 1 needs 4 CPUs but the machine has 2; use --drop-oversized to leave such jobs out"
+        );
     }
 
     #[test]

@@ -18,10 +18,20 @@
 //! time or processor count, unknown submit time, a fractional processor count)
 //! is not an error: it is listed in [`Workload::unusable`] with the reason, so
 //! a report can say how many jobs were left out and why.
+//!
+//! Limits, so that every value can become simulated time (u64 ns) and no
+//! input can exhaust memory: submit, wait and run times within
+//! [`MAX_TIME_S`], processor counts (fields 5 and 8, the `MaxProcs` and
+//! `MaxNodes` header entries) within [`MAX_PROCS`], lines within
+//! [`MAX_LINE_BYTES`], and each job number used once. Beyond them a line is
+//! malformed. A UTF-8 byte order mark before the first line is skipped;
+//! anywhere else it makes the field it is in fail. Messages escape control
+//! and invisible characters (`\0`, `\u{feff}`), so they show what is there.
 
+use std::collections::btree_map::{BTreeMap, Entry};
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use flate2::read::MultiGzDecoder;
@@ -68,6 +78,21 @@ const NON_NEGATIVE: [usize; 5] = [F_JOB, F_SUBMIT, F_RUN, F_ALLOC, F_REQ_PROCS];
 
 /// Whole numbers up to this magnitude are exact in an f64.
 const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;
+
+/// The largest submit, wait or run time accepted, in seconds: 1e9 s is 31.7
+/// years, longer than any archive trace spans, and leaves the simulator's
+/// clock (u64 ns, 584 years) room to run past the last arrival.
+pub const MAX_TIME_S: f64 = 1e9;
+/// Fields where a time must stay within [`MAX_TIME_S`].
+const TIMES: [usize; 3] = [F_SUBMIT, F_WAIT, F_RUN];
+/// The most processors a job or a machine may have: a hundred times the
+/// largest machine built so far.
+pub const MAX_PROCS: u32 = 1_000_000_000;
+/// The longest line read, in bytes: SWF lines are about 100 bytes, and a
+/// longer one is refused before it fills memory.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// Header entries that count processors or nodes, checked like field 5.
+const HEADER_COUNTS: [&str; 2] = ["MaxProcs", "MaxNodes"];
 
 /// One job of a trace.
 ///
@@ -174,6 +199,12 @@ impl Workload {
         })
     }
 
+    /// The machine's processors from the `MaxProcs` header entry (checked when
+    /// read: a whole number from 1 to [`MAX_PROCS`], maybe followed by words).
+    pub fn max_procs(&self) -> Option<u32> {
+        self.header_value("MaxProcs").and_then(|v| header_count(v).ok())
+    }
+
     /// Replace the first `key:` header line, or append one.
     pub fn set_header_value(&mut self, key: &str, value: &str) {
         let line = format!("{key}: {value}");
@@ -199,6 +230,58 @@ fn split_header_key(line: &str) -> Option<(&str, &str)> {
     Some((key, value.trim()))
 }
 
+/// The count a `MaxProcs` or `MaxNodes` entry holds: its first word, a whole
+/// number from 1 to [`MAX_PROCS`] (archive headers may add words after it).
+fn header_count(value: &str) -> Result<u32, String> {
+    let word = value.split_ascii_whitespace().next().unwrap_or("");
+    match word.parse::<u32>() {
+        Ok(n) if (1..=MAX_PROCS).contains(&n) => Ok(n),
+        _ => Err(format!("is '{}': it must be a whole number from 1 to {MAX_PROCS}", printable(value))),
+    }
+}
+
+/// Refuse a header entry we interpret whose value makes no sense.
+fn check_header_line(comment: &str) -> Result<(), String> {
+    match split_header_key(comment.trim_start()) {
+        Some((key, value)) if HEADER_COUNTS.iter().any(|k| k.eq_ignore_ascii_case(key)) => {
+            header_count(value).map(drop).map_err(|e| format!("header entry {key} {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `text` with control and invisible characters escaped (`\0`, `\t`,
+/// `\u{feff}`), so that a message shows what is really there.
+pub fn printable(text: &str) -> String {
+    let invisible = |c: char| {
+        c.is_control()
+            || (c.is_whitespace() && c != ' ')
+            || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{fff9}'..='\u{fffb}')
+    };
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\0' => out.push_str("\\0"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            '\n' => out.push_str("\\n"),
+            c if invisible(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A number for a message: exponent form when it is very large or small, so
+/// that 1e308 is not 309 digits.
+pub(crate) fn show(x: f64) -> String {
+    if x != 0.0 && !(1e-3..1e7).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 /// How to read a trace.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ReadOptions {
@@ -216,8 +299,9 @@ pub enum SwfError {
 impl fmt::Display for SwfError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SwfError::Io { path, source } => write!(f, "{path}: {source}"),
+            SwfError::Io { path, source } => write!(f, "{}: {source}", printable(path)),
             SwfError::Malformed { path, line, message } => {
+                let path = printable(path);
                 write!(f, "{path}:{line}: {message} (use --skip-bad-lines to skip malformed lines)")
             }
         }
@@ -233,55 +317,116 @@ impl std::error::Error for SwfError {
     }
 }
 
-/// Read a trace file, plain or gzip-compressed. Compression is recognised by
-/// the gzip magic bytes, since archive files are often renamed.
+/// Read a trace file, plain or gzip-compressed.
 pub fn read_path(path: &Path, opts: ReadOptions) -> Result<Workload, SwfError> {
     let name = path.display().to_string();
-    let io_err = |source| SwfError::Io { path: name.clone(), source };
-    let file = File::open(path).map_err(io_err)?;
-    let mut reader = BufReader::new(file);
-    let is_gzip = reader.fill_buf().map_err(io_err)?.starts_with(&[0x1f, 0x8b]);
-    if is_gzip {
-        read_from(BufReader::new(MultiGzDecoder::new(reader)), &name, opts)
+    let file = File::open(path).map_err(|source| SwfError::Io { path: name.clone(), source })?;
+    read_any(BufReader::new(file), &name, opts)
+}
+
+/// Read a trace, plain or gzip-compressed. Compression is recognised by the
+/// gzip magic bytes, since archive files are often renamed.
+pub fn read_any(mut reader: impl BufRead, source_name: &str, opts: ReadOptions) -> Result<Workload, SwfError> {
+    let head = reader.fill_buf().map_err(|source| SwfError::Io { path: source_name.to_string(), source })?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        read_from(BufReader::new(MultiGzDecoder::new(reader)), source_name, opts)
     } else {
-        read_from(reader, &name, opts)
+        read_from(reader, source_name, opts)
     }
 }
 
 /// Read a plain-text trace. `source_name` is used in error messages.
 pub fn read_from(mut reader: impl BufRead, source_name: &str, opts: ReadOptions) -> Result<Workload, SwfError> {
+    let io_error = |source| SwfError::Io { path: source_name.to_string(), source };
     let mut workload = Workload::default();
+    // Where each job number was first seen, to refuse a second use.
+    let mut first_line_of_job = BTreeMap::new();
     let mut buf = Vec::new();
     let mut line_no: u64 = 0;
     loop {
         buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|source| SwfError::Io { path: source_name.to_string(), source })?;
+        let n = reader.by_ref().take(MAX_LINE_BYTES as u64 + 1).read_until(b'\n', &mut buf).map_err(io_error)?;
         if n == 0 {
             break;
         }
         line_no += 1;
-        // Lossy: a stray Latin-1 byte in a comment must not stop a read; in a
-        // job line it makes a field fail to parse, which is reported.
-        let text = String::from_utf8_lossy(&buf);
-        let line = text.trim();
-        if line.is_empty() {
-            continue;
-        }
-        if let Some(comment) = line.strip_prefix(';') {
-            let comment = comment.strip_prefix(' ').unwrap_or(comment);
-            workload.header.push(comment.to_string());
-            continue;
-        }
-        match parse_job_line(line, line_no) {
-            Ok(Parsed::Job(job)) => workload.jobs.push(job),
-            Ok(Parsed::Unusable(job_number, reason)) => workload.unusable.push((job_number, reason)),
+        let outcome = if buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
+            discard_rest_of_line(&mut reader).map_err(io_error)?;
+            Err(format!("line longer than {MAX_LINE_BYTES} bytes"))
+        } else {
+            let bytes = if line_no == 1 { buf.strip_prefix(UTF8_BOM).unwrap_or(&buf) } else { &buf };
+            read_line(bytes, line_no, &mut workload, &mut first_line_of_job)
+        };
+        match outcome {
+            Ok(()) => {}
             Err(_) if opts.skip_bad_lines => workload.skipped_bad_lines.push(line_no),
             Err(message) => return Err(SwfError::Malformed { path: source_name.to_string(), line: line_no, message }),
         }
     }
     Ok(workload)
+}
+
+const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// Skip to the next line without keeping what is read.
+fn discard_rest_of_line(reader: &mut impl BufRead) -> io::Result<()> {
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        match chunk.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                reader.consume(end + 1);
+                return Ok(());
+            }
+            None => {
+                let len = chunk.len();
+                reader.consume(len);
+            }
+        }
+    }
+}
+
+/// Add one line (a comment, a job or nothing) to `workload`, or say why it is malformed.
+fn read_line(
+    bytes: &[u8],
+    line_no: u64,
+    workload: &mut Workload,
+    first_line_of_job: &mut BTreeMap<u64, u64>,
+) -> Result<(), String> {
+    // Lossy: a stray Latin-1 byte in a comment must not stop a read; in a
+    // job line it makes a field fail to parse, which is reported.
+    let text = String::from_utf8_lossy(bytes);
+    let line = text.trim();
+    if line.is_empty() {
+        return Ok(());
+    }
+    if let Some(comment) = line.strip_prefix(';') {
+        let comment = comment.strip_prefix(' ').unwrap_or(comment);
+        check_header_line(comment)?;
+        workload.header.push(comment.to_string());
+        return Ok(());
+    }
+    let parsed = parse_job_line(line, line_no)?;
+    let job_number = match &parsed {
+        Parsed::Job(job) => job.job_number,
+        Parsed::Unusable(job_number, _) => *job_number,
+    };
+    match first_line_of_job.entry(job_number) {
+        Entry::Occupied(first) => {
+            return Err(format!(
+                "field 1 (job number) {job_number} is the number of the job on line {} too",
+                first.get()
+            ))
+        }
+        Entry::Vacant(slot) => slot.insert(line_no),
+    };
+    match parsed {
+        Parsed::Job(job) => workload.jobs.push(job),
+        Parsed::Unusable(job_number, reason) => workload.unusable.push((job_number, reason)),
+    }
+    Ok(())
 }
 
 enum Parsed {
@@ -307,13 +452,26 @@ fn parse_job_line(line: &str, line_no: u64) -> Result<Parsed, String> {
                 "field {} ({}) is {}: negative values other than -1 are not allowed",
                 i + 1,
                 FIELD_NAMES[i],
-                fields[i]
+                show(fields[i])
             ));
+        }
+    }
+    for &i in &TIMES {
+        if fields[i].abs() > MAX_TIME_S {
+            let (value, name) = (show(fields[i]), FIELD_NAMES[i]);
+            return Err(format!("field {} ({name}) {value} s is beyond the {} s we accept", i + 1, show(MAX_TIME_S)));
+        }
+    }
+    for &i in &[F_ALLOC, F_REQ_PROCS] {
+        if fields[i] > MAX_PROCS as f64 {
+            let (value, name) = (show(fields[i]), FIELD_NAMES[i]);
+            return Err(format!("field {} ({name}) {value} is beyond the {MAX_PROCS} processors we accept", i + 1));
         }
     }
     for &i in &[F_JOB, F_QUEUE] {
         if fields[i].fract() != 0.0 || fields[i].abs() > EXACT_INT_LIMIT {
-            return Err(format!("field {} ({}) is {}: it must be a whole number", i + 1, FIELD_NAMES[i], fields[i]));
+            let (value, name) = (show(fields[i]), FIELD_NAMES[i]);
+            return Err(format!("field {} ({name}) is {value}: it must be a whole number", i + 1));
         }
     }
     if fields[F_JOB] < 0.0 {
@@ -331,19 +489,16 @@ fn parse_job_line(line: &str, line_no: u64) -> Result<Parsed, String> {
         return unusable("run time unknown".to_string());
     }
     if fields[F_RUN] <= 0.0 {
-        return unusable(format!("run time is {}", fields[F_RUN]));
+        return unusable(format!("run time is {}", show(fields[F_RUN])));
     }
     if procs_raw == -1.0 {
         return unusable("processor count unknown (allocated and requested)".to_string());
     }
     if procs_raw <= 0.0 {
-        return unusable(format!("{} is {}", FIELD_NAMES[procs_field], procs_raw));
+        return unusable(format!("{} is {}", FIELD_NAMES[procs_field], show(procs_raw)));
     }
-    if procs_raw.fract() != 0.0 || procs_raw > u32::MAX as f64 {
-        return unusable(format!(
-            "{} is {}: not a whole number of processors that fits",
-            FIELD_NAMES[procs_field], procs_raw
-        ));
+    if procs_raw.fract() != 0.0 {
+        return unusable(format!("{} is {}: not a whole number of processors", FIELD_NAMES[procs_field], procs_raw));
     }
     Ok(Parsed::Job(TraceJob {
         job_number,
@@ -361,8 +516,8 @@ fn parse_field(token: &str, index: usize) -> Result<f64, String> {
     let describe = || format!("field {} ({})", index + 1, FIELD_NAMES[index]);
     match token.parse::<f64>() {
         Ok(x) if x.is_finite() => Ok(x),
-        Ok(_) => Err(format!("{} is '{token}': not a finite number", describe())),
-        Err(_) => Err(format!("{} is '{token}': not a number", describe())),
+        Ok(_) => Err(format!("{} is '{}': not a finite number", describe(), printable(token))),
+        Err(_) => Err(format!("{} is '{}': not a number", describe(), printable(token))),
     }
 }
 
@@ -482,8 +637,12 @@ mod tests {
     #[test]
     fn malformed_line_reports_its_exact_line_number() {
         // Header, a blank line, good jobs; the bad line is line 7.
-        let text =
-            format!("; Version: 2.2\n; MaxProcs: 8\n\n{GOOD}\n{GOOD}\n   \n1 2 3 4 5 6 7 8 9 10 11 12\n{GOOD}\n");
+        let text = format!(
+            "; Version: 2.2\n; MaxProcs: 8\n\n{}\n{}\n   \n1 2 3 4 5 6 7 8 9 10 11 12\n{}\n",
+            job(1),
+            job(2),
+            job(3)
+        );
         let err = read_str(&text, ReadOptions::default()).unwrap_err();
         match &err {
             SwfError::Malformed { line, .. } => assert_eq!(*line, 7),
@@ -515,10 +674,122 @@ mod tests {
         }
     }
 
+    /// `GOOD` with field `field` (1-based) replaced by `value`.
+    fn good_with(field: usize, value: &str) -> String {
+        let mut fields: Vec<&str> = GOOD.split(' ').collect();
+        fields[field - 1] = value;
+        fields.join(" ")
+    }
+
+    /// `GOOD` numbered `number`.
+    fn job(number: u64) -> String {
+        good_with(1, &number.to_string())
+    }
+
+    fn error_of(text: &str) -> String {
+        read_str(text, ReadOptions::default()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn times_beyond_the_limit_are_errors_naming_line_and_field() {
+        let cases = [
+            (4, "1e15", "field 4 (run time) 1e15 s is beyond the 1e9 s we accept"),
+            (4, "1e308", "field 4 (run time) 1e308 s is beyond the 1e9 s we accept"),
+            (2, "1e308", "field 2 (submit time) 1e308 s is beyond"),
+            (3, "-1e12", "field 3 (wait time) -1e12 s is beyond"),
+            (5, "1e12", "field 5 (allocated processors) 1e12 is beyond the 1000000000 processors we accept"),
+            (8, "4294967296", "field 8 (requested processors) 4.294967296e9 is beyond"),
+        ];
+        for (field, value, want) in cases {
+            let msg = error_of(&format!("{GOOD}\n{}\n", good_with(field, value)));
+            assert!(msg.starts_with(&format!("trace.swf:2: {want}")), "{msg}");
+        }
+        let w = read_str(&good_with(4, "1e9"), ReadOptions::default()).unwrap();
+        assert_eq!(w.jobs[0].run_s, MAX_TIME_S, "the limit itself is accepted");
+    }
+
+    #[test]
+    fn a_job_number_used_twice_is_an_error() {
+        let text = format!("{GOOD}\n{}\n{GOOD}\n", good_with(1, "2"));
+        assert_eq!(
+            error_of(&text),
+            "trace.swf:3: field 1 (job number) 1 is the number of the job on line 1 too \
+             (use --skip-bad-lines to skip malformed lines)"
+        );
+        // Unusable jobs hold their number too.
+        let text = format!("{}\n{GOOD}\n", good_with(4, "-1"));
+        assert!(error_of(&text).starts_with("trace.swf:2: field 1 (job number) 1 is the number of the job on line 1"));
+        let thirty = vec![GOOD; 30].join("\n");
+        let w = read_str(&thirty, ReadOptions { skip_bad_lines: true }).unwrap();
+        assert_eq!((w.jobs.len(), w.skipped_bad_lines.len()), (1, 29));
+    }
+
+    #[test]
+    fn processor_counts_of_the_header_must_be_whole_and_positive() {
+        for (entry, shown) in [
+            ("MaxProcs: -5", "MaxProcs is '-5'"),
+            ("MaxNodes: 0", "MaxNodes is '0'"),
+            ("maxprocs: many", "maxprocs is 'many'"),
+            ("MaxProcs: 1e308", "MaxProcs is '1e308'"),
+            ("MaxNodes:", "MaxNodes is ''"),
+        ] {
+            let msg = error_of(&format!("; Version: 2.2\n; {entry}\n{GOOD}\n"));
+            let want = format!("trace.swf:2: header entry {shown}: it must be a whole number from 1 to 1000000000");
+            assert!(msg.starts_with(&want), "{msg}");
+        }
+        let w = read_str(&format!("; MaxProcs: 128 (4 per node)\n; MaxNodes: 32\n{GOOD}\n"), ReadOptions::default())
+            .unwrap();
+        assert_eq!(w.max_procs(), Some(128));
+        let w = read_str(&format!(";MaxProcs: -5\n{GOOD}\n"), ReadOptions { skip_bad_lines: true }).unwrap();
+        assert_eq!((w.max_procs(), w.skipped_bad_lines.clone()), (None, vec![1]));
+    }
+
+    #[test]
+    fn messages_escape_control_characters_and_a_leading_bom_is_skipped() {
+        let w = read_str(&format!("\u{feff}{GOOD}\n"), ReadOptions::default()).unwrap();
+        assert_eq!(w.jobs.len(), 1, "a BOM before the first line is skipped");
+        let cases = [
+            (format!("{GOOD}\n\u{feff}{}\n", good_with(1, "2")), "field 1 (job number) is '\\u{feff}2': not a number"),
+            (format!("{GOOD}\n{}\n", good_with(4, "100\0")), "field 4 (run time) is '100\\0': not a number"),
+            (format!("{GOOD}\n{}\n", good_with(4, "1\u{1b}[2J")), "is '1\\u{1b}[2J': not a number"),
+            (format!("{GOOD}\n{}\n", good_with(4, "1\u{a0}")), "is '1\\u{a0}': not a number"),
+            (format!("{GOOD}\n; MaxProcs: \u{200b}8\n"), "MaxProcs is '\\u{200b}8'"),
+        ];
+        for (text, want) in cases {
+            let msg = error_of(&text);
+            assert!(msg.contains(want), "{msg:?} lacks {want:?}");
+            assert_eq!(printable(&msg), msg, "raw control characters in {msg:?}");
+        }
+        let err = read_from(format!("{GOOD}\n1 x").as_bytes(), "bad\nname\r.swf", ReadOptions::default()).unwrap_err();
+        assert!(err.to_string().starts_with("bad\\nname\\r.swf:2: "), "{err}");
+    }
+
+    #[test]
+    fn an_overlong_line_is_an_error_found_without_keeping_it() {
+        let huge_line = || io::repeat(b'7').take(16 << 20);
+        let middle = format!("\n{GOOD}\n");
+        let trace = || huge_line().chain(middle.as_bytes()).chain(huge_line());
+        let err = read_from(BufReader::new(trace()), "trace.swf", ReadOptions::default()).unwrap_err();
+        assert!(err.to_string().starts_with("trace.swf:1: line longer than 65536 bytes"), "{err}");
+        let w = read_from(BufReader::new(trace()), "trace.swf", ReadOptions { skip_bad_lines: true }).unwrap();
+        assert_eq!((w.jobs.len(), w.skipped_bad_lines.clone()), (1, vec![1, 3]));
+        // The same through gzip.
+        let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+        io::copy(&mut trace(), &mut gz).unwrap();
+        let err = read_any(&gz.finish().unwrap()[..], "trace.swf.gz", ReadOptions::default()).unwrap_err();
+        assert!(err.to_string().starts_with("trace.swf.gz:1: line longer than 65536 bytes"), "{err}");
+        // A line of exactly the limit is read.
+        let padded = format!("{GOOD}{}\n", " ".repeat(MAX_LINE_BYTES - GOOD.len()));
+        assert_eq!(read_str(&padded, ReadOptions::default()).unwrap().jobs.len(), 1);
+    }
+
     #[test]
     fn skip_bad_lines_counts_what_it_skipped() {
         let text = format!(
-            "{GOOD}\nnot a job\n{GOOD}\n1 2 3\n\n; comment\n{GOOD}\n1 0 5 nan 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1\n"
+            "{}\nnot a job\n{}\n1 2 3\n\n; comment\n{}\n9 0 5 nan 4 -1 -1 4 200 -1 1 3 1 -1 1 -1 -1 -1\n",
+            job(1),
+            job(2),
+            job(3)
         );
         let w = read_str(&text, ReadOptions { skip_bad_lines: true }).unwrap();
         assert_eq!(w.skipped_bad_lines, vec![2, 4, 8]);

@@ -132,12 +132,7 @@ fn machine_procs(workload: &cosched_workload::Workload, procs: Option<u32>) -> R
     Ok(match procs {
         Some(0) => return Err("--procs must be at least 1".into()),
         Some(p) => p,
-        None => workload
-            .header_value("MaxProcs")
-            .and_then(|v| v.parse::<u32>().ok())
-            .filter(|&p| p > 0)
-            .or_else(|| workload.jobs.iter().map(|j| j.procs).max())
-            .unwrap_or(1),
+        None => workload.max_procs().or_else(|| workload.jobs.iter().map(|j| j.procs).max()).unwrap_or(1),
     })
 }
 

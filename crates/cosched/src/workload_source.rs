@@ -4,7 +4,7 @@
 use cosched_core::StreamSeed;
 use cosched_sim::input::JobRequest;
 use cosched_workload::hyper_erlang::HyperErlangModel;
-use cosched_workload::{load, lublin, swf, ReadOptions, TraceJob, Workload};
+use cosched_workload::{load, lublin, swf, ReadOptions, Workload};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -80,54 +80,26 @@ pub fn load_workload(spec: &WorkloadSpec, machine_cpus: u32) -> Result<LoadedWor
             }
         }
     };
-    if spec.trace.is_some() {
-        if let Some(n) = spec.jobs {
-            workload.jobs.truncate(n);
-        }
-    }
-    let oversized = leave_out_oversized(&mut workload.jobs, machine_cpus, spec.drop_oversized)?;
-    if workload.jobs.is_empty() {
-        return Err(format!("{source}: no job left to simulate"));
-    }
-    load::scale_runtimes(&mut workload.jobs, spec.runtime_scale);
-    let interarrival_scale = match spec.target_load {
-        Some(target) => load::set_offered_load(&mut workload.jobs, machine_cpus, target)
-            .ok_or_else(|| "--load needs at least two jobs with distinct submit times".to_string())?,
-        None => {
-            // Keep the workload's own load: arrivals scale with run times.
-            load::scale_interarrivals(&mut workload.jobs, spec.runtime_scale);
-            spec.runtime_scale
-        }
+    let shaping = load::Shaping {
+        // The model generates exactly `jobs`; a trace keeps its first `jobs`.
+        max_jobs: spec.trace.as_ref().and(spec.jobs),
+        machine_cpus,
+        drop_oversized: spec.drop_oversized,
+        runtime_scale: spec.runtime_scale,
+        target_load: spec.target_load,
     };
+    let shaped = load::shape(&mut workload.jobs, &shaping).map_err(|e| format!("{source}: {e}"))?;
     let report = WorkloadReport {
         source,
         jobs: workload.jobs.len(),
         skipped_bad_lines: workload.skipped_bad_lines.len(),
         unusable_jobs: workload.unusable.len(),
-        oversized_jobs_left_out: oversized,
+        oversized_jobs_left_out: shaped.oversized_left_out,
         runtime_scale: spec.runtime_scale,
-        interarrival_scale,
-        offered_load: load::offered_load(&workload.jobs, machine_cpus),
+        interarrival_scale: shaped.interarrival_scale,
+        offered_load: shaped.offered_load,
     };
     Ok(LoadedWorkload { workload, report })
-}
-
-/// Jobs wider than the machine: an error naming the first, or (when asked)
-/// left out, as the reference study did, and counted.
-fn leave_out_oversized(jobs: &mut Vec<TraceJob>, cpus: u32, drop: bool) -> Result<usize, String> {
-    let before = jobs.len();
-    if let Some(job) = jobs.iter().find(|j| j.procs > cpus) {
-        if !drop {
-            let place = if job.source_line > 0 { format!(" (line {})", job.source_line) } else { String::new() };
-            return Err(format!(
-                "job {}{place} needs {} CPUs but the machine has {cpus}; \
-                 use --drop-oversized to leave such jobs out",
-                job.job_number, job.procs
-            ));
-        }
-    }
-    jobs.retain(|j| j.procs <= cpus);
-    Ok(before - jobs.len())
 }
 
 impl WorkloadReport {

@@ -106,6 +106,49 @@ fn a_malformed_trace_line_is_reported_with_its_number_and_nothing_is_written() {
 }
 
 #[test]
+fn garbage_traces_are_refused_with_file_line_and_field() {
+    let dir = scratch("garbage");
+    let out = dir.join("run");
+    let huge = |run: &str| format!("3 60 -1 {run} 2 -1 -1 2 -1 -1 1 -1 -1 -1 1 -1 -1 -1");
+    for (run, shown) in [("1e15", "1e15"), ("1e308", "1e308")] {
+        let trace = write_trace(&dir, &[GOOD_LINE, GOOD_LINE_2, &huge(run)]);
+        // Once a panic ("simulated time overflow") with --load, and a simulation without end with --natural-load.
+        for load in [&["--load", "0.5"][..], &["--natural-load"][..]] {
+            let o = small_sim(&out, &[&["--trace", trace.to_str().unwrap()][..], load].concat());
+            assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+            let want = format!("trace.swf:5: field 4 (run time) {shown} s is beyond the 1e9 s we accept");
+            assert!(stderr(&o).contains(&want), "{}", stderr(&o));
+        }
+    }
+    let trace = write_trace(&dir, &[GOOD_LINE, GOOD_LINE_2, GOOD_LINE]);
+    let o = small_sim(&out, &["--trace", trace.to_str().unwrap()]);
+    assert!(stderr(&o).contains("trace.swf:5: field 1 (job number) 1 is the number of the job on line 3 too"));
+    let trace = write_trace(&dir, &[GOOD_LINE, GOOD_LINE_2]);
+    let p = trace.to_str().unwrap();
+    let o = cosched(&[
+        "sim",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+        "--trace",
+        p,
+        "--runtime-scale",
+        "1e300",
+        "--natural-load",
+    ]);
+    assert!(stderr(&o).contains("job 1 (line 3): with run times x1e300"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("runs 1e302 s; we accept at most 1e9 s"), "{}", stderr(&o));
+    std::fs::write(&trace, format!("; MaxProcs: -5\n{GOOD_LINE}\n")).unwrap();
+    let o = cosched(&["workload", "inspect", trace.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("trace.swf:1: header entry MaxProcs is '-5'"), "{}", stderr(&o));
+    std::fs::write(&trace, format!("{GOOD_LINE}\n\u{feff}{GOOD_LINE_2}\0\n")).unwrap();
+    let o = small_sim(&out, &["--trace", trace.to_str().unwrap()]);
+    assert!(stderr(&o).contains("trace.swf:2: field 1 (job number) is '\\u{feff}2': not a number"), "{}", stderr(&o));
+    assert!(!out.exists());
+}
+
+#[test]
 fn a_job_wider_than_the_machine_is_an_error_unless_dropped() {
     let dir = scratch("oversized");
     let wide = "3 60 -1 50 64 -1 -1 64 -1 -1 1 -1 -1 -1 1 -1 -1 -1";
