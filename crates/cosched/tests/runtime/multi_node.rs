@@ -313,6 +313,9 @@ fn three_agents_switch_together_and_survive_the_loss_of_one() {
         assert!(s.running[0] > 0 && s.running[1] > 0, "node {node} stopped a gang for good");
     }
     let text = logs();
-    assert!(text.contains("rank 0 on") && text.contains("logs unavailable"), "logs without the lost node:\n{text}");
+    // The two surviving nodes' ranks are there (which ranks depends on the order the agents connected), and the
+    // lost node is listed as unavailable.
+    let ranks_shown = (0..3).filter(|r| text.contains(&format!("rank {r} on "))).count();
+    assert!(ranks_shown >= 2 && text.contains("logs unavailable"), "logs without the lost node:\n{text}");
     let _ = &cluster.dir;
 }
