@@ -168,18 +168,19 @@ mod tests {
     }
 
     fn nix_uid() -> u32 {
-        std::fs::read_to_string("/proc/self/status")
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:")?.split_whitespace().nth(1)?.parse().ok())
-            .unwrap()
+        effective_id("Uid:")
     }
 
     fn nix_gid() -> u32 {
+        effective_id("Gid:")
+    }
+
+    /// The effective id of a `Uid:` or `Gid:` line of /proc/self/status (real, effective, saved, filesystem).
+    fn effective_id(field: &str) -> u32 {
         std::fs::read_to_string("/proc/self/status")
             .unwrap()
             .lines()
-            .find_map(|l| l.strip_prefix("Gid:")?.split_whitespace().nth(1)?.parse().ok())
+            .find_map(|l| l.strip_prefix(field)?.split_whitespace().nth(1)?.parse().ok())
             .unwrap()
     }
 }

@@ -204,7 +204,7 @@ mod tests {
     #[test]
     fn a_key_file_others_can_read_or_that_is_short_is_refused() {
         if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIPPED: key file ownership checks need root (the file must be root's)");
+            crate::testing::say_skipped("key file ownership checks", "need root (the file must be root's)");
             return;
         }
         assert!(AgentKey::load(key_file(0o600, KEY).path()).is_ok());
@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn proofs_are_bound_to_their_purpose_node_and_nonce() {
         if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIPPED: key file ownership checks need root (the file must be root's)");
+            crate::testing::say_skipped("key file ownership checks", "need root (the file must be root's)");
             return;
         }
         let key = Arc::new(AgentKey::load(key_file(0o600, KEY).path()).unwrap());

@@ -30,4 +30,5 @@ pub mod skew;
 pub mod storage;
 pub mod supervisor;
 pub mod switcher;
+pub mod testing;
 pub mod watchdog;

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use cosched_runtime::freezer::{thaw_all_under, FreezerKind, JobGroups};
 use cosched_runtime::launch::{spawn_shim, LaunchSpec};
+use cosched_runtime::testing::say_skipped;
 use cosched_runtime::watchdog::start_watchdog;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getgid, getuid, Pid};
@@ -90,7 +91,7 @@ impl Fixture {
                 Some(Fixture { groups, jobs: Vec::new(), children: Vec::new(), stray_pids: Vec::new() })
             }
             Err(e) => {
-                eprintln!("SKIPPED: {kind:?}: {e}");
+                say_skipped(&format!("{kind:?}"), &e.to_string());
                 None
             }
         }
@@ -415,7 +416,7 @@ fn open_prefers_the_best_kind() {
         .into_iter()
         .find(|&k| JobGroups::open(&name, Some(k)).map(|g| g.remove_agent_dirs()).is_ok());
     let Some(best) = best else {
-        eprintln!("SKIPPED: auto: no freezer kind available");
+        say_skipped("auto", "no freezer kind available");
         return;
     };
     let groups = JobGroups::open(&name, None).expect("open");
@@ -443,7 +444,7 @@ fn a_late_freeze_is_thawed_back(kind: FreezerKind) {
             }
         }
     }
-    eprintln!("SKIPPED: {kind:?}: 200 freezes all completed at once; no late freeze to undo");
+    say_skipped(&format!("{kind:?}"), "200 freezes all completed at once; no late freeze to undo");
 }
 
 #[test]

@@ -23,7 +23,10 @@ fn setting<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
 #[test]
 fn every_unit_passes_systemds_own_check() {
     if Command::new("systemd-analyze").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: every_unit_passes_systemds_own_check: systemd-analyze is not installed");
+        cosched_runtime::testing::say_skipped(
+            "every_unit_passes_systemds_own_check",
+            "systemd-analyze is not installed",
+        );
         return;
     }
     let scratch = std::env::temp_dir().join(format!("cosched-units-{}", std::process::id()));

@@ -224,9 +224,7 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
 #[test]
 fn suspend_button_suspends_the_job() {
     if std::fs::metadata("/proc/self").map_or(true, |m| m.uid() != 0) {
-        // Straight to stderr: the test harness would capture (and hide) `eprintln!` of a passing test.
-        let skipped = "SKIPPED: needs root for cgroups (monitor_browser::suspend_button_suspends_the_job)\n";
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), skipped.as_bytes());
+        cosched_runtime::testing::say_skipped("suspend_button_suspends_the_job", "needs root for cgroups");
         return;
     }
     for program in [CHROMIUM, CHROMEDRIVER] {

@@ -13,8 +13,16 @@ const USER: u32 = 65534;
 fn spin_job(daemon: &Daemon, uid: Option<u32>, tasks: usize) -> (u64, Vec<i32>) {
     let n = tasks.to_string();
     let job = daemon.submit_as(uid, &["-n", &n, "--", "timeout", "300", "sh", "-c", "while :; do :; done"]);
-    let spinners = daemon.pids(job, 2 * tasks).into_iter().filter(|&p| comm(p) == "sh").collect();
-    (job, spinners)
+    (job, daemon.spinners(job, tasks))
+}
+
+/// A job of root's and one of another user's, two spinning tasks each, caught mid-slice (at 100 ms slices one gang
+/// is frozen); returns both jobs and the spinners of each.
+fn two_owners_mid_slice(daemon: &Daemon) -> (u64, u64, [Vec<i32>; 2]) {
+    let (mine, my_spinners) = spin_job(daemon, None, 2);
+    let (theirs, their_spinners) = spin_job(daemon, Some(USER), 2);
+    std::thread::sleep(Duration::from_millis(230));
+    (mine, theirs, [my_spinners, their_spinners])
 }
 
 /// A job that waits for `flag` to exist, then exits with `code`; returns it and the pid of its task.
@@ -24,14 +32,10 @@ fn job_exiting_on(daemon: &Daemon, flag: &Path, code: u8) -> (u64, i32) {
     let mut task = None;
     wait_for(&format!("job {job} to run"), Duration::from_secs(10), || {
         let pids = daemon.job(job)["pids"].as_array().cloned().unwrap_or_default();
-        task = pids.iter().filter_map(|p| p.as_i64()).map(|p| p as i32).find(|&p| comm(p) == "sh");
+        task = pids.iter().filter_map(|p| p.as_i64()).map(|p| p as i32).find(|&p| is_shell(p));
         task.is_some()
     });
     (job, task.unwrap())
-}
-
-fn comm(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
 }
 
 fn signal(pid: i32, signal: nix::sys::signal::Signal) {
@@ -90,10 +94,8 @@ fn killing_the_daemon_and_its_watchdog_together_mid_slice_leaves_nothing_frozen_
     }
     let _machine = whole_machine();
     let mut daemon = Daemon::up(&["--slice-ms", "100"]);
-    let (mine, my_spinners) = spin_job(&daemon, None, 2);
-    let (theirs, their_spinners) = spin_job(&daemon, Some(USER), 2);
-    let spinners: Vec<i32> = my_spinners.iter().chain(&their_spinners).copied().collect();
-    std::thread::sleep(Duration::from_millis(230)); // mid-slice, one gang frozen
+    let (mine, theirs, [my_spinners, their_spinners]) = two_owners_mid_slice(&daemon);
+    let spinners = [my_spinners.clone(), their_spinners.clone()].concat();
     let watchdogs = watchdogs_of(&daemon.node);
     assert_eq!(watchdogs.len(), 1, "{watchdogs:?}");
     // Stopped first, so that it can neither replace its watchdog nor switch while both are killed.
@@ -127,10 +129,8 @@ fn killing_the_agent_alone_mid_slice_thaws_its_jobs_and_a_new_agent_adopts_them(
     }
     let _machine = whole_machine();
     let mut daemon = Daemon::split(&["--slice-ms", "100"]);
-    let (mine, my_spinners) = spin_job(&daemon, None, 2);
-    let (theirs, their_spinners) = spin_job(&daemon, Some(USER), 2);
-    let spinners: Vec<i32> = my_spinners.iter().chain(&their_spinners).copied().collect();
-    std::thread::sleep(Duration::from_millis(230));
+    let (mine, theirs, [my_spinners, their_spinners]) = two_owners_mid_slice(&daemon);
+    let spinners = [my_spinners.clone(), their_spinners.clone()].concat();
     daemon.kill_agent();
     wait_all_thawed(&daemon.node, &spinners, "the watchdog to thaw every job");
 

@@ -14,7 +14,7 @@ pub fn skip_unless_root(test: &str) -> bool {
     if nix::unistd::geteuid().is_root() {
         return false;
     }
-    eprintln!("SKIPPED: {test}: needs root for cgroups and for starting jobs as other users");
+    cosched_runtime::testing::say_skipped(test, "needs root for cgroups and for starting jobs as other users");
     true
 }
 
@@ -195,6 +195,11 @@ impl Daemon {
         pids
     }
 
+    /// The shells of a job of `tasks` tasks each running `sh` under `timeout` (as `SPIN`), once all have started.
+    pub fn spinners(&self, job: u64, tasks: usize) -> Vec<i32> {
+        self.pids(job, 2 * tasks).into_iter().filter(|&p| is_shell(p)).collect()
+    }
+
     pub fn kill_hard(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -315,6 +320,15 @@ pub fn cpu_ticks(pid: i32) -> Option<u64> {
 }
 
 /// May the process run user code now: on a CPU or waiting for one (`R`), and its cgroup not asked to freeze?
+/// The short name of a process (empty once it is gone).
+pub fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
+}
+
+pub fn is_shell(pid: i32) -> bool {
+    comm(pid) == "sh"
+}
+
 /// A task of a job asked to freeze may show `R` for a moment while it goes to the freezer's trap, but runs no user
 /// code any more (the switcher starts the next gang without waiting for every such task: docs/runtime.md).
 pub fn is_running(pid: i32) -> bool {

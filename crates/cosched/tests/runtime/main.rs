@@ -86,7 +86,7 @@ fn killing_the_daemon_mid_slice_leaves_no_process_stopped_and_a_restart_adopts_t
     std::thread::sleep(Duration::from_millis(230)); // mid-slice, one gang frozen
     daemon.kill_hard();
     let all: Vec<i32> = pa.iter().chain(&pb).copied().collect();
-    let spinners: Vec<i32> = all.iter().copied().filter(|&p| is_spinner(p)).collect();
+    let spinners: Vec<i32> = all.iter().copied().filter(|&p| is_shell(p)).collect();
     assert_eq!(spinners.len(), 4);
     wait_for("every process to run again", Duration::from_secs(2), || {
         all_progress(&spinners, Duration::from_millis(200))
@@ -110,8 +110,7 @@ fn a_dead_watchdog_is_replaced_so_a_later_crash_leaves_nothing_frozen() {
     let mut daemon = Daemon::up(&["--slice-ms", "100"]);
     let a = spin_job(&daemon, "2", &[]);
     let b = spin_job(&daemon, "2", &[]);
-    let spinners: Vec<i32> =
-        daemon.pids(a, 4).into_iter().chain(daemon.pids(b, 4)).filter(|&p| is_spinner(p)).collect();
+    let spinners = [daemon.spinners(a, 2), daemon.spinners(b, 2)].concat();
     let first = watchdogs_of(&daemon.node);
     assert_eq!(first.len(), 1, "one watchdog: {first:?}");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(first[0]), nix::sys::signal::Signal::SIGKILL).unwrap();
@@ -124,10 +123,6 @@ fn a_dead_watchdog_is_replaced_so_a_later_crash_leaves_nothing_frozen() {
     wait_for("every process to run again", Duration::from_secs(5), || {
         all_progress(&spinners, Duration::from_millis(200))
     });
-}
-
-fn is_spinner(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sh")
 }
 
 #[test]
@@ -201,7 +196,7 @@ fn kill_asks_with_sigterm_and_ends_with_sigkill_after_the_grace() {
     let daemon = Daemon::up(&["--slice-ms", "50", "--kill-wait-s", "2"]);
     let polite = daemon.submit(&["--", "sh", "-c", "trap 'echo got-term; exit 0' TERM; while :; do sleep 0.1; done"]);
     let stubborn = daemon.submit(&["--", "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"]);
-    let stubborn_sh = daemon.pids(stubborn, 2).into_iter().find(|&p| is_spinner(p)).unwrap();
+    let stubborn_sh = daemon.pids(stubborn, 2).into_iter().find(|&p| is_shell(p)).unwrap();
     daemon.pids(polite, 2);
     for job in [polite, stubborn] {
         assert!(daemon.client(&["kill", &job.to_string()]).status.success());

@@ -228,15 +228,11 @@ fn spinners_by_node(cluster: &Cluster, job: u64, nodes: usize) -> Vec<Vec<i32>> 
         };
         let pids: Vec<i32> =
             j["pids"].as_array().into_iter().flatten().filter_map(|p| p.as_i64()).map(|p| p as i32).collect();
-        let spinners: Vec<i32> = pids.into_iter().filter(|&p| comm(p) == "sh").collect();
+        let spinners: Vec<i32> = pids.into_iter().filter(|&p| is_shell(p)).collect();
         by_node = spinners.iter().map(|&p| vec![p]).collect();
         by_node.len() == nodes
     });
     by_node
-}
-
-fn comm(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim().to_string()
 }
 
 #[test]

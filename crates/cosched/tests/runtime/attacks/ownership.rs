@@ -214,11 +214,7 @@ fn registrations_cannot_take_a_running_job_out_of_the_cycle_and_empty_jobs_can_b
     let _machine = whole_machine();
     let daemon = Daemon::up(&["--slice-ms", "20", "--rows", "4", "--cpus", "2"]);
     let victim = daemon.submit(&["-n", "2", "--", "timeout", "120", "sh", "-c", "while :; do :; done"]);
-    let spinners: Vec<i32> = daemon
-        .pids(victim, 4) // `timeout` and `sh` per task
-        .into_iter()
-        .filter(|p| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sh"))
-        .collect();
+    let spinners = daemon.spinners(victim, 2);
     let mut registered = Vec::new();
     let refused = loop {
         match register(&daemon, Some(ATTACKER), &["--cpus", "2", "--class", "interactive"]) {

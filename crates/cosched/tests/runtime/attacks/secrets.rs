@@ -40,13 +40,20 @@ fn a_job_inherits_neither_the_daemons_raised_file_limit_nor_its_oom_protection()
         return;
     }
     // Protecting a process from the OOM killer takes CAP_SYS_RESOURCE, which some containers lack.
-    let protectable =
-        std::process::Command::new("choom").args(["-n", "-500", "--", "true"]).status().unwrap().success();
+    let protectable = std::process::Command::new("choom")
+        .args(["-n", "-500", "--", "true"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success();
     let mut wrapper = vec!["prlimit", "--nofile=1024:16384", "--"];
     if protectable {
         wrapper.extend(["choom", "-n", "-500", "--"]);
     } else {
-        eprintln!("SKIPPED (in part): no CAP_SYS_RESOURCE here, so the daemon cannot be protected from the OOM killer");
+        cosched_runtime::testing::say_skipped(
+            "the OOM half of a_job_inherits_neither_the_daemons_limits",
+            "no CAP_SYS_RESOURCE here, so the daemon cannot be protected from the OOM killer",
+        );
     }
     let daemon = Daemon::up_under(&wrapper, &["--slice-ms", "50"], &[]);
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", daemon.child.id())).unwrap();
