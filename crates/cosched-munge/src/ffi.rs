@@ -10,6 +10,7 @@ const LIBRARY: &str = "libmunge.so.2";
 // From <munge.h>.
 const MUNGE_OPT_ADDR4: c_int = 5;
 const MUNGE_OPT_SOCKET: c_int = 8;
+const MUNGE_OPT_UID_RESTRICTION: c_int = 9;
 const EMUNGE_SUCCESS: c_int = 0;
 
 type Context = *mut c_void;
@@ -57,6 +58,9 @@ impl Api {
             let library = libloading::Library::new(LIBRARY).map_err(|e| format!("cannot load {LIBRARY}: {e}"))?;
             let symbol = |name: &[u8]| -> Result<*const c_void, String> {
                 let found = library.get::<*const c_void>(name).map_err(|e| format!("{LIBRARY}: {e}"))?;
+                if found.is_null() {
+                    return Err(format!("{LIBRARY}: {} is null", String::from_utf8_lossy(name)));
+                }
                 Ok(*found)
             };
             Ok(Api {
@@ -74,11 +78,18 @@ impl Api {
     }
 
     /// A credential for the calling process's uid and gid carrying `payload`, from the munged at `socket`
-    /// (libmunge's default when `None`).
-    pub fn encode(&self, socket: Option<&CStr>, payload: &[u8]) -> Result<String, CallError> {
+    /// (libmunge's default when `None`); with `decoder_uid`, only a process of that uid may decode it.
+    pub fn encode(&self, socket: Option<&CStr>, payload: &[u8], decoder_uid: Option<u32>) -> Result<String, CallError> {
         let length =
             c_int::try_from(payload.len()).map_err(|_| CallError { code: 3, message: "payload too long".into() })?;
         let context = self.context(socket)?;
+        if let Some(uid) = decoder_uid {
+            // SAFETY: MUNGE_OPT_UID_RESTRICTION takes one `uid_t` (u32 on Linux).
+            let code = unsafe { (self.context_set)(context.0, MUNGE_OPT_UID_RESTRICTION, uid as libc::uid_t) };
+            if code != EMUNGE_SUCCESS {
+                return Err(self.call_error(code, &context));
+            }
+        }
         let mut credential: *mut c_char = std::ptr::null_mut();
         // SAFETY: `context` is live; `payload` is valid for `length` bytes; libmunge sets `credential` to a
         // NUL-terminated string from malloc, which we copy and free.

@@ -7,7 +7,8 @@
 //! uid comes from a credential, never from what the client claims.
 //!
 //! cosched binds every credential to one connection: the payload names a purpose and the peer's fresh nonce
-//! (`cosched-user:<nonce>`), so a credential seen on the wire is worthless elsewhere.
+//! (`cosched-user:<nonce>`), so cosched takes a credential seen on the wire nowhere else; and each is restricted to
+//! the uid of its one recipient ([`Munge::encode_for`]), so no other service of the realm can decode it either.
 //!
 //! libmunge is loaded at run time ([`Munge::open`]), so building and simulating never need MUNGE installed.
 
@@ -75,9 +76,18 @@ impl Munge {
         self.socket_path.as_ref().map_or("munged's default socket".into(), |p| p.display().to_string())
     }
 
-    /// A credential for this process's uid and gid that carries `payload`.
+    /// A credential for this process's uid and gid that carries `payload`, which any process of the realm may
+    /// decode.
     pub fn encode(&self, payload: &[u8]) -> Result<String, MungeError> {
-        self.api.encode(self.socket.as_deref(), payload).map_err(|e| self.error("encoding a credential", e))
+        self.api.encode(self.socket.as_deref(), payload, None).map_err(|e| self.error("encoding a credential", e))
+    }
+
+    /// As [`Munge::encode`], but only a process of `decoder_uid` may decode it (munged refuses every other uid, as
+    /// Slurm restricts its messages to their recipient): a credential of root handed to a peer that has not
+    /// proved who it is stays useless to any other service of the realm.
+    pub fn encode_for(&self, payload: &[u8], decoder_uid: u32) -> Result<String, MungeError> {
+        let encoded = self.api.encode(self.socket.as_deref(), payload, Some(decoder_uid));
+        encoded.map_err(|e| self.error("encoding a credential", e))
     }
 
     /// Whose `credential` is, if munged finds it valid (sealed with the realm's key, not expired, never decoded

@@ -7,7 +7,7 @@
 
 use crate::auth::Credentials;
 pub use crate::client::Address;
-use crate::client::Connection;
+use crate::client::{Challenged, Connection};
 use crate::freezer::{FreezerKind, JobGroups};
 use crate::job_tag::JobTag;
 use crate::launch::LaunchSpec;
@@ -65,6 +65,28 @@ pub struct Agent {
     switcher: Arc<Switcher>,
     shared: Mutex<Shared>,
     connected: (Mutex<bool>, Condvar),
+}
+
+/// With MUNGE and no agents' key, the controller proves itself only after our hello: its first message must be its
+/// credential over our challenge. Nothing it says is obeyed, and nothing is reported to it, before that.
+fn await_controller_proof(
+    connection: &mut Connection,
+    credentials: &Credentials,
+    challenged: &Challenged,
+) -> std::io::Result<()> {
+    if credentials.proved_by_challenge() {
+        return Ok(());
+    }
+    let line = connection.read_line(Some(Duration::from_secs(30))).map_err(std::io::Error::other)?;
+    let line = line.ok_or_else(|| std::io::Error::other("the controller closed the connection"))?;
+    let munge = match serde_json::from_str::<ToAgent>(&line) {
+        Ok(ToAgent::ControllerCredential { munge }) => Some(munge),
+        Ok(ToAgent::Refused { reason }) => {
+            return Err(std::io::Error::other(format!("refused by the controller: {reason}")));
+        }
+        _ => None, // anything else before the proof: not our controller (said below)
+    };
+    connection.check_late_proof(credentials, challenged, munge).map_err(std::io::Error::other)
 }
 
 impl Agent {
@@ -131,16 +153,19 @@ impl Agent {
         }
     }
 
-    /// Connect, make sure the other end is our controller, prove we are an agent (over TCP), then obey it.
+    /// Connect, prove we are an agent (over TCP), make sure the other end is our controller, then obey it.
     fn serve_link(&self) -> std::io::Result<()> {
         let credentials = &self.settings.credentials;
         let mut connection = Connection::open(&self.settings.controller).map_err(std::io::Error::other)?;
-        let nonce = connection.verify_controller(credentials).map_err(std::io::Error::other)?;
+        let challenged = connection.challenge(credentials).map_err(std::io::Error::other)?;
         let mut hello = self.hello()?;
-        if let Some(nonce) = nonce {
-            hello.proof = Some(credentials.agent_proof(&hello.node, &nonce).map_err(std::io::Error::other)?);
+        if let Some(challenged) = &challenged {
+            hello.proof = Some(credentials.agent_proof(&hello.node, &challenged.nonce).map_err(std::io::Error::other)?);
         }
         connection.send(&Request::AgentHello(hello)).map_err(std::io::Error::other)?;
+        if let Some(challenged) = &challenged {
+            await_controller_proof(&mut connection, credentials, challenged)?;
+        }
         self.shared.lock().unwrap().writer = Some(Box::new(connection.writer()));
         *self.connected.0.lock().unwrap() = true;
         self.connected.1.notify_all();
@@ -179,7 +204,8 @@ impl Agent {
 
     fn obey(&self, message: ToAgent) {
         let result = match message {
-            ToAgent::Welcome { .. } => Ok(()),
+            // Checked before anything else was read (`await_controller_proof`), or proved by the challenge.
+            ToAgent::Welcome { .. } | ToAgent::ControllerCredential { .. } => Ok(()),
             ToAgent::Refused { reason } => Err(std::io::Error::other(format!("refused by the controller: {reason}"))),
             ToAgent::Schedule(schedule) => {
                 let marked = self.mark_suspended(&schedule);

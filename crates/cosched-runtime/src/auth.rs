@@ -3,9 +3,15 @@
 //! Users and agents prove who they are with MUNGE credentials, each bound to one purpose and to the nonce the
 //! controller gave this connection, so a credential seen on the wire is worth nothing on another connection.
 //! Agents may instead prove with an HMAC of the same text under a shared key that only root can read; the key
-//! itself never crosses the network. The controller proves itself to agents and remote users the same way
-//! before they send anything that matters: an agent obeys its controller as root, so a program squatting on the
+//! itself never crosses the network. The controller proves itself to agents and remote users the same way before
+//! they act on anything it says: an agent obeys its controller as root, so a program squatting on the
 //! controller's port while it is down must not be able to pose as it.
+//!
+//! With the key, the controller's proof answers the challenge, before the peer proves anything. With MUNGE it
+//! comes only once the peer has proved who it is, restricted to that peer's uid: a controller that minted a
+//! credential of root for whoever asks would hand every unauthenticated peer a root credential of the realm,
+//! which a service that trusts a credential's uid without reading its payload would accept. Every credential is
+//! restricted to its one recipient, the peers' to the controller's uid (root), as Slurm restricts its own.
 
 use crate::protocol::{AgentProof, ControllerProof, MAX_NONCE_CHARS};
 use cosched_munge::{bound_payload, Munge};
@@ -16,6 +22,8 @@ use std::sync::Arc;
 
 /// The shortest key accepted, in bytes (256 bits: `openssl rand -hex 32` gives 64 characters).
 pub const MIN_KEY_BYTES: usize = 32;
+/// The controller runs as root: only root may decode the credentials its peers make for it.
+pub const CONTROLLER_UID: u32 = 0;
 
 /// The agents' shared key, read from a file that only root may read.
 pub struct AgentKey {
@@ -108,19 +116,32 @@ impl Credentials {
         self.munge.as_deref().ok_or_else(|| "MUNGE is not in use here".to_string())
     }
 
-    /// The controller's answer to a challenge: its nonce for the peer, and proofs over the peer's nonce.
+    /// The controller's answer to a challenge: its nonce for the peer and, with the agents' key, the HMAC over the
+    /// peer's nonce. Never a MUNGE credential: the peer has proved nothing yet (see `munge_proof_for`).
     pub fn prove_controller(&self, our_nonce: String, their_nonce: Option<&str>) -> Result<ControllerProof, String> {
         let mut proof = ControllerProof { nonce: our_nonce, ..ControllerProof::default() };
         if let Some(nonce) = their_nonce {
             check_peer_nonce(nonce)?;
-            let text = bound_payload("controller", nonce);
-            proof.hmac = self.agent_key.as_ref().map(|key| key.sign(&text));
-            proof.munge = self.munge.as_ref().map(|m| m.encode(&text)).transpose().map_err(|e| e.to_string())?;
+            proof.hmac = self.agent_key.as_ref().map(|key| key.sign(&bound_payload("controller", nonce)));
         }
         Ok(proof)
     }
 
-    /// Check that the answer to our challenge (`our_nonce`) came from the controller: the HMAC under our key when
+    /// The controller's MUNGE proof over the peer's nonce, for a peer that has proved it is `peer_uid`: only that
+    /// uid may decode it. `None` without MUNGE or without a nonce of the peer's.
+    pub fn munge_proof_for(&self, their_nonce: Option<&str>, peer_uid: u32) -> Result<Option<String>, String> {
+        let (Some(munge), Some(nonce)) = (&self.munge, their_nonce) else { return Ok(None) };
+        let text = bound_payload("controller", nonce);
+        munge.encode_for(&text, peer_uid).map(Some).map_err(|e| e.to_string())
+    }
+
+    /// Does the answer to a challenge already prove the controller (the agents' key), or must the peer prove
+    /// itself first and check the controller's MUNGE proof after (`munge_proof_for`)?
+    pub fn proved_by_challenge(&self) -> bool {
+        self.agent_key.is_some()
+    }
+
+    /// Check that a proof over our challenge (`our_nonce`) came from the controller: the HMAC under our key when
     /// we have one, else a MUNGE credential of root.
     pub fn check_controller(&self, proof: &ControllerProof, our_nonce: &str) -> Result<(), String> {
         let text = bound_payload("controller", our_nonce);
@@ -177,13 +198,13 @@ impl Credentials {
         let text = agent_text(node, nonce);
         match &self.agent_key {
             Some(key) => Ok(AgentProof::Hmac(key.sign(&text))),
-            None => self.munge()?.encode(&text).map(AgentProof::Munge).map_err(|e| e.to_string()),
+            None => self.munge()?.encode_for(&text, CONTROLLER_UID).map(AgentProof::Munge).map_err(|e| e.to_string()),
         }
     }
 
     /// A user's credential over the controller's `nonce`.
     pub fn user_credential(&self, nonce: &str) -> Result<String, String> {
-        self.munge()?.encode(&bound_payload("user", nonce)).map_err(|e| e.to_string())
+        self.munge()?.encode_for(&bound_payload("user", nonce), CONTROLLER_UID).map_err(|e| e.to_string())
     }
 }
 

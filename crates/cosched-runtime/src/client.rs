@@ -39,6 +39,16 @@ impl std::fmt::Display for Address {
 /// How long a reply may take: the controller answers at once, or within its 5 s wait for an agent.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// What challenging the controller over TCP gave.
+pub struct Challenged {
+    /// The controller's nonce, for our own proof.
+    pub nonce: String,
+    /// Ours, which the controller's proof is over.
+    ours: String,
+    /// Did the answer already prove the controller (the agents' key)?
+    proven: bool,
+}
+
 /// An open connection to the controller.
 pub struct Connection {
     pub address: Address,
@@ -62,22 +72,25 @@ impl Connection {
         Ok(Connection { address: address.clone(), stream, reader })
     }
 
-    /// Open, and over TCP prove who we are with a MUNGE credential (after checking the controller's proof).
+    /// Open, and over TCP prove who we are with a MUNGE credential, then check the controller's proof.
     pub fn open_as_user(address: &Address, credentials: &Credentials) -> Result<Connection, String> {
         let mut connection = Connection::open(address)?;
-        if let Some(nonce) = connection.verify_controller(credentials)? {
-            let credential = credentials.user_credential(&nonce)?;
+        if let Some(challenged) = connection.challenge(credentials)? {
+            let credential = credentials.user_credential(&challenged.nonce)?;
             let reply = connection.call(&Request::Auth { credential })?;
             if !reply.ok {
                 return Err(reply.error.unwrap_or_else(|| "authentication failed".into()));
             }
+            let munge = reply.data["controller_munge"].as_str().map(str::to_string);
+            connection.check_late_proof(credentials, &challenged, munge)?;
         }
         Ok(connection)
     }
 
-    /// Make sure the other end is the controller. On a Unix socket its owner must be root; over TCP it must
-    /// prove itself over a nonce of ours, and the nonce it gives back (returned) is for our own proof.
-    pub fn verify_controller(&mut self, credentials: &Credentials) -> Result<Option<String>, String> {
+    /// Make sure the other end is the controller, or start to. On a Unix socket its owner must be root (`None`).
+    /// Over TCP, challenge it with a nonce of ours: with the agents' key it proves itself in its answer; with
+    /// MUNGE only once we have proved who we are, with the nonce it gave (`check_late_proof`).
+    pub fn challenge(&mut self, credentials: &Credentials) -> Result<Option<Challenged>, String> {
         if let Stream::Unix(socket) = &*self.stream {
             let peer = nix::sys::socket::getsockopt(socket, nix::sys::socket::sockopt::PeerCredentials)
                 .map_err(|e| format!("{}: peer credentials: {e}", self.address))?;
@@ -93,8 +106,26 @@ impl Connection {
         }
         let proof: ControllerProof =
             serde_json::from_value(reply.data).map_err(|e| format!("bad challenge reply: {e}"))?;
-        credentials.check_controller(&proof, &ours).map_err(|e| format!("{}: {e}", self.address))?;
-        Ok(Some(proof.nonce))
+        let proven = credentials.proved_by_challenge();
+        if proven {
+            credentials.check_controller(&proof, &ours).map_err(|e| format!("{}: {e}", self.address))?;
+        }
+        Ok(Some(Challenged { nonce: proof.nonce, ours, proven }))
+    }
+
+    /// Check the controller's MUNGE proof over our challenge, which it gives once we have proved who we are
+    /// (nothing to do when the challenge's answer proved it already).
+    pub fn check_late_proof(
+        &self,
+        credentials: &Credentials,
+        challenged: &Challenged,
+        munge: Option<String>,
+    ) -> Result<(), String> {
+        if challenged.proven {
+            return Ok(());
+        }
+        let proof = ControllerProof { munge, ..ControllerProof::default() };
+        credentials.check_controller(&proof, &challenged.ours).map_err(|e| format!("{}: {e}", self.address))
     }
 
     /// Send one request and read its reply.

@@ -18,8 +18,10 @@ pub const MAX_TRUSTED_LINE_BYTES: usize = 16 << 20;
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
     /// Ask for a fresh nonce to bind an `Auth` or `AgentHello` to this connection. With `nonce` (the client's own,
-    /// hex, at most `MAX_NONCE_CHARS`), the controller also proves it is the controller: a MUNGE credential of
-    /// root, or an HMAC of the agents' key, over that nonce (`ControllerProof`).
+    /// hex, at most `MAX_NONCE_CHARS`), the controller also proves it is the controller over that nonce: with the
+    /// agents' key an HMAC in the answer (`ControllerProof`); with MUNGE a credential of root that only the peer's
+    /// uid may decode, once the peer has proved who it is (in the `Auth` reply's `controller_munge`, or an agent's
+    /// first message, `ToAgent::ControllerCredential`).
     Challenge {
         nonce: Option<String>,
     },
@@ -143,8 +145,9 @@ pub enum AgentProof {
     Hmac(String),
 }
 
-/// The controller's answer to `Challenge`: its nonce, and, when the client sent one, its proof of being the
-/// controller over the client's nonce (payload or HMAC text `cosched-controller:<client nonce>`).
+/// The controller's answer to `Challenge`: its nonce and, when the client sent one and the controller holds the
+/// agents' key, its HMAC over `cosched-controller:<client nonce>`. `munge` is the same proof made with MUNGE, which
+/// the controller gives only once the peer has proved itself (see `Request::Challenge`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
 pub struct ControllerProof {
     pub nonce: String,
@@ -192,6 +195,12 @@ impl Reply {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum ToAgent {
+    /// Over TCP with MUNGE, the first message to an agent that proved itself: the controller's credential over
+    /// the agent's challenge nonce (payload `cosched-controller:<nonce>`), made for root. The agent obeys nothing
+    /// before it has checked it.
+    ControllerCredential {
+        munge: String,
+    },
     Welcome {
         node_index: u32,
     },

@@ -142,6 +142,9 @@ struct Session {
     who: Option<Identity>,
     /// The nonce of the last `Challenge`, used by the next `Auth` or `AgentHello` (once).
     nonce: Option<String>,
+    /// The peer's own nonce of that `Challenge`: the controller's MUNGE proof is over it, once the peer has proved
+    /// who it is.
+    their_nonce: Option<String>,
     opened: Instant,
 }
 
@@ -154,7 +157,7 @@ impl Session {
             Peer::Remote(_) => None,
         };
         let reader = BufReader::new(Shared(stream.clone()));
-        Session { listening, stream, reader, pass, peer, who, nonce: None, opened: Instant::now() }
+        Session { listening, stream, reader, pass, peer, who, nonce: None, their_nonce: None, opened: Instant::now() }
     }
 
     /// Answer requests until the peer hangs up, falls silent, or fails to authenticate.
@@ -224,6 +227,7 @@ impl Session {
         match proof {
             Ok(proof) => {
                 self.nonce = Some(proof.nonce.clone());
+                self.their_nonce = theirs.map(str::to_string);
                 Reply::ok(serde_json::to_value(proof).unwrap_or_default())
             }
             Err(e) => Reply::error(format!("challenge: {e}")),
@@ -235,11 +239,13 @@ impl Session {
             return Ok(Reply::error("auth is for TCP: on this socket your identity comes from the kernel"));
         }
         let nonce = self.nonce.take().ok_or("ask for a challenge first")?;
-        let (uid, gid) = self.listening.credentials.check_user(credential, &nonce)?;
+        let credentials = &self.listening.credentials;
+        let (uid, gid) = credentials.check_user(credential, &nonce)?;
+        let proof = credentials.munge_proof_for(self.their_nonce.take().as_deref(), uid)?;
         let who = self.listening.controller.identity_for(uid, gid);
         self.pass.authenticated(uid, who.admin)?;
         self.who = Some(who);
-        Ok(Reply::ok(serde_json::json!({ "uid": uid, "gid": gid, "admin": who.admin })))
+        Ok(Reply::ok(serde_json::json!({ "uid": uid, "gid": gid, "admin": who.admin, "controller_munge": proof })))
     }
 
     /// Log, pause (so guessing is slow), count the failure against the address, then answer `refusal` and close.
@@ -268,6 +274,16 @@ impl Session {
         if let Err(reason) = proved {
             let refusal = ToAgent::Refused { reason: format!("not an agent: {reason}") };
             return self.authentication_failed(&reason, &refusal);
+        }
+        // Over TCP without the agents' key, the agent obeys nothing before this proof (agents run as root).
+        match self.listening.credentials.munge_proof_for(self.their_nonce.as_deref(), crate::auth::CONTROLLER_UID) {
+            Ok(Some(munge)) if matches!(self.peer, Peer::Remote(_)) => {
+                if write_message(&mut &*self.stream, &ToAgent::ControllerCredential { munge }).is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return self.reply_and_close(&Reply::error(format!("the controller's proof: {e}"))),
         }
         self.pass.agent();
         agent_link(&self.listening.controller, self.reader, self.stream, hello);

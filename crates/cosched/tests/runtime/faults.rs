@@ -42,13 +42,6 @@ fn signal(pid: i32, signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
 }
 
-/// Nothing of the node frozen and every spinner using CPU.
-fn wait_all_thawed(node: &str, spinners: &[i32], what: &str) {
-    wait_for(what, Duration::from_secs(10), || {
-        frozen_jobs(node).is_empty() && all_progress(spinners, Duration::from_millis(200))
-    });
-}
-
 fn wait_ended(daemon: &Daemon, job: u64) -> serde_json::Value {
     wait_for(&format!("job {job} to end"), Duration::from_secs(20), || daemon.job(job)["ended_unix_ms"].is_u64());
     daemon.job(job)

@@ -440,6 +440,35 @@ pub fn credential_of(uid: u32, munge: &cosched_munge::testing::PrivateMunged, pa
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// Decode `credential` as `uid` would (munged checks the decoder's uid against the credential's restriction):
+/// the uid it vouches for and its payload, or munged's refusal.
+pub fn decode_as(
+    uid: u32,
+    munge: &cosched_munge::testing::PrivateMunged,
+    credential: &str,
+) -> Result<(u32, String), String> {
+    use std::io::Write;
+    let mut child = Command::new("unmunge")
+        .args(["-S", munge.socket().to_str().unwrap(), "--numeric", "--keys=UID"])
+        .uid(uid)
+        .gid(uid)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(credential.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    // `--keys=UID`: one "UID: <n>" line, an empty line, then the payload.
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (header, payload) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let decoded_uid = header.split_whitespace().last().and_then(|n| n.parse().ok()).expect("a UID line");
+    Ok((decoded_uid, payload.to_string()))
+}
+
 /// A raw protocol connection over TCP: one JSON line out, one back.
 pub struct RawPeer {
     reader: std::io::BufReader<std::net::TcpStream>,
@@ -611,6 +640,22 @@ pub fn frozen_jobs(node: &str) -> Vec<PathBuf> {
             read("cgroup.freeze").trim() == "1" || read("cgroup.events").contains("frozen 1")
         })
         .collect()
+}
+
+/// Nothing of the node frozen and every spinner using CPU. Says (with `--nocapture`) how long the node's jobs stayed
+/// frozen from the call, right after the fault: the figure `docs/security.md` reports; a bound on it here would
+/// fail on a loaded machine.
+pub fn wait_all_thawed(node: &str, spinners: &[i32], what: &str) {
+    let fault = std::time::Instant::now();
+    let mut thawed_after = None;
+    wait_for(what, Duration::from_secs(10), || {
+        let nothing_frozen = frozen_jobs(node).is_empty();
+        if nothing_frozen && thawed_after.is_none() {
+            thawed_after = Some(fault.elapsed());
+        }
+        nothing_frozen && all_progress(spinners, Duration::from_millis(200))
+    });
+    println!("fault-to-thawed: {what}: {:.1} ms", thawed_after.unwrap_or_default().as_secs_f64() * 1e3);
 }
 
 /// Every process the daemon lists for a job is the job's owner's, by every uid, and sits in that job's cgroup.

@@ -88,9 +88,7 @@ fn killing_the_daemon_mid_slice_leaves_no_process_stopped_and_a_restart_adopts_t
     let all: Vec<i32> = pa.iter().chain(&pb).copied().collect();
     let spinners: Vec<i32> = all.iter().copied().filter(|&p| is_shell(p)).collect();
     assert_eq!(spinners.len(), 4);
-    wait_for("every process to run again", Duration::from_secs(2), || {
-        all_progress(&spinners, Duration::from_millis(200))
-    });
+    wait_all_thawed(&daemon.node, &spinners, "the watchdog to thaw every job");
 
     daemon.restart(&["--slice-ms", "100"]);
     assert_eq!(daemon.job(a)["state"], "running", "the database keeps the jobs");
@@ -120,9 +118,7 @@ fn a_dead_watchdog_is_replaced_so_a_later_crash_leaves_nothing_frozen() {
     });
     std::thread::sleep(Duration::from_millis(230)); // mid-slice, one gang frozen
     daemon.kill_hard();
-    wait_for("every process to run again", Duration::from_secs(5), || {
-        all_progress(&spinners, Duration::from_millis(200))
-    });
+    wait_all_thawed(&daemon.node, &spinners, "the watchdog to thaw every job");
 }
 
 #[test]

@@ -82,6 +82,29 @@ fn a_credential_is_good_for_its_own_connection_and_purpose_only() {
     assert!(error_of(&fifth.ask(&auth_line(&unbound))).contains("challenge first"));
 }
 
+/// A controller that answered every challenge with a credential of root would hand anyone who connects a root
+/// credential of the realm, good with any service that trusts a credential's uid without reading its payload.
+#[test]
+fn the_controller_hands_no_root_credential_to_a_peer_that_has_not_proved_who_it_is() {
+    if skip_unless_root("the_controller_hands_no_root_credential") {
+        return;
+    }
+    let munge = private_munged();
+    let (_daemon, address) = tcp_daemon(&munge, &[]);
+    let mut peer = RawPeer::connect(&address);
+    let answer = peer.ask(r#"{"op":"challenge","nonce":"ab"}"#);
+    assert_eq!(answer["ok"], true, "{answer}");
+    assert!(answer["data"].get("munge").is_none(), "a credential for an unauthenticated peer: {answer}");
+    let nonce = answer["data"]["nonce"].as_str().unwrap().to_string();
+    // Once the peer proved it is ATTACKER, the controller proves itself with a credential only ATTACKER decodes.
+    let authenticated = peer.ask(&auth_line(&credential_of(ATTACKER, &munge, &format!("cosched-user:{nonce}"))));
+    assert_eq!(authenticated["ok"], true, "{authenticated}");
+    let proof = authenticated["data"]["controller_munge"].as_str().expect("the controller's proof").to_string();
+    let refused = decode_as(OTHER_USER, &munge, &proof).expect_err("another uid decoded the controller's proof");
+    assert!(refused.contains("Unauthorized"), "{refused}");
+    assert_eq!(decode_as(ATTACKER, &munge, &proof), Ok((0, "cosched-controller:ab".to_string())));
+}
+
 #[test]
 fn a_user_cannot_pose_as_an_agent() {
     if skip_unless_root("a_user_cannot_pose_as_an_agent") {
@@ -176,8 +199,13 @@ fn read_until_closed(reader: &mut impl std::io::Read, within: Duration) -> Vec<u
 }
 
 /// A program on the controller's port (it was down, or the address was spoofed) answers the agent's challenge
-/// but cannot prove it is the controller. Run an agent against it and return what the agent sent.
-fn agent_against_an_impostor(proof: impl FnOnce(&str) -> serde_json::Value, agent_args: &[&str]) -> (String, String) {
+/// (`answer` of the agent's nonce) but cannot prove it is the controller; when the agent says hello anyway,
+/// `after_hello` of the nonce is its first message. Run an agent against it and return what the agent sent.
+fn agent_against_an_impostor(
+    answer: impl FnOnce(&str) -> serde_json::Value,
+    after_hello: impl FnOnce(&str) -> serde_json::Value,
+    agent_args: &[&str],
+) -> (String, String) {
     use std::io::{BufRead, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
@@ -197,9 +225,15 @@ fn agent_against_an_impostor(proof: impl FnOnce(&str) -> serde_json::Value, agen
     reader.read_line(&mut challenge).unwrap();
     stream.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
     let theirs: serde_json::Value = serde_json::from_str(&challenge).unwrap();
-    let answer = json!({ "ok": true, "data": proof(theirs["nonce"].as_str().unwrap()) });
+    let nonce = theirs["nonce"].as_str().unwrap().to_string();
+    let answer = json!({ "ok": true, "data": answer(&nonce) });
     (&stream).write_all(format!("{answer}\n").as_bytes()).unwrap();
-    let rest = read_until_closed(&mut reader, Duration::from_secs(5));
+    let mut hello = String::new();
+    let _ = reader.read_line(&mut hello);
+    if hello.contains("agent_hello") {
+        (&stream).write_all(format!("{}\n", after_hello(&nonce)).as_bytes()).unwrap();
+    }
+    let rest = hello + &String::from_utf8_lossy(&read_until_closed(&mut reader, Duration::from_secs(5)));
     // The agent closes the connection, then logs why.
     let logged_why = || std::fs::read_to_string(&log).unwrap_or_default().contains("controller link");
     let started = Instant::now();
@@ -209,7 +243,7 @@ fn agent_against_an_impostor(proof: impl FnOnce(&str) -> serde_json::Value, agen
     let _ = agent.kill();
     let _ = agent.wait();
     remove_agent_cgroups(&node);
-    let sent = challenge + &String::from_utf8_lossy(&rest);
+    let sent = challenge + &rest;
     let logged = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     (sent, logged)
@@ -228,17 +262,28 @@ fn an_agent_proves_nothing_to_a_program_that_cannot_prove_it_is_the_controller()
     let key_text = std::fs::read_to_string(&key).unwrap();
     let (sent, logged) = agent_against_an_impostor(
         |_| json!({ "nonce": "00", "hmac": "00".repeat(32) }),
+        |_| json!({ "cmd": "welcome", "node_index": 0 }),
         &["--key-file", key.to_str().unwrap()],
     );
     assert!(!sent.contains("agent_hello") && !sent.contains(&key_text), "the agent sent: {sent}");
     assert!(logged.contains("not our controller"), "agent log: {logged}");
-    // MUNGE mode: the impostor is a user; its credential is its own, not root's.
+    // MUNGE mode: the agent proves itself first (as Slurm's daemons do), with a credential only root can decode;
+    // the impostor is a user, and its credential is its own, not root's: the agent obeys and reports nothing.
     let munge = private_munged();
     let (sent, logged) = agent_against_an_impostor(
-        |nonce| json!({ "nonce": "00", "munge": credential_of(ATTACKER, &munge, &format!("cosched-controller:{nonce}")) }),
+        |_| json!({ "nonce": "00" }),
+        |nonce| {
+            let forged = credential_of(ATTACKER, &munge, &format!("cosched-controller:{nonce}"));
+            json!({ "cmd": "controller_credential", "munge": forged })
+        },
         &["--munge-socket", munge.socket().to_str().unwrap()],
     );
-    assert!(!sent.contains("agent_hello"), "the agent sent: {sent}");
+    let lines: Vec<&str> = sent.lines().collect();
+    assert!(lines.len() == 2 && lines[1].contains("agent_hello"), "the agent sent more than its hello: {sent}");
+    let hello: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    let agents_credential = hello["proof"]["munge"].as_str().expect("a MUNGE proof");
+    let refused = decode_as(ATTACKER, &munge, agents_credential).expect_err("the impostor decoded root's credential");
+    assert!(refused.contains("Unauthorized"), "{refused}");
     assert!(logged.contains("not our controller"), "agent log: {logged}");
     let _ = std::fs::remove_dir_all(&dir);
 }
