@@ -122,10 +122,35 @@ static double c_strtod(const char *p, char **end) {
     return value;
 }
 
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static const char *skip_digits(const char *p) {
+    while (is_digit(*p)) p++;
+    return p;
+}
+
+/* The end of the JSON number at p, or NULL: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? (RFC 8259). strtod alone
+ * would also take "inf", "nan", hexadecimal and a leading '+'. */
 static const char *skip_number(const char *p) {
-    char *end;
-    (void)c_strtod(p, &end);
-    return end == p ? NULL : end;
+    if (*p == '-') p++;
+    if (*p == '0') {
+        p++;
+    } else if (is_digit(*p)) {
+        p = skip_digits(p);
+    } else {
+        return NULL;
+    }
+    if (*p == '.') {
+        if (!is_digit(*++p)) return NULL;
+        p = skip_digits(p);
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!is_digit(*p)) return NULL;
+        p = skip_digits(p);
+    }
+    return p;
 }
 
 static const char *skip_at_depth(const char *value, int depth);
@@ -211,10 +236,13 @@ const char *json_u64(const char *value, uint64_t *out) {
 const char *json_double(const char *value, double *out) {
     if (value == NULL) return NULL;
     const char *p = skip_ws(value);
-    if (*p != '-' && (*p < '0' || *p > '9')) return NULL;
+    const char *number_end = skip_number(p);
+    if (number_end == NULL) return NULL;
     char *end;
-    *out = c_strtod(p, &end);
-    return end == p ? NULL : end;
+    double parsed = c_strtod(p, &end);
+    if (end != number_end) return NULL;
+    *out = parsed;
+    return end;
 }
 
 const char *json_array_length(const char *value, uint32_t *out) {

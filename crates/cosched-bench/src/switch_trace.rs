@@ -349,8 +349,9 @@ impl Recording {
     /// Stop recording and return the trace's text (the buffer is emptied).
     pub fn finish(self) -> Result<String, String> {
         self.write("tracing_on", "0")?;
-        let text = std::fs::read_to_string(self.root.join("trace")).map_err(|e| format!("reading the trace: {e}"))?;
-        Ok(text)
+        // Lossy: task names are anyone's to choose, and one that is not UTF-8 must not lose the trace.
+        let bytes = std::fs::read(self.root.join("trace")).map_err(|e| format!("reading the trace: {e}"))?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     fn write(&self, file: &str, value: &str) -> Result<(), String> {

@@ -6,7 +6,8 @@
 //! Rules (the LLNL gang scheduler's, see `docs/runtime.md`):
 //! - jobs are taken by class (express, interactive, batch, standby), then in
 //!   submission order; but a job that has started keeps its own row (the one
-//!   it held, `row_held`) before any job that has not, so no later job of any
+//!   it held, `row_held`) before any job that holds none (not started yet, or
+//!   resumed, or displaced by express), so no later job of any
 //!   class but express (administrators only) can push a running job out of the
 //!   cycle: a job takes cells only where admission finds them free;
 //! - *express* jobs run at once and always: their CPUs are taken out of every
@@ -276,8 +277,10 @@ pub fn plan(settings: &PlanSettings, shape: &ClusterShape, jobs: &[PlanJob]) -> 
     assert_eq!(shape.cpus_per_node.len(), shape.accepting.len(), "one accepting flag per node");
     let mut planner = Planner::new(settings, shape, jobs.len());
     let mut order: Vec<usize> = (0..jobs.len()).collect();
-    // Express first (it may displace), then started jobs, then new ones; by class within each.
-    order.sort_by_key(|&i| (jobs[i].class != JobClass::Express, jobs[i].placed.is_none(), jobs[i].class));
+    // Express first (it may displace), then started jobs holding a row, then started jobs without one (resumed, or
+    // displaced by express: they must not take a row another running job holds), then new ones; by class within.
+    let key = |job: &PlanJob| (job.class != JobClass::Express, job.placed.is_none(), job.row_held.is_none(), job.class);
+    order.sort_by_key(|&i| key(&jobs[i]));
     planner.account_started(jobs);
     for &i in &order {
         planner.place(i, &jobs[i]);

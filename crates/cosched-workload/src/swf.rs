@@ -19,11 +19,12 @@
 //! is not an error: it is listed in [`Workload::unusable`] with the reason, so
 //! a report can say how many jobs were left out and why.
 //!
-//! Limits, so that every value can become simulated time (u64 ns) and no
-//! input can exhaust memory: submit, wait and run times within
-//! [`MAX_TIME_S`], processor counts (fields 5 and 8, the `MaxProcs` and
-//! `MaxNodes` header entries) within [`MAX_PROCS`], lines within
-//! [`MAX_LINE_BYTES`], and each job number used once. Beyond them a line is
+//! Limits, so that every value can become simulated time (u64 ns) and memory
+//! grows only with the jobs read (about 200 bytes each): submit, wait and run
+//! times within [`MAX_TIME_S`], processor counts (fields 5 and 8, the
+//! `MaxProcs` and `MaxNodes` header entries) within [`MAX_PROCS`], lines
+//! within [`MAX_LINE_BYTES`], the header within [`MAX_HEADER_BYTES`], and each
+//! job number used once. Beyond them a line is
 //! malformed. A UTF-8 byte order mark before the first line is skipped;
 //! anywhere else it makes the field it is in fail. Messages escape control
 //! and invisible characters (`\0`, `\u{feff}`), so they show what is there.
@@ -91,6 +92,9 @@ pub const MAX_PROCS: u32 = 1_000_000_000;
 /// The longest line read, in bytes: SWF lines are about 100 bytes, and a
 /// longer one is refused before it fills memory.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
+/// The most header (`;` lines) kept, in bytes: archive headers are a few KiB, and a compressed file of nothing but
+/// `;` lines would otherwise fill memory a thousand times faster than it is read.
+pub const MAX_HEADER_BYTES: usize = 1024 * 1024;
 /// Header entries that count processors or nodes, checked like field 5.
 const HEADER_COUNTS: [&str; 2] = ["MaxProcs", "MaxNodes"];
 
@@ -339,8 +343,7 @@ pub fn read_any(mut reader: impl BufRead, source_name: &str, opts: ReadOptions) 
 pub fn read_from(mut reader: impl BufRead, source_name: &str, opts: ReadOptions) -> Result<Workload, SwfError> {
     let io_error = |source| SwfError::Io { path: source_name.to_string(), source };
     let mut workload = Workload::default();
-    // Where each job number was first seen, to refuse a second use.
-    let mut first_line_of_job = BTreeMap::new();
+    let mut seen = Seen::default();
     let mut buf = Vec::new();
     let mut line_no: u64 = 0;
     loop {
@@ -355,7 +358,7 @@ pub fn read_from(mut reader: impl BufRead, source_name: &str, opts: ReadOptions)
             Err(format!("line longer than {MAX_LINE_BYTES} bytes"))
         } else {
             let bytes = if line_no == 1 { buf.strip_prefix(UTF8_BOM).unwrap_or(&buf) } else { &buf };
-            read_line(bytes, line_no, &mut workload, &mut first_line_of_job)
+            read_line(bytes, line_no, &mut workload, &mut seen)
         };
         match outcome {
             Ok(()) => {}
@@ -388,12 +391,20 @@ fn discard_rest_of_line(reader: &mut impl BufRead) -> io::Result<()> {
     }
 }
 
+/// What the lines read so far hold that bounds the next ones.
+#[derive(Default)]
+struct Seen {
+    /// Where each job number was first seen, to refuse a second use.
+    first_line_of_job: BTreeMap<u64, u64>,
+    header_bytes: usize,
+}
+
 /// Add one line (a comment, a job or nothing) to `workload`, or say why it is malformed.
 fn read_line(
     bytes: &[u8],
     line_no: u64,
     workload: &mut Workload,
-    first_line_of_job: &mut BTreeMap<u64, u64>,
+    seen: &mut Seen,
 ) -> Result<(), String> {
     // Lossy: a stray Latin-1 byte in a comment must not stop a read; in a
     // job line it makes a field fail to parse, which is reported.
@@ -405,6 +416,10 @@ fn read_line(
     if let Some(comment) = line.strip_prefix(';') {
         let comment = comment.strip_prefix(' ').unwrap_or(comment);
         check_header_line(comment)?;
+        seen.header_bytes += comment.len();
+        if seen.header_bytes > MAX_HEADER_BYTES {
+            return Err(format!("the header passes {MAX_HEADER_BYTES} bytes (`;` lines)"));
+        }
         workload.header.push(comment.to_string());
         return Ok(());
     }
@@ -413,7 +428,7 @@ fn read_line(
         Parsed::Job(job) => job.job_number,
         Parsed::Unusable(job_number, _) => *job_number,
     };
-    match first_line_of_job.entry(job_number) {
+    match seen.first_line_of_job.entry(job_number) {
         Entry::Occupied(first) => {
             return Err(format!(
                 "field 1 (job number) {job_number} is the number of the job on line {} too",
@@ -836,6 +851,16 @@ mod tests {
         job.procs = 32;
         let f = job.synced_fields();
         assert_eq!((f[4], f[7]), (-1.0, 32.0));
+    }
+
+    #[test]
+    fn a_header_past_its_bound_is_malformed() {
+        let line = format!(";{}\n", "x".repeat(1000));
+        let text = line.repeat(MAX_HEADER_BYTES / 1000 + 1);
+        let err = read_from(text.as_bytes(), "t", ReadOptions::default()).unwrap_err().to_string();
+        assert!(err.contains("header passes"), "{err}");
+        let kept = read_from(line.repeat(10).as_bytes(), "t", ReadOptions::default()).unwrap();
+        assert_eq!(kept.header.len(), 10);
     }
 
     #[test]

@@ -335,7 +335,21 @@ fn a_slice_that_would_stop_gangs_for_ever_is_refused_before_the_daemon_starts() 
     for slice in ["inf", "1e30", "NaN", "0.01", "-5"] {
         let state = dir.join("state");
         let flag = format!("--slice-ms={slice}");
-        let o = cosched(&["up", &flag, "--state-dir", state.to_str().unwrap(), "--monitor", "off"]);
+        // Its own socket and node: a daemon that started after all must not take this machine's.
+        let socket = dir.join("sock");
+        let (state_dir, socket) = (state.to_str().unwrap(), socket.to_str().unwrap());
+        let o = cosched(&[
+            "up",
+            &flag,
+            "--state-dir",
+            state_dir,
+            "--socket",
+            socket,
+            "--node",
+            "slice-test",
+            "--monitor",
+            "off",
+        ]);
         assert!(!o.status.success(), "--slice-ms {slice} was accepted");
         assert!(stderr(&o).contains("--slice-ms") && stderr(&o).contains("between"), "{slice}: {}", stderr(&o));
         assert!(!state.exists(), "--slice-ms {slice}: the daemon started before refusing");

@@ -64,9 +64,40 @@ fn units_start_real_subcommands_and_job_starting_units_spare_the_supervisors() {
                 "{}: a restart would kill every task's supervisor",
                 unit.display()
             );
-            for inherited in
-                ["ProtectSystem", "ProtectHome", "PrivateTmp", "NoNewPrivileges", "SystemCallFilter", "UMask"]
-            {
+            let soft_files =
+                setting(&text, "LimitNOFILE").first().and_then(|l| l.split(':').next()?.parse::<u64>().ok());
+            assert!(
+                soft_files.is_some_and(|soft| soft <= 1024),
+                "{}: jobs get the unit's soft LimitNOFILE back; above 1024 select() breaks",
+                unit.display()
+            );
+            // Namespaces, seccomp filters, capability bounds and identities pass to every process the daemon starts
+            // (or break the daemon: ProtectControlGroups makes the cgroups read-only, RestrictRealtime refuses the
+            // switching threads' SCHED_FIFO).
+            for inherited in [
+                "ProtectSystem",
+                "ProtectHome",
+                "PrivateTmp",
+                "NoNewPrivileges",
+                "SystemCallFilter",
+                "UMask",
+                "CapabilityBoundingSet",
+                "AmbientCapabilities",
+                "RestrictRealtime",
+                "ProtectControlGroups",
+                "PrivateDevices",
+                "PrivateNetwork",
+                "PrivateUsers",
+                "RestrictNamespaces",
+                "RestrictSUIDSGID",
+                "MemoryDenyWriteExecute",
+                "LockPersonality",
+                "ProtectKernelTunables",
+                "ProtectKernelModules",
+                "ProtectClock",
+                "User",
+                "DynamicUser",
+            ] {
                 assert!(
                     setting(&text, inherited).is_empty(),
                     "{}: {inherited} would bind every job too",

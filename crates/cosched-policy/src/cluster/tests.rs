@@ -105,6 +105,19 @@ fn a_started_job_keeps_its_row_when_higher_classes_arrive() {
 }
 
 #[test]
+fn a_resumed_job_takes_a_free_row_not_the_row_a_later_running_job_holds() {
+    // J1 was suspended (it holds no row now) and is resumed; J2, submitted later, runs in row 0.
+    let mut resumed = gang(1, 2);
+    resumed.placed = Some(vec![on(0, &[0, 1])]);
+    let mut running = gang(2, 2);
+    running.placed = Some(vec![on(0, &[0, 1])]);
+    running.row_held = Some(0);
+    let p = plan(&settings(), &shape(1, 2), &[resumed, running]);
+    assert_eq!(placed(&p, 2).1, vec![0], "the running job keeps its row");
+    assert_eq!(placed(&p, 1).1, vec![1], "the resumed job takes the next free one");
+}
+
+#[test]
 fn express_runs_always_and_displaces_a_started_gang_on_its_cpus() {
     let mut started = gang(1, 2);
     started.placed = Some(vec![on(0, &[0, 1])]);

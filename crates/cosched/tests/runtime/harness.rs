@@ -544,20 +544,26 @@ for _ in range(count):
     try:
         if kind == "unix":
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(target)
         else:
             host, port = target.rsplit(":", 1)
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind((source, 0))
-            s.connect((host, int(port)))
+        s.settimeout(5)  # a daemon that stopped accepting fills the backlog: fail, do not hang
+        s.connect(target if kind == "unix" else (host, int(port)))
         conns.append(s)
     except OSError:
         pass
-time.sleep(1.0)
+# The daemon answers refusals as fast as the machine lets it: count once the answers stop coming (2 s without a
+# new one), within 30 s.
 poller = select.poll()
 for s in conns:
     poller.register(s, select.POLLIN)
-answered = {fd for fd, _ in poller.poll(0)}
+answered, last_change, started = set(), time.monotonic(), time.monotonic()
+while time.monotonic() - last_change < 2.0 and time.monotonic() - started < 30.0:
+    now_answered = {fd for fd, _ in poller.poll(100)}
+    if now_answered - answered:
+        answered |= now_answered
+        last_change = time.monotonic()
 print(json.dumps({"held": sum(s.fileno() not in answered for s in conns), "refused": len(answered)}), flush=True)
 sys.stdin.read()
 "#;
@@ -577,8 +583,18 @@ impl Hoarder {
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 (the attacker's tool here)");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+        // Its count comes within 30 s and a few seconds of connecting, or the daemon hangs: then fail, not wait.
+        let stdout = child.stdout.take().unwrap();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = sender.send(line);
+        });
+        let line = receiver.recv_timeout(Duration::from_secs(120)).unwrap_or_else(|_| {
+            let _ = child.kill();
+            panic!("the hoarder gave no count within 120 s: the daemon stopped answering connections")
+        });
         let counts: serde_json::Value =
             serde_json::from_str(&line).unwrap_or_else(|e| panic!("hoarder said {line:?}: {e}"));
         Hoarder { child, held: counts["held"].as_u64().unwrap(), refused: counts["refused"].as_u64().unwrap() }

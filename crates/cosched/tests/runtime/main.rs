@@ -37,7 +37,9 @@ fn gangs_alternate_one_at_a_time_and_obey_controls() {
 
     // Suspend stops every process of A; B then has the CPUs to itself.
     assert!(daemon.client(&["suspend", &a.to_string()]).status.success());
-    std::thread::sleep(Duration::from_millis(200));
+    wait_for("A to stop and B to have the machine", Duration::from_secs(10), || {
+        daemon.job(b)["slice_share"] == 1.0 && pa.iter().all(|&p| frozen(p) == Some(true))
+    });
     let s = sample_gangs(&[pa.clone(), pb.clone()], Duration::from_millis(600));
     assert_eq!(s.running[0], 0, "a suspended job ran");
     assert!(s.running[1] as f64 > 0.9 * s.consistent as f64, "B did not get A's slices");
@@ -84,6 +86,7 @@ fn killing_the_daemon_mid_slice_leaves_no_process_stopped_and_a_restart_adopts_t
     let b = spin_job(&daemon, "2", &[]);
     let (pa, pb) = (daemon.pids(a, 4), daemon.pids(b, 4));
     std::thread::sleep(Duration::from_millis(230)); // mid-slice, one gang frozen
+    assert!(!frozen_jobs(&daemon.node).is_empty(), "no gang was frozen when the daemon died: the test proves nothing");
     daemon.kill_hard();
     let all: Vec<i32> = pa.iter().chain(&pb).copied().collect();
     let spinners: Vec<i32> = all.iter().copied().filter(|&p| is_shell(p)).collect();
@@ -117,6 +120,7 @@ fn a_dead_watchdog_is_replaced_so_a_later_crash_leaves_nothing_frozen() {
         now.len() == 1 && now != first
     });
     std::thread::sleep(Duration::from_millis(230)); // mid-slice, one gang frozen
+    assert!(!frozen_jobs(&daemon.node).is_empty(), "no gang was frozen when the daemon died: the test proves nothing");
     daemon.kill_hard();
     wait_all_thawed(&daemon.node, &spinners, "the watchdog to thaw every job");
 }

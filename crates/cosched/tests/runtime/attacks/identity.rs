@@ -166,8 +166,19 @@ fn an_agents_key_that_others_can_read_or_that_is_not_roots_is_refused() {
         "--socket",
         socket.to_str().unwrap(),
     ];
-    let agent =
-        ["agent", "--controller", "127.0.0.1:1", "--key-file", key_path, "--state-dir", state.to_str().unwrap()];
+    // A node of its own: an agent that started after all would otherwise thaw the jobs of this machine's node.
+    let node = unique("key");
+    let agent = [
+        "agent",
+        "--controller",
+        "127.0.0.1:1",
+        "--node",
+        &node,
+        "--key-file",
+        key_path,
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
     assert!(refused_at_start(&controller).contains("chmod 600"));
     assert!(refused_at_start(&agent).contains("chmod 600"));
@@ -198,6 +209,33 @@ fn read_until_closed(reader: &mut impl std::io::Read, within: Duration) -> Vec<u
     sent
 }
 
+/// The agent's connection, or a failure that says why it never came (the agent exited, or nothing within `within`).
+fn accept_within(
+    listener: &std::net::TcpListener,
+    within: Duration,
+    agent: &mut std::process::Child,
+    log: &std::path::Path,
+) -> std::net::TcpStream {
+    listener.set_nonblocking(true).unwrap();
+    let started = Instant::now();
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false).unwrap();
+                return stream;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("accept: {e}"),
+        }
+        let gone = agent.try_wait().unwrap();
+        if gone.is_some() || started.elapsed() > within {
+            let _ = agent.kill();
+            panic!("the agent never connected ({gone:?}): {}", std::fs::read_to_string(log).unwrap_or_default());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A program on the controller's port (it was down, or the address was spoofed) answers the agent's challenge
 /// (`answer` of the agent's nonce) but cannot prove it is the controller; when the agent says hello anyway,
 /// `after_hello` of the nonce is its first message. Run an agent against it and return what the agent sent.
@@ -218,7 +256,7 @@ fn agent_against_an_impostor(
     args.extend(["--state-dir", &state]);
     args.extend(agent_args);
     let mut agent = spawn_logged(&args, &log);
-    let (stream, _) = listener.accept().unwrap();
+    let stream = accept_within(&listener, Duration::from_secs(20), &mut agent, &log);
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
     let mut challenge = String::new();

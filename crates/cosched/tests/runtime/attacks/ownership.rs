@@ -281,13 +281,25 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
     });
     let connected = daemon.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true));
     assert!(!connected, "the agent was accepted over cgroups the database does not know");
+    // A job submitted now, on a clean node, gets an id the refused agent's cgroups have never had.
+    let clean_node = unique("clean");
+    let clean_dir = daemon.dir.join("clean");
+    std::fs::create_dir_all(&clean_dir).unwrap();
+    let (socket, state) = (daemon.socket.to_str().unwrap(), clean_dir.to_str().unwrap());
+    let agent_args = ["agent", "--controller", socket, "--node", &clean_node, "--state-dir", state];
+    let mut clean_agent = spawn_logged(&agent_args, &clean_dir.join("agent.log"));
+    wait_for("the clean node's agent", Duration::from_secs(10), || {
+        let nodes = daemon.status()["nodes"].as_array().cloned().unwrap_or_default();
+        nodes.iter().any(|n| n["name"] == clean_node.as_str() && n["connected"] == true)
+    });
     let out = daemon.client_as(ATTACKER, &["submit", "--json", "--", "sleep", "300"]);
-    if out.status.success() {
-        let job: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_ne!(job["job"], victim, "the job id was reused");
-        let _ = daemon.client_as(ATTACKER, &["kill", &job["job"].to_string()]);
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let job = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["job"].as_u64().unwrap();
+    assert!(job > victim, "job id {job} after a lost database that knew {victim}: ids went back");
+    let _ = daemon.client_as(ATTACKER, &["kill", &job.to_string()]);
+    let _ = clean_agent.kill();
+    let _ = clean_agent.wait();
+    remove_agent_cgroups(&clean_node);
     assert!(cpu_ticks(victim_pid).is_some(), "the victim's process was killed");
     let cgroup = cgroup_of(victim_pid);
     assert!(cgroup.ends_with(&format!("job-{victim}")), "the victim left its cgroup: {cgroup}");

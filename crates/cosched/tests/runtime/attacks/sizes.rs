@@ -50,7 +50,10 @@ fn a_log_of_control_characters_is_read_whole_and_keeps_the_agent() {
     wait_for("the job to finish", Duration::from_secs(20), || daemon.job(job)["state"] == "finished");
     let reply = raw_request(&daemon, &format!(r#"{{"op":"logs","job":{job}}}"#));
     assert_eq!(reply["ok"], true, "{reply}");
-    for file in reply["data"]["files"].as_array().unwrap().iter().filter(|f| f["stream"] == "out") {
+    let outputs: Vec<&serde_json::Value> =
+        reply["data"]["files"].as_array().unwrap().iter().filter(|f| f["stream"] == "out").collect();
+    assert_eq!(outputs.len(), 2, "one output per rank: {reply}");
+    for file in outputs {
         let text = file["text"].as_str().unwrap();
         assert_eq!(text.len(), 65536, "rank {}: {} bytes of log", file["rank"], text.len());
         assert!(text.bytes().all(|b| b == 1));
