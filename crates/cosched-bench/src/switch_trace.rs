@@ -319,26 +319,34 @@ const EVENTS: [&str; 5] = [
     "timer/hrtimer_expire_entry",
 ];
 
-/// A recording of those events in the kernel's trace buffer (tracefs; root only), switched off when dropped.
+/// A recording of those events in a trace instance of our own (tracefs; root only): its buffer, clock and events
+/// are apart from the machine's tracing, which is left as it was, and it is removed when dropped.
 pub struct Recording {
     root: PathBuf,
 }
 
+/// The most kernel memory the recording's buffers take, over all CPUs (KiB), and the most per CPU.
+const BUFFERS_KIB: usize = 256 * 1024;
+const BUFFER_PER_CPU_KIB: usize = 32 * 1024;
+
 impl Recording {
-    /// Mount tracefs if it is not, empty the buffer, and start recording with a clock every CPU shares.
+    /// Mount tracefs if it is not, make an instance, and start recording with a clock every CPU shares.
     pub fn start() -> Result<Recording, String> {
-        let root = PathBuf::from("/sys/kernel/tracing");
-        if !root.join("trace").exists() {
-            let mounted = std::process::Command::new("mount").args(["-t", "tracefs", "nodev"]).arg(&root).status();
-            if !mounted.is_ok_and(|s| s.success()) || !root.join("trace").exists() {
-                return Err(format!("no tracefs at {} (the kernel's tracing is needed for --trace)", root.display()));
+        let tracefs = PathBuf::from("/sys/kernel/tracing");
+        if !tracefs.join("trace").exists() {
+            let mounted = std::process::Command::new("mount").args(["-t", "tracefs", "nodev"]).arg(&tracefs).status();
+            if !mounted.is_ok_and(|s| s.success()) || !tracefs.join("trace").exists() {
+                return Err(format!("no tracefs at {} (the kernel's tracing is needed for --trace)", tracefs.display()));
             }
         }
+        let root = tracefs.join("instances").join(format!("cosched-bench-{}", std::process::id()));
+        std::fs::create_dir(&root).map_err(|e| format!("making the trace instance {}: {e}", root.display()))?;
         let recording = Recording { root };
-        recording.write("tracing_on", "0")?;
-        recording.write("trace", "")?;
+        // A buffer per possible CPU, whether or not this process may use it.
+        let cpus = std::fs::read_dir(tracefs.join("per_cpu")).map_or(1, |dir| dir.count().max(1));
+        let per_cpu_kib = (BUFFERS_KIB / cpus).clamp(1024, BUFFER_PER_CPU_KIB);
         recording.write("trace_clock", "mono")?;
-        recording.write("buffer_size_kb", "32768")?;
+        recording.write("buffer_size_kb", &per_cpu_kib.to_string())?;
         for event in EVENTS {
             recording.write(&format!("events/{event}/enable"), "1")?;
         }
@@ -362,10 +370,10 @@ impl Recording {
 impl Drop for Recording {
     fn drop(&mut self) {
         let _ = self.write("tracing_on", "0");
-        for event in EVENTS {
-            let _ = self.write(&format!("events/{event}/enable"), "0");
+        // Removing the instance frees its buffers (the kernel refuses while a reader holds them).
+        if let Err(e) = std::fs::remove_dir(&self.root) {
+            eprintln!("cosched bench: trace instance {} left behind: {e}", self.root.display());
         }
-        let _ = self.write("trace", "");
     }
 }
 
