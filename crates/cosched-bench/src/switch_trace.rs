@@ -336,7 +336,10 @@ impl Recording {
         if !tracefs.join("trace").exists() {
             let mounted = std::process::Command::new("mount").args(["-t", "tracefs", "nodev"]).arg(&tracefs).status();
             if !mounted.is_ok_and(|s| s.success()) || !tracefs.join("trace").exists() {
-                return Err(format!("no tracefs at {} (the kernel's tracing is needed for --trace)", tracefs.display()));
+                return Err(format!(
+                    "no tracefs at {} (the kernel's tracing is needed for --trace)",
+                    tracefs.display()
+                ));
             }
         }
         let root = tracefs.join("instances").join(format!("cosched-bench-{}", std::process::id()));

@@ -322,12 +322,13 @@ fn watchdog_thaws_after_agent_death(kind: FreezerKind) {
     fx.children[agent].kill().expect("SIGKILL the pretend agent");
     fx.children[agent].wait().expect("reap the pretend agent");
     let killed_at = Instant::now();
-    let thawed = eventually(Duration::from_secs(1), || !fx.groups.is_frozen(job).expect("is_frozen"));
+    // The bound is for a loaded machine; the delay itself (milliseconds) is printed for `--nocapture`.
+    let thawed = eventually(Duration::from_secs(10), || !fx.groups.is_frozen(job).expect("is_frozen"));
     let thaw_delay = killed_at.elapsed();
-    assert!(thawed, "job still frozen 1 s after the agent died");
-    eprintln!("watchdog {kind:?}: job thawed {thaw_delay:?} after the agent was killed");
+    assert!(thawed, "job still frozen 10 s after the agent died");
+    println!("watchdog {kind:?}: job thawed {thaw_delay:?} after the agent was killed");
     check_running(&fx, job, &pids);
-    assert!(eventually(Duration::from_secs(1), || gone_or_zombie(watchdog_pid)), "watchdog did not exit");
+    assert!(eventually(Duration::from_secs(10), || gone_or_zombie(watchdog_pid)), "watchdog did not exit");
     // The watchdog tidied the empty job's cgroup and kept the living one for the agent to re-adopt.
     assert_eq!(fx.groups.existing_jobs().expect("list jobs"), vec![job]);
 }

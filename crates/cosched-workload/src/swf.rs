@@ -400,12 +400,7 @@ struct Seen {
 }
 
 /// Add one line (a comment, a job or nothing) to `workload`, or say why it is malformed.
-fn read_line(
-    bytes: &[u8],
-    line_no: u64,
-    workload: &mut Workload,
-    seen: &mut Seen,
-) -> Result<(), String> {
+fn read_line(bytes: &[u8], line_no: u64, workload: &mut Workload, seen: &mut Seen) -> Result<(), String> {
     // Lossy: a stray Latin-1 byte in a comment must not stop a read; in a
     // job line it makes a field fail to parse, which is reported.
     let text = String::from_utf8_lossy(bytes);

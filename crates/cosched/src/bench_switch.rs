@@ -23,9 +23,9 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-/// Iterations between two readings of the clock by a spinner (a few µs of work), and between two publications of
-/// its count.
+/// Iterations between two readings of the clock by a spinner (a few µs of work, well under `SEGMENT_GAP_NS`).
 const SPIN_CHECK: u64 = 1 << 12;
+/// Iterations between two publications of a spinner's count.
 const SPIN_CHUNK: u64 = 1 << 20;
 /// A spinner that saw no clock reading of its own for this long was stopped in between: it ends a segment.
 const SEGMENT_GAP_NS: u64 = 20_000;
@@ -55,7 +55,7 @@ impl FreezerArg {
 
 #[derive(Args, Debug)]
 pub struct BenchSwitchArgs {
-    /// Seconds of each measurement window (nine windows: overlap, two baselines, one per slice, skew).
+    /// Seconds of each measurement window (overlap, two baselines, one per slice, skew; one more with --trace).
     #[arg(long, default_value_t = 6.0)]
     pub duration_s: f64,
     /// Slice lengths of the throughput measurements (ms, at least 1).
@@ -88,7 +88,7 @@ pub struct BenchSwitchArgs {
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// With --trace: a confirmation or wake-up later than this (µs) counts as slow.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub trace_slow_us: u64,
     /// Also print the results as JSON.
     #[arg(long)]
@@ -349,9 +349,6 @@ fn has_fifo_thread() -> bool {
         rest.split_whitespace().nth(38) == Some("1")
     })
 }
-
-// ---------------------------------------------------------------------------------------------------------------
-// Statistics.
 
 // ---------------------------------------------------------------------------------------------------------------
 // Throughput.

@@ -133,6 +133,7 @@ fn killing_the_agent_alone_mid_slice_thaws_its_jobs_and_a_new_agent_adopts_them(
     });
     assert_records(&daemon, &[(mine, "running"), (theirs, "running")]);
     assert_processes_are_their_jobs_owners(&daemon);
+    wait_switching(&daemon);
     let s = sample_gangs(&[my_spinners.clone(), their_spinners.clone()], Duration::from_secs(1));
     assert_eq!(s.overlap, 0, "gang scheduling resumes with the new agent");
     let used = gang_cpu_ticks(&[my_spinners, their_spinners], Duration::from_secs(2));

@@ -261,6 +261,10 @@ impl Drop for Daemon {
         self.kill_hard();
         self.kill_agent();
         remove_agent_cgroups(&self.node);
+        // Kept after a failure: its logs and database say what happened.
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -608,6 +612,13 @@ impl Drop for Hoarder {
     }
 }
 
+/// Wait until the node's agent has switched a few times: after a restart or a reconnection, gangs the watchdog
+/// thawed run together until the first schedule arrives.
+pub fn wait_switching(daemon: &Daemon) {
+    let (before, _) = switch_counters(daemon);
+    wait_for("the agent to switch again", Duration::from_secs(10), || switch_counters(daemon).0 >= before + 3);
+}
+
 /// The node's switch counters from `status`: (switches, switch errors).
 pub fn switch_counters(daemon: &Daemon) -> (u64, u64) {
     let node = &daemon.status()["nodes"][0];
@@ -624,9 +635,15 @@ pub fn watchdogs_of(node: &str) -> Vec<i32> {
 
 /// Where the cgroup v2 hierarchy is mounted.
 pub fn v2_mount() -> PathBuf {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let line = mountinfo.lines().find(|l| l.contains(" - cgroup2 ")).expect("a cgroup v2 mount");
-    PathBuf::from(line.split_whitespace().nth(4).unwrap())
+    // Read once: samplers call it for every process they look at, and each reading costs samples under load.
+    static MOUNT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    MOUNT
+        .get_or_init(|| {
+            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+            let line = mountinfo.lines().find(|l| l.contains(" - cgroup2 ")).expect("a cgroup v2 mount");
+            PathBuf::from(line.split_whitespace().nth(4).unwrap())
+        })
+        .clone()
 }
 
 /// The v2 cgroup of a process (`None` when it is gone).

@@ -45,7 +45,7 @@ fn gangs_alternate_one_at_a_time_and_obey_controls() {
     assert!(s.running[1] as f64 > 0.9 * s.consistent as f64, "B did not get A's slices");
     assert_eq!(daemon.job(a)["state"], "suspended");
     assert!(daemon.client(&["resume", &a.to_string()]).status.success());
-    wait_for("A to run again", Duration::from_secs(2), || any_running(&pa));
+    wait_for("A to run again", Duration::from_secs(10), || any_running(&pa));
 
     // Class: the owner (root, an administrator) may raise; others may not touch it.
     assert!(daemon.client(&["class", &a.to_string(), "interactive"]).status.success());
@@ -55,7 +55,7 @@ fn gangs_alternate_one_at_a_time_and_obey_controls() {
     assert!(daemon.client(&["kill", &a.to_string()]).status.success());
     wait_for("A's processes to end", Duration::from_secs(5), || pa.iter().all(|&p| cpu_ticks(p).is_none()));
     wait_for("A to be recorded as killed", Duration::from_secs(5), || daemon.job(a)["state"] == "killed");
-    wait_for("B to have the machine", Duration::from_secs(2), || daemon.job(b)["slice_share"] == 1.0);
+    wait_for("B to have the machine", Duration::from_secs(10), || daemon.job(b)["slice_share"] == 1.0);
 }
 
 #[test]
@@ -96,6 +96,7 @@ fn killing_the_daemon_mid_slice_leaves_no_process_stopped_and_a_restart_adopts_t
     daemon.restart(&["--slice-ms", "100"]);
     assert_eq!(daemon.job(a)["state"], "running", "the database keeps the jobs");
     assert_eq!(daemon.pids(a, 4), pa, "the agent adopts the job's cgroup");
+    wait_switching(&daemon);
     let s = sample_gangs(&[pa.clone(), pb.clone()], Duration::from_secs(1));
     assert_eq!(s.overlap, 0, "gang scheduling resumes after the restart");
     let used = gang_cpu_ticks(&[pa, pb], Duration::from_secs(2));

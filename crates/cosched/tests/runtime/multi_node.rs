@@ -300,7 +300,7 @@ fn three_agents_switch_together_and_survive_the_loss_of_one() {
     let mut lost = lost;
     let _ = lost.kill();
     let _ = lost.wait();
-    wait_for("the lost node's processes to run freely", Duration::from_secs(2), || {
+    wait_for("the lost node's processes to run freely", Duration::from_secs(10), || {
         all_progress(&[pa[2][0], pb[2][0]], Duration::from_millis(200))
     });
     for node in 0..2 {
