@@ -19,22 +19,13 @@ impl PrivateMunged {
     /// Make a key and start munged in the foreground; return once it answers.
     pub fn start() -> Result<PrivateMunged, String> {
         let dir = fresh_dir()?;
-        let key = dir.join("munge.key");
-        make_key(&key)?;
-        let path = |name: &str| dir.join(name).display().to_string();
-        let child = Command::new("munged")
-            .arg("--foreground")
-            .arg(format!("--socket={}", path("munge.socket")))
-            .arg(format!("--key-file={}", key.display()))
-            .arg(format!("--pid-file={}", path("munged.pid")))
-            .arg(format!("--log-file={}", path("munged.log")))
-            .arg(format!("--seed-file={}", path("munged.seed")))
-            .arg("--num-threads=2")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("munged.stderr")).map_err(|e| e.to_string())?)
-            .spawn()
-            .map_err(|e| format!("cannot start munged (scripts/setup installs the munge package): {e}"))?;
+        let child = match spawn_munged(&dir) {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir); // the key with it
+                return Err(e);
+            }
+        };
         let daemon = PrivateMunged { child, dir };
         daemon.wait_ready()?;
         Ok(daemon)
@@ -71,6 +62,26 @@ impl Drop for PrivateMunged {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A key in `dir`, then munged on it with every file of its own there.
+fn spawn_munged(dir: &Path) -> Result<Child, String> {
+    let key = dir.join("munge.key");
+    make_key(&key)?;
+    let path = |name: &str| dir.join(name).display().to_string();
+    Command::new("munged")
+        .arg("--foreground")
+        .arg(format!("--socket={}", path("munge.socket")))
+        .arg(format!("--key-file={}", key.display()))
+        .arg(format!("--pid-file={}", path("munged.pid")))
+        .arg(format!("--log-file={}", path("munged.log")))
+        .arg(format!("--seed-file={}", path("munged.seed")))
+        .arg("--num-threads=2")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("munged.stderr")).map_err(|e| e.to_string())?)
+        .spawn()
+        .map_err(|e| format!("cannot start munged (scripts/setup installs the munge package): {e}"))
 }
 
 /// A new directory that only its owner may write (munged refuses a socket directory others can write).

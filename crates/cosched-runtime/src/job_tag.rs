@@ -60,7 +60,8 @@ pub fn is_suspended(cgroup_dir: &Path) -> bool {
     xattr::get(cgroup_dir, SUSPENDED_ATTRIBUTE).is_ok_and(|v| v.is_some())
 }
 
-const TASK_ATTRIBUTE_PREFIX: &str = "trusted.cosched.task.";
+/// The attribute of task `<rank>` is this followed by the rank (only root may write `trusted.*`).
+pub const TASK_ATTRIBUTE_PREFIX: &str = "trusted.cosched.task.";
 
 /// What the supervisor of one task (`supervisor`) recorded on the job's cgroup as `trusted.cosched.task.<rank>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

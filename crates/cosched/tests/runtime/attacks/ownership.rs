@@ -355,7 +355,8 @@ fn a_task_can_neither_forge_its_exit_status_nor_end_its_supervisor() {
         return;
     }
     let daemon = Daemon::up(&["--slice-ms", "50"]);
-    let forge = r#"import os, sys; os.setxattr(sys.argv[1], "trusted.cosched.task.0", b"exited 0 1")"#;
+    let attribute = format!("{}0", cosched_runtime::job_tag::TASK_ATTRIBUTE_PREFIX);
+    let forge = format!(r#"import os, sys; os.setxattr(sys.argv[1], "{attribute}", b"exited 0 1")"#);
     let script = format!(
         "kill -9 $PPID && echo ended-the-supervisor; \
          /usr/bin/python3 -c '{forge}' {}$(sed -n 's/^0:://p' /proc/self/cgroup) && echo forged; exit 3",
