@@ -24,6 +24,8 @@ use std::sync::Arc;
 pub const MIN_KEY_BYTES: usize = 32;
 /// The controller runs as root: only root may decode the credentials its peers make for it.
 pub const CONTROLLER_UID: u32 = 0;
+/// Agents run as root too: the controller's proof to an agent is for root's decoding.
+pub const AGENT_UID: u32 = 0;
 
 /// The agents' shared key, read from a file that only root may read.
 pub struct AgentKey {

@@ -241,9 +241,9 @@ impl Session {
         let nonce = self.nonce.take().ok_or("ask for a challenge first")?;
         let credentials = &self.listening.credentials;
         let (uid, gid) = credentials.check_user(credential, &nonce)?;
-        let proof = credentials.munge_proof_for(self.their_nonce.take().as_deref(), uid)?;
         let who = self.listening.controller.identity_for(uid, gid);
         self.pass.authenticated(uid, who.admin)?;
+        let proof = credentials.munge_proof_for(self.their_nonce.take().as_deref(), uid)?;
         self.who = Some(who);
         Ok(Reply::ok(serde_json::json!({ "uid": uid, "gid": gid, "admin": who.admin, "controller_munge": proof })))
     }
@@ -275,8 +275,9 @@ impl Session {
             let refusal = ToAgent::Refused { reason: format!("not an agent: {reason}") };
             return self.authentication_failed(&reason, &refusal);
         }
-        // Over TCP without the agents' key, the agent obeys nothing before this proof (agents run as root).
-        match self.listening.credentials.munge_proof_for(self.their_nonce.as_deref(), crate::auth::CONTROLLER_UID) {
+        // Over TCP with MUNGE, an agent obeys nothing before this proof; made for root, as agents run as root (one
+        // that proved itself with the agents' key has checked the controller already and passes over it).
+        match self.listening.credentials.munge_proof_for(self.their_nonce.as_deref(), crate::auth::AGENT_UID) {
             Ok(Some(munge)) if matches!(self.peer, Peer::Remote(_)) => {
                 if write_message(&mut &*self.stream, &ToAgent::ControllerCredential { munge }).is_err() {
                     return;
