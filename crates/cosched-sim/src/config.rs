@@ -215,6 +215,9 @@ impl SimConfig {
         if !(self.costs.spin_factor.is_finite() && self.costs.spin_factor > 0.0) {
             return fail(format!("--spin-factor must be positive, got {}", self.costs.spin_factor));
         }
+        if self.horizon_ns == Some(0) {
+            return fail("--horizon-s must be positive: a run that stops at time 0 measures nothing".into());
+        }
         Ok(())
     }
 }

@@ -154,18 +154,24 @@ pub fn scale_interarrivals(jobs: &mut [TraceJob], factor: f64) {
     }
 }
 
-/// Multiply every run time by `factor`.
-///
-/// Only the run time (SWF field 4) changes; requested time and CPU time are
-/// left as recorded.
+/// Multiply every job's durations by `factor`: the run time (SWF field 4)
+/// and, where recorded (not -1), the wait, the average CPU time and the
+/// requested time (fields 3, 6 and 9), so that a trace written after scaling
+/// stays consistent with itself.
 ///
 /// # Panics
 /// If `factor` is not finite and positive.
 pub fn scale_runtimes(jobs: &mut [TraceJob], factor: f64) {
     assert!(factor.is_finite() && factor > 0.0, "run-time factor must be positive, got {factor}");
+    let scaled = |value: f64| if value >= 0.0 { value * factor } else { value };
     for job in jobs.iter_mut() {
         job.run_s *= factor;
         job.fields[3] = job.run_s;
+        job.wait_s = scaled(job.wait_s);
+        job.fields[2] = job.wait_s;
+        for field in [crate::swf::F_CPU_TIME, crate::swf::F_REQ_TIME] {
+            job.fields[field] = scaled(job.fields[field]);
+        }
     }
 }
 
@@ -203,6 +209,26 @@ mod tests {
             .enumerate()
             .map(|(i, &(submit, run, procs))| TraceJob::new(i as u64 + 1, submit, run, procs, 1))
             .collect()
+    }
+
+    #[test]
+    fn scaling_run_times_scales_every_recorded_duration_and_keeps_unknowns() {
+        let mut recorded = TraceJob::new(1, 0.0, 100.0, 4, 1);
+        recorded.wait_s = 10.0;
+        recorded.fields[2] = 10.0;
+        recorded.fields[5] = 90.0;
+        recorded.fields[8] = 200.0;
+        let mut unknown = TraceJob::new(2, 5.0, 40.0, 2, 1);
+        unknown.fields[8] = -1.0;
+        let mut jobs = vec![recorded, unknown];
+        scale_runtimes(&mut jobs, 0.5);
+        assert_eq!((jobs[0].run_s, jobs[0].wait_s), (50.0, 5.0));
+        assert_eq!(
+            [jobs[0].fields[2], jobs[0].fields[3], jobs[0].fields[5], jobs[0].fields[8]],
+            [5.0, 50.0, 45.0, 100.0]
+        );
+        assert_eq!((jobs[1].wait_s, jobs[1].fields[5], jobs[1].fields[8]), (-1.0, -1.0, -1.0));
+        assert_eq!(jobs[1].submit_s, 5.0, "arrivals are not durations");
     }
 
     #[test]

@@ -70,7 +70,11 @@ const F_SUBMIT: usize = 1;
 const F_WAIT: usize = 2;
 const F_RUN: usize = 3;
 const F_ALLOC: usize = 4;
+/// Average CPU time used per processor (s), -1 unknown.
+pub(crate) const F_CPU_TIME: usize = 5;
 const F_REQ_PROCS: usize = 7;
+/// Requested time (s), -1 unknown.
+pub(crate) const F_REQ_TIME: usize = 8;
 const F_STATUS: usize = 10;
 const F_QUEUE: usize = 14;
 
@@ -97,6 +101,36 @@ pub const MAX_LINE_BYTES: usize = 64 * 1024;
 pub const MAX_HEADER_BYTES: usize = 1024 * 1024;
 /// Header entries that count processors or nodes, checked like field 5.
 const HEADER_COUNTS: [&str; 2] = ["MaxProcs", "MaxNodes"];
+
+/// The SWF statuses (field 11) by name, as the Parallel Workloads Archive defines them.
+pub const STATUS_NAMES: [(i64, &str); 7] = [
+    (-1, "unknown"),
+    (0, "failed"),
+    (1, "completed"),
+    (2, "partial"),
+    (3, "last-partial"),
+    (4, "failed-partial"),
+    (5, "cancelled"),
+];
+
+/// The name of a status, or its number when the archive defines none.
+pub fn status_name(status: i64) -> String {
+    STATUS_NAMES.iter().find(|(n, _)| *n == status).map_or_else(|| status.to_string(), |(_, name)| name.to_string())
+}
+
+/// A status given by name or number.
+pub fn parse_status(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    STATUS_NAMES
+        .iter()
+        .find(|(_, name)| name.eq_ignore_ascii_case(text))
+        .map(|(n, _)| *n)
+        .or_else(|| text.parse().ok())
+        .ok_or_else(|| {
+            let names: Vec<&str> = STATUS_NAMES.iter().map(|(_, name)| *name).collect();
+            format!("unknown job status '{text}' (one of {}, or a number)", names.join(", "))
+        })
+}
 
 /// One job of a trace.
 ///
@@ -149,6 +183,11 @@ impl TraceJob {
         fields[F_STATUS] = 1.0;
         fields[F_QUEUE] = queue as f64;
         TraceJob { job_number, submit_s, wait_s: -1.0, run_s, procs, queue, source_line: 0, fields }
+    }
+
+    /// SWF field 11, what became of the job: see [`status_name`].
+    pub fn status(&self) -> i64 {
+        self.fields[F_STATUS] as i64
     }
 
     /// The raw fields with the named members written over them. The processor

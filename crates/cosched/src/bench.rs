@@ -156,6 +156,7 @@ fn scenario(
         trace: None,
         skip_bad_lines: false,
         drop_oversized: false,
+        drop_statuses: Vec::new(),
         jobs: Some(20_000),
         model_procs: 64,
         runtime_scale: 0.002,

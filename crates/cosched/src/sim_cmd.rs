@@ -42,11 +42,16 @@ pub struct SimArgs {
     /// Leave out trace jobs wider than the machine (counted and reported) instead of stopping.
     #[arg(long, help_heading = "Workload")]
     pub drop_oversized: bool,
+    /// Leave out trace jobs with these SWF statuses (names or numbers: failed, completed, partial, last-partial,
+    /// failed-partial, cancelled, unknown), e.g. `failed,cancelled`. By default every job is simulated: failed and
+    /// cancelled jobs ran until they ended and loaded the machine too. The summary says what was simulated.
+    #[arg(long, value_delimiter = ',', value_parser = cosched_workload::swf::parse_status, requires = "trace", help_heading = "Workload")]
+    pub drop_status: Vec<i64>,
     /// Jobs to generate (with --trace: keep only the first N).
     #[arg(long, help_heading = "Workload")]
     pub jobs: Option<usize>,
-    /// Target offered load (CPU demand / capacity), set by scaling inter-arrival times.
-    /// Without it the workload keeps its own load.
+    /// Target offered load (CPU demand / capacity), set by scaling inter-arrival times
+    /// (--natural-load keeps the workload's own instead).
     #[arg(long, default_value = "0.4", help_heading = "Workload")]
     pub load: Option<f64>,
     /// Keep the workload's own inter-arrival times (after the run-time scale) instead of --load.
@@ -220,6 +225,7 @@ impl SimArgs {
             trace: self.trace.clone(),
             skip_bad_lines: self.skip_bad_lines,
             drop_oversized: self.drop_oversized,
+            drop_statuses: self.drop_status.clone(),
             jobs: self.jobs.or(self.trace.is_none().then_some(DEFAULT_JOBS)),
             model_procs: self.nodes.saturating_mul(self.cpus_per_node),
             runtime_scale: self.runtime_scale,

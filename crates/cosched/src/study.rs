@@ -284,6 +284,7 @@ fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
             trace: None,
             skip_bad_lines: false,
             drop_oversized: false,
+            drop_statuses: Vec::new(),
             jobs: Some(args.jobs()),
             model_procs: spec.config.cpu_count(),
             runtime_scale: args.runtime_scale(),

@@ -106,6 +106,7 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
         trace: None,
         skip_bad_lines: false,
         drop_oversized: false,
+        drop_statuses: Vec::new(),
         jobs: Some(args.jobs),
         model_procs: procs,
         runtime_scale: args.runtime_scale,

@@ -14,6 +14,8 @@ pub struct WorkloadSpec {
     pub trace: Option<PathBuf>,
     pub skip_bad_lines: bool,
     pub drop_oversized: bool,
+    /// Trace jobs whose SWF status is one of these are left out (before `jobs` counts the first N).
+    pub drop_statuses: Vec<i64>,
     /// Jobs to generate (model), or the first jobs to keep (trace).
     pub jobs: Option<usize>,
     /// Generated sizes are drawn for a machine of this many CPUs.
@@ -33,6 +35,9 @@ pub struct WorkloadReport {
     pub skipped_bad_lines: usize,
     pub unusable_jobs: usize,
     pub oversized_jobs_left_out: usize,
+    /// Jobs left out for their status (`--drop-status`), and the jobs simulated by status name.
+    pub status_left_out: usize,
+    pub statuses_kept: std::collections::BTreeMap<String, usize>,
     pub runtime_scale: f64,
     /// Factor applied to inter-arrival times after the run-time scale.
     pub interarrival_scale: f64,
@@ -88,13 +93,22 @@ pub fn load_workload(spec: &WorkloadSpec, machine_cpus: u32) -> Result<LoadedWor
         runtime_scale: spec.runtime_scale,
         target_load: spec.target_load,
     };
+    let before = workload.jobs.len();
+    workload.jobs.retain(|job| !spec.drop_statuses.contains(&job.status()));
+    let status_left_out = before - workload.jobs.len();
     let shaped = load::shape(&mut workload.jobs, &shaping).map_err(|e| format!("{source}: {e}"))?;
+    let mut statuses_kept = std::collections::BTreeMap::new();
+    for job in &workload.jobs {
+        *statuses_kept.entry(swf::status_name(job.status())).or_insert(0) += 1;
+    }
     let report = WorkloadReport {
         source,
         jobs: workload.jobs.len(),
         skipped_bad_lines: workload.skipped_bad_lines.len(),
         unusable_jobs: workload.unusable.len(),
         oversized_jobs_left_out: shaped.oversized_left_out,
+        status_left_out,
+        statuses_kept,
         runtime_scale: spec.runtime_scale,
         interarrival_scale: shaped.interarrival_scale,
         offered_load: shaped.offered_load,
@@ -115,10 +129,16 @@ impl WorkloadReport {
             (self.skipped_bad_lines, "malformed lines skipped"),
             (self.unusable_jobs, "jobs without run time or size left out"),
             (self.oversized_jobs_left_out, "jobs wider than the machine left out"),
+            (self.status_left_out, "jobs left out for their status"),
         ] {
             if n > 0 {
                 text += &format!("; {n} {what}");
             }
+        }
+        // What was simulated, when it was more than completed jobs: failed and cancelled ones ran too.
+        if self.statuses_kept.keys().any(|status| status != "completed") {
+            let kept: Vec<String> = self.statuses_kept.iter().map(|(status, n)| format!("{n} {status}")).collect();
+            text += &format!("; simulated: {}", kept.join(", "));
         }
         text
     }

@@ -106,6 +106,27 @@ fn a_malformed_trace_line_is_reported_with_its_number_and_nothing_is_written() {
 }
 
 #[test]
+fn failed_and_cancelled_jobs_are_simulated_and_said_unless_left_out_by_status() {
+    let dir = scratch("status");
+    let failed = "3 40 -1 20 2 -1 -1 2 -1 -1 0 -1 -1 -1 1 -1 -1 -1";
+    let cancelled = "4 50 -1 10 2 -1 -1 2 -1 -1 5 -1 -1 -1 1 -1 -1 -1";
+    let trace = write_trace(&dir, &[GOOD_LINE, GOOD_LINE_2, failed, cancelled]);
+    let trace = trace.to_str().unwrap();
+    let o = small_sim(&dir.join("all"), &["--trace", trace]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("simulated: 1 cancelled, 2 completed, 1 failed"), "{}", stderr(&o));
+    let o = small_sim(&dir.join("kept"), &["--trace", trace, "--drop-status", "failed,5"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("2 jobs, ") && stderr(&o).contains("2 jobs left out for their status"),
+        "{}",
+        stderr(&o)
+    );
+    let o = small_sim(&dir.join("bad"), &["--trace", trace, "--drop-status", "aborted"]);
+    assert!(!o.status.success() && stderr(&o).contains("unknown job status 'aborted'"), "{}", stderr(&o));
+}
+
+#[test]
 fn garbage_traces_are_refused_with_file_line_and_field() {
     let dir = scratch("garbage");
     let out = dir.join("run");
@@ -175,6 +196,7 @@ fn impossible_configurations_and_unknown_values_are_refused() {
         (&["--skew", "3"][..], "--skew 3"),
         (&["--quanta-ms", "1,2,3"][..], "--quanta-ms needs 6 values"),
         (&["--runtime-scale", "0"][..], "--runtime-scale must be positive"),
+        (&["--horizon-s", "0"][..], "--horizon-s must be positive"),
     ] {
         let mut args = vec!["sim", "-q", "--jobs", "10", "--out", out.to_str().unwrap()];
         args.extend_from_slice(extra);
