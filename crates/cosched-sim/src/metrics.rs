@@ -77,6 +77,9 @@ pub struct Summary {
     pub mean_bounded_slowdown: f64,
     pub bounded_slowdown_threshold_s: f64,
     pub longest_queue: usize,
+    /// When the run was interrupted (simulated s): the figures are of the jobs finished by then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_at_s: Option<f64>,
     pub cpu_time: Breakdown,
     pub events: u64,
 }

@@ -23,6 +23,8 @@ pub struct RunOptions {
     pub progress_every_events: u64,
     /// Testing aid: visit every CPU at every tick too; results must not change.
     pub visit_every_tick: bool,
+    /// Set from outside (an interrupt) to end the run at its next progress report, keeping what finished.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for RunOptions {
@@ -32,6 +34,7 @@ impl Default for RunOptions {
             record_trace: false,
             progress_every_events: 1 << 20,
             visit_every_tick: false,
+            stop: None,
         }
     }
 }
@@ -56,7 +59,7 @@ pub fn run(
     if options.visit_every_tick {
         engine = engine.with_visits_every_tick();
     }
-    let outcome = engine.run(options.progress_every_events, progress);
+    let outcome = engine.run(options.progress_every_events, options.stop.as_deref(), progress);
     let mut records = outcome.records;
     records.sort_by_key(|r| r.job_number);
     let span_s = outcome.end.as_secs_f64();
@@ -86,6 +89,7 @@ pub fn run(
         mean_bounded_slowdown: mean(records.iter().map(|r| r.bounded_slowdown)),
         bounded_slowdown_threshold_s: options.bounded_slowdown_threshold_s,
         longest_queue: outcome.longest_queue,
+        interrupted_at_s: outcome.stopped_early.then_some(span_s),
         cpu_time: outcome.cpu_time,
         events: outcome.events,
     };

@@ -265,11 +265,13 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     let plan = WorkloadPlan { mix: args.workload, runtime_scale: 1.0 };
     eprintln!("workload: {}, mix {}", loaded.report.describe(), args.workload);
     let requests = loaded.requests();
+    let interrupted = stop_on_interrupt()?;
     let options = RunOptions {
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
         record_trace: args.trace_events,
         progress_every_events: 1 << 18,
         visit_every_tick: false,
+        stop: Some(interrupted.clone()),
     };
     let labels: Vec<String> = configs.iter().map(|c| c.scheme.name().to_string()).collect();
     let results = run_all(&configs, &labels, |i| sim_jobs(&requests, &plan, &configs[i]), &options, !args.quiet)?;
@@ -283,7 +285,27 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         "results in {}/ (summary.csv, jobs.csv, summary.json, response.svg, cpu-time.svg, workload.swf)",
         path.display()
     );
+    if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(format!(
+            "interrupted: {} holds the records of the jobs finished by then (interrupted_at_s in summary.json)",
+            path.display()
+        ));
+    }
     Ok(())
+}
+
+/// A flag that the first Ctrl-C (or SIGTERM) sets: the runs stop at their next progress report and what finished
+/// is written. A second one ends the process at once.
+fn stop_on_interrupt() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, String> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [SIGINT, SIGTERM] {
+        // Registered first: with the flag already set, the signal exits (status 1) instead.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, flag.clone())
+            .and_then(|_| signal_hook::flag::register(signal, flag.clone()))
+            .map_err(|e| format!("cannot catch signal {signal}: {e}"))?;
+    }
+    Ok(flag)
 }
 
 /// Run every configuration, in parallel on the available cores; results in
@@ -311,8 +333,9 @@ pub fn run_all(
                 let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
                 if show_progress {
                     if let Ok(r) = &result {
+                        let interrupted = if r.summary.interrupted_at_s.is_some() { " (interrupted)" } else { "" };
                         eprintln!(
-                            "[{done}/{}] {}: {} jobs, simulated {:.1} s in {:.1} s wall",
+                            "[{done}/{}] {}: {} jobs, simulated {:.1} s in {:.1} s wall{interrupted}",
                             configs.len(),
                             labels[i],
                             r.summary.jobs_completed,

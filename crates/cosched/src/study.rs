@@ -314,6 +314,7 @@ fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
         record_trace: false,
         progress_every_events: 1 << 20,
         visit_every_tick: false,
+        stop: None,
     };
     if !args.quiet {
         eprintln!("{} runs of {} jobs each on {} cores", specs.len(), args.jobs(), num_cpus());

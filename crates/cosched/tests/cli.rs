@@ -377,3 +377,34 @@ fn a_slice_that_would_stop_gangs_for_ever_is_refused_before_the_daemon_starts() 
         assert!(!state.exists(), "--slice-ms {slice}: the daemon started before refusing");
     }
 }
+
+/// Ctrl-C in a long simulation stops it at its next progress report and keeps what finished.
+#[test]
+fn an_interrupted_simulation_keeps_the_finished_jobs_records() {
+    use std::io::BufRead;
+    let dir = scratch("interrupt");
+    let out = dir.join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["sim", "--nodes", "128", "--jobs", "20000", "--schemes", "Local", "--out", out.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first progress line (after 3 s of wall time) says the run is under way: a whole run takes minutes.
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let progress = lines.by_ref().map_while(Result::ok).find(|l| l.contains("jobs done"));
+    assert!(progress.is_some_and(|l| l.contains("left") || l.contains("no ETA")), "no progress line with an ETA");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("interrupted:")), "{rest:?}");
+    let summary: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
+    let result = &summary["results"][0];
+    assert!(result["interrupted_at_s"].as_f64().is_some_and(|t| t > 0.0), "{result}");
+    let (done, submitted) = (result["jobs_completed"].as_u64().unwrap(), result["jobs_submitted"].as_u64().unwrap());
+    assert!(done < submitted, "{done} of {submitted}");
+    let jobs_csv = String::from_utf8(read(&out.join("jobs.csv"))).unwrap();
+    assert_eq!(jobs_csv.lines().count() as u64, 1 + done, "a line per finished job");
+    let _ = std::fs::remove_dir_all(&dir);
+}

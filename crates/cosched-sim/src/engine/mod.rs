@@ -183,6 +183,8 @@ pub struct EngineOutcome {
     pub event_counts: [u64; EVENT_KINDS],
     /// The last arrival and the useful CPU time summed over CPUs until then.
     pub useful_until_last_arrival: (SimTime, u64),
+    /// The run was asked to stop before its last job finished (`end` is when).
+    pub stopped_early: bool,
 }
 
 pub const EVENT_KIND_NAMES: [&str; EVENT_KINDS] = Event::KIND_NAMES;
@@ -209,6 +211,7 @@ pub struct Engine<'a> {
     /// When each CPU is next to be looked at.
     visits: TimerHeap,
     events_handled: u64,
+    stopped_early: bool,
     useful_until_last_arrival: (SimTime, u64),
     /// What each CPU's NIC believes runs (refreshed at every tick), kept
     /// lazily; only demand-based coscheduling uses it.
@@ -299,6 +302,7 @@ impl<'a> Engine<'a> {
             visiting: None,
             visits: TimerHeap::new(cpu_count),
             events_handled: 0,
+            stopped_early: false,
             useful_until_last_arrival: (SimTime::ZERO, 0),
             raise_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
             nic_views: vec![NicView::default(); cpu_count],
@@ -320,7 +324,13 @@ impl<'a> Engine<'a> {
 
     /// Run to the last completion (or the horizon), reporting progress every
     /// `progress_every` events.
-    pub fn run(mut self, progress_every: u64, mut progress: impl FnMut(&Progress)) -> EngineOutcome {
+    /// `stop`, when set, ends the run at the next progress report (an interrupted run keeps what finished).
+    pub fn run(
+        mut self,
+        progress_every: u64,
+        stop: Option<&std::sync::atomic::AtomicBool>,
+        mut progress: impl FnMut(&Progress),
+    ) -> EngineOutcome {
         let horizon = self.cfg.horizon_ns.map(SimTime).unwrap_or(SimTime::MAX);
         let mut end = SimTime::ZERO;
         // A countdown, not a division per event; 0 means never.
@@ -357,6 +367,10 @@ impl<'a> Engine<'a> {
             if until_progress == 0 {
                 until_progress = progress_every;
                 progress(&self.progress(now));
+                if stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+                    self.stopped_early = true;
+                    break;
+                }
             }
         }
         self.finish(end)
@@ -398,6 +412,7 @@ impl<'a> Engine<'a> {
             trace: self.trace.unwrap_or_default(),
             event_counts: self.event_counts,
             useful_until_last_arrival: self.useful_until_last_arrival,
+            stopped_early: self.stopped_early,
         }
     }
 
