@@ -111,8 +111,7 @@ fn killing_the_daemon_and_its_watchdog_together_mid_slice_leaves_nothing_frozen_
     assert_records(&daemon, &[(mine, "running"), (theirs, "running")]);
     assert_eq!(daemon.pids(theirs, 4).len(), 4, "the restarted daemon adopts the job");
     assert_processes_are_their_jobs_owners(&daemon);
-    let used = gang_cpu_ticks(&[my_spinners, their_spinners], Duration::from_secs(2));
-    assert!(used.iter().all(|&t| t > 0), "after the restart a gang got no CPU time: {used:?} ticks");
+    assert_every_gang_runs(&[my_spinners, their_spinners], "after the restart");
 }
 
 #[test]
@@ -136,8 +135,7 @@ fn killing_the_agent_alone_mid_slice_thaws_its_jobs_and_a_new_agent_adopts_them(
     wait_switching(&daemon);
     let s = sample_gangs(&[my_spinners.clone(), their_spinners.clone()], Duration::from_secs(1));
     assert_eq!(s.overlap, 0, "gang scheduling resumes with the new agent");
-    let used = gang_cpu_ticks(&[my_spinners, their_spinners], Duration::from_secs(2));
-    assert!(used.iter().all(|&t| t > 0), "a gang got no CPU time: {used:?} ticks");
+    assert_every_gang_runs(&[my_spinners, their_spinners], "with the new agent");
 }
 
 /// `chattr +i` (or `-i`) on the database and its write-ahead log: as root, a mode does not stop writes, an

@@ -397,6 +397,12 @@ pub fn gang_cpu_ticks(gangs: &[Vec<i32>], window: Duration) -> Vec<u64> {
     gangs.iter().zip(before).map(|(g, b)| total(g).saturating_sub(b)).collect()
 }
 
+/// Every gang used CPU time over 2 s: each got its turn `when` ("after the restart", "during the attack").
+pub fn assert_every_gang_runs(gangs: &[Vec<i32>], when: &str) {
+    let used = gang_cpu_ticks(gangs, Duration::from_secs(2));
+    assert!(used.iter().all(|&t| t > 0), "{when} a gang got no CPU time: {used:?} ticks");
+}
+
 /// Held by the tests that judge how gangs share the CPUs: each of them plays a whole cluster on this machine's
 /// CPUs, and two such clusters switching on the same wall-clock boundaries starve each other's gangs (an open
 /// finding of issue 13: one cosched per node is the supported set-up). Plain load from other processes is fine.

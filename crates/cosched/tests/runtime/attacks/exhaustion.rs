@@ -19,11 +19,10 @@ fn two_gangs(daemon: &Daemon) -> Vec<Vec<i32>> {
 /// Switching went on without a single failed switch while the attack lasted, and both gangs got their turns.
 fn switching_goes_on(daemon: &Daemon, gangs: &[Vec<i32>]) {
     let (before, _) = switch_counters(daemon);
-    let used = gang_cpu_ticks(gangs, Duration::from_secs(2));
+    assert_every_gang_runs(gangs, "during the attack");
     let (after, errors) = switch_counters(daemon);
     assert!(after > before, "no switch during the attack ({before} then {after})");
     assert_eq!(errors, 0, "switches failed during the attack; daemon log:\n{}", daemon.log());
-    assert!(used.iter().all(|&t| t > 0), "a gang got no CPU during the attack: {used:?}");
     assert!(!daemon.log().contains("Too many open files"), "{}", daemon.log());
 }
 
