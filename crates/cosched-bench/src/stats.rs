@@ -35,6 +35,15 @@ impl Estimate {
         self.std_error * (self.n as f64).sqrt()
     }
 
+    /// Half-width of the 95 % confidence interval of the mean (Student's t;
+    /// 0 for n < 2).
+    pub fn ci95_half_width(&self) -> f64 {
+        if self.n < 2 {
+            return 0.0;
+        }
+        student_t_quantile_975((self.n - 1) as f64) * self.std_error
+    }
+
     /// Relative spread: standard deviation over mean (0 when the mean is 0).
     pub fn coefficient_of_variation(&self) -> f64 {
         if self.mean == 0.0 {
@@ -119,6 +128,20 @@ pub fn welch_t_test(a: &[f64], b: &[f64]) -> Option<TTest> {
 /// P(|T| >= |t|) for Student's t with `df` degrees of freedom.
 pub fn student_t_two_sided_p(t: f64, df: f64) -> f64 {
     regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+}
+
+/// The t with P(|T| >= t) = 0.05 for `df` degrees of freedom (bisection).
+pub fn student_t_quantile_975(df: f64) -> f64 {
+    let (mut low, mut high) = (0.0, 1e4);
+    for _ in 0..100 {
+        let mid = 0.5 * (low + high);
+        if student_t_two_sided_p(mid, df) > 0.05 {
+            low = mid;
+        } else {
+            high = mid;
+        }
+    }
+    0.5 * (low + high)
 }
 
 /// I_x(a, b), by the continued fraction (modified Lentz), using the symmetry
@@ -246,6 +269,16 @@ fn invert(mut m: Vec<Vec<f64>>) -> Option<Vec<Vec<f64>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn t_quantiles_match_the_tables() {
+        // Two-sided 95 %: 12.706 (1), 2.776 (4), 2.262 (9), 1.960 (infinity).
+        for (df, t) in [(1.0, 12.706), (4.0, 2.776), (9.0, 2.262), (1e6, 1.960)] {
+            assert!((student_t_quantile_975(df) - t).abs() < 1e-3, "df {df}");
+        }
+        let e = Estimate::of(&[2.0, 4.0, 6.0]).unwrap();
+        assert!((e.ci95_half_width() - 4.303 * 2.0 / 3f64.sqrt()).abs() < 1e-3);
+    }
 
     #[test]
     fn mean_and_standard_error_by_hand() {

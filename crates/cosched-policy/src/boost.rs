@@ -1,14 +1,19 @@
 //! The choice of periodic boost (and of spin-yield's yield): walk the
-//! processes of a node round-robin, starting after the running one. First
+//! processes of a node round-robin, starting with the running one (the
+//! study: "in round-robin fashion starting with the current process"). First
 //! pass: the first process inside a receive whose message is already in its
 //! endpoint. Second pass: the first process not inside a receive. Otherwise
-//! nobody.
+//! nobody. A walk that finds the running process itself changes nothing.
+//!
+//! Cost (our choice): the walk looks into the endpoint of each process it
+//! passes that is inside a receive; whether a process is inside a receive is
+//! a flag it reads for free, so the second pass checks no endpoint.
 
 /// What the walk needs to know of one process.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BoostCandidate {
     pub id: u32,
-    /// It could be put in a run queue (not blocked, not exited, not running).
+    /// It runs or could run: not blocked, not exited.
     pub runnable: bool,
     pub in_receive: bool,
     /// Its receive could complete now: every awaited message is in its endpoint.
@@ -23,26 +28,22 @@ pub struct BoostChoice {
 }
 
 /// `candidates` in the node's round-robin order (ascending id); the walk
-/// starts after `after` (the running process), wrapping around, and never
-/// picks `after` itself.
-pub fn periodic_boost_choice(candidates: &[BoostCandidate], after: Option<u32>) -> BoostChoice {
+/// starts with `start_with` (the running process), or with the first
+/// process after it if it has left, wrapping around. The chosen process may
+/// be `start_with` itself: then nothing is to be done.
+pub fn periodic_boost_choice(candidates: &[BoostCandidate], start_with: Option<u32>) -> BoostChoice {
     let n = candidates.len();
-    let start = after.map_or(0, |a| candidates.iter().position(|c| c.id > a).unwrap_or(0));
-    let order = (0..n).map(|k| &candidates[(start + k) % n]).filter(|c| Some(c.id) != after);
+    let start = start_with.map_or(0, |s| candidates.iter().position(|c| c.id >= s).unwrap_or(0));
+    let order = (0..n).map(|k| &candidates[(start + k) % n]);
     let mut checked = 0;
-    for candidate in order.clone() {
+    for candidate in order.clone().filter(|c| c.in_receive) {
         checked += 1;
-        if candidate.runnable && candidate.in_receive && candidate.message_ready {
+        if candidate.runnable && candidate.message_ready {
             return BoostChoice { chosen: Some(candidate.id), endpoints_checked: checked };
         }
     }
-    for candidate in order {
-        checked += 1;
-        if candidate.runnable && !candidate.in_receive {
-            return BoostChoice { chosen: Some(candidate.id), endpoints_checked: checked };
-        }
-    }
-    BoostChoice { chosen: None, endpoints_checked: checked }
+    let chosen = order.clone().find(|c| c.runnable && !c.in_receive).map(|c| c.id);
+    BoostChoice { chosen, endpoints_checked: checked }
 }
 
 #[cfg(test)]
@@ -57,24 +58,28 @@ mod tests {
     fn first_pass_prefers_a_receive_that_can_complete() {
         let procs =
             [c(1, true, false, false), c(2, true, true, false), c(3, true, true, true), c(4, true, false, false)];
-        // Running 1: walk 2, 3 -> 3 has its message.
+        // Running 1 (computing): the walk looks into 2's endpoint, then 3's, which has its message.
         assert_eq!(periodic_boost_choice(&procs, Some(1)), BoostChoice { chosen: Some(3), endpoints_checked: 2 });
     }
 
     #[test]
-    fn second_pass_takes_the_first_process_outside_a_receive_after_the_running_one() {
+    fn second_pass_takes_the_first_process_outside_a_receive_from_the_running_one() {
         let procs =
             [c(1, true, false, false), c(2, true, true, false), c(5, true, false, false), c(7, false, false, false)];
-        // Running 2: first pass walks 5, 7, 1 (3 checks, nothing); second pass finds 5.
-        assert_eq!(periodic_boost_choice(&procs, Some(2)), BoostChoice { chosen: Some(5), endpoints_checked: 4 });
-        // Running 5: the walk wraps to 1 (7 is blocked).
-        assert_eq!(periodic_boost_choice(&procs, Some(5)).chosen, Some(1));
+        // Running 2, spinning: the first pass checks only 2's endpoint; the second finds 5.
+        assert_eq!(periodic_boost_choice(&procs, Some(2)), BoostChoice { chosen: Some(5), endpoints_checked: 1 });
+        // Running 5, computing: the walk finds 5 itself, so nothing changes.
+        assert_eq!(periodic_boost_choice(&procs, Some(5)).chosen, Some(5));
+        // Running 7 has just blocked: the walk starts with it and wraps to 1.
+        assert_eq!(periodic_boost_choice(&procs, Some(7)).chosen, Some(1));
+        // The running process has left: the walk starts with the next one.
+        assert_eq!(periodic_boost_choice(&procs, Some(6)).chosen, Some(1));
     }
 
     #[test]
     fn nobody_when_all_wait_or_block() {
         let procs = [c(1, true, true, false), c(2, false, false, false)];
-        assert_eq!(periodic_boost_choice(&procs, Some(1)), BoostChoice { chosen: None, endpoints_checked: 2 });
+        assert_eq!(periodic_boost_choice(&procs, Some(1)), BoostChoice { chosen: None, endpoints_checked: 1 });
         assert_eq!(periodic_boost_choice(&[], None).chosen, None);
     }
 }

@@ -64,6 +64,39 @@ pub struct CostConfig {
     /// process's remaining quantum instead of giving it a fresh one (our
     /// choice: fresh; this switch is for studying that choice).
     pub boost_keeps_quantum: bool,
+    /// Whether periodic boost's walk runs a tick before the scheduler acts
+    /// on its boost or just before it at the same boundary (not stated in the study).
+    pub boost_walk: BoostWalk,
+    /// GS pays the gang switch at the end of every quantum, also while one
+    /// row holds every job and the rows do not change (the study's reading).
+    pub gang_switch_every_quantum: bool,
+}
+
+/// When periodic boost's 1 ms walk runs relative to the scheduler that
+/// preempts in favour of the boosted process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BoostWalk {
+    /// The walk runs at one 1 ms boundary and the scheduler acts on its
+    /// boost at the next ("at the next millisecond boundary"; default).
+    TickBefore,
+    /// The walk runs just before the scheduler at the same boundary.
+    SameTick,
+}
+
+impl BoostWalk {
+    pub const NAMES: [&'static str; 2] = ["tick-before", "same-tick"];
+}
+
+impl std::str::FromStr for BoostWalk {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "tick-before" => Ok(BoostWalk::TickBefore),
+            "same-tick" => Ok(BoostWalk::SameTick),
+            other => Err(format!("unknown boost walk timing '{other}' (known: {})", BoostWalk::NAMES.join(", "))),
+        }
+    }
 }
 
 impl Default for CostConfig {
@@ -78,6 +111,8 @@ impl Default for CostConfig {
             syscall_ns: 3 * NS_PER_US,
             spin_factor: 1.1,
             boost_keeps_quantum: false,
+            boost_walk: BoostWalk::TickBefore,
+            gang_switch_every_quantum: true,
         }
     }
 }

@@ -69,14 +69,25 @@ pub struct Summary {
     pub p50_response_s: f64,
     pub p95_response_s: f64,
     pub throughput_jobs_per_s: f64,
-    pub utilization: f64,
-    /// Utilization from the first to the last arrival: what the scheme sustains
-    /// while work keeps coming (the drain after it is left out).
-    pub utilization_during_arrivals: f64,
+    /// The study's utilization, "time spent in useful work": the work the
+    /// completed jobs were given (tasks x dedicated run time) / (CPUs x span).
+    pub delivered_utilization: f64,
+    /// Compute time alone / (CPUs x span): I/O and communication excluded.
+    pub compute_utilization: f64,
+    /// Delivered utilization from time 0 to the last arrival: what the scheme
+    /// sustains while work keeps coming (the drain after it is left out).
+    pub delivered_utilization_during_arrivals: f64,
+    pub compute_utilization_during_arrivals: f64,
+    /// The work offered in the same window (see `ArrivalWindow::offered_ns`)
+    /// per capacity: what delivered utilization would be if nothing fell behind.
+    pub offered_utilization_during_arrivals: f64,
+    pub saturation: SaturationVerdict,
     pub mean_slowdown: f64,
     pub mean_bounded_slowdown: f64,
     pub bounded_slowdown_threshold_s: f64,
     pub longest_queue: usize,
+    /// The most processes any CPU held at once (at most the MPL).
+    pub peak_processes_per_cpu: usize,
     /// When the run was interrupted (simulated s): the figures are of the jobs finished by then.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_at_s: Option<f64>,
@@ -132,13 +143,17 @@ mod tests {
     }
 
     #[test]
-    fn saturation_is_a_growing_wait_or_unfinished_jobs() {
+    fn saturation_is_a_growing_wait_unfinished_jobs_or_work_left_behind() {
         let stable: Vec<JobRecord> = (0..100).map(|i| record(i as f64, (i % 7) as f64)).collect();
-        assert!(!judge_saturation(&stable, 100).saturated);
+        let steady = BacklogMeasure { delivered_share: 0.9, growth: 0.01 };
+        assert!(!judge_saturation(&stable, 100, steady).saturated);
         let growing: Vec<JobRecord> = (0..100).map(|i| record(i as f64, 0.3 * i as f64)).collect();
-        let verdict = judge_saturation(&growing, 100);
+        let verdict = judge_saturation(&growing, 100, steady);
         assert!(verdict.saturated && (verdict.wait_growth - 0.3).abs() < 1e-9, "{verdict:?}");
-        assert!(judge_saturation(&stable[..90], 100).saturated, "unfinished jobs");
+        assert!(judge_saturation(&stable[..90], 100, steady).saturated, "unfinished jobs");
+        // No queue at all, but the backlog grows in the MPL slots.
+        let behind = judge_saturation(&stable, 100, BacklogMeasure { delivered_share: 0.6, growth: 0.2 });
+        assert!(behind.saturated && behind.why.contains("20 %"), "{behind:?}");
     }
 
     #[test]
@@ -153,12 +168,17 @@ mod tests {
     }
 }
 
-/// Whether a run's arrival queue grew without bound.
+/// Whether a run fell behind the work offered to it, and why.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct SaturationVerdict {
     pub saturated: bool,
-    /// How fast waiting grew with arrival time (seconds of wait per second).
+    /// How fast waiting in the arrival queue grew with arrival time (s per s).
     pub wait_growth: f64,
+    /// Delivered / offered work while jobs arrived (1 when nothing fell behind).
+    pub delivered_share: f64,
+    /// How fast the work offered but not yet delivered grew over the second
+    /// half of the arrivals, as a share of the machine's capacity.
+    pub backlog_growth: f64,
     pub why: String,
 }
 
@@ -166,32 +186,61 @@ pub struct SaturationVerdict {
 /// more than 10 % slower than they arrive (our choice).
 pub const SATURATION_WAIT_GROWTH: f64 = 0.1;
 
-/// Judge a run: saturated if some jobs never completed (the run was cut at a
-/// horizon) or if the wait grows along the arrival sequence (least-squares
-/// slope of wait against arrival time of at least [`SATURATION_WAIT_GROWTH`]).
-/// A stable queue's wait fluctuates around a level; an unstable one's grows
-/// linearly, at rate 1 − service rate / arrival rate.
-pub fn judge_saturation(records: &[JobRecord], jobs_submitted: usize) -> SaturationVerdict {
-    let n = records.len() as f64;
-    let wait_growth = if records.len() >= 3 {
-        let mx = records.iter().map(|r| r.arrival_s).sum::<f64>() / n;
-        let my = records.iter().map(|r| r.wait_s).sum::<f64>() / n;
-        let sxx: f64 = records.iter().map(|r| (r.arrival_s - mx).powi(2)).sum();
-        let sxy: f64 = records.iter().map(|r| (r.arrival_s - mx) * (r.wait_s - my)).sum();
-        if sxx > 0.0 {
-            sxy / sxx
-        } else {
-            0.0
-        }
-    } else {
-        0.0
-    };
+/// A run whose backlog of work grows at this share of the machine's capacity
+/// or faster is saturated, wherever its backlog sits (our choice; see docs/model.md).
+pub const SATURATION_BACKLOG_GROWTH: f64 = 0.05;
+
+/// What a run measured of its backlog while jobs arrived.
+#[derive(Clone, Copy, Debug)]
+pub struct BacklogMeasure {
+    /// Delivered / offered work from time 0 to the last arrival.
+    pub delivered_share: f64,
+    /// Growth of undelivered work over the second half of the arrivals, per capacity.
+    pub growth: f64,
+}
+
+/// Judge a run. Saturated if some jobs never completed (the run was cut at a
+/// horizon); if the work offered but not delivered grows at
+/// [`SATURATION_BACKLOG_GROWTH`] of the capacity or faster over the second
+/// half of the arrivals (throughput saturation: the backlog may sit in the
+/// MPL slots, not in the queue); or if the wait grows along the arrival
+/// sequence (least-squares slope of wait against arrival time of at least
+/// [`SATURATION_WAIT_GROWTH`]).
+pub fn judge_saturation(records: &[JobRecord], jobs_submitted: usize, backlog: BacklogMeasure) -> SaturationVerdict {
+    let wait_growth = wait_growth(records);
+    let growth = backlog.growth;
     let (saturated, why) = if records.len() < jobs_submitted {
         (true, format!("{} of {} jobs unfinished at the horizon", jobs_submitted - records.len(), jobs_submitted))
+    } else if growth >= SATURATION_BACKLOG_GROWTH {
+        (true, format!("undelivered work grows at {:.0} % of the capacity", 100.0 * growth))
     } else if wait_growth >= SATURATION_WAIT_GROWTH {
         (true, format!("wait grows {wait_growth:.2} s per s of arrivals"))
     } else {
-        (false, format!("wait growth {wait_growth:.3} s per s"))
+        (false, format!("backlog growth {:.1} % of the capacity, wait growth {wait_growth:.3} s per s", 100.0 * growth))
     };
-    SaturationVerdict { saturated, wait_growth, why }
+    SaturationVerdict { saturated, wait_growth, delivered_share: backlog.delivered_share, backlog_growth: growth, why }
+}
+
+/// Least-squares slope of y against x (0 for fewer than 3 points or no spread in x).
+pub fn slope(points: &[(f64, f64)]) -> f64 {
+    if points.len() < 3 {
+        return 0.0;
+    }
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx > 0.0 {
+        sxy / sxx
+    } else {
+        0.0
+    }
+}
+
+/// Least-squares slope of wait against arrival time. A stable queue's wait
+/// fluctuates around a level; an unstable one's grows linearly, at rate
+/// 1 - service rate / arrival rate.
+fn wait_growth(records: &[JobRecord]) -> f64 {
+    slope(&records.iter().map(|r| (r.arrival_s, r.wait_s)).collect::<Vec<_>>())
 }

@@ -1,8 +1,8 @@
 //! One simulation run from configuration and jobs to records and summary.
 
 use crate::config::{ConfigError, SimConfig};
-use crate::engine::{Engine, Progress, SimJob};
-use crate::metrics::{mean, percentile, Breakdown, JobRecord, Summary};
+use crate::engine::{ArrivalWindow, Engine, Progress, SimJob};
+use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
 use crate::trace::TraceEvent;
 use cosched_core::SimTime;
 
@@ -65,6 +65,24 @@ pub fn run(
     let span_s = outcome.end.as_secs_f64();
     let responses: Vec<f64> = records.iter().map(|r| r.response_s).collect();
     let total_cpu_ns = outcome.cpu_time.total_ns().max(1) as f64;
+    let delivered_ns: f64 = records.iter().map(|r| r.tasks as f64 * r.dedicated_s * 1e9).sum();
+    let window = outcome.arrival_window;
+    // (A run of one arrival has an empty window: the whole run stands for it.)
+    let window = if window.last_arrival > SimTime::ZERO {
+        window
+    } else {
+        ArrivalWindow {
+            last_arrival: outcome.end,
+            compute_ns: outcome.cpu_time.useful_ns,
+            delivered_ns,
+            offered_ns: delivered_ns,
+        }
+    };
+    let window_capacity_ns = cpus as f64 * window.last_arrival.ns().max(1) as f64;
+    let backlog = BacklogMeasure {
+        delivered_share: if window.offered_ns > 0.0 { window.delivered_ns / window.offered_ns } else { 1.0 },
+        growth: backlog_growth(&outcome.backlog_samples, window.last_arrival, cpus),
+    };
     let summary = Summary {
         scheme: cfg.scheme.name().to_string(),
         jobs_submitted: submitted,
@@ -76,19 +94,17 @@ pub fn run(
         p50_response_s: percentile(&responses, 0.50),
         p95_response_s: percentile(&responses, 0.95),
         throughput_jobs_per_s: if span_s > 0.0 { records.len() as f64 / span_s } else { 0.0 },
-        utilization: outcome.cpu_time.useful_ns as f64 / total_cpu_ns,
-        utilization_during_arrivals: {
-            let (last_arrival, useful_ns) = outcome.useful_until_last_arrival;
-            if last_arrival > SimTime::ZERO {
-                useful_ns as f64 / (cpus as f64 * last_arrival.ns() as f64)
-            } else {
-                outcome.cpu_time.useful_ns as f64 / total_cpu_ns
-            }
-        },
+        delivered_utilization: delivered_ns / (cpus as f64 * outcome.end.ns().max(1) as f64),
+        compute_utilization: outcome.cpu_time.useful_ns as f64 / total_cpu_ns,
+        delivered_utilization_during_arrivals: window.delivered_ns / window_capacity_ns,
+        compute_utilization_during_arrivals: window.compute_ns as f64 / window_capacity_ns,
+        offered_utilization_during_arrivals: window.offered_ns / window_capacity_ns,
+        saturation: judge_saturation(&records, submitted, backlog),
         mean_slowdown: mean(records.iter().map(|r| r.slowdown)),
         mean_bounded_slowdown: mean(records.iter().map(|r| r.bounded_slowdown)),
         bounded_slowdown_threshold_s: options.bounded_slowdown_threshold_s,
         longest_queue: outcome.longest_queue,
+        peak_processes_per_cpu: outcome.peak_processes_per_cpu,
         interrupted_at_s: outcome.stopped_early.then_some(span_s),
         cpu_time: outcome.cpu_time,
         events: outcome.events,
@@ -100,4 +116,13 @@ pub fn run(
         trace: outcome.trace,
         event_counts: outcome.event_counts,
     })
+}
+
+/// Growth of the undelivered work over the second half of the arrivals (the
+/// first half holds the climb from an empty machine), per CPU: 0 when stable.
+fn backlog_growth(samples: &[(SimTime, f64)], last_arrival: SimTime, cpus: u32) -> f64 {
+    let half = last_arrival.ns() / 2;
+    let late: Vec<(f64, f64)> =
+        samples.iter().filter(|(t, _)| t.ns() >= half).map(|&(t, b)| (t.ns() as f64, b)).collect();
+    slope(&late) / cpus as f64
 }

@@ -9,6 +9,8 @@
 
 mod common;
 use common::*;
+use cosched_sim::config::BoostWalk;
+use cosched_sim::run::RunResult;
 use cosched_sim::trace::TraceKind;
 use cosched_sim::{Scheme, SimJob};
 
@@ -73,8 +75,9 @@ fn spin_yield_drops_below_the_others_and_boosts_the_next_runnable_process() {
             (3 * MS, 0, TraceKind::Dispatch { process: C, switch_cost: true }),
         ]
     );
-    // System call, own queue move, two endpoint checks (one per pass), C's queue move.
-    let yield_cost = SYSCALL + QUEUE_MOVE + 2 * CHECK + QUEUE_MOVE;
+    // System call, own queue move, one endpoint check (A0's own: C is not in a
+    // receive, and the second pass checks no endpoint), C's queue move.
+    let yield_cost = SYSCALL + QUEUE_MOVE + CHECK + QUEUE_MOVE;
     assert_eq!(r.per_cpu_time[0].overhead_ns, yield_cost);
     assert!(events(&r, |k| matches!(k, TraceKind::Yield { .. })).len() == 1, "one yield per receive");
 }
@@ -111,19 +114,83 @@ fn demand_based_coscheduling_interrupts_only_for_receivers_not_running() {
     assert_eq!(r.per_cpu_time[1].overhead_ns, INTERRUPT + QUEUE_MOVE);
 }
 
+/// Periodic boost on CPU 0 of the common set-up with C. A0 computes
+/// 1.2-2.2 ms and then spins at level 59, like C, which waits at level 59.
+fn periodic_boost_run(walk: BoostWalk) -> RunResult {
+    let mut cfg = config(scheme("PB"), 2, 3);
+    cfg.costs.boost_walk = walk;
+    simulate(&cfg, jobs(true))
+}
+
+fn on_cpu0(r: &RunResult, from_ms: u64, to_ms: u64) -> Vec<(u64, u32, TraceKind)> {
+    events(r, |k| matches!(k, TraceKind::Boost { .. } | TraceKind::Preempt { .. } | TraceKind::Dispatch { .. }))
+        .into_iter()
+        .filter(|&(t, cpu, _)| cpu == 0 && (from_ms * MS..=to_ms * MS).contains(&t))
+        .collect()
+}
+
 #[test]
-fn periodic_boost_walks_after_the_running_process_every_tick() {
-    let r = simulate(&config(scheme("PB"), 2, 3), jobs(true));
-    let boosts = events(&r, |k| matches!(k, TraceKind::Boost { .. }));
-    assert!(!boosts.is_empty());
-    assert!(boosts.iter().all(|(t, _, _)| t % MS == 0), "boosts happen at ticks");
-    // While A0 runs on CPU 0 (from 1.2 ms until its message lands at 6.2 ms + L),
-    // the walk after it finds C, runnable and not in a receive, at every tick.
-    let on_cpu0: Vec<u64> = boosts
-        .iter()
-        .filter(|(t, cpu, k)| *cpu == 0 && (2 * MS..=6 * MS).contains(t) && *k == TraceKind::Boost { process: C })
-        .map(|(t, _, _)| *t)
-        .collect();
-    assert_eq!(on_cpu0, vec![2 * MS, 3 * MS, 4 * MS, 5 * MS, 6 * MS]);
-    assert!(r.summary.cpu_time.overhead_ns > 0);
+fn a_periodic_boost_displaces_a_spinner_at_the_same_level_at_the_next_tick() {
+    let r = periodic_boost_run(BoostWalk::TickBefore);
+    assert_eq!(
+        on_cpu0(&r, 2, 4),
+        vec![
+            // The 3 ms walk starts with A0, spinning: its endpoint has nothing;
+            // the second pass finds C, outside a receive, and boosts it...
+            (3 * MS, 0, TraceKind::Boost { process: C }),
+            // ...and the scheduler, at the next boundary, runs C in place of A0,
+            // though both are at level 59.
+            (4 * MS, 0, TraceKind::Preempt { process: A0 }),
+            (4 * MS, 0, TraceKind::Dispatch { process: C, switch_cost: true }),
+        ]
+    );
+    // A1 runs 5.2-6.2 ms (B2 first): its message lands in A0's endpoint at
+    // 6.2 ms + L; the 7 ms walk boosts A0, which displaces C at 8 ms and ends.
+    assert_eq!(
+        on_cpu0(&r, 5, 8),
+        vec![
+            (7 * MS, 0, TraceKind::Boost { process: A0 }),
+            (8 * MS, 0, TraceKind::Preempt { process: C }),
+            (8 * MS, 0, TraceKind::Dispatch { process: A0, switch_cost: true }),
+        ]
+    );
+    // Kernel time at each walk: 3 ms: A0's endpoint + C's queue move; 4, 5, 6 ms:
+    // A0's endpoint only; 7 ms: A0's endpoint + its queue move; 8 ms: A0's own
+    // endpoint, just after the switch to it (A0 is found, nothing changes).
+    let walks = (CHECK + QUEUE_MOVE) + 3 * CHECK + (CHECK + QUEUE_MOVE) + CHECK;
+    assert_eq!(r.per_cpu_time[0].overhead_ns, walks);
+    assert_eq!(finish_ns(&r, 3), 8 * MS + CS + CHECK);
+    // A0 spun from 2.2 ms to 4 ms but for the 3 ms walk.
+    assert_eq!(r.per_cpu_time[0].spin_ns, 1_800 * US - (CHECK + QUEUE_MOVE));
+}
+
+#[test]
+fn a_walk_that_finds_the_running_process_changes_nothing() {
+    let r = periodic_boost_run(BoostWalk::TickBefore);
+    // From 4.2 to 7 ms C computes: each walk starts with C, checks the endpoint
+    // of A0 (in a receive, no message yet) and finds C itself: no boost, no switch.
+    assert_eq!(on_cpu0(&r, 5, 6), vec![]);
+    // Alone after 8.2 ms, C is never boosted: at 25 ms its 20 ms quantum (less the
+    // time the walks took from it) runs out, it drops to level 58 and goes on.
+    let late = events(&r, |k| matches!(k, TraceKind::Boost { .. } | TraceKind::Demote { .. }));
+    assert_eq!(late.last(), Some(&(25 * MS, 0, TraceKind::Demote { process: C, level: 58 })));
+    assert!(late.iter().all(|&(t, _, _)| t <= 8 * MS || t == 25 * MS), "{late:?}");
+}
+
+#[test]
+fn with_the_walk_at_the_same_tick_the_boost_takes_effect_at_once() {
+    let r = periodic_boost_run(BoostWalk::SameTick);
+    assert_eq!(
+        on_cpu0(&r, 2, 4),
+        vec![
+            (3 * MS, 0, TraceKind::Boost { process: C }),
+            (3 * MS, 0, TraceKind::Preempt { process: A0 }),
+            (3 * MS, 0, TraceKind::Dispatch { process: C, switch_cost: true }),
+        ]
+    );
+    let boosted_a0 = on_cpu0(&r, 5, 8);
+    assert_eq!(boosted_a0[0], (7 * MS, 0, TraceKind::Boost { process: A0 }));
+    assert_eq!(boosted_a0[1], (7 * MS, 0, TraceKind::Preempt { process: C }));
+    // The walk runs before the switch to A0 (A0's endpoint, its queue move); A0 ends after the switch.
+    assert_eq!(finish_ns(&r, 3), 7 * MS + CHECK + QUEUE_MOVE + CS);
 }

@@ -9,7 +9,9 @@ use cosched_sim::Scheme;
 fn dedicated_job_takes_exactly_its_nominal_time() {
     for scheme in [Scheme::LOCAL, Scheme::Gang] {
         for tasks in [1, 2, 3, 8] {
-            let cfg = config(scheme, 8, 5);
+            let mut cfg = config(scheme, 8, 5);
+            // (GS's switch at every quantum's end is tested below.)
+            cfg.costs.gang_switch_every_quantum = false;
             let program = cosched_sim::app::program_for(
                 cosched_sim::JobType::by_number(1).unwrap(),
                 tasks,
@@ -155,11 +157,12 @@ fn gang_scheduling_idles_a_cpu_whose_process_blocks() {
     let r = simulate(&cfg, vec![job(1, 0, 1, 10 * MS, 30 * MS, 1), job(2, 0, 1, 500 * MS, 0, 1)]);
     assert_eq!(finish_ns(&r, 1), 40 * MS);
     assert_eq!(start_ns(&r, 2), 0, "admitted at once into row 1");
-    // Row 1 gets the CPU only at the 200 ms quantum boundary, after a 2 ms gang switch.
-    assert_eq!(finish_ns(&r, 2), 200 * MS + 2 * MS + 500 * MS);
+    // Row 1 gets the CPU only at the 200 ms quantum boundary, after a 2 ms gang
+    // switch; alone from then on, it still pays the switch at 400 and 600 ms.
+    assert_eq!(finish_ns(&r, 2), 200 * MS + 3 * 2 * MS + 500 * MS);
     let time = r.summary.cpu_time;
     assert_eq!(time.idle_ns, 190 * MS, "idle during the I/O and the rest of row 0's quantum");
-    assert_eq!(time.switch_ns, 2 * MS);
+    assert_eq!(time.switch_ns, 3 * 2 * MS);
     assert_eq!(time.useful_ns, 510 * MS);
 }
 
@@ -216,4 +219,77 @@ fn mpl_limits_processes_per_cpu() {
         vec![job(1, 0, 1, 30 * MS, 0, 1), job(2, 0, 1, 60 * MS, 0, 1), job(3, 0, 1, 10 * MS, 0, 1)],
     );
     assert_eq!(start_ns(&gs, 3), finish_ns(&gs, 1), "two rows only: job 3 takes job 1's cell");
+}
+
+#[test]
+fn gang_scheduling_charges_the_switch_at_every_quantum_even_with_one_row() {
+    // One job of 500 ms alone: quanta end at 200 and 400 ms; each costs a 2 ms gang switch.
+    let cfg = config(Scheme::Gang, 1, 2);
+    let r = simulate(&cfg, vec![job(1, 0, 1, 500 * MS, 0, 1)]);
+    let switches = events(&r, |k| matches!(k, TraceKind::GangSwitch { .. }));
+    assert_eq!(
+        switches,
+        vec![(200 * MS, 0, TraceKind::GangSwitch { row: 0 }), (400 * MS, 0, TraceKind::GangSwitch { row: 0 })]
+    );
+    assert_eq!(finish_ns(&r, 1), 504 * MS);
+    assert_eq!(r.summary.cpu_time.switch_ns, 4 * MS);
+    // The cheaper reading: no cost while the row does not change.
+    let mut free = cfg.clone();
+    free.costs.gang_switch_every_quantum = false;
+    let r = simulate(&free, vec![job(1, 0, 1, 500 * MS, 0, 1)]);
+    assert_eq!(finish_ns(&r, 1), 500 * MS);
+    assert_eq!(r.summary.cpu_time.switch_ns, 0);
+}
+
+#[test]
+fn a_tick_inside_a_context_switch_is_deferred_to_its_end() {
+    // Y (100 ms of compute) runs first; at 20 ms its quantum expires and it
+    // drops to level 58. X computes 20.2-20.9 ms, then 50 µs of I/O; the switch
+    // back to Y runs 20.9-21.1 ms, and X wakes at 20.95 ms at level 59. The
+    // 21 ms tick falls inside that switch: the scheduler acts at its end,
+    // 21.1 ms, and runs X in place of Y (were the tick dropped, at 22 ms).
+    let cfg = config(Scheme::LOCAL, 1, 2);
+    let r = simulate(&cfg, vec![job(1, 0, 1, 100 * MS, 0, 1), job(2, 0, 1, 700 * US, 50 * US, 2)]);
+    let (y, x) = (0, 1);
+    let timeline: Vec<_> =
+        events(&r, |k| matches!(k, TraceKind::Preempt { .. } | TraceKind::Dispatch { .. } | TraceKind::Wake { .. }))
+            .into_iter()
+            .filter(|&(t, _, _)| (20 * MS..=23 * MS).contains(&t))
+            .collect();
+    assert_eq!(
+        timeline,
+        vec![
+            (20 * MS, 0, TraceKind::Dispatch { process: x, switch_cost: true }),
+            (20_900 * US, 0, TraceKind::Dispatch { process: y, switch_cost: true }),
+            (20_950 * US, 0, TraceKind::Wake { process: x }),
+            (21_100 * US, 0, TraceKind::Preempt { process: y }),
+            (21_100 * US, 0, TraceKind::Dispatch { process: x, switch_cost: true }),
+            // X computes 21.3-22.0 ms; its second I/O ends at 22.05 ms inside the
+            // switch to Y (22.0-22.2 ms), where no tick falls: the 23 ms tick acts.
+            (22 * MS, 0, TraceKind::Dispatch { process: y, switch_cost: true }),
+            (22_050 * US, 0, TraceKind::Wake { process: x }),
+            (23 * MS, 0, TraceKind::Preempt { process: y }),
+            (23 * MS, 0, TraceKind::Dispatch { process: x, switch_cost: true }),
+        ]
+    );
+    assert_eq!(finish_ns(&r, 2), 23 * MS + CS);
+}
+
+#[test]
+fn delivered_utilization_counts_the_work_given_not_compute_alone() {
+    // 10 ms of compute and 30 ms of I/O, alone on one CPU: the CPU computes a
+    // quarter of the time, yet it delivers the job's whole dedicated work.
+    let r = simulate(&config(Scheme::LOCAL, 1, 2), vec![job(1, 0, 1, 10 * MS, 30 * MS, 1)]);
+    let s = &r.summary;
+    assert_eq!(ns(s.span_s), 40 * MS);
+    assert!((s.delivered_utilization - 1.0).abs() < 1e-12, "{}", s.delivered_utilization);
+    assert!((s.compute_utilization - 0.25).abs() < 1e-12, "{}", s.compute_utilization);
+    // Two such jobs arriving 50 ms apart on two CPUs: while jobs arrive (0-50 ms),
+    // the first delivers its 40 ms of work, exactly what was offered.
+    let jobs = vec![job(1, 0, 1, 10 * MS, 30 * MS, 1), job(2, 50 * MS, 1, 10 * MS, 30 * MS, 1)];
+    let r = simulate(&config(Scheme::LOCAL, 2, 2), jobs);
+    let s = &r.summary;
+    assert!((s.delivered_utilization_during_arrivals - 0.4).abs() < 1e-12);
+    assert!((s.offered_utilization_during_arrivals - 0.4).abs() < 1e-12);
+    assert!((s.saturation.delivered_share - 1.0).abs() < 1e-12 && !s.saturation.saturated, "{:?}", s.saturation);
 }

@@ -34,12 +34,13 @@ proptest! {
         skew_pct in 0u32..150,
         scheme_index in 0usize..10,
         seed in 0u64..1_000,
+        options in 0u8..4,
         jobs in jobs_strategy(8),
     ) {
         let cpus = nodes * cpus_per_node;
         let jobs: Vec<SimJob> = jobs.into_iter().filter(|j| j.tasks <= cpus).collect();
         prop_assume!(!jobs.is_empty());
-        let cfg = SimConfig {
+        let mut cfg = SimConfig {
             scheme: Scheme::all_names()[scheme_index].parse().unwrap(),
             nodes,
             cpus_per_node,
@@ -48,6 +49,11 @@ proptest! {
             seed,
             ..SimConfig::default()
         };
+        // The two documented readings the study leaves open, both ways.
+        if options & 1 == 1 {
+            cfg.costs.boost_walk = cosched_sim::config::BoostWalk::SameTick;
+        }
+        cfg.costs.gang_switch_every_quantum = options & 2 == 0;
         let n = jobs.len();
         let result = run(&cfg, jobs.clone(), &RunOptions::default(), |_| {}).unwrap();
         prop_assert_eq!(result.jobs.len(), n, "every admitted job completes");

@@ -2,7 +2,7 @@
 //! policy; table, CSV, JSON and a plot of `s_j` against `j`.
 
 use crate::output::{csv_field, num, push_row, OutputDir};
-use crate::plot::{svg_to_png, LineChart, Series};
+use crate::plot::{indexed_style, svg_to_png, LineChart, Marker, Series, Style};
 use clap::Args;
 use cosched_bench::policy::Policy;
 use cosched_bench::slowdown::{self, Point, Sample, SlowdownConfig, SlowdownReport};
@@ -209,21 +209,25 @@ pub fn chart(report: &SlowdownReport) -> LineChart {
         }
     }
     let mut top = max_j;
-    for policy in policies {
+    for (i, policy) in policies.into_iter().enumerate() {
         let points: Vec<&Point> = report.points.iter().filter(|p| p.policy == policy).collect();
         top = points.iter().map(|p| p.slowdown.value + p.slowdown.std_error).fold(top, f64::max);
         series.push(Series {
             name: policy.to_string(),
+            style: indexed_style(i),
             points: points.iter().map(|p| (p.jobs as f64, p.slowdown.value)).collect(),
             clipped_from: None,
             y_errors: points.iter().map(|p| p.slowdown.std_error).collect(),
+            x_errors: vec![],
         });
     }
     series.push(Series {
         name: "ideal s_j = j".into(),
+        style: Style { colour: "#999999", marker: Marker::HollowCircle, dash: "4,3" },
         points: vec![(1.0, 1.0), (max_j, max_j)],
         clipped_from: None,
         y_errors: vec![],
+        x_errors: vec![],
     });
     LineChart {
         title: format!("Slowdown of j simultaneous copies: {}", shorten(&report.command.join(" "), 40)),
@@ -233,6 +237,7 @@ pub fn chart(report: &SlowdownReport) -> LineChart {
         y_range: (0.0, top.ceil().max(2.0)),
         log_y: false,
         series,
+        legend_notes: vec!["bars: ± one standard error".into()],
     }
 }
 

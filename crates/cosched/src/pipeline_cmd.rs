@@ -3,7 +3,7 @@
 //! oneTBB.
 
 use crate::output::{csv_field, num, push_row, OutputDir};
-use crate::plot::{svg_to_png, LineChart, Series};
+use crate::plot::{indexed_style, svg_to_png, GroupedBarChart, LineChart, Series};
 use clap::{Args, Subcommand, ValueEnum};
 use cosched_bench::pipeline::{self as study, OverheadConfig, OverheadRow, StudyConfig, StudyResult};
 use cosched_pipeline::columnsort::{self, data, SortConfig, StagePolicy};
@@ -366,17 +366,16 @@ fn write_study(out: &Path, table: &str, result: &StudyResult) -> Result<(), Stri
     }
     dir.write("summary.csv", &summary)?;
     dir.write("report.json", &serde_json::to_string_pretty(result).map_err(|e| e.to_string())?)?;
-    write_png(&dir, "runs", &runs_chart(result))?;
-    write_png(&dir, "means", &means_chart(result))?;
+    write_png(&dir, "runs", &runs_chart(result).to_svg())?;
+    write_png(&dir, "means", &means_chart(result).to_svg())?;
     let path = dir.commit()?;
     eprintln!("results in {}", path.display());
     Ok(())
 }
 
-fn write_png(dir: &OutputDir, name: &str, chart: &LineChart) -> Result<(), String> {
-    let svg = chart.to_svg();
-    dir.write(&format!("{name}.svg"), &svg)?;
-    std::fs::write(dir.file(&format!("{name}.png")), svg_to_png(&svg)?).map_err(|e| e.to_string())
+fn write_png(dir: &OutputDir, name: &str, svg: &str) -> Result<(), String> {
+    dir.write(&format!("{name}.svg"), svg)?;
+    std::fs::write(dir.file(&format!("{name}.png")), svg_to_png(svg)?).map_err(|e| e.to_string())
 }
 
 fn y_range(values: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
@@ -391,8 +390,10 @@ fn runs_chart(result: &StudyResult) -> LineChart {
     let series = result
         .summaries
         .iter()
-        .map(|p| Series {
+        .enumerate()
+        .map(|(i, p)| Series {
             name: p.policy.clone(),
+            style: indexed_style(i),
             points: result
                 .samples
                 .iter()
@@ -402,6 +403,7 @@ fn runs_chart(result: &StudyResult) -> LineChart {
                 .collect(),
             clipped_from: None,
             y_errors: Vec::new(),
+            x_errors: Vec::new(),
         })
         .collect();
     LineChart {
@@ -412,32 +414,20 @@ fn runs_chart(result: &StudyResult) -> LineChart {
         y_range: y_range(result.samples.iter().map(|s| s.wall_s)),
         log_y: false,
         series,
+        legend_notes: Vec::new(),
     }
 }
 
 /// Mean wall time per policy with its standard error.
-fn means_chart(result: &StudyResult) -> LineChart {
-    let series = result
-        .summaries
-        .iter()
-        .enumerate()
-        .map(|(i, p)| Series {
-            name: p.policy.clone(),
-            points: vec![(i as f64 + 1.0, p.wall_s.mean)],
-            clipped_from: None,
-            y_errors: vec![p.wall_s.std_error],
-        })
-        .collect();
-    let ends =
-        result.summaries.iter().flat_map(|p| [p.wall_s.mean - p.wall_s.std_error, p.wall_s.mean + p.wall_s.std_error]);
-    LineChart {
-        title: "Columnsort mean wall time ± standard error, by policy".into(),
-        x_label: "policy (in the legend's order)".into(),
-        y_label: "wall time (s)".into(),
-        x_range: (0.0, result.summaries.len() as f64 + 1.0),
-        y_range: y_range(ends),
-        log_y: false,
-        series,
+fn means_chart(result: &StudyResult) -> GroupedBarChart {
+    GroupedBarChart {
+        title: "Columnsort mean wall time by policy".into(),
+        unit: "wall time (s)".into(),
+        categories: result.summaries.iter().map(|p| p.policy.clone()).collect(),
+        series_names: vec!["mean wall time".into()],
+        values: result.summaries.iter().map(|p| vec![(p.wall_s.mean, p.wall_s.std_error)]).collect(),
+        reference: None,
+        note: Some("whiskers: ± one standard error".into()),
     }
 }
 

@@ -1,37 +1,132 @@
 //! Small, dependency-free SVG charts for result folders: what people would
 //! rather look at than read. Output is plain text with fixed number
 //! formatting, so the same results give the same bytes.
+//!
+//! Conventions every chart keeps: a scheme has one colour and one marker in
+//! every figure ([`scheme_style`]); axis ticks are 1, 2 or 5 times a power of
+//! ten; whatever a mark means is said in the legend; the canvas grows to fit
+//! its longest title and label instead of cutting them off.
 
 use std::fmt::Write;
 
-/// One bar made of stacked segments (values in the chart's unit).
-pub struct StackedBar {
-    pub label: String,
-    pub segments: Vec<f64>,
+/// How one series or category is drawn.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Style {
+    pub colour: &'static str,
+    pub marker: Marker,
+    pub dash: &'static str,
 }
 
-pub struct StackedBarChart {
-    pub title: String,
-    pub unit: String,
-    pub segment_names: Vec<String>,
-    pub bars: Vec<StackedBar>,
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Marker {
+    Circle,
+    Square,
+    Diamond,
+    TriangleUp,
+    TriangleDown,
+    HollowCircle,
+    HollowSquare,
+    HollowDiamond,
+    HollowTriangleUp,
+    HollowTriangleDown,
 }
 
-/// Colour-blind-safe palette (Okabe-Ito).
-const COLOURS: [&str; 6] = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#999999", "#D55E00"];
+/// The ten schemes in the study's order, each with its fixed style.
+pub const SCHEME_ORDER: [&str; 10] = ["Local", "GS", "SB", "SY", "DCS", "PB", "DCS-SB", "DCS-SY", "PB-SB", "PB-SY"];
 
-const WIDTH: f64 = 720.0;
-const LABEL_W: f64 = 90.0;
-const BAR_H: f64 = 26.0;
-const GAP: f64 = 12.0;
-const TOP: f64 = 48.0;
+/// Paul Tol's colour-blind-safe "muted" scheme, and black.
+const TEN_COLOURS: [&str; 10] =
+    ["#000000", "#332288", "#117733", "#999933", "#CC6677", "#882255", "#44AA99", "#DDAA33", "#AA4499", "#6699CC"];
+const TEN_MARKERS: [Marker; 10] = [
+    Marker::Circle,
+    Marker::Square,
+    Marker::Diamond,
+    Marker::TriangleUp,
+    Marker::TriangleDown,
+    Marker::HollowCircle,
+    Marker::HollowSquare,
+    Marker::HollowDiamond,
+    Marker::HollowTriangleUp,
+    Marker::HollowTriangleDown,
+];
+
+/// The style of a scheme, the same in every figure; other names get one by
+/// their position among the names of their figure.
+pub fn scheme_style(name: &str, position: usize) -> Style {
+    let i = SCHEME_ORDER.iter().position(|s| *s == name).unwrap_or(position);
+    indexed_style(i)
+}
+
+pub fn indexed_style(i: usize) -> Style {
+    const DASHES: [&str; 2] = ["", "6,3"];
+    Style {
+        colour: TEN_COLOURS[i % TEN_COLOURS.len()],
+        marker: TEN_MARKERS[i % TEN_MARKERS.len()],
+        dash: DASHES[i / TEN_COLOURS.len() % DASHES.len()],
+    }
+}
+
+/// Colours of categories that are not schemes (bar segments, variants): Okabe-Ito.
+const SEGMENT_COLOURS: [&str; 6] = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#999999", "#D55E00"];
+
+/// Approximate width of text in the charts' font (DejaVu Sans), px.
+fn text_width(text: &str, font_px: f64) -> f64 {
+    text.chars().count() as f64 * font_px * 0.62
+}
+
+/// A marker centred at (x, y), with a tooltip.
+fn marker_svg(marker: Marker, colour: &str, x: f64, y: f64, title: &str) -> String {
+    let r = 4.0;
+    let (fill, stroke_width) = match marker {
+        Marker::Circle | Marker::Square | Marker::Diamond | Marker::TriangleUp | Marker::TriangleDown => (colour, 1.0),
+        _ => ("white", 1.5),
+    };
+    let shape = match marker {
+        Marker::Circle | Marker::HollowCircle => format!(r#"<circle cx="{x:.1}" cy="{y:.1}" r="{r}""#),
+        Marker::Square | Marker::HollowSquare => {
+            format!(r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}""#, x - r, y - r, 2.0 * r, 2.0 * r)
+        }
+        Marker::Diamond | Marker::HollowDiamond => format!(
+            r#"<path d="M{x:.1},{:.1} L{:.1},{y:.1} L{x:.1},{:.1} L{:.1},{y:.1} Z""#,
+            y - 1.3 * r,
+            x + 1.3 * r,
+            y + 1.3 * r,
+            x - 1.3 * r
+        ),
+        Marker::TriangleUp | Marker::HollowTriangleUp => format!(
+            r#"<path d="M{x:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z""#,
+            y - 1.2 * r,
+            x + 1.2 * r,
+            y + r,
+            x - 1.2 * r,
+            y + r
+        ),
+        Marker::TriangleDown | Marker::HollowTriangleDown => format!(
+            r#"<path d="M{x:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z""#,
+            y + 1.2 * r,
+            x + 1.2 * r,
+            y - r,
+            x - 1.2 * r,
+            y - r
+        ),
+    };
+    format!(
+        r#"{shape} fill="{fill}" stroke="{colour}" stroke-width="{stroke_width}"><title>{}</title></{}>"#,
+        escape(title),
+        match marker {
+            Marker::Circle | Marker::HollowCircle => "circle",
+            Marker::Square | Marker::HollowSquare => "rect",
+            _ => "path",
+        }
+    )
+}
 
 /// The opening of a chart: the root element, a white background, the title.
 fn svg_start(width: f64, height: f64, title: &str, title_x: f64, title_y: f64) -> String {
     let mut svg = String::new();
     let _ = writeln!(
         svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="DejaVu Sans, sans-serif" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="DejaVu Sans, sans-serif" font-size="12">"#
     );
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
@@ -55,21 +150,147 @@ fn nice_max(value: f64) -> f64 {
     [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * power).find(|&v| v >= value).unwrap_or(10.0 * power)
 }
 
+/// Ticks for a linear axis covering [low, high]: a step of 1, 2 or 5 times a
+/// power of ten giving 4 to 10 intervals, and the range widened to whole steps.
+pub fn nice_ticks(low: f64, high: f64) -> Vec<f64> {
+    let span = if high > low { high - low } else { 1.0 };
+    let step = nice_max(span / 8.0);
+    let start = (low / step + 1e-9).floor() * step;
+    let end = (high / step - 1e-9).ceil() * step;
+    let count = ((end - start) / step).round() as usize;
+    (0..=count.max(1)).map(|k| start + step * k as f64).map(|v| if v.abs() < step * 1e-9 { 0.0 } else { v }).collect()
+}
+
+/// Ticks for a log axis: decades, with 2 and 5 between them when the axis
+/// spans at most two decades.
+fn log_ticks(low: f64, high: f64) -> Vec<f64> {
+    let (d0, d1) = (low.log10().floor() as i32, high.log10().ceil() as i32);
+    let multiples: &[f64] = if d1 - d0 <= 2 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+    let mut ticks = Vec::new();
+    for decade in d0..=d1 {
+        for m in multiples {
+            let v = m * 10f64.powi(decade);
+            if v >= low * (1.0 - 1e-9) && v <= high * (1.0 + 1e-9) {
+                ticks.push(v);
+            }
+        }
+    }
+    ticks
+}
+
+/// Tick labels: no trailing zeros, at most three decimals.
+fn format_tick(v: f64) -> String {
+    let text = format!("{v:.3}");
+    let text = text.trim_end_matches('0').trim_end_matches('.').to_string();
+    if text == "-0" {
+        "0".into()
+    } else {
+        text
+    }
+}
+
+/// Values shown beside marks: three significant digits.
+fn format_value(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 10.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// One bar made of stacked segments (values in the chart's unit), with the
+/// half-width of a confidence interval of its total (0: none drawn).
+pub struct StackedBar {
+    pub label: String,
+    pub segments: Vec<f64>,
+    pub error: f64,
+}
+
+pub struct StackedBarChart {
+    pub title: String,
+    pub unit: String,
+    pub segment_names: Vec<String>,
+    pub bars: Vec<StackedBar>,
+    /// A line under the legend saying what any other mark means.
+    pub note: Option<String>,
+}
+
+const BAR_H: f64 = 26.0;
+const GAP: f64 = 12.0;
+const TOP: f64 = 48.0;
+
+/// Horizontal axis of a bar chart: the line, nice ticks and the unit, at `axis_y`.
+fn bar_axis(svg: &mut String, left: f64, plot_w: f64, axis_y: f64, max: f64, unit: &str) {
+    let x = |v: f64| left + plot_w * (v / max).clamp(0.0, 1.0);
+    let _ =
+        writeln!(svg, r##"<line x1="{left:.1}" y1="{axis_y:.1}" x2="{:.1}" y2="{axis_y:.1}" stroke="#333"/>"##, x(max));
+    for v in nice_ticks(0.0, max) {
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{0:.1}" y1="{axis_y:.1}" x2="{0:.1}" y2="{1:.1}" stroke="#333"/><text x="{0:.1}" y="{2:.1}" text-anchor="middle" fill="#333">{3}</text>"##,
+            x(v),
+            axis_y + 4.0,
+            axis_y + 17.0,
+            format_tick(v)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+        left + plot_w / 2.0,
+        axis_y + 34.0,
+        escape(unit)
+    );
+}
+
+/// A confidence-interval whisker across a bar's end.
+fn whisker(svg: &mut String, x_low: f64, x_high: f64, y_mid: f64) {
+    let _ = writeln!(
+        svg,
+        r##"<path d="M{x_low:.1},{0:.1} V{1:.1} M{x_low:.1},{y_mid:.1} H{x_high:.1} M{x_high:.1},{0:.1} V{1:.1}" stroke="#222" stroke-width="1.2" fill="none"/>"##,
+        y_mid - 5.0,
+        y_mid + 5.0
+    );
+}
+
+/// Legend entries in a row from `x` at `y`: a swatch and a name each.
+fn legend_row(svg: &mut String, mut x: f64, y: f64, entries: &[(String, &str)]) {
+    for (name, colour) in entries {
+        let _ = writeln!(
+            svg,
+            r#"<rect x="{x:.1}" y="{:.1}" width="12" height="12" fill="{colour}"/><text x="{:.1}" y="{y:.1}">{}</text>"#,
+            y - 10.0,
+            x + 16.0,
+            escape(name)
+        );
+        x += 30.0 + text_width(name, 12.0);
+    }
+}
+
 impl StackedBarChart {
     /// Render as horizontal stacked bars with an axis and a legend.
     pub fn to_svg(&self) -> String {
-        let plot_w = WIDTH - LABEL_W - 60.0;
-        let height = TOP + self.bars.len() as f64 * (BAR_H + GAP) + 70.0;
+        let label_w = self.bars.iter().map(|b| text_width(&b.label, 12.0)).fold(60.0, f64::max) + 16.0;
+        let width = (label_w + 630.0).max(text_width(&self.title, 15.0) + label_w + 20.0);
+        let plot_w = width - label_w - 70.0;
+        let note_h = if self.note.is_some() { 18.0 } else { 0.0 };
+        let height = TOP + self.bars.len() as f64 * (BAR_H + GAP) + 78.0 + note_h;
         let total = |b: &StackedBar| b.segments.iter().filter(|v| v.is_finite()).sum::<f64>();
-        let max = nice_max(self.bars.iter().map(total).fold(0.0, f64::max));
-        let x = |v: f64| LABEL_W + plot_w * (v / max).clamp(0.0, 1.0);
-        let mut svg = svg_start(WIDTH, height, &self.title, LABEL_W, 22.0);
+        let max = nice_max(self.bars.iter().map(|b| total(b) + b.error).fold(0.0, f64::max));
+        let x = |v: f64| label_w + plot_w * (v / max).clamp(0.0, 1.0);
+        let mut svg = svg_start(width, height, &self.title, 10.0, 22.0);
         for (i, bar) in self.bars.iter().enumerate() {
             let y = TOP + i as f64 * (BAR_H + GAP);
             let _ = writeln!(
                 svg,
                 r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-                LABEL_W - 8.0,
+                label_w - 8.0,
                 y + BAR_H * 0.68,
                 escape(&bar.label)
             );
@@ -83,87 +304,155 @@ impl StackedBarChart {
                     svg,
                     r#"<rect x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{BAR_H}" fill="{}"><title>{}: {}</title></rect>"#,
                     (x1 - x0).max(0.0),
-                    COLOURS[k % COLOURS.len()],
+                    SEGMENT_COLOURS[k % SEGMENT_COLOURS.len()],
                     escape(&self.segment_names[k]),
                     format_value(v)
                 );
                 start += v;
             }
+            if bar.error > 0.0 {
+                whisker(&mut svg, x(start - bar.error), x(start + bar.error), y + BAR_H / 2.0);
+            }
             let _ = writeln!(
                 svg,
                 r##"<text x="{:.1}" y="{:.1}" fill="#333">{}</text>"##,
-                x(start) + 4.0,
+                x(start + bar.error) + 4.0,
                 y + BAR_H * 0.68,
                 format_value(start)
             );
         }
         let axis_y = TOP + self.bars.len() as f64 * (BAR_H + GAP);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{LABEL_W}" y1="{axis_y:.1}" x2="{:.1}" y2="{axis_y:.1}" stroke="#333"/>"##,
-            x(max)
-        );
-        for k in 0..=4 {
-            let v = max * k as f64 / 4.0;
+        bar_axis(&mut svg, label_w, plot_w, axis_y, max, &self.unit);
+        let entries: Vec<(String, &str)> = self
+            .segment_names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| (n.clone(), SEGMENT_COLOURS[k % SEGMENT_COLOURS.len()]))
+            .collect();
+        legend_row(&mut svg, label_w, axis_y + 58.0, &entries);
+        if let Some(note) = &self.note {
             let _ = writeln!(
                 svg,
-                r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
-                x(v),
-                axis_y + 16.0,
-                format_tick(v)
+                r##"<text x="{label_w:.1}" y="{:.1}" fill="#333">{}</text>"##,
+                axis_y + 76.0,
+                escape(note)
             );
-        }
-        let _ = writeln!(
-            svg,
-            r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            LABEL_W + plot_w / 2.0,
-            axis_y + 34.0,
-            escape(&self.unit)
-        );
-        let mut legend_x = LABEL_W;
-        for (k, name) in self.segment_names.iter().enumerate() {
-            let _ = writeln!(
-                svg,
-                r#"<rect x="{legend_x:.1}" y="{:.1}" width="12" height="12" fill="{}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-                axis_y + 46.0,
-                COLOURS[k % COLOURS.len()],
-                legend_x + 16.0,
-                axis_y + 56.0,
-                escape(name)
-            );
-            legend_x += 24.0 + 7.0 * name.len() as f64;
         }
         svg.push_str("</svg>\n");
         svg
     }
 }
 
-/// Axis ticks: no trailing zeros.
-fn format_tick(v: f64) -> String {
-    let text = format!("{v:.3}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
+/// Bars grouped by category (a scheme), one per series (a variant), each with
+/// a confidence interval; an optional reference line (1 for ratios).
+pub struct GroupedBarChart {
+    pub title: String,
+    pub unit: String,
+    pub categories: Vec<String>,
+    pub series_names: Vec<String>,
+    /// `values[category][series]`: (mean, CI half-width); NaN: not run.
+    pub values: Vec<Vec<(f64, f64)>>,
+    pub reference: Option<f64>,
+    pub note: Option<String>,
 }
 
-fn format_value(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 100.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
+impl GroupedBarChart {
+    pub fn to_svg(&self) -> String {
+        let series = self.series_names.len().max(1) as f64;
+        let (bar_h, group_gap) = (16.0, 14.0);
+        let group_h = series * bar_h + group_gap;
+        let label_w = self.categories.iter().map(|c| text_width(c, 12.0)).fold(60.0, f64::max) + 16.0;
+        let width = (label_w + 630.0).max(text_width(&self.title, 15.0) + 30.0);
+        let plot_w = width - label_w - 70.0;
+        let note_h = if self.note.is_some() { 18.0 } else { 0.0 };
+        let height = TOP + self.categories.len() as f64 * group_h + 78.0 + note_h;
+        let top_value = self.values.iter().flatten().filter(|(m, _)| m.is_finite()).map(|(m, e)| m + e);
+        let max = nice_max(top_value.fold(self.reference.unwrap_or(0.0), f64::max));
+        let x = |v: f64| label_w + plot_w * (v / max).clamp(0.0, 1.0);
+        let mut svg = svg_start(width, height, &self.title, 10.0, 22.0);
+        for (c, category) in self.categories.iter().enumerate() {
+            let y0 = TOP + c as f64 * group_h;
+            let _ = writeln!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+                label_w - 8.0,
+                y0 + series * bar_h / 2.0 + 4.0,
+                escape(category)
+            );
+            for (s, &(mean, error)) in self.values[c].iter().enumerate() {
+                let y = y0 + s as f64 * bar_h;
+                let colour = SEGMENT_COLOURS[s % SEGMENT_COLOURS.len()];
+                if !mean.is_finite() {
+                    let _ = writeln!(
+                        svg,
+                        r##"<text x="{:.1}" y="{:.1}" fill="#333">not run</text>"##,
+                        label_w + 4.0,
+                        y + 12.0
+                    );
+                    continue;
+                }
+                let _ = writeln!(
+                    svg,
+                    r#"<rect x="{label_w:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{colour}"><title>{} {}: {}</title></rect>"#,
+                    x(mean) - label_w,
+                    bar_h - 2.0,
+                    escape(category),
+                    escape(&self.series_names[s]),
+                    format_value(mean)
+                );
+                if error > 0.0 {
+                    whisker(&mut svg, x(mean - error), x(mean + error), y + bar_h / 2.0 - 1.0);
+                }
+                let _ = writeln!(
+                    svg,
+                    r##"<text x="{:.1}" y="{:.1}" fill="#333" font-size="11">{}</text>"##,
+                    x(mean + error) + 4.0,
+                    y + 11.0,
+                    format_value(mean)
+                );
+            }
+        }
+        let axis_y = TOP + self.categories.len() as f64 * group_h;
+        if let Some(r) = self.reference {
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{0:.1}" y1="{1:.1}" x2="{0:.1}" y2="{axis_y:.1}" stroke="#222" stroke-dasharray="4,3"/>"##,
+                x(r),
+                TOP - 6.0
+            );
+        }
+        bar_axis(&mut svg, label_w, plot_w, axis_y, max, &self.unit);
+        let entries: Vec<(String, &str)> = self
+            .series_names
+            .iter()
+            .enumerate()
+            .map(|(k, n)| (n.clone(), SEGMENT_COLOURS[k % SEGMENT_COLOURS.len()]))
+            .collect();
+        legend_row(&mut svg, label_w, axis_y + 58.0, &entries);
+        if let Some(note) = &self.note {
+            let _ = writeln!(
+                svg,
+                r##"<text x="{label_w:.1}" y="{:.1}" fill="#333">{}</text>"##,
+                axis_y + 76.0,
+                escape(note)
+            );
+        }
+        svg.push_str("</svg>\n");
+        svg
     }
 }
 
-/// One line of a line chart. A point with `clipped` is drawn at the top edge
-/// with an arrow: its value left the chart (a saturated run).
+/// One line of a line chart. Points from `clipped_from` on left the chart
+/// (saturated runs): the first is drawn at the top edge as an arrow, the
+/// rest not at all.
 pub struct Series {
     pub name: String,
+    pub style: Style,
     pub points: Vec<(f64, f64)>,
     pub clipped_from: Option<usize>,
-    /// Error bar half-heights, one per point (empty: none drawn).
+    /// Error bar half-heights and half-widths, one per point (empty: none drawn).
     pub y_errors: Vec<f64>,
+    pub x_errors: Vec<f64>,
 }
 
 /// A line chart, with a logarithmic or linear y axis.
@@ -175,11 +464,9 @@ pub struct LineChart {
     pub y_range: (f64, f64),
     pub log_y: bool,
     pub series: Vec<Series>,
+    /// Lines under the legend saying what other marks mean.
+    pub legend_notes: Vec<String>,
 }
-
-const LINE_COLOURS: [&str; 10] =
-    ["#000000", "#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#999999", "#882255", "#44AA99"];
-const DASHES: [&str; 3] = ["", "6,3", "2,3"];
 
 impl LineChart {
     /// The y value as drawn: its logarithm on a log axis.
@@ -191,132 +478,172 @@ impl LineChart {
         }
     }
 
-    /// Grid lines on y: decades on a log axis, tenths of the range otherwise.
+    fn x_ticks(&self) -> Vec<f64> {
+        nice_ticks(self.x_range.0, self.x_range.1)
+    }
+
     fn y_ticks(&self) -> Vec<f64> {
-        let (y0, y1) = (self.scale_y(self.y_range.0), self.scale_y(self.y_range.1));
         if self.log_y {
-            ((y0.floor() as i32)..=(y1.ceil() as i32))
-                .map(|decade| 10f64.powi(decade))
-                .filter(|v| v.log10() - y0 >= -1e-9 && v.log10() - y1 <= 1e-9)
-                .collect()
+            log_ticks(self.y_range.0, self.y_range.1)
         } else {
-            (0..=10).map(|k| y0 + (y1 - y0) * k as f64 / 10.0).collect()
+            nice_ticks(self.y_range.0, self.y_range.1)
         }
     }
 
     pub fn to_svg(&self) -> String {
-        let (w, h) = (760.0, 480.0);
-        let (left, right, top, bottom) = (70.0, 150.0, 40.0, 50.0);
-        let (pw, ph) = (w - left - right, h - top - bottom);
-        let (x0, x1) = self.x_range;
-        let (y0, y1) = (self.scale_y(self.y_range.0), self.scale_y(self.y_range.1));
-        let px = |x: f64| left + pw * (x - x0) / (x1 - x0);
+        let legend_w = self
+            .series
+            .iter()
+            .map(|s| text_width(&s.name, 12.0) + 50.0)
+            .chain(self.legend_notes.iter().map(|n| text_width(n, 11.0) + 20.0))
+            .fold(120.0, f64::max);
+        let (left, top, bottom) = (74.0, 40.0, 50.0);
+        let plot_w = 540.0;
+        let w = (left + plot_w + legend_w + 10.0).max(text_width(&self.title, 15.0) + 20.0);
+        let h = 480.0f64.max(top + 20.0 + 18.0 * (self.series.len() + self.legend_notes.len()) as f64 + bottom);
+        let ph = h - top - bottom;
+        // Nice ticks widen the range to whole steps.
+        let (xt, yt) = (self.x_ticks(), self.y_ticks());
+        let (x0, x1) = (xt[0].min(self.x_range.0), xt[xt.len() - 1].max(self.x_range.1));
+        let (y0, y1) = if self.log_y {
+            (self.scale_y(self.y_range.0), self.scale_y(self.y_range.1))
+        } else {
+            (yt[0].min(self.y_range.0), yt[yt.len() - 1].max(self.y_range.1))
+        };
+        let px = |x: f64| left + plot_w * (x - x0) / (x1 - x0);
         let py = |y: f64| top + ph * (1.0 - (self.scale_y(y) - y0) / (y1 - y0)).clamp(0.0, 1.0);
-        let mut svg = svg_start(w, h, &self.title, left, 24.0);
-        for v in self.y_ticks() {
+        let mut svg = svg_start(w, h, &self.title, 10.0, 24.0);
+        for v in yt {
             let y = py(v);
-            let _ =
-                writeln!(svg, r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/>"##, left + pw);
             let _ = writeln!(
                 svg,
-                r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
+                r##"<line x1="{left}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
+                left + plot_w,
                 left - 6.0,
                 y + 4.0,
                 format_tick(v)
             );
         }
-        for k in 0..=10 {
-            let v = x0 + (x1 - x0) * k as f64 / 10.0;
+        for v in xt {
             let x = px(v);
-            let _ = writeln!(svg, r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/>"##, top + ph);
             let _ = writeln!(
                 svg,
-                r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
+                r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#eee"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
+                top + ph,
                 top + ph + 16.0,
                 format_tick(v)
             );
         }
-        let _ = writeln!(svg, r##"<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#333"/>"##);
+        let _ =
+            writeln!(svg, r##"<rect x="{left}" y="{top}" width="{plot_w}" height="{ph}" fill="none" stroke="#333"/>"##);
         let _ = writeln!(
             svg,
             r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-            left + pw / 2.0,
+            left + plot_w / 2.0,
             h - 12.0,
             escape(&self.x_label)
         );
         let _ = writeln!(
             svg,
-            r#"<text x="16" y="{:.1}" text-anchor="middle" transform="rotate(-90 16 {:.1})">{}</text>"#,
-            top + ph / 2.0,
+            r#"<text x="16" y="{0:.1}" text-anchor="middle" transform="rotate(-90 16 {0:.1})">{1}</text>"#,
             top + ph / 2.0,
             escape(&self.y_label)
         );
+        for series in &self.series {
+            self.draw_series(&mut svg, series, &px, &py, top);
+        }
+        let legend_x = left + plot_w + 12.0;
         for (i, series) in self.series.iter().enumerate() {
-            let colour = LINE_COLOURS[i % LINE_COLOURS.len()];
-            let dash = DASHES[i / LINE_COLOURS.len() % DASHES.len()];
-            let shown = series.clipped_from.map_or(series.points.len(), |c| (c + 1).min(series.points.len()));
-            let path: Vec<String> = series.points[..shown]
-                .iter()
-                .enumerate()
-                .map(|(k, &(x, y))| {
-                    let y = if Some(k) >= series.clipped_from && series.clipped_from.is_some() { top } else { py(y) };
-                    format!("{:.1},{:.1}", px(x), y)
-                })
-                .collect();
-            let _ = writeln!(
-                svg,
-                r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/>"#,
-                path.join(" ")
-            );
-            for (&(x, y), &e) in series.points[..shown].iter().zip(&series.y_errors) {
-                let _ = writeln!(
-                    svg,
-                    r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{colour}" stroke-width="1.5"/>"#,
-                    py(y - e),
-                    py(y + e),
-                    x = px(x)
-                );
-            }
-            for (k, &(x, y)) in series.points[..shown].iter().enumerate() {
-                let clipped = series.clipped_from.is_some_and(|c| k >= c);
-                if clipped {
-                    let (cx, cy) = (px(x), top);
-                    let _ = writeln!(
-                        svg,
-                        r#"<path d="M{:.1},{:.1} L{:.1},{:.1} L{:.1},{:.1} Z" fill="{colour}"><title>{}: saturated</title></path>"#,
-                        cx - 5.0,
-                        cy + 8.0,
-                        cx + 5.0,
-                        cy + 8.0,
-                        cx,
-                        cy,
-                        escape(&series.name)
-                    );
-                } else {
-                    let _ = writeln!(
-                        svg,
-                        r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"><title>{}: {} at {}</title></circle>"#,
-                        px(x),
-                        py(y),
-                        escape(&series.name),
-                        format_value(y),
-                        format_value(x)
-                    );
-                }
-            }
             let ly = top + 14.0 + 18.0 * i as f64;
+            let Style { colour, marker, dash } = series.style;
             let _ = writeln!(
                 svg,
-                r#"<line x1="{:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/><text x="{:.1}" y="{:.1}">{}</text>"#,
-                left + pw + 12.0,
-                left + pw + 36.0,
-                left + pw + 42.0,
+                r#"<line x1="{legend_x:.1}" y1="{ly:.1}" x2="{:.1}" y2="{ly:.1}" stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/>{}<text x="{:.1}" y="{:.1}">{}</text>"#,
+                legend_x + 30.0,
+                marker_svg(marker, colour, legend_x + 15.0, ly, &series.name),
+                legend_x + 38.0,
                 ly + 4.0,
                 escape(&series.name)
             );
         }
+        for (k, note) in self.legend_notes.iter().enumerate() {
+            let ly = top + 24.0 + 18.0 * (self.series.len() + k) as f64;
+            let _ = writeln!(
+                svg,
+                r##"<text x="{legend_x:.1}" y="{ly:.1}" font-size="11" fill="#333">{}</text>"##,
+                escape(note)
+            );
+        }
         svg.push_str("</svg>\n");
         svg
+    }
+
+    fn draw_series(
+        &self,
+        svg: &mut String,
+        series: &Series,
+        px: &dyn Fn(f64) -> f64,
+        py: &dyn Fn(f64) -> f64,
+        top: f64,
+    ) {
+        let Style { colour, marker, dash } = series.style;
+        let shown = series.clipped_from.map_or(series.points.len(), |c| (c + 1).min(series.points.len()));
+        let is_clipped = |k: usize| series.clipped_from.is_some_and(|c| k >= c);
+        let path: Vec<String> = series.points[..shown]
+            .iter()
+            .enumerate()
+            .map(|(k, &(x, y))| format!("{:.1},{:.1}", px(x), if is_clipped(k) { top } else { py(y) }))
+            .collect();
+        let _ = writeln!(
+            svg,
+            r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="1.8" stroke-dasharray="{dash}"/>"#,
+            path.join(" ")
+        );
+        for (k, &(x, y)) in series.points[..shown].iter().enumerate().filter(|(k, _)| !is_clipped(*k)) {
+            if let Some(&e) = series.y_errors.get(k).filter(|e| **e > 0.0) {
+                let _ = writeln!(
+                    svg,
+                    r#"<path d="M{0:.1},{1:.1} V{2:.1} M{3:.1},{1:.1} H{4:.1} M{3:.1},{2:.1} H{4:.1}" stroke="{colour}" stroke-width="1.2" fill="none"/>"#,
+                    px(x),
+                    py(y - e),
+                    py(y + e),
+                    px(x) - 3.0,
+                    px(x) + 3.0
+                );
+            }
+            if let Some(&e) = series.x_errors.get(k).filter(|e| **e > 0.0) {
+                let _ = writeln!(
+                    svg,
+                    r#"<path d="M{0:.1},{1:.1} H{2:.1}" stroke="{colour}" stroke-width="1.2" fill="none"/>"#,
+                    px(x - e),
+                    py(y),
+                    px(x + e)
+                );
+            }
+            let _ = writeln!(
+                svg,
+                "{}",
+                marker_svg(
+                    marker,
+                    colour,
+                    px(x),
+                    py(y),
+                    &format!("{}: {} at {}", series.name, format_value(y), format_value(x))
+                )
+            );
+        }
+        if let Some(c) = series.clipped_from.filter(|&c| c < series.points.len()) {
+            let cx = px(series.points[c].0);
+            let _ = writeln!(
+                svg,
+                r#"<path d="M{:.1},{:.1} L{:.1},{:.1} L{cx:.1},{top:.1} Z" fill="{colour}"><title>{}: saturated</title></path>"#,
+                cx - 6.0,
+                top + 10.0,
+                cx + 6.0,
+                top + 10.0,
+                escape(&series.name)
+            );
+        }
     }
 }
 
@@ -337,12 +664,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nice_axis_maxima() {
+    fn nice_axis_maxima_and_ticks() {
         assert_eq!(nice_max(0.0), 1.0);
         assert_eq!(nice_max(7.3), 10.0);
         assert_eq!(nice_max(13.0), 20.0);
         assert_eq!(nice_max(0.04), 0.05);
         assert_eq!(nice_max(200.0), 200.0);
+        let labels = |t: Vec<f64>| t.into_iter().map(format_tick).collect::<Vec<_>>().join(" ");
+        assert_eq!(labels(nice_ticks(0.0, 0.83)), "0 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9");
+        assert_eq!(labels(nice_ticks(0.0, 37.0)), "0 5 10 15 20 25 30 35 40");
+        assert_eq!(labels(log_ticks(0.5, 20.0)), "0.5 1 2 5 10 20");
+        assert_eq!(labels(log_ticks(0.01, 100.0)), "0.01 0.1 1 10 100");
+    }
+
+    #[test]
+    fn every_scheme_has_its_own_colour_and_marker_in_every_figure() {
+        let styles: Vec<Style> = SCHEME_ORDER.iter().map(|s| scheme_style(s, 99)).collect();
+        for (i, a) in styles.iter().enumerate() {
+            for b in &styles[i + 1..] {
+                assert!(a.colour != b.colour && a.marker != b.marker);
+            }
+        }
+        // Whatever else a figure holds, a scheme keeps its style.
+        assert_eq!(scheme_style("PB", 0), scheme_style("PB", 7));
     }
 
     #[test]
@@ -352,15 +696,39 @@ mod tests {
             unit: "seconds".into(),
             segment_names: vec!["wait".into(), "run".into()],
             bars: vec![
-                StackedBar { label: "Local".into(), segments: vec![5.0, 5.0] },
-                StackedBar { label: "GS".into(), segments: vec![0.0, 2.5] },
+                StackedBar { label: "Local".into(), segments: vec![5.0, 5.0], error: 0.0 },
+                StackedBar { label: "GS".into(), segments: vec![0.0, 2.5], error: 0.5 },
             ],
+            note: Some("* saturated".into()),
         };
         let svg = chart.to_svg();
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
-        assert!(svg.contains("a &lt; b"));
-        // Local's 10 s fills the whole 570-pixel plot; GS's 2.5 s a quarter of it.
-        assert!(svg.contains(r##"width="285.0" height="26" fill="#0072B2""##), "{svg}");
-        assert!(svg.contains(r##"width="142.5" height="26" fill="#E69F00""##), "{svg}");
+        assert!(svg.contains("a &lt; b") && svg.contains("* saturated"));
+        // Local's 10 s fills the whole plot; GS's 2.5 s a quarter of it.
+        let plot_w = svg_width(&svg) - label_width(&["Local", "GS"]) - 70.0;
+        assert!(svg.contains(&format!(r##"width="{:.1}" height="26" fill="#0072B2""##, plot_w / 2.0)), "{svg}");
+        assert!(svg.contains(&format!(r##"width="{:.1}" height="26" fill="#E69F00""##, plot_w / 4.0)), "{svg}");
+    }
+
+    fn svg_width(svg: &str) -> f64 {
+        let start = svg.find("width=\"").unwrap() + 7;
+        svg[start..].split('"').next().unwrap().parse().unwrap()
+    }
+
+    fn label_width(labels: &[&str]) -> f64 {
+        labels.iter().map(|l| text_width(l, 12.0)).fold(60.0, f64::max) + 16.0
+    }
+
+    #[test]
+    fn a_long_title_widens_the_canvas_instead_of_being_cut() {
+        let title = "E2 — WL4 (CPU-bound): mean response time, wait and execution, per scheme, 3 seeds";
+        let chart = StackedBarChart {
+            title: title.into(),
+            unit: "s".into(),
+            segment_names: vec!["wait".into()],
+            bars: vec![StackedBar { label: "GS".into(), segments: vec![1.0], error: 0.0 }],
+            note: None,
+        };
+        assert!(svg_width(&chart.to_svg()) >= text_width(title, 15.0) + 10.0);
     }
 }

@@ -5,7 +5,7 @@ use crate::plot::{StackedBar, StackedBarChart};
 use crate::progress::ProgressLine;
 use crate::workload_source::{load_workload, WorkloadReport, WorkloadSpec};
 use clap::Args;
-use cosched_sim::config::{quantum_table_from_bands_ms, CostConfig, NetworkConfig, NodeSchedulerConfig};
+use cosched_sim::config::{quantum_table_from_bands_ms, BoostWalk, CostConfig, NetworkConfig, NodeSchedulerConfig};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
 use cosched_sim::trace::TraceEvent;
@@ -126,6 +126,15 @@ pub struct SimArgs {
     /// A boost to the top level keeps the remaining quantum (default: a fresh quantum).
     #[arg(long, help_heading = "Node scheduler")]
     pub boost_keeps_quantum: bool,
+    /// When periodic boost's 1 ms walk runs: a tick before the scheduler acts on its
+    /// boost (tick-before: the study's "at the next millisecond boundary") or just
+    /// before it at the same boundary (same-tick). See docs/model.md.
+    #[arg(long, default_value = "tick-before", help_heading = "Node scheduler")]
+    pub boost_walk: BoostWalk,
+    /// GS: no gang switch cost at a quantum's end while one row holds every job
+    /// (default: charged at the end of every quantum, as the study says).
+    #[arg(long, help_heading = "Costs")]
+    pub gang_free_same_row: bool,
 
     // ---- node scheduler -------------------------------------------------------
     /// Scheduler tick, ms.
@@ -196,6 +205,8 @@ impl SimArgs {
                 syscall_ns: ns_from(self.syscall_us, NS_PER_US, "--syscall-us")?,
                 spin_factor: self.spin_factor,
                 boost_keeps_quantum: self.boost_keeps_quantum,
+                boost_walk: self.boost_walk,
+                gang_switch_every_quantum: !self.gang_free_same_row,
             },
             scheduler: NodeSchedulerConfig {
                 tick_ns: ns_from(self.tick_ms, NS_PER_MS, "--tick-ms")?,
@@ -353,13 +364,14 @@ pub fn run_all(
 
 fn print_table(results: &[RunResult]) {
     println!(
-        "{:<8} {:>5} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}",
+        "{:<8} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}",
         "scheme",
         "jobs",
         "response",
         "wait",
         "execution",
-        "util",
+        "delivered",
+        "compute",
         "slowdown",
         "bsld",
         "useful",
@@ -371,19 +383,27 @@ fn print_table(results: &[RunResult]) {
         let s = &r.summary;
         let [useful, spin, switch, overhead, idle] = s.cpu_time.shares();
         println!(
-            "{:<8} {:>5} {:>9.2}s {:>9.2}s {:>9.2}s {:>7.1}% {:>9.2} {:>9.2} {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
+            "{:<8} {:>5} {:>9.2}s {:>9.2}s {:>9.2}s {:>8.1}% {:>7.1}% {:>9.2} {:>9.2} {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
             s.scheme,
             s.jobs_completed,
             s.mean_response_s,
             s.mean_wait_s,
             s.mean_execution_s,
-            100.0 * s.utilization,
+            100.0 * s.delivered_utilization,
+            100.0 * s.compute_utilization,
             s.mean_slowdown,
             s.mean_bounded_slowdown,
             100.0 * useful,
             100.0 * spin,
             100.0 * (switch + overhead),
             100.0 * idle
+        );
+    }
+    println!("delivered, compute: utilization by the work the jobs were given (the study's) and by compute time alone");
+    for s in results.iter().map(|r| &r.summary).filter(|s| s.saturation.saturated) {
+        eprintln!(
+            "warning: {} saturated the machine: {}; its means describe a growing backlog",
+            s.scheme, s.saturation.why
         );
     }
 }
@@ -429,8 +449,10 @@ fn response_chart(results: &[RunResult]) -> StackedBarChart {
             .map(|r| StackedBar {
                 label: r.summary.scheme.clone(),
                 segments: vec![r.summary.mean_wait_s, r.summary.mean_execution_s],
+                error: 0.0,
             })
             .collect(),
+        note: None,
     }
 }
 
@@ -445,8 +467,10 @@ fn cpu_time_chart(results: &[RunResult]) -> StackedBarChart {
             .map(|r| StackedBar {
                 label: r.summary.scheme.clone(),
                 segments: r.summary.cpu_time.shares().iter().map(|s| 100.0 * s).collect(),
+                error: 0.0,
             })
             .collect(),
+        note: None,
     }
 }
 
@@ -457,8 +481,9 @@ pub fn command_line() -> String {
 pub fn summary_csv(results: &[RunResult]) -> String {
     let mut text = String::from(
         "scheme,jobs_submitted,jobs_completed,span_s,mean_response_s,mean_wait_s,mean_execution_s,\
-         p50_response_s,p95_response_s,throughput_jobs_per_s,utilization,utilization_during_arrivals,mean_slowdown,mean_bounded_slowdown,\
-         bounded_slowdown_threshold_s,longest_queue,useful_s,spin_s,switch_s,overhead_s,idle_s,events\n",
+         p50_response_s,p95_response_s,throughput_jobs_per_s,delivered_utilization,compute_utilization,\
+         delivered_utilization_during_arrivals,compute_utilization_during_arrivals,offered_utilization_during_arrivals,\
+         saturated,delivered_share,backlog_growth,wait_growth,mean_slowdown,mean_bounded_slowdown,bounded_slowdown_threshold_s,longest_queue,useful_s,spin_s,switch_s,overhead_s,idle_s,events\n",
     );
     for r in results {
         let s = &r.summary;
@@ -474,8 +499,15 @@ pub fn summary_csv(results: &[RunResult]) -> String {
             num(s.p50_response_s),
             num(s.p95_response_s),
             num(s.throughput_jobs_per_s),
-            num(s.utilization),
-            num(s.utilization_during_arrivals),
+            num(s.delivered_utilization),
+            num(s.compute_utilization),
+            num(s.delivered_utilization_during_arrivals),
+            num(s.compute_utilization_during_arrivals),
+            num(s.offered_utilization_during_arrivals),
+            s.saturation.saturated.to_string(),
+            num(s.saturation.delivered_share),
+            num(s.saturation.backlog_growth),
+            num(s.saturation.wait_growth),
             num(s.mean_slowdown),
             num(s.mean_bounded_slowdown),
             num(s.bounded_slowdown_threshold_s),

@@ -1,16 +1,21 @@
 //! `cosched study e1 … e5`: the reference study's experiments, each one
 //! command. Every experiment is a list of independent runs (a scheme, a
-//! workload mix, a load and machine parameters) executed in parallel on all
-//! cores; each writes its table (CSV and Markdown), its figure (SVG and PNG)
-//! and a manifest with the exact command, version, seed and parameters.
+//! workload mix, a load, machine parameters and a replication seed) executed
+//! in parallel on all cores. Every reported point is the mean over its
+//! replications with a 95 % confidence interval. Each study writes its runs
+//! and points (CSV), its table (Markdown), its figures (SVG and PNG) and a
+//! manifest with the exact command, version, seeds and parameters.
 
 use crate::output::{csv_field, num, push_row, OutputDir};
-use crate::plot::{svg_to_png, LineChart, Series, StackedBar, StackedBarChart};
+use crate::plot::{
+    scheme_style, svg_to_png, GroupedBarChart, LineChart, Series, StackedBar, StackedBarChart, SCHEME_ORDER,
+};
 use crate::sim_cmd::{command_line, run_all};
 use crate::workload_source::{load_workload, WorkloadSpec};
 use clap::{Args, Subcommand};
+use cosched_bench::stats::Estimate;
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
-use cosched_sim::metrics::{judge_saturation, SaturationVerdict};
+use cosched_sim::metrics::SaturationVerdict;
 use cosched_sim::run::RunOptions;
 use cosched_sim::{Mix, Scheme, SimConfig};
 use serde::Serialize;
@@ -19,11 +24,11 @@ use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
 pub enum StudyCommand {
-    /// E1, load: WL7, p = 32, MPL 5, s = 20 %; mean response against utilization per scheme as load rises.
+    /// E1, load: WL7, p = 32, MPL 5, s = 20 %; mean response against delivered utilization per scheme as load rises.
     E1(StudyArgs),
     /// E2, nature of the workload: WL4 (CPU), WL5 (communication), WL2 (I/O), WL3 (balanced); wait and execution per scheme.
     E2(StudyArgs),
-    /// E3, multiprogramming level: response at MPL 5 and 16 relative to MPL 2, for WL2, WL4, WL5.
+    /// E3, multiprogramming level: response at MPL 5 and 16 relative to MPL 2, for WL2, WL4, WL5 (at a load where jobs queue).
     E3(StudyArgs),
     /// E4, skew: WL4 at s = 20 % and 150 %.
     E4(StudyArgs),
@@ -39,17 +44,26 @@ pub struct StudyArgs {
     /// Multiply every nominal run time by this (documented in every output).
     #[arg(long, default_value_t = 0.001)]
     pub runtime_scale: f64,
-    /// Offered loads (E1: the steps; others: the single load, first value).
+    /// Offered loads (E1: the steps; the others: their single load, first value; see `study --help`).
     #[arg(long, value_delimiter = ',')]
     pub loads: Option<Vec<f64>>,
     /// Schemes to run (default: all ten).
     #[arg(long, value_delimiter = ',')]
     pub schemes: Option<Vec<Scheme>>,
+    /// Seed of the first replication; replication k uses seed + k for its workload and its model.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Independent replications per point (each its own workload and skew draws); points are their means
+    /// with 95 % confidence intervals.
+    #[arg(long, default_value_t = 3)]
+    pub replications: u32,
     /// A run stops at this many times (arrival span + MPL x longest run time); jobs unfinished then mark it saturated.
     #[arg(long, default_value_t = 3.0)]
     pub horizon_factor: f64,
+    /// E1: also run a scheme at the loads above the one where it saturated (by default it is left out
+    /// there: its backlog only grows, and those runs are the longest).
+    #[arg(long)]
+    pub keep_saturated: bool,
     /// Output folder (default: cosched-out/study-eN).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -60,12 +74,21 @@ pub struct StudyArgs {
     pub quiet: bool,
 }
 
+/// Default loads. E1 climbs until the best schemes saturate. E3-E5 run where
+/// their effects can show (docs/reproduction.md, "Choosing the loads"): at
+/// 0.9, jobs queue at MPL 2 and CPUs hold more than 5 processes at MPL 16.
+const E1_LOADS: [f64; 9] = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+const E2_LOAD: f64 = 0.5;
+const E3_TO_E5_LOAD: f64 = 0.9;
+
 /// One run of a study.
 #[derive(Clone, Debug)]
 struct RunSpec {
     group: String,
+    variant: String,
     mix: Mix,
     load: f64,
+    replication: u32,
     config: SimConfig,
 }
 
@@ -73,20 +96,68 @@ struct RunSpec {
 #[derive(Clone, Debug, Serialize)]
 struct RunRow {
     group: String,
+    variant: String,
     scheme: String,
     mix: String,
     load: f64,
+    replication: u32,
+    seed: u64,
     mpl: u32,
     skew: f64,
     offered_load: f64,
     jobs: usize,
     completed: usize,
-    utilization: f64,
+    delivered_utilization: f64,
+    compute_utilization: f64,
     mean_response_s: f64,
     mean_wait_s: f64,
     mean_execution_s: f64,
     mean_slowdown: f64,
+    peak_processes_per_cpu: usize,
     saturation: SaturationVerdict,
+}
+
+/// The runs of one (group, variant, scheme) over its replications.
+struct Point<'a> {
+    runs: Vec<&'a RunRow>,
+}
+
+impl Point<'_> {
+    fn first(&self) -> &RunRow {
+        self.runs[0]
+    }
+    fn estimate(&self, value: impl Fn(&RunRow) -> f64) -> Estimate {
+        let values: Vec<f64> = self.runs.iter().map(|r| value(r)).collect();
+        Estimate::of(&values).expect("a point has runs")
+    }
+    fn saturated_runs(&self) -> usize {
+        self.runs.iter().filter(|r| r.saturation.saturated).count()
+    }
+    /// Saturated when most of its replications saturate.
+    fn saturated(&self) -> bool {
+        2 * self.saturated_runs() > self.runs.len()
+    }
+    fn star(&self) -> &'static str {
+        if self.saturated() {
+            "*"
+        } else {
+            ""
+        }
+    }
+}
+
+/// `mean ± half-width` of a 95 % confidence interval.
+fn with_ci(e: &Estimate, decimals: usize) -> String {
+    if e.n < 2 {
+        format!("{:.*}", decimals, e.mean)
+    } else {
+        format!("{:.*} ± {:.*}", decimals, e.mean, decimals, e.ci95_half_width())
+    }
+}
+
+fn percent_with_ci(e: &Estimate) -> String {
+    let scaled = Estimate { mean: 100.0 * e.mean, std_error: 100.0 * e.std_error, ..*e };
+    format!("{} %", with_ci(&scaled, 1))
 }
 
 #[derive(Serialize)]
@@ -94,7 +165,7 @@ struct Manifest<'a> {
     experiment: &'a str,
     cosched_version: &'static str,
     command: String,
-    seed: u64,
+    seeds: Vec<u64>,
     jobs_per_run: usize,
     runtime_scale: f64,
     horizon_factor: f64,
@@ -105,15 +176,13 @@ struct Manifest<'a> {
     base_config: SimConfig,
 }
 
-const ALL_SCHEMES: [&str; 10] = ["Local", "GS", "SB", "SY", "DCS", "PB", "DCS-SB", "DCS-SY", "PB-SB", "PB-SY"];
-
 fn base_config(scheme: Scheme, seed: u64) -> SimConfig {
     SimConfig { scheme, nodes: 32, cpus_per_node: 1, mpl: 5, skew: 0.2, seed, ..SimConfig::default() }
 }
 
 impl StudyArgs {
     fn schemes(&self) -> Vec<Scheme> {
-        self.schemes.clone().unwrap_or_else(|| ALL_SCHEMES.iter().map(|n| n.parse().expect("known")).collect())
+        self.schemes.clone().unwrap_or_else(|| SCHEME_ORDER.iter().map(|n| n.parse().expect("known")).collect())
     }
     fn jobs(&self) -> usize {
         if self.full {
@@ -132,6 +201,9 @@ impl StudyArgs {
     fn single_load(&self, default: f64) -> f64 {
         self.loads.as_ref().and_then(|l| l.first().copied()).unwrap_or(default)
     }
+    fn seeds(&self) -> Vec<u64> {
+        (0..self.replications as u64).map(|k| self.seed + k).collect()
+    }
     fn validate(&self) -> Result<(), String> {
         if self.jobs() < 10 {
             return Err("--jobs must be at least 10".into());
@@ -141,6 +213,9 @@ impl StudyArgs {
         }
         if self.horizon_factor.is_nan() || self.horizon_factor < 1.0 {
             return Err("--horizon-factor must be at least 1".into());
+        }
+        if !(1..=100).contains(&self.replications) {
+            return Err(format!("--replications must be 1 to 100, got {}", self.replications));
         }
         if let Some(loads) = &self.loads {
             if loads.is_empty() || loads.iter().any(|l| !l.is_finite() || *l <= 0.0) {
@@ -162,14 +237,14 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
     args.validate()?;
     let out_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("cosched-out/study-{name}")));
     OutputDir::check(&out_path)?;
-    let specs = plan(name, args);
-    let rows = execute(&specs, args)?;
+    let rows = if name == "e1" { execute_e1(args)? } else { execute(&plan(name, args), args)? };
     let out = OutputDir::begin(&out_path)?;
     out.write("runs.csv", &runs_csv(&rows))?;
+    out.write("points.csv", &points_csv(&rows))?;
     let (table, figures) = match name {
         "e1" => report_e1(&rows),
-        "e3" => report_ratio(&rows, "MPL", |r| r.mpl.to_string(), "2"),
-        "e5" => report_ratio(&rows, "costs", |r| r.group.clone(), "defaults"),
+        "e3" => report_ratio(&rows, "MPL", "2", "e3"),
+        "e5" => report_ratio(&rows, "costs", "defaults", "e5"),
         _ => report_bars(&rows),
     };
     out.write("table.md", &table)?;
@@ -181,12 +256,13 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
         experiment: name,
         cosched_version: env!("CARGO_PKG_VERSION"),
         command: command_line(),
-        seed: args.seed,
+        seeds: args.seeds(),
         jobs_per_run: args.jobs(),
         runtime_scale: args.runtime_scale(),
         horizon_factor: args.horizon_factor,
         runs: rows.len(),
-        note: "Workload: Lublin-Feitelson model sized to the machine, the same jobs for every scheme of a group.",
+        note: "Workload: Lublin-Feitelson model sized to the machine; replication k uses seed + k for the workload \
+               and the model, the same jobs for every scheme and variant of a replication.",
         base_config: base_config(Scheme::LOCAL, args.seed),
     };
     out.write("manifest.json", &(serde_json::to_string_pretty(&manifest).map_err(|e| e.to_string())? + "\n"))?;
@@ -200,84 +276,115 @@ fn mix(name: &str) -> Mix {
     name.parse().expect("known mix")
 }
 
-/// The runs of an experiment.
+/// E1 climbs the loads; a scheme that saturated at one load (in most of its
+/// replications) is left out above it unless `--keep-saturated`.
+fn execute_e1(args: &StudyArgs) -> Result<Vec<RunRow>, String> {
+    let mut loads = args.loads.clone().unwrap_or_else(|| E1_LOADS.to_vec());
+    loads.sort_by(f64::total_cmp);
+    let mut schemes = args.schemes();
+    let mut rows = Vec::new();
+    for load in loads {
+        if schemes.is_empty() {
+            break;
+        }
+        let mut specs = Vec::new();
+        for &s in &schemes {
+            for (k, seed) in args.seeds().into_iter().enumerate() {
+                specs.push(spec(format!("load {load}"), String::new(), mix("WL7"), load, k, base_config(s, seed)));
+            }
+        }
+        let batch = execute(&specs, args)?;
+        if !args.keep_saturated {
+            schemes.retain(|s| {
+                let point = Point { runs: batch.iter().filter(|r| r.scheme == s.name()).collect() };
+                !point.saturated()
+            });
+        }
+        rows.extend(batch);
+    }
+    Ok(rows)
+}
+
+fn spec(group: String, variant: String, mix: Mix, load: f64, replication: usize, config: SimConfig) -> RunSpec {
+    RunSpec { group, variant, mix, load, replication: replication as u32, config }
+}
+
+/// The runs of E2-E5.
 fn plan(name: &str, args: &StudyArgs) -> Vec<RunSpec> {
     let mut specs = Vec::new();
-    let mut add =
-        |group: String, mix: Mix, load: f64, config: SimConfig| specs.push(RunSpec { group, mix, load, config });
-    let schemes = args.schemes();
-    match name {
-        "e1" => {
-            let loads = args.loads.clone().unwrap_or_else(|| vec![0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]);
-            for &load in &loads {
-                for &s in &schemes {
-                    add(format!("load {load}"), mix("WL7"), load, base_config(s, args.seed));
-                }
-            }
-        }
-        "e2" => {
-            let load = args.single_load(0.5);
-            for wl in ["WL4", "WL5", "WL2", "WL3"] {
-                for &s in &schemes {
-                    add(wl.to_string(), mix(wl), load, base_config(s, args.seed));
-                }
-            }
-        }
-        "e3" => {
-            let load = args.single_load(0.5);
-            for wl in ["WL2", "WL4", "WL5"] {
-                for mpl in [2, 5, 16] {
-                    for &s in &schemes {
-                        add(wl.to_string(), mix(wl), load, SimConfig { mpl, ..base_config(s, args.seed) });
+    for (k, seed) in args.seeds().into_iter().enumerate() {
+        for s in args.schemes() {
+            let base = base_config(s, seed);
+            let mut add = |group: &str, variant: String, mix_name: &str, load: f64, config: SimConfig| {
+                specs.push(spec(group.to_string(), variant, mix(mix_name), load, k, config))
+            };
+            match name {
+                "e2" => {
+                    for wl in ["WL4", "WL5", "WL2", "WL3"] {
+                        add(wl, String::new(), wl, args.single_load(E2_LOAD), base.clone());
                     }
                 }
-            }
-        }
-        "e4" => {
-            let load = args.single_load(0.5);
-            for skew in [0.2, 1.5] {
-                for &s in &schemes {
-                    add(format!("s = {skew}"), mix("WL4"), load, SimConfig { skew, ..base_config(s, args.seed) });
-                }
-            }
-        }
-        "e5" => {
-            let load = args.single_load(0.5);
-            for &s in &schemes {
-                let base = base_config(s, args.seed);
-                let variants: [(&str, u64, u64); 3] = if s.is_gang() {
-                    [
-                        ("defaults", 200, 2_000),
-                        ("Q 100 ms, CS_GS 1 ms", 100, 1_000),
-                        ("Q 100 ms, CS_GS 2 ms", 100, 2_000),
-                    ]
-                } else {
-                    [("defaults", 200, 50), ("CS 100 µs, I 25 µs", 100, 25), ("CS 100 µs, I 50 µs", 100, 50)]
-                };
-                for (label, a, b) in variants {
-                    let mut cfg = base.clone();
-                    if s.is_gang() {
-                        cfg.costs.gang_quantum_ns = a * 1_000_000;
-                        cfg.costs.gang_switch_ns = b * 1_000;
-                    } else {
-                        cfg.costs.context_switch_ns = a * 1_000;
-                        cfg.costs.interrupt_ns = b * 1_000;
+                "e3" => {
+                    for wl in ["WL2", "WL4", "WL5"] {
+                        for mpl in [2, 5, 16] {
+                            let config = SimConfig { mpl, ..base.clone() };
+                            add(wl, mpl.to_string(), wl, args.single_load(E3_TO_E5_LOAD), config);
+                        }
                     }
-                    add(label.to_string(), mix("WL5"), load, cfg);
                 }
+                "e4" => {
+                    for skew in [0.2, 1.5] {
+                        let config = SimConfig { skew, ..base.clone() };
+                        add(&format!("s = {skew}"), String::new(), "WL4", args.single_load(E3_TO_E5_LOAD), config);
+                    }
+                }
+                "e5" => {
+                    for (label, config) in cost_variants(&base) {
+                        add("WL5", label.to_string(), "WL5", args.single_load(E3_TO_E5_LOAD), config);
+                    }
+                }
+                _ => unreachable!("experiments are e1..e5"),
             }
         }
-        _ => unreachable!("experiments are e1..e5"),
     }
     specs
 }
 
-/// Run everything in parallel; the workload of a (mix, load) is generated once.
+/// E5's three cost settings of a scheme: GS varies quantum and gang switch,
+/// the others context switch and interrupt.
+fn cost_variants(base: &SimConfig) -> Vec<(&'static str, SimConfig)> {
+    let variants: [(&str, u64, u64); 3] = if base.scheme.is_gang() {
+        [("defaults", 200, 2_000), ("Q 100 ms, CS_GS 1 ms", 100, 1_000), ("Q 100 ms, CS_GS 2 ms", 100, 2_000)]
+    } else {
+        [("defaults", 200, 50), ("CS 100 µs, I 25 µs", 100, 25), ("CS 100 µs, I 50 µs", 100, 50)]
+    };
+    variants
+        .into_iter()
+        .map(|(label, a, b)| {
+            let mut cfg = base.clone();
+            if cfg.scheme.is_gang() {
+                cfg.costs.gang_quantum_ns = a * 1_000_000;
+                cfg.costs.gang_switch_ns = b * 1_000;
+            } else {
+                cfg.costs.context_switch_ns = a * 1_000;
+                cfg.costs.interrupt_ns = b * 1_000;
+            }
+            (label, cfg)
+        })
+        .collect()
+}
+
+type WorkloadKey = (u8, u64, u32, u64);
+
+fn workload_key(spec: &RunSpec) -> WorkloadKey {
+    (spec.mix.number, spec.load.to_bits(), spec.config.cpu_count(), spec.config.seed)
+}
+
+/// Run everything in parallel; the workload of a (mix, load, machine, seed) is generated once.
 fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
     let mut workloads = BTreeMap::new();
     for spec in specs {
-        let key = (spec.mix.number, spec.load.to_bits(), spec.config.cpu_count());
-        if workloads.contains_key(&key) {
+        if workloads.contains_key(&workload_key(spec)) {
             continue;
         }
         let ws = WorkloadSpec {
@@ -289,44 +396,34 @@ fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
             model_procs: spec.config.cpu_count(),
             runtime_scale: args.runtime_scale(),
             target_load: Some(spec.load),
-            seed: args.seed,
+            seed: spec.config.seed,
             hyper_erlang_params: None,
         };
         let loaded = load_workload(&ws, spec.config.cpu_count())?;
-        workloads.insert(key, (loaded.requests(), loaded.report.offered_load.unwrap_or(f64::NAN)));
+        workloads.insert(workload_key(spec), (loaded.requests(), loaded.report.offered_load.unwrap_or(f64::NAN)));
     }
     let configs: Vec<SimConfig> = specs
         .iter()
         .map(|spec| {
-            let key = (spec.mix.number, spec.load.to_bits(), spec.config.cpu_count());
-            let requests = &workloads[&key].0;
-            let last_submit = requests.iter().map(|r| r.submit_s).fold(0.0, f64::max);
-            let first_submit = requests.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
-            // Long enough for the longest job to time-share with MPL others after the last arrival.
-            let longest_run = requests.iter().map(|r| r.run_s).fold(0.0, f64::max);
-            let horizon_s =
-                ((last_submit - first_submit) + longest_run * spec.config.mpl as f64).max(1.0) * args.horizon_factor;
+            let requests = &workloads[&workload_key(spec)].0;
+            let horizon_s = horizon_s(requests, spec.config.mpl, args.horizon_factor);
             SimConfig { horizon_ns: Some((horizon_s * 1e9) as u64), ..spec.config.clone() }
         })
         .collect();
-    let options = RunOptions {
-        bounded_slowdown_threshold_s: 10.0 * args.runtime_scale(),
-        record_trace: false,
-        progress_every_events: 1 << 20,
-        visit_every_tick: false,
-        stop: None,
-    };
+    let options = RunOptions { bounded_slowdown_threshold_s: 10.0 * args.runtime_scale(), ..RunOptions::default() };
     if !args.quiet {
         eprintln!("{} runs of {} jobs each on {} cores", specs.len(), args.jobs(), num_cpus());
     }
-    let labels: Vec<String> = specs.iter().map(|s| format!("{} {} {}", s.config.scheme, s.mix, s.group)).collect();
+    let labels: Vec<String> = specs
+        .iter()
+        .map(|s| format!("{} {} {} {} seed {}", s.config.scheme, s.mix, s.group, s.variant, s.config.seed))
+        .collect();
     let results = run_all(
         &configs,
         &labels,
         |i| {
-            let spec = &specs[i];
-            let key = (spec.mix.number, spec.load.to_bits(), spec.config.cpu_count());
-            sim_jobs(&workloads[&key].0, &WorkloadPlan { mix: spec.mix, runtime_scale: 1.0 }, &configs[i])
+            let requests = &workloads[&workload_key(&specs[i])].0;
+            sim_jobs(requests, &WorkloadPlan { mix: specs[i].mix, runtime_scale: 1.0 }, &configs[i])
         },
         &options,
         !args.quiet,
@@ -335,27 +432,39 @@ fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
         .iter()
         .zip(results)
         .map(|(spec, r)| {
-            let key = (spec.mix.number, spec.load.to_bits(), spec.config.cpu_count());
             let s = &r.summary;
             RunRow {
                 group: spec.group.clone(),
+                variant: spec.variant.clone(),
                 scheme: s.scheme.clone(),
                 mix: spec.mix.to_string(),
                 load: spec.load,
+                replication: spec.replication,
+                seed: spec.config.seed,
                 mpl: spec.config.mpl,
                 skew: spec.config.skew,
-                offered_load: workloads[&key].1,
+                offered_load: workloads[&workload_key(spec)].1,
                 jobs: s.jobs_submitted,
                 completed: s.jobs_completed,
-                utilization: s.utilization_during_arrivals,
+                delivered_utilization: s.delivered_utilization_during_arrivals,
+                compute_utilization: s.compute_utilization_during_arrivals,
                 mean_response_s: s.mean_response_s,
                 mean_wait_s: s.mean_wait_s,
                 mean_execution_s: s.mean_execution_s,
                 mean_slowdown: s.mean_slowdown,
-                saturation: judge_saturation(&r.jobs, s.jobs_submitted),
+                peak_processes_per_cpu: s.peak_processes_per_cpu,
+                saturation: s.saturation.clone(),
             }
         })
         .collect())
+}
+
+/// Long enough for the longest job to time-share with MPL others after the last arrival.
+fn horizon_s(requests: &[cosched_sim::input::JobRequest], mpl: u32, factor: f64) -> f64 {
+    let last_submit = requests.iter().map(|r| r.submit_s).fold(0.0, f64::max);
+    let first_submit = requests.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
+    let longest_run = requests.iter().map(|r| r.run_s).fold(0.0, f64::max);
+    ((last_submit - first_submit) + longest_run * mpl as f64).max(1.0) * factor
 }
 
 fn num_cpus() -> usize {
@@ -364,33 +473,91 @@ fn num_cpus() -> usize {
 
 fn runs_csv(rows: &[RunRow]) -> String {
     let mut text = String::from(
-        "group,scheme,mix,load,mpl,skew,offered_load,jobs,completed,utilization,mean_response_s,mean_wait_s,\
-         mean_execution_s,mean_slowdown,saturated,wait_growth\n",
+        "group,variant,scheme,mix,load,replication,seed,mpl,skew,offered_load,jobs,completed,delivered_utilization,\
+         compute_utilization,mean_response_s,mean_wait_s,mean_execution_s,mean_slowdown,peak_processes_per_cpu,\
+         saturated,delivered_share,backlog_growth,wait_growth\n",
     );
     for r in rows {
         push_row(
             &mut text,
             &[
                 csv_field(&r.group),
+                csv_field(&r.variant),
                 csv_field(&r.scheme),
                 r.mix.clone(),
                 num(r.load),
+                r.replication.to_string(),
+                r.seed.to_string(),
                 r.mpl.to_string(),
                 num(r.skew),
                 num(r.offered_load),
                 r.jobs.to_string(),
                 r.completed.to_string(),
-                num(r.utilization),
+                num(r.delivered_utilization),
+                num(r.compute_utilization),
                 num(r.mean_response_s),
                 num(r.mean_wait_s),
                 num(r.mean_execution_s),
                 num(r.mean_slowdown),
+                r.peak_processes_per_cpu.to_string(),
                 r.saturation.saturated.to_string(),
+                num(r.saturation.delivered_share),
+                num(r.saturation.backlog_growth),
                 num(r.saturation.wait_growth),
             ],
         );
     }
     text
+}
+
+/// Every point with its means and 95 % confidence half-widths.
+fn points_csv(rows: &[RunRow]) -> String {
+    let mut text = String::from(
+        "group,variant,scheme,mix,load,replications,saturated_replications,delivered_utilization,\
+         delivered_utilization_ci95,compute_utilization,compute_utilization_ci95,mean_response_s,\
+         mean_response_s_ci95,mean_wait_s,mean_wait_s_ci95,mean_execution_s,mean_execution_s_ci95\n",
+    );
+    for p in points(rows) {
+        let r = p.first();
+        let mut fields = vec![
+            csv_field(&r.group),
+            csv_field(&r.variant),
+            csv_field(&r.scheme),
+            r.mix.clone(),
+            num(r.load),
+            p.runs.len().to_string(),
+            p.saturated_runs().to_string(),
+        ];
+        let measures: [fn(&RunRow) -> f64; 5] = [
+            |r| r.delivered_utilization,
+            |r| r.compute_utilization,
+            |r| r.mean_response_s,
+            |r| r.mean_wait_s,
+            |r| r.mean_execution_s,
+        ];
+        for measure in measures {
+            let e = p.estimate(measure);
+            fields.extend([num(e.mean), num(e.ci95_half_width())]);
+        }
+        push_row(&mut text, &fields);
+    }
+    text
+}
+
+/// The points of the rows, in first-seen order of (group, variant, scheme).
+fn points(rows: &[RunRow]) -> Vec<Point<'_>> {
+    let mut keys: Vec<(&str, &str, &str)> = Vec::new();
+    for r in rows {
+        let key = (r.group.as_str(), r.variant.as_str(), r.scheme.as_str());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter()
+        .map(|(g, v, s)| Point {
+            runs: rows.iter().filter(|r| r.group == g && r.variant == v && r.scheme == s).collect(),
+        })
+        .collect()
 }
 
 fn schemes_in_order(rows: &[RunRow]) -> Vec<String> {
@@ -403,149 +570,246 @@ fn schemes_in_order(rows: &[RunRow]) -> Vec<String> {
     seen
 }
 
-/// The highest utilization a scheme sustains: the best of its runs at loads
-/// below its first saturated run.
-fn saturation_point(runs: &[&RunRow]) -> (Option<f64>, Option<f64>) {
-    let mut best = None;
-    for r in runs {
-        if r.saturation.saturated {
-            return (best, Some(r.load));
+fn first_seen<'a>(rows: &'a [RunRow], field: impl Fn(&'a RunRow) -> &'a str) -> Vec<&'a str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for r in rows {
+        if !seen.contains(&field(r)) {
+            seen.push(field(r));
         }
-        best = Some(best.map_or(r.utilization, |b: f64| b.max(r.utilization)));
     }
-    (best, None)
+    seen
 }
 
 type Figures = Vec<(String, String)>;
 
+/// A scheme's E1 curve: its points by load, the highest delivered utilization
+/// it sustains (the best point below its first saturated one), and that load.
+struct Curve<'a> {
+    scheme: String,
+    points: Vec<Point<'a>>,
+    sustained: Option<Estimate>,
+    first_saturated: Option<usize>,
+}
+
+fn curve<'a>(rows: &'a [RunRow], scheme: &str) -> Curve<'a> {
+    let mut points: Vec<Point> = points(rows).into_iter().filter(|p| p.first().scheme == scheme).collect();
+    points.sort_by(|a, b| a.first().load.total_cmp(&b.first().load));
+    let first_saturated = points.iter().position(|p| p.saturated());
+    let sustained = points[..first_saturated.unwrap_or(points.len())]
+        .iter()
+        .map(|p| p.estimate(|r| r.delivered_utilization))
+        .max_by(|a, b| a.mean.total_cmp(&b.mean));
+    Curve { scheme: scheme.to_string(), points, sustained, first_saturated }
+}
+
 fn report_e1(rows: &[RunRow]) -> (String, Figures) {
-    let mut table = String::from(
-        "# E1 — mean response time against utilization (WL7, p = 32, MPL 5, s = 20 %)\n\n\
-         | scheme | sustains utilization up to | first saturated at offered load | response at each load (s; * = saturated) |\n|---|---|---|---|\n",
+    let replications = rows.iter().map(|r| r.replication).max().unwrap_or(0) + 1;
+    let mut table = format!(
+        "# E1 — mean response time against delivered utilization (WL7, p = 32, MPL 5, s = 20 %)\n\n\
+         Means over {replications} replications with 95 % confidence intervals. Utilization: the work the jobs were \
+         given (tasks x dedicated time) delivered per CPU-second while jobs arrive; compute-only beside it.\n\n\
+         | scheme | sustains delivered utilization | (compute only) | first saturated at offered load | \
+         mean response at each offered load, s (* = saturated in most replications) |\n|---|---|---|---|---|\n"
     );
-    let mut series = Vec::new();
-    let mut max_response: f64 = 1e-3;
-    let mut min_response = f64::INFINITY;
-    for scheme in schemes_in_order(rows) {
-        let mut runs: Vec<&RunRow> = rows.iter().filter(|r| r.scheme == scheme).collect();
-        runs.sort_by(|a, b| a.load.total_cmp(&b.load));
-        let (sustained, first_saturated) = saturation_point(&runs);
-        let cells: Vec<String> = runs
+    let curves: Vec<Curve> = schemes_in_order(rows).iter().map(|s| curve(rows, s)).collect();
+    for c in &curves {
+        let compute = c
+            .first_saturated
+            .unwrap_or(c.points.len())
+            .checked_sub(1)
+            .map(|k| percent_with_ci(&c.points[k].estimate(|r| r.compute_utilization)));
+        let cells: Vec<String> = c
+            .points
             .iter()
-            .map(|r| format!("{:.2}{}", r.mean_response_s, if r.saturation.saturated { "*" } else { "" }))
+            .map(|p| format!("{}: {}{}", p.first().load, with_ci(&p.estimate(|r| r.mean_response_s), 2), p.star()))
             .collect();
         table += &format!(
-            "| {scheme} | {} | {} | {} |\n",
-            sustained.map_or("—".into(), |u| format!("{:.1} %", 100.0 * u)),
-            first_saturated.map_or("none".into(), |l| format!("{l}")),
-            cells.join(", ")
+            "| {} | {} | {} | {} | {} |\n",
+            c.scheme,
+            c.sustained.as_ref().map_or("—".into(), percent_with_ci),
+            compute.unwrap_or("—".into()),
+            c.first_saturated.map_or("none run".into(), |k| c.points[k].first().load.to_string()),
+            cells.join("; ")
         );
-        let clipped_from = runs.iter().position(|r| r.saturation.saturated);
-        for r in runs.iter().take(clipped_from.unwrap_or(runs.len())) {
-            max_response = max_response.max(r.mean_response_s);
-            min_response = min_response.min(r.mean_response_s);
+    }
+    table += &e1_ratio_line(&curves);
+    table += "\nSaturated (a run): jobs unfinished at the horizon, or the work offered but not yet delivered growing \
+              at 5 % of the machine's capacity or faster over the second half of the arrivals, or waiting growing by \
+              at least 0.1 s per s of arrivals. A point is saturated when \
+              most of its replications are; loads above a scheme's first saturated point are not run \
+              (`--keep-saturated` runs them).\n";
+    (table, vec![("e1".into(), e1_chart(&curves))])
+}
+
+/// The study's central E1 number: the best dynamic scheme's sustained utilization over GS's.
+fn e1_ratio_line(curves: &[Curve]) -> String {
+    let gs = curves.iter().find(|c| c.scheme == "GS").and_then(|c| c.sustained);
+    let best = curves
+        .iter()
+        .filter(|c| c.scheme != "GS")
+        .filter_map(|c| c.sustained.map(|u| (c.scheme.as_str(), u)))
+        .max_by(|a, b| a.1.mean.total_cmp(&b.1.mean));
+    match (best, gs) {
+        (Some((scheme, u)), Some(g)) => {
+            let ratio = u.ratio(&g);
+            format!(
+                "\nBest dynamic scheme {scheme} sustains {:.2} ± {:.2} (one s.e.) times GS's delivered utilization; \
+                 the study: 77 % / 57 % = 1.35.\n",
+                ratio.value, ratio.std_error
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+fn e1_chart(curves: &[Curve]) -> String {
+    let mut series = Vec::new();
+    let (mut low, mut high, mut max_util) = (f64::INFINITY, 1e-3f64, 0.0f64);
+    for (i, c) in curves.iter().enumerate() {
+        let shown = c.first_saturated.map_or(c.points.len(), |k| k + 1);
+        let mut points = Vec::new();
+        let (mut y_errors, mut x_errors) = (Vec::new(), Vec::new());
+        for (k, p) in c.points[..shown].iter().enumerate() {
+            let (u, resp) = (p.estimate(|r| r.delivered_utilization), p.estimate(|r| r.mean_response_s));
+            max_util = max_util.max(u.mean + u.ci95_half_width());
+            if Some(k) != c.first_saturated {
+                low = low.min(resp.mean - resp.ci95_half_width()).min(resp.mean);
+                high = high.max(resp.mean + resp.ci95_half_width());
+            }
+            points.push((u.mean, resp.mean));
+            y_errors.push(resp.ci95_half_width().min(resp.mean * 0.999));
+            x_errors.push(u.ci95_half_width());
         }
         series.push(Series {
-            name: scheme.clone(),
-            points: runs.iter().map(|r| (r.utilization, r.mean_response_s)).collect(),
-            clipped_from,
-            y_errors: vec![],
+            name: c.scheme.clone(),
+            style: scheme_style(&c.scheme, i),
+            points,
+            clipped_from: c.first_saturated,
+            y_errors,
+            x_errors,
         });
     }
-    table +=
-        "\nSaturated: some jobs were unfinished at the horizon, or waiting grew by at least 0.1 s per s of arrivals.\n";
-    let max_util = rows.iter().map(|r| r.utilization).fold(0.0, f64::max);
-    let chart = LineChart {
-        title: "E1: mean response time against utilization (WL7)".into(),
-        x_label: "utilization while jobs arrive (useful CPU time / capacity)".into(),
-        y_label: "mean response time, s (log)".into(),
-        x_range: (0.0, (max_util * 10.0).ceil() / 10.0 + 0.05),
-        y_range: (10f64.powf(min_response.max(1e-6).log10().floor()), 10f64.powf(max_response.log10().ceil())),
+    let low = if low.is_finite() { low.max(1e-6) } else { 1e-3 };
+    LineChart {
+        title: "E1: mean response time against delivered utilization (WL7, 32 nodes, MPL 5)".into(),
+        x_label: "delivered utilization while jobs arrive (nominal work / CPU capacity)".into(),
+        y_label: "mean response time, s (log scale)".into(),
+        x_range: (0.0, max_util.max(0.1)),
+        y_range: (10f64.powf(low.log10().floor()), 10f64.powf(high.log10().ceil())),
         log_y: true,
         series,
-    };
-    (table, vec![("e1".into(), chart.to_svg())])
+        legend_notes: vec![
+            "bars: 95 % confidence intervals".into(),
+            "▲ at the top: saturated (most".into(),
+            "replications), at its utilization".into(),
+        ],
+    }
+    .to_svg()
 }
 
 /// Wait and execution per scheme, one chart per group (E2, E4).
 fn report_bars(rows: &[RunRow]) -> (String, Figures) {
-    let mut groups: Vec<String> = Vec::new();
-    for r in rows {
-        if !groups.contains(&r.group) {
-            groups.push(r.group.clone());
-        }
-    }
-    let mut table = String::from("| group | scheme | wait (s) | execution (s) | response (s) | utilization | saturated |\n|---|---|---|---|---|---|---|\n");
+    let mut table = String::from(
+        "Means over the replications with 95 % confidence intervals.\n\n\
+         | group | scheme | wait (s) | execution (s) | response (s) | delivered utilization | saturated replications |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
     let mut figures = Vec::new();
-    for group in &groups {
-        let runs: Vec<&RunRow> = rows.iter().filter(|r| &r.group == group).collect();
-        for r in &runs {
+    for group in first_seen(rows, |r| r.group.as_str()) {
+        let group_points: Vec<Point> = points(rows).into_iter().filter(|p| p.first().group == group).collect();
+        let mut bars = Vec::new();
+        for p in &group_points {
+            let response = p.estimate(|r| r.mean_response_s);
             table += &format!(
-                "| {group} | {} | {:.2} | {:.2} | {:.2} | {:.1} % | {} |\n",
-                r.scheme,
-                r.mean_wait_s,
-                r.mean_execution_s,
-                r.mean_response_s,
-                100.0 * r.utilization,
-                if r.saturation.saturated { "yes" } else { "no" }
+                "| {group} | {} | {} | {} | {} | {} | {} of {} |\n",
+                p.first().scheme,
+                with_ci(&p.estimate(|r| r.mean_wait_s), 2),
+                with_ci(&p.estimate(|r| r.mean_execution_s), 2),
+                with_ci(&response, 2),
+                percent_with_ci(&p.estimate(|r| r.delivered_utilization)),
+                p.saturated_runs(),
+                p.runs.len()
             );
+            bars.push(StackedBar {
+                label: format!("{}{}", p.first().scheme, p.star()),
+                segments: vec![p.estimate(|r| r.mean_wait_s).mean, p.estimate(|r| r.mean_execution_s).mean],
+                error: response.ci95_half_width(),
+            });
         }
+        let first = group_points[0].first();
         let chart = StackedBarChart {
-            title: format!("{group}: mean response time"),
+            title: format!("{} {group}: mean response time (offered load {})", experiment_of(first), first.load),
             unit: "seconds (simulated)".into(),
-            segment_names: vec!["wait".into(), "execution".into()],
-            bars: runs
-                .iter()
-                .map(|r| StackedBar {
-                    label: format!("{}{}", r.scheme, if r.saturation.saturated { "*" } else { "" }),
-                    segments: vec![r.mean_wait_s, r.mean_execution_s],
-                })
-                .collect(),
+            segment_names: vec!["wait in the arrival queue".into(), "execution".into()],
+            bars,
+            note: Some("whiskers: 95 % confidence interval of the response; * saturated in most replications".into()),
         };
         let file = group.to_lowercase().replace([' ', '='], "").replace('.', "_");
         figures.push((file, chart.to_svg()));
     }
-    table += "\n\\* saturated run.\n";
+    table += "\n\\* saturated in most replications.\n";
     (table, figures)
 }
 
-/// Mean response of each variant relative to the baseline variant (E3, E5).
-fn report_ratio(rows: &[RunRow], what: &str, variant: impl Fn(&RunRow) -> String, baseline: &str) -> (String, Figures) {
-    let mut table = format!("| workload | scheme | {what} | mean response (s) | relative to {baseline} | saturated |\n|---|---|---|---|---|---|\n");
-    let mut figures = Vec::new();
-    let mut mixes: Vec<String> = Vec::new();
-    for r in rows {
-        if !mixes.contains(&r.mix) {
-            mixes.push(r.mix.clone());
-        }
+fn experiment_of(row: &RunRow) -> &'static str {
+    if row.group.starts_with("s =") {
+        "E4"
+    } else {
+        "E2"
     }
-    for m in &mixes {
-        let mut bars = Vec::new();
-        for scheme in schemes_in_order(rows) {
-            let runs: Vec<&RunRow> = rows.iter().filter(|r| &r.mix == m && r.scheme == scheme).collect();
-            let base = runs.iter().find(|r| variant(r) == baseline).map(|r| r.mean_response_s);
-            for r in &runs {
-                let relative = base.map(|b| r.mean_response_s / b);
+}
+
+/// Mean response of each variant relative to the baseline variant (E3, E5):
+/// the ratio per replication (same workload), then its mean and interval.
+fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -> (String, Figures) {
+    let mut table = format!(
+        "Offered load {}. Ratios are taken per replication (the same jobs under both settings); means with 95 % \
+         confidence intervals.\n\n| workload | scheme | {what} | mean response (s) | relative to {baseline} | \
+         saturated replications | peak processes per CPU | mean wait (s) |\n|---|---|---|---|---|---|---|---|\n",
+        rows.first().map_or(0.0, |r| r.load)
+    );
+    let mut figures = Vec::new();
+    let variants: Vec<&str> = first_seen(rows, |r| r.variant.as_str()).into_iter().filter(|v| *v != baseline).collect();
+    for m in first_seen(rows, |r| r.mix.as_str()) {
+        let mut values = Vec::new();
+        let schemes = schemes_in_order(rows);
+        for scheme in &schemes {
+            let mine: Vec<&RunRow> = rows.iter().filter(|r| r.mix == m && &r.scheme == scheme).collect();
+            let mut cells = Vec::new();
+            for variant in first_seen(rows, |r| r.variant.as_str()) {
+                let runs: Vec<&RunRow> = mine.iter().copied().filter(|r| r.variant == variant).collect();
+                let ratios: Vec<f64> = runs
+                    .iter()
+                    .filter_map(|r| {
+                        let base = mine.iter().find(|b| b.variant == baseline && b.replication == r.replication)?;
+                        Some(r.mean_response_s / base.mean_response_s)
+                    })
+                    .collect();
+                let point = Point { runs };
+                let ratio = Estimate::of(&ratios);
                 table += &format!(
-                    "| {m} | {scheme} | {} | {:.2} | {} | {} |\n",
-                    variant(r),
-                    r.mean_response_s,
-                    relative.map_or("—".into(), |x| format!("{x:.2}")),
-                    if r.saturation.saturated { "yes" } else { "no" }
+                    "| {m} | {scheme} | {variant} | {} | {} | {} of {} | {} | {} |\n",
+                    with_ci(&point.estimate(|r| r.mean_response_s), 2),
+                    ratio.as_ref().map_or("—".into(), |e| with_ci(e, 2)),
+                    point.saturated_runs(),
+                    point.runs.len(),
+                    point.runs.iter().map(|r| r.peak_processes_per_cpu).max().unwrap_or(0),
+                    with_ci(&point.estimate(|r| r.mean_wait_s), 2),
                 );
-                if variant(r) != baseline {
-                    bars.push(StackedBar {
-                        label: format!("{scheme} {}", variant(r)),
-                        segments: vec![relative.unwrap_or(f64::NAN)],
-                    });
+                if variant != baseline {
+                    cells.push(ratio.map_or((f64::NAN, 0.0), |e| (e.mean, e.ci95_half_width())));
                 }
             }
+            values.push(cells);
         }
-        let chart = StackedBarChart {
-            title: format!("{m}: response relative to {what} {baseline}"),
-            unit: "ratio".into(),
-            segment_names: vec![format!("response / response at {baseline}")],
-            bars,
+        let chart = GroupedBarChart {
+            title: format!("{}: {m}, mean response relative to {what} {baseline}", experiment.to_uppercase()),
+            unit: format!("response / response at {what} {baseline} (1 = no change)"),
+            categories: schemes,
+            series_names: variants.iter().map(|v| format!("{what} {v}")).collect(),
+            values,
+            reference: Some(1.0),
+            note: Some("whiskers: 95 % confidence intervals of the per-replication ratios".into()),
         };
         figures.push((m.to_lowercase(), chart.to_svg()));
     }

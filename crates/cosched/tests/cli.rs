@@ -332,18 +332,39 @@ fn hyper_erlang_fit_then_generate_from_the_saved_parameters() {
 fn a_study_writes_table_figures_and_manifest_and_is_reproducible() {
     let dir = scratch("study");
     let out = dir.join("e2");
-    let args = ["study", "e2", "-q", "--jobs", "20", "--runtime-scale", "0.0005", "--schemes", "Local,GS,SB,PB"];
+    let args = [
+        "study",
+        "e2",
+        "-q",
+        "--jobs",
+        "20",
+        "--runtime-scale",
+        "0.0005",
+        "--schemes",
+        "Local,GS,SB,PB",
+        "--replications",
+        "2",
+    ];
     let mut first = args.to_vec();
     first.extend(["--out", out.to_str().unwrap()]);
     let o = cosched(&first);
     assert!(o.status.success(), "{}", stderr(&o));
-    for file in ["runs.csv", "table.md", "manifest.json", "wl4.svg", "wl4.png", "wl5.svg", "wl2.png", "wl3.svg"] {
+    for file in
+        ["runs.csv", "points.csv", "table.md", "manifest.json", "wl4.svg", "wl4.png", "wl5.svg", "wl2.png", "wl3.svg"]
+    {
         assert!(out.join(file).exists(), "{file} missing");
     }
     let png = read(&out.join("wl5.png"));
     assert_eq!(&png[1..4], b"PNG");
     let manifest: serde_json::Value = serde_json::from_slice(&read(&out.join("manifest.json"))).unwrap();
-    assert_eq!(manifest["runs"], 16);
+    assert_eq!(manifest["runs"], 32, "4 workloads x 4 schemes x 2 replications");
+    assert_eq!(manifest["seeds"], serde_json::json!([1, 2]));
+    // Every point is a mean of its two replications, with an interval.
+    let points = String::from_utf8(read(&out.join("points.csv"))).unwrap();
+    assert_eq!(points.lines().count(), 1 + 16);
+    assert!(points.lines().skip(1).all(|l| l.split(',').nth(5) == Some("2")), "{points}");
+    let table = String::from_utf8(read(&out.join("table.md"))).unwrap();
+    assert!(table.contains(" ± "), "{table}");
     assert!(manifest["command"].as_str().unwrap().contains("study e2"));
     let runs = read(&out.join("runs.csv"));
     let o = cosched(&first);
@@ -407,4 +428,35 @@ fn an_interrupted_simulation_keeps_the_finished_jobs_records() {
     let jobs_csv = String::from_utf8(read(&out.join("jobs.csv"))).unwrap();
     assert_eq!(jobs_csv.lines().count() as u64, 1 + done, "a line per finished job");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sim_warns_when_a_scheme_saturates_and_says_why() {
+    let dir = scratch("saturation-warning");
+    let out = dir.join("out");
+    // Local busy-waits on communication-heavy jobs: far behind at this load.
+    let o = cosched(&[
+        "sim",
+        "-q",
+        "--workload",
+        "WL5",
+        "--jobs",
+        "60",
+        "--load",
+        "0.9",
+        "--runtime-scale",
+        "0.001",
+        "--schemes",
+        "Local,GS",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("warning: Local saturated the machine: undelivered work grows"), "{err}");
+    let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    for column in ["delivered_utilization", "compute_utilization", "saturated", "backlog_growth"] {
+        assert!(header.contains(&column), "{column} missing from {header:?}");
+    }
 }

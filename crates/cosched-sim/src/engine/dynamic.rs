@@ -61,7 +61,7 @@ impl Engine<'_> {
         }
         let cpu = &mut self.cpus[c as usize];
         debug_assert_eq!(cpu.accounted_until, now, "charge kernel time on an accounted CPU");
-        cpu.switch_until = cpu.switch_until.max(now) + ns;
+        cpu.add_kernel_work(now, ns);
         cpu.overhead_pending_ns += ns;
     }
 
@@ -92,31 +92,38 @@ impl Engine<'_> {
             self.record(now, cpu, TraceKind::Yield { process: p, level });
         }
         self.procs[p as usize].yielded = true;
-        cost += self.boost_by_choice(cpu, Some(p), now);
-        self.charge_kernel(cpu, now, cost);
+        let (walk_cost, _) = self.boost_by_choice(cpu, Some(p), now);
+        self.charge_kernel(cpu, now, cost + walk_cost);
     }
 
-    /// Periodic boost's 1 ms kernel activity on CPU `c`.
+    /// Periodic boost's 1 ms kernel activity on CPU `c`: the boosted process
+    /// preempts the running one when the scheduler next acts.
     pub(super) fn periodic_boost(&mut self, c: u32, now: SimTime) {
         let cpu = &self.cpus[c as usize];
-        let after = cpu.running.or(cpu.last_process);
-        let cost = self.boost_by_choice(c, after, now);
+        let start_with = cpu.running.or(cpu.last_process);
+        let (cost, boosted) = self.boost_by_choice(c, start_with, now);
+        if boosted.is_some() {
+            self.cpus[c as usize].boosted = boosted;
+        }
         self.charge_kernel(c, now, cost);
     }
 
-    /// Whether periodic boost has any endpoint to look at on CPU `c`.
+    /// Whether periodic boost's walk can cost or change anything on CPU `c`:
+    /// it checks the endpoints of processes inside a receive, and, starting
+    /// with the running process, finds that one first unless it is in a receive.
     pub(super) fn periodic_boost_active(&self, c: u32) -> bool {
         if !self.periodic_boost {
             return false;
         }
         let cpu = &self.cpus[c as usize];
-        let after = cpu.running.or(cpu.last_process);
-        cpu.residents.iter().any(|&r| Some(r) != after)
+        (cpu.running.is_none() && !cpu.ready.is_empty())
+            || cpu.residents.iter().any(|&r| self.procs[r as usize].phase == Phase::Recv)
     }
 
-    /// Walk the CPU's processes after `after` and boost the chosen one to the
-    /// head of the top level. Returns the kernel time it took.
-    fn boost_by_choice(&mut self, c: u32, after: Option<u32>, now: SimTime) -> u64 {
+    /// Walk the CPU's processes starting with `start_with` and boost the
+    /// chosen one, unless it is `start_with` itself, to the head of the top
+    /// level. Returns the kernel time it took and whom it boosted.
+    fn boost_by_choice(&mut self, c: u32, start_with: Option<u32>, now: SimTime) -> (u64, Option<u32>) {
         let mut residents = self.cpus[c as usize].residents.clone();
         residents.sort_unstable();
         let candidates: Vec<BoostCandidate> = residents
@@ -125,21 +132,22 @@ impl Engine<'_> {
                 let proc = &self.procs[r as usize];
                 BoostCandidate {
                     id: r,
-                    runnable: proc.state == ProcState::Ready,
+                    runnable: matches!(proc.state, ProcState::Ready | ProcState::Running),
                     in_receive: proc.phase == Phase::Recv,
                     message_ready: proc.phase == Phase::Recv && self.has_all_messages(r, now),
                 }
             })
             .collect();
-        let choice = periodic_boost_choice(&candidates, after);
+        let choice = periodic_boost_choice(&candidates, start_with);
         let costs = &self.cfg.costs;
         let mut cost = choice.endpoints_checked as u64 * costs.endpoint_check_ns;
-        if let Some(q) = choice.chosen {
+        let boosted = choice.chosen.filter(|&q| self.procs[q as usize].state == ProcState::Ready);
+        if let Some(q) = boosted {
             cost += costs.queue_move_ns;
             self.move_to_top(q);
             self.record(now, c, TraceKind::Boost { process: q });
         }
-        cost
+        (cost, boosted)
     }
 
     /// A ready process to the head of the top level, with a fresh quantum
@@ -161,8 +169,9 @@ impl Engine<'_> {
     /// A message has landed in `dest`'s endpoint: the NIC's reaction.
     pub(super) fn on_deposit(&mut self, dest: u32, now: SimTime) {
         let cpu = self.procs[dest as usize].cpu;
-        // Phase ends the CPU has not been visited for happen first.
+        // Phase ends and I/O completions the CPU has not been visited for happen first.
         self.account(cpu, now);
+        self.complete_io(cpu, now);
         let proc = &self.procs[dest as usize];
         let blocked_in_recv = proc.phase == Phase::Recv && proc.state == ProcState::Blocked;
         let costs = &self.cfg.costs;

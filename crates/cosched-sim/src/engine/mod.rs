@@ -9,7 +9,7 @@
 //! the rules due at that instant, then books the next visit.
 
 use crate::app::{dedicated_ns, Program};
-use crate::config::{SimConfig, TOP_LEVEL};
+use crate::config::{BoostWalk, SimConfig, TOP_LEVEL};
 use crate::endpoint::Inbox;
 use crate::metrics::{Breakdown, JobRecord};
 use crate::mlfq::ReadyQueue;
@@ -102,10 +102,25 @@ struct Cpu {
     time: Breakdown,
 
     last_raise: SimTime,
-    /// The last tick instant a visit has looked at (ticks are applied once).
-    tick_seen: SimTime,
+    /// The first tick the scheduler has not acted on (each tick acts once).
+    first_unacted_tick: SimTime,
+    /// Start of the current (or last) period of kernel work, which ends at `switch_until`.
+    kernel_start: SimTime,
+    /// Periodic boost: the process the scheduler must run at its next tick.
+    boosted: Option<u32>,
     /// Gang scheduling: the process of the current row's cell on this CPU.
     gang_cell: Option<u32>,
+}
+
+impl Cpu {
+    /// Kernel work of `ns` from `now`, after any already under way (work that
+    /// follows on at once extends the same period).
+    fn add_kernel_work(&mut self, now: SimTime, ns: u64) {
+        if self.switch_until < now {
+            self.kernel_start = now;
+        }
+        self.switch_until = self.switch_until.max(now) + ns;
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -181,10 +196,30 @@ pub struct EngineOutcome {
     pub trace: Vec<TraceEvent>,
     /// Events handled, by kind (see `EVENT_KIND_NAMES`).
     pub event_counts: [u64; EVENT_KINDS],
-    /// The last arrival and the useful CPU time summed over CPUs until then.
-    pub useful_until_last_arrival: (SimTime, u64),
+    /// The work done and offered from time 0 to the last arrival.
+    pub arrival_window: ArrivalWindow,
     /// The run was asked to stop before its last job finished (`end` is when).
     pub stopped_early: bool,
+    /// The most processes any CPU held at once.
+    pub peak_processes_per_cpu: usize,
+    /// (time, work offered but not yet delivered, CPU-ns) at evenly spaced arrivals.
+    pub backlog_samples: Vec<(SimTime, f64)>,
+}
+
+/// What happened from time 0 to the last arrival, while jobs kept coming: the
+/// window in which a scheme shows the utilization it sustains.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ArrivalWindow {
+    pub last_arrival: SimTime,
+    /// Compute time of the processes, summed over CPUs (CPU-ns).
+    pub compute_ns: u64,
+    /// Work delivered: each process's completed iterations at their
+    /// dedicated (nominal) time (CPU-ns).
+    pub delivered_ns: f64,
+    /// Work offered: what a machine with a CPU free for every task would have
+    /// delivered by then, each job's tasks x min(dedicated time, time since
+    /// its arrival) (CPU-ns).
+    pub offered_ns: f64,
 }
 
 pub const EVENT_KIND_NAMES: [&str; EVENT_KINDS] = Event::KIND_NAMES;
@@ -212,12 +247,17 @@ pub struct Engine<'a> {
     visits: TimerHeap,
     events_handled: u64,
     stopped_early: bool,
-    useful_until_last_arrival: (SimTime, u64),
+    arrival_window: ArrivalWindow,
+    peak_processes_per_cpu: usize,
+    backlog_samples: Vec<(SimTime, f64)>,
     /// What each CPU's NIC believes runs (refreshed at every tick), kept
     /// lazily; only demand-based coscheduling uses it.
     nic_views: Vec<NicView>,
     /// The raise period holding the latest `now` looked at: (start, end).
     raise_cache: std::cell::Cell<(SimTime, SimTime)>,
+    /// The tick period holding the latest instant looked at: (start, end).
+    /// Visits come in time order, so most land in it: no division.
+    tick_cache: std::cell::Cell<(SimTime, SimTime)>,
     /// Testing aid: also visit every CPU at every tick. A correct tickless
     /// engine gives exactly the same results either way.
     visit_every_tick: bool,
@@ -230,6 +270,9 @@ pub struct Engine<'a> {
     periodic_boost: bool,
     event_counts: [u64; EVENT_KINDS],
 }
+
+/// Arrivals at which the backlog of work is sampled, evenly spaced by count.
+const BACKLOG_SAMPLES: usize = 32;
 
 /// Safety bound on the work done for one CPU at one instant.
 const MAX_DISPATCHES_PER_VISIT: usize = 10_000;
@@ -262,7 +305,9 @@ impl<'a> Engine<'a> {
                 time: Breakdown::default(),
 
                 last_raise: SimTime::ZERO,
-                tick_seen: SimTime::ZERO,
+                first_unacted_tick: SimTime::ZERO,
+                kernel_start: SimTime::ZERO,
+                boosted: None,
                 gang_cell: None,
             })
             .collect();
@@ -303,8 +348,11 @@ impl<'a> Engine<'a> {
             visits: TimerHeap::new(cpu_count),
             events_handled: 0,
             stopped_early: false,
-            useful_until_last_arrival: (SimTime::ZERO, 0),
+            arrival_window: ArrivalWindow::default(),
+            peak_processes_per_cpu: 0,
+            backlog_samples: Vec::new(),
             raise_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
+            tick_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
             nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
@@ -411,7 +459,9 @@ impl<'a> Engine<'a> {
             jobs_submitted: self.jobs.len(),
             trace: self.trace.unwrap_or_default(),
             event_counts: self.event_counts,
-            useful_until_last_arrival: self.useful_until_last_arrival,
+            arrival_window: self.arrival_window,
+            peak_processes_per_cpu: self.peak_processes_per_cpu,
+            backlog_samples: self.backlog_samples,
             stopped_early: self.stopped_early,
         }
     }
@@ -442,14 +492,47 @@ impl<'a> Engine<'a> {
         }
         self.arrivals.push(j);
         self.admit_waiting(now);
-        if next == self.jobs.len() {
-            // Useful work while jobs still arrive: the utilization a scheme sustains.
-            for c in 0..self.cpus.len() as u32 {
-                self.account(c, now);
-            }
-            let useful = self.cpus.iter().map(|c| c.time.useful_ns).sum();
-            self.useful_until_last_arrival = (now, useful);
+        let n = self.jobs.len();
+        if next * BACKLOG_SAMPLES / n != j as usize * BACKLOG_SAMPLES / n {
+            let (delivered_ns, offered_ns) = self.work_until(now);
+            self.backlog_samples.push((now, offered_ns - delivered_ns));
         }
+        if next == n {
+            self.close_arrival_window(now);
+        }
+    }
+
+    /// Work done and offered while jobs still arrive: what a scheme sustains.
+    fn close_arrival_window(&mut self, now: SimTime) {
+        let (delivered_ns, offered_ns) = self.work_until(now);
+        self.arrival_window = ArrivalWindow {
+            last_arrival: now,
+            compute_ns: self.cpus.iter().map(|c| c.time.useful_ns).sum(),
+            delivered_ns,
+            offered_ns,
+        };
+    }
+
+    /// Work delivered and offered from time 0 to `now` (see `ArrivalWindow`), CPU-ns.
+    fn work_until(&mut self, now: SimTime) -> (f64, f64) {
+        for c in 0..self.cpus.len() as u32 {
+            self.account(c, now);
+        }
+        let delivered_ns = self
+            .procs
+            .iter()
+            .map(|p| {
+                let job = &self.jobs[p.job as usize];
+                job.dedicated_ns as f64 * p.iterations_done as f64 / job.spec.program.iterations.max(1) as f64
+            })
+            .sum();
+        let offered_ns = self
+            .jobs
+            .iter()
+            .take_while(|j| j.spec.arrival <= now)
+            .map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(now - j.spec.arrival) as f64)
+            .sum();
+        (delivered_ns, offered_ns)
     }
 
     /// Strict FCFS: admit from the head while the head fits.
@@ -493,7 +576,9 @@ impl<'a> Engine<'a> {
                 yielded: false,
                 rng,
             });
-            self.cpus[cpu as usize].residents.push(first_proc + rank);
+            let residents = &mut self.cpus[cpu as usize].residents;
+            residents.push(first_proc + rank);
+            self.peak_processes_per_cpu = self.peak_processes_per_cpu.max(residents.len());
         }
         let job = &mut self.jobs[j as usize];
         job.start = Some(now);
@@ -600,7 +685,8 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Book the next quantum boundary if some other row is waiting for its turn.
+    /// Book the next quantum boundary if some other row is waiting for its
+    /// turn, or (the study's reading) while any row holds jobs.
     fn ensure_gang_quantum(&mut self, now: SimTime) {
         let Admission::Gang(matrix) = &self.admission else {
             return;
@@ -610,7 +696,8 @@ impl<'a> Engine<'a> {
             return;
         }
         let next = matrix.next_occupied_row(gang.current_row);
-        if next.is_some() && next != gang.current_row {
+        let switch_due = self.cfg.costs.gang_switch_every_quantum || next != gang.current_row;
+        if next.is_some() && switch_due {
             gang.tick_pending = true;
             self.queue.schedule(now.next_multiple_after(self.cfg.costs.gang_quantum_ns), Event::GangQuantum);
         }
@@ -621,7 +708,8 @@ impl<'a> Engine<'a> {
         let gang = self.gang.as_mut().expect("gang state");
         gang.tick_pending = false;
         let next = matrix.next_occupied_row(gang.current_row);
-        if let Some(row) = next.filter(|&r| Some(r) != gang.current_row) {
+        let every_quantum = self.cfg.costs.gang_switch_every_quantum;
+        if let Some(row) = next.filter(|&r| every_quantum || Some(r) != gang.current_row) {
             gang.current_row = Some(row);
             self.switch_all_cpus_to_row(row, now);
         }
@@ -639,7 +727,7 @@ impl<'a> Engine<'a> {
             }
             let cpu = &mut self.cpus[c as usize];
             cpu.gang_cell = (cell != NO_PROC).then_some(cell);
-            cpu.switch_until = now + self.cfg.costs.gang_switch_ns;
+            cpu.add_kernel_work(now, self.cfg.costs.gang_switch_ns);
             self.record(now, c, TraceKind::GangSwitch { row });
             self.update_cpu(c, now);
         }
@@ -649,7 +737,7 @@ impl<'a> Engine<'a> {
 
     /// Processes of this CPU whose I/O has completed by `now` become runnable,
     /// in order of completion.
-    fn complete_io(&mut self, c: u32, now: SimTime) {
+    pub(super) fn complete_io(&mut self, c: u32, now: SimTime) {
         // At most MPL residents: repeatedly take the earliest finished one.
         loop {
             let procs = &self.procs;
@@ -950,34 +1038,47 @@ impl<'a> Engine<'a> {
         self.account(c, now);
         self.decide_deposits(self.cpus[c as usize].node, now);
         self.complete_io(c, now);
-        let sched = &self.cfg.scheduler;
         let mlfq = !self.cfg.scheme.is_gang();
-        let on_tick = now.is_multiple_of(sched.tick_ns);
         // (The raise period is a whole number of ticks.)
-        if mlfq && on_tick && now.is_multiple_of(sched.raise_period_ns) && self.cpus[c as usize].last_raise < now {
+        if mlfq
+            && self.ceil_tick(now) == now
+            && now.is_multiple_of(self.cfg.scheduler.raise_period_ns)
+            && self.cpus[c as usize].last_raise < now
+        {
             self.raise_all(c, now);
         }
-        // This tick is looked at now (acted on unless the CPU is in the kernel).
-        if on_tick {
-            self.cpus[c as usize].tick_seen = now;
-        }
         if self.cpus[c as usize].switch_until > now {
-            // Mid-switch: ticks wait for the first one after the switch.
+            // In the kernel: a tick now waits for the end of the kernel work.
             self.book_visit(c, now);
             return;
         }
+        let tick_due = mlfq && self.scheduler_acts_at(c, now) == now;
         if let Some(p) = self.cpus[c as usize].running {
             self.advance_running(p, now);
         }
-        if mlfq && on_tick {
-            self.tick(c, now);
-            // After the tick's decisions: a boost takes effect at the next tick.
-            if self.periodic_boost {
-                self.periodic_boost(c, now);
-            }
+        if tick_due {
+            self.scheduler_tick(c, now);
         }
         self.dispatch(c, now);
         self.book_visit(c, now);
+    }
+
+    /// The scheduler's activity at a tick (or a deferred one), with periodic
+    /// boost's walk just before it (same tick) or after it, starting with the
+    /// process the scheduler has just chosen (its boost then waits for the
+    /// next tick).
+    fn scheduler_tick(&mut self, c: u32, now: SimTime) {
+        let ceil = self.ceil_tick(now);
+        self.cpus[c as usize].first_unacted_tick = if ceil == now { now + self.cfg.scheduler.tick_ns } else { ceil };
+        let walk_first = self.cfg.costs.boost_walk == BoostWalk::SameTick;
+        if self.periodic_boost && walk_first {
+            self.periodic_boost(c, now);
+        }
+        self.tick(c, now);
+        if self.periodic_boost && !walk_first {
+            self.dispatch(c, now);
+            self.periodic_boost(c, now);
+        }
     }
 
     /// The 1 s starvation avoidance: every process to the top level.
@@ -993,11 +1094,14 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// The scheduler tick: quantum expiry and preemption by a higher level.
+    /// The scheduler tick: quantum expiry, preemption by a higher level, and
+    /// periodic boost's preemption in favour of the boosted process.
     fn tick(&mut self, c: u32, now: SimTime) {
+        let boosted = self.cpus[c as usize].boosted.take();
         let Some(p) = self.cpus[c as usize].running else {
             return;
         };
+        let boosted = boosted.filter(|&q| q != p && self.procs[q as usize].state == ProcState::Ready);
         let proc = &mut self.procs[p as usize];
         let cpu = &mut self.cpus[c as usize];
         let trace = if proc.quantum_left_ns == 0 {
@@ -1005,7 +1109,7 @@ impl<'a> Engine<'a> {
             proc.quantum_left_ns = self.cfg.scheduler.quantum_ns(proc.level);
             cpu.ready.push_tail(p, proc.level);
             TraceKind::Demote { process: p, level: proc.level }
-        } else if cpu.ready.best_level().is_some_and(|best| best > proc.level) {
+        } else if boosted.is_some() || cpu.ready.best_level().is_some_and(|best| best > proc.level) {
             // Preempted before its quantum ran out: back to the head, quantum kept.
             cpu.ready.push_head(p, proc.level);
             TraceKind::Preempt { process: p }
@@ -1013,6 +1117,12 @@ impl<'a> Engine<'a> {
             return;
         };
         proc.state = ProcState::Ready;
+        if let Some(q) = boosted {
+            // The boosted process runs next, whatever has joined its level since.
+            let level = self.procs[q as usize].level;
+            cpu.ready.remove(q);
+            cpu.ready.push_head(q, level);
+        }
         self.set_running(c, now, None);
         self.record(now, c, trace);
     }
@@ -1038,8 +1148,11 @@ impl<'a> Engine<'a> {
             let cpu = &mut self.cpus[c as usize];
             let switching = !self.cfg.scheme.is_gang() && cpu.last_process.is_some_and(|last| last != p);
             cpu.last_process = Some(p);
+            if cpu.boosted == Some(p) {
+                cpu.boosted = None;
+            }
             if switching {
-                cpu.switch_until = cpu.switch_until.max(now) + self.cfg.costs.context_switch_ns;
+                cpu.add_kernel_work(now, self.cfg.costs.context_switch_ns);
             }
             self.record(now, c, TraceKind::Dispatch { process: p, switch_cost: switching });
             if switching {
@@ -1071,25 +1184,12 @@ impl<'a> Engine<'a> {
         } else if self.cfg.scheme.is_gang() {
             SimTime::MAX
         } else {
-            io_end.ceil_to_multiple(self.cfg.scheduler.tick_ns).max(now)
+            self.scheduler_acts_at(c, io_end.max(now))
         };
         let switching = cpu.switch_until > now;
-        // The first tick the scheduler acts on: not during kernel work, and
-        // `now` itself if no visit has looked at this tick yet (a visit may be
-        // booked from another CPU's visit at a tick instant).
-        let tick_ns = self.cfg.scheduler.tick_ns;
-        let first_tick = || {
-            if switching {
-                cpu.switch_until.ceil_to_multiple(tick_ns)
-            } else {
-                let tick_start = SimTime(now.ns() / tick_ns * tick_ns);
-                if tick_start == now && cpu.tick_seen < now {
-                    now
-                } else {
-                    tick_start + tick_ns
-                }
-            }
-        };
+        // The first instant the scheduler acts (a tick, or a tick deferred to
+        // the end of kernel work; `now` itself if not yet acted on).
+        let first_tick = || self.scheduler_acts_at(c, now);
         let boost_tick = if self.periodic_boost_active(c) { first_tick() } else { SimTime::MAX };
         let Some(p) = cpu.running else {
             let idle_next = if switching { wake_matters_at.min(cpu.switch_until) } else { wake_matters_at };
@@ -1158,7 +1258,7 @@ impl<'a> Engine<'a> {
             let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
             let first_tick = first_tick();
             let mut while_running = quantum_end.max(first_tick);
-            if cpu.ready.best_level().is_some_and(|best| best > proc.level) {
+            if cpu.boosted.is_some() || cpu.ready.best_level().is_some_and(|best| best > proc.level) {
                 while_running = while_running.min(first_tick);
             }
             let raise = self.raise_at_or_after(now, cpu.last_raise);
@@ -1176,6 +1276,37 @@ impl<'a> Engine<'a> {
             wake_matters_at
         );
         next
+    }
+
+    /// The first tick at or after `t`.
+    fn ceil_tick(&self, t: SimTime) -> SimTime {
+        let (start, end) = self.tick_cache.get();
+        if t > start && t <= end {
+            return end;
+        }
+        if t == start {
+            return start;
+        }
+        let tick_ns = self.cfg.scheduler.tick_ns;
+        let start = SimTime(t.ns() / tick_ns * tick_ns);
+        if start == t {
+            return t;
+        }
+        self.tick_cache.set((start, start + tick_ns));
+        start + tick_ns
+    }
+
+    /// The first instant at or after `from` (not before the CPU's last visit)
+    /// at which its scheduler acts: the next tick not yet acted on, except
+    /// that a tick falling inside kernel work is deferred to the work's end.
+    fn scheduler_acts_at(&self, c: u32, from: SimTime) -> SimTime {
+        let cpu = &self.cpus[c as usize];
+        let end = cpu.switch_until;
+        let lower = cpu.kernel_start.max(cpu.first_unacted_tick);
+        if from <= end && end > lower && self.ceil_tick(lower) < end {
+            return end;
+        }
+        self.ceil_tick(from).max(cpu.first_unacted_tick)
     }
 
     /// The raise boundary a CPU must still act on: `now` if it is one the CPU
