@@ -143,7 +143,7 @@ mod tests {
     }
 
     #[test]
-    fn saturation_is_a_growing_wait_unfinished_jobs_or_work_left_behind() {
+    fn a_run_saturates_by_a_growing_wait_or_unfinished_jobs() {
         let stable: Vec<JobRecord> = (0..100).map(|i| record(i as f64, (i % 7) as f64)).collect();
         let steady = BacklogMeasure { delivered_share: 0.9, growth: 0.01 };
         assert!(!judge_saturation(&stable, 100, steady).saturated);
@@ -151,9 +151,9 @@ mod tests {
         let verdict = judge_saturation(&growing, 100, steady);
         assert!(verdict.saturated && (verdict.wait_growth - 0.3).abs() < 1e-9, "{verdict:?}");
         assert!(judge_saturation(&stable[..90], 100, steady).saturated, "unfinished jobs");
-        // No queue at all, but the backlog grows in the MPL slots.
+        // The backlog measures are carried, not judged (see judge_saturation).
         let behind = judge_saturation(&stable, 100, BacklogMeasure { delivered_share: 0.6, growth: 0.2 });
-        assert!(behind.saturated && behind.why.contains("20 %"), "{behind:?}");
+        assert!(!behind.saturated && behind.backlog_growth == 0.2 && behind.why.contains("60 %"), "{behind:?}");
     }
 
     #[test]
@@ -176,8 +176,8 @@ pub struct SaturationVerdict {
     pub wait_growth: f64,
     /// Delivered / offered work while jobs arrived (1 when nothing fell behind).
     pub delivered_share: f64,
-    /// How fast the work offered but not yet delivered grew over the second
-    /// half of the arrivals, as a share of the machine's capacity.
+    /// How fast the jobs in the machine (queued or running) grew over the
+    /// second half of the arrivals, as a share of the arrival rate.
     pub backlog_growth: f64,
     pub why: String,
 }
@@ -186,37 +186,36 @@ pub struct SaturationVerdict {
 /// more than 10 % slower than they arrive (our choice).
 pub const SATURATION_WAIT_GROWTH: f64 = 0.1;
 
-/// A run whose backlog of work grows at this share of the machine's capacity
-/// or faster is saturated, wherever its backlog sits (our choice; see docs/model.md).
-pub const SATURATION_BACKLOG_GROWTH: f64 = 0.05;
-
 /// What a run measured of its backlog while jobs arrived.
 #[derive(Clone, Copy, Debug)]
 pub struct BacklogMeasure {
     /// Delivered / offered work from time 0 to the last arrival.
     pub delivered_share: f64,
-    /// Growth of undelivered work over the second half of the arrivals, per capacity.
+    /// Growth of the jobs in the machine over the second half of the arrivals, per arrival.
     pub growth: f64,
 }
 
-/// Judge a run. Saturated if some jobs never completed (the run was cut at a
-/// horizon); if the work offered but not delivered grows at
-/// [`SATURATION_BACKLOG_GROWTH`] of the capacity or faster over the second
-/// half of the arrivals (throughput saturation: the backlog may sit in the
-/// MPL slots, not in the queue); or if the wait grows along the arrival
-/// sequence (least-squares slope of wait against arrival time of at least
-/// [`SATURATION_WAIT_GROWTH`]).
+/// Judge one run. Saturated if some jobs never completed (the run was cut at
+/// a horizon) or if the wait grows along the arrival sequence (least-squares
+/// slope of wait against arrival time of at least [`SATURATION_WAIT_GROWTH`]).
+///
+/// The backlog measures (delivered share, growth of the jobs in the machine)
+/// are reported, not judged: on runs of a few hundred jobs of a heavy-tailed,
+/// daily-cycling workload they swing as much between seeds of a stable
+/// scheme as between stable and saturated ones (docs/reproduction.md).
+/// Throughput saturation, with the backlog in the MPL slots, is judged where
+/// it can be seen reliably: on a scheme's curve over several loads, means of
+/// several seeds (`cosched study e1`: utilization stops rising).
 pub fn judge_saturation(records: &[JobRecord], jobs_submitted: usize, backlog: BacklogMeasure) -> SaturationVerdict {
     let wait_growth = wait_growth(records);
     let growth = backlog.growth;
     let (saturated, why) = if records.len() < jobs_submitted {
         (true, format!("{} of {} jobs unfinished at the horizon", jobs_submitted - records.len(), jobs_submitted))
-    } else if growth >= SATURATION_BACKLOG_GROWTH {
-        (true, format!("undelivered work grows at {:.0} % of the capacity", 100.0 * growth))
     } else if wait_growth >= SATURATION_WAIT_GROWTH {
         (true, format!("wait grows {wait_growth:.2} s per s of arrivals"))
     } else {
-        (false, format!("backlog growth {:.1} % of the capacity, wait growth {wait_growth:.3} s per s", 100.0 * growth))
+        let delivered = 100.0 * backlog.delivered_share;
+        (false, format!("wait growth {wait_growth:.3} s per s; {delivered:.0} % of the offered work delivered by the last arrival"))
     };
     SaturationVerdict { saturated, wait_growth, delivered_share: backlog.delivered_share, backlog_growth: growth, why }
 }

@@ -81,7 +81,7 @@ pub fn run(
     let window_capacity_ns = cpus as f64 * window.last_arrival.ns().max(1) as f64;
     let backlog = BacklogMeasure {
         delivered_share: if window.offered_ns > 0.0 { window.delivered_ns / window.offered_ns } else { 1.0 },
-        growth: backlog_growth(&outcome.backlog_samples, window.last_arrival, cpus),
+        growth: jobs_in_system_growth(&outcome.jobs_in_system, outcome.arrival_window.last_arrival),
     };
     let summary = Summary {
         scheme: cfg.scheme.name().to_string(),
@@ -118,11 +118,17 @@ pub fn run(
     })
 }
 
-/// Growth of the undelivered work over the second half of the arrivals (the
-/// first half holds the climb from an empty machine), per CPU: 0 when stable.
-fn backlog_growth(samples: &[(SimTime, f64)], last_arrival: SimTime, cpus: u32) -> f64 {
+/// Growth of the number of jobs in the machine (queued or running) over the
+/// second half of the arrivals (the first holds the climb from an empty
+/// machine), as a share of the arrival rate: 0 when stable, 1 - service rate
+/// / arrival rate when jobs pile up, wherever they wait.
+fn jobs_in_system_growth(samples: &[(SimTime, u32)], last_arrival: SimTime) -> f64 {
+    if last_arrival == SimTime::ZERO {
+        return 0.0;
+    }
+    let arrivals_per_ns = samples.len() as f64 / last_arrival.ns() as f64;
     let half = last_arrival.ns() / 2;
     let late: Vec<(f64, f64)> =
-        samples.iter().filter(|(t, _)| t.ns() >= half).map(|&(t, b)| (t.ns() as f64, b)).collect();
-    slope(&late) / cpus as f64
+        samples.iter().filter(|(t, _)| t.ns() >= half).map(|&(t, n)| (t.ns() as f64, n as f64)).collect();
+    slope(&late) / arrivals_per_ns
 }

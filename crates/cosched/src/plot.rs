@@ -162,10 +162,10 @@ pub fn nice_ticks(low: f64, high: f64) -> Vec<f64> {
 }
 
 /// Ticks for a log axis: decades, with 2 and 5 between them when the axis
-/// spans at most two decades.
+/// spans at most two and a half decades.
 fn log_ticks(low: f64, high: f64) -> Vec<f64> {
     let (d0, d1) = (low.log10().floor() as i32, high.log10().ceil() as i32);
-    let multiples: &[f64] = if d1 - d0 <= 2 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+    let multiples: &[f64] = if (high / low).log10() <= 2.5 { &[1.0, 2.0, 5.0] } else { &[1.0] };
     let mut ticks = Vec::new();
     for decade in d0..=d1 {
         for m in multiples {
@@ -178,9 +178,10 @@ fn log_ticks(low: f64, high: f64) -> Vec<f64> {
     ticks
 }
 
-/// Tick labels: no trailing zeros, at most three decimals.
+/// Tick labels: no trailing zeros; three decimals, or as many as a small value needs.
 fn format_tick(v: f64) -> String {
-    let text = format!("{v:.3}");
+    let decimals = if v != 0.0 && v.abs() < 0.01 { (-v.abs().log10()).ceil() as usize + 1 } else { 3 };
+    let text = format!("{v:.decimals$}");
     let text = text.trim_end_matches('0').trim_end_matches('.').to_string();
     if text == "-0" {
         "0".into()
@@ -259,6 +260,22 @@ fn whisker(svg: &mut String, x_low: f64, x_high: f64, y_mid: f64) {
     );
 }
 
+/// Under a bar chart's axis: a legend of the coloured names, the note, the end.
+fn bar_footer(svg: &mut String, left: f64, axis_y: f64, names: &[String], note: Option<&str>) {
+    let entries: Vec<(String, &str)> =
+        names.iter().enumerate().map(|(k, n)| (n.clone(), SEGMENT_COLOURS[k % SEGMENT_COLOURS.len()])).collect();
+    legend_row(svg, left, axis_y + 58.0, &entries);
+    if let Some(note) = note {
+        let _ = writeln!(svg, r##"<text x="{left:.1}" y="{:.1}" fill="#333">{}</text>"##, axis_y + 76.0, escape(note));
+    }
+    svg.push_str("</svg>\n");
+}
+
+/// Width of a legend row of these names (see `legend_row`).
+fn legend_width(names: &[String]) -> f64 {
+    names.iter().map(|n| 30.0 + text_width(n, 12.0)).sum()
+}
+
 /// Legend entries in a row from `x` at `y`: a swatch and a name each.
 fn legend_row(svg: &mut String, mut x: f64, y: f64, entries: &[(String, &str)]) {
     for (name, colour) in entries {
@@ -277,7 +294,9 @@ impl StackedBarChart {
     /// Render as horizontal stacked bars with an axis and a legend.
     pub fn to_svg(&self) -> String {
         let label_w = self.bars.iter().map(|b| text_width(&b.label, 12.0)).fold(60.0, f64::max) + 16.0;
-        let width = (label_w + 630.0).max(text_width(&self.title, 15.0) + label_w + 20.0);
+        let width = (label_w + 630.0)
+            .max(text_width(&self.title, 15.0) + 20.0)
+            .max(label_w + legend_width(&self.segment_names) + 10.0);
         let plot_w = width - label_w - 70.0;
         let note_h = if self.note.is_some() { 18.0 } else { 0.0 };
         let height = TOP + self.bars.len() as f64 * (BAR_H + GAP) + 78.0 + note_h;
@@ -323,22 +342,7 @@ impl StackedBarChart {
         }
         let axis_y = TOP + self.bars.len() as f64 * (BAR_H + GAP);
         bar_axis(&mut svg, label_w, plot_w, axis_y, max, &self.unit);
-        let entries: Vec<(String, &str)> = self
-            .segment_names
-            .iter()
-            .enumerate()
-            .map(|(k, n)| (n.clone(), SEGMENT_COLOURS[k % SEGMENT_COLOURS.len()]))
-            .collect();
-        legend_row(&mut svg, label_w, axis_y + 58.0, &entries);
-        if let Some(note) = &self.note {
-            let _ = writeln!(
-                svg,
-                r##"<text x="{label_w:.1}" y="{:.1}" fill="#333">{}</text>"##,
-                axis_y + 76.0,
-                escape(note)
-            );
-        }
-        svg.push_str("</svg>\n");
+        bar_footer(&mut svg, label_w, axis_y, &self.segment_names, self.note.as_deref());
         svg
     }
 }
@@ -362,7 +366,9 @@ impl GroupedBarChart {
         let (bar_h, group_gap) = (16.0, 14.0);
         let group_h = series * bar_h + group_gap;
         let label_w = self.categories.iter().map(|c| text_width(c, 12.0)).fold(60.0, f64::max) + 16.0;
-        let width = (label_w + 630.0).max(text_width(&self.title, 15.0) + 30.0);
+        let width = (label_w + 630.0)
+            .max(text_width(&self.title, 15.0) + 20.0)
+            .max(label_w + legend_width(&self.series_names) + 10.0);
         let plot_w = width - label_w - 70.0;
         let note_h = if self.note.is_some() { 18.0 } else { 0.0 };
         let height = TOP + self.categories.len() as f64 * group_h + 78.0 + note_h;
@@ -422,22 +428,7 @@ impl GroupedBarChart {
             );
         }
         bar_axis(&mut svg, label_w, plot_w, axis_y, max, &self.unit);
-        let entries: Vec<(String, &str)> = self
-            .series_names
-            .iter()
-            .enumerate()
-            .map(|(k, n)| (n.clone(), SEGMENT_COLOURS[k % SEGMENT_COLOURS.len()]))
-            .collect();
-        legend_row(&mut svg, label_w, axis_y + 58.0, &entries);
-        if let Some(note) = &self.note {
-            let _ = writeln!(
-                svg,
-                r##"<text x="{label_w:.1}" y="{:.1}" fill="#333">{}</text>"##,
-                axis_y + 76.0,
-                escape(note)
-            );
-        }
-        svg.push_str("</svg>\n");
+        bar_footer(&mut svg, label_w, axis_y, &self.series_names, self.note.as_deref());
         svg
     }
 }
@@ -671,10 +662,11 @@ mod tests {
         assert_eq!(nice_max(0.04), 0.05);
         assert_eq!(nice_max(200.0), 200.0);
         let labels = |t: Vec<f64>| t.into_iter().map(format_tick).collect::<Vec<_>>().join(" ");
-        assert_eq!(labels(nice_ticks(0.0, 0.83)), "0 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9");
+        assert_eq!(labels(nice_ticks(0.0, 0.83)), "0 0.2 0.4 0.6 0.8 1");
         assert_eq!(labels(nice_ticks(0.0, 37.0)), "0 5 10 15 20 25 30 35 40");
         assert_eq!(labels(log_ticks(0.5, 20.0)), "0.5 1 2 5 10 20");
         assert_eq!(labels(log_ticks(0.01, 100.0)), "0.01 0.1 1 10 100");
+        assert_eq!(labels(log_ticks(0.0001, 0.01)), "0.0001 0.0002 0.0005 0.001 0.002 0.005 0.01");
     }
 
     #[test]

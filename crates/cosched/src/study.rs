@@ -282,7 +282,7 @@ fn execute_e1(args: &StudyArgs) -> Result<Vec<RunRow>, String> {
     let mut loads = args.loads.clone().unwrap_or_else(|| E1_LOADS.to_vec());
     loads.sort_by(f64::total_cmp);
     let mut schemes = args.schemes();
-    let mut rows = Vec::new();
+    let mut rows: Vec<RunRow> = Vec::new();
     for load in loads {
         if schemes.is_empty() {
             break;
@@ -293,14 +293,10 @@ fn execute_e1(args: &StudyArgs) -> Result<Vec<RunRow>, String> {
                 specs.push(spec(format!("load {load}"), String::new(), mix("WL7"), load, k, base_config(s, seed)));
             }
         }
-        let batch = execute(&specs, args)?;
+        rows.extend(execute(&specs, args)?);
         if !args.keep_saturated {
-            schemes.retain(|s| {
-                let point = Point { runs: batch.iter().filter(|r| r.scheme == s.name()).collect() };
-                !point.saturated()
-            });
+            schemes.retain(|s| curve(&rows, s.name()).first_saturated.is_none());
         }
-        rows.extend(batch);
     }
     Ok(rows)
 }
@@ -582,6 +578,12 @@ fn first_seen<'a>(rows: &'a [RunRow], field: impl Fn(&'a RunRow) -> &'a str) -> 
 
 type Figures = Vec<(String, String)>;
 
+/// A point whose mean delivered utilization rose by less than this share of
+/// the step in offered load from the previous point (or from nothing) has
+/// stopped rising: throughput saturation, as the study reads its Figure 3
+/// (our choice of the share).
+const KNEE_SHARE: f64 = 0.5;
+
 /// A scheme's E1 curve: its points by load, the highest delivered utilization
 /// it sustains (the best point below its first saturated one), and that load.
 struct Curve<'a> {
@@ -594,12 +596,33 @@ struct Curve<'a> {
 fn curve<'a>(rows: &'a [RunRow], scheme: &str) -> Curve<'a> {
     let mut points: Vec<Point> = points(rows).into_iter().filter(|p| p.first().scheme == scheme).collect();
     points.sort_by(|a, b| a.first().load.total_cmp(&b.first().load));
-    let first_saturated = points.iter().position(|p| p.saturated());
+    let first_saturated = (0..points.len()).find(|&k| points[k].saturated() || stopped_rising(&points, k));
     let sustained = points[..first_saturated.unwrap_or(points.len())]
         .iter()
         .map(|p| p.estimate(|r| r.delivered_utilization))
         .max_by(|a, b| a.mean.total_cmp(&b.mean));
     Curve { scheme: scheme.to_string(), points, sustained, first_saturated }
+}
+
+/// Whether point `k`'s delivered utilization rose by less than [`KNEE_SHARE`]
+/// of the offered-load step from the point before it.
+fn stopped_rising(points: &[Point], k: usize) -> bool {
+    let utilization = |p: &Point| p.estimate(|r| r.delivered_utilization).mean;
+    let (load_before, utilization_before) =
+        if k == 0 { (0.0, 0.0) } else { (points[k - 1].first().load, utilization(&points[k - 1])) };
+    utilization(&points[k]) - utilization_before < KNEE_SHARE * (points[k].first().load - load_before)
+}
+
+/// `*` most replications saturated (jobs unfinished, or the queue's wait
+/// growing), `†` delivered utilization stopped rising.
+fn curve_mark(c: &Curve, k: usize) -> &'static str {
+    if c.points[k].saturated() {
+        "*"
+    } else if c.first_saturated == Some(k) {
+        "†"
+    } else {
+        ""
+    }
 }
 
 fn report_e1(rows: &[RunRow]) -> (String, Figures) {
@@ -609,7 +632,7 @@ fn report_e1(rows: &[RunRow]) -> (String, Figures) {
          Means over {replications} replications with 95 % confidence intervals. Utilization: the work the jobs were \
          given (tasks x dedicated time) delivered per CPU-second while jobs arrive; compute-only beside it.\n\n\
          | scheme | sustains delivered utilization | (compute only) | first saturated at offered load | \
-         mean response at each offered load, s (* = saturated in most replications) |\n|---|---|---|---|---|\n"
+         mean response at each offered load, s (* † saturated, see below) |\n|---|---|---|---|---|\n"
     );
     let curves: Vec<Curve> = schemes_in_order(rows).iter().map(|s| curve(rows, s)).collect();
     for c in &curves {
@@ -621,7 +644,10 @@ fn report_e1(rows: &[RunRow]) -> (String, Figures) {
         let cells: Vec<String> = c
             .points
             .iter()
-            .map(|p| format!("{}: {}{}", p.first().load, with_ci(&p.estimate(|r| r.mean_response_s), 2), p.star()))
+            .enumerate()
+            .map(|(k, p)| {
+                format!("{}: {}{}", p.first().load, with_ci(&p.estimate(|r| r.mean_response_s), 2), curve_mark(c, k))
+            })
             .collect();
         table += &format!(
             "| {} | {} | {} | {} | {} |\n",
@@ -633,12 +659,11 @@ fn report_e1(rows: &[RunRow]) -> (String, Figures) {
         );
     }
     table += &e1_ratio_line(&curves);
-    table += "\nSaturated (a run): jobs unfinished at the horizon, or the work offered but not yet delivered growing \
-              at 5 % of the machine's capacity or faster over the second half of the arrivals, or waiting growing by \
-              at least 0.1 s per s of arrivals. A point is saturated when \
-              most of its replications are; loads above a scheme's first saturated point are not run \
-              (`--keep-saturated` runs them).\n";
-    (table, vec![("e1".into(), e1_chart(&curves))])
+    table += "\nSaturated: \\* most replications had jobs unfinished at the horizon or a wait growing by at least \
+              0.1 s per s of arrivals; † the mean delivered utilization rose by less than half the step in offered \
+              load (it stopped rising: throughput saturation). Loads above a scheme's first saturated point are not \
+              run (`--keep-saturated` runs them).\n";
+    (table, vec![("e1".into(), e1_chart(&curves, replications))])
 }
 
 /// The study's central E1 number: the best dynamic scheme's sustained utilization over GS's.
@@ -662,23 +687,22 @@ fn e1_ratio_line(curves: &[Curve]) -> String {
     }
 }
 
-fn e1_chart(curves: &[Curve]) -> String {
+fn e1_chart(curves: &[Curve], replications: u32) -> String {
     let mut series = Vec::new();
     let (mut low, mut high, mut max_util) = (f64::INFINITY, 1e-3f64, 0.0f64);
     for (i, c) in curves.iter().enumerate() {
         let shown = c.first_saturated.map_or(c.points.len(), |k| k + 1);
-        let mut points = Vec::new();
-        let (mut y_errors, mut x_errors) = (Vec::new(), Vec::new());
+        let (mut points, mut y_errors) = (Vec::new(), Vec::new());
         for (k, p) in c.points[..shown].iter().enumerate() {
             let (u, resp) = (p.estimate(|r| r.delivered_utilization), p.estimate(|r| r.mean_response_s));
-            max_util = max_util.max(u.mean + u.ci95_half_width());
+            max_util = max_util.max(u.mean);
             if Some(k) != c.first_saturated {
-                low = low.min(resp.mean - resp.ci95_half_width()).min(resp.mean);
-                high = high.max(resp.mean + resp.ci95_half_width());
+                // The axis follows the means; a whisker that leaves it is cut at its edge.
+                low = low.min(resp.mean);
+                high = high.max(resp.mean);
             }
             points.push((u.mean, resp.mean));
-            y_errors.push(resp.ci95_half_width().min(resp.mean * 0.999));
-            x_errors.push(u.ci95_half_width());
+            y_errors.push(resp.ci95_half_width());
         }
         series.push(Series {
             name: c.scheme.clone(),
@@ -686,10 +710,12 @@ fn e1_chart(curves: &[Curve]) -> String {
             points,
             clipped_from: c.first_saturated,
             y_errors,
-            x_errors,
+            // (Utilization's intervals are in the table: across the chart they hide the curves.)
+            x_errors: Vec::new(),
         });
     }
-    let low = if low.is_finite() { low.max(1e-6) } else { 1e-3 };
+    let low = if low.is_finite() { (low / 2.0).max(1e-6) } else { 1e-3 };
+    let high = high * 2.0;
     LineChart {
         title: "E1: mean response time against delivered utilization (WL7, 32 nodes, MPL 5)".into(),
         x_label: "delivered utilization while jobs arrive (nominal work / CPU capacity)".into(),
@@ -700,8 +726,10 @@ fn e1_chart(curves: &[Curve]) -> String {
         series,
         legend_notes: vec![
             "bars: 95 % confidence intervals".into(),
-            "▲ at the top: saturated (most".into(),
-            "replications), at its utilization".into(),
+            format!("of the mean response ({replications} seeds;"),
+            "workloads differ between seeds)".into(),
+            "▲ at the top: first saturated".into(),
+            "point, at its utilization".into(),
         ],
     }
     .to_svg()
@@ -761,6 +789,9 @@ fn experiment_of(row: &RunRow) -> &'static str {
 
 /// Mean response of each variant relative to the baseline variant (E3, E5):
 /// the ratio per replication (same workload), then its mean and interval.
+/// Variants may differ by scheme (E5: GS varies quantum and gang switch, the
+/// others context switch and interrupt); the chart's k-th bar of a scheme is
+/// its k-th variant, and the legend names what that is for each kind.
 fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -> (String, Figures) {
     let mut table = format!(
         "Offered load {}. Ratios are taken per replication (the same jobs under both settings); means with 95 % \
@@ -769,23 +800,28 @@ fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -
         rows.first().map_or(0.0, |r| r.load)
     );
     let mut figures = Vec::new();
-    let variants: Vec<&str> = first_seen(rows, |r| r.variant.as_str()).into_iter().filter(|v| *v != baseline).collect();
+    let schemes = schemes_in_order(rows);
+    let variants_of = |scheme: &str| -> Vec<&str> {
+        first_seen(rows, |r| r.variant.as_str())
+            .into_iter()
+            .filter(|v| rows.iter().any(|r| r.scheme == scheme && r.variant == *v))
+            .collect()
+    };
     for m in first_seen(rows, |r| r.mix.as_str()) {
         let mut values = Vec::new();
-        let schemes = schemes_in_order(rows);
         for scheme in &schemes {
             let mine: Vec<&RunRow> = rows.iter().filter(|r| r.mix == m && &r.scheme == scheme).collect();
             let mut cells = Vec::new();
-            for variant in first_seen(rows, |r| r.variant.as_str()) {
-                let runs: Vec<&RunRow> = mine.iter().copied().filter(|r| r.variant == variant).collect();
-                let ratios: Vec<f64> = runs
+            for variant in variants_of(scheme) {
+                let point = Point { runs: mine.iter().copied().filter(|r| r.variant == variant).collect() };
+                let ratios: Vec<f64> = point
+                    .runs
                     .iter()
                     .filter_map(|r| {
                         let base = mine.iter().find(|b| b.variant == baseline && b.replication == r.replication)?;
                         Some(r.mean_response_s / base.mean_response_s)
                     })
                     .collect();
-                let point = Point { runs };
                 let ratio = Estimate::of(&ratios);
                 table += &format!(
                     "| {m} | {scheme} | {variant} | {} | {} | {} of {} | {} | {} |\n",
@@ -805,8 +841,8 @@ fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -
         let chart = GroupedBarChart {
             title: format!("{}: {m}, mean response relative to {what} {baseline}", experiment.to_uppercase()),
             unit: format!("response / response at {what} {baseline} (1 = no change)"),
-            categories: schemes,
-            series_names: variants.iter().map(|v| format!("{what} {v}")).collect(),
+            categories: schemes.clone(),
+            series_names: series_names(&schemes, &variants_of, what, baseline),
             values,
             reference: Some(1.0),
             note: Some("whiskers: 95 % confidence intervals of the per-replication ratios".into()),
@@ -814,4 +850,41 @@ fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -
         figures.push((m.to_lowercase(), chart.to_svg()));
     }
     (table, figures)
+}
+
+/// The k-th non-baseline variant's names across schemes, joined: "MPL 5", or
+/// "Q 100 ms, CS_GS 1 ms (GS) / CS 100 µs, I 25 µs (others)".
+fn series_names<'a>(
+    schemes: &[String],
+    variants_of: &dyn Fn(&str) -> Vec<&'a str>,
+    what: &str,
+    baseline: &str,
+) -> Vec<String> {
+    let per_scheme: Vec<Vec<&str>> =
+        schemes.iter().map(|s| variants_of(s).into_iter().filter(|v| *v != baseline).collect()).collect();
+    let count = per_scheme.iter().map(Vec::len).max().unwrap_or(0);
+    (0..count)
+        .map(|k| {
+            let mut names: Vec<(&str, Vec<&str>)> = Vec::new();
+            for (scheme, variants) in schemes.iter().zip(&per_scheme) {
+                let Some(&v) = variants.get(k) else { continue };
+                match names.iter_mut().find(|(name, _)| *name == v) {
+                    Some((_, owners)) => owners.push(scheme),
+                    None => names.push((v, vec![scheme])),
+                }
+            }
+            if names.len() == 1 {
+                format!("{what} {}", names[0].0)
+            } else {
+                let label = |(name, owners): &(&str, Vec<&str>)| {
+                    if owners.len() == 1 {
+                        format!("{name} ({})", owners[0])
+                    } else {
+                        format!("{name} (others)")
+                    }
+                };
+                names.iter().map(label).collect::<Vec<_>>().join(" / ")
+            }
+        })
+        .collect()
 }

@@ -453,10 +453,40 @@ fn sim_warns_when_a_scheme_saturates_and_says_why() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("warning: Local saturated the machine: undelivered work grows"), "{err}");
+    assert!(err.contains("warning: Local saturated the machine: wait grows"), "{err}");
     let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     for column in ["delivered_utilization", "compute_utilization", "saturated", "backlog_growth"] {
         assert!(header.contains(&column), "{column} missing from {header:?}");
     }
+}
+
+#[test]
+fn e5_compares_each_scheme_with_its_own_cost_settings() {
+    let dir = scratch("study-e5");
+    let out = dir.join("e5");
+    let o = cosched(&[
+        "study",
+        "e5",
+        "-q",
+        "--jobs",
+        "12",
+        "--runtime-scale",
+        "0.0005",
+        "--schemes",
+        "GS,SB",
+        "--replications",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8(read(&out.join("table.md"))).unwrap();
+    // GS varies quantum and gang switch, SB context switch and interrupt; each against its own defaults.
+    assert!(
+        table.contains("| WL5 | GS | Q 100 ms, CS_GS 1 ms |") && table.contains("| WL5 | SB | CS 100 µs, I 25 µs |")
+    );
+    assert!(!table.contains("| GS | CS 100 µs") && !table.contains("| SB | Q 100 ms"), "{table}");
+    let svg = String::from_utf8(read(&out.join("wl5.svg"))).unwrap();
+    assert!(svg.contains("Q 100 ms, CS_GS 1 ms (GS) / CS 100 µs, I 25 µs (SB)"), "{svg}");
 }

@@ -202,8 +202,8 @@ pub struct EngineOutcome {
     pub stopped_early: bool,
     /// The most processes any CPU held at once.
     pub peak_processes_per_cpu: usize,
-    /// (time, work offered but not yet delivered, CPU-ns) at evenly spaced arrivals.
-    pub backlog_samples: Vec<(SimTime, f64)>,
+    /// (arrival time, jobs in the machine just after it: queued or running), per arrival.
+    pub jobs_in_system: Vec<(SimTime, u32)>,
 }
 
 /// What happened from time 0 to the last arrival, while jobs kept coming: the
@@ -249,7 +249,7 @@ pub struct Engine<'a> {
     stopped_early: bool,
     arrival_window: ArrivalWindow,
     peak_processes_per_cpu: usize,
-    backlog_samples: Vec<(SimTime, f64)>,
+    jobs_in_system: Vec<(SimTime, u32)>,
     /// What each CPU's NIC believes runs (refreshed at every tick), kept
     /// lazily; only demand-based coscheduling uses it.
     nic_views: Vec<NicView>,
@@ -270,9 +270,6 @@ pub struct Engine<'a> {
     periodic_boost: bool,
     event_counts: [u64; EVENT_KINDS],
 }
-
-/// Arrivals at which the backlog of work is sampled, evenly spaced by count.
-const BACKLOG_SAMPLES: usize = 32;
 
 /// Safety bound on the work done for one CPU at one instant.
 const MAX_DISPATCHES_PER_VISIT: usize = 10_000;
@@ -350,7 +347,7 @@ impl<'a> Engine<'a> {
             stopped_early: false,
             arrival_window: ArrivalWindow::default(),
             peak_processes_per_cpu: 0,
-            backlog_samples: Vec::new(),
+            jobs_in_system: Vec::new(),
             raise_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
             tick_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
             nic_views: vec![NicView::default(); cpu_count],
@@ -461,7 +458,7 @@ impl<'a> Engine<'a> {
             event_counts: self.event_counts,
             arrival_window: self.arrival_window,
             peak_processes_per_cpu: self.peak_processes_per_cpu,
-            backlog_samples: self.backlog_samples,
+            jobs_in_system: self.jobs_in_system,
             stopped_early: self.stopped_early,
         }
     }
@@ -492,29 +489,14 @@ impl<'a> Engine<'a> {
         }
         self.arrivals.push(j);
         self.admit_waiting(now);
-        let n = self.jobs.len();
-        if next * BACKLOG_SAMPLES / n != j as usize * BACKLOG_SAMPLES / n {
-            let (delivered_ns, offered_ns) = self.work_until(now);
-            self.backlog_samples.push((now, offered_ns - delivered_ns));
-        }
-        if next == n {
+        self.jobs_in_system.push((now, (next - self.completed) as u32));
+        if next == self.jobs.len() {
             self.close_arrival_window(now);
         }
     }
 
     /// Work done and offered while jobs still arrive: what a scheme sustains.
     fn close_arrival_window(&mut self, now: SimTime) {
-        let (delivered_ns, offered_ns) = self.work_until(now);
-        self.arrival_window = ArrivalWindow {
-            last_arrival: now,
-            compute_ns: self.cpus.iter().map(|c| c.time.useful_ns).sum(),
-            delivered_ns,
-            offered_ns,
-        };
-    }
-
-    /// Work delivered and offered from time 0 to `now` (see `ArrivalWindow`), CPU-ns.
-    fn work_until(&mut self, now: SimTime) -> (f64, f64) {
         for c in 0..self.cpus.len() as u32 {
             self.account(c, now);
         }
@@ -526,13 +508,14 @@ impl<'a> Engine<'a> {
                 job.dedicated_ns as f64 * p.iterations_done as f64 / job.spec.program.iterations.max(1) as f64
             })
             .sum();
-        let offered_ns = self
-            .jobs
-            .iter()
-            .take_while(|j| j.spec.arrival <= now)
-            .map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(now - j.spec.arrival) as f64)
-            .sum();
-        (delivered_ns, offered_ns)
+        let offered_ns =
+            self.jobs.iter().map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(now - j.spec.arrival) as f64).sum();
+        self.arrival_window = ArrivalWindow {
+            last_arrival: now,
+            compute_ns: self.cpus.iter().map(|c| c.time.useful_ns).sum(),
+            delivered_ns,
+            offered_ns,
+        };
     }
 
     /// Strict FCFS: admit from the head while the head fits.
