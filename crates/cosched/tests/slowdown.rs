@@ -58,8 +58,9 @@ fn a_busy_loop_slows_down_by_j_under_every_policy() {
     let report = report(&output);
     // Whether s_2 comes out near 2 depends on what else the machine runs: that is `cosched bench slowdown`'s
     // to measure, not a test's. A test checks what load cannot change: the ratio is the ratio of the reported
-    // times, and the work is conserved (two copies use about twice the CPU time of one; contention for caches
-    // and memory adds some).
+    // times, and the work is conserved: two copies use about twice the CPU time of one (contention for caches
+    // and memory adds some; on a shared VM a single run can cost up to a third more, so the bound is loose
+    // — a harness that counted one copy only would give 1).
     for policy in ["none", "local", "gang:20ms"] {
         let (one, two) = (point(&report, policy, 1), point(&report, policy, 2));
         let s2 = two["slowdown"]["value"].as_f64().unwrap();
@@ -67,7 +68,7 @@ fn a_busy_loop_slows_down_by_j_under_every_policy() {
         assert!((s2 - t_ratio).abs() < 1e-9, "{policy}: s_2 = {s2} is not t_2 / t_1 = {t_ratio}");
         let cpu = |p: &serde_json::Value| p["cpu_s"]["mean"].as_f64().unwrap();
         let work_ratio = cpu(&two) / cpu(&one);
-        assert!((1.5..=3.0).contains(&work_ratio), "{policy}: two copies used {work_ratio} times one copy's CPU time");
+        assert!((1.25..=3.0).contains(&work_ratio), "{policy}: two copies used {work_ratio} times one copy's CPU time");
     }
     // Every result file is there, and the plot is a PNG.
     for name in ["table.txt", "points.csv", "samples.csv", "report.json", "slowdown.svg"] {
