@@ -1,10 +1,10 @@
 //! Small typed identifiers. Indices into dense vectors, never hashed.
 
 macro_rules! id_type {
-    ($(#[$doc:meta])* $name:ident) => {
+    ($(#[$doc:meta])* $name:ident($int:ty)) => {
         $(#[$doc])*
         #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-        pub struct $name(pub u32);
+        pub struct $name(pub $int);
 
         impl $name {
             pub fn index(self) -> usize {
@@ -21,14 +21,15 @@ macro_rules! id_type {
 }
 
 id_type!(
-    /// A job, numbered in arrival order from 0.
-    JobId
+    /// A job: the simulator numbers jobs in arrival order from 0, the runtime
+    /// by submission, never reused (so 64 bits: a daemon's ids outlive any run).
+    JobId(u64)
 );
 id_type!(
     /// A node (a host with one NIC and `c` CPUs).
-    NodeId
+    NodeId(u32)
 );
 id_type!(
     /// A CPU, numbered node-major: CPU `k` of node `n` is `n * c + k`.
-    CpuId
+    CpuId(u32)
 );

@@ -31,6 +31,10 @@
 //! - memory: the jobs placed on a node never ask for more than it has;
 //! - the gang cap keeps CPUs out of gang use, and the over-allocation gives a
 //!   job extra cells for its auxiliary threads.
+//!
+//! The reference study's plain matrix is a preset of the same code
+//! (`PlanRules::STUDY`): strict FCFS, any CPUs of the machine, no fill-ins, no
+//! thread shares, the next occupied row after the one that ran.
 
 use crate::{GangMatrix, LocalPlacement};
 use cosched_core::JobId;
@@ -115,8 +119,73 @@ pub struct ClusterShape {
     pub accepting: Vec<bool>,
 }
 
+/// Where a new job's tasks go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// On as few nodes as hold them (or the nodes asked for), each node's
+    /// share on its lowest usable CPUs (cosched's).
+    WholeNodes,
+    /// On any CPUs of the machine, as if it were one node: a gang job the
+    /// lowest free columns of the first row with room, a local job the least
+    /// loaded CPUs (the study's; requests for a node count are ignored).
+    AnyCpus,
+}
+
+/// Which slot of the cycle runs next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rotation {
+    /// The next occupied matrix row after the one that ran, round robin (the study's).
+    NextOccupiedRow,
+    /// Slice `k` of the clock runs slot `k mod n` of the cycle (`slot_for_slice`), so
+    /// nodes agree on the slot without talking (cosched's).
+    ClockAligned,
+}
+
+/// The rules of the coscheduler. cosched's own and the study's plain matrix
+/// are two presets of the same planner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanRules {
+    pub spread: Spread,
+    /// A new job that does not fit blocks every later one (no backfilling);
+    /// otherwise it is passed over until it fits.
+    pub strict_fcfs: bool,
+    /// Gang jobs also run in every other row where all their cells are free.
+    pub fill_free_cells: bool,
+    /// A spanning job runs in at most its share of the runnable threads on its
+    /// most loaded node, and the cycle may get slots with no gang job in them.
+    pub thread_shares: bool,
+    pub rotation: Rotation,
+}
+
+impl PlanRules {
+    /// What `cosched up` runs.
+    pub const COSCHED: PlanRules = PlanRules {
+        spread: Spread::WholeNodes,
+        strict_fcfs: false,
+        fill_free_cells: true,
+        thread_shares: true,
+        rotation: Rotation::ClockAligned,
+    };
+    /// The reference study's gang scheduling and MPL admission.
+    pub const STUDY: PlanRules = PlanRules {
+        spread: Spread::AnyCpus,
+        strict_fcfs: true,
+        fill_free_cells: false,
+        thread_shares: false,
+        rotation: Rotation::NextOccupiedRow,
+    };
+}
+
+/// The slot of a cycle of `slot_count` slots that runs in slice `slice` of the
+/// clock (`Rotation::ClockAligned`).
+pub fn slot_for_slice(slice: u64, slot_count: usize) -> usize {
+    assert!(slot_count > 0, "a cycle has at least one slot");
+    (slice % slot_count as u64) as usize
+}
+
 #[derive(Clone, Debug)]
 pub struct PlanSettings {
+    pub rules: PlanRules,
     /// Rows of the matrix (the gang multiprogramming level).
     pub rows: u32,
     /// Processes per CPU for local jobs.
@@ -160,6 +229,8 @@ pub struct Plan {
     /// The slots of the cycle (occupied matrix rows, then any slots left to the
     /// local jobs), each the gang jobs that run in it, in job order.
     pub rows: Vec<Vec<JobId>>,
+    /// The matrix row of each slot, ascending (`None`: a slot left to the local jobs).
+    pub slot_rows: Vec<Option<u32>>,
     /// Jobs that run all the time (express, local, idle).
     pub always: Vec<JobId>,
     /// One entry per job, in the order given.
@@ -167,8 +238,18 @@ pub struct Plan {
 }
 
 impl Plan {
+    pub const EMPTY: Plan = Plan { rows: Vec::new(), slot_rows: Vec::new(), always: Vec::new(), jobs: Vec::new() };
+
     pub fn job(&self, id: JobId) -> Option<&JobPlan> {
         self.jobs.iter().find(|j| j.id == id)
+    }
+
+    /// The slot to run after the one holding matrix row `current` (or from the
+    /// start): the next occupied row, round robin (`Rotation::NextOccupiedRow`).
+    pub fn slot_after_row(&self, current: Option<u32>) -> Option<usize> {
+        let after = |slot: &Option<u32>| slot.zip(current).is_some_and(|(row, current)| row > current);
+        let first_row = self.slot_rows.iter().position(Option::is_some);
+        self.slot_rows.iter().position(after).or(first_row)
     }
 }
 
@@ -201,6 +282,24 @@ impl Columns {
 
     fn of(&self, placement: &[NodeCpus]) -> Vec<u32> {
         placement.iter().flat_map(|nc| nc.cpus.iter().map(move |&c| self.first[nc.node as usize] + c)).collect()
+    }
+
+    fn node_of(&self, column: u32) -> u32 {
+        (self.first.partition_point(|&first| first <= column) - 1) as u32
+    }
+
+    /// Columns as CPUs per node, in the order given (consecutive columns of a node together).
+    fn placement(&self, columns: &[u32]) -> Vec<NodeCpus> {
+        let mut placement: Vec<NodeCpus> = Vec::new();
+        for &column in columns {
+            let node = self.node_of(column);
+            let cpu = column - self.first[node as usize];
+            match placement.last_mut() {
+                Some(last) if last.node == node => last.cpus.push(cpu),
+                _ => placement.push(NodeCpus { node, cpus: vec![cpu] }),
+            }
+        }
+        placement
     }
 }
 
@@ -263,6 +362,8 @@ struct Planner<'a> {
     matrix: GangMatrix,
     occupancy: Occupancy,
     local: Vec<LocalPlacement>,
+    /// Local admission over the whole machine (`Spread::AnyCpus`).
+    local_any: LocalPlacement,
     mem_free: Vec<u64>,
     /// Per job (in input order): placement, rows, always.
     result: Vec<Option<Decision>>,
@@ -282,11 +383,18 @@ pub fn plan(settings: &PlanSettings, shape: &ClusterShape, jobs: &[PlanJob]) -> 
     let key = |job: &PlanJob| (job.class != JobClass::Express, job.placed.is_none(), job.row_held.is_none(), job.class);
     order.sort_by_key(|&i| key(&jobs[i]));
     planner.account_started(jobs);
+    let mut new_jobs_blocked = false;
     for &i in &order {
-        planner.place(i, &jobs[i]);
+        if jobs[i].placed.is_none() && new_jobs_blocked {
+            continue;
+        }
+        let placed = planner.place(i, &jobs[i]);
+        new_jobs_blocked |= !placed && jobs[i].placed.is_none() && settings.rules.strict_fcfs;
     }
     let shares = planner.thread_shares(jobs);
-    planner.fill_free_cells(jobs, &order, &shares);
+    if settings.rules.fill_free_cells {
+        planner.fill_free_cells(jobs, &order, &shares);
+    }
     planner.finish(jobs, shares.slots)
 }
 
@@ -311,6 +419,7 @@ impl<'a> Planner<'a> {
             matrix: GangMatrix::new(rows, total),
             occupancy: Occupancy { rows: vec![vec![false; total]; rows], blocked: vec![false; total] },
             local: shape.cpus_per_node.iter().map(|&c| LocalPlacement::new(c as usize, settings.local_mpl)).collect(),
+            local_any: LocalPlacement::new(total, settings.local_mpl),
             mem_free: shape.mem_bytes_per_node.clone(),
             columns,
             result: vec![None; job_count],
@@ -325,23 +434,41 @@ impl<'a> Planner<'a> {
             for nc in placed {
                 let free = &mut self.mem_free[nc.node as usize];
                 *free = free.saturating_sub(job.mem_bytes_per_node);
-                if job.mode == Mode::Local {
-                    // Tolerate a lowered MPL: the job is there whatever the setting says now.
-                    let local = &mut self.local[nc.node as usize];
-                    let room: Vec<u32> =
-                        nc.cpus.iter().copied().filter(|&c| local.load(c as usize) < local.mpl()).collect();
-                    local.take(&room);
-                }
+            }
+            if job.mode == Mode::Local {
+                self.take_local(placed, true);
             }
         }
     }
 
-    fn place(&mut self, i: usize, job: &PlanJob) {
+    /// Count a local job's processes against the MPL. `tolerant`: a started job is there whatever the setting
+    /// says now (the MPL may have been lowered), so CPUs already full are skipped.
+    fn take_local(&mut self, placement: &[NodeCpus], tolerant: bool) {
+        let room = |local: &LocalPlacement, cpus: Vec<u32>| -> Vec<u32> {
+            cpus.into_iter().filter(|&c| !tolerant || local.load(c as usize) < local.mpl()).collect()
+        };
+        match self.settings.rules.spread {
+            Spread::WholeNodes => {
+                for nc in placement {
+                    let local = &mut self.local[nc.node as usize];
+                    let cpus = room(local, nc.cpus.clone());
+                    local.take(&cpus);
+                }
+            }
+            Spread::AnyCpus => {
+                let cpus = room(&self.local_any, self.columns.of(placement));
+                self.local_any.take(&cpus);
+            }
+        }
+    }
+
+    /// Place job `i`; false when it gets no CPUs, or a new gang job no row.
+    fn place(&mut self, i: usize, job: &PlanJob) -> bool {
         let placement = match &job.placed {
             Some(p) => p.clone(),
             None => match self.choose_cpus(job) {
                 Some(p) => p,
-                None => return,
+                None => return false,
             },
         };
         let columns = self.columns.of(&placement);
@@ -361,11 +488,12 @@ impl<'a> Planner<'a> {
                     self.own_rows[i] = Some(row);
                     (vec![row], false)
                 }
-                None if job.placed.is_none() => return,
+                None if job.placed.is_none() => return false,
                 None => (vec![], false),
             },
         };
         self.result[i] = Some((placement, rows, always));
+        true
     }
 
     /// The row held before if its `columns` are still free there, else the lowest such row; taken for `job`.
@@ -380,24 +508,54 @@ impl<'a> Planner<'a> {
     /// CPUs for a job that has not started, or `None` if there is no room now.
     /// A gang job's cells on all its nodes must be free in one row.
     fn choose_cpus(&mut self, job: &PlanJob) -> Option<Vec<NodeCpus>> {
-        let gang = job.mode == Mode::Gang;
-        let split = task_split(job.tasks, job.nodes, self.max_tasks_per_node(gang), self.shape.cpus_per_node.len())?;
-        let in_one_row = gang && job.class != JobClass::Express;
+        let in_one_row = job.mode == Mode::Gang && job.class != JobClass::Express;
         // A standby job starts only where it can run now: a free cell in a row
         // of the cycle.
         let rows = if job.class == JobClass::Standby { self.cycle_rows() } else { (0..self.matrix.rows()).collect() };
-        let chosen = if in_one_row {
-            rows.into_iter().find_map(|row| self.choose_nodes(&split, job, Some(row)))
-        } else {
-            self.choose_nodes(&split, job, None)
-        }?;
+        let choose = |row: Option<usize>| match self.settings.rules.spread {
+            Spread::WholeNodes => self.choose_nodes(job, row),
+            Spread::AnyCpus => self.choose_any_cpus(job, row),
+        };
+        let chosen = if in_one_row { rows.into_iter().find_map(|row| choose(Some(row))) } else { choose(None) }?;
         for nc in &chosen {
             self.mem_free[nc.node as usize] -= job.mem_bytes_per_node;
-            if !gang {
-                self.local[nc.node as usize].take(&nc.cpus);
-            }
+        }
+        if job.mode == Mode::Local {
+            self.take_local(&chosen, false);
         }
         Some(chosen)
+    }
+
+    /// May `job` use a CPU of `node`: the node takes new jobs and has the job's memory free.
+    fn node_usable(&self, node: u32, job: &PlanJob) -> bool {
+        self.shape.accepting[node as usize] && self.mem_free[node as usize] >= job.mem_bytes_per_node
+    }
+
+    /// `Spread::AnyCpus`: a gang job's cells are the lowest free gang columns of `row` (express: free in every
+    /// row); a local job's CPUs the least loaded of the machine.
+    fn choose_any_cpus(&self, job: &PlanJob, row: Option<usize>) -> Option<Vec<NodeCpus>> {
+        let columns = if job.mode == Mode::Local {
+            self.local_any.find(job.tasks)?
+        } else {
+            let cells = cells_for(job.tasks, self.settings) as usize;
+            let usable = (0..self.columns.total() as u32).filter(|&c| self.gang_cell_usable(c, row));
+            let columns: Vec<u32> = usable.take(cells).collect();
+            (columns.len() == cells).then_some(columns)?
+        };
+        let placement = self.columns.placement(&columns);
+        placement.iter().all(|nc| self.node_usable(nc.node, job)).then_some(placement)
+    }
+
+    /// Column `c` is a gang CPU, free in `row` (`None`: in every row).
+    fn gang_cell_usable(&self, c: u32, row: Option<usize>) -> bool {
+        let node = self.columns.node_of(c) as usize;
+        if c - self.columns.first[node] >= self.columns.gang_cpus[node] {
+            return false;
+        }
+        match row {
+            Some(r) => self.occupancy.free(r, &[c]),
+            None => (0..self.matrix.rows()).all(|r| self.occupancy.free(r, &[c])),
+        }
     }
 
     fn max_tasks_per_node(&self, gang: bool) -> u32 {
@@ -409,13 +567,15 @@ impl<'a> Planner<'a> {
         (0..=cells).rev().find(|&t| cells_for(t, self.settings) <= cells).unwrap_or(0)
     }
 
-    /// Distinct nodes, lowest index first, for each entry of `split`.
-    fn choose_nodes(&self, split: &[u32], job: &PlanJob, row: Option<usize>) -> Option<Vec<NodeCpus>> {
+    /// `Spread::WholeNodes`: distinct nodes, lowest index first, for each node's share of the tasks.
+    fn choose_nodes(&self, job: &PlanJob, row: Option<usize>) -> Option<Vec<NodeCpus>> {
+        let gang = job.mode == Mode::Gang;
+        let split = task_split(job.tasks, job.nodes, self.max_tasks_per_node(gang), self.shape.cpus_per_node.len())?;
         let mut chosen: Vec<NodeCpus> = Vec::with_capacity(split.len());
-        for &tasks in split {
+        for tasks in split {
             let nc = (0..self.shape.cpus_per_node.len() as u32)
                 .filter(|&n| chosen.iter().all(|c| c.node != n))
-                .filter(|&n| self.shape.accepting[n as usize] && self.mem_free[n as usize] >= job.mem_bytes_per_node)
+                .filter(|&n| self.node_usable(n, job))
                 .find_map(|n| self.cpus_on(n, tasks, job, row).map(|cpus| NodeCpus { node: n, cpus }))?;
             chosen.push(nc);
         }
@@ -431,11 +591,10 @@ impl<'a> Planner<'a> {
         }
         let cells = cells_for(tasks, self.settings) as usize;
         let first = self.columns.first[node as usize];
-        let usable = |c: u32| match row {
-            Some(r) => self.occupancy.free(r, &[first + c]),
-            None => (0..self.matrix.rows()).all(|r| self.occupancy.free(r, &[first + c])),
-        };
-        let cpus: Vec<u32> = (0..self.columns.gang_cpus[node as usize]).filter(|&c| usable(c)).take(cells).collect();
+        let cpus: Vec<u32> = (0..self.columns.gang_cpus[node as usize])
+            .filter(|&c| self.gang_cell_usable(first + c, row))
+            .take(cells)
+            .collect();
         (cpus.len() == cells).then_some(cpus)
     }
 
@@ -457,6 +616,9 @@ impl<'a> Planner<'a> {
     /// Each spanning gang job's share of the time: CPUs over runnable threads on its most loaded node (at most
     /// 1), the cycle length that lets every such job have no more than its share, and the slots each may use.
     fn thread_shares(&self, jobs: &[PlanJob]) -> ThreadShares {
+        if !self.settings.rules.thread_shares {
+            return ThreadShares { slots: self.cycle_rows().len(), slots_allowed: vec![None; jobs.len()] };
+        }
         let threads = self.runnable_threads(jobs);
         let share_of = |placement: &[NodeCpus]| {
             placement
@@ -543,8 +705,11 @@ impl<'a> Planner<'a> {
                 Some(slot)
             })
             .collect();
-        let slot_count = used.iter().filter(|&&u| u).count();
-        let mut rows: Vec<Vec<JobId>> = vec![Vec::new(); slot_count.max(if slot_count > 0 { slots } else { 0 })];
+        let mut slot_rows: Vec<Option<u32>> = (0..used.len() as u32).filter(|&r| used[r as usize]).map(Some).collect();
+        if !slot_rows.is_empty() {
+            slot_rows.resize(slot_rows.len().max(slots), None);
+        }
+        let mut rows: Vec<Vec<JobId>> = vec![Vec::new(); slot_rows.len()];
         let mut always = Vec::new();
         let mut plans = Vec::with_capacity(jobs.len());
         for ((job, result), own_row) in jobs.iter().zip(self.result).zip(self.own_rows) {
@@ -563,7 +728,7 @@ impl<'a> Planner<'a> {
             };
             plans.push(JobPlan { id: job.id, status, own_row });
         }
-        Plan { rows, always, jobs: plans }
+        Plan { rows, slot_rows, always, jobs: plans }
     }
 }
 

@@ -14,7 +14,8 @@ use crate::protocol::{
 use crate::skew::SliceStartSkew;
 use crate::storage::Storage;
 use cosched_core::JobId;
-use cosched_policy::cluster::{plan, ClusterShape, JobClass, JobStatus, Mode, Plan, PlanJob, PlanSettings};
+use cosched_policy::cluster::{ClusterShape, JobClass, JobStatus, Mode, PlanJob, PlanSettings};
+use cosched_policy::Coscheduler;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -91,7 +92,8 @@ struct State {
     live: BTreeMap<u64, JobLive>,
     nodes: Vec<Node>,
     next_job: u64,
-    plan: Plan,
+    /// The policy: the plan of every job not over, kept in step with `jobs`.
+    cosched: Coscheduler,
     monitor_tokens: crate::monitor::MonitorTokens,
     /// Requests waiting for an agent's answer (`PidMoved`, `Logs`), by acknowledgement number.
     pending_answers: BTreeMap<u64, mpsc::Sender<AgentAnswer>>,
@@ -126,14 +128,15 @@ impl Controller {
         let jobs: BTreeMap<u64, JobRecord> = loaded.jobs.into_iter().map(|j| (j.id, j)).collect();
         let nodes = loaded.nodes.into_iter().map(|n| Node::new(n.name, n.cpus, n.mem_bytes)).collect();
         let next_job = jobs.keys().next_back().map_or(1, |id| id + 1);
-        let empty = Plan { rows: vec![], always: vec![], jobs: vec![] };
+        let no_nodes = ClusterShape { cpus_per_node: vec![], mem_bytes_per_node: vec![], accepting: vec![] };
+        let cosched = Coscheduler::new(settings.plan.clone(), no_nodes);
         let state = State {
             storage,
             jobs,
             live: BTreeMap::new(),
             nodes,
             next_job,
-            plan: empty,
+            cosched,
             monitor_tokens: crate::monitor::MonitorTokens::default(),
             pending_answers: BTreeMap::new(),
             next_ack: 1,
@@ -265,9 +268,7 @@ impl Controller {
         }
         let mut shape = self.shape(state);
         shape.accepting = vec![true; shape.accepting.len()];
-        let probe = plan_job(job, None, None);
-        let p = plan(&self.settings.plan, &shape, &[probe]);
-        match p.jobs[0].status {
+        match state.cosched.probe_alone(shape.clone(), plan_job(job, None)) {
             JobStatus::Queued => Err(format!(
                 "the job can never run here: {} tasks{} with {} bytes per node on {} nodes of {:?} CPUs",
                 job.tasks,
@@ -513,12 +514,13 @@ impl Controller {
         self.recompute_plan(state);
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
         let started: Vec<(u64, Vec<NodePlacement>)> = state
-            .plan
+            .cosched
+            .plan()
             .jobs
             .iter()
             .filter_map(|jp| match &jp.status {
-                JobStatus::Placed { cpus, .. } if state.jobs[&(jp.id.0 as u64)].placement.is_empty() => {
-                    Some((jp.id.0 as u64, with_ranks(cpus, &names)))
+                JobStatus::Placed { cpus, .. } if state.jobs[&jp.id.0].placement.is_empty() => {
+                    Some((jp.id.0, with_ranks(cpus, &names)))
                 }
                 _ => None,
             })
@@ -556,7 +558,7 @@ impl Controller {
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
         let index = |name: &str| names.iter().position(|n| n == name).map(|i| i as u32);
         let plan_jobs = plan_jobs(state, index);
-        state.plan = plan(&self.settings.plan, &shape, &plan_jobs);
+        state.cosched.sync(shape, plan_jobs);
     }
 
     /// Admission for a registered job: CPUs on `node` now, from the plan with every other job in it, or a
@@ -564,13 +566,10 @@ impl Controller {
     /// holds.
     fn admit_registered(&self, state: &State, job: &JobRecord, node: usize) -> Result<Vec<NodePlacement>, String> {
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
-        let index = |name: &str| names.iter().position(|n| n == name).map(|i| i as u32);
-        let mut jobs = plan_jobs(state, index);
-        jobs.push(plan_job(job, None, None));
         let mut shape = self.shape(state);
         shape.accepting = (0..names.len()).map(|i| i == node && shape.accepting[i]).collect();
-        match &plan(&self.settings.plan, &shape, &jobs).jobs.last().map(|j| j.status.clone()) {
-            Some(JobStatus::Placed { cpus, .. }) => Ok(with_ranks(cpus, &names)),
+        match state.cosched.probe(shape, plan_job(job, None)) {
+            JobStatus::Placed { cpus, .. } => Ok(with_ranks(&cpus, &names)),
             _ => Err(format!(
                 "no room on node {} for {} CPUs now (its matrix rows, memory or local slots are taken); \
                  a registered job must fit at once",
@@ -593,8 +592,8 @@ impl Controller {
     }
 
     fn node_schedule(&self, state: &State, node: &str) -> Schedule {
-        let here = |id: &JobId| state.jobs.get(&(id.0 as u64)).is_some_and(|j| j.on_node(node).is_some());
-        let ids = |list: &[JobId]| list.iter().filter(|id| here(id)).map(|id| id.0 as u64).collect::<Vec<u64>>();
+        let here = |id: &JobId| state.jobs.get(&id.0).is_some_and(|j| j.on_node(node).is_some());
+        let ids = |list: &[JobId]| list.iter().filter(|id| here(id)).map(|id| id.0).collect::<Vec<u64>>();
         let jobs: Vec<u64> = state
             .jobs
             .values()
@@ -603,15 +602,16 @@ impl Controller {
             .collect();
         Schedule {
             slice_ns: self.settings.slice_ns,
-            rows: state.plan.rows.iter().map(|row| ids(row)).collect(),
-            always: ids(&state.plan.always),
+            rows: state.cosched.plan().rows.iter().map(|row| ids(row)).collect(),
+            always: ids(&state.cosched.plan().always),
             suspended: jobs.iter().copied().filter(|id| state.jobs[id].state == JobState::Suspended).collect(),
             jobs,
         }
     }
 
     fn slice_share(&self, state: &State, id: u64) -> f64 {
-        state.plan.jobs.iter().find(|j| j.id.0 as u64 == id).map_or(0.0, |j| j.slice_share(state.plan.rows.len()))
+        let plan = state.cosched.plan();
+        plan.job(JobId(id)).map_or(0.0, |j| j.slice_share(plan.rows.len()))
     }
 
     /// An agent said hello: register its node and return the node's index.
@@ -864,7 +864,8 @@ fn maintain_storage(state: &mut State) {
 /// Slots × (node, CPU): the job in each cell, for the monitor.
 fn matrix_json(state: &State) -> serde_json::Value {
     let slots: Vec<serde_json::Value> = state
-        .plan
+        .cosched
+        .plan()
         .rows
         .iter()
         .map(|row| {
@@ -874,7 +875,7 @@ fn matrix_json(state: &State) -> serde_json::Value {
                 .map(|n| {
                     let per_cpu: Vec<Option<u64>> = (0..n.cpus)
                         .map(|cpu| {
-                            row.iter().chain(&state.plan.always).map(|id| id.0 as u64).find(|id| {
+                            row.iter().chain(&state.cosched.plan().always).map(|id| id.0).find(|id| {
                                 state
                                     .jobs
                                     .get(id)
@@ -920,18 +921,18 @@ impl Controller {
 
 /// The jobs the plan places: all that are not over, except registered jobs not yet admitted.
 fn plan_jobs(state: &State, node_index: impl Fn(&str) -> Option<u32>) -> Vec<PlanJob> {
-    let held: BTreeMap<u64, u32> = state.plan.jobs.iter().filter_map(|j| Some((j.id.0 as u64, j.own_row?))).collect();
     state
         .jobs
         .values()
         .filter(|j| !(j.state.is_over() || j.registered && j.placement.is_empty()))
-        .map(|j| plan_job(j, j.placement_for_plan(&node_index), held.get(&j.id).copied()))
+        .map(|j| plan_job(j, j.placement_for_plan(&node_index)))
         .collect()
 }
 
-fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::cluster::NodeCpus>>, row_held: Option<u32>) -> PlanJob {
+/// A job as the coscheduler sees it; the row it holds is the coscheduler's to remember.
+fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::cluster::NodeCpus>>) -> PlanJob {
     PlanJob {
-        id: JobId(job.id as u32),
+        id: JobId(job.id),
         class: job.class(),
         mode: job.mode(),
         tasks: job.tasks,
@@ -940,7 +941,7 @@ fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::cluster::NodeCpu
         placed,
         suspended: job.state == JobState::Suspended,
         idle: job.idle && job.mode() == Mode::Gang,
-        row_held,
+        row_held: None,
     }
 }
 

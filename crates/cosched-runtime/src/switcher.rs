@@ -353,7 +353,7 @@ fn current_slice(schedule: &Schedule, now_ns: u64) -> Option<u64> {
 pub fn target_jobs(schedule: &Schedule, slice: Option<u64>) -> BTreeSet<u64> {
     let mut target: BTreeSet<u64> = schedule.always.iter().copied().collect();
     if !schedule.rows.is_empty() {
-        let slot = slice.map_or(0, |s| (s % schedule.rows.len() as u64) as usize);
+        let slot = slice.map_or(0, |s| cosched_policy::cluster::slot_for_slice(s, schedule.rows.len()));
         target.extend(schedule.rows[slot].iter().copied());
     }
     for job in &schedule.suspended {

@@ -3,6 +3,7 @@
 
 use crate::scheme::Scheme;
 use cosched_core::time::{NS_PER_MS, NS_PER_S, NS_PER_US};
+use cosched_policy::cluster::{ClusterShape, PlanSettings};
 use serde::Serialize;
 
 /// Number of priority levels of the node scheduler (0 lowest, 59 highest).
@@ -195,6 +196,29 @@ impl std::error::Error for ConfigError {}
 impl SimConfig {
     pub fn cpu_count(&self) -> u32 {
         self.nodes * self.cpus_per_node
+    }
+
+    /// The coscheduler's settings for this machine: the scheme's rules, the MPL
+    /// as matrix rows and as processes per CPU, every CPU usable by gangs, no
+    /// auxiliary threads.
+    pub fn plan_settings(&self) -> PlanSettings {
+        PlanSettings {
+            rules: self.scheme.plan_rules(),
+            rows: self.mpl,
+            local_mpl: self.mpl,
+            gang_cpu_share: 1.0,
+            over_allocation: 0.0,
+        }
+    }
+
+    /// The machine as the coscheduler sees it (the model has no memory limits).
+    pub fn cluster_shape(&self) -> ClusterShape {
+        let nodes = self.nodes as usize;
+        ClusterShape {
+            cpus_per_node: vec![self.cpus_per_node; nodes],
+            mem_bytes_per_node: vec![0; nodes],
+            accepting: vec![true; nodes],
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {

@@ -9,6 +9,11 @@ pub enum TraceKind {
     JobStart {
         job: u32,
     },
+    /// Task `process` of `job` is placed on this CPU (follows `JobStart`, one per task in rank order).
+    TaskPlaced {
+        job: u32,
+        process: u32,
+    },
     JobFinish {
         job: u32,
     },
@@ -35,8 +40,10 @@ pub enum TraceKind {
     Exit {
         process: u32,
     },
+    /// The gang slot changes to matrix `row` (`NO_ROW`: a slot with no gang job); this CPU's cell is `cell`.
     GangSwitch {
         row: u32,
+        cell: Option<u32>,
     },
     /// A message lands in the endpoint of `process`.
     Deposit {

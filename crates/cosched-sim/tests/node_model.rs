@@ -166,6 +166,13 @@ fn gang_scheduling_idles_a_cpu_whose_process_blocks() {
     assert_eq!(time.useful_ns, 510 * MS);
 }
 
+fn switch_row(kind: &TraceKind) -> u32 {
+    match kind {
+        TraceKind::GangSwitch { row, .. } => *row,
+        other => panic!("not a gang switch: {other:?}"),
+    }
+}
+
 #[test]
 fn gang_scheduling_switches_all_cpus_together() {
     // Job 1 takes row 0 on CPUs 0-1; job 2 does not fit in row 0 and takes row 1 on CPUs 0-2.
@@ -178,11 +185,15 @@ fn gang_scheduling_switches_all_cpus_together() {
         assert_eq!(t % (200 * MS), 0, "switches happen at quantum boundaries");
         let cpus: Vec<u32> = chunk.iter().map(|e| e.1).collect();
         assert_eq!(cpus, vec![0, 1, 2, 3], "all CPUs switch at {t}");
-        assert!(chunk.iter().all(|e| e.0 == t && e.2 == chunk[0].2));
+        assert!(chunk.iter().all(|e| e.0 == t && switch_row(&e.2) == switch_row(&chunk[0].2)));
     }
     // Rows alternate: 0 (start, no switch), 1 at 200 ms, 0 at 400 ms, ...
-    assert_eq!(switches[0].2, TraceKind::GangSwitch { row: 1 });
-    assert_eq!(switches[4].2, TraceKind::GangSwitch { row: 0 });
+    assert_eq!(switch_row(&switches[0].2), 1);
+    assert_eq!(switch_row(&switches[4].2), 0);
+    // Job 1's process 0 is CPU 0's cell in row 0; job 2's processes 2-4 are CPUs 0-2's in row 1, CPU 3's is empty.
+    assert_eq!(switches[0].2, TraceKind::GangSwitch { row: 1, cell: Some(2) });
+    assert_eq!(switches[3].2, TraceKind::GangSwitch { row: 1, cell: None });
+    assert_eq!(switches[4].2, TraceKind::GangSwitch { row: 0, cell: Some(0) });
     // Job 1 needs 700 ms of CPU: its first slice is a whole 200 ms (no switch
     // before it), the next ones 198 ms; it finishes in its 4th slice, then
     // exchanges one message (latency L).
@@ -229,7 +240,10 @@ fn gang_scheduling_charges_the_switch_at_every_quantum_even_with_one_row() {
     let switches = events(&r, |k| matches!(k, TraceKind::GangSwitch { .. }));
     assert_eq!(
         switches,
-        vec![(200 * MS, 0, TraceKind::GangSwitch { row: 0 }), (400 * MS, 0, TraceKind::GangSwitch { row: 0 })]
+        vec![
+            (200 * MS, 0, TraceKind::GangSwitch { row: 0, cell: Some(0) }),
+            (400 * MS, 0, TraceKind::GangSwitch { row: 0, cell: Some(0) })
+        ]
     );
     assert_eq!(finish_ns(&r, 1), 504 * MS);
     assert_eq!(r.summary.cpu_time.switch_ns, 4 * MS);

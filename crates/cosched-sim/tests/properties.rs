@@ -32,7 +32,7 @@ proptest! {
         cpus_per_node in 1u32..3,
         mpl in 1u32..4,
         skew_pct in 0u32..150,
-        scheme_index in 0usize..10,
+        scheme_index in 0usize..Scheme::all_names().len(),
         seed in 0u64..1_000,
         options in 0u8..4,
         jobs in jobs_strategy(8),

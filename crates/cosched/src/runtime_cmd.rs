@@ -3,7 +3,7 @@
 
 use clap::Args;
 use cosched_munge::Munge;
-use cosched_policy::cluster::PlanSettings;
+use cosched_policy::cluster::{PlanRules, PlanSettings};
 use cosched_runtime::agent::{Address, AgentSettings};
 use cosched_runtime::auth::{AgentKey, Credentials};
 use cosched_runtime::controller::ControllerSettings;
@@ -234,6 +234,7 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         state_dir: args.state_dir.clone(),
         slice_ns: (args.slice_ms * 1e6).round() as u64,
         plan: PlanSettings {
+            rules: PlanRules::COSCHED,
             rows: args.rows,
             local_mpl: args.local_mpl,
             gang_cpu_share: args.gang_cpu_share,

@@ -2,7 +2,7 @@ use super::*;
 use proptest::prelude::*;
 
 fn settings() -> PlanSettings {
-    PlanSettings { rows: 4, local_mpl: 2, gang_cpu_share: 1.0, over_allocation: 0.0 }
+    PlanSettings { rules: PlanRules::COSCHED, rows: 4, local_mpl: 2, gang_cpu_share: 1.0, over_allocation: 0.0 }
 }
 
 fn shape(nodes: usize, cpus: u32) -> ClusterShape {
@@ -13,7 +13,7 @@ fn shape(nodes: usize, cpus: u32) -> ClusterShape {
     }
 }
 
-fn gang(id: u32, tasks: u32) -> PlanJob {
+fn gang(id: u64, tasks: u32) -> PlanJob {
     PlanJob {
         id: JobId(id),
         class: JobClass::Batch,
@@ -33,7 +33,7 @@ fn with_class(mut job: PlanJob, class: JobClass) -> PlanJob {
     job
 }
 
-fn placed(plan: &Plan, id: u32) -> (Vec<NodeCpus>, Vec<u32>, bool) {
+fn placed(plan: &Plan, id: u64) -> (Vec<NodeCpus>, Vec<u32>, bool) {
     match &plan.job(JobId(id)).unwrap().status {
         JobStatus::Placed { cpus, rows, always } => (cpus.clone(), rows.clone(), *always),
         JobStatus::Queued => panic!("J{id} is queued"),
@@ -160,11 +160,11 @@ fn local_jobs_are_admitted_up_to_the_mpl_and_always_run() {
     assert_eq!(p.always, vec![JobId(1), JobId(2)]);
 }
 
-fn spanning(id: u32, tasks: u32, nodes: u32) -> PlanJob {
+fn spanning(id: u64, tasks: u32, nodes: u32) -> PlanJob {
     PlanJob { nodes: Some(nodes), ..gang(id, tasks) }
 }
 
-fn local(id: u32, tasks: u32) -> PlanJob {
+fn local(id: u64, tasks: u32) -> PlanJob {
     PlanJob { mode: Mode::Local, ..gang(id, tasks) }
 }
 
@@ -275,7 +275,7 @@ proptest! {
             specs.iter().enumerate().map(|(i, &(tasks, class, local, _))| PlanJob {
                 class: JobClass::ALL[1 + class as usize % 3],
                 mode: if local { Mode::Local } else { Mode::Gang },
-                ..gang((offset + i) as u32, tasks)
+                ..gang((offset + i) as u64, tasks)
             }).collect()
         };
         let first_jobs = make(0, &before);
@@ -301,7 +301,7 @@ proptest! {
                 class: JobClass::ALL[class as usize],
                 mode: if local { Mode::Local } else { Mode::Gang },
                 idle,
-                ..gang(i as u32, tasks)
+                ..gang(i as u64, tasks)
             })
             .collect();
         let p = plan(&settings(), &shape(nodes, 2), &jobs);

@@ -17,7 +17,8 @@ use crate::net::{Nic, Undecided};
 use crate::scheme::{ArrivalReaction, WaitMode};
 use crate::trace::{TraceEvent, TraceKind};
 use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerHeap};
-use cosched_policy::{Admission, FcfsQueue, GangMatrix, LocalPlacement, Placement};
+use cosched_policy::cluster::{PlanJob, Rotation};
+use cosched_policy::{Coscheduler, JobClass};
 use dynamic::NicView;
 
 /// A job as the engine receives it.
@@ -134,13 +135,27 @@ struct JobState {
     dedicated_ns: u64,
 }
 
+/// Where a running job's tasks are: CPU of each rank, and the matrix rows it runs in (gang schemes).
+#[derive(Clone, Debug)]
+struct Placement {
+    cpus: Vec<u32>,
+    rows: Vec<u32>,
+}
+
 #[derive(Clone, Debug, Default)]
 struct GangState {
+    /// The matrix row that runs (`None`: no gang job runs, or a slot left to local jobs).
     current_row: Option<u32>,
     tick_pending: bool,
     /// Process of each cell, row-major like the matrix.
     cell_procs: Vec<u32>,
+    /// The coscheduler may move a running job's rows (fill-ins) or pick the
+    /// slot by the clock: cells are rebuilt and realigned after every change.
+    follows_every_plan: bool,
 }
+
+/// Trace value of a gang switch to a slot with no matrix row (left to local jobs).
+pub const NO_ROW: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
@@ -231,8 +246,13 @@ pub struct Engine<'a> {
     nics: Vec<Nic>,
     procs: Vec<Proc>,
     jobs: Vec<JobState>,
-    admission: Admission,
-    arrivals: FcfsQueue<u32>,
+    /// The cluster-level policy: placement, matrix rows and the cycle.
+    cosched: Coscheduler,
+    /// Jobs that arrived and have not started.
+    waiting: usize,
+    longest_queue: usize,
+    /// Jobs started and not finished.
+    running: usize,
     gang: Option<GangState>,
     latency_ns: u64,
     shm_latency_ns: u64,
@@ -280,15 +300,13 @@ impl<'a> Engine<'a> {
         let cpu_count = cfg.cpu_count() as usize;
         assert!(jobs.windows(2).all(|w| w[0].arrival <= w[1].arrival), "jobs must be sorted by arrival");
         assert!(jobs.iter().all(|j| j.tasks >= 1 && j.tasks as usize <= cpu_count), "every job must fit the machine");
-        let admission = if cfg.scheme.is_gang() {
-            Admission::Gang(GangMatrix::new(cfg.mpl as usize, cpu_count))
-        } else {
-            Admission::Local(LocalPlacement::new(cpu_count, cfg.mpl))
-        };
-        let gang = cfg
-            .scheme
-            .is_gang()
-            .then(|| GangState { cell_procs: vec![NO_PROC; cfg.mpl as usize * cpu_count], ..GangState::default() });
+        let cosched = Coscheduler::new(cfg.plan_settings(), cfg.cluster_shape());
+        let rules = cosched.settings().rules;
+        let gang = cfg.scheme.is_gang().then(|| GangState {
+            cell_procs: vec![NO_PROC; cfg.mpl as usize * cpu_count],
+            follows_every_plan: rules.fill_free_cells || rules.rotation == Rotation::ClockAligned,
+            ..GangState::default()
+        });
         let cpus = (0..cpu_count as u32)
             .map(|c| Cpu {
                 node: c / cfg.cpus_per_node,
@@ -331,8 +349,10 @@ impl<'a> Engine<'a> {
             nics: vec![Nic::default(); cfg.nodes as usize],
             procs: Vec::new(),
             jobs,
-            admission,
-            arrivals: FcfsQueue::default(),
+            cosched,
+            waiting: 0,
+            longest_queue: 0,
+            running: 0,
             gang,
             latency_ns: cfg.network.latency_ns(cfg.network.message_bytes),
             shm_latency_ns: cfg.network.shm_latency_ns(cfg.network.message_bytes),
@@ -426,7 +446,7 @@ impl<'a> Engine<'a> {
             now,
             jobs_completed: self.completed,
             jobs_total: self.jobs.len(),
-            queued: self.arrivals.len(),
+            queued: self.waiting,
             events: self.events_handled,
         }
     }
@@ -443,16 +463,13 @@ impl<'a> Engine<'a> {
         if let Some(gang) = &self.gang {
             debug_assert!(self.completed < self.jobs.len() || gang.current_row.is_none());
         }
-        if let Admission::Gang(matrix) = &self.admission {
-            matrix.check_invariants();
-        }
         EngineOutcome {
             records: self.records,
             per_cpu_time: self.cpus.iter().map(|c| c.time).collect(),
             cpu_time,
             end,
             events: self.events_handled,
-            longest_queue: self.arrivals.longest(),
+            longest_queue: self.longest_queue,
             jobs_submitted: self.jobs.len(),
             trace: self.trace.unwrap_or_default(),
             event_counts: self.event_counts,
@@ -487,8 +504,10 @@ impl<'a> Engine<'a> {
         if next < self.jobs.len() {
             self.queue.schedule(self.jobs[next].spec.arrival, Event::Arrival(next as u32));
         }
-        self.arrivals.push(j);
-        self.admit_waiting(now);
+        self.waiting += 1;
+        self.longest_queue = self.longest_queue.max(self.waiting);
+        let to_start = self.cosched.arrive(self.plan_job(j));
+        self.start_jobs(&to_start, now);
         self.jobs_in_system.push((now, (next - self.completed) as u32));
         if next == self.jobs.len() {
             self.close_arrival_window(now);
@@ -518,19 +537,43 @@ impl<'a> Engine<'a> {
         };
     }
 
-    /// Strict FCFS: admit from the head while the head fits.
-    fn admit_waiting(&mut self, now: SimTime) {
-        while let Some(&j) = self.arrivals.front() {
-            let Some(placement) = self.admission.find(self.jobs[j as usize].spec.tasks) else {
-                break;
-            };
-            self.arrivals.pop();
-            self.start_job(j, placement, now);
+    /// Job `j` as the coscheduler sees it: one batch job, its mode the scheme's.
+    fn plan_job(&self, j: u32) -> PlanJob {
+        PlanJob {
+            id: JobId(j.into()),
+            class: JobClass::Batch,
+            mode: self.cfg.scheme.mode(),
+            tasks: self.jobs[j as usize].spec.tasks,
+            nodes: None,
+            mem_bytes_per_node: 0,
+            placed: None,
+            suspended: false,
+            idle: false,
+            row_held: None,
         }
     }
 
+    /// Start the jobs the coscheduler placed, in its order; then follow the plan's other changes.
+    fn start_jobs(&mut self, placed: &[JobId], now: SimTime) {
+        for &id in placed {
+            self.cosched.started(id);
+            let placement = self.placement_of(id);
+            self.waiting -= 1;
+            self.start_job(id.0 as u32, placement, now);
+        }
+        self.follow_plan(now);
+    }
+
+    /// The coscheduler's placement of job `id`, as CPU indices of the machine.
+    fn placement_of(&self, id: JobId) -> Placement {
+        let (node_cpus, rows) = self.cosched.placement(id).expect("a placed job");
+        let cpus =
+            node_cpus.iter().flat_map(|nc| nc.cpus.iter().map(|&c| nc.node * self.cfg.cpus_per_node + c)).collect();
+        Placement { cpus, rows }
+    }
+
     fn start_job(&mut self, j: u32, placement: Placement, now: SimTime) {
-        self.admission.take(JobId(j), &placement);
+        self.running += 1;
         let tasks = self.jobs[j as usize].spec.tasks;
         let first_proc = self.procs.len() as u32;
         for rank in 0..tasks {
@@ -566,23 +609,24 @@ impl<'a> Engine<'a> {
         let job = &mut self.jobs[j as usize];
         job.start = Some(now);
         job.first_proc = first_proc;
-        let row = placement.row;
-        let cpus = placement.cpus.clone();
+        let Placement { cpus, rows } = placement.clone();
         job.placement = Some(placement);
         self.record(now, cpus[0], TraceKind::JobStart { job: j });
-        match row {
-            None => {
-                for (rank, &cpu) in cpus.iter().enumerate() {
-                    // A new process joins the tail of the top level (our choice).
-                    self.cpus[cpu as usize].ready.push_tail(first_proc + rank as u32, TOP_LEVEL);
-                }
+        for (rank, &cpu) in cpus.iter().enumerate() {
+            self.record(now, cpu, TraceKind::TaskPlaced { job: j, process: first_proc + rank as u32 });
+        }
+        if self.gang.is_some() {
+            self.gang_place(&rows, &cpus, first_proc);
+        } else {
+            for (rank, &cpu) in cpus.iter().enumerate() {
+                // A new process joins the tail of the top level (our choice).
+                self.cpus[cpu as usize].ready.push_tail(first_proc + rank as u32, TOP_LEVEL);
             }
-            Some(row) => self.gang_place(row, &cpus, first_proc),
         }
         for &cpu in &cpus {
             self.update_cpu(cpu, now);
         }
-        if row.is_some() {
+        if self.gang.is_some() {
             self.ensure_gang_quantum(now);
         }
     }
@@ -598,15 +642,16 @@ impl<'a> Engine<'a> {
     fn job_finished(&mut self, j: u32, now: SimTime) {
         let placement = self.jobs[j as usize].placement.take().expect("a running job has a placement");
         self.jobs[j as usize].finish = Some(now);
-        self.admission.give_back(JobId(j), &placement);
-        if let Some(row) = placement.row {
-            self.gang_release(row, &placement.cpus);
+        self.running -= 1;
+        if self.gang.is_some() {
+            self.gang_release(&placement.rows, &placement.cpus);
         }
         self.record(now, placement.cpus[0], TraceKind::JobFinish { job: j });
         self.completed += 1;
         self.records.push(self.job_record(j));
-        self.admit_waiting(now);
-        if placement.row.is_some() {
+        let to_start = self.cosched.finish(JobId(j.into()));
+        self.start_jobs(&to_start, now);
+        if self.gang.is_some() {
             self.ensure_gang_quantum(now);
         }
     }
@@ -637,81 +682,144 @@ impl<'a> Engine<'a> {
 
     // ---- gang scheduling ----------------------------------------------------
 
-    fn gang_place(&mut self, row: u32, cpus: &[u32], first_proc: u32) {
+    fn gang_place(&mut self, rows: &[u32], cpus: &[u32], first_proc: u32) {
         let cpu_count = self.cpus.len();
         let gang = self.gang.as_mut().expect("gang placement under gang scheduling");
-        for (rank, &cpu) in cpus.iter().enumerate() {
-            gang.cell_procs[row as usize * cpu_count + cpu as usize] = first_proc + rank as u32;
+        for &row in rows {
+            for (rank, &cpu) in cpus.iter().enumerate() {
+                gang.cell_procs[row as usize * cpu_count + cpu as usize] = first_proc + rank as u32;
+            }
+        }
+        if gang.follows_every_plan {
+            return; // `follow_plan` aligns the CPUs once every job has started
         }
         // An idle machine starts the new row at once, with no switch to pay.
-        let current = *gang.current_row.get_or_insert(row);
-        if current == row {
+        let current = *gang.current_row.get_or_insert(rows[0]);
+        if rows.contains(&current) {
             for (rank, &cpu) in cpus.iter().enumerate() {
                 self.cpus[cpu as usize].gang_cell = Some(first_proc + rank as u32);
             }
         }
     }
 
-    fn gang_release(&mut self, row: u32, cpus: &[u32]) {
+    fn gang_release(&mut self, rows: &[u32], cpus: &[u32]) {
         let cpu_count = self.cpus.len();
         let gang = self.gang.as_mut().expect("gang release under gang scheduling");
-        for &cpu in cpus {
-            gang.cell_procs[row as usize * cpu_count + cpu as usize] = NO_PROC;
-            if gang.current_row == Some(row) {
-                self.cpus[cpu as usize].gang_cell = None;
+        for &row in rows {
+            for &cpu in cpus {
+                gang.cell_procs[row as usize * cpu_count + cpu as usize] = NO_PROC;
+                if gang.current_row == Some(row) {
+                    self.cpus[cpu as usize].gang_cell = None;
+                }
             }
         }
-        if let Admission::Gang(matrix) = &self.admission {
-            if matrix.next_occupied_row(None).is_none() {
-                gang.current_row = None;
+        if self.running == 0 {
+            gang.current_row = None;
+        }
+    }
+
+    /// After a change of plan that may move running jobs' rows or the slot that
+    /// runs now: rebuild the cells from the plan, and put every CPU whose cell
+    /// changed on its new process at once (no gang switch: the slot goes on).
+    fn follow_plan(&mut self, now: SimTime) {
+        if !self.gang.as_ref().is_some_and(|g| g.follows_every_plan) {
+            return;
+        }
+        self.rebuild_cells();
+        let row = match self.cosched.settings().rules.rotation {
+            Rotation::ClockAligned => self.row_to_run(self.slice_at(now)),
+            Rotation::NextOccupiedRow => self.gang.as_ref().expect("gang").current_row,
+        };
+        self.gang.as_mut().expect("gang").current_row = row;
+        for c in 0..self.cpus.len() as u32 {
+            let cell = self.cell_process(row, c);
+            if self.cpus[c as usize].gang_cell != cell {
+                self.account(c, now);
+                self.put_on_cell(c, cell, now);
+                self.update_cpu(c, now);
             }
         }
+    }
+
+    fn rebuild_cells(&mut self) {
+        let cpu_count = self.cpus.len();
+        let mut cells = vec![NO_PROC; self.cfg.mpl as usize * cpu_count];
+        for (j, job) in self.jobs.iter().enumerate() {
+            let Some(Placement { cpus, .. }) = &job.placement else { continue };
+            let (_, rows) = self.cosched.placement(JobId(j as u64)).expect("a running job is placed");
+            for row in rows {
+                for (rank, &cpu) in cpus.iter().enumerate() {
+                    cells[row as usize * cpu_count + cpu as usize] = job.first_proc + rank as u32;
+                }
+            }
+        }
+        self.gang.as_mut().expect("gang").cell_procs = cells;
+    }
+
+    /// The gang slice holding `now` (slices start at multiples of the quantum).
+    fn slice_at(&self, now: SimTime) -> u64 {
+        now.ns() / self.cfg.costs.gang_quantum_ns
+    }
+
+    /// The matrix row to run in `slice`, after the current one.
+    fn row_to_run(&self, slice: u64) -> Option<u32> {
+        let current = self.gang.as_ref().expect("gang").current_row;
+        let slot = self.cosched.slot_to_run(current, slice)?;
+        self.cosched.plan().slot_rows[slot]
+    }
+
+    fn cell_process(&self, row: Option<u32>, c: u32) -> Option<u32> {
+        let cell = row.map_or(NO_PROC, |r| {
+            self.gang.as_ref().expect("gang").cell_procs[r as usize * self.cpus.len() + c as usize]
+        });
+        (cell != NO_PROC).then_some(cell)
+    }
+
+    /// CPU `c` leaves whatever it runs for `cell`'s process (accounted up to `now`).
+    fn put_on_cell(&mut self, c: u32, cell: Option<u32>, now: SimTime) {
+        if let Some(p) = self.cpus[c as usize].running {
+            self.procs[p as usize].state = ProcState::Ready;
+            self.set_running(c, now, None);
+        }
+        self.cpus[c as usize].gang_cell = cell;
     }
 
     /// Book the next quantum boundary if some other row is waiting for its
     /// turn, or (the study's reading) while any row holds jobs.
     fn ensure_gang_quantum(&mut self, now: SimTime) {
-        let Admission::Gang(matrix) = &self.admission else {
-            return;
-        };
-        let gang = self.gang.as_mut().expect("gang state");
-        if gang.tick_pending {
+        let gang = self.gang.as_ref().expect("gang state");
+        if gang.tick_pending || self.cosched.plan().rows.is_empty() {
             return;
         }
-        let next = matrix.next_occupied_row(gang.current_row);
+        let boundary = now.next_multiple_after(self.cfg.costs.gang_quantum_ns);
+        let next = self.row_to_run(self.slice_at(boundary));
         let switch_due = self.cfg.costs.gang_switch_every_quantum || next != gang.current_row;
-        if next.is_some() && switch_due {
-            gang.tick_pending = true;
-            self.queue.schedule(now.next_multiple_after(self.cfg.costs.gang_quantum_ns), Event::GangQuantum);
+        if switch_due {
+            self.gang.as_mut().expect("gang").tick_pending = true;
+            self.queue.schedule(boundary, Event::GangQuantum);
         }
     }
 
     fn on_gang_quantum(&mut self, now: SimTime) {
-        let Admission::Gang(matrix) = &self.admission else { unreachable!() };
-        let gang = self.gang.as_mut().expect("gang state");
-        gang.tick_pending = false;
-        let next = matrix.next_occupied_row(gang.current_row);
-        let every_quantum = self.cfg.costs.gang_switch_every_quantum;
-        if let Some(row) = next.filter(|&r| every_quantum || Some(r) != gang.current_row) {
-            gang.current_row = Some(row);
-            self.switch_all_cpus_to_row(row, now);
+        self.gang.as_mut().expect("gang state").tick_pending = false;
+        if !self.cosched.plan().rows.is_empty() {
+            let next = self.row_to_run(self.slice_at(now));
+            let current = self.gang.as_ref().expect("gang").current_row;
+            if self.cfg.costs.gang_switch_every_quantum || next != current {
+                self.gang.as_mut().expect("gang").current_row = next;
+                self.switch_all_cpus_to_row(next, now);
+            }
         }
         self.ensure_gang_quantum(now);
     }
 
-    fn switch_all_cpus_to_row(&mut self, row: u32, now: SimTime) {
-        let cpu_count = self.cpus.len();
-        for c in 0..cpu_count as u32 {
+    fn switch_all_cpus_to_row(&mut self, row: Option<u32>, now: SimTime) {
+        for c in 0..self.cpus.len() as u32 {
             self.account(c, now);
-            let cell = self.gang.as_ref().expect("gang").cell_procs[row as usize * cpu_count + c as usize];
-            if let Some(p) = self.cpus[c as usize].running {
-                self.procs[p as usize].state = ProcState::Ready;
-                self.set_running(c, now, None);
-            }
-            let cpu = &mut self.cpus[c as usize];
-            cpu.gang_cell = (cell != NO_PROC).then_some(cell);
-            cpu.add_kernel_work(now, self.cfg.costs.gang_switch_ns);
-            self.record(now, c, TraceKind::GangSwitch { row });
+            let cell = self.cell_process(row, c);
+            self.put_on_cell(c, cell, now);
+            self.cpus[c as usize].add_kernel_work(now, self.cfg.costs.gang_switch_ns);
+            self.record(now, c, TraceKind::GangSwitch { row: row.unwrap_or(NO_ROW), cell });
             self.update_cpu(c, now);
         }
     }
