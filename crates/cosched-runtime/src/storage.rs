@@ -527,7 +527,7 @@ mod tests {
         let dir = temp_dir("backup");
         let (mut storage, jobs) = with_two_jobs(&dir);
         storage.maintain(&jobs, &[node()]);
-        assert_eq!(storage.status().backup.current, true);
+        assert!(storage.status().backup.current);
         let backup = dir.join(BACKUP_DIR).join(DATABASE_FILE);
         assert_eq!(std::fs::metadata(&backup).unwrap().permissions().mode() & 0o777, 0o600);
         let copy = rusqlite::Connection::open(&backup).unwrap();
