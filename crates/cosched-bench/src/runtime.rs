@@ -1,9 +1,8 @@
 //! A private cosched runtime (`cosched up`) for the copies of an experiment,
 //! and the calls that register a copy with it.
 
-use cosched_runtime::auth::Credentials;
-use cosched_runtime::client::Address;
-use cosched_runtime::protocol::{RegisterRequest, Reply, Request};
+use cosched_runtime::client::{CallError, Client};
+use cosched_runtime::protocol::RegisterRequest;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -49,9 +48,8 @@ impl RuntimeInstance {
     fn wait_ready(&mut self, log_path: &Path) -> Result<(), String> {
         let start = Instant::now();
         loop {
-            if let Ok(reply) = call(&self.socket, &Request::Status {}) {
-                let nodes = reply.data["nodes"].as_array().cloned().unwrap_or_default();
-                if nodes.iter().any(|n| n["connected"] == true) {
+            if let Ok(status) = Client::local(&self.socket).status() {
+                if status.nodes.iter().any(|n| n.connected) {
                     return Ok(());
                 }
             }
@@ -77,10 +75,9 @@ impl RuntimeInstance {
             node: Some(self.node.clone()),
             local: !gang,
         };
-        let reply = call_ok(&self.socket, &Request::Register(register))?;
-        let job = reply.data["job"].as_u64().ok_or("the controller's register reply has no job id")?;
-        let add = Request::AddPid { job, pid: pid as i32, node: Some(self.node.clone()) };
-        call_ok(&self.socket, &add)?;
+        let client = Client::local(&self.socket);
+        let job = client.register(register).map_err(refused)?.job;
+        client.add_pid(job, pid as i32, Some(self.node.clone())).map_err(refused)?;
         Ok(job)
     }
 }
@@ -100,17 +97,10 @@ impl Drop for RuntimeInstance {
     }
 }
 
-fn call(socket: &Path, request: &Request) -> Result<Reply, String> {
-    let local = Address::Unix(socket.to_path_buf());
-    cosched_runtime::client::call(&local, &Credentials::default(), request)
-}
-
-fn call_ok(socket: &Path, request: &Request) -> Result<Reply, String> {
-    let reply = call(socket, request)?;
-    if reply.ok {
-        Ok(reply)
-    } else {
-        Err(format!("the controller refused: {}", reply.error.unwrap_or_default()))
+fn refused(error: CallError) -> String {
+    match error {
+        CallError::Refused(reason) => format!("the controller refused: {reason}"),
+        CallError::Link(e) => e,
     }
 }
 

@@ -3,7 +3,12 @@
 
 use crate::auth::Credentials;
 use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
-use crate::protocol::{write_message, ControllerProof, Reply, Request, MAX_TRUSTED_LINE_BYTES};
+use crate::protocol::{
+    write_message, AuthReply, ClassReply, ControllerProof, JobStateReply, KillReply, LogsReply, MonitorTokenReply,
+    NodeLoadReply, PidReply, RegisterRequest, Reply, Request, ResourcesReply, SignalReply, StatusReply, SubmitReply,
+    SubmitRequest, UsageReply, MAX_TRUSTED_LINE_BYTES,
+};
+use serde::de::DeserializeOwned;
 use std::io::BufReader;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -77,12 +82,12 @@ impl Connection {
         let mut connection = Connection::open(address)?;
         if let Some(challenged) = connection.challenge(credentials)? {
             let credential = credentials.user_credential(&challenged.nonce)?;
-            let reply = connection.call(&Request::Auth { credential })?;
+            let reply: Reply<AuthReply> = connection.call(&Request::Auth { credential })?;
             if !reply.ok {
                 return Err(reply.error.unwrap_or_else(|| "authentication failed".into()));
             }
-            let munge = reply.data["controller_munge"].as_str().map(str::to_string);
-            connection.check_late_proof(credentials, &challenged, munge)?;
+            let auth = reply.into_result()?;
+            connection.check_late_proof(credentials, &challenged, auth.controller_munge)?;
         }
         Ok(connection)
     }
@@ -100,12 +105,11 @@ impl Connection {
             return Ok(None);
         }
         let ours = crate::auth::fresh_nonce()?;
-        let reply = self.call(&Request::Challenge { nonce: Some(ours.clone()) })?;
+        let reply: Reply<ControllerProof> = self.call(&Request::Challenge { nonce: Some(ours.clone()) })?;
         if !reply.ok {
             return Err(reply.error.unwrap_or_else(|| "the controller refused the challenge".into()));
         }
-        let proof: ControllerProof =
-            serde_json::from_value(reply.data).map_err(|e| format!("bad challenge reply: {e}"))?;
+        let proof = reply.into_result()?;
         let proven = credentials.proved_by_challenge();
         if proven {
             credentials.check_controller(&proof, &ours).map_err(|e| format!("{}: {e}", self.address))?;
@@ -128,8 +132,8 @@ impl Connection {
         credentials.check_controller(&proof, &challenged.ours).map_err(|e| format!("{}: {e}", self.address))
     }
 
-    /// Send one request and read its reply.
-    pub fn call(&mut self, request: &Request) -> Result<Reply, String> {
+    /// Send one request and read its reply, whose data (if any) must be a `T`.
+    pub fn call<T: DeserializeOwned>(&mut self, request: &Request) -> Result<Reply<T>, String> {
         if let Err(e) = self.send(request) {
             // A refused connection is answered and closed at once: give its reason, not the broken pipe.
             let refusal = self.read_line(Some(Duration::from_secs(1))).ok().flatten();
@@ -151,13 +155,125 @@ impl Connection {
         read_line_within(&mut self.reader, bounds).map_err(|e| format!("reading from the controller: {e}"))
     }
 
+    /// Send one request and return the data of its reply, or why there is none.
+    pub fn ask<T: DeserializeOwned>(&mut self, request: &Request) -> Result<T, CallError> {
+        self.call(request).map_err(CallError::Link)?.into_result().map_err(CallError::Refused)
+    }
+
     /// A writer on the same connection (for the agent's reports, sent from other threads).
     pub fn writer(&self) -> Shared {
         Shared(self.stream.clone())
     }
 }
 
-/// Send one request on a fresh connection and return the reply.
-pub fn call(address: &Address, credentials: &Credentials, request: &Request) -> Result<Reply, String> {
-    Connection::open_as_user(address, credentials)?.call(request)
+/// Why a call brought no data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallError {
+    /// The controller could not be reached, did not prove itself, or answered something unreadable.
+    Link(String),
+    /// The controller refused the request, for this reason.
+    Refused(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Link(message) | CallError::Refused(message) => f.write_str(message),
+        }
+    }
+}
+
+impl From<CallError> for String {
+    fn from(error: CallError) -> String {
+        error.to_string()
+    }
+}
+
+/// The protocol's client for users (the command line, the measuring harness, tests): each call opens a connection,
+/// proves who we are over TCP, sends one request and reads its reply as the request's reply struct.
+#[derive(Clone)]
+pub struct Client {
+    pub address: Address,
+    credentials: Credentials,
+}
+
+impl Client {
+    pub fn new(address: Address, credentials: Credentials) -> Client {
+        Client { address, credentials }
+    }
+
+    /// A client of the controller on this host's socket `path` (identity from the kernel).
+    pub fn local(path: impl Into<PathBuf>) -> Client {
+        Client::new(Address::Unix(path.into()), Credentials::default())
+    }
+
+    /// Send `request` on a fresh connection and return the data of its reply as a `T`.
+    pub fn ask<T: DeserializeOwned>(&self, request: &Request) -> Result<T, CallError> {
+        Connection::open_as_user(&self.address, &self.credentials).map_err(CallError::Link)?.ask(request)
+    }
+
+    pub fn status(&self) -> Result<StatusReply, CallError> {
+        self.ask(&Request::Status {})
+    }
+
+    pub fn submit(&self, request: SubmitRequest) -> Result<SubmitReply, CallError> {
+        self.ask(&Request::Submit(request))
+    }
+
+    pub fn register(&self, request: RegisterRequest) -> Result<SubmitReply, CallError> {
+        self.ask(&Request::Register(request))
+    }
+
+    pub fn add_pid(&self, job: u64, pid: i32, node: Option<String>) -> Result<PidReply, CallError> {
+        self.ask(&Request::AddPid { job, pid, node })
+    }
+
+    pub fn remove_pid(&self, job: u64, pid: i32, node: Option<String>) -> Result<PidReply, CallError> {
+        self.ask(&Request::RemovePid { job, pid, node })
+    }
+
+    pub fn set_class(&self, job: u64, class: &str) -> Result<ClassReply, CallError> {
+        self.ask(&Request::SetClass { job, class: class.to_string() })
+    }
+
+    pub fn set_resources(
+        &self,
+        job: u64,
+        cpus_per_node: Option<u32>,
+        mem_bytes: Option<u64>,
+    ) -> Result<ResourcesReply, CallError> {
+        self.ask(&Request::SetResources { job, cpus_per_node, mem_bytes })
+    }
+
+    pub fn usage(&self, job: u64) -> Result<UsageReply, CallError> {
+        self.ask(&Request::Usage { job })
+    }
+
+    pub fn node_load(&self, node: Option<String>) -> Result<NodeLoadReply, CallError> {
+        self.ask(&Request::NodeLoad { node })
+    }
+
+    pub fn suspend(&self, job: u64) -> Result<JobStateReply, CallError> {
+        self.ask(&Request::Suspend { job })
+    }
+
+    pub fn resume(&self, job: u64) -> Result<JobStateReply, CallError> {
+        self.ask(&Request::Resume { job })
+    }
+
+    pub fn kill(&self, job: u64) -> Result<KillReply, CallError> {
+        self.ask(&Request::Kill { job })
+    }
+
+    pub fn signal(&self, job: u64, signal: &str) -> Result<SignalReply, CallError> {
+        self.ask(&Request::Signal { job, signal: signal.to_string() })
+    }
+
+    pub fn logs(&self, job: u64) -> Result<LogsReply, CallError> {
+        self.ask(&Request::Logs { job })
+    }
+
+    pub fn monitor_token(&self) -> Result<MonitorTokenReply, CallError> {
+        self.ask(&Request::MonitorToken {})
+    }
 }

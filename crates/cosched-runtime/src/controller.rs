@@ -8,15 +8,16 @@
 use crate::db::NodeRow;
 use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
 use crate::protocol::{
-    write_message, AgentHello, FromAgent, JobUsage, RegisterRequest, Reply, Request, Schedule, StartJob, SubmitRequest,
-    ToAgent,
+    write_message, AgentHello, ClassReply, FromAgent, JobStateReply, JobUsage, KillReply, KillState, LogFile, LogTail,
+    LogsReply, MatrixCell, MonitorTokenReply, NodeLoad, NodeLoadReply, PidReply, RegisterRequest, Reply, ReplyData,
+    Request, ResourcesReply, Schedule, SignalReply, StartJob, StatusJob, StatusNode, StatusReply, SubmitReply,
+    SubmitRequest, ToAgent, UsageReply,
 };
 use crate::skew::SliceStartSkew;
 use crate::storage::Storage;
 use cosched_core::JobId;
 use cosched_policy::cluster::{ClusterShape, JobClass, JobStatus, Mode, PlanJob, PlanSettings};
 use cosched_policy::Coscheduler;
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -107,9 +108,15 @@ pub struct Controller {
     state: Mutex<State>,
 }
 
-type Outcome = Result<serde_json::Value, String>;
+type Outcome = Result<ReplyData, String>;
 /// What an agent answered to a request the controller forwarded.
-type AgentAnswer = Result<serde_json::Value, String>;
+type AgentAnswer = Result<AgentAnswerData, String>;
+
+/// The data of an agent's answer: a pid change carries none, a logs request the tails.
+enum AgentAnswerData {
+    PidMoved,
+    Logs(Vec<LogTail>),
+}
 
 /// Slices over which the status reports the skew between nodes.
 const SKEW_SLICES_KEPT: usize = 2_000;
@@ -178,7 +185,7 @@ impl Controller {
             }
             Request::Usage { job } => self.usage(state, who, job),
             Request::NodeLoad { node } => node_load(state, node.as_deref()),
-            Request::Status {} => Ok(self.status_for(state, who)),
+            Request::Status {} => Ok(self.status_for(state, who).into()),
             Request::Suspend { job } => self.suspend_resume(state, who, job, true),
             Request::Resume { job } => self.suspend_resume(state, who, job, false),
             Request::Kill { job } => self.kill(state, who, job),
@@ -222,7 +229,7 @@ impl Controller {
         job.cwd = r.cwd;
         job.env = r.env;
         self.check_fits_ever(state, &job)?;
-        self.insert_job(state, job)
+        self.insert_job(state, job).map(ReplyData::from)
     }
 
     fn register(&self, state: &mut State, who: &Identity, r: RegisterRequest) -> Outcome {
@@ -245,20 +252,19 @@ impl Controller {
         job.registered = true;
         let placement = self.admit_registered(state, &job, index)?;
         let reply = self.insert_job(state, job)?;
-        self.start_job(state, reply["job"].as_u64().unwrap_or(0), placement);
+        self.start_job(state, reply.job, placement);
         self.recompute_plan(state);
         self.send_schedules(state);
-        Ok(reply)
+        Ok(reply.into())
     }
 
-    fn insert_job(&self, state: &mut State, job: JobRecord) -> Outcome {
+    fn insert_job(&self, state: &mut State, job: JobRecord) -> Result<SubmitReply, String> {
         let id = job.id;
         state.storage.save_job(&job)?;
         state.next_job += 1;
         state.jobs.insert(id, job);
         self.replan(state);
-        let job = &state.jobs[&id];
-        Ok(json!({ "job": id, "state": job.state.name() }))
+        Ok(SubmitReply { job: id, state: state.jobs[&id].state })
     }
 
     /// Refuse a job that could not start even on an empty machine.
@@ -301,7 +307,7 @@ impl Controller {
             }
         })
         .map_err(|e| format!("node {node}: {e}"))?;
-        Ok(json!({ "job": id, "pid": pid, "node": node }))
+        Ok(PidReply { job: id, pid, node }.into())
     }
 
     /// Send an agent a request that it answers, and wait for the answer without holding the state.
@@ -352,15 +358,15 @@ impl Controller {
     fn set_class(&self, state: &mut State, who: &Identity, id: u64, class: &str) -> Outcome {
         let to = parse_class(class)?;
         let job = Self::owned_job(state, who, id)?;
-        if !job.class().change_allowed(to, who.admin) {
+        if !job.class.change_allowed(to, who.admin) {
             return Err(format!(
                 "permission denied: only administrators may raise a job's class ({} to {})",
-                job.class().name(),
+                job.class.name(),
                 to.name()
             ));
         }
-        self.update_job(state, id, |j| j.class = to.name().into())?;
-        Ok(json!({ "job": id, "class": to.name() }))
+        self.update_job(state, id, |j| j.class = to)?;
+        Ok(ClassReply { job: id, class: to }.into())
     }
 
     fn set_resources(
@@ -387,20 +393,21 @@ impl Controller {
         }
         self.check_fits_ever(state, &changed)?;
         self.update_job(state, id, |j| *j = changed)?;
-        Ok(json!({ "job": id }))
+        Ok(ResourcesReply { job: id }.into())
     }
 
     fn usage(&self, state: &State, who: &Identity, id: u64) -> Outcome {
         let job = Self::owned_job(state, who, id)?;
         let live = state.live.get(&id);
         let pids: Vec<i32> = live.map(|l| l.usage.values().flat_map(|u| u.pids.clone()).collect()).unwrap_or_default();
-        Ok(json!({
-            "job": id,
-            "state": job.state.name(),
-            "cpu_ns": live.map_or(0, |l| l.cpu_ns),
-            "pids": pids,
-            "slice_share": self.slice_share(state, id),
-        }))
+        Ok(UsageReply {
+            job: id,
+            state: job.state,
+            cpu_ns: live.map_or(0, |l| l.cpu_ns),
+            pids,
+            slice_share: self.slice_share(state, id),
+        }
+        .into())
     }
 
     fn suspend_resume(&self, state: &mut State, who: &Identity, id: u64, suspend: bool) -> Outcome {
@@ -419,7 +426,7 @@ impl Controller {
             j.state = to;
             j.held_by_admin = suspend && who.admin;
         })?;
-        Ok(json!({ "job": id, "state": to.name() }))
+        Ok(JobStateReply { job: id, state: to }.into())
     }
 
     fn kill(&self, state: &mut State, who: &Identity, id: u64) -> Outcome {
@@ -432,11 +439,11 @@ impl Controller {
                 j.state = JobState::Killed;
                 j.ended_unix_ms = Some(unix_ms_now());
             })?;
-            return Ok(json!({ "job": id, "state": "killed" }));
+            return Ok(KillReply { job: id, state: KillState::Killed }.into());
         }
         self.update_job(state, id, |j| j.error = Some(KILLED.into()))?;
         self.send_terminate(state, &job);
-        Ok(json!({ "job": id, "state": "killing" }))
+        Ok(KillReply { job: id, state: KillState::Killing }.into())
     }
 
     /// Tell every node of the job to end it; a node whose agent is away is told when it comes back.
@@ -456,7 +463,7 @@ impl Controller {
         for p in &job.placement {
             send_to(state, &p.node, &ToAgent::Signal { job: id, signal: signal as i32 })?;
         }
-        Ok(json!({ "job": id, "signal": signal.as_str() }))
+        Ok(SignalReply { job: id, signal: signal.as_str().to_string() }.into())
     }
 
     /// The tails of the job's logs, read by the agents that hold them; a node whose agent cannot answer gets an
@@ -467,17 +474,16 @@ impl Controller {
         for p in placement {
             let node = p.node.clone();
             match self.ask_agent(&node, |ack| ToAgent::ReadLogs { job: id, ranks: p.ranks, ack }) {
-                Ok(serde_json::Value::Array(tails)) => {
-                    files.extend(tails.into_iter().map(|mut t| {
-                        t["node"] = json!(node);
-                        t
-                    }));
+                Ok(AgentAnswerData::Logs(tails)) => {
+                    files.extend(tails.into_iter().map(|tail| LogFile::Tail { node: node.clone(), tail }));
                 }
-                Ok(other) => files.push(json!({ "node": node, "error": format!("unexpected answer {other}") })),
-                Err(e) => files.push(json!({ "node": node, "error": e })),
+                Ok(AgentAnswerData::PidMoved) => {
+                    files.push(LogFile::Unavailable { node, error: "unexpected answer (a pid move)".into() })
+                }
+                Err(error) => files.push(LogFile::Unavailable { node, error }),
             }
         }
-        Ok(json!({ "job": id, "files": files }))
+        Ok(LogsReply { job: id, files }.into())
     }
 
     /// For a request: change a job, persist it, and replan; a change that cannot be persisted is not made.
@@ -706,9 +712,9 @@ impl Controller {
                 self.node_ended(&mut state, job, node, Some(127));
             }
             FromAgent::PidMoved { ack, error } => {
-                answer(&mut state, ack, error.map_or(Ok(serde_json::Value::Null), Err))
+                answer(&mut state, ack, error.map_or(Ok(AgentAnswerData::PidMoved), Err))
             }
-            FromAgent::Logs { ack, files } => answer(&mut state, ack, Ok(json!(files))),
+            FromAgent::Logs { ack, files } => answer(&mut state, ack, Ok(AgentAnswerData::Logs(files))),
         }
     }
 
@@ -745,7 +751,7 @@ impl Controller {
     fn track_idle(&self, state: &mut State) {
         let now = Instant::now();
         let mut changes: Vec<(u64, bool, bool)> = Vec::new();
-        for job in state.jobs.values().filter(|j| j.state == JobState::Running && j.mode == "gang") {
+        for job in state.jobs.values().filter(|j| j.state == JobState::Running && j.mode == Mode::Gang) {
             let live = state.live.entry(job.id).or_default();
             let cpu_ns: u64 = live.usage.values().map(|u| u.cpu_ns).sum();
             // "No CPU" means under 1 % of one CPU since the last progress: a
@@ -770,7 +776,7 @@ impl Controller {
             self.update_job_or_hold(state, id, |j| {
                 j.idle = idle;
                 if forget {
-                    j.mode = "local".into();
+                    j.mode = Mode::Local;
                     j.idle = false;
                 }
             });
@@ -782,7 +788,7 @@ impl Controller {
         let status = {
             let mut state = self.state.lock().unwrap();
             maintain_storage(&mut state);
-            self.status_json(&state)
+            self.status_of(&state)
         };
         let path = self.settings.status_path();
         let tmp = path.with_extension("json.tmp");
@@ -795,62 +801,76 @@ impl Controller {
     }
 
     /// The status as `who` may see it: with `private_data`, other users' commands are hidden from non-admins.
-    fn status_for(&self, state: &State, who: &Identity) -> serde_json::Value {
-        let mut status = self.status_json(state);
+    fn status_for(&self, state: &State, who: &Identity) -> StatusReply {
+        let mut status = self.status_of(state);
         if self.settings.private_data && !who.admin {
-            for job in status["jobs"].as_array_mut().into_iter().flatten() {
-                if job["uid"] != who.uid {
-                    job["command"] = json!(HIDDEN);
-                }
+            for job in status.jobs.iter_mut().filter(|job| job.uid != who.uid) {
+                job.command = HIDDEN.into();
             }
         }
         status
     }
 
-    pub fn status(&self) -> serde_json::Value {
-        self.status_json(&self.state.lock().unwrap())
+    pub fn status(&self) -> StatusReply {
+        self.status_of(&self.state.lock().unwrap())
     }
 
-    fn status_json(&self, state: &State) -> serde_json::Value {
+    fn status_of(&self, state: &State) -> StatusReply {
         let shown_since_ms = unix_ms_now().saturating_sub(self.settings.keep_finished.as_millis() as u64);
-        let jobs: Vec<serde_json::Value> = state
+        let jobs = state
             .jobs
             .values()
             .filter(|j| j.ended_unix_ms.is_none_or(|ended| ended >= shown_since_ms))
-            .map(|j| {
-                let live = state.live.get(&j.id);
-                json!({
-                    "id": j.id, "uid": j.uid, "class": j.class, "mode": j.mode, "state": j.state.name(),
-                    "tasks": j.tasks, "mem_bytes": j.mem_bytes, "idle": j.idle, "registered": j.registered,
-                    "command": j.argv.join(" "), "placement": j.placement,
-                    "cpu_ns": live.map_or(0, |l| l.usage.values().map(|u| u.cpu_ns).sum::<u64>()),
-                    "pids": live.map(|l| l.usage.values().flat_map(|u| u.pids.clone()).collect::<Vec<_>>()).unwrap_or_default(),
-                    "frozen": live.is_some_and(|l| !l.usage.is_empty() && l.usage.values().all(|u| u.frozen)),
-                    "slice_share": self.slice_share(state, j.id),
-                    "exit_code": j.exit_code, "error": j.error,
-                    "submitted_unix_ms": j.submitted_unix_ms, "started_unix_ms": j.started_unix_ms,
-                    "ended_unix_ms": j.ended_unix_ms,
-                })
-            })
+            .map(|j| self.status_job(state, j))
             .collect();
-        let nodes: Vec<serde_json::Value> = state
-            .nodes
-            .iter()
-            .map(|n| {
-                json!({ "name": n.name, "cpus": n.cpus, "mem_bytes": n.mem_bytes, "connected": n.link.is_some(),
-                        "freezer": n.freezer, "load_avg": n.load_avg, "switches": n.switches,
-                        "switch_errors": n.switch_errors })
-            })
-            .collect();
-        json!({
-            "slice_ns": self.settings.slice_ns,
-            "rows": self.settings.plan.rows,
-            "nodes": nodes,
-            "jobs": jobs,
-            "matrix": matrix_json(state),
-            "slice_start_skew": state.slice_starts.summary(),
-            "storage": state.storage.status_json(),
-        })
+        StatusReply {
+            slice_ns: self.settings.slice_ns,
+            rows: self.settings.plan.rows,
+            nodes: state.nodes.iter().map(status_node).collect(),
+            jobs,
+            matrix: matrix_cells(state),
+            slice_start_skew: state.slice_starts.summary(),
+            storage: state.storage.status(),
+        }
+    }
+
+    fn status_job(&self, state: &State, j: &JobRecord) -> StatusJob {
+        let live = state.live.get(&j.id);
+        StatusJob {
+            id: j.id,
+            uid: j.uid,
+            class: j.class,
+            mode: j.mode,
+            state: j.state,
+            tasks: j.tasks,
+            mem_bytes: j.mem_bytes,
+            idle: j.idle,
+            registered: j.registered,
+            command: j.argv.join(" "),
+            placement: j.placement.clone(),
+            cpu_ns: live.map_or(0, |l| l.usage.values().map(|u| u.cpu_ns).sum()),
+            pids: live.map(|l| l.usage.values().flat_map(|u| u.pids.clone()).collect()).unwrap_or_default(),
+            frozen: live.is_some_and(|l| !l.usage.is_empty() && l.usage.values().all(|u| u.frozen)),
+            slice_share: self.slice_share(state, j.id),
+            exit_code: j.exit_code,
+            error: j.error.clone(),
+            submitted_unix_ms: j.submitted_unix_ms,
+            started_unix_ms: j.started_unix_ms,
+            ended_unix_ms: j.ended_unix_ms,
+        }
+    }
+}
+
+fn status_node(n: &Node) -> StatusNode {
+    StatusNode {
+        name: n.name.clone(),
+        cpus: n.cpus,
+        mem_bytes: n.mem_bytes,
+        connected: n.link.is_some(),
+        freezer: n.freezer.clone(),
+        load_avg: n.load_avg,
+        switches: n.switches,
+        switch_errors: n.switch_errors,
     }
 }
 
@@ -862,51 +882,44 @@ fn maintain_storage(state: &mut State) {
 }
 
 /// Slots × (node, CPU): the job in each cell, for the monitor.
-fn matrix_json(state: &State) -> serde_json::Value {
-    let slots: Vec<serde_json::Value> = state
+fn matrix_cells(state: &State) -> Vec<Vec<MatrixCell>> {
+    state
         .cosched
         .plan()
         .rows
         .iter()
         .map(|row| {
-            let cells: Vec<serde_json::Value> = state
-                .nodes
-                .iter()
-                .map(|n| {
-                    let per_cpu: Vec<Option<u64>> = (0..n.cpus)
-                        .map(|cpu| {
-                            row.iter().chain(&state.cosched.plan().always).map(|id| id.0).find(|id| {
-                                state
-                                    .jobs
-                                    .get(id)
-                                    .and_then(|j| j.on_node(&n.name))
-                                    .is_some_and(|p| p.cpus.contains(&cpu))
-                            })
-                        })
-                        .collect();
-                    json!({ "node": n.name, "cpus": per_cpu })
-                })
-                .collect();
-            json!(cells)
+            let in_slot: Vec<u64> = row.iter().chain(&state.cosched.plan().always).map(|id| id.0).collect();
+            state.nodes.iter().map(|n| matrix_cell(state, n, &in_slot)).collect()
         })
-        .collect();
-    json!(slots)
+        .collect()
+}
+
+/// The job of `in_slot` on each CPU of node `n`.
+fn matrix_cell(state: &State, n: &Node, in_slot: &[u64]) -> MatrixCell {
+    let job_on = |cpu: u32| {
+        in_slot
+            .iter()
+            .copied()
+            .find(|id| state.jobs.get(id).and_then(|j| j.on_node(&n.name)).is_some_and(|p| p.cpus.contains(&cpu)))
+    };
+    MatrixCell { node: n.name.clone(), cpus: (0..n.cpus).map(job_on).collect() }
 }
 
 fn node_load(state: &State, node: Option<&str>) -> Outcome {
-    let nodes: Vec<serde_json::Value> = state
+    let nodes: Vec<NodeLoad> = state
         .nodes
         .iter()
         .filter(|n| node.is_none_or(|want| want == n.name))
         .map(|n| {
             let jobs = state.jobs.values().filter(|j| !j.state.is_over() && j.on_node(&n.name).is_some()).count();
-            json!({ "node": n.name, "cpus": n.cpus, "load_avg": n.load_avg, "jobs": jobs })
+            NodeLoad { node: n.name.clone(), cpus: n.cpus, load_avg: n.load_avg, jobs: jobs as u64 }
         })
         .collect();
     if nodes.is_empty() {
         return Err(format!("unknown node {:?}", node.unwrap_or("")));
     }
-    Ok(json!({ "nodes": nodes }))
+    Ok(NodeLoadReply { nodes }.into())
 }
 
 impl Controller {
@@ -915,7 +928,7 @@ impl Controller {
         let token = crate::job_tag::random_hex(16).map_err(|e| format!("no random token: {e}"))?;
         state.monitor_tokens.insert(token.clone(), *who, Instant::now());
         let address = std::fs::read_to_string(self.settings.state_dir.join("monitor.addr")).unwrap_or_default();
-        Ok(json!({ "token": token, "address": address.trim() }))
+        Ok(MonitorTokenReply { token, address: address.trim().to_string() }.into())
     }
 }
 
@@ -933,14 +946,14 @@ fn plan_jobs(state: &State, node_index: impl Fn(&str) -> Option<u32>) -> Vec<Pla
 fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::cluster::NodeCpus>>) -> PlanJob {
     PlanJob {
         id: JobId(job.id),
-        class: job.class(),
-        mode: job.mode(),
+        class: job.class,
+        mode: job.planned_mode(),
         tasks: job.tasks,
         nodes: job.nodes,
         mem_bytes_per_node: job.mem_bytes,
         placed,
         suspended: job.state == JobState::Suspended,
-        idle: job.idle && job.mode() == Mode::Gang,
+        idle: job.idle && job.planned_mode() == Mode::Gang,
         row_held: None,
     }
 }

@@ -272,3 +272,49 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     file.write_all(bytes)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::Identity;
+    use cosched_policy::cluster::{JobClass, Mode};
+
+    fn temp_db(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("cosched-db-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("cosched.db")
+    }
+
+    fn stored_record(db: &Db, id: u64) -> String {
+        db.conn.query_row("SELECT record FROM jobs WHERE id = ?1", [id as i64], |r| r.get(0)).unwrap()
+    }
+
+    #[test]
+    fn class_and_mode_are_stored_by_name_as_before_the_enums() {
+        let db = Db::open(&temp_db("names")).unwrap();
+        let job = JobRecord::new(7, &Identity { uid: 1, gid: 1, admin: false }, JobClass::Standby, true, 1);
+        db.save_job(&job).unwrap();
+        let record = stored_record(&db, 7);
+        assert!(record.contains(r#""class":"standby","mode":"local""#), "{record}");
+        let loaded = db.load_jobs().unwrap();
+        assert_eq!((loaded[0].class, loaded[0].mode), (JobClass::Standby, Mode::Local));
+        assert_eq!(loaded, [job]);
+    }
+
+    #[test]
+    fn an_unknown_class_or_mode_in_the_database_is_an_error_naming_the_job() {
+        let db = Db::open(&temp_db("unknown")).unwrap();
+        let job = JobRecord::new(7, &Identity { uid: 1, gid: 1, admin: false }, JobClass::Batch, false, 1);
+        db.save_job(&job).unwrap();
+        let garble = |from: &str, to: &str| {
+            let record = stored_record(&db, 7).replace(from, to);
+            db.conn.execute("UPDATE jobs SET record = ?1 WHERE id = 7", [record]).unwrap();
+            db.load_jobs().unwrap_err().to_string()
+        };
+        let error = garble(r#""class":"batch""#, r#""class":"royal""#);
+        assert!(error.contains("job 7") && error.contains(r#"unknown class "royal""#), "{error}");
+        let error = garble(r#""class":"royal","mode":"gang""#, r#""class":"batch","mode":"solo""#);
+        assert!(error.contains("job 7") && error.contains(r#"unknown mode "solo""#), "{error}");
+    }
+}

@@ -45,10 +45,13 @@ pub struct JobRecord {
     pub id: u64,
     pub uid: u32,
     pub gid: u32,
-    pub class: String,
-    /// "gang" or "local"; a gang job dropped from the gang database after a
-    /// long idle time becomes "local".
-    pub mode: String,
+    /// Stored by name ("batch", ...), as in databases written before the enum.
+    #[serde(with = "class_name")]
+    pub class: JobClass,
+    /// Gang or local ("gang", "local"); a gang job dropped from the gang database after a long idle time becomes
+    /// local.
+    #[serde(with = "mode_name")]
+    pub mode: Mode,
     pub tasks: u32,
     pub nodes: Option<u32>,
     pub mem_bytes: u64,
@@ -83,8 +86,8 @@ impl JobRecord {
             id,
             uid: who.uid,
             gid: who.gid,
-            class: class.name().into(),
-            mode: if local { "local" } else { "gang" }.into(),
+            class,
+            mode: if local { Mode::Local } else { Mode::Gang },
             tasks,
             nodes: None,
             mem_bytes: 0,
@@ -107,15 +110,12 @@ impl JobRecord {
         }
     }
 
-    pub fn class(&self) -> JobClass {
-        JobClass::parse(&self.class).unwrap_or(JobClass::Batch)
-    }
-
-    pub fn mode(&self) -> Mode {
-        if self.mode == "local" || self.slice_opt_out {
+    /// How the plan shares the job's CPUs: a job that opted out of slices runs like a local one.
+    pub fn planned_mode(&self) -> Mode {
+        if self.slice_opt_out {
             Mode::Local
         } else {
-            Mode::Gang
+            self.mode
         }
     }
 
@@ -147,6 +147,48 @@ impl Identity {
         } else {
             Err(format!("permission denied: job {} belongs to uid {}, you are uid {}", job.id, job.uid, self.uid))
         }
+    }
+}
+
+/// A mode's name on the wire and in the database.
+pub fn mode_text(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Gang => "gang",
+        Mode::Local => "local",
+    }
+}
+
+pub fn parse_mode(text: &str) -> Option<Mode> {
+    [Mode::Gang, Mode::Local].into_iter().find(|mode| mode_text(*mode) == text)
+}
+
+/// Serde for a `JobClass` as its name (the policy crate's enums carry no serde).
+pub mod class_name {
+    use cosched_policy::cluster::JobClass;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(class: &JobClass, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(class.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<JobClass, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        JobClass::parse(&text).ok_or_else(|| D::Error::custom(format!("unknown class {text:?}")))
+    }
+}
+
+/// Serde for a `Mode` as its name.
+pub mod mode_name {
+    use cosched_policy::cluster::Mode;
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(mode: &Mode, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(super::mode_text(*mode))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Mode, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        super::parse_mode(&text).ok_or_else(|| D::Error::custom(format!("unknown mode {text:?} (gang or local)")))
     }
 }
 

@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 
+mod replies;
+pub use replies::*;
+
 /// The longest request line the controller accepts from a user (a bad peer cannot make us buffer more).
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// The longest line between the controller and its agents, and of a reply to a user: every message there is
@@ -172,22 +175,40 @@ pub struct AdoptedJob {
     pub token: Option<String>,
 }
 
-/// The reply to every user request.
+/// The reply to every user request. The controller writes `Reply<ReplyData>`; a client that knows what it asked
+/// reads `Reply<T>` with `T` the request's reply struct (see `replies`).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Reply {
+pub struct Reply<T = ReplyData> {
     pub ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    #[serde(skip_serializing_if = "serde_json::Value::is_null", default)]
-    pub data: serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none", default = "none")]
+    pub data: Option<T>,
 }
 
-impl Reply {
-    pub fn ok(data: serde_json::Value) -> Reply {
-        Reply { ok: true, error: None, data }
+/// A default for `Reply::data` that does not require `T: Default`.
+fn none<T>() -> Option<T> {
+    None
+}
+
+impl Reply<ReplyData> {
+    pub fn ok(data: impl Into<ReplyData>) -> Reply {
+        Reply { ok: true, error: None, data: Some(data.into()) }
     }
+
     pub fn error(message: impl Into<String>) -> Reply {
-        Reply { ok: false, error: Some(message.into()), data: serde_json::Value::Null }
+        Reply { ok: false, error: Some(message.into()), data: None }
+    }
+}
+
+impl<T> Reply<T> {
+    /// The data of a successful reply, or the controller's reason for refusing.
+    pub fn into_result(self) -> Result<T, String> {
+        match (self.ok, self.data) {
+            (true, Some(data)) => Ok(data),
+            (true, None) => Err("the controller's reply has no data".into()),
+            (false, _) => Err(self.error.unwrap_or_else(|| "the controller refused".into())),
+        }
     }
 }
 

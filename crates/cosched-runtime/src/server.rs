@@ -8,7 +8,7 @@ use crate::controller::Controller;
 use crate::gate::{Gate, Pass, FAILURE_PAUSE};
 use crate::jobs::Identity;
 use crate::protocol::{
-    parse_request, write_message, AgentHello, FromAgent, Reply, Request, ToAgent, MAX_LINE_BYTES,
+    parse_request, write_message, AgentHello, AuthReply, FromAgent, Reply, Request, ToAgent, MAX_LINE_BYTES,
     MAX_TRUSTED_LINE_BYTES,
 };
 use std::io::BufReader;
@@ -228,7 +228,7 @@ impl Session {
             Ok(proof) => {
                 self.nonce = Some(proof.nonce.clone());
                 self.their_nonce = theirs.map(str::to_string);
-                Reply::ok(serde_json::to_value(proof).unwrap_or_default())
+                Reply::ok(proof)
             }
             Err(e) => Reply::error(format!("challenge: {e}")),
         }
@@ -245,7 +245,7 @@ impl Session {
         self.pass.authenticated(uid, who.admin)?;
         let proof = credentials.munge_proof_for(self.their_nonce.take().as_deref(), uid)?;
         self.who = Some(who);
-        Ok(Reply::ok(serde_json::json!({ "uid": uid, "gid": gid, "admin": who.admin, "controller_munge": proof })))
+        Ok(Reply::ok(AuthReply { uid, gid, admin: who.admin, controller_munge: proof }))
     }
 
     /// Log, pause (so guessing is slow), count the failure against the address, then answer `refusal` and close.

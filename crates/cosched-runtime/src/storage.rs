@@ -22,7 +22,7 @@
 
 use crate::db::{remove_if_present, with_suffix, Db, NodeRow};
 use crate::jobs::{unix_ms_now, JobRecord};
-use serde_json::json;
+use crate::protocol::{BackupStatus, StorageState, StorageStatus};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -294,30 +294,30 @@ impl Storage {
     }
 
     /// For `status`: whether storage works, since when, what is held, and the backup.
-    pub fn status_json(&self) -> serde_json::Value {
-        let (state, error, since) = match &self.fault {
-            None => ("ok", None, self.ok_since_unix_ms),
+    pub fn status(&self) -> StorageStatus {
+        let (state, error, since_unix_ms) = match &self.fault {
+            None => (StorageState::Ok, None, self.ok_since_unix_ms),
             Some(f) => {
                 let error = match &f.retry_error {
                     Some(retry) => format!("{}; retrying: {retry}", f.cause),
                     None => f.cause.clone(),
                 };
-                ("error", Some(error), f.since_unix_ms)
+                (StorageState::Error, Some(error), f.since_unix_ms)
             }
         };
-        json!({
-            "state": state,
-            "error": error,
-            "since_unix_ms": since,
-            "held_changes": self.held.len(),
-            "database": self.path,
-            "backup": {
-                "path": self.backup_path,
-                "taken_unix_ms": self.backups.taken_unix_ms,
-                "current": self.backups.current && self.fault.is_none(),
-                "error": self.backups.error,
+        StorageStatus {
+            state,
+            error,
+            since_unix_ms,
+            held_changes: self.held.len() as u64,
+            database: self.path.to_string_lossy().into_owned(),
+            backup: BackupStatus {
+                path: self.backup_path.to_string_lossy().into_owned(),
+                taken_unix_ms: self.backups.taken_unix_ms,
+                current: self.backups.current && self.fault.is_none(),
+                error: self.backups.error.clone(),
             },
-        })
+        }
     }
 }
 
@@ -509,10 +509,10 @@ mod tests {
         ended.state = JobState::Failed;
         storage.save_job_or_hold(&ended);
         jobs.insert(1, ended);
-        assert_eq!(storage.status_json()["held_changes"], 1);
-        assert_eq!(storage.status_json()["state"], "error");
+        assert_eq!(storage.status().held_changes, 1);
+        assert_eq!(storage.status().state, StorageState::Error);
         storage.maintain(&jobs, &[node()]);
-        assert_eq!(storage.status_json()["state"], "ok");
+        assert_eq!(storage.status().state, StorageState::Ok);
         drop(storage);
         let loaded = reopen(&dir);
         assert_eq!(
@@ -527,7 +527,7 @@ mod tests {
         let dir = temp_dir("backup");
         let (mut storage, jobs) = with_two_jobs(&dir);
         storage.maintain(&jobs, &[node()]);
-        assert_eq!(storage.status_json()["backup"]["current"], true);
+        assert!(storage.status().backup.current);
         let backup = dir.join(BACKUP_DIR).join(DATABASE_FILE);
         assert_eq!(std::fs::metadata(&backup).unwrap().permissions().mode() & 0o777, 0o600);
         let copy = rusqlite::Connection::open(&backup).unwrap();

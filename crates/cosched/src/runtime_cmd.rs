@@ -6,12 +6,15 @@ use cosched_munge::Munge;
 use cosched_policy::cluster::{PlanRules, PlanSettings};
 use cosched_runtime::agent::{Address, AgentSettings};
 use cosched_runtime::auth::{AgentKey, Credentials};
+use cosched_runtime::client::{CallError, Client};
 use cosched_runtime::controller::ControllerSettings;
 use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::freezer::FreezerKind;
 use cosched_runtime::gate::Limits;
-use cosched_runtime::protocol::{Reply, Request, SubmitRequest};
+use cosched_runtime::jobs::mode_text;
+use cosched_runtime::protocol::{LogFile, LogsReply, Request, StatusReply, StorageState, StorageStatus, SubmitRequest};
 use cosched_runtime::switcher::ConfirmWait;
+use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -381,44 +384,53 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok((value * factor as f64) as u64)
 }
 
-pub fn call(client: &ClientArgs, request: &Request) -> Result<Reply, String> {
-    let (address, credentials) = match &client.controller {
+/// The protocol client for the controller these arguments name.
+pub fn client_for(client: &ClientArgs) -> Result<Client, String> {
+    match &client.controller {
         Some(host_port) => {
             let munge = open_munge(&client.munge)?;
-            (Address::Tcp(host_port.clone()), Credentials { munge: Some(munge), agent_key: None })
+            let credentials = Credentials { munge: Some(munge), agent_key: None };
+            Ok(Client::new(Address::Tcp(host_port.clone()), credentials))
         }
-        None => (Address::Unix(client.socket.clone()), Credentials::default()),
-    };
-    cosched_runtime::client::call(&address, &credentials, request).map_err(|e| {
-        if e.starts_with("cannot reach") {
-            format!("{e} (is `cosched up` running? see --socket and --controller)")
-        } else {
-            e
-        }
-    })
+        None => Ok(Client::local(client.socket.clone())),
+    }
 }
 
-/// Send a request, print the reply (JSON or a line of text), fail on an error reply.
+/// The error of a call, with a hint when the controller cannot be reached.
+fn explain(error: CallError) -> String {
+    match error {
+        CallError::Link(e) if e.starts_with("cannot reach") => {
+            format!("{e} (is `cosched up` running? see --socket and --controller)")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Send a request and return its reply's data as a `T`.
+pub fn ask<T: serde::de::DeserializeOwned>(client: &ClientArgs, request: &Request) -> Result<T, String> {
+    client_for(client)?.ask(request).map_err(explain)
+}
+
+/// Send a request, print the reply's data (JSON, or the line of text `text` makes of it), fail on an error reply.
+/// `text` sees the data as JSON, so that one function can describe the answers of several requests; those with a
+/// struct of their own read it (`status_text`, `logs_text`).
 pub fn run_client(
     client: &ClientArgs,
     request: Request,
     text: impl Fn(&serde_json::Value) -> String,
 ) -> Result<(), String> {
-    let reply = call(client, &request)?;
-    if !reply.ok {
-        return Err(reply.error.unwrap_or_else(|| "the controller refused".into()));
-    }
+    let data: serde_json::Value = ask(client, &request)?;
     if client.json {
-        println!("{}", serde_json::to_string_pretty(&reply.data).unwrap_or_default());
+        println!("{}", serde_json::to_string_pretty(&data).unwrap_or_default());
     } else {
-        println!("{}", text(&reply.data));
+        println!("{}", text(&data));
     }
     Ok(())
 }
 
 pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<(), String> {
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
-    let request = Request::Submit(SubmitRequest {
+    let request = SubmitRequest {
         tasks: args.tasks,
         nodes: args.nodes,
         class: args.class.clone(),
@@ -428,60 +440,67 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<(), String> {
         argv: args.command.clone(),
         cwd: cwd.to_string_lossy().into_owned(),
         env: std::env::vars().filter(|(k, _)| !k.starts_with("COSCHED_")).collect(),
-    });
-    run_client(client, request, |d| format!("job {} {}", d["job"], d["state"].as_str().unwrap_or("")))
+    };
+    let reply = client_for(client)?.submit(request).map_err(explain)?;
+    if client.json {
+        println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default());
+    } else {
+        println!("job {} {}", reply.job, reply.state.name());
+    }
+    Ok(())
 }
 
+/// `status` as text, from its reply's data (an unreadable reply is said as such).
 pub fn status_text(data: &serde_json::Value) -> String {
-    let mut out = format!(
-        "slice {} ms, {} slot(s) in the cycle\n",
-        data["slice_ns"].as_u64().unwrap_or(0) as f64 / 1e6,
-        data["matrix"].as_array().map_or(0, |m| m.len())
-    );
-    let skew = &data["slice_start_skew"];
-    if skew["count"].as_u64().unwrap_or(0) > 0 {
-        let us = |key: &str| skew[key].as_u64().unwrap_or(0) as f64 / 1e3;
+    match StatusReply::deserialize(data) {
+        Ok(status) => status_table(&status),
+        Err(e) => format!("unreadable status reply: {e}"),
+    }
+}
+
+fn status_table(status: &StatusReply) -> String {
+    let mut out = format!("slice {} ms, {} slot(s) in the cycle\n", status.slice_ns as f64 / 1e6, status.matrix.len());
+    let skew = &status.slice_start_skew;
+    if skew.count > 0 {
+        let us = |ns: u64| ns as f64 / 1e3;
         out += &format!(
             "switch start skew between nodes: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs over the last {} slices\n",
-            us("p50_ns"),
-            us("p99_ns"),
-            us("max_ns"),
-            skew["count"]
+            us(skew.p50_ns),
+            us(skew.p99_ns),
+            us(skew.max_ns),
+            skew.count
         );
     }
-    out += &storage_text(&data["storage"]);
-    let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
-    let nodes: Vec<Vec<String>> = data["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    out += &storage_text(&status.storage);
+    let nodes: Vec<Vec<String>> = status
+        .nodes
+        .iter()
         .map(|n| {
             vec![
-                text(&n["name"]),
-                text(&n["cpus"]),
-                if n["connected"].as_bool() == Some(true) { "yes" } else { "no" }.into(),
-                text(&n["freezer"]),
-                format!("{:.2}", n["load_avg"].as_f64().unwrap_or(0.0)),
+                n.name.clone(),
+                n.cpus.to_string(),
+                if n.connected { "yes" } else { "no" }.into(),
+                n.freezer.clone(),
+                format!("{:.2}", n.load_avg),
             ]
         })
         .collect();
     out += &table(&["node", "cpus", "connected", "freezer", "load"], &nodes);
-    let jobs: Vec<Vec<String>> = data["jobs"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let jobs: Vec<Vec<String>> = status
+        .jobs
+        .iter()
         .map(|j| {
-            let why = j["error"].as_str().map(|e| format!(" ({e})")).unwrap_or_default();
+            let why = j.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default();
             vec![
-                text(&j["id"]),
-                text(&j["uid"]),
-                text(&j["class"]),
-                text(&j["mode"]),
-                format!("{}{why}", text(&j["state"])),
-                text(&j["tasks"]),
-                format!("{:.1}", j["cpu_ns"].as_u64().unwrap_or(0) as f64 / 1e9),
-                format!("{:.0}%", j["slice_share"].as_f64().unwrap_or(0.0) * 100.0),
-                j["command"].as_str().unwrap_or("").to_string(),
+                j.id.to_string(),
+                j.uid.to_string(),
+                j.class.name().to_string(),
+                mode_text(j.mode).to_string(),
+                format!("{}{why}", j.state.name()),
+                j.tasks.to_string(),
+                format!("{:.1}", j.cpu_ns as f64 / 1e9),
+                format!("{:.0}%", j.slice_share * 100.0),
+                j.command.clone(),
             ]
         })
         .collect();
@@ -491,17 +510,17 @@ pub fn status_text(data: &serde_json::Value) -> String {
 }
 
 /// Lines about storage, only when something is wrong with it.
-fn storage_text(storage: &serde_json::Value) -> String {
+fn storage_text(storage: &StorageStatus) -> String {
     let mut out = String::new();
-    if storage["state"] == "error" {
+    if storage.state == StorageState::Error {
         out += &format!(
             "storage: ERROR: {}; requests that change anything are refused, {} changes are held in memory until the \
              database can be written\n",
-            storage["error"].as_str().unwrap_or("?"),
-            storage["held_changes"]
+            storage.error.as_deref().unwrap_or("?"),
+            storage.held_changes
         );
     }
-    if let Some(error) = storage["backup"]["error"].as_str() {
+    if let Some(error) = &storage.backup.error {
         out += &format!("backup: FAILED: {error}\n");
     }
     out
@@ -533,33 +552,36 @@ fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 pub fn monitor_url(client: &ClientArgs) -> Result<(), String> {
-    let reply = call(client, &Request::MonitorToken {})?;
-    if !reply.ok {
-        return Err(reply.error.unwrap_or_default());
-    }
-    let address = reply.data["address"].as_str().unwrap_or("");
-    if address.is_empty() {
+    let reply = client_for(client)?.monitor_token().map_err(explain)?;
+    if reply.address.is_empty() {
         return Err("the controller serves no monitor (started with --monitor off)".into());
     }
-    println!("http://{address}/?token={}", reply.data["token"].as_str().unwrap_or(""));
+    println!("http://{}/?token={}", reply.address, reply.token);
     Ok(())
 }
 
+/// `logs` as text, from its reply's data (an unreadable reply is said as such).
 pub fn logs_text(data: &serde_json::Value) -> String {
+    match LogsReply::deserialize(data) {
+        Ok(logs) => log_tails(&logs),
+        Err(e) => format!("unreadable logs reply: {e}"),
+    }
+}
+
+fn log_tails(logs: &LogsReply) -> String {
     let mut out = String::new();
-    for f in data["files"].as_array().into_iter().flatten() {
-        if let Some(error) = f["error"].as_str() {
-            out += &format!("==> node {}: logs unavailable: {error} <==\n", f["node"]);
-            continue;
-        }
-        let text = f["text"].as_str().unwrap_or("");
-        if text.is_empty() {
-            continue;
-        }
-        out +=
-            &format!("==> rank {} std{} ({}) <==\n{}", f["rank"], f["stream"].as_str().unwrap_or(""), f["node"], text);
-        if !text.ends_with('\n') {
-            out.push('\n');
+    for file in &logs.files {
+        match file {
+            LogFile::Unavailable { node, error } => {
+                out += &format!("==> node {node:?}: logs unavailable: {error} <==\n");
+            }
+            LogFile::Tail { node, tail } if !tail.text.is_empty() => {
+                out += &format!("==> rank {} std{} ({node:?}) <==\n{}", tail.rank, tail.stream, tail.text);
+                if !tail.text.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            LogFile::Tail { .. } => {}
         }
     }
     out.trim_end().to_string()

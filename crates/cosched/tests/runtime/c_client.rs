@@ -48,8 +48,8 @@ fn the_c_library_registers_processes_and_its_callers_get_the_same_permission_che
     let job: u64 = stdout.trim().strip_prefix("job ").and_then(|id| id.parse().ok()).expect("api_check prints the job");
     // What the library changed is what the controller now holds.
     let record = daemon.job(job);
-    assert_eq!(record["class"], "standby", "{record}");
-    assert_eq!(record["mem_bytes"], 2 << 20, "{record}");
+    assert_eq!(record.as_ref().map(|r| r.class), Some(JobClass::Standby), "{record:?}");
+    assert_eq!(record.as_ref().map(|r| r.mem_bytes), Some(2 << 20), "{record:?}");
     assert!(in_job_cgroup(pid, job), "the process left the job");
 
     // A stranger may not touch the job.

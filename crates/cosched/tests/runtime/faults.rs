@@ -31,8 +31,8 @@ fn job_exiting_on(daemon: &Daemon, flag: &Path, code: u8) -> (u64, i32) {
     let job = daemon.submit(&["--", "sh", "-c", &script]);
     let mut task = None;
     wait_for(&format!("job {job} to run"), Duration::from_secs(10), || {
-        let pids = daemon.job(job)["pids"].as_array().cloned().unwrap_or_default();
-        task = pids.iter().filter_map(|p| p.as_i64()).map(|p| p as i32).find(|&p| is_shell(p));
+        let pids = daemon.job(job).map(|j| j.pids).unwrap_or_default();
+        task = pids.into_iter().find(|&p| is_shell(p));
         task.is_some()
     });
     (job, task.unwrap())
@@ -42,21 +42,23 @@ fn signal(pid: i32, signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).unwrap();
 }
 
-fn wait_ended(daemon: &Daemon, job: u64) -> serde_json::Value {
-    wait_for(&format!("job {job} to end"), Duration::from_secs(20), || daemon.job(job)["ended_unix_ms"].is_u64());
-    daemon.job(job)
+fn wait_ended(daemon: &Daemon, job: u64) -> StatusJob {
+    wait_for(&format!("job {job} to end"), Duration::from_secs(20), || {
+        daemon.job(job).is_some_and(|j| j.ended_unix_ms.is_some())
+    });
+    daemon.job(job).unwrap()
 }
 
-fn assert_failed_with(record: &serde_json::Value, reason: &str) {
-    assert_eq!(record["state"], "failed", "{record}");
-    assert!(record["error"].as_str().is_some_and(|e| e.contains(reason)), "{record}");
+fn assert_failed_with(record: &StatusJob, reason: &str) {
+    assert_eq!(record.state, JobState::Failed, "{record:?}");
+    assert!(record.error.as_deref().is_some_and(|e| e.contains(reason)), "{record:?}");
 }
 
 /// Every job listed, with its state, in `status` and in the stored records.
 fn assert_records(daemon: &Daemon, expected: &[(u64, &str)]) {
     let stored = daemon.stored_rows();
     for &(job, state) in expected {
-        assert_eq!(daemon.job(job)["state"], state, "job {job} in status");
+        assert_eq!(daemon.job(job).map(|j| j.state.name()), Some(state), "job {job} in status");
         assert!(stored.iter().any(|(id, s, _)| *id == job as i64 && s == state), "job {job} stored: {stored:?}");
     }
 }
@@ -127,9 +129,7 @@ fn killing_the_agent_alone_mid_slice_thaws_its_jobs_and_a_new_agent_adopts_them(
     wait_all_thawed(&daemon.node, &spinners, "the watchdog to thaw every job");
 
     daemon.start_agent();
-    wait_for("the agent to connect again", Duration::from_secs(10), || {
-        daemon.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true))
-    });
+    wait_for("the agent to connect again", Duration::from_secs(10), || daemon.any_node_connected());
     assert_records(&daemon, &[(mine, "running"), (theirs, "running")]);
     assert_processes_are_their_jobs_owners(&daemon);
     wait_switching(&daemon);
@@ -160,8 +160,8 @@ impl Drop for Immutable<'_> {
     }
 }
 
-fn storage_state(daemon: &Daemon) -> serde_json::Value {
-    daemon.status()["storage"].clone()
+fn storage_state(daemon: &Daemon) -> Option<StorageStatus> {
+    daemon.status().map(|s| s.storage)
 }
 
 #[test]
@@ -178,7 +178,9 @@ fn a_read_only_database_refuses_requests_keeps_events_and_the_node_and_recovers(
     set_immutable(&dir, true);
     let _undo = Immutable(&dir);
     // Found by a write, or by the periodic check (which writes) when nothing else is written.
-    wait_for("the fault to be seen", Duration::from_secs(20), || storage_state(&daemon)["state"] == "error");
+    wait_for("the fault to be seen", Duration::from_secs(20), || {
+        storage_state(&daemon).is_some_and(|s| s.state == StorageState::Error)
+    });
 
     // A request that cannot be written is refused and changes nothing.
     let out = daemon.client(&["submit", "--", "true"]);
@@ -194,17 +196,17 @@ fn a_read_only_database_refuses_requests_keeps_events_and_the_node_and_recovers(
     // The agent comes back while storage fails: the controller keeps its node and its jobs.
     daemon.kill_agent();
     daemon.start_agent();
-    wait_for("the agent to be accepted", Duration::from_secs(10), || {
-        daemon.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true))
-    });
+    wait_for("the agent to be accepted", Duration::from_secs(10), || daemon.any_node_connected());
     assert_eq!(daemon.pids(running, 1), [running_pid]);
-    assert!(storage_state(&daemon)["held_changes"].as_u64().unwrap() >= 2, "{}", storage_state(&daemon));
+    assert!(storage_state(&daemon).unwrap().held_changes >= 2, "{:?}", storage_state(&daemon));
     std::thread::sleep(Duration::from_secs(3)); // a few retries
     assert_eq!(daemon.log().matches("storage fault:").count(), 1, "logged once per change:\n{}", daemon.log());
 
     // Storage comes back: everything held is written; the refused job never existed.
     set_immutable(&dir, false);
-    wait_for("storage to work again", Duration::from_secs(10), || storage_state(&daemon)["state"] == "ok");
+    wait_for("storage to work again", Duration::from_secs(10), || {
+        storage_state(&daemon).is_some_and(|s| s.state == StorageState::Ok)
+    });
     assert_records(&daemon, &[(ending, "failed"), (running, "running")]);
     assert_eq!(daemon.stored_rows().len(), 2, "a refused request left a record");
 
@@ -219,7 +221,7 @@ fn a_read_only_database_refuses_requests_keeps_events_and_the_node_and_recovers(
     set_immutable(&dir, false);
     daemon.restart_split_controller(&["--slice-ms", "50"]);
     wait_for("the agent to reconnect", Duration::from_secs(10), || {
-        daemon.job(running)["pids"] == serde_json::json!([running_pid])
+        daemon.job(running).is_some_and(|j| j.pids == [running_pid])
     });
     assert_records(&daemon, &[(ending, "failed"), (running, "running")]);
 }
@@ -240,7 +242,7 @@ fn a_database_deleted_replaced_or_corrupted_under_the_daemon_is_written_anew_fro
     for (i, what) in ["deleted", "replaced by garbage", "corrupted in place"].into_iter().enumerate() {
         damage(&db, what);
         wait_for(&format!("the {what} database to be written anew"), Duration::from_secs(30), || {
-            rewrites(&daemon) == i + 1 && storage_state(&daemon)["state"] == "ok"
+            rewrites(&daemon) == i + 1 && storage_state(&daemon).is_some_and(|s| s.state == StorageState::Ok)
         });
         assert_records(&daemon, &[(mine, "running"), (theirs, "running")]);
     }
@@ -297,7 +299,7 @@ fn a_damaged_or_lost_database_at_start_is_refused_with_how_to_restore_the_backup
     let _ = std::fs::remove_file(daemon.dir.join("cosched.db-wal"));
     std::fs::copy(&backup, &db).unwrap();
     daemon.restart(&["--slice-ms", "50"]);
-    assert_eq!(daemon.job(job)["state"], "running");
+    assert_eq!(daemon.job(job).map(|j| j.state), Some(JobState::Running));
     assert_eq!(daemon.pids(job, 1), [pid]);
     assert_processes_are_their_jobs_owners(&daemon);
 }

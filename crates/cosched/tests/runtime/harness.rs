@@ -2,6 +2,9 @@
 
 #![allow(dead_code, clippy::disallowed_methods)]
 
+pub use cosched_policy::cluster::JobClass;
+pub use cosched_runtime::jobs::JobState;
+pub use cosched_runtime::protocol::{StatusJob, StatusReply, StorageState, StorageStatus, SubmitReply};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -141,9 +144,7 @@ impl Daemon {
 
     pub fn wait_ready(&self) {
         wait_for("the daemon to answer status", Duration::from_secs(10), || self.client(&["status"]).status.success());
-        wait_for("the agent to connect", Duration::from_secs(10), || {
-            self.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true))
-        });
+        wait_for("the agent to connect", Duration::from_secs(10), || self.any_node_connected());
     }
 
     pub fn client(&self, args: &[&str]) -> Output {
@@ -154,14 +155,20 @@ impl Daemon {
         client_as(&self.socket, args, Some(uid))
     }
 
-    pub fn status(&self) -> serde_json::Value {
+    /// What `cosched status --json` prints, read into the protocol's struct (`None`: no answer).
+    pub fn status(&self) -> Option<StatusReply> {
         let out = self.client(&["status", "--json"]);
-        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null)
+        serde_json::from_slice(&out.stdout).ok()
     }
 
-    pub fn job(&self, id: u64) -> serde_json::Value {
-        let status = self.status();
-        status["jobs"].as_array().and_then(|jobs| jobs.iter().find(|j| j["id"] == id).cloned()).unwrap_or_default()
+    /// The job's entry in `status` (`None`: no answer, or no such job).
+    pub fn job(&self, id: u64) -> Option<StatusJob> {
+        self.status()?.jobs.into_iter().find(|j| j.id == id)
+    }
+
+    /// Has an agent connected (per `status`)?
+    pub fn any_node_connected(&self) -> bool {
+        self.status().is_some_and(|s| s.nodes.iter().any(|n| n.connected))
     }
 
     /// Submit and return the job id.
@@ -175,21 +182,14 @@ impl Daemon {
         all.extend(args);
         let out = client_as(&self.socket, &all, uid);
         assert!(out.status.success(), "submit failed: {}", String::from_utf8_lossy(&out.stderr));
-        let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        reply["job"].as_u64().unwrap()
+        serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job
     }
 
     /// Wait until the job has `count` processes and return their pids.
     pub fn pids(&self, job: u64, count: usize) -> Vec<i32> {
         let mut pids = vec![];
         wait_for(&format!("job {job} to have {count} processes"), Duration::from_secs(10), || {
-            pids = self.job(job)["pids"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p.as_i64())
-                .map(|p| p as i32)
-                .collect();
+            pids = self.job(job).map(|j| j.pids).unwrap_or_default();
             pids.len() == count
         });
         pids
@@ -222,7 +222,7 @@ impl Daemon {
     /// locked by the daemon, and a copy of its files could be inconsistent.
     pub fn stored_rows(&self) -> Vec<(i64, String, String)> {
         wait_for("the backup to hold every change", Duration::from_secs(30), || {
-            self.status()["storage"]["backup"]["current"] == true
+            self.status().is_some_and(|s| s.storage.backup.current)
         });
         rows_of(&self.dir.join("backup").join("cosched.db"))
     }
@@ -250,12 +250,9 @@ pub fn rows_of(db: &Path) -> Vec<(i64, String, String)> {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        for job in self.status()["jobs"].as_array().into_iter().flatten() {
-            for pid in job["pids"].as_array().into_iter().flatten() {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid.as_i64().unwrap_or(0) as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
+        for job in self.status().map(|s| s.jobs).unwrap_or_default() {
+            for pid in job.pids {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
             }
         }
         self.kill_hard();
@@ -627,8 +624,8 @@ pub fn wait_switching(daemon: &Daemon) {
 
 /// The node's switch counters from `status`: (switches, switch errors).
 pub fn switch_counters(daemon: &Daemon) -> (u64, u64) {
-    let node = &daemon.status()["nodes"][0];
-    (node["switches"].as_u64().unwrap_or(0), node["switch_errors"].as_u64().unwrap_or(0))
+    let first_node = daemon.status().and_then(|s| s.nodes.into_iter().next());
+    first_node.map_or((0, 0), |node| (node.switches, node.switch_errors))
 }
 /// Pids of the watchdogs of agent `node`.
 pub fn watchdogs_of(node: &str) -> Vec<i32> {
@@ -699,18 +696,14 @@ pub fn wait_all_thawed(node: &str, spinners: &[i32], what: &str) {
 
 /// Every process the daemon lists for a job is the job's owner's, by every uid, and sits in that job's cgroup.
 pub fn assert_processes_are_their_jobs_owners(daemon: &Daemon) {
-    for job in daemon.status()["jobs"].as_array().into_iter().flatten() {
-        for pid in job["pids"].as_array().into_iter().flatten().filter_map(|p| p.as_i64()) {
+    for job in daemon.status().map(|s| s.jobs).unwrap_or_default() {
+        for &pid in &job.pids {
             let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue }; // just ended
             let uids = status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap_or_default().to_string();
-            let owner = job["uid"].to_string();
-            assert!(uids.split_whitespace().all(|u| u == owner), "process {pid} (uids {uids}) is in job {job}");
-            if let Some(dir) = cgroup_dir_of(pid as i32) {
-                assert!(
-                    dir.ends_with(format!("job-{}", job["id"])),
-                    "process {pid} of job {} is in {dir:?}",
-                    job["id"]
-                );
+            let owner = job.uid.to_string();
+            assert!(uids.split_whitespace().all(|u| u == owner), "process {pid} (uids {uids}) is in job {job:?}");
+            if let Some(dir) = cgroup_dir_of(pid) {
+                assert!(dir.ends_with(format!("job-{}", job.id)), "process {pid} of job {} is in {dir:?}", job.id);
             }
         }
     }

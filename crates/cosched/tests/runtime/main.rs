@@ -38,24 +38,26 @@ fn gangs_alternate_one_at_a_time_and_obey_controls() {
     // Suspend stops every process of A; B then has the CPUs to itself.
     assert!(daemon.client(&["suspend", &a.to_string()]).status.success());
     wait_for("A to stop and B to have the machine", Duration::from_secs(10), || {
-        daemon.job(b)["slice_share"] == 1.0 && pa.iter().all(|&p| frozen(p) == Some(true))
+        daemon.job(b).is_some_and(|j| j.slice_share == 1.0) && pa.iter().all(|&p| frozen(p) == Some(true))
     });
     let s = sample_gangs(&[pa.clone(), pb.clone()], Duration::from_millis(600));
     assert_eq!(s.running[0], 0, "a suspended job ran");
     assert!(s.running[1] as f64 > 0.9 * s.consistent as f64, "B did not get A's slices");
-    assert_eq!(daemon.job(a)["state"], "suspended");
+    assert_eq!(daemon.job(a).map(|j| j.state), Some(JobState::Suspended));
     assert!(daemon.client(&["resume", &a.to_string()]).status.success());
     wait_for("A to run again", Duration::from_secs(10), || any_running(&pa));
 
     // Class: the owner (root, an administrator) may raise; others may not touch it.
     assert!(daemon.client(&["class", &a.to_string(), "interactive"]).status.success());
-    assert_eq!(daemon.job(a)["class"], "interactive");
+    assert_eq!(daemon.job(a).map(|j| j.class), Some(JobClass::Interactive));
 
     // Kill ends every process of the job.
     assert!(daemon.client(&["kill", &a.to_string()]).status.success());
     wait_for("A's processes to end", Duration::from_secs(5), || pa.iter().all(|&p| cpu_ticks(p).is_none()));
-    wait_for("A to be recorded as killed", Duration::from_secs(5), || daemon.job(a)["state"] == "killed");
-    wait_for("B to have the machine", Duration::from_secs(10), || daemon.job(b)["slice_share"] == 1.0);
+    wait_for("A to be recorded as killed", Duration::from_secs(5), || {
+        daemon.job(a).is_some_and(|j| j.state == JobState::Killed)
+    });
+    wait_for("B to have the machine", Duration::from_secs(10), || daemon.job(b).is_some_and(|j| j.slice_share == 1.0));
 }
 
 #[test]
@@ -68,11 +70,13 @@ fn an_idle_gang_job_reverts_to_local_scheduling() {
     let sleeper = daemon.submit(&["-n", "1", "--", "sleep", "120"]);
     let busy = spin_job(&daemon, "2", &[]);
     daemon.pids(busy, 4);
-    assert_eq!(daemon.job(sleeper)["idle"], false);
-    wait_for("the sleeping job to be judged idle", Duration::from_secs(5), || daemon.job(sleeper)["idle"] == true);
+    assert_eq!(daemon.job(sleeper).map(|j| j.idle), Some(false));
+    wait_for("the sleeping job to be judged idle", Duration::from_secs(5), || {
+        daemon.job(sleeper).is_some_and(|j| j.idle)
+    });
     let job = daemon.job(sleeper);
-    assert_eq!(job["slice_share"], 1.0, "an idle job runs outside the matrix: {job}");
-    assert_eq!(daemon.job(busy)["slice_share"], 1.0, "the busy job has the matrix to itself");
+    assert_eq!(job.as_ref().map(|j| j.slice_share), Some(1.0), "an idle job runs outside the matrix: {job:?}");
+    assert_eq!(daemon.job(busy).map(|j| j.slice_share), Some(1.0), "the busy job has the matrix to itself");
 }
 
 #[test]
@@ -94,7 +98,7 @@ fn killing_the_daemon_mid_slice_leaves_no_process_stopped_and_a_restart_adopts_t
     wait_all_thawed(&daemon.node, &spinners, "the watchdog to thaw every job");
 
     daemon.restart(&["--slice-ms", "100"]);
-    assert_eq!(daemon.job(a)["state"], "running", "the database keeps the jobs");
+    assert_eq!(daemon.job(a).map(|j| j.state), Some(JobState::Running), "the database keeps the jobs");
     assert_eq!(daemon.pids(a, 4), pa, "the agent adopts the job's cgroup");
     wait_switching(&daemon);
     let s = sample_gangs(&[pa.clone(), pb.clone()], Duration::from_secs(1));
@@ -142,12 +146,12 @@ fn other_users_cannot_touch_a_job_and_only_administrators_set_express() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("only administrators"), "{out:?}");
     // A user's own job: may lower its class, may not raise it.
     let out = daemon.client_as(65534, &["submit", "--json", "--class", "batch", "--", "sleep", "120"]);
-    let own: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let own = own["job"].as_u64().unwrap().to_string();
+    let own: SubmitReply = serde_json::from_slice(&out.stdout).unwrap();
+    let own = own.job.to_string();
     assert!(daemon.client_as(65534, &["class", &own, "standby"]).status.success());
     let out = daemon.client_as(65534, &["class", &own, "interactive"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("only administrators may raise"), "{out:?}");
-    assert_eq!(daemon.job(job)["state"], "running");
+    assert_eq!(daemon.job(job).map(|j| j.state), Some(JobState::Running));
     assert!(daemon.client_as(65534, &["kill", &own]).status.success());
 }
 
@@ -185,7 +189,7 @@ fn malformed_requests_get_errors_and_leave_the_database_unchanged() {
         assert!(reply["error"].as_str().is_some_and(|e| e.len() > 5), "{line}: unclear error {reply}");
     }
     assert_eq!(daemon.stored_rows(), before, "a bad request changed the database");
-    assert_eq!(daemon.job(job)["state"], "running");
+    assert_eq!(daemon.job(job).map(|j| j.state), Some(JobState::Running));
 }
 
 #[test]
@@ -203,13 +207,17 @@ fn kill_asks_with_sigterm_and_ends_with_sigkill_after_the_grace() {
     }
     #[allow(clippy::disallowed_methods)] // a real daemon's grace is wall-clock time
     let asked = std::time::Instant::now();
-    wait_for("the polite job to end", Duration::from_secs(20), || daemon.job(polite)["state"] == "killed");
+    wait_for("the polite job to end", Duration::from_secs(20), || {
+        daemon.job(polite).is_some_and(|j| j.state == JobState::Killed)
+    });
     let logs = daemon.client(&["logs", &polite.to_string()]);
     assert!(String::from_utf8_lossy(&logs.stdout).contains("got-term"), "{logs:?}");
     wait_for("the stubborn job to be killed", Duration::from_secs(30), || cpu_ticks(stubborn_sh).is_none());
     // A load can only make this longer: SIGKILL never comes before the grace.
     assert!(asked.elapsed() >= Duration::from_millis(1500), "SIGKILL came before the grace");
-    wait_for("the stubborn job to be recorded", Duration::from_secs(10), || daemon.job(stubborn)["state"] == "killed");
+    wait_for("the stubborn job to be recorded", Duration::from_secs(10), || {
+        daemon.job(stubborn).is_some_and(|j| j.state == JobState::Killed)
+    });
 }
 
 #[test]
@@ -225,7 +233,7 @@ fn kill_with_a_signal_sends_only_that_signal() {
     wait_for("the job to log the signal", Duration::from_secs(10), || {
         String::from_utf8_lossy(&daemon.client(&["logs", &id]).stdout).contains("got-usr1")
     });
-    assert_eq!(daemon.job(job)["state"], "running");
+    assert_eq!(daemon.job(job).map(|j| j.state), Some(JobState::Running));
     for bad in ["STOP", "CONT", "NOSUCH"] {
         let out = daemon.client(&["kill", &id, "--signal", bad]);
         assert!(!out.status.success(), "{bad} was sent");
@@ -246,10 +254,12 @@ fn a_job_that_cannot_start_or_exits_non_zero_is_failed_with_its_reason() {
     let three = daemon.submit(&["--", "sh", "-c", "exit 3"]);
     let fine = daemon.submit(&["--", "true"]);
     for (job, state, reason) in [(missing, "failed", "127"), (three, "failed", "status 3"), (fine, "finished", "")] {
-        wait_for(&format!("job {job} to end"), Duration::from_secs(20), || daemon.job(job)["ended_unix_ms"].is_u64());
-        let record = daemon.job(job);
-        assert_eq!(record["state"], state, "{record}");
-        assert!(record["error"].as_str().unwrap_or("").contains(reason), "{record}");
+        wait_for(&format!("job {job} to end"), Duration::from_secs(20), || {
+            daemon.job(job).is_some_and(|j| j.ended_unix_ms.is_some())
+        });
+        let record = daemon.job(job).unwrap();
+        assert_eq!(record.state.name(), state, "{record:?}");
+        assert!(record.error.as_deref().unwrap_or("").contains(reason), "{record:?}");
     }
     let text = String::from_utf8_lossy(&daemon.client(&["status"]).stdout).into_owned();
     assert!(text.contains("failed (exited with status 3)"), "{text}");
@@ -263,7 +273,7 @@ fn finished_jobs_leave_status_after_the_keep_time_but_stay_in_the_database() {
     let daemon = Daemon::up(&["--slice-ms", "50", "--keep-finished-s", "1"]);
     let job = daemon.submit(&["--", "true"]);
     wait_for("the job to leave status", Duration::from_secs(20), || {
-        daemon.status()["jobs"].as_array().is_some_and(|jobs| jobs.iter().all(|j| j["id"] != job))
+        daemon.status().is_some_and(|status| status.jobs.iter().all(|j| j.id != job))
     });
     assert!(daemon.stored_rows().iter().any(|(id, state, _)| *id == job as i64 && state == "finished"));
 }

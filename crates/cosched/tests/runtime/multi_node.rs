@@ -81,16 +81,8 @@ impl Drop for Namespaces {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let status = client_as(&self.socket, &["status", "--json"], None);
-        let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap_or_default();
-        for pid in status["jobs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|j| j["pids"].as_array().cloned().unwrap_or_default())
-        {
-            let pid = nix::unistd::Pid::from_raw(pid.as_i64().unwrap_or(0) as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        for pid in status_of(&self.socket).into_iter().flat_map(|s| s.jobs).flat_map(|j| j.pids) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }
         for child in self.agents.iter_mut().chain([&mut self.controller]) {
             let _ = child.kill();
@@ -200,9 +192,7 @@ fn start_cluster(agents: usize) -> Cluster {
     }
     let cluster = Cluster { _munge: munge, controller, agents: children, dir, socket, nodes, _namespaces: namespaces };
     wait_for("the agents to connect", Duration::from_secs(10), || {
-        let out = client_as(&cluster.socket, &["status", "--json"], None);
-        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        status["nodes"].as_array().is_some_and(|n| n.iter().filter(|n| n["connected"] == true).count() == agents)
+        status_of(&cluster.socket).is_some_and(|s| s.nodes.iter().filter(|n| n.connected).count() == agents)
     });
     cluster
 }
@@ -214,21 +204,24 @@ fn submit(cluster: &Cluster, tasks: &str, nodes: &str) -> u64 {
         None,
     );
     assert!(out.status.success(), "{out:?}");
-    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["job"].as_u64().unwrap()
+    serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job
+}
+
+/// What `cosched status --json` prints for the controller at `socket` (`None`: no answer).
+fn status_of(socket: &std::path::Path) -> Option<StatusReply> {
+    let out = client_as(socket, &["status", "--json"], None);
+    serde_json::from_slice(&out.stdout).ok()
 }
 
 /// The spinning `sh` processes of a job, grouped by node.
 fn spinners_by_node(cluster: &Cluster, job: u64, nodes: usize) -> Vec<Vec<i32>> {
     let mut by_node = vec![];
     wait_for("the job's processes on every node", Duration::from_secs(10), || {
-        let out = client_as(&cluster.socket, &["status", "--json"], None);
-        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let Some(j) = status["jobs"].as_array().and_then(|js| js.iter().find(|j| j["id"] == job).cloned()) else {
+        let status = status_of(&cluster.socket);
+        let Some(j) = status.and_then(|s| s.jobs.into_iter().find(|j| j.id == job)) else {
             return false;
         };
-        let pids: Vec<i32> =
-            j["pids"].as_array().into_iter().flatten().filter_map(|p| p.as_i64()).map(|p| p as i32).collect();
-        let spinners: Vec<i32> = pids.into_iter().filter(|&p| is_shell(p)).collect();
+        let spinners: Vec<i32> = j.pids.into_iter().filter(|&p| is_shell(p)).collect();
         by_node = spinners.iter().map(|&p| vec![p]).collect();
         by_node.len() == nodes
     });
@@ -273,11 +266,9 @@ fn three_agents_switch_together_and_survive_the_loss_of_one() {
     assert!(disagree * 10 < agree, "nodes out of step in {disagree} of {} mid-slice samples", agree + disagree);
     // The agents' own record of where each switch began pairs slices across all three nodes (the skew itself is
     // printed for the reader; `cosched bench switch` gives its distribution).
-    let status = client_as(&cluster.socket, &["status", "--json"], None);
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-    let skew = &status["slice_start_skew"];
-    eprintln!("slice-start skew between the 3 agents: {skew}");
-    assert!(skew["count"].as_u64().unwrap() >= 10, "the agents' slice starts do not pair up: {skew}");
+    let skew = status_of(&cluster.socket).unwrap().slice_start_skew;
+    eprintln!("slice-start skew between the 3 agents: {skew:?}");
+    assert!(skew.count >= 10, "the agents' slice starts do not pair up: {skew:?}");
 
     // Logs live with each agent; `cosched logs` gathers them from all nodes.
     let out = client_as(
@@ -285,7 +276,7 @@ fn three_agents_switch_together_and_survive_the_loss_of_one() {
         &["submit", "--json", "-n", "3", "--nodes", "3", "--", "sh", "-c", "echo rank $COSCHED_RANK on $COSCHED_NODE"],
         None,
     );
-    let echo = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["job"].as_u64().unwrap().to_string();
+    let echo = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job.to_string();
     let logs = || {
         let out = client_as(&cluster.socket, &["logs", &echo], None);
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)

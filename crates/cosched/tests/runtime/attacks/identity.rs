@@ -38,12 +38,12 @@ fn a_tcp_peer_cannot_claim_a_uid_and_a_remote_user_acts_as_the_uid_munge_vouches
     // A user of another host acts as the uid munged put in the credential, with a local user's rights.
     let out = remote_client_as(ATTACKER, &address, &munge, &["submit", "--json", "--", "sleep", "30"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let theirs = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["job"].as_u64().unwrap();
-    assert_eq!(daemon.job(theirs)["uid"], ATTACKER);
+    let theirs = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job;
+    assert_eq!(daemon.job(theirs).map(|j| j.uid), Some(ATTACKER));
     let roots = daemon.submit(&["--", "sleep", "30"]);
     let out = remote_client_as(ATTACKER, &address, &munge, &["kill", &roots.to_string()]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("permission denied"), "{out:?}");
-    assert_eq!(daemon.job(roots)["state"], "running");
+    assert_eq!(daemon.job(roots).map(|j| j.state), Some(JobState::Running));
     // Root of a host of the realm is an administrator, as with Slurm.
     let out = remote_client_as(0, &address, &munge, &["kill", &theirs.to_string()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -121,8 +121,8 @@ fn a_user_cannot_pose_as_an_agent() {
     let mut bare = RawPeer::connect(&address);
     let refused = bare.ask(&hello_line("evil", serde_json::Value::Null));
     assert_eq!(refused["cmd"], "refused", "{refused}");
-    let nodes = daemon.status()["nodes"].clone();
-    assert!(nodes.as_array().unwrap().iter().all(|n| n["name"] != "evil"), "{nodes}");
+    let nodes = daemon.status().unwrap().nodes;
+    assert!(nodes.iter().all(|n| n.name != "evil"), "{nodes:?}");
 }
 
 /// Start `cosched <args>` and return its exit status and stderr, failing if it is still running after 10 s

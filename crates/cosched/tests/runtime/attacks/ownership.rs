@@ -14,8 +14,7 @@ fn register(daemon: &Daemon, uid: Option<u32>, args: &[&str]) -> Result<u64, Str
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
-    let reply: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    Ok(reply["job"].as_u64().unwrap())
+    Ok(serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job)
 }
 
 fn refusal(out: &std::process::Output) -> String {
@@ -161,9 +160,7 @@ fn a_pid_is_checked_on_the_node_where_it_lives() {
         .unwrap();
     let _namespace = NamespaceGuard { child: namespace, node: node.clone() };
     wait_for("the namespaced agent", Duration::from_secs(10), || {
-        daemon.status()["nodes"]
-            .as_array()
-            .is_some_and(|n| n.iter().any(|n| n["name"] == node.as_str() && n["connected"] == true))
+        daemon.status().is_some_and(|s| s.nodes.iter().any(|n| n.name == node && n.connected))
     });
     let victim = root_process_with_namespace_pid(number).expect("a root process with the attacker's pid number");
     let job = register(&daemon, Some(ATTACKER), &["--cpus", "1", "--node", &node]).unwrap().to_string();
@@ -225,7 +222,7 @@ fn registrations_cannot_take_a_running_job_out_of_the_cycle_and_empty_jobs_can_b
     };
     assert!(refused.contains("no room"), "{refused}");
     assert_eq!(registered.len(), 3, "three rows were free");
-    let share = daemon.job(victim)["slice_share"].as_f64().unwrap();
+    let share = daemon.job(victim).unwrap().slice_share;
     assert!(share >= 0.25, "the running job's share fell to {share}");
     assert!(all_progress(&spinners, Duration::from_secs(2)), "the running job was frozen");
     // Jobs without processes end when killed, by their owner or by root.
@@ -238,7 +235,9 @@ fn registrations_cannot_take_a_running_job_out_of_the_cycle_and_empty_jobs_can_b
         assert!(out.status.success(), "{out:?}");
     }
     for job in registered {
-        wait_for(&format!("empty job {job} to end"), Duration::from_secs(20), || daemon.job(job)["state"] == "killed");
+        wait_for(&format!("empty job {job} to end"), Duration::from_secs(20), || {
+            daemon.job(job).is_some_and(|j| j.state == JobState::Killed)
+        });
     }
 }
 
@@ -253,7 +252,7 @@ fn a_user_cannot_resume_a_job_an_administrator_suspended() {
     assert!(daemon.client(&["suspend", &id.to_string()]).status.success());
     let out = daemon.client_as(ATTACKER, &["resume", &id.to_string()]);
     assert!(refusal(&out).contains("only an administrator may resume"), "{out:?}");
-    assert_eq!(daemon.job(id)["state"], "suspended");
+    assert_eq!(daemon.job(id).map(|j| j.state), Some(JobState::Suspended));
     // The owner's own suspension is the owner's to lift.
     assert!(daemon.client(&["resume", &id.to_string()]).status.success());
     assert!(daemon.client_as(ATTACKER, &["suspend", &id.to_string()]).status.success());
@@ -279,7 +278,7 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
             .unwrap_or_default()
             .contains("does not know: job-1 (uid 64000")
     });
-    let connected = daemon.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true));
+    let connected = daemon.any_node_connected();
     assert!(!connected, "the agent was accepted over cgroups the database does not know");
     // A job submitted now, on a clean node, gets an id the refused agent's cgroups have never had.
     let clean_node = unique("clean");
@@ -289,12 +288,11 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
     let agent_args = ["agent", "--controller", socket, "--node", &clean_node, "--state-dir", state];
     let mut clean_agent = spawn_logged(&agent_args, &clean_dir.join("agent.log"));
     wait_for("the clean node's agent", Duration::from_secs(10), || {
-        let nodes = daemon.status()["nodes"].as_array().cloned().unwrap_or_default();
-        nodes.iter().any(|n| n["name"] == clean_node.as_str() && n["connected"] == true)
+        daemon.status().is_some_and(|s| s.nodes.iter().any(|n| n.name == clean_node && n.connected))
     });
     let out = daemon.client_as(ATTACKER, &["submit", "--json", "--", "sleep", "300"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let job = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["job"].as_u64().unwrap();
+    let job = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job;
     assert!(job > victim, "job id {job} after a lost database that knew {victim}: ids went back");
     let _ = daemon.client_as(ATTACKER, &["kill", &job.to_string()]);
     let _ = clean_agent.kill();
@@ -324,7 +322,7 @@ fn an_administrators_suspension_outlives_a_crash_of_the_daemon() {
     assert_eq!(frozen(running_pid), Some(false));
     assert_eq!(frozen(held_pid), Some(true), "the watchdog thawed a suspended job");
     daemon.restart(&["--slice-ms", "50"]);
-    assert_eq!(daemon.job(held)["state"], "suspended");
+    assert_eq!(daemon.job(held).map(|j| j.state), Some(JobState::Suspended));
     let out = daemon.client_as(ATTACKER, &["resume", &held.to_string()]);
     assert!(refusal(&out).contains("only an administrator may resume"), "{out:?}");
     assert!(daemon.client(&["resume", &held.to_string()]).status.success());
@@ -363,10 +361,10 @@ fn a_task_can_neither_forge_its_exit_status_nor_end_its_supervisor() {
         v2_mount().display()
     );
     let job = daemon.submit_as(Some(ATTACKER), &["--", "sh", "-c", &script]);
-    wait_for("the job to end", Duration::from_secs(20), || daemon.job(job)["ended_unix_ms"].is_u64());
-    let record = daemon.job(job);
-    assert_eq!(record["state"], "failed", "{record}");
-    assert!(record["error"].as_str().unwrap_or("").contains("exited with status 3"), "{record}");
+    wait_for("the job to end", Duration::from_secs(20), || daemon.job(job).is_some_and(|j| j.ended_unix_ms.is_some()));
+    let record = daemon.job(job).unwrap();
+    assert_eq!(record.state, JobState::Failed, "{record:?}");
+    assert!(record.error.as_deref().unwrap_or("").contains("exited with status 3"), "{record:?}");
     let logs = String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).into_owned();
     assert!(!logs.contains("ended-the-supervisor") && !logs.contains("forged"), "{logs}");
     assert!(logs.contains("Operation not permitted"), "the attempts did not run: {logs}");

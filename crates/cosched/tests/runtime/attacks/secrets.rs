@@ -95,7 +95,9 @@ fn other_users_cannot_read_the_database_the_status_document_or_a_log() {
     }
     let daemon = Daemon::up(&["--slice-ms", "50"]);
     let job = daemon.submit(&["--", "sh", "-c", "echo secret-output"]);
-    wait_for("the job to finish", Duration::from_secs(10), || daemon.job(job)["state"] == "finished");
+    wait_for("the job to finish", Duration::from_secs(10), || {
+        daemon.job(job).is_some_and(|j| j.state == JobState::Finished)
+    });
     wait_for("the status document", Duration::from_secs(10), || daemon.dir.join("status.json").exists());
     let log = daemon.dir.join("logs").join(format!("job-{job}.0.out"));
     assert!(std::fs::read_to_string(&log).unwrap().contains("secret-output"));
@@ -119,9 +121,9 @@ fn other_users_command_lines_are_hidden_unless_the_site_makes_them_public() {
         let daemon = Daemon::up(&flags);
         let job = daemon.submit(&["--", "sleep", "300", "--password=hunter2"]);
         let out = daemon.client_as(ATTACKER, &["status", "--json"]);
-        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let seen = status["jobs"].as_array().unwrap().iter().find(|j| j["id"] == job).unwrap()["command"].clone();
-        assert_eq!(seen.as_str().unwrap().contains("hunter2"), !hidden, "{flags:?}: {seen}");
-        assert!(daemon.job(job)["command"].as_str().unwrap().contains("hunter2"), "root sees every command");
+        let status: StatusReply = serde_json::from_slice(&out.stdout).unwrap();
+        let seen = status.jobs.into_iter().find(|j| j.id == job).unwrap().command;
+        assert_eq!(seen.contains("hunter2"), !hidden, "{flags:?}: {seen}");
+        assert!(daemon.job(job).unwrap().command.contains("hunter2"), "root sees every command");
     }
 }

@@ -16,7 +16,7 @@ fn raw_request(daemon: &Daemon, line: &str) -> serde_json::Value {
 }
 
 fn agent_connected(daemon: &Daemon) -> bool {
-    daemon.status()["nodes"].as_array().is_some_and(|n| n.iter().any(|n| n["connected"] == true))
+    daemon.any_node_connected()
 }
 
 #[test]
@@ -36,7 +36,7 @@ fn a_submit_of_four_billion_tasks_is_refused_before_any_work_and_the_daemon_stay
         assert!(error.contains("more tasks than") || error.contains("more than the"), "{line}: {error}");
     }
     assert!(agent_connected(&daemon), "the daemon lost its agent");
-    assert!(daemon.status()["jobs"].as_array().is_some_and(|j| j.is_empty()), "a refused job was recorded");
+    assert!(daemon.status().is_some_and(|s| s.jobs.is_empty()), "a refused job was recorded");
 }
 
 #[test]
@@ -47,7 +47,9 @@ fn a_log_of_control_characters_is_read_whole_and_keeps_the_agent() {
     let daemon = Daemon::up(&["--slice-ms", "50"]);
     // 64 KiB of \x01: six bytes each once escaped in JSON, 384 KiB per file.
     let job = daemon.submit(&["-n", "2", "--", "sh", "-c", "head -c 65536 /dev/zero | tr '\\0' '\\1'"]);
-    wait_for("the job to finish", Duration::from_secs(20), || daemon.job(job)["state"] == "finished");
+    wait_for("the job to finish", Duration::from_secs(20), || {
+        daemon.job(job).is_some_and(|j| j.state == JobState::Finished)
+    });
     let reply = raw_request(&daemon, &format!(r#"{{"op":"logs","job":{job}}}"#));
     assert_eq!(reply["ok"], true, "{reply}");
     let outputs: Vec<&serde_json::Value> =
@@ -74,17 +76,19 @@ fn a_job_with_an_environment_near_the_request_limit_runs_or_fails_with_the_kerne
         let reply = raw_request(&daemon, &line);
         assert_eq!(reply["ok"], true, "{}", reply["error"]);
         let job = reply["data"]["job"].as_u64().unwrap();
-        wait_for("the job to end", Duration::from_secs(20), || daemon.job(job)["ended_unix_ms"].is_u64());
-        daemon.job(job)
+        wait_for("the job to end", Duration::from_secs(20), || {
+            daemon.job(job).is_some_and(|j| j.ended_unix_ms.is_some())
+        });
+        daemon.job(job).unwrap()
     };
     let fits = submit(r#"["sh","-c","echo ${#BIG7}"]"#, &vars.join(","));
-    assert_eq!(fits["state"], "finished", "{fits}");
-    let logs = daemon.client(&["logs", &fits["id"].to_string()]);
+    assert_eq!(fits.state, JobState::Finished, "{fits:?}");
+    let logs = daemon.client(&["logs", &fits.id.to_string()]);
     assert!(String::from_utf8_lossy(&logs.stdout).contains("120000"), "the job did not see its environment");
     // One string over the kernel's limit cannot be executed: the job fails and says why, it never "finished".
     let too_long = submit(r#"["true"]"#, &format!(r#"["ONE","{}"]"#, "a".repeat(200_000)));
-    assert_eq!(too_long["state"], "failed", "{too_long}");
-    let logs = String::from_utf8_lossy(&daemon.client(&["logs", &too_long["id"].to_string()]).stdout).into_owned();
+    assert_eq!(too_long.state, JobState::Failed, "{too_long:?}");
+    let logs = String::from_utf8_lossy(&daemon.client(&["logs", &too_long.id.to_string()]).stdout).into_owned();
     assert!(logs.contains("Argument list too long"), "{logs}");
     assert!(agent_connected(&daemon), "the agent's link was dropped");
 }
