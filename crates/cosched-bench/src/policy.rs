@@ -1,5 +1,8 @@
-//! The policies a slowdown experiment compares, as the user names them.
+//! The policies a slowdown experiment compares, as the user names them: the
+//! two modes of cosched (`cosched_policy::Mode`) with a slice, and the
+//! baselines outside it (Linux alone, Slurm's gang scheduling).
 
+use cosched_policy::Mode;
 use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
@@ -22,9 +25,18 @@ pub enum Policy {
 }
 
 impl Policy {
+    /// How cosched shares the CPUs among the copies (`None`: cosched is not involved).
+    pub fn cosched_mode(&self) -> Option<Mode> {
+        match self {
+            Policy::Local => Some(Mode::Local),
+            Policy::Gang { .. } => Some(Mode::Gang),
+            Policy::None | Policy::Slurm => None,
+        }
+    }
+
     /// Whether the copies go through a cosched runtime instance.
     pub fn uses_runtime(&self) -> bool {
-        matches!(self, Policy::Local | Policy::Gang { .. })
+        self.cosched_mode().is_some()
     }
 }
 

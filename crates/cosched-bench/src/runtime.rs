@@ -1,6 +1,7 @@
 //! A private cosched runtime (`cosched up`) for the copies of an experiment,
 //! and the calls that register a copy with it.
 
+use cosched_policy::Mode;
 use cosched_runtime::client::{CallError, Client};
 use cosched_runtime::protocol::RegisterRequest;
 use std::path::{Path, PathBuf};
@@ -66,14 +67,14 @@ impl RuntimeInstance {
 
     /// Register a job of `cpus` CPUs on this node and move `pid` (and so its
     /// future children) into it; returns the job id once the agent has moved it.
-    pub fn register_process(&self, pid: u32, cpus: u32, gang: bool) -> Result<u64, String> {
+    pub fn register_process(&self, pid: u32, cpus: u32, mode: Mode) -> Result<u64, String> {
         let register = RegisterRequest {
             class: "batch".into(),
             cpus_per_node: cpus,
             min_cpus: 0,
             mem_bytes: 0,
             node: Some(self.node.clone()),
-            local: !gang,
+            local: mode == Mode::Local,
         };
         let client = Client::local(&self.socket);
         let job = client.register(register).map_err(refused)?.job;

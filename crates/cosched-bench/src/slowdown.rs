@@ -158,10 +158,9 @@ fn run_one(
         _ => config.command.clone(),
     };
     let spec = CopySpec { argv: &argv, log_dir: &log_dir, timeout: config.timeout, sample_memory: jobs == 1 };
-    let gang = matches!(policy, Policy::Gang { .. });
-    let measured = run_copies(&spec, jobs, |pid| match runtime {
-        Some(rt) => rt.register_process(pid, config.cpus_per_job, gang).map(|_| ()),
-        None => Ok(()),
+    let measured = run_copies(&spec, jobs, |pid| match (runtime, policy.cosched_mode()) {
+        (Some(rt), Some(mode)) => rt.register_process(pid, config.cpus_per_job, mode).map(|_| ()),
+        _ => Ok(()),
     })?;
     Ok(Sample {
         policy: policy.to_string(),

@@ -254,6 +254,7 @@ impl Plan {
 }
 
 /// The machine's columns: node `n`'s CPU `c` is column `first[n] + c`.
+#[derive(Clone, Debug)]
 struct Columns {
     first: Vec<u32>,
     cpus: Vec<u32>,
@@ -335,6 +336,7 @@ fn task_split(tasks: u32, nodes: Option<u32>, per_node_capacity: u32, node_count
 }
 
 /// Which cells are taken in each row (express and matrix owners, then fill-ins).
+#[derive(Clone, Debug)]
 struct Occupancy {
     rows: Vec<Vec<bool>>,
     /// Columns no gang job may use in any row (express jobs').
@@ -350,14 +352,20 @@ impl Occupancy {
             self.rows[row][c as usize] = true;
         }
     }
+    fn give_back(&mut self, row: usize, columns: &[u32]) {
+        for &c in columns {
+            self.rows[row][c as usize] = false;
+        }
+    }
 }
 
 /// A placed job's CPUs, matrix rows, and whether it runs all the time.
 type Decision = (Vec<NodeCpus>, Vec<u32>, bool);
 
-struct Planner<'a> {
-    settings: &'a PlanSettings,
-    shape: &'a ClusterShape,
+#[derive(Clone, Debug)]
+pub(crate) struct Planner {
+    settings: PlanSettings,
+    shape: ClusterShape,
     columns: Columns,
     matrix: GangMatrix,
     occupancy: Occupancy,
@@ -408,14 +416,14 @@ struct ThreadShares {
     slots_allowed: Vec<Option<usize>>,
 }
 
-impl<'a> Planner<'a> {
-    fn new(settings: &'a PlanSettings, shape: &'a ClusterShape, job_count: usize) -> Planner<'a> {
+impl Planner {
+    pub(crate) fn new(settings: &PlanSettings, shape: &ClusterShape, job_count: usize) -> Planner {
         let columns = Columns::new(shape, settings);
         let total = columns.total().max(1);
         let rows = settings.rows.max(1) as usize;
         Planner {
-            settings,
-            shape,
+            settings: settings.clone(),
+            shape: shape.clone(),
             matrix: GangMatrix::new(rows, total),
             occupancy: Occupancy { rows: vec![vec![false; total]; rows], blocked: vec![false; total] },
             local: shape.cpus_per_node.iter().map(|&c| LocalPlacement::new(c as usize, settings.local_mpl)).collect(),
@@ -425,6 +433,44 @@ impl<'a> Planner<'a> {
             result: vec![None; job_count],
             own_rows: vec![None; job_count],
         }
+    }
+
+    /// Place a new job against what is placed now (for rules under which a placed job never moves): its CPUs
+    /// and the row it owns, taken; `None` when there is no room now. The same choice `plan` makes.
+    pub(crate) fn place_new(&mut self, job: &PlanJob) -> Option<(Vec<NodeCpus>, Option<u32>)> {
+        debug_assert!(job.class == JobClass::Batch && !job.suspended && !job.idle, "only plain jobs stand");
+        let cpus = self.choose_cpus(job)?;
+        let row = match job.mode {
+            Mode::Local => None,
+            Mode::Gang => {
+                let columns = self.columns.of(&cpus);
+                Some(self.own_row(job.id, &columns, None).expect("the cells were chosen free in a row"))
+            }
+        };
+        Some((cpus, row))
+    }
+
+    /// Give back what `place_new` took for `job`.
+    pub(crate) fn unplace(&mut self, job: &PlanJob, cpus: &[NodeCpus], row: Option<u32>) {
+        for nc in cpus {
+            self.mem_free[nc.node as usize] += job.mem_bytes_per_node;
+        }
+        let columns = self.columns.of(cpus);
+        match (job.mode, row) {
+            (Mode::Local, _) => match self.settings.rules.spread {
+                Spread::WholeNodes => cpus.iter().for_each(|nc| self.local[nc.node as usize].give_back(&nc.cpus)),
+                Spread::AnyCpus => self.local_any.give_back(&columns),
+            },
+            (Mode::Gang, Some(row)) => {
+                self.matrix.give_back(job.id, row, &columns);
+                self.occupancy.give_back(row as usize, &columns);
+            }
+            (Mode::Gang, None) => {}
+        }
+    }
+
+    pub(crate) fn matrix(&self) -> &GangMatrix {
+        &self.matrix
     }
 
     /// Started jobs hold their memory and their local CPU slots whatever else happens.
@@ -537,7 +583,7 @@ impl<'a> Planner<'a> {
         let columns = if job.mode == Mode::Local {
             self.local_any.find(job.tasks)?
         } else {
-            let cells = cells_for(job.tasks, self.settings) as usize;
+            let cells = cells_for(job.tasks, &self.settings) as usize;
             let usable = (0..self.columns.total() as u32).filter(|&c| self.gang_cell_usable(c, row));
             let columns: Vec<u32> = usable.take(cells).collect();
             (columns.len() == cells).then_some(columns)?
@@ -564,7 +610,7 @@ impl<'a> Planner<'a> {
         if !gang {
             return cells;
         }
-        (0..=cells).rev().find(|&t| cells_for(t, self.settings) <= cells).unwrap_or(0)
+        (0..=cells).rev().find(|&t| cells_for(t, &self.settings) <= cells).unwrap_or(0)
     }
 
     /// `Spread::WholeNodes`: distinct nodes, lowest index first, for each node's share of the tasks.
@@ -589,7 +635,7 @@ impl<'a> Planner<'a> {
         if job.mode == Mode::Local {
             return self.local[node as usize].find(tasks);
         }
-        let cells = cells_for(tasks, self.settings) as usize;
+        let cells = cells_for(tasks, &self.settings) as usize;
         let first = self.columns.first[node as usize];
         let cpus: Vec<u32> = (0..self.columns.gang_cpus[node as usize])
             .filter(|&c| self.gang_cell_usable(first + c, row))

@@ -6,59 +6,141 @@
 //! changes); every change recomputes the plan (`cluster::plan`) with each job's
 //! row from the previous plan held, and answers which jobs the plan newly
 //! placed. Which slot runs in a given slice comes from `Rotation`.
+//!
+//! Under rules where a placed job never moves and a new job never passes a
+//! waiting one (the study's), a plan from scratch at every change would cost
+//! the whole machine per arrival: the coscheduler then keeps the planner's
+//! state standing and places only the jobs at the head of the queue, with the
+//! same placement code (`Planner::place_new`). A change only the full plan
+//! knows (a class, idle, suspension, a new shape) turns it into a full plan
+//! for good.
 
 use crate::cluster::{
-    plan, slot_for_slice, ClusterShape, JobClass, JobStatus, NodeCpus, Plan, PlanJob, PlanSettings, Rotation,
+    plan, slot_for_slice, ClusterShape, JobClass, JobStatus, NodeCpus, Plan, PlanJob, PlanSettings, Planner, Rotation,
 };
 use cosched_core::JobId;
+use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Clone, Debug)]
 pub struct Coscheduler {
     settings: PlanSettings,
     shape: ClusterShape,
-    /// Jobs not over, in submission order.
-    jobs: Vec<PlanJob>,
-    plan: Plan,
+    book: Book,
+}
+
+#[derive(Clone, Debug)]
+enum Book {
+    /// Every job not over, in submission order, and the plan made from scratch for them.
+    Replanned {
+        jobs: Vec<PlanJob>,
+        plan: Plan,
+    },
+    Standing(Box<Standing>),
+}
+
+/// Placed jobs keep their CPUs and rows; the queue is served from its head.
+#[derive(Clone, Debug)]
+struct Standing {
+    planner: Planner,
+    /// By submission number: the job, its CPUs and its own row.
+    placed: BTreeMap<u64, (PlanJob, Vec<NodeCpus>, Option<u32>)>,
+    numbers: BTreeMap<JobId, u64>,
+    waiting: VecDeque<(u64, PlanJob)>,
+    next_number: u64,
 }
 
 impl Coscheduler {
+    /// A coscheduler that keeps its planner standing when the rules allow it (see the module doc).
     pub fn new(settings: PlanSettings, shape: ClusterShape) -> Coscheduler {
-        Coscheduler { settings, shape, jobs: Vec::new(), plan: Plan::EMPTY }
+        let rules = settings.rules;
+        Coscheduler::build(settings, shape, rules.strict_fcfs && !rules.fill_free_cells && !rules.thread_shares)
+    }
+
+    /// A coscheduler that makes the full plan at every change, whatever the rules: for a driver that reads
+    /// the whole plan (the controller sends it to the agents).
+    pub fn replanning(settings: PlanSettings, shape: ClusterShape) -> Coscheduler {
+        Coscheduler::build(settings, shape, false)
+    }
+
+    fn build(settings: PlanSettings, shape: ClusterShape, standing: bool) -> Coscheduler {
+        let book = if standing {
+            Book::Standing(Box::new(Standing {
+                planner: Planner::new(&settings, &shape, 0),
+                placed: BTreeMap::new(),
+                numbers: BTreeMap::new(),
+                waiting: VecDeque::new(),
+                next_number: 0,
+            }))
+        } else {
+            Book::Replanned { jobs: Vec::new(), plan: Plan::EMPTY }
+        };
+        Coscheduler { settings, shape, book }
     }
 
     pub fn settings(&self) -> &PlanSettings {
         &self.settings
     }
 
-    pub fn plan(&self) -> &Plan {
-        &self.plan
+    /// The full plan of every job not over; `None` while the planner stands (see the module doc).
+    pub fn plan(&self) -> Option<&Plan> {
+        match &self.book {
+            Book::Replanned { plan, .. } => Some(plan),
+            Book::Standing(_) => None,
+        }
     }
 
-    pub fn jobs(&self) -> &[PlanJob] {
-        &self.jobs
+    /// Every job not over, in submission order.
+    pub fn jobs(&mut self) -> &[PlanJob] {
+        self.replanned().0
     }
 
     /// A new job, after every job already in. Returns the jobs placed and not
     /// started, in submission order: the driver starts them and says `started`.
     pub fn arrive(&mut self, job: PlanJob) -> Vec<JobId> {
-        assert!(self.index(job.id).is_none(), "{} arrives twice", job.id);
-        self.jobs.push(job);
-        self.replan()
+        match &mut self.book {
+            Book::Standing(standing) => {
+                assert!(!standing.numbers.contains_key(&job.id), "{} arrives twice", job.id);
+                let number = standing.next_number;
+                standing.next_number += 1;
+                standing.numbers.insert(job.id, number);
+                standing.waiting.push_back((number, job));
+                standing.admit()
+            }
+            Book::Replanned { jobs, .. } => {
+                assert!(jobs.iter().all(|j| j.id != job.id), "{} arrives twice", job.id);
+                jobs.push(job);
+                self.replan()
+            }
+        }
     }
 
     /// The job's processes exist on the CPUs the plan gave it: they are its own from now on.
     pub fn started(&mut self, id: JobId) {
-        let i = self.index(id).expect("a started job is known");
-        let JobStatus::Placed { cpus, .. } = &self.plan.jobs[i].status else { panic!("{id} starts without CPUs") };
-        self.jobs[i].placed = Some(cpus.clone());
+        match &mut self.book {
+            Book::Standing(standing) => {
+                let number = standing.numbers[&id];
+                let (job, cpus, _) = standing.placed.get_mut(&number).expect("a started job is placed");
+                job.placed = Some(cpus.clone());
+            }
+            Book::Replanned { jobs, plan } => {
+                let i = jobs.iter().position(|j| j.id == id).expect("a started job is known");
+                let JobStatus::Placed { cpus, .. } = &plan.jobs[i].status else { panic!("{id} starts without CPUs") };
+                jobs[i].placed = Some(cpus.clone());
+            }
+        }
     }
 
     /// The job is over. Returns the jobs placed and not started.
     pub fn finish(&mut self, id: JobId) -> Vec<JobId> {
-        let i = self.index(id).expect("a finishing job is known");
-        self.jobs.remove(i);
-        self.plan.jobs.remove(i);
-        self.replan()
+        match &mut self.book {
+            Book::Standing(standing) => standing.finish(id),
+            Book::Replanned { jobs, plan } => {
+                let i = jobs.iter().position(|j| j.id == id).expect("a finishing job is known");
+                jobs.remove(i);
+                plan.jobs.remove(i);
+                self.replan()
+            }
+        }
     }
 
     pub fn set_class(&mut self, id: JobId, class: JobClass) -> Vec<JobId> {
@@ -76,6 +158,7 @@ impl Coscheduler {
 
     /// The machine changed (a node came or went, memory, accepting).
     pub fn set_shape(&mut self, shape: ClusterShape) -> Vec<JobId> {
+        self.replanned();
         self.shape = shape;
         self.replan()
     }
@@ -83,17 +166,21 @@ impl Coscheduler {
     /// The whole job table at once, for a driver that keeps its own records (the controller's database):
     /// the same as the arrivals, finishes and changes that lead to it. Rows held are kept.
     pub fn sync(&mut self, shape: ClusterShape, jobs: Vec<PlanJob>) -> Vec<JobId> {
-        let held: std::collections::BTreeMap<JobId, u32> =
-            self.plan.jobs.iter().filter_map(|j| Some((j.id, j.own_row?))).collect();
+        let held: BTreeMap<JobId, u32> =
+            self.replanned().1.jobs.iter().filter_map(|j| Some((j.id, j.own_row?))).collect();
         self.shape = shape;
-        self.jobs = jobs.into_iter().map(|job| PlanJob { row_held: held.get(&job.id).copied(), ..job }).collect();
+        let jobs = jobs.into_iter().map(|job| PlanJob { row_held: held.get(&job.id).copied(), ..job }).collect();
+        self.book = Book::Replanned { jobs, plan: Plan::EMPTY };
         self.replan()
     }
 
     /// What the plan would do with `job` added after every job in, on a machine of `shape` (e.g. only one node
     /// accepting): its status. Nothing changes.
     pub fn probe(&self, shape: ClusterShape, job: PlanJob) -> JobStatus {
-        let mut jobs = self.jobs.clone();
+        let mut jobs = match &self.book {
+            Book::Standing(standing) => standing.jobs_in_order(),
+            Book::Replanned { jobs, .. } => jobs.clone(),
+        };
         jobs.push(job);
         let probed = plan(&self.settings, &shape, &jobs);
         probed.jobs.last().expect("the probed job").status.clone()
@@ -104,50 +191,139 @@ impl Coscheduler {
         plan(&self.settings, &shape, &[job]).jobs[0].status.clone()
     }
 
-    /// The slot to run next: after the slot holding matrix row `current_row` ran
-    /// (`Rotation::NextOccupiedRow`), or in clock slice `slice`
-    /// (`Rotation::ClockAligned`). `None` when the cycle is empty.
-    pub fn slot_to_run(&self, current_row: Option<u32>, slice: u64) -> Option<usize> {
-        if self.plan.rows.is_empty() {
-            return None;
+    /// Slots in the cycle (0: no gang job is placed).
+    pub fn slot_count(&self) -> usize {
+        match &self.book {
+            Book::Standing(standing) => standing.planner.matrix().occupied_rows(),
+            Book::Replanned { plan, .. } => plan.rows.len(),
         }
-        match self.settings.rules.rotation {
-            Rotation::NextOccupiedRow => self.plan.slot_after_row(current_row),
-            Rotation::ClockAligned => Some(slot_for_slice(slice, self.plan.rows.len())),
+    }
+
+    /// The matrix row to run next: after `current_row` ran (`Rotation::NextOccupiedRow`), or in clock slice
+    /// `slice` (`Rotation::ClockAligned`). `None` when the cycle is empty or the slot is left to local jobs.
+    pub fn row_to_run(&self, current_row: Option<u32>, slice: u64) -> Option<u32> {
+        match (&self.book, self.settings.rules.rotation) {
+            (Book::Standing(standing), Rotation::NextOccupiedRow) => {
+                standing.planner.matrix().next_occupied_row(current_row)
+            }
+            (Book::Standing(standing), Rotation::ClockAligned) => {
+                let matrix = standing.planner.matrix();
+                let slots = matrix.occupied_rows();
+                let slot = (slots > 0).then(|| slot_for_slice(slice, slots))?;
+                (0..matrix.rows() as u32).filter(|&r| matrix.row_is_occupied(r)).nth(slot)
+            }
+            (Book::Replanned { plan, .. }, rotation) if !plan.rows.is_empty() => match rotation {
+                Rotation::NextOccupiedRow => plan.slot_rows[plan.slot_after_row(current_row)?],
+                Rotation::ClockAligned => plan.slot_rows[slot_for_slice(slice, plan.rows.len())],
+            },
+            (Book::Replanned { .. }, _) => None,
         }
     }
 
     /// A placed job's CPUs and the matrix rows it runs in.
-    pub fn placement(&self, id: JobId) -> Option<(&[NodeCpus], Vec<u32>)> {
-        match &self.plan.job(id)?.status {
-            JobStatus::Placed { cpus, rows, .. } => {
-                Some((cpus, rows.iter().filter_map(|&s| self.plan.slot_rows[s as usize]).collect()))
+    pub fn placement(&self, id: JobId) -> Option<(Vec<NodeCpus>, Vec<u32>)> {
+        match &self.book {
+            Book::Standing(standing) => {
+                let (_, cpus, row) = standing.placed.get(standing.numbers.get(&id)?)?;
+                Some((cpus.clone(), row.iter().copied().collect()))
             }
-            JobStatus::Queued => None,
+            Book::Replanned { jobs, plan } => {
+                let i = jobs.iter().position(|j| j.id == id)?;
+                match &plan.jobs[i].status {
+                    JobStatus::Placed { cpus, rows, .. } => {
+                        Some((cpus.clone(), rows.iter().filter_map(|&s| plan.slot_rows[s as usize]).collect()))
+                    }
+                    JobStatus::Queued => None,
+                }
+            }
         }
     }
 
-    fn index(&self, id: JobId) -> Option<usize> {
-        self.jobs.iter().position(|j| j.id == id)
+    /// Every job not over, in submission order.
+    pub fn job_ids(&self) -> Vec<JobId> {
+        match &self.book {
+            Book::Standing(standing) => standing.jobs_in_order().iter().map(|j| j.id).collect(),
+            Book::Replanned { jobs, .. } => jobs.iter().map(|j| j.id).collect(),
+        }
+    }
+
+    /// Jobs that arrived and are not placed.
+    pub fn waiting(&self) -> usize {
+        match &self.book {
+            Book::Standing(standing) => standing.waiting.len(),
+            Book::Replanned { plan, .. } => plan.jobs.iter().filter(|j| j.status == JobStatus::Queued).count(),
+        }
     }
 
     fn change(&mut self, id: JobId, edit: impl FnOnce(&mut PlanJob)) -> Vec<JobId> {
-        let i = self.index(id).expect("a changed job is known");
-        edit(&mut self.jobs[i]);
+        let jobs = &mut self.replanned_mut().0;
+        let i = jobs.iter().position(|j| j.id == id).expect("a changed job is known");
+        edit(&mut jobs[i]);
         self.replan()
+    }
+
+    /// The full plan's view; a standing book becomes a full plan for good.
+    fn replanned(&mut self) -> (&[PlanJob], &Plan) {
+        let (jobs, plan) = self.replanned_mut();
+        (jobs, plan)
+    }
+
+    fn replanned_mut(&mut self) -> (&mut Vec<PlanJob>, &mut Plan) {
+        if let Book::Standing(standing) = &self.book {
+            let jobs = standing.jobs_in_order();
+            self.book = Book::Replanned { jobs, plan: Plan::EMPTY };
+            self.replan();
+        }
+        match &mut self.book {
+            Book::Replanned { jobs, plan } => (jobs, plan),
+            Book::Standing(_) => unreachable!("just replanned"),
+        }
     }
 
     /// Recompute the plan, each job holding the row it owned; the jobs placed and not started.
     fn replan(&mut self) -> Vec<JobId> {
-        self.plan = plan(&self.settings, &self.shape, &self.jobs);
+        let Book::Replanned { jobs, plan: current } = &mut self.book else { unreachable!("a full plan") };
+        *current = plan(&self.settings, &self.shape, jobs);
         let mut waiting_to_start = Vec::new();
-        for (job, planned) in self.jobs.iter_mut().zip(&self.plan.jobs) {
+        for (job, planned) in jobs.iter_mut().zip(&current.jobs) {
             job.row_held = planned.own_row;
             if job.placed.is_none() && matches!(planned.status, JobStatus::Placed { .. }) {
                 waiting_to_start.push(job.id);
             }
         }
         waiting_to_start
+    }
+}
+
+impl Standing {
+    /// Place jobs from the head of the queue while they fit; the ones placed.
+    fn admit(&mut self) -> Vec<JobId> {
+        let mut placed = Vec::new();
+        while let Some((number, job)) = self.waiting.front() {
+            let Some((cpus, row)) = self.planner.place_new(job) else { break };
+            let (number, mut job) = (*number, job.clone());
+            self.waiting.pop_front();
+            job.row_held = row;
+            placed.push(job.id);
+            self.placed.insert(number, (job, cpus, row));
+        }
+        placed
+    }
+
+    fn finish(&mut self, id: JobId) -> Vec<JobId> {
+        let number = self.numbers.remove(&id).expect("a finishing job is known");
+        match self.placed.remove(&number) {
+            Some((job, cpus, row)) => self.planner.unplace(&job, &cpus, row),
+            None => self.waiting.retain(|(n, _)| *n != number),
+        }
+        self.admit()
+    }
+
+    fn jobs_in_order(&self) -> Vec<PlanJob> {
+        let placed = self.placed.iter().map(|(&n, (job, _, _))| (n, job.clone()));
+        let mut jobs: Vec<(u64, PlanJob)> = placed.chain(self.waiting.iter().cloned()).collect();
+        jobs.sort_by_key(|(n, _)| *n);
+        jobs.into_iter().map(|(_, job)| job).collect()
     }
 }
 
@@ -204,7 +380,10 @@ mod tests {
     }
 
     fn apply(c: &mut Coscheduler, op: Op, next_id: &mut u64, study: bool) -> Vec<JobId> {
-        let pick = |c: &Coscheduler, k: usize| (!c.jobs().is_empty()).then(|| c.jobs()[k % c.jobs().len()].id);
+        let pick = |c: &mut Coscheduler, k: usize| {
+            let ids = c.job_ids();
+            (!ids.is_empty()).then(|| ids[k % ids.len()])
+        };
         match op {
             Op::Arrive { tasks, gang } => {
                 *next_id += 1;
@@ -221,8 +400,8 @@ mod tests {
 
     /// No CPU runs two gang jobs in a slot; a local CPU holds at most the MPL; every job has one CPU per task.
     fn check_plan(c: &Coscheduler) {
-        let plan = c.plan();
-        let cpus_of = |id: JobId| c.placement(id).map(|(cpus, _)| cpus.to_vec()).unwrap_or_default();
+        let plan = c.plan().expect("a full plan");
+        let cpus_of = |id: JobId| c.placement(id).map(|(cpus, _)| cpus).unwrap_or_default();
         for (slot, jobs) in plan.rows.iter().enumerate() {
             let mut cells: Vec<(u32, u32)> = jobs
                 .iter()
@@ -235,18 +414,18 @@ mod tests {
             assert_eq!(cells.len(), count, "a CPU runs two gang jobs in slot {slot}: {plan:?}");
         }
         let mut local_load: BTreeMap<(u32, u32), u32> = BTreeMap::new();
-        for job in c.jobs() {
+        for (job, planned) in c.clone().jobs().iter().zip(&plan.jobs) {
             let Some((cpus, rows)) = c.placement(job.id) else { continue };
             let tasks: usize = cpus.iter().map(|nc| nc.cpus.len()).sum();
             assert_eq!(tasks, job.tasks as usize, "{} has one CPU per task", job.id);
             if job.mode == Mode::Local {
-                for nc in cpus {
+                for nc in &cpus {
                     for &cpu in &nc.cpus {
                         *local_load.entry((nc.node, cpu)).or_default() += 1;
                     }
                 }
             }
-            let own = plan.job(job.id).and_then(|j| j.own_row);
+            let own = planned.own_row;
             assert!(own.is_none_or(|row| rows.contains(&row)), "{} runs in the row it owns", job.id);
         }
         assert!(local_load.values().all(|&load| load <= 2), "local MPL 2: {local_load:?}");
@@ -255,7 +434,7 @@ mod tests {
 
     /// Strict FCFS: every placed job comes before every waiting one.
     fn check_fcfs(c: &Coscheduler) {
-        let placed: Vec<bool> = c.jobs().iter().map(|j| c.placement(j.id).is_some()).collect();
+        let placed: Vec<bool> = c.clone().jobs().iter().map(|j| c.placement(j.id).is_some()).collect();
         assert!(placed.windows(2).all(|w| w[0] || !w[1]), "a job passed one that waits: {placed:?}");
     }
 
@@ -267,6 +446,7 @@ mod tests {
         ) {
             let rules = if study { PlanRules::STUDY } else { PlanRules::COSCHED };
             let mut c = coscheduler(rules);
+            c.jobs(); // the full plan at every step, for the checks
             let mut next_id = 0;
             let mut kept: BTreeMap<JobId, (Vec<NodeCpus>, Option<u32>)> = BTreeMap::new();
             for op in ops {
@@ -277,9 +457,11 @@ mod tests {
                 if study {
                     check_fcfs(&c);
                 }
-                kept.retain(|id, _| c.jobs().iter().any(|j| j.id == *id));
-                for job in c.jobs().iter().filter(|j| j.placed.is_some()) {
-                    let now = (c.placement(job.id).expect("placed").0.to_vec(), c.plan().job(job.id).and_then(|j| j.own_row));
+                let jobs = c.jobs().to_vec();
+                kept.retain(|id, _| jobs.iter().any(|j| j.id == *id));
+                for job in jobs.iter().filter(|j| j.placed.is_some()) {
+                    let own_row = c.plan().expect("a full plan").job(job.id).and_then(|j| j.own_row);
+                    let now = (c.placement(job.id).expect("placed").0, own_row);
                     let before = kept.entry(job.id).or_insert_with(|| now.clone());
                     prop_assert_eq!(&before.0, &now.0, "{} keeps its CPUs", job.id);
                     if before.1.is_some() && !job.idle && job.class != JobClass::Standby {
@@ -302,7 +484,7 @@ mod tests {
         for (id, tasks) in [(1, 7), (2, 6), (3, 5), (4, 12), (5, 1), (6, 12), (7, 1)] {
             arrive(&mut c, id, tasks);
         }
-        let placed = |c: &Coscheduler, id| c.placement(JobId(id)).map(|(cpus, rows)| (cpus.to_vec(), rows));
+        let placed = |c: &Coscheduler, id| c.placement(JobId(id));
         assert_eq!(placed(&c, 1), Some((vec![nc(0, &[0, 1, 2, 3]), nc(1, &[0, 1, 2])], vec![0])));
         assert_eq!(placed(&c, 2), Some((vec![nc(0, &[0, 1, 2, 3]), nc(1, &[0, 1])], vec![1])), "row 0 is too full");
         assert_eq!(placed(&c, 3), Some((vec![nc(1, &[3]), nc(2, &[0, 1, 2, 3])], vec![0])), "the rest of row 0");
@@ -310,9 +492,9 @@ mod tests {
         assert_eq!(placed(&c, 5), Some((vec![nc(1, &[2])], vec![1])), "the lowest free column of row 1");
         assert_eq!(placed(&c, 6), None, "no row has 12 free cells");
         assert_eq!(placed(&c, 7), None, "strict FCFS: job 7 waits behind job 6");
-        assert_eq!(c.plan().slot_rows, vec![Some(0), Some(1), Some(2)]);
-        assert_eq!(c.slot_to_run(Some(0), 0), Some(1));
-        assert_eq!(c.slot_to_run(Some(2), 0), Some(0), "round robin");
+        assert_eq!(c.slot_count(), 3);
+        assert_eq!(c.row_to_run(Some(0), 0), Some(1));
+        assert_eq!(c.row_to_run(Some(2), 0), Some(0), "round robin");
         for id in [2, 5] {
             for started in c.finish(JobId(id)) {
                 c.started(started);
@@ -324,7 +506,36 @@ mod tests {
             c.started(started);
         }
         assert_eq!(placed(&c, 7), Some((vec![nc(0, &[0])], vec![2])));
-        assert_eq!(c.slot_to_run(Some(1), 7), Some(2), "the study's rotation ignores the clock");
+        assert_eq!(c.row_to_run(Some(1), 7), Some(2), "the study's rotation ignores the clock");
+    }
+
+    proptest! {
+        /// The standing planner places exactly what the full plan places, under the rules that allow it.
+        #[test]
+        fn a_standing_coscheduler_decides_what_the_full_plan_decides(
+            ops in proptest::collection::vec(op(), 1..80),
+        ) {
+            let mut standing = coscheduler(PlanRules::STUDY);
+            let mut full = Coscheduler::replanning(standing.settings().clone(), standing.shape.clone());
+            let (mut next_standing, mut next_full) = (0, 0);
+            for op in ops {
+                let started = apply(&mut standing, op.clone(), &mut next_standing, true);
+                prop_assert_eq!(&started, &apply(&mut full, op, &mut next_full, true));
+                for id in started {
+                    standing.started(id);
+                    full.started(id);
+                }
+                prop_assert!(standing.plan().is_none(), "still standing");
+                for id in 1..=next_full {
+                    prop_assert_eq!(standing.placement(JobId(id)), full.placement(JobId(id)), "job {}", id);
+                }
+                prop_assert_eq!(standing.slot_count(), full.slot_count());
+                prop_assert_eq!(standing.waiting(), full.waiting());
+                for row in [None, Some(0), Some(1), Some(2)] {
+                    prop_assert_eq!(standing.row_to_run(row, 0), full.row_to_run(row, 0));
+                }
+            }
+        }
     }
 
     fn nc(node: u32, cpus: &[u32]) -> NodeCpus {

@@ -136,7 +136,7 @@ impl Controller {
         let nodes = loaded.nodes.into_iter().map(|n| Node::new(n.name, n.cpus, n.mem_bytes)).collect();
         let next_job = jobs.keys().next_back().map_or(1, |id| id + 1);
         let no_nodes = ClusterShape { cpus_per_node: vec![], mem_bytes_per_node: vec![], accepting: vec![] };
-        let cosched = Coscheduler::new(settings.plan.clone(), no_nodes);
+        let cosched = Coscheduler::replanning(settings.plan.clone(), no_nodes);
         let state = State {
             storage,
             jobs,
@@ -519,9 +519,7 @@ impl Controller {
     fn replan(&self, state: &mut State) {
         self.recompute_plan(state);
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
-        let started: Vec<(u64, Vec<NodePlacement>)> = state
-            .cosched
-            .plan()
+        let started: Vec<(u64, Vec<NodePlacement>)> = full_plan(state)
             .jobs
             .iter()
             .filter_map(|jp| match &jp.status {
@@ -608,15 +606,15 @@ impl Controller {
             .collect();
         Schedule {
             slice_ns: self.settings.slice_ns,
-            rows: state.cosched.plan().rows.iter().map(|row| ids(row)).collect(),
-            always: ids(&state.cosched.plan().always),
+            rows: full_plan(state).rows.iter().map(|row| ids(row)).collect(),
+            always: ids(&full_plan(state).always),
             suspended: jobs.iter().copied().filter(|id| state.jobs[id].state == JobState::Suspended).collect(),
             jobs,
         }
     }
 
     fn slice_share(&self, state: &State, id: u64) -> f64 {
-        let plan = state.cosched.plan();
+        let plan = full_plan(state);
         plan.job(JobId(id)).map_or(0.0, |j| j.slice_share(plan.rows.len()))
     }
 
@@ -883,13 +881,11 @@ fn maintain_storage(state: &mut State) {
 
 /// Slots × (node, CPU): the job in each cell, for the monitor.
 fn matrix_cells(state: &State) -> Vec<Vec<MatrixCell>> {
-    state
-        .cosched
-        .plan()
+    full_plan(state)
         .rows
         .iter()
         .map(|row| {
-            let in_slot: Vec<u64> = row.iter().chain(&state.cosched.plan().always).map(|id| id.0).collect();
+            let in_slot: Vec<u64> = row.iter().chain(&full_plan(state).always).map(|id| id.0).collect();
             state.nodes.iter().map(|n| matrix_cell(state, n, &in_slot)).collect()
         })
         .collect()
@@ -930,6 +926,11 @@ impl Controller {
         let address = std::fs::read_to_string(self.settings.state_dir.join("monitor.addr")).unwrap_or_default();
         Ok(MonitorTokenReply { token, address: address.trim().to_string() }.into())
     }
+}
+
+/// The plan the agents get (the controller's coscheduler always plans in full).
+fn full_plan(state: &State) -> &cosched_policy::cluster::Plan {
+    state.cosched.plan().expect("a replanning coscheduler")
 }
 
 /// The jobs the plan places: all that are not over, except registered jobs not yet admitted.

@@ -763,9 +763,7 @@ impl<'a> Engine<'a> {
 
     /// The matrix row to run in `slice`, after the current one.
     fn row_to_run(&self, slice: u64) -> Option<u32> {
-        let current = self.gang.as_ref().expect("gang").current_row;
-        let slot = self.cosched.slot_to_run(current, slice)?;
-        self.cosched.plan().slot_rows[slot]
+        self.cosched.row_to_run(self.gang.as_ref().expect("gang").current_row, slice)
     }
 
     fn cell_process(&self, row: Option<u32>, c: u32) -> Option<u32> {
@@ -788,7 +786,7 @@ impl<'a> Engine<'a> {
     /// turn, or (the study's reading) while any row holds jobs.
     fn ensure_gang_quantum(&mut self, now: SimTime) {
         let gang = self.gang.as_ref().expect("gang state");
-        if gang.tick_pending || self.cosched.plan().rows.is_empty() {
+        if gang.tick_pending || self.cosched.slot_count() == 0 {
             return;
         }
         let boundary = now.next_multiple_after(self.cfg.costs.gang_quantum_ns);
@@ -802,7 +800,7 @@ impl<'a> Engine<'a> {
 
     fn on_gang_quantum(&mut self, now: SimTime) {
         self.gang.as_mut().expect("gang state").tick_pending = false;
-        if !self.cosched.plan().rows.is_empty() {
+        if !self.cosched.slot_count() == 0 {
             let next = self.row_to_run(self.slice_at(now));
             let current = self.gang.as_ref().expect("gang").current_row;
             if self.cfg.costs.gang_switch_every_quantum || next != current {
