@@ -1,7 +1,8 @@
 //! One simulation run from configuration and jobs to records and summary.
 
 use crate::config::{ConfigError, SimConfig};
-use crate::engine::{ArrivalWindow, Engine, Progress, SimJob};
+use crate::engine::parts::EngineRun;
+use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
 use crate::trace::TraceEvent;
 use cosched_core::SimTime;
@@ -55,11 +56,18 @@ pub fn run(
         )));
     }
     let submitted = jobs.len();
-    let mut engine = Engine::new(cfg, jobs, options.bounded_slowdown_threshold_s, options.record_trace);
-    if options.visit_every_tick {
-        engine = engine.with_visits_every_tick();
+    let mut progress = progress;
+    let outcome = EngineRun {
+        cfg,
+        jobs,
+        bounded_slowdown_threshold_s: options.bounded_slowdown_threshold_s,
+        record_trace: options.record_trace,
+        visit_every_tick: options.visit_every_tick,
+        progress_every_events: options.progress_every_events,
+        stop: options.stop.as_deref(),
+        progress: &mut progress,
     }
-    let outcome = engine.run(options.progress_every_events, options.stop.as_deref(), progress);
+    .run();
     let mut records = outcome.records;
     records.sort_by_key(|r| r.job_number);
     let span_s = outcome.end.as_secs_f64();

@@ -7,19 +7,34 @@
 //! process wakes, a message reaches a spinning receiver). Each visit runs
 //! [`Engine::update_cpu`], which first charges the elapsed time, then applies
 //! the rules due at that instant, then books the next visit.
+//!
+//! What differs between schemes lives in three parts, chosen once in
+//! [`parts`]: the node scheduler ([`node_scheduler`]: the MLFQ, the gang
+//! cell), how a receive waits ([`receive`]) and what message arrival does
+//! ([`arrival`]). This file holds what every scheme shares: the event loop,
+//! processes and their application model, messages, accounting, and the
+//! cluster-level admission.
 
 use crate::app::{dedicated_ns, Program};
-use crate::config::{BoostWalk, SimConfig, TOP_LEVEL};
+use crate::config::{SimConfig, TOP_LEVEL};
 use crate::endpoint::Inbox;
 use crate::metrics::{Breakdown, JobRecord};
 use crate::mlfq::ReadyQueue;
 use crate::net::{Nic, Undecided};
-use crate::scheme::{ArrivalReaction, WaitMode};
 use crate::trace::{TraceEvent, TraceKind};
+use arrival::{MessageArrival, NicView};
 use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerHeap};
 use cosched_policy::cluster::{PlanJob, Rotation};
 use cosched_policy::{Coscheduler, JobClass};
-use dynamic::NicView;
+use node_scheduler::NodeScheduler;
+use parts::Parts;
+use receive::ReceiveWait;
+use std::marker::PhantomData;
+
+mod arrival;
+mod node_scheduler;
+pub(crate) mod parts;
+mod receive;
 
 /// A job as the engine receives it.
 #[derive(Clone, Debug)]
@@ -239,7 +254,8 @@ pub struct ArrivalWindow {
 
 pub const EVENT_KIND_NAMES: [&str; EVENT_KINDS] = Event::KIND_NAMES;
 
-pub struct Engine<'a> {
+/// The engine with its parts `P` (see [`parts`]).
+pub(crate) struct Engine<'a, P: Parts> {
     cfg: &'a SimConfig,
     queue: EventQueue<Event>,
     cpus: Vec<Cpu>,
@@ -271,30 +287,28 @@ pub struct Engine<'a> {
     peak_processes_per_cpu: usize,
     jobs_in_system: Vec<(SimTime, u32)>,
     /// What each CPU's NIC believes runs (refreshed at every tick), kept
-    /// lazily; only demand-based coscheduling uses it.
+    /// lazily; only demand-based coscheduling (`arrival::Interrupt`) uses it.
     nic_views: Vec<NicView>,
-    /// The raise period holding the latest `now` looked at: (start, end).
+    /// The MLFQ's: the raise period holding the latest `now` looked at: (start, end).
     raise_cache: std::cell::Cell<(SimTime, SimTime)>,
-    /// The tick period holding the latest instant looked at: (start, end).
-    /// Visits come in time order, so most land in it: no division.
+    /// The MLFQ's: the tick period holding the latest instant looked at: (start, end).
     tick_cache: std::cell::Cell<(SimTime, SimTime)>,
     /// Testing aid: also visit every CPU at every tick. A correct tickless
     /// engine gives exactly the same results either way.
     visit_every_tick: bool,
     /// Spin time of spin-block and spin-yield receives.
     spin_ns: u64,
-    /// Whether deposits are events (some scheme reacts to them).
-    deposit_events: bool,
-    /// The scheme's two choices, kept at hand for the hot paths.
-    wait_mode: WaitMode,
-    periodic_boost: bool,
     event_counts: [u64; EVENT_KINDS],
+    parts: PhantomData<P>,
 }
 
 /// Safety bound on the work done for one CPU at one instant.
 const MAX_DISPATCHES_PER_VISIT: usize = 10_000;
 
-impl<'a> Engine<'a> {
+impl<'a, P: Parts> Engine<'a, P> {
+    /// Whether deposits are events (a part reacts to them).
+    const DEPOSIT_EVENTS: bool = P::Wait::REACTS_TO_DEPOSITS || P::Arrival::REACTS_TO_DEPOSITS;
+
     /// `jobs` must be sorted by arrival and fit the machine (checked).
     pub fn new(cfg: &'a SimConfig, jobs: Vec<SimJob>, bsld_threshold_s: f64, record_trace: bool) -> Self {
         let cpu_count = cfg.cpu_count() as usize;
@@ -373,11 +387,8 @@ impl<'a> Engine<'a> {
             nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
-            wait_mode: cfg.scheme.wait_mode(),
-            periodic_boost: cfg.scheme.on_arrival() == ArrivalReaction::PeriodicBoost,
-            deposit_events: cfg.scheme.wait_mode() == WaitMode::SpinBlock
-                || cfg.scheme.on_arrival() == ArrivalReaction::InterruptAndReschedule,
             event_counts: [0; EVENT_KINDS],
+            parts: PhantomData,
         }
     }
 
@@ -394,7 +405,7 @@ impl<'a> Engine<'a> {
         mut self,
         progress_every: u64,
         stop: Option<&std::sync::atomic::AtomicBool>,
-        mut progress: impl FnMut(&Progress),
+        progress: &mut dyn FnMut(&Progress),
     ) -> EngineOutcome {
         let horizon = self.cfg.horizon_ns.map(SimTime).unwrap_or(SimTime::MAX);
         let mut end = SimTime::ZERO;
@@ -842,17 +853,13 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// A blocked process becomes runnable (at `when`): to the head of the top level.
+    /// A blocked process becomes runnable (at `when`) and joins its node scheduler.
     fn wake(&mut self, p: u32, when: SimTime) {
-        let cpu = self.procs[p as usize].cpu;
         let proc = &mut self.procs[p as usize];
         debug_assert_eq!(proc.state, ProcState::Blocked);
         proc.state = ProcState::Ready;
-        if !self.cfg.scheme.is_gang() {
-            proc.level = TOP_LEVEL;
-            proc.quantum_left_ns = self.cfg.scheduler.quantum_ns(TOP_LEVEL);
-            self.cpus[cpu as usize].ready.push_head(p, TOP_LEVEL);
-        }
+        let cpu = proc.cpu;
+        P::Node::make_ready(self, p);
         self.record(when, cpu, TraceKind::Wake { process: p });
     }
 
@@ -861,7 +868,7 @@ impl<'a> Engine<'a> {
         let cpu = self.procs[dest as usize].cpu;
         self.record(at, cpu, TraceKind::Deposit { process: dest });
         self.procs[dest as usize].inbox[side as usize].push(at);
-        if self.deposit_events {
+        if Self::DEPOSIT_EVENTS {
             self.queue.schedule(at, Event::Deposit { dest });
         }
         self.notify_spinning_receiver(dest, at, now);
@@ -926,7 +933,7 @@ impl<'a> Engine<'a> {
                 self.deliver(dest, dest_side, at, now);
             } else {
                 receiver.add_undecided(Undecided { arrival: arrives, dest, side: dest_side });
-                if self.deposit_events {
+                if Self::DEPOSIT_EVENTS {
                     self.queue.schedule(arrives, Event::Decide { node: dest_node });
                 }
                 self.notify_spinning_receiver(dest, arrives, now);
@@ -958,12 +965,7 @@ impl<'a> Engine<'a> {
                         self.finish_recv(p);
                         continue;
                     }
-                    let proc = &self.procs[p as usize];
-                    match self.wait_mode {
-                        WaitMode::SpinBlock if proc.spin_left_ns == 0 => self.block_in_recv(p, now),
-                        WaitMode::SpinYield if proc.spin_left_ns == 0 && !proc.yielded => self.spin_yield(p, now),
-                        _ => {} // spin on
-                    }
+                    P::Wait::wait(self, p, now);
                     return;
                 }
                 Phase::Done => {
@@ -1025,20 +1027,9 @@ impl<'a> Engine<'a> {
         }
         let complete = self.messages_complete_at(p)?;
         // Spin-block and spin-yield act when the spin time runs out first.
-        match self.spin_deadline(p, spinning_from) {
+        match P::Wait::spin_deadline(self, p, spinning_from) {
             Some(deadline) if complete.max(spinning_from) > deadline => None,
             _ => Some(complete),
-        }
-    }
-
-    /// When a spinning receiver blocks or yields, if its scheme makes it.
-    fn spin_deadline(&self, p: u32, spinning_from: SimTime) -> Option<SimTime> {
-        let proc = &self.procs[p as usize];
-        match self.wait_mode {
-            WaitMode::BusyWait => None,
-            WaitMode::SpinBlock => Some(spinning_from + proc.spin_left_ns),
-            WaitMode::SpinYield if !proc.yielded => Some(spinning_from + proc.spin_left_ns),
-            _ => None,
         }
     }
 
@@ -1127,21 +1118,13 @@ impl<'a> Engine<'a> {
         self.account(c, now);
         self.decide_deposits(self.cpus[c as usize].node, now);
         self.complete_io(c, now);
-        let mlfq = !self.cfg.scheme.is_gang();
-        // (The raise period is a whole number of ticks.)
-        if mlfq
-            && self.ceil_tick(now) == now
-            && now.is_multiple_of(self.cfg.scheduler.raise_period_ns)
-            && self.cpus[c as usize].last_raise < now
-        {
-            self.raise_all(c, now);
-        }
+        P::Node::on_visit(self, c, now);
         if self.cpus[c as usize].switch_until > now {
             // In the kernel: a tick now waits for the end of the kernel work.
             self.book_visit(c, now);
             return;
         }
-        let tick_due = mlfq && self.scheduler_acts_at(c, now) == now;
+        let tick_due = P::Node::acts_at(self, c, now) == now;
         if let Some(p) = self.cpus[c as usize].running {
             self.advance_running(p, now);
         }
@@ -1152,77 +1135,12 @@ impl<'a> Engine<'a> {
         self.book_visit(c, now);
     }
 
-    /// The scheduler's activity at a tick (or a deferred one), with periodic
-    /// boost's walk just before it (same tick) or after it, starting with the
-    /// process the scheduler has just chosen (its boost then waits for the
-    /// next tick).
+    /// The node scheduler's activity at a tick (or a deferred one), with the
+    /// arrival reaction's periodic work around it.
     fn scheduler_tick(&mut self, c: u32, now: SimTime) {
-        let ceil = self.ceil_tick(now);
-        self.cpus[c as usize].first_unacted_tick = if ceil == now { now + self.cfg.scheduler.tick_ns } else { ceil };
-        let walk_first = self.cfg.costs.boost_walk == BoostWalk::SameTick;
-        if self.periodic_boost && walk_first {
-            self.periodic_boost(c, now);
-        }
-        self.tick(c, now);
-        if self.periodic_boost && !walk_first {
-            self.dispatch(c, now);
-            self.periodic_boost(c, now);
-        }
-    }
-
-    /// The 1 s starvation avoidance: every process to the top level.
-    fn raise_all(&mut self, c: u32, now: SimTime) {
-        let top_quantum = self.cfg.scheduler.quantum_ns(TOP_LEVEL);
-        let cpu = &mut self.cpus[c as usize];
-        cpu.last_raise = now;
-        cpu.ready.raise_all(TOP_LEVEL);
-        for p in cpu.ready.processes().chain(cpu.running) {
-            let proc = &mut self.procs[p as usize];
-            proc.level = TOP_LEVEL;
-            proc.quantum_left_ns = top_quantum;
-        }
-    }
-
-    /// The scheduler tick: quantum expiry, preemption by a higher level, and
-    /// periodic boost's preemption in favour of the boosted process.
-    fn tick(&mut self, c: u32, now: SimTime) {
-        let boosted = self.cpus[c as usize].boosted.take();
-        let Some(p) = self.cpus[c as usize].running else {
-            return;
-        };
-        let boosted = boosted.filter(|&q| q != p && self.procs[q as usize].state == ProcState::Ready);
-        let proc = &mut self.procs[p as usize];
-        let cpu = &mut self.cpus[c as usize];
-        let trace = if proc.quantum_left_ns == 0 {
-            proc.level = proc.level.saturating_sub(1);
-            proc.quantum_left_ns = self.cfg.scheduler.quantum_ns(proc.level);
-            cpu.ready.push_tail(p, proc.level);
-            TraceKind::Demote { process: p, level: proc.level }
-        } else if boosted.is_some() || cpu.ready.best_level().is_some_and(|best| best > proc.level) {
-            // Preempted before its quantum ran out: back to the head, quantum kept.
-            cpu.ready.push_head(p, proc.level);
-            TraceKind::Preempt { process: p }
-        } else {
-            return;
-        };
-        proc.state = ProcState::Ready;
-        if let Some(q) = boosted {
-            // The boosted process runs next, whatever has joined its level since.
-            let level = self.procs[q as usize].level;
-            cpu.ready.remove(q);
-            cpu.ready.push_head(q, level);
-        }
-        self.set_running(c, now, None);
-        self.record(now, c, trace);
-    }
-
-    fn pick_next(&mut self, c: u32) -> Option<u32> {
-        let cpu = &mut self.cpus[c as usize];
-        if self.cfg.scheme.is_gang() {
-            cpu.gang_cell.filter(|&p| self.procs[p as usize].state == ProcState::Ready)
-        } else {
-            cpu.ready.pop_best()
-        }
+        P::Arrival::before_tick(self, c, now);
+        P::Node::tick(self, c, now);
+        P::Arrival::after_tick(self, c, now);
     }
 
     /// While the CPU is free, give it to the next process.
@@ -1231,11 +1149,11 @@ impl<'a> Engine<'a> {
             if self.cpus[c as usize].running.is_some() {
                 return;
             }
-            let Some(p) = self.pick_next(c) else { return };
+            let Some(p) = P::Node::pick_next(self, c) else { return };
             self.set_running(c, now, Some(p));
             self.procs[p as usize].state = ProcState::Running;
             let cpu = &mut self.cpus[c as usize];
-            let switching = !self.cfg.scheme.is_gang() && cpu.last_process.is_some_and(|last| last != p);
+            let switching = P::Node::CHARGES_DISPATCH_SWITCH && cpu.last_process.is_some_and(|last| last != p);
             cpu.last_process = Some(p);
             if cpu.boosted == Some(p) {
                 cpu.boosted = None;
@@ -1252,7 +1170,41 @@ impl<'a> Engine<'a> {
         panic!("CPU {c} dispatched {MAX_DISPATCHES_PER_VISIT} times at {now}: a process loops without using time");
     }
 
-    /// The next instant anything can change on this CPU.
+    /// Set what CPU `c` runs from `at` on.
+    fn set_running(&mut self, c: u32, at: SimTime, process: Option<u32>) {
+        P::Arrival::before_running_changes(self, c, at);
+        self.cpus[c as usize].running = process;
+    }
+
+    /// Kernel work of `ns` on CPU `c` (accounted up to `now`): it runs after
+    /// any kernel work already under way and delays the running process.
+    /// Counted as overhead.
+    fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        let cpu = &mut self.cpus[c as usize];
+        debug_assert_eq!(cpu.accounted_until, now, "charge kernel time on an accounted CPU");
+        cpu.add_kernel_work(now, ns);
+        cpu.overhead_pending_ns += ns;
+    }
+
+    /// A message has landed in `dest`'s endpoint (an event only when a part
+    /// reacts to deposits): the receive wait's reaction, else the arrival's.
+    fn on_deposit(&mut self, dest: u32, now: SimTime) {
+        let cpu = self.procs[dest as usize].cpu;
+        // Phase ends and I/O completions the CPU has not been visited for happen first.
+        self.account(cpu, now);
+        self.complete_io(cpu, now);
+        if P::Wait::on_deposit(self, dest, now) || P::Arrival::on_deposit(self, dest, now) {
+            self.update_cpu(cpu, now);
+        }
+    }
+
+    /// The next instant anything can change on this CPU. The parts give
+    /// their own instants: the node scheduler when a wake is noticed and when
+    /// the running process may lose the CPU, the receive wait when a spin
+    /// runs out, the arrival reaction when it acts by itself.
     fn next_change(&self, c: u32, now: SimTime) -> SimTime {
         let cpu = &self.cpus[c as usize];
         let io_end = cpu
@@ -1264,25 +1216,15 @@ impl<'a> Engine<'a> {
             .min()
             .unwrap_or(SimTime::MAX);
         let busy = cpu.switch_until > now || cpu.running.is_some();
-        // A wake on a busy CPU changes nothing before the next tick, where it
-        // may preempt (the node scheduler) or before the next visit (GS, which
-        // runs only the current cell's process: the running one). Waiting for
-        // that instant saves a visit per I/O.
-        let wake_matters_at = if !busy || io_end == SimTime::MAX {
-            io_end
-        } else if self.cfg.scheme.is_gang() {
-            SimTime::MAX
-        } else {
-            self.scheduler_acts_at(c, io_end.max(now))
-        };
+        // A wake on a busy CPU changes nothing before its node scheduler
+        // notices it. Waiting for that instant saves a visit per I/O.
+        let wake_matters_at =
+            if !busy || io_end == SimTime::MAX { io_end } else { P::Node::wake_noticed_at(self, c, io_end.max(now)) };
         let switching = cpu.switch_until > now;
-        // The first instant the scheduler acts (a tick, or a tick deferred to
-        // the end of kernel work; `now` itself if not yet acted on).
-        let first_tick = || self.scheduler_acts_at(c, now);
-        let boost_tick = if self.periodic_boost_active(c) { first_tick() } else { SimTime::MAX };
+        let arrival_acts_at = P::Arrival::acts_at(self, c, now);
         let Some(p) = cpu.running else {
             let idle_next = if switching { wake_matters_at.min(cpu.switch_until) } else { wake_matters_at };
-            return idle_next.min(boost_tick);
+            return idle_next.min(arrival_acts_at);
         };
         let proc = &self.procs[p as usize];
         // The incoming process starts when the switch ends. If it is
@@ -1292,7 +1234,7 @@ impl<'a> Engine<'a> {
             return wake_matters_at.min(cpu.switch_until);
         }
         let mut next = wake_matters_at;
-        // While it runs, the quantum, the raise and preemption matter; once it
+        // While it runs, the node scheduler may take the CPU; once it
         // blocks, only its own wake does.
         let mut running_until = SimTime::MAX;
         // A receive that completes before more iterations computes on from then.
@@ -1306,21 +1248,19 @@ impl<'a> Engine<'a> {
         match (proc.phase, computing) {
             (_, Some((compute_start, remaining_ns, io_next_ns))) => {
                 let compute_end = compute_start + remaining_ns;
-                // Alone on its CPU (or under GS, where nothing else may use it),
-                // a process that goes on to I/O leaves the CPU idle until it
-                // wakes: nothing happens at the compute's end worth a visit.
-                let stays_idle = self.cfg.scheme.is_gang() || cpu.residents.len() == 1;
-                if io_next_ns > 0 && stays_idle {
+                // If nothing else may use the CPU, a process that goes on to
+                // I/O leaves it idle until it wakes: nothing happens at the
+                // compute's end worth a visit.
+                if io_next_ns > 0 && P::Node::idle_while_blocked(self, c) {
                     next = next.min(compute_end + io_next_ns);
                     running_until = compute_end;
                 } else {
                     next = next.min(compute_end);
                 }
             }
-            (Phase::Recv, None) => match self
-                .messages_complete_at(p)
-                .filter(|&complete| self.spin_deadline(p, start).is_none_or(|deadline| complete.max(now) <= deadline))
-            {
+            (Phase::Recv, None) => match self.messages_complete_at(p).filter(|&complete| {
+                P::Wait::spin_deadline(self, p, start).is_none_or(|deadline| complete.max(now) <= deadline)
+            }) {
                 // (Already complete if the visit at the end of a switch is still due.)
                 Some(complete) => next = next.min(complete.max(now)),
                 // A message still undecided can be decided once it has left its
@@ -1335,26 +1275,14 @@ impl<'a> Engine<'a> {
             _ => {}
         }
         if proc.phase == Phase::Recv {
-            if let Some(deadline) = self.spin_deadline(p, start) {
+            if let Some(deadline) = P::Wait::spin_deadline(self, p, start) {
                 next = next.min(deadline.max(now));
             }
         }
-        if !self.cfg.scheme.is_gang() {
-            let sched = &self.cfg.scheduler;
-            next = next.min(boost_tick);
-
-            // Expiry is noticed at the first tick at or after the quantum runs out.
-            let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(sched.tick_ns);
-            let first_tick = first_tick();
-            let mut while_running = quantum_end.max(first_tick);
-            if cpu.boosted.is_some() || cpu.ready.best_level().is_some_and(|best| best > proc.level) {
-                while_running = while_running.min(first_tick);
-            }
-            let raise = self.raise_at_or_after(now, cpu.last_raise);
-            while_running = while_running.min(raise);
-            if while_running <= running_until {
-                next = next.min(while_running);
-            }
+        next = next.min(arrival_acts_at);
+        let preempts_at = P::Node::preempts_at(self, c, p, start, now);
+        if preempts_at <= running_until {
+            next = next.min(preempts_at);
         }
         debug_assert!(
             next >= now,
@@ -1365,56 +1293,6 @@ impl<'a> Engine<'a> {
             wake_matters_at
         );
         next
-    }
-
-    /// The first tick at or after `t`.
-    fn ceil_tick(&self, t: SimTime) -> SimTime {
-        let (start, end) = self.tick_cache.get();
-        if t > start && t <= end {
-            return end;
-        }
-        if t == start {
-            return start;
-        }
-        let tick_ns = self.cfg.scheduler.tick_ns;
-        let start = SimTime(t.ns() / tick_ns * tick_ns);
-        if start == t {
-            return t;
-        }
-        self.tick_cache.set((start, start + tick_ns));
-        start + tick_ns
-    }
-
-    /// The first instant at or after `from` (not before the CPU's last visit)
-    /// at which its scheduler acts: the next tick not yet acted on, except
-    /// that a tick falling inside kernel work is deferred to the work's end.
-    fn scheduler_acts_at(&self, c: u32, from: SimTime) -> SimTime {
-        let cpu = &self.cpus[c as usize];
-        let end = cpu.switch_until;
-        let lower = cpu.kernel_start.max(cpu.first_unacted_tick);
-        if from <= end && end > lower && self.ceil_tick(lower) < end {
-            return end;
-        }
-        self.ceil_tick(from).max(cpu.first_unacted_tick)
-    }
-
-    /// The raise boundary a CPU must still act on: `now` if it is one the CPU
-    /// has not raised at, else the next. Cached: global time only moves on.
-    fn raise_at_or_after(&self, now: SimTime, last_raise: SimTime) -> SimTime {
-        let period = self.cfg.scheduler.raise_period_ns;
-        let (start, end) = self.raise_cache.get();
-        let (start, end) = if now >= start && now < end {
-            (start, end)
-        } else {
-            let start = SimTime(now.ns() / period * period);
-            self.raise_cache.set((start, start + period));
-            (start, start + period)
-        };
-        if start == now && last_raise < now {
-            now
-        } else {
-            end
-        }
     }
 
     fn book_visit(&mut self, c: u32, now: SimTime) {
@@ -1429,8 +1307,6 @@ impl<'a> Engine<'a> {
         self.visits.set(c, at);
     }
 }
-
-mod dynamic;
 
 /// A nominal duration times the skew factor `1 + U(-s/2, s/2)`.
 fn skewed(skew: f64, nominal_ns: u64, rng: &mut Rng) -> u64 {

@@ -1,0 +1,81 @@
+//! Demand-based coscheduling: when a message lands for a process the NIC
+//! does not believe runs, the NIC interrupts and the node scheduler favours
+//! the receiver (to the head of the top level).
+
+use super::MessageArrival;
+use crate::engine::node_scheduler::NodeScheduler;
+use crate::engine::parts::Parts;
+use crate::engine::{Engine, ProcState};
+use crate::trace::TraceKind;
+use cosched_core::SimTime;
+
+pub(crate) struct Interrupt;
+
+impl MessageArrival for Interrupt {
+    const REACTS_TO_DEPOSITS: bool = true;
+
+    fn before_running_changes<P: Parts>(engine: &mut Engine<'_, P>, c: u32, at: SimTime) {
+        let running = engine.cpus[c as usize].running;
+        engine.nic_views[c as usize].before_change(at, engine.cfg.scheduler.tick_ns, running);
+    }
+
+    fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
+        let proc = &engine.procs[dest as usize];
+        let cpu = proc.cpu;
+        let running = engine.cpus[cpu as usize].running;
+        let seen_running = engine.nic_views[cpu as usize].seen(now, engine.cfg.scheduler.tick_ns, running);
+        if proc.state == ProcState::Exited || seen_running == Some(dest) {
+            return false;
+        }
+        let costs = &engine.cfg.costs;
+        let ready = proc.state == ProcState::Ready;
+        let cost_ns = costs.interrupt_ns + if ready { costs.queue_move_ns } else { 0 };
+        engine.charge_kernel(cpu, now, cost_ns);
+        engine.record(now, cpu, TraceKind::Interrupt { process: dest });
+        if ready {
+            P::Node::favour(engine, dest);
+        }
+        true
+    }
+
+    fn before_tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+
+    fn after_tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+
+    fn acts_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
+        SimTime::MAX
+    }
+}
+
+/// What the NIC believes its CPU runs: the process running at the last tick.
+/// Kept lazily: only the value at the tick before the latest change is stored.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NicView {
+    changed_at: SimTime,
+    view: Option<u32>,
+}
+
+fn tick_at_or_before(at: SimTime, tick_ns: u64) -> SimTime {
+    SimTime(at.ns() / tick_ns * tick_ns)
+}
+
+impl NicView {
+    /// `running` is about to change at `at` (changes come in time order).
+    fn before_change(&mut self, at: SimTime, tick_ns: u64, old: Option<u32>) {
+        debug_assert!(at >= self.changed_at, "running changes out of order");
+        if self.changed_at <= tick_at_or_before(at, tick_ns) {
+            self.view = old;
+        }
+        self.changed_at = at;
+    }
+
+    /// The NIC's belief at `now`, given what runs now. A change at a tick's
+    /// very instant is already seen at that tick.
+    fn seen(&self, now: SimTime, tick_ns: u64, current: Option<u32>) -> Option<u32> {
+        if self.changed_at <= tick_at_or_before(now, tick_ns) {
+            current
+        } else {
+            self.view
+        }
+    }
+}

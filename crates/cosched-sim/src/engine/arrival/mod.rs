@@ -1,0 +1,41 @@
+//! What a node does when a message arrives: nothing, interrupt and move the
+//! receiver to the front (demand-based coscheduling), or look at every
+//! endpoint at each tick and boost a receiver whose message is there
+//! (periodic boost). Every cost is kernel time, counted as overhead.
+//!
+//! Each reaction keeps its part of `Engine::next_change` here: when it acts
+//! on a CPU on its own (`acts_at`).
+
+mod interrupt;
+mod none;
+mod periodic_boost;
+
+pub(crate) use interrupt::{Interrupt, NicView};
+pub(crate) use none::NoReaction;
+pub(crate) use periodic_boost::{boost_by_choice, PeriodicBoost};
+
+use super::parts::Parts;
+use super::Engine;
+use cosched_core::SimTime;
+
+pub(crate) trait MessageArrival: 'static {
+    /// Whether every message deposit must be an event (the reaction needs it).
+    const REACTS_TO_DEPOSITS: bool;
+
+    /// What CPU `c` runs is about to change at `at`.
+    fn before_running_changes<P: Parts>(engine: &mut Engine<'_, P>, c: u32, at: SimTime);
+
+    /// A message has landed in `dest`'s endpoint at `now` (accounted): react,
+    /// and say whether it did (the CPU is then visited).
+    fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool;
+
+    /// Work at the node scheduler's tick, just before it acts.
+    fn before_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+
+    /// Work at the node scheduler's tick, just after it has acted.
+    fn after_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+
+    /// The first instant at or after `now` at which the reaction can cost or
+    /// change anything on CPU `c` by itself; `SimTime::MAX` if none.
+    fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime;
+}

@@ -1,0 +1,101 @@
+//! Periodic boost: at every tick the kernel walks the CPU's processes,
+//! starting with the running one, checking the endpoints of those inside a
+//! receive, and boosts the first whose message is there; the boosted
+//! process preempts the running one when the scheduler next acts.
+
+use super::MessageArrival;
+use crate::config::BoostWalk;
+use crate::engine::node_scheduler::NodeScheduler;
+use crate::engine::parts::Parts;
+use crate::engine::{Engine, Phase, ProcState};
+use crate::trace::TraceKind;
+use cosched_core::SimTime;
+use cosched_policy::{periodic_boost_choice, BoostCandidate};
+
+pub(crate) struct PeriodicBoost;
+
+impl MessageArrival for PeriodicBoost {
+    const REACTS_TO_DEPOSITS: bool = false;
+
+    fn before_running_changes<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+
+    fn on_deposit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
+        false
+    }
+
+    /// The walk just before the scheduler acts, in the same tick.
+    fn before_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+        if engine.cfg.costs.boost_walk == BoostWalk::SameTick {
+            walk(engine, c, now);
+        }
+    }
+
+    /// Or the walk after it, starting with the process the scheduler has just
+    /// chosen (its boost then waits for the next tick).
+    fn after_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+        if engine.cfg.costs.boost_walk != BoostWalk::SameTick {
+            engine.dispatch(c, now);
+            walk(engine, c, now);
+        }
+    }
+
+    /// The walk costs or changes something only when a process is inside a
+    /// receive, or when, starting with the running process, it would find
+    /// another first.
+    fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
+        let cpu = &engine.cpus[c as usize];
+        let active = (cpu.running.is_none() && !cpu.ready.is_empty())
+            || cpu.residents.iter().any(|&r| engine.procs[r as usize].phase == Phase::Recv);
+        if active {
+            P::Node::acts_at(engine, c, now)
+        } else {
+            SimTime::MAX
+        }
+    }
+}
+
+/// The 1 ms kernel activity on CPU `c`.
+fn walk<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+    let cpu = &engine.cpus[c as usize];
+    let start_with = cpu.running.or(cpu.last_process);
+    let (cost_ns, boosted) = boost_by_choice(engine, c, start_with, now);
+    if boosted.is_some() {
+        engine.cpus[c as usize].boosted = boosted;
+    }
+    engine.charge_kernel(c, now, cost_ns);
+}
+
+/// Walk the CPU's processes starting with `start_with` and have the node
+/// scheduler favour the chosen one, unless it is `start_with` itself.
+/// Returns the kernel time it took and whom it boosted. (Spin-yield's pick too.)
+pub(crate) fn boost_by_choice<P: Parts>(
+    engine: &mut Engine<'_, P>,
+    c: u32,
+    start_with: Option<u32>,
+    now: SimTime,
+) -> (u64, Option<u32>) {
+    let mut residents = engine.cpus[c as usize].residents.clone();
+    residents.sort_unstable();
+    let candidates: Vec<BoostCandidate> = residents
+        .iter()
+        .map(|&r| {
+            let proc = &engine.procs[r as usize];
+            BoostCandidate {
+                id: r,
+                runnable: matches!(proc.state, ProcState::Ready | ProcState::Running),
+                in_receive: proc.phase == Phase::Recv,
+                message_ready: proc.phase == Phase::Recv && engine.has_all_messages(r, now),
+            }
+        })
+        .collect();
+    let choice = periodic_boost_choice(&candidates, start_with);
+    let costs = &engine.cfg.costs;
+    let mut cost_ns = choice.endpoints_checked as u64 * costs.endpoint_check_ns;
+    let boosted = choice.chosen.filter(|&q| engine.procs[q as usize].state == ProcState::Ready);
+    if let Some(q) = boosted {
+        cost_ns += costs.queue_move_ns;
+        P::Node::favour(engine, q);
+        engine.record(now, c, TraceKind::Boost { process: q });
+    }
+    (cost_ns, boosted)
+}

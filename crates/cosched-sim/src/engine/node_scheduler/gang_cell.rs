@@ -1,0 +1,43 @@
+//! Gang scheduling's node side: a CPU runs only the process of the current
+//! row's cell on it (set by the gang quantum), with no scheduler of its own.
+
+use super::NodeScheduler;
+use crate::engine::parts::Parts;
+use crate::engine::{Engine, ProcState};
+use cosched_core::SimTime;
+
+pub(crate) struct GangCell;
+
+impl NodeScheduler for GangCell {
+    const CHARGES_DISPATCH_SWITCH: bool = false;
+
+    fn on_visit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+
+    fn acts_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
+        SimTime::MAX
+    }
+
+    fn tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+
+    fn pick_next<P: Parts>(engine: &mut Engine<'_, P>, c: u32) -> Option<u32> {
+        engine.cpus[c as usize].gang_cell.filter(|&p| engine.procs[p as usize].state == ProcState::Ready)
+    }
+
+    fn make_ready<P: Parts>(_: &mut Engine<'_, P>, _: u32) {}
+
+    fn favour<P: Parts>(_: &mut Engine<'_, P>, _: u32) {}
+
+    /// The cell's process is the running one: a wake matters only when
+    /// something else makes the engine look (the gang quantum).
+    fn wake_noticed_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
+        SimTime::MAX
+    }
+
+    fn idle_while_blocked<P: Parts>(_: &Engine<'_, P>, _: u32) -> bool {
+        true
+    }
+
+    fn preempts_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: u32, _: SimTime, _: SimTime) -> SimTime {
+        SimTime::MAX
+    }
+}

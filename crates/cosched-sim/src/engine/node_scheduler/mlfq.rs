@@ -1,0 +1,184 @@
+//! The Solaris-like multilevel feedback queue at a 1 ms tick: a quantum per
+//! level, demotion when it runs out, preemption by a higher level at a tick,
+//! a woken process to the head of the top level, every process raised to
+//! the top each raise period. A tick falling inside kernel work is deferred
+//! to the work's end; each tick acts once.
+
+use super::NodeScheduler;
+use crate::config::TOP_LEVEL;
+use crate::engine::parts::Parts;
+use crate::engine::{Engine, ProcState};
+use crate::trace::TraceKind;
+use cosched_core::SimTime;
+
+pub(crate) struct Mlfq;
+
+impl NodeScheduler for Mlfq {
+    const CHARGES_DISPATCH_SWITCH: bool = true;
+
+    /// The starvation avoidance, due at a raise boundary (a whole number of
+    /// ticks) even inside kernel work.
+    fn on_visit<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+        if ceil_tick(engine, now) == now
+            && now.is_multiple_of(engine.cfg.scheduler.raise_period_ns)
+            && engine.cpus[c as usize].last_raise < now
+        {
+            raise_all(engine, c, now);
+        }
+    }
+
+    /// The first instant at or after `from` (not before the CPU's last visit)
+    /// at which the scheduler acts: the next tick not yet acted on, except
+    /// that a tick falling inside kernel work is deferred to the work's end.
+    fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, from: SimTime) -> SimTime {
+        let cpu = &engine.cpus[c as usize];
+        let end = cpu.switch_until;
+        let lower = cpu.kernel_start.max(cpu.first_unacted_tick);
+        if from <= end && end > lower && ceil_tick(engine, lower) < end {
+            return end;
+        }
+        ceil_tick(engine, from).max(cpu.first_unacted_tick)
+    }
+
+    /// Quantum expiry, preemption by a higher level, and preemption in favour
+    /// of a process periodic boost has chosen.
+    fn tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+        let ceil = ceil_tick(engine, now);
+        let tick_ns = engine.cfg.scheduler.tick_ns;
+        engine.cpus[c as usize].first_unacted_tick = if ceil == now { now + tick_ns } else { ceil };
+        let boosted = engine.cpus[c as usize].boosted.take();
+        let Some(p) = engine.cpus[c as usize].running else {
+            return;
+        };
+        let boosted = boosted.filter(|&q| q != p && engine.procs[q as usize].state == ProcState::Ready);
+        let proc = &mut engine.procs[p as usize];
+        let cpu = &mut engine.cpus[c as usize];
+        let trace = if proc.quantum_left_ns == 0 {
+            proc.level = proc.level.saturating_sub(1);
+            proc.quantum_left_ns = engine.cfg.scheduler.quantum_ns(proc.level);
+            cpu.ready.push_tail(p, proc.level);
+            TraceKind::Demote { process: p, level: proc.level }
+        } else if boosted.is_some() || cpu.ready.best_level().is_some_and(|best| best > proc.level) {
+            // Preempted before its quantum ran out: back to the head, quantum kept.
+            cpu.ready.push_head(p, proc.level);
+            TraceKind::Preempt { process: p }
+        } else {
+            return;
+        };
+        proc.state = ProcState::Ready;
+        if let Some(q) = boosted {
+            // The boosted process runs next, whatever has joined its level since.
+            let level = engine.procs[q as usize].level;
+            let ready = &mut engine.cpus[c as usize].ready;
+            ready.remove(q);
+            ready.push_head(q, level);
+        }
+        engine.set_running(c, now, None);
+        engine.record(now, c, trace);
+    }
+
+    fn pick_next<P: Parts>(engine: &mut Engine<'_, P>, c: u32) -> Option<u32> {
+        engine.cpus[c as usize].ready.pop_best()
+    }
+
+    /// To the head of the top level, with a fresh quantum.
+    fn make_ready<P: Parts>(engine: &mut Engine<'_, P>, p: u32) {
+        let top_quantum = engine.cfg.scheduler.quantum_ns(TOP_LEVEL);
+        let proc = &mut engine.procs[p as usize];
+        proc.level = TOP_LEVEL;
+        proc.quantum_left_ns = top_quantum;
+        engine.cpus[proc.cpu as usize].ready.push_head(p, TOP_LEVEL);
+    }
+
+    /// To the head of the top level, with a fresh quantum (or, with
+    /// `boost_keeps_quantum`, what was left of its own).
+    fn favour<P: Parts>(engine: &mut Engine<'_, P>, q: u32) {
+        let top_quantum = engine.cfg.scheduler.quantum_ns(TOP_LEVEL);
+        let keep = engine.cfg.costs.boost_keeps_quantum;
+        let proc = &mut engine.procs[q as usize];
+        debug_assert_eq!(proc.state, ProcState::Ready);
+        proc.level = TOP_LEVEL;
+        if !keep {
+            proc.quantum_left_ns = top_quantum;
+        }
+        let ready = &mut engine.cpus[proc.cpu as usize].ready;
+        ready.remove(q);
+        ready.push_head(q, TOP_LEVEL);
+    }
+
+    /// A wake on a busy CPU may preempt only at the scheduler's next tick.
+    fn wake_noticed_at<P: Parts>(engine: &Engine<'_, P>, c: u32, wake_at: SimTime) -> SimTime {
+        Self::acts_at(engine, c, wake_at)
+    }
+
+    /// Alone on its CPU, a process that blocks leaves it idle until it wakes.
+    fn idle_while_blocked<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool {
+        engine.cpus[c as usize].residents.len() == 1
+    }
+
+    /// Expiry is noticed at the first tick at or after the quantum runs out;
+    /// a waiting higher level or a boosted process preempts at the first
+    /// tick; the raise may reorder at its boundary.
+    fn preempts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, p: u32, start: SimTime, now: SimTime) -> SimTime {
+        let cpu = &engine.cpus[c as usize];
+        let proc = &engine.procs[p as usize];
+        let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(engine.cfg.scheduler.tick_ns);
+        let first_tick = Self::acts_at(engine, c, now);
+        let mut preempt_at = quantum_end.max(first_tick);
+        if cpu.boosted.is_some() || cpu.ready.best_level().is_some_and(|best| best > proc.level) {
+            preempt_at = preempt_at.min(first_tick);
+        }
+        preempt_at.min(raise_at_or_after(engine, now, cpu.last_raise))
+    }
+}
+
+/// The 1 s starvation avoidance: every process to the top level.
+fn raise_all<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+    let top_quantum = engine.cfg.scheduler.quantum_ns(TOP_LEVEL);
+    let cpu = &mut engine.cpus[c as usize];
+    cpu.last_raise = now;
+    cpu.ready.raise_all(TOP_LEVEL);
+    for p in cpu.ready.processes().chain(cpu.running) {
+        let proc = &mut engine.procs[p as usize];
+        proc.level = TOP_LEVEL;
+        proc.quantum_left_ns = top_quantum;
+    }
+}
+
+/// The first tick at or after `t`.
+fn ceil_tick<P: Parts>(engine: &Engine<'_, P>, t: SimTime) -> SimTime {
+    // Visits come in time order, so most land in the cached tick period: no division.
+    let (start, end) = engine.tick_cache.get();
+    if t > start && t <= end {
+        return end;
+    }
+    if t == start {
+        return start;
+    }
+    let tick_ns = engine.cfg.scheduler.tick_ns;
+    let start = SimTime(t.ns() / tick_ns * tick_ns);
+    if start == t {
+        return t;
+    }
+    engine.tick_cache.set((start, start + tick_ns));
+    start + tick_ns
+}
+
+/// The raise boundary a CPU must still act on: `now` if it is one the CPU
+/// has not raised at, else the next. Cached: global time only moves on.
+fn raise_at_or_after<P: Parts>(engine: &Engine<'_, P>, now: SimTime, last_raise: SimTime) -> SimTime {
+    let period = engine.cfg.scheduler.raise_period_ns;
+    let (start, end) = engine.raise_cache.get();
+    let (start, end) = if now >= start && now < end {
+        (start, end)
+    } else {
+        let start = SimTime(now.ns() / period * period);
+        engine.raise_cache.set((start, start + period));
+        (start, start + period)
+    };
+    if start == now && last_raise < now {
+        now
+    } else {
+        end
+    }
+}

@@ -1,0 +1,53 @@
+//! A node's CPU scheduler: which ready process a CPU runs, when it acts on
+//! its own (ticks), and when it may take the CPU from the running process.
+//!
+//! Each scheduler keeps its part of `Engine::next_change` here: the engine
+//! asks it when a wake is noticed and when the running process may lose
+//! the CPU, and never tests which scheduler it has.
+
+mod gang_cell;
+mod mlfq;
+
+pub(crate) use gang_cell::GangCell;
+pub(crate) use mlfq::Mlfq;
+
+use super::parts::Parts;
+use super::Engine;
+use cosched_core::SimTime;
+
+pub(crate) trait NodeScheduler: 'static {
+    /// Whether a dispatch of another process than the last one costs a
+    /// context switch (a gang switch is charged by the gang quantum instead).
+    const CHARGES_DISPATCH_SWITCH: bool;
+
+    /// Rules due at any visit, even while the CPU is in the kernel.
+    fn on_visit<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+
+    /// The first instant at or after `from` at which the scheduler acts on
+    /// its own (its tick); `SimTime::MAX` if it never does.
+    fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, from: SimTime) -> SimTime;
+
+    /// The scheduler's own activity at an instant `acts_at` gave.
+    fn tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+
+    /// Take the next process to run off the CPU's ready processes.
+    fn pick_next<P: Parts>(engine: &mut Engine<'_, P>, c: u32) -> Option<u32>;
+
+    /// A woken process (already marked ready) joins the scheduler.
+    fn make_ready<P: Parts>(engine: &mut Engine<'_, P>, p: u32);
+
+    /// Favour a ready process: it runs next (demand-based coscheduling,
+    /// periodic boost).
+    fn favour<P: Parts>(engine: &mut Engine<'_, P>, p: u32);
+
+    /// When a wake at `wake_at` on a busy CPU can change anything.
+    fn wake_noticed_at<P: Parts>(engine: &Engine<'_, P>, c: u32, wake_at: SimTime) -> SimTime;
+
+    /// Whether the CPU stays idle while its running process is blocked in I/O
+    /// (nothing else may run), so that the compute's end needs no visit.
+    fn idle_while_blocked<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool;
+
+    /// When the running process `p`, running from `start`, may lose the CPU
+    /// to the scheduler.
+    fn preempts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, p: u32, start: SimTime, now: SimTime) -> SimTime;
+}
