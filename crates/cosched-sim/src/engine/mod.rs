@@ -811,7 +811,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     fn on_gang_quantum(&mut self, now: SimTime) {
         self.gang.as_mut().expect("gang state").tick_pending = false;
-        if !self.cosched.slot_count() == 0 {
+        if self.cosched.slot_count() > 0 {
             let next = self.row_to_run(self.slice_at(now));
             let current = self.gang.as_ref().expect("gang").current_row;
             if self.cfg.costs.gang_switch_every_quantum || next != current {
