@@ -14,4 +14,5 @@ pub mod policy;
 pub mod runtime;
 pub mod slowdown;
 pub mod stats;
+pub mod switch;
 pub mod switch_trace;

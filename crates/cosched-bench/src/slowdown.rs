@@ -5,7 +5,7 @@ use crate::copies::{first_copy_stdout, run_copies, CopySpec};
 use crate::policy::Policy;
 use crate::runtime::RuntimeInstance;
 use crate::stats::{Estimate, Ratio};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,7 +28,7 @@ pub struct SlowdownConfig {
 }
 
 /// One run of `jobs` copies under one policy.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Sample {
     pub policy: String,
     pub jobs: u32,
@@ -44,7 +44,7 @@ pub struct Sample {
 }
 
 /// The summary of one policy at one `j`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Point {
     pub policy: String,
     pub jobs: u32,
@@ -64,7 +64,7 @@ pub struct Point {
     pub peak_rss_bytes: Option<u64>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SlowdownReport {
     pub command: Vec<String>,
     pub cpus_per_job: u32,

@@ -1,9 +1,9 @@
 //! `cosched bench sim`: how fast the simulator runs, on fixed scenarios.
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
-use crate::workload_source::{load_workload, WorkloadSpec};
 use clap::{Args, Subcommand};
 use cosched_core::{EventQueue, SimTime, StreamSeed};
+use cosched_lab::workload::{load_workload, WorkloadSpec};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions};
 use cosched_sim::{Mix, Scheme, SimConfig};

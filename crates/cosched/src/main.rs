@@ -14,7 +14,6 @@ mod runtime_cmd;
 mod sim_cmd;
 mod study;
 mod workload_cmd;
-mod workload_source;
 
 use clap::{Parser, Subcommand};
 use cosched_runtime::protocol::{RegisterRequest, Request};
@@ -221,8 +220,8 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(code).unwrap_or(127));
         }
         Command::Watchdog { agent } => cosched_runtime::watchdog::run_watchdog(&agent).map_err(|e| e.to_string()),
-        Command::Spin { file } => bench_switch::spin(&file),
-        Command::BenchAgent { spec } => bench_switch::agent_main(&spec),
+        Command::Spin { file } => cosched_bench::switch::spin(&file),
+        Command::BenchAgent { spec } => cosched_bench::switch::agent_main(&spec),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@
 
 use clap::Args;
 use cosched_bench::model::{self, CostParams, ErrorSplit, JobShape, Measured};
+use cosched_bench::slowdown::{Point, SlowdownReport};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -92,7 +93,7 @@ pub fn run(args: &ModelArgs) -> Result<(), String> {
     let measured = args.measured.as_ref().map(|p| read_report(p)).transpose()?;
     let cpus = args
         .cpus
-        .or_else(|| measured.as_ref().and_then(|m| m["cpus_per_job"].as_u64()).map(|c| c as u32))
+        .or_else(|| measured.as_ref().map(|m| m.cpus_per_job))
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() as u32));
     let mut out = format!(
         "costs: α_c {:.2} µs, α {:.2} µs, β {:.3} ns/double, α_CPU {:.2} µs, β_CPU {:.3} ns/double\n",
@@ -243,51 +244,58 @@ fn parse_mm(text: &str) -> Result<(u64, u32, u32), String> {
     Ok((n, p, q))
 }
 
-fn read_report(path: &std::path::Path) -> Result<Value, String> {
+fn read_report(path: &std::path::Path) -> Result<SlowdownReport, String> {
     let file = if path.is_dir() { path.join("report.json") } else { path.to_path_buf() };
     let text = std::fs::read_to_string(&file).map_err(|e| format!("--measured {}: {e}", file.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("--measured {}: not a slowdown report: {e}", file.display()))
 }
 
-fn compare(args: &ModelArgs, report: &Value, costs: &CostParams, cpus: u32) -> Result<Vec<PolicyComparison>, String> {
-    let points = report["points"].as_array().ok_or("--measured: the report has no points")?;
-    let mut policies: Vec<String> = Vec::new();
-    for p in points {
-        let name = p["policy"].as_str().unwrap_or("").to_string();
-        if !policies.contains(&name) {
-            policies.push(name);
+/// The policies of the report's points, in first-seen order.
+fn policies_of(report: &SlowdownReport) -> Vec<&str> {
+    let mut policies: Vec<&str> = Vec::new();
+    for point in &report.points {
+        if !policies.contains(&point.policy.as_str()) {
+            policies.push(&point.policy);
         }
     }
+    policies
+}
+
+fn compare(
+    args: &ModelArgs,
+    report: &SlowdownReport,
+    costs: &CostParams,
+    cpus: u32,
+) -> Result<Vec<PolicyComparison>, String> {
+    if report.points.is_empty() {
+        return Err("--measured: the report has no points".into());
+    }
     let mut out = Vec::new();
-    for policy in policies {
-        let of = |j: u64| points.iter().find(|p| p["policy"] == policy.as_str() && p["jobs"] == j);
-        let one = of(1).ok_or_else(|| format!("--measured: {policy} has no j = 1 point"))?;
-        let t1_s = one["elapsed_s"]["mean"].as_f64().unwrap_or(0.0);
-        let Some(cpu1_s) = one["cpu_s"]["mean"].as_f64() else {
+    for policy in policies_of(report) {
+        let of_policy = || report.points.iter().filter(move |p| p.policy == policy);
+        let one =
+            of_policy().find(|p| p.jobs == 1).ok_or_else(|| format!("--measured: {policy} has no j = 1 point"))?;
+        let t1_s = one.elapsed_s.mean;
+        let Some(cpu1_s) = one.cpu_s.map(|e| e.mean) else {
             continue; // Slurm: CPU time not measured, nothing to split.
         };
         let shape = match given_shape(args, cpus)? {
             Some(shape) => shape,
-            None => reported_shape(report, &policy, cpus)?,
+            None => reported_shape(report, policy, cpus)?,
         };
-        let rows = points
-            .iter()
-            .filter(|p| p["policy"] == policy.as_str())
-            .map(|p| {
-                let jobs = p["jobs"].as_u64().unwrap_or(1) as u32;
-                let m = Measured {
-                    jobs,
-                    t1_s,
-                    tj_s: p["elapsed_s"]["mean"].as_f64().unwrap_or(0.0),
-                    cpu1_s,
-                    cpuj_s: p["cpu_s"]["mean"].as_f64().unwrap_or(0.0),
-                    cpus,
-                };
-                model::split_error(model::shared_time_s(jobs, t1_s, &shape, costs) / t1_s, &m)
-            })
+        let measured = |p: &Point| Measured {
+            jobs: p.jobs,
+            t1_s,
+            tj_s: p.elapsed_s.mean,
+            cpu1_s,
+            cpuj_s: p.cpu_s.map_or(0.0, |e| e.mean),
+            cpus,
+        };
+        let rows = of_policy()
+            .map(|p| model::split_error(model::shared_time_s(p.jobs, t1_s, &shape, costs) / t1_s, &measured(p)))
             .collect();
         out.push(PolicyComparison {
-            policy,
+            policy: policy.to_string(),
             t1_model_s: model::single_job_s(&shape, costs),
             t1_measured_s: t1_s,
             shape,
@@ -297,14 +305,14 @@ fn compare(args: &ModelArgs, report: &Value, costs: &CostParams, cpus: u32) -> R
     Ok(out)
 }
 
-/// The job's shape from what its first copy reported at j = 1 (mean over repeats).
-fn reported_shape(report: &Value, policy: &str, cpus: u32) -> Result<JobShape, String> {
-    let reports: Vec<&Value> = report["samples"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|s| s["policy"] == policy && s["jobs"] == 1)
-        .filter_map(|s| s.get("app_report").filter(|r| r.is_object()))
+/// The job's shape from what its first copy reported at j = 1 (mean over repeats). The program's report is its
+/// own JSON line, so its fields are looked up by name.
+fn reported_shape(report: &SlowdownReport, policy: &str, cpus: u32) -> Result<JobShape, String> {
+    let reports: Vec<&Value> = report
+        .samples
+        .iter()
+        .filter(|s| s.policy == policy && s.jobs == 1)
+        .filter_map(|s| s.app_report.as_ref().filter(|r| r.is_object()))
         .collect();
     if reports.is_empty() {
         return Err(format!(
@@ -339,5 +347,60 @@ mod tests {
         let shm = find_transport(&file, "shm").unwrap();
         assert_eq!(mean_of(&shm["alpha_s"]), Some(1e-6));
         assert!(find_transport(&file, "ib").is_none());
+    }
+
+    fn point(policy: &str, jobs: u32, elapsed_s: f64, cpu_s: Option<f64>) -> Point {
+        let estimate = |mean: f64| cosched_bench::stats::Estimate { mean, std_error: 0.0, min: mean, max: mean, n: 1 };
+        Point {
+            policy: policy.into(),
+            jobs,
+            elapsed_s: estimate(elapsed_s),
+            slowdown: cosched_bench::stats::Ratio { value: elapsed_s, std_error: 0.0 },
+            copy_elapsed_s: estimate(elapsed_s),
+            fairness_ratio: 1.0,
+            cpu_s: cpu_s.map(estimate),
+            cpu_percent: None,
+            peak_rss_bytes: None,
+        }
+    }
+
+    #[test]
+    fn a_slowdown_report_is_read_back_typed_and_compared_per_policy() {
+        let report = SlowdownReport {
+            command: vec!["./job".into()],
+            cpus_per_job: 2,
+            repeat: 1,
+            points: vec![
+                point("cosched", 1, 1.0, Some(2.0)),
+                point("cosched", 2, 2.2, Some(4.1)),
+                point("slurm", 1, 1.0, None),
+            ],
+            samples: Vec::new(),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("report.json"), serde_json::to_string(&report).unwrap()).unwrap();
+        let read = read_report(dir.path()).unwrap();
+        assert_eq!(read.cpus_per_job, 2);
+        #[derive(clap::Parser)]
+        struct Model {
+            #[command(flatten)]
+            args: ModelArgs,
+        }
+        let args = <Model as clap::Parser>::try_parse_from(["model", "--compute-s", "1"]).unwrap().args;
+        let costs = CostParams {
+            alpha_c_s: 1e-6,
+            alpha_s: 1e-6,
+            beta_s_per_double: 1e-9,
+            alpha_cpu_s: 1e-6,
+            beta_cpu_s_per_double: 1e-9,
+        };
+        let comparisons = compare(&args, &read, &costs, read.cpus_per_job).unwrap();
+        // Slurm measured no CPU time: nothing to split.
+        assert_eq!(comparisons.len(), 1);
+        assert_eq!(comparisons[0].policy, "cosched");
+        assert_eq!(comparisons[0].rows.iter().map(|r| r.jobs).collect::<Vec<_>>(), [1, 2]);
+        assert!((comparisons[0].rows[1].measured - 2.2).abs() < 1e-12);
+        std::fs::write(dir.path().join("report.json"), "{\"points\": 3}").unwrap();
+        assert!(read_report(dir.path()).unwrap_err().contains("not a slowdown report"));
     }
 }

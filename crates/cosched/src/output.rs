@@ -77,27 +77,4 @@ impl Drop for OutputDir {
     }
 }
 
-/// A CSV field: quoted only when it must be.
-pub fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
-}
-
-/// Fixed formatting for floats in CSV, so output bytes do not depend on
-/// anything but the values.
-pub fn num(value: f64) -> String {
-    if value.is_finite() {
-        format!("{value:.9}").trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        String::new()
-    }
-}
-
-/// Append one CSV row.
-pub fn push_row(text: &mut String, fields: &[String]) {
-    text.push_str(&fields.join(","));
-    text.push('\n');
-}
+pub use cosched_lab::csv::{csv_field, num, push_row};

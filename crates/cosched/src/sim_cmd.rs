@@ -1,20 +1,90 @@
 //! `cosched sim`: simulate schemes side by side on one workload.
 
-use crate::output::{csv_field, num, push_row, OutputDir};
+use crate::output::OutputDir;
 use crate::plot::{StackedBar, StackedBarChart};
-use crate::progress::ProgressLine;
-use crate::workload_source::{load_workload, WorkloadReport, WorkloadSpec};
+use crate::progress::BatchProgress;
 use clap::Args;
+use cosched_lab::sim::{jobs_csv, prepare, summary_csv, SimSettings};
+use cosched_lab::workload::{
+    bounded_slowdown_threshold_s, WorkloadReport, WorkloadSpec, DEFAULT_JOBS, DEFAULT_RUNTIME_SCALE,
+    DEFAULT_TARGET_LOAD,
+};
 use cosched_sim::config::{quantum_table_from_bands_ms, BoostWalk, CostConfig, NetworkConfig, NodeSchedulerConfig};
-use cosched_sim::input::{sim_jobs, WorkloadPlan};
-use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
+use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::trace::TraceEvent;
 use cosched_sim::{Mix, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::PathBuf;
 
-const NS_PER_US: f64 = 1e3;
-const NS_PER_MS: f64 = 1e6;
+/// A flag's unit: values are given in it and kept in nanoseconds, converted here only.
+#[derive(Copy, Clone)]
+struct Unit {
+    ns_per_unit: f64,
+}
+
+const MICROSECONDS: Unit = Unit { ns_per_unit: 1e3 };
+const MILLISECONDS: Unit = Unit { ns_per_unit: 1e6 };
+const SECONDS: Unit = Unit { ns_per_unit: 1e9 };
+
+impl Unit {
+    /// A whole number of nanoseconds from a flag's value.
+    fn ns(self, value: f64, flag: &str) -> Result<u64, String> {
+        if !value.is_finite() || value < 0.0 {
+            return Err(format!("{flag} must be a finite non-negative number, got {value}"));
+        }
+        Ok((value * self.ns_per_unit).round() as u64)
+    }
+
+    /// Nanoseconds (or nanoseconds per byte) from a flag's value, as a rate or fractional time.
+    fn ns_f64(self, value: f64) -> f64 {
+        value * self.ns_per_unit
+    }
+
+    /// A library default in nanoseconds, in this unit: the flag's default.
+    fn of_ns(self, ns: u64) -> f64 {
+        ns as f64 / self.ns_per_unit
+    }
+
+    fn of_ns_f64(self, ns: f64) -> f64 {
+        ns / self.ns_per_unit
+    }
+}
+
+// The flags' defaults, taken from the library's so that each value is written once.
+fn machine() -> SimConfig {
+    SimConfig::default()
+}
+fn network() -> NetworkConfig {
+    NetworkConfig::default()
+}
+fn costs() -> CostConfig {
+    CostConfig::default()
+}
+fn scheduler() -> NodeSchedulerConfig {
+    NodeSchedulerConfig::default()
+}
+fn default_schemes() -> Vec<Scheme> {
+    SimSettings::default().schemes
+}
+
+/// The quanta of the six 10-level bands (levels 0, 10, … 50), ms.
+fn default_bands_ms() -> Vec<u64> {
+    scheduler().quantum_ns_by_level.iter().step_by(10).map(|&ns| MILLISECONDS.of_ns(ns) as u64).collect()
+}
+
+/// `--load`'s default as text: the flag is optional (`--natural-load` leaves it out), so clap takes text.
+fn default_load_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| DEFAULT_TARGET_LOAD.to_string())
+}
+
+fn boost_walk_name(walk: BoostWalk) -> &'static str {
+    BoostWalk::NAMES.into_iter().find(|name| name.parse() == Ok(walk)).expect("every timing is named")
+}
+
+fn scheme_help() -> String {
+    format!("Schemes to compare, comma-separated: {} (any case)", Scheme::all_names().join(" "))
+}
 
 /// Simulate time-sharing schemes side by side on one workload.
 ///
@@ -25,13 +95,12 @@ const NS_PER_MS: f64 = 1e6;
 #[command(after_help = "Model parameters and their meaning: docs/model.md. Every default is the \
 reference study's value or is marked there as our choice.")]
 pub struct SimArgs {
-    /// Schemes to compare, comma-separated: Local GS SB SY DCS PB DCS-SB DCS-SY PB-SB PB-SY (any case).
-    #[arg(long, value_delimiter = ',', default_value = "Local,GS")]
+    #[arg(long, value_delimiter = ',', default_values_t = default_schemes(), help = scheme_help())]
     pub schemes: Vec<Scheme>,
 
     // ---- workload -------------------------------------------------------------
     /// Workload mix: WL1..WL6 use only job type J1..J6, WL7 all six, WL8 J2, J4, J5.
-    #[arg(long, default_value = "WL7", help_heading = "Workload")]
+    #[arg(long, default_value_t = SimSettings::default().mix, help_heading = "Workload")]
     pub workload: Mix,
     /// Read jobs from this SWF trace (plain or gzip) instead of generating them.
     #[arg(long, value_name = "FILE.swf", help_heading = "Workload")]
@@ -52,76 +121,76 @@ pub struct SimArgs {
     pub jobs: Option<usize>,
     /// Target offered load (CPU demand / capacity), set by scaling inter-arrival times
     /// (--natural-load keeps the workload's own instead).
-    #[arg(long, default_value = "0.4", help_heading = "Workload")]
+    #[arg(long, default_value = default_load_text(), help_heading = "Workload")]
     pub load: Option<f64>,
     /// Keep the workload's own inter-arrival times (after the run-time scale) instead of --load.
     #[arg(long, conflicts_with = "load", help_heading = "Workload")]
     pub natural_load: bool,
     /// Multiply every nominal run time by this (the model's run times are hours; see docs/model.md).
-    #[arg(long, default_value_t = 0.002, help_heading = "Workload")]
+    #[arg(long, default_value_t = DEFAULT_RUNTIME_SCALE, help_heading = "Workload")]
     pub runtime_scale: f64,
 
     // ---- machine --------------------------------------------------------------
     /// Nodes in the cluster (p).
-    #[arg(long, default_value_t = 32, help_heading = "Machine")]
+    #[arg(long, default_value_t = machine().nodes, help_heading = "Machine")]
     pub nodes: u32,
     /// CPUs per node (c); one task per CPU.
-    #[arg(long, default_value_t = 1, help_heading = "Machine")]
+    #[arg(long, default_value_t = machine().cpus_per_node, help_heading = "Machine")]
     pub cpus_per_node: u32,
     /// Multiprogramming level: processes per CPU (Local), matrix rows (GS).
-    #[arg(long, default_value_t = 5, help_heading = "Machine")]
+    #[arg(long, default_value_t = machine().mpl, help_heading = "Machine")]
     pub mpl: u32,
     /// Skew s: compute and I/O of every iteration are scaled by 1 + U(-s/2, s/2).
-    #[arg(long, default_value_t = 0.20, help_heading = "Machine")]
+    #[arg(long, default_value_t = machine().skew, help_heading = "Machine")]
     pub skew: f64,
     /// Seed of every random stream (workload, job types, skew).
-    #[arg(long, default_value_t = 1, help_heading = "Machine")]
+    #[arg(long, default_value_t = machine().seed, help_heading = "Machine")]
     pub seed: u64,
 
     // ---- network --------------------------------------------------------------
     /// Message latency L(n) = a + b n: the constant a, in µs.
-    #[arg(long, default_value_t = 25.0, help_heading = "Network")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns_f64(network().latency_base_ns), help_heading = "Network")]
     pub latency_base_us: f64,
     /// Message latency L(n) = a + b n: b, in µs per byte (default gives L(4096) = 185.48 µs).
-    #[arg(long, default_value_t = 0.039_179_687_5, help_heading = "Network")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns_f64(network().latency_ns_per_byte), help_heading = "Network")]
     pub latency_us_per_byte: f64,
     /// Time a message occupies the sending or the receiving interface, µs.
-    #[arg(long, default_value_t = 10.0, help_heading = "Network")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns(network().nic_ns_per_message), help_heading = "Network")]
     pub nic_us: f64,
     /// Shared-memory latency between tasks on one node: constant part, µs.
-    #[arg(long, default_value_t = 2.0, help_heading = "Network")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns_f64(network().shm_base_ns), help_heading = "Network")]
     pub shm_base_us: f64,
     /// Shared-memory latency: µs per byte.
-    #[arg(long, default_value_t = 0.001, help_heading = "Network")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns_f64(network().shm_ns_per_byte), help_heading = "Network")]
     pub shm_us_per_byte: f64,
     /// Size of every message, bytes.
-    #[arg(long, default_value_t = 4096, help_heading = "Network")]
+    #[arg(long, default_value_t = network().message_bytes, help_heading = "Network")]
     pub message_bytes: u32,
 
     // ---- costs ----------------------------------------------------------------
     /// Context switch CS, µs.
-    #[arg(long, default_value_t = 200.0, help_heading = "Costs")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().context_switch_ns), help_heading = "Costs")]
     pub cs_us: f64,
     /// Gang switch CS_GS (includes the cross-node synchronisation), ms.
-    #[arg(long, default_value_t = 2.0, help_heading = "Costs")]
+    #[arg(long, default_value_t = MILLISECONDS.of_ns(costs().gang_switch_ns), help_heading = "Costs")]
     pub gang_cs_ms: f64,
     /// Gang quantum Q, ms.
-    #[arg(long, default_value_t = 200.0, help_heading = "Costs")]
+    #[arg(long, default_value_t = MILLISECONDS.of_ns(costs().gang_quantum_ns), help_heading = "Costs")]
     pub gang_quantum_ms: f64,
     /// Interrupt I, µs (dynamic schemes).
-    #[arg(long, default_value_t = 50.0, help_heading = "Costs")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().interrupt_ns), help_heading = "Costs")]
     pub interrupt_us: f64,
     /// Moving a process between scheduler queues, µs (dynamic schemes).
-    #[arg(long, default_value_t = 3.0, help_heading = "Costs")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().queue_move_ns), help_heading = "Costs")]
     pub queue_move_us: f64,
     /// Checking one endpoint, µs (periodic boost, spin-yield).
-    #[arg(long, default_value_t = 2.0, help_heading = "Costs")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().endpoint_check_ns), help_heading = "Costs")]
     pub endpoint_check_us: f64,
     /// A system call (spin-block's block, spin-yield's yield), µs, besides its queue moves.
-    #[arg(long, default_value_t = 3.0, help_heading = "Costs")]
+    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().syscall_ns), help_heading = "Costs")]
     pub syscall_us: f64,
     /// Spin time before blocking or yielding, as a multiple of the message latency L(n).
-    #[arg(long, default_value_t = 1.1, help_heading = "Costs")]
+    #[arg(long, default_value_t = costs().spin_factor, help_heading = "Costs")]
     pub spin_factor: f64,
     /// A boost to the top level keeps the remaining quantum (default: a fresh quantum).
     #[arg(long, help_heading = "Node scheduler")]
@@ -129,7 +198,7 @@ pub struct SimArgs {
     /// When periodic boost's 1 ms walk runs: a tick before the scheduler acts on its
     /// boost (tick-before: the study's "at the next millisecond boundary") or just
     /// before it at the same boundary (same-tick). See docs/model.md.
-    #[arg(long, default_value = "tick-before", help_heading = "Node scheduler")]
+    #[arg(long, default_value = boost_walk_name(costs().boost_walk), help_heading = "Node scheduler")]
     pub boost_walk: BoostWalk,
     /// GS: no gang switch cost at a quantum's end while one row holds every job
     /// (default: charged at the end of every quantum, as the study says).
@@ -138,13 +207,13 @@ pub struct SimArgs {
 
     // ---- node scheduler -------------------------------------------------------
     /// Scheduler tick, ms.
-    #[arg(long, default_value_t = 1.0, help_heading = "Node scheduler")]
+    #[arg(long, default_value_t = MILLISECONDS.of_ns(scheduler().tick_ns), help_heading = "Node scheduler")]
     pub tick_ms: f64,
     /// Period of the raise of every process to the top level, ms.
-    #[arg(long, default_value_t = 1000.0, help_heading = "Node scheduler")]
+    #[arg(long, default_value_t = MILLISECONDS.of_ns(scheduler().raise_period_ns), help_heading = "Node scheduler")]
     pub raise_period_ms: f64,
     /// Quanta of the six 10-level bands, levels 0-9 first, ms.
-    #[arg(long, value_delimiter = ',', default_value = "200,160,120,80,40,20", help_heading = "Node scheduler")]
+    #[arg(long, value_delimiter = ',', default_values_t = default_bands_ms(), help_heading = "Node scheduler")]
     pub quanta_ms: Vec<u64>,
 
     // ---- output ---------------------------------------------------------------
@@ -165,58 +234,48 @@ pub struct SimArgs {
     pub quiet: bool,
 }
 
-pub const DEFAULT_JOBS: usize = 300;
-
-fn ns_from(value: f64, ns_per_unit: f64, flag: &str) -> Result<u64, String> {
-    if !value.is_finite() || value < 0.0 {
-        return Err(format!("{flag} must be a finite non-negative number, got {value}"));
-    }
-    Ok((value * ns_per_unit).round() as u64)
-}
-
 impl SimArgs {
-    pub fn config(&self, scheme: Scheme) -> Result<SimConfig, String> {
+    /// Every machine, network, cost and scheduler parameter (the scheme is set per run).
+    fn machine_config(&self) -> Result<SimConfig, String> {
         let bands: [u64; 6] =
             self.quanta_ms.clone().try_into().map_err(|_| {
                 format!("--quanta-ms needs 6 values (levels 0-9 .. 50-59), got {}", self.quanta_ms.len())
             })?;
-        let cfg = SimConfig {
-            scheme,
+        Ok(SimConfig {
+            scheme: machine().scheme,
             nodes: self.nodes,
             cpus_per_node: self.cpus_per_node,
             mpl: self.mpl,
             skew: self.skew,
             seed: self.seed,
             network: NetworkConfig {
-                latency_base_ns: self.latency_base_us * NS_PER_US,
-                latency_ns_per_byte: self.latency_us_per_byte * NS_PER_US,
-                nic_ns_per_message: ns_from(self.nic_us, NS_PER_US, "--nic-us")?,
-                shm_base_ns: self.shm_base_us * NS_PER_US,
-                shm_ns_per_byte: self.shm_us_per_byte * NS_PER_US,
+                latency_base_ns: MICROSECONDS.ns_f64(self.latency_base_us),
+                latency_ns_per_byte: MICROSECONDS.ns_f64(self.latency_us_per_byte),
+                nic_ns_per_message: MICROSECONDS.ns(self.nic_us, "--nic-us")?,
+                shm_base_ns: MICROSECONDS.ns_f64(self.shm_base_us),
+                shm_ns_per_byte: MICROSECONDS.ns_f64(self.shm_us_per_byte),
                 message_bytes: self.message_bytes,
             },
             costs: CostConfig {
-                context_switch_ns: ns_from(self.cs_us, NS_PER_US, "--cs-us")?,
-                gang_switch_ns: ns_from(self.gang_cs_ms, NS_PER_MS, "--gang-cs-ms")?,
-                interrupt_ns: ns_from(self.interrupt_us, NS_PER_US, "--interrupt-us")?,
-                queue_move_ns: ns_from(self.queue_move_us, NS_PER_US, "--queue-move-us")?,
-                endpoint_check_ns: ns_from(self.endpoint_check_us, NS_PER_US, "--endpoint-check-us")?,
-                gang_quantum_ns: ns_from(self.gang_quantum_ms, NS_PER_MS, "--gang-quantum-ms")?,
-                syscall_ns: ns_from(self.syscall_us, NS_PER_US, "--syscall-us")?,
+                context_switch_ns: MICROSECONDS.ns(self.cs_us, "--cs-us")?,
+                gang_switch_ns: MILLISECONDS.ns(self.gang_cs_ms, "--gang-cs-ms")?,
+                interrupt_ns: MICROSECONDS.ns(self.interrupt_us, "--interrupt-us")?,
+                queue_move_ns: MICROSECONDS.ns(self.queue_move_us, "--queue-move-us")?,
+                endpoint_check_ns: MICROSECONDS.ns(self.endpoint_check_us, "--endpoint-check-us")?,
+                gang_quantum_ns: MILLISECONDS.ns(self.gang_quantum_ms, "--gang-quantum-ms")?,
+                syscall_ns: MICROSECONDS.ns(self.syscall_us, "--syscall-us")?,
                 spin_factor: self.spin_factor,
                 boost_keeps_quantum: self.boost_keeps_quantum,
                 boost_walk: self.boost_walk,
                 gang_switch_every_quantum: !self.gang_free_same_row,
             },
             scheduler: NodeSchedulerConfig {
-                tick_ns: ns_from(self.tick_ms, NS_PER_MS, "--tick-ms")?,
-                raise_period_ns: ns_from(self.raise_period_ms, NS_PER_MS, "--raise-period-ms")?,
+                tick_ns: MILLISECONDS.ns(self.tick_ms, "--tick-ms")?,
+                raise_period_ns: MILLISECONDS.ns(self.raise_period_ms, "--raise-period-ms")?,
                 quantum_ns_by_level: quantum_table_from_bands_ms(&bands),
             },
-            horizon_ns: self.horizon_s.map(|h| ns_from(h, 1e9, "--horizon-s")).transpose()?,
-        };
-        cfg.validate().map_err(|e| e.to_string())?;
-        Ok(cfg)
+            horizon_ns: self.horizon_s.map(|h| SECONDS.ns(h, "--horizon-s")).transpose()?,
+        })
     }
 
     fn workload_spec(&self) -> Result<WorkloadSpec, String> {
@@ -246,8 +305,25 @@ impl SimArgs {
         })
     }
 
+    /// What to simulate, checked: the library's settings.
+    pub fn settings(&self) -> Result<SimSettings, String> {
+        if self.schemes.is_empty() {
+            return Err("--schemes needs at least one scheme".into());
+        }
+        let mut settings = SimSettings {
+            schemes: self.schemes.clone(),
+            machine: self.machine_config()?,
+            workload: WorkloadSpec::default(),
+            mix: self.workload,
+        };
+        // The machine is checked before the workload, as the flags' errors have always been reported.
+        settings.configs()?;
+        settings.workload = self.workload_spec()?;
+        Ok(settings)
+    }
+
     fn bsld_threshold_s(&self) -> f64 {
-        self.bsld_threshold_s.unwrap_or(10.0 * self.runtime_scale)
+        self.bsld_threshold_s.unwrap_or(bounded_slowdown_threshold_s(self.runtime_scale))
     }
 }
 
@@ -264,18 +340,11 @@ struct SummaryDocument<'a> {
 }
 
 pub fn run(args: &SimArgs) -> Result<(), String> {
-    if args.schemes.is_empty() {
-        return Err("--schemes needs at least one scheme".into());
-    }
     // Validate everything before doing any work or touching the output folder.
-    let configs = args.schemes.iter().map(|&s| args.config(s)).collect::<Result<Vec<_>, _>>()?;
-    let spec = args.workload_spec()?;
+    let settings = args.settings()?;
     OutputDir::check(&args.out)?;
-    let machine_cpus = configs[0].cpu_count();
-    let loaded = load_workload(&spec, machine_cpus)?;
-    let plan = WorkloadPlan { mix: args.workload, runtime_scale: 1.0 };
-    eprintln!("workload: {}, mix {}", loaded.report.describe(), args.workload);
-    let requests = loaded.requests();
+    let prepared = prepare(&settings)?;
+    eprintln!("workload: {}, mix {}", prepared.loaded.report.describe(), args.workload);
     let interrupted = stop_on_interrupt()?;
     let options = RunOptions {
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
@@ -284,12 +353,11 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         visit_every_tick: false,
         stop: Some(interrupted.clone()),
     };
-    let labels: Vec<String> = configs.iter().map(|c| c.scheme.name().to_string()).collect();
-    let results = run_all(&configs, &labels, |i| sim_jobs(&requests, &plan, &configs[i]), &options, !args.quiet)?;
+    let results = prepared.run(&options, &BatchProgress::new(!args.quiet))?;
     print_table(&results);
     let out = OutputDir::begin(&args.out)?;
-    write_outputs(&out, args, &configs, &loaded.report, &results)?;
-    cosched_workload::swf::write_path(&out.file("workload.swf"), &loaded.workload)
+    write_outputs(&out, args, &prepared.configs, &prepared.loaded.report, &results)?;
+    cosched_workload::swf::write_path(&out.file("workload.swf"), &prepared.loaded.workload)
         .map_err(|e| format!("cannot write workload.swf: {e}"))?;
     let path = out.commit()?;
     eprintln!(
@@ -317,49 +385,6 @@ fn stop_on_interrupt() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, 
             .map_err(|e| format!("cannot catch signal {signal}: {e}"))?;
     }
     Ok(flag)
-}
-
-/// Run every configuration, in parallel on the available cores; results in
-/// the order of `configs`.
-pub fn run_all(
-    configs: &[SimConfig],
-    labels: &[String],
-    jobs_for: impl Fn(usize) -> Vec<cosched_sim::SimJob> + Sync,
-    options: &RunOptions,
-    show_progress: bool,
-) -> Result<Vec<RunResult>, String> {
-    assert_eq!(configs.len(), labels.len(), "one label per run");
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(configs.len()).max(1);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let finished = std::sync::atomic::AtomicUsize::new(0);
-    let mut slots: Vec<Option<Result<RunResult, String>>> = (0..configs.len()).map(|_| None).collect();
-    let slots_lock = std::sync::Mutex::new(&mut slots);
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(cfg) = configs.get(i) else { break };
-                let mut line = ProgressLine::new(&labels[i], show_progress);
-                let result = run_sim(cfg, jobs_for(i), options, |p| line.update(p)).map_err(|e| e.to_string());
-                let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                if show_progress {
-                    if let Ok(r) = &result {
-                        let interrupted = if r.summary.interrupted_at_s.is_some() { " (interrupted)" } else { "" };
-                        eprintln!(
-                            "[{done}/{}] {}: {} jobs, simulated {:.1} s in {:.1} s wall{interrupted}",
-                            configs.len(),
-                            labels[i],
-                            r.summary.jobs_completed,
-                            r.summary.span_s,
-                            line.elapsed_s()
-                        );
-                    }
-                }
-                slots_lock.lock().expect("no panics while holding the lock")[i] = Some(result);
-            });
-        }
-    });
-    slots.into_iter().map(|s| s.expect("every run reports")).collect()
 }
 
 fn print_table(results: &[RunResult]) {
@@ -478,81 +503,52 @@ pub fn command_line() -> String {
     std::env::args().map(|a| if a.contains(' ') { format!("'{a}'") } else { a }).collect::<Vec<_>>().join(" ")
 }
 
-pub fn summary_csv(results: &[RunResult]) -> String {
-    let mut text = String::from(
-        "scheme,jobs_submitted,jobs_completed,span_s,mean_response_s,mean_wait_s,mean_execution_s,\
-         p50_response_s,p95_response_s,throughput_jobs_per_s,delivered_utilization,compute_utilization,\
-         delivered_utilization_during_arrivals,compute_utilization_during_arrivals,offered_utilization_during_arrivals,\
-         saturated,delivered_share,backlog_growth,wait_growth,mean_slowdown,mean_bounded_slowdown,bounded_slowdown_threshold_s,longest_queue,useful_s,spin_s,switch_s,overhead_s,idle_s,events\n",
-    );
-    for r in results {
-        let s = &r.summary;
-        let t = &s.cpu_time;
-        let fields = [
-            csv_field(&s.scheme),
-            s.jobs_submitted.to_string(),
-            s.jobs_completed.to_string(),
-            num(s.span_s),
-            num(s.mean_response_s),
-            num(s.mean_wait_s),
-            num(s.mean_execution_s),
-            num(s.p50_response_s),
-            num(s.p95_response_s),
-            num(s.throughput_jobs_per_s),
-            num(s.delivered_utilization),
-            num(s.compute_utilization),
-            num(s.delivered_utilization_during_arrivals),
-            num(s.compute_utilization_during_arrivals),
-            num(s.offered_utilization_during_arrivals),
-            s.saturation.saturated.to_string(),
-            num(s.saturation.delivered_share),
-            num(s.saturation.backlog_growth),
-            num(s.saturation.wait_growth),
-            num(s.mean_slowdown),
-            num(s.mean_bounded_slowdown),
-            num(s.bounded_slowdown_threshold_s),
-            s.longest_queue.to_string(),
-            num(t.useful_ns as f64 / 1e9),
-            num(t.spin_ns as f64 / 1e9),
-            num(t.switch_ns as f64 / 1e9),
-            num(t.overhead_ns as f64 / 1e9),
-            num(t.idle_ns as f64 / 1e9),
-            s.events.to_string(),
-        ];
-        push_row(&mut text, &fields);
-    }
-    text
-}
-
-fn jobs_csv(results: &[RunResult]) -> String {
-    let mut text = String::from(
-        "scheme,job_number,job_type,tasks,iterations,arrival_s,start_s,finish_s,wait_s,execution_s,response_s,\
-         dedicated_s,slowdown,bounded_slowdown\n",
-    );
-    for r in results {
-        for j in &r.jobs {
-            let fields = [
-                csv_field(&r.summary.scheme),
-                j.job_number.to_string(),
-                csv_field(&j.job_type),
-                j.tasks.to_string(),
-                j.iterations.to_string(),
-                num(j.arrival_s),
-                num(j.start_s),
-                num(j.finish_s),
-                num(j.wait_s),
-                num(j.execution_s),
-                num(j.response_s),
-                num(j.dedicated_s),
-                num(j.slowdown),
-                num(j.bounded_slowdown),
-            ];
-            push_row(&mut text, &fields);
-        }
-    }
-    text
-}
-
 fn trace_jsonl(trace: &[TraceEvent]) -> String {
     trace.iter().map(|e| serde_json::to_string(e).expect("plain data") + "\n").collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct SimCommand {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    fn parse(flags: &[&str]) -> SimArgs {
+        SimCommand::try_parse_from(std::iter::once("sim").chain(flags.iter().copied())).expect("flags parse").sim
+    }
+
+    fn json(config: &SimConfig) -> serde_json::Value {
+        serde_json::to_value(config).expect("plain data")
+    }
+
+    #[test]
+    fn no_flags_give_the_library_defaults() {
+        let settings = parse(&[]).settings().expect("the defaults are valid");
+        let library = SimSettings::default();
+        assert_eq!(json(&settings.machine), json(&SimConfig::default()));
+        assert_eq!(settings.schemes, library.schemes);
+        assert_eq!(settings.mix, library.mix);
+        assert_eq!(settings.workload, WorkloadSpec::default());
+    }
+
+    #[test]
+    fn unit_flags_reach_the_config_in_nanoseconds() {
+        let config =
+            parse(&["--cs-us", "100", "--gang-quantum-ms", "50", "--horizon-s", "2"]).machine_config().unwrap();
+        assert_eq!(config.costs.context_switch_ns, 100_000);
+        assert_eq!(config.costs.gang_quantum_ns, 50_000_000);
+        assert_eq!(config.horizon_ns, Some(2_000_000_000));
+    }
+
+    #[test]
+    fn every_scheme_of_the_table_is_named_in_the_help() {
+        for name in Scheme::all_names() {
+            assert!(scheme_help().contains(name), "{name} missing from --schemes help");
+        }
+    }
 }

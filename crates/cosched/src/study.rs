@@ -1,25 +1,21 @@
 //! `cosched study e1 … e5`: the reference study's experiments, each one
-//! command. Every experiment is a list of independent runs (a scheme, a
-//! workload mix, a load, machine parameters and a replication seed) executed
-//! in parallel on all cores. Every reported point is the mean over its
-//! replications with a 95 % confidence interval. Each study writes its runs
+//! command. The runs, their replications and their points come from
+//! `cosched_lab::study`; here are the flags, and what a study writes: its runs
 //! and points (CSV), its table (Markdown), its figures (SVG and PNG) and a
 //! manifest with the exact command, version, seeds and parameters.
 
-use crate::output::{csv_field, num, push_row, OutputDir};
-use crate::plot::{
-    scheme_style, svg_to_png, GroupedBarChart, LineChart, Series, StackedBar, StackedBarChart, SCHEME_ORDER,
-};
-use crate::sim_cmd::{command_line, run_all};
-use crate::workload_source::{load_workload, WorkloadSpec};
+use crate::output::OutputDir;
+use crate::plot::{scheme_style, svg_to_png, GroupedBarChart, LineChart, Series, StackedBar, StackedBarChart};
+use crate::progress::BatchProgress;
+use crate::sim_cmd::command_line;
 use clap::{Args, Subcommand};
 use cosched_bench::stats::Estimate;
-use cosched_sim::input::{sim_jobs, WorkloadPlan};
-use cosched_sim::metrics::SaturationVerdict;
-use cosched_sim::run::RunOptions;
-use cosched_sim::{Mix, Scheme, SimConfig};
+use cosched_lab::study::{
+    base_config, curve, first_seen, points, points_csv, run_study, runs_csv, schemes_in_order, Curve, Experiment,
+    Point, RunRow, StudySettings, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE,
+};
+use cosched_sim::{Scheme, SimConfig};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
@@ -39,26 +35,25 @@ pub enum StudyCommand {
 #[derive(Args, Debug, Clone)]
 pub struct StudyArgs {
     /// Jobs per run (the Lublin-Feitelson model sized to the machine).
-    #[arg(long, default_value_t = 150)]
+    #[arg(long, default_value_t = defaults().jobs_per_run)]
     pub jobs: usize,
     /// Multiply every nominal run time by this (documented in every output).
-    #[arg(long, default_value_t = 0.001)]
+    #[arg(long, default_value_t = defaults().runtime_scale)]
     pub runtime_scale: f64,
     /// Offered loads (E1: the steps; the others: their single load, first value; see `study --help`).
     #[arg(long, value_delimiter = ',')]
     pub loads: Option<Vec<f64>>,
-    /// Schemes to run (default: all ten).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', help = schemes_help())]
     pub schemes: Option<Vec<Scheme>>,
     /// Seed of the first replication; replication k uses seed + k for its workload and its model.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults().first_seed)]
     pub seed: u64,
     /// Independent replications per point (each its own workload and skew draws); points are their means
     /// with 95 % confidence intervals.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = defaults().replications)]
     pub replications: u32,
     /// A run stops at this many times (arrival span + MPL x longest run time); jobs unfinished then mark it saturated.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = defaults().horizon_factor)]
     pub horizon_factor: f64,
     /// E1: also run a scheme at the loads above the one where it saturated (by default it is left out
     /// there: its backlog only grows, and those runs are the longest).
@@ -67,83 +62,25 @@ pub struct StudyArgs {
     /// Output folder (default: cosched-out/study-eN).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// The study at full size: 1000 jobs per run, run times x0.01 (hours on this machine).
-    #[arg(long)]
+    #[arg(long, help = full_help())]
     pub full: bool,
     #[arg(long, short)]
     pub quiet: bool,
 }
 
-/// Default loads. E1 climbs until the best schemes saturate. E3-E5 run where
-/// their effects can show (docs/reproduction.md, "Choosing the loads"): at
-/// 0.9, jobs queue at MPL 2 and CPUs hold more than 5 processes at MPL 16.
-const E1_LOADS: [f64; 9] = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
-const E2_LOAD: f64 = 0.5;
-const E3_TO_E5_LOAD: f64 = 0.9;
-
-/// One run of a study.
-#[derive(Clone, Debug)]
-struct RunSpec {
-    group: String,
-    variant: String,
-    mix: Mix,
-    load: f64,
-    replication: u32,
-    config: SimConfig,
+fn defaults() -> StudySettings {
+    StudySettings::default()
 }
 
-/// One run's outcome, as reported.
-#[derive(Clone, Debug, Serialize)]
-struct RunRow {
-    group: String,
-    variant: String,
-    scheme: String,
-    mix: String,
-    load: f64,
-    replication: u32,
-    seed: u64,
-    mpl: u32,
-    skew: f64,
-    offered_load: f64,
-    jobs: usize,
-    completed: usize,
-    delivered_utilization: f64,
-    compute_utilization: f64,
-    mean_response_s: f64,
-    mean_wait_s: f64,
-    mean_execution_s: f64,
-    mean_slowdown: f64,
-    peak_processes_per_cpu: usize,
-    saturation: SaturationVerdict,
+fn schemes_help() -> String {
+    format!("Schemes to run (default: all of {})", Scheme::all_names().join(", "))
 }
 
-/// The runs of one (group, variant, scheme) over its replications.
-struct Point<'a> {
-    runs: Vec<&'a RunRow>,
-}
-
-impl Point<'_> {
-    fn first(&self) -> &RunRow {
-        self.runs[0]
-    }
-    fn estimate(&self, value: impl Fn(&RunRow) -> f64) -> Estimate {
-        let values: Vec<f64> = self.runs.iter().map(|r| value(r)).collect();
-        Estimate::of(&values).expect("a point has runs")
-    }
-    fn saturated_runs(&self) -> usize {
-        self.runs.iter().filter(|r| r.saturation.saturated).count()
-    }
-    /// Saturated when most of its replications saturate.
-    fn saturated(&self) -> bool {
-        2 * self.saturated_runs() > self.runs.len()
-    }
-    fn star(&self) -> &'static str {
-        if self.saturated() {
-            "*"
-        } else {
-            ""
-        }
-    }
+fn full_help() -> String {
+    format!(
+        "The study at full size: {FULL_JOBS_PER_RUN} jobs per run, run times x{FULL_RUNTIME_SCALE} (hours on this \
+         machine)"
+    )
 }
 
 /// `mean ± half-width` of a 95 % confidence interval.
@@ -176,39 +113,29 @@ struct Manifest<'a> {
     base_config: SimConfig,
 }
 
-fn base_config(scheme: Scheme, seed: u64) -> SimConfig {
-    SimConfig { scheme, nodes: 32, cpus_per_node: 1, mpl: 5, skew: 0.2, seed, ..SimConfig::default() }
-}
-
 impl StudyArgs {
-    fn schemes(&self) -> Vec<Scheme> {
-        self.schemes.clone().unwrap_or_else(|| SCHEME_ORDER.iter().map(|n| n.parse().expect("known")).collect())
-    }
-    fn jobs(&self) -> usize {
-        if self.full {
-            1000
-        } else {
-            self.jobs
+    /// The library's settings from the flags (`--full` sets the full-size jobs and scale).
+    pub fn settings(&self) -> StudySettings {
+        let (jobs_per_run, runtime_scale) =
+            if self.full { (FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE) } else { (self.jobs, self.runtime_scale) };
+        StudySettings {
+            jobs_per_run,
+            runtime_scale,
+            loads: self.loads.clone(),
+            schemes: self.schemes.clone().unwrap_or(defaults().schemes),
+            first_seed: self.seed,
+            replications: self.replications,
+            horizon_factor: self.horizon_factor,
+            keep_saturated: self.keep_saturated,
         }
     }
-    fn runtime_scale(&self) -> f64 {
-        if self.full {
-            0.01
-        } else {
-            self.runtime_scale
-        }
-    }
-    fn single_load(&self, default: f64) -> f64 {
-        self.loads.as_ref().and_then(|l| l.first().copied()).unwrap_or(default)
-    }
-    fn seeds(&self) -> Vec<u64> {
-        (0..self.replications as u64).map(|k| self.seed + k).collect()
-    }
+
     fn validate(&self) -> Result<(), String> {
-        if self.jobs() < 10 {
+        let settings = self.settings();
+        if settings.jobs_per_run < 10 {
             return Err("--jobs must be at least 10".into());
         }
-        if !self.runtime_scale().is_finite() || self.runtime_scale() <= 0.0 {
+        if !settings.runtime_scale.is_finite() || settings.runtime_scale <= 0.0 {
             return Err("--runtime-scale must be positive".into());
         }
         if self.horizon_factor.is_nan() || self.horizon_factor < 1.0 {
@@ -227,25 +154,27 @@ impl StudyArgs {
 }
 
 pub fn run(cmd: &StudyCommand) -> Result<(), String> {
-    let (name, args) = match cmd {
-        StudyCommand::E1(a) => ("e1", a),
-        StudyCommand::E2(a) => ("e2", a),
-        StudyCommand::E3(a) => ("e3", a),
-        StudyCommand::E4(a) => ("e4", a),
-        StudyCommand::E5(a) => ("e5", a),
+    let (experiment, args) = match cmd {
+        StudyCommand::E1(a) => (Experiment::E1, a),
+        StudyCommand::E2(a) => (Experiment::E2, a),
+        StudyCommand::E3(a) => (Experiment::E3, a),
+        StudyCommand::E4(a) => (Experiment::E4, a),
+        StudyCommand::E5(a) => (Experiment::E5, a),
     };
     args.validate()?;
+    let settings = args.settings();
+    let name = experiment.name();
     let out_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("cosched-out/study-{name}")));
     OutputDir::check(&out_path)?;
-    let rows = if name == "e1" { execute_e1(args)? } else { execute(&plan(name, args), args)? };
+    let rows = run_study(experiment, &settings, &BatchProgress::announcing(settings.jobs_per_run, !args.quiet))?;
     let out = OutputDir::begin(&out_path)?;
     out.write("runs.csv", &runs_csv(&rows))?;
     out.write("points.csv", &points_csv(&rows))?;
-    let (table, figures) = match name {
-        "e1" => report_e1(&rows),
-        "e3" => report_ratio(&rows, "MPL", "2", "e3"),
-        "e5" => report_ratio(&rows, "costs", "defaults", "e5"),
-        _ => report_bars(&rows),
+    let (table, figures) = match experiment {
+        Experiment::E1 => report_e1(&rows),
+        Experiment::E3 => report_ratio(&rows, "MPL", "2", "e3"),
+        Experiment::E5 => report_ratio(&rows, "costs", "defaults", "e5"),
+        Experiment::E2 | Experiment::E4 => report_bars(&rows),
     };
     out.write("table.md", &table)?;
     for (file, svg) in &figures {
@@ -256,14 +185,14 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
         experiment: name,
         cosched_version: env!("CARGO_PKG_VERSION"),
         command: command_line(),
-        seeds: args.seeds(),
-        jobs_per_run: args.jobs(),
-        runtime_scale: args.runtime_scale(),
-        horizon_factor: args.horizon_factor,
+        seeds: settings.seeds(),
+        jobs_per_run: settings.jobs_per_run,
+        runtime_scale: settings.runtime_scale,
+        horizon_factor: settings.horizon_factor,
         runs: rows.len(),
         note: "Workload: Lublin-Feitelson model sized to the machine; replication k uses seed + k for the workload \
                and the model, the same jobs for every scheme and variant of a replication.",
-        base_config: base_config(Scheme::LOCAL, args.seed),
+        base_config: base_config(Scheme::LOCAL, settings.first_seed),
     };
     out.write("manifest.json", &(serde_json::to_string_pretty(&manifest).map_err(|e| e.to_string())? + "\n"))?;
     print!("{table}");
@@ -272,345 +201,15 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
     Ok(())
 }
 
-fn mix(name: &str) -> Mix {
-    name.parse().expect("known mix")
-}
-
-/// E1 climbs the loads; a scheme that saturated at one load (in most of its
-/// replications) is left out above it unless `--keep-saturated`.
-fn execute_e1(args: &StudyArgs) -> Result<Vec<RunRow>, String> {
-    let mut loads = args.loads.clone().unwrap_or_else(|| E1_LOADS.to_vec());
-    loads.sort_by(f64::total_cmp);
-    let mut schemes = args.schemes();
-    let mut rows: Vec<RunRow> = Vec::new();
-    for load in loads {
-        if schemes.is_empty() {
-            break;
-        }
-        let mut specs = Vec::new();
-        for &s in &schemes {
-            for (k, seed) in args.seeds().into_iter().enumerate() {
-                specs.push(spec(format!("load {load}"), String::new(), mix("WL7"), load, k, base_config(s, seed)));
-            }
-        }
-        rows.extend(execute(&specs, args)?);
-        if !args.keep_saturated {
-            schemes.retain(|s| curve(&rows, s.name()).first_saturated.is_none());
-        }
-    }
-    Ok(rows)
-}
-
-fn spec(group: String, variant: String, mix: Mix, load: f64, replication: usize, config: SimConfig) -> RunSpec {
-    RunSpec { group, variant, mix, load, replication: replication as u32, config }
-}
-
-/// The runs of E2-E5.
-fn plan(name: &str, args: &StudyArgs) -> Vec<RunSpec> {
-    let mut specs = Vec::new();
-    for (k, seed) in args.seeds().into_iter().enumerate() {
-        for s in args.schemes() {
-            let base = base_config(s, seed);
-            let mut add = |group: &str, variant: String, mix_name: &str, load: f64, config: SimConfig| {
-                specs.push(spec(group.to_string(), variant, mix(mix_name), load, k, config))
-            };
-            match name {
-                "e2" => {
-                    for wl in ["WL4", "WL5", "WL2", "WL3"] {
-                        add(wl, String::new(), wl, args.single_load(E2_LOAD), base.clone());
-                    }
-                }
-                "e3" => {
-                    for wl in ["WL2", "WL4", "WL5"] {
-                        for mpl in [2, 5, 16] {
-                            let config = SimConfig { mpl, ..base.clone() };
-                            add(wl, mpl.to_string(), wl, args.single_load(E3_TO_E5_LOAD), config);
-                        }
-                    }
-                }
-                "e4" => {
-                    for skew in [0.2, 1.5] {
-                        let config = SimConfig { skew, ..base.clone() };
-                        add(&format!("s = {skew}"), String::new(), "WL4", args.single_load(E3_TO_E5_LOAD), config);
-                    }
-                }
-                "e5" => {
-                    for (label, config) in cost_variants(&base) {
-                        add("WL5", label.to_string(), "WL5", args.single_load(E3_TO_E5_LOAD), config);
-                    }
-                }
-                _ => unreachable!("experiments are e1..e5"),
-            }
-        }
-    }
-    specs
-}
-
-/// E5's three cost settings of a scheme: GS varies quantum and gang switch,
-/// the others context switch and interrupt.
-fn cost_variants(base: &SimConfig) -> Vec<(&'static str, SimConfig)> {
-    let variants: [(&str, u64, u64); 3] = if base.scheme.is_gang() {
-        [("defaults", 200, 2_000), ("Q 100 ms, CS_GS 1 ms", 100, 1_000), ("Q 100 ms, CS_GS 2 ms", 100, 2_000)]
-    } else {
-        [("defaults", 200, 50), ("CS 100 µs, I 25 µs", 100, 25), ("CS 100 µs, I 50 µs", 100, 50)]
-    };
-    variants
-        .into_iter()
-        .map(|(label, a, b)| {
-            let mut cfg = base.clone();
-            if cfg.scheme.is_gang() {
-                cfg.costs.gang_quantum_ns = a * 1_000_000;
-                cfg.costs.gang_switch_ns = b * 1_000;
-            } else {
-                cfg.costs.context_switch_ns = a * 1_000;
-                cfg.costs.interrupt_ns = b * 1_000;
-            }
-            (label, cfg)
-        })
-        .collect()
-}
-
-type WorkloadKey = (u8, u64, u32, u64);
-
-fn workload_key(spec: &RunSpec) -> WorkloadKey {
-    (spec.mix.number, spec.load.to_bits(), spec.config.cpu_count(), spec.config.seed)
-}
-
-/// Run everything in parallel; the workload of a (mix, load, machine, seed) is generated once.
-fn execute(specs: &[RunSpec], args: &StudyArgs) -> Result<Vec<RunRow>, String> {
-    let mut workloads = BTreeMap::new();
-    for spec in specs {
-        if workloads.contains_key(&workload_key(spec)) {
-            continue;
-        }
-        let ws = WorkloadSpec {
-            trace: None,
-            skip_bad_lines: false,
-            drop_oversized: false,
-            drop_statuses: Vec::new(),
-            jobs: Some(args.jobs()),
-            model_procs: spec.config.cpu_count(),
-            runtime_scale: args.runtime_scale(),
-            target_load: Some(spec.load),
-            seed: spec.config.seed,
-            hyper_erlang_params: None,
-        };
-        let loaded = load_workload(&ws, spec.config.cpu_count())?;
-        workloads.insert(workload_key(spec), (loaded.requests(), loaded.report.offered_load.unwrap_or(f64::NAN)));
-    }
-    let configs: Vec<SimConfig> = specs
-        .iter()
-        .map(|spec| {
-            let requests = &workloads[&workload_key(spec)].0;
-            let horizon_s = horizon_s(requests, spec.config.mpl, args.horizon_factor);
-            SimConfig { horizon_ns: Some((horizon_s * 1e9) as u64), ..spec.config.clone() }
-        })
-        .collect();
-    let options = RunOptions { bounded_slowdown_threshold_s: 10.0 * args.runtime_scale(), ..RunOptions::default() };
-    if !args.quiet {
-        eprintln!("{} runs of {} jobs each on {} cores", specs.len(), args.jobs(), num_cpus());
-    }
-    let labels: Vec<String> = specs
-        .iter()
-        .map(|s| format!("{} {} {} {} seed {}", s.config.scheme, s.mix, s.group, s.variant, s.config.seed))
-        .collect();
-    let results = run_all(
-        &configs,
-        &labels,
-        |i| {
-            let requests = &workloads[&workload_key(&specs[i])].0;
-            sim_jobs(requests, &WorkloadPlan { mix: specs[i].mix, runtime_scale: 1.0 }, &configs[i])
-        },
-        &options,
-        !args.quiet,
-    )?;
-    Ok(specs
-        .iter()
-        .zip(results)
-        .map(|(spec, r)| {
-            let s = &r.summary;
-            RunRow {
-                group: spec.group.clone(),
-                variant: spec.variant.clone(),
-                scheme: s.scheme.clone(),
-                mix: spec.mix.to_string(),
-                load: spec.load,
-                replication: spec.replication,
-                seed: spec.config.seed,
-                mpl: spec.config.mpl,
-                skew: spec.config.skew,
-                offered_load: workloads[&workload_key(spec)].1,
-                jobs: s.jobs_submitted,
-                completed: s.jobs_completed,
-                delivered_utilization: s.delivered_utilization_during_arrivals,
-                compute_utilization: s.compute_utilization_during_arrivals,
-                mean_response_s: s.mean_response_s,
-                mean_wait_s: s.mean_wait_s,
-                mean_execution_s: s.mean_execution_s,
-                mean_slowdown: s.mean_slowdown,
-                peak_processes_per_cpu: s.peak_processes_per_cpu,
-                saturation: s.saturation.clone(),
-            }
-        })
-        .collect())
-}
-
-/// Long enough for the longest job to time-share with MPL others after the last arrival.
-fn horizon_s(requests: &[cosched_sim::input::JobRequest], mpl: u32, factor: f64) -> f64 {
-    let last_submit = requests.iter().map(|r| r.submit_s).fold(0.0, f64::max);
-    let first_submit = requests.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
-    let longest_run = requests.iter().map(|r| r.run_s).fold(0.0, f64::max);
-    ((last_submit - first_submit) + longest_run * mpl as f64).max(1.0) * factor
-}
-
-fn num_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn runs_csv(rows: &[RunRow]) -> String {
-    let mut text = String::from(
-        "group,variant,scheme,mix,load,replication,seed,mpl,skew,offered_load,jobs,completed,delivered_utilization,\
-         compute_utilization,mean_response_s,mean_wait_s,mean_execution_s,mean_slowdown,peak_processes_per_cpu,\
-         saturated,delivered_share,backlog_growth,wait_growth\n",
-    );
-    for r in rows {
-        push_row(
-            &mut text,
-            &[
-                csv_field(&r.group),
-                csv_field(&r.variant),
-                csv_field(&r.scheme),
-                r.mix.clone(),
-                num(r.load),
-                r.replication.to_string(),
-                r.seed.to_string(),
-                r.mpl.to_string(),
-                num(r.skew),
-                num(r.offered_load),
-                r.jobs.to_string(),
-                r.completed.to_string(),
-                num(r.delivered_utilization),
-                num(r.compute_utilization),
-                num(r.mean_response_s),
-                num(r.mean_wait_s),
-                num(r.mean_execution_s),
-                num(r.mean_slowdown),
-                r.peak_processes_per_cpu.to_string(),
-                r.saturation.saturated.to_string(),
-                num(r.saturation.delivered_share),
-                num(r.saturation.backlog_growth),
-                num(r.saturation.wait_growth),
-            ],
-        );
-    }
-    text
-}
-
-/// Every point with its means and 95 % confidence half-widths.
-fn points_csv(rows: &[RunRow]) -> String {
-    let mut text = String::from(
-        "group,variant,scheme,mix,load,replications,saturated_replications,delivered_utilization,\
-         delivered_utilization_ci95,compute_utilization,compute_utilization_ci95,mean_response_s,\
-         mean_response_s_ci95,mean_wait_s,mean_wait_s_ci95,mean_execution_s,mean_execution_s_ci95\n",
-    );
-    for p in points(rows) {
-        let r = p.first();
-        let mut fields = vec![
-            csv_field(&r.group),
-            csv_field(&r.variant),
-            csv_field(&r.scheme),
-            r.mix.clone(),
-            num(r.load),
-            p.runs.len().to_string(),
-            p.saturated_runs().to_string(),
-        ];
-        let measures: [fn(&RunRow) -> f64; 5] = [
-            |r| r.delivered_utilization,
-            |r| r.compute_utilization,
-            |r| r.mean_response_s,
-            |r| r.mean_wait_s,
-            |r| r.mean_execution_s,
-        ];
-        for measure in measures {
-            let e = p.estimate(measure);
-            fields.extend([num(e.mean), num(e.ci95_half_width())]);
-        }
-        push_row(&mut text, &fields);
-    }
-    text
-}
-
-/// The points of the rows, in first-seen order of (group, variant, scheme).
-fn points(rows: &[RunRow]) -> Vec<Point<'_>> {
-    let mut keys: Vec<(&str, &str, &str)> = Vec::new();
-    for r in rows {
-        let key = (r.group.as_str(), r.variant.as_str(), r.scheme.as_str());
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
-    }
-    keys.into_iter()
-        .map(|(g, v, s)| Point {
-            runs: rows.iter().filter(|r| r.group == g && r.variant == v && r.scheme == s).collect(),
-        })
-        .collect()
-}
-
-fn schemes_in_order(rows: &[RunRow]) -> Vec<String> {
-    let mut seen: Vec<String> = Vec::new();
-    for r in rows {
-        if !seen.contains(&r.scheme) {
-            seen.push(r.scheme.clone());
-        }
-    }
-    seen
-}
-
-fn first_seen<'a>(rows: &'a [RunRow], field: impl Fn(&'a RunRow) -> &'a str) -> Vec<&'a str> {
-    let mut seen: Vec<&str> = Vec::new();
-    for r in rows {
-        if !seen.contains(&field(r)) {
-            seen.push(field(r));
-        }
-    }
-    seen
-}
-
 type Figures = Vec<(String, String)>;
 
-/// A point whose mean delivered utilization rose by less than this share of
-/// the step in offered load from the previous point (or from nothing) has
-/// stopped rising: throughput saturation, as the study reads its Figure 3
-/// (our choice of the share).
-const KNEE_SHARE: f64 = 0.5;
-
-/// A scheme's E1 curve: its points by load, the highest delivered utilization
-/// it sustains (the best point below its first saturated one), and that load.
-struct Curve<'a> {
-    scheme: String,
-    points: Vec<Point<'a>>,
-    sustained: Option<Estimate>,
-    first_saturated: Option<usize>,
-}
-
-fn curve<'a>(rows: &'a [RunRow], scheme: &str) -> Curve<'a> {
-    let mut points: Vec<Point> = points(rows).into_iter().filter(|p| p.first().scheme == scheme).collect();
-    points.sort_by(|a, b| a.first().load.total_cmp(&b.first().load));
-    let first_saturated = (0..points.len()).find(|&k| points[k].saturated() || stopped_rising(&points, k));
-    let sustained = points[..first_saturated.unwrap_or(points.len())]
-        .iter()
-        .map(|p| p.estimate(|r| r.delivered_utilization))
-        .max_by(|a, b| a.mean.total_cmp(&b.mean));
-    Curve { scheme: scheme.to_string(), points, sustained, first_saturated }
-}
-
-/// Whether point `k`'s delivered utilization rose by less than [`KNEE_SHARE`]
-/// of the offered-load step from the point before it.
-fn stopped_rising(points: &[Point], k: usize) -> bool {
-    let utilization = |p: &Point| p.estimate(|r| r.delivered_utilization).mean;
-    let (load_before, utilization_before) =
-        if k == 0 { (0.0, 0.0) } else { (points[k - 1].first().load, utilization(&points[k - 1])) };
-    utilization(&points[k]) - utilization_before < KNEE_SHARE * (points[k].first().load - load_before)
+/// `*` when most of a point's replications saturated.
+fn saturated_mark(point: &Point) -> &'static str {
+    if point.saturated() {
+        "*"
+    } else {
+        ""
+    }
 }
 
 /// `*` most replications saturated (jobs unfinished, or the queue's wait
@@ -759,7 +358,7 @@ fn report_bars(rows: &[RunRow]) -> (String, Figures) {
                 p.runs.len()
             );
             bars.push(StackedBar {
-                label: format!("{}{}", p.first().scheme, p.star()),
+                label: format!("{}{}", p.first().scheme, saturated_mark(p)),
                 segments: vec![p.estimate(|r| r.mean_wait_s).mean, p.estimate(|r| r.mean_execution_s).mean],
                 error: response.ci95_half_width(),
             });
@@ -887,4 +486,35 @@ fn series_names<'a>(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Study {
+        #[command(subcommand)]
+        command: StudyCommand,
+    }
+
+    fn args_of(flags: &[&str]) -> StudyArgs {
+        let argv = ["study", "e4"].into_iter().chain(flags.iter().copied());
+        match Study::try_parse_from(argv).expect("flags parse").command {
+            StudyCommand::E4(args) => args,
+            _ => unreachable!("parsed e4"),
+        }
+    }
+
+    #[test]
+    fn no_flags_give_the_library_defaults() {
+        assert_eq!(args_of(&[]).settings(), StudySettings::default());
+    }
+
+    #[test]
+    fn full_size_replaces_jobs_and_scale() {
+        let settings = args_of(&["--full"]).settings();
+        assert_eq!((settings.jobs_per_run, settings.runtime_scale), (FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE));
+    }
 }

@@ -1,7 +1,7 @@
 //! `cosched workload generate|inspect`.
 
-use crate::workload_source::{load_workload, WorkloadSpec};
 use clap::{Args, Subcommand};
+use cosched_lab::workload::{load_workload, WorkloadSpec};
 use cosched_workload::hyper_erlang::HyperErlangModel;
 use cosched_workload::{inspect, swf, ReadOptions};
 use std::path::PathBuf;

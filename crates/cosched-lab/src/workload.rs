@@ -3,13 +3,14 @@
 
 use cosched_core::StreamSeed;
 use cosched_sim::input::JobRequest;
+use cosched_sim::SimConfig;
 use cosched_workload::hyper_erlang::HyperErlangModel;
 use cosched_workload::{load, lublin, swf, ReadOptions, Workload};
 use serde::Serialize;
 use std::path::PathBuf;
 
 /// What to load and how to scale it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct WorkloadSpec {
     pub trace: Option<PathBuf>,
     pub skip_bad_lines: bool,
@@ -25,6 +26,40 @@ pub struct WorkloadSpec {
     pub seed: u64,
     /// Generate from saved Hyper-Erlang parameters instead of the Lublin-Feitelson model.
     pub hyper_erlang_params: Option<PathBuf>,
+}
+
+/// Jobs generated when no count is given (a trace keeps all its jobs instead).
+pub const DEFAULT_JOBS: usize = 300;
+/// Offered load the inter-arrival times are scaled to when no load is given.
+pub const DEFAULT_TARGET_LOAD: f64 = 0.4;
+/// The model's run times are hours; this brings a run to minutes of simulated time (docs/model.md).
+pub const DEFAULT_RUNTIME_SCALE: f64 = 0.002;
+
+/// A job shorter than this (nominal, before the run-time scale) counts as this long in its bounded slowdown.
+pub const BOUNDED_SLOWDOWN_THRESHOLD_NOMINAL_S: f64 = 10.0;
+
+/// The bounded-slowdown threshold of a workload whose run times are scaled by `runtime_scale`.
+pub fn bounded_slowdown_threshold_s(runtime_scale: f64) -> f64 {
+    BOUNDED_SLOWDOWN_THRESHOLD_NOMINAL_S * runtime_scale
+}
+
+impl Default for WorkloadSpec {
+    /// The Lublin-Feitelson model sized to the default machine, at the default load and scale.
+    fn default() -> Self {
+        let machine = SimConfig::default();
+        WorkloadSpec {
+            trace: None,
+            skip_bad_lines: false,
+            drop_oversized: false,
+            drop_statuses: Vec::new(),
+            jobs: Some(DEFAULT_JOBS),
+            model_procs: machine.cpu_count(),
+            runtime_scale: DEFAULT_RUNTIME_SCALE,
+            target_load: Some(DEFAULT_TARGET_LOAD),
+            seed: machine.seed,
+            hyper_erlang_params: None,
+        }
+    }
 }
 
 /// What was loaded, for reports.

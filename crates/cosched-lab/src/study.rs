@@ -1,0 +1,579 @@
+//! The reference study's experiments E1-E5. Every experiment is a list of
+//! independent runs (a scheme, a workload mix, a load, machine parameters and
+//! a replication seed) executed in parallel. Every reported point is the mean
+//! over its replications with a 95 % confidence interval.
+
+use crate::batch::{run_all, BatchWatch};
+use crate::csv::{column, csv_field, num, to_csv, Column};
+use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
+use cosched_bench::stats::Estimate;
+use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
+use cosched_sim::metrics::SaturationVerdict;
+use cosched_sim::run::RunOptions;
+use cosched_sim::{Mix, Scheme, SimConfig};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The five experiments.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Experiment {
+    /// Load: response against delivered utilization as load rises.
+    E1,
+    /// Nature of the workload.
+    E2,
+    /// Multiprogramming level.
+    E3,
+    /// Skew.
+    E4,
+    /// System overheads.
+    E5,
+}
+
+impl Experiment {
+    pub fn name(self) -> &'static str {
+        match self {
+            Experiment::E1 => "e1",
+            Experiment::E2 => "e2",
+            Experiment::E3 => "e3",
+            Experiment::E4 => "e4",
+            Experiment::E5 => "e5",
+        }
+    }
+}
+
+/// Jobs per run and run-time scale of the study at full size (`--full`).
+pub const FULL_JOBS_PER_RUN: usize = 1000;
+pub const FULL_RUNTIME_SCALE: f64 = 0.01;
+
+/// How a study is run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StudySettings {
+    /// Jobs per run (the Lublin-Feitelson model sized to the machine).
+    pub jobs_per_run: usize,
+    /// Multiplies every nominal run time.
+    pub runtime_scale: f64,
+    /// Offered loads: E1's steps, or the others' single load (its first value); `None`: the experiment's own.
+    pub loads: Option<Vec<f64>>,
+    pub schemes: Vec<Scheme>,
+    /// Seed of the first replication; replication k uses `first_seed + k`.
+    pub first_seed: u64,
+    pub replications: u32,
+    /// A run stops at this many times (arrival span + MPL x longest run time).
+    pub horizon_factor: f64,
+    /// E1: also run a scheme at the loads above the one where it saturated.
+    pub keep_saturated: bool,
+}
+
+impl Default for StudySettings {
+    fn default() -> Self {
+        StudySettings {
+            jobs_per_run: 150,
+            runtime_scale: 0.001,
+            loads: None,
+            schemes: Scheme::all_names().iter().map(|n| n.parse().expect("the table's names parse")).collect(),
+            first_seed: 1,
+            replications: 3,
+            horizon_factor: 3.0,
+            keep_saturated: false,
+        }
+    }
+}
+
+impl StudySettings {
+    pub fn seeds(&self) -> Vec<u64> {
+        (0..self.replications as u64).map(|k| self.first_seed + k).collect()
+    }
+
+    fn single_load(&self, default: f64) -> f64 {
+        self.loads.as_ref().and_then(|l| l.first().copied()).unwrap_or(default)
+    }
+}
+
+/// Default loads. E1 climbs until the best schemes saturate. E3-E5 run where
+/// their effects can show (docs/reproduction.md, "Choosing the loads"): at
+/// 0.9, jobs queue at MPL 2 and CPUs hold more than 5 processes at MPL 16.
+const E1_LOADS: [f64; 9] = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+const E2_LOAD: f64 = 0.5;
+const E3_TO_E5_LOAD: f64 = 0.9;
+
+/// The machine and cost model every run of a study starts from.
+pub fn base_config(scheme: Scheme, seed: u64) -> SimConfig {
+    SimConfig { scheme, nodes: 32, cpus_per_node: 1, mpl: 5, skew: 0.2, seed, ..SimConfig::default() }
+}
+
+/// One run of a study.
+#[derive(Clone, Debug)]
+struct RunSpec {
+    group: String,
+    variant: String,
+    mix: Mix,
+    load: f64,
+    replication: u32,
+    config: SimConfig,
+}
+
+/// One run's outcome, as reported.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunRow {
+    pub group: String,
+    pub variant: String,
+    pub scheme: String,
+    pub mix: String,
+    pub load: f64,
+    pub replication: u32,
+    pub seed: u64,
+    pub mpl: u32,
+    pub skew: f64,
+    pub offered_load: f64,
+    pub jobs: usize,
+    pub completed: usize,
+    pub delivered_utilization: f64,
+    pub compute_utilization: f64,
+    pub mean_response_s: f64,
+    pub mean_wait_s: f64,
+    pub mean_execution_s: f64,
+    pub mean_slowdown: f64,
+    pub peak_processes_per_cpu: usize,
+    pub saturation: SaturationVerdict,
+}
+
+/// The runs of one (group, variant, scheme) over its replications.
+pub struct Point<'a> {
+    pub runs: Vec<&'a RunRow>,
+}
+
+impl Point<'_> {
+    pub fn first(&self) -> &RunRow {
+        self.runs[0]
+    }
+    pub fn estimate(&self, value: impl Fn(&RunRow) -> f64) -> Estimate {
+        let values: Vec<f64> = self.runs.iter().map(|r| value(r)).collect();
+        Estimate::of(&values).expect("a point has runs")
+    }
+    pub fn saturated_runs(&self) -> usize {
+        self.runs.iter().filter(|r| r.saturation.saturated).count()
+    }
+    /// Saturated when most of its replications saturate.
+    pub fn saturated(&self) -> bool {
+        2 * self.saturated_runs() > self.runs.len()
+    }
+}
+
+/// Every run of the experiment, in plan order (E1: load by load).
+pub fn run_study<W: BatchWatch>(
+    experiment: Experiment,
+    settings: &StudySettings,
+    watch: &W,
+) -> Result<Vec<RunRow>, String> {
+    match experiment {
+        Experiment::E1 => execute_e1(settings, watch),
+        _ => execute(&plan(experiment, settings), settings, watch),
+    }
+}
+
+fn mix(name: &str) -> Mix {
+    name.parse().expect("known mix")
+}
+
+/// E1 climbs the loads; a scheme that saturated at one load (in most of its
+/// replications) is left out above it unless `keep_saturated`.
+fn execute_e1<W: BatchWatch>(settings: &StudySettings, watch: &W) -> Result<Vec<RunRow>, String> {
+    let mut loads = settings.loads.clone().unwrap_or_else(|| E1_LOADS.to_vec());
+    loads.sort_by(f64::total_cmp);
+    let mut schemes = settings.schemes.clone();
+    let mut rows: Vec<RunRow> = Vec::new();
+    for load in loads {
+        if schemes.is_empty() {
+            break;
+        }
+        let mut specs = Vec::new();
+        for &s in &schemes {
+            for (k, seed) in settings.seeds().into_iter().enumerate() {
+                specs.push(spec(format!("load {load}"), String::new(), mix("WL7"), load, k, base_config(s, seed)));
+            }
+        }
+        rows.extend(execute(&specs, settings, watch)?);
+        if !settings.keep_saturated {
+            schemes.retain(|s| curve(&rows, s.name()).first_saturated.is_none());
+        }
+    }
+    Ok(rows)
+}
+
+fn spec(group: String, variant: String, mix: Mix, load: f64, replication: usize, config: SimConfig) -> RunSpec {
+    RunSpec { group, variant, mix, load, replication: replication as u32, config }
+}
+
+/// The runs of E2-E5.
+fn plan(experiment: Experiment, settings: &StudySettings) -> Vec<RunSpec> {
+    let mut specs = Vec::new();
+    for (k, seed) in settings.seeds().into_iter().enumerate() {
+        for &s in &settings.schemes {
+            let base = base_config(s, seed);
+            let mut add = |group: &str, variant: String, mix_name: &str, load: f64, config: SimConfig| {
+                specs.push(spec(group.to_string(), variant, mix(mix_name), load, k, config))
+            };
+            match experiment {
+                Experiment::E2 => {
+                    for wl in ["WL4", "WL5", "WL2", "WL3"] {
+                        add(wl, String::new(), wl, settings.single_load(E2_LOAD), base.clone());
+                    }
+                }
+                Experiment::E3 => {
+                    for wl in ["WL2", "WL4", "WL5"] {
+                        for mpl in [2, 5, 16] {
+                            let config = SimConfig { mpl, ..base.clone() };
+                            add(wl, mpl.to_string(), wl, settings.single_load(E3_TO_E5_LOAD), config);
+                        }
+                    }
+                }
+                Experiment::E4 => {
+                    for skew in [0.2, 1.5] {
+                        let config = SimConfig { skew, ..base.clone() };
+                        add(&format!("s = {skew}"), String::new(), "WL4", settings.single_load(E3_TO_E5_LOAD), config);
+                    }
+                }
+                Experiment::E5 => {
+                    for (label, config) in cost_variants(&base) {
+                        add("WL5", label.to_string(), "WL5", settings.single_load(E3_TO_E5_LOAD), config);
+                    }
+                }
+                Experiment::E1 => unreachable!("E1 climbs the loads in execute_e1"),
+            }
+        }
+    }
+    specs
+}
+
+/// E5's three cost settings of a scheme: GS varies quantum and gang switch,
+/// the others context switch and interrupt.
+fn cost_variants(base: &SimConfig) -> Vec<(&'static str, SimConfig)> {
+    let variants: [(&str, u64, u64); 3] = if base.scheme.is_gang() {
+        [("defaults", 200, 2_000), ("Q 100 ms, CS_GS 1 ms", 100, 1_000), ("Q 100 ms, CS_GS 2 ms", 100, 2_000)]
+    } else {
+        [("defaults", 200, 50), ("CS 100 µs, I 25 µs", 100, 25), ("CS 100 µs, I 50 µs", 100, 50)]
+    };
+    variants
+        .into_iter()
+        .map(|(label, a, b)| {
+            let mut cfg = base.clone();
+            if cfg.scheme.is_gang() {
+                cfg.costs.gang_quantum_ns = a * 1_000_000;
+                cfg.costs.gang_switch_ns = b * 1_000;
+            } else {
+                cfg.costs.context_switch_ns = a * 1_000;
+                cfg.costs.interrupt_ns = b * 1_000;
+            }
+            (label, cfg)
+        })
+        .collect()
+}
+
+type WorkloadKey = (u8, u64, u32, u64);
+
+fn workload_key(spec: &RunSpec) -> WorkloadKey {
+    (spec.mix.number, spec.load.to_bits(), spec.config.cpu_count(), spec.config.seed)
+}
+
+/// A run's jobs and the offered load they make.
+type StudyWorkload = (Vec<JobRequest>, f64);
+
+/// The workload of every (mix, load, machine, seed), generated once.
+fn workloads_of(specs: &[RunSpec], settings: &StudySettings) -> Result<BTreeMap<WorkloadKey, StudyWorkload>, String> {
+    let mut workloads = BTreeMap::new();
+    for spec in specs {
+        if workloads.contains_key(&workload_key(spec)) {
+            continue;
+        }
+        let workload_spec = WorkloadSpec {
+            jobs: Some(settings.jobs_per_run),
+            model_procs: spec.config.cpu_count(),
+            runtime_scale: settings.runtime_scale,
+            target_load: Some(spec.load),
+            seed: spec.config.seed,
+            ..WorkloadSpec::default()
+        };
+        let loaded = load_workload(&workload_spec, spec.config.cpu_count())?;
+        workloads.insert(workload_key(spec), (loaded.requests(), loaded.report.offered_load.unwrap_or(f64::NAN)));
+    }
+    Ok(workloads)
+}
+
+/// Run everything in parallel.
+fn execute<W: BatchWatch>(specs: &[RunSpec], settings: &StudySettings, watch: &W) -> Result<Vec<RunRow>, String> {
+    let workloads = workloads_of(specs, settings)?;
+    let configs: Vec<SimConfig> = specs
+        .iter()
+        .map(|spec| {
+            let requests = &workloads[&workload_key(spec)].0;
+            let horizon_s = horizon_s(requests, spec.config.mpl, settings.horizon_factor);
+            SimConfig { horizon_ns: Some((horizon_s * 1e9) as u64), ..spec.config.clone() }
+        })
+        .collect();
+    let options = RunOptions {
+        bounded_slowdown_threshold_s: bounded_slowdown_threshold_s(settings.runtime_scale),
+        ..RunOptions::default()
+    };
+    let labels: Vec<String> = specs
+        .iter()
+        .map(|s| format!("{} {} {} {} seed {}", s.config.scheme, s.mix, s.group, s.variant, s.config.seed))
+        .collect();
+    let results = run_all(
+        &configs,
+        &labels,
+        |i| {
+            let requests = &workloads[&workload_key(&specs[i])].0;
+            sim_jobs(requests, &WorkloadPlan { mix: specs[i].mix, runtime_scale: 1.0 }, &configs[i])
+        },
+        &options,
+        watch,
+    )?;
+    Ok(specs
+        .iter()
+        .zip(results)
+        .map(|(spec, r)| {
+            let s = &r.summary;
+            RunRow {
+                group: spec.group.clone(),
+                variant: spec.variant.clone(),
+                scheme: s.scheme.clone(),
+                mix: spec.mix.to_string(),
+                load: spec.load,
+                replication: spec.replication,
+                seed: spec.config.seed,
+                mpl: spec.config.mpl,
+                skew: spec.config.skew,
+                offered_load: workloads[&workload_key(spec)].1,
+                jobs: s.jobs_submitted,
+                completed: s.jobs_completed,
+                delivered_utilization: s.delivered_utilization_during_arrivals,
+                compute_utilization: s.compute_utilization_during_arrivals,
+                mean_response_s: s.mean_response_s,
+                mean_wait_s: s.mean_wait_s,
+                mean_execution_s: s.mean_execution_s,
+                mean_slowdown: s.mean_slowdown,
+                peak_processes_per_cpu: s.peak_processes_per_cpu,
+                saturation: s.saturation.clone(),
+            }
+        })
+        .collect())
+}
+
+/// Long enough for the longest job to time-share with MPL others after the last arrival.
+fn horizon_s(requests: &[JobRequest], mpl: u32, factor: f64) -> f64 {
+    let last_submit = requests.iter().map(|r| r.submit_s).fold(0.0, f64::max);
+    let first_submit = requests.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
+    let longest_run = requests.iter().map(|r| r.run_s).fold(0.0, f64::max);
+    ((last_submit - first_submit) + longest_run * mpl as f64).max(1.0) * factor
+}
+
+fn run_columns() -> Vec<Column<RunRow>> {
+    vec![
+        column("group", |r| csv_field(&r.group)),
+        column("variant", |r| csv_field(&r.variant)),
+        column("scheme", |r| csv_field(&r.scheme)),
+        column("mix", |r| r.mix.clone()),
+        column("load", |r| num(r.load)),
+        column("replication", |r| r.replication.to_string()),
+        column("seed", |r| r.seed.to_string()),
+        column("mpl", |r| r.mpl.to_string()),
+        column("skew", |r| num(r.skew)),
+        column("offered_load", |r| num(r.offered_load)),
+        column("jobs", |r| r.jobs.to_string()),
+        column("completed", |r| r.completed.to_string()),
+        column("delivered_utilization", |r| num(r.delivered_utilization)),
+        column("compute_utilization", |r| num(r.compute_utilization)),
+        column("mean_response_s", |r| num(r.mean_response_s)),
+        column("mean_wait_s", |r| num(r.mean_wait_s)),
+        column("mean_execution_s", |r| num(r.mean_execution_s)),
+        column("mean_slowdown", |r| num(r.mean_slowdown)),
+        column("peak_processes_per_cpu", |r| r.peak_processes_per_cpu.to_string()),
+        column("saturated", |r| r.saturation.saturated.to_string()),
+        column("delivered_share", |r| num(r.saturation.delivered_share)),
+        column("backlog_growth", |r| num(r.saturation.backlog_growth)),
+        column("wait_growth", |r| num(r.saturation.wait_growth)),
+    ]
+}
+
+/// `runs.csv`: one row per run.
+pub fn runs_csv(rows: &[RunRow]) -> String {
+    to_csv(&run_columns(), rows)
+}
+
+fn mean_of(point: &Point, value: fn(&RunRow) -> f64) -> String {
+    num(point.estimate(value).mean)
+}
+
+fn ci95_of(point: &Point, value: fn(&RunRow) -> f64) -> String {
+    num(point.estimate(value).ci95_half_width())
+}
+
+fn point_columns<'a>() -> Vec<Column<Point<'a>>> {
+    vec![
+        column("group", |p| csv_field(&p.first().group)),
+        column("variant", |p| csv_field(&p.first().variant)),
+        column("scheme", |p| csv_field(&p.first().scheme)),
+        column("mix", |p| p.first().mix.clone()),
+        column("load", |p| num(p.first().load)),
+        column("replications", |p| p.runs.len().to_string()),
+        column("saturated_replications", |p| p.saturated_runs().to_string()),
+        column("delivered_utilization", |p| mean_of(p, |r| r.delivered_utilization)),
+        column("delivered_utilization_ci95", |p| ci95_of(p, |r| r.delivered_utilization)),
+        column("compute_utilization", |p| mean_of(p, |r| r.compute_utilization)),
+        column("compute_utilization_ci95", |p| ci95_of(p, |r| r.compute_utilization)),
+        column("mean_response_s", |p| mean_of(p, |r| r.mean_response_s)),
+        column("mean_response_s_ci95", |p| ci95_of(p, |r| r.mean_response_s)),
+        column("mean_wait_s", |p| mean_of(p, |r| r.mean_wait_s)),
+        column("mean_wait_s_ci95", |p| ci95_of(p, |r| r.mean_wait_s)),
+        column("mean_execution_s", |p| mean_of(p, |r| r.mean_execution_s)),
+        column("mean_execution_s_ci95", |p| ci95_of(p, |r| r.mean_execution_s)),
+    ]
+}
+
+/// `points.csv`: every point with its means and 95 % confidence half-widths.
+pub fn points_csv(rows: &[RunRow]) -> String {
+    to_csv(&point_columns(), &points(rows))
+}
+
+/// The points of the rows, in first-seen order of (group, variant, scheme).
+pub fn points(rows: &[RunRow]) -> Vec<Point<'_>> {
+    let mut keys: Vec<(&str, &str, &str)> = Vec::new();
+    for r in rows {
+        let key = (r.group.as_str(), r.variant.as_str(), r.scheme.as_str());
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys.into_iter()
+        .map(|(g, v, s)| Point {
+            runs: rows.iter().filter(|r| r.group == g && r.variant == v && r.scheme == s).collect(),
+        })
+        .collect()
+}
+
+/// The schemes of the rows, in first-seen order.
+pub fn schemes_in_order(rows: &[RunRow]) -> Vec<String> {
+    first_seen(rows, |r| r.scheme.as_str()).into_iter().map(String::from).collect()
+}
+
+/// The distinct values of a field, in first-seen order.
+pub fn first_seen<'a>(rows: &'a [RunRow], field: impl Fn(&'a RunRow) -> &'a str) -> Vec<&'a str> {
+    let mut seen: Vec<&str> = Vec::new();
+    for r in rows {
+        if !seen.contains(&field(r)) {
+            seen.push(field(r));
+        }
+    }
+    seen
+}
+
+/// A point whose mean delivered utilization rose by less than this share of
+/// the step in offered load from the previous point (or from nothing) has
+/// stopped rising: throughput saturation, as the study reads its Figure 3
+/// (our choice of the share).
+pub const KNEE_SHARE: f64 = 0.5;
+
+/// A scheme's E1 curve: its points by load, the highest delivered utilization
+/// it sustains (the best point below its first saturated one), and that load.
+pub struct Curve<'a> {
+    pub scheme: String,
+    pub points: Vec<Point<'a>>,
+    pub sustained: Option<Estimate>,
+    pub first_saturated: Option<usize>,
+}
+
+pub fn curve<'a>(rows: &'a [RunRow], scheme: &str) -> Curve<'a> {
+    let mut points: Vec<Point> = points(rows).into_iter().filter(|p| p.first().scheme == scheme).collect();
+    points.sort_by(|a, b| a.first().load.total_cmp(&b.first().load));
+    let first_saturated = (0..points.len()).find(|&k| points[k].saturated() || stopped_rising(&points, k));
+    let sustained = points[..first_saturated.unwrap_or(points.len())]
+        .iter()
+        .map(|p| p.estimate(|r| r.delivered_utilization))
+        .max_by(|a, b| a.mean.total_cmp(&b.mean));
+    Curve { scheme: scheme.to_string(), points, sustained, first_saturated }
+}
+
+/// Whether point `k`'s delivered utilization rose by less than [`KNEE_SHARE`]
+/// of the offered-load step from the point before it.
+fn stopped_rising(points: &[Point], k: usize) -> bool {
+    let utilization = |p: &Point| p.estimate(|r| r.delivered_utilization).mean;
+    let (load_before, utilization_before) =
+        if k == 0 { (0.0, 0.0) } else { (points[k - 1].first().load, utilization(&points[k - 1])) };
+    utilization(&points[k]) - utilization_before < KNEE_SHARE * (points[k].first().load - load_before)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(scheme: &str, load: f64, replication: u32, delivered_utilization: f64, saturated: bool) -> RunRow {
+        RunRow {
+            group: format!("load {load}"),
+            variant: String::new(),
+            scheme: scheme.into(),
+            mix: "WL7".into(),
+            load,
+            replication,
+            seed: 1 + replication as u64,
+            mpl: 5,
+            skew: 0.2,
+            offered_load: load,
+            jobs: 10,
+            completed: 10,
+            delivered_utilization,
+            compute_utilization: delivered_utilization / 2.0,
+            mean_response_s: 1.0,
+            mean_wait_s: 0.5,
+            mean_execution_s: 0.5,
+            mean_slowdown: 2.0,
+            peak_processes_per_cpu: 5,
+            saturation: SaturationVerdict {
+                saturated,
+                wait_growth: 0.0,
+                delivered_share: 1.0,
+                backlog_growth: 0.0,
+                why: String::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_curve_saturates_where_utilization_stops_rising() {
+        let rows: Vec<RunRow> = [(0.2, 0.2), (0.4, 0.4), (0.6, 0.45)]
+            .into_iter()
+            .flat_map(|(load, util)| [row("GS", load, 0, util - 0.01, false), row("GS", load, 1, util + 0.01, false)])
+            .collect();
+        let gs = curve(&rows, "GS");
+        assert_eq!(gs.first_saturated, Some(2), "0.4 → 0.45 is less than half the 0.2 step");
+        assert!((gs.sustained.unwrap().mean - 0.4).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_point_is_saturated_when_most_replications_are() {
+        let rows = [row("SB", 0.5, 0, 0.5, true), row("SB", 0.5, 1, 0.5, false), row("SB", 0.5, 2, 0.5, true)];
+        let found = points(&rows);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].saturated_runs(), 2);
+        assert!(found[0].saturated());
+        assert!(curve(&rows, "SB").first_saturated == Some(0));
+    }
+
+    #[test]
+    fn points_csv_pairs_each_header_with_its_value() {
+        let rows = [row("GS", 0.5, 0, 0.4, false), row("GS", 0.5, 1, 0.6, false)];
+        let text = points_csv(&rows);
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let values: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let value_of = |name: &str| values[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(value_of("replications"), "2");
+        assert_eq!(value_of("delivered_utilization"), "0.5");
+        assert_eq!(value_of("compute_utilization"), "0.25");
+    }
+
+    #[test]
+    fn the_default_study_runs_every_scheme_of_the_table() {
+        let names: Vec<&str> = StudySettings::default().schemes.iter().map(|s| s.name()).collect();
+        assert_eq!(names, Scheme::all_names());
+    }
+}
