@@ -66,6 +66,16 @@ impl Scheme {
         TABLE.iter().map(|(n, _)| *n).collect()
     }
 
+    /// The ten schemes of the reference study, in the table's order.
+    pub fn study_names() -> Vec<&'static str> {
+        TABLE.iter().filter(|(_, s)| s.in_study()).map(|(n, _)| *n).collect()
+    }
+
+    /// One of the reference study's ten schemes (not cosched's own).
+    pub fn in_study(self) -> bool {
+        self != Scheme::CoschedGang
+    }
+
     pub fn wait_mode(self) -> WaitMode {
         match self {
             Scheme::Gang | Scheme::CoschedGang => WaitMode::BusyWait,

@@ -30,12 +30,15 @@ pub enum Marker {
     HollowDiamond,
     HollowTriangleUp,
     HollowTriangleDown,
+    Cross,
 }
 
-/// Paul Tol's colour-blind-safe "muted" scheme, and black.
-const TEN_COLOURS: [&str; 10] =
-    ["#000000", "#332288", "#117733", "#999933", "#CC6677", "#882255", "#44AA99", "#DDAA33", "#AA4499", "#6699CC"];
-const TEN_MARKERS: [Marker; 10] = [
+/// Paul Tol's colour-blind-safe "muted" scheme, black, and Okabe-Ito's vermillion: one per scheme.
+const SCHEME_COLOURS: [&str; 11] = [
+    "#000000", "#332288", "#117733", "#999933", "#CC6677", "#882255", "#44AA99", "#DDAA33", "#AA4499", "#6699CC",
+    "#D55E00",
+];
+const SCHEME_MARKERS: [Marker; 11] = [
     Marker::Circle,
     Marker::Square,
     Marker::Diamond,
@@ -46,6 +49,7 @@ const TEN_MARKERS: [Marker; 10] = [
     Marker::HollowDiamond,
     Marker::HollowTriangleUp,
     Marker::HollowTriangleDown,
+    Marker::Cross,
 ];
 
 /// The style of a scheme, the same in every figure; other names get one by
@@ -59,9 +63,9 @@ pub fn scheme_style(name: &str, position: usize) -> Style {
 pub fn indexed_style(i: usize) -> Style {
     const DASHES: [&str; 2] = ["", "6,3"];
     Style {
-        colour: TEN_COLOURS[i % TEN_COLOURS.len()],
-        marker: TEN_MARKERS[i % TEN_MARKERS.len()],
-        dash: DASHES[i / TEN_COLOURS.len() % DASHES.len()],
+        colour: SCHEME_COLOURS[i % SCHEME_COLOURS.len()],
+        marker: SCHEME_MARKERS[i % SCHEME_MARKERS.len()],
+        dash: DASHES[i / SCHEME_COLOURS.len() % DASHES.len()],
     }
 }
 
@@ -78,6 +82,7 @@ fn marker_svg(marker: Marker, colour: &str, x: f64, y: f64, title: &str) -> Stri
     let r = 4.0;
     let (fill, stroke_width) = match marker {
         Marker::Circle | Marker::Square | Marker::Diamond | Marker::TriangleUp | Marker::TriangleDown => (colour, 1.0),
+        Marker::Cross => ("none", 2.0),
         _ => ("white", 1.5),
     };
     let shape = match marker {
@@ -106,6 +111,17 @@ fn marker_svg(marker: Marker, colour: &str, x: f64, y: f64, title: &str) -> Stri
             x + 1.2 * r,
             y - r,
             x - 1.2 * r,
+            y - r
+        ),
+        Marker::Cross => format!(
+            r#"<path d="M{:.1},{:.1} L{:.1},{:.1} M{:.1},{:.1} L{:.1},{:.1}""#,
+            x - r,
+            y - r,
+            x + r,
+            y + r,
+            x - r,
+            y + r,
+            x + r,
             y - r
         ),
     };
@@ -674,7 +690,7 @@ mod tests {
         for (i, a) in styles.iter().enumerate() {
             for (j, b) in styles.iter().enumerate().skip(i + 1) {
                 assert!(a != b, "schemes {i} and {j} share a style");
-                if j < TEN_COLOURS.len() {
+                if j < SCHEME_COLOURS.len() {
                     assert!(a.colour != b.colour && a.marker != b.marker);
                 }
             }

@@ -73,7 +73,7 @@ fn defaults() -> StudySettings {
 }
 
 fn schemes_help() -> String {
-    format!("Schemes to run (default: all of {})", Scheme::all_names().join(", "))
+    format!("Schemes to run (default: the study's {})", Scheme::study_names().join(", "))
 }
 
 fn full_help() -> String {
