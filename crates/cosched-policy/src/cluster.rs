@@ -110,6 +110,25 @@ pub struct PlanJob {
     pub row_held: Option<u32>,
 }
 
+impl PlanJob {
+    /// A new batch-class job of `tasks` tasks, spread as the rules choose, with no memory asked and nothing
+    /// placed yet.
+    pub fn new(id: JobId, mode: Mode, tasks: u32) -> PlanJob {
+        PlanJob {
+            id,
+            class: JobClass::Batch,
+            mode,
+            tasks,
+            nodes: None,
+            mem_bytes_per_node: 0,
+            placed: None,
+            suspended: false,
+            idle: false,
+            row_held: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct ClusterShape {
     pub cpus_per_node: Vec<u32>,

@@ -348,18 +348,7 @@ mod tests {
     }
 
     fn job(id: u64, tasks: u32, mode: Mode) -> PlanJob {
-        PlanJob {
-            id: JobId(id),
-            class: JobClass::Batch,
-            mode,
-            tasks,
-            nodes: None,
-            mem_bytes_per_node: 0,
-            placed: None,
-            suspended: false,
-            idle: false,
-            row_held: None,
-        }
+        PlanJob::new(JobId(id), mode, tasks)
     }
 
     #[derive(Debug, Clone)]

@@ -14,18 +14,7 @@ fn shape(nodes: usize, cpus: u32) -> ClusterShape {
 }
 
 fn gang(id: u64, tasks: u32) -> PlanJob {
-    PlanJob {
-        id: JobId(id),
-        class: JobClass::Batch,
-        mode: Mode::Gang,
-        tasks,
-        nodes: None,
-        mem_bytes_per_node: 0,
-        placed: None,
-        suspended: false,
-        idle: false,
-        row_held: None,
-    }
+    PlanJob::new(JobId(id), Mode::Gang, tasks)
 }
 
 fn with_class(mut job: PlanJob, class: JobClass) -> PlanJob {

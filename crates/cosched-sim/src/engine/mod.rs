@@ -25,7 +25,7 @@ use crate::trace::{TraceEvent, TraceKind};
 use arrival::{MessageArrival, NicView};
 use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerHeap};
 use cosched_policy::cluster::{PlanJob, Rotation};
-use cosched_policy::{Coscheduler, JobClass};
+use cosched_policy::Coscheduler;
 use node_scheduler::NodeScheduler;
 use parts::Parts;
 use receive::ReceiveWait;
@@ -550,18 +550,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// Job `j` as the coscheduler sees it: one batch job, its mode the scheme's.
     fn plan_job(&self, j: u32) -> PlanJob {
-        PlanJob {
-            id: JobId(j.into()),
-            class: JobClass::Batch,
-            mode: self.cfg.scheme.mode(),
-            tasks: self.jobs[j as usize].spec.tasks,
-            nodes: None,
-            mem_bytes_per_node: 0,
-            placed: None,
-            suspended: false,
-            idle: false,
-            row_held: None,
-        }
+        PlanJob::new(JobId(j.into()), self.cfg.scheme.mode(), self.jobs[j as usize].spec.tasks)
     }
 
     /// Start the jobs the coscheduler placed, in its order; then follow the plan's other changes.
