@@ -388,8 +388,9 @@ fn stop_on_interrupt() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, 
 }
 
 fn print_table(results: &[RunResult]) {
+    let name_width = results.iter().map(|r| r.summary.scheme.len()).max().unwrap_or(0).max(8);
     println!(
-        "{:<8} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}",
+        "{:<name_width$} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}",
         "scheme",
         "jobs",
         "response",
@@ -408,7 +409,7 @@ fn print_table(results: &[RunResult]) {
         let s = &r.summary;
         let [useful, spin, switch, overhead, idle] = s.cpu_time.shares();
         println!(
-            "{:<8} {:>5} {:>9.2}s {:>9.2}s {:>9.2}s {:>8.1}% {:>7.1}% {:>9.2} {:>9.2} {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
+            "{:<name_width$} {:>5} {:>9.2}s {:>9.2}s {:>9.2}s {:>8.1}% {:>7.1}% {:>9.2} {:>9.2} {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
             s.scheme,
             s.jobs_completed,
             s.mean_response_s,
