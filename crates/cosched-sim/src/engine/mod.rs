@@ -24,7 +24,7 @@ use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::{MessageArrival, NicView};
 use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerHeap};
-use cosched_policy::cluster::{PlanJob, Rotation};
+use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
 use node_scheduler::NodeScheduler;
 use parts::Parts;
@@ -741,12 +741,13 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
     }
 
+    /// Each cell's process, from the coscheduler's rows for every running job.
     fn rebuild_cells(&mut self) {
         let cpu_count = self.cpus.len();
         let mut cells = vec![NO_PROC; self.cfg.mpl as usize * cpu_count];
-        for (j, job) in self.jobs.iter().enumerate() {
+        for (j, rows) in self.running_jobs_rows() {
+            let job = &self.jobs[j as usize];
             let Some(Placement { cpus, .. }) = &job.placement else { continue };
-            let (_, rows) = self.cosched.placement(JobId(j as u64)).expect("a running job is placed");
             for row in rows {
                 for (rank, &cpu) in cpus.iter().enumerate() {
                     cells[row as usize * cpu_count + cpu as usize] = job.first_proc + rank as u32;
@@ -754,6 +755,26 @@ impl<'a, P: Parts> Engine<'a, P> {
             }
         }
         self.gang.as_mut().expect("gang").cell_procs = cells;
+    }
+
+    /// (job, matrix rows it runs in) of every placed job, from the full plan when there is one (one pass).
+    fn running_jobs_rows(&self) -> Vec<(u32, Vec<u32>)> {
+        match self.cosched.plan() {
+            Some(plan) => plan
+                .jobs
+                .iter()
+                .filter_map(|planned| match &planned.status {
+                    JobStatus::Placed { rows: slots, .. } => {
+                        Some((planned.id.0 as u32, slots.iter().filter_map(|&s| plan.slot_rows[s as usize]).collect()))
+                    }
+                    JobStatus::Queued => None,
+                })
+                .collect(),
+            None => (0..self.jobs.len() as u32)
+                .filter(|&j| self.jobs[j as usize].placement.is_some())
+                .map(|j| (j, self.cosched.placement(JobId(j.into())).expect("a running job is placed").1))
+                .collect(),
+        }
     }
 
     /// The gang slice holding `now` (slices start at multiples of the quantum).
