@@ -23,7 +23,7 @@ impl Default for SimSettings {
     /// The reference comparison: Local against GS on the default machine and workload (WL7).
     fn default() -> Self {
         SimSettings {
-            schemes: vec![Scheme::LOCAL, Scheme::Gang],
+            schemes: vec![Scheme::LOCAL, Scheme::GANG],
             machine: SimConfig::default(),
             workload: WorkloadSpec::default(),
             mix: Mix { number: 7 },

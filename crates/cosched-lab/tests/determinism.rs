@@ -39,7 +39,7 @@ fn a_sim_run_repeats_byte_for_byte_and_a_new_seed_changes_it() {
 fn small_study(first_seed: u64) -> StudySettings {
     StudySettings {
         jobs_per_run: 20,
-        schemes: vec![Scheme::LOCAL, Scheme::Gang],
+        schemes: vec![Scheme::LOCAL, Scheme::GANG],
         replications: 2,
         first_seed,
         ..StudySettings::default()

@@ -7,7 +7,7 @@ use cosched_sim::Scheme;
 
 #[test]
 fn dedicated_job_takes_exactly_its_nominal_time() {
-    for scheme in [Scheme::LOCAL, Scheme::Gang] {
+    for scheme in [Scheme::LOCAL, Scheme::GANG] {
         for tasks in [1, 2, 3, 8] {
             let mut cfg = config(scheme, 8, 5);
             // (GS's switch at every quantum's end is tested below.)
@@ -153,7 +153,7 @@ fn busy_wait_spins_on_the_cpu() {
 #[test]
 fn gang_scheduling_idles_a_cpu_whose_process_blocks() {
     // Job 1 (row 0) computes 10 ms then does 30 ms of I/O; job 2 (row 1) computes 500 ms.
-    let cfg = config(Scheme::Gang, 1, 2);
+    let cfg = config(Scheme::GANG, 1, 2);
     let r = simulate(&cfg, vec![job(1, 0, 1, 10 * MS, 30 * MS, 1), job(2, 0, 1, 500 * MS, 0, 1)]);
     assert_eq!(finish_ns(&r, 1), 40 * MS);
     assert_eq!(start_ns(&r, 2), 0, "admitted at once into row 1");
@@ -176,7 +176,7 @@ fn switch_row(kind: &TraceKind) -> u32 {
 #[test]
 fn gang_scheduling_switches_all_cpus_together() {
     // Job 1 takes row 0 on CPUs 0-1; job 2 does not fit in row 0 and takes row 1 on CPUs 0-2.
-    let cfg = config(Scheme::Gang, 4, 2);
+    let cfg = config(Scheme::GANG, 4, 2);
     let r = simulate(&cfg, vec![job(1, 0, 2, 700 * MS, 0, 1), job(2, 0, 3, 700 * MS, 0, 1)]);
     let switches = events(&r, |k| matches!(k, TraceKind::GangSwitch { .. }));
     assert!(switches.len() >= 8);
@@ -211,7 +211,7 @@ fn fcfs_head_of_line_job_blocks_smaller_jobs_behind_it() {
     assert_eq!(start_ns(&r, 2), a_done);
     assert_eq!(start_ns(&r, 3), a_done, "job 3 fits on CPU 2 but waits behind job 2");
     let gs = simulate(
-        &config(Scheme::Gang, 3, 1),
+        &config(Scheme::GANG, 3, 1),
         vec![job(1, 0, 2, 50 * MS, 0, 1), job(2, MS, 2, 50 * MS, 0, 1), job(3, 2 * MS, 1, 10 * MS, 0, 1)],
     );
     assert_eq!(start_ns(&gs, 3), finish_ns(&gs, 1));
@@ -226,7 +226,7 @@ fn mpl_limits_processes_per_cpu() {
     assert_eq!(start_ns(&r, 3), finish_ns(&r, 1).min(finish_ns(&r, 2)));
     assert_eq!(r.summary.longest_queue, 1);
     let gs = simulate(
-        &config(Scheme::Gang, 1, 2),
+        &config(Scheme::GANG, 1, 2),
         vec![job(1, 0, 1, 30 * MS, 0, 1), job(2, 0, 1, 60 * MS, 0, 1), job(3, 0, 1, 10 * MS, 0, 1)],
     );
     assert_eq!(start_ns(&gs, 3), finish_ns(&gs, 1), "two rows only: job 3 takes job 1's cell");
@@ -235,7 +235,7 @@ fn mpl_limits_processes_per_cpu() {
 #[test]
 fn gang_scheduling_charges_the_switch_at_every_quantum_even_with_one_row() {
     // One job of 500 ms alone: quanta end at 200 and 400 ms; each costs a 2 ms gang switch.
-    let cfg = config(Scheme::Gang, 1, 2);
+    let cfg = config(Scheme::GANG, 1, 2);
     let r = simulate(&cfg, vec![job(1, 0, 1, 500 * MS, 0, 1)]);
     let switches = events(&r, |k| matches!(k, TraceKind::GangSwitch { .. }));
     assert_eq!(

@@ -30,7 +30,7 @@ const CPUS_PER_NODE: u32 = 2;
 /// fill the three rows, queue, fill free cells and span nodes.
 fn scenario() -> (SimConfig, Vec<SimJob>) {
     let cfg = SimConfig {
-        scheme: Scheme::CoschedGang,
+        scheme: Scheme::COSCHED_GANG,
         nodes: NODES,
         cpus_per_node: CPUS_PER_NODE,
         mpl: 3,

@@ -31,10 +31,10 @@ use parts::Parts;
 use receive::ReceiveWait;
 use std::marker::PhantomData;
 
-mod arrival;
-mod node_scheduler;
+pub(crate) mod arrival;
+pub(crate) mod node_scheduler;
 pub(crate) mod parts;
-mod receive;
+pub(crate) mod receive;
 
 /// A job as the engine receives it.
 #[derive(Clone, Debug)]
@@ -1041,6 +1041,16 @@ impl<'a, P: Parts> Engine<'a, P> {
             Some(deadline) if complete.max(spinning_from) > deadline => None,
             _ => Some(complete),
         }
+    }
+
+    /// The running receiver `p` blocks with a system call until an awaited
+    /// message arrives (spin-block's wait once its spin runs out).
+    pub(crate) fn block_in_recv(&mut self, p: u32, now: SimTime) {
+        let cpu = self.procs[p as usize].cpu;
+        self.procs[p as usize].state = ProcState::Blocked;
+        self.set_running(cpu, now, None);
+        self.charge_kernel(cpu, now, self.cfg.costs.syscall_ns);
+        self.record(now, cpu, TraceKind::Block { process: p });
     }
 
     /// The running process `p` ends its compute at `at` and blocks for its I/O.

@@ -5,10 +5,12 @@ use super::NodeScheduler;
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, ProcState};
 use cosched_core::SimTime;
+use cosched_policy::Mode;
 
 pub(crate) struct GangCell;
 
 impl NodeScheduler for GangCell {
+    const MODE: Mode = Mode::Gang;
     const CHARGES_DISPATCH_SWITCH: bool = false;
 
     fn on_visit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}

@@ -10,10 +10,12 @@ use crate::engine::parts::Parts;
 use crate::engine::{Engine, ProcState};
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
+use cosched_policy::Mode;
 
 pub(crate) struct Mlfq;
 
 impl NodeScheduler for Mlfq {
+    const MODE: Mode = Mode::Local;
     const CHARGES_DISPATCH_SWITCH: bool = true;
 
     /// The starvation avoidance, due at a raise boundary (a whole number of

@@ -14,8 +14,13 @@ pub(crate) use mlfq::Mlfq;
 use super::parts::Parts;
 use super::Engine;
 use cosched_core::SimTime;
+use cosched_policy::Mode;
 
 pub(crate) trait NodeScheduler: 'static {
+    /// How the scheduler shares a CPU among jobs: the gang cell runs only
+    /// the current row's process (gang slots); the others run any resident.
+    const MODE: Mode;
+
     /// Whether a dispatch of another process than the last one costs a
     /// context switch (a gang switch is charged by the gang quantum instead).
     const CHARGES_DISPATCH_SWITCH: bool;

@@ -19,7 +19,7 @@ impl ReceiveWait for SpinBlock {
 
     fn wait<P: Parts>(engine: &mut Engine<'_, P>, p: u32, now: SimTime) {
         if engine.procs[p as usize].spin_left_ns == 0 {
-            block_in_recv(engine, p, now);
+            engine.block_in_recv(p, now);
         }
     }
 
@@ -36,14 +36,4 @@ impl ReceiveWait for SpinBlock {
         engine.wake(dest, now);
         true
     }
-}
-
-/// The spin time ran out: block with a system call until an awaited message
-/// arrives.
-fn block_in_recv<P: Parts>(engine: &mut Engine<'_, P>, p: u32, now: SimTime) {
-    let cpu = engine.procs[p as usize].cpu;
-    engine.procs[p as usize].state = ProcState::Blocked;
-    engine.set_running(cpu, now, None);
-    engine.charge_kernel(cpu, now, engine.cfg.costs.syscall_ns);
-    engine.record(now, cpu, TraceKind::Block { process: p });
 }

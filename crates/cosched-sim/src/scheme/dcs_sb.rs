@@ -1,0 +1,8 @@
+//! DCS-SB: demand-based coscheduling with spin-block receives.
+
+use super::Scheme;
+use crate::engine::arrival::Interrupt;
+use crate::engine::node_scheduler::Mlfq;
+use crate::engine::receive::SpinBlock;
+
+pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, SpinBlock, Interrupt)>("DCS-SB");

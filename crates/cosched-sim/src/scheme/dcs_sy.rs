@@ -1,0 +1,8 @@
+//! DCS-SY: demand-based coscheduling with spin-yield receives.
+
+use super::Scheme;
+use crate::engine::arrival::Interrupt;
+use crate::engine::node_scheduler::Mlfq;
+use crate::engine::receive::SpinYield;
+
+pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, SpinYield, Interrupt)>("DCS-SY");

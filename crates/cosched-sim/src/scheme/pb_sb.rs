@@ -1,0 +1,8 @@
+//! PB-SB: periodic boost with spin-block receives.
+
+use super::Scheme;
+use crate::engine::arrival::PeriodicBoost;
+use crate::engine::node_scheduler::Mlfq;
+use crate::engine::receive::SpinBlock;
+
+pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, SpinBlock, PeriodicBoost)>("PB-SB");
