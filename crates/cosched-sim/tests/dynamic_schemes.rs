@@ -57,6 +57,27 @@ fn spin_block_blocks_after_its_spin_time_and_an_interrupt_wakes_it() {
 }
 
 #[test]
+fn immediate_blocking_blocks_at_once_and_the_same_interrupt_wakes_it() {
+    let r = simulate(&config(scheme("IB"), 2, 3), jobs(false));
+    let a0 = events(&r, |k| {
+        matches!(k, TraceKind::Block { process: A0 } | TraceKind::Interrupt { .. } | TraceKind::Wake { .. })
+    });
+    // As spin-block, but the block comes when A0's receive starts, with no spin.
+    assert_eq!(
+        a0,
+        vec![
+            (2_200 * US, 0, TraceKind::Block { process: A0 }),
+            (6_200 * US + L, 0, TraceKind::Interrupt { process: A0 }),
+            (6_200 * US + L, 0, TraceKind::Wake { process: A0 }),
+        ]
+    );
+    assert_eq!(finish_ns(&r, 3), 6_200 * US + L + INTERRUPT);
+    let cpu0 = r.per_cpu_time[0];
+    assert_eq!(cpu0.overhead_ns, SYSCALL + INTERRUPT);
+    assert_eq!(cpu0.spin_ns, 0);
+}
+
+#[test]
 fn spin_yield_drops_below_the_others_and_boosts_the_next_runnable_process() {
     let r = simulate(&config(scheme("SY"), 2, 3), jobs(true));
     let yielded = 2_200 * US + SPIN;

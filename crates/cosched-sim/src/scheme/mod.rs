@@ -5,7 +5,7 @@
 //!
 //! Each scheme is one file in this folder, and one line of `register!` below
 //! makes it known: to the command line, the help text, studies and figures.
-//! A scheme built from new parts defines them in its own file.
+//! A scheme built from new parts defines them in its own file (see `ib.rs`).
 
 use crate::engine::node_scheduler::NodeScheduler;
 use crate::engine::parts::{EngineRun, Parts};
@@ -36,6 +36,7 @@ register! {
     pb_sb,
     pb_sy,
     gs_cosched,
+    ib,
 }
 
 /// A named scheme: its policy and a runner of the engine built from its parts.

@@ -1,0 +1,40 @@
+//! IB: immediate blocking, the baseline two-phase spin-block was proposed
+//! against (implicit coscheduling: Arpaci-Dusseau, Culler and Mainwaring).
+//! A receive whose message is missing blocks at once, without spinning; the
+//! interrupt of each message that lands wakes it, as in SB. Not one of the
+//! study's schemes: it shows what SB's spin buys.
+//!
+//! It is also the example of a scheme with a part of its own: its receive
+//! wait is defined here, and the one line `ib,` in `register!` adds it.
+
+use super::Scheme;
+use crate::engine::arrival::NoReaction;
+use crate::engine::node_scheduler::Mlfq;
+use crate::engine::parts::Parts;
+use crate::engine::receive::{ReceiveWait, SpinBlock};
+use crate::engine::Engine;
+use cosched_core::SimTime;
+use cosched_policy::PlanRules;
+
+pub(super) const SCHEME: Scheme = Scheme::new::<(Mlfq, ImmediateBlock, NoReaction)>("IB", PlanRules::STUDY);
+
+/// Block as soon as a message is missing; wake on its interrupt.
+pub(crate) struct ImmediateBlock;
+
+impl ReceiveWait for ImmediateBlock {
+    const REACTS_TO_DEPOSITS: bool = true;
+
+    /// No spin: the wait ends where it starts.
+    fn spin_deadline<P: Parts>(_: &Engine<'_, P>, _: u32, spinning_from: SimTime) -> Option<SimTime> {
+        Some(spinning_from)
+    }
+
+    fn wait<P: Parts>(engine: &mut Engine<'_, P>, p: u32, now: SimTime) {
+        engine.block_in_recv(p, now);
+    }
+
+    /// The same interrupt and wake as spin-block's.
+    fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
+        SpinBlock::on_deposit(engine, dest, now)
+    }
+}
