@@ -26,6 +26,20 @@ impl JobState {
         }
     }
 
+    pub const ALL: [JobState; 6] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Suspended,
+        JobState::Finished,
+        JobState::Killed,
+        JobState::Failed,
+    ];
+
+    /// The state of a name `name()` gives (any case).
+    pub fn from_name(text: &str) -> Option<JobState> {
+        JobState::ALL.into_iter().find(|s| s.name().eq_ignore_ascii_case(text.trim()))
+    }
+
     pub fn is_over(self) -> bool {
         matches!(self, JobState::Finished | JobState::Killed | JobState::Failed)
     }

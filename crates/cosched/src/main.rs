@@ -12,6 +12,7 @@ mod plot;
 mod progress;
 mod runtime_cmd;
 mod sim_cmd;
+mod status_view;
 mod study;
 mod workload_cmd;
 
@@ -71,10 +72,12 @@ enum Command {
         #[command(flatten)]
         args: runtime_cmd::SubmitArgs,
     },
-    /// Jobs, nodes and the matrix.
+    /// Nodes, and jobs as squeue lists them: cosched status -u alice -t running,queued -w node1.
     Status {
         #[command(flatten)]
         client: runtime_cmd::ClientArgs,
+        #[command(flatten)]
+        filter: status_view::StatusFilter,
     },
     /// Stop a job on all its nodes until resumed.
     Suspend {
@@ -179,7 +182,7 @@ fn main() -> ExitCode {
         Command::Controller(args) => runtime_cmd::controller(&args),
         Command::Agent(args) => runtime_cmd::agent(&args),
         Command::Submit { client, args } => runtime_cmd::submit(&client, &args),
-        Command::Status { client } => runtime_cmd::run_client(&client, Request::Status {}, runtime_cmd::status_text),
+        Command::Status { client, filter } => runtime_cmd::status(&client, &filter),
         Command::Suspend { job, client } => runtime_cmd::run_client(&client, Request::Suspend { job }, done),
         Command::Resume { job, client } => runtime_cmd::run_client(&client, Request::Resume { job }, done),
         Command::Kill { job, signal: None, client } => runtime_cmd::run_client(&client, Request::Kill { job }, done),

@@ -1,6 +1,7 @@
 //! The real coscheduler's commands: daemons (`up`, `controller`, `agent`)
 //! and the client commands that talk to a controller over its socket.
 
+use crate::status_view::{status_table, StatusFilter};
 use clap::Args;
 use cosched_munge::Munge;
 use cosched_policy::cluster::{PlanRules, PlanSettings};
@@ -11,8 +12,7 @@ use cosched_runtime::controller::ControllerSettings;
 use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::freezer::FreezerKind;
 use cosched_runtime::gate::Limits;
-use cosched_runtime::jobs::mode_text;
-use cosched_runtime::protocol::{LogFile, LogsReply, Request, StatusReply, StorageState, StorageStatus, SubmitRequest};
+use cosched_runtime::protocol::{LogFile, LogsReply, Request, StatusReply, SubmitRequest};
 use cosched_runtime::switcher::ConfirmWait;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -413,7 +413,7 @@ pub fn ask<T: serde::de::DeserializeOwned>(client: &ClientArgs, request: &Reques
 
 /// Send a request, print the reply's data (JSON, or the line of text `text` makes of it), fail on an error reply.
 /// `text` sees the data as JSON, so that one function can describe the answers of several requests; those with a
-/// struct of their own read it (`status_text`, `logs_text`).
+/// struct of their own read it (`logs_text`).
 pub fn run_client(
     client: &ClientArgs,
     request: Request,
@@ -450,105 +450,16 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `status` as text, from its reply's data (an unreadable reply is said as such).
-pub fn status_text(data: &serde_json::Value) -> String {
-    match StatusReply::deserialize(data) {
-        Ok(status) => status_table(&status),
-        Err(e) => format!("unreadable status reply: {e}"),
+/// `status`: the reply filtered by `filter`, as JSON or as tables.
+pub fn status(client: &ClientArgs, filter: &StatusFilter) -> Result<(), String> {
+    let mut reply: StatusReply = ask(client, &Request::Status {})?;
+    filter.apply(&mut reply)?;
+    if client.json {
+        println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default());
+    } else {
+        println!("{}", status_table(&reply, cosched_runtime::jobs::unix_ms_now()));
     }
-}
-
-fn status_table(status: &StatusReply) -> String {
-    let mut out = format!("slice {} ms, {} slot(s) in the cycle\n", status.slice_ns as f64 / 1e6, status.matrix.len());
-    let skew = &status.slice_start_skew;
-    if skew.count > 0 {
-        let us = |ns: u64| ns as f64 / 1e3;
-        out += &format!(
-            "switch start skew between nodes: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs over the last {} slices\n",
-            us(skew.p50_ns),
-            us(skew.p99_ns),
-            us(skew.max_ns),
-            skew.count
-        );
-    }
-    out += &storage_text(&status.storage);
-    let nodes: Vec<Vec<String>> = status
-        .nodes
-        .iter()
-        .map(|n| {
-            vec![
-                n.name.clone(),
-                n.cpus.to_string(),
-                if n.connected { "yes" } else { "no" }.into(),
-                n.freezer.clone(),
-                format!("{:.2}", n.load_avg),
-            ]
-        })
-        .collect();
-    out += &table(&["node", "cpus", "connected", "freezer", "load"], &nodes);
-    let jobs: Vec<Vec<String>> = status
-        .jobs
-        .iter()
-        .map(|j| {
-            let why = j.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default();
-            vec![
-                j.id.to_string(),
-                j.uid.to_string(),
-                j.class.name().to_string(),
-                mode_text(j.mode).to_string(),
-                format!("{}{why}", j.state.name()),
-                j.tasks.to_string(),
-                format!("{:.1}", j.cpu_ns as f64 / 1e9),
-                format!("{:.0}%", j.slice_share * 100.0),
-                j.command.clone(),
-            ]
-        })
-        .collect();
-    out += "\n";
-    out += &table(&["job", "uid", "class", "mode", "state", "tasks", "cpu s", "share", "command"], &jobs);
-    out.trim_end().to_string()
-}
-
-/// Lines about storage, only when something is wrong with it.
-fn storage_text(storage: &StorageStatus) -> String {
-    let mut out = String::new();
-    if storage.state == StorageState::Error {
-        out += &format!(
-            "storage: ERROR: {}; requests that change anything are refused, {} changes are held in memory until the \
-             database can be written\n",
-            storage.error.as_deref().unwrap_or("?"),
-            storage.held_changes
-        );
-    }
-    if let Some(error) = &storage.backup.error {
-        out += &format!("backup: FAILED: {error}\n");
-    }
-    out
-}
-
-/// Columns padded to their widest cell (by characters); numbers right-aligned, the last column left as is.
-fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).chain([headers[c].len()]).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..headers.len()).map(width).collect();
-    let numeric = |c: usize| rows.iter().all(|r| r[c].trim_end_matches('%').parse::<f64>().is_ok());
-    let line = |cells: Vec<&str>| {
-        let last = cells.len() - 1;
-        let padded: Vec<String> = cells
-            .iter()
-            .enumerate()
-            .map(|(c, cell)| match () {
-                _ if c == last => cell.to_string(),
-                _ if numeric(c) => format!("{cell:>w$}", w = widths[c]),
-                _ => format!("{cell:<w$}", w = widths[c]),
-            })
-            .collect();
-        padded.join("  ").trim_end().to_string() + "\n"
-    };
-    let mut out = line(headers.to_vec());
-    for row in rows {
-        out += &line(row.iter().map(String::as_str).collect());
-    }
-    out
+    Ok(())
 }
 
 pub fn monitor_url(client: &ClientArgs) -> Result<(), String> {
@@ -585,24 +496,4 @@ fn log_tails(logs: &LogsReply) -> String {
         }
     }
     out.trim_end().to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn status_columns_align_whatever_the_widths() {
-        let rows = vec![
-            vec!["7".to_string(), "65534".into(), "interactive".into(), "sleep 1".into()],
-            vec!["123456".to_string(), "0".into(), "batch".into(), "x".into()],
-        ];
-        let text = table(&["job", "uid", "class", "command"], &rows);
-        let lines: Vec<&str> = text.lines().collect();
-        let column = |needle: &str, line: &str| line.find(needle).unwrap() + needle.len();
-        assert_eq!(column("job", lines[0]), column("7", lines[1]), "{text}");
-        assert_eq!(column("7", lines[1]), column("123456", lines[2]), "numbers end in one column:\n{text}");
-        assert_eq!(lines[1].find("interactive"), lines[2].find("batch"), "{text}");
-        assert_eq!(lines[1].find("sleep 1"), lines[2].find("x"), "{text}");
-    }
 }

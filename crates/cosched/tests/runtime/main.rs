@@ -263,6 +263,13 @@ fn a_job_that_cannot_start_or_exits_non_zero_is_failed_with_its_reason() {
     }
     let text = String::from_utf8_lossy(&daemon.client(&["status"]).stdout).into_owned();
     assert!(text.contains("failed (exited with status 3)"), "{text}");
+    // Filtered as squeue filters: by state and user; a state that does not exist is named.
+    let failed = String::from_utf8_lossy(&daemon.client(&["status", "-t", "failed", "-u", "root"]).stdout).into_owned();
+    let listed = |job: u64| failed.lines().any(|l| l.split_whitespace().next() == Some(job.to_string().as_str()));
+    assert!(listed(missing) && listed(three) && !listed(fine), "{failed}");
+    let bad = daemon.client(&["status", "--state", "pending"]);
+    let said = String::from_utf8_lossy(&bad.stderr).into_owned();
+    assert!(!bad.status.success() && said.contains("unknown job state 'pending'"), "{said}");
 }
 
 #[test]

@@ -1,0 +1,333 @@
+//! `cosched status` as people read it: nodes, then jobs the way `squeue`
+//! lists them (user names, elapsed time, where they run), filtered by user,
+//! state and node on this side of the link.
+
+use clap::Args;
+use cosched_runtime::jobs::{mode_text, JobState};
+use cosched_runtime::protocol::{StatusJob, StatusReply, StorageState, StorageStatus};
+use nix::unistd::{Uid, User};
+
+/// Which jobs to list (each flag takes a comma-separated list; a job must match every flag given).
+#[derive(Args, Clone, Debug, Default)]
+pub struct StatusFilter {
+    /// Only jobs of these users (names or uids).
+    #[arg(short = 'u', long = "user", value_delimiter = ',')]
+    pub users: Vec<String>,
+    /// Only jobs in these states: queued, running, suspended, finished, killed, failed, or active (the first three).
+    #[arg(short = 't', long = "state", value_delimiter = ',')]
+    pub states: Vec<String>,
+    /// Only jobs with CPUs on these nodes.
+    #[arg(short = 'w', long = "node", value_delimiter = ',')]
+    pub nodes: Vec<String>,
+}
+
+/// A filter whose names have been checked.
+struct Wanted {
+    uids: Vec<u32>,
+    states: Vec<JobState>,
+    nodes: Vec<String>,
+}
+
+impl StatusFilter {
+    /// Keep only the jobs the filter asks for; an unknown user, state or node is an error naming it.
+    pub fn apply(&self, status: &mut StatusReply) -> Result<(), String> {
+        let wanted = self.checked(status)?;
+        status.jobs.retain(|job| wanted.keeps(job));
+        Ok(())
+    }
+
+    fn checked(&self, status: &StatusReply) -> Result<Wanted, String> {
+        let uids = self.users.iter().map(|u| uid_of(u)).collect::<Result<_, _>>()?;
+        let mut states = Vec::new();
+        for text in &self.states {
+            if text.trim().eq_ignore_ascii_case("active") {
+                states.extend(JobState::ALL.into_iter().filter(|s| !s.is_over()));
+                continue;
+            }
+            states.push(JobState::from_name(text).ok_or_else(|| {
+                let known: Vec<&str> = JobState::ALL.iter().map(|s| s.name()).collect();
+                format!("unknown job state '{text}'; known: {}, active", known.join(", "))
+            })?);
+        }
+        if let Some(unknown) = self.nodes.iter().find(|n| !status.nodes.iter().any(|known| &known.name == *n)) {
+            let known: Vec<&str> = status.nodes.iter().map(|n| n.name.as_str()).collect();
+            return Err(format!("no node '{unknown}'; nodes: {}", known.join(", ")));
+        }
+        Ok(Wanted { uids, states, nodes: self.nodes.clone() })
+    }
+}
+
+impl Wanted {
+    fn keeps(&self, job: &StatusJob) -> bool {
+        (self.uids.is_empty() || self.uids.contains(&job.uid))
+            && (self.states.is_empty() || self.states.contains(&job.state))
+            && (self.nodes.is_empty() || job.placement.iter().any(|p| self.nodes.contains(&p.node)))
+    }
+}
+
+/// A user name or a uid, as a uid.
+fn uid_of(user: &str) -> Result<u32, String> {
+    if let Ok(uid) = user.trim().parse::<u32>() {
+        return Ok(uid);
+    }
+    match User::from_name(user.trim()) {
+        Ok(Some(found)) => Ok(found.uid.as_raw()),
+        _ => Err(format!("unknown user '{user}'")),
+    }
+}
+
+/// A uid's name on this host, or the number when it has none.
+fn user_name(uid: u32) -> String {
+    User::from_uid(Uid::from_raw(uid)).ok().flatten().map_or_else(|| uid.to_string(), |u| u.name)
+}
+
+/// Elapsed wall time as `squeue` writes it: `M:SS`, `H:MM:SS`, or `D-HH:MM:SS`.
+pub fn elapsed_text(elapsed_ms: u64) -> String {
+    let s = elapsed_ms / 1000;
+    let (days, hours, minutes, seconds) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    match (days, hours) {
+        (0, 0) => format!("{minutes}:{seconds:02}"),
+        (0, _) => format!("{hours}:{minutes:02}:{seconds:02}"),
+        _ => format!("{days}-{hours:02}:{minutes:02}:{seconds:02}"),
+    }
+}
+
+/// Wall time since the job started, until it ended or `now_unix_ms` (0 while queued).
+fn elapsed_ms(job: &StatusJob, now_unix_ms: u64) -> u64 {
+    job.started_unix_ms.map_or(0, |start| job.ended_unix_ms.unwrap_or(now_unix_ms).saturating_sub(start))
+}
+
+pub fn status_table(status: &StatusReply, now_unix_ms: u64) -> String {
+    let mut out = format!("slice {} ms, {} slot(s) in the cycle\n", status.slice_ns as f64 / 1e6, status.matrix.len());
+    let skew = &status.slice_start_skew;
+    if skew.count > 0 {
+        let us = |ns: u64| ns as f64 / 1e3;
+        out += &format!(
+            "switch start skew between nodes: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs over the last {} slices\n",
+            us(skew.p50_ns),
+            us(skew.p99_ns),
+            us(skew.max_ns),
+            skew.count
+        );
+    }
+    out += &storage_text(&status.storage);
+    out += &table(&["node", "cpus", "connected", "freezer", "load"], &node_rows(status));
+    out += "\n";
+    let headers = ["job", "user", "class", "mode", "state", "elapsed", "tasks", "nodes", "cpu s", "share", "command"];
+    let jobs: Vec<Vec<String>> = status.jobs.iter().map(|j| job_row(j, now_unix_ms)).collect();
+    out += &table(&headers, &jobs);
+    out.trim_end().to_string()
+}
+
+fn node_rows(status: &StatusReply) -> Vec<Vec<String>> {
+    let row = |n: &cosched_runtime::protocol::StatusNode| {
+        vec![
+            n.name.clone(),
+            n.cpus.to_string(),
+            if n.connected { "yes" } else { "no" }.into(),
+            n.freezer.clone(),
+            format!("{:.2}", n.load_avg),
+        ]
+    };
+    status.nodes.iter().map(row).collect()
+}
+
+fn job_row(j: &StatusJob, now_unix_ms: u64) -> Vec<String> {
+    let why = j.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default();
+    let nodes: Vec<&str> = j.placement.iter().map(|p| p.node.as_str()).collect();
+    vec![
+        j.id.to_string(),
+        user_name(j.uid),
+        j.class.name().to_string(),
+        mode_text(j.mode).to_string(),
+        format!("{}{why}", j.state.name()),
+        elapsed_text(elapsed_ms(j, now_unix_ms)),
+        j.tasks.to_string(),
+        if nodes.is_empty() { "-".into() } else { nodes.join(",") },
+        format!("{:.1}", j.cpu_ns as f64 / 1e9),
+        format!("{:.0}%", j.slice_share * 100.0),
+        j.command.clone(),
+    ]
+}
+
+/// Lines about storage, only when something is wrong with it.
+fn storage_text(storage: &StorageStatus) -> String {
+    let mut out = String::new();
+    if storage.state == StorageState::Error {
+        out += &format!(
+            "storage: ERROR: {}; requests that change anything are refused, {} changes are held in memory until the \
+             database can be written\n",
+            storage.error.as_deref().unwrap_or("?"),
+            storage.held_changes
+        );
+    }
+    if let Some(error) = &storage.backup.error {
+        out += &format!("backup: FAILED: {error}\n");
+    }
+    out
+}
+
+/// Columns padded to their widest cell (by characters); numbers right-aligned, the last column left as is.
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).chain([headers[c].len()]).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..headers.len()).map(width).collect();
+    let numeric = |c: usize| rows.iter().all(|r| r[c].trim_end_matches('%').parse::<f64>().is_ok());
+    let line = |cells: Vec<&str>| {
+        let last = cells.len() - 1;
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(c, cell)| match () {
+                _ if c == last => cell.to_string(),
+                _ if numeric(c) => format!("{cell:>w$}", w = widths[c]),
+                _ => format!("{cell:<w$}", w = widths[c]),
+            })
+            .collect();
+        padded.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out += &line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_policy::{JobClass, Mode};
+    use cosched_runtime::jobs::NodePlacement;
+    use cosched_runtime::protocol::{BackupStatus, StatusNode};
+    use cosched_runtime::skew::Summary;
+
+    fn job(id: u64, uid: u32, state: JobState, nodes: &[&str]) -> StatusJob {
+        StatusJob {
+            id,
+            uid,
+            class: JobClass::Batch,
+            mode: Mode::Gang,
+            state,
+            tasks: nodes.len() as u32,
+            mem_bytes: 0,
+            idle: false,
+            registered: false,
+            command: format!("prog {id}"),
+            placement: nodes
+                .iter()
+                .map(|n| NodePlacement { node: n.to_string(), cpus: vec![0], ranks: vec![0] })
+                .collect(),
+            cpu_ns: 1_500_000_000,
+            pids: vec![],
+            frozen: false,
+            slice_share: 0.5,
+            exit_code: None,
+            error: None,
+            submitted_unix_ms: 1_000,
+            started_unix_ms: (state != JobState::Queued).then_some(2_000),
+            ended_unix_ms: state.is_over().then_some(65_000),
+        }
+    }
+
+    fn node(name: &str) -> StatusNode {
+        let freezer = "cgroup2".to_string();
+        StatusNode {
+            name: name.into(),
+            cpus: 2,
+            mem_bytes: 0,
+            connected: true,
+            freezer,
+            load_avg: 0.0,
+            switches: 0,
+            switch_errors: 0,
+        }
+    }
+
+    fn status() -> StatusReply {
+        StatusReply {
+            slice_ns: 10_000_000,
+            rows: 2,
+            nodes: vec![node("a"), node("b")],
+            jobs: vec![
+                job(1, 0, JobState::Running, &["a"]),
+                job(2, 65534, JobState::Queued, &[]),
+                job(3, 0, JobState::Finished, &["a", "b"]),
+            ],
+            matrix: vec![],
+            slice_start_skew: Summary { count: 0, p50_ns: 0, p99_ns: 0, max_ns: 0 },
+            storage: StorageStatus {
+                state: StorageState::Ok,
+                error: None,
+                since_unix_ms: 0,
+                held_changes: 0,
+                database: "db".into(),
+                backup: BackupStatus { path: "b".into(), taken_unix_ms: None, current: true, error: None },
+            },
+        }
+    }
+
+    fn kept(filter: StatusFilter) -> Result<Vec<u64>, String> {
+        let mut s = status();
+        filter.apply(&mut s)?;
+        Ok(s.jobs.iter().map(|j| j.id).collect())
+    }
+
+    fn list(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn filters_by_user_state_and_node_and_all_together() {
+        assert_eq!(kept(StatusFilter::default()).unwrap(), [1, 2, 3]);
+        assert_eq!(kept(StatusFilter { users: list(&["root"]), ..Default::default() }).unwrap(), [1, 3]);
+        assert_eq!(kept(StatusFilter { users: list(&["65534"]), ..Default::default() }).unwrap(), [2]);
+        assert_eq!(kept(StatusFilter { states: list(&["active"]), ..Default::default() }).unwrap(), [1, 2]);
+        assert_eq!(kept(StatusFilter { states: list(&["FINISHED", "queued"]), ..Default::default() }).unwrap(), [2, 3]);
+        assert_eq!(kept(StatusFilter { nodes: list(&["b"]), ..Default::default() }).unwrap(), [3]);
+        let all = StatusFilter { users: list(&["root"]), states: list(&["running"]), nodes: list(&["a"]) };
+        assert_eq!(kept(all).unwrap(), [1]);
+    }
+
+    #[test]
+    fn an_unknown_user_state_or_node_is_named() {
+        let e = kept(StatusFilter { users: list(&["no-such-user-here"]), ..Default::default() }).unwrap_err();
+        assert!(e.contains("unknown user 'no-such-user-here'"), "{e}");
+        let e = kept(StatusFilter { states: list(&["pending"]), ..Default::default() }).unwrap_err();
+        assert!(e.contains("unknown job state 'pending'") && e.contains("queued"), "{e}");
+        let e = kept(StatusFilter { nodes: list(&["c"]), ..Default::default() }).unwrap_err();
+        assert_eq!(e, "no node 'c'; nodes: a, b");
+    }
+
+    #[test]
+    fn elapsed_time_reads_like_squeue() {
+        assert_eq!(elapsed_text(0), "0:00");
+        assert_eq!(elapsed_text(59_999), "0:59");
+        assert_eq!(elapsed_text(61_000), "1:01");
+        assert_eq!(elapsed_text(3_600_000 + 62_000), "1:01:02");
+        assert_eq!(elapsed_text(2 * 86_400_000 + 3_600_000 + 1000), "2-01:00:01");
+    }
+
+    #[test]
+    fn the_job_table_names_users_and_nodes_and_counts_time_to_the_end() {
+        let text = status_table(&status(), 122_000);
+        let line = |id: &str| text.lines().find(|l| l.trim_start().starts_with(id)).unwrap().to_string();
+        // Running: since its start (2 s) until now (122 s); finished: until it ended (65 s); queued: nothing yet.
+        assert!(line("1 ").contains("root") && line("1 ").contains("2:00"), "{text}");
+        assert!(line("3 ").contains("1:03") && line("3 ").contains("a,b"), "{text}");
+        assert!(line("2 ").contains("0:00") && line("2 ").contains(" - "), "{text}");
+    }
+
+    #[test]
+    fn status_columns_align_whatever_the_widths() {
+        let rows = vec![
+            vec!["7".to_string(), "65534".into(), "interactive".into(), "sleep 1".into()],
+            vec!["123456".to_string(), "0".into(), "batch".into(), "x".into()],
+        ];
+        let text = table(&["job", "uid", "class", "command"], &rows);
+        let lines: Vec<&str> = text.lines().collect();
+        let column = |needle: &str, line: &str| line.find(needle).unwrap() + needle.len();
+        assert_eq!(column("job", lines[0]), column("7", lines[1]), "{text}");
+        assert_eq!(column("7", lines[1]), column("123456", lines[2]), "numbers end in one column:\n{text}");
+        assert_eq!(lines[1].find("interactive"), lines[2].find("batch"), "{text}");
+        assert_eq!(lines[1].find("sleep 1"), lines[2].find("x"), "{text}");
+    }
+}
