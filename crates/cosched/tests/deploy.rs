@@ -109,3 +109,30 @@ fn units_start_real_subcommands_and_job_starting_units_spare_the_supervisors() {
         }
     }
 }
+
+/// A site building from source needs at least the declared `rust-version`: it must cover every locked
+/// dependency's own (clippy's `incompatible_msrv` checks our use of the standard library against it).
+#[test]
+fn the_declared_rust_version_covers_every_locked_dependency() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline", "--locked"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata gives JSON");
+    let version = |text: &str| -> Vec<u32> { text.split('.').map(|p| p.parse().expect("a version number")).collect() };
+    let declared = version(env!("CARGO_PKG_RUST_VERSION"));
+    for package in metadata["packages"].as_array().expect("packages") {
+        if let Some(needed) = package["rust_version"].as_str() {
+            assert!(
+                version(needed) <= declared,
+                "{} {} needs Rust {needed}, above the declared rust-version {}",
+                package["name"],
+                package["version"],
+                env!("CARGO_PKG_RUST_VERSION")
+            );
+        }
+    }
+}
