@@ -5,6 +5,7 @@ mod bench;
 mod bench_micro;
 mod bench_slowdown;
 mod bench_switch;
+mod manual;
 mod model_cmd;
 mod output;
 mod pipeline_cmd;
@@ -16,7 +17,7 @@ mod status_view;
 mod study;
 mod workload_cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use cosched_runtime::protocol::{RegisterRequest, Request};
 use std::process::ExitCode;
 
@@ -146,6 +147,10 @@ enum Command {
         #[command(flatten)]
         client: runtime_cmd::ClientArgs,
     },
+    /// Write man pages for cosched and each of its commands: cosched man --out /usr/local/share/man/man1
+    Man(manual::ManArgs),
+    /// Print a shell completion script: cosched completions bash > /etc/bash_completion.d/cosched
+    Completions(manual::CompletionsArgs),
     #[command(name = "__launch", hide = true)]
     Launch,
     #[command(name = "__supervise", hide = true)]
@@ -213,6 +218,8 @@ fn main() -> ExitCode {
         Command::RemovePid { job, pid, client } => {
             runtime_cmd::run_client(&client, Request::RemovePid { job, pid, node: None }, done)
         }
+        Command::Man(args) => manual::write_man_pages(Cli::command(), &args),
+        Command::Completions(args) => manual::print_completions(Cli::command(), &args),
         Command::Launch => {
             let error = cosched_runtime::launch::run_shim_from_stdin();
             eprintln!("cosched: {error}");

@@ -490,3 +490,53 @@ fn e5_compares_each_scheme_with_its_own_cost_settings() {
     let svg = String::from_utf8(read(&out.join("wl5.svg"))).unwrap();
     assert!(svg.contains("Q 100 ms, CS_GS 1 ms (GS) / CS 100 µs, I 25 µs (SB)"), "{svg}");
 }
+
+#[test]
+fn man_pages_cover_every_command_and_man_renders_them() {
+    let dir = scratch("man");
+    let o = cosched(&["man", "--out", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for page in ["cosched.1", "cosched-submit.1", "cosched-status.1", "cosched-study-e1.1", "cosched-bench-sim.1"] {
+        assert!(dir.join(page).exists(), "no {page}");
+    }
+    assert!(!dir.join("cosched-__launch.1").exists(), "internal commands have no page");
+    if Command::new("man").arg("--version").output().is_err() {
+        cosched_runtime::testing::say_skipped(
+            "man_pages_cover_every_command_and_man_renders_them",
+            "man is not installed",
+        );
+        return;
+    }
+    let page = dir.join("cosched-submit.1");
+    let shown = Command::new("man").env("MANWIDTH", "100").arg("-l").arg(&page).output().expect("man runs");
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.status.success() && text.contains("--tasks") && text.contains("SYNOPSIS"), "{text}");
+}
+
+/// What bash completes after `words` (the last one being typed), with the script `completions bash` prints.
+fn bash_completes(words: &str) -> String {
+    let script = cosched(&["completions", "bash"]);
+    assert!(script.status.success(), "{}", stderr(&script));
+    let dir = scratch(&format!("complete-{}", words.len()));
+    let file = dir.join("cosched.bash");
+    std::fs::write(&file, &script.stdout).unwrap();
+    let driver = format!(
+        "source {}; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); COMP_LINE=\"{words}\"; \
+         COMP_POINT=${{#COMP_LINE}}; _cosched cosched \"${{COMP_WORDS[-1]}}\" \"${{COMP_WORDS[-2]}}\"; \
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        file.display()
+    );
+    let o = Command::new("bash").args(["--norc", "-c", &driver]).output().expect("bash runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn bash_completes_commands_and_their_flags() {
+    let commands = bash_completes("cosched sta");
+    assert!(commands.lines().any(|l| l == "status"), "{commands}");
+    let flags = bash_completes("cosched status --st");
+    assert!(flags.lines().any(|l| l == "--state"), "{flags}");
+    let o = cosched(&["completions", "tcsh"]);
+    assert!(!o.status.success() && stderr(&o).contains("invalid value 'tcsh'"), "{}", stderr(&o));
+}
