@@ -42,6 +42,9 @@ pub struct AgentSettings {
     pub switching_threads: usize,
     /// The program that runs `__launch` and `__watchdog` (normally this executable).
     pub helper_program: PathBuf,
+    /// The socket of this host's munged for users' commands, when not MUNGE's default (an MPI launcher's
+    /// `cosched rsh` proves its user with it).
+    pub users_munge_socket: Option<PathBuf>,
 }
 
 /// A job's processes on this node, as the agent tracks them.
@@ -56,6 +59,8 @@ struct LocalJob {
 struct Shared {
     jobs: BTreeMap<u64, LocalJob>,
     writer: Option<Box<dyn std::io::Write + Send>>,
+    /// Commands started for `Exec`, by its acknowledgement number, until they end.
+    execs: BTreeMap<u64, Child>,
 }
 
 pub struct Agent {
@@ -110,7 +115,7 @@ impl Agent {
         for id in groups.existing_jobs()? {
             jobs.insert(id, LocalJob { children: vec![], exit_code: None, had_processes: true });
         }
-        let shared = Mutex::new(Shared { jobs, writer: None });
+        let shared = Mutex::new(Shared { jobs, writer: None, execs: BTreeMap::new() });
         let guard = PidGuard::new(protected.iter().copied());
         Ok(Arc::new(Agent {
             settings,
@@ -217,6 +222,18 @@ impl Agent {
             ToAgent::Terminate { job, grace_ms } => self.terminate(job, Duration::from_millis(grace_ms)),
             ToAgent::AddPid { job, pid, ack, owner } => self.answer_pid_move(ack, self.add_pid(job, pid, owner)),
             ToAgent::RemovePid { job, pid, ack, owner } => self.answer_pid_move(ack, self.remove_pid(job, pid, owner)),
+            ToAgent::Exec { job, ack, uid, gid, argv, cwd, env } => {
+                let spec = LaunchSpec {
+                    procs_files: self.groups.procs_files(job),
+                    uid,
+                    gid,
+                    cwd: PathBuf::from(cwd),
+                    env,
+                    argv,
+                    open_files_soft_limit: crate::gate::starting_descriptor_limit(),
+                };
+                self.exec(job, ack, spec)
+            }
             ToAgent::ReadLogs { job, ranks, ack } => {
                 self.send(&FromAgent::Logs { ack, files: self.log_tails(job, &ranks) });
                 Ok(())
@@ -358,6 +375,58 @@ impl Agent {
         Ok(())
     }
 
+    /// Start a command of the job (an MPI daemon) inside its cgroup; `report_loop` says when it ends.
+    fn exec(&self, job: u64, ack: u64, mut spec: LaunchSpec) -> std::io::Result<()> {
+        let started = self.start_exec(job, ack, &mut spec);
+        if let Err(e) = &started {
+            self.send(&FromAgent::ExecEnded { ack, exit_code: None, error: Some(e.to_string()) });
+        }
+        started
+    }
+
+    fn start_exec(&self, job: u64, ack: u64, spec: &mut LaunchSpec) -> std::io::Result<()> {
+        if !self.shared.lock().unwrap().jobs.contains_key(&job) {
+            return Err(std::io::Error::other(format!("job {job} does not run on node {}", self.settings.node)));
+        }
+        spec.env.extend([
+            ("COSCHED_JOB_ID".to_string(), job.to_string()),
+            ("COSCHED_NODE".to_string(), self.settings.node.clone()),
+        ]);
+        let log = |stream: &str| {
+            let path = self.settings.log_dir.join(format!("job-{job}.exec-{ack}.{stream}"));
+            private_log_file(&path, spec.uid, spec.gid)
+                .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
+        };
+        let (out, err) = (log("out")?, log("err")?);
+        let child = crate::launch::spawn_shim(&self.settings.helper_program, spec, |command| {
+            command.stdout(out).stderr(err);
+        })
+        .map_err(|e| std::io::Error::other(format!("starting a command of job {job}: {e}")))?;
+        let mut shared = self.shared.lock().unwrap();
+        shared.execs.insert(ack, child);
+        if let Some(local) = shared.jobs.get_mut(&job) {
+            local.had_processes = true;
+            if local.exit_code == Some(i32::MIN) {
+                local.exit_code = None; // it may end again, after this command
+            }
+        }
+        Ok(())
+    }
+
+    /// The `Exec` commands that have ended, with their exit codes.
+    fn ended_execs(&self) -> Vec<(u64, i32)> {
+        let mut shared = self.shared.lock().unwrap();
+        let ended: Vec<(u64, i32)> = shared
+            .execs
+            .iter_mut()
+            .filter_map(|(&ack, child)| Some((ack, crate::supervisor::exit_code(child.try_wait().ok()??))))
+            .collect();
+        for (ack, _) in &ended {
+            shared.execs.remove(ack);
+        }
+        ended
+    }
+
     fn launch(&self, start: &StartJob, rank: u32, local_rank: u32) -> std::io::Result<Child> {
         let mut env = start.env.clone();
         env.extend([
@@ -369,6 +438,12 @@ impl Agent {
             ("COSCHED_NODE".to_string(), self.settings.node.clone()),
             ("COSCHED_CPUS".to_string(), start.cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")),
         ]);
+        if !start.mpi_hosts.is_empty() {
+            let program = &self.settings.helper_program;
+            let controller = &self.settings.controller;
+            let munge = self.settings.users_munge_socket.as_deref();
+            env.extend(crate::mpi::launcher_environment(&start.mpi_hosts, program, controller, munge));
+        }
         let spec = LaunchSpec {
             procs_files: self.groups.procs_files(start.job),
             uid: start.uid,
@@ -407,6 +482,9 @@ impl Agent {
             let (usage, ended) = self.survey();
             for (job, exit_code) in ended {
                 self.send(&FromAgent::Ended { job, exit_code });
+            }
+            for (ack, exit_code) in self.ended_execs() {
+                self.send(&FromAgent::ExecEnded { ack, exit_code: Some(exit_code), error: None });
             }
             let load_avg = std::fs::read_to_string("/proc/loadavg")
                 .ok()

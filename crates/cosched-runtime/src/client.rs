@@ -4,9 +4,9 @@
 use crate::auth::Credentials;
 use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
 use crate::protocol::{
-    write_message, AuthReply, ClassReply, ControllerProof, JobStateReply, KillReply, LogsReply, MonitorTokenReply,
-    NodeLoadReply, PidReply, RegisterRequest, Reply, Request, ResourcesReply, SignalReply, StatusReply, SubmitReply,
-    SubmitRequest, UsageReply, MAX_TRUSTED_LINE_BYTES,
+    write_message, AuthReply, ClassReply, ControllerProof, ExecReply, ExecRequest, JobStateReply, KillReply, LogsReply,
+    MonitorTokenReply, NodeLoadReply, PidReply, RegisterRequest, Reply, Request, ResourcesReply, SignalReply,
+    StatusReply, SubmitReply, SubmitRequest, UsageReply, MAX_TRUSTED_LINE_BYTES,
 };
 use serde::de::DeserializeOwned;
 use std::io::BufReader;
@@ -134,14 +134,22 @@ impl Connection {
 
     /// Send one request and read its reply, whose data (if any) must be a `T`.
     pub fn call<T: DeserializeOwned>(&mut self, request: &Request) -> Result<Reply<T>, String> {
+        self.call_waiting(request, Some(REPLY_TIMEOUT))
+    }
+
+    /// `call`, waiting at most `idle` for the reply to begin (`None`: for as long as the request takes).
+    fn call_waiting<T: DeserializeOwned>(
+        &mut self,
+        request: &Request,
+        idle: Option<Duration>,
+    ) -> Result<Reply<T>, String> {
         if let Err(e) = self.send(request) {
             // A refused connection is answered and closed at once: give its reason, not the broken pipe.
             let refusal = self.read_line(Some(Duration::from_secs(1))).ok().flatten();
             return refusal.and_then(|line| serde_json::from_str(&line).ok()).ok_or(e);
         }
-        let line = self
-            .read_line(Some(REPLY_TIMEOUT))?
-            .ok_or_else(|| format!("the controller at {} closed the connection", self.address))?;
+        let line =
+            self.read_line(idle)?.ok_or_else(|| format!("the controller at {} closed the connection", self.address))?;
         serde_json::from_str(&line).map_err(|e| format!("bad reply from the controller: {e}"))
     }
 
@@ -222,6 +230,13 @@ impl Client {
 
     pub fn register(&self, request: RegisterRequest) -> Result<SubmitReply, CallError> {
         self.ask(&Request::Register(request))
+    }
+
+    /// Run a command in a job on one of its nodes; the reply comes when the command ends, however long it runs.
+    pub fn exec(&self, request: ExecRequest) -> Result<ExecReply, CallError> {
+        let mut connection = Connection::open_as_user(&self.address, &self.credentials).map_err(CallError::Link)?;
+        let reply = connection.call_waiting(&Request::Exec(request), None).map_err(CallError::Link)?;
+        reply.into_result().map_err(CallError::Refused)
     }
 
     pub fn add_pid(&self, job: u64, pid: i32, node: Option<String>) -> Result<PidReply, CallError> {

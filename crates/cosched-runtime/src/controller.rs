@@ -8,10 +8,10 @@
 use crate::db::NodeRow;
 use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
 use crate::protocol::{
-    write_message, AgentHello, ClassReply, FromAgent, JobStateReply, JobUsage, KillReply, KillState, LogFile, LogTail,
-    LogsReply, MatrixCell, MonitorTokenReply, NodeLoad, NodeLoadReply, PidReply, RegisterRequest, Reply, ReplyData,
-    Request, ResourcesReply, Schedule, SignalReply, StartJob, StatusJob, StatusNode, StatusReply, SubmitReply,
-    SubmitRequest, ToAgent, UsageReply,
+    write_message, AgentHello, ClassReply, ExecReply, ExecRequest, FromAgent, JobStateReply, JobUsage, KillReply,
+    KillState, LogFile, LogTail, LogsReply, MatrixCell, MonitorTokenReply, NodeLoad, NodeLoadReply, PidReply,
+    RegisterRequest, Reply, ReplyData, Request, ResourcesReply, Schedule, SignalReply, StartJob, StatusJob, StatusNode,
+    StatusReply, SubmitReply, SubmitRequest, ToAgent, UsageReply,
 };
 use crate::skew::SliceStartSkew;
 use crate::storage::Storage;
@@ -96,8 +96,10 @@ struct State {
     /// The policy: the plan of every job not over, kept in step with `jobs`.
     cosched: Coscheduler,
     monitor_tokens: crate::monitor::MonitorTokens,
-    /// Requests waiting for an agent's answer (`PidMoved`, `Logs`), by acknowledgement number.
+    /// Requests waiting for an agent's answer (`PidMoved`, `Logs`, `ExecEnded`), by acknowledgement number.
     pending_answers: BTreeMap<u64, mpsc::Sender<AgentAnswer>>,
+    /// The node of each `Exec` still running: it fails if that node's agent goes away.
+    exec_nodes: BTreeMap<u64, String>,
     next_ack: u64,
     /// The agents' recent slice starts, for the skew between nodes.
     slice_starts: SliceStartSkew,
@@ -116,6 +118,7 @@ type AgentAnswer = Result<AgentAnswerData, String>;
 enum AgentAnswerData {
     PidMoved,
     Logs(Vec<LogTail>),
+    ExecEnded(i32),
 }
 
 /// Slices over which the status reports the skew between nodes.
@@ -147,6 +150,7 @@ impl Controller {
             monitor_tokens: crate::monitor::MonitorTokens::default(),
             pending_answers: BTreeMap::new(),
             next_ack: 1,
+            exec_nodes: BTreeMap::new(),
             slice_starts: SliceStartSkew::new(SKEW_SLICES_KEPT),
         };
         Ok(Controller { settings, state: Mutex::new(state) })
@@ -167,6 +171,7 @@ impl Controller {
             Request::AddPid { job, pid, node } => self.pid_change(who, job, pid, node, true),
             Request::RemovePid { job, pid, node } => self.pid_change(who, job, pid, node, false),
             Request::Logs { job } => self.logs(who, job),
+            Request::Exec(r) => self.exec(who, r),
             other => self.handle_locked(&mut self.state.lock().unwrap(), who, other),
         };
         match outcome {
@@ -194,6 +199,7 @@ impl Controller {
             Request::AddPid { .. }
             | Request::RemovePid { .. }
             | Request::Logs { .. }
+            | Request::Exec(_)
             | Request::Auth { .. }
             | Request::Challenge { .. }
             | Request::AgentHello(_) => Err("this request is not valid here".into()),
@@ -228,6 +234,7 @@ impl Controller {
         job.argv = r.argv;
         job.cwd = r.cwd;
         job.env = r.env;
+        job.mpi = r.mpi;
         self.check_fits_ever(state, &job)?;
         self.insert_job(state, job).map(ReplyData::from)
     }
@@ -312,22 +319,72 @@ impl Controller {
 
     /// Send an agent a request that it answers, and wait for the answer without holding the state.
     fn ask_agent(&self, node: &str, message: impl FnOnce(u64) -> ToAgent) -> AgentAnswer {
-        let (answer, ack) = {
-            let mut state = self.state.lock().unwrap();
-            let ack = state.next_ack;
-            state.next_ack += 1;
-            let (sender, answer) = mpsc::channel();
-            state.pending_answers.insert(ack, sender);
-            if let Err(e) = send_to(&state, node, &message(ack)) {
-                state.pending_answers.remove(&ack);
-                return Err(e);
-            }
-            (answer, ack)
-        };
+        let (answer, ack) = self.send_asking(node, false, message)?;
         answer.recv_timeout(AGENT_ANSWER_TIMEOUT).unwrap_or_else(|_| {
             self.state.lock().unwrap().pending_answers.remove(&ack);
             Err(format!("no answer within {} s", AGENT_ANSWER_TIMEOUT.as_secs()))
         })
+    }
+
+    /// Send a request whose answer is due when something ends (`Exec`): no timeout, but a node whose agent goes
+    /// away fails it (`agent_disconnected`).
+    fn ask_agent_until_done(&self, node: &str, message: impl FnOnce(u64) -> ToAgent) -> AgentAnswer {
+        let (answer, _) = self.send_asking(node, true, message)?;
+        answer.recv().unwrap_or_else(|_| Err("the controller dropped the request".into()))
+    }
+
+    fn send_asking(
+        &self,
+        node: &str,
+        until_done: bool,
+        message: impl FnOnce(u64) -> ToAgent,
+    ) -> Result<(mpsc::Receiver<AgentAnswer>, u64), String> {
+        let mut state = self.state.lock().unwrap();
+        let ack = state.next_ack;
+        state.next_ack += 1;
+        let (sender, answer) = mpsc::channel();
+        state.pending_answers.insert(ack, sender);
+        if let Err(e) = send_to(&state, node, &message(ack)) {
+            state.pending_answers.remove(&ack);
+            return Err(e);
+        }
+        if until_done {
+            state.exec_nodes.insert(ack, node.to_string());
+        }
+        Ok((answer, ack))
+    }
+
+    /// Run a command in the caller's job on one of its nodes (an MPI launcher's remote daemon) and answer with
+    /// its exit code once it ends.
+    fn exec(&self, who: &Identity, r: ExecRequest) -> Outcome {
+        let (uid, gid) = {
+            let state = self.state.lock().unwrap();
+            let job = Self::owned_job(&state, who, r.job)?;
+            if job.state != JobState::Running && job.state != JobState::Suspended {
+                return Err(format!("job {} is {}: commands run only in a running job", r.job, job.state.name()));
+            }
+            if job.on_node(&r.node).is_none() {
+                return Err(format!("job {} has no CPUs on node {}", r.job, r.node));
+            }
+            if r.argv.first().is_none_or(|program| program.is_empty()) {
+                return Err("no command given".into());
+            }
+            (job.uid, job.gid)
+        };
+        let (job, node) = (r.job, r.node.clone());
+        let ended = self.ask_agent_until_done(&r.node, |ack| ToAgent::Exec {
+            job,
+            ack,
+            uid,
+            gid,
+            argv: r.argv,
+            cwd: r.cwd,
+            env: r.env,
+        });
+        match ended.map_err(|e| format!("node {node}: {e}"))? {
+            AgentAnswerData::ExecEnded(exit_code) => Ok(ExecReply { job, node, exit_code }.into()),
+            _ => Err(format!("node {node}: an answer to another request")),
+        }
     }
 
     /// Check a pid change and name the node it goes to.
@@ -477,9 +534,7 @@ impl Controller {
                 Ok(AgentAnswerData::Logs(tails)) => {
                     files.extend(tails.into_iter().map(|tail| LogFile::Tail { node: node.clone(), tail }));
                 }
-                Ok(AgentAnswerData::PidMoved) => {
-                    files.push(LogFile::Unavailable { node, error: "unexpected answer (a pid move)".into() })
-                }
+                Ok(_) => files.push(LogFile::Unavailable { node, error: "an answer to another request".into() }),
                 Err(error) => files.push(LogFile::Unavailable { node, error }),
             }
         }
@@ -684,6 +739,10 @@ impl Controller {
             state.nodes[i].link = None;
             state.nodes[i].last_schedule = None;
         }
+        let lost: Vec<u64> = state.exec_nodes.iter().filter(|(_, n)| *n == node).map(|(&ack, _)| ack).collect();
+        for ack in lost {
+            answer(&mut state, ack, Err("its agent went away; the command's end is unknown".into()));
+        }
     }
 
     pub fn agent_event(&self, node: &str, event: FromAgent) {
@@ -713,6 +772,13 @@ impl Controller {
                 answer(&mut state, ack, error.map_or(Ok(AgentAnswerData::PidMoved), Err))
             }
             FromAgent::Logs { ack, files } => answer(&mut state, ack, Ok(AgentAnswerData::Logs(files))),
+            FromAgent::ExecEnded { ack, exit_code, error } => {
+                let ended = match error {
+                    Some(e) => Err(e),
+                    None => Ok(AgentAnswerData::ExecEnded(exit_code.unwrap_or(-1))),
+                };
+                answer(&mut state, ack, ended)
+            }
         }
     }
 
@@ -722,6 +788,12 @@ impl Controller {
             return;
         }
         let mut job = job.clone();
+        match job.launcher_node() {
+            // An MPI job's other nodes empty whenever its daemons end: the job goes on while its launcher runs.
+            Some(launcher) if launcher != node => return,
+            Some(_) => self.end_mpi_helpers(state, &mut job),
+            None => {}
+        }
         job.ended_on.push(node.to_string());
         if exit_code.is_some_and(|c| c != 0) || job.exit_code.is_none() {
             job.exit_code = exit_code.or(job.exit_code);
@@ -742,6 +814,17 @@ impl Controller {
         state.storage.save_job_or_hold(&job);
         state.jobs.insert(id, job);
         self.replan(state);
+    }
+
+    /// An MPI job's launcher has ended: whatever it started on the other nodes ends too, and those nodes are done.
+    fn end_mpi_helpers(&self, state: &State, job: &mut JobRecord) {
+        let grace_ms = self.settings.kill_wait.as_millis() as u64;
+        let launcher = job.launcher_node().map(str::to_string);
+        for p in job.placement.iter().filter(|p| Some(&p.node) != launcher.as_ref()) {
+            let _ = send_to(state, &p.node, &ToAgent::Terminate { job: job.id, grace_ms });
+            let _ = send_to(state, &p.node, &ToAgent::Forget { job: job.id });
+            job.ended_on.push(p.node.clone());
+        }
     }
 
     /// Gang jobs that used no CPU while they had slices for `idle_revert` run
@@ -972,6 +1055,20 @@ fn with_ranks(cpus: &[cosched_policy::cluster::NodeCpus], names: &[String]) -> V
 }
 
 fn start_message(job: &JobRecord, p: &NodePlacement) -> StartJob {
+    let mut start = plain_start_message(job, p);
+    match job.launcher_node() {
+        // An MPI job: its launcher, once, on the first node, with the job's hosts; only a cgroup elsewhere.
+        Some(launcher) if launcher == p.node => {
+            start.ranks.truncate(1);
+            start.mpi_hosts = job.placement.iter().map(|q| (q.node.clone(), q.cpus.len() as u32)).collect();
+        }
+        Some(_) => start.register_only = true,
+        None => {}
+    }
+    start
+}
+
+fn plain_start_message(job: &JobRecord, p: &NodePlacement) -> StartJob {
     StartJob {
         job: job.id,
         uid: job.uid,
@@ -984,11 +1081,13 @@ fn start_message(job: &JobRecord, p: &NodePlacement) -> StartJob {
         cpus: p.cpus.clone(),
         register_only: job.registered,
         token: job.token.clone(),
+        mpi_hosts: vec![],
     }
 }
 
 /// Hand an agent's answer to the request waiting for it (gone if it timed out).
 fn answer(state: &mut State, ack: u64, result: AgentAnswer) {
+    state.exec_nodes.remove(&ack);
     if let Some(waiting) = state.pending_answers.remove(&ack) {
         let _ = waiting.send(result);
     }
@@ -1070,6 +1169,7 @@ pub fn check_request(request: &Request) -> Result<(), String> {
         Request::SetClass { class, .. } => parse_class(class).map(drop),
         Request::Signal { signal, .. } => parse_signal(signal).map(drop),
         Request::AddPid { node, .. } | Request::RemovePid { node, .. } | Request::NodeLoad { node } => node_ok(node),
+        Request::Exec(r) => validate_node_name(&r.node),
         _ => Ok(()),
     }
 }

@@ -91,6 +91,10 @@ pub struct JobRecord {
     /// Suspended by an administrator: only an administrator may resume it.
     #[serde(default)]
     pub held_by_admin: bool,
+    /// An MPI job: the command (the launcher) runs once, on the first node, and starts the rest through `Exec`;
+    /// the job ends when the launcher ends.
+    #[serde(default)]
+    pub mpi: bool,
 }
 
 impl JobRecord {
@@ -117,6 +121,7 @@ impl JobRecord {
             ended_unix_ms: None,
             exit_code: None,
             ended_on: vec![],
+            mpi: false,
             idle: false,
             error: None,
             held_by_admin: false,
@@ -138,6 +143,11 @@ impl JobRecord {
             return None;
         }
         self.placement.iter().map(|p| node_index(&p.node).map(|node| NodeCpus { node, cpus: p.cpus.clone() })).collect()
+    }
+
+    /// The node an MPI job's launcher runs on (its first).
+    pub fn launcher_node(&self) -> Option<&str> {
+        self.mpi.then(|| self.placement.first().map(|p| p.node.as_str())).flatten()
     }
 
     pub fn on_node(&self, node: &str) -> Option<&NodePlacement> {

@@ -23,6 +23,7 @@ pub mod job_tag;
 pub mod jobs;
 pub mod launch;
 pub mod monitor;
+pub mod mpi;
 pub mod pid_guard;
 pub mod protocol;
 pub mod server;

@@ -83,6 +83,9 @@ pub enum Request {
     },
     /// A token for the web monitor, bound to the caller's identity.
     MonitorToken {},
+    /// Run a command in the caller's running job on one of its nodes, inside the job's cgroup there, and answer
+    /// when it exits (what `cosched rsh` asks for an MPI launcher: one remote daemon per node).
+    Exec(ExecRequest),
     AgentHello(AgentHello),
 }
 
@@ -100,6 +103,22 @@ pub struct SubmitRequest {
     /// Leave the job to the local scheduler instead of gang scheduling it.
     #[serde(default)]
     pub local: bool,
+    /// The command is an MPI launcher: run it once, on the job's first node, and let it start its daemons on
+    /// the job's nodes through `Exec` (see `docs/runtime.md`, "MPI jobs").
+    #[serde(default)]
+    pub mpi: bool,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+}
+
+/// `Exec`: the command runs as the job's owner, in `cwd`, with exactly `env` (plus `PATH` and `HOME` defaults).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ExecRequest {
+    pub job: u64,
+    pub node: String,
     pub argv: Vec<String>,
     pub cwd: String,
     #[serde(default)]
@@ -254,6 +273,17 @@ pub enum ToAgent {
         ack: u64,
         owner: Option<u32>,
     },
+    /// Run a command of the job's owner inside the job's cgroup; the agent answers with `ExecEnded { ack }` when
+    /// it exits (or could not start).
+    Exec {
+        job: u64,
+        ack: u64,
+        uid: u32,
+        gid: u32,
+        argv: Vec<String>,
+        cwd: String,
+        env: Vec<(String, String)>,
+    },
     /// Send the tails of the job's log files for these ranks; the agent answers with `Logs { ack }`.
     ReadLogs {
         job: u64,
@@ -299,6 +329,10 @@ pub struct StartJob {
     /// The job's random token, tagged on its cgroup with the owner (see `job_tag`).
     #[serde(default)]
     pub token: String,
+    /// An MPI job's launcher (on its first node): every node of the job with its CPUs held, for the launcher's
+    /// host list. Empty for other jobs and on the job's other nodes.
+    #[serde(default)]
+    pub mpi_hosts: Vec<(String, u32)>,
 }
 
 /// What an agent tells the controller.
@@ -325,6 +359,13 @@ pub enum FromAgent {
     Failed {
         job: u64,
         error: String,
+    },
+    /// The command of `Exec` number `ack` has ended: its exit code, or its signal as 128 + number, or why it
+    /// could not start.
+    ExecEnded {
+        ack: u64,
+        exit_code: Option<i32>,
+        error: Option<String>,
     },
     /// The answer to `AddPid` / `RemovePid` number `ack`: done, or why not.
     PidMoved {

@@ -147,6 +147,13 @@ enum Command {
         #[command(flatten)]
         client: runtime_cmd::ClientArgs,
     },
+    /// The remote shell of an MPI job's launcher (cosched sets it): run a command in the job on one of its nodes.
+    Rsh {
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+        #[command(flatten)]
+        args: runtime_cmd::RshArgs,
+    },
     /// Write man pages for cosched and each of its commands: cosched man --out /usr/local/share/man/man1
     Man(manual::ManArgs),
     /// Print a shell completion script: cosched completions bash > /etc/bash_completion.d/cosched
@@ -217,6 +224,16 @@ fn main() -> ExitCode {
         }
         Command::RemovePid { job, pid, client } => {
             runtime_cmd::run_client(&client, Request::RemovePid { job, pid, node: None }, done)
+        }
+        Command::Rsh { client, args } => {
+            return match runtime_cmd::rsh(&client, &args) {
+                Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(255)),
+                Err(message) => {
+                    // As ssh, 255 for a failure of the remote shell itself.
+                    eprintln!("cosched rsh: {message}");
+                    ExitCode::from(255)
+                }
+            };
         }
         Command::Man(args) => manual::write_man_pages(Cli::command(), &args),
         Command::Completions(args) => manual::print_completions(Cli::command(), &args),

@@ -12,7 +12,8 @@ use cosched_runtime::controller::ControllerSettings;
 use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::freezer::FreezerKind;
 use cosched_runtime::gate::Limits;
-use cosched_runtime::protocol::{LogFile, LogsReply, Request, StatusReply, SubmitRequest};
+use cosched_runtime::mpi::{remote_environment, remote_shell_argv};
+use cosched_runtime::protocol::{ExecRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest};
 use cosched_runtime::switcher::ConfirmWait;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -286,6 +287,7 @@ fn agent_settings(
         confirm_wait: if args.strict_switch { ConfirmWait::Strict } else { ConfirmWait::Bounded },
         switching_threads: args.switching_threads.clamp(1, all_cpus as usize),
         helper_program: std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?,
+        users_munge_socket: None,
     })
 }
 
@@ -323,7 +325,8 @@ pub fn agent(args: &RemoteAgentArgs) -> Result<(), String> {
         ),
         _ => None,
     };
-    let settings = agent_settings(&args.agent, address, Credentials { munge, agent_key }, &args.state_dir)?;
+    let mut settings = agent_settings(&args.agent, address, Credentials { munge, agent_key }, &args.state_dir)?;
+    settings.users_munge_socket = args.munge.munge_socket.clone();
     cosched_runtime::daemon::run_agent(settings).map_err(|e| e.to_string())
 }
 
@@ -364,9 +367,42 @@ pub struct SubmitArgs {
     /// Leave the job to the local (Linux) scheduler instead of gang scheduling.
     #[arg(long)]
     pub local: bool,
+    /// The command is an MPI launcher (mpirun, mpiexec): run it once, on the job's first node, with the job's
+    /// CPUs as its hosts and `cosched rsh` as its remote shell, so that every rank starts inside the job on its
+    /// node. Example: cosched submit --mpi -n 8 --nodes 4 -- mpirun ./prog
+    #[arg(long)]
+    pub mpi: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// `cosched rsh NODE WORDS...`: what an MPI job's launcher calls instead of ssh (cosched sets it up).
+#[derive(Args, Clone, Debug)]
+pub struct RshArgs {
+    /// A node of the job (as cosched names it).
+    pub node: String,
+    /// The remote command's words, joined by spaces and run by /bin/sh on the node, as ssh does.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub words: Vec<String>,
+}
+
+/// Run a command in this job (`COSCHED_JOB_ID`) on `args.node`, inside the job's cgroup there, and return its
+/// exit code once it ends.
+pub fn rsh(client: &ClientArgs, args: &RshArgs) -> Result<i32, String> {
+    let job = std::env::var("COSCHED_JOB_ID")
+        .map_err(|_| "cosched rsh runs inside a cosched job: COSCHED_JOB_ID is not set".to_string())?;
+    let job: u64 = job.parse().map_err(|_| format!("COSCHED_JOB_ID {job:?} is not a job id"))?;
+    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    let request = ExecRequest {
+        job,
+        node: args.node.clone(),
+        argv: remote_shell_argv(&args.words),
+        cwd: cwd.to_string_lossy().into_owned(),
+        env: remote_environment(std::env::vars()),
+    };
+    let reply = client_for(client)?.exec(request).map_err(explain)?;
+    Ok(reply.exit_code)
 }
 
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -437,6 +473,7 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<(), String> {
         mem_bytes: args.mem.unwrap_or(0),
         slice_opt_out: args.slice_opt_out,
         local: args.local,
+        mpi: args.mpi,
         argv: args.command.clone(),
         cwd: cwd.to_string_lossy().into_owned(),
         env: std::env::vars().filter(|(k, _)| !k.starts_with("COSCHED_")).collect(),

@@ -206,6 +206,7 @@ impl Runtime {
             mem_bytes: 0,
             slice_opt_out: false,
             local: false,
+            mpi: false,
             argv: vec!["/bin/true".into()],
             cwd: "/".into(),
             env: vec![],

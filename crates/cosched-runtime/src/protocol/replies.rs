@@ -24,6 +24,14 @@ pub struct PidReply {
     pub node: String,
 }
 
+/// `exec`: how the command ended on `node` (128 + the signal's number if a signal ended it).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ExecReply {
+    pub job: u64,
+    pub node: String,
+    pub exit_code: i32,
+}
+
 /// `set_class`: the job's class now.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ClassReply {
@@ -227,6 +235,7 @@ pub enum ReplyData {
     Auth(AuthReply),
     Submit(SubmitReply),
     Pid(PidReply),
+    Exec(ExecReply),
     Class(ClassReply),
     Resources(ResourcesReply),
     Usage(UsageReply),
@@ -254,6 +263,7 @@ reply_data_from!(
     Auth(AuthReply),
     Submit(SubmitReply),
     Pid(PidReply),
+    Exec(ExecReply),
     Class(ClassReply),
     Resources(ResourcesReply),
     Usage(UsageReply),

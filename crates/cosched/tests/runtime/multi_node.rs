@@ -21,10 +21,13 @@ struct Cluster {
     _namespaces: Option<Namespaces>,
 }
 
-/// Network namespaces `cosched-<pid>-<i>`, each with a veth link to the host: host side 10.<net>.<i>.1/30, namespace
-/// side 10.<net>.<i>.2/30. Deleted on drop (which deletes the veth pairs too).
+/// Network namespaces `cosched-<pid>-<i>`, one per node, on one network: each has a veth link whose host end is
+/// a port of the bridge `csb<pid>`, as the nodes of a cluster hang off one switch. The bridge (the controller's
+/// host) is 10.<net>.0.1/24, namespace `i` is 10.<net>.0.<i + 2>/24, so the nodes reach the controller and each
+/// other (MPI ranks talk directly) with no routing. Deleted on drop (the veth pairs go with the namespaces).
 struct Namespaces {
     names: Vec<String>,
+    bridge: String,
     net: u32,
 }
 
@@ -41,25 +44,29 @@ impl Namespaces {
     fn create(count: usize) -> Result<Namespaces, String> {
         let pid = std::process::id();
         let net = 100 + pid % 100; // distinct per test process; 10.100–199 are rarely a host's own networks
-        let mut made = Namespaces { names: vec![], net };
+        let bridge = format!("csb{}", pid % 1_000_000);
+        ip(&["link", "add", "name", &bridge, "type", "bridge"])?;
+        let mut made = Namespaces { names: vec![], bridge: bridge.clone(), net };
+        ip(&["addr", "add", &format!("10.{net}.0.1/24"), "dev", &bridge])?;
+        ip(&["link", "set", &bridge, "up"])?;
         for i in 0..count {
             let name = format!("cosched-{pid}-{i}");
             ip(&["netns", "add", &name])?;
             made.names.push(name.clone());
             let (host, inside) = (format!("csh{}{i}", pid % 100_000), format!("csn{}{i}", pid % 100_000));
             ip(&["link", "add", &host, "type", "veth", "peer", "name", &inside, "netns", &name])?;
-            ip(&["addr", "add", &format!("{}/30", made.host_address(i)), "dev", &host])?;
+            ip(&["link", "set", &host, "master", &bridge])?;
             ip(&["link", "set", &host, "up"])?;
-            ip(&["-n", &name, "addr", "add", &format!("10.{net}.{i}.2/30"), "dev", &inside])?;
+            ip(&["-n", &name, "addr", "add", &format!("10.{net}.0.{}/24", i + 2), "dev", &inside])?;
             ip(&["-n", &name, "link", "set", &inside, "up"])?;
             ip(&["-n", &name, "link", "set", "lo", "up"])?;
         }
         Ok(made)
     }
 
-    /// The controller's address as seen from namespace `i`.
-    fn host_address(&self, i: usize) -> String {
-        format!("10.{}.{i}.1", self.net)
+    /// The controller's address as seen from the namespaces.
+    fn host_address(&self) -> String {
+        format!("10.{}.0.1", self.net)
     }
 
     /// A command that runs `program` inside namespace `i`. Only the network namespace changes (`nsenter --net`):
@@ -76,6 +83,7 @@ impl Drop for Namespaces {
         for name in &self.names {
             let _ = ip(&["netns", "del", name]);
         }
+        let _ = ip(&["link", "del", &self.bridge]);
     }
 }
 
@@ -142,9 +150,7 @@ fn start_cluster(agents: usize) -> Cluster {
         .ok();
     let port = free_port();
     let (listen, controller_address): (String, Vec<String>) = match &namespaces {
-        Some(ns) => {
-            (format!("0.0.0.0:{port}"), (0..agents).map(|i| format!("{}:{port}", ns.host_address(i))).collect())
-        }
+        Some(ns) => (format!("0.0.0.0:{port}"), vec![format!("{}:{port}", ns.host_address()); agents]),
         None => (format!("127.0.0.1:{port}"), vec![format!("127.0.0.1:{port}"); agents]),
     };
     let s = |p: &PathBuf| p.to_str().unwrap().to_string();
@@ -182,11 +188,11 @@ fn start_cluster(agents: usize) -> Cluster {
         };
         agent.stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log);
         agent.args(["agent", "--controller", address, "--node", &node, "--cpus", "1", "--state-dir", &s(&state)]);
-        // The last agent proves itself with the agents' key, the others with MUNGE.
+        // The last agent proves itself with the agents' key, the others with MUNGE; users of every node prove
+        // themselves with MUNGE (an MPI launcher's `cosched rsh`).
+        agent.args(["--munge-socket", &munge_socket]);
         if i + 1 == agents {
             agent.args(["--key-file", &s(&key)]);
-        } else {
-            agent.args(["--munge-socket", &munge_socket]);
         }
         children.push(agent.spawn().unwrap());
     }
@@ -305,4 +311,79 @@ fn three_agents_switch_together_and_survive_the_loss_of_one() {
     let ranks_shown = (0..3).filter(|r| text.contains(&format!("rank {r} on "))).count();
     assert!(ranks_shown >= 2 && text.contains("logs unavailable"), "logs without the lost node:\n{text}");
     let _ = &cluster.dir;
+}
+
+/// The user MPI jobs run as here: an ordinary one, as at a site.
+const NOBODY: u32 = 65534;
+
+/// `apps/` built once with Open MPI's mpicc (scripts/setup installs it) into a folder every user can read.
+fn mpi_programs() -> PathBuf {
+    static BUILD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILD
+        .get_or_init(|| {
+            let build = std::env::temp_dir().join(unique("cosched-mpi-apps"));
+            let apps = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
+            let out =
+                Command::new("make").arg("-s").arg("-C").arg(&apps).arg(format!("BUILD={}", build.display())).output();
+            let out = out.expect("make runs (scripts/setup installs it)");
+            assert!(out.status.success(), "building apps/ with mpicc: {}", String::from_utf8_lossy(&out.stderr));
+            build
+        })
+        .clone()
+}
+
+/// The processes named `name` in the job's cgroup on each node (the agents' own record of where they run).
+fn processes_by_node(cluster: &Cluster, job: u64, name: &str) -> Vec<Vec<i32>> {
+    let on_node = |node: &String| {
+        let groups = cosched_runtime::freezer::JobGroups::open(node, None).unwrap();
+        groups.pids(job).unwrap_or_default().into_iter().filter(|&p| comm(p) == name).collect::<Vec<i32>>()
+    };
+    cluster.nodes.iter().map(on_node).collect()
+}
+
+#[test]
+fn an_unmodified_mpi_program_runs_across_three_nodes_as_one_gang() {
+    if skip_unless_root("an_unmodified_mpi_program_runs_across_three_nodes") {
+        return;
+    }
+    let _machine = whole_machine();
+    let cluster = start_cluster(3);
+    let mm = mpi_programs().join("mpi_mm");
+    // mpirun as its user types it: no host list, no remote shell, no rank count (one per CPU of the job).
+    let command = ["env", "OPENBLAS_NUM_THREADS=1", "mpirun", mm.to_str().unwrap(), "--n", "768", "--repeat", "100"];
+    let mut args = vec!["submit", "--json", "--mpi", "-n", "3", "--nodes", "3", "--"];
+    args.extend(command);
+    let out = client_as(&cluster.socket, &args, Some(NOBODY));
+    assert!(out.status.success(), "{out:?}");
+    let mpi = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job;
+    let spinner = submit(&cluster, "3", "3");
+
+    // Every rank runs inside the job's cgroup on its own node: one per node, each started by cosched rsh.
+    let mut ranks = vec![];
+    wait_for("one rank of the MPI job in its cgroup on every node", Duration::from_secs(30), || {
+        ranks = processes_by_node(&cluster, mpi, "mpi_mm");
+        ranks.iter().all(|r| r.len() == 1)
+    });
+    let spinners = processes_by_node(&cluster, spinner, "sh");
+    assert!(spinners.iter().all(|s| s.len() == 1), "the spinner's tasks by node: {spinners:?}");
+    // The job is stopped and started as one: on each node its rank and the other gang never run at once, and
+    // both get the CPU.
+    for node in 0..3 {
+        let s = sample_gangs(&[ranks[node].clone(), spinners[node].clone()], Duration::from_millis(700));
+        assert_eq!(s.overlap, 0, "node {node}: the MPI rank and the other gang ran at once in {} samples", s.overlap);
+    }
+    let every_process: Vec<Vec<i32>> = ranks.iter().chain(&spinners).cloned().collect();
+    let used = gang_cpu_ticks(&every_process, Duration::from_secs(1));
+    assert!(used.iter().all(|&t| t > 0), "no rotation: CPU ticks of the ranks, then the spinner's tasks: {used:?}");
+    // The program's own check passed, and the job ended with its launcher.
+    wait_for("the MPI job to end", Duration::from_secs(240), || {
+        status_of(&cluster.socket)
+            .and_then(|s| s.jobs.into_iter().find(|j| j.id == mpi))
+            .is_some_and(|j| j.state.is_over())
+    });
+    let job = status_of(&cluster.socket).unwrap().jobs.into_iter().find(|j| j.id == mpi).unwrap();
+    let logs = client_as(&cluster.socket, &["logs", &mpi.to_string()], None);
+    let text = String::from_utf8_lossy(&logs.stdout);
+    assert_eq!(job.state.name(), "finished", "{job:?}\n{text}");
+    assert!(text.contains("\"p\":3") && text.contains("\"passed\":true"), "mpi_mm's report:\n{text}");
 }
