@@ -15,6 +15,15 @@ pub enum JobState {
 }
 
 impl JobState {
+    pub const ALL: [JobState; 6] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Suspended,
+        JobState::Finished,
+        JobState::Killed,
+        JobState::Failed,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             JobState::Queued => "queued",
