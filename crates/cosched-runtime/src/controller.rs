@@ -7,6 +7,7 @@
 
 use crate::db::NodeRow;
 use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
+use crate::metrics::{JobFigures, MetricsAccess, MetricsSnapshot, NodeFigures, MAX_JOB_SERIES};
 use crate::protocol::{
     write_message, AgentHello, ClassReply, ExecReply, ExecRequest, FromAgent, JobStateReply, JobUsage, KillReply,
     KillState, LogFile, LogTail, LogsReply, MatrixCell, MonitorTokenReply, NodeLoad, NodeLoadReply, PidReply,
@@ -40,6 +41,8 @@ pub struct ControllerSettings {
     pub keep_finished: Duration,
     /// Hide other users' command lines from users who are not administrators (Slurm's PrivateData=jobs).
     pub private_data: bool,
+    /// Whether the monitor serves `/metrics` (without a token).
+    pub metrics: MetricsAccess,
 }
 
 impl ControllerSettings {
@@ -896,14 +899,14 @@ impl Controller {
         self.status_of(&self.state.lock().unwrap())
     }
 
-    fn status_of(&self, state: &State) -> StatusReply {
+    /// The jobs `status` lists: those not over, and ended ones for `keep_finished`.
+    fn listed_jobs<'a>(&self, state: &'a State) -> impl Iterator<Item = &'a JobRecord> {
         let shown_since_ms = unix_ms_now().saturating_sub(self.settings.keep_finished.as_millis() as u64);
-        let jobs = state
-            .jobs
-            .values()
-            .filter(|j| j.ended_unix_ms.is_none_or(|ended| ended >= shown_since_ms))
-            .map(|j| self.status_job(state, j))
-            .collect();
+        state.jobs.values().filter(move |j| j.ended_unix_ms.is_none_or(|ended| ended >= shown_since_ms))
+    }
+
+    fn status_of(&self, state: &State) -> StatusReply {
+        let jobs = self.listed_jobs(state).map(|j| self.status_job(state, j)).collect();
         StatusReply {
             slice_ns: self.settings.slice_ns,
             rows: self.settings.plan.rows,
@@ -940,6 +943,63 @@ impl Controller {
             ended_unix_ms: j.ended_unix_ms,
         }
     }
+}
+
+impl Controller {
+    /// The figures of `/metrics`: the jobs `status` lists (per-job figures for at most [`MAX_JOB_SERIES`] of them,
+    /// those not over first) and every node.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        let state = self.state.lock().unwrap();
+        let mut listed: Vec<&JobRecord> = self.listed_jobs(&state).collect();
+        let jobs_by_state =
+            JobState::ALL.iter().map(|&s| (s, listed.iter().filter(|j| j.state == s).count() as u64)).collect();
+        // Stable: id order within the jobs not over and within the ended ones.
+        listed.sort_by_key(|j| j.state.is_over());
+        let now_ms = unix_ms_now();
+        MetricsSnapshot {
+            slice_ns: self.settings.slice_ns,
+            storage_ok: state.storage.status().state == crate::protocol::StorageState::Ok,
+            nodes: state.nodes.iter().map(|n| node_figures(&state, n)).collect(),
+            jobs_by_state,
+            jobs: listed.iter().take(MAX_JOB_SERIES).map(|j| self.job_figures(&state, j, now_ms)).collect(),
+            jobs_omitted: listed.len().saturating_sub(MAX_JOB_SERIES) as u64,
+        }
+    }
+
+    fn job_figures(&self, state: &State, j: &JobRecord, now_ms: u64) -> JobFigures {
+        let usage = state.live.get(&j.id).map(|l| l.usage.values().collect::<Vec<_>>()).unwrap_or_default();
+        JobFigures {
+            id: j.id,
+            uid: j.uid,
+            class: j.class,
+            mode: j.mode,
+            state: j.state,
+            // An ended job keeps its placement on record but holds no CPU.
+            cpus: if j.state.is_over() { 0 } else { j.placement.iter().map(|p| p.cpus.len() as u32).sum() },
+            cpu_ns: usage.iter().map(|u| u.cpu_ns).sum(),
+            processes: usage.iter().map(|u| u.pids.len() as u64).sum(),
+            slice_share: self.slice_share(state, j.id),
+            elapsed_ms: j.started_unix_ms.map(|started| j.ended_unix_ms.unwrap_or(now_ms).saturating_sub(started)),
+        }
+    }
+}
+
+fn node_figures(state: &State, n: &Node) -> NodeFigures {
+    NodeFigures {
+        name: n.name.clone(),
+        cpus: n.cpus,
+        mem_bytes: n.mem_bytes,
+        connected: n.link.is_some(),
+        load_avg: n.load_avg,
+        switches: n.switches,
+        switch_errors: n.switch_errors,
+        jobs: jobs_on(state, &n.name),
+    }
+}
+
+/// Jobs not over that hold CPUs of node `name`.
+fn jobs_on(state: &State, name: &str) -> u64 {
+    state.jobs.values().filter(|j| !j.state.is_over() && j.on_node(name).is_some()).count() as u64
 }
 
 fn status_node(n: &Node) -> StatusNode {
@@ -990,10 +1050,7 @@ fn node_load(state: &State, node: Option<&str>) -> Outcome {
         .nodes
         .iter()
         .filter(|n| node.is_none_or(|want| want == n.name))
-        .map(|n| {
-            let jobs = state.jobs.values().filter(|j| !j.state.is_over() && j.on_node(&n.name).is_some()).count();
-            NodeLoad { node: n.name.clone(), cpus: n.cpus, load_avg: n.load_avg, jobs: jobs as u64 }
-        })
+        .map(|n| NodeLoad { node: n.name.clone(), cpus: n.cpus, load_avg: n.load_avg, jobs: jobs_on(state, &n.name) })
         .collect();
     if nodes.is_empty() {
         return Err(format!("unknown node {:?}", node.unwrap_or("")));

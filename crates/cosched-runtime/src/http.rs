@@ -119,6 +119,7 @@ fn reason(status: u16) -> &'static str {
         400 => "Bad Request",
         403 => "Forbidden",
         404 => "Not Found",
+        405 => "Method Not Allowed",
         503 => "Service Unavailable",
         _ => "",
     }

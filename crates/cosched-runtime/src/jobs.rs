@@ -15,6 +15,15 @@ pub enum JobState {
 }
 
 impl JobState {
+    pub const ALL: [JobState; 6] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Suspended,
+        JobState::Finished,
+        JobState::Killed,
+        JobState::Failed,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             JobState::Queued => "queued",
@@ -25,15 +34,6 @@ impl JobState {
             JobState::Failed => "failed",
         }
     }
-
-    pub const ALL: [JobState; 6] = [
-        JobState::Queued,
-        JobState::Running,
-        JobState::Suspended,
-        JobState::Finished,
-        JobState::Killed,
-        JobState::Failed,
-    ];
 
     /// The state of a name `name()` gives (any case).
     pub fn from_name(text: &str) -> Option<JobState> {
@@ -214,6 +214,11 @@ pub mod mode_name {
         let text = String::deserialize(deserializer)?;
         super::parse_mode(&text).ok_or_else(|| D::Error::custom(format!("unknown mode {text:?} (gang or local)")))
     }
+}
+
+/// The name of a uid in this host's password database (`None`: it has none).
+pub fn user_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
 }
 
 pub fn unix_ms_now() -> u64 {

@@ -1,12 +1,15 @@
-//! The live web monitor served by the controller: one page and a small JSON
-//! API. Every request carries a token (`cosched monitor` prints a URL with
-//! one) that stands for the user who asked for it, so the buttons go through
-//! the same permission checks as the command line.
+//! The live web monitor served by the controller: one page, a small JSON
+//! API, and the OpenMetrics figures at `/metrics`. Every API request carries a
+//! token (`cosched monitor` prints a URL with one) that stands for the user who
+//! asked for it, so the buttons go through the same permission checks as the
+//! command line. `/metrics` needs none: it shows only figures every user sees in
+//! `cosched status` (`metrics.rs`), and `--metrics off` turns it off.
 
 use crate::conn::{Shared, Stream, WRITE_TIMEOUT};
 use crate::controller::Controller;
 use crate::http::{read_request, write_response, HttpRequest, HttpResponse};
 use crate::jobs::Identity;
+use crate::metrics::MetricsAccess;
 use crate::protocol::{Reply, Request};
 use crate::server::{accept_forever, Listening, CONNECTION_STACK_BYTES};
 use std::collections::{BTreeMap, VecDeque};
@@ -170,6 +173,9 @@ fn answer(controller: &Controller, request: &HttpRequest) -> HttpResponse {
         headers.extend(security_headers(&policy));
         return HttpResponse { status: 200, headers, body: page.into_bytes() };
     }
+    if path == "/metrics" {
+        return metrics_response(controller, &request.method);
+    }
     let token = request.header("X-Cosched-Token").unwrap_or_default();
     let body = String::from_utf8_lossy(&request.body);
     let (status, reply) = match controller.monitor_identity(token) {
@@ -180,6 +186,28 @@ fn answer(controller: &Controller, request: &HttpRequest) -> HttpResponse {
         },
     };
     json_response(status, &reply)
+}
+
+/// `/metrics`: the exposition to a GET; 404 when turned off, 405 (with `Allow: GET`) to any other method.
+fn metrics_response(controller: &Controller, method: &str) -> HttpResponse {
+    if controller.settings.metrics == MetricsAccess::Off {
+        return json_response(404, &Reply::error("/metrics is turned off (the controller's --metrics off)"));
+    }
+    if method != "GET" {
+        let mut response = json_response(405, &Reply::error(format!("{method} /metrics: only GET is served")));
+        response.headers.push(("Allow".into(), "GET".into()));
+        if method == "HEAD" {
+            // An answer to HEAD has no body, whatever its Content-Length.
+            response.body.clear();
+        }
+        return response;
+    }
+    // Names are looked up outside the controller's lock: the password database may be a network service.
+    let snapshot = controller.metrics();
+    let body = crate::metrics::render(&snapshot, &crate::metrics::user_names(&snapshot));
+    let mut headers = vec![("Content-Type".to_string(), crate::metrics::CONTENT_TYPE.to_string())];
+    headers.extend(security_headers(API_POLICY));
+    HttpResponse { status: 200, headers, body: body.into_bytes() }
 }
 
 fn json_response(status: u16, reply: &Reply) -> HttpResponse {

@@ -12,6 +12,7 @@ use cosched_runtime::controller::ControllerSettings;
 use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::freezer::FreezerKind;
 use cosched_runtime::gate::Limits;
+use cosched_runtime::metrics::MetricsAccess;
 use cosched_runtime::mpi::{remote_environment, remote_shell_argv};
 use cosched_runtime::protocol::{ExecRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest};
 use cosched_runtime::switcher::ConfirmWait;
@@ -51,6 +52,11 @@ pub struct ControllerArgs {
     /// Serve the web monitor here ("off" to disable).
     #[arg(long, default_value = "127.0.0.1:8180")]
     pub monitor: String,
+    /// Serve OpenMetrics figures at the monitor's /metrics: "public" (anyone who reaches the monitor's address, no
+    /// token; job ids, users, classes, CPU use, as `status` shows every user; never commands or environments) or
+    /// "off".
+    #[arg(long, default_value = "public", value_parser = MetricsAccess::parse)]
+    pub metrics: MetricsAccess,
     /// Time slice in milliseconds (fractions allowed); slices start at multiples of it since the epoch.
     #[arg(long, default_value_t = 10.0)]
     pub slice_ms: f64,
@@ -250,6 +256,7 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         kill_wait,
         keep_finished,
         private_data: !args.public_data,
+        metrics: args.metrics,
     };
     let listen = ControllerListen {
         socket: args.socket.clone(),

@@ -5,7 +5,7 @@
 use clap::Args;
 use cosched_runtime::jobs::{mode_text, JobState};
 use cosched_runtime::protocol::{StatusJob, StatusReply, StorageState, StorageStatus};
-use nix::unistd::{Uid, User};
+use nix::unistd::User;
 
 /// Which jobs to list (each flag takes a comma-separated list; a job must match every flag given).
 #[derive(Args, Clone, Debug, Default)]
@@ -78,7 +78,7 @@ fn uid_of(user: &str) -> Result<u32, String> {
 
 /// A uid's name on this host, or the number when it has none.
 fn user_name(uid: u32) -> String {
-    User::from_uid(Uid::from_raw(uid)).ok().flatten().map_or_else(|| uid.to_string(), |u| u.name)
+    cosched_runtime::jobs::user_name(uid).unwrap_or_else(|| uid.to_string())
 }
 
 /// Elapsed wall time as `squeue` writes it: `M:SS`, `H:MM:SS`, or `D-HH:MM:SS`.

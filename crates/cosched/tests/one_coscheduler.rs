@@ -155,6 +155,7 @@ impl Runtime {
             kill_wait: Duration::from_secs(1),
             keep_finished: Duration::from_secs(86_400),
             private_data: false,
+            metrics: cosched_runtime::metrics::MetricsAccess::Off,
         };
         let controller = Controller::open(settings).expect("a controller on a fresh state directory");
         let mut agents = Vec::new();

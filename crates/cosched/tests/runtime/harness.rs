@@ -54,7 +54,11 @@ impl Daemon {
         let dir = std::env::temp_dir().join(unique("cosched-test"));
         std::fs::create_dir_all(&dir).unwrap();
         let socket = dir.join("sock");
-        let mut args = vec!["up", "--monitor", "off", "--node", &node];
+        let mut args = vec!["up", "--node", &node];
+        // No monitor unless the test asks for one.
+        if !extra.contains(&"--monitor") {
+            args.extend(["--monitor", "off"]);
+        }
         let (state, sock) = (dir.to_str().unwrap().to_string(), socket.to_str().unwrap().to_string());
         args.extend(["--state-dir", &state, "--socket", &sock]);
         args.extend(extra);

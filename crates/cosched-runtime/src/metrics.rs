@@ -1,0 +1,433 @@
+//! The controller's figures in the OpenMetrics text format, served at the monitor's `/metrics` for Prometheus and
+//! its kin (Slurm 25.11 has such an endpoint too).
+//!
+//! No token is asked: like `squeue` or `cosched status`, it shows every user's jobs. It shows only what `status`
+//! shows everyone — job ids, users, classes, modes, states, CPUs and CPU time — and is built from a snapshot type
+//! that has no command, environment, directory, token or log, so none of them can slip into it.
+
+use crate::jobs::{mode_text, JobState};
+use cosched_policy::cluster::{JobClass, Mode};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The content type of the answer (OpenMetrics 1.0 text).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Jobs given per-job series in one answer. The controller does not bound its jobs, and each job costs about a
+/// kilobyte of text, so a queue of a million jobs would make a gigabyte answer; beyond the cap the jobs still count
+/// in `cosched_jobs`, and `cosched_metrics_jobs_omitted` says how many were left out.
+pub const MAX_JOB_SERIES: usize = 4096;
+
+/// Who may read `/metrics` (the controller's `--metrics`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricsAccess {
+    /// Not served: `/metrics` answers 404.
+    Off,
+    /// Served to anyone who reaches the monitor's address, without a token.
+    Public,
+}
+
+impl MetricsAccess {
+    pub fn parse(text: &str) -> Result<MetricsAccess, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "off" => Ok(MetricsAccess::Off),
+            "public" => Ok(MetricsAccess::Public),
+            other => Err(format!("unknown metrics access {other:?} (off or public)")),
+        }
+    }
+}
+
+/// What the controller knows, as the endpoint shows it: figures only.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricsSnapshot {
+    pub slice_ns: u64,
+    /// The database takes writes (no storage fault reported).
+    pub storage_ok: bool,
+    pub nodes: Vec<NodeFigures>,
+    /// Every job `status` lists, counted by state (every state, zero included).
+    pub jobs_by_state: Vec<(JobState, u64)>,
+    /// At most [`MAX_JOB_SERIES`]: jobs not over first, then ended ones, each in id order.
+    pub jobs: Vec<JobFigures>,
+    /// Jobs `status` lists that did not fit under the cap.
+    pub jobs_omitted: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeFigures {
+    pub name: String,
+    pub cpus: u32,
+    pub mem_bytes: u64,
+    pub connected: bool,
+    /// The 1-minute load average, as the agent last reported it.
+    pub load_avg: f64,
+    /// Since the agent started.
+    pub switches: u64,
+    pub switch_errors: u64,
+    /// Jobs not over that hold CPUs of the node.
+    pub jobs: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobFigures {
+    pub id: u64,
+    pub uid: u32,
+    pub class: JobClass,
+    pub mode: Mode,
+    pub state: JobState,
+    /// CPUs held over all its nodes (none while queued or once ended).
+    pub cpus: u32,
+    /// CPU time of its processes, summed over its nodes' last reports.
+    pub cpu_ns: u64,
+    pub processes: u64,
+    pub slice_share: f64,
+    /// Since it started, up to its end once ended (`None`: not started).
+    pub elapsed_ms: Option<u64>,
+}
+
+enum Kind {
+    Gauge,
+    Counter,
+}
+
+/// A metric family: its name carries its unit as a suffix (OpenMetrics requires it when `unit` is given); a
+/// counter's samples add `_total`.
+struct Family {
+    name: &'static str,
+    kind: Kind,
+    unit: Option<&'static str>,
+    help: &'static str,
+}
+
+const fn gauge(name: &'static str, unit: Option<&'static str>, help: &'static str) -> Family {
+    Family { name, kind: Kind::Gauge, unit, help }
+}
+
+const fn counter(name: &'static str, unit: Option<&'static str>, help: &'static str) -> Family {
+    Family { name, kind: Kind::Counter, unit, help }
+}
+
+const JOBS: Family =
+    gauge("cosched_jobs", None, "Jobs cosched status lists, by state (ended ones for --keep-finished-s).");
+const NODES: Family = gauge("cosched_nodes", None, "Nodes the controller knows.");
+const NODES_CONNECTED: Family = gauge("cosched_nodes_connected", None, "Nodes whose agent is connected.");
+const SLICE: Family = gauge("cosched_slice_seconds", Some("seconds"), "The length of a time slice.");
+const STORAGE_HEALTHY: Family =
+    gauge("cosched_storage_healthy", None, "1 while the database takes writes, 0 while status reports a fault.");
+const JOBS_OMITTED: Family =
+    gauge("cosched_metrics_jobs_omitted", None, "Jobs left out of the per-job families beyond their cap.");
+
+const NODE_CPUS: Family = gauge("cosched_node_cpus", None, "CPUs the node's agent offers.");
+const NODE_MEMORY: Family = gauge("cosched_node_memory_bytes", Some("bytes"), "Memory of the node.");
+const NODE_LOAD: Family = gauge("cosched_node_load_average", None, "The node's 1-minute load average.");
+const NODE_SWITCHES: Family = counter("cosched_node_switches", None, "Gang switches since the node's agent started.");
+const NODE_SWITCH_ERRORS: Family =
+    counter("cosched_node_switch_errors", None, "Failed gang switches since the node's agent started.");
+const NODE_JOBS: Family = gauge("cosched_node_jobs", None, "Jobs not over that hold CPUs of the node.");
+const NODE_CONNECTED: Family = gauge("cosched_node_connected", None, "1 while the node's agent is connected.");
+
+const JOB_CPUS: Family = gauge("cosched_job_cpus", None, "CPUs the job holds over all its nodes.");
+const JOB_CPU: Family =
+    counter("cosched_job_cpu_seconds", Some("seconds"), "CPU time of the job's processes, over all its nodes.");
+const JOB_PROCESSES: Family = gauge("cosched_job_processes", None, "Processes of the job, over all its nodes.");
+const JOB_SLICE_SHARE: Family =
+    gauge("cosched_job_slice_share_ratio", Some("ratio"), "The share of the cycle's slots the job runs in.");
+const JOB_ELAPSED: Family =
+    gauge("cosched_job_elapsed_seconds", Some("seconds"), "Time since the job started (to its end once ended).");
+
+/// A sample's value, written as OpenMetrics numbers are.
+#[derive(Clone, Copy)]
+enum Value {
+    Int(u64),
+    Float(f64),
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match *self {
+            Value::Int(n) => write!(f, "{n}"),
+            Value::Float(x) if x.is_nan() => f.write_str("NaN"),
+            Value::Float(x) if x.is_infinite() => f.write_str(if x > 0.0 { "+Inf" } else { "-Inf" }),
+            Value::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+fn flag(on: bool) -> Value {
+    Value::Int(on as u64)
+}
+
+fn seconds_of_ns(ns: u64) -> Value {
+    Value::Float(ns as f64 / 1e9)
+}
+
+/// The exposition: cluster, node and job families, then `# EOF`. `names` gives each job's user name by uid (a uid
+/// without one is shown as its number).
+pub fn render(snapshot: &MetricsSnapshot, names: &BTreeMap<u32, String>) -> String {
+    let mut out = String::new();
+    write_cluster(&mut out, snapshot);
+    write_nodes(&mut out, &snapshot.nodes);
+    write_jobs(&mut out, &snapshot.jobs, names);
+    out.push_str("# EOF\n");
+    out
+}
+
+fn write_cluster(out: &mut String, s: &MetricsSnapshot) {
+    header(out, &JOBS);
+    for (state, count) in &s.jobs_by_state {
+        sample(out, &JOBS, &labels(&[("state", state.name())]), Value::Int(*count));
+    }
+    let connected = s.nodes.iter().filter(|n| n.connected).count() as u64;
+    for (family, value) in [
+        (&NODES, Value::Int(s.nodes.len() as u64)),
+        (&NODES_CONNECTED, Value::Int(connected)),
+        (&SLICE, seconds_of_ns(s.slice_ns)),
+        (&STORAGE_HEALTHY, flag(s.storage_ok)),
+        (&JOBS_OMITTED, Value::Int(s.jobs_omitted)),
+    ] {
+        header(out, family);
+        sample(out, family, "", value);
+    }
+}
+
+/// A node family and its value for one node.
+type NodeFamily = (&'static Family, fn(&NodeFigures) -> Value);
+/// A job family and its value for one job, if the job has one.
+type JobFamily = (&'static Family, fn(&JobFigures) -> Option<Value>);
+
+fn write_nodes(out: &mut String, nodes: &[NodeFigures]) {
+    let node_labels: Vec<String> = nodes.iter().map(|n| labels(&[("node", &n.name)])).collect();
+    let families: [NodeFamily; 7] = [
+        (&NODE_CPUS, |n| Value::Int(n.cpus.into())),
+        (&NODE_MEMORY, |n| Value::Int(n.mem_bytes)),
+        (&NODE_LOAD, |n| Value::Float(n.load_avg)),
+        (&NODE_SWITCHES, |n| Value::Int(n.switches)),
+        (&NODE_SWITCH_ERRORS, |n| Value::Int(n.switch_errors)),
+        (&NODE_JOBS, |n| Value::Int(n.jobs)),
+        (&NODE_CONNECTED, |n| flag(n.connected)),
+    ];
+    for (family, value) in families {
+        header(out, family);
+        for (node, text) in nodes.iter().zip(&node_labels) {
+            sample(out, family, text, value(node));
+        }
+    }
+}
+
+fn write_jobs(out: &mut String, jobs: &[JobFigures], names: &BTreeMap<u32, String>) {
+    let job_labels: Vec<String> = jobs.iter().map(|j| job_labels(j, names)).collect();
+    let families: [JobFamily; 5] = [
+        (&JOB_CPUS, |j| Some(Value::Int(j.cpus.into()))),
+        (&JOB_CPU, |j| Some(seconds_of_ns(j.cpu_ns))),
+        (&JOB_PROCESSES, |j| Some(Value::Int(j.processes))),
+        (&JOB_SLICE_SHARE, |j| Some(Value::Float(j.slice_share))),
+        // A job that has not started has no elapsed time (not zero of it).
+        (&JOB_ELAPSED, |j| j.elapsed_ms.map(|ms| Value::Float(ms as f64 / 1e3))),
+    ];
+    for (family, value) in families {
+        header(out, family);
+        for (job, text) in jobs.iter().zip(&job_labels) {
+            if let Some(value) = value(job) {
+                sample(out, family, text, value);
+            }
+        }
+    }
+}
+
+/// `job_id`, not `job`: Prometheus sets `job` on every series it scrapes (the scrape job's name) and would rename
+/// ours to `exported_job`.
+fn job_labels(j: &JobFigures, names: &BTreeMap<u32, String>) -> String {
+    let user = names.get(&j.uid).cloned().unwrap_or_else(|| j.uid.to_string());
+    labels(&[
+        ("job_id", &j.id.to_string()),
+        ("user", &user),
+        ("class", j.class.name()),
+        ("mode", mode_text(j.mode)),
+        ("state", j.state.name()),
+    ])
+}
+
+fn header(out: &mut String, family: &Family) {
+    let kind = match family.kind {
+        Kind::Gauge => "gauge",
+        Kind::Counter => "counter",
+    };
+    let _ = writeln!(out, "# TYPE {} {kind}", family.name);
+    if let Some(unit) = family.unit {
+        let _ = writeln!(out, "# UNIT {} {unit}", family.name);
+    }
+    let _ = writeln!(out, "# HELP {} {}", family.name, escape(family.help));
+}
+
+fn sample(out: &mut String, family: &Family, labels: &str, value: Value) {
+    let suffix = match family.kind {
+        Kind::Gauge => "",
+        Kind::Counter => "_total",
+    };
+    let _ = writeln!(out, "{}{suffix}{labels} {value}", family.name);
+}
+
+/// `{name="value",...}` with each value escaped; nothing for no labels.
+fn labels(pairs: &[(&str, &str)]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    let inner: Vec<String> = pairs.iter().map(|(name, value)| format!("{name}=\"{}\"", escape(value))).collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// OpenMetrics escapes backslash, double quote and line feed in label values and help texts; anything else is
+/// taken as it is, and a raw line feed would end the line.
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// The user name of each uid of the snapshot's jobs, looked up once per uid (the password database may be a
+/// network service); a uid without a name is left out and shown as its number.
+pub fn user_names(snapshot: &MetricsSnapshot) -> BTreeMap<u32, String> {
+    let uids: std::collections::BTreeSet<u32> = snapshot.jobs.iter().map(|j| j.uid).collect();
+    uids.into_iter().filter_map(|uid| Some((uid, crate::jobs::user_name(uid)?))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> MetricsSnapshot {
+        let job = |id, uid, state, elapsed_ms| JobFigures {
+            id,
+            uid,
+            class: JobClass::Batch,
+            mode: Mode::Gang,
+            state,
+            cpus: 2,
+            cpu_ns: 1_500_000_000,
+            processes: 4,
+            slice_share: 0.5,
+            elapsed_ms,
+        };
+        MetricsSnapshot {
+            slice_ns: 10_000_000,
+            storage_ok: true,
+            nodes: vec![NodeFigures {
+                name: "n1".into(),
+                cpus: 4,
+                mem_bytes: 1 << 30,
+                connected: true,
+                load_avg: 1.25,
+                switches: 300,
+                switch_errors: 1,
+                jobs: 2,
+            }],
+            jobs_by_state: vec![(JobState::Queued, 1), (JobState::Running, 1)],
+            jobs: vec![job(7, 1000, JobState::Running, Some(2_500)), job(8, 4242, JobState::Queued, None)],
+            jobs_omitted: 0,
+        }
+    }
+
+    fn rendered() -> String {
+        let names = BTreeMap::from([(1000, "al\\ice \"the\"\nadmin".to_string())]);
+        render(&snapshot(), &names)
+    }
+
+    #[test]
+    fn label_values_escape_backslash_quote_and_line_feed() {
+        assert_eq!(escape("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        assert_eq!(labels(&[("node", "x\"y"), ("state", "up")]), "{node=\"x\\\"y\",state=\"up\"}");
+        assert_eq!(labels(&[]), "");
+        let text = rendered();
+        assert!(text.contains("user=\"al\\\\ice \\\"the\\\"\\nadmin\""), "{text}");
+        assert!(!text.lines().any(|line| line.starts_with("admin")), "a raw line feed split a line");
+    }
+
+    #[test]
+    fn the_exposition_ends_with_eof_and_declares_every_family_before_its_samples() {
+        let text = rendered();
+        assert!(text.ends_with("\n# EOF\n"), "{text}");
+        assert_eq!(text.matches("# EOF").count(), 1);
+        let mut declared: Vec<(String, String)> = Vec::new();
+        for line in text.lines().filter(|l| *l != "# EOF") {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(!declared.iter().any(|(n, _)| n == name), "{name} declared twice");
+                declared.push((name.to_string(), kind.to_string()));
+                continue;
+            }
+            if line.starts_with("# ") {
+                let name = line.split(' ').nth(2).unwrap();
+                assert_eq!(declared.last().map(|(n, _)| n.as_str()), Some(name), "{line} outside its family");
+                continue;
+            }
+            let series = line.split(['{', ' ']).next().unwrap();
+            let (family, kind) = declared.last().unwrap();
+            let expected = if kind == "counter" { format!("{family}_total") } else { family.clone() };
+            assert_eq!(series, expected, "{line} under {family}");
+        }
+        assert!(declared.iter().all(|(_, kind)| kind == "gauge" || kind == "counter"));
+    }
+
+    #[test]
+    fn families_carry_types_units_and_counters_end_in_total() {
+        let text = rendered();
+        for expected in [
+            "# TYPE cosched_job_cpu_seconds counter",
+            "# UNIT cosched_job_cpu_seconds seconds",
+            "cosched_job_cpu_seconds_total{job_id=\"7\",user=\"al\\\\ice \\\"the\\\"\\nadmin\",class=\"batch\",mode=\"gang\",state=\"running\"} 1.5",
+            "# UNIT cosched_node_memory_bytes bytes",
+            "cosched_node_memory_bytes{node=\"n1\"} 1073741824",
+            "cosched_node_switches_total{node=\"n1\"} 300",
+            "cosched_node_load_average{node=\"n1\"} 1.25",
+            "cosched_jobs{state=\"queued\"} 1",
+            "cosched_slice_seconds 0.01",
+            "cosched_job_elapsed_seconds{job_id=\"7\",user=\"al\\\\ice \\\"the\\\"\\nadmin\",class=\"batch\",mode=\"gang\",state=\"running\"} 2.5",
+        ] {
+            assert!(text.lines().any(|l| l == expected), "{expected} missing from\n{text}");
+        }
+        // Every unit is the name's suffix; the job without a user name shows its uid; a queued job has no elapsed time.
+        for line in text.lines().filter_map(|l| l.strip_prefix("# UNIT ")) {
+            let (name, unit) = line.split_once(' ').unwrap();
+            assert!(name.ends_with(&format!("_{unit}")), "{line}");
+        }
+        assert!(text.contains("user=\"4242\""));
+        assert!(!text.lines().any(|l| l.starts_with("cosched_job_elapsed_seconds{job_id=\"8\"")));
+    }
+
+    #[test]
+    fn numbers_are_written_as_openmetrics_reads_them() {
+        assert_eq!(Value::Float(f64::NAN).to_string(), "NaN");
+        assert_eq!(Value::Float(f64::INFINITY).to_string(), "+Inf");
+        assert_eq!(Value::Float(f64::NEG_INFINITY).to_string(), "-Inf");
+        assert_eq!(Value::Float(0.25).to_string(), "0.25");
+        assert_eq!(Value::Int(u64::MAX).to_string(), "18446744073709551615");
+    }
+
+    #[test]
+    fn access_parses_off_and_public_only() {
+        assert_eq!(MetricsAccess::parse("off"), Ok(MetricsAccess::Off));
+        assert_eq!(MetricsAccess::parse("Public"), Ok(MetricsAccess::Public));
+        assert!(MetricsAccess::parse("token").is_err());
+    }
+
+    /// The reference parser (Debian's `python3-prometheus-client`, installed by `scripts/setup`) reads the whole
+    /// exposition: types, units, escapes and `# EOF` as OpenMetrics 1.0 has them.
+    #[test]
+    fn the_reference_parser_reads_the_exposition() {
+        let Some(parsed) = crate::testing::parse_openmetrics(&rendered()) else {
+            return crate::testing::say_skipped(
+                "the_reference_parser_reads_the_exposition",
+                "no prometheus_client for /usr/bin/python3 (scripts/setup installs python3-prometheus-client)",
+            );
+        };
+        let parsed = parsed.unwrap_or_else(|e| panic!("the parser refused the exposition: {e}"));
+        assert!(parsed.contains("cosched_job_cpu_seconds counter seconds"), "{parsed}");
+        assert!(parsed.contains("cosched_job_cpu_seconds_total job_id=7 user=al\\ice \"the\"\nadmin"), "{parsed}");
+    }
+}
