@@ -369,3 +369,45 @@ fn a_task_can_neither_forge_its_exit_status_nor_end_its_supervisor() {
     assert!(!logs.contains("ended-the-supervisor") && !logs.contains("forged"), "{logs}");
     assert!(logs.contains("Operation not permitted"), "the attempts did not run: {logs}");
 }
+
+/// `cosched rsh` as `uid` (`None`: root) for job `job` (`None`: outside any job); its exit status and stderr.
+fn rsh_as(daemon: &Daemon, uid: Option<u32>, job: Option<u64>, node: &str, words: &[&str]) -> (Option<i32>, String) {
+    let mut command = Command::new(COSCHED);
+    command.args(["rsh", node]).args(words).env("COSCHED_SOCKET", &daemon.socket).env_remove("COSCHED_JOB_ID");
+    command.current_dir("/tmp");
+    if let Some(job) = job {
+        command.env("COSCHED_JOB_ID", job.to_string());
+    }
+    if let Some(uid) = uid {
+        command.uid(uid).gid(uid);
+    }
+    let out = command.output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn commands_run_only_in_ones_own_running_job_on_its_nodes_and_inside_its_cgroup() {
+    if skip_unless_root("commands_run_only_in_ones_own_running_job") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let job = daemon.submit_as(Some(OTHER_USER), &["--", "sleep", "60"]);
+    wait_for("the job to run", Duration::from_secs(10), || daemon.job(job).is_some_and(|j| !j.pids.is_empty()));
+    let node = daemon.node.clone();
+    // The owner's command runs in the job's cgroup on the node, as the owner, and its exit status comes back.
+    let inside = format!("grep -q job-{job} /proc/self/cgroup && test $(id -u) = {OTHER_USER}");
+    assert_eq!(rsh_as(&daemon, Some(OTHER_USER), Some(job), &node, &[&inside]), (Some(0), String::new()));
+    assert_eq!(rsh_as(&daemon, Some(OTHER_USER), Some(job), &node, &["exit", "7"]).0, Some(7));
+    // Another user, even naming the job, is refused; so is a node the job does not hold, or no job at all.
+    let (code, said) = rsh_as(&daemon, Some(ATTACKER), Some(job), &node, &["true"]);
+    assert!(code == Some(255) && said.contains("permission denied"), "{code:?} {said}");
+    let (code, said) = rsh_as(&daemon, Some(OTHER_USER), Some(job), "elsewhere", &["true"]);
+    assert!(code == Some(255) && said.contains("has no CPUs on node elsewhere"), "{code:?} {said}");
+    let (code, said) = rsh_as(&daemon, Some(OTHER_USER), None, &node, &["true"]);
+    assert!(code == Some(255) && said.contains("COSCHED_JOB_ID is not set"), "{code:?} {said}");
+    // Once the job has ended, nothing more runs in it.
+    assert!(daemon.client(&["kill", &job.to_string()]).status.success());
+    wait_for("the job to end", Duration::from_secs(20), || daemon.job(job).is_some_and(|j| j.state.is_over()));
+    let (code, said) = rsh_as(&daemon, Some(OTHER_USER), Some(job), &node, &["true"]);
+    assert!(code == Some(255) && said.contains("commands run only in a running job"), "{code:?} {said}");
+}
