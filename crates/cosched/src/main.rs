@@ -18,7 +18,9 @@ mod study;
 mod workload_cmd;
 
 use clap::{CommandFactory, Parser, Subcommand};
-use cosched_runtime::protocol::{RegisterRequest, Request};
+use cosched_runtime::protocol::{
+    ClassReply, JobStateReply, KillReply, KillState, PidReply, RegisterRequest, Request, SignalReply, SubmitReply,
+};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -170,15 +172,13 @@ enum Command {
     BenchAgent { spec: String },
 }
 
-/// A one-line summary of a reply to a job action.
-fn done(data: &serde_json::Value) -> String {
-    let fields: Vec<String> = data
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k} {}", v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
-        .collect();
-    fields.join(", ")
+/// The one line that answers a suspend or resume.
+fn job_state_line(r: &JobStateReply) -> String {
+    format!("job {}, state {}", r.job, r.state.name())
+}
+
+fn pid_line(r: &PidReply) -> String {
+    format!("job {}, pid {}, node {}", r.job, r.pid, r.node)
 }
 
 fn main() -> ExitCode {
@@ -195,17 +195,29 @@ fn main() -> ExitCode {
         Command::Agent(args) => runtime_cmd::agent(&args),
         Command::Submit { client, args } => runtime_cmd::submit(&client, &args),
         Command::Status { client, filter } => runtime_cmd::status(&client, &filter),
-        Command::Suspend { job, client } => runtime_cmd::run_client(&client, Request::Suspend { job }, done),
-        Command::Resume { job, client } => runtime_cmd::run_client(&client, Request::Resume { job }, done),
-        Command::Kill { job, signal: None, client } => runtime_cmd::run_client(&client, Request::Kill { job }, done),
+        Command::Suspend { job, client } => runtime_cmd::run_client(&client, Request::Suspend { job }, job_state_line),
+        Command::Resume { job, client } => runtime_cmd::run_client(&client, Request::Resume { job }, job_state_line),
+        Command::Kill { job, signal: None, client } => {
+            runtime_cmd::run_client(&client, Request::Kill { job }, |r: &KillReply| {
+                let state = match r.state {
+                    KillState::Killed => "killed",
+                    KillState::Killing => "killing",
+                };
+                format!("job {}, state {state}", r.job)
+            })
+        }
         Command::Kill { job, signal: Some(signal), client } => {
-            runtime_cmd::run_client(&client, Request::Signal { job, signal }, done)
+            runtime_cmd::run_client(&client, Request::Signal { job, signal }, |r: &SignalReply| {
+                format!("job {}, signal {}", r.job, r.signal)
+            })
         }
         Command::Class { job, class, client } => {
-            runtime_cmd::run_client(&client, Request::SetClass { job, class }, done)
+            runtime_cmd::run_client(&client, Request::SetClass { job, class }, |r: &ClassReply| {
+                format!("job {}, class {}", r.job, r.class.name())
+            })
         }
         Command::Logs { job, client } => {
-            runtime_cmd::run_client(&client, Request::Logs { job }, runtime_cmd::logs_text)
+            runtime_cmd::run_client(&client, Request::Logs { job }, runtime_cmd::log_tails)
         }
         Command::Monitor { client } => runtime_cmd::monitor_url(&client),
         Command::Register { cpus, class, mem, node, client } => {
@@ -217,13 +229,13 @@ fn main() -> ExitCode {
                 node,
                 local: false,
             });
-            runtime_cmd::run_client(&client, request, |d| format!("job {}", d["job"]))
+            runtime_cmd::run_client(&client, request, |r: &SubmitReply| format!("job {}", r.job))
         }
         Command::AddPid { job, pid, client } => {
-            runtime_cmd::run_client(&client, Request::AddPid { job, pid, node: None }, done)
+            runtime_cmd::run_client(&client, Request::AddPid { job, pid, node: None }, pid_line)
         }
         Command::RemovePid { job, pid, client } => {
-            runtime_cmd::run_client(&client, Request::RemovePid { job, pid, node: None }, done)
+            runtime_cmd::run_client(&client, Request::RemovePid { job, pid, node: None }, pid_line)
         }
         Command::Rsh { client, args } => {
             return match runtime_cmd::rsh(&client, &args) {

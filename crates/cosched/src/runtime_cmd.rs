@@ -16,7 +16,6 @@ use cosched_runtime::metrics::MetricsAccess;
 use cosched_runtime::mpi::{remote_environment, remote_shell_argv};
 use cosched_runtime::protocol::{ExecRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest};
 use cosched_runtime::switcher::ConfirmWait;
-use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -454,15 +453,13 @@ pub fn ask<T: serde::de::DeserializeOwned>(client: &ClientArgs, request: &Reques
     client_for(client)?.ask(request).map_err(explain)
 }
 
-/// Send a request, print the reply's data (JSON, or the line of text `text` makes of it), fail on an error reply.
-/// `text` sees the data as JSON, so that one function can describe the answers of several requests; those with a
-/// struct of their own read it (`logs_text`).
-pub fn run_client(
+/// Send a request, print the reply's data (JSON, or the text `text` makes of it), fail on an error reply.
+pub fn run_client<T: serde::Serialize + serde::de::DeserializeOwned>(
     client: &ClientArgs,
     request: Request,
-    text: impl Fn(&serde_json::Value) -> String,
+    text: impl Fn(&T) -> String,
 ) -> Result<(), String> {
-    let data: serde_json::Value = ask(client, &request)?;
+    let data: T = ask(client, &request)?;
     if client.json {
         println!("{}", serde_json::to_string_pretty(&data).unwrap_or_default());
     } else {
@@ -515,15 +512,8 @@ pub fn monitor_url(client: &ClientArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `logs` as text, from its reply's data (an unreadable reply is said as such).
-pub fn logs_text(data: &serde_json::Value) -> String {
-    match LogsReply::deserialize(data) {
-        Ok(logs) => log_tails(&logs),
-        Err(e) => format!("unreadable logs reply: {e}"),
-    }
-}
-
-fn log_tails(logs: &LogsReply) -> String {
+/// `logs` as text: each file's tail under a header naming its rank, stream and node.
+pub fn log_tails(logs: &LogsReply) -> String {
     let mut out = String::new();
     for file in &logs.files {
         match file {
