@@ -227,38 +227,28 @@ pub struct BackupStatus {
     pub error: Option<String>,
 }
 
-/// The `data` of a successful reply, whichever the request (written untagged: the request says which it is).
-#[derive(Clone, Debug, Serialize, PartialEq)]
-#[serde(untagged)]
-pub enum ReplyData {
-    Challenge(ControllerProof),
-    Auth(AuthReply),
-    Submit(SubmitReply),
-    Pid(PidReply),
-    Exec(ExecReply),
-    Class(ClassReply),
-    Resources(ResourcesReply),
-    Usage(UsageReply),
-    NodeLoad(NodeLoadReply),
-    Status(Box<StatusReply>),
-    JobState(JobStateReply),
-    Kill(KillReply),
-    Signal(SignalReply),
-    Logs(LogsReply),
-    MonitorToken(MonitorTokenReply),
-}
+/// `ReplyData` and a `From` for each reply struct, from one list: `Variant(Reply)`, or `Variant(Reply => Held)`
+/// where the enum holds the reply in another form (a large one boxed).
+macro_rules! reply_data {
+    ($($variant:ident($reply:ty $(=> $held:ty)?)),* $(,)?) => {
+        /// The `data` of a successful reply, whichever the request (written untagged: the request says which it is).
+        #[derive(Clone, Debug, Serialize, PartialEq)]
+        #[serde(untagged)]
+        pub enum ReplyData {
+            $($variant(reply_data!(@held $reply $(=> $held)?)),)*
+        }
 
-macro_rules! reply_data_from {
-    ($($variant:ident($reply:ty)),* $(,)?) => {
         $(impl From<$reply> for ReplyData {
             fn from(reply: $reply) -> ReplyData {
                 ReplyData::$variant(reply.into())
             }
         })*
     };
+    (@held $reply:ty) => { $reply };
+    (@held $reply:ty => $held:ty) => { $held };
 }
 
-reply_data_from!(
+reply_data!(
     Challenge(ControllerProof),
     Auth(AuthReply),
     Submit(SubmitReply),
@@ -268,7 +258,7 @@ reply_data_from!(
     Resources(ResourcesReply),
     Usage(UsageReply),
     NodeLoad(NodeLoadReply),
-    Status(StatusReply),
+    Status(StatusReply => Box<StatusReply>),
     JobState(JobStateReply),
     Kill(KillReply),
     Signal(SignalReply),
