@@ -241,6 +241,8 @@ impl Agent {
             ToAgent::Forget { job } => {
                 self.shared.lock().unwrap().jobs.remove(&job);
                 self.switcher.forget(job);
+                // Processes may be left (a Slurm job's, which Slurm ends): a forgotten job is never left frozen.
+                let _ = self.groups.thaw(job);
                 let _ = self.groups.remove(job);
                 Ok(())
             }
@@ -316,9 +318,13 @@ impl Agent {
         self.groups.remove_pid(job, checked.tgid)
     }
 
+    /// The job has processes (again): it may end, and be reported ended, once they are gone.
     fn mark_has_processes(&self, job: u64) {
         if let Some(j) = self.shared.lock().unwrap().jobs.get_mut(&job) {
             j.had_processes = true;
+            if j.exit_code == Some(i32::MIN) {
+                j.exit_code = None;
+            }
         }
     }
 
@@ -402,14 +408,8 @@ impl Agent {
             command.stdout(out).stderr(err);
         })
         .map_err(|e| std::io::Error::other(format!("starting a command of job {job}: {e}")))?;
-        let mut shared = self.shared.lock().unwrap();
-        shared.execs.insert(ack, child);
-        if let Some(local) = shared.jobs.get_mut(&job) {
-            local.had_processes = true;
-            if local.exit_code == Some(i32::MIN) {
-                local.exit_code = None; // it may end again, after this command
-            }
-        }
+        self.shared.lock().unwrap().execs.insert(ack, child);
+        self.mark_has_processes(job);
         Ok(())
     }
 

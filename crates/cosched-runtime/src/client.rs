@@ -6,7 +6,7 @@ use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
 use crate::protocol::{
     write_message, AuthReply, ClassReply, ControllerProof, ExecReply, ExecRequest, JobStateReply, KillReply, LogsReply,
     MonitorTokenReply, NodeLoadReply, PidReply, RegisterRequest, Reply, Request, ResourcesReply, SignalReply,
-    StatusReply, SubmitReply, SubmitRequest, UsageReply, MAX_TRUSTED_LINE_BYTES,
+    SlurmBeginRequest, SlurmEndRequest, StatusReply, SubmitReply, SubmitRequest, UsageReply, MAX_TRUSTED_LINE_BYTES,
 };
 use serde::de::DeserializeOwned;
 use std::io::BufReader;
@@ -217,7 +217,12 @@ impl Client {
 
     /// Send `request` on a fresh connection and return the data of its reply as a `T`.
     pub fn ask<T: DeserializeOwned>(&self, request: &Request) -> Result<T, CallError> {
-        Connection::open_as_user(&self.address, &self.credentials).map_err(CallError::Link)?.ask(request)
+        self.connect().map_err(CallError::Link)?.ask(request)
+    }
+
+    /// A connection that proved who the caller is, for several requests in a row.
+    pub fn connect(&self) -> Result<Connection, String> {
+        Connection::open_as_user(&self.address, &self.credentials)
     }
 
     pub fn status(&self) -> Result<StatusReply, CallError> {
@@ -241,6 +246,21 @@ impl Client {
 
     pub fn add_pid(&self, job: u64, pid: i32, node: Option<String>) -> Result<PidReply, CallError> {
         self.ask(&Request::AddPid { job, pid, node })
+    }
+
+    /// Administrators: a Slurm job's allocation (what the SPANK plugin sends from Slurm's prolog).
+    pub fn slurm_begin(&self, request: SlurmBeginRequest) -> Result<SubmitReply, CallError> {
+        self.ask(&Request::SlurmBegin(request))
+    }
+
+    /// Administrators: move a Slurm job's task into its cgroup on `node`.
+    pub fn slurm_attach(&self, slurm_job: u32, pid: i32, node: &str) -> Result<PidReply, CallError> {
+        self.ask(&Request::SlurmAttach { slurm_job, pid, node: node.to_string() })
+    }
+
+    /// Administrators: the Slurm job is over.
+    pub fn slurm_end(&self, request: SlurmEndRequest) -> Result<JobStateReply, CallError> {
+        self.ask(&Request::SlurmEnd(request))
     }
 
     pub fn remove_pid(&self, job: u64, pid: i32, node: Option<String>) -> Result<PidReply, CallError> {

@@ -25,6 +25,8 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod slurm_jobs;
+
 #[derive(Clone, Debug)]
 pub struct ControllerSettings {
     pub state_dir: PathBuf,
@@ -103,6 +105,8 @@ struct State {
     pending_answers: BTreeMap<u64, mpsc::Sender<AgentAnswer>>,
     /// The node of each `Exec` still running: it fails if that node's agent goes away.
     exec_nodes: BTreeMap<u64, String>,
+    /// Why recent Slurm jobs were refused at their prolog (`slurm_jobs`), oldest first.
+    slurm_refusals: std::collections::VecDeque<(u32, String)>,
     next_ack: u64,
     /// The agents' recent slice starts, for the skew between nodes.
     slice_starts: SliceStartSkew,
@@ -154,6 +158,7 @@ impl Controller {
             pending_answers: BTreeMap::new(),
             next_ack: 1,
             exec_nodes: BTreeMap::new(),
+            slurm_refusals: std::collections::VecDeque::new(),
             slice_starts: SliceStartSkew::new(SKEW_SLICES_KEPT),
         };
         Ok(Controller { settings, state: Mutex::new(state) })
@@ -175,6 +180,7 @@ impl Controller {
             Request::RemovePid { job, pid, node } => self.pid_change(who, job, pid, node, false),
             Request::Logs { job } => self.logs(who, job),
             Request::Exec(r) => self.exec(who, r),
+            Request::SlurmAttach { slurm_job, pid, node } => self.slurm_attach(who, slurm_job, pid, node),
             other => self.handle_locked(&mut self.state.lock().unwrap(), who, other),
         };
         match outcome {
@@ -199,7 +205,10 @@ impl Controller {
             Request::Kill { job } => self.kill(state, who, job),
             Request::Signal { job, signal } => self.signal(state, who, job, &signal),
             Request::MonitorToken {} => self.monitor_token(state, who),
+            Request::SlurmBegin(r) => self.slurm_begin(state, who, r),
+            Request::SlurmEnd(r) => self.slurm_end(state, who, r),
             Request::AddPid { .. }
+            | Request::SlurmAttach { .. }
             | Request::RemovePid { .. }
             | Request::Logs { .. }
             | Request::Exec(_)
@@ -260,7 +269,7 @@ impl Controller {
         job.nodes = Some(1);
         job.mem_bytes = r.mem_bytes;
         job.registered = true;
-        let placement = self.admit_registered(state, &job, index)?;
+        let placement = self.admit_registered(state, &job, &[index])?;
         let reply = self.insert_job(state, job)?;
         self.start_job(state, reply.job, placement);
         self.recompute_plan(state);
@@ -308,7 +317,11 @@ impl Controller {
     fn pid_change(&self, who: &Identity, id: u64, pid: i32, node: Option<String>, add: bool) -> Outcome {
         let node = Self::pid_change_node(&self.state.lock().unwrap(), who, id, pid, node)?;
         // Who owns the pid is checked by the agent of the node where it lives, never here.
-        let owner = (!who.admin).then_some(who.uid);
+        self.move_pid(id, pid, node, (!who.admin).then_some(who.uid), add)
+    }
+
+    /// Have `node`'s agent move `pid` (which must belong to `owner`, if given) into or out of job `id`.
+    fn move_pid(&self, id: u64, pid: i32, node: String, owner: Option<u32>, add: bool) -> Outcome {
         self.ask_agent(&node, |ack| {
             if add {
                 ToAgent::AddPid { job: id, pid, ack, owner }
@@ -623,20 +636,24 @@ impl Controller {
         state.cosched.sync(shape, plan_jobs);
     }
 
-    /// Admission for a registered job: CPUs on `node` now, from the plan with every other job in it, or a
+    /// Admission for a registered job: CPUs on `nodes` now, from the plan with every other job in it, or a
     /// refusal. Its processes exist already, so it cannot wait in the queue; it never takes a row a started job
     /// holds.
-    fn admit_registered(&self, state: &State, job: &JobRecord, node: usize) -> Result<Vec<NodePlacement>, String> {
+    fn admit_registered(&self, state: &State, job: &JobRecord, nodes: &[usize]) -> Result<Vec<NodePlacement>, String> {
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
         let mut shape = self.shape(state);
-        shape.accepting = (0..names.len()).map(|i| i == node && shape.accepting[i]).collect();
+        shape.accepting = (0..names.len()).map(|i| nodes.contains(&i) && shape.accepting[i]).collect();
         match state.cosched.probe(shape, plan_job(job, None)) {
             JobStatus::Placed { cpus, .. } => Ok(with_ranks(&cpus, &names)),
-            _ => Err(format!(
-                "no room on node {} for {} CPUs now (its matrix rows, memory or local slots are taken); \
-                 a registered job must fit at once",
-                names[node], job.tasks
-            )),
+            _ => {
+                let wanted: Vec<&str> = nodes.iter().map(|&i| names[i].as_str()).collect();
+                Err(format!(
+                    "no room on {} for {} CPUs now (matrix rows, memory or local slots are taken); \
+                     a registered job must fit at once",
+                    wanted.join(","),
+                    job.tasks
+                ))
+            }
         }
     }
 
@@ -789,6 +806,9 @@ impl Controller {
         let Some(job) = state.jobs.get(&id) else { return };
         if job.state.is_over() || job.ended_on.iter().any(|n| n == node) {
             return;
+        }
+        if job.slurm_job.is_some() {
+            return; // its nodes empty between job steps; Slurm's epilog ends it (`slurm_end`)
         }
         let mut job = job.clone();
         match job.launcher_node() {

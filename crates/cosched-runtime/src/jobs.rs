@@ -95,6 +95,10 @@ pub struct JobRecord {
     /// the job ends when the launcher ends.
     #[serde(default)]
     pub mpi: bool,
+    /// A Slurm job's id: Slurm placed and launched it, and its epilog ends it (`crate::slurm`). Its nodes
+    /// empty between job steps without ending it.
+    #[serde(default)]
+    pub slurm_job: Option<u32>,
 }
 
 impl JobRecord {
@@ -122,6 +126,7 @@ impl JobRecord {
             exit_code: None,
             ended_on: vec![],
             mpi: false,
+            slurm_job: None,
             idle: false,
             error: None,
             held_by_admin: false,

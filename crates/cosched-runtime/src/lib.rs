@@ -29,6 +29,7 @@ pub mod pid_guard;
 pub mod protocol;
 pub mod server;
 pub mod skew;
+pub mod slurm;
 pub mod storage;
 pub mod supervisor;
 pub mod switcher;

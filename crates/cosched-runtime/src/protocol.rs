@@ -86,7 +86,54 @@ pub enum Request {
     /// Run a command in the caller's running job on one of its nodes, inside the job's cgroup there, and answer
     /// when it exits (what `cosched rsh` asks for an MPI launcher: one remote daemon per node).
     Exec(ExecRequest),
+    /// Administrators only (the cosched SPANK plugin, from Slurm's prolog on a node of the job): a Slurm job's
+    /// allocation, to be gang scheduled on the nodes Slurm chose. The first call creates the cosched job; the
+    /// prologs of its other nodes get the same job back.
+    SlurmBegin(SlurmBeginRequest),
+    /// Administrators only (the plugin, in slurmstepd, before the task runs): move a task of a Slurm job on
+    /// `node` into the job's cgroup there.
+    SlurmAttach {
+        slurm_job: u32,
+        pid: i32,
+        node: String,
+    },
+    /// Administrators only (the plugin, from Slurm's epilog): the Slurm job is over. Its cgroups are thawed and
+    /// forgotten on every node; its processes are Slurm's to end.
+    SlurmEnd(SlurmEndRequest),
     AgentHello(AgentHello),
+}
+
+/// `SlurmBegin`: the allocation as Slurm's prolog environment gives it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmBeginRequest {
+    pub slurm_job: u32,
+    /// The job's owner (`SLURM_JOB_UID`, `SLURM_JOB_GID`).
+    pub uid: u32,
+    pub gid: u32,
+    /// Slurm's hostlist of the job's nodes (`SLURM_NODELIST`); cosched's agents must be named as Slurm names
+    /// the nodes.
+    pub nodelist: String,
+    /// `SLURM_JOB_CPUS_PER_NODE` (`2(x3),1`).
+    pub cpus_per_node: String,
+    /// The node whose prolog asks (`SLURMD_NODENAME`).
+    pub node: String,
+}
+
+/// `SlurmEnd`: how the job ended, from the epilog's `SLURM_JOB_EXIT_CODE2` (`exit:signal`) and Slurm's state.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmEndRequest {
+    pub slurm_job: u32,
+    pub node: String,
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub signal: Option<i32>,
+    /// Slurm's state of the job at its end (`CANCELLED`, `TIMEOUT`, ...), when the epilog could ask: the exit
+    /// code of a cancelled job says nothing of it.
+    #[serde(default)]
+    pub slurm_state: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

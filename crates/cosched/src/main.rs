@@ -13,6 +13,7 @@ mod plot;
 mod progress;
 mod runtime_cmd;
 mod sim_cmd;
+mod slurm_cmd;
 mod status_view;
 mod study;
 mod workload_cmd;
@@ -156,6 +157,9 @@ enum Command {
         #[command(flatten)]
         args: runtime_cmd::RshArgs,
     },
+    /// Slurm jobs gang scheduled by cosched: what the SPANK plugin runs, and a check of the set-up.
+    #[command(subcommand)]
+    Slurm(slurm_cmd::SlurmCommand),
     /// Write man pages for cosched and each of its commands: cosched man --out /usr/local/share/man/man1
     Man(manual::ManArgs),
     /// Print a shell completion script: cosched completions bash > /etc/bash_completion.d/cosched
@@ -247,6 +251,7 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Command::Slurm(command) => slurm_cmd::run(&command),
         Command::Man(args) => manual::write_man_pages(Cli::command(), &args),
         Command::Completions(args) => manual::print_completions(Cli::command(), &args),
         Command::Launch => {

@@ -290,3 +290,4 @@ mod c_client;
 mod faults;
 mod metrics;
 mod multi_node;
+mod slurm;

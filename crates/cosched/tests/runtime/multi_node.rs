@@ -316,22 +316,6 @@ fn three_agents_switch_together_and_survive_the_loss_of_one() {
 /// The user MPI jobs run as here: an ordinary one, as at a site.
 const NOBODY: u32 = 65534;
 
-/// `apps/` built once with Open MPI's mpicc (scripts/setup installs it) into a folder every user can read.
-fn mpi_programs() -> PathBuf {
-    static BUILD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILD
-        .get_or_init(|| {
-            let build = std::env::temp_dir().join(unique("cosched-mpi-apps"));
-            let apps = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
-            let out =
-                Command::new("make").arg("-s").arg("-C").arg(&apps).arg(format!("BUILD={}", build.display())).output();
-            let out = out.expect("make runs (scripts/setup installs it)");
-            assert!(out.status.success(), "building apps/ with mpicc: {}", String::from_utf8_lossy(&out.stderr));
-            build
-        })
-        .clone()
-}
-
 /// The processes named `name` in the job's cgroup on each node (the agents' own record of where they run).
 fn processes_by_node(cluster: &Cluster, job: u64, name: &str) -> Vec<Vec<i32>> {
     let on_node = |node: &String| {

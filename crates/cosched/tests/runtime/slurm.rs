@@ -1,0 +1,236 @@
+//! Slurm jobs gang scheduled by cosched: the private Slurm of `scripts/slurm`, with Slurm's own gang scheduling
+//! off and the cosched SPANK plugin (`clients/slurm`) in its plugstack, beside `cosched up` at 10 ms slices. The
+//! jobs are submitted with sbatch as an ordinary user and checked through /proc, the cgroups and Slurm's record.
+
+use crate::harness::*;
+use cosched_runtime::protocol::StatusJob;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const NOBODY: u32 = 65534;
+const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// The plugin, built once from `clients/slurm` (scripts/setup installs Slurm's headers).
+fn spank_plugin() -> PathBuf {
+    static BUILD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILD
+        .get_or_init(|| {
+            let build = std::env::temp_dir().join(unique("cosched-spank"));
+            let out = Command::new("make")
+                .args(["-s", "-C", &format!("{REPO}/clients/slurm"), &format!("BUILD={}", build.display())])
+                .output()
+                .expect("make runs");
+            assert!(out.status.success(), "building clients/slurm: {}", String::from_utf8_lossy(&out.stderr));
+            build.join("cosched_spank.so")
+        })
+        .clone()
+}
+
+/// A private Slurm whose one node has the name of `node` (a cosched agent's), stopped on drop.
+struct PrivateSlurm {
+    dir: PathBuf,
+    conf: String,
+}
+
+impl PrivateSlurm {
+    fn start(node: &str, gang: &str, plugin_args: &str) -> PrivateSlurm {
+        let dir = std::env::temp_dir().join(unique("cosched-slurm"));
+        let plugin = format!("required {} cosched={COSCHED} {plugin_args}", spank_plugin().display());
+        for _ in 0..5 {
+            let port = free_port().to_string();
+            let out = Command::new(format!("{REPO}/scripts/slurm"))
+                .args(["start", "--dir", dir.to_str().unwrap(), "--port", &port, "--node-name", node])
+                .args(["--gang", gang, "--plugin", &plugin])
+                .output()
+                .expect("scripts/slurm runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            if let Some(conf) = stdout.trim().strip_prefix("export SLURM_CONF=") {
+                return PrivateSlurm { dir, conf: conf.to_string() };
+            }
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains("is in use"), "scripts/slurm start failed:\n{stderr}");
+        }
+        panic!("no two free ports for the private Slurm in 5 tries");
+    }
+
+    fn command(&self, program: &str, args: &[&str], uid: Option<u32>) -> Output {
+        let mut command = Command::new(program);
+        command.args(args).env("SLURM_CONF", &self.conf).current_dir(&self.dir);
+        if let Some(uid) = uid {
+            use std::os::unix::process::CommandExt;
+            command.uid(uid).gid(uid);
+        }
+        command.output().unwrap_or_else(|e| panic!("{program}: {e}"))
+    }
+
+    /// Submit a batch script as `nobody`; its output goes to `job-<id>.out` in the instance's folder.
+    fn sbatch(&self, tasks: &str, script: &str) -> u32 {
+        let out_file = format!("{}/jobs/job-%j.out", self.dir.display());
+        let args = ["--parsable", "-n", tasks, "-o", &out_file, "--chdir", "/tmp", "--wrap", script];
+        let out = self.command("sbatch", &args, Some(NOBODY));
+        assert!(out.status.success(), "sbatch: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap().parse().unwrap()
+    }
+
+    fn output_of(&self, job: u32) -> String {
+        std::fs::read_to_string(self.dir.join(format!("jobs/job-{job}.out"))).unwrap_or_default()
+    }
+
+    /// A field of `scontrol show job` (`JobState`, `ExitCode`, ...).
+    fn field(&self, job: u32, name: &str) -> String {
+        let out = self.command("scontrol", &["show", "job", "-o", &job.to_string()], None);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let prefix = format!("{name}=");
+        text.split_whitespace().find_map(|w| w.strip_prefix(&prefix)).unwrap_or("").to_string()
+    }
+
+    fn wait_state(&self, job: u32, state: &str, timeout: Duration) {
+        wait_for(&format!("Slurm job {job} to be {state}"), timeout, || self.field(job, "JobState") == state);
+    }
+
+    /// Slurm's completion record of the job (jobcomp/filetxt).
+    fn record(&self, job: u32) -> String {
+        let text = std::fs::read_to_string(self.dir.join("log/jobcomp.txt")).unwrap_or_default();
+        text.lines().rfind(|l| l.starts_with(&format!("JobId={job} "))).unwrap_or("").to_string()
+    }
+}
+
+impl Drop for PrivateSlurm {
+    fn drop(&mut self) {
+        let _ =
+            Command::new(format!("{REPO}/scripts/slurm")).args(["stop", "--dir", self.dir.to_str().unwrap()]).output();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// The cosched job of a Slurm job, once it runs.
+fn cosched_job(daemon: &Daemon, slurm_job: u32) -> Option<StatusJob> {
+    let name = format!("slurm:{slurm_job}");
+    daemon.status()?.jobs.into_iter().rfind(|j| j.command == name)
+}
+
+fn cgroup_members(node: &str, job: u64) -> Vec<i32> {
+    cosched_runtime::freezer::JobGroups::open(node, None).unwrap().pids(job).unwrap_or_default()
+}
+
+fn named(pids: &[i32], name: &str) -> Vec<i32> {
+    pids.iter().copied().filter(|&p| comm(p) == name).collect()
+}
+
+/// Stopped by a signal (state T in /proc).
+fn stopped(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("T")
+}
+
+fn gone(pids: &[i32]) -> bool {
+    pids.iter().all(|p| !Path::new(&format!("/proc/{p}")).exists())
+}
+
+#[test]
+fn slurm_jobs_on_shared_cpus_take_turns_at_cosched_slices() {
+    if skip_unless_root("slurm_jobs_on_shared_cpus_take_turns_at_cosched_slices") {
+        return;
+    }
+    let _machine = whole_machine();
+    let daemon = Daemon::up(&["--slice-ms", "10"]);
+    let slurm = PrivateSlurm::start(&daemon.node, "off", &format!("socket={}", daemon.socket.display()));
+    let mm = mpi_programs().join("mpi_mm");
+    // The MPI program as a Slurm user runs it, unmodified; a second job's step (srun) on the same two CPUs.
+    let mpi = slurm
+        .sbatch("2", &format!("OPENBLAS_NUM_THREADS=1 mpirun --bind-to none {} --n 512 --repeat 60", mm.display()));
+    let spin = slurm.sbatch("2", "srun -n 2 timeout 120 sh -c 'while :; do :; done'");
+
+    // Each Slurm job is a cosched job whose cgroup holds its processes: the ranks, the step's tasks.
+    let (mut ranks, mut spinners) = (vec![], vec![]);
+    wait_for("both jobs' processes in their cosched jobs", Duration::from_secs(60), || {
+        let (Some(a), Some(b)) = (cosched_job(&daemon, mpi), cosched_job(&daemon, spin)) else { return false };
+        ranks = named(&cgroup_members(&daemon.node, a.id), "mpi_mm");
+        spinners = named(&cgroup_members(&daemon.node, b.id), "sh");
+        ranks.len() == 2 && spinners.len() == 2
+    });
+    let (a, b) = (cosched_job(&daemon, mpi).unwrap(), cosched_job(&daemon, spin).unwrap());
+    assert_eq!((a.uid, b.uid, a.registered), (NOBODY, NOBODY, true), "{a:?}");
+    // Slurm sees both running (its own gang scheduling is off); cosched gives them turns: never both at once,
+    // and each gets the CPUs.
+    assert_eq!((slurm.field(mpi, "JobState"), slurm.field(spin, "JobState")), ("RUNNING".into(), "RUNNING".into()));
+    let s = sample_gangs(&[ranks.clone(), spinners.clone()], Duration::from_millis(700));
+    assert_eq!(s.overlap, 0, "the two Slurm jobs ran at once in {} of {} samples", s.overlap, s.consistent);
+    let used = gang_cpu_ticks(&[ranks.clone(), spinners.clone()], Duration::from_secs(1));
+    assert!(used.iter().all(|&t| t > 0), "a job got no CPU: ticks {used:?}");
+
+    // Suspended by Slurm (SIGSTOP to its processes) and resumed: cosched never resumes it, Slurm does.
+    let out = slurm.command("scontrol", &["suspend", &spin.to_string()], None);
+    assert!(out.status.success(), "scontrol suspend: {out:?}");
+    // Its SIGSTOP takes effect in the job's next slot.
+    wait_for("Slurm's SIGSTOP to stop the job", Duration::from_secs(10), || spinners.iter().all(|&p| stopped(p)));
+    let used = gang_cpu_ticks(&[spinners.clone()], Duration::from_millis(500));
+    assert_eq!(used, [0], "a job Slurm suspended ran");
+    assert!(slurm.command("scontrol", &["resume", &spin.to_string()], None).status.success());
+    wait_for("the resumed job to run again", Duration::from_secs(30), || {
+        gang_cpu_ticks(&[spinners.clone()], Duration::from_millis(300))[0] > 0
+    });
+
+    // Cancelled by Slurm: cosched's job ends with it, and nothing is left behind frozen.
+    assert!(slurm.command("scancel", &[&spin.to_string()], None).status.success());
+    slurm.wait_state(spin, "CANCELLED", Duration::from_secs(30));
+    wait_for("the cancelled job's processes to be gone", Duration::from_secs(30), || gone(&spinners));
+    wait_for("cosched to end the cancelled job", Duration::from_secs(10), || {
+        daemon.job(b.id).is_some_and(|j| j.state.is_over())
+    });
+    assert_eq!(daemon.job(b.id).unwrap().state.name(), "killed");
+
+    // The MPI job completes as Slurm records it, with the program's own check passed.
+    slurm.wait_state(mpi, "COMPLETED", Duration::from_secs(240));
+    assert_eq!(slurm.field(mpi, "ExitCode"), "0:0");
+    assert!(slurm.record(mpi).contains("JobState=COMPLETED"), "Slurm's record: {}", slurm.record(mpi));
+    let output = slurm.output_of(mpi);
+    assert!(output.contains("\"p\":2") && output.contains("\"passed\":true"), "mpi_mm's output:\n{output}");
+    wait_for("cosched to end the MPI job", Duration::from_secs(10), || {
+        daemon.job(a.id).is_some_and(|j| j.state.is_over())
+    });
+    assert_eq!(daemon.job(a.id).unwrap().state.name(), "finished");
+}
+
+#[test]
+fn a_slurm_job_cosched_cannot_take_runs_unfrozen_and_says_why() {
+    if skip_unless_root("a_slurm_job_cosched_cannot_take_runs_unfrozen_and_says_why") {
+        return;
+    }
+    let _machine = whole_machine();
+    let daemon = Daemon::up(&["--slice-ms", "10"]);
+    let socket = format!("socket={}", daemon.socket.display());
+    let quick = "timeout 60 sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done'";
+    let runs_alone = |slurm: &PrivateSlurm, why: &str| {
+        let job = slurm.sbatch("1", quick);
+        slurm.wait_state(job, "COMPLETED", Duration::from_secs(120));
+        let output = slurm.output_of(job);
+        assert!(output.contains("done") && output.contains(why), "job output, expecting {why:?}:\n{output}");
+        assert!(cosched_job(&daemon, job).is_none(), "cosched took the job");
+    };
+
+    // A Slurm node with no cosched agent of its name.
+    let slurm = PrivateSlurm::start(&unique("noagent"), "off", &socket);
+    runs_alone(&slurm, "has no cosched agent");
+    drop(slurm);
+
+    // Slurm's own gang scheduling left on: the job is left to it, and `cosched slurm check` says so.
+    let slurm = PrivateSlurm::start(&daemon.node, "on", &socket);
+    runs_alone(&slurm, "Slurm's own gang scheduling is on");
+    let check = slurm.command(COSCHED, &["slurm", "check", "--socket", daemon.socket.to_str().unwrap()], None);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(!check.status.success() && text.contains("PreemptMode = GANG"), "cosched slurm check:\n{text}");
+    drop(slurm);
+
+    // No controller at all.
+    let slurm = PrivateSlurm::start(&daemon.node, "off", "socket=/nonexistent/cosched.sock");
+    runs_alone(&slurm, "cosched: Slurm job");
+    drop(slurm);
+    // With everything right, the check passes.
+    let slurm_ok = PrivateSlurm::start(&daemon.node, "off", &socket);
+    let check = slurm_ok.command(COSCHED, &["slurm", "check", "--socket", daemon.socket.to_str().unwrap()], None);
+    assert!(check.status.success(), "cosched slurm check:\n{}", String::from_utf8_lossy(&check.stdout));
+}
