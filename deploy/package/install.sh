@@ -28,6 +28,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ -z "$destdir" ] && [ "$(id -u)" != 0 ]; then
     die "run as root (or give --destdir to stage the files elsewhere)"
 fi
+# The binary must run here (a staged install may be for another machine).
+if [ -z "$destdir" ] && ! said=$("$here/bin/cosched" --version 2>&1); then
+    echo "$said" >&2
+    die "cosched does not run on this system (it needs glibc $(sed -n 's/^Runs on x86_64 Linux with glibc \([0-9.]*\) .*/\1/p' \
+        "$here/INSTALL") or later; here: $(ldd --version 2>/dev/null | head -n 1))"
+fi
 case "$prefix" in
     /usr/local | /usr) units=$prefix/lib/systemd/system ;;
     *) units=/etc/systemd/system ;;

@@ -54,7 +54,7 @@ run_job() {
 }
 
 install_package() {
-    local tarball=$1 dir
+    local tarball=$1 dir version
     say "userland: $(grep '^PRETTY_NAME=' /etc/os-release | cut -d'"' -f2), $(ldd --version | head -n 1)"
     dir=/root/unpacked
     rm -rf "$dir" && mkdir -p "$dir"
@@ -62,7 +62,8 @@ install_package() {
     local unpacked=("$dir"/cosched-*)
     "${unpacked[0]}/install.sh" || fail "install.sh failed"
     command -v cosched >/dev/null || fail "cosched is not on PATH after install.sh"
-    say "cosched --version: $(cosched --version)" || fail "cosched --version"
+    version=$(cosched --version) || fail "cosched --version: $version"
+    say "cosched --version: $version"
     for file in /usr/local/share/man/man1/cosched.1 /usr/local/share/man/man1/cosched-submit.1 \
         /usr/local/share/bash-completion/completions/cosched /usr/local/lib/libcosched.so.0 \
         /usr/local/include/cosched.h /usr/local/lib/systemd/system/cosched-agent.service; do
