@@ -406,8 +406,12 @@ fn runs_across_three_nodes_as_one_gang(mpi: Mpi) {
         ranks = processes_by_node(&cluster, job, "mpi_mm");
         ranks.iter().all(|r| r.len() == 1)
     });
-    let spinners = processes_by_node(&cluster, spinner, "sh");
-    assert!(spinners.iter().all(|s| s.len() == 1), "the spinner's tasks by node: {spinners:?}");
+    // The spinning job may start after the ranks (MPICH's start within a second).
+    let mut spinners = vec![];
+    wait_for("one task of the spinning job in its cgroup on every node", Duration::from_secs(30), || {
+        spinners = processes_by_node(&cluster, spinner, "sh");
+        spinners.iter().all(|s| s.len() == 1)
+    });
     // The job is stopped and started as one: on each node its rank and the other gang never run at once, and
     // both get the CPU.
     for node in 0..3 {
