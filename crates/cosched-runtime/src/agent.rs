@@ -19,6 +19,7 @@ use crate::protocol::{
 use crate::supervisor::{spawn_supervisor, SupervisedTask};
 use crate::switcher::{ConfirmWait, SwitchStats, Switcher};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Arc, Condvar, Mutex};
@@ -439,10 +440,7 @@ impl Agent {
             ("COSCHED_CPUS".to_string(), start.cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")),
         ]);
         if !start.mpi_hosts.is_empty() {
-            let program = &self.settings.helper_program;
-            let controller = &self.settings.controller;
-            let munge = self.settings.users_munge_socket.as_deref();
-            env.extend(crate::mpi::launcher_environment(&start.mpi_hosts, program, controller, munge));
+            env.extend(self.mpi_launcher_environment(start)?);
         }
         let spec = LaunchSpec {
             procs_files: self.groups.procs_files(start.job),
@@ -464,6 +462,24 @@ impl Agent {
             command.stdout(out).stderr(err);
         })
         .map_err(|e| std::io::Error::other(format!("starting job {} rank {rank}: {e}", start.job)))
+    }
+
+    /// An MPI launcher's environment (`crate::mpi`), with Hydra's host file written beside the job's logs: the
+    /// log folder is root's, so only the agent makes files there, each readable by its job's owner alone.
+    fn mpi_launcher_environment(&self, start: &StartJob) -> std::io::Result<Vec<(String, String)>> {
+        let host_file = self.settings.log_dir.join(format!("job-{}.hosts", start.job));
+        private_log_file(&host_file, start.uid, start.gid)
+            .and_then(|mut file| file.write_all(crate::mpi::hydra_host_file(&start.mpi_hosts).as_bytes()))
+            .map_err(|e| std::io::Error::other(format!("MPI host file {}: {e}", host_file.display())))?;
+        let interface = crate::mpi::launcher_interface(&start.env, &self.settings.controller);
+        let node = crate::mpi::LauncherNode {
+            program: &self.settings.helper_program,
+            controller: &self.settings.controller,
+            munge_socket: self.settings.users_munge_socket.as_deref(),
+            hydra_host_file: &host_file,
+            interface: interface.as_deref(),
+        };
+        Ok(crate::mpi::launcher_environment(&start.mpi_hosts, &node))
     }
 
     fn send(&self, event: &FromAgent) {

@@ -105,20 +105,17 @@ pub fn read_line_timed<R: BufRead>(
     bounds: LineBounds,
     mut set_timeout: impl FnMut(Option<Duration>) -> io::Result<()>,
 ) -> io::Result<Option<String>> {
-    set_timeout(bounds.idle)?;
-    if reader.fill_buf().map_err(|e| timed_out(e, "no request"))?.is_empty() {
+    let idle_deadline = bounds.idle.map(|idle| Instant::now() + idle);
+    wait_for_bytes(reader, idle_deadline, &mut set_timeout, "no request")?;
+    if reader.fill_buf()?.is_empty() {
         return Ok(None);
     }
     let deadline = Instant::now() + bounds.complete_within;
     let mut line = Vec::new();
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "the request did not arrive in time"));
-        }
-        set_timeout(Some(left))?;
-        let available = reader.fill_buf().map_err(|e| timed_out(e, "the request did not arrive in time"))?;
-        // The end of the stream ends the last line too (a client may close its side after its request).
+        wait_for_bytes(reader, Some(deadline), &mut set_timeout, "the request did not arrive in time")?;
+        let available = reader.fill_buf()?; // what the wait buffered: no second wait
+                                            // The end of the stream ends the last line too (a client may close its side after its request).
         let (taken, ended) = match available.iter().position(|&b| b == b'\n') {
             Some(end) => (end + 1, true),
             None => (available.len(), available.is_empty()),
@@ -132,6 +129,30 @@ pub fn read_line_timed<R: BufRead>(
             return String::from_utf8(line)
                 .map(|s| Some(s.trim_end().to_string()))
                 .map_err(|_| io::Error::other("request is not UTF-8"));
+        }
+    }
+}
+
+/// Wait until `reader` has bytes buffered or is at its end, by `deadline` (`None`: for ever); `what` names a
+/// wait that runs out. A wait cut short by a stop is waited again: Linux ends a socket read that has a timeout
+/// with EINTR when its process is stopped and resumed (signal(7)), as the freezer does to every process of a gang
+/// job each slice, `cosched rsh` among them.
+fn wait_for_bytes<R: BufRead>(
+    reader: &mut R,
+    deadline: Option<Instant>,
+    set_timeout: &mut impl FnMut(Option<Duration>) -> io::Result<()>,
+    what: &str,
+) -> io::Result<()> {
+    loop {
+        let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|left| left.is_zero()) {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, what.to_string()));
+        }
+        set_timeout(left)?;
+        match reader.fill_buf() {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(timed_out(e, what)),
         }
     }
 }
@@ -169,6 +190,47 @@ mod tests {
         assert_eq!(read_line_within(&mut reader, BOUNDS).unwrap().as_deref(), Some("second"));
         drop(peer);
         assert_eq!(read_line_within(&mut reader, BOUNDS).unwrap(), None);
+    }
+
+    /// Bytes whose every other wait is cut short, as a stop cuts a socket read that has a timeout short; bytes
+    /// delivered and not yet consumed come again at once, as from `BufReader`'s buffer.
+    struct Interrupted {
+        bytes: &'static [u8],
+        cut: bool,
+        buffered: bool,
+    }
+
+    impl Read for Interrupted {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            unreachable!("read through fill_buf only")
+        }
+    }
+
+    impl BufRead for Interrupted {
+        fn fill_buf(&mut self) -> io::Result<&[u8]> {
+            if !self.buffered {
+                self.cut = !self.cut;
+                if self.cut {
+                    return Err(io::ErrorKind::Interrupted.into());
+                }
+                self.buffered = true;
+            }
+            Ok(&self.bytes[..self.bytes.len().min(3)])
+        }
+
+        fn consume(&mut self, taken: usize) {
+            self.bytes = &self.bytes[taken..];
+            self.buffered = false;
+        }
+    }
+
+    #[test]
+    fn a_wait_cut_short_by_a_stop_is_waited_again() {
+        let mut reader = Interrupted { bytes: b"{\"op\":1}\nx", cut: false, buffered: false };
+        let read = |reader: &mut Interrupted| read_line_timed(reader, BOUNDS, |_| Ok(()));
+        assert_eq!(read(&mut reader).unwrap().as_deref(), Some("{\"op\":1}"));
+        assert_eq!(read(&mut reader).unwrap().as_deref(), Some("x"));
+        assert_eq!(read(&mut reader).unwrap(), None);
     }
 
     #[test]

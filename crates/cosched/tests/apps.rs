@@ -1,16 +1,17 @@
 //! The reference programs in `apps/` (spinbarrier, mpi_mm, mpi_lu): built with their Makefile into a
-//! temporary directory and run, the MPI ones with Open MPI's mpirun over shared memory. Each program
-//! checks its own numerical result; here we check that the check passed, the JSON report, the
-//! message counts where they follow from the algorithm, and the usage errors.
+//! temporary directory and run, the MPI ones with Open MPI's mpirun over shared memory (and their MPICH
+//! build with MPICH's mpiexec). Each program checks its own numerical result; here we check that the
+//! check passed, the JSON report, the message counts where they follow from the algorithm, and the
+//! usage errors.
 //!
-//! Needs mpicc, mpirun and OpenBLAS (scripts/setup installs them); without them these tests fail.
+//! Needs mpicc, mpirun, MPICH and OpenBLAS (scripts/setup installs them); without them these tests fail.
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-const SETUP_HINT: &str = "run scripts/setup (it installs Open MPI and OpenBLAS for apps/)";
+const SETUP_HINT: &str = "run scripts/setup (it installs Open MPI, MPICH and OpenBLAS for apps/)";
 
 fn require_tool(tool: &str) {
     let works = Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success());
@@ -23,6 +24,7 @@ fn apps_build() -> &'static Path {
     BUILD.get_or_init(|| {
         require_tool("mpicc");
         require_tool("mpirun");
+        require_tool("mpicc.mpich");
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
         let build = std::env::temp_dir().join(format!("cosched-apps-{}", std::process::id()));
         let out = Command::new("make")
@@ -217,6 +219,21 @@ fn mpi_lu_is_right_on_four_processes_for_sizes_that_do_not_fill_the_blocks() {
     run_lu("2x2", 301, 16, "spin");
     run_lu("4x1", 100, 7, "block");
     run_lu("1x4", 61, 5, "yield");
+}
+
+#[test]
+fn the_mpich_build_is_right_under_mpichs_own_launcher() {
+    for (program, args) in [("mpi_mm", ["--n", "128", "--grid", "2x1"]), ("mpi_lu", ["--n", "100", "--grid", "1x2"])] {
+        let out = Command::new("mpiexec.mpich")
+            .args(["-n", "2"])
+            .arg(apps_build().join("mpich").join(program))
+            .args(args)
+            .env("OPENBLAS_NUM_THREADS", "1")
+            .output()
+            .unwrap_or_else(|e| panic!("mpiexec.mpich: {e}: {SETUP_HINT}"));
+        let json = report(&out);
+        assert_eq!(json["p"], 2, "{program}: {json}");
+    }
 }
 
 // ---- usage errors -------------------------------------------------------------------------------

@@ -712,19 +712,3 @@ pub fn assert_processes_are_their_jobs_owners(daemon: &Daemon) {
         }
     }
 }
-
-/// `apps/` built once with Open MPI's mpicc (scripts/setup installs it) into a folder every user can read.
-pub fn mpi_programs() -> PathBuf {
-    static BUILD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILD
-        .get_or_init(|| {
-            let build = std::env::temp_dir().join(unique("cosched-mpi-apps"));
-            let apps = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
-            let out =
-                Command::new("make").arg("-s").arg("-C").arg(&apps).arg(format!("BUILD={}", build.display())).output();
-            let out = out.expect("make runs (scripts/setup installs it)");
-            assert!(out.status.success(), "building apps/ with mpicc: {}", String::from_utf8_lossy(&out.stderr));
-            build
-        })
-        .clone()
-}

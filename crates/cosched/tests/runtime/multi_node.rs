@@ -316,6 +316,49 @@ fn three_agents_switch_together_and_survive_the_loss_of_one() {
 /// The user MPI jobs run as here: an ordinary one, as at a site.
 const NOBODY: u32 = 65534;
 
+/// The two families of MPI: each with its build of `apps/` and its launcher, as a user types it.
+#[derive(Clone, Copy)]
+pub(crate) enum Mpi {
+    OpenMpi,
+    Mpich,
+}
+
+impl Mpi {
+    /// `apps/` built once with this MPI's compiler (`make openmpi`, `make mpich`; scripts/setup installs both)
+    /// into a folder every user can read: the folder holding `mpi_mm`.
+    pub(crate) fn programs(self) -> PathBuf {
+        static OPEN_MPI: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        static MPICH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+        let (built, target) = match self {
+            Mpi::OpenMpi => (&OPEN_MPI, "openmpi"),
+            Mpi::Mpich => (&MPICH, "mpich"),
+        };
+        let build = built.get_or_init(|| {
+            let build = std::env::temp_dir().join(unique("cosched-mpi-apps"));
+            let apps = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
+            let mut make = Command::new("make");
+            make.arg("-s").arg("-C").arg(&apps).arg(format!("BUILD={}", build.display())).arg(target);
+            let out = make.output().expect("make runs (scripts/setup installs it)");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "make {target} in apps/ (scripts/setup installs both MPIs): {stderr}");
+            build
+        });
+        match self {
+            Mpi::OpenMpi => build.clone(),
+            Mpi::Mpich => build.join("mpich"),
+        }
+    }
+
+    /// The launcher as its user types it on one node: Debian's `mpirun` is Open MPI's, MPICH's is
+    /// `mpiexec.mpich` (Hydra).
+    fn launcher(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "mpirun",
+            Mpi::Mpich => "mpiexec.mpich",
+        }
+    }
+}
+
 /// The processes named `name` in the job's cgroup on each node (the agents' own record of where they run).
 fn processes_by_node(cluster: &Cluster, job: u64, name: &str) -> Vec<Vec<i32>> {
     let on_node = |node: &String| {
@@ -330,26 +373,45 @@ fn an_unmodified_mpi_program_runs_across_three_nodes_as_one_gang() {
     if skip_unless_root("an_unmodified_mpi_program_runs_across_three_nodes") {
         return;
     }
+    runs_across_three_nodes_as_one_gang(Mpi::OpenMpi);
+}
+
+#[test]
+fn an_unmodified_mpich_program_runs_across_three_nodes_as_one_gang() {
+    if skip_unless_root("an_unmodified_mpich_program_runs_across_three_nodes") {
+        return;
+    }
+    runs_across_three_nodes_as_one_gang(Mpi::Mpich);
+}
+
+/// `mpi_mm` of `mpi`, submitted by an ordinary user across three agents beside a spinning gang job: every rank
+/// in its node's job cgroup, never running at once with the other gang, and the program's own check passed.
+fn runs_across_three_nodes_as_one_gang(mpi: Mpi) {
     let _machine = whole_machine();
     let cluster = start_cluster(3);
-    let mm = mpi_programs().join("mpi_mm");
-    // mpirun as its user types it: no host list, no remote shell, no rank count (one per CPU of the job).
-    let command = ["env", "OPENBLAS_NUM_THREADS=1", "mpirun", mm.to_str().unwrap(), "--n", "768", "--repeat", "100"];
+    let mm = mpi.programs().join("mpi_mm");
+    // The launcher as its user types it: no host list, no remote shell, no rank count (one per CPU of the job).
+    let launcher = mpi.launcher();
+    let command = ["env", "OPENBLAS_NUM_THREADS=1", launcher, mm.to_str().unwrap(), "--n", "768", "--repeat", "100"];
     let mut args = vec!["submit", "--json", "--mpi", "-n", "3", "--nodes", "3", "--"];
     args.extend(command);
     let out = client_as(&cluster.socket, &args, Some(NOBODY));
     assert!(out.status.success(), "{out:?}");
-    let mpi = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job;
+    let job = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job;
     let spinner = submit(&cluster, "3", "3");
 
     // Every rank runs inside the job's cgroup on its own node: one per node, each started by cosched rsh.
     let mut ranks = vec![];
     wait_for("one rank of the MPI job in its cgroup on every node", Duration::from_secs(30), || {
-        ranks = processes_by_node(&cluster, mpi, "mpi_mm");
+        ranks = processes_by_node(&cluster, job, "mpi_mm");
         ranks.iter().all(|r| r.len() == 1)
     });
-    let spinners = processes_by_node(&cluster, spinner, "sh");
-    assert!(spinners.iter().all(|s| s.len() == 1), "the spinner's tasks by node: {spinners:?}");
+    // The spinning job may start after the ranks (MPICH's start within a second).
+    let mut spinners = vec![];
+    wait_for("one task of the spinning job in its cgroup on every node", Duration::from_secs(30), || {
+        spinners = processes_by_node(&cluster, spinner, "sh");
+        spinners.iter().all(|s| s.len() == 1)
+    });
     // The job is stopped and started as one: on each node its rank and the other gang never run at once, and
     // both get the CPU.
     for node in 0..3 {
@@ -362,12 +424,12 @@ fn an_unmodified_mpi_program_runs_across_three_nodes_as_one_gang() {
     // The program's own check passed, and the job ended with its launcher.
     wait_for("the MPI job to end", Duration::from_secs(240), || {
         status_of(&cluster.socket)
-            .and_then(|s| s.jobs.into_iter().find(|j| j.id == mpi))
+            .and_then(|s| s.jobs.into_iter().find(|j| j.id == job))
             .is_some_and(|j| j.state.is_over())
     });
-    let job = status_of(&cluster.socket).unwrap().jobs.into_iter().find(|j| j.id == mpi).unwrap();
-    let logs = client_as(&cluster.socket, &["logs", &mpi.to_string()], None);
+    let ended = status_of(&cluster.socket).unwrap().jobs.into_iter().find(|j| j.id == job).unwrap();
+    let logs = client_as(&cluster.socket, &["logs", &job.to_string()], None);
     let text = String::from_utf8_lossy(&logs.stdout);
-    assert_eq!(job.state.name(), "finished", "{job:?}\n{text}");
-    assert!(text.contains("\"p\":3") && text.contains("\"passed\":true"), "mpi_mm's report:\n{text}");
+    assert_eq!(ended.state.name(), "finished", "{launcher}: {ended:?}\n{text}");
+    assert!(text.contains("\"p\":3") && text.contains("\"passed\":true"), "{launcher}: mpi_mm's report:\n{text}");
 }

@@ -138,7 +138,7 @@ fn slurm_jobs_on_shared_cpus_take_turns_at_cosched_slices() {
     let _machine = whole_machine();
     let daemon = Daemon::up(&["--slice-ms", "10"]);
     let slurm = PrivateSlurm::start(&daemon.node, "off", &format!("socket={}", daemon.socket.display()));
-    let mm = mpi_programs().join("mpi_mm");
+    let mm = crate::multi_node::Mpi::OpenMpi.programs().join("mpi_mm");
     // The MPI program as a Slurm user runs it, unmodified; a second job's step (srun) on the same two CPUs.
     let mpi = slurm
         .sbatch("2", &format!("OPENBLAS_NUM_THREADS=1 mpirun --bind-to none {} --n 512 --repeat 60", mm.display()));
