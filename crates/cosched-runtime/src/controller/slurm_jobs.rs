@@ -34,6 +34,13 @@ impl Controller {
                     .ok_or_else(|| format!("node {name} of Slurm job {} has no cosched agent", r.slurm_job))
             })
             .collect::<Result<Vec<usize>, String>>()?;
+        if let Some((&i, &count)) = indices.iter().zip(&cpus).find(|(&i, &count)| count > state.nodes[i].cpus) {
+            let node = &state.nodes[i];
+            return Err(format!(
+                "Slurm job {} asks for {count} CPUs on {}, which has {}",
+                r.slurm_job, node.name, node.cpus
+            ));
+        }
         let owner = Identity { uid: r.uid, gid: r.gid, admin: false };
         let mut job = JobRecord::new(state.next_job, &owner, JobClass::Batch, false, cpus.iter().sum());
         job.nodes = Some(nodes.len() as u32);
