@@ -140,9 +140,11 @@ fn slurm_jobs_on_shared_cpus_take_turns_at_cosched_slices() {
     let slurm = PrivateSlurm::start(&daemon.node, "off", &format!("socket={}", daemon.socket.display()));
     let mm = crate::multi_node::Mpi::OpenMpi.programs().join("mpi_mm");
     // The MPI program as a Slurm user runs it, unmodified; a second job's step (srun) on the same two CPUs.
-    let mpi = slurm
-        .sbatch("2", &format!("OPENBLAS_NUM_THREADS=1 mpirun --bind-to none {} --n 512 --repeat 60", mm.display()));
-    let spin = slurm.sbatch("2", "srun -n 2 timeout 120 sh -c 'while :; do :; done'");
+    // The spinning job first, so that the MPI job, long enough to be sampled, runs beside it from its start.
+    let spin = slurm.sbatch("2", "srun -n 2 timeout 300 sh -c 'while :; do :; done'");
+    slurm.wait_state(spin, "RUNNING", Duration::from_secs(60));
+    let program = format!("OPENBLAS_NUM_THREADS=1 mpirun --bind-to none {} --n 512 --repeat 600", mm.display());
+    let mpi = slurm.sbatch("2", &program);
 
     // Each Slurm job is a cosched job whose cgroup holds its processes: the ranks, the step's tasks.
     let (mut ranks, mut spinners) = (vec![], vec![]);
