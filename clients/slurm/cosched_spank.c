@@ -116,34 +116,25 @@ int slurm_spank_init(spank_t sp, int ac, char **av) {
     return settings_read(ac, av);
 }
 
+#define ENV_ENTRY_BYTES (SETTING_BYTES + 32)
+
+/* Add NAME=VALUE to the command's environment, if VALUE is set and fits. */
+static void add_variable(char env[][ENV_ENTRY_BYTES], char **envp, int *n, const char *name, const char *value) {
+    if (value == NULL || value[0] == '\0' || strlen(value) >= SETTING_BYTES) return;
+    snprintf(env[*n], ENV_ENTRY_BYTES, "%s=%s", name, value);
+    envp[*n] = env[*n];
+    (*n)++;
+}
+
 /* The fixed environment of the cosched command: how to reach the controller, nothing of the caller's. */
-static void command_environment(char env[][SETTING_BYTES + 32], char **envp) {
+static void command_environment(char env[][ENV_ENTRY_BYTES], char **envp) {
     int n = 0;
-    snprintf(env[n], sizeof env[n], "PATH=/usr/sbin:/usr/bin:/sbin:/bin");
-    envp[n] = env[n];
-    n++;
-    if (settings.socket[0]) {
-        snprintf(env[n], sizeof env[n], "COSCHED_SOCKET=%s", settings.socket);
-        envp[n] = env[n];
-        n++;
-    }
-    if (settings.controller[0]) {
-        snprintf(env[n], sizeof env[n], "COSCHED_CONTROLLER=%s", settings.controller);
-        envp[n] = env[n];
-        n++;
-    }
-    if (settings.munge_socket[0]) {
-        snprintf(env[n], sizeof env[n], "COSCHED_MUNGE_SOCKET=%s", settings.munge_socket);
-        envp[n] = env[n];
-        n++;
-    }
+    add_variable(env, envp, &n, "PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+    add_variable(env, envp, &n, "COSCHED_SOCKET", settings.socket);
+    add_variable(env, envp, &n, "COSCHED_CONTROLLER", settings.controller);
+    add_variable(env, envp, &n, "COSCHED_MUNGE_SOCKET", settings.munge_socket);
     /* Which slurm.conf `cosched slurm end` asks scontrol about: slurmd's own. */
-    const char *slurm_conf = getenv("SLURM_CONF");
-    if (slurm_conf && slurm_conf[0] && strlen(slurm_conf) < SETTING_BYTES) {
-        snprintf(env[n], sizeof env[n], "SLURM_CONF=%s", slurm_conf);
-        envp[n] = env[n];
-        n++;
-    }
+    add_variable(env, envp, &n, "SLURM_CONF", getenv("SLURM_CONF"));
     envp[n] = NULL;
 }
 
@@ -202,7 +193,7 @@ static int run_cosched(const char *what, char *const args[]) {
     argv[n++] = (char *)"slurm";
     for (int i = 0; args[i] != NULL && n < MAX_TASKS + 15; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    char env[5][SETTING_BYTES + 32];
+    char env[5][ENV_ENTRY_BYTES];
     char *envp[6];
     command_environment(env, envp);
 
