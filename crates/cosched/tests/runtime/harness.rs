@@ -337,9 +337,13 @@ pub fn is_shell(pid: i32) -> bool {
 /// A task of a job asked to freeze may show `R` for a moment while it goes to the freezer's trap, but runs no user
 /// code any more (the switcher starts the next gang without waiting for every such task: docs/runtime.md).
 pub fn is_running(pid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    let runnable = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("R");
-    runnable && !freeze_requested(pid)
+    process_state(pid) == Some('R') && !freeze_requested(pid)
+}
+
+/// The state letter of a process in /proc (`R`, `S`, `T`, ...), `None` once it is gone.
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().next()?.chars().next()
 }
 
 /// Has the process's (v2) cgroup been asked to freeze (`cgroup.freeze` is 1)?

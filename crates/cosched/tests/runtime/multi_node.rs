@@ -69,11 +69,14 @@ impl Namespaces {
         format!("10.{}.0.1", self.net)
     }
 
-    /// A command that runs `program` inside namespace `i`. Only the network namespace changes (`nsenter --net`):
-    /// the agent must still see the host's cgroup mounts, which `ip netns exec` would hide behind a fresh /sys.
-    fn command(&self, i: usize, program: &str) -> Command {
+    /// A command that runs `program` inside namespace `i`, on a host named `hostname`. Only the network and host
+    /// names change (`nsenter --net`, then `unshare --uts`): the agent must still see the host's cgroup mounts,
+    /// which `ip netns exec` would hide behind a fresh /sys. Each node has its own host name, as on a cluster, so
+    /// an MPI launcher knows its own node among the job's hosts and starts no remote daemon there.
+    fn command(&self, i: usize, hostname: &str, program: &str) -> Command {
         let mut command = Command::new("nsenter");
-        command.arg(format!("--net=/run/netns/{}", self.names[i])).arg("--").arg(program);
+        command.arg(format!("--net=/run/netns/{}", self.names[i])).args(["--", "unshare", "--uts", "--"]);
+        command.args(["sh", "-c", "hostname \"$1\" && shift && exec \"$@\"", "sh", hostname, program]);
         command
     }
 }
@@ -183,7 +186,7 @@ fn start_cluster(agents: usize) -> Cluster {
         let state = dir.join(&node);
         let log = std::fs::File::create(dir.join(format!("agent{i}.log"))).unwrap();
         let mut agent = match &namespaces {
-            Some(ns) => ns.command(i, COSCHED),
+            Some(ns) => ns.command(i, &node, COSCHED),
             None => Command::new(COSCHED),
         };
         agent.stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log);
@@ -368,6 +371,22 @@ fn processes_by_node(cluster: &Cluster, job: u64, name: &str) -> Vec<Vec<i32>> {
     cluster.nodes.iter().map(on_node).collect()
 }
 
+/// Every process in the job's cgroup on each node (pid, state, command line), for a failure message.
+fn job_processes_by_node(cluster: &Cluster, job: u64) -> String {
+    let mut text = String::new();
+    for node in &cluster.nodes {
+        let groups = cosched_runtime::freezer::JobGroups::open(node, None).unwrap();
+        text += &format!("{node}:\n");
+        for pid in groups.pids(job).unwrap_or_default() {
+            let state = process_state(pid).unwrap_or('?');
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline: String = String::from_utf8_lossy(&cmdline).replace('\0', " ").chars().take(160).collect();
+            text += &format!("  {pid} {state} {cmdline}\n");
+        }
+    }
+    text + &format!("logs: {}", cluster.dir.display())
+}
+
 #[test]
 fn an_unmodified_mpi_program_runs_across_three_nodes_as_one_gang() {
     if skip_unless_root("an_unmodified_mpi_program_runs_across_three_nodes") {
@@ -400,12 +419,22 @@ fn runs_across_three_nodes_as_one_gang(mpi: Mpi) {
     let job = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job;
     let spinner = submit(&cluster, "3", "3");
 
-    // Every rank runs inside the job's cgroup on its own node: one per node, each started by cosched rsh.
+    // Every rank runs inside the job's cgroup on its own node: one per node, started by the launcher on its own
+    // node and by the daemons it started through cosched rsh on the others.
     let mut ranks = vec![];
-    wait_for("one rank of the MPI job in its cgroup on every node", Duration::from_secs(30), || {
+    let start = std::time::Instant::now();
+    loop {
         ranks = processes_by_node(&cluster, job, "mpi_mm");
-        ranks.iter().all(|r| r.len() == 1)
-    });
+        if ranks.iter().all(|r| r.len() == 1) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{launcher}: no rank of the MPI job on every node within 30 s; what each node holds:\n{}",
+            job_processes_by_node(&cluster, job)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // The spinning job may start after the ranks (MPICH's start within a second).
     let mut spinners = vec![];
     wait_for("one task of the spinning job in its cgroup on every node", Duration::from_secs(30), || {

@@ -122,8 +122,7 @@ fn named(pids: &[i32], name: &str) -> Vec<i32> {
 
 /// Stopped by a signal (state T in /proc).
 fn stopped(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()) == Some("T")
+    process_state(pid) == Some('T')
 }
 
 fn gone(pids: &[i32]) -> bool {
