@@ -4,8 +4,11 @@
 //! until every copy exists (and, under cosched, has been moved into its job's
 //! cgroup, so its children are born inside it). Then all are released in one
 //! pass and waited for. The copies are children of this process, so the CPU
-//! time of everything they ran is in `getrusage(RUSAGE_CHILDREN)`.
+//! time of everything they ran is in `getrusage(RUSAGE_CHILDREN)`. Each copy's
+//! environment marks it, so the processes it starts anywhere (under Slurm too)
+//! can be told apart (`crate::overlap`).
 
+use crate::overlap::{marker_value, OverlapCount, OverlapSampler, COPY_MARKER};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -26,6 +29,8 @@ pub struct CopiesRun {
     pub cpu_s: f64,
     /// Largest summed resident memory of each copy's process tree, sampled.
     pub peak_rss_bytes: Option<u64>,
+    /// How often two or more copies ran at once (`crate::overlap`); `None` for a single copy.
+    pub overlap: Option<OverlapCount>,
 }
 
 /// How a copy's process is started, before the hold is released.
@@ -34,6 +39,8 @@ pub struct CopySpec<'a> {
     pub log_dir: &'a Path,
     pub timeout: Duration,
     pub sample_memory: bool,
+    /// Set to stop: the copies are killed and the run fails.
+    pub stop: &'a AtomicBool,
 }
 
 struct HeldCopy {
@@ -48,9 +55,10 @@ pub fn run_copies(
     count: u32,
     mut before_release: impl FnMut(u32) -> Result<(), String>,
 ) -> Result<CopiesRun, String> {
+    let run = new_run_name();
     let mut held = Vec::new();
     for index in 0..count {
-        held.push(spawn_held(spec, index)?);
+        held.push(spawn_held(spec, &run, index)?);
     }
     for copy in &held {
         if let Err(e) = before_release(copy.child.id()) {
@@ -61,6 +69,7 @@ pub fn run_copies(
     let cpu_before_s = children_cpu_s();
     let roots: Vec<u32> = held.iter().map(|c| c.child.id()).collect();
     let sampler = spec.sample_memory.then(|| MemorySampler::start(roots));
+    let overlap_sampler = (count >= 2).then(|| OverlapSampler::start(run.clone()));
     let start = Instant::now();
     for copy in &mut held {
         if let Some(mut stdin) = copy.child.stdin.take() {
@@ -68,16 +77,24 @@ pub fn run_copies(
             let _ = stdin.write_all(b"go\n");
         }
     }
-    let ends = wait_all(&mut held, start, spec.timeout)?;
+    let ends = wait_all(&mut held, start, spec);
     let peak_rss_bytes = sampler.map(MemorySampler::stop);
+    let overlap = overlap_sampler.map(OverlapSampler::stop);
+    let ends = ends?;
     let cpu_s = children_cpu_s() - cpu_before_s;
     check_exits(&held, &ends)?;
     let copy_elapsed_s: Vec<f64> = ends.iter().map(|(t, _)| *t).collect();
     let elapsed_s = copy_elapsed_s.iter().copied().fold(0.0, f64::max);
-    Ok(CopiesRun { elapsed_s, copy_elapsed_s, cpu_s, peak_rss_bytes })
+    Ok(CopiesRun { elapsed_s, copy_elapsed_s, cpu_s, peak_rss_bytes, overlap })
 }
 
-fn spawn_held(spec: &CopySpec, index: u32) -> Result<HeldCopy, String> {
+/// A name for this run's copy markers, unique on the machine.
+fn new_run_name() -> String {
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    format!("{}-{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed))
+}
+
+fn spawn_held(spec: &CopySpec, run: &str, index: u32) -> Result<HeldCopy, String> {
     let stdout_log = spec.log_dir.join(format!("copy-{index}.out"));
     let stderr_log = spec.log_dir.join(format!("copy-{index}.err"));
     let create = |p: &Path| std::fs::File::create(p).map_err(|e| format!("creating {}: {e}", p.display()));
@@ -86,6 +103,7 @@ fn spawn_held(spec: &CopySpec, index: u32) -> Result<HeldCopy, String> {
         .arg("read _ && exec \"$@\"")
         .arg("cosched-copy")
         .args(spec.argv)
+        .env(COPY_MARKER, marker_value(run, index))
         .stdin(Stdio::piped())
         .stdout(create(&stdout_log)?)
         .stderr(create(&stderr_log)?)
@@ -97,7 +115,7 @@ fn spawn_held(spec: &CopySpec, index: u32) -> Result<HeldCopy, String> {
 }
 
 /// Wait for every copy; returns each one's end (seconds since `start`) and exit status.
-fn wait_all(held: &mut [HeldCopy], start: Instant, timeout: Duration) -> Result<Vec<(f64, ExitStatus)>, String> {
+fn wait_all(held: &mut [HeldCopy], start: Instant, spec: &CopySpec) -> Result<Vec<(f64, ExitStatus)>, String> {
     let mut ends: Vec<Option<(f64, ExitStatus)>> = vec![None; held.len()];
     let mut poll = Duration::from_micros(200);
     while ends.iter().any(Option::is_none) {
@@ -106,12 +124,16 @@ fn wait_all(held: &mut [HeldCopy], start: Instant, timeout: Duration) -> Result<
                 *end = Some((start.elapsed().as_secs_f64(), status));
             }
         }
-        if start.elapsed() > timeout {
+        if start.elapsed() > spec.timeout {
             kill_all(held);
             return Err(format!(
                 "the copies were still running after the {:.0} s timeout; killed",
-                timeout.as_secs_f64()
+                spec.timeout.as_secs_f64()
             ));
+        }
+        if spec.stop.load(Ordering::Relaxed) {
+            kill_all(held);
+            return Err("interrupted; the copies were killed".into());
         }
         std::thread::sleep(poll);
         // Fine-grained while short runs end, then 2 ms: ends are timed to the poll period.

@@ -1,6 +1,7 @@
 //! The policies a slowdown experiment compares, as the user names them: the
-//! two modes of cosched (`cosched_policy::Mode`) with a slice, and the
-//! baselines outside it (Linux alone, Slurm's gang scheduling).
+//! two modes of cosched (`cosched_policy::Mode`) with a slice, the baselines
+//! outside it (Linux alone, Slurm's gang scheduling), and Slurm jobs gang
+//! scheduled by cosched (its SPANK plugin).
 
 use cosched_policy::Mode;
 use serde::Serialize;
@@ -22,6 +23,9 @@ pub enum Policy {
     Gang { slice_ms: f64 },
     /// Each copy a Slurm batch job, gang-scheduled by Slurm (`scripts/slurm`).
     Slurm,
+    /// Each copy a Slurm batch job on CPUs Slurm shares without slicing, gang scheduled by a private cosched
+    /// with slices of `slice_ms` through its SPANK plugin.
+    SlurmCosched { slice_ms: f64 },
 }
 
 impl Policy {
@@ -30,13 +34,35 @@ impl Policy {
         match self {
             Policy::Local => Some(Mode::Local),
             Policy::Gang { .. } => Some(Mode::Gang),
-            Policy::None | Policy::Slurm => None,
+            Policy::None | Policy::Slurm | Policy::SlurmCosched { .. } => None,
         }
     }
 
-    /// Whether the copies go through a cosched runtime instance.
+    /// Whether the copies go through a private cosched runtime (registered by the bench or by Slurm's plugin).
     pub fn uses_runtime(&self) -> bool {
-        self.cosched_mode().is_some()
+        self.cosched_mode().is_some() || matches!(self, Policy::SlurmCosched { .. })
+    }
+
+    /// Whether each copy is a Slurm job.
+    pub fn uses_slurm(&self) -> bool {
+        matches!(self, Policy::Slurm | Policy::SlurmCosched { .. })
+    }
+
+    /// The time slice of cosched's gang scheduling under this policy.
+    pub fn gang_slice_ms(&self) -> Option<f64> {
+        match self {
+            Policy::Gang { slice_ms } | Policy::SlurmCosched { slice_ms } => Some(*slice_ms),
+            _ => None,
+        }
+    }
+}
+
+/// "10ms", or "500us" below a millisecond.
+fn slice_text(slice_ms: f64) -> String {
+    if slice_ms.fract() == 0.0 {
+        format!("{slice_ms}ms")
+    } else {
+        format!("{}us", (slice_ms * 1000.0).round())
     }
 }
 
@@ -45,9 +71,9 @@ impl fmt::Display for Policy {
         match self {
             Policy::None => write!(f, "none"),
             Policy::Local => write!(f, "local"),
-            Policy::Gang { slice_ms } if slice_ms.fract() == 0.0 => write!(f, "gang:{slice_ms}ms"),
-            Policy::Gang { slice_ms } => write!(f, "gang:{}us", (slice_ms * 1000.0).round()),
+            Policy::Gang { slice_ms } => write!(f, "gang:{}", slice_text(*slice_ms)),
             Policy::Slurm => write!(f, "slurm"),
+            Policy::SlurmCosched { slice_ms } => write!(f, "slurm+cosched:{}", slice_text(*slice_ms)),
         }
     }
 }
@@ -63,20 +89,25 @@ impl FromStr for Policy {
         };
         let no_slice = |p: Policy| match slice {
             None => Ok(p),
-            Some(_) => Err(format!("policy {text:?}: only gang takes a slice (gang:10ms)")),
+            Some(_) => Err(format!("policy {text:?}: only gang and slurm+cosched take a slice (gang:10ms)")),
+        };
+        let slice_ms = || {
+            let slice_ms = slice.map_or(Ok(DEFAULT_GANG_SLICE_MS), parse_duration_ms)?;
+            if !(0.1..=60_000.0).contains(&slice_ms) {
+                return Err(format!("policy {text:?}: the slice must be between 0.1 ms and 60 s"));
+            }
+            Ok(slice_ms)
         };
         match name {
             "none" => no_slice(Policy::None),
             "local" => no_slice(Policy::Local),
             "slurm" => no_slice(Policy::Slurm),
-            "gang" => {
-                let slice_ms = slice.map_or(Ok(DEFAULT_GANG_SLICE_MS), parse_duration_ms)?;
-                if !(0.1..=60_000.0).contains(&slice_ms) {
-                    return Err(format!("policy {text:?}: the slice must be between 0.1 ms and 60 s"));
-                }
-                Ok(Policy::Gang { slice_ms })
-            }
-            _ => Err(format!("unknown policy {text:?} (none, local, gang[:SLICE] such as gang:100ms, or slurm)")),
+            "gang" => Ok(Policy::Gang { slice_ms: slice_ms()? }),
+            "slurm+cosched" => Ok(Policy::SlurmCosched { slice_ms: slice_ms()? }),
+            _ => Err(format!(
+                "unknown policy {text:?} (none, local, gang[:SLICE] such as gang:100ms, slurm, or \
+                 slurm+cosched[:SLICE])"
+            )),
         }
     }
 }
@@ -102,7 +133,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for text in ["none", "local", "gang:10ms", "gang:100ms", "slurm", "gang:500us"] {
+        for text in ["none", "local", "gang:10ms", "gang:100ms", "slurm", "gang:500us", "slurm+cosched:100ms"] {
             assert_eq!(text.parse::<Policy>().unwrap().to_string(), text);
         }
         assert_eq!("gang".parse::<Policy>().unwrap(), Policy::Gang { slice_ms: 10.0 });
@@ -112,7 +143,8 @@ mod tests {
     #[test]
     fn bad_names_say_what_is_wrong() {
         assert!("fifo".parse::<Policy>().unwrap_err().contains("unknown policy \"fifo\""));
-        assert!("local:10ms".parse::<Policy>().unwrap_err().contains("only gang takes a slice"));
+        assert!("local:10ms".parse::<Policy>().unwrap_err().contains("only gang and slurm+cosched take a slice"));
+        assert_eq!("slurm+cosched".parse::<Policy>().unwrap(), Policy::SlurmCosched { slice_ms: 10.0 });
         assert!("gang:10h".parse::<Policy>().unwrap_err().contains("unit"));
         assert!("gang:0.01ms".parse::<Policy>().unwrap_err().contains("between"));
     }

@@ -16,7 +16,8 @@ pub struct RuntimeInstance {
     child: Child,
     pub socket: PathBuf,
     dir: PathBuf,
-    node: String,
+    /// The agent's node name (a Slurm node of that name hands its jobs to it).
+    pub node: String,
 }
 
 impl RuntimeInstance {
@@ -24,7 +25,10 @@ impl RuntimeInstance {
     /// (gang rows and local multiprogramming level).
     pub fn start(cosched: &Path, dir: &Path, slice_ms: f64, max_jobs: u32) -> Result<RuntimeInstance, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let node = format!("bench-{}-{}", std::process::id(), dir.file_name().and_then(|n| n.to_str()).unwrap_or("rt"));
+        // Short: Slurm puts the node name in socket paths, which are limited to 108 bytes.
+        static INSTANCES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let instance = INSTANCES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let node = format!("bench-{}-{instance}", std::process::id());
         let socket = dir.join("sock");
         let log_path = dir.join("cosched-up.log");
         let log = std::fs::File::create(&log_path).map_err(|e| format!("creating {}: {e}", log_path.display()))?;

@@ -4,10 +4,13 @@
 use crate::copies::{first_copy_stdout, run_copies, CopySpec};
 use crate::policy::Policy;
 use crate::runtime::RuntimeInstance;
+use crate::slurm::{SlurmInstance, SlurmSetup};
 use crate::stats::{Estimate, Ratio};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub struct SlowdownConfig {
@@ -20,11 +23,15 @@ pub struct SlowdownConfig {
     pub cpus_per_job: u32,
     /// The `cosched` program, started as a private runtime for local and gang.
     pub cosched_exe: PathBuf,
-    /// `scripts/slurm`, for the slurm policy.
+    /// `scripts/slurm`, for the Slurm policies.
     pub slurm_script: PathBuf,
+    /// The cosched SPANK plugin (`clients/slurm`), for slurm+cosched.
+    pub spank_plugin: PathBuf,
     /// Where each run's output and the runtimes' state go.
     pub work_dir: PathBuf,
     pub timeout: Duration,
+    /// Set (by Ctrl-C) to stop: the copies running are killed, and the private runtimes and Slurm stopped.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// One run of `jobs` copies under one policy.
@@ -41,6 +48,10 @@ pub struct Sample {
     /// The last line of the first copy's output when it is a JSON object
     /// (the reference programs report their own figures that way).
     pub app_report: Option<serde_json::Value>,
+    /// Share of the samples, while two or more copies were in the system, in which two or more ran at once
+    /// (`crate::overlap`); `None` for one copy.
+    #[serde(default)]
+    pub overlap: Option<f64>,
 }
 
 /// The summary of one policy at one `j`.
@@ -62,6 +73,9 @@ pub struct Point {
     pub cpu_percent: Option<f64>,
     /// Largest resident memory of a single job's processes (j = 1 only).
     pub peak_rss_bytes: Option<u64>,
+    /// Share of the time two or more copies ran at once, over the runs (`Sample::overlap`).
+    #[serde(default)]
+    pub overlap: Option<Estimate>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -88,21 +102,41 @@ impl SlowdownConfig {
             return Err("--repeat and --policy need at least one value".into());
         }
         if self.policies.iter().any(Policy::uses_runtime) && !nix::unistd::geteuid().is_root() {
-            return Err("the local and gang policies start a private cosched runtime, which needs root \
-                        (cgroups); use --policy none as an ordinary user"
+            return Err("the local, gang and slurm+cosched policies start a private cosched runtime, which \
+                        needs root (cgroups); use --policy none as an ordinary user"
                 .into());
+        }
+        if self.policies.iter().any(Policy::uses_slurm) && !self.slurm_script.exists() {
+            return Err(format!(
+                "the Slurm policies need {} (run from the cosched checkout, or give --slurm-script)",
+                self.slurm_script.display()
+            ));
+        }
+        if self.policies.iter().any(|p| matches!(p, Policy::SlurmCosched { .. })) {
+            if !self.spank_plugin.exists() {
+                return Err(format!(
+                    "slurm+cosched needs the SPANK plugin {} (make -C clients/slurm, or give --spank-plugin)",
+                    self.spank_plugin.display()
+                ));
+            }
+            for path in [&self.spank_plugin, &self.cosched_exe, &self.work_dir] {
+                if path.to_string_lossy().contains(char::is_whitespace) {
+                    return Err(format!("{}: a plugstack.conf line cannot hold a path with spaces", path.display()));
+                }
+            }
         }
         Ok(())
     }
 
-    /// Runs in the order they are made: repeats outermost, then `j`, then the
-    /// policies, rotated each repeat so no policy always runs first.
+    /// Runs in the order they are made: repeats outermost, then the policies, rotated each repeat so no policy
+    /// always runs first, then `j`. A policy's runs of one repeat come together, so a private Slurm is set up
+    /// again at most once per policy and repeat.
     pub fn schedule(&self) -> Vec<(u32, u32, Policy)> {
         let mut runs = Vec::new();
         for repeat in 0..self.repeat {
-            for &jobs in &self.jobs {
-                for k in 0..self.policies.len() {
-                    let policy = self.policies[(k + repeat as usize) % self.policies.len()];
+            for k in 0..self.policies.len() {
+                let policy = self.policies[(k + repeat as usize) % self.policies.len()];
+                for &jobs in &self.jobs {
                     runs.push((repeat, jobs, policy));
                 }
             }
@@ -118,23 +152,34 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
     std::fs::create_dir_all(&config.work_dir).map_err(|e| format!("creating {}: {e}", config.work_dir.display()))?;
     let max_jobs = config.jobs.iter().copied().max().unwrap_or(1);
     let mut runtimes: BTreeMap<String, RuntimeInstance> = BTreeMap::new();
+    // Declared after the runtimes, so it stops first: no Slurm job outlives the cosched that holds it.
+    let mut slurm: Option<SlurmInstance> = None;
     let schedule = config.schedule();
     let mut samples = Vec::new();
     for (done, &(repeat, jobs, policy)) in schedule.iter().enumerate() {
+        if config.stop.load(Ordering::Relaxed) {
+            return Err(INTERRUPTED.into());
+        }
         let label = policy.to_string();
         if policy.uses_runtime() && !runtimes.contains_key(&label) {
-            let slice_ms = match policy {
-                Policy::Gang { slice_ms } => slice_ms,
-                _ => crate::policy::DEFAULT_GANG_SLICE_MS,
-            };
+            let slice_ms = policy.gang_slice_ms().unwrap_or(crate::policy::DEFAULT_GANG_SLICE_MS);
             let dir = config.work_dir.join(format!("runtime-{}", safe_name(&label)));
             runtimes.insert(label.clone(), RuntimeInstance::start(&config.cosched_exe, &dir, slice_ms, max_jobs)?);
         }
-        let sample = run_one(config, policy, jobs, repeat, runtimes.get(&label))
+        let runtime = runtimes.get(&label);
+        if policy.uses_slurm() {
+            let setup = slurm_setup(config, policy, runtime);
+            if slurm.as_ref().is_none_or(|s| s.setup != setup) {
+                drop(slurm.take()); // stopped before the next one takes its place
+                slurm = Some(SlurmInstance::start(&config.slurm_script, &private_slurm_dir(), setup)?);
+            }
+        }
+        let sample = run_one(config, policy, jobs, repeat, runtime, slurm.as_ref())
             .map_err(|e| format!("{label}, j = {jobs}, repeat {}: {e}", repeat + 1))?;
         progress(&sample, done + 1, schedule.len());
         samples.push(sample);
     }
+    drop(slurm);
     Ok(SlowdownReport {
         command: config.command.clone(),
         cpus_per_job: config.cpus_per_job,
@@ -144,20 +189,50 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
     })
 }
 
+/// The folder of the private Slurm: short, since Slurm's sockets live in it and a socket path has at most 108
+/// bytes.
+fn private_slurm_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("cosched-bench-slurm-{}", std::process::id()))
+}
+
+/// The private Slurm a Slurm policy runs its copies under.
+fn slurm_setup(config: &SlowdownConfig, policy: Policy, runtime: Option<&RuntimeInstance>) -> SlurmSetup {
+    match (policy, runtime) {
+        (Policy::SlurmCosched { .. }, Some(runtime)) => SlurmSetup::Cosched {
+            // strict: a job cosched cannot take fails instead of running unsliced and spoiling the figures.
+            plugin: format!(
+                "required {} cosched={} socket={} strict",
+                config.spank_plugin.display(),
+                config.cosched_exe.display(),
+                runtime.socket.display()
+            ),
+            node: runtime.node.clone(),
+        },
+        _ => SlurmSetup::Gang,
+    }
+}
+
 fn run_one(
     config: &SlowdownConfig,
     policy: Policy,
     jobs: u32,
     repeat: u32,
     runtime: Option<&RuntimeInstance>,
+    slurm: Option<&SlurmInstance>,
 ) -> Result<Sample, String> {
     let log_dir = config.work_dir.join(format!("{}-j{jobs}-r{}", safe_name(&policy.to_string()), repeat + 1));
     std::fs::create_dir_all(&log_dir).map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
-    let argv = match policy {
-        Policy::Slurm => slurm_argv(config),
+    let argv = match slurm {
+        Some(slurm) if policy.uses_slurm() => slurm.run_argv(config.cpus_per_job, &config.command),
         _ => config.command.clone(),
     };
-    let spec = CopySpec { argv: &argv, log_dir: &log_dir, timeout: config.timeout, sample_memory: jobs == 1 };
+    let spec = CopySpec {
+        argv: &argv,
+        log_dir: &log_dir,
+        timeout: config.timeout,
+        sample_memory: jobs == 1,
+        stop: &config.stop,
+    };
     let measured = run_copies(&spec, jobs, |pid| match (runtime, policy.cosched_mode()) {
         (Some(rt), Some(mode)) => rt.register_process(pid, config.cpus_per_job, mode).map(|_| ()),
         _ => Ok(()),
@@ -168,23 +243,14 @@ fn run_one(
         repeat: repeat + 1,
         elapsed_s: measured.elapsed_s,
         copy_elapsed_s: measured.copy_elapsed_s,
-        cpu_s: (policy != Policy::Slurm).then_some(measured.cpu_s),
-        peak_rss_bytes: measured.peak_rss_bytes.filter(|_| policy != Policy::Slurm),
+        cpu_s: (!policy.uses_slurm()).then_some(measured.cpu_s),
+        peak_rss_bytes: measured.peak_rss_bytes.filter(|_| !policy.uses_slurm()),
         app_report: last_json_line(&first_copy_stdout(&log_dir)),
+        overlap: measured.overlap.and_then(|o| o.fraction()),
     })
 }
 
-fn slurm_argv(config: &SlowdownConfig) -> Vec<String> {
-    let mut argv = vec![
-        config.slurm_script.to_string_lossy().into_owned(),
-        "run".into(),
-        "--cpus".into(),
-        config.cpus_per_job.to_string(),
-        "--".into(),
-    ];
-    argv.extend(config.command.iter().cloned());
-    argv
-}
+const INTERRUPTED: &str = "interrupted: the copies were killed and the private runtimes and Slurm stopped";
 
 fn last_json_line(text: &str) -> Option<serde_json::Value> {
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
@@ -211,6 +277,7 @@ pub fn summarize(policies: &[Policy], jobs: &[u32], samples: &[Sample]) -> Vec<P
             let fairness: Vec<f64> = runs.iter().map(|s| spread_ratio(&s.copy_elapsed_s)).collect();
             let cpu: Vec<f64> = runs.iter().filter_map(|s| s.cpu_s).collect();
             let cpu_s = Estimate::of(&cpu);
+            let overlap = Estimate::of(&runs.iter().filter_map(|s| s.overlap).collect::<Vec<_>>());
             points.push(Point {
                 policy: label.clone(),
                 jobs: j,
@@ -221,6 +288,7 @@ pub fn summarize(policies: &[Policy], jobs: &[u32], samples: &[Sample]) -> Vec<P
                 cpu_percent: cpu_s.map(|c| 100.0 * c.mean / elapsed_s.mean),
                 cpu_s,
                 peak_rss_bytes: runs.iter().filter_map(|s| s.peak_rss_bytes).max(),
+                overlap,
             });
         }
     }
@@ -251,6 +319,7 @@ mod tests {
             cpu_s: Some(elapsed_s),
             peak_rss_bytes: None,
             app_report: None,
+            overlap: None,
         }
     }
 
@@ -280,11 +349,13 @@ mod tests {
             cpus_per_job: 1,
             cosched_exe: "cosched".into(),
             slurm_script: "slurm".into(),
+            spank_plugin: "cosched_spank.so".into(),
             work_dir: "/tmp".into(),
             timeout: Duration::from_secs(1),
+            stop: Arc::default(),
         };
         let order: Vec<String> = config.schedule().iter().map(|(r, j, p)| format!("{r}{j}{p}")).collect();
-        assert_eq!(order, ["01none", "01slurm", "02none", "02slurm", "11slurm", "11none", "12slurm", "12none"]);
+        assert_eq!(order, ["01none", "02none", "01slurm", "02slurm", "11slurm", "12slurm", "11none", "12none"]);
     }
 
     #[test]

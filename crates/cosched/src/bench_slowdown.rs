@@ -20,8 +20,10 @@ pub struct BenchSlowdownArgs {
     pub repeat: u32,
     /// Policies, comma-separated: none (started directly), local (cosched
     /// local class), gang[:SLICE] (cosched gang scheduling, e.g. gang:10ms,
-    /// gang:100ms; default slice 10 ms), slurm (Slurm's gang scheduling via
-    /// scripts/slurm, which must be started).
+    /// gang:100ms; default slice 10 ms), slurm (each copy a Slurm job, gang
+    /// scheduled by Slurm at 5 s slices), slurm+cosched[:SLICE] (each copy a
+    /// Slurm job on shared CPUs, gang scheduled by cosched through its SPANK
+    /// plugin). The Slurm policies start a private Slurm with scripts/slurm.
     #[arg(long, value_delimiter = ',', default_value = "local,gang:10ms")]
     pub policy: Vec<Policy>,
     /// CPUs each copy asks the scheduler for (default: all of this machine's).
@@ -34,9 +36,12 @@ pub struct BenchSlowdownArgs {
     /// Give up on a run after this many seconds (its copies are killed).
     #[arg(long, default_value_t = 3600.0)]
     pub timeout_s: f64,
-    /// The Slurm helper script, for --policy slurm.
+    /// The Slurm helper script, for the Slurm policies.
     #[arg(long, default_value = "scripts/slurm")]
     pub slurm_script: PathBuf,
+    /// The cosched SPANK plugin, for slurm+cosched (built by `make -C clients/slurm`).
+    #[arg(long, default_value = "clients/slurm/build/cosched_spank.so")]
+    pub spank_plugin: PathBuf,
     /// Print the report as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -48,12 +53,6 @@ pub struct BenchSlowdownArgs {
 pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
     let config = config_from(args)?;
     config.validate()?;
-    if config.policies.contains(&Policy::Slurm) && !config.slurm_script.exists() {
-        return Err(format!(
-            "--policy slurm: {} not found (run from the cosched checkout, or give --slurm-script)",
-            config.slurm_script.display()
-        ));
-    }
     OutputDir::check(&args.out)?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("creating {}: {e}", args.out.display()))?;
     std::fs::write(args.out.join(".cosched-output"), "written by cosched\n").map_err(|e| e.to_string())?;
@@ -65,12 +64,13 @@ pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
         // Saved as measured, so a failure later loses nothing already measured.
         let _ = samples_csv.write_all(sample_row(sample).as_bytes());
         eprintln!(
-            "[{done}/{total}] {} j={} repeat {}: {:.3} s{}",
+            "[{done}/{total}] {} j={} repeat {}: {:.3} s{}{}",
             sample.policy,
             sample.jobs,
             sample.repeat,
             sample.elapsed_s,
-            sample.cpu_s.map_or(String::new(), |c| format!(", {c:.2} CPU-s"))
+            sample.cpu_s.map_or(String::new(), |c| format!(", {c:.2} CPU-s")),
+            sample.overlap.map_or(String::new(), |o| format!(", {:.1} % overlap", 100.0 * o))
         );
     })?;
     write_results(args, &report)
@@ -98,13 +98,20 @@ fn config_from(args: &BenchSlowdownArgs) -> Result<SlowdownConfig, String> {
         policies,
         cpus_per_job,
         cosched_exe: std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?,
-        slurm_script: args.slurm_script.clone(),
-        work_dir: args.out.join("runs"),
+        slurm_script: absolute(&args.slurm_script)?,
+        spank_plugin: absolute(&args.spank_plugin)?,
+        work_dir: absolute(&args.out)?.join("runs"),
         timeout: Duration::from_secs_f64(args.timeout_s),
+        stop: crate::interrupt::stop_on_interrupt()?,
     })
 }
 
-const SAMPLE_HEADER: &str = "policy,jobs,repeat,elapsed_s,cpu_s,peak_rss_bytes,copy_elapsed_s\n";
+/// `path` from the root: Slurm's daemons and plugins do not run in this folder.
+fn absolute(path: &std::path::Path) -> Result<PathBuf, String> {
+    std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+const SAMPLE_HEADER: &str = "policy,jobs,repeat,elapsed_s,cpu_s,peak_rss_bytes,overlap,copy_elapsed_s\n";
 
 fn sample_row(s: &Sample) -> String {
     let copies: Vec<String> = s.copy_elapsed_s.iter().map(|t| num(*t)).collect();
@@ -118,6 +125,7 @@ fn sample_row(s: &Sample) -> String {
             num(s.elapsed_s),
             s.cpu_s.map_or(String::new(), num),
             s.peak_rss_bytes.map_or(String::new(), |b| b.to_string()),
+            s.overlap.map_or(String::new(), num),
             csv_field(&copies.join(" ")),
         ],
     );
@@ -153,18 +161,25 @@ fn table_text(report: &SlowdownReport) -> String {
         report.cpus_per_job,
         report.repeat
     );
-    out += "policy        j        t_j (s)            s_j   per-job (s)  slowest/fastest   %CPU   peak MiB\n";
+    let width = report.points.iter().map(|p| p.policy.len()).max().unwrap_or(0).max(6);
+    out += &format!(
+        "{:<width$} {:>2}  {:>17}  {:>12}  {:>5}  {:>16}  {:>15}  {:>11}  {:>5}  {:>9}\n",
+        "policy", "j", "t_j (s)", "s_j", "s_j/j", "per-job (s)", "slowest/fastest", "overlap %", "%CPU", "peak MiB"
+    );
     for p in &report.points {
         out += &format!(
-            "{:<12} {:>2}  {:>8.3} ± {:<6.3}  {:>5.2} ± {:<4.2}  {:>11.3}  {:>15.2}  {:>5}  {:>9}\n",
+            "{:<width$} {:>2}  {:>8.3} ± {:<6.3}  {:>5.2} ± {:<4.2}  {:>5.2}  {:>7.3} ± {:<6.3}  {:>15.2}  {:>11}  {:>5}  {:>9}\n",
             p.policy,
             p.jobs,
             p.elapsed_s.mean,
             p.elapsed_s.std_error,
             p.slowdown.value,
             p.slowdown.std_error,
+            p.slowdown.value / p.jobs as f64,
             p.copy_elapsed_s.mean,
+            p.copy_elapsed_s.std_error,
             p.fairness_ratio,
+            p.overlap.map_or("-".into(), |o| format!("{:.1} ± {:.1}", 100.0 * o.mean, 100.0 * o.std_error)),
             p.cpu_percent.map_or("-".into(), |c| format!("{c:.0}")),
             p.peak_rss_bytes.map_or("-".into(), |b| format!("{:.1}", b as f64 / (1 << 20) as f64)),
         );
@@ -173,7 +188,7 @@ fn table_text(report: &SlowdownReport) -> String {
 }
 
 fn points_csv(points: &[Point]) -> String {
-    let mut text = "policy,jobs,runs,t_s,t_se_s,slowdown,slowdown_se,copy_mean_s,copy_se_s,fairness_ratio,cpu_s,cpu_se_s,cpu_percent,peak_rss_bytes\n".to_string();
+    let mut text = "policy,jobs,runs,t_s,t_se_s,slowdown,slowdown_se,copy_mean_s,copy_se_s,fairness_ratio,cpu_s,cpu_se_s,cpu_percent,peak_rss_bytes,overlap,overlap_se\n".to_string();
     for p in points {
         push_row(
             &mut text,
@@ -192,6 +207,8 @@ fn points_csv(points: &[Point]) -> String {
                 p.cpu_s.map_or(String::new(), |c| num(c.std_error)),
                 p.cpu_percent.map_or(String::new(), num),
                 p.peak_rss_bytes.map_or(String::new(), |b| b.to_string()),
+                p.overlap.map_or(String::new(), |o| num(o.mean)),
+                p.overlap.map_or(String::new(), |o| num(o.std_error)),
             ],
         );
     }

@@ -5,6 +5,7 @@ mod bench;
 mod bench_micro;
 mod bench_slowdown;
 mod bench_switch;
+mod interrupt;
 mod manual;
 mod model_cmd;
 mod output;

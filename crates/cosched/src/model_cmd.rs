@@ -361,6 +361,7 @@ mod tests {
             cpu_s: cpu_s.map(estimate),
             cpu_percent: None,
             peak_rss_bytes: None,
+            overlap: None,
         }
     }
 

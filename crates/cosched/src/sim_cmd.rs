@@ -345,7 +345,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     OutputDir::check(&args.out)?;
     let prepared = prepare(&settings)?;
     eprintln!("workload: {}, mix {}", prepared.loaded.report.describe(), args.workload);
-    let interrupted = stop_on_interrupt()?;
+    let interrupted = crate::interrupt::stop_on_interrupt()?;
     let options = RunOptions {
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
         record_trace: args.trace_events,
@@ -371,20 +371,6 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// A flag that the first Ctrl-C (or SIGTERM) sets: the runs stop at their next progress report and what finished
-/// is written. A second one ends the process at once.
-fn stop_on_interrupt() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>, String> {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for signal in [SIGINT, SIGTERM] {
-        // Registered first: with the flag already set, the signal exits (status 1) instead.
-        signal_hook::flag::register_conditional_shutdown(signal, 1, flag.clone())
-            .and_then(|_| signal_hook::flag::register(signal, flag.clone()))
-            .map_err(|e| format!("cannot catch signal {signal}: {e}"))?;
-    }
-    Ok(flag)
 }
 
 fn print_table(results: &[RunResult]) {
