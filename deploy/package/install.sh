@@ -41,11 +41,12 @@ esac
 d=$destdir
 
 install -d "$d$prefix/bin" "$d$prefix/lib/pkgconfig" "$d$prefix/include" "$d$prefix/share/man/man1" \
-    "$d$prefix/share/doc/cosched" "$d$prefix/share/bash-completion/completions" \
+    "$d$prefix/share/doc/cosched" "$d$prefix/share/cosched/slurm" "$d$prefix/share/bash-completion/completions" \
     "$d$prefix/share/zsh/site-functions" "$d$prefix/share/fish/vendor_completions.d" "$d$units"
 install -m 755 "$here/bin/cosched" "$d$prefix/bin/cosched"
 install -m 644 "$here"/share/man/man1/*.1 "$d$prefix/share/man/man1/"
 install -m 644 "$here"/share/doc/cosched/* "$d$prefix/share/doc/cosched/"
+install -m 644 "$here"/share/cosched/slurm/* "$d$prefix/share/cosched/slurm/"
 install -m 644 "$here/share/bash-completion/completions/cosched" "$d$prefix/share/bash-completion/completions/"
 install -m 644 "$here/share/zsh/site-functions/_cosched" "$d$prefix/share/zsh/site-functions/"
 install -m 644 "$here/share/fish/vendor_completions.d/cosched.fish" "$d$prefix/share/fish/vendor_completions.d/"

@@ -66,7 +66,8 @@ install_package() {
     say "cosched --version: $version"
     for file in /usr/local/share/man/man1/cosched.1 /usr/local/share/man/man1/cosched-submit.1 \
         /usr/local/share/bash-completion/completions/cosched /usr/local/lib/libcosched.so.0 \
-        /usr/local/include/cosched.h /usr/local/lib/systemd/system/cosched-agent.service; do
+        /usr/local/include/cosched.h /usr/local/lib/systemd/system/cosched-agent.service \
+        /usr/local/share/cosched/slurm/cosched_spank.c /usr/local/share/cosched/slurm/Makefile; do
         [ -s "$file" ] || fail "install.sh did not install $file"
     done
     ldconfig -p | grep -q 'libcosched.so.0 ' || fail "libcosched.so.0 is not in the loader's cache"
