@@ -59,9 +59,15 @@ fn pingpong_fits_tcp_and_shared_memory() {
     let by_name = |name: &str| results.iter().find(|r| r["transport"] == name).unwrap_or_else(|| panic!("{name}"));
     let (tcp, shm) = (by_name("tcp"), by_name("shm"));
     assert_eq!((tcp["wait"].as_str(), shm["wait"].as_str()), (Some("block"), Some("spin")));
-    // The kernel's network stack costs more than a store and a load through memory.
-    assert!(mean(&tcp["alpha_s"]) > mean(&shm["alpha_s"]), "tcp {} shm {}", tcp["alpha_s"], shm["alpha_s"]);
-    assert!(mean(&tcp["alpha_s"]) < 1e-2);
+    // The one-way time of the smallest message, in the fastest repeat: above 10 ns, which no message between two
+    // threads beats (a unit off downward falls below it), and below 10 ms (a unit off upward does not). Load only
+    // adds time, so the floor holds on a busy machine. TCP is not compared with shared memory: the kernel's stack
+    // costs more than a store and a load, but a busy machine can take the CPU from a spinning endpoint for a
+    // whole tick, which no bound on their difference survives.
+    for r in [tcp, shm] {
+        let fastest_s = r["sizes"][0]["one_way_s"]["min"].as_f64().unwrap();
+        assert!(fastest_s > 1e-8 && fastest_s < 1e-2, "{} one-way {fastest_s} s", r["transport"]);
+    }
     for r in [tcp, shm] {
         assert!(mean(&r["beta_s_per_double"]) >= 0.0, "{}", r["beta_s_per_double"]);
         assert!(mean(&r["beta_cpu_s_per_double"]) >= 0.0, "{}", r["beta_cpu_s_per_double"]);
