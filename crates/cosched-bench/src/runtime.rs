@@ -69,6 +69,23 @@ impl RuntimeInstance {
         }
     }
 
+    /// Wait until every job of this runtime has ended. A job's end reaches the controller shortly after its last
+    /// process exits (the agent's next report), and the next run's jobs need its room free.
+    pub fn wait_idle(&self, timeout: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            let status = Client::local(&self.socket).status().map_err(refused)?;
+            let running: Vec<u64> = status.jobs.iter().filter(|j| !j.state.is_over()).map(|j| j.id).collect();
+            if running.is_empty() {
+                return Ok(());
+            }
+            if start.elapsed() > timeout {
+                return Err(format!("the jobs {running:?} of the previous run had not ended after {timeout:?}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Register a job of `cpus` CPUs on this node and move `pid` (and so its
     /// future children) into it; returns the job id once the agent has moved it.
     pub fn register_process(&self, pid: u32, cpus: u32, mode: Mode) -> Result<u64, String> {

@@ -167,6 +167,9 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
             runtimes.insert(label.clone(), RuntimeInstance::start(&config.cosched_exe, &dir, slice_ms, max_jobs)?);
         }
         let runtime = runtimes.get(&label);
+        if let Some(runtime) = runtime {
+            runtime.wait_idle(PREVIOUS_RUN_END_TIMEOUT)?;
+        }
         if policy.uses_slurm() {
             let setup = slurm_setup(config, policy, runtime);
             if slurm.as_ref().is_none_or(|s| s.setup != setup) {
@@ -249,6 +252,9 @@ fn run_one(
         overlap: measured.overlap.and_then(|o| o.fraction()),
     })
 }
+
+/// How long the jobs of a policy's previous run may take to end in its runtime (Slurm's epilog included).
+const PREVIOUS_RUN_END_TIMEOUT: Duration = Duration::from_secs(60);
 
 const INTERRUPTED: &str = "interrupted: the copies were killed and the private runtimes and Slurm stopped";
 

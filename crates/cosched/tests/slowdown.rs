@@ -119,7 +119,7 @@ fn bad_arguments_are_named() {
         assert!(!output.status.success() && stderr.contains(expected), "{args:?}: {stderr}");
     };
     check(&["--policy", "fifo", "--", "true"], "unknown policy \"fifo\"");
-    check(&["--policy", "local:5ms", "--", "true"], "only gang takes a slice");
+    check(&["--policy", "local:5ms", "--", "true"], "only gang and slurm+cosched take a slice");
     check(&["--jobs", "2,4", "--out", "/tmp/cosched-never", "--", "true"], "--jobs must include 1");
     check(&["--cpus", "999", "--", "true"], "--cpus 999");
 }
