@@ -6,6 +6,7 @@
 
 pub mod batch;
 pub mod csv;
+pub mod fast_check;
 pub mod sim;
 pub mod study;
 pub mod workload;

@@ -93,6 +93,9 @@ pub struct Summary {
     pub interrupted_at_s: Option<f64>,
     pub cpu_time: Breakdown,
     pub events: u64,
+    /// Fast mode's settings and what it skipped (absent: the exact engine alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fast_mode: Option<crate::engine::fast::FastReport>,
 }
 
 pub fn mean(values: impl Iterator<Item = f64>) -> f64 {

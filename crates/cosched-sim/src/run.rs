@@ -1,6 +1,7 @@
 //! One simulation run from configuration and jobs to records and summary.
 
 use crate::config::{ConfigError, SimConfig};
+use crate::engine::fast::FastSettings;
 use crate::engine::parts::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
@@ -26,6 +27,8 @@ pub struct RunOptions {
     pub visit_every_tick: bool,
     /// Set from outside (an interrupt) to end the run at its next progress report, keeping what finished.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Fast mode: skip the stationary stretches between changes (`None`: exact).
+    pub fast: Option<FastSettings>,
 }
 
 impl Default for RunOptions {
@@ -36,6 +39,7 @@ impl Default for RunOptions {
             progress_every_events: 1 << 20,
             visit_every_tick: false,
             stop: None,
+            fast: None,
         }
     }
 }
@@ -48,6 +52,9 @@ pub fn run(
     progress: impl FnMut(&Progress),
 ) -> Result<RunResult, ConfigError> {
     cfg.validate()?;
+    if let Some(fast) = &options.fast {
+        fast.validate().map_err(ConfigError)?;
+    }
     let cpus = cfg.cpu_count();
     if let Some(job) = jobs.iter().find(|j| j.tasks == 0 || j.tasks > cpus) {
         return Err(ConfigError(format!(
@@ -65,6 +72,7 @@ pub fn run(
         visit_every_tick: options.visit_every_tick,
         progress_every_events: options.progress_every_events,
         stop: options.stop.as_deref(),
+        fast: options.fast,
         progress: &mut progress,
     }
     .run();
@@ -116,6 +124,7 @@ pub fn run(
         interrupted_at_s: outcome.stopped_early.then_some(span_s),
         cpu_time: outcome.cpu_time,
         events: outcome.events,
+        fast_mode: outcome.fast,
     };
     Ok(RunResult {
         summary,

@@ -73,6 +73,21 @@ pub enum BenchCommand {
     /// chunks and only chunks undisturbed by other processes count (--chunk-us).
     #[command(name = "pingpong")]
     PingPong(crate::bench_micro::PingPongArgs),
+    /// Fast mode against the exact engine: the same workloads run both ways.
+    ///
+    /// Every scheme on each seed's workload (Lublin-Feitelson jobs, WL7), once
+    /// exact and once in fast mode; per scheme, fast / exact - 1 of the mean
+    /// response, the mean wait and the delivered utilization, as the mean over
+    /// seeds with a 95 % interval, and whether the saturation verdicts agree.
+    /// See docs/fast-mode.md.
+    Fast(crate::bench_fast::BenchFastArgs),
+    /// A site's trace at full run times in fast mode: wall time and peak memory per scheme.
+    ///
+    /// By default generates a trace shaped like a production log (the
+    /// Lublin-Feitelson model sized to 128 nodes, 18,000 jobs at offered load
+    /// 0.6: about 90 days), writes it as SWF beside the results so it can be
+    /// replayed, and runs it at run-time scale 1 under GS, SB and PB-SB in turn.
+    Site(crate::bench_fast::BenchSiteArgs),
     #[command(name = "ctxswitch-worker", hide = true)]
     CtxSwitchWorker(crate::bench_micro::WorkerArgs),
     #[command(name = "pingpong-peer", hide = true)]
@@ -121,6 +136,8 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Sim(args) => bench_sim(args),
         BenchCommand::Switch(args) => crate::bench_switch::run(args),
+        BenchCommand::Fast(args) => crate::bench_fast::run_fast_check(args),
+        BenchCommand::Site(args) => crate::bench_fast::run_site(args),
         BenchCommand::Slowdown(args) => crate::bench_slowdown::run(args),
         BenchCommand::CtxSwitch(args) => crate::bench_micro::run_ctxswitch(args),
         BenchCommand::PingPong(args) => crate::bench_micro::run_pingpong(args),

@@ -2,6 +2,7 @@
 //! settings, call the library crates, present the results.
 
 mod bench;
+mod bench_fast;
 mod bench_micro;
 mod bench_slowdown;
 mod bench_switch;

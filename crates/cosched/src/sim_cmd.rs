@@ -10,6 +10,7 @@ use cosched_lab::workload::{
     DEFAULT_TARGET_LOAD,
 };
 use cosched_sim::config::{quantum_table_from_bands_ms, BoostWalk, CostConfig, NetworkConfig, NodeSchedulerConfig};
+use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::trace::TraceEvent;
 use cosched_sim::{Mix, Scheme, SimConfig};
@@ -62,6 +63,9 @@ fn costs() -> CostConfig {
 }
 fn scheduler() -> NodeSchedulerConfig {
     NodeSchedulerConfig::default()
+}
+fn fast_settings() -> FastSettings {
+    FastSettings::default()
 }
 fn default_schemes() -> Vec<Scheme> {
     SimSettings::default().schemes
@@ -216,6 +220,15 @@ pub struct SimArgs {
     #[arg(long, value_delimiter = ',', default_values_t = default_bands_ms(), help_heading = "Node scheduler")]
     pub quanta_ms: Vec<u64>,
 
+    // ---- fast mode ------------------------------------------------------------
+    /// Fast mode: after every change of the processes on the CPUs, simulate exactly for a warm-up and a
+    /// window, then skip ahead to the next change at the rates measured in the window. For long traces at
+    /// full run times; its error against the exact engine is in docs/fast-mode.md. Every output says so.
+    #[arg(long, help_heading = "Fast mode")]
+    pub fast: bool,
+    #[command(flatten)]
+    pub fast_flags: FastFlags,
+
     // ---- output ---------------------------------------------------------------
     /// Folder for summary.csv, jobs.csv, summary.json and workload.swf (replaced if it is cosched output).
     #[arg(long, default_value = "cosched-out/sim", help_heading = "Output")]
@@ -322,8 +335,40 @@ impl SimArgs {
         Ok(settings)
     }
 
+    /// Fast mode's settings, when asked for.
+    pub fn fast_settings(&self) -> Result<Option<FastSettings>, String> {
+        self.fast.then(|| self.fast_flags.settings()).transpose()
+    }
+
     fn bsld_threshold_s(&self) -> f64 {
         self.bsld_threshold_s.unwrap_or(bounded_slowdown_threshold_s(self.runtime_scale))
+    }
+}
+
+/// Fast mode's measurement settings (docs/fast-mode.md).
+#[derive(Args, Debug, Clone)]
+pub struct FastFlags {
+    /// Fast mode: exact simulation after a change before the window opens, ms.
+    #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().warmup_ns), help_heading = "Fast mode")]
+    pub fast_warmup_ms: f64,
+    /// Fast mode: the measurement window, ms (gang schemes: rounded up to whole cycles of the rows).
+    #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().window_ns), help_heading = "Fast mode")]
+    pub fast_window_ms: f64,
+    /// Fast mode: exact simulation kept before each job's predicted end, ms.
+    #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().guard_ns), help_heading = "Fast mode")]
+    pub fast_guard_ms: f64,
+}
+
+impl FastFlags {
+    pub fn settings(&self) -> Result<FastSettings, String> {
+        let settings = FastSettings {
+            warmup_ns: MILLISECONDS.ns(self.fast_warmup_ms, "--fast-warmup-ms")?,
+            window_ns: MILLISECONDS.ns(self.fast_window_ms, "--fast-window-ms")?,
+            guard_ns: MILLISECONDS.ns(self.fast_guard_ms, "--fast-guard-ms")?,
+            ..fast_settings()
+        };
+        settings.validate()?;
+        Ok(settings)
     }
 }
 
@@ -342,6 +387,7 @@ struct SummaryDocument<'a> {
 pub fn run(args: &SimArgs) -> Result<(), String> {
     // Validate everything before doing any work or touching the output folder.
     let settings = args.settings()?;
+    let fast = args.fast_settings()?;
     OutputDir::check(&args.out)?;
     let prepared = prepare(&settings)?;
     eprintln!("workload: {}, mix {}", prepared.loaded.report.describe(), args.workload);
@@ -352,6 +398,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         progress_every_events: 1 << 18,
         visit_every_tick: false,
         stop: Some(interrupted.clone()),
+        fast,
     };
     let results = prepared.run(&options, &BatchProgress::new(!args.quiet))?;
     print_table(&results);

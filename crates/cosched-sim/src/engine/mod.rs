@@ -26,12 +26,14 @@ use arrival::{MessageArrival, NicView};
 use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerHeap};
 use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
+use fast::{FastReport, FastSettings, FastState};
 use node_scheduler::NodeScheduler;
 use parts::Parts;
 use receive::ReceiveWait;
 use std::marker::PhantomData;
 
 pub(crate) mod arrival;
+pub mod fast;
 pub(crate) mod node_scheduler;
 pub(crate) mod parts;
 pub(crate) mod receive;
@@ -234,6 +236,8 @@ pub struct EngineOutcome {
     pub peak_processes_per_cpu: usize,
     /// (arrival time, jobs in the machine just after it: queued or running), per arrival.
     pub jobs_in_system: Vec<(SimTime, u32)>,
+    /// What fast mode did (`None`: the exact engine alone).
+    pub fast: Option<FastReport>,
 }
 
 /// What happened from time 0 to the last arrival, while jobs kept coming: the
@@ -299,6 +303,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// Spin time of spin-block and spin-yield receives.
     spin_ns: u64,
     event_counts: [u64; EVENT_KINDS],
+    /// Fast mode (`None`: exact).
+    fast: Option<FastState>,
     parts: PhantomData<P>,
 }
 
@@ -388,8 +394,15 @@ impl<'a, P: Parts> Engine<'a, P> {
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
             event_counts: [0; EVENT_KINDS],
+            fast: None,
             parts: PhantomData,
         }
+    }
+
+    /// Skip the stationary stretches between changes (see [`fast`]).
+    pub fn with_fast_mode(mut self, settings: FastSettings) -> Self {
+        self.fast = Some(FastState::new(settings, self.cpus.len()));
+        self
     }
 
     /// Visit every CPU at every tick as well (for tests of the tickless logic).
@@ -424,8 +437,12 @@ impl<'a, P: Parts> Engine<'a, P> {
                 (None, Some((t, _))) => t,
                 (Some(q), Some((v, _))) => q.min(v),
             };
-            if now > horizon {
-                end = horizon;
+            if self.fast.is_some() && self.fast_checkpoint(now) {
+                continue;
+            }
+            if self.run_clock(now) > horizon {
+                // `end` is on the engine's clock.
+                end = SimTime(horizon.ns() - self.run_clock(SimTime::ZERO).ns());
                 break;
             }
             end = now;
@@ -454,7 +471,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     fn progress(&self, now: SimTime) -> Progress {
         Progress {
-            now,
+            now: self.run_clock(now),
             jobs_completed: self.completed,
             jobs_total: self.jobs.len(),
             queued: self.waiting,
@@ -468,17 +485,18 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         let mut cpu_time = Breakdown::default();
         for cpu in &self.cpus {
-            debug_assert_eq!(cpu.time.total_ns(), end.ns(), "CPU time must add up to the span");
+            debug_assert_eq!(cpu.time.total_ns(), self.run_clock(end).ns(), "CPU time must add up to the span");
             cpu_time.add(&cpu.time);
         }
         if let Some(gang) = &self.gang {
             debug_assert!(self.completed < self.jobs.len() || gang.current_row.is_none());
         }
         EngineOutcome {
+            end: self.run_clock(end),
+            fast: self.fast.as_ref().map(FastState::report),
             records: self.records,
             per_cpu_time: self.cpus.iter().map(|c| c.time).collect(),
             cpu_time,
-            end,
             events: self.events_handled,
             longest_queue: self.longest_queue,
             jobs_submitted: self.jobs.len(),
@@ -492,6 +510,11 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     fn handle(&mut self, now: SimTime, event: Event) {
+        if let (Event::Arrival(j), Some(fast)) = (event, &self.fast) {
+            if j as usize != fast.next_arrival {
+                return; // booked before a jump moved it earlier
+            }
+        }
         self.event_counts[event.kind_index()] += 1;
         match event {
             Event::Arrival(j) => self.on_arrival(j, now),
@@ -504,7 +527,8 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     fn record(&mut self, now: SimTime, cpu: u32, kind: TraceKind) {
         if let Some(trace) = &mut self.trace {
-            trace.push(TraceEvent { time_ns: now.ns(), cpu, kind });
+            let time_ns = now.ns() + self.fast.as_ref().map_or(0, |f| f.offset_ns);
+            trace.push(TraceEvent { time_ns, cpu, kind });
         }
     }
 
@@ -512,14 +536,18 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     fn on_arrival(&mut self, j: u32, now: SimTime) {
         let next = j as usize + 1;
+        if let Some(fast) = &mut self.fast {
+            fast.next_arrival = next;
+        }
         if next < self.jobs.len() {
-            self.queue.schedule(self.jobs[next].spec.arrival, Event::Arrival(next as u32));
+            let at = SimTime(self.jobs[next].spec.arrival.ns() - self.run_clock(SimTime::ZERO).ns());
+            self.queue.schedule(at, Event::Arrival(next as u32));
         }
         self.waiting += 1;
         self.longest_queue = self.longest_queue.max(self.waiting);
         let to_start = self.cosched.arrive(self.plan_job(j));
         self.start_jobs(&to_start, now);
-        self.jobs_in_system.push((now, (next - self.completed) as u32));
+        self.jobs_in_system.push((self.run_clock(now), (next - self.completed) as u32));
         if next == self.jobs.len() {
             self.close_arrival_window(now);
         }
@@ -538,10 +566,11 @@ impl<'a, P: Parts> Engine<'a, P> {
                 job.dedicated_ns as f64 * p.iterations_done as f64 / job.spec.program.iterations.max(1) as f64
             })
             .sum();
+        let run_now = self.run_clock(now);
         let offered_ns =
-            self.jobs.iter().map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(now - j.spec.arrival) as f64).sum();
+            self.jobs.iter().map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(run_now - j.spec.arrival) as f64).sum();
         self.arrival_window = ArrivalWindow {
-            last_arrival: now,
+            last_arrival: run_now,
             compute_ns: self.cpus.iter().map(|c| c.time.useful_ns).sum(),
             delivered_ns,
             offered_ns,
@@ -606,11 +635,15 @@ impl<'a, P: Parts> Engine<'a, P> {
             residents.push(first_proc + rank);
             self.peak_processes_per_cpu = self.peak_processes_per_cpu.max(residents.len());
         }
+        let run_now = self.run_clock(now);
         let job = &mut self.jobs[j as usize];
-        job.start = Some(now);
+        job.start = Some(run_now);
         job.first_proc = first_proc;
         let Placement { cpus, rows } = placement.clone();
         job.placement = Some(placement);
+        if self.fast.is_some() {
+            self.fast_note_change(j, &cpus, true, now);
+        }
         self.record(now, cpus[0], TraceKind::JobStart { job: j });
         for (rank, &cpu) in cpus.iter().enumerate() {
             self.record(now, cpu, TraceKind::TaskPlaced { job: j, process: first_proc + rank as u32 });
@@ -641,7 +674,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     fn job_finished(&mut self, j: u32, now: SimTime) {
         let placement = self.jobs[j as usize].placement.take().expect("a running job has a placement");
-        self.jobs[j as usize].finish = Some(now);
+        self.jobs[j as usize].finish = Some(self.run_clock(now));
         self.running -= 1;
         if self.gang.is_some() {
             self.gang_release(&placement.rows, &placement.cpus);
@@ -650,6 +683,9 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.completed += 1;
         self.records.push(self.job_record(j));
         let to_start = self.cosched.finish(JobId(j.into()));
+        if self.fast.is_some() {
+            self.fast_note_change(j, &placement.cpus, false, now);
+        }
         self.start_jobs(&to_start, now);
         if self.gang.is_some() {
             self.ensure_gang_quantum(now);

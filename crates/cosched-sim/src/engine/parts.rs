@@ -7,6 +7,7 @@
 //! chosen once per run through the scheme.
 
 use super::arrival::MessageArrival;
+use super::fast::FastSettings;
 use super::node_scheduler::NodeScheduler;
 use super::receive::ReceiveWait;
 use super::{Engine, EngineOutcome, Progress, SimJob};
@@ -35,6 +36,7 @@ pub(crate) struct EngineRun<'a, 'p> {
     pub visit_every_tick: bool,
     pub progress_every_events: u64,
     pub stop: Option<&'a AtomicBool>,
+    pub fast: Option<FastSettings>,
     pub progress: &'p mut dyn FnMut(&Progress),
 }
 
@@ -49,6 +51,9 @@ impl EngineRun<'_, '_> {
         let mut engine = Engine::<P>::new(self.cfg, self.jobs, self.bounded_slowdown_threshold_s, self.record_trace);
         if self.visit_every_tick {
             engine = engine.with_visits_every_tick();
+        }
+        if let Some(settings) = self.fast {
+            engine = engine.with_fast_mode(settings);
         }
         engine.run(self.progress_every_events, self.stop, self.progress)
     }

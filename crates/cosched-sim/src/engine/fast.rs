@@ -1,0 +1,437 @@
+//! Fast mode: the exact engine, with the stretches between changes skipped.
+//!
+//! Between two instants where the set of processes on the CPUs changes (a job
+//! starts or finishes; arrivals that start nothing change nothing), the exact
+//! model is a stationary process. Fast mode lets the exact engine run after
+//! each change for a warm-up and then a measurement window, takes from the
+//! window each running job's rate of progress (iterations per nanosecond, the
+//! mean over its processes) and each CPU's shares of useful, spin, switch,
+//! overhead and idle time, and then skips ahead: the run's clock jumps, every
+//! running job's processes are credited with the iterations their job's rate
+//! gives, and every CPU with the time at its shares. A jump stops short of the
+//! next arrival and, by a guard, of the first predicted finish, so arrivals,
+//! starts and finishes are all simulated exactly.
+//!
+//! The engine's own clock never jumps: ticks, quanta, messages in flight and
+//! the MLFQ's raise go on from where the window left them, so a jump cannot
+//! break an invariant of the exact engine. What moves is an offset between the
+//! engine's clock and the run's clock ([`FastState::offset_ns`]): arrivals are
+//! booked at their time minus the offset, and starts, finishes, trace and
+//! progress are reported plus it.
+
+use super::{Engine, Event, Parts};
+use crate::metrics::Breakdown;
+use cosched_core::SimTime;
+use serde::Serialize;
+
+/// How fast mode measures and skips (every value *our choice*; see docs/fast-mode.md).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct FastSettings {
+    /// Exact simulation after a change before the window opens, so the node
+    /// schedulers settle into the new mix.
+    pub warmup_ns: u64,
+    /// The measurement window. Under gang schemes it is rounded up to whole
+    /// cycles of the matrix's occupied rows, so every row gets its share.
+    pub window_ns: u64,
+    /// A window grows (doubling, up to [`MAX_WINDOW_GROWTH`] times its
+    /// length) until every running job's processes did this many iterations
+    /// in it, on average.
+    pub min_iterations: u64,
+    /// A jump stops this long (at the measured rate) before any running
+    /// job's predicted end, which is then simulated exactly.
+    pub guard_ns: u64,
+    /// Shorter jumps are not worth the bookkeeping: the engine just runs on.
+    pub min_jump_ns: u64,
+}
+
+impl Default for FastSettings {
+    fn default() -> Self {
+        const MS: u64 = 1_000_000;
+        FastSettings {
+            warmup_ns: 50 * MS,
+            window_ns: 200 * MS,
+            min_iterations: 20,
+            guard_ns: 20 * MS,
+            min_jump_ns: 100 * MS,
+        }
+    }
+}
+
+impl FastSettings {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.window_ns == 0 {
+            return Err("fast mode: the measurement window must be longer than 0 ms".into());
+        }
+        Ok(())
+    }
+}
+
+/// A window grows to at most this many times its set length.
+pub const MAX_WINDOW_GROWTH: u64 = 16;
+
+/// What fast mode did in a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct FastReport {
+    pub settings: Option<FastSettings>,
+    /// Jumps made, and the simulated time they skipped.
+    pub jumps: u64,
+    pub skipped_ns: u64,
+    /// Measurement windows completed (each gives the rates of one set of running jobs), and their length in all.
+    pub windows: u64,
+    pub window_ns: u64,
+    /// Simulated time the exact engine ran while some job ran (windows, warm-ups, guards, short gaps).
+    pub exact_busy_ns: u64,
+}
+
+/// Fast mode's state inside the engine.
+pub(crate) struct FastState {
+    settings: FastSettings,
+    /// Run clock = engine clock + this.
+    pub(super) offset_ns: u64,
+    changed_at: SimTime,
+    /// Running jobs, in start order, with what the windows saw of each.
+    running: Vec<JobRate>,
+    /// Time of each CPU over the windows since its residents last changed.
+    cpu_time: Vec<Breakdown>,
+    /// The next job to arrive (a booking left from before a jump is stale).
+    pub(super) next_arrival: usize,
+    window: Option<Window>,
+    /// The next arrival when a jump was last tried, if nothing changed since:
+    /// a jump is tried once per arrival and once per change.
+    tried_before_arrival: Option<usize>,
+    /// Gang schemes: the matrix's occupied rows (every job's share changes with them).
+    gang_rows: usize,
+    report: FastReport,
+    /// The engine instant of the last checkpoint.
+    last_checkpoint: SimTime,
+}
+
+/// A running job's rate as measured: iterations its processes did together
+/// in windows since its surroundings last changed, and the windows' length.
+#[derive(Clone, Copy)]
+struct JobRate {
+    job: u32,
+    iterations: u64,
+    measured_ns: u64,
+}
+
+struct Window {
+    from: SimTime,
+    until: SimTime,
+    /// Iterations done so far by each running job's processes together.
+    progress: Vec<u64>,
+    cpu_time: Vec<Breakdown>,
+}
+
+impl FastState {
+    pub(super) fn new(settings: FastSettings, cpu_count: usize) -> FastState {
+        FastState {
+            settings,
+            offset_ns: 0,
+            changed_at: SimTime::ZERO,
+            running: Vec::new(),
+            cpu_time: vec![Breakdown::default(); cpu_count],
+            next_arrival: 0,
+            window: None,
+            tried_before_arrival: None,
+            gang_rows: 0,
+            report: FastReport { settings: Some(settings), ..FastReport::default() },
+            last_checkpoint: SimTime::ZERO,
+        }
+    }
+
+    pub(super) fn report(&self) -> FastReport {
+        self.report
+    }
+
+    /// Forget what the windows saw of the jobs on these CPUs, and of the CPUs.
+    fn forget_around(&mut self, cpus: &[u32], jobs_on: impl Fn(u32) -> Vec<u32>) {
+        for &c in cpus {
+            self.cpu_time[c as usize] = Breakdown::default();
+            for j in jobs_on(c) {
+                if let Some(rate) = self.running.iter_mut().find(|r| r.job == j) {
+                    rate.iterations = 0;
+                    rate.measured_ns = 0;
+                }
+            }
+        }
+    }
+}
+
+impl<P: Parts> Engine<'_, P> {
+    /// Run clock of engine instant `t`.
+    pub(super) fn run_clock(&self, t: SimTime) -> SimTime {
+        match &self.fast {
+            Some(fast) => t + fast.offset_ns,
+            None => t,
+        }
+    }
+
+    /// Job `j`, on `cpus`, started (`started`) or finished at `now`: what the
+    /// windows saw of it and of everything sharing its CPUs is void (under
+    /// gang schemes, of everything, when the number of rows changed).
+    pub(super) fn fast_note_change(&mut self, j: u32, cpus: &[u32], started: bool, now: SimTime) {
+        let rows = if self.gang.is_some() { self.cosched.slot_count() } else { 0 };
+        let Some(fast) = &mut self.fast else { return };
+        if started {
+            fast.running.push(JobRate { job: j, iterations: 0, measured_ns: 0 });
+        } else {
+            fast.running.retain(|r| r.job != j);
+        }
+        fast.changed_at = now;
+        fast.window = None;
+        fast.tried_before_arrival = None;
+        if rows != fast.gang_rows {
+            fast.gang_rows = rows;
+            let all: Vec<u32> = (0..self.cpus.len() as u32).collect();
+            fast.forget_around(&all, |_| Vec::new());
+            for rate in &mut fast.running {
+                (rate.iterations, rate.measured_ns) = (0, 0);
+            }
+            return;
+        }
+        let (cpus_state, procs) = (&self.cpus, &self.procs);
+        fast.forget_around(cpus, |c| cpus_state[c as usize].residents.iter().map(|&p| procs[p as usize].job).collect());
+    }
+
+    /// Fast mode's work before the engine handles the events at `now`: open or
+    /// close a measurement window, or jump. True when it jumped (an arrival was
+    /// booked earlier, so the next instant must be looked up again).
+    pub(super) fn fast_checkpoint(&mut self, now: SimTime) -> bool {
+        let Some(fast) = &mut self.fast else { return false };
+        if !fast.running.is_empty() {
+            fast.report.exact_busy_ns += now - fast.last_checkpoint;
+        }
+        fast.last_checkpoint = now;
+        match &fast.window {
+            Some(window) => {
+                if now >= window.until {
+                    self.close_window();
+                }
+                false
+            }
+            None if fast.running.iter().all(|r| r.measured_ns > 0) => self.try_jump(now),
+            None => {
+                let settings = fast.settings;
+                if now >= fast.changed_at + settings.warmup_ns {
+                    self.open_window(now, settings.window_ns);
+                }
+                false
+            }
+        }
+    }
+
+    fn open_window(&mut self, now: SimTime, wanted_ns: u64) {
+        self.account_all(now);
+        let progress = self.running_progress();
+        let cpu_time = self.cpus.iter().map(|c| c.time).collect();
+        let until = now + self.window_length(wanted_ns);
+        self.fast_mut().window = Some(Window { from: now, until, progress, cpu_time });
+    }
+
+    /// Under gang schemes a window holds whole cycles of the occupied rows.
+    fn window_length(&self, wanted_ns: u64) -> u64 {
+        if self.gang.is_none() {
+            return wanted_ns;
+        }
+        let cycle_ns = self.cosched.slot_count().max(1) as u64 * self.cfg.costs.gang_quantum_ns;
+        wanted_ns.div_ceil(cycle_ns) * cycle_ns
+    }
+
+    /// The window's time is up: add what it saw to every job's and CPU's
+    /// measure; open another while some job has done too few iterations.
+    fn close_window(&mut self) {
+        // Nothing happens between the last event and `now`: the state at `until` is known.
+        let until = self.fast().window.as_ref().expect("an open window").until;
+        self.account_all(until);
+        let progress = self.running_progress();
+        let tasks: Vec<u64> = self.fast().running.iter().map(|r| self.jobs[r.job as usize].spec.tasks as u64).collect();
+        let fast = self.fast.as_mut().expect("fast mode");
+        let window = fast.window.take().expect("an open window");
+        let length_ns = until - window.from;
+        for (rate, (after, before)) in fast.running.iter_mut().zip(progress.iter().zip(&window.progress)) {
+            rate.iterations += after - before;
+            rate.measured_ns += length_ns;
+        }
+        for ((total, cpu), before) in fast.cpu_time.iter_mut().zip(&self.cpus).zip(&window.cpu_time) {
+            total.add(&difference(&cpu.time, before));
+        }
+        fast.report.windows += 1;
+        fast.report.window_ns += length_ns;
+        let settings = fast.settings;
+        let longest_ns = settings.window_ns * MAX_WINDOW_GROWTH;
+        let too_few = fast
+            .running
+            .iter()
+            .zip(&tasks)
+            .any(|(r, &t)| r.iterations < settings.min_iterations * t && r.measured_ns < longest_ns);
+        if too_few {
+            self.open_window(until, settings.window_ns);
+        }
+    }
+
+    /// Jump as far as the rates allow, once per arrival and per change.
+    fn try_jump(&mut self, now: SimTime) -> bool {
+        let next_arrival = self.fast().next_arrival;
+        if self.fast().tried_before_arrival == Some(next_arrival) {
+            return false;
+        }
+        let jump = self.jump_length(now);
+        let fast = self.fast_mut();
+        fast.tried_before_arrival = Some(next_arrival);
+        if jump < fast.settings.min_jump_ns {
+            return false;
+        }
+        self.jump(now, jump);
+        true
+    }
+
+    /// Iterations per nanosecond of a job's processes, on average.
+    fn rate_per_ns(&self, rate: &JobRate) -> f64 {
+        let tasks = self.jobs[rate.job as usize].spec.tasks as f64;
+        rate.iterations as f64 / tasks / rate.measured_ns.max(1) as f64
+    }
+
+    /// How far the run clock may jump from engine instant `now`: short of the
+    /// next arrival, the horizon, and (by the guard) every job's predicted end.
+    fn jump_length(&self, now: SimTime) -> u64 {
+        let fast = self.fast();
+        let run_now = self.run_clock(now);
+        let mut limit = u64::MAX;
+        if let Some(job) = self.jobs.get(fast.next_arrival) {
+            limit = limit.min(job.spec.arrival.ns().saturating_sub(run_now.ns()));
+        }
+        if let Some(horizon) = self.cfg.horizon_ns {
+            limit = limit.min(horizon.saturating_sub(run_now.ns()));
+        }
+        for rate in &fast.running {
+            let per_ns = self.rate_per_ns(rate);
+            if per_ns <= 0.0 {
+                continue;
+            }
+            let left = self.iterations_left(rate.job) as f64 - 1.0 - (per_ns * fast.settings.guard_ns as f64).ceil();
+            limit = limit.min((left.max(0.0) / per_ns).floor() as u64);
+        }
+        limit
+    }
+
+    /// Iterations left to the job's most advanced process.
+    fn iterations_left(&self, j: u32) -> u64 {
+        let job = &self.jobs[j as usize];
+        let first = job.first_proc as usize;
+        let most_done = self.procs[first..first + job.spec.tasks as usize].iter().map(|p| p.iterations_done).max();
+        (job.spec.program.iterations - most_done.unwrap_or(0)) as u64
+    }
+
+    /// Skip `jump_ns` of the run clock at engine instant `now`.
+    fn jump(&mut self, now: SimTime, jump_ns: u64) {
+        self.account_all(now);
+        let running = self.fast().running.clone();
+        for rate in &running {
+            let per_ns = self.rate_per_ns(rate);
+            let credit =
+                ((per_ns * jump_ns as f64).round() as u64).min(self.iterations_left(rate.job).saturating_sub(1));
+            let job = &self.jobs[rate.job as usize];
+            let first = job.first_proc as usize;
+            for proc in &mut self.procs[first..first + job.spec.tasks as usize] {
+                proc.iterations_done += credit as u32;
+            }
+        }
+        let fast = self.fast.as_mut().expect("fast mode");
+        for (cpu, measured) in self.cpus.iter_mut().zip(&fast.cpu_time) {
+            let skipped = if measured.total_ns() == 0 {
+                // Never measured since it last changed: nothing runs on it (its jobs would have been measured).
+                debug_assert!(cpu.residents.is_empty(), "a CPU with processes has a measure");
+                Breakdown { idle_ns: jump_ns, ..Breakdown::default() }
+            } else {
+                scaled(measured, measured.total_ns(), jump_ns)
+            };
+            cpu.time.add(&skipped);
+        }
+        fast.offset_ns += jump_ns;
+        fast.report.jumps += 1;
+        fast.report.skipped_ns += jump_ns;
+        // The arrival booked before the jump is now stale (see `handle`); book it at its new engine instant.
+        let (next, offset_ns) = (fast.next_arrival, fast.offset_ns);
+        if let Some(job) = self.jobs.get(next) {
+            let at = SimTime(job.spec.arrival.ns() - offset_ns).max(now);
+            self.queue.schedule(at, Event::Arrival(next as u32));
+        }
+    }
+
+    /// Iterations done by each running job's processes together.
+    fn running_progress(&self) -> Vec<u64> {
+        self.fast()
+            .running
+            .iter()
+            .map(|r| {
+                let job = &self.jobs[r.job as usize];
+                let first = job.first_proc as usize;
+                self.procs[first..first + job.spec.tasks as usize].iter().map(|p| p.iterations_done as u64).sum()
+            })
+            .collect()
+    }
+
+    fn account_all(&mut self, now: SimTime) {
+        for c in 0..self.cpus.len() as u32 {
+            self.account(c, now);
+        }
+    }
+
+    fn fast(&self) -> &FastState {
+        self.fast.as_ref().expect("fast mode")
+    }
+
+    fn fast_mut(&mut self) -> &mut FastState {
+        self.fast.as_mut().expect("fast mode")
+    }
+}
+
+fn difference(after: &Breakdown, before: &Breakdown) -> Breakdown {
+    Breakdown {
+        useful_ns: after.useful_ns - before.useful_ns,
+        spin_ns: after.spin_ns - before.spin_ns,
+        switch_ns: after.switch_ns - before.switch_ns,
+        overhead_ns: after.overhead_ns - before.overhead_ns,
+        idle_ns: after.idle_ns - before.idle_ns,
+    }
+}
+
+/// `window`'s time split, scaled from `window_ns` to exactly `target_ns` (the
+/// rounding goes to the largest share, so the parts add up).
+fn scaled(window: &Breakdown, window_ns: u64, target_ns: u64) -> Breakdown {
+    let part = |v: u64| (v as u128 * target_ns as u128 / window_ns.max(1) as u128) as u64;
+    let mut out = Breakdown {
+        useful_ns: part(window.useful_ns),
+        spin_ns: part(window.spin_ns),
+        switch_ns: part(window.switch_ns),
+        overhead_ns: part(window.overhead_ns),
+        idle_ns: part(window.idle_ns),
+    };
+    let rest = target_ns - out.total_ns();
+    let largest = [out.useful_ns, out.spin_ns, out.switch_ns, out.overhead_ns, out.idle_ns]
+        .iter()
+        .enumerate()
+        .max_by_key(|&(i, &v)| (v, std::cmp::Reverse(i)))
+        .map_or(4, |(i, _)| i);
+    *[&mut out.useful_ns, &mut out.spin_ns, &mut out.switch_ns, &mut out.overhead_ns, &mut out.idle_ns][largest] +=
+        rest;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaled_time_adds_up_to_the_jump() {
+        let window = Breakdown { useful_ns: 333, spin_ns: 333, switch_ns: 0, overhead_ns: 1, idle_ns: 333 };
+        for target in [0, 1, 7, 1_000, 123_456_789] {
+            let out = scaled(&window, window.total_ns(), target);
+            assert_eq!(out.total_ns(), target);
+            assert_eq!(out.switch_ns, 0, "a share that was zero stays zero");
+        }
+        let out = scaled(&window, 1000, 1_000_000);
+        assert_eq!((out.useful_ns, out.overhead_ns), (333_000, 1000));
+    }
+}

@@ -1,0 +1,89 @@
+//! Fast mode: it skips, it repeats byte for byte, its books balance, and
+//! under gang scheduling (where a job's rate is set by the rows) it lands
+//! within a few per cent of the exact engine.
+
+mod common;
+
+use common::{config, job, ns, MS};
+use cosched_sim::engine::fast::FastSettings;
+use cosched_sim::run::{run, RunOptions, RunResult};
+use cosched_sim::{Scheme, SimConfig, SimJob};
+
+/// Long jobs (thousands of iterations) arriving over a minute on 8 nodes.
+fn long_jobs() -> Vec<SimJob> {
+    let spec = [(0, 4, 300), (2_000, 2, 500), (5_000, 8, 200), (9_000, 1, 900), (20_000, 3, 400), (41_000, 2, 600)];
+    spec.iter()
+        .enumerate()
+        .map(|(i, &(arrival_ms, tasks, compute_us))| {
+            let mut j = job(i as u64 + 1, arrival_ms * MS, tasks, compute_us * 1_000, 100_000, 8_000);
+            j.label = "long".into();
+            j
+        })
+        .collect()
+}
+
+fn simulate(cfg: &SimConfig, fast: Option<FastSettings>) -> RunResult {
+    let options = RunOptions { fast, ..RunOptions::default() };
+    run(cfg, long_jobs(), &options, |_| {}).expect("valid scenario")
+}
+
+fn scheme(name: &str) -> Scheme {
+    name.parse().unwrap()
+}
+
+#[test]
+fn fast_mode_skips_most_of_a_long_run_and_its_cpu_time_adds_up() {
+    for name in ["GS", "Local", "PB-SB"] {
+        let cfg = SimConfig { skew: 0.2, ..config(scheme(name), 8, 3) };
+        let result = simulate(&cfg, Some(FastSettings::default()));
+        assert_eq!(result.summary.jobs_completed, 6, "{name}: every job finishes");
+        let report = result.summary.fast_mode.expect("a fast run says so");
+        assert!(report.jumps > 0, "{name}: fast mode jumped");
+        let span_ns = ns(result.summary.span_s);
+        assert!(report.skipped_ns > span_ns / 2, "{name}: skipped {} of {span_ns} ns", report.skipped_ns);
+        for (cpu, time) in result.per_cpu_time.iter().enumerate() {
+            assert_eq!(time.total_ns(), span_ns, "{name}: CPU {cpu}'s time adds up to the span");
+        }
+        for record in &result.jobs {
+            assert!(record.start_s >= record.arrival_s && record.finish_s > record.start_s, "{name}: {record:?}");
+        }
+    }
+}
+
+#[test]
+fn fast_mode_repeats_byte_for_byte() {
+    let cfg = SimConfig { skew: 0.2, ..config(scheme("SB"), 8, 3) };
+    let first = simulate(&cfg, Some(FastSettings::default()));
+    let second = simulate(&cfg, Some(FastSettings::default()));
+    assert_eq!(serde_json::to_string(&first.summary).unwrap(), serde_json::to_string(&second.summary).unwrap());
+    assert_eq!(format!("{:?}", first.jobs), format!("{:?}", second.jobs));
+}
+
+#[test]
+fn an_exact_run_says_nothing_of_fast_mode() {
+    let result = simulate(&config(scheme("GS"), 8, 3), None);
+    assert!(result.summary.fast_mode.is_none());
+    assert!(!serde_json::to_string(&result.summary).unwrap().contains("fast_mode"));
+}
+
+#[test]
+fn under_gang_scheduling_fast_mode_is_within_a_few_per_cent_of_exact() {
+    let cfg = SimConfig { skew: 0.2, ..config(scheme("GS"), 8, 3) };
+    let exact = simulate(&cfg, None);
+    let fast = simulate(&cfg, Some(FastSettings::default()));
+    for (e, f) in exact.jobs.iter().zip(&fast.jobs) {
+        assert_eq!(e.job_number, f.job_number);
+        let error = f.response_s / e.response_s - 1.0;
+        assert!(error.abs() < 0.05, "job {}: exact {} s, fast {} s", e.job_number, e.response_s, f.response_s);
+    }
+    let utilization_error = fast.summary.delivered_utilization / exact.summary.delivered_utilization - 1.0;
+    assert!(utilization_error.abs() < 0.05, "delivered utilization off by {utilization_error}");
+}
+
+#[test]
+fn a_jump_never_passes_the_horizon() {
+    let cfg = SimConfig { horizon_ns: Some(30_000 * MS), ..config(scheme("GS"), 8, 3) };
+    let result = simulate(&cfg, Some(FastSettings::default()));
+    assert!(result.summary.span_s <= 30.0 + 1e-9, "span {}", result.summary.span_s);
+    assert!(result.jobs.iter().all(|r| r.finish_s <= 30.0));
+}

@@ -1,0 +1,283 @@
+//! `cosched bench fast` (fast mode against the exact engine) and `cosched
+//! bench site` (a production-sized trace at full run times in fast mode).
+#![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
+
+use crate::output::OutputDir;
+use crate::progress::{BatchProgress, ProgressLine};
+use crate::sim_cmd::FastFlags;
+use clap::Args;
+use cosched_lab::fast_check::{by_scheme, pairs_csv, run_pairs, FastCheckSettings, SchemeCheck};
+use cosched_lab::sim::{jobs_csv, summary_csv};
+use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
+use cosched_sim::input::{sim_jobs, WorkloadPlan};
+use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
+use cosched_sim::{Mix, Scheme, SimConfig};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The bound fast mode is held to on mean response and delivered utilization.
+const ACCEPTED_ERROR: f64 = 0.05;
+
+#[derive(Args, Debug)]
+pub struct BenchFastArgs {
+    /// Schemes to check (default: the reference study's ten).
+    #[arg(long, value_delimiter = ',')]
+    pub schemes: Option<Vec<Scheme>>,
+    /// One workload per seed; every scheme runs on each, exact and fast.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 2, 3])]
+    pub seeds: Vec<u64>,
+    /// One-CPU nodes.
+    #[arg(long, default_value_t = 32)]
+    pub nodes: u32,
+    /// Multiprogramming level.
+    #[arg(long, default_value_t = SimConfig::default().mpl)]
+    pub mpl: u32,
+    /// Jobs of the Lublin-Feitelson model per workload.
+    #[arg(long, default_value_t = 200)]
+    pub jobs: usize,
+    /// Run-time scale: long enough for fast mode to skip (jobs of minutes), short enough for exact runs.
+    #[arg(long, default_value_t = 0.05)]
+    pub runtime_scale: f64,
+    /// Offered load.
+    #[arg(long, default_value_t = 0.4)]
+    pub load: f64,
+    #[command(flatten)]
+    pub fast: FastFlags,
+    /// Folder for pairs.csv and checks.json.
+    #[arg(long, default_value = "cosched-out/bench-fast")]
+    pub out: PathBuf,
+}
+
+#[derive(Serialize)]
+struct FastCheckReport<'a> {
+    command: String,
+    accepted_error: f64,
+    exact_wall_s: f64,
+    fast_wall_s: f64,
+    schemes: &'a [SchemeCheck],
+}
+
+pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
+    let settings = FastCheckSettings {
+        schemes: match &args.schemes {
+            Some(schemes) => schemes.clone(),
+            None => Scheme::study_names().into_iter().map(|n| n.parse()).collect::<Result<_, _>>()?,
+        },
+        seeds: args.seeds.clone(),
+        machine: SimConfig { nodes: args.nodes, mpl: args.mpl, ..SimConfig::default() },
+        workload: WorkloadSpec {
+            jobs: Some(args.jobs),
+            model_procs: args.nodes,
+            runtime_scale: args.runtime_scale,
+            target_load: Some(args.load),
+            ..WorkloadSpec::default()
+        },
+        mix: Mix { number: 7 },
+        fast: args.fast.settings()?,
+    };
+    if settings.seeds.is_empty() {
+        return Err("--seeds needs at least one seed".into());
+    }
+    OutputDir::check(&args.out)?;
+    let started = Instant::now();
+    let mut fast_started = None;
+    let exact_watch = BatchProgress::new(true);
+    let fast_watch = BatchProgress::new(true);
+    let pairs = run_pairs(&settings, &exact_watch, &fast_watch, || fast_started = Some(Instant::now()))?;
+    let fast_started = fast_started.expect("the fast batch ran");
+    let exact_wall_s = (fast_started - started).as_secs_f64();
+    let fast_wall_s = fast_started.elapsed().as_secs_f64();
+    let checks = by_scheme(&pairs);
+    print_checks(&checks, exact_wall_s, fast_wall_s);
+    let out = OutputDir::begin(&args.out)?;
+    out.write("pairs.csv", &pairs_csv(&pairs))?;
+    let report = FastCheckReport {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        accepted_error: ACCEPTED_ERROR,
+        exact_wall_s,
+        fast_wall_s,
+        schemes: &checks,
+    };
+    out.write("checks.json", &(serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"))?;
+    let path = out.commit()?;
+    eprintln!("results in {}/ (pairs.csv, checks.json)", path.display());
+    Ok(())
+}
+
+fn print_checks(checks: &[SchemeCheck], exact_wall_s: f64, fast_wall_s: f64) {
+    println!("fast mode against exact: fast / exact - 1, mean over seeds ± 95 % interval");
+    println!(
+        "{:<10} {:>18} {:>18} {:>18} {:>10} {:>8} {:>7}",
+        "scheme", "mean response", "mean wait*", "delivered util", "saturated", "skipped", "within"
+    );
+    for c in checks {
+        let pct = |e: &cosched_bench::stats::Estimate| {
+            format!("{:+.2} ± {:.2} %", 100.0 * e.mean, 100.0 * e.ci95_half_width())
+        };
+        println!(
+            "{:<10} {:>18} {:>18} {:>18} {:>10} {:>7.1}% {:>7}",
+            c.scheme,
+            pct(&c.response),
+            pct(&c.wait),
+            pct(&c.utilization),
+            format!("{}/{} agree", c.saturation_agreements, c.runs),
+            100.0 * c.skipped_share.mean,
+            if c.within(ACCEPTED_ERROR) { "yes" } else { "NO" }
+        );
+    }
+    println!("* wait: the difference as a share of the exact mean response");
+    println!(
+        "wall time: exact {exact_wall_s:.1} s, fast {fast_wall_s:.1} s ({:.1}x)",
+        exact_wall_s / fast_wall_s.max(1e-9)
+    );
+}
+
+// ---- the site-scale benchmark ---------------------------------------------------
+
+#[derive(Args, Debug)]
+pub struct BenchSiteArgs {
+    /// An SWF trace to replay (default: generate the site trace, see --jobs, --load, --seed).
+    #[arg(long, value_name = "FILE.swf")]
+    pub trace: Option<PathBuf>,
+    /// Schemes, each run in turn (wall time and peak memory are per run).
+    #[arg(long, value_delimiter = ',', default_values = ["GS", "SB", "PB-SB"])]
+    pub schemes: Vec<Scheme>,
+    /// One-CPU nodes (the generated trace is sized to them).
+    #[arg(long, default_value_t = 128)]
+    pub nodes: u32,
+    #[arg(long, default_value_t = SimConfig::default().mpl)]
+    pub mpl: u32,
+    /// Generated trace: jobs of the Lublin-Feitelson model.
+    #[arg(long, default_value_t = 18_000)]
+    pub jobs: usize,
+    /// Generated trace: offered load (inter-arrival times are scaled to it; 0.6 gives about 90 days).
+    #[arg(long, default_value_t = 0.6)]
+    pub load: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Run-time scale (1: run times as in the trace).
+    #[arg(long, default_value_t = 1.0)]
+    pub runtime_scale: f64,
+    #[command(flatten)]
+    pub fast: FastFlags,
+    /// Folder for the trace (site.swf), summary.csv, jobs.csv and site.json.
+    #[arg(long, default_value = "cosched-out/bench-site")]
+    pub out: PathBuf,
+}
+
+#[derive(Serialize)]
+struct SiteRun {
+    scheme: String,
+    wall_s: f64,
+    peak_rss_mib: Option<f64>,
+    jobs_completed: usize,
+    simulated_days: f64,
+    skipped_share: f64,
+    events: u64,
+    interrupted: bool,
+}
+
+pub fn run_site(args: &BenchSiteArgs) -> Result<(), String> {
+    let fast = args.fast.settings()?;
+    OutputDir::check(&args.out)?;
+    let machine = SimConfig { nodes: args.nodes, mpl: args.mpl, ..SimConfig::default() };
+    let spec = WorkloadSpec {
+        trace: args.trace.clone(),
+        jobs: args.trace.is_none().then_some(args.jobs),
+        model_procs: machine.cpu_count(),
+        runtime_scale: args.runtime_scale,
+        target_load: args.trace.is_none().then_some(args.load),
+        seed: args.seed,
+        ..WorkloadSpec::default()
+    };
+    let loaded = load_workload(&spec, machine.cpu_count())?;
+    eprintln!("workload: {}", loaded.report.describe());
+    let requests = loaded.requests();
+    let interrupted = crate::interrupt::stop_on_interrupt()?;
+    let options = RunOptions {
+        bounded_slowdown_threshold_s: bounded_slowdown_threshold_s(args.runtime_scale),
+        progress_every_events: 1 << 18,
+        stop: Some(interrupted.clone()),
+        fast: Some(fast),
+        ..RunOptions::default()
+    };
+    let mut results = Vec::new();
+    let mut runs = Vec::new();
+    for scheme in &args.schemes {
+        let config = SimConfig { scheme: *scheme, ..machine.clone() };
+        config.validate().map_err(|e| e.to_string())?;
+        let jobs = sim_jobs(&requests, &WorkloadPlan { mix: Mix { number: 7 }, runtime_scale: 1.0 }, &config);
+        reset_peak_memory();
+        let mut line = ProgressLine::new(scheme.name(), true);
+        let started = Instant::now();
+        let result = run_sim(&config, jobs, &options, |p| line.update(p)).map_err(|e| e.to_string())?;
+        runs.push(site_run(&result, started.elapsed().as_secs_f64()));
+        eprintln!("{}: {:.1} s wall", scheme.name(), started.elapsed().as_secs_f64());
+        results.push(result);
+        if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+    }
+    print_site(&runs);
+    let out = OutputDir::begin(&args.out)?;
+    cosched_workload::swf::write_path(&out.file("site.swf"), &loaded.workload)
+        .map_err(|e| format!("cannot write site.swf: {e}"))?;
+    out.write("summary.csv", &summary_csv(&results))?;
+    out.write("jobs.csv", &jobs_csv(&results))?;
+    out.write("site.json", &(serde_json::to_string_pretty(&runs).map_err(|e| e.to_string())? + "\n"))?;
+    let path = out.commit()?;
+    eprintln!("results in {}/ (site.swf, summary.csv, jobs.csv, site.json)", path.display());
+    if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(format!("interrupted: {} holds the jobs finished by then", path.display()));
+    }
+    Ok(())
+}
+
+fn site_run(result: &RunResult, wall_s: f64) -> SiteRun {
+    let s = &result.summary;
+    SiteRun {
+        scheme: s.scheme.clone(),
+        wall_s,
+        peak_rss_mib: peak_memory_mib(),
+        jobs_completed: s.jobs_completed,
+        simulated_days: s.span_s / 86_400.0,
+        skipped_share: s.fast_mode.map_or(0.0, |f| f.skipped_ns as f64 / 1e9 / s.span_s.max(f64::MIN_POSITIVE)),
+        events: s.events,
+        interrupted: s.interrupted_at_s.is_some(),
+    }
+}
+
+fn print_site(runs: &[SiteRun]) {
+    println!(
+        "{:<8} {:>9} {:>10} {:>6} {:>10} {:>8} {:>12}",
+        "scheme", "wall s", "peak MiB", "jobs", "sim. days", "skipped", "events"
+    );
+    for r in runs {
+        println!(
+            "{:<8} {:>9.1} {:>10} {:>6} {:>10.1} {:>7.2}% {:>12}",
+            r.scheme,
+            r.wall_s,
+            r.peak_rss_mib.map_or("?".into(), |m| format!("{m:.0}")),
+            r.jobs_completed,
+            r.simulated_days,
+            100.0 * r.skipped_share,
+            r.events
+        );
+    }
+}
+
+/// Reset the process's peak resident set (Linux: `5` to /proc/self/clear_refs), so each run's peak is its own.
+fn reset_peak_memory() {
+    if let Err(e) = std::fs::write("/proc/self/clear_refs", "5") {
+        eprintln!("warning: cannot reset the peak memory ({e}); later runs report the largest peak so far");
+    }
+}
+
+/// The process's peak resident set since the last reset, MiB (VmHWM).
+fn peak_memory_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
