@@ -33,6 +33,9 @@ pub struct PairedRun {
     pub seed: u64,
     pub exact: Summary,
     pub fast: Summary,
+    /// Each job's response, fast / exact - 1 (jobs finished both ways).
+    #[serde(skip)]
+    pub job_errors: Vec<f64>,
 }
 
 impl PairedRun {
@@ -67,6 +70,9 @@ pub struct SchemeCheck {
     pub saturation_agreements: usize,
     pub runs: usize,
     pub skipped_share: Estimate,
+    /// Single jobs' response errors, pooled over seeds: the median and the 90th percentile of |fast / exact - 1|.
+    pub job_error_p50: f64,
+    pub job_error_p90: f64,
 }
 
 impl SchemeCheck {
@@ -120,10 +126,23 @@ pub fn run_pairs<W: BatchWatch>(
         .map(|(config, (exact, fast)): (&SimConfig, (RunResult, RunResult))| PairedRun {
             scheme: config.scheme.name().to_string(),
             seed: config.seed,
+            job_errors: job_errors(&exact, &fast),
             exact: exact.summary,
             fast: fast.summary,
         })
         .collect())
+}
+
+/// Each job's response error, for the jobs both runs finished (records are sorted by job number).
+fn job_errors(exact: &RunResult, fast: &RunResult) -> Vec<f64> {
+    exact
+        .jobs
+        .iter()
+        .filter_map(|e| {
+            let f = fast.jobs.iter().find(|f| f.job_number == e.job_number)?;
+            Some(f.response_s / e.response_s - 1.0)
+        })
+        .collect()
 }
 
 /// Per scheme, in the order first seen.
@@ -141,7 +160,11 @@ pub fn by_scheme(pairs: &[PairedRun]) -> Vec<SchemeCheck> {
             let estimate = |f: fn(&PairedRun) -> f64| {
                 Estimate::of(&runs.iter().map(|p| f(p)).collect::<Vec<_>>()).expect("a scheme has runs")
             };
+            let job_errors: Vec<f64> = runs.iter().flat_map(|p| p.job_errors.iter().map(|e| e.abs())).collect();
+            let quantile = |q: f64| cosched_sim::metrics::percentile(&job_errors, q);
             SchemeCheck {
+                job_error_p50: quantile(0.5),
+                job_error_p90: quantile(0.9),
                 scheme: name.to_string(),
                 response: estimate(PairedRun::response_error),
                 wait: estimate(PairedRun::wait_error),

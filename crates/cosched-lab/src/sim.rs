@@ -109,9 +109,22 @@ fn summary_columns() -> Vec<Column<Summary>> {
     ]
 }
 
-/// `summary.csv`: one row per run.
+/// Columns added when fast mode made a run: the mode, what it skipped, its validated error.
+fn fast_mode_columns() -> Vec<Column<Summary>> {
+    vec![
+        column("mode", |s| if s.fast_mode.is_some() { "fast" } else { "exact" }.to_string()),
+        column("skipped_s", |s| seconds(s.fast_mode.map_or(0, |f| f.skipped_ns))),
+        column("fast_validated_error", |s| s.fast_mode.and_then(|f| f.validated_error).map_or(String::new(), num)),
+    ]
+}
+
+/// `summary.csv`: one row per run (with fast mode's columns when a run used it).
 pub fn summary_csv(results: &[RunResult]) -> String {
-    to_csv(&summary_columns(), results.iter().map(|r| &r.summary))
+    let mut columns = summary_columns();
+    if results.iter().any(|r| r.summary.fast_mode.is_some()) {
+        columns.extend(fast_mode_columns());
+    }
+    to_csv(&columns, results.iter().map(|r| &r.summary))
 }
 
 /// One row of `jobs.csv`: a job's record under one scheme.

@@ -88,6 +88,14 @@ pub enum BenchCommand {
     /// 0.6: about 90 days), writes it as SWF beside the results so it can be
     /// replayed, and runs it at run-time scale 1 under GS, SB and PB-SB in turn.
     Site(crate::bench_fast::BenchSiteArgs),
+    /// The exact simulator's speed and peak memory from 32 to 4,096 nodes, per scheme family.
+    ///
+    /// Each point is the `full` scenario of `bench sim` (offered load 10, MPL
+    /// 4: every CPU holds four processes) at another size, run in a child
+    /// process so its peak memory is its own; timed after 3 simulated seconds.
+    Scaling(crate::bench_scaling::BenchScalingArgs),
+    #[command(name = "scaling-point", hide = true)]
+    ScalingPoint(crate::bench_scaling::ScalingPointArgs),
     #[command(name = "ctxswitch-worker", hide = true)]
     CtxSwitchWorker(crate::bench_micro::WorkerArgs),
     #[command(name = "pingpong-peer", hide = true)]
@@ -138,6 +146,8 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
         BenchCommand::Switch(args) => crate::bench_switch::run(args),
         BenchCommand::Fast(args) => crate::bench_fast::run_fast_check(args),
         BenchCommand::Site(args) => crate::bench_fast::run_site(args),
+        BenchCommand::Scaling(args) => crate::bench_scaling::run(args),
+        BenchCommand::ScalingPoint(args) => crate::bench_scaling::run_point(args),
         BenchCommand::Slowdown(args) => crate::bench_slowdown::run(args),
         BenchCommand::CtxSwitch(args) => crate::bench_micro::run_ctxswitch(args),
         BenchCommand::PingPong(args) => crate::bench_micro::run_pingpong(args),

@@ -9,15 +9,13 @@ use clap::Args;
 use cosched_lab::fast_check::{by_scheme, pairs_csv, run_pairs, FastCheckSettings, SchemeCheck};
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
+use cosched_sim::engine::fast::ACCEPTED_ERROR;
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
 use cosched_sim::{Mix, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
-
-/// The bound fast mode is held to on mean response and delivered utilization.
-const ACCEPTED_ERROR: f64 = 0.05;
 
 #[derive(Args, Debug)]
 pub struct BenchFastArgs {
@@ -108,25 +106,28 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
 fn print_checks(checks: &[SchemeCheck], exact_wall_s: f64, fast_wall_s: f64) {
     println!("fast mode against exact: fast / exact - 1, mean over seeds ± 95 % interval");
     println!(
-        "{:<10} {:>18} {:>18} {:>18} {:>10} {:>8} {:>7}",
-        "scheme", "mean response", "mean wait*", "delivered util", "saturated", "skipped", "within"
+        "{:<10} {:>18} {:>18} {:>18} {:>10} {:>8} {:>7} {:>14}",
+        "scheme", "mean response", "mean wait*", "delivered util", "saturated", "skipped", "within", "job p50/p90**"
     );
     for c in checks {
         let pct = |e: &cosched_bench::stats::Estimate| {
             format!("{:+.2} ± {:.2} %", 100.0 * e.mean, 100.0 * e.ci95_half_width())
         };
         println!(
-            "{:<10} {:>18} {:>18} {:>18} {:>10} {:>7.1}% {:>7}",
+            "{:<10} {:>18} {:>18} {:>18} {:>10} {:>7.1}% {:>7} {:>6.1}/{:.1} %",
             c.scheme,
             pct(&c.response),
             pct(&c.wait),
             pct(&c.utilization),
             format!("{}/{} agree", c.saturation_agreements, c.runs),
             100.0 * c.skipped_share.mean,
-            if c.within(ACCEPTED_ERROR) { "yes" } else { "NO" }
+            if c.within(ACCEPTED_ERROR) { "yes" } else { "NO" },
+            100.0 * c.job_error_p50,
+            100.0 * c.job_error_p90
         );
     }
     println!("* wait: the difference as a share of the exact mean response");
+    println!("** single jobs' response: median and 90th percentile of |fast / exact - 1|");
     println!(
         "wall time: exact {exact_wall_s:.1} s, fast {fast_wall_s:.1} s ({:.1}x)",
         exact_wall_s / fast_wall_s.max(1e-9)
@@ -274,10 +275,7 @@ fn reset_peak_memory() {
     }
 }
 
-/// The process's peak resident set since the last reset, MiB (VmHWM).
+/// The process's peak resident set since the last reset, MiB.
 fn peak_memory_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    crate::bench_scaling::peak_rss_kib().map(|kib| kib as f64 / 1024.0)
 }

@@ -4,6 +4,7 @@
 mod bench;
 mod bench_fast;
 mod bench_micro;
+mod bench_scaling;
 mod bench_slowdown;
 mod bench_switch;
 mod interrupt;

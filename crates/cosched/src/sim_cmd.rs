@@ -10,7 +10,7 @@ use cosched_lab::workload::{
     DEFAULT_TARGET_LOAD,
 };
 use cosched_sim::config::{quantum_table_from_bands_ms, BoostWalk, CostConfig, NetworkConfig, NodeSchedulerConfig};
-use cosched_sim::engine::fast::FastSettings;
+use cosched_sim::engine::fast::{FastSettings, ACCEPTED_ERROR};
 use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::trace::TraceEvent;
 use cosched_sim::{Mix, Scheme, SimConfig};
@@ -337,7 +337,11 @@ impl SimArgs {
 
     /// Fast mode's settings, when asked for.
     pub fn fast_settings(&self) -> Result<Option<FastSettings>, String> {
-        self.fast.then(|| self.fast_flags.settings()).transpose()
+        let settings = self.fast_flags.settings()?;
+        if !self.fast && settings != fast_settings() {
+            return Err("the --fast-... settings apply to fast mode only: add --fast".into());
+        }
+        Ok(self.fast.then_some(settings))
     }
 
     fn bsld_threshold_s(&self) -> f64 {
@@ -357,6 +361,10 @@ pub struct FastFlags {
     /// Fast mode: exact simulation kept before each job's predicted end, ms.
     #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().guard_ns), help_heading = "Fast mode")]
     pub fast_guard_ms: f64,
+    /// Fast mode: a window grows (doubling, up to 16 times) until every job's processes did this many
+    /// iterations in it, on average.
+    #[arg(long, default_value_t = fast_settings().min_iterations, help_heading = "Fast mode")]
+    pub fast_min_iterations: u64,
 }
 
 impl FastFlags {
@@ -365,6 +373,7 @@ impl FastFlags {
             warmup_ns: MILLISECONDS.ns(self.fast_warmup_ms, "--fast-warmup-ms")?,
             window_ns: MILLISECONDS.ns(self.fast_window_ms, "--fast-window-ms")?,
             guard_ns: MILLISECONDS.ns(self.fast_guard_ms, "--fast-guard-ms")?,
+            min_iterations: self.fast_min_iterations,
             ..fast_settings()
         };
         settings.validate()?;
@@ -459,11 +468,38 @@ fn print_table(results: &[RunResult]) {
         );
     }
     println!("delivered, compute: utilization by the work the jobs were given (the study's) and by compute time alone");
+    print_fast_mode(results);
     for s in results.iter().map(|r| &r.summary).filter(|s| s.saturation.saturated) {
         eprintln!(
             "warning: {} saturated the machine: {}; its means describe a growing backlog",
             s.scheme, s.saturation.why
         );
+    }
+}
+
+/// Which runs fast mode made, what it skipped, and its validated error (docs/fast-mode.md).
+fn print_fast_mode(results: &[RunResult]) {
+    for s in results.iter().map(|r| &r.summary) {
+        let Some(fast) = s.fast_mode else { continue };
+        let skipped = fast.skipped_ns as f64 / 1e9 / s.span_s.max(f64::MIN_POSITIVE);
+        let error = match fast.validated_error {
+            Some(e) => format!("validated within {:.1} % of exact", 100.0 * e),
+            None => "not validated for this scheme".into(),
+        };
+        println!(
+            "{}: FAST MODE, {:.1} % of simulated time skipped; {error} (docs/fast-mode.md)",
+            s.scheme,
+            100.0 * skipped
+        );
+        if fast.validated_error.is_none_or(|e| e > ACCEPTED_ERROR) {
+            eprintln!(
+                "warning: fast mode is not known to be within {:.0} % of the exact engine for {}; check with \
+                 `cosched bench fast --schemes {}` or run without --fast",
+                100.0 * ACCEPTED_ERROR,
+                s.scheme,
+                s.scheme
+            );
+        }
     }
 }
 

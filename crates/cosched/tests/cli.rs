@@ -540,3 +540,44 @@ fn bash_completes_commands_and_their_flags() {
     let o = cosched(&["completions", "tcsh"]);
     assert!(!o.status.success() && stderr(&o).contains("invalid value 'tcsh'"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
+    let dir = scratch("fast");
+    let out = dir.join("run");
+    let o = cosched(&[
+        "sim",
+        "-q",
+        "--jobs",
+        "20",
+        "--nodes",
+        "8",
+        "--runtime-scale",
+        "0.02",
+        "--schemes",
+        "GS,Local",
+        "--fast",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.contains("GS: FAST MODE") && printed.contains("Local: FAST MODE"), "{printed}");
+    let summary = String::from_utf8(read(&out.join("summary.csv"))).unwrap();
+    let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
+    let mode = header.iter().position(|&c| c == "mode").expect("a mode column");
+    assert!(summary.lines().skip(1).all(|line| line.split(',').nth(mode) == Some("fast")), "{summary}");
+    let json: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
+    assert!(json["results"][0]["fast_mode"]["settings"]["window_ns"].as_u64().is_some());
+
+    let exact = dir.join("exact");
+    let o = small_sim(&exact, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = String::from_utf8(read(&exact.join("summary.csv"))).unwrap();
+    assert!(!summary.contains("mode") && !String::from_utf8_lossy(&o.stdout).contains("FAST"), "{summary}");
+
+    let refused = dir.join("refused");
+    let o = small_sim(&refused, &["--fast", "--fast-window-ms", "0"]);
+    assert!(!o.status.success() && stderr(&o).contains("window"), "{}", stderr(&o));
+    assert!(!refused.exists(), "nothing written for refused settings");
+}
