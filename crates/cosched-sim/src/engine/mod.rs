@@ -80,6 +80,8 @@ struct Proc {
     phase: Phase,
     state: ProcState,
     iterations_done: u32,
+    /// The job's iterations (a copy: the job's record is not touched per visit).
+    iterations: u32,
     neighbours: [u32; 2],
     neighbour_count: u8,
     /// Endpoint per neighbour (deposit times, some maybe in the future).
@@ -112,8 +114,15 @@ struct Cpu {
     overhead_pending_ns: u64,
     last_process: Option<u32>,
     ready: ReadyQueue,
-    /// Processes placed on this CPU that have not exited (at most MPL).
+    /// Processes placed on this CPU that have not exited (at most MPL), in
+    /// increasing order (processes are numbered as they start).
     residents: Vec<u32>,
+    /// The earliest I/O end of a resident in `Phase::Io` (`SimTime::MAX`:
+    /// none), so that a visit learns whether a wake is due without looking
+    /// at every resident.
+    earliest_io_end: SimTime,
+    /// Residents in `Phase::Recv`.
+    residents_in_recv: u32,
     accounted_until: SimTime,
     time: Breakdown,
 
@@ -330,6 +339,8 @@ impl<'a, P: Parts> Engine<'a, P> {
                 last_process: None,
                 ready: ReadyQueue::default(),
                 residents: Vec::new(),
+                earliest_io_end: SimTime::MAX,
+                residents_in_recv: 0,
                 accounted_until: SimTime::ZERO,
                 time: Breakdown::default(),
 
@@ -591,6 +602,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 phase: Phase::Compute { remaining_ns: compute_ns },
                 state: ProcState::Ready,
                 iterations_done: 0,
+                iterations: program.iterations,
                 neighbours,
                 neighbour_count,
                 inbox: [Inbox::default(); 2],
@@ -848,6 +860,9 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// Processes of this CPU whose I/O has completed by `now` become runnable,
     /// in order of completion.
     pub(super) fn complete_io(&mut self, c: u32, now: SimTime) {
+        if self.cpus[c as usize].earliest_io_end > now {
+            return;
+        }
         // At most MPL residents: repeatedly take the earliest finished one.
         loop {
             let procs = &self.procs;
@@ -857,10 +872,23 @@ impl<'a, P: Parts> Engine<'a, P> {
                 .filter(|&&p| procs[p as usize].phase == Phase::Io && procs[p as usize].io_end <= now)
                 .map(|&p| (procs[p as usize].io_end, p))
                 .min();
-            let Some((io_end, p)) = first_done else { return };
+            let Some((io_end, p)) = first_done else { break };
             self.procs[p as usize].phase = Phase::Send;
             self.wake(p, io_end);
         }
+        self.cpus[c as usize].earliest_io_end = self.scan_earliest_io_end(c);
+    }
+
+    /// The earliest I/O end among `c`'s residents, found by looking at each.
+    fn scan_earliest_io_end(&self, c: u32) -> SimTime {
+        self.cpus[c as usize]
+            .residents
+            .iter()
+            .map(|&p| &self.procs[p as usize])
+            .filter(|proc| proc.phase == Phase::Io)
+            .map(|proc| proc.io_end)
+            .min()
+            .unwrap_or(SimTime::MAX)
     }
 
     /// A blocked process becomes runnable (at `when`) and joins its node scheduler.
@@ -1002,6 +1030,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let program = self.jobs[job].spec.program;
         let proc = &mut self.procs[p as usize];
         proc.phase = Phase::Recv;
+        self.cpus[proc.cpu as usize].residents_in_recv += 1;
         proc.spin_left_ns = self.spin_ns;
         proc.yielded = false;
         proc.next_compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut proc.rng);
@@ -1011,15 +1040,14 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// Every awaited message is there: consume them and start the next
     /// iteration, or finish.
     fn finish_recv(&mut self, p: u32) {
-        let job = self.procs[p as usize].job as usize;
-        let iterations = self.jobs[job].spec.program.iterations;
         let proc = &mut self.procs[p as usize];
         let count = proc.neighbour_count as usize;
         for inbox in &mut proc.inbox[..count] {
             inbox.consume();
         }
+        self.cpus[proc.cpu as usize].residents_in_recv -= 1;
         proc.iterations_done += 1;
-        proc.phase = if proc.iterations_done == iterations {
+        proc.phase = if proc.iterations_done == proc.iterations {
             Phase::Done
         } else {
             proc.io_next_ns = proc.next_io_ns;
@@ -1031,8 +1059,7 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// just computes on, and nothing happens at `m` worth a visit.
     fn recv_continues_at(&self, p: u32, spinning_from: SimTime) -> Option<SimTime> {
         let proc = &self.procs[p as usize];
-        let iterations = self.jobs[proc.job as usize].spec.program.iterations;
-        if proc.iterations_done + 1 >= iterations {
+        if proc.iterations_done + 1 >= proc.iterations {
             return None;
         }
         let complete = self.messages_complete_at(p)?;
@@ -1062,6 +1089,8 @@ impl<'a, P: Parts> Engine<'a, P> {
         // Its completion is one of this CPU's instants (see `next_change`).
         proc.io_end = at + proc.io_next_ns;
         let cpu = proc.cpu;
+        let earliest = &mut self.cpus[cpu as usize].earliest_io_end;
+        *earliest = (*earliest).min(proc.io_end);
         self.set_running(cpu, at, None);
         self.record(at, cpu, TraceKind::Block { process: p });
     }
@@ -1227,14 +1256,8 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// runs out, the arrival reaction when it acts by itself.
     fn next_change(&self, c: u32, now: SimTime) -> SimTime {
         let cpu = &self.cpus[c as usize];
-        let io_end = cpu
-            .residents
-            .iter()
-            .map(|&p| &self.procs[p as usize])
-            .filter(|proc| proc.phase == Phase::Io)
-            .map(|proc| proc.io_end)
-            .min()
-            .unwrap_or(SimTime::MAX);
+        let io_end = cpu.earliest_io_end;
+        debug_assert_eq!(io_end, self.scan_earliest_io_end(c));
         let busy = cpu.switch_until > now || cpu.running.is_some();
         // A wake on a busy CPU changes nothing before its node scheduler
         // notices it. Waiting for that instant saves a visit per I/O.

@@ -44,8 +44,7 @@ impl MessageArrival for PeriodicBoost {
     /// another first.
     fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
         let cpu = &engine.cpus[c as usize];
-        let active = (cpu.running.is_none() && !cpu.ready.is_empty())
-            || cpu.residents.iter().any(|&r| engine.procs[r as usize].phase == Phase::Recv);
+        let active = (cpu.running.is_none() && !cpu.ready.is_empty()) || cpu.residents_in_recv > 0;
         if active {
             P::Node::acts_at(engine, c, now)
         } else {
