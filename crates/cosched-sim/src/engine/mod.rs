@@ -308,6 +308,9 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// Spin time of spin-block and spin-yield receives.
     spin_ns: u64,
     event_counts: [u64; EVENT_KINDS],
+    /// Periodic boost's and spin-yield's walk: the candidates, kept to reuse
+    /// their allocation.
+    boost_candidates: Vec<cosched_policy::BoostCandidate>,
     parts: PhantomData<P>,
 }
 
@@ -399,6 +402,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
             event_counts: [0; EVENT_KINDS],
+            boost_candidates: Vec::new(),
             parts: PhantomData,
         }
     }
