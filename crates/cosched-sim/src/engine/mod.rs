@@ -23,7 +23,7 @@ use crate::mlfq::ReadyQueue;
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::{MessageArrival, NicView};
-use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerHeap};
+use cosched_core::{EventQueue, JobId, Period, Rng, SimTime, StreamSeed, TimerHeap};
 use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
 use node_scheduler::NodeScheduler;
@@ -298,10 +298,10 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// What each CPU's NIC believes runs (refreshed at every tick), kept
     /// lazily; only demand-based coscheduling (`arrival::Interrupt`) uses it.
     nic_views: Vec<NicView>,
-    /// The MLFQ's: the raise period holding the latest `now` looked at: (start, end).
-    raise_cache: std::cell::Cell<(SimTime, SimTime)>,
-    /// The MLFQ's: the tick period holding the latest instant looked at: (start, end).
-    tick_cache: std::cell::Cell<(SimTime, SimTime)>,
+    /// The node scheduler's tick and the MLFQ's raise period, rounded to
+    /// without dividing (several times per visit).
+    tick: Period,
+    raise_period: Period,
     /// Testing aid: also visit every CPU at every tick. A correct tickless
     /// engine gives exactly the same results either way.
     visit_every_tick: bool,
@@ -396,8 +396,8 @@ impl<'a, P: Parts> Engine<'a, P> {
             arrival_window: ArrivalWindow::default(),
             peak_processes_per_cpu: 0,
             jobs_in_system: Vec::new(),
-            raise_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
-            tick_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
+            tick: Period::new(cfg.scheduler.tick_ns),
+            raise_period: Period::new(cfg.scheduler.raise_period_ns),
             nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
