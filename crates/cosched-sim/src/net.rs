@@ -8,7 +8,7 @@
 
 use cosched_core::SimTime;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Nic {
     /// When the sending side is next free.
     out_free: SimTime,
@@ -17,6 +17,20 @@ pub struct Nic {
     /// Messages on their way whose deposit is decided only once every
     /// message arriving before them is known (see [`Nic::can_decide_at_send`]).
     undecided: Vec<Undecided>,
+    /// The earliest arrival in `undecided` (`SimTime::MAX` when empty): the
+    /// receiving node asks at every visit whether one can be decided.
+    earliest_undecided: SimTime,
+}
+
+impl Default for Nic {
+    fn default() -> Self {
+        Nic {
+            out_free: SimTime::ZERO,
+            in_last_deposit: SimTime::ZERO,
+            undecided: Vec::new(),
+            earliest_undecided: SimTime::MAX,
+        }
+    }
 }
 
 impl Nic {
@@ -57,7 +71,13 @@ impl Nic {
     }
 
     pub fn add_undecided(&mut self, message: Undecided) {
+        self.earliest_undecided = self.earliest_undecided.min(message.arrival);
         self.undecided.push(message);
+    }
+
+    /// Whether [`Nic::take_decidable`] may find a message at `now`.
+    pub fn may_decide_by(&self, now: SimTime, latency_ns: u64) -> bool {
+        self.earliest_undecided.ns() <= now.ns() + latency_ns
     }
 
     /// The undecided message arriving first, if it left its sender by `now`:
@@ -67,7 +87,9 @@ impl Nic {
         if first.arrival.ns() > now.ns() + latency_ns {
             return None;
         }
-        Some(self.undecided.swap_remove(i))
+        let taken = self.undecided.swap_remove(i);
+        self.earliest_undecided = self.undecided.iter().map(|u| u.arrival).min().unwrap_or(SimTime::MAX);
+        Some(taken)
     }
 
     /// When the first undecided message for `dest` arrives.
