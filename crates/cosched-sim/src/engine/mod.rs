@@ -86,8 +86,6 @@ struct Proc {
     neighbour_count: u8,
     /// Endpoint per neighbour (deposit times, some maybe in the future).
     inbox: [Inbox; 2],
-    /// When the current I/O completes (meaningful in `Phase::Io`).
-    io_end: SimTime,
     /// Length of the I/O that follows the current compute phase (drawn with
     /// it, so that the engine can look past the compute's end).
     io_next_ns: u64,
@@ -117,9 +115,10 @@ struct Cpu {
     /// Processes placed on this CPU that have not exited (at most MPL), in
     /// increasing order (processes are numbered as they start).
     residents: Vec<u32>,
-    /// The earliest I/O end of a resident in `Phase::Io` (`SimTime::MAX`:
-    /// none), so that a visit learns whether a wake is due without looking
-    /// at every resident.
+    /// The residents in `Phase::Io`, by (end of their I/O, process): who
+    /// wakes next, without looking at every resident.
+    in_io: Vec<(SimTime, u32)>,
+    /// The first end in `in_io` (`SimTime::MAX`: none), for a visit's check.
     earliest_io_end: SimTime,
     /// Residents in `Phase::Recv`.
     residents_in_recv: u32,
@@ -342,6 +341,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 last_process: None,
                 ready: ReadyQueue::default(),
                 residents: Vec::new(),
+                in_io: Vec::new(),
                 earliest_io_end: SimTime::MAX,
                 residents_in_recv: 0,
                 accounted_until: SimTime::ZERO,
@@ -610,7 +610,6 @@ impl<'a, P: Parts> Engine<'a, P> {
                 neighbours,
                 neighbour_count,
                 inbox: [Inbox::default(); 2],
-                io_end: SimTime::ZERO,
                 io_next_ns,
                 next_compute_ns: 0,
                 next_io_ns: 0,
@@ -873,32 +872,23 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     fn wake_after_io(&mut self, c: u32, now: SimTime) {
-        // At most MPL residents: repeatedly take the earliest finished one.
-        loop {
-            let procs = &self.procs;
-            let first_done = self.cpus[c as usize]
-                .residents
-                .iter()
-                .filter(|&&p| procs[p as usize].phase == Phase::Io && procs[p as usize].io_end <= now)
-                .map(|&p| (procs[p as usize].io_end, p))
-                .min();
-            let Some((io_end, p)) = first_done else { break };
+        while let Some(&(io_end, p)) = self.cpus[c as usize].in_io.first().filter(|&&(end, _)| end <= now) {
+            let cpu = &mut self.cpus[c as usize];
+            cpu.in_io.remove(0);
+            cpu.earliest_io_end = cpu.in_io.first().map_or(SimTime::MAX, |&(end, _)| end);
             self.procs[p as usize].phase = Phase::Send;
             self.wake(p, io_end);
         }
-        self.cpus[c as usize].earliest_io_end = self.scan_earliest_io_end(c);
     }
 
-    /// The earliest I/O end among `c`'s residents, found by looking at each.
-    fn scan_earliest_io_end(&self, c: u32) -> SimTime {
-        self.cpus[c as usize]
-            .residents
-            .iter()
-            .map(|&p| &self.procs[p as usize])
-            .filter(|proc| proc.phase == Phase::Io)
-            .map(|proc| proc.io_end)
-            .min()
-            .unwrap_or(SimTime::MAX)
+    /// Whether `in_io` holds exactly the residents in `Phase::Io`, in order (a debug check).
+    fn in_io_is_consistent(&self, c: u32) -> bool {
+        let cpu = &self.cpus[c as usize];
+        let doing_io = cpu.residents.iter().filter(|&&p| self.procs[p as usize].phase == Phase::Io).count();
+        cpu.in_io.is_sorted()
+            && cpu.in_io.len() == doing_io
+            && cpu.in_io.iter().all(|&(_, p)| cpu.residents.contains(&p) && self.procs[p as usize].phase == Phase::Io)
+            && cpu.earliest_io_end == cpu.in_io.first().map_or(SimTime::MAX, |&(end, _)| end)
     }
 
     /// A blocked process becomes runnable (at `when`) and joins its node scheduler.
@@ -1106,10 +1096,12 @@ impl<'a, P: Parts> Engine<'a, P> {
         proc.phase = Phase::Io;
         proc.state = ProcState::Blocked;
         // Its completion is one of this CPU's instants (see `next_change`).
-        proc.io_end = at + proc.io_next_ns;
+        let io = (at + proc.io_next_ns, p);
         let cpu = proc.cpu;
-        let earliest = &mut self.cpus[cpu as usize].earliest_io_end;
-        *earliest = (*earliest).min(proc.io_end);
+        let in_io = &mut self.cpus[cpu as usize].in_io;
+        let place = in_io.partition_point(|&other| other < io);
+        in_io.insert(place, io);
+        self.cpus[cpu as usize].earliest_io_end = in_io[0].0;
         self.set_running(cpu, at, None);
         self.record(at, cpu, TraceKind::Block { process: p });
     }
@@ -1283,7 +1275,7 @@ impl<'a, P: Parts> Engine<'a, P> {
     fn next_change(&self, c: u32, now: SimTime) -> SimTime {
         let cpu = &self.cpus[c as usize];
         let io_end = cpu.earliest_io_end;
-        debug_assert_eq!(io_end, self.scan_earliest_io_end(c));
+        debug_assert!(self.in_io_is_consistent(c));
         let busy = cpu.switch_until > now || cpu.running.is_some();
         // A wake on a busy CPU changes nothing before its node scheduler
         // notices it. Waiting for that instant saves a visit per I/O.
