@@ -80,8 +80,11 @@ struct Proc {
     phase: Phase,
     state: ProcState,
     iterations_done: u32,
-    /// The job's iterations (a copy: the job's record is not touched per visit).
+    /// The job's iterations and nominal compute and I/O per iteration
+    /// (copies: the job's record is not touched per visit or iteration).
     iterations: u32,
+    nominal_compute_ns: u64,
+    nominal_io_ns: u64,
     neighbours: [u32; 2],
     neighbour_count: u8,
     /// Endpoint per neighbour (deposit times, some maybe in the future).
@@ -607,6 +610,8 @@ impl<'a, P: Parts> Engine<'a, P> {
                 state: ProcState::Ready,
                 iterations_done: 0,
                 iterations: program.iterations,
+                nominal_compute_ns: program.compute_ns,
+                nominal_io_ns: program.io_ns,
                 neighbours,
                 neighbour_count,
                 inbox: [Inbox::default(); 2],
@@ -1035,15 +1040,13 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     fn start_recv(&mut self, p: u32) {
-        let job = self.procs[p as usize].job as usize;
-        let program = self.jobs[job].spec.program;
         let proc = &mut self.procs[p as usize];
         proc.phase = Phase::Recv;
         self.cpus[proc.cpu as usize].residents_in_recv += 1;
         proc.spin_left_ns = self.spin_ns;
         proc.yielded = false;
-        proc.next_compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut proc.rng);
-        proc.next_io_ns = skewed(self.cfg.skew, program.io_ns, &mut proc.rng);
+        proc.next_compute_ns = skewed(self.cfg.skew, proc.nominal_compute_ns, &mut proc.rng);
+        proc.next_io_ns = skewed(self.cfg.skew, proc.nominal_io_ns, &mut proc.rng);
     }
 
     /// Every awaited message is there: consume them and start the next
@@ -1375,7 +1378,17 @@ fn skewed(skew: f64, nominal_ns: u64, rng: &mut Rng) -> u64 {
         return nominal_ns;
     }
     let factor = 1.0 + rng.uniform_range(-skew / 2.0, skew / 2.0);
-    (nominal_ns as f64 * factor).round() as u64
+    round_to_u64(nominal_ns as f64 * factor)
+}
+
+/// `x.round() as u64`, without the call to the C library's `round` (the
+/// default x86-64 target has no rounding instruction): for `x >= 0` the
+/// fraction `x - trunc(x)` is exact, and a half rounds away from zero.
+/// Negative and NaN give 0 and too large saturates, as the cast does.
+fn round_to_u64(x: f64) -> u64 {
+    let truncated = x as u64;
+    let fraction = x - truncated as f64;
+    truncated.saturating_add((fraction >= 0.5) as u64)
 }
 
 /// Ring neighbours of `rank` in a job of `tasks` tasks whose processes start at
@@ -1388,6 +1401,45 @@ fn ring_neighbours(first_proc: u32, rank: u32, tasks: u32) -> ([u32; 2], u8) {
             let left = first_proc + (rank + tasks - 1) % tasks;
             let right = first_proc + (rank + 1) % tasks;
             ([left, right], 2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_to_u64;
+
+    #[test]
+    fn rounds_as_the_library_does() {
+        let edges = [
+            0.0,
+            -0.0,
+            0.49999999999999994,
+            0.5,
+            1.5,
+            2.5,
+            -0.5,
+            -1.7,
+            4503599627370495.5,
+            4503599627370497.0,
+            9007199254740993.0,
+            1.8446744073709552e19,
+            1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        for x in edges {
+            assert_eq!(round_to_u64(x), x.round() as u64, "{x}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn rounds_any_value_as_the_library_does(bits: u64, scaled in 0.0f64..1e12) {
+            for x in [f64::from_bits(bits), scaled] {
+                proptest::prop_assert_eq!(round_to_u64(x), x.round() as u64, "{}", x);
+            }
         }
     }
 }
