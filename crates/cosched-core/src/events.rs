@@ -68,15 +68,9 @@ impl<E> EventQueue<E> {
     /// Schedule `event` at `time`, which must not be in the past.
     pub fn schedule(&mut self, time: SimTime, event: E) {
         assert!(time >= self.now, "event scheduled in the past: {time:?} < now {:?}", self.now);
-        self.push_at(time.ns(), event);
-        self.len += 1;
-    }
-
-    fn push_at(&mut self, time: u64, event: E) {
+        let time = time.ns();
         let i = bucket_of(time, self.last_time);
-        if i == 0 {
-            self.due.push_back((time, event));
-        } else {
+        if i > 0 {
             // A bucket below the lowest one becomes the lowest, with this
             // event its minimum; otherwise the minimum can only go down.
             let lowest = self.nonempty.trailing_zeros() as usize + 1;
@@ -86,6 +80,16 @@ impl<E> EventQueue<E> {
             } else if i == lowest && known != UNKNOWN {
                 self.lowest_bucket_min.set(known.min(time));
             }
+        }
+        self.push_at(time, event);
+        self.len += 1;
+    }
+
+    fn push_at(&mut self, time: u64, event: E) {
+        let i = bucket_of(time, self.last_time);
+        if i == 0 {
+            self.due.push_back((time, event));
+        } else {
             self.nonempty |= 1 << (i - 1);
             self.buckets[i].push((time, event));
         }
