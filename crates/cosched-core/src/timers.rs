@@ -29,7 +29,7 @@ impl TimerHeap {
     pub fn new(entities: usize) -> TimerHeap {
         assert!(entities < u32::MAX as usize);
         let id_bits = (usize::BITS - entities.saturating_sub(1).leading_zeros()).max(1);
-        TimerHeap { keys: Keys::Narrow(Heap::new(entities, NarrowKey { id_bits })) }
+        TimerHeap { keys: Keys::Narrow(Heap::new(entities, NarrowKey::new(id_bits))) }
     }
 
     /// The earliest armed timer, ties to the lowest id.
@@ -89,16 +89,24 @@ trait KeyForm: Copy {
 #[derive(Clone, Copy)]
 struct NarrowKey {
     id_bits: u32,
+    /// The time field of a disarmed timer (every bit set).
+    disarmed: u64,
+    id_mask: u64,
+}
+
+impl NarrowKey {
+    fn new(id_bits: u32) -> NarrowKey {
+        NarrowKey { id_bits, disarmed: u64::MAX >> id_bits, id_mask: (1 << id_bits) - 1 }
+    }
 }
 
 impl KeyForm for NarrowKey {
     type Key = u64;
 
     fn key(self, time: SimTime, id: u32) -> Option<u64> {
-        let disarmed = u64::MAX >> self.id_bits;
         let field = match time {
-            SimTime::MAX => disarmed,
-            armed if armed.ns() < disarmed => armed.ns(),
+            SimTime::MAX => self.disarmed,
+            armed if armed.ns() < self.disarmed => armed.ns(),
             _ => return None,
         };
         Some((field << self.id_bits) | id as u64)
@@ -106,7 +114,7 @@ impl KeyForm for NarrowKey {
 
     fn time(self, key: u64) -> SimTime {
         let field = key >> self.id_bits;
-        if field == u64::MAX >> self.id_bits {
+        if field == self.disarmed {
             SimTime::MAX
         } else {
             SimTime(field)
@@ -114,7 +122,7 @@ impl KeyForm for NarrowKey {
     }
 
     fn id(self, key: u64) -> u32 {
-        (key & ((1 << self.id_bits) - 1)) as u32
+        (key & self.id_mask) as u32
     }
 }
 
