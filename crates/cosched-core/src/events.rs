@@ -5,6 +5,7 @@
 //! break that does not depend on the payload or on heap internals.
 
 use crate::time::SimTime;
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 /// Number of buckets: one for "at the last popped time", then one per bit
@@ -30,7 +31,15 @@ pub struct EventQueue<E> {
     len: usize,
     now: SimTime,
     popped: u64,
+    /// The earliest time in the lowest non-empty bucket, once `peek_time` has
+    /// looked for it (`UNKNOWN` until then, and after a pop): a simulation
+    /// peeks at every step and pops far less often.
+    lowest_bucket_min: Cell<u64>,
 }
+
+/// `lowest_bucket_min` not known (also the value for an event at the last
+/// representable instant, which is then looked for at every peek).
+const UNKNOWN: u64 = u64::MAX;
 
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
@@ -52,13 +61,27 @@ impl<E> EventQueue<E> {
             len: 0,
             now: SimTime::ZERO,
             popped: 0,
+            lowest_bucket_min: Cell::new(UNKNOWN),
         }
     }
 
     /// Schedule `event` at `time`, which must not be in the past.
     pub fn schedule(&mut self, time: SimTime, event: E) {
         assert!(time >= self.now, "event scheduled in the past: {time:?} < now {:?}", self.now);
-        self.push_at(time.ns(), event);
+        let time = time.ns();
+        let i = bucket_of(time, self.last_time);
+        if i > 0 {
+            // A bucket below the lowest one becomes the lowest, with this
+            // event its minimum; otherwise the minimum can only go down.
+            let lowest = self.nonempty.trailing_zeros() as usize + 1;
+            let known = self.lowest_bucket_min.get();
+            if i < lowest {
+                self.lowest_bucket_min.set(time);
+            } else if i == lowest && known != UNKNOWN {
+                self.lowest_bucket_min.set(known.min(time));
+            }
+        }
+        self.push_at(time, event);
         self.len += 1;
     }
 
@@ -81,6 +104,7 @@ impl<E> EventQueue<E> {
             self.refill_bucket_zero();
         }
         let (time, event) = self.due.pop_front().expect("refilled");
+        self.lowest_bucket_min.set(UNKNOWN);
         self.len -= 1;
         self.popped += 1;
         debug_assert!(time >= self.now.ns());
@@ -104,8 +128,9 @@ impl<E> EventQueue<E> {
         self.buckets[i] = bucket;
     }
 
-    /// The time of the earliest event. Scans the lowest non-empty bucket: cheap
-    /// for a queue that holds few events, as the simulator's does.
+    /// The time of the earliest event. Scans the lowest non-empty bucket the
+    /// first time it is asked after a pop: cheap for a queue that holds few
+    /// events, as the simulator's does.
     pub fn peek_time(&self) -> Option<SimTime> {
         if !self.due.is_empty() {
             return Some(SimTime(self.last_time));
@@ -113,8 +138,14 @@ impl<E> EventQueue<E> {
         if self.nonempty == 0 {
             return None;
         }
+        let known = self.lowest_bucket_min.get();
+        if known != UNKNOWN {
+            return Some(SimTime(known));
+        }
         let lowest = &self.buckets[self.nonempty.trailing_zeros() as usize + 1];
-        lowest.iter().map(|(t, _)| *t).min().map(SimTime)
+        let min = lowest.iter().map(|(t, _)| *t).min().expect("a non-empty bucket");
+        self.lowest_bucket_min.set(min);
+        Some(SimTime(min))
     }
 
     /// The time of the last popped event.
@@ -168,12 +199,14 @@ mod tests {
                 if pop {
                     model.sort();
                     let want = if model.is_empty() { None } else { Some(model.remove(0)) };
+                    prop_assert_eq!(q.peek_time().map(SimTime::ns), want.map(|(t, _)| t));
                     let got = q.pop().map(|(t, e)| (t.ns(), e));
                     prop_assert_eq!(got, want);
                 } else {
                     let t = q.now().ns() + offset;
                     q.schedule(SimTime(t), i);
                     model.push((t, i));
+                    prop_assert_eq!(q.peek_time().map(SimTime::ns), model.iter().map(|&(t, _)| t).min());
                 }
                 prop_assert_eq!(q.len(), model.len());
             }

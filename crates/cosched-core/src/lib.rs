@@ -15,5 +15,5 @@ pub mod timers;
 pub use events::EventQueue;
 pub use ids::{CpuId, JobId, NodeId};
 pub use rng::{Rng, StreamSeed};
-pub use time::SimTime;
+pub use time::{Period, SimTime};
 pub use timers::TimerHeap;

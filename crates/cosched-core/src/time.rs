@@ -77,6 +77,68 @@ impl fmt::Display for SimTime {
     }
 }
 
+/// A fixed period of simulated time (a scheduler tick, a raise period) that
+/// instants are rounded to, many times per simulated millisecond.
+///
+/// A 64-bit division costs tens of cycles; dividing by a period fixed at
+/// construction is instead a multiplication by its reciprocal, rounded up to
+/// 128 bits, which gives the exact quotient for every 64-bit dividend
+/// (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019,
+/// theorem 1: `c = ceil(2^128 / d)` suffices because `2^128 >= d * 2^64`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Period {
+    ns: u64,
+    /// `ceil(2^128 / ns)`, high and low 64-bit halves (unused for `ns == 1`).
+    reciprocal_hi: u64,
+    reciprocal_lo: u64,
+}
+
+impl Period {
+    pub fn new(ns: u64) -> Period {
+        assert!(ns > 0, "a period is at least 1 ns");
+        // ceil(2^128 / d) = floor((2^128 - 1) / d) + 1, which fits for d >= 2.
+        let reciprocal = if ns == 1 { 0 } else { u128::MAX / ns as u128 + 1 };
+        Period { ns, reciprocal_hi: (reciprocal >> 64) as u64, reciprocal_lo: reciprocal as u64 }
+    }
+
+    pub fn ns(self) -> u64 {
+        self.ns
+    }
+
+    /// `t / ns`, rounded down: the number of whole periods before `t`.
+    pub fn periods_before(self, t: SimTime) -> u64 {
+        if self.ns == 1 {
+            return t.0;
+        }
+        // floor(c * n / 2^128) for c = hi * 2^64 + lo: the low half's product
+        // contributes only its carry into the high half (hi < 2^63, so no overflow).
+        let n = t.0 as u128;
+        let low = (self.reciprocal_lo as u128 * n) >> 64;
+        let high = self.reciprocal_hi as u128 * n;
+        ((high + low) >> 64) as u64
+    }
+
+    /// The last boundary at or before `t`.
+    pub fn floor(self, t: SimTime) -> SimTime {
+        SimTime(self.periods_before(t) * self.ns)
+    }
+
+    /// The first boundary at or after `t` (as [`SimTime::ceil_to_multiple`]).
+    pub fn ceil(self, t: SimTime) -> SimTime {
+        let floor = self.floor(t);
+        if floor == t {
+            t
+        } else {
+            floor + self.ns
+        }
+    }
+
+    /// Whether `t` is a boundary (a multiple of the period).
+    pub fn is_boundary(self, t: SimTime) -> bool {
+        self.floor(t) == t
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,5 +150,29 @@ mod tests {
         assert_eq!(SimTime(3_000_000).next_multiple_after(NS_PER_MS), SimTime(4_000_000));
         assert_eq!(SimTime(3_000_000).ceil_to_multiple(NS_PER_MS), SimTime(3_000_000));
         assert_eq!(t.ceil_to_multiple(NS_PER_MS), SimTime(3_000_000));
+    }
+
+    #[test]
+    fn period_division_at_the_edges() {
+        for ns in [1, 2, 3, 7, NS_PER_MS, NS_PER_S, 1 << 32, (1 << 63) - 1, 1 << 63, u64::MAX - 1, u64::MAX] {
+            let period = Period::new(ns);
+            for n in [0, 1, ns - 1, ns, ns.saturating_add(1), u64::MAX / 2, u64::MAX - 1, u64::MAX] {
+                assert_eq!(period.periods_before(SimTime(n)), n / ns, "{n} / {ns}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn period_rounds_as_division_does(ns in 1u64.., n: u64, small_ns in 1u64..5_000_000, near in 0u64..1u64 << 40) {
+            for (ns, n) in [(ns, n), (small_ns, n), (small_ns, near)] {
+                let period = Period::new(ns);
+                proptest::prop_assert_eq!(period.periods_before(SimTime(n)), n / ns);
+                proptest::prop_assert_eq!(period.is_boundary(SimTime(n)), n % ns == 0);
+                if n <= u64::MAX - ns {
+                    proptest::prop_assert_eq!(period.ceil(SimTime(n)), SimTime(n).ceil_to_multiple(ns));
+                }
+            }
+        }
     }
 }

@@ -8,15 +8,31 @@
 
 use cosched_core::SimTime;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Nic {
     /// When the sending side is next free.
     out_free: SimTime,
     /// When the receiving side finished its last deposit.
     in_last_deposit: SimTime,
     /// Messages on their way whose deposit is decided only once every
-    /// message arriving before them is known (see [`Nic::can_decide_at_send`]).
+    /// message arriving before them is known (see [`Nic::can_decide_at_send`]),
+    /// by (arrival, destination, side), the latest first: the next to be
+    /// decided is the last.
     undecided: Vec<Undecided>,
+    /// The earliest arrival in `undecided` (`SimTime::MAX` when empty): the
+    /// receiving node asks at every visit whether one can be decided.
+    earliest_undecided: SimTime,
+}
+
+impl Default for Nic {
+    fn default() -> Self {
+        Nic {
+            out_free: SimTime::ZERO,
+            in_last_deposit: SimTime::ZERO,
+            undecided: Vec::new(),
+            earliest_undecided: SimTime::MAX,
+        }
+    }
 }
 
 impl Nic {
@@ -46,6 +62,13 @@ pub struct Undecided {
     pub side: u8,
 }
 
+impl Undecided {
+    /// The order in which the receiving side decides messages.
+    fn order(&self) -> (SimTime, u32, u8) {
+        (self.arrival, self.dest, self.side)
+    }
+}
+
 impl Nic {
     /// The receiving side serves messages in order of arrival. A message
     /// sent at `t` arrives no earlier than `t + L`; so one that left its sender
@@ -53,21 +76,29 @@ impl Nic {
     /// deposit can be decided when it is sent, unless a message still
     /// undecided arrives before it.
     pub fn can_decide_at_send(&self, arrival: SimTime) -> bool {
-        self.undecided.iter().all(|u| u.arrival > arrival)
+        self.earliest_undecided > arrival
     }
 
     pub fn add_undecided(&mut self, message: Undecided) {
-        self.undecided.push(message);
+        let place = self.undecided.partition_point(|u| u.order() > message.order());
+        self.undecided.insert(place, message);
+        self.earliest_undecided = self.earliest_undecided.min(message.arrival);
+    }
+
+    /// Whether [`Nic::take_decidable`] may find a message at `now`.
+    pub fn may_decide_by(&self, now: SimTime, latency_ns: u64) -> bool {
+        self.earliest_undecided.ns() <= now.ns() + latency_ns
     }
 
     /// The undecided message arriving first, if it left its sender by `now`:
     /// every message arriving before it left earlier still, so all are known.
     pub fn take_decidable(&mut self, now: SimTime, latency_ns: u64) -> Option<Undecided> {
-        let (i, first) = self.undecided.iter().enumerate().min_by_key(|(_, u)| (u.arrival, u.dest, u.side))?;
-        if first.arrival.ns() > now.ns() + latency_ns {
+        if !self.may_decide_by(now, latency_ns) {
             return None;
         }
-        Some(self.undecided.swap_remove(i))
+        let first = self.undecided.pop().expect("an earliest arrival is one undecided");
+        self.earliest_undecided = self.undecided.last().map_or(SimTime::MAX, |u| u.arrival);
+        Some(first)
     }
 
     /// When the first undecided message for `dest` arrives.
@@ -89,5 +120,20 @@ mod tests {
         assert_eq!(nic.deposit_time(SimTime(500), 10), SimTime(500));
         assert_eq!(nic.deposit_time(SimTime(503), 10), SimTime(510));
         assert_eq!(nic.deposit_time(SimTime(600), 10), SimTime(600));
+    }
+
+    #[test]
+    fn undecided_messages_are_decided_by_arrival_then_destination_then_side() {
+        let mut nic = Nic::default();
+        let m = |arrival, dest, side| Undecided { arrival: SimTime(arrival), dest, side };
+        for message in [m(50, 3, 0), m(20, 9, 1), m(50, 1, 1), m(20, 9, 0), m(70, 0, 0)] {
+            nic.add_undecided(message);
+        }
+        assert!(nic.can_decide_at_send(SimTime(19)) && !nic.can_decide_at_send(SimTime(20)));
+        assert_eq!(nic.undecided_arrival_for(9), Some(SimTime(20)));
+        assert_eq!(nic.take_decidable(SimTime(0), 19), None);
+        let decided: Vec<_> = std::iter::from_fn(|| nic.take_decidable(SimTime(10), 50)).collect();
+        assert_eq!(decided, [m(20, 9, 0), m(20, 9, 1), m(50, 1, 1), m(50, 3, 0)]);
+        assert!(!nic.may_decide_by(SimTime(10), 50) && nic.may_decide_by(SimTime(20), 50));
     }
 }

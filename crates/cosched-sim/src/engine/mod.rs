@@ -23,7 +23,7 @@ use crate::mlfq::ReadyQueue;
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::{MessageArrival, NicView};
-use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerHeap};
+use cosched_core::{EventQueue, JobId, Period, Rng, SimTime, StreamSeed, TimerHeap};
 use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
 use fast::{FastReport, FastSettings, FastState};
@@ -82,12 +82,15 @@ struct Proc {
     phase: Phase,
     state: ProcState,
     iterations_done: u32,
+    /// The job's iterations and nominal compute and I/O per iteration
+    /// (copies: the job's record is not touched per visit or iteration).
+    iterations: u32,
+    nominal_compute_ns: u64,
+    nominal_io_ns: u64,
     neighbours: [u32; 2],
     neighbour_count: u8,
     /// Endpoint per neighbour (deposit times, some maybe in the future).
     inbox: [Inbox; 2],
-    /// When the current I/O completes (meaningful in `Phase::Io`).
-    io_end: SimTime,
     /// Length of the I/O that follows the current compute phase (drawn with
     /// it, so that the engine can look past the compute's end).
     io_next_ns: u64,
@@ -114,8 +117,16 @@ struct Cpu {
     overhead_pending_ns: u64,
     last_process: Option<u32>,
     ready: ReadyQueue,
-    /// Processes placed on this CPU that have not exited (at most MPL).
+    /// Processes placed on this CPU that have not exited (at most MPL), in
+    /// increasing order (processes are numbered as they start).
     residents: Vec<u32>,
+    /// The residents in `Phase::Io`, by (end of their I/O, process): who
+    /// wakes next, without looking at every resident.
+    in_io: Vec<(SimTime, u32)>,
+    /// The first end in `in_io` (`SimTime::MAX`: none), for a visit's check.
+    earliest_io_end: SimTime,
+    /// Residents in `Phase::Recv`.
+    residents_in_recv: u32,
     accounted_until: SimTime,
     time: Breakdown,
 
@@ -293,10 +304,10 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// What each CPU's NIC believes runs (refreshed at every tick), kept
     /// lazily; only demand-based coscheduling (`arrival::Interrupt`) uses it.
     nic_views: Vec<NicView>,
-    /// The MLFQ's: the raise period holding the latest `now` looked at: (start, end).
-    raise_cache: std::cell::Cell<(SimTime, SimTime)>,
-    /// The MLFQ's: the tick period holding the latest instant looked at: (start, end).
-    tick_cache: std::cell::Cell<(SimTime, SimTime)>,
+    /// The node scheduler's tick and the MLFQ's raise period, rounded to
+    /// without dividing (several times per visit).
+    tick: Period,
+    raise_period: Period,
     /// Testing aid: also visit every CPU at every tick. A correct tickless
     /// engine gives exactly the same results either way.
     visit_every_tick: bool,
@@ -305,6 +316,9 @@ pub(crate) struct Engine<'a, P: Parts> {
     event_counts: [u64; EVENT_KINDS],
     /// Fast mode (`None`: exact).
     fast: Option<FastState>,
+    /// Periodic boost's and spin-yield's walk: the candidates, kept to reuse
+    /// their allocation.
+    boost_candidates: Vec<cosched_policy::BoostCandidate>,
     parts: PhantomData<P>,
 }
 
@@ -336,6 +350,9 @@ impl<'a, P: Parts> Engine<'a, P> {
                 last_process: None,
                 ready: ReadyQueue::default(),
                 residents: Vec::new(),
+                in_io: Vec::new(),
+                earliest_io_end: SimTime::MAX,
+                residents_in_recv: 0,
                 accounted_until: SimTime::ZERO,
                 time: Breakdown::default(),
 
@@ -388,13 +405,14 @@ impl<'a, P: Parts> Engine<'a, P> {
             arrival_window: ArrivalWindow::default(),
             peak_processes_per_cpu: 0,
             jobs_in_system: Vec::new(),
-            raise_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
-            tick_cache: std::cell::Cell::new((SimTime::ZERO, SimTime::ZERO)),
+            tick: Period::new(cfg.scheduler.tick_ns),
+            raise_period: Period::new(cfg.scheduler.raise_period_ns),
             nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
             event_counts: [0; EVENT_KINDS],
             fast: None,
+            boost_candidates: Vec::new(),
             parts: PhantomData,
         }
     }
@@ -620,10 +638,12 @@ impl<'a, P: Parts> Engine<'a, P> {
                 phase: Phase::Compute { remaining_ns: compute_ns },
                 state: ProcState::Ready,
                 iterations_done: 0,
+                iterations: program.iterations,
+                nominal_compute_ns: program.compute_ns,
+                nominal_io_ns: program.io_ns,
                 neighbours,
                 neighbour_count,
                 inbox: [Inbox::default(); 2],
-                io_end: SimTime::ZERO,
                 io_next_ns,
                 next_compute_ns: 0,
                 next_io_ns: 0,
@@ -883,20 +903,33 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// Processes of this CPU whose I/O has completed by `now` become runnable,
     /// in order of completion.
+    ///
+    /// Inlined: at most visits no I/O has ended, which one comparison tells.
+    #[inline(always)]
     pub(super) fn complete_io(&mut self, c: u32, now: SimTime) {
-        // At most MPL residents: repeatedly take the earliest finished one.
-        loop {
-            let procs = &self.procs;
-            let first_done = self.cpus[c as usize]
-                .residents
-                .iter()
-                .filter(|&&p| procs[p as usize].phase == Phase::Io && procs[p as usize].io_end <= now)
-                .map(|&p| (procs[p as usize].io_end, p))
-                .min();
-            let Some((io_end, p)) = first_done else { return };
+        if self.cpus[c as usize].earliest_io_end <= now {
+            self.wake_after_io(c, now);
+        }
+    }
+
+    fn wake_after_io(&mut self, c: u32, now: SimTime) {
+        while let Some(&(io_end, p)) = self.cpus[c as usize].in_io.first().filter(|&&(end, _)| end <= now) {
+            let cpu = &mut self.cpus[c as usize];
+            cpu.in_io.remove(0);
+            cpu.earliest_io_end = cpu.in_io.first().map_or(SimTime::MAX, |&(end, _)| end);
             self.procs[p as usize].phase = Phase::Send;
             self.wake(p, io_end);
         }
+    }
+
+    /// Whether `in_io` holds exactly the residents in `Phase::Io`, in order (a debug check).
+    fn in_io_is_consistent(&self, c: u32) -> bool {
+        let cpu = &self.cpus[c as usize];
+        let doing_io = cpu.residents.iter().filter(|&&p| self.procs[p as usize].phase == Phase::Io).count();
+        cpu.in_io.is_sorted()
+            && cpu.in_io.len() == doing_io
+            && cpu.in_io.iter().all(|&(_, p)| cpu.residents.contains(&p) && self.procs[p as usize].phase == Phase::Io)
+            && cpu.earliest_io_end == cpu.in_io.first().map_or(SimTime::MAX, |&(end, _)| end)
     }
 
     /// A blocked process becomes runnable (at `when`) and joins its node scheduler.
@@ -937,7 +970,16 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     /// Decide the deposits of messages to `node` that can be decided by `now`.
+    ///
+    /// Inlined: at most visits nothing can be decided, which one comparison tells.
+    #[inline(always)]
     fn decide_deposits(&mut self, node: u32, now: SimTime) {
+        if self.nics[node as usize].may_decide_by(now, self.latency_ns) {
+            self.decide_deposits_now(node, now);
+        }
+    }
+
+    fn decide_deposits_now(&mut self, node: u32, now: SimTime) {
         let occupancy = self.cfg.network.nic_ns_per_message;
         while let Some(m) = self.nics[node as usize].take_decidable(now, self.latency_ns) {
             let at = self.nics[node as usize].deposit_time(m.arrival, occupancy);
@@ -1034,28 +1076,26 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     fn start_recv(&mut self, p: u32) {
-        let job = self.procs[p as usize].job as usize;
-        let program = self.jobs[job].spec.program;
         let proc = &mut self.procs[p as usize];
         proc.phase = Phase::Recv;
+        self.cpus[proc.cpu as usize].residents_in_recv += 1;
         proc.spin_left_ns = self.spin_ns;
         proc.yielded = false;
-        proc.next_compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut proc.rng);
-        proc.next_io_ns = skewed(self.cfg.skew, program.io_ns, &mut proc.rng);
+        proc.next_compute_ns = skewed(self.cfg.skew, proc.nominal_compute_ns, &mut proc.rng);
+        proc.next_io_ns = skewed(self.cfg.skew, proc.nominal_io_ns, &mut proc.rng);
     }
 
     /// Every awaited message is there: consume them and start the next
     /// iteration, or finish.
     fn finish_recv(&mut self, p: u32) {
-        let job = self.procs[p as usize].job as usize;
-        let iterations = self.jobs[job].spec.program.iterations;
         let proc = &mut self.procs[p as usize];
         let count = proc.neighbour_count as usize;
         for inbox in &mut proc.inbox[..count] {
             inbox.consume();
         }
+        self.cpus[proc.cpu as usize].residents_in_recv -= 1;
         proc.iterations_done += 1;
-        proc.phase = if proc.iterations_done == iterations {
+        proc.phase = if proc.iterations_done == proc.iterations {
             Phase::Done
         } else {
             proc.io_next_ns = proc.next_io_ns;
@@ -1067,8 +1107,7 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// just computes on, and nothing happens at `m` worth a visit.
     fn recv_continues_at(&self, p: u32, spinning_from: SimTime) -> Option<SimTime> {
         let proc = &self.procs[p as usize];
-        let iterations = self.jobs[proc.job as usize].spec.program.iterations;
-        if proc.iterations_done + 1 >= iterations {
+        if proc.iterations_done + 1 >= proc.iterations {
             return None;
         }
         let complete = self.messages_complete_at(p)?;
@@ -1096,8 +1135,12 @@ impl<'a, P: Parts> Engine<'a, P> {
         proc.phase = Phase::Io;
         proc.state = ProcState::Blocked;
         // Its completion is one of this CPU's instants (see `next_change`).
-        proc.io_end = at + proc.io_next_ns;
+        let io = (at + proc.io_next_ns, p);
         let cpu = proc.cpu;
+        let in_io = &mut self.cpus[cpu as usize].in_io;
+        let place = in_io.partition_point(|&other| other < io);
+        in_io.insert(place, io);
+        self.cpus[cpu as usize].earliest_io_end = in_io[0].0;
         self.set_running(cpu, at, None);
         self.record(at, cpu, TraceKind::Block { process: p });
     }
@@ -1107,12 +1150,19 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// Charge the CPU's time since its last visit. A compute phase that ended
     /// in between (only when `next_change` saw the CPU would stay idle through
     /// the I/O that follows) is closed here, at its exact end.
+    ///
+    /// Inlined: a CPU is often accounted again at the same instant (a visit
+    /// books its next one), which one comparison tells.
+    #[inline(always)]
     fn account(&mut self, c: u32, now: SimTime) {
+        if now > self.cpus[c as usize].accounted_until {
+            self.account_since_last(c, now);
+        }
+    }
+
+    fn account_since_last(&mut self, c: u32, now: SimTime) {
         let cpu = &mut self.cpus[c as usize];
         let mut from = cpu.accounted_until;
-        if now <= from {
-            return;
-        }
         if cpu.switch_until > from {
             let until = now.min(cpu.switch_until);
             let kernel = until - from;
@@ -1263,14 +1313,8 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// runs out, the arrival reaction when it acts by itself.
     fn next_change(&self, c: u32, now: SimTime) -> SimTime {
         let cpu = &self.cpus[c as usize];
-        let io_end = cpu
-            .residents
-            .iter()
-            .map(|&p| &self.procs[p as usize])
-            .filter(|proc| proc.phase == Phase::Io)
-            .map(|proc| proc.io_end)
-            .min()
-            .unwrap_or(SimTime::MAX);
+        let io_end = cpu.earliest_io_end;
+        debug_assert!(self.in_io_is_consistent(c));
         let busy = cpu.switch_until > now || cpu.running.is_some();
         // A wake on a busy CPU changes nothing before its node scheduler
         // notices it. Waiting for that instant saves a visit per I/O.
@@ -1370,7 +1414,17 @@ fn skewed(skew: f64, nominal_ns: u64, rng: &mut Rng) -> u64 {
         return nominal_ns;
     }
     let factor = 1.0 + rng.uniform_range(-skew / 2.0, skew / 2.0);
-    (nominal_ns as f64 * factor).round() as u64
+    round_to_u64(nominal_ns as f64 * factor)
+}
+
+/// `x.round() as u64`, without the call to the C library's `round` (the
+/// default x86-64 target has no rounding instruction): for `x >= 0` the
+/// fraction `x - trunc(x)` is exact, and a half rounds away from zero.
+/// Negative and NaN give 0 and too large saturates, as the cast does.
+fn round_to_u64(x: f64) -> u64 {
+    let truncated = x as u64;
+    let fraction = x - truncated as f64;
+    truncated.saturating_add((fraction >= 0.5) as u64)
 }
 
 /// Ring neighbours of `rank` in a job of `tasks` tasks whose processes start at
@@ -1383,6 +1437,45 @@ fn ring_neighbours(first_proc: u32, rank: u32, tasks: u32) -> ([u32; 2], u8) {
             let left = first_proc + (rank + tasks - 1) % tasks;
             let right = first_proc + (rank + 1) % tasks;
             ([left, right], 2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_to_u64;
+
+    #[test]
+    fn rounds_as_the_library_does() {
+        let edges = [
+            0.0,
+            -0.0,
+            0.49999999999999994,
+            0.5,
+            1.5,
+            2.5,
+            -0.5,
+            -1.7,
+            4503599627370495.5,
+            4503599627370497.0,
+            9007199254740993.0,
+            1.8446744073709552e19,
+            1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        for x in edges {
+            assert_eq!(round_to_u64(x), x.round() as u64, "{x}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn rounds_any_value_as_the_library_does(bits: u64, scaled in 0.0f64..1e12) {
+            for x in [f64::from_bits(bits), scaled] {
+                proptest::prop_assert_eq!(round_to_u64(x), x.round() as u64, "{}", x);
+            }
         }
     }
 }

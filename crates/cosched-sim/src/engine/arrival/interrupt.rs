@@ -7,7 +7,7 @@ use crate::engine::node_scheduler::NodeScheduler;
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, ProcState};
 use crate::trace::TraceKind;
-use cosched_core::SimTime;
+use cosched_core::{Period, SimTime};
 
 pub(crate) struct Interrupt;
 
@@ -16,14 +16,14 @@ impl MessageArrival for Interrupt {
 
     fn before_running_changes<P: Parts>(engine: &mut Engine<'_, P>, c: u32, at: SimTime) {
         let running = engine.cpus[c as usize].running;
-        engine.nic_views[c as usize].before_change(at, engine.cfg.scheduler.tick_ns, running);
+        engine.nic_views[c as usize].before_change(at, engine.tick, running);
     }
 
     fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
         let proc = &engine.procs[dest as usize];
         let cpu = proc.cpu;
         let running = engine.cpus[cpu as usize].running;
-        let seen_running = engine.nic_views[cpu as usize].seen(now, engine.cfg.scheduler.tick_ns, running);
+        let seen_running = engine.nic_views[cpu as usize].seen(now, engine.tick, running);
         if proc.state == ProcState::Exited || seen_running == Some(dest) {
             return false;
         }
@@ -55,15 +55,11 @@ pub(crate) struct NicView {
     view: Option<u32>,
 }
 
-fn tick_at_or_before(at: SimTime, tick_ns: u64) -> SimTime {
-    SimTime(at.ns() / tick_ns * tick_ns)
-}
-
 impl NicView {
     /// `running` is about to change at `at` (changes come in time order).
-    fn before_change(&mut self, at: SimTime, tick_ns: u64, old: Option<u32>) {
+    fn before_change(&mut self, at: SimTime, tick: Period, old: Option<u32>) {
         debug_assert!(at >= self.changed_at, "running changes out of order");
-        if self.changed_at <= tick_at_or_before(at, tick_ns) {
+        if self.changed_at <= tick.floor(at) {
             self.view = old;
         }
         self.changed_at = at;
@@ -71,8 +67,8 @@ impl NicView {
 
     /// The NIC's belief at `now`, given what runs now. A change at a tick's
     /// very instant is already seen at that tick.
-    fn seen(&self, now: SimTime, tick_ns: u64, current: Option<u32>) -> Option<u32> {
-        if self.changed_at <= tick_at_or_before(now, tick_ns) {
+    fn seen(&self, now: SimTime, tick: Period, current: Option<u32>) -> Option<u32> {
+        if self.changed_at <= tick.floor(now) {
             current
         } else {
             self.view

@@ -44,8 +44,7 @@ impl MessageArrival for PeriodicBoost {
     /// another first.
     fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
         let cpu = &engine.cpus[c as usize];
-        let active = (cpu.running.is_none() && !cpu.ready.is_empty())
-            || cpu.residents.iter().any(|&r| engine.procs[r as usize].phase == Phase::Recv);
+        let active = (cpu.running.is_none() && !cpu.ready.is_empty()) || cpu.residents_in_recv > 0;
         if active {
             P::Node::acts_at(engine, c, now)
         } else {
@@ -74,21 +73,22 @@ pub(crate) fn boost_by_choice<P: Parts>(
     start_with: Option<u32>,
     now: SimTime,
 ) -> (u64, Option<u32>) {
-    let mut residents = engine.cpus[c as usize].residents.clone();
-    residents.sort_unstable();
-    let candidates: Vec<BoostCandidate> = residents
-        .iter()
-        .map(|&r| {
-            let proc = &engine.procs[r as usize];
-            BoostCandidate {
-                id: r,
-                runnable: matches!(proc.state, ProcState::Ready | ProcState::Running),
-                in_receive: proc.phase == Phase::Recv,
-                message_ready: proc.phase == Phase::Recv && engine.has_all_messages(r, now),
-            }
-        })
-        .collect();
+    // The candidates go in a buffer kept between walks: no allocation per tick.
+    let mut candidates = std::mem::take(&mut engine.boost_candidates);
+    candidates.clear();
+    let residents = &engine.cpus[c as usize].residents;
+    debug_assert!(residents.is_sorted(), "the walk goes in process order");
+    candidates.extend(residents.iter().map(|&r| {
+        let proc = &engine.procs[r as usize];
+        BoostCandidate {
+            id: r,
+            runnable: matches!(proc.state, ProcState::Ready | ProcState::Running),
+            in_receive: proc.phase == Phase::Recv,
+            message_ready: proc.phase == Phase::Recv && engine.has_all_messages(r, now),
+        }
+    }));
     let choice = periodic_boost_choice(&candidates, start_with);
+    engine.boost_candidates = candidates;
     let costs = &engine.cfg.costs;
     let mut cost_ns = choice.endpoints_checked as u64 * costs.endpoint_check_ns;
     let boosted = choice.chosen.filter(|&q| engine.procs[q as usize].state == ProcState::Ready);

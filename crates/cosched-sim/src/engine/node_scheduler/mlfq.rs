@@ -21,8 +21,8 @@ impl NodeScheduler for Mlfq {
     /// The starvation avoidance, due at a raise boundary (a whole number of
     /// ticks) even inside kernel work.
     fn on_visit<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
-        if ceil_tick(engine, now) == now
-            && now.is_multiple_of(engine.cfg.scheduler.raise_period_ns)
+        if engine.tick.is_boundary(now)
+            && engine.raise_period.is_boundary(now)
             && engine.cpus[c as usize].last_raise < now
         {
             raise_all(engine, c, now);
@@ -46,8 +46,7 @@ impl NodeScheduler for Mlfq {
     /// of a process periodic boost has chosen.
     fn tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
         let ceil = ceil_tick(engine, now);
-        let tick_ns = engine.cfg.scheduler.tick_ns;
-        engine.cpus[c as usize].first_unacted_tick = if ceil == now { now + tick_ns } else { ceil };
+        engine.cpus[c as usize].first_unacted_tick = if ceil == now { now + engine.tick.ns() } else { ceil };
         let boosted = engine.cpus[c as usize].boosted.take();
         let Some(p) = engine.cpus[c as usize].running else {
             return;
@@ -124,7 +123,7 @@ impl NodeScheduler for Mlfq {
     fn preempts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, p: u32, start: SimTime, now: SimTime) -> SimTime {
         let cpu = &engine.cpus[c as usize];
         let proc = &engine.procs[p as usize];
-        let quantum_end = (start + proc.quantum_left_ns).ceil_to_multiple(engine.cfg.scheduler.tick_ns);
+        let quantum_end = ceil_tick(engine, start + proc.quantum_left_ns);
         let first_tick = Self::acts_at(engine, c, now);
         let mut preempt_at = quantum_end.max(first_tick);
         if cpu.boosted.is_some() || cpu.ready.best_level().is_some_and(|best| best > proc.level) {
@@ -149,38 +148,16 @@ fn raise_all<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
 
 /// The first tick at or after `t`.
 fn ceil_tick<P: Parts>(engine: &Engine<'_, P>, t: SimTime) -> SimTime {
-    // Visits come in time order, so most land in the cached tick period: no division.
-    let (start, end) = engine.tick_cache.get();
-    if t > start && t <= end {
-        return end;
-    }
-    if t == start {
-        return start;
-    }
-    let tick_ns = engine.cfg.scheduler.tick_ns;
-    let start = SimTime(t.ns() / tick_ns * tick_ns);
-    if start == t {
-        return t;
-    }
-    engine.tick_cache.set((start, start + tick_ns));
-    start + tick_ns
+    engine.tick.ceil(t)
 }
 
 /// The raise boundary a CPU must still act on: `now` if it is one the CPU
-/// has not raised at, else the next. Cached: global time only moves on.
+/// has not raised at, else the next.
 fn raise_at_or_after<P: Parts>(engine: &Engine<'_, P>, now: SimTime, last_raise: SimTime) -> SimTime {
-    let period = engine.cfg.scheduler.raise_period_ns;
-    let (start, end) = engine.raise_cache.get();
-    let (start, end) = if now >= start && now < end {
-        (start, end)
-    } else {
-        let start = SimTime(now.ns() / period * period);
-        engine.raise_cache.set((start, start + period));
-        (start, start + period)
-    };
+    let start = engine.raise_period.floor(now);
     if start == now && last_raise < now {
         now
     } else {
-        end
+        start + engine.raise_period.ns()
     }
 }
