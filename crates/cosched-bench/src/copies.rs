@@ -55,7 +55,7 @@ pub fn run_copies(
     count: u32,
     mut before_release: impl FnMut(u32) -> Result<(), String>,
 ) -> Result<CopiesRun, String> {
-    let run = new_run_name();
+    let run = new_run_name()?;
     let mut held = Vec::new();
     for index in 0..count {
         held.push(spawn_held(spec, &run, index)?);
@@ -89,9 +89,16 @@ pub fn run_copies(
 }
 
 /// A name for this run's copy markers, unique on the machine.
-fn new_run_name() -> String {
+/// A run's name, with a random part: another user's process cannot carry a
+/// marker it cannot guess (and cannot read ours: /proc/PID/environ is its
+/// owner's), so it cannot join a run's overlap count.
+fn new_run_name() -> Result<String, String> {
     static RUNS: AtomicU64 = AtomicU64::new(0);
-    format!("{}-{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed))
+    let mut nonce = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut nonce))
+        .map_err(|e| format!("reading /dev/urandom for a run's name: {e}"))?;
+    Ok(format!("{}-{}-{:016x}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed), u64::from_le_bytes(nonce)))
 }
 
 fn spawn_held(spec: &CopySpec, run: &str, index: u32) -> Result<HeldCopy, String> {

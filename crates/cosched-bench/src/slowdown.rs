@@ -174,7 +174,12 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
             let setup = slurm_setup(config, policy, runtime);
             if slurm.as_ref().is_none_or(|s| s.setup != setup) {
                 drop(slurm.take()); // stopped before the next one takes its place
-                slurm = Some(SlurmInstance::start(&config.slurm_script, &private_slurm_dir(), setup)?);
+                let dir = private_slurm_dir()?;
+                let started = SlurmInstance::start(&config.slurm_script, &dir, setup);
+                if started.is_err() {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                slurm = Some(started?);
             }
         }
         let sample = run_one(config, policy, jobs, repeat, runtime, slurm.as_ref())
@@ -192,10 +197,15 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
     })
 }
 
-/// The folder of the private Slurm: short, since Slurm's sockets live in it and a socket path has at most 108
-/// bytes.
-fn private_slurm_dir() -> PathBuf {
-    std::env::temp_dir().join(format!("cosched-bench-slurm-{}", std::process::id()))
+/// A new folder for the private Slurm, made with a random name and mode 0700 (so nobody can plant a link
+/// where it will be), and short, since Slurm's sockets live in it and a socket path has at most 108 bytes.
+/// `SlurmInstance` removes it when it stops.
+fn private_slurm_dir() -> Result<PathBuf, String> {
+    let dir = tempfile::Builder::new()
+        .prefix("cosched-slurm-")
+        .tempdir()
+        .map_err(|e| format!("making the private Slurm's folder: {e}"))?;
+    Ok(dir.keep())
 }
 
 /// The private Slurm a Slurm policy runs its copies under.

@@ -19,11 +19,8 @@ pub enum SlurmCommand {
     Attach {
         #[command(flatten)]
         client: ClientArgs,
-        #[arg(long)]
-        slurm_job: u32,
-        /// The node, as Slurm and the cosched agent name it.
-        #[arg(long)]
-        node: String,
+        #[command(flatten)]
+        at: SlurmJobOnNode,
         /// The tasks' pids.
         #[arg(required = true)]
         pids: Vec<i32>,
@@ -32,10 +29,8 @@ pub enum SlurmCommand {
     End {
         #[command(flatten)]
         client: ClientArgs,
-        #[arg(long)]
-        slurm_job: u32,
-        #[arg(long)]
-        node: String,
+        #[command(flatten)]
+        at: SlurmJobOnNode,
         /// Slurm's `SLURM_JOB_EXIT_CODE2` (`exit:signal`).
         #[arg(long, value_parser = parse_exit_signal)]
         exit: Option<(i32, i32)>,
@@ -47,6 +42,16 @@ pub enum SlurmCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+}
+
+/// A Slurm job on one node (what `attach` and `end` act on).
+#[derive(Args)]
+pub struct SlurmJobOnNode {
+    #[arg(long)]
+    slurm_job: u32,
+    /// The node, as Slurm and the cosched agent name it.
+    #[arg(long)]
+    node: String,
 }
 
 #[derive(Args)]
@@ -83,8 +88,8 @@ pub fn run(command: &SlurmCommand) -> Result<(), String> {
                 format!("Slurm job {} is cosched job {}", job.slurm_job, r.job)
             })
         }
-        SlurmCommand::Attach { client, slurm_job, node, pids } => attach(client, *slurm_job, node, pids),
-        SlurmCommand::End { client, slurm_job, node, exit } => {
+        SlurmCommand::Attach { client, at, pids } => attach(client, at.slurm_job, &at.node, pids),
+        SlurmCommand::End { client, at: SlurmJobOnNode { slurm_job, node }, exit } => {
             let (slurm_state, recorded_exit) = slurm_job_end(*slurm_job);
             let exit = recorded_exit.or(*exit);
             let (exit_code, signal) = exit.map_or((None, None), |(code, signal)| (Some(code), Some(signal)));
