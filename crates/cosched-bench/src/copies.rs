@@ -88,10 +88,10 @@ pub fn run_copies(
     Ok(CopiesRun { elapsed_s, copy_elapsed_s, cpu_s, peak_rss_bytes, overlap })
 }
 
-/// A name for this run's copy markers, unique on the machine.
-/// A run's name, with a random part: another user's process cannot carry a
-/// marker it cannot guess (and cannot read ours: /proc/PID/environ is its
-/// owner's), so it cannot join a run's overlap count.
+/// A name for this run's copy markers, unique on the machine, with a random
+/// part: another user's process cannot carry a marker it cannot guess (nor
+/// read ours: /proc/PID/environ is its owner's), so it cannot join a run's
+/// overlap count.
 fn new_run_name() -> Result<String, String> {
     static RUNS: AtomicU64 = AtomicU64::new(0);
     let mut nonce = [0u8; 8];
