@@ -127,12 +127,13 @@ impl MarkedProcesses {
                 continue;
             }
             match copy_in_environment(pid, prefix) {
-                Some(copy) => {
+                Some(Some(copy)) => {
                     self.copy_of.insert(pid, Marked { copy, freeze_file: freeze_file_of(pid) });
                 }
-                None => {
+                Some(None) => {
                     self.unmarked.insert((pid, stat.start_ticks));
                 }
+                None => {} // read again at the next scan
             }
         }
     }
@@ -209,9 +210,15 @@ fn read_stat(pid: i32) -> Option<Stat> {
 }
 
 /// The copy named in the process's environment by a marker that starts with `prefix`.
-fn copy_in_environment(pid: i32, prefix: &str) -> Option<u32> {
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    environ.split(|&b| b == 0).find_map(|entry| std::str::from_utf8(entry).ok()?.strip_prefix(prefix)?.parse().ok())
+/// `None` when the environment cannot be read or reads empty, as it does for
+/// a moment while the process execs: it is not known unmarked yet.
+fn copy_in_environment(pid: i32, prefix: &str) -> Option<Option<u32>> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok().filter(|e| !e.is_empty())?;
+    Some(
+        environ
+            .split(|&b| b == 0)
+            .find_map(|entry| std::str::from_utf8(entry).ok()?.strip_prefix(prefix)?.parse().ok()),
+    )
 }
 
 /// A small xorshift generator: the sampling period's spread needs no quality, only no period in step with slices.
@@ -257,8 +264,17 @@ mod tests {
         let mut sleeper = spawn(0, "exec sleep 30");
         let mut spinner = spawn(1, "while :; do :; done");
         let mut found = MarkedProcesses::default();
-        found.scan(&format!("{COPY_MARKER}={run}."));
-        let copies: BTreeSet<u32> = found.copy_of.values().map(|m| m.copy).collect();
+        // A scan may land while the sleeper's shell execs `sleep`, when its
+        // environment reads empty: the next scan finds it.
+        let mut copies = BTreeSet::new();
+        for _ in 0..500 {
+            found.scan(&format!("{COPY_MARKER}={run}."));
+            copies = found.copy_of.values().map(|m| m.copy).collect();
+            if copies.len() == 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let (alive, _) = found.sample();
         for child in [&mut sleeper, &mut spinner] {
             child.kill().unwrap();
