@@ -28,6 +28,7 @@ use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
 use fast::{FastReport, FastSettings, FastState};
 use node_scheduler::NodeScheduler;
+use proc_table::ProcTable;
 use parts::Parts;
 use receive::ReceiveWait;
 use std::marker::PhantomData;
@@ -36,6 +37,7 @@ pub(crate) mod arrival;
 pub mod fast;
 pub(crate) mod node_scheduler;
 pub(crate) mod parts;
+mod proc_table;
 pub(crate) mod receive;
 
 /// A job as the engine receives it.
@@ -275,7 +277,12 @@ pub(crate) struct Engine<'a, P: Parts> {
     queue: EventQueue<Event>,
     cpus: Vec<Cpu>,
     nics: Vec<Nic>,
-    procs: Vec<Proc>,
+    /// Every process by its number; finished ones are released (see [`proc_table`]).
+    procs: ProcTable<Proc>,
+    /// Jobs by start order (the order of their process numbers), from the oldest not yet finished.
+    started: std::collections::VecDeque<u32>,
+    /// Work of the released processes, summed in number order (the arrival window's sum goes on from it).
+    released_delivered_ns: f64,
     jobs: Vec<JobState>,
     /// The cluster-level policy: placement, matrix rows and the cycle.
     cosched: Coscheduler,
@@ -384,7 +391,9 @@ impl<'a, P: Parts> Engine<'a, P> {
             queue,
             cpus,
             nics: vec![Nic::default(); cfg.nodes as usize],
-            procs: Vec::new(),
+            procs: ProcTable::new(),
+            started: std::collections::VecDeque::new(),
+            released_delivered_ns: 0.0,
             jobs,
             cosched,
             waiting: 0,
@@ -576,14 +585,9 @@ impl<'a, P: Parts> Engine<'a, P> {
         for c in 0..self.cpus.len() as u32 {
             self.account(c, now);
         }
-        let delivered_ns = self
-            .procs
-            .iter()
-            .map(|p| {
-                let job = &self.jobs[p.job as usize];
-                job.dedicated_ns as f64 * p.iterations_done as f64 / job.spec.program.iterations.max(1) as f64
-            })
-            .sum();
+        // Summed in process order, continuing from the released processes.
+        let delivered_ns =
+            self.procs.kept().fold(self.released_delivered_ns, |sum, p| sum + delivered_work_ns(&self.jobs, p));
         let run_now = self.run_clock(now);
         let offered_ns =
             self.jobs.iter().map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(run_now - j.spec.arrival) as f64).sum();
@@ -622,7 +626,8 @@ impl<'a, P: Parts> Engine<'a, P> {
     fn start_job(&mut self, j: u32, placement: Placement, now: SimTime) {
         self.running += 1;
         let tasks = self.jobs[j as usize].spec.tasks;
-        let first_proc = self.procs.len() as u32;
+        let first_proc = self.procs.next_number() as u32;
+        self.started.push_back(j);
         for rank in 0..tasks {
             let cpu = placement.cpus[rank as usize];
             let mut rng = self.seed.substream("task-skew", ((j as u64) << 32) | rank as u64);
@@ -702,6 +707,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.record(now, placement.cpus[0], TraceKind::JobFinish { job: j });
         self.completed += 1;
         self.records.push(self.job_record(j));
+        self.release_finished_processes();
         let to_start = self.cosched.finish(JobId(j.into()));
         if self.fast.is_some() {
             self.fast_note_change(j, &placement.cpus, false, now);
@@ -710,6 +716,23 @@ impl<'a, P: Parts> Engine<'a, P> {
         if self.gang.is_some() {
             self.ensure_gang_quantum(now);
         }
+    }
+
+    /// The processes of the oldest jobs, once all of them have finished, are
+    /// not looked at again: release them (memory follows the jobs alive).
+    fn release_finished_processes(&mut self) {
+        while let Some(&oldest) = self.started.front() {
+            if self.jobs[oldest as usize].finish.is_none() {
+                break;
+            }
+            self.started.pop_front();
+        }
+        let alive_from = match self.started.front() {
+            Some(&oldest) => self.jobs[oldest as usize].first_proc as usize,
+            None => self.procs.next_number(),
+        };
+        let (jobs, sum) = (&self.jobs, &mut self.released_delivered_ns);
+        self.procs.finished_below(alive_from, |p| *sum += delivered_work_ns(jobs, p));
     }
 
     fn job_record(&self, j: u32) -> JobRecord {
@@ -1409,6 +1432,12 @@ impl<'a, P: Parts> Engine<'a, P> {
 }
 
 /// A nominal duration times the skew factor `1 + U(-s/2, s/2)`.
+/// Work a process delivered: its iterations at its job's dedicated time (CPU-ns).
+fn delivered_work_ns(jobs: &[JobState], p: &Proc) -> f64 {
+    let job = &jobs[p.job as usize];
+    job.dedicated_ns as f64 * p.iterations_done as f64 / job.spec.program.iterations.max(1) as f64
+}
+
 fn skewed(skew: f64, nominal_ns: u64, rng: &mut Rng) -> u64 {
     if skew == 0.0 || nominal_ns == 0 {
         return nominal_ns;
