@@ -362,7 +362,7 @@ pub struct FastFlags {
     #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().guard_ns), help_heading = "Fast mode")]
     pub fast_guard_ms: f64,
     /// Fast mode: a window grows (doubling, up to 16 times) until every job's processes did this many
-    /// iterations in it, on average.
+    /// iterations in it, on average (0: windows keep their length; see docs/fast-mode.md).
     #[arg(long, default_value_t = fast_settings().min_iterations, help_heading = "Fast mode")]
     pub fast_min_iterations: u64,
 }

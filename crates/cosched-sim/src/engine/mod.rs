@@ -28,8 +28,8 @@ use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
 use fast::{FastReport, FastSettings, FastState};
 use node_scheduler::NodeScheduler;
-use proc_table::ProcTable;
 use parts::Parts;
+use proc_table::ProcTable;
 use receive::ReceiveWait;
 use std::marker::PhantomData;
 
