@@ -1431,13 +1431,13 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 }
 
-/// A nominal duration times the skew factor `1 + U(-s/2, s/2)`.
 /// Work a process delivered: its iterations at its job's dedicated time (CPU-ns).
 fn delivered_work_ns(jobs: &[JobState], p: &Proc) -> f64 {
     let job = &jobs[p.job as usize];
     job.dedicated_ns as f64 * p.iterations_done as f64 / job.spec.program.iterations.max(1) as f64
 }
 
+/// A nominal duration times the skew factor `1 + U(-s/2, s/2)`.
 fn skewed(skew: f64, nominal_ns: u64, rng: &mut Rng) -> u64 {
     if skew == 0.0 || nominal_ns == 0 {
         return nominal_ns;
