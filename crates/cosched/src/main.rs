@@ -1,27 +1,11 @@
 //! The `cosched` command. Glue only: parse and validate arguments into
 //! settings, call the library crates, present the results.
 
-mod bench;
-mod bench_fast;
-mod bench_micro;
-mod bench_scaling;
-mod bench_slowdown;
-mod bench_switch;
-mod interrupt;
-mod manual;
-mod model_cmd;
-mod output;
-mod pipeline_cmd;
-mod plot;
-mod progress;
-mod runtime_cmd;
-mod sim_cmd;
-mod slurm_cmd;
-mod status_view;
-mod study;
-mod workload_cmd;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use cosched::{
+    bench, manual, model_cmd, pipeline_cmd, runtime_cmd, sim_cmd, slurm_cmd, status_view, study, workload_cmd,
+};
 use cosched_runtime::protocol::{
     ClassReply, JobStateReply, KillReply, KillState, PidReply, RegisterRequest, Request, SignalReply, SubmitReply,
 };

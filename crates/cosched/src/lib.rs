@@ -1,0 +1,25 @@
+//! The `cosched` command's library half: the flags of every command parsed
+//! into the library crates' settings, and what each command prints and
+//! writes. The binary (`main.rs`) only dispatches; the Python package
+//! (`crates/cosched-python`) parses the same flags, so both take the same
+//! settings and give the same errors.
+
+pub mod bench;
+pub mod bench_fast;
+pub mod bench_micro;
+pub mod bench_scaling;
+pub mod bench_slowdown;
+pub mod bench_switch;
+pub mod interrupt;
+pub mod manual;
+pub mod model_cmd;
+pub mod output;
+pub mod pipeline_cmd;
+pub mod plot;
+pub mod progress;
+pub mod runtime_cmd;
+pub mod sim_cmd;
+pub mod slurm_cmd;
+pub mod status_view;
+pub mod study;
+pub mod workload_cmd;
