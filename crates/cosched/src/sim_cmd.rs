@@ -4,7 +4,7 @@ use crate::output::OutputDir;
 use crate::plot::{StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
 use clap::Args;
-use cosched_lab::sim::{jobs_csv, prepare, summary_csv, SimSettings};
+use cosched_lab::sim::{jobs_csv, prepare, summary_csv, PreparedSim, SimSettings};
 use cosched_lab::workload::{
     bounded_slowdown_threshold_s, WorkloadReport, WorkloadSpec, DEFAULT_JOBS, DEFAULT_RUNTIME_SCALE,
     DEFAULT_TARGET_LOAD,
@@ -16,6 +16,8 @@ use cosched_sim::trace::TraceEvent;
 use cosched_sim::{Mix, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// A flag's unit: values are given in it and kept in nanoseconds, converted here only.
 #[derive(Copy, Clone)]
@@ -393,23 +395,40 @@ struct SummaryDocument<'a> {
     results: Vec<&'a cosched_sim::Summary>,
 }
 
-pub fn run(args: &SimArgs) -> Result<(), String> {
-    // Validate everything before doing any work or touching the output folder.
+/// What `cosched sim` simulated: the checked configurations, the workload and every scheme's result.
+pub struct SimOutcome {
+    pub prepared: PreparedSim,
+    pub results: Vec<RunResult>,
+}
+
+/// Simulate what the flags describe, writing nothing: the CLI and the Python package share this.
+/// `stop` ends the runs early at their next progress report, keeping the jobs finished by then.
+pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<SimOutcome, String> {
     let settings = args.settings()?;
     let fast = args.fast_settings()?;
-    OutputDir::check(&args.out)?;
     let prepared = prepare(&settings)?;
-    eprintln!("workload: {}, mix {}", prepared.loaded.report.describe(), args.workload);
-    let interrupted = crate::interrupt::stop_on_interrupt()?;
+    if !args.quiet {
+        eprintln!("workload: {}, mix {}", prepared.loaded.report.describe(), args.workload);
+    }
     let options = RunOptions {
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
         record_trace: args.trace_events,
         progress_every_events: 1 << 18,
         visit_every_tick: false,
-        stop: Some(interrupted.clone()),
+        stop: Some(stop),
         fast,
     };
     let results = prepared.run(&options, &BatchProgress::new(!args.quiet))?;
+    Ok(SimOutcome { prepared, results })
+}
+
+pub fn run(args: &SimArgs) -> Result<(), String> {
+    // Validate everything before doing any work or touching the output folder.
+    args.settings()?;
+    args.fast_settings()?;
+    OutputDir::check(&args.out)?;
+    let interrupted = crate::interrupt::stop_on_interrupt()?;
+    let SimOutcome { prepared, results } = simulate(args, interrupted.clone())?;
     print_table(&results);
     let out = OutputDir::begin(&args.out)?;
     write_outputs(&out, args, &prepared.configs, &prepared.loaded.report, &results)?;
@@ -420,7 +439,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         "results in {}/ (summary.csv, jobs.csv, summary.json, response.svg, cpu-time.svg, workload.swf)",
         path.display()
     );
-    if interrupted.load(std::sync::atomic::Ordering::Relaxed) {
+    if interrupted.load(Ordering::Relaxed) {
         return Err(format!(
             "interrupted: {} holds the records of the jobs finished by then (interrupted_at_s in summary.json)",
             path.display()
@@ -503,6 +522,26 @@ fn print_fast_mode(results: &[RunResult]) {
     }
 }
 
+/// `summary.json`: the machine-readable record of a run, everything needed to repeat it.
+pub fn summary_json(
+    args: &SimArgs,
+    command: &str,
+    configs: &[SimConfig],
+    workload: &WorkloadReport,
+    results: &[RunResult],
+) -> Result<String, String> {
+    let doc = SummaryDocument {
+        cosched_version: env!("CARGO_PKG_VERSION"),
+        command: command.to_string(),
+        seed: args.seed,
+        workload,
+        mix: args.workload.to_string(),
+        configs: configs.to_vec(),
+        results: results.iter().map(|r| &r.summary).collect(),
+    };
+    Ok(serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n")
+}
+
 fn write_outputs(
     out: &OutputDir,
     args: &SimArgs,
@@ -514,17 +553,7 @@ fn write_outputs(
     out.write("response.svg", &response_chart(results).to_svg())?;
     out.write("cpu-time.svg", &cpu_time_chart(results).to_svg())?;
     out.write("jobs.csv", &jobs_csv(results))?;
-    let doc = SummaryDocument {
-        cosched_version: env!("CARGO_PKG_VERSION"),
-        command: command_line(),
-        seed: args.seed,
-        workload,
-        mix: args.workload.to_string(),
-        configs: configs.to_vec(),
-        results: results.iter().map(|r| &r.summary).collect(),
-    };
-    let json = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-    out.write("summary.json", &(json + "\n"))?;
+    out.write("summary.json", &summary_json(args, &command_line(), configs, workload, results)?)?;
     if args.trace_events {
         for r in results {
             out.write(&format!("trace-{}.jsonl", r.summary.scheme), &trace_jsonl(&r.trace))?;

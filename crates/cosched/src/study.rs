@@ -130,6 +130,12 @@ impl StudyArgs {
         }
     }
 
+    /// The library's settings, checked.
+    pub fn checked_settings(&self) -> Result<StudySettings, String> {
+        self.validate()?;
+        Ok(self.settings())
+    }
+
     fn validate(&self) -> Result<(), String> {
         let settings = self.settings();
         if settings.jobs_per_run < 10 {

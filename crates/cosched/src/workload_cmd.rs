@@ -1,9 +1,9 @@
 //! `cosched workload generate|inspect`.
 
 use clap::{Args, Subcommand};
-use cosched_lab::workload::{load_workload, WorkloadSpec};
+use cosched_lab::workload::{load_workload, LoadedWorkload, WorkloadSpec};
 use cosched_workload::hyper_erlang::HyperErlangModel;
-use cosched_workload::{inspect, swf, ReadOptions};
+use cosched_workload::{inspect, swf, ReadOptions, Workload};
 use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
@@ -33,6 +33,16 @@ pub struct FitArgs {
 
 #[derive(Args, Debug)]
 pub struct GenerateArgs {
+    #[command(flatten)]
+    pub spec: GenerateSpec,
+    /// Output file; gzip-compressed if it ends in .gz.
+    #[arg(long, short, value_name = "FILE.swf")]
+    pub out: PathBuf,
+}
+
+/// What to generate (the Python package's `workload.generate` takes the same flags).
+#[derive(Args, Debug)]
+pub struct GenerateSpec {
     /// Workload model: lublin (Lublin-Feitelson 2003) or hyper-erlang (needs --params from `workload fit`).
     #[arg(long, default_value = "lublin", value_parser = ["lublin", "hyper-erlang"])]
     pub model: String,
@@ -54,9 +64,6 @@ pub struct GenerateArgs {
     pub load: Option<f64>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Output file; gzip-compressed if it ends in .gz.
-    #[arg(long, short, value_name = "FILE.swf")]
-    pub out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -79,8 +86,9 @@ pub fn run(cmd: &WorkloadCommand) -> Result<(), String> {
     }
 }
 
-fn generate(args: &GenerateArgs) -> Result<(), String> {
-    let hyper_erlang_params = match (args.model.as_str(), &args.params) {
+/// The workload the flags describe, its header noting how it was made.
+pub fn generated(spec: &GenerateSpec) -> Result<LoadedWorkload, String> {
+    let hyper_erlang_params = match (spec.model.as_str(), &spec.params) {
         ("hyper-erlang", None) => {
             return Err("--model hyper-erlang needs --params FILE (from `cosched workload fit`)".into())
         }
@@ -88,7 +96,7 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
         (_, Some(_)) => return Err("--params goes with --model hyper-erlang".into()),
         _ => None,
     };
-    let procs = match (&hyper_erlang_params, args.procs) {
+    let procs = match (&hyper_erlang_params, spec.procs) {
         (_, Some(p)) => p,
         (Some(path), None) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -96,36 +104,46 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
         }
         (None, None) => 32,
     };
-    if procs == 0 || args.jobs == 0 {
+    if procs == 0 || spec.jobs == 0 {
         return Err("--procs and --jobs must be at least 1".into());
     }
-    if !(args.runtime_scale.is_finite() && args.runtime_scale > 0.0) {
-        return Err(format!("--runtime-scale must be positive, got {}", args.runtime_scale));
+    if !(spec.runtime_scale.is_finite() && spec.runtime_scale > 0.0) {
+        return Err(format!("--runtime-scale must be positive, got {}", spec.runtime_scale));
     }
-    let spec = WorkloadSpec {
+    let workload_spec = WorkloadSpec {
         trace: None,
         skip_bad_lines: false,
         drop_oversized: false,
         drop_statuses: Vec::new(),
-        jobs: Some(args.jobs),
+        jobs: Some(spec.jobs),
         model_procs: procs,
-        runtime_scale: args.runtime_scale,
-        target_load: args.load,
-        seed: args.seed,
+        runtime_scale: spec.runtime_scale,
+        target_load: spec.load,
+        seed: spec.seed,
         hyper_erlang_params,
     };
-    let mut loaded = load_workload(&spec, procs)?;
+    let mut loaded = load_workload(&workload_spec, procs)?;
     loaded.workload.set_header_value("Note", &loaded.report.describe());
-    // Write beside the destination and rename, so a failure leaves no partial file.
-    // (The scratch name keeps the destination's ending, which decides gzip.)
-    let name = args.out.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let partial = args.out.with_file_name(format!(".partial-{}-{name}", std::process::id()));
-    let written = swf::write_path(&partial, &loaded.workload).and_then(|()| std::fs::rename(&partial, &args.out));
+    Ok(loaded)
+}
+
+fn generate(args: &GenerateArgs) -> Result<(), String> {
+    let loaded = generated(&args.spec)?;
+    write_atomically(&args.out, &loaded.workload)?;
+    eprintln!("{} -> {}", loaded.report.describe(), args.out.display());
+    Ok(())
+}
+
+/// Write a trace beside its destination and rename it there, so a failure leaves no partial file.
+/// (The scratch name keeps the destination's ending, which decides gzip.)
+pub fn write_atomically(path: &std::path::Path, workload: &Workload) -> Result<(), String> {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let partial = path.with_file_name(format!(".partial-{}-{name}", std::process::id()));
+    let written = swf::write_path(&partial, workload).and_then(|()| std::fs::rename(&partial, path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&partial);
-        return Err(format!("cannot write {}: {e}", args.out.display()));
+        return Err(format!("cannot write {}: {e}", path.display()));
     }
-    eprintln!("{} -> {}", loaded.report.describe(), args.out.display());
     Ok(())
 }
 
@@ -140,16 +158,26 @@ fn machine_procs(workload: &cosched_workload::Workload, procs: Option<u32>) -> R
 fn inspect_trace(args: &InspectArgs) -> Result<(), String> {
     let workload =
         swf::read_path(&args.trace, ReadOptions { skip_bad_lines: args.skip_bad_lines }).map_err(|e| e.to_string())?;
-    let procs = machine_procs(&workload, args.procs)?;
-    println!("{}", inspect::summarize(&workload, procs).to_string().trim_end());
+    println!("{}", summary_text(&workload, args.procs)?);
     Ok(())
+}
+
+/// The Hyper-Erlang model fitted to a workload, on a machine of `procs` CPUs (default: its MaxProcs).
+pub fn fitted(workload: &Workload, procs: Option<u32>, source: &str) -> Result<HyperErlangModel, String> {
+    let procs = machine_procs(workload, procs)?;
+    HyperErlangModel::fit(&workload.jobs, procs).map_err(|e| format!("{source}: {e}"))
+}
+
+/// The summary `workload inspect` prints.
+pub fn summary_text(workload: &Workload, procs: Option<u32>) -> Result<String, String> {
+    let procs = machine_procs(workload, procs)?;
+    Ok(inspect::summarize(workload, procs).to_string().trim_end().to_string())
 }
 
 fn fit_trace(args: &FitArgs) -> Result<(), String> {
     let workload =
         swf::read_path(&args.trace, ReadOptions { skip_bad_lines: args.skip_bad_lines }).map_err(|e| e.to_string())?;
-    let procs = machine_procs(&workload, args.procs)?;
-    let model = HyperErlangModel::fit(&workload.jobs, procs).map_err(|e| format!("{}: {e}", args.trace.display()))?;
+    let model = fitted(&workload, args.procs, &args.trace.display().to_string())?;
     println!("{}", model.to_string().trim_end());
     std::fs::write(&args.out, model.to_text()).map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
     eprintln!("parameters saved to {}", args.out.display());

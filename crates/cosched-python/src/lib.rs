@@ -1,0 +1,144 @@
+//! `cosched._native`: the Python package's native half. Each function takes
+//! the command line's own flags (the Python layer turns keyword arguments into
+//! them), parses them with the very parser of the `cosched` binary and calls
+//! the same library code, so settings, defaults and error messages are the
+//! CLI's. Results cross as the CLI's own CSV and JSON text, which the Python
+//! layer turns into DataFrames: a DataFrame holds exactly what the CLI's file
+//! holds. Simulations run with the GIL released; Ctrl-C stops them.
+
+mod study;
+mod workload;
+
+use clap::{Args, CommandFactory, Parser};
+use cosched::sim_cmd::{simulate as simulate_flags, summary_json, SimArgs, SimOutcome};
+use cosched_lab::sim::{jobs_csv, summary_csv};
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+create_exception!(
+    _native,
+    CoschedError,
+    PyValueError,
+    "A setting, input file or request cosched refuses; the message is the command line's."
+);
+
+/// An error of cosched's as a Python exception, with the CLI's message.
+pub(crate) fn refused(message: impl Into<String>) -> PyErr {
+    CoschedError::new_err(message.into())
+}
+
+/// A command's flags alone, to parse them as the binary does.
+#[derive(Parser)]
+#[command(disable_help_flag = true)]
+struct Flags<A: Args> {
+    #[command(flatten)]
+    args: A,
+}
+
+/// A subcommand's flags parsed as the binary parses them (`program` names it in messages).
+pub(crate) fn parse_flags<A: Args>(program: &str, flags: Vec<String>) -> PyResult<A> {
+    let argv = std::iter::once(program.to_string()).chain(flags);
+    Flags::<A>::try_parse_from(argv).map(|f| f.args).map_err(|e| refused(e.render().to_string().trim_end()))
+}
+
+/// Run `work` on a thread of its own with the GIL released; every 100 ms, look
+/// for a pending signal (Ctrl-C): then set `stop`, wait for `work` to end and
+/// raise the signal's exception.
+pub(crate) fn run_interruptible<T: Send>(
+    py: Python<'_>,
+    stop: &AtomicBool,
+    work: impl FnOnce() -> T + Send,
+) -> PyResult<T> {
+    std::thread::scope(|scope| {
+        let (done, finished) = channel();
+        // (detach wants what it borrows to be Sync; only this thread receives.)
+        let finished = Mutex::new(finished);
+        let worker = scope.spawn(move || {
+            let outcome = work();
+            let _ = done.send(());
+            outcome
+        });
+        loop {
+            match py.detach(|| finished.lock().expect("never poisoned").recv_timeout(Duration::from_millis(100))) {
+                Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if let Err(signal) = py.check_signals() {
+                stop.store(true, Ordering::Relaxed);
+                py.detach(|| worker.join()).ok();
+                return Err(signal);
+            }
+        }
+        py.detach(|| worker.join())
+            .map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("cosched: the simulation panicked (a bug)"))
+    })
+}
+
+/// What one simulation gives back: the CLI's summary.csv, jobs.csv and summary.json.
+#[pyclass(frozen, get_all, module = "cosched._native")]
+struct SimTexts {
+    summary_csv: String,
+    jobs_csv: String,
+    summary_json: String,
+}
+
+/// Simulate as `cosched sim FLAGS…` does, writing nothing.
+#[pyfunction]
+fn simulate(py: Python<'_>, flags: Vec<String>) -> PyResult<SimTexts> {
+    let args: SimArgs = parse_flags("cosched sim", flags.clone())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let outcome = run_interruptible(py, &stop, || simulate_flags(&args, stop.clone()))?;
+    let SimOutcome { prepared, results } = outcome.map_err(refused)?;
+    let command = std::iter::once("cosched sim".to_string()).chain(flags).collect::<Vec<_>>().join(" ");
+    Ok(SimTexts {
+        summary_csv: summary_csv(&results),
+        jobs_csv: jobs_csv(&results),
+        summary_json: summary_json(&args, &command, &prepared.configs, &prepared.loaded.report, &results)
+            .map_err(refused)?,
+    })
+}
+
+/// One flag of a command, for the Python layer's docstrings: (name, help, default, takes a value).
+type FlagRow = (String, String, Option<String>, bool);
+
+fn flag_rows<A: Args>() -> Vec<FlagRow> {
+    Flags::<A>::command()
+        .get_arguments()
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| {
+            let name = a.get_long()?.to_string();
+            let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let default = a.get_default_values().iter().map(|v| v.to_string_lossy().into_owned()).collect::<Vec<_>>();
+            let takes_value = a.get_action().takes_values();
+            Some((name, help, (!default.is_empty()).then(|| default.join(",")), takes_value))
+        })
+        .collect()
+}
+
+/// The flags of `cosched sim`, `cosched study eN` or `cosched workload generate`.
+#[pyfunction]
+fn flag_table(command: &str) -> PyResult<Vec<FlagRow>> {
+    match command {
+        "sim" => Ok(flag_rows::<SimArgs>()),
+        "study" => Ok(flag_rows::<cosched::study::StudyArgs>()),
+        "workload generate" => Ok(flag_rows::<cosched::workload_cmd::GenerateSpec>()),
+        other => Err(refused(format!("no flag table for '{other}'"))),
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("CoschedError", m.py().get_type::<CoschedError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<SimTexts>()?;
+    m.add_function(wrap_pyfunction!(simulate, m)?)?;
+    m.add_function(wrap_pyfunction!(flag_table, m)?)?;
+    workload::register(m)?;
+    study::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,116 @@
+"""cosched from Python: simulate time-sharing schemes for parallel jobs and get pandas DataFrames.
+
+>>> import cosched
+>>> result = cosched.simulate(schemes=["local", "gs"], jobs=50)
+>>> result.summary[["scheme", "mean_response_s", "delivered_utilization"]]
+
+Every setting is a flag of the ``cosched`` command written as a keyword
+(``runtime_scale=0.1`` is ``--runtime-scale 0.1``), parsed by the command's own
+parser: the defaults, the checks and the error messages are the CLI's, and a
+DataFrame holds what the CLI's CSV file of the same name holds. Simulations run
+in-process with the GIL released; Ctrl-C stops them.
+
+- :func:`simulate`: schemes side by side on one workload (``cosched sim``).
+- :func:`study`: an experiment of the reference study (``cosched study eN``);
+  :func:`cosched.dask.study` spreads its runs over a Dask cluster.
+- :mod:`cosched.workload`: SWF traces read, written, generated, summarised, fitted.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from . import _native
+from ._flags import SettingValue, settings_doc, to_flags
+from ._native import CoschedError
+
+__all__ = ["CoschedError", "SimResult", "StudyResult", "simulate", "study", "__version__"]
+__version__: str = _native.__version__
+
+
+def _frame(csv_text: str) -> pd.DataFrame:
+    """A DataFrame of one of the CLI's CSV files (an empty value is NaN, as the CLI writes non-finite numbers)."""
+    return pd.read_csv(io.StringIO(csv_text))
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """What :func:`simulate` returns: the content of ``cosched sim``'s output folder."""
+
+    #: One row per scheme: ``summary.csv`` (mean response, wait, utilization, saturation, CPU time...).
+    summary: pd.DataFrame
+    #: One row per finished job per scheme: ``jobs.csv``.
+    jobs: pd.DataFrame
+    #: ``summary.json``: the command, the workload, every configuration and every run's summary.
+    document: dict[str, Any] = field(repr=False)
+    #: The exact text of ``summary.csv`` and ``jobs.csv``, byte for byte the CLI's.
+    summary_csv: str = field(repr=False)
+    jobs_csv: str = field(repr=False)
+
+
+def simulate(*, progress: bool = False, **settings: SettingValue) -> SimResult:
+    """Simulate schemes side by side on one workload, as ``cosched sim`` does, writing nothing.
+
+    ``progress=True`` prints the CLI's progress lines on standard error.
+    Raises :class:`CoschedError` with the CLI's message for a bad setting or input.
+
+    Settings (keyword = default; the flags of ``cosched sim``):
+
+    {settings}
+    """
+    if "out" in settings:
+        raise CoschedError("simulate() writes nothing: drop out= (the returned SimResult holds the results)")
+    flags = to_flags(settings) + ([] if progress else ["--quiet"])
+    texts = _native.simulate(flags)
+    return SimResult(
+        summary=_frame(texts.summary_csv),
+        jobs=_frame(texts.jobs_csv),
+        document=json.loads(texts.summary_json),
+        summary_csv=texts.summary_csv,
+        jobs_csv=texts.jobs_csv,
+    )
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    """What :func:`study` returns: the tables of ``cosched study eN``'s output folder."""
+
+    #: One row per run: ``runs.csv``.
+    runs: pd.DataFrame
+    #: One row per point (means over replications with 95 % intervals): ``points.csv``.
+    points: pd.DataFrame
+    runs_csv: str = field(repr=False)
+    points_csv: str = field(repr=False)
+
+    @staticmethod
+    def _of(texts: Any) -> StudyResult:
+        return StudyResult(
+            runs=_frame(texts.runs_csv),
+            points=_frame(texts.points_csv),
+            runs_csv=texts.runs_csv,
+            points_csv=texts.points_csv,
+        )
+
+
+def study(experiment: str, **settings: SettingValue) -> StudyResult:
+    """Run an experiment of the reference study (``"e1"`` … ``"e5"``) on this machine's cores.
+
+    The same runs and results as ``cosched study EXPERIMENT``; :func:`cosched.dask.study` gives the
+    same, byte for byte, from a Dask cluster.
+
+    Settings (keyword = default; the flags of ``cosched study eN``):
+
+    {settings}
+    """
+    if "out" in settings or "shard" in settings:
+        raise CoschedError("study() writes nothing and runs the whole design: drop out= and shard=")
+    return StudyResult._of(_native.study(experiment, to_flags(settings)))
+
+
+simulate.__doc__ = (simulate.__doc__ or "").replace("{settings}", settings_doc("sim").lstrip())
+study.__doc__ = (study.__doc__ or "").replace("{settings}", settings_doc("study").lstrip())

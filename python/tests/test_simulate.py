@@ -1,0 +1,110 @@
+"""cosched.simulate: the CLI's run in-process, its files as DataFrames."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import cosched
+from cosched import _native
+
+SMALL = {"schemes": ["local", "gs", "sb"], "jobs": 40, "seed": 7}
+
+
+def test_the_dataframes_hold_what_the_cli_writes(run_cli, tmp_path: Path) -> None:
+    result = cosched.simulate(**SMALL)
+    out = tmp_path / "out"
+    cli = run_cli("sim", "--schemes", "local,gs,sb", "--jobs", "40", "--seed", "7", "--quiet", "--out", str(out))
+    assert cli.returncode == 0, cli.stderr
+    assert result.summary_csv == (out / "summary.csv").read_text()
+    assert result.jobs_csv == (out / "jobs.csv").read_text()
+    assert list(result.summary["scheme"]) == ["Local", "GS", "SB"]
+    assert len(result.jobs) == result.summary["jobs_completed"].sum()
+    assert result.document["configs"][0]["nodes"] == 32
+    assert result.document["command"].startswith("cosched sim ")
+
+
+def test_the_same_seed_gives_the_same_results_and_another_seed_others() -> None:
+    first, again = cosched.simulate(**SMALL), cosched.simulate(**SMALL)
+    assert first.jobs_csv == again.jobs_csv and first.summary_csv == again.summary_csv
+    other = cosched.simulate(**{**SMALL, "seed": 8})
+    assert other.jobs_csv != first.jobs_csv
+
+
+def test_columns_have_numeric_types() -> None:
+    jobs = cosched.simulate(**SMALL).jobs
+    assert pd.api.types.is_float_dtype(jobs["response_s"])
+    assert pd.api.types.is_integer_dtype(jobs["job_number"])
+    assert (jobs["response_s"] >= jobs["execution_s"]).all()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"nodez": 3}, "unexpected argument '--nodez'"),
+        ({"schemes": ["gang-ish"]}, "unknown scheme 'gang-ish'"),
+        ({"load": -1}, "--load must be positive, got -1"),
+        ({"quanta_ms": [1, 2]}, "--quanta-ms needs 6 values"),
+        ({"trace": "/nonexistent/trace.swf"}, "/nonexistent/trace.swf"),
+        ({"out": "somewhere"}, "writes nothing"),
+    ],
+)
+def test_bad_settings_raise_the_cli_message(settings: dict, message: str) -> None:
+    with pytest.raises(cosched.CoschedError, match=message.replace("(", r"\(")) as raised:
+        cosched.simulate(**settings)
+    assert isinstance(raised.value, ValueError)
+
+
+def test_a_bad_trace_line_is_named(tmp_path: Path, run_cli) -> None:
+    trace = tmp_path / "bad.swf"
+    trace.write_text("1 0 -1 10 4 -1 -1 4 -1 -1 1 -1 -1 -1 1 -1 -1 -1\n2 5 -1 ten 4\n")
+    with pytest.raises(cosched.CoschedError) as raised:
+        cosched.simulate(trace=trace)
+    cli = run_cli("sim", "--trace", str(trace), "--out", str(tmp_path / "o"))
+    assert cli.returncode != 0
+    assert f"{trace}:2:" in str(raised.value)
+    assert str(raised.value) in cli.stderr
+
+
+def test_the_help_lists_every_flag_of_the_cli(run_cli) -> None:
+    doc = cosched.simulate.__doc__ or ""
+    for name, _help, _default, _takes in _native.flag_table("sim"):
+        assert name.replace("-", "_") in doc
+    assert "runtime_scale=" in doc and "fast=True" in doc
+
+
+def test_python_threads_run_while_a_simulation_does() -> None:
+    """The GIL is released while simulating: another Python thread counts on meanwhile."""
+    count, started, done = [0], threading.Event(), threading.Event()
+
+    def counter() -> None:
+        started.set()
+        while not done.is_set():
+            count[0] += 1
+
+    thread = threading.Thread(target=counter)
+    thread.start()
+    started.wait()
+    before = count[0]
+    _native.simulate(["--jobs=150", "--schemes=sb", "--quiet"])
+    during = count[0] - before
+    done.set()
+    thread.join()
+    # Holding the GIL in native code would stop the counter entirely.
+    assert during > 1000, f"the counter moved {during} times during the simulation"
+
+
+def test_ctrl_c_stops_a_long_simulation() -> None:
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            # Minutes of simulation: only the interrupt ends it within the test.
+            cosched.simulate(jobs=3000, schemes=["pb-sb"], runtime_scale=1)
+    finally:
+        timer.cancel()
