@@ -62,7 +62,8 @@ fn workload_generate(py: Python<'_>, flags: Vec<String>) -> PyResult<Trace> {
 /// Read an SWF trace (plain or gzip).
 #[pyfunction]
 fn workload_read(py: Python<'_>, path: PathBuf, skip_bad_lines: bool) -> PyResult<Trace> {
-    let workload = py.detach(|| swf::read_path(&path, ReadOptions { skip_bad_lines })).map_err(|e| refused(e.to_string()))?;
+    let workload =
+        py.detach(|| swf::read_path(&path, ReadOptions { skip_bad_lines })).map_err(|e| refused(e.to_string()))?;
     let description = format!("{} jobs from {}", workload.jobs.len(), path.display());
     Ok(trace_of(&workload, description))
 }
