@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -53,10 +54,11 @@ class SimResult:
     jobs_csv: str = field(repr=False)
 
 
-def simulate(*, progress: bool = False, **settings: SettingValue) -> SimResult:
+def simulate(*, args: Sequence[str] = (), progress: bool = False, **settings: SettingValue) -> SimResult:
     """Simulate schemes side by side on one workload, as ``cosched sim`` does, writing nothing.
 
-    ``progress=True`` prints the CLI's progress lines on standard error.
+    ``args`` takes flags as the command line writes them (``["--nodes", "64", "--fast"]``), before the
+    keyword settings. ``progress=True`` prints the CLI's progress lines on standard error.
     Raises :class:`CoschedError` with the CLI's message for a bad setting or input.
 
     Settings (keyword = default; the flags of ``cosched sim``):
@@ -65,7 +67,9 @@ def simulate(*, progress: bool = False, **settings: SettingValue) -> SimResult:
     """
     if "out" in settings:
         raise CoschedError("simulate() writes nothing: drop out= (the returned SimResult holds the results)")
-    flags = to_flags(settings) + ([] if progress else ["--quiet"])
+    flags = [*args, *to_flags(settings)]
+    if not progress and "--quiet" not in flags:
+        flags.append("--quiet")
     texts = _native.simulate(flags)
     return SimResult(
         summary=_frame(texts.summary_csv),
@@ -97,9 +101,10 @@ class StudyResult:
         )
 
 
-def study(experiment: str, **settings: SettingValue) -> StudyResult:
+def study(experiment: str, *, args: Sequence[str] = (), **settings: SettingValue) -> StudyResult:
     """Run an experiment of the reference study (``"e1"`` … ``"e5"``) on this machine's cores.
 
+    ``args`` takes flags as the command line writes them, before the keyword settings.
     The same runs and results as ``cosched study EXPERIMENT``; :func:`cosched.dask.study` gives the
     same, byte for byte, from a Dask cluster.
 
@@ -109,7 +114,7 @@ def study(experiment: str, **settings: SettingValue) -> StudyResult:
     """
     if "out" in settings or "shard" in settings:
         raise CoschedError("study() writes nothing and runs the whole design: drop out= and shard=")
-    return StudyResult._of(_native.study(experiment, to_flags(settings)))
+    return StudyResult._of(_native.study(experiment, [*args, *to_flags(settings)]))
 
 
 simulate.__doc__ = (simulate.__doc__ or "").replace("{settings}", settings_doc("sim").lstrip())

@@ -1,0 +1,56 @@
+"""What simulating from Python costs over the CLI, for the same run.
+
+Alternates the two, several times: the CLI (`cosched sim FLAGS --quiet --out DIR`, a process of its own, writing
+its files and charts) against `cosched.simulate(FLAGS)` in this already-started Python (building its DataFrames).
+Prints each pair's Python / CLI ratio and their median, and the cost of `import cosched` apart. Use the release
+binary: the package is built in the release profile.
+
+    python3 python/bench/overhead.py --cli target/release/cosched --pairs 7 -- --jobs 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cli", default="target/release/cosched", help="the cosched binary to compare with")
+    parser.add_argument("--pairs", type=int, default=7, help="CLI/Python pairs, alternated")
+    parser.add_argument("flags", nargs="*", help="cosched sim's flags (after --); default: its defaults")
+    options = parser.parse_args()
+
+    started = time.perf_counter()
+    import cosched  # noqa: PLC0415  (timed on purpose)
+
+    import_s = time.perf_counter() - started
+    flags = [*options.flags, "--quiet"]
+    ratios, cli_times, python_times = [], [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        for pair in range(options.pairs):
+            out = Path(scratch) / f"out-{pair}"
+            started = time.perf_counter()
+            subprocess.run([options.cli, "sim", *flags, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+            cli_s = time.perf_counter() - started
+            started = time.perf_counter()
+            result = cosched.simulate(args=flags)
+            python_s = time.perf_counter() - started
+            if result.summary_csv != (out / "summary.csv").read_text():
+                sys.exit("the two runs differ: not the same simulation")
+            cli_times.append(cli_s)
+            python_times.append(python_s)
+            ratios.append(python_s / cli_s)
+            print(f"pair {pair + 1}: CLI {cli_s:.3f} s, Python {python_s:.3f} s, Python / CLI {python_s / cli_s:.3f}")
+    print(f"median Python / CLI: {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}) "
+          f"over {len(ratios)} pairs; CLI median {statistics.median(cli_times):.2f} s; "
+          f"import cosched once: {import_s:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
