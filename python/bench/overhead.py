@@ -36,7 +36,7 @@ def main() -> None:
         for pair in range(options.pairs):
             out = Path(scratch) / f"out-{pair}"
             started = time.perf_counter()
-            subprocess.run([options.cli, "sim", *flags, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([options.cli, "sim", *flags, "--out", str(out)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             cli_s = time.perf_counter() - started
             started = time.perf_counter()
             result = cosched.simulate(args=flags)
