@@ -33,8 +33,7 @@ pub enum StudyCommand {
     E4(StudyArgs),
     /// E5, system overheads: WL5 with cheaper switches, quanta and interrupts, normalised to the defaults.
     E5(StudyArgs),
-    /// Merge the shards of a study (`cosched study eN --shard I/N`) into its results, byte for byte what the
-    /// study run whole writes.
+    /// Merge a study's shards (`study eN --shard I/N`) into the files the study run whole writes, byte for byte.
     ///
     /// Every shard 1 to N must be given once, all of one experiment, settings and cosched version. E1's shards
     /// run its full grid, the saturated runs too; merging leaves out a scheme's runs above its first saturated
