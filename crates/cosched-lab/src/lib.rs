@@ -1,12 +1,14 @@
 //! The experiment layer over the simulator: where a run's jobs come from
 //! (`workload`), many runs in parallel (`batch`), schemes side by side on one
-//! workload (`sim`), the reference study's experiments E1-E5 (`study`), and
-//! the CSV files of their results (`csv`). Settings come in as plain structs;
+//! workload (`sim`), the reference study's experiments E1-E5 (`study`), a
+//! study cut into shards run anywhere and merged (`shard`), and the CSV files
+//! of their results (`csv`). Settings come in as plain structs;
 //! flags, printing, plots and output folders belong to the binary.
 
 pub mod batch;
 pub mod csv;
 pub mod fast_check;
+pub mod shard;
 pub mod sim;
 pub mod study;
 pub mod workload;

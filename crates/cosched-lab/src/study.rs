@@ -2,20 +2,28 @@
 //! independent runs (a scheme, a workload mix, a load, machine parameters and
 //! a replication seed) executed in parallel. Every reported point is the mean
 //! over its replications with a 95 % confidence interval.
+//!
+//! An experiment's [`design`] is its full, ordered list of runs. [`run_study`]
+//! runs it here (E1 adaptively, leaving out what saturation makes needless);
+//! [`run_selected`] runs any subset of it (a shard, a worker's share) and
+//! [`assemble`] puts the pieces together into exactly `run_study`'s rows.
 
 use crate::batch::{run_all, BatchWatch};
 use crate::csv::{column, csv_field, num, to_csv, Column};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_bench::stats::Estimate;
+use cosched_sim::exact_f64;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
 use cosched_sim::metrics::SaturationVerdict;
 use cosched_sim::run::RunOptions;
 use cosched_sim::{Mix, Scheme, SimConfig};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::str::FromStr;
 
-/// The five experiments.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// The five experiments; written and read as their names (`e1`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Experiment {
     /// Load: response against delivered utilization as load rises.
     E1,
@@ -30,6 +38,8 @@ pub enum Experiment {
 }
 
 impl Experiment {
+    pub const ALL: [Experiment; 5] = [Experiment::E1, Experiment::E2, Experiment::E3, Experiment::E4, Experiment::E5];
+
     pub fn name(self) -> &'static str {
         match self {
             Experiment::E1 => "e1",
@@ -41,24 +51,39 @@ impl Experiment {
     }
 }
 
+impl FromStr for Experiment {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Experiment, String> {
+        Experiment::ALL
+            .into_iter()
+            .find(|e| e.name().eq_ignore_ascii_case(text))
+            .ok_or_else(|| format!("unknown experiment '{text}'; known: e1, e2, e3, e4, e5"))
+    }
+}
+
 /// Jobs per run and run-time scale of the study at full size (`--full`).
 pub const FULL_JOBS_PER_RUN: usize = 1000;
 pub const FULL_RUNTIME_SCALE: f64 = 0.01;
 
-/// How a study is run.
-#[derive(Clone, Debug, PartialEq)]
+/// How a study is run. Written and read back without loss (shard documents
+/// hold it, and shards merge only with the same settings).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct StudySettings {
     /// Jobs per run (the Lublin-Feitelson model sized to the machine).
     pub jobs_per_run: usize,
     /// Multiplies every nominal run time.
+    #[serde(with = "exact_f64")]
     pub runtime_scale: f64,
     /// Offered loads: E1's steps, or the others' single load (its first value); `None`: the experiment's own.
+    #[serde(with = "exact_f64::option_list")]
     pub loads: Option<Vec<f64>>,
     pub schemes: Vec<Scheme>,
     /// Seed of the first replication; replication k uses `first_seed + k`.
     pub first_seed: u64,
     pub replications: u32,
     /// A run stops at this many times (arrival span + MPL x longest run time).
+    #[serde(with = "exact_f64")]
     pub horizon_factor: f64,
     /// E1: also run a scheme at the loads above the one where it saturated.
     pub keep_saturated: bool,
@@ -79,9 +104,42 @@ impl Default for StudySettings {
     }
 }
 
+/// The most runs a design may hold: far beyond a full study (E1 at full size
+/// is 270 runs), and a bound on what a settings file can make us allocate.
+pub const MAX_DESIGN_RUNS: usize = 100_000;
+
 impl StudySettings {
     pub fn seeds(&self) -> Vec<u64> {
-        (0..self.replications as u64).map(|k| self.first_seed + k).collect()
+        (0..self.replications as u64).map(|k| self.first_seed.wrapping_add(k)).collect()
+    }
+
+    /// Settings a study can run with, named by the flags that set them.
+    pub fn check(&self, experiment: Experiment) -> Result<(), String> {
+        if self.jobs_per_run < 10 {
+            return Err("--jobs must be at least 10".into());
+        }
+        if !self.runtime_scale.is_finite() || self.runtime_scale <= 0.0 {
+            return Err("--runtime-scale must be positive".into());
+        }
+        if self.horizon_factor.is_nan() || self.horizon_factor < 1.0 {
+            return Err("--horizon-factor must be at least 1".into());
+        }
+        if !(1..=100).contains(&self.replications) {
+            return Err(format!("--replications must be 1 to 100, got {}", self.replications));
+        }
+        if let Some(loads) = &self.loads {
+            if loads.is_empty() || loads.iter().any(|l| !l.is_finite() || *l <= 0.0) {
+                return Err("--loads must be positive numbers".into());
+            }
+        }
+        if self.schemes.is_empty() {
+            return Err("--schemes must name at least one scheme".into());
+        }
+        let runs = design_len(experiment, self);
+        if runs > MAX_DESIGN_RUNS {
+            return Err(format!("{runs} runs: a study may hold at most {MAX_DESIGN_RUNS}"));
+        }
+        Ok(())
     }
 
     fn single_load(&self, default: f64) -> f64 {
@@ -101,40 +159,84 @@ pub fn base_config(scheme: Scheme, seed: u64) -> SimConfig {
     SimConfig { scheme, nodes: 32, cpus_per_node: 1, mpl: 5, skew: 0.2, seed, ..SimConfig::default() }
 }
 
-/// One run of a study.
+/// One run of a study: where it stands in the tables (group, variant), its
+/// workload (mix, load) and the machine and scheme it runs (its config,
+/// whose seed is the replication's).
 #[derive(Clone, Debug)]
-struct RunSpec {
-    group: String,
-    variant: String,
-    mix: Mix,
-    load: f64,
-    replication: u32,
-    config: SimConfig,
+pub struct RunSpec {
+    pub group: String,
+    pub variant: String,
+    pub mix: Mix,
+    pub load: f64,
+    pub replication: u32,
+    pub config: SimConfig,
 }
 
-/// One run's outcome, as reported.
-#[derive(Clone, Debug, Serialize)]
+impl RunSpec {
+    /// A short name for progress lines and errors.
+    pub fn label(&self) -> String {
+        run_label(self.config.scheme.name(), &self.mix.to_string(), &self.group, &self.variant, self.config.seed)
+    }
+}
+
+fn run_label(scheme: &str, mix: &str, group: &str, variant: &str, seed: u64) -> String {
+    let named: Vec<&str> = [scheme, mix, group, variant].into_iter().filter(|part| !part.is_empty()).collect();
+    format!("{} seed {seed}", named.join(" "))
+}
+
+/// One run's outcome, as reported. Written and read back without loss.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RunRow {
     pub group: String,
     pub variant: String,
     pub scheme: String,
     pub mix: String,
+    #[serde(with = "exact_f64")]
     pub load: f64,
     pub replication: u32,
     pub seed: u64,
     pub mpl: u32,
+    #[serde(with = "exact_f64")]
     pub skew: f64,
+    #[serde(with = "exact_f64")]
     pub offered_load: f64,
     pub jobs: usize,
     pub completed: usize,
+    #[serde(with = "exact_f64")]
     pub delivered_utilization: f64,
+    #[serde(with = "exact_f64")]
     pub compute_utilization: f64,
+    #[serde(with = "exact_f64")]
     pub mean_response_s: f64,
+    #[serde(with = "exact_f64")]
     pub mean_wait_s: f64,
+    #[serde(with = "exact_f64")]
     pub mean_execution_s: f64,
+    #[serde(with = "exact_f64")]
     pub mean_slowdown: f64,
     pub peak_processes_per_cpu: usize,
     pub saturation: SaturationVerdict,
+}
+
+impl RunRow {
+    pub fn label(&self) -> String {
+        run_label(&self.scheme, &self.mix, &self.group, &self.variant, self.seed)
+    }
+
+    /// Whether this is the outcome of `spec`: the same place in the tables,
+    /// workload, scheme, seed and machine.
+    pub fn is_of(&self, spec: &RunSpec) -> bool {
+        self.group == spec.group
+            && self.variant == spec.variant
+            && self.scheme == spec.config.scheme.name()
+            && self.mix == spec.mix.to_string()
+            && self.load.to_bits() == spec.load.to_bits()
+            && self.replication == spec.replication
+            && self.seed == spec.config.seed
+            && self.mpl == spec.config.mpl
+            && self.skew.to_bits() == spec.config.skew.to_bits()
+    }
 }
 
 /// The runs of one (group, variant, scheme) over its replications.
@@ -159,7 +261,8 @@ impl Point<'_> {
     }
 }
 
-/// Every run of the experiment, in plan order (E1: load by load).
+/// Every run of the experiment, in design order (E1: load by load, leaving
+/// out a scheme's runs above its first saturated load unless `keep_saturated`).
 pub fn run_study<W: BatchWatch>(
     experiment: Experiment,
     settings: &StudySettings,
@@ -171,33 +274,218 @@ pub fn run_study<W: BatchWatch>(
     }
 }
 
+/// The experiment's runs, in order: E1 load by load (each load's schemes,
+/// each scheme's replications), E2-E5 replication by replication (each
+/// replication's schemes, each scheme's variants). E1's design is its full
+/// grid, saturated runs included; [`assemble`] leaves those out as
+/// [`run_study`] does.
+pub fn design(experiment: Experiment, settings: &StudySettings) -> Vec<RunSpec> {
+    match experiment {
+        Experiment::E1 => e1_steps(settings).into_iter().flatten().collect(),
+        _ => plan(experiment, settings),
+    }
+}
+
+/// How many runs [`design`] holds, counted without building it (a
+/// settings file's counts may be absurd).
+pub fn design_len(experiment: Experiment, settings: &StudySettings) -> usize {
+    let per_scheme_and_replication = match experiment {
+        Experiment::E1 => settings.loads.as_ref().map_or(E1_LOADS.len(), Vec::len),
+        _ => settings.schemes.first().map_or(0, |&s| variants(experiment, settings, &base_config(s, 0), 0).len()),
+    };
+    per_scheme_and_replication.saturating_mul(settings.schemes.len()).saturating_mul(settings.replications as usize)
+}
+
+/// Run the design's runs at `indices` (each at most once), in parallel,
+/// generating only the workloads they need: `(index, row)` in the order given.
+/// A run's row does not depend on which other runs run beside it.
+pub fn run_selected<W: BatchWatch>(
+    experiment: Experiment,
+    settings: &StudySettings,
+    indices: &[usize],
+    watch: &W,
+) -> Result<Vec<(usize, RunRow)>, String> {
+    settings.check(experiment)?;
+    let design = design(experiment, settings);
+    IndexAudit::of(indices, design.len(), |_| true).refuse_extra(&the_design(design.len()))?;
+    if indices.is_empty() {
+        return Ok(Vec::new());
+    }
+    let specs: Vec<RunSpec> = indices.iter().map(|&i| design[i].clone()).collect();
+    let rows = execute(&specs, settings, watch)?;
+    Ok(indices.iter().copied().zip(rows).collect())
+}
+
+/// The rows [`run_study`] gives, from the rows of every run of the design
+/// (each index exactly once, in any order): ordered by index, each checked
+/// to be the outcome of its run, and for E1 the runs above a scheme's first
+/// saturated load left out unless `keep_saturated`.
+pub fn assemble(
+    experiment: Experiment,
+    settings: &StudySettings,
+    mut results: Vec<(usize, RunRow)>,
+) -> Result<Vec<RunRow>, String> {
+    settings.check(experiment)?;
+    let design = design(experiment, settings);
+    let indices: Vec<usize> = results.iter().map(|(i, _)| *i).collect();
+    IndexAudit::of(&indices, design.len(), |_| true).refuse(&the_design(design.len()))?;
+    results.sort_by_key(|(i, _)| *i);
+    check_runs_match(&design, &results)?;
+    let rows = results.into_iter().map(|(_, row)| row).collect();
+    Ok(match experiment {
+        Experiment::E1 => leave_out_saturated(settings, rows),
+        _ => rows,
+    })
+}
+
+/// Every row is the outcome of the design's run at its index.
+pub(crate) fn check_runs_match(design: &[RunSpec], results: &[(usize, RunRow)]) -> Result<(), String> {
+    for (index, row) in results {
+        let spec = design.get(*index).ok_or_else(|| format!("run {index} is not in the design"))?;
+        if !row.is_of(spec) {
+            return Err(format!("run {index} should be '{}' but holds '{}'", spec.label(), row.label()));
+        }
+    }
+    Ok(())
+}
+
+/// Of a list of indices into a design `0..len`, part of which (`belongs`)
+/// is wanted: the indices that are not (out of range, or not wanted), those
+/// given more than once, and the wanted ones absent.
+pub(crate) struct IndexAudit {
+    unexpected: Vec<usize>,
+    duplicated: Vec<usize>,
+    missing: Vec<usize>,
+}
+
+impl IndexAudit {
+    pub(crate) fn of(indices: &[usize], len: usize, belongs: impl Fn(usize) -> bool) -> IndexAudit {
+        let mut seen = vec![0u32; len];
+        let mut unexpected = Vec::new();
+        for &i in indices {
+            match seen.get_mut(i).filter(|_| belongs(i)) {
+                Some(count) => *count = count.saturating_add(1),
+                None => unexpected.push(i),
+            }
+        }
+        let missing = (0..len).filter(|&i| belongs(i) && seen[i] == 0).collect();
+        let duplicated = (0..len).filter(|&i| seen[i] > 1).collect();
+        IndexAudit { unexpected, duplicated, missing }
+    }
+
+    /// An error naming the runs that are not `whose` (what the indices are
+    /// of), or given more than once.
+    pub(crate) fn refuse_extra(&self, whose: &str) -> Result<(), String> {
+        if !self.unexpected.is_empty() {
+            return Err(format!("runs not in {whose}: {}", some_of(&self.unexpected)));
+        }
+        if !self.duplicated.is_empty() {
+            return Err(format!("runs given more than once: {}", some_of(&self.duplicated)));
+        }
+        Ok(())
+    }
+
+    /// As [`IndexAudit::refuse_extra`], and also naming the wanted runs absent.
+    pub(crate) fn refuse(&self, whose: &str) -> Result<(), String> {
+        self.refuse_extra(whose)?;
+        if !self.missing.is_empty() {
+            return Err(format!("runs of {whose} missing: {}", some_of(&self.missing)));
+        }
+        Ok(())
+    }
+}
+
+/// How errors name a design's indices.
+fn the_design(len: usize) -> String {
+    format!("the design ({len} runs, numbered from 0)")
+}
+
+/// The first few numbers of a list, and how many more there are.
+pub(crate) fn some_of<T: std::fmt::Display>(items: &[T]) -> String {
+    const SHOWN: usize = 12;
+    let shown: Vec<String> = items.iter().take(SHOWN).map(T::to_string).collect();
+    match items.len().checked_sub(SHOWN) {
+        Some(more) if more > 0 => format!("{} and {more} more", shown.join(", ")),
+        _ => shown.join(", "),
+    }
+}
+
 fn mix(name: &str) -> Mix {
     name.parse().expect("known mix")
 }
 
-/// E1 climbs the loads; a scheme that saturated at one load (in most of its
-/// replications) is left out above it unless `keep_saturated`.
-fn execute_e1<W: BatchWatch>(settings: &StudySettings, watch: &W) -> Result<Vec<RunRow>, String> {
+/// E1's offered loads, lowest first.
+fn e1_loads(settings: &StudySettings) -> Vec<f64> {
     let mut loads = settings.loads.clone().unwrap_or_else(|| E1_LOADS.to_vec());
     loads.sort_by(f64::total_cmp);
-    let mut schemes = settings.schemes.clone();
-    let mut rows: Vec<RunRow> = Vec::new();
-    for load in loads {
-        if schemes.is_empty() {
-            break;
-        }
+    loads
+}
+
+/// E1's full grid, one step per load: every scheme, every replication.
+fn e1_steps(settings: &StudySettings) -> Vec<Vec<RunSpec>> {
+    let step = |load: f64| {
         let mut specs = Vec::new();
-        for &s in &schemes {
+        for &s in &settings.schemes {
             for (k, seed) in settings.seeds().into_iter().enumerate() {
                 specs.push(spec(format!("load {load}"), String::new(), mix("WL7"), load, k, base_config(s, seed)));
             }
         }
-        rows.extend(execute(&specs, settings, watch)?);
-        if !settings.keep_saturated {
-            schemes.retain(|s| curve(&rows, s.name()).first_saturated.is_none());
+        specs
+    };
+    e1_loads(settings).into_iter().map(step).collect()
+}
+
+/// E1's rule: a scheme that saturated at one load (in most of its
+/// replications, or its utilization stopped rising) is left out above it
+/// unless `keep_saturated`; its backlog only grows there, and those runs are
+/// the longest.
+struct Climb {
+    climbing: Vec<Scheme>,
+    keep_saturated: bool,
+}
+
+impl Climb {
+    fn new(settings: &StudySettings) -> Climb {
+        Climb { climbing: settings.schemes.clone(), keep_saturated: settings.keep_saturated }
+    }
+
+    fn runs(&self, scheme: &str) -> bool {
+        self.climbing.iter().any(|s| s.name() == scheme)
+    }
+
+    /// After a load's rows joined `rows` (every row so far).
+    fn next_load(&mut self, rows: &[RunRow]) {
+        if !self.keep_saturated {
+            self.climbing.retain(|s| curve(rows, s.name()).first_saturated.is_none());
         }
     }
+}
+
+/// E1 climbs the loads, running at each only the schemes still climbing.
+fn execute_e1<W: BatchWatch>(settings: &StudySettings, watch: &W) -> Result<Vec<RunRow>, String> {
+    let mut climb = Climb::new(settings);
+    let mut rows: Vec<RunRow> = Vec::new();
+    for step in e1_steps(settings) {
+        let specs: Vec<RunSpec> = step.into_iter().filter(|s| climb.runs(s.config.scheme.name())).collect();
+        if specs.is_empty() {
+            break;
+        }
+        rows.extend(execute(&specs, settings, watch)?);
+        climb.next_load(&rows);
+    }
     Ok(rows)
+}
+
+/// The rows E1's climb would have run, from the full grid's rows in design order.
+fn leave_out_saturated(settings: &StudySettings, grid: Vec<RunRow>) -> Vec<RunRow> {
+    let mut climb = Climb::new(settings);
+    let mut rows: Vec<RunRow> = Vec::new();
+    let mut grid = grid.into_iter();
+    for step in e1_steps(settings) {
+        rows.extend(grid.by_ref().take(step.len()).filter(|r| climb.runs(&r.scheme)));
+        climb.next_load(&rows);
+    }
+    rows
 }
 
 fn spec(group: String, variant: String, mix: Mix, load: f64, replication: usize, config: SimConfig) -> RunSpec {
@@ -209,38 +497,44 @@ fn plan(experiment: Experiment, settings: &StudySettings) -> Vec<RunSpec> {
     let mut specs = Vec::new();
     for (k, seed) in settings.seeds().into_iter().enumerate() {
         for &s in &settings.schemes {
-            let base = base_config(s, seed);
-            let mut add = |group: &str, variant: String, mix_name: &str, load: f64, config: SimConfig| {
-                specs.push(spec(group.to_string(), variant, mix(mix_name), load, k, config))
-            };
-            match experiment {
-                Experiment::E2 => {
-                    for wl in ["WL4", "WL5", "WL2", "WL3"] {
-                        add(wl, String::new(), wl, settings.single_load(E2_LOAD), base.clone());
-                    }
-                }
-                Experiment::E3 => {
-                    for wl in ["WL2", "WL4", "WL5"] {
-                        for mpl in [2, 5, 16] {
-                            let config = SimConfig { mpl, ..base.clone() };
-                            add(wl, mpl.to_string(), wl, settings.single_load(E3_TO_E5_LOAD), config);
-                        }
-                    }
-                }
-                Experiment::E4 => {
-                    for skew in [0.2, 1.5] {
-                        let config = SimConfig { skew, ..base.clone() };
-                        add(&format!("s = {skew}"), String::new(), "WL4", settings.single_load(E3_TO_E5_LOAD), config);
-                    }
-                }
-                Experiment::E5 => {
-                    for (label, config) in cost_variants(&base) {
-                        add("WL5", label.to_string(), "WL5", settings.single_load(E3_TO_E5_LOAD), config);
-                    }
-                }
-                Experiment::E1 => unreachable!("E1 climbs the loads in execute_e1"),
+            specs.extend(variants(experiment, settings, &base_config(s, seed), k));
+        }
+    }
+    specs
+}
+
+/// One scheme's runs in replication `k` of E2-E5 (none for E1, which climbs loads).
+fn variants(experiment: Experiment, settings: &StudySettings, base: &SimConfig, k: usize) -> Vec<RunSpec> {
+    let mut specs = Vec::new();
+    let mut add = |group: &str, variant: String, mix_name: &str, load: f64, config: SimConfig| {
+        specs.push(spec(group.to_string(), variant, mix(mix_name), load, k, config))
+    };
+    match experiment {
+        Experiment::E2 => {
+            for wl in ["WL4", "WL5", "WL2", "WL3"] {
+                add(wl, String::new(), wl, settings.single_load(E2_LOAD), base.clone());
             }
         }
+        Experiment::E3 => {
+            for wl in ["WL2", "WL4", "WL5"] {
+                for mpl in [2, 5, 16] {
+                    let config = SimConfig { mpl, ..base.clone() };
+                    add(wl, mpl.to_string(), wl, settings.single_load(E3_TO_E5_LOAD), config);
+                }
+            }
+        }
+        Experiment::E4 => {
+            for skew in [0.2, 1.5] {
+                let config = SimConfig { skew, ..base.clone() };
+                add(&format!("s = {skew}"), String::new(), "WL4", settings.single_load(E3_TO_E5_LOAD), config);
+            }
+        }
+        Experiment::E5 => {
+            for (label, config) in cost_variants(base) {
+                add("WL5", label.to_string(), "WL5", settings.single_load(E3_TO_E5_LOAD), config);
+            }
+        }
+        Experiment::E1 => {}
     }
     specs
 }
@@ -314,10 +608,7 @@ fn execute<W: BatchWatch>(specs: &[RunSpec], settings: &StudySettings, watch: &W
         bounded_slowdown_threshold_s: bounded_slowdown_threshold_s(settings.runtime_scale),
         ..RunOptions::default()
     };
-    let labels: Vec<String> = specs
-        .iter()
-        .map(|s| format!("{} {} {} {} seed {}", s.config.scheme, s.mix, s.group, s.variant, s.config.seed))
-        .collect();
+    let labels: Vec<String> = specs.iter().map(RunSpec::label).collect();
     let results = run_all(
         &configs,
         &labels,
@@ -502,11 +793,19 @@ fn stopped_rising(points: &[Point], k: usize) -> bool {
     utilization(&points[k]) - utilization_before < KNEE_SHARE * (points[k].first().load - load_before)
 }
 
+/// Rows with made-up outcomes, for tests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod made_up {
     use super::*;
 
-    fn row(scheme: &str, load: f64, replication: u32, delivered_utilization: f64, saturated: bool) -> RunRow {
+    /// An E1 row.
+    pub(crate) fn row(
+        scheme: &str,
+        load: f64,
+        replication: u32,
+        delivered_utilization: f64,
+        saturated: bool,
+    ) -> RunRow {
         RunRow {
             group: format!("load {load}"),
             variant: String::new(),
@@ -536,6 +835,25 @@ mod tests {
             },
         }
     }
+
+    /// A row of the run `spec`.
+    pub(crate) fn row_of(spec: &RunSpec, delivered_utilization: f64, saturated: bool) -> RunRow {
+        RunRow {
+            group: spec.group.clone(),
+            variant: spec.variant.clone(),
+            mix: spec.mix.to_string(),
+            seed: spec.config.seed,
+            mpl: spec.config.mpl,
+            skew: spec.config.skew,
+            ..row(spec.config.scheme.name(), spec.load, spec.replication, delivered_utilization, saturated)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::made_up::{row, row_of};
+    use super::*;
 
     #[test]
     fn a_curve_saturates_where_utilization_stops_rising() {
@@ -569,6 +887,74 @@ mod tests {
         assert_eq!(value_of("replications"), "2");
         assert_eq!(value_of("delivered_utilization"), "0.5");
         assert_eq!(value_of("compute_utilization"), "0.25");
+    }
+
+    /// A small E1 where Local saturates at 0.4 and GS at 0.8 (seen with `--keep-saturated`).
+    fn tiny_e1() -> StudySettings {
+        StudySettings {
+            jobs_per_run: 20,
+            runtime_scale: 0.0005,
+            loads: Some(vec![1.6, 0.2, 0.4, 0.8]),
+            schemes: vec!["GS".parse().unwrap(), "Local".parse().unwrap()],
+            first_seed: 3,
+            replications: 1,
+            ..StudySettings::default()
+        }
+    }
+
+    /// Rows as written: NaN is not equal to itself, its text is.
+    fn as_text(rows: &[RunRow]) -> String {
+        serde_json::to_string_pretty(rows).unwrap()
+    }
+
+    #[test]
+    fn e1s_full_grid_assembled_is_what_its_climb_runs() {
+        let settings = tiny_e1();
+        let climbed = run_study(Experiment::E1, &settings, &crate::batch::Unwatched).unwrap();
+        let every_run: Vec<usize> = (0..design(Experiment::E1, &settings).len()).rev().collect();
+        let grid = run_selected(Experiment::E1, &settings, &every_run, &crate::batch::Unwatched).unwrap();
+        assert_eq!(grid.len(), 8);
+        let runs_of = |scheme: &str| climbed.iter().filter(|r| r.scheme == scheme).count();
+        assert_eq!((runs_of("GS"), runs_of("Local")), (3, 2), "left out above 0.8 and 0.4:\n{}", runs_csv(&climbed));
+        let assembled = assemble(Experiment::E1, &settings, grid.clone()).unwrap();
+        assert_eq!(as_text(&assembled), as_text(&climbed));
+        let keep = StudySettings { keep_saturated: true, ..settings };
+        let mut by_index = grid.clone();
+        by_index.sort_by_key(|(i, _)| *i);
+        let every_row: Vec<RunRow> = by_index.into_iter().map(|(_, r)| r).collect();
+        assert_eq!(as_text(&assemble(Experiment::E1, &keep, grid).unwrap()), as_text(&every_row));
+    }
+
+    #[test]
+    fn assembling_wants_every_run_once_and_each_the_outcome_of_its_own() {
+        let settings = tiny_e1();
+        let specs = design(Experiment::E1, &settings);
+        let made_up = |i: usize| (i, row_of(&specs[i], 0.5, false));
+        let all: Vec<(usize, RunRow)> = (0..8).map(made_up).collect();
+        assert!(assemble(Experiment::E1, &settings, all.clone()).is_ok());
+        let error = |results: Vec<(usize, RunRow)>| assemble(Experiment::E1, &settings, results).unwrap_err();
+        assert_eq!(error(all[..6].to_vec()), "runs of the design (8 runs, numbered from 0) missing: 6, 7");
+        assert_eq!(error([all.clone(), vec![made_up(3)]].concat()), "runs given more than once: 3");
+        let mut beyond = all.clone();
+        beyond[0].0 = 8;
+        assert_eq!(error(beyond), "runs not in the design (8 runs, numbered from 0): 8");
+        let mut swapped = all;
+        swapped.swap(0, 7);
+        swapped[0].0 = 0;
+        swapped[7].0 = 7;
+        assert_eq!(error(swapped), "run 0 should be 'GS WL7 load 0.2 seed 3' but holds 'Local WL7 load 1.6 seed 3'");
+    }
+
+    #[test]
+    fn a_design_is_as_long_as_counted_without_building_it() {
+        let schemes = ["Local", "GS", "SB"].map(|n| n.parse().unwrap()).to_vec();
+        let settings = StudySettings { schemes, replications: 2, ..StudySettings::default() };
+        for experiment in Experiment::ALL {
+            assert_eq!(design_len(experiment, &settings), design(experiment, &settings).len(), "{experiment:?}");
+        }
+        assert_eq!(design_len(Experiment::E1, &settings), 9 * 3 * 2);
+        let many = StudySettings { loads: Some(vec![0.5; 20_000]), ..settings };
+        assert!(many.check(Experiment::E1).unwrap_err().contains("at most 100000"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod app;
 pub mod config;
 pub mod endpoint;
 pub mod engine;
+pub mod exact_f64;
 pub mod input;
 pub mod metrics;
 pub mod mlfq;

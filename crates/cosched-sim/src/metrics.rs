@@ -1,7 +1,7 @@
 //! What a run measures: per-job records, the CPU-time breakdown, and the
 //! summary statistics of the reference study.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where CPU time went, summed over CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -171,16 +171,21 @@ mod tests {
     }
 }
 
-/// Whether a run fell behind the work offered to it, and why.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+/// Whether a run fell behind the work offered to it, and why. Its numbers
+/// go through serde without loss (a study's shard documents read it back).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct SaturationVerdict {
     pub saturated: bool,
     /// How fast waiting in the arrival queue grew with arrival time (s per s).
+    #[serde(with = "crate::exact_f64")]
     pub wait_growth: f64,
     /// Delivered / offered work while jobs arrived (1 when nothing fell behind).
+    #[serde(with = "crate::exact_f64")]
     pub delivered_share: f64,
     /// How fast the jobs in the machine (queued or running) grew over the
     /// second half of the arrivals, as a share of the arrival rate.
+    #[serde(with = "crate::exact_f64")]
     pub backlog_growth: f64,
     pub why: String,
 }

@@ -27,7 +27,11 @@ enum Command {
     /// Simulate time-sharing schemes on a workload (default: WL7 on 32 nodes, Local vs GS).
     Sim(Box<sim_cmd::SimArgs>),
     /// Reproduce the reference study's experiments E1-E5 (tables, figures, manifest).
-    #[command(subcommand)]
+    ///
+    /// Each experiment runs whole here, or in shards run anywhere and merged into the same files:
+    ///   cosched study e1 --shard 1/3 --out shards/1   (2/3 and 3/3 likewise, e.g. a Slurm job array)
+    ///   cosched study merge shards/1 shards/2 shards/3 --out study-e1
+    #[command(subcommand, verbatim_doc_comment)]
     Study(study::StudyCommand),
     /// Generate, inspect and convert workloads (SWF traces, the Lublin-Feitelson model).
     #[command(subcommand)]

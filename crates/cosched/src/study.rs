@@ -2,21 +2,24 @@
 //! command. The runs, their replications and their points come from
 //! `cosched_lab::study`; here are the flags, and what a study writes: its runs
 //! and points (CSV), its table (Markdown), its figures (SVG and PNG) and a
-//! manifest with the exact command, version, seeds and parameters.
+//! manifest with the command that reproduces it, version, seeds and parameters.
+//! A study can also run in shards (`--shard I/N`, `cosched_lab::shard`), each
+//! writing a shard document, which `cosched study merge` turns into the same
+//! files, byte for byte.
 
 use crate::output::OutputDir;
 use crate::plot::{scheme_style, svg_to_png, GroupedBarChart, LineChart, Series, StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
-use crate::sim_cmd::command_line;
 use clap::{Args, Subcommand};
 use cosched_bench::stats::Estimate;
+use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
 use cosched_lab::study::{
     base_config, curve, first_seen, points, points_csv, run_study, runs_csv, schemes_in_order, Curve, Experiment,
     Point, RunRow, StudySettings, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE,
 };
 use cosched_sim::{Scheme, SimConfig};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
 pub enum StudyCommand {
@@ -30,6 +33,27 @@ pub enum StudyCommand {
     E4(StudyArgs),
     /// E5, system overheads: WL5 with cheaper switches, quanta and interrupts, normalised to the defaults.
     E5(StudyArgs),
+    /// Merge a study's shards (`study eN --shard I/N`) into the files the study run whole writes, byte for byte.
+    ///
+    /// Every shard 1 to N must be given once, all of one experiment, settings and cosched version. E1's shards
+    /// run its full grid, the saturated runs too; merging leaves out a scheme's runs above its first saturated
+    /// load, as a whole run does, unless the shards ran with --keep-saturated.
+    ///
+    /// Example, three shards run anywhere (a Slurm job array, docs/reproduction.md), then merged:
+    ///   cosched study e1 --shard 1/3 --out shards/1   (and 2/3, 3/3)
+    ///   cosched study merge shards/1 shards/2 shards/3 --out study-e1
+    #[command(verbatim_doc_comment)]
+    Merge(MergeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    /// The shards' output folders (each holding shard.json), or their shard.json files, in any order.
+    #[arg(required = true, value_name = "SHARD")]
+    pub shards: Vec<PathBuf>,
+    /// Output folder (default: cosched-out/study-eN).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -59,11 +83,17 @@ pub struct StudyArgs {
     /// there: its backlog only grows, and those runs are the longest).
     #[arg(long)]
     pub keep_saturated: bool,
-    /// Output folder (default: cosched-out/study-eN).
+    /// Output folder (default: cosched-out/study-eN, or with --shard cosched-out/study-eN-shard-I-of-N).
     #[arg(long)]
     pub out: Option<PathBuf>,
     #[arg(long, help = full_help())]
     pub full: bool,
+    /// Run only shard I of N of the study's runs (the runs i with i mod N = I - 1) and write them into a shard
+    /// document (shard.json); `cosched study merge` puts the N shards together. For a Slurm job array:
+    /// --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT with sbatch --array=1-N. E1 runs its full grid in
+    /// shards (saturated runs too); the merge leaves out what a whole run leaves out.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
     #[arg(long, short)]
     pub quiet: bool,
 }
@@ -101,6 +131,8 @@ fn percent_with_ci(e: &Estimate) -> String {
 struct Manifest<'a> {
     experiment: &'a str,
     cosched_version: &'static str,
+    /// The command that reproduces these results, from the settings: the same
+    /// for a whole run and a merge of shards, whatever the output folder.
     command: String,
     seeds: Vec<u64>,
     jobs_per_run: usize,
@@ -129,34 +161,41 @@ impl StudyArgs {
             keep_saturated: self.keep_saturated,
         }
     }
+}
 
-    /// The library's settings, checked.
-    pub fn checked_settings(&self) -> Result<StudySettings, String> {
-        self.validate()?;
-        Ok(self.settings())
+/// The flags that give `settings`, as a command line: what a study's
+/// manifest records, the same however the study was run or cut.
+pub fn canonical_command(experiment: Experiment, settings: &StudySettings) -> String {
+    let mut command = format!(
+        "cosched study {} --jobs {} --runtime-scale {}",
+        experiment.name(),
+        settings.jobs_per_run,
+        settings.runtime_scale
+    );
+    if let Some(loads) = &settings.loads {
+        command += &format!(" --loads {}", loads.iter().map(f64::to_string).collect::<Vec<_>>().join(","));
     }
+    let schemes: Vec<&str> = settings.schemes.iter().map(|s| s.name()).collect();
+    command += &format!(
+        " --schemes {} --seed {} --replications {} --horizon-factor {}",
+        schemes.join(","),
+        settings.first_seed,
+        settings.replications,
+        settings.horizon_factor
+    );
+    if settings.keep_saturated {
+        command += " --keep-saturated";
+    }
+    command
+}
 
-    fn validate(&self) -> Result<(), String> {
-        let settings = self.settings();
-        if settings.jobs_per_run < 10 {
-            return Err("--jobs must be at least 10".into());
-        }
-        if !settings.runtime_scale.is_finite() || settings.runtime_scale <= 0.0 {
-            return Err("--runtime-scale must be positive".into());
-        }
-        if self.horizon_factor.is_nan() || self.horizon_factor < 1.0 {
-            return Err("--horizon-factor must be at least 1".into());
-        }
-        if !(1..=100).contains(&self.replications) {
-            return Err(format!("--replications must be 1 to 100, got {}", self.replications));
-        }
-        if let Some(loads) = &self.loads {
-            if loads.is_empty() || loads.iter().any(|l| !l.is_finite() || *l <= 0.0) {
-                return Err("--loads must be positive numbers".into());
-            }
-        }
-        Ok(())
-    }
+/// The study's default output folder under `cosched-out`.
+fn default_out(experiment: Experiment, shard: Option<Shard>) -> PathBuf {
+    let name = experiment.name();
+    PathBuf::from(match shard {
+        Some(s) => format!("cosched-out/study-{name}-shard-{}-of-{}", s.index, s.count),
+        None => format!("cosched-out/study-{name}"),
+    })
 }
 
 pub fn run(cmd: &StudyCommand) -> Result<(), String> {
@@ -166,22 +205,63 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
         StudyCommand::E3(a) => (Experiment::E3, a),
         StudyCommand::E4(a) => (Experiment::E4, a),
         StudyCommand::E5(a) => (Experiment::E5, a),
+        StudyCommand::Merge(args) => return run_merge(args),
     };
-    args.validate()?;
     let settings = args.settings();
-    let name = experiment.name();
-    let out_path = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("cosched-out/study-{name}")));
+    settings.check(experiment)?;
+    let out_path = args.out.clone().unwrap_or_else(|| default_out(experiment, args.shard));
     OutputDir::check(&out_path)?;
-    let rows = run_study(experiment, &settings, &BatchProgress::announcing(settings.jobs_per_run, !args.quiet))?;
-    let out = OutputDir::begin(&out_path)?;
-    out.write("runs.csv", &runs_csv(&rows))?;
-    out.write("points.csv", &points_csv(&rows))?;
-    let (table, figures) = match experiment {
-        Experiment::E1 => report_e1(&rows),
-        Experiment::E3 => report_ratio(&rows, "MPL", "2", "e3"),
-        Experiment::E5 => report_ratio(&rows, "costs", "defaults", "e5"),
-        Experiment::E2 | Experiment::E4 => report_bars(&rows),
-    };
+    let watch = BatchProgress::announcing(settings.jobs_per_run, !args.quiet);
+    match args.shard {
+        Some(shard) => write_shard(&run_shard(experiment, &settings, shard, &watch)?, &out_path),
+        None => write_study(experiment, &settings, &run_study(experiment, &settings, &watch)?, &out_path),
+    }
+}
+
+/// The shard document alone, `shard.json`, all-or-nothing like any output.
+fn write_shard(doc: &ShardDocument, out_path: &Path) -> Result<(), String> {
+    let out = OutputDir::begin(out_path)?;
+    out.write(SHARD_FILE, &doc.to_text())?;
+    let path = out.commit()?;
+    eprintln!(
+        "study {} shard {}: ran {} of the design's {} runs; shard in {}",
+        doc.experiment.name(),
+        doc.shard,
+        doc.results.len(),
+        doc.design_runs,
+        path.join(SHARD_FILE).display()
+    );
+    Ok(())
+}
+
+/// The file a shard's folder holds.
+const SHARD_FILE: &str = "shard.json";
+
+fn run_merge(args: &MergeArgs) -> Result<(), String> {
+    let mut shards = Vec::new();
+    for given in &args.shards {
+        let file = if given.is_dir() { given.join(SHARD_FILE) } else { given.clone() };
+        shards.push((file.display().to_string(), ShardDocument::read(&file)?));
+    }
+    let experiment = shards.first().map(|(_, doc)| doc.experiment).ok_or("no shards to merge")?;
+    let out_path = args.out.clone().unwrap_or_else(|| default_out(experiment, None));
+    OutputDir::check(&out_path)?;
+    let merged = merge(shards)?;
+    write_study(merged.experiment, &merged.settings, &merged.rows, &out_path)
+}
+
+/// What a study writes, from its rows, whether run whole or merged from shards.
+pub fn write_study(
+    experiment: Experiment,
+    settings: &StudySettings,
+    rows: &[RunRow],
+    out_path: &Path,
+) -> Result<(), String> {
+    let name = experiment.name();
+    let out = OutputDir::begin(out_path)?;
+    out.write("runs.csv", &runs_csv(rows))?;
+    out.write("points.csv", &points_csv(rows))?;
+    let (table, figures) = report(experiment, rows);
     out.write("table.md", &table)?;
     for (file, svg) in &figures {
         out.write(&format!("{file}.svg"), svg)?;
@@ -190,7 +270,7 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
     let manifest = Manifest {
         experiment: name,
         cosched_version: env!("CARGO_PKG_VERSION"),
-        command: command_line(),
+        command: canonical_command(experiment, settings),
         seeds: settings.seeds(),
         jobs_per_run: settings.jobs_per_run,
         runtime_scale: settings.runtime_scale,
@@ -208,6 +288,16 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
 }
 
 type Figures = Vec<(String, String)>;
+
+/// A study's table (Markdown) and figures (name, SVG) from its rows.
+pub fn report(experiment: Experiment, rows: &[RunRow]) -> (String, Figures) {
+    match experiment {
+        Experiment::E1 => report_e1(rows),
+        Experiment::E3 => report_ratio(rows, "MPL", "2", "e3"),
+        Experiment::E5 => report_ratio(rows, "costs", "defaults", "e5"),
+        Experiment::E2 | Experiment::E4 => report_bars(rows),
+    }
+}
 
 /// `*` when most of a point's replications saturated.
 fn saturated_mark(point: &Point) -> &'static str {
@@ -516,6 +606,30 @@ mod tests {
     #[test]
     fn no_flags_give_the_library_defaults() {
         assert_eq!(args_of(&[]).settings(), StudySettings::default());
+    }
+
+    #[test]
+    fn the_canonical_command_gives_back_the_settings() {
+        let flags = ["--full", "--loads", "0.25,1e-7", "--schemes", "gs,sb", "--seed", "9", "--replications", "4"];
+        let extra = ["--horizon-factor", "2.5", "--keep-saturated", "--out", "x", "--shard", "2/3", "-q"];
+        let settings = args_of(&[&flags[..], &extra[..]].concat()).settings();
+        let command = canonical_command(Experiment::E4, &settings);
+        assert!(command.starts_with("cosched study e4 --jobs 1000 --runtime-scale 0.01 --loads 0.25,0.0000001 "));
+        let argv = command.split(' ').skip(1);
+        let StudyCommand::E4(args) = Study::try_parse_from(argv).expect("flags parse").command else {
+            unreachable!("parsed e4")
+        };
+        assert_eq!(args.settings(), settings);
+        assert_eq!(canonical_command(Experiment::E4, &args.settings()), command);
+    }
+
+    #[test]
+    fn a_shard_must_be_i_of_n() {
+        assert_eq!(args_of(&["--shard", "3/8"]).shard, Some(Shard { index: 3, count: 8 }));
+        for bad in ["0/8", "9/8", "8", "1/20000"] {
+            let Err(error) = Study::try_parse_from(["study", "e4", "--shard", bad]) else { panic!("{bad} accepted") };
+            assert!(error.to_string().contains("--shard"), "{error}");
+        }
     }
 
     #[test]

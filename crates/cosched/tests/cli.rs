@@ -581,3 +581,123 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     assert!(!o.status.success() && stderr(&o).contains("window"), "{}", stderr(&o));
     assert!(!refused.exists(), "nothing written for refused settings");
 }
+
+/// A tiny E1 where Local saturates at 0.4 and GS and SB at 0.8, so merging must leave runs out as a whole run does.
+const TINY_E1: &str =
+    "study e1 -q --jobs 20 --runtime-scale 0.0005 --schemes gs,sb,local --replications 1 --seed 3 --loads 0.2,0.4,0.8,1.6";
+
+fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
+fn study_into(flags: &[&str], out: &Path, extra: &[&str]) -> Output {
+    let o = cosched(&[flags, &["--out", out.to_str().unwrap()], extra].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    o
+}
+
+fn merge_into(shards: &[&Path], out: &Path) -> Output {
+    let mut args = vec!["study", "merge", "--out", out.to_str().unwrap()];
+    args.extend(shards.iter().map(|s| s.to_str().unwrap()));
+    cosched(&args)
+}
+
+/// Every file of `expected` (a folder), byte for byte, in `found`, and no other.
+fn assert_same_files(expected: &Path, found: &Path) {
+    let names = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(expected), names(found), "{} and {}", expected.display(), found.display());
+    for name in names(expected) {
+        assert!(read(&expected.join(&name)) == read(&found.join(&name)), "{name} differs in {}", found.display());
+    }
+}
+
+#[test]
+fn a_study_in_shards_merges_into_the_bytes_of_the_study_run_whole() {
+    let dir = scratch("shards");
+    let whole = dir.join("whole");
+    study_into(&words(TINY_E1), &whole, &[]);
+    let shards: Vec<PathBuf> = (1..=3).map(|i| dir.join(format!("shard-{i}"))).collect();
+    for (i, shard) in shards.iter().enumerate() {
+        let o = study_into(&words(TINY_E1), shard, &["--shard", &format!("{}/3", i + 1)]);
+        assert!(stderr(&o).contains("ran 4 of the design's 12 runs"), "{}", stderr(&o));
+    }
+    let merged = dir.join("merged");
+    let o = merge_into(&[&shards[0], &shards[1], &shards[2]], &merged);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_same_files(&whole, &merged);
+    let runs = String::from_utf8(read(&merged.join("runs.csv"))).unwrap();
+    assert_eq!(runs.lines().count(), 1 + 8, "12 runs in the shards, 4 left out above saturation:\n{runs}");
+    let shuffled = dir.join("shuffled");
+    let files: Vec<PathBuf> = shards.iter().map(|s| s.join("shard.json")).collect();
+    assert!(merge_into(&[&files[2], &shards[0], &files[1]], &shuffled).status.success());
+    assert_same_files(&whole, &shuffled);
+    let one = dir.join("one-of-one");
+    study_into(&words(TINY_E1), &one, &["--shard", "1/1"]);
+    let merged_one = dir.join("merged-one");
+    assert!(merge_into(&[&one], &merged_one).status.success());
+    assert_same_files(&whole, &merged_one);
+    let manifest: serde_json::Value = serde_json::from_slice(&read(&whole.join("manifest.json"))).unwrap();
+    assert_eq!(
+        manifest["command"],
+        "cosched study e1 --jobs 20 --runtime-scale 0.0005 --loads 0.2,0.4,0.8,1.6 --schemes GS,SB,Local --seed 3 \
+         --replications 1 --horizon-factor 3"
+    );
+}
+
+#[test]
+fn e3_in_two_shards_merges_into_the_same_bytes() {
+    let dir = scratch("shards-e3");
+    let flags = words("study e3 -q --jobs 10 --runtime-scale 0.0005 --schemes gs,sb --replications 1");
+    let whole = dir.join("whole");
+    study_into(&flags, &whole, &[]);
+    let (first, second) = (dir.join("1"), dir.join("2"));
+    study_into(&flags, &first, &["--shard", "1/2"]);
+    study_into(&flags, &second, &["--shard", "2/2"]);
+    let merged = dir.join("merged");
+    assert!(merge_into(&[&second, &first], &merged).status.success());
+    assert_same_files(&whole, &merged);
+}
+
+#[test]
+fn merging_refuses_missing_duplicate_foreign_and_corrupt_shards_and_writes_nothing() {
+    let dir = scratch("bad-shards");
+    let shard = |name: &str, extra: &[&str]| {
+        let path = dir.join(name);
+        study_into(&words(TINY_E1), &path, extra);
+        path
+    };
+    let (one, two, three) =
+        (shard("1", &["--shard", "1/3"]), shard("2", &["--shard", "2/3"]), shard("3", &["--shard", "3/3"]));
+    let other_horizon = shard("2-horizon-4", &["--shard", "2/3", "--horizon-factor", "4"]);
+    let cut = dir.join("cut.json");
+    let text = read(&two.join("shard.json"));
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    let out = dir.join("merged");
+    let refusals: [(&[&Path], &str); 5] = [
+        (&[&one, &three], "shards missing (of 3): 2"),
+        (&[&one, &two, &two, &three], "/2/shard.json are both shard 2/3"),
+        (&[&one, &other_horizon, &three], "not shards of one study: settings differ: horizon_factor 3.0 and 4.0"),
+        (&[&one, &cut, &three], "cut.json: cut short"),
+        (&[&one, &dir.join("none"), &three], "none: No such file"),
+    ];
+    for (shards, says) in refusals {
+        let o = merge_into(shards, &out);
+        assert!(!o.status.success() && stderr(&o).contains(says), "{says}: {}", stderr(&o));
+        assert!(!out.exists(), "{says}: an output folder was written");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let o = cosched(&[&words(TINY_E1)[..], &["--shard", "4/3"]].concat());
+    assert!(!o.status.success() && stderr(&o).contains("shards are numbered 1 to 3"), "{}", stderr(&o));
+}

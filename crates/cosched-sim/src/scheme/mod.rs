@@ -11,7 +11,7 @@ use crate::engine::node_scheduler::NodeScheduler;
 use crate::engine::parts::{EngineRun, Parts};
 use crate::engine::EngineOutcome;
 use cosched_policy::{Mode, PlanRules};
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
 
@@ -133,6 +133,14 @@ impl fmt::Display for Scheme {
 impl Serialize for Scheme {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.name)
+    }
+}
+
+/// Read back by name, as the command line reads it.
+impl<'de> Deserialize<'de> for Scheme {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Scheme, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        name.parse().map_err(serde::de::Error::custom)
     }
 }
 
