@@ -1,10 +1,12 @@
 //! The experiment layer over the simulator: where a run's jobs come from
 //! (`workload`), many runs in parallel (`batch`), schemes side by side on one
 //! workload (`sim`), the reference study's experiments E1-E5 (`study`), and
-//! the CSV files of their results (`csv`). Settings come in as plain structs;
-//! flags, printing, plots and output folders belong to the binary.
+//! the CSV files of their results (`csv`; `batsim`: a run's jobs as Batsim's
+//! `jobs.csv`). Settings come in as plain structs; flags, printing, plots and
+//! output folders belong to the binary.
 
 pub mod batch;
+pub mod batsim;
 pub mod csv;
 pub mod fast_check;
 pub mod sim;
