@@ -1,7 +1,6 @@
 //! The `cosched` command. Glue only: parse and validate arguments into
 //! settings, call the library crates, present the results.
 
-
 use clap::{CommandFactory, Parser, Subcommand};
 use cosched::{
     bench, manual, model_cmd, pipeline_cmd, runtime_cmd, sim_cmd, slurm_cmd, status_view, study, workload_cmd,
