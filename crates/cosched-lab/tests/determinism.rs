@@ -2,6 +2,7 @@
 //! seed ⇒ other outputs.
 
 use cosched_lab::batch::Unwatched;
+use cosched_lab::batsim::batsim_jobs_csv;
 use cosched_lab::sim::{jobs_csv, prepare, summary_csv, SimSettings};
 use cosched_lab::study::{points_csv, run_study, runs_csv, Experiment, StudySettings};
 use cosched_lab::workload::WorkloadSpec;
@@ -16,13 +17,15 @@ fn small_sim(seed: u64) -> SimSettings {
     SimSettings { schemes, machine, workload, ..SimSettings::default() }
 }
 
-/// What `cosched sim` writes from a run: summary.csv, jobs.csv and the summaries as JSON.
-fn sim_outputs(settings: &SimSettings) -> [String; 3] {
+/// What `cosched sim` writes from a run: summary.csv, jobs.csv, the summaries as JSON and the last scheme's
+/// Batsim file.
+fn sim_outputs(settings: &SimSettings) -> [String; 4] {
     let prepared = prepare(settings).expect("valid settings");
     let options = RunOptions { bounded_slowdown_threshold_s: 0.02, ..RunOptions::default() };
     let results = prepared.run(&options, &Unwatched).expect("runs finish");
     let summaries: Vec<_> = results.iter().map(|r| &r.summary).collect();
-    [summary_csv(&results), jobs_csv(&results), serde_json::to_string(&summaries).unwrap()]
+    let batsim = batsim_jobs_csv(results.last().expect("a run per scheme"));
+    [summary_csv(&results), jobs_csv(&results), serde_json::to_string(&summaries).unwrap(), batsim]
 }
 
 #[test]

@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod config;
+pub mod cpu_set;
 pub mod endpoint;
 pub mod engine;
 pub mod exact_f64;
@@ -21,6 +22,7 @@ pub mod trace;
 
 pub use app::{JobType, Mix, Program};
 pub use config::{ConfigError, SimConfig};
+pub use cpu_set::CpuSet;
 pub use engine::{Progress, SimJob};
 pub use metrics::{Breakdown, JobRecord, Summary};
 pub use run::{run, RunResult};

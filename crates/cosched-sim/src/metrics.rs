@@ -1,6 +1,7 @@
 //! What a run measures: per-job records, the CPU-time breakdown, and the
 //! summary statistics of the reference study.
 
+use crate::cpu_set::CpuSet;
 use serde::{Deserialize, Serialize};
 
 /// Where CPU time went, summed over CPUs.
@@ -54,6 +55,10 @@ pub struct JobRecord {
     pub dedicated_s: f64,
     pub slowdown: f64,
     pub bounded_slowdown: f64,
+    /// The CPUs its processes were placed on when it started (a started job
+    /// keeps its CPUs until it finishes). Under time-sharing other jobs hold
+    /// some of them at the same time.
+    pub cpus: CpuSet,
 }
 
 /// The run's figures of merit.
@@ -142,6 +147,7 @@ mod tests {
             dedicated_s: 1.0,
             slowdown: wait_s + 1.0,
             bounded_slowdown: wait_s + 1.0,
+            cpus: CpuSet::default(),
         }
     }
 

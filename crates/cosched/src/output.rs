@@ -52,8 +52,13 @@ impl OutputDir {
         self.scratch.join(name)
     }
 
+    /// Write `name`, a path inside the folder (its subfolders are made as needed).
     pub fn write(&self, name: &str, contents: &str) -> Result<(), String> {
-        fs::write(self.file(name), contents).map_err(|e| format!("cannot write {name}: {e}"))
+        let path = self.file(name);
+        if let Some(folder) = path.parent() {
+            fs::create_dir_all(folder).map_err(|e| format!("cannot create the folder of {name}: {e}"))?;
+        }
+        fs::write(path, contents).map_err(|e| format!("cannot write {name}: {e}"))
     }
 
     /// Put the finished folder in place of the destination.

@@ -4,6 +4,7 @@ use crate::output::OutputDir;
 use crate::plot::{StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
 use clap::Args;
+use cosched_lab::batsim::batsim_jobs_csv;
 use cosched_lab::sim::{jobs_csv, prepare, summary_csv, PreparedSim, SimSettings};
 use cosched_lab::workload::{
     bounded_slowdown_threshold_s, WorkloadReport, WorkloadSpec, DEFAULT_JOBS, DEFAULT_RUNTIME_SCALE,
@@ -232,7 +233,8 @@ pub struct SimArgs {
     pub fast_flags: FastFlags,
 
     // ---- output ---------------------------------------------------------------
-    /// Folder for summary.csv, jobs.csv, summary.json and workload.swf (replaced if it is cosched output).
+    /// Folder for summary.csv, jobs.csv, batsim/SCHEME_jobs.csv, summary.json and workload.swf (replaced if it
+    /// is cosched output).
     #[arg(long, default_value = "cosched-out/sim", help_heading = "Output")]
     pub out: PathBuf,
     /// Bounded-slowdown threshold, s (default: 10 s times the run-time scale).
@@ -436,7 +438,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot write workload.swf: {e}"))?;
     let path = out.commit()?;
     eprintln!(
-        "results in {}/ (summary.csv, jobs.csv, summary.json, response.svg, cpu-time.svg, workload.swf)",
+        "results in {}/ (summary.csv, jobs.csv, batsim/, summary.json, response.svg, cpu-time.svg, workload.swf)",
         path.display()
     );
     if interrupted.load(Ordering::Relaxed) {
@@ -553,6 +555,9 @@ fn write_outputs(
     out.write("response.svg", &response_chart(results).to_svg())?;
     out.write("cpu-time.svg", &cpu_time_chart(results).to_svg())?;
     out.write("jobs.csv", &jobs_csv(results))?;
+    for r in results {
+        out.write(&batsim_jobs_file(&r.summary.scheme), &batsim_jobs_csv(r))?;
+    }
     out.write("summary.json", &summary_json(args, &command_line(), configs, workload, results)?)?;
     if args.trace_events {
         for r in results {
@@ -560,6 +565,12 @@ fn write_outputs(
         }
     }
     Ok(())
+}
+
+/// Where a scheme's jobs go in Batsim's format: Batsim names its file PREFIX_jobs.csv, a run's prefix here is its
+/// scheme (docs/batsim.md).
+fn batsim_jobs_file(scheme: &str) -> String {
+    format!("batsim/{scheme}_jobs.csv")
 }
 
 /// Mean response per scheme, split into wait and execution.

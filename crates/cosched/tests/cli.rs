@@ -44,6 +44,11 @@ fn sim_writes_csv_and_json_for_each_scheme() {
     assert!(lines[1].starts_with("Local,40,40,") && lines[2].starts_with("GS,40,40,"));
     let jobs = String::from_utf8(read(&out.join("jobs.csv"))).unwrap();
     assert_eq!(jobs.lines().count(), 1 + 2 * 40);
+    for scheme in ["Local", "GS"] {
+        let batsim = String::from_utf8(read(&out.join(format!("batsim/{scheme}_jobs.csv")))).unwrap();
+        assert!(batsim.starts_with("job_id,workload_name,profile,submission_time,"), "{scheme}: Batsim's header");
+        assert_eq!(batsim.lines().count(), 1 + 40, "{scheme}: a line per job");
+    }
     let json: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
     assert_eq!(json["results"].as_array().unwrap().len(), 2);
     assert_eq!(json["seed"], 1);
@@ -61,7 +66,15 @@ fn sim_writes_csv_and_json_for_each_scheme() {
 fn same_seed_gives_identical_bytes_and_other_seeds_differ() {
     let dir = scratch("determinism");
     let out = dir.join("run");
-    let files = ["summary.csv", "jobs.csv", "summary.json", "workload.swf", "response.svg", "cpu-time.svg"];
+    let files = [
+        "summary.csv",
+        "jobs.csv",
+        "batsim/GS_jobs.csv",
+        "summary.json",
+        "workload.swf",
+        "response.svg",
+        "cpu-time.svg",
+    ];
     assert!(small_sim(&out, &["--seed", "7"]).status.success());
     let first: Vec<Vec<u8>> = files.iter().map(|f| read(&out.join(f))).collect();
     assert!(small_sim(&out, &["--seed", "7"]).status.success());
@@ -427,6 +440,8 @@ fn an_interrupted_simulation_keeps_the_finished_jobs_records() {
     assert!(done < submitted, "{done} of {submitted}");
     let jobs_csv = String::from_utf8(read(&out.join("jobs.csv"))).unwrap();
     assert_eq!(jobs_csv.lines().count() as u64, 1 + done, "a line per finished job");
+    let batsim = String::from_utf8(read(&out.join("batsim/Local_jobs.csv"))).unwrap();
+    assert_eq!(batsim.lines().count() as u64, 1 + done, "Batsim's file has the finished jobs too");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -17,6 +17,7 @@
 
 use crate::app::{dedicated_ns, Program};
 use crate::config::{SimConfig, TOP_LEVEL};
+use crate::cpu_set::CpuSet;
 use crate::endpoint::Inbox;
 use crate::metrics::{Breakdown, JobRecord};
 use crate::mlfq::ReadyQueue;
@@ -162,6 +163,8 @@ struct JobState {
     first_proc: u32,
     tasks_done: u32,
     placement: Option<Placement>,
+    /// Its CPUs, noted at its start for its record.
+    cpus: CpuSet,
     dedicated_ns: u64,
 }
 
@@ -380,6 +383,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 first_proc: NO_PROC,
                 tasks_done: 0,
                 placement: None,
+                cpus: CpuSet::default(),
             })
             .collect();
         let mut queue = EventQueue::new();
@@ -664,6 +668,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let job = &mut self.jobs[j as usize];
         job.start = Some(run_now);
         job.first_proc = first_proc;
+        job.cpus = CpuSet::from_cpus(placement.cpus.iter().copied());
         let Placement { cpus, rows } = placement.clone();
         job.placement = Some(placement);
         if self.fast.is_some() {
@@ -706,7 +711,8 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         self.record(now, placement.cpus[0], TraceKind::JobFinish { job: j });
         self.completed += 1;
-        self.records.push(self.job_record(j));
+        let cpus = std::mem::take(&mut self.jobs[j as usize].cpus);
+        self.records.push(self.job_record(j, cpus));
         self.release_finished_processes();
         let to_start = self.cosched.finish(JobId(j.into()));
         if self.fast.is_some() {
@@ -735,7 +741,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.procs.finished_below(alive_from, |p| *sum += delivered_work_ns(jobs, p));
     }
 
-    fn job_record(&self, j: u32) -> JobRecord {
+    fn job_record(&self, j: u32, cpus: CpuSet) -> JobRecord {
         let job = &self.jobs[j as usize];
         let arrival_s = job.spec.arrival.as_secs_f64();
         let start_s = job.start.expect("started").as_secs_f64();
@@ -756,6 +762,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             dedicated_s,
             slowdown: response_s / dedicated_s,
             bounded_slowdown: crate::metrics::bounded_slowdown(response_s, dedicated_s, self.bsld_threshold_s),
+            cpus,
         }
     }
 
