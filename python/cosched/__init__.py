@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass, field
 from collections.abc import Sequence
 from typing import Any
@@ -52,6 +53,15 @@ class SimResult:
     #: The exact text of ``summary.csv`` and ``jobs.csv``, byte for byte the CLI's.
     summary_csv: str = field(repr=False)
     jobs_csv: str = field(repr=False)
+    #: Per scheme, the exact text of ``batsim/SCHEME_jobs.csv``: its jobs in Batsim's ``jobs.csv`` format, which
+    #: evalys reads (``JobSet.from_csv``); docs/batsim.md says what its columns mean when jobs share CPUs.
+    batsim_csv: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def batsim(self, scheme: str) -> pd.DataFrame:
+        """A scheme's jobs in Batsim's ``jobs.csv`` format (``allocated_resources`` as text, e.g. ``0-3 8``)."""
+        if scheme not in self.batsim_csv:
+            raise CoschedError(f"no scheme {scheme!r} in this result; it has {', '.join(self.batsim_csv)}")
+        return pd.read_csv(io.StringIO(self.batsim_csv[scheme]), dtype={"allocated_resources": str, "metadata": str})
 
 
 def simulate(*, args: Sequence[str] = (), progress: bool = False, **settings: SettingValue) -> SimResult:
@@ -77,6 +87,7 @@ def simulate(*, args: Sequence[str] = (), progress: bool = False, **settings: Se
         document=json.loads(texts.summary_json),
         summary_csv=texts.summary_csv,
         jobs_csv=texts.jobs_csv,
+        batsim_csv=dict(texts.batsim_jobs_csv),
     )
 
 
@@ -88,6 +99,8 @@ class StudyResult:
     runs: pd.DataFrame
     #: One row per point (means over replications with 95 % intervals): ``points.csv``.
     points: pd.DataFrame
+    #: The study's table, ``table.md`` (Markdown), as the CLI prints it.
+    table: str = field(repr=False)
     runs_csv: str = field(repr=False)
     points_csv: str = field(repr=False)
 
@@ -96,25 +109,33 @@ class StudyResult:
         return StudyResult(
             runs=_frame(texts.runs_csv),
             points=_frame(texts.points_csv),
+            table=texts.table_md,
             runs_csv=texts.runs_csv,
             points_csv=texts.points_csv,
         )
 
 
-def study(experiment: str, *, args: Sequence[str] = (), **settings: SettingValue) -> StudyResult:
+def study(
+    experiment: str,
+    *,
+    args: Sequence[str] = (),
+    progress: bool = False,
+    out: str | os.PathLike[str] | None = None,
+    **settings: SettingValue,
+) -> StudyResult:
     """Run an experiment of the reference study (``"e1"`` … ``"e5"``) on this machine's cores.
 
-    ``args`` takes flags as the command line writes them, before the keyword settings.
     The same runs and results as ``cosched study EXPERIMENT``; :func:`cosched.dask.study` gives the
-    same, byte for byte, from a Dask cluster.
+    same, byte for byte, from a Dask cluster. ``args`` takes flags as the command line writes them,
+    before the keyword settings. ``progress=True`` prints the CLI's progress lines on standard error.
+    ``out``: also write the folder ``cosched study`` writes (tables, figures, manifest), all or nothing.
 
     Settings (keyword = default; the flags of ``cosched study eN``):
 
     {settings}
     """
-    if "out" in settings or "shard" in settings:
-        raise CoschedError("study() writes nothing and runs the whole design: drop out= and shard=")
-    return StudyResult._of(_native.study(experiment, [*args, *to_flags(settings)]))
+    flags = [*args, *to_flags(settings)]
+    return StudyResult._of(_native.study(experiment, flags, progress, None if out is None else os.fspath(out)))
 
 
 simulate.__doc__ = (simulate.__doc__ or "").replace("{settings}", settings_doc("sim").lstrip())

@@ -14,6 +14,7 @@ code runs on a Slurm cluster (docs/python.md).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
 __all__ = ["study"]
 
 
-def _run_runs(experiment: str, flags: list[str], indices: list[int]) -> str:
-    """On a worker: these runs of the design, as a shard document (the text `cosched study --shard` writes)."""
-    return _native.study_runs(experiment, flags, indices)
+def _run_shard(experiment: str, flags: list[str], index: int, count: int) -> str:
+    """On a worker: shard ``index`` of ``count`` of the design, as the document ``cosched study --shard I/N``
+    writes."""
+    return _native.study_shard(experiment, flags, index, count)
 
 
 def study(
@@ -37,31 +39,37 @@ def study(
     client: Client | None = None,
     runs_per_task: int = 1,
     args: Sequence[str] = (),
+    out: str | os.PathLike[str] | None = None,
     **settings: SettingValue,
 ) -> StudyResult:
     """Run an experiment of the reference study with its runs as Dask tasks.
 
     ``client``: a ``dask.distributed.Client``; by default a ``LocalCluster`` of one single-threaded
-    worker process per core is started for the call and closed after it. ``runs_per_task`` groups
-    runs into fewer, longer tasks (a task's runs share its worker's cores). The settings are
-    :func:`cosched.study`'s; the result equals its result, and ``cosched study EXPERIMENT``'s
-    tables, byte for byte.
+    worker process per core is started for the call and closed after it. Each task is one shard of the
+    design (``cosched study --shard I/N``'s slice: runs I, I+N, I+2N...), of ``runs_per_task`` runs
+    (at most :data:`MAX_TASKS` tasks). The settings, ``args`` and ``out`` are :func:`cosched.study`'s;
+    the result equals its result, and ``cosched study EXPERIMENT``'s files, byte for byte.
     """
     if runs_per_task < 1:
         raise _native.CoschedError(f"runs_per_task must be at least 1, got {runs_per_task}")
     flags = [*args, *to_flags(settings)]
     runs = _native.study_design_size(experiment, flags)  # checks the settings before any cluster starts
-    tasks = [list(range(first, min(first + runs_per_task, runs))) for first in range(0, runs, runs_per_task)]
+    tasks = min(MAX_TASKS, -(-runs // runs_per_task))
     if client is None:
         from distributed import Client, LocalCluster
 
         with LocalCluster(threads_per_worker=1, processes=True) as cluster, Client(cluster) as own:
-            shards = _gather(own, experiment, flags, tasks)
+            documents = _gather(own, experiment, flags, tasks)
     else:
-        shards = _gather(client, experiment, flags, tasks)
-    return StudyResult._of(_native.study_assemble(experiment, flags, shards))
+        documents = _gather(client, experiment, flags, tasks)
+    return StudyResult._of(_native.study_merge(documents, None if out is None else os.fspath(out)))
 
 
-def _gather(client: Client, experiment: str, flags: list[str], tasks: list[list[int]]) -> list[str]:
-    futures = client.map(_run_runs, [experiment] * len(tasks), [flags] * len(tasks), tasks)
+#: The most tasks a study is cut into (the most shards `cosched study --shard` takes).
+MAX_TASKS = 10_000
+
+
+def _gather(client: Client, experiment: str, flags: list[str], tasks: int) -> list[str]:
+    indices = range(1, tasks + 1)
+    futures = client.map(_run_shard, [experiment] * tasks, [flags] * tasks, indices, [tasks] * tasks)
     return client.gather(futures)

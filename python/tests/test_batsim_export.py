@@ -1,15 +1,12 @@
 """cosched sim's per-scheme files in Batsim's jobs.csv format, read by evalys
 as it reads Batsim's own (docs/batsim.md).
 
-The cosched binary is $COSCHED_BIN, else the newer of target/debug/cosched and
-target/release/cosched under the repository root.
+The cosched binary is conftest's: $COSCHED_BIN, else the one built in target/.
 """
 
 import csv
-import os
 import subprocess
 import warnings
-from pathlib import Path
 
 import matplotlib
 
@@ -19,7 +16,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from evalys.jobset import JobSet  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 SCHEMES = ["Local", "GS"]
 JOBS = 30
 NODES, CPUS_PER_NODE = 4, 2
@@ -35,21 +31,11 @@ BATSIM_COLUMNS = [
 PRINTED_S = 0.5e-6 + 1e-12
 
 
-def cosched_bin():
-    if os.environ.get("COSCHED_BIN"):
-        return Path(os.environ["COSCHED_BIN"])
-    built = [REPO / "target" / profile / "cosched" for profile in ("debug", "release")]
-    built = [path for path in built if path.exists()]
-    if not built:
-        pytest.fail("no cosched binary: build it (cargo build -p cosched) or set COSCHED_BIN")
-    return max(built, key=lambda path: path.stat().st_mtime)
-
-
 @pytest.fixture(scope="module")
-def sim_out(tmp_path_factory):
+def sim_out(tmp_path_factory, cosched_bin):
     out = tmp_path_factory.mktemp("sim") / "out"
     command = [
-        str(cosched_bin()), "sim", "-q", "--jobs", str(JOBS), "--schemes", ",".join(SCHEMES),
+        str(cosched_bin), "sim", "-q", "--jobs", str(JOBS), "--schemes", ",".join(SCHEMES),
         "--nodes", str(NODES), "--cpus-per-node", str(CPUS_PER_NODE), "--load", str(LOAD), "--out", str(out),
     ]
     subprocess.run(command, check=True, capture_output=True, text=True)

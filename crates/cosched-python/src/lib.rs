@@ -11,6 +11,7 @@ mod workload;
 
 use clap::{Args, CommandFactory, Parser};
 use cosched::sim_cmd::{simulate as simulate_flags, summary_json, SimArgs, SimOutcome};
+use cosched_lab::batsim::batsim_jobs_csv;
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -79,12 +80,14 @@ pub(crate) fn run_interruptible<T: Send>(
     })
 }
 
-/// What one simulation gives back: the CLI's summary.csv, jobs.csv and summary.json.
+/// What one simulation gives back: the CLI's summary.csv, jobs.csv, summary.json and batsim/*_jobs.csv.
 #[pyclass(frozen, get_all, module = "cosched._native")]
 struct SimTexts {
     summary_csv: String,
     jobs_csv: String,
     summary_json: String,
+    /// (scheme, its jobs in Batsim's jobs.csv format), in the order of the schemes.
+    batsim_jobs_csv: Vec<(String, String)>,
 }
 
 /// Simulate as `cosched sim FLAGS…` does, writing nothing.
@@ -100,6 +103,7 @@ fn simulate(py: Python<'_>, flags: Vec<String>) -> PyResult<SimTexts> {
         jobs_csv: jobs_csv(&results),
         summary_json: summary_json(&args, &command, &prepared.configs, &prepared.loaded.report, &results)
             .map_err(refused)?,
+        batsim_jobs_csv: results.iter().map(|r| (r.summary.scheme.clone(), batsim_jobs_csv(r))).collect(),
     })
 }
 

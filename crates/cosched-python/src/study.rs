@@ -32,7 +32,12 @@ struct StudyTexts {
 }
 
 /// The texts of a study's rows; with `out`, also the folder `cosched study` writes.
-fn texts(experiment: Experiment, settings: &StudySettings, rows: &[RunRow], out: Option<PathBuf>) -> PyResult<StudyTexts> {
+fn texts(
+    experiment: Experiment,
+    settings: &StudySettings,
+    rows: &[RunRow],
+    out: Option<PathBuf>,
+) -> PyResult<StudyTexts> {
     if let Some(out) = out {
         write_study(experiment, settings, rows, &out).map_err(refused)?;
     }
@@ -42,7 +47,13 @@ fn texts(experiment: Experiment, settings: &StudySettings, rows: &[RunRow], out:
 /// Run an experiment as `cosched study EXPERIMENT FLAGS…` does.
 #[pyfunction]
 #[pyo3(signature = (experiment, flags, progress=false, out=None))]
-fn study(py: Python<'_>, experiment: &str, flags: Vec<String>, progress: bool, out: Option<PathBuf>) -> PyResult<StudyTexts> {
+fn study(
+    py: Python<'_>,
+    experiment: &str,
+    flags: Vec<String>,
+    progress: bool,
+    out: Option<PathBuf>,
+) -> PyResult<StudyTexts> {
     let (experiment, settings) = study_settings(experiment, flags)?;
     let watch = BatchProgress::announcing(settings.jobs_per_run, progress);
     let rows = run_interruptible(py, &AtomicBool::new(false), || run_study(experiment, &settings, &watch))?
