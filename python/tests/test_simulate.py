@@ -27,6 +27,13 @@ def test_the_dataframes_hold_what_the_cli_writes(run_cli, tmp_path: Path) -> Non
     assert len(result.jobs) == result.summary["jobs_completed"].sum()
     assert result.document["configs"][0]["nodes"] == 32
     assert result.document["command"].startswith("cosched sim ")
+    for scheme in ("Local", "GS", "SB"):
+        assert result.batsim_csv[scheme] == (out / "batsim" / f"{scheme}_jobs.csv").read_text()
+    gs = result.batsim("GS")
+    assert list(gs["job_id"]) == list(result.jobs.query("scheme == 'GS'")["job_number"])
+    assert gs["allocated_resources"].map(type).eq(str).all()
+    with pytest.raises(cosched.CoschedError, match="no scheme 'PB'"):
+        result.batsim("PB")
 
 
 def test_the_same_seed_gives_the_same_results_and_another_seed_others() -> None:
