@@ -1,0 +1,36 @@
+"""Types of the native module (crates/cosched-python): each function takes a command's flags as the CLI writes them."""
+
+__version__: str
+
+class CoschedError(ValueError):
+    """A setting, input file or request cosched refuses; the message is the command line's."""
+
+class SimTexts:
+    summary_csv: str
+    jobs_csv: str
+    summary_json: str
+    batsim_jobs_csv: list[tuple[str, str]]
+
+class StudyTexts:
+    runs_csv: str
+    points_csv: str
+    table_md: str
+
+class Trace:
+    header: list[str]
+    rows: list[list[float]]
+    skipped_bad_lines: list[int]
+    unusable: list[tuple[int, str]]
+    description: str
+
+def simulate(flags: list[str]) -> SimTexts: ...
+def flag_table(command: str) -> list[tuple[str, str, str | None, bool]]: ...
+def study(experiment: str, flags: list[str], progress: bool = False, out: str | None = None) -> StudyTexts: ...
+def study_design_size(experiment: str, flags: list[str]) -> int: ...
+def study_shard(experiment: str, flags: list[str], index: int, count: int) -> str: ...
+def study_merge(documents: list[str], out: str | None = None) -> StudyTexts: ...
+def workload_generate(flags: list[str]) -> Trace: ...
+def workload_read(path: str, skip_bad_lines: bool) -> Trace: ...
+def workload_write(path: str, header: list[str], rows: list[list[float]]) -> None: ...
+def workload_summary(header: list[str], rows: list[list[float]], procs: int | None = None) -> str: ...
+def workload_fit(header: list[str], rows: list[list[float]], procs: int | None = None) -> tuple[str, str]: ...
