@@ -2,7 +2,8 @@
 
 Alternates the two, several times: the CLI (`cosched sim FLAGS --quiet --out DIR`, a process of its own, writing
 its files and charts) against `cosched.simulate(FLAGS)` in this already-started Python (building its DataFrames).
-Prints each pair's Python / CLI ratio and their median, and the cost of `import cosched` apart. Use the release
+Prints each pair's Python / CLI ratio of wall time and of CPU time (user + system: the CLI's from its rusage as a
+child, Python's from this process's), their medians, and the cost of `import cosched` apart. Use the release
 binary: the package is built in the release profile.
 
     python3 python/bench/overhead.py --cli target/release/cosched --pairs 7 -- --jobs 300
@@ -11,6 +12,7 @@ binary: the package is built in the release profile.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -31,25 +33,37 @@ def main() -> None:
 
     import_s = time.perf_counter() - started
     flags = [*options.flags, "--quiet"]
-    ratios, cli_times, python_times = [], [], []
+    ratios, cpu_ratios, cli_times, python_times = [], [], [], []
     with tempfile.TemporaryDirectory() as scratch:
         for pair in range(options.pairs):
             out = Path(scratch) / f"out-{pair}"
+            cpu_before = cpu_s(resource.RUSAGE_CHILDREN)
             started = time.perf_counter()
             subprocess.run([options.cli, "sim", *flags, "--out", str(out)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             cli_s = time.perf_counter() - started
+            cli_cpu_s = cpu_s(resource.RUSAGE_CHILDREN) - cpu_before
+            cpu_before = cpu_s(resource.RUSAGE_SELF)
             started = time.perf_counter()
             result = cosched.simulate(args=flags)
             python_s = time.perf_counter() - started
+            python_cpu_s = cpu_s(resource.RUSAGE_SELF) - cpu_before
             if result.summary_csv != (out / "summary.csv").read_text():
                 sys.exit("the two runs differ: not the same simulation")
             cli_times.append(cli_s)
             python_times.append(python_s)
             ratios.append(python_s / cli_s)
-            print(f"pair {pair + 1}: CLI {cli_s:.3f} s, Python {python_s:.3f} s, Python / CLI {python_s / cli_s:.3f}")
-    print(f"median Python / CLI: {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}) "
-          f"over {len(ratios)} pairs; CLI median {statistics.median(cli_times):.2f} s; "
-          f"import cosched once: {import_s:.2f} s")
+            cpu_ratios.append(python_cpu_s / cli_cpu_s)
+            print(f"pair {pair + 1}: wall CLI {cli_s:.3f} s, Python {python_s:.3f} s, ratio {python_s / cli_s:.3f}; "
+                  f"CPU CLI {cli_cpu_s:.3f} s, Python {python_cpu_s:.3f} s, ratio {python_cpu_s / cli_cpu_s:.3f}")
+    for what, values in (("wall", ratios), ("CPU", cpu_ratios)):
+        print(f"median Python / CLI, {what} time: {statistics.median(values):.3f} "
+              f"(min {min(values):.3f}, max {max(values):.3f}) over {len(values)} pairs")
+    print(f"CLI median {statistics.median(cli_times):.2f} s wall; import cosched once: {import_s:.2f} s")
+
+
+def cpu_s(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":
