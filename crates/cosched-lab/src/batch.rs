@@ -4,7 +4,8 @@
 
 use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
 use cosched_sim::{Progress, SimConfig, SimJob};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// What the caller sees of one run while it goes (progress lines, a line at its end).
@@ -20,6 +21,11 @@ pub trait BatchWatch: Sync {
     fn batch_started(&self, runs: usize);
     /// Run `index` (named `label`) begins.
     fn run_started(&self, index: usize, label: &str) -> Self::Run;
+    /// A flag that, once set, ends every run at its next progress report (a
+    /// caller that discards the results then, as Python on Ctrl-C).
+    fn stop(&self) -> Option<Arc<AtomicBool>> {
+        None
+    }
 }
 
 /// Watching nothing: for tests and callers that only want the results.

@@ -606,6 +606,7 @@ fn execute<W: BatchWatch>(specs: &[RunSpec], settings: &StudySettings, watch: &W
         .collect();
     let options = RunOptions {
         bounded_slowdown_threshold_s: bounded_slowdown_threshold_s(settings.runtime_scale),
+        stop: watch.stop(),
         ..RunOptions::default()
     };
     let labels: Vec<String> = specs.iter().map(RunSpec::label).collect();

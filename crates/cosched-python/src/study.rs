@@ -10,6 +10,7 @@ use cosched_lab::study::{design_len, points_csv, run_study, runs_csv, Experiment
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// The experiment and its checked settings from the CLI's flags.
 fn study_settings(experiment: &str, flags: Vec<String>) -> PyResult<(Experiment, StudySettings)> {
@@ -55,9 +56,9 @@ fn study(
     out: Option<PathBuf>,
 ) -> PyResult<StudyTexts> {
     let (experiment, settings) = study_settings(experiment, flags)?;
-    let watch = BatchProgress::announcing(settings.jobs_per_run, progress);
-    let rows = run_interruptible(py, &AtomicBool::new(false), || run_study(experiment, &settings, &watch))?
-        .map_err(refused)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watch = BatchProgress::announcing(settings.jobs_per_run, progress).stopped_by(stop.clone());
+    let rows = run_interruptible(py, &stop, || run_study(experiment, &settings, &watch))?.map_err(refused)?;
     texts(experiment, &settings, &rows, out)
 }
 
@@ -73,10 +74,10 @@ fn study_design_size(experiment: &str, flags: Vec<String>) -> PyResult<usize> {
 fn study_shard(py: Python<'_>, experiment: &str, flags: Vec<String>, index: u32, count: u32) -> PyResult<String> {
     let (experiment, settings) = study_settings(experiment, flags)?;
     let shard = Shard::new(index, count).map_err(refused)?;
-    let document = run_interruptible(py, &AtomicBool::new(false), || {
-        run_shard(experiment, &settings, shard, &BatchProgress::new(false))
-    })?
-    .map_err(refused)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let watch = BatchProgress::new(false).stopped_by(stop.clone());
+    let document =
+        run_interruptible(py, &stop, || run_shard(experiment, &settings, shard, &watch))?.map_err(refused)?;
     Ok(document.to_text())
 }
 

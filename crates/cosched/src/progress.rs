@@ -6,7 +6,7 @@
 use cosched_lab::batch::{BatchWatch, RunWatch};
 use cosched_sim::run::RunResult;
 use cosched_sim::Progress;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,7 @@ pub struct BatchProgress {
     /// Said when a batch begins (the study's batches), with the runs and the cores.
     jobs_per_run: Option<usize>,
     counts: Arc<BatchCounts>,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 /// Runs in the batch and runs finished, shared with each run's watcher.
@@ -66,12 +67,17 @@ struct BatchCounts {
 
 impl BatchProgress {
     pub fn new(enabled: bool) -> BatchProgress {
-        BatchProgress { enabled, jobs_per_run: None, counts: Arc::default() }
+        BatchProgress { enabled, jobs_per_run: None, counts: Arc::default(), stop: None }
     }
 
     /// Also say, as each batch begins, how many runs of how many jobs it holds.
     pub fn announcing(jobs_per_run: usize, enabled: bool) -> BatchProgress {
         BatchProgress { jobs_per_run: Some(jobs_per_run), ..BatchProgress::new(enabled) }
+    }
+
+    /// Also hand the runs this stop flag (see [`BatchWatch::stop`]).
+    pub fn stopped_by(self, stop: Arc<AtomicBool>) -> BatchProgress {
+        BatchProgress { stop: Some(stop), ..self }
     }
 }
 
@@ -83,6 +89,10 @@ pub struct RunProgress {
 
 impl BatchWatch for BatchProgress {
     type Run = RunProgress;
+
+    fn stop(&self) -> Option<Arc<AtomicBool>> {
+        self.stop.clone()
+    }
 
     fn batch_started(&self, runs: usize) {
         self.counts.runs.store(runs, Ordering::Relaxed);

@@ -444,7 +444,8 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// Run to the last completion (or the horizon), reporting progress every
     /// `progress_every` events.
-    /// `stop`, when set, ends the run at the next progress report (an interrupted run keeps what finished).
+    /// `stop`, when set, ends the run at the next progress report, or at once if set already (an interrupted
+    /// run keeps what finished).
     pub fn run(
         mut self,
         progress_every: u64,
@@ -456,7 +457,10 @@ impl<'a, P: Parts> Engine<'a, P> {
         // A countdown, not a division per event; 0 means never.
         let progress_every = if progress_every == 0 { u64::MAX } else { progress_every };
         let mut until_progress = progress_every;
-        while self.completed < self.jobs.len() {
+        let stop_asked = || stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+        // A run that begins once the stop was asked for (the rest of a batch) ends at once.
+        self.stopped_early = stop_asked();
+        while !self.stopped_early && self.completed < self.jobs.len() {
             // Queued events go first at equal times; then CPUs by number.
             let queued = self.queue.peek_time();
             let visit = self.visits.peek();
@@ -491,7 +495,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             if until_progress == 0 {
                 until_progress = progress_every;
                 progress(&self.progress(now));
-                if stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+                if stop_asked() {
                     self.stopped_early = true;
                     break;
                 }
