@@ -405,11 +405,12 @@ pub struct SimOutcome {
 
 /// Simulate what the flags describe, writing nothing: the CLI and the Python package share this.
 /// `stop` ends the runs early at their next progress report, keeping the jobs finished by then.
-pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>) -> Result<SimOutcome, String> {
+/// `describe_workload`: say on stderr what workload was made (the CLI always does, even with --quiet).
+pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) -> Result<SimOutcome, String> {
     let settings = args.settings()?;
     let fast = args.fast_settings()?;
     let prepared = prepare(&settings)?;
-    if !args.quiet {
+    if describe_workload {
         eprintln!("workload: {}, mix {}", prepared.loaded.report.describe(), args.workload);
     }
     let options = RunOptions {
@@ -430,7 +431,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     args.fast_settings()?;
     OutputDir::check(&args.out)?;
     let interrupted = crate::interrupt::stop_on_interrupt()?;
-    let SimOutcome { prepared, results } = simulate(args, interrupted.clone())?;
+    let SimOutcome { prepared, results } = simulate(args, interrupted.clone(), true)?;
     print_table(&results);
     let out = OutputDir::begin(&args.out)?;
     write_outputs(&out, args, &prepared.configs, &prepared.loaded.report, &results)?;
