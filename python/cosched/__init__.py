@@ -138,5 +138,5 @@ def study(
     return StudyResult._of(_native.study(experiment, flags, progress, None if out is None else os.fspath(out)))
 
 
-simulate.__doc__ = (simulate.__doc__ or "").replace("{settings}", settings_doc("sim").lstrip())
-study.__doc__ = (study.__doc__ or "").replace("{settings}", settings_doc("study").lstrip())
+simulate.__doc__ = (simulate.__doc__ or "").replace("{settings}", settings_doc("sim", left_out=("out", "quiet")).lstrip())
+study.__doc__ = (study.__doc__ or "").replace("{settings}", settings_doc("study", left_out=("out", "shard", "quiet")).lstrip())

@@ -40,11 +40,14 @@ def to_flags(settings: Mapping[str, SettingValue]) -> list[str]:
     return flags
 
 
-def settings_doc(command: str) -> str:
-    """Every setting of a command, one per line, as keyword arguments, from the CLI's own flag table."""
+def settings_doc(command: str, *, left_out: tuple[str, ...] = ()) -> str:
+    """Every setting of a command, one per line, as keyword arguments, from the CLI's own flag table
+    (but ``left_out``: flags the Python function replaces with its own parameters)."""
     lines = []
     for name, help_text, default, takes_value in _native.flag_table(command):
         keyword = name.replace("-", "_")
-        shown = f"{keyword}={default}" if default is not None else (keyword if takes_value else f"{keyword}=True")
+        if keyword in left_out:
+            continue
+        shown = f"{keyword}={default}" if default is not None else (keyword if takes_value else f"{keyword}=False")
         lines.append(f"    {shown}\n        {help_text}")
     return "\n".join(lines)
