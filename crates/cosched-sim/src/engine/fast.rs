@@ -141,6 +141,9 @@ pub(crate) struct FastState {
     /// The next arrival when a jump was last tried, if nothing changed since:
     /// a jump is tried once per arrival and once per change.
     tried_before_arrival: Option<usize>,
+    /// After a jump was tried (made or too short): when every job is measured
+    /// again if nothing has changed by then (see `try_jump`).
+    remeasure_at: Option<SimTime>,
     /// Gang schemes: the matrix's occupied rows (every job's share changes with them).
     gang_rows: usize,
     report: FastReport,
@@ -177,6 +180,7 @@ impl FastState {
             next_arrival: 0,
             window: None,
             tried_before_arrival: None,
+            remeasure_at: None,
             gang_rows: 0,
             report: FastReport {
                 settings: Some(settings),
@@ -231,6 +235,7 @@ impl<P: Parts> Engine<'_, P> {
         fast.changed_at = now;
         fast.window = None;
         fast.tried_before_arrival = None;
+        fast.remeasure_at = None;
         if rows != fast.gang_rows {
             // A row that emptied may be the one running: it idles to the end of
             // its quantum (a window opened 50 ms after 2 rows became 1 saw a
@@ -263,6 +268,19 @@ impl<P: Parts> Engine<'_, P> {
                 if now >= window.until {
                     self.close_window();
                 }
+                false
+            }
+            None if fast.remeasure_at.is_some_and(|at| now >= at) => {
+                // A jump was tried and the change it expected never came: the
+                // rates that bounded it are stale (see `try_jump`).
+                fast.remeasure_at = None;
+                fast.changed_at = now;
+                fast.tried_before_arrival = None;
+                for rate in &mut fast.running {
+                    (rate.iterations, rate.measured_ns) = (0, 0);
+                }
+                let all: Vec<u32> = (0..fast.cpu_time.len() as u32).collect();
+                fast.forget_around(&all, |_| Vec::new());
                 false
             }
             None if fast.running.iter().all(|r| r.measured_ns > 0) => self.try_jump(now),
@@ -334,7 +352,20 @@ impl<P: Parts> Engine<'_, P> {
         let jump = self.jump_length(now);
         let fast = self.fast_mut();
         fast.tried_before_arrival = Some(next_arrival);
-        if jump < fast.settings.min_jump_ns {
+        // A jump ends short of a job's predicted end (or is too short to
+        // make because a job measured as progressing is that close to it), so
+        // some change is due within the guard. If none comes, a rate was
+        // stale: typically a job whose processes all finished but one, which
+        // is starved on its CPU (two processes that take turns there, each
+        // woken or preempted to the head of the top level, can keep it off it
+        // for as long as both run). Its rate then bounds every later jump to
+        // nothing, and the run crawls on exactly, for hours of a site's time,
+        // until some other job ends. So if nothing changes for a warm-up and a
+        // window, every job is measured again: a job stalled by then is
+        // measured at no progress and no longer bounds the jump.
+        let settings = fast.settings;
+        fast.remeasure_at = Some(now + settings.warmup_ns + settings.window_ns);
+        if jump < settings.min_jump_ns {
             return false;
         }
         self.jump(now, jump);
