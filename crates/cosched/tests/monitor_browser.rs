@@ -56,7 +56,18 @@ impl Daemon {
             .expect("cosched up starts");
         let daemon = Daemon { child, dir: dir.to_path_buf(), socket, node, job: None };
         poll("the controller to answer `cosched status`", WAIT, || daemon.client(&["status"]).map(drop));
+        // The local agent connects on its own time (late on a busy machine); a job submitted before is refused.
+        poll("the local agent to connect", WAIT, || daemon.node_connected());
         daemon
+    }
+
+    fn node_connected(&self) -> Result<(), String> {
+        let status: Value = serde_json::from_str(&self.client(&["status", "--json"])?).map_err(|e| e.to_string())?;
+        let nodes = status["nodes"].as_array().cloned().unwrap_or_default();
+        match nodes.iter().any(|n| n["connected"] == true) {
+            true => Ok(()),
+            false => Err(format!("no node connected: {status}")),
+        }
     }
 
     /// A client command against this daemon; its stdout, or an error with its stderr.
