@@ -16,4 +16,4 @@ pub use events::EventQueue;
 pub use ids::{CpuId, JobId, NodeId};
 pub use rng::{Rng, StreamSeed};
 pub use time::{Period, SimTime};
-pub use timers::TimerHeap;
+pub use timers::TimerTree;

@@ -24,7 +24,7 @@
 
 use crate::time::SimTime;
 
-pub struct TimerHeap {
+pub struct TimerTree {
     keys: Keys,
 }
 
@@ -33,12 +33,12 @@ enum Keys {
     Wide(Tree<WideKey>),
 }
 
-impl TimerHeap {
+impl TimerTree {
     /// `entities` timers, all disarmed.
-    pub fn new(entities: usize) -> TimerHeap {
+    pub fn new(entities: usize) -> TimerTree {
         assert!(entities < u32::MAX as usize);
         let id_bits = (usize::BITS - entities.saturating_sub(1).leading_zeros()).max(1);
-        TimerHeap { keys: Keys::Narrow(Tree::new(entities, NarrowKey::new(id_bits))) }
+        TimerTree { keys: Keys::Narrow(Tree::new(entities, NarrowKey::new(id_bits))) }
     }
 
     /// The earliest armed timer, ties to the lowest id.
@@ -151,7 +151,7 @@ impl WideKey {
 
 impl KeyForm for WideKey {
     type Key = u128;
-    /// Ids are below `u32::MAX` (checked in `TimerHeap::new`).
+    /// Ids are below `u32::MAX` (checked in `TimerTree::new`).
     const PADDING: u128 = u128::MAX;
 
     fn key(self, time: SimTime, id: u32) -> Option<u128> {
@@ -220,7 +220,7 @@ mod tests {
 
     #[test]
     fn a_time_too_far_for_narrow_keys_widens_them() {
-        let mut timers = TimerHeap::new(1024);
+        let mut timers = TimerTree::new(1024);
         timers.set(5, SimTime(1 << 40));
         timers.set(9, SimTime(3));
         assert!(matches!(timers.keys, Keys::Narrow(_)));
@@ -236,7 +236,7 @@ mod tests {
 
     #[test]
     fn the_last_narrow_time_fits_and_the_next_does_not() {
-        let mut timers = TimerHeap::new(2); // one id bit: times below 2^63 - 1
+        let mut timers = TimerTree::new(2); // one id bit: times below 2^63 - 1
         timers.set(1, SimTime((1 << 63) - 2));
         assert!(matches!(timers.keys, Keys::Narrow(_)));
         assert_eq!(timers.peek(), Some((SimTime((1 << 63) - 2), 1)));
@@ -253,7 +253,7 @@ mod tests {
             entities in 1usize..300,
             ops in proptest::collection::vec((any::<u32>(), 0u64..100, any::<bool>(), 0u8..50), 1..400),
         ) {
-            let mut timers = TimerHeap::new(entities);
+            let mut timers = TimerTree::new(entities);
             let mut model = vec![SimTime::MAX; entities];
             for (raw_id, t, disarm, far) in ops {
                 let id = raw_id % entities as u32;

@@ -24,7 +24,7 @@ use crate::mlfq::ReadyQueue;
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::{MessageArrival, NicView};
-use cosched_core::{EventQueue, JobId, Period, Rng, SimTime, StreamSeed, TimerHeap};
+use cosched_core::{EventQueue, JobId, Period, Rng, SimTime, StreamSeed, TimerTree};
 use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
 use fast::{FastReport, FastSettings, FastState};
@@ -305,7 +305,7 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// The CPU whose visit is in progress (a visit may deliver messages).
     visiting: Option<u32>,
     /// When each CPU is next to be looked at.
-    visits: TimerHeap,
+    visits: TimerTree,
     events_handled: u64,
     stopped_early: bool,
     arrival_window: ArrivalWindow,
@@ -412,7 +412,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             records: Vec::new(),
             bsld_threshold_s,
             visiting: None,
-            visits: TimerHeap::new(cpu_count),
+            visits: TimerTree::new(cpu_count),
             events_handled: 0,
             stopped_early: false,
             arrival_window: ArrivalWindow::default(),
