@@ -1,35 +1,39 @@
 //! Fast mode against the exact engine: the same workloads run both ways, and
-//! per scheme the paired differences of the figures users read (mean
-//! response, mean wait, delivered utilization, the saturation verdict), each
-//! the mean over seeds with a 95 % confidence interval.
+//! per scheme and offered load the paired differences of the figures users
+//! read (mean response, mean wait, delivered utilization, the saturation
+//! verdict), each the mean over seeds with a 95 % confidence interval; over
+//! several loads, each scheme's saturation point both ways.
 
 use crate::batch::{run_all, BatchWatch};
 use crate::csv::{column, csv_field, num, to_csv, Column};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_bench::stats::Estimate;
 use cosched_sim::engine::fast::FastSettings;
-use cosched_sim::input::{sim_jobs, WorkloadPlan};
+use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
 use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::{Mix, Scheme, SimConfig, SimJob, Summary};
 use serde::Serialize;
 
-/// The validation set: every scheme on every seed's workload, exact and fast.
+/// The validation set: every scheme on every seed's workload at every offered load, exact and fast.
 #[derive(Clone, Debug)]
 pub struct FastCheckSettings {
     pub schemes: Vec<Scheme>,
+    /// Offered loads, each a workload per seed.
+    pub loads: Vec<f64>,
     pub seeds: Vec<u64>,
     /// The machine (its scheme and seed are set per run).
     pub machine: SimConfig,
-    /// The workload (its seed is set per run).
+    /// The workload (its seed and target load are set per run).
     pub workload: WorkloadSpec,
     pub mix: Mix,
     pub fast: FastSettings,
 }
 
-/// One scheme on one seed's workload, both ways.
+/// One scheme on one seed's workload at one load, both ways.
 #[derive(Clone, Debug, Serialize)]
 pub struct PairedRun {
     pub scheme: String,
+    pub load: f64,
     pub seed: u64,
     pub exact: Summary,
     pub fast: Summary,
@@ -53,6 +57,15 @@ impl PairedRun {
     pub fn saturation_agrees(&self) -> bool {
         self.fast.saturation.saturated == self.exact.saturation.saturated
     }
+    pub fn verdicts(&self) -> SaturationVerdicts<'_> {
+        SaturationVerdicts {
+            scheme: &self.scheme,
+            load: self.load,
+            seed: self.seed,
+            exact: self.exact.saturation.saturated,
+            fast: self.fast.saturation.saturated,
+        }
+    }
     /// Share of the run's simulated time fast mode skipped.
     pub fn skipped_share(&self) -> f64 {
         let skipped_ns = self.fast.fast_mode.map_or(0, |f| f.skipped_ns);
@@ -60,10 +73,11 @@ impl PairedRun {
     }
 }
 
-/// A scheme's errors over the seeds.
+/// A scheme's errors at one load, over the seeds.
 #[derive(Clone, Debug, Serialize)]
 pub struct SchemeCheck {
     pub scheme: String,
+    pub load: f64,
     pub response: Estimate,
     pub wait: Estimate,
     pub utilization: Estimate,
@@ -83,34 +97,72 @@ impl SchemeCheck {
     }
 }
 
+/// One run of the validation set: which workload it takes and how it is named.
+struct GridRun {
+    config: SimConfig,
+    label: String,
+    load: f64,
+    workload: usize,
+}
+
+/// Every (scheme, load, seed), in that order; each run's `workload` indexes
+/// what [`workloads`] returns (seeds within loads).
+fn grid(settings: &FastCheckSettings) -> Result<Vec<GridRun>, String> {
+    let mut runs = Vec::new();
+    for scheme in &settings.schemes {
+        for (l, &load) in settings.loads.iter().enumerate() {
+            for (s, &seed) in settings.seeds.iter().enumerate() {
+                let config = SimConfig { scheme: *scheme, seed, ..settings.machine.clone() };
+                config.validate().map_err(|e| e.to_string())?;
+                let label = format!("{}-load{load}-seed{seed}", scheme.name());
+                runs.push(GridRun { config, label, load, workload: l * settings.seeds.len() + s });
+            }
+        }
+    }
+    Ok(runs)
+}
+
+/// Each load's workloads, one per seed.
+fn workloads(settings: &FastCheckSettings) -> Result<Vec<Vec<JobRequest>>, String> {
+    let mut all = Vec::new();
+    for &load in &settings.loads {
+        for &seed in &settings.seeds {
+            let spec = WorkloadSpec { seed, target_load: Some(load), ..settings.workload.clone() };
+            all.push(load_workload(&spec, settings.machine.cpu_count())?.requests());
+        }
+    }
+    Ok(all)
+}
+
+/// Positive, finite and each once: a repeated load would count its seeds twice.
+fn check_loads(loads: &[f64]) -> Result<(), String> {
+    if loads.is_empty() {
+        return Err("the validation set needs at least one load".into());
+    }
+    if let Some(bad) = loads.iter().find(|l| !(l.is_finite() && **l > 0.0)) {
+        return Err(format!("offered load {bad} is not a positive number"));
+    }
+    if let Some((i, load)) = loads.iter().enumerate().find(|(i, l)| loads[..*i].contains(l)) {
+        return Err(format!("offered load {load} is given twice (position {})", i + 1));
+    }
+    Ok(())
+}
+
 /// Run the validation set both ways, exact first (`between` is called
-/// between the two batches, for timing); pairs in (scheme, seed) order.
+/// between the two batches, for timing); pairs in (scheme, load, seed) order.
 pub fn run_pairs<W: BatchWatch>(
     settings: &FastCheckSettings,
     exact_watch: &W,
     fast_watch: &W,
     between: impl FnOnce(),
 ) -> Result<Vec<PairedRun>, String> {
-    let mut configs = Vec::new();
-    let mut labels = Vec::new();
-    for scheme in &settings.schemes {
-        for &seed in &settings.seeds {
-            let config = SimConfig { scheme: *scheme, seed, ..settings.machine.clone() };
-            config.validate().map_err(|e| e.to_string())?;
-            labels.push(format!("{}-seed{seed}", scheme.name()));
-            configs.push(config);
-        }
-    }
-    let workloads = settings
-        .seeds
-        .iter()
-        .map(|&seed| {
-            let spec = WorkloadSpec { seed, ..settings.workload.clone() };
-            load_workload(&spec, settings.machine.cpu_count()).map(|w| w.requests())
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+    check_loads(&settings.loads)?;
+    let runs = grid(settings)?;
+    let configs: Vec<SimConfig> = runs.iter().map(|r| r.config.clone()).collect();
+    let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
+    let workloads = workloads(settings)?;
     let plan = WorkloadPlan { mix: settings.mix, runtime_scale: 1.0 };
-    let jobs_for = |i: usize| -> Vec<SimJob> { sim_jobs(&workloads[i % settings.seeds.len()], &plan, &configs[i]) };
+    let jobs_for = |i: usize| -> Vec<SimJob> { sim_jobs(&workloads[runs[i].workload], &plan, &configs[i]) };
     let exact_options = RunOptions {
         bounded_slowdown_threshold_s: bounded_slowdown_threshold_s(settings.workload.runtime_scale),
         progress_every_events: 1 << 18,
@@ -120,12 +172,13 @@ pub fn run_pairs<W: BatchWatch>(
     let exact = run_all(&configs, &labels, jobs_for, &exact_options, exact_watch)?;
     between();
     let fast = run_all(&configs, &labels, jobs_for, &fast_options, fast_watch)?;
-    Ok(configs
+    Ok(runs
         .iter()
         .zip(exact.into_iter().zip(fast))
-        .map(|(config, (exact, fast)): (&SimConfig, (RunResult, RunResult))| PairedRun {
-            scheme: config.scheme.name().to_string(),
-            seed: config.seed,
+        .map(|(run, (exact, fast)): (&GridRun, (RunResult, RunResult))| PairedRun {
+            scheme: run.config.scheme.name().to_string(),
+            load: run.load,
+            seed: run.config.seed,
             job_errors: job_errors(&exact, &fast),
             exact: exact.summary,
             fast: fast.summary,
@@ -145,18 +198,23 @@ fn job_errors(exact: &RunResult, fast: &RunResult) -> Vec<f64> {
         .collect()
 }
 
-/// Per scheme, in the order first seen.
-pub fn by_scheme(pairs: &[PairedRun]) -> Vec<SchemeCheck> {
-    let mut names: Vec<&str> = Vec::new();
-    for pair in pairs {
-        if !names.contains(&pair.scheme.as_str()) {
-            names.push(&pair.scheme);
+/// The distinct items, in the order first seen.
+fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut distinct = Vec::new();
+    for item in items {
+        if !distinct.contains(&item) {
+            distinct.push(item);
         }
     }
-    names
+    distinct
+}
+
+/// Per scheme and load, in the order first seen.
+pub fn by_scheme_and_load(pairs: &[PairedRun]) -> Vec<SchemeCheck> {
+    first_seen(pairs.iter().map(|p| (p.scheme.as_str(), p.load)))
         .into_iter()
-        .map(|name| {
-            let runs: Vec<&PairedRun> = pairs.iter().filter(|p| p.scheme == name).collect();
+        .map(|(name, load)| {
+            let runs: Vec<&PairedRun> = pairs.iter().filter(|p| p.scheme == name && p.load == load).collect();
             let estimate = |f: fn(&PairedRun) -> f64| {
                 Estimate::of(&runs.iter().map(|p| f(p)).collect::<Vec<_>>()).expect("a scheme has runs")
             };
@@ -166,6 +224,7 @@ pub fn by_scheme(pairs: &[PairedRun]) -> Vec<SchemeCheck> {
                 job_error_p50: quantile(0.5),
                 job_error_p90: quantile(0.9),
                 scheme: name.to_string(),
+                load,
                 response: estimate(PairedRun::response_error),
                 wait: estimate(PairedRun::wait_error),
                 utilization: estimate(PairedRun::utilization_error),
@@ -177,9 +236,73 @@ pub fn by_scheme(pairs: &[PairedRun]) -> Vec<SchemeCheck> {
         .collect()
 }
 
+// ---- the saturation point ---------------------------------------------------------
+
+/// One run's saturation verdicts, exact and fast.
+#[derive(Clone, Copy, Debug)]
+pub struct SaturationVerdicts<'a> {
+    pub scheme: &'a str,
+    pub load: f64,
+    pub seed: u64,
+    pub exact: bool,
+    pub fast: bool,
+}
+
+/// A scheme's saturation point on one seed: the lowest load whose run was
+/// judged saturated, each way (`None`: no load saturated).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeedSaturationPoint {
+    pub seed: u64,
+    pub exact: Option<f64>,
+    pub fast: Option<f64>,
+}
+
+/// A scheme's saturation points over the seeds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SaturationPointCheck {
+    pub scheme: String,
+    pub seeds: Vec<SeedSaturationPoint>,
+    /// Seeds whose two points are the same load, or both none.
+    pub agreements: usize,
+    /// Seeds where both ways saturate at some load.
+    pub both_saturated: usize,
+    /// Fast − exact in load units, the mean over the seeds where both saturate.
+    pub mean_difference: Option<f64>,
+}
+
+/// Per scheme (in the order first seen), each seed's saturation point both
+/// ways. The lowest saturated load counts even if a higher one was not judged
+/// saturated: that is where a load sweep would stop.
+pub fn saturation_points(verdicts: &[SaturationVerdicts]) -> Vec<SaturationPointCheck> {
+    first_seen(verdicts.iter().map(|v| v.scheme))
+        .into_iter()
+        .map(|scheme| {
+            let runs: Vec<&SaturationVerdicts> = verdicts.iter().filter(|v| v.scheme == scheme).collect();
+            let seeds: Vec<SeedSaturationPoint> =
+                first_seen(runs.iter().map(|v| v.seed)).into_iter().map(|seed| seed_point(&runs, seed)).collect();
+            let differences: Vec<f64> = seeds.iter().filter_map(|s| Some(s.fast? - s.exact?)).collect();
+            SaturationPointCheck {
+                scheme: scheme.to_string(),
+                agreements: seeds.iter().filter(|s| s.exact == s.fast).count(),
+                both_saturated: differences.len(),
+                mean_difference: Estimate::of(&differences).map(|e| e.mean),
+                seeds,
+            }
+        })
+        .collect()
+}
+
+fn seed_point(runs: &[&SaturationVerdicts], seed: u64) -> SeedSaturationPoint {
+    let lowest = |saturated: fn(&SaturationVerdicts) -> bool| {
+        runs.iter().filter(|v| v.seed == seed && saturated(v)).map(|v| v.load).min_by(f64::total_cmp)
+    };
+    SeedSaturationPoint { seed, exact: lowest(|v| v.exact), fast: lowest(|v| v.fast) }
+}
+
 fn pair_columns() -> Vec<Column<PairedRun>> {
     vec![
         column("scheme", |p| csv_field(&p.scheme)),
+        column("load", |p| num(p.load)),
         column("seed", |p| p.seed.to_string()),
         column("exact_mean_response_s", |p| num(p.exact.mean_response_s)),
         column("fast_mean_response_s", |p| num(p.fast.mean_response_s)),
@@ -195,7 +318,55 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
     ]
 }
 
-/// `pairs.csv`: one row per scheme and seed.
+/// `pairs.csv`: one row per scheme, load and seed.
 pub fn pairs_csv(pairs: &[PairedRun]) -> String {
     to_csv(&pair_columns(), pairs.iter())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdicts<'a>(scheme: &'a str, seed: u64, runs: &[(f64, bool, bool)]) -> Vec<SaturationVerdicts<'a>> {
+        runs.iter().map(|&(load, exact, fast)| SaturationVerdicts { scheme, load, seed, exact, fast }).collect()
+    }
+
+    #[test]
+    fn the_saturation_point_is_the_lowest_saturated_load_each_way() {
+        let mut all = verdicts("SB", 1, &[(0.8, false, false), (1.0, true, true), (1.2, true, true)]);
+        all.extend(verdicts("GS", 1, &[(0.8, true, false), (1.0, true, true)]));
+        all.extend(verdicts("SB", 2, &[(0.8, false, false), (1.0, false, true), (1.2, true, true)]));
+        all.extend(verdicts("SB", 3, &[(0.8, false, false), (1.0, false, false), (1.2, false, false)]));
+        // Given out of order, and not saturated again at 1.0.
+        all.extend(verdicts("SB", 4, &[(1.2, true, false), (0.8, true, false), (1.0, false, false)]));
+        let checks = saturation_points(&all);
+        assert_eq!(checks.iter().map(|c| c.scheme.as_str()).collect::<Vec<_>>(), ["SB", "GS"]);
+        let sb = &checks[0];
+        let points: Vec<(u64, Option<f64>, Option<f64>)> = sb.seeds.iter().map(|s| (s.seed, s.exact, s.fast)).collect();
+        assert_eq!(
+            points,
+            [(1, Some(1.0), Some(1.0)), (2, Some(1.2), Some(1.0)), (3, None, None), (4, Some(0.8), None)]
+        );
+        assert_eq!((sb.agreements, sb.both_saturated), (2, 2), "seeds 1 and 3 agree; 1 and 2 saturate both ways");
+        assert!((sb.mean_difference.unwrap() - -0.1).abs() < 1e-12, "(0 - 0.2) / 2");
+        let gs = &checks[1];
+        assert_eq!((gs.agreements, gs.both_saturated), (0, 1));
+        assert!((gs.mean_difference.unwrap() - 0.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn no_mean_difference_without_a_seed_saturated_both_ways() {
+        let all = verdicts("PB-SB", 1, &[(0.8, false, false), (1.0, true, false)]);
+        let check = &saturation_points(&all)[0];
+        assert_eq!((check.agreements, check.both_saturated, check.mean_difference), (0, 0, None));
+    }
+
+    #[test]
+    fn loads_are_positive_and_each_given_once() {
+        assert!(check_loads(&[0.6, 0.8, 1.0]).is_ok());
+        assert!(check_loads(&[]).is_err());
+        assert!(check_loads(&[0.6, 0.0]).is_err());
+        assert!(check_loads(&[0.6, f64::NAN]).is_err());
+        assert!(check_loads(&[0.6, 0.8, 0.6]).unwrap_err().contains("twice"));
+    }
 }

@@ -13,15 +13,10 @@ use cosched_sim::{Mix, SimConfig};
 fn a_row_that_empties_does_not_slow_the_rates_fast_mode_measures() {
     let settings = FastCheckSettings {
         schemes: vec!["GS".parse().unwrap()],
+        loads: vec![0.9],
         seeds: vec![1, 4],
         machine: SimConfig { nodes: 16, mpl: 2, ..SimConfig::default() },
-        workload: WorkloadSpec {
-            jobs: Some(60),
-            model_procs: 16,
-            runtime_scale: 0.05,
-            target_load: Some(0.9),
-            ..WorkloadSpec::default()
-        },
+        workload: WorkloadSpec { jobs: Some(60), model_procs: 16, runtime_scale: 0.05, ..WorkloadSpec::default() },
         mix: Mix { number: 7 },
         fast: FastSettings::default(),
     };

@@ -75,11 +75,12 @@ pub enum BenchCommand {
     PingPong(crate::bench_micro::PingPongArgs),
     /// Fast mode against the exact engine: the same workloads run both ways.
     ///
-    /// Every scheme on each seed's workload (Lublin-Feitelson jobs, WL7), once
-    /// exact and once in fast mode; per scheme, fast / exact - 1 of the mean
-    /// response, the mean wait and the delivered utilization, as the mean over
-    /// seeds with a 95 % interval, and whether the saturation verdicts agree.
-    /// See docs/fast-mode.md.
+    /// Every scheme on each seed's workload (Lublin-Feitelson jobs, WL7) at
+    /// each offered load, once exact and once in fast mode; per scheme and load,
+    /// fast / exact - 1 of the mean response, the mean wait and the delivered
+    /// utilization, as the mean over seeds with a 95 % interval, and whether the
+    /// saturation verdicts agree. With several loads (--loads), also each
+    /// scheme's saturation point per seed both ways. See docs/fast-mode.md.
     Fast(crate::bench_fast::BenchFastArgs),
     /// A site's trace at full run times in fast mode: wall time and peak memory per scheme.
     ///

@@ -6,7 +6,9 @@ use crate::output::OutputDir;
 use crate::progress::{BatchProgress, ProgressLine};
 use crate::sim_cmd::FastFlags;
 use clap::Args;
-use cosched_lab::fast_check::{by_scheme, pairs_csv, run_pairs, FastCheckSettings, SchemeCheck};
+use cosched_lab::fast_check::{
+    by_scheme_and_load, pairs_csv, run_pairs, saturation_points, FastCheckSettings, SaturationPointCheck, SchemeCheck,
+};
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_sim::engine::fast::ACCEPTED_ERROR;
@@ -37,9 +39,11 @@ pub struct BenchFastArgs {
     /// Run-time scale: long enough for fast mode to skip (jobs of minutes), short enough for exact runs.
     #[arg(long, default_value_t = 0.05)]
     pub runtime_scale: f64,
-    /// Offered load.
-    #[arg(long, default_value_t = 0.4)]
-    pub load: f64,
+    /// Offered loads; each seed's workload is made at each. With more than one,
+    /// each scheme's saturation point (the lowest load judged saturated) is
+    /// compared too.
+    #[arg(long, visible_alias = "load", value_delimiter = ',', default_values_t = [0.4])]
+    pub loads: Vec<f64>,
     #[command(flatten)]
     pub fast: FastFlags,
     /// Folder for pairs.csv and checks.json.
@@ -54,6 +58,9 @@ struct FastCheckReport<'a> {
     exact_wall_s: f64,
     fast_wall_s: f64,
     schemes: &'a [SchemeCheck],
+    /// Only with more than one load.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    saturation_points: &'a [SaturationPointCheck],
 }
 
 pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
@@ -62,13 +69,13 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
             Some(schemes) => schemes.clone(),
             None => Scheme::study_names().into_iter().map(|n| n.parse()).collect::<Result<_, _>>()?,
         },
+        loads: args.loads.clone(),
         seeds: args.seeds.clone(),
         machine: SimConfig { nodes: args.nodes, mpl: args.mpl, ..SimConfig::default() },
         workload: WorkloadSpec {
             jobs: Some(args.jobs),
             model_procs: args.nodes,
             runtime_scale: args.runtime_scale,
-            target_load: Some(args.load),
             ..WorkloadSpec::default()
         },
         mix: Mix { number: 7 },
@@ -86,8 +93,14 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     let fast_started = fast_started.expect("the fast batch ran");
     let exact_wall_s = (fast_started - started).as_secs_f64();
     let fast_wall_s = fast_started.elapsed().as_secs_f64();
-    let checks = by_scheme(&pairs);
+    let checks = by_scheme_and_load(&pairs);
     print_checks(&checks, exact_wall_s, fast_wall_s);
+    let points = if args.loads.len() > 1 {
+        saturation_points(&pairs.iter().map(|p| p.verdicts()).collect::<Vec<_>>())
+    } else {
+        Vec::new()
+    };
+    print_saturation_points(&points);
     let out = OutputDir::begin(&args.out)?;
     out.write("pairs.csv", &pairs_csv(&pairs))?;
     let report = FastCheckReport {
@@ -96,6 +109,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
         exact_wall_s,
         fast_wall_s,
         schemes: &checks,
+        saturation_points: &points,
     };
     out.write("checks.json", &(serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"))?;
     let path = out.commit()?;
@@ -106,16 +120,25 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
 fn print_checks(checks: &[SchemeCheck], exact_wall_s: f64, fast_wall_s: f64) {
     println!("fast mode against exact: fast / exact - 1, mean over seeds ± 95 % interval");
     println!(
-        "{:<10} {:>18} {:>18} {:>18} {:>10} {:>8} {:>7} {:>14}",
-        "scheme", "mean response", "mean wait*", "delivered util", "saturated", "skipped", "within", "job p50/p90**"
+        "{:<10} {:>5} {:>18} {:>18} {:>18} {:>10} {:>8} {:>7} {:>14}",
+        "scheme",
+        "load",
+        "mean response",
+        "mean wait*",
+        "delivered util",
+        "saturated",
+        "skipped",
+        "within",
+        "job p50/p90**"
     );
     for c in checks {
         let pct = |e: &cosched_bench::stats::Estimate| {
             format!("{:+.2} ± {:.2} %", 100.0 * e.mean, 100.0 * e.ci95_half_width())
         };
         println!(
-            "{:<10} {:>18} {:>18} {:>18} {:>10} {:>7.1}% {:>7} {:>6.1}/{:.1} %",
+            "{:<10} {:>5} {:>18} {:>18} {:>18} {:>10} {:>7.1}% {:>7} {:>6.1}/{:.1} %",
             c.scheme,
+            c.load,
             pct(&c.response),
             pct(&c.wait),
             pct(&c.utilization),
@@ -132,6 +155,28 @@ fn print_checks(checks: &[SchemeCheck], exact_wall_s: f64, fast_wall_s: f64) {
         "wall time: exact {exact_wall_s:.1} s, fast {fast_wall_s:.1} s ({:.1}x)",
         exact_wall_s / fast_wall_s.max(1e-9)
     );
+}
+
+fn print_saturation_points(points: &[SaturationPointCheck]) {
+    if points.is_empty() {
+        return;
+    }
+    println!("saturation point: the lowest load judged saturated, exact / fast, per seed");
+    let load = |l: Option<f64>| l.map_or("none".to_string(), |l| l.to_string());
+    for p in points {
+        let seeds: Vec<String> =
+            p.seeds.iter().map(|s| format!("seed {}: {} / {}", s.seed, load(s.exact), load(s.fast))).collect();
+        let difference = p.mean_difference.map_or("-".to_string(), |d| format!("{d:+.3}"));
+        println!(
+            "{:<10} {}; agree {}/{}; fast - exact {} over {} seeds saturated both ways",
+            p.scheme,
+            seeds.join(", "),
+            p.agreements,
+            p.seeds.len(),
+            difference,
+            p.both_saturated
+        );
+    }
 }
 
 // ---- the site-scale benchmark ---------------------------------------------------
