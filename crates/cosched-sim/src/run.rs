@@ -1,7 +1,7 @@
 //! One simulation run from configuration and jobs to records and summary.
 
 use crate::config::{ConfigError, SimConfig};
-use crate::engine::fast::FastSettings;
+use crate::engine::fast::{validated_error, FastReport, FastSettings};
 use crate::engine::parts::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
@@ -99,6 +99,11 @@ pub fn run(
         delivered_share: if window.offered_ns > 0.0 { window.delivered_ns / window.offered_ns } else { 1.0 },
         growth: jobs_in_system_growth(&outcome.jobs_in_system, outcome.arrival_window.last_arrival),
     };
+    let saturation = judge_saturation(&records, submitted, backlog);
+    // Fast mode's validated error is the one of the regime the run was in.
+    let fast_mode = outcome
+        .fast
+        .map(|f| FastReport { validated_error: validated_error(cfg.scheme.name(), saturation.saturated), ..f });
     let summary = Summary {
         scheme: cfg.scheme.name().to_string(),
         jobs_submitted: submitted,
@@ -115,7 +120,7 @@ pub fn run(
         delivered_utilization_during_arrivals: window.delivered_ns / window_capacity_ns,
         compute_utilization_during_arrivals: window.compute_ns as f64 / window_capacity_ns,
         offered_utilization_during_arrivals: window.offered_ns / window_capacity_ns,
-        saturation: judge_saturation(&records, submitted, backlog),
+        saturation,
         mean_slowdown: mean(records.iter().map(|r| r.slowdown)),
         mean_bounded_slowdown: mean(records.iter().map(|r| r.bounded_slowdown)),
         bounded_slowdown_threshold_s: options.bounded_slowdown_threshold_s,
@@ -124,7 +129,7 @@ pub fn run(
         interrupted_at_s: outcome.stopped_early.then_some(span_s),
         cpu_time: outcome.cpu_time,
         events: outcome.events,
-        fast_mode: outcome.fast,
+        fast_mode,
     };
     Ok(RunResult {
         summary,

@@ -499,14 +499,16 @@ fn print_table(results: &[RunResult]) {
     }
 }
 
-/// Which runs fast mode made, what it skipped, and its validated error (docs/fast-mode.md).
+/// Which runs fast mode made, what it skipped, and its validated error in the
+/// run's regime, stable or saturated (docs/fast-mode.md).
 fn print_fast_mode(results: &[RunResult]) {
     for s in results.iter().map(|r| &r.summary) {
         let Some(fast) = s.fast_mode else { continue };
         let skipped = fast.skipped_ns as f64 / 1e9 / s.span_s.max(f64::MIN_POSITIVE);
+        let regime = if s.saturation.saturated { "saturated" } else { "stable" };
         let error = match fast.validated_error {
-            Some(e) => format!("validated within {:.1} % of exact", 100.0 * e),
-            None => "not validated for this scheme".into(),
+            Some(e) => format!("validated within {:.1} % of exact in {regime} runs", 100.0 * e),
+            None => format!("not validated for this scheme in {regime} runs"),
         };
         println!(
             "{}: FAST MODE, {:.1} % of simulated time skipped; {error} (docs/fast-mode.md)",
@@ -515,8 +517,8 @@ fn print_fast_mode(results: &[RunResult]) {
         );
         if fast.validated_error.is_none_or(|e| e > ACCEPTED_ERROR) {
             eprintln!(
-                "warning: fast mode is not known to be within {:.0} % of the exact engine for {}; check with \
-                 `cosched bench fast --schemes {}` or run without --fast",
+                "warning: fast mode is not known to be within {:.0} % of the exact engine for {} in {regime} runs; \
+                 check with `cosched bench fast --schemes {}` or run without --fast",
                 100.0 * ACCEPTED_ERROR,
                 s.scheme,
                 s.scheme

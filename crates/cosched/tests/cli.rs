@@ -578,6 +578,9 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     assert!(o.status.success(), "{}", stderr(&o));
     let printed = String::from_utf8_lossy(&o.stdout);
     assert!(printed.contains("GS: FAST MODE") && printed.contains("Local: FAST MODE"), "{printed}");
+    // The validated error is the run's regime's; Local's is far above 5 % in either.
+    assert!(printed.contains(" stable runs") || printed.contains(" saturated runs"), "{printed}");
+    assert!(stderr(&o).contains("not known to be within 5 % of the exact engine for Local in "), "{}", stderr(&o));
     let summary = String::from_utf8(read(&out.join("summary.csv"))).unwrap();
     let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
     let mode = header.iter().position(|&c| c == "mode").expect("a mode column");

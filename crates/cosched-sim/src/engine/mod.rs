@@ -432,7 +432,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// Skip the stationary stretches between changes (see [`fast`]).
     pub fn with_fast_mode(mut self, settings: FastSettings) -> Self {
-        self.fast = Some(FastState::new(settings, self.cpus.len(), self.cfg.scheme.name()));
+        self.fast = Some(FastState::new(settings, self.cpus.len()));
         self
     }
 
