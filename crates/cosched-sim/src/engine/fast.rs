@@ -212,6 +212,14 @@ impl FastState {
         self.report
     }
 
+    /// Forget what the windows saw of every job and every CPU.
+    fn forget_all(&mut self) {
+        self.cpu_time.fill(Breakdown::default());
+        for rate in &mut self.running {
+            (rate.iterations, rate.measured_ns) = (0, 0);
+        }
+    }
+
     /// Forget what the windows saw of the jobs on these CPUs, and of the CPUs.
     fn forget_around(&mut self, cpus: &[u32], jobs_on: impl Fn(u32) -> Vec<u32>) {
         for &c in cpus {
@@ -260,11 +268,7 @@ impl<P: Parts> Engine<'_, P> {
             // No window opens before the next row has taken over.
             fast.rows_settle_at = fast.rows_settle_at.max(now.next_multiple_after(quantum_ns) + switch_ns);
             fast.gang_rows = rows;
-            let all: Vec<u32> = (0..self.cpus.len() as u32).collect();
-            fast.forget_around(&all, |_| Vec::new());
-            for rate in &mut fast.running {
-                (rate.iterations, rate.measured_ns) = (0, 0);
-            }
+            fast.forget_all();
             return;
         }
         let (cpus_state, procs) = (&self.cpus, &self.procs);
@@ -293,11 +297,7 @@ impl<P: Parts> Engine<'_, P> {
                 fast.remeasure_at = None;
                 fast.changed_at = now;
                 fast.tried_before_arrival = None;
-                for rate in &mut fast.running {
-                    (rate.iterations, rate.measured_ns) = (0, 0);
-                }
-                let all: Vec<u32> = (0..fast.cpu_time.len() as u32).collect();
-                fast.forget_around(&all, |_| Vec::new());
+                fast.forget_all();
                 false
             }
             None if fast.running.iter().all(|r| r.measured_ns > 0) => self.try_jump(now),
