@@ -155,14 +155,28 @@ mod tests {
     fn a_run_saturates_by_a_growing_wait_or_unfinished_jobs() {
         let stable: Vec<JobRecord> = (0..100).map(|i| record(i as f64, (i % 7) as f64)).collect();
         let steady = BacklogMeasure { delivered_share: 0.9, growth: 0.01 };
-        assert!(!judge_saturation(&stable, 100, steady).saturated);
+        assert!(!judge_saturation(&stable, 100, steady, false).saturated);
         let growing: Vec<JobRecord> = (0..100).map(|i| record(i as f64, 0.3 * i as f64)).collect();
-        let verdict = judge_saturation(&growing, 100, steady);
+        let verdict = judge_saturation(&growing, 100, steady, false);
         assert!(verdict.saturated && (verdict.wait_growth - 0.3).abs() < 1e-9, "{verdict:?}");
-        assert!(judge_saturation(&stable[..90], 100, steady).saturated, "unfinished jobs");
+        assert!(judge_saturation(&stable[..90], 100, steady, false).saturated, "unfinished jobs");
         // The backlog measures are carried, not judged (see judge_saturation).
-        let behind = judge_saturation(&stable, 100, BacklogMeasure { delivered_share: 0.6, growth: 0.2 });
+        let behind = judge_saturation(&stable, 100, BacklogMeasure { delivered_share: 0.6, growth: 0.2 }, false);
         assert!(!behind.saturated && behind.backlog_growth == 0.2 && behind.why.contains("60 %"), "{behind:?}");
+    }
+
+    #[test]
+    fn a_stopped_run_is_judged_by_its_finished_jobs() {
+        let steady = BacklogMeasure { delivered_share: 0.9, growth: 0.01 };
+        let stable: Vec<JobRecord> = (0..90).map(|i| record(i as f64, (i % 7) as f64)).collect();
+        let verdict = judge_saturation(&stable, 100, steady, true);
+        assert!(
+            !verdict.saturated && verdict.why.starts_with("interrupted with 10 of 100 jobs unfinished"),
+            "{verdict:?}"
+        );
+        let growing: Vec<JobRecord> = (0..90).map(|i| record(i as f64, 0.3 * i as f64)).collect();
+        let verdict = judge_saturation(&growing, 100, steady, true);
+        assert!(verdict.saturated && verdict.why.contains("wait grows 0.30"), "{verdict:?}");
     }
 
     #[test]
@@ -212,6 +226,9 @@ pub struct BacklogMeasure {
 /// Judge one run. Saturated if some jobs never completed (the run was cut at
 /// a horizon) or if the wait grows along the arrival sequence (least-squares
 /// slope of wait against arrival time of at least [`SATURATION_WAIT_GROWTH`]).
+/// A run someone stopped (`interrupted`) left jobs unfinished because it was
+/// stopped, not because the scheme fell behind: it is judged by the finished
+/// jobs' waits alone, and says so.
 ///
 /// The backlog measures (delivered share, growth of the jobs in the machine)
 /// are reported, not judged: on runs of a few hundred jobs of a heavy-tailed,
@@ -220,16 +237,31 @@ pub struct BacklogMeasure {
 /// Throughput saturation, with the backlog in the MPL slots, is judged where
 /// it can be seen reliably: on a scheme's curve over several loads, means of
 /// several seeds (`cosched study e1`: utilization stops rising).
-pub fn judge_saturation(records: &[JobRecord], jobs_submitted: usize, backlog: BacklogMeasure) -> SaturationVerdict {
+pub fn judge_saturation(
+    records: &[JobRecord],
+    jobs_submitted: usize,
+    backlog: BacklogMeasure,
+    interrupted: bool,
+) -> SaturationVerdict {
     let wait_growth = wait_growth(records);
     let growth = backlog.growth;
-    let (saturated, why) = if records.len() < jobs_submitted {
-        (true, format!("{} of {} jobs unfinished at the horizon", jobs_submitted - records.len(), jobs_submitted))
+    let unfinished = jobs_submitted - records.len();
+    let (saturated, why) = if unfinished > 0 && !interrupted {
+        (true, format!("{unfinished} of {jobs_submitted} jobs unfinished at the horizon"))
     } else if wait_growth >= SATURATION_WAIT_GROWTH {
         (true, format!("wait grows {wait_growth:.2} s per s of arrivals"))
     } else {
         let delivered = 100.0 * backlog.delivered_share;
         (false, format!("wait growth {wait_growth:.3} s per s; {delivered:.0} % of the offered work delivered by the last arrival"))
+    };
+    let why = match (unfinished > 0 && interrupted, records.is_empty()) {
+        (true, true) => format!("interrupted before any of the {jobs_submitted} jobs finished: not judged"),
+        (true, false) => {
+            format!(
+                "interrupted with {unfinished} of {jobs_submitted} jobs unfinished, judged by the finished jobs: {why}"
+            )
+        }
+        (false, _) => why,
     };
     SaturationVerdict { saturated, wait_growth, delivered_share: backlog.delivered_share, backlog_growth: growth, why }
 }

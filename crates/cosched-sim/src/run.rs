@@ -99,7 +99,7 @@ pub fn run(
         delivered_share: if window.offered_ns > 0.0 { window.delivered_ns / window.offered_ns } else { 1.0 },
         growth: jobs_in_system_growth(&outcome.jobs_in_system, outcome.arrival_window.last_arrival),
     };
-    let saturation = judge_saturation(&records, submitted, backlog);
+    let saturation = judge_saturation(&records, submitted, backlog, outcome.stopped_early);
     // Fast mode's validated error is the one of the regime the run was in.
     let fast_mode = outcome
         .fast

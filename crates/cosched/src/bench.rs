@@ -170,6 +170,12 @@ fn timed_run(cfg: &SimConfig, jobs: Vec<cosched_sim::SimJob>) -> Result<(f64, u6
     .map_err(|e| e.to_string())?;
     let end = Instant::now();
     let (warm_at, warm_events) = warm.unwrap_or((start, 0));
+    let kinds: Vec<String> = cosched_sim::engine::EVENT_KIND_NAMES
+        .iter()
+        .zip(result.event_counts)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    eprintln!("events by kind over the whole run: {}", kinds.join(", "));
     Ok(((end - warm_at).as_secs_f64(), result.summary.events - warm_events))
 }
 

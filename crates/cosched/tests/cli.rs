@@ -438,6 +438,13 @@ fn an_interrupted_simulation_keeps_the_finished_jobs_records() {
     assert!(result["interrupted_at_s"].as_f64().is_some_and(|t| t > 0.0), "{result}");
     let (done, submitted) = (result["jobs_completed"].as_u64().unwrap(), result["jobs_submitted"].as_u64().unwrap());
     assert!(done < submitted, "{done} of {submitted}");
+    // Judged by the jobs it finished, not by those the stop left unfinished.
+    let why = result["saturation"]["why"].as_str().unwrap();
+    let expected = match done {
+        0 => format!("interrupted before any of the {submitted} jobs finished"),
+        _ => format!("interrupted with {} of {submitted} jobs unfinished", submitted - done),
+    };
+    assert!(why.starts_with(&expected), "{why}");
     let jobs_csv = String::from_utf8(read(&out.join("jobs.csv"))).unwrap();
     assert_eq!(jobs_csv.lines().count() as u64, 1 + done, "a line per finished job");
     let batsim = String::from_utf8(read(&out.join("batsim/Local_jobs.csv"))).unwrap();
