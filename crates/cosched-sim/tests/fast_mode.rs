@@ -6,6 +6,7 @@ mod common;
 
 use common::{config, job, ns, MS};
 use cosched_sim::engine::fast::FastSettings;
+use cosched_sim::metrics::Breakdown;
 use cosched_sim::run::{run, RunOptions, RunResult};
 use cosched_sim::{Scheme, SimConfig, SimJob};
 
@@ -33,7 +34,7 @@ fn scheme(name: &str) -> Scheme {
 
 #[test]
 fn fast_mode_skips_most_of_a_long_run_and_its_cpu_time_adds_up() {
-    for name in ["GS", "Local", "PB-SB"] {
+    for name in ["GS", "GS-cosched", "Local", "PB-SB"] {
         let cfg = SimConfig { skew: 0.2, ..config(scheme(name), 8, 3) };
         let result = simulate(&cfg, Some(FastSettings::default()));
         assert_eq!(result.summary.jobs_completed, 6, "{name}: every job finishes");
@@ -41,7 +42,7 @@ fn fast_mode_skips_most_of_a_long_run_and_its_cpu_time_adds_up() {
         assert!(report.jumps > 0, "{name}: fast mode jumped");
         let span_ns = ns(result.summary.span_s);
         assert!(report.skipped_ns > span_ns / 2, "{name}: skipped {} of {span_ns} ns", report.skipped_ns);
-        if name != "GS" {
+        if !name.starts_with("GS") {
             // Windows keep their length (gang windows are whole cycles of the rows).
             assert_eq!(report.window_ns, report.windows * FastSettings::default().window_ns, "{name}: a window grew");
         }
@@ -72,16 +73,46 @@ fn an_exact_run_says_nothing_of_fast_mode() {
 
 #[test]
 fn under_gang_scheduling_fast_mode_is_within_a_few_per_cent_of_exact() {
-    let cfg = SimConfig { skew: 0.2, ..config(scheme("GS"), 8, 3) };
-    let exact = simulate(&cfg, None);
-    let fast = simulate(&cfg, Some(FastSettings::default()));
+    // GS measures per row (engine/fast/gang_rows.rs); without a gang switch
+    // every quantum, and under GS-cosched, a CPU's measure is kept whole.
+    let gs = SimConfig { skew: 0.2, ..config(scheme("GS"), 8, 3) };
+    let mut gs_no_lone_switch = gs.clone();
+    gs_no_lone_switch.costs.gang_switch_every_quantum = false;
+    let gs_cosched = SimConfig { skew: 0.2, ..config(scheme("GS-cosched"), 8, 3) };
+    for (name, cfg) in [("GS", gs), ("GS, no lone switch", gs_no_lone_switch), ("GS-cosched", gs_cosched)] {
+        assert_fast_near_exact(name, &simulate(&cfg, None), &simulate(&cfg, Some(FastSettings::default())));
+    }
+}
+
+fn assert_fast_near_exact(name: &str, exact: &RunResult, fast: &RunResult) {
     for (e, f) in exact.jobs.iter().zip(&fast.jobs) {
         assert_eq!(e.job_number, f.job_number);
         let error = f.response_s / e.response_s - 1.0;
-        assert!(error.abs() < 0.05, "job {}: exact {} s, fast {} s", e.job_number, e.response_s, f.response_s);
+        assert!(error.abs() < 0.05, "{name}, job {}: exact {} s, fast {} s", e.job_number, e.response_s, f.response_s);
     }
     let utilization_error = fast.summary.delivered_utilization / exact.summary.delivered_utilization - 1.0;
-    assert!(utilization_error.abs() < 0.05, "delivered utilization off by {utilization_error}");
+    assert!(utilization_error.abs() < 0.05, "{name}: delivered utilization off by {utilization_error}");
+    // The CPUs' time over the jumps, from their measured shares.
+    let share = |r: &RunResult, part: fn(&Breakdown) -> u64| {
+        r.per_cpu_time.iter().map(part).sum::<u64>() as f64
+            / r.per_cpu_time.iter().map(Breakdown::total_ns).sum::<u64>() as f64
+    };
+    for (part_name, part) in
+        [("useful", (|t| t.useful_ns) as fn(&Breakdown) -> u64), ("spin", |t| t.spin_ns), ("idle", |t| t.idle_ns)]
+    {
+        let (e, f) = (share(exact, part), share(fast, part));
+        assert!((f - e).abs() < 0.01, "{name}: {part_name} share: exact {e:.4}, fast {f:.4}");
+    }
+}
+
+#[test]
+fn under_gs_only_a_job_that_starts_is_measured() {
+    // Measures are kept per matrix row: an end, or a change in the number of
+    // rows, leaves every other job's measure standing.
+    let cfg = SimConfig { skew: 0.2, ..config(scheme("GS"), 8, 3) };
+    let fast = simulate(&cfg, Some(FastSettings::default()));
+    let report = fast.summary.fast_mode.expect("a fast run says so");
+    assert!(report.windows <= 6, "{} windows for 6 jobs", report.windows);
 }
 
 #[test]

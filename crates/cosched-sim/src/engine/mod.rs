@@ -432,7 +432,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// Skip the stationary stretches between changes (see [`fast`]).
     pub fn with_fast_mode(mut self, settings: FastSettings) -> Self {
-        self.fast = Some(FastState::new(settings, self.cpus.len()));
+        self.fast = Some(FastState::new(settings, self.cpus.len(), self.row_measures()));
         self
     }
 
@@ -676,7 +676,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let Placement { cpus, rows } = placement.clone();
         job.placement = Some(placement);
         if self.fast.is_some() {
-            self.fast_note_change(j, &cpus, true, now);
+            self.fast_note_change(j, &cpus, &rows, true, now);
         }
         self.record(now, cpus[0], TraceKind::JobStart { job: j });
         for (rank, &cpu) in cpus.iter().enumerate() {
@@ -720,7 +720,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.release_finished_processes();
         let to_start = self.cosched.finish(JobId(j.into()));
         if self.fast.is_some() {
-            self.fast_note_change(j, &placement.cpus, false, now);
+            self.fast_note_change(j, &placement.cpus, &placement.rows, false, now);
         }
         self.start_jobs(&to_start, now);
         if self.gang.is_some() {
@@ -911,6 +911,9 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     fn on_gang_quantum(&mut self, now: SimTime) {
         self.gang.as_mut().expect("gang state").tick_pending = false;
+        if self.fast.is_some() {
+            self.fast_quantum_ends(now);
+        }
         if self.cosched.slot_count() > 0 {
             let next = self.row_to_run(self.slice_at(now));
             let current = self.gang.as_ref().expect("gang").current_row;
