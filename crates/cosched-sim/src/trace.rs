@@ -1,5 +1,6 @@
 //! An optional log of scheduling decisions, for tests and for looking inside
-//! small runs (`cosched sim --trace-events`).
+//! small runs (`cosched sim --trace-events`), in time order (decisions at one
+//! instant in the order they were made).
 
 use serde::Serialize;
 

@@ -74,6 +74,10 @@ proptest! {
         let ticked = run(&cfg, jobs.clone(), &RunOptions { visit_every_tick: true, ..RunOptions::default() }, |_| {}).unwrap();
         prop_assert_eq!(&ticked.jobs, &result.jobs, "visiting every tick changed the outcome");
         prop_assert_eq!(ticked.summary.cpu_time, result.summary.cpu_time);
+        // Recording the trace changes nothing, and the trace is in time order.
+        let traced = run(&cfg, jobs.clone(), &RunOptions { record_trace: true, ..RunOptions::default() }, |_| {}).unwrap();
+        prop_assert_eq!(&traced.jobs, &result.jobs, "recording the trace changed the outcome");
+        prop_assert!(traced.trace.windows(2).all(|w| w[0].time_ns <= w[1].time_ns), "the trace is out of time order");
         // Useful work is exactly the sum of the compute the jobs asked for (with no skew).
         if skew_pct == 0 {
             let asked: u64 = jobs.iter().map(|j| j.program.compute_ns * j.program.iterations as u64 * j.tasks as u64).sum();

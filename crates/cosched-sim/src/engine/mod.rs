@@ -526,6 +526,12 @@ impl<'a, P: Parts> Engine<'a, P> {
         if let Some(gang) = &self.gang {
             debug_assert!(self.completed < self.jobs.len() || gang.current_row.is_none());
         }
+        if let Some(trace) = &mut self.trace {
+            // Some lines are recorded late (a block found when the CPU's time
+            // is charged) or early (a message's landing): put them in time
+            // order, keeping the order of decisions within an instant.
+            trace.sort_by_key(|e| e.time_ns);
+        }
         EngineOutcome {
             end: self.run_clock(end),
             fast: self.fast.as_ref().map(FastState::report),
