@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -31,3 +33,18 @@ def run_cli(cosched_bin: Path):
         return subprocess.run([str(cosched_bin), *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
     return run
+
+
+@pytest.fixture
+def ctrl_c_soon():
+    """Press Ctrl-C (SIGINT to this process) in half a second. A shell that starts the suite in the background
+    leaves SIGINT ignored, and Python then never turns it into KeyboardInterrupt: Python's own handler is put
+    back for the test."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 from pathlib import Path
 
@@ -107,12 +105,7 @@ def test_python_threads_run_while_a_simulation_does() -> None:
     assert during > 1000, f"the counter moved {during} times during the simulation"
 
 
-def test_ctrl_c_stops_a_long_simulation() -> None:
-    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            # Minutes of simulation: only the interrupt ends it within the test.
-            cosched.simulate(jobs=3000, schemes=["pb-sb"], runtime_scale=1)
-    finally:
-        timer.cancel()
+def test_ctrl_c_stops_a_long_simulation(ctrl_c_soon: None) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        # Minutes of simulation: only the interrupt ends it within the test.
+        cosched.simulate(jobs=3000, schemes=["pb-sb"], runtime_scale=1)

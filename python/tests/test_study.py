@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
 from pathlib import Path
 
 import pytest
@@ -88,12 +85,7 @@ def test_bad_settings_are_refused_before_any_run(experiment: str, settings: dict
             run(experiment, **settings)
 
 
-def test_ctrl_c_stops_a_long_study() -> None:
-    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            # The study's defaults: minutes of runs, which the interrupt ends within a progress report.
-            cosched.study("e2")
-    finally:
-        timer.cancel()
+def test_ctrl_c_stops_a_long_study(ctrl_c_soon: None) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        # The study's defaults: minutes of runs, which the interrupt ends within a progress report.
+        cosched.study("e2")
