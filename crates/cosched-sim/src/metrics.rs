@@ -246,22 +246,25 @@ pub fn judge_saturation(
     let wait_growth = wait_growth(records);
     let growth = backlog.growth;
     let unfinished = jobs_submitted - records.len();
-    let (saturated, why) = if unfinished > 0 && !interrupted {
-        (true, format!("{unfinished} of {jobs_submitted} jobs unfinished at the horizon"))
-    } else if wait_growth >= SATURATION_WAIT_GROWTH {
-        (true, format!("wait grows {wait_growth:.2} s per s of arrivals"))
-    } else {
-        let delivered = 100.0 * backlog.delivered_share;
-        (false, format!("wait growth {wait_growth:.3} s per s; {delivered:.0} % of the offered work delivered by the last arrival"))
-    };
-    let why = match (unfinished > 0 && interrupted, records.is_empty()) {
-        (true, true) => format!("interrupted before any of the {jobs_submitted} jobs finished: not judged"),
-        (true, false) => {
-            format!(
-                "interrupted with {unfinished} of {jobs_submitted} jobs unfinished, judged by the finished jobs: {why}"
-            )
+    let by_waits = || {
+        if wait_growth >= SATURATION_WAIT_GROWTH {
+            (true, format!("wait grows {wait_growth:.2} s per s of arrivals"))
+        } else {
+            let delivered = 100.0 * backlog.delivered_share;
+            (false, format!("wait growth {wait_growth:.3} s per s; {delivered:.0} % of the offered work delivered by the last arrival"))
         }
-        (false, _) => why,
+    };
+    let (saturated, why) = match (unfinished > 0, interrupted, records.is_empty()) {
+        (true, false, _) => (true, format!("{unfinished} of {jobs_submitted} jobs unfinished at the horizon")),
+        (true, true, true) => {
+            (false, format!("interrupted before any of the {jobs_submitted} jobs finished: not judged"))
+        }
+        (true, true, false) => {
+            let (saturated, why) = by_waits();
+            let prefix = format!("interrupted with {unfinished} of {jobs_submitted} jobs unfinished");
+            (saturated, format!("{prefix}, judged by the finished jobs: {why}"))
+        }
+        (false, _, _) => by_waits(),
     };
     SaturationVerdict { saturated, wait_growth, delivered_share: backlog.delivered_share, backlog_growth: growth, why }
 }

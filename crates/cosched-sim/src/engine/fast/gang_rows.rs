@@ -103,14 +103,13 @@ impl<P: Parts> Engine<'_, P> {
             fast.running.iter().filter(|r| r.measured_ns == 0 || self.wants_longer_window(r)).map(|r| r.row).collect();
         wanted_rows.sort_unstable();
         wanted_rows.dedup();
-        let quantum_ns = self.cfg.costs.gang_quantum_ns;
-        let cycle_ns = fast.gang_rows.max(1) as u64 * quantum_ns;
         RowWindow {
-            quantum_ns,
+            quantum_ns: self.cfg.costs.gang_quantum_ns,
             last_boundary: now,
             quanta_by_row: vec![0; self.cfg.mpl as usize],
             wanted_rows,
-            quanta_wanted: wanted_ns.div_ceil(cycle_ns).max(1),
+            // Each row has as many quanta as whole cycles give it.
+            quanta_wanted: self.window_length(wanted_ns) / self.gang_cycle_ns(),
         }
     }
 

@@ -359,8 +359,13 @@ impl<P: Parts> Engine<'_, P> {
         if self.gang.is_none() {
             return wanted_ns;
         }
-        let cycle_ns = self.cosched.slot_count().max(1) as u64 * self.cfg.costs.gang_quantum_ns;
+        let cycle_ns = self.gang_cycle_ns();
         wanted_ns.div_ceil(cycle_ns) * cycle_ns
+    }
+
+    /// One turn of every occupied row of the matrix, a quantum each.
+    fn gang_cycle_ns(&self) -> u64 {
+        self.cosched.slot_count().max(1) as u64 * self.cfg.costs.gang_quantum_ns
     }
 
     /// The window's time is up at `until`: add what it saw to every job's and
@@ -437,10 +442,7 @@ impl<P: Parts> Engine<'_, P> {
     fn remeasure_patience_ns(&self) -> u64 {
         let settings = self.fast().settings;
         match self.fast().rows {
-            Some(_) => {
-                let cycle_ns = self.fast().gang_rows.max(1) as u64 * self.cfg.costs.gang_quantum_ns;
-                settings.warmup_ns + self.window_length(settings.window_ns) + cycle_ns
-            }
+            Some(_) => settings.warmup_ns + self.window_length(settings.window_ns) + self.gang_cycle_ns(),
             None => settings.warmup_ns + settings.window_ns,
         }
     }
