@@ -32,9 +32,11 @@ pub struct BoostChoice {
 /// process after it if it has left, wrapping around. The chosen process may
 /// be `start_with` itself: then nothing is to be done.
 pub fn periodic_boost_choice(candidates: &[BoostCandidate], start_with: Option<u32>) -> BoostChoice {
-    let n = candidates.len();
     let start = start_with.map_or(0, |s| candidates.iter().position(|c| c.id >= s).unwrap_or(0));
-    let order = (0..n).map(|k| &candidates[(start + k) % n]);
+    // From `start` round to the one before it (no division per step: the
+    // kernel walks every CPU's processes at every tick).
+    let (before, from_start) = candidates.split_at(start);
+    let order = from_start.iter().chain(before);
     let mut checked = 0;
     for candidate in order.clone().filter(|c| c.in_receive) {
         checked += 1;

@@ -11,45 +11,57 @@ use cosched_core::SimTime;
 /// A neighbour is never more than one iteration ahead (it cannot send
 /// iteration k+2 before receiving our message of iteration k+1), so two
 /// messages per neighbour is the most an endpoint holds (asserted).
-const CAPACITY: usize = 2;
-
-#[derive(Clone, Copy, Debug, Default)]
+///
+/// The two slots hold the oldest message first; an empty slot holds
+/// `EMPTY`, a time no deposit reaches. So the endpoint is 16 bytes with no
+/// head or length, and "is a message there" is one comparison (the engine
+/// asks it of every resident at every periodic-boost walk).
+#[derive(Clone, Copy, Debug)]
 pub struct Inbox {
-    deposit_ns: [u64; CAPACITY],
-    head: u8,
-    len: u8,
+    deposit_ns: [u64; 2],
+}
+
+const EMPTY: u64 = u64::MAX;
+
+impl Default for Inbox {
+    fn default() -> Self {
+        Inbox { deposit_ns: [EMPTY; 2] }
+    }
 }
 
 impl Inbox {
     pub fn push(&mut self, deposit: SimTime) {
-        assert!((self.len as usize) < CAPACITY, "endpoint overflow: the ring protocol bounds it to {CAPACITY}");
+        assert!(deposit.ns() != EMPTY, "a deposit at the end of time");
         debug_assert!(self.back().is_none_or(|last| last <= deposit), "messages from one neighbour stay in order");
-        let tail = (self.head as usize + self.len as usize) % CAPACITY;
-        self.deposit_ns[tail] = deposit.ns();
-        self.len += 1;
+        if self.deposit_ns[0] == EMPTY {
+            self.deposit_ns[0] = deposit.ns();
+        } else {
+            assert!(self.deposit_ns[1] == EMPTY, "endpoint overflow: the ring protocol bounds it to 2");
+            self.deposit_ns[1] = deposit.ns();
+        }
     }
 
     pub fn front(&self) -> Option<SimTime> {
-        (self.len > 0).then(|| SimTime(self.deposit_ns[self.head as usize]))
+        (self.deposit_ns[0] != EMPTY).then_some(SimTime(self.deposit_ns[0]))
     }
 
     fn back(&self) -> Option<SimTime> {
-        (self.len > 0).then(|| SimTime(self.deposit_ns[(self.head as usize + self.len as usize - 1) % CAPACITY]))
+        let last = if self.deposit_ns[1] != EMPTY { self.deposit_ns[1] } else { self.deposit_ns[0] };
+        (last != EMPTY).then_some(SimTime(last))
     }
 
-    /// Is a message there at `now`?
+    /// Is a message there at `now`? (An empty slot is never there.)
     pub fn has_message(&self, now: SimTime) -> bool {
-        self.front().is_some_and(|t| t <= now)
+        self.deposit_ns[0] <= now.ns() && self.deposit_ns[0] != EMPTY
     }
 
     pub fn consume(&mut self) {
-        assert!(self.len > 0, "consuming from an empty endpoint");
-        self.head = ((self.head as usize + 1) % CAPACITY) as u8;
-        self.len -= 1;
+        assert!(self.deposit_ns[0] != EMPTY, "consuming from an empty endpoint");
+        self.deposit_ns = [self.deposit_ns[1], EMPTY];
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.deposit_ns[0] == EMPTY
     }
 }
 

@@ -1,6 +1,10 @@
 //! An optional log of scheduling decisions, for tests and for looking inside
 //! small runs (`cosched sim --trace-events`), in time order (decisions at one
-//! instant in the order they were made).
+//! instant in the order they were made). A block the engine finds when it
+//! charges a CPU's time (a compute that ended in I/O between two visits) is
+//! made when that CPU is next charged: two such blocks at one instant on two
+//! CPUs come in the order the CPUs were charged, which the engine's choice of
+//! when to look at each CPU decides, not the model.
 
 use serde::Serialize;
 

@@ -76,24 +76,32 @@ enum ProcState {
 
 const NO_PROC: u32 = u32::MAX;
 
+/// A process. The fields are in a fixed order, hottest first: first what
+/// every visit and every periodic-boost walk reads (phase, endpoints, state,
+/// its CPU, its iterations: 64 bytes), then what a visit to the running
+/// process reads and writes, last what only a new iteration needs. With
+/// thousands of processes the records outgrow the core's L1 cache, and a
+/// walk reads four of them at every tick.
 #[derive(Clone, Debug)]
+#[repr(C)]
 struct Proc {
-    job: u32,
-    cpu: u32,
-    level: u8,
-    quantum_left_ns: u64,
+    // -- read by every visit and walk: 64 bytes
     phase: Phase,
-    state: ProcState,
-    iterations_done: u32,
-    /// The job's iterations and nominal compute and I/O per iteration
-    /// (copies: the job's record is not touched per visit or iteration).
-    iterations: u32,
-    nominal_compute_ns: u64,
-    nominal_io_ns: u64,
-    neighbours: [u32; 2],
-    neighbour_count: u8,
     /// Endpoint per neighbour (deposit times, some maybe in the future).
     inbox: [Inbox; 2],
+    cpu: u32,
+    iterations_done: u32,
+    /// The job's iterations (a copy: the job's record is not touched per visit).
+    iterations: u32,
+    state: ProcState,
+    level: u8,
+    neighbour_count: u8,
+    /// Spin-yield: this receive has yielded already (it yields once).
+    yielded: bool,
+    // -- read and written by a visit to the running process
+    quantum_left_ns: u64,
+    /// Spin-block and spin-yield: spinning left before blocking or yielding.
+    spin_left_ns: u64,
     /// Length of the I/O that follows the current compute phase (drawn with
     /// it, so that the engine can look past the compute's end).
     io_next_ns: u64,
@@ -102,10 +110,12 @@ struct Proc {
     /// the engine can look past the receive's end.
     next_compute_ns: u64,
     next_io_ns: u64,
-    /// Spin-block and spin-yield: spinning left before blocking or yielding.
-    spin_left_ns: u64,
-    /// Spin-yield: this receive has yielded already (it yields once).
-    yielded: bool,
+    neighbours: [u32; 2],
+    job: u32,
+    // -- once per iteration
+    /// The job's nominal compute and I/O per iteration (copies).
+    nominal_compute_ns: u64,
+    nominal_io_ns: u64,
     rng: Rng,
 }
 
@@ -198,6 +208,9 @@ pub enum Event {
     /// demand-based coscheduling).
     Deposit {
         dest: u32,
+        /// Queued only to check (debug builds) that no part reacts: the
+        /// engine judged at the send that none could (`deposit_needs_event`).
+        judged_quiet: bool,
     },
     /// An undecided message reaches its receiving node (only for schemes that
     /// react to deposits, which must be known by the time they happen).
@@ -561,7 +574,15 @@ impl<'a, P: Parts> Engine<'a, P> {
             Event::Arrival(j) => self.on_arrival(j, now),
 
             Event::GangQuantum => self.on_gang_quantum(now),
-            Event::Deposit { dest } => self.on_deposit(dest, now),
+            Event::Deposit { dest, judged_quiet } => {
+                debug_assert!(
+                    !judged_quiet || !(P::Wait::may_react(self, dest) || P::Arrival::may_react(self, dest)),
+                    "a deposit judged to need no event finds a receiver a part may react to"
+                );
+                if !judged_quiet {
+                    self.on_deposit(dest, now);
+                }
+            }
             Event::Decide { node } => self.decide_deposits(node, now),
         }
     }
@@ -991,9 +1012,21 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.record(at, cpu, TraceKind::Deposit { process: dest });
         self.procs[dest as usize].inbox[side as usize].push(at);
         if Self::DEPOSIT_EVENTS {
-            self.queue.schedule(at, Event::Deposit { dest });
+            let needed = self.deposit_needs_event(dest, at, now);
+            // Debug builds queue the others too, to check the judgement.
+            if needed || cfg!(debug_assertions) {
+                self.queue.schedule(at, Event::Deposit { dest, judged_quiet: !needed });
+            }
         }
         self.notify_spinning_receiver(dest, at, now);
+    }
+
+    /// Whether a landing at `at` needs an event: a reaction to arrivals
+    /// (demand-based coscheduling) always does, a receive wait only when its
+    /// receiver may be blocked by then. Fast mode keeps every event: it acts
+    /// at their instants (a window closes at the first one after its end).
+    fn deposit_needs_event(&self, dest: u32, at: SimTime, now: SimTime) -> bool {
+        P::Arrival::REACTS_TO_DEPOSITS || self.fast.is_some() || P::Wait::may_react_at(self, dest, at, now)
     }
 
     /// A receiver spinning on its CPU must be looked at again when a message
@@ -1341,6 +1374,16 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// A message has landed in `dest`'s endpoint (an event only when a part
     /// reacts to deposits): the receive wait's reaction, else the arrival's.
     fn on_deposit(&mut self, dest: u32, now: SimTime) {
+        // Most deposits find a receiver no part reacts to: its CPU's charge
+        // and I/O ends then wait for the CPU's next visit (charging at more
+        // instants changes nothing: see `with_visits_every_tick`).
+        if !(P::Wait::may_react(self, dest) || P::Arrival::may_react(self, dest)) {
+            debug_assert!(
+                !(P::Wait::on_deposit(self, dest, now) || P::Arrival::on_deposit(self, dest, now)),
+                "a part reacted to a deposit it said it would not"
+            );
+            return;
+        }
         let cpu = self.procs[dest as usize].cpu;
         // Phase ends and I/O completions the CPU has not been visited for happen first.
         self.account(cpu, now);

@@ -33,6 +33,15 @@ impl ReceiveWait for ImmediateBlock {
         engine.block_in_recv(p, now);
     }
 
+    fn may_react<P: Parts>(engine: &Engine<'_, P>, dest: u32) -> bool {
+        SpinBlock::may_react(engine, dest)
+    }
+
+    /// With no spin, any receiver may be blocked by then.
+    fn may_react_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime, _: SimTime) -> bool {
+        true
+    }
+
     /// The same interrupt and wake as spin-block's.
     fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
         SpinBlock::on_deposit(engine, dest, now)

@@ -28,6 +28,18 @@ pub(crate) trait ReceiveWait: 'static {
     /// The running process `p` is in a receive with a message missing at `now`.
     fn wait<P: Parts>(engine: &mut Engine<'_, P>, p: u32, now: SimTime);
 
+    /// Whether `on_deposit` may react to a message for `dest`, judged from
+    /// `dest`'s own record before its CPU is charged: when it is `false`,
+    /// `on_deposit` would return `false` after the charge too, and the
+    /// engine skips the charge. (Charging a CPU and ending its I/Os change
+    /// only its running process and the processes whose I/O ended.)
+    fn may_react<P: Parts>(engine: &Engine<'_, P>, dest: u32) -> bool;
+
+    /// Whether `on_deposit` may react to a message for `dest` that lands at
+    /// `at`, judged at `now` (the message is decided): when it is `false`,
+    /// the landing needs no event.
+    fn may_react_at<P: Parts>(engine: &Engine<'_, P>, dest: u32, at: SimTime, now: SimTime) -> bool;
+
     /// A message has landed in `dest`'s endpoint at `now` (accounted): react,
     /// and say whether it did (the CPU is then visited).
     fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool;

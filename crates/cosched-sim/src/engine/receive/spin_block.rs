@@ -23,13 +23,34 @@ impl ReceiveWait for SpinBlock {
         }
     }
 
+    /// Only a receiver blocked in its receive, which no charge changes (a
+    /// blocked process does not run, and a running one blocks in its
+    /// receive only at a visit).
+    fn may_react<P: Parts>(engine: &Engine<'_, P>, dest: u32) -> bool {
+        let proc = &engine.procs[dest as usize];
+        proc.phase == Phase::Recv && proc.state == ProcState::Blocked
+    }
+
+    /// A receiver blocks only once it has spun what is left of its spin
+    /// (the whole spin time, for one not in its receive yet): no sooner than
+    /// that from its CPU's last charge if it runs, from now if it waits.
+    fn may_react_at<P: Parts>(engine: &Engine<'_, P>, dest: u32, at: SimTime, now: SimTime) -> bool {
+        let proc = &engine.procs[dest as usize];
+        let earliest_block = match (proc.phase, proc.state) {
+            (Phase::Recv, ProcState::Blocked) => return true,
+            (Phase::Recv, ProcState::Running) => engine.cpus[proc.cpu as usize].accounted_until + proc.spin_left_ns,
+            (Phase::Recv, _) => now + proc.spin_left_ns,
+            _ => now + engine.spin_ns,
+        };
+        at >= earliest_block
+    }
+
     /// A receiver blocked in its receive: interrupt, and the kernel unblocks it.
     fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
-        let proc = &engine.procs[dest as usize];
-        if proc.phase != Phase::Recv || proc.state != ProcState::Blocked {
+        if !Self::may_react(engine, dest) {
             return false;
         }
-        let cpu = proc.cpu;
+        let cpu = engine.procs[dest as usize].cpu;
         engine.charge_kernel(cpu, now, engine.cfg.costs.interrupt_ns);
         engine.record(now, cpu, TraceKind::Interrupt { process: dest });
         engine.procs[dest as usize].spin_left_ns = engine.spin_ns;
