@@ -1023,7 +1023,7 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// debug builds only): no part may react to it.
     fn check_judged_quiet(&self, dest: u32) {
         assert!(
-            !(P::Wait::may_react(self, dest) || P::Arrival::may_react(self, dest)),
+            !(P::Arrival::REACTS_TO_DEPOSITS || P::Wait::may_react(self, dest)),
             "a deposit judged to need no event finds a receiver a part may react to"
         );
     }
@@ -1384,7 +1384,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         // Most deposits find a receiver no part reacts to: its CPU's charge
         // and I/O ends then wait for the CPU's next visit (charging at more
         // instants changes nothing: see `with_visits_every_tick`).
-        if !(P::Wait::may_react(self, dest) || P::Arrival::may_react(self, dest)) {
+        if !(P::Arrival::REACTS_TO_DEPOSITS || P::Wait::may_react(self, dest)) {
             debug_assert!(
                 !(P::Wait::on_deposit(self, dest, now) || P::Arrival::on_deposit(self, dest, now)),
                 "a part reacted to a deposit it said it would not"

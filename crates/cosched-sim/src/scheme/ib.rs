@@ -37,10 +37,7 @@ impl ReceiveWait for ImmediateBlock {
         SpinBlock::may_react(engine, dest)
     }
 
-    /// With no spin, any receiver may be blocked by then.
-    fn may_react_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime, _: SimTime) -> bool {
-        true
-    }
+    // `may_react_at` is the default: with no spin, any receiver may be blocked by then.
 
     /// The same interrupt and wake as spin-block's.
     fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {

@@ -19,11 +19,6 @@ impl MessageArrival for Interrupt {
         engine.nic_views[c as usize].before_change(at, engine.tick, running);
     }
 
-    /// What runs decides, and a charge may change it.
-    fn may_react<P: Parts>(_: &Engine<'_, P>, _: u32) -> bool {
-        true
-    }
-
     fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
         let proc = &engine.procs[dest as usize];
         let cpu = proc.cpu;

@@ -25,13 +25,6 @@ pub(crate) trait MessageArrival: 'static {
     /// What CPU `c` runs is about to change at `at`.
     fn before_running_changes<P: Parts>(engine: &mut Engine<'_, P>, c: u32, at: SimTime);
 
-    /// Whether `on_deposit` may react to a message for `dest`, judged from
-    /// `dest`'s own record before its CPU is charged: when it is `false`,
-    /// `on_deposit` would return `false` after the charge too, and the
-    /// engine skips the charge. (Charging a CPU and ending its I/Os change
-    /// only its running process and the processes whose I/O ended.)
-    fn may_react<P: Parts>(engine: &Engine<'_, P>, dest: u32) -> bool;
-
     /// A message has landed in `dest`'s endpoint at `now` (accounted): react,
     /// and say whether it did (the CPU is then visited).
     fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool;

@@ -19,10 +19,6 @@ impl MessageArrival for PeriodicBoost {
 
     fn before_running_changes<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
-    fn may_react<P: Parts>(_: &Engine<'_, P>, _: u32) -> bool {
-        false
-    }
-
     fn on_deposit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
         false
     }

@@ -17,14 +17,6 @@ impl ReceiveWait for BusyWait {
 
     fn wait<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
-    fn may_react<P: Parts>(_: &Engine<'_, P>, _: u32) -> bool {
-        false
-    }
-
-    fn may_react_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime, _: SimTime) -> bool {
-        false
-    }
-
     fn on_deposit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
         false
     }

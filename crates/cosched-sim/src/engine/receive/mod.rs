@@ -32,13 +32,18 @@ pub(crate) trait ReceiveWait: 'static {
     /// `dest`'s own record before its CPU is charged: when it is `false`,
     /// `on_deposit` would return `false` after the charge too, and the
     /// engine skips the charge. (Charging a CPU and ending its I/Os change
-    /// only its running process and the processes whose I/O ended.)
-    fn may_react<P: Parts>(engine: &Engine<'_, P>, dest: u32) -> bool;
+    /// only its running process and the processes whose I/O ended.) By
+    /// default: whenever the wait reacts to deposits at all.
+    fn may_react<P: Parts>(_engine: &Engine<'_, P>, _dest: u32) -> bool {
+        Self::REACTS_TO_DEPOSITS
+    }
 
     /// Whether `on_deposit` may react to a message for `dest` that lands at
     /// `at`, judged at `now` (the message is decided): when it is `false`,
-    /// the landing needs no event.
-    fn may_react_at<P: Parts>(engine: &Engine<'_, P>, dest: u32, at: SimTime, now: SimTime) -> bool;
+    /// the landing needs no event. By default: whenever the wait reacts.
+    fn may_react_at<P: Parts>(_engine: &Engine<'_, P>, _dest: u32, _at: SimTime, _now: SimTime) -> bool {
+        Self::REACTS_TO_DEPOSITS
+    }
 
     /// A message has landed in `dest`'s endpoint at `now` (accounted): react,
     /// and say whether it did (the CPU is then visited).

@@ -26,14 +26,6 @@ impl ReceiveWait for SpinYield {
         }
     }
 
-    fn may_react<P: Parts>(_: &Engine<'_, P>, _: u32) -> bool {
-        false
-    }
-
-    fn may_react_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime, _: SimTime) -> bool {
-        false
-    }
-
     fn on_deposit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
         false
     }
