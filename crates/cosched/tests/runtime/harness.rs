@@ -114,10 +114,15 @@ impl Daemon {
         self.agent = Some(agent);
     }
 
+    /// Kill the agent and, while a controller answers, wait until it has seen the agent go: a status taken just
+    /// after the kill may still show the old connection.
     pub fn kill_agent(&mut self) {
         if let Some(mut agent) = self.agent.take() {
             let _ = agent.kill();
             let _ = agent.wait();
+            wait_for("the controller to see the agent gone", Duration::from_secs(10), || {
+                self.status().is_none_or(|s| s.nodes.iter().all(|n| !n.connected))
+            });
         }
     }
 
