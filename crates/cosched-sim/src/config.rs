@@ -268,6 +268,16 @@ impl SimConfig {
         if s.quantum_ns_by_level.len() != LEVELS || s.quantum_ns_by_level.contains(&0) {
             return fail("the quantum table needs 60 positive quanta".into());
         }
+        // A raise gives every process a fresh quantum: a process spinning at
+        // the top would never run out of it, and its CPU's others never run.
+        if s.raise_period_ns <= s.quantum_ns(TOP_LEVEL) {
+            return fail(format!(
+                "--raise-period-ms ({} ms) must be longer than the top level's quantum ({} ms): a raise renews every \
+                 quantum, so a busy-waiting process would never lose its CPU",
+                s.raise_period_ns as f64 / 1e6,
+                s.quantum_ns(TOP_LEVEL) as f64 / 1e6
+            ));
+        }
         if self.costs.gang_quantum_ns <= self.costs.gang_switch_ns {
             return fail("--gang-quantum-ms must be longer than the gang switch cost".into());
         }

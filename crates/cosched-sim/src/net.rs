@@ -16,8 +16,8 @@ pub struct Nic {
     in_last_deposit: SimTime,
     /// Messages on their way whose deposit is decided only once every
     /// message arriving before them is known (see [`Nic::can_decide_at_send`]),
-    /// by (arrival, destination, side), the latest first: the next to be
-    /// decided is the last.
+    /// in the order the receiving side serves them, reversed (the next to be
+    /// decided is the last).
     undecided: Vec<Undecided>,
     /// The earliest arrival in `undecided` (`SimTime::MAX` when empty): the
     /// receiving node asks at every visit whether one can be decided.
@@ -62,25 +62,26 @@ pub struct Undecided {
     pub side: u8,
 }
 
-impl Undecided {
-    /// The order in which the receiving side decides messages.
-    fn order(&self) -> (SimTime, u32, u8) {
-        (self.arrival, self.dest, self.side)
-    }
-}
-
 impl Nic {
-    /// The receiving side serves messages in order of arrival. A message
-    /// sent at `t` arrives no earlier than `t + L`; so one that left its sender
-    /// at once arrives no later than any message sent after it, and its
-    /// deposit can be decided when it is sent, unless a message still
-    /// undecided arrives before it.
+    /// The receiving side serves messages in order of arrival, and messages
+    /// arriving at the same instant in the order they were sent (handed to
+    /// this interface's `can_decide_at_send` or `add_undecided`). A message
+    /// sent at `t` arrives no earlier than `t + L`; so one that left its
+    /// sender at once arrives no later than any message sent after it, and
+    /// its deposit can be decided when it is sent, unless a message still
+    /// undecided arrives before it or with it.
+    ///
+    /// That order does not depend on when the engine decides: a message
+    /// sent later that arrives with an undecided one goes after it, as it
+    /// would had the undecided one been decided first.
     pub fn can_decide_at_send(&self, arrival: SimTime) -> bool {
         self.earliest_undecided > arrival
     }
 
+    /// A message sent now whose deposit cannot be decided yet: served after
+    /// every message already known that arrives no later.
     pub fn add_undecided(&mut self, message: Undecided) {
-        let place = self.undecided.partition_point(|u| u.order() > message.order());
+        let place = self.undecided.partition_point(|u| u.arrival > message.arrival);
         self.undecided.insert(place, message);
         self.earliest_undecided = self.earliest_undecided.min(message.arrival);
     }
@@ -101,9 +102,9 @@ impl Nic {
         Some(first)
     }
 
-    /// When the first undecided message for `dest` arrives.
-    pub fn undecided_arrival_for(&self, dest: u32) -> Option<SimTime> {
-        self.undecided.iter().filter(|u| u.dest == dest).map(|u| u.arrival).min()
+    /// When the first undecided message for `dest`'s endpoint `side` arrives.
+    pub fn undecided_arrival_for(&self, dest: u32, side: u8) -> Option<SimTime> {
+        self.undecided.iter().filter(|u| u.dest == dest && u.side == side).map(|u| u.arrival).min()
     }
 }
 
@@ -123,17 +124,18 @@ mod tests {
     }
 
     #[test]
-    fn undecided_messages_are_decided_by_arrival_then_destination_then_side() {
+    fn undecided_messages_are_decided_by_arrival_then_in_the_order_sent() {
         let mut nic = Nic::default();
         let m = |arrival, dest, side| Undecided { arrival: SimTime(arrival), dest, side };
         for message in [m(50, 3, 0), m(20, 9, 1), m(50, 1, 1), m(20, 9, 0), m(70, 0, 0)] {
             nic.add_undecided(message);
         }
         assert!(nic.can_decide_at_send(SimTime(19)) && !nic.can_decide_at_send(SimTime(20)));
-        assert_eq!(nic.undecided_arrival_for(9), Some(SimTime(20)));
+        assert_eq!(nic.undecided_arrival_for(9, 1), Some(SimTime(20)));
+        assert_eq!(nic.undecided_arrival_for(3, 1), None);
         assert_eq!(nic.take_decidable(SimTime(0), 19), None);
         let decided: Vec<_> = std::iter::from_fn(|| nic.take_decidable(SimTime(10), 50)).collect();
-        assert_eq!(decided, [m(20, 9, 0), m(20, 9, 1), m(50, 1, 1), m(50, 3, 0)]);
+        assert_eq!(decided, [m(20, 9, 1), m(20, 9, 0), m(50, 3, 0), m(50, 1, 1)]);
         assert!(!nic.may_decide_by(SimTime(10), 50) && nic.may_decide_by(SimTime(20), 50));
     }
 }

@@ -23,7 +23,7 @@ pub struct RunOptions {
     pub bounded_slowdown_threshold_s: f64,
     pub record_trace: bool,
     pub progress_every_events: u64,
-    /// Testing aid: visit every CPU at every tick too; results must not change.
+    /// Testing aid: visit every CPU at every tick and at the end of its kernel work too; results must not change.
     pub visit_every_tick: bool,
     /// Set from outside (an interrupt) to end the run at its next progress report, keeping what finished.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,

@@ -35,6 +35,9 @@ proptest! {
         scheme_index in 0usize..Scheme::all_names().len(),
         seed in 0u64..1_000,
         options in 0u8..4,
+        // Short raise periods (just above the top quantum, 20 ticks) put
+        // raises inside kernel work in short runs.
+        raise_ticks in prop_oneof![Just(1000u64), 21u64..60],
         jobs in jobs_strategy(8),
     ) {
         let cpus = nodes * cpus_per_node;
@@ -54,6 +57,7 @@ proptest! {
             cfg.costs.boost_walk = cosched_sim::config::BoostWalk::SameTick;
         }
         cfg.costs.gang_switch_every_quantum = options & 2 == 0;
+        cfg.scheduler.raise_period_ns = raise_ticks * cfg.scheduler.tick_ns;
         let n = jobs.len();
         let result = run(&cfg, jobs.clone(), &RunOptions::default(), |_| {}).unwrap();
         prop_assert_eq!(result.jobs.len(), n, "every admitted job completes");

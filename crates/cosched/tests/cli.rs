@@ -210,6 +210,7 @@ fn impossible_configurations_and_unknown_values_are_refused() {
         (&["--quanta-ms", "1,2,3"][..], "--quanta-ms needs 6 values"),
         (&["--runtime-scale", "0"][..], "--runtime-scale must be positive"),
         (&["--horizon-s", "0"][..], "--horizon-s must be positive"),
+        (&["--raise-period-ms", "20"][..], "must be longer than the top level's quantum (20 ms)"),
     ] {
         let mut args = vec!["sim", "-q", "--jobs", "10", "--out", out.to_str().unwrap()];
         args.extend_from_slice(extra);

@@ -331,8 +331,9 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// without dividing (several times per visit).
     tick: Period,
     raise_period: Period,
-    /// Testing aid: also visit every CPU at every tick. A correct tickless
-    /// engine gives exactly the same results either way.
+    /// Testing aid: also visit every CPU at every tick and at the end of its
+    /// kernel work (where a tick inside it acts). A correct tickless engine
+    /// gives exactly the same results either way.
     visit_every_tick: bool,
     /// Spin time of spin-block and spin-yield receives.
     spin_ns: u64,
@@ -449,7 +450,8 @@ impl<'a, P: Parts> Engine<'a, P> {
         self
     }
 
-    /// Visit every CPU at every tick as well (for tests of the tickless logic).
+    /// Visit every CPU at every tick and at the end of its kernel work as
+    /// well (for tests of the tickless logic).
     pub fn with_visits_every_tick(mut self) -> Self {
         self.visit_every_tick = true;
         self
@@ -1016,7 +1018,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 self.queue.schedule(at, Event::Deposit { dest, judged_quiet: !needed });
             }
         }
-        self.notify_spinning_receiver(dest, at, now);
+        self.notify_spinning_receiver(dest, now);
     }
 
     /// A deposit judged at its send to need no event has landed (queued in
@@ -1037,19 +1039,18 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     /// A receiver spinning on its CPU must be looked at again when a message
-    /// it may be waiting for lands (or gets decided). The CPU being visited
-    /// books its next visit itself.
-    fn notify_spinning_receiver(&mut self, dest: u32, at: SimTime, now: SimTime) {
+    /// it may be waiting for is decided or sent. The CPU being visited books
+    /// its next visit itself. A message that lands now is seen at a booked
+    /// visit too, never by a visit nested in this one: the landing's event
+    /// comes first, and the instant's visits go in CPU order whenever the
+    /// message was decided.
+    fn notify_spinning_receiver(&mut self, dest: u32, now: SimTime) {
         let proc = &self.procs[dest as usize];
         let cpu = proc.cpu;
         if proc.state != ProcState::Running || proc.phase != Phase::Recv || self.visiting == Some(cpu) {
             return;
         }
-        if at <= now {
-            self.update_cpu(cpu, now);
-        } else {
-            self.book_visit(cpu, now);
-        }
+        self.book_visit(cpu, now);
     }
 
     /// Decide the deposits of messages to `node` that can be decided by `now`.
@@ -1083,6 +1084,26 @@ impl<'a, P: Parts> Engine<'a, P> {
             .try_fold(SimTime::ZERO, |latest, inbox| inbox.front().map(|t| latest.max(t)))
     }
 
+    /// The first instant a visit may find `p`'s receive complete, when every
+    /// message it still misses is on its way (undecided at its node's
+    /// interface): the latest of their arrivals. A message is decided at the
+    /// first visit to its node after it left its sender, and lands no sooner
+    /// than it arrives. `None` when a missing message is not sent yet (its
+    /// send books the receiver's visit: `notify_spinning_receiver`) or none
+    /// is undecided.
+    fn missing_messages_decidable_at(&self, p: u32) -> Option<SimTime> {
+        let proc = &self.procs[p as usize];
+        let nic = &self.nics[self.cpus[proc.cpu as usize].node as usize];
+        let mut latest = None;
+        for (side, inbox) in proc.inbox[..proc.neighbour_count as usize].iter().enumerate() {
+            if inbox.front().is_none() {
+                let arrival = nic.undecided_arrival_for(p, side as u8)?;
+                latest = latest.max(Some(arrival));
+            }
+        }
+        latest
+    }
+
     /// Send one message to each neighbour: left first, then right.
     fn send_messages(&mut self, p: u32, now: SimTime) {
         let proc = &self.procs[p as usize];
@@ -1107,7 +1128,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 if Self::DEPOSIT_EVENTS {
                     self.queue.schedule(arrives, Event::Decide { node: dest_node });
                 }
-                self.notify_spinning_receiver(dest, arrives, now);
+                self.notify_spinning_receiver(dest, now);
             }
         }
     }
@@ -1414,17 +1435,21 @@ impl<'a, P: Parts> Engine<'a, P> {
         let wake_matters_at =
             if !busy || io_end == SimTime::MAX { io_end } else { P::Node::wake_noticed_at(self, c, io_end.max(now)) };
         let switching = cpu.switch_until > now;
-        let arrival_acts_at = P::Arrival::acts_at(self, c, now);
+        // The parts' own instants (periodic boost's tick, the raise), which
+        // kernel work does not put off.
+        let parts_act_at = P::Arrival::acts_at(self, c, now).min(P::Node::on_visit_due_at(self, c, now));
         let Some(p) = cpu.running else {
             let idle_next = if switching { wake_matters_at.min(cpu.switch_until) } else { wake_matters_at };
-            return idle_next.min(arrival_acts_at);
+            return idle_next.min(parts_act_at);
         };
         let proc = &self.procs[p as usize];
         // The incoming process starts when the switch ends. If it is
         // computing, nothing happens then: its next instants follow from there.
         let start = now.max(cpu.switch_until);
-        if switching && !matches!(proc.phase, Phase::Compute { .. }) {
-            return wake_matters_at.min(cpu.switch_until);
+        // One back from I/O sends its messages then. A receiver just spins
+        // on: its instants follow from there too.
+        if switching && proc.phase == Phase::Send {
+            return wake_matters_at.min(cpu.switch_until).min(parts_act_at);
         }
         let mut next = wake_matters_at;
         // While it runs, the node scheduler may take the CPU; once it
@@ -1452,16 +1477,13 @@ impl<'a, P: Parts> Engine<'a, P> {
                 }
             }
             (Phase::Recv, None) => match self.messages_complete_at(p).filter(|&complete| {
-                P::Wait::spin_deadline(self, p, start).is_none_or(|deadline| complete.max(now) <= deadline)
+                P::Wait::spin_deadline(self, p, start).is_none_or(|deadline| complete.max(start) <= deadline)
             }) {
-                // (Already complete if the visit at the end of a switch is still due.)
-                Some(complete) => next = next.min(complete.max(now)),
-                // A message still undecided can be decided once it has left its
-                // sender, and cannot land before it arrives: look then.
+                // (Complete before a switch ends: the receive ends with it.)
+                Some(complete) => next = next.min(complete.max(start)),
                 None => {
-                    let nic = &self.nics[cpu.node as usize];
-                    if let Some(arrival) = nic.undecided_arrival_for(p) {
-                        next = next.min(arrival.max(now));
+                    if let Some(decidable) = self.missing_messages_decidable_at(p) {
+                        next = next.min(decidable.max(now));
                     }
                 }
             },
@@ -1472,7 +1494,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 next = next.min(deadline.max(now));
             }
         }
-        next = next.min(arrival_acts_at);
+        next = next.min(parts_act_at);
         let preempts_at = P::Node::preempts_at(self, c, p, start, now);
         if preempts_at <= running_until {
             next = next.min(preempts_at);
@@ -1496,6 +1518,10 @@ impl<'a, P: Parts> Engine<'a, P> {
         let mut at = self.next_change(c, now);
         if self.visit_every_tick {
             at = at.min(now.next_multiple_after(self.cfg.scheduler.tick_ns));
+            let kernel_end = self.cpus[c as usize].switch_until;
+            if kernel_end > now {
+                at = at.min(kernel_end);
+            }
         }
         self.visits.set(c, at);
     }

@@ -15,6 +15,10 @@ impl NodeScheduler for GangCell {
 
     fn on_visit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
+    fn on_visit_due_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
+        SimTime::MAX
+    }
+
     fn acts_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
         SimTime::MAX
     }

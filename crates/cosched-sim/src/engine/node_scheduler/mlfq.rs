@@ -29,6 +29,16 @@ impl NodeScheduler for Mlfq {
         }
     }
 
+    /// The next raise boundary, when there is a process to raise (a blocked
+    /// one goes to the top when it wakes anyway).
+    fn on_visit_due_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
+        let cpu = &engine.cpus[c as usize];
+        if cpu.running.is_none() && cpu.ready.is_empty() {
+            return SimTime::MAX;
+        }
+        raise_at_or_after(engine, now, cpu.last_raise)
+    }
+
     /// The first instant at or after `from` (not before the CPU's last visit)
     /// at which the scheduler acts: the next tick not yet acted on, except
     /// that a tick falling inside kernel work is deferred to the work's end.
@@ -119,17 +129,19 @@ impl NodeScheduler for Mlfq {
 
     /// Expiry is noticed at the first tick at or after the quantum runs out;
     /// a waiting higher level or a boosted process preempts at the first
-    /// tick; the raise may reorder at its boundary.
+    /// tick. (The raise may reorder at its boundary: `on_visit_due_at`.)
     fn preempts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, p: u32, start: SimTime, now: SimTime) -> SimTime {
         let cpu = &engine.cpus[c as usize];
         let proc = &engine.procs[p as usize];
-        let quantum_end = ceil_tick(engine, start + proc.quantum_left_ns);
+        // (A quantum that ran out before kernel work is noticed by the tick
+        // deferred to the work's end, if one fell inside it.)
+        let quantum_end = Self::acts_at(engine, c, start + proc.quantum_left_ns);
         let first_tick = Self::acts_at(engine, c, now);
         let mut preempt_at = quantum_end.max(first_tick);
         if cpu.boosted.is_some() || cpu.ready.best_level().is_some_and(|best| best > proc.level) {
             preempt_at = preempt_at.min(first_tick);
         }
-        preempt_at.min(raise_at_or_after(engine, now, cpu.last_raise))
+        preempt_at
     }
 }
 

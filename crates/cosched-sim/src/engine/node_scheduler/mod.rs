@@ -28,6 +28,11 @@ pub(crate) trait NodeScheduler: 'static {
     /// Rules due at any visit, even while the CPU is in the kernel.
     fn on_visit<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
 
+    /// The first instant at or after `now` at which `on_visit` has a rule
+    /// due that may change anything, even inside kernel work; `SimTime::MAX`
+    /// if none.
+    fn on_visit_due_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime;
+
     /// The first instant at or after `from` at which the scheduler acts on
     /// its own (its tick); `SimTime::MAX` if it never does.
     fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, from: SimTime) -> SimTime;
