@@ -1025,9 +1025,15 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// debug builds only): no part may react to it.
     fn check_judged_quiet(&self, dest: u32) {
         assert!(
-            !(P::Arrival::REACTS_TO_DEPOSITS || P::Wait::may_react(self, dest)),
+            !self.deposit_may_be_reacted_to(dest),
             "a deposit judged to need no event finds a receiver a part may react to"
         );
+    }
+
+    /// Whether a part may react to a message landing for `dest` now, judged
+    /// from `dest`'s own record (`ReceiveWait::may_react`).
+    fn deposit_may_be_reacted_to(&self, dest: u32) -> bool {
+        P::Arrival::REACTS_TO_DEPOSITS || P::Wait::may_react(self, dest)
     }
 
     /// Whether a landing at `at` needs an event: a reaction to arrivals
@@ -1405,7 +1411,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         // Most deposits find a receiver no part reacts to: its CPU's charge
         // and I/O ends then wait for the CPU's next visit (charging at more
         // instants changes nothing: see `with_visits_every_tick`).
-        if !(P::Arrival::REACTS_TO_DEPOSITS || P::Wait::may_react(self, dest)) {
+        if !self.deposit_may_be_reacted_to(dest) {
             debug_assert!(
                 !(P::Wait::on_deposit(self, dest, now) || P::Arrival::on_deposit(self, dest, now)),
                 "a part reacted to a deposit it said it would not"
@@ -1422,9 +1428,10 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     /// The next instant anything can change on this CPU. The parts give
-    /// their own instants: the node scheduler when a wake is noticed and when
-    /// the running process may lose the CPU, the receive wait when a spin
-    /// runs out, the arrival reaction when it acts by itself.
+    /// their own instants: the node scheduler when a wake is noticed, when
+    /// the running process may lose the CPU and when a rule of its visits is
+    /// due (the raise), the receive wait when a spin runs out, the arrival
+    /// reaction when it acts by itself.
     fn next_change(&self, c: u32, now: SimTime) -> SimTime {
         let cpu = &self.cpus[c as usize];
         let io_end = cpu.earliest_io_end;
