@@ -1446,7 +1446,17 @@ impl<'a, P: Parts> Engine<'a, P> {
         // kernel work does not put off.
         let parts_act_at = P::Arrival::acts_at(self, c, now).min(P::Node::on_visit_due_at(self, c, now));
         let Some(p) = cpu.running else {
-            let idle_next = if switching { wake_matters_at.min(cpu.switch_until) } else { wake_matters_at };
+            // An idle CPU dispatches at the end of its kernel work what is
+            // ready by then, and a process waking later when it wakes: after
+            // a receiver blocks with nothing else ready, the end of its
+            // system call needs no visit.
+            let idle_next = if !switching {
+                wake_matters_at
+            } else if P::Node::has_ready(self, c) {
+                cpu.switch_until
+            } else {
+                io_end.max(cpu.switch_until)
+            };
             return idle_next.min(parts_act_at);
         };
         let proc = &self.procs[p as usize];
@@ -1530,7 +1540,10 @@ impl<'a, P: Parts> Engine<'a, P> {
                 at = at.min(kernel_end);
             }
         }
-        self.visits.set(c, at);
+        // A receiver's CPU booked again after a send often keeps its instant.
+        if self.visits.armed_at(c) != at {
+            self.visits.set(c, at);
+        }
     }
 }
 

@@ -25,8 +25,12 @@ impl NodeScheduler for GangCell {
 
     fn tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
+    fn has_ready<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool {
+        ready_cell(engine, c).is_some()
+    }
+
     fn pick_next<P: Parts>(engine: &mut Engine<'_, P>, c: u32) -> Option<u32> {
-        engine.cpus[c as usize].gang_cell.filter(|&p| engine.procs[p as usize].state == ProcState::Ready)
+        ready_cell(engine, c)
     }
 
     fn make_ready<P: Parts>(_: &mut Engine<'_, P>, _: u32) {}
@@ -46,4 +50,9 @@ impl NodeScheduler for GangCell {
     fn preempts_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: u32, _: SimTime, _: SimTime) -> SimTime {
         SimTime::MAX
     }
+}
+
+/// The current row's process on CPU `c`, if it is ready to run.
+fn ready_cell<P: Parts>(engine: &Engine<'_, P>, c: u32) -> Option<u32> {
+    engine.cpus[c as usize].gang_cell.filter(|&p| engine.procs[p as usize].state == ProcState::Ready)
 }

@@ -88,6 +88,10 @@ impl NodeScheduler for Mlfq {
         engine.record(now, c, trace);
     }
 
+    fn has_ready<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool {
+        !engine.cpus[c as usize].ready.is_empty()
+    }
+
     fn pick_next<P: Parts>(engine: &mut Engine<'_, P>, c: u32) -> Option<u32> {
         engine.cpus[c as usize].ready.pop_best()
     }

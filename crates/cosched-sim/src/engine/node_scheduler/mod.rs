@@ -40,6 +40,9 @@ pub(crate) trait NodeScheduler: 'static {
     /// The scheduler's own activity at an instant `acts_at` gave.
     fn tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
 
+    /// Whether `pick_next` would find a process now.
+    fn has_ready<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool;
+
     /// Take the next process to run off the CPU's ready processes.
     fn pick_next<P: Parts>(engine: &mut Engine<'_, P>, c: u32) -> Option<u32>;
 
