@@ -33,7 +33,7 @@ impl NodeScheduler for Mlfq {
     /// one goes to the top when it wakes anyway).
     fn on_visit_due_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
         let cpu = &engine.cpus[c as usize];
-        if cpu.running.is_none() && cpu.ready.is_empty() {
+        if cpu.running.is_none() && !Self::has_ready(engine, c) {
             return SimTime::MAX;
         }
         raise_at_or_after(engine, now, cpu.last_raise)
