@@ -12,7 +12,7 @@ pub mod special;
 pub mod time;
 pub mod timers;
 
-pub use events::EventQueue;
+pub use events::{EventQueue, RadixHeap};
 pub use ids::{CpuId, JobId, NodeId};
 pub use rng::{Rng, StreamSeed};
 pub use time::{Period, SimTime};

@@ -58,16 +58,28 @@ impl TimerTree {
     }
 
     /// Arm, re-arm or (with `SimTime::MAX`) disarm the timer of `id`.
+    /// Inlined: a re-arm is a short loop; switching to wide keys is cold.
+    #[inline]
     pub fn set(&mut self, id: u32, at: SimTime) {
         match &mut self.keys {
             Keys::Narrow(tree) => {
-                if tree.set(id, at).is_err() {
-                    self.widen();
-                    self.set(id, at);
+                if tree.set(id, at).is_ok() {
+                    return;
                 }
             }
-            Keys::Wide(tree) => tree.set(id, at).expect("every time fits a wide key"),
+            Keys::Wide(tree) => {
+                tree.set(id, at).expect("every time fits a wide key");
+                return;
+            }
         }
+        self.widen_and_set(id, at);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn widen_and_set(&mut self, id: u32, at: SimTime) {
+        self.widen();
+        self.set(id, at);
     }
 
     /// Switch to 128-bit keys. The order of the keys is the same (padding
@@ -200,14 +212,24 @@ impl<F: KeyForm> Tree<F> {
     }
 
     /// `Err` (and nothing changed) when the time does not fit the key.
+    ///
+    /// Every index is masked to the tree's size, a power of two: the
+    /// compiler then sees that none can be out of bounds and drops the two
+    /// checks per level, half of a re-arm's instructions. The loop runs a
+    /// fixed number of levels, one per bit of `leaves`.
+    #[inline]
     fn set(&mut self, id: u32, at: SimTime) -> Result<(), ()> {
+        assert!((id as usize) < self.leaves, "timer {id} of a tree of {} leaves", self.leaves);
         let mut smallest = self.form.key(at, id).ok_or(())?;
+        let keys = &mut self.keys[..];
+        debug_assert!(keys.len().is_power_of_two() && keys.len() == 2 * self.leaves);
+        let mask = keys.len() - 1;
         let mut node = self.leaves + id as usize;
-        self.keys[node] = smallest;
-        while node > 1 {
-            smallest = smallest.min(self.keys[node ^ 1]);
+        keys[node & mask] = smallest;
+        for _ in 0..self.leaves.trailing_zeros() {
+            smallest = smallest.min(keys[(node ^ 1) & mask]);
             node >>= 1;
-            self.keys[node] = smallest;
+            keys[node & mask] = smallest;
         }
         Ok(())
     }

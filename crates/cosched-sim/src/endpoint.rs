@@ -14,14 +14,15 @@ use cosched_core::SimTime;
 ///
 /// The two slots hold the oldest message first; an empty slot holds
 /// `EMPTY`, a time no deposit reaches. So the endpoint is 16 bytes with no
-/// head or length, and "is a message there" is one comparison (the engine
-/// asks it of every resident at every periodic-boost walk).
+/// head or length, and "are the messages there" is the latest first deposit
+/// compared with the clock, with no branch per endpoint (the engine asks it
+/// of every resident at every periodic-boost walk).
 #[derive(Clone, Copy, Debug)]
 pub struct Inbox {
     deposit_ns: [u64; 2],
 }
 
-const EMPTY: u64 = u64::MAX;
+const EMPTY: u64 = Inbox::EMPTY_NS;
 
 impl Default for Inbox {
     fn default() -> Self {
@@ -30,6 +31,14 @@ impl Default for Inbox {
 }
 
 impl Inbox {
+    /// What [`Inbox::front_ns`] gives for an empty endpoint: later than any deposit.
+    pub const EMPTY_NS: u64 = u64::MAX;
+
+    /// The first deposit's time in ns, `EMPTY_NS` when there is none.
+    pub fn front_ns(&self) -> u64 {
+        self.deposit_ns[0]
+    }
+
     pub fn push(&mut self, deposit: SimTime) {
         assert!(deposit.ns() != EMPTY, "a deposit at the end of time");
         debug_assert!(self.back().is_none_or(|last| last <= deposit), "messages from one neighbour stay in order");
@@ -50,11 +59,6 @@ impl Inbox {
         (last != EMPTY).then_some(SimTime(last))
     }
 
-    /// Is a message there at `now`? (An empty slot is never there.)
-    pub fn has_message(&self, now: SimTime) -> bool {
-        self.deposit_ns[0] <= now.ns() && self.deposit_ns[0] != EMPTY
-    }
-
     pub fn consume(&mut self) {
         assert!(self.deposit_ns[0] != EMPTY, "consuming from an empty endpoint");
         self.deposit_ns = [self.deposit_ns[1], EMPTY];
@@ -72,11 +76,10 @@ mod tests {
     #[test]
     fn fifo_with_future_deposits() {
         let mut inbox = Inbox::default();
-        assert!(!inbox.has_message(SimTime(100)));
+        assert_eq!(inbox.front_ns(), Inbox::EMPTY_NS);
         inbox.push(SimTime(50));
         inbox.push(SimTime(80));
-        assert!(!inbox.has_message(SimTime(49)));
-        assert!(inbox.has_message(SimTime(50)));
+        assert_eq!(inbox.front_ns(), 50);
         inbox.consume();
         assert_eq!(inbox.front(), Some(SimTime(80)));
         inbox.push(SimTime(90));

@@ -2,7 +2,7 @@
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
 use clap::{Args, Subcommand};
-use cosched_core::{EventQueue, SimTime, StreamSeed};
+use cosched_core::{RadixHeap, SimTime, StreamSeed};
 use cosched_lab::workload::{load_workload, WorkloadSpec};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions};
@@ -27,7 +27,8 @@ pub enum BenchCommand {
     ///   fast: the most events per simulated second).
     /// - pb-sb: as full, under PB-SB (periodic boost every tick, spin-block).
     ///
-    /// A bare event-queue loop measured in the same run is the baseline.
+    /// A bare radix-heap loop measured in the same run is the baseline (the
+    /// event queue of earlier builds, kept as a fixed yardstick of machine speed).
     Sim(BenchSimArgs),
     /// Gang switching on this machine (root, real cgroups and processes): switch latency, overlap of gangs,
     /// throughput of CPU-bound gangs at several slice lengths against no switching, and slice-start skew between
@@ -254,7 +255,7 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
             scenarios.push(scenario(name, scheme, load, args.repeat, baseline)?);
         }
     }
-    println!("baseline (bare event queue, 4096 pending): {:.2} M push+pop/s", baseline / 1e6);
+    println!("baseline (bare radix heap, 4096 pending): {:.2} M push+pop/s", baseline / 1e6);
     println!(
         "{:<8} {:>7} {:>6} {:>10} {:>10} {:>10} {:>16} {:>14} {:>10}",
         "scenario", "scheme", "load", "wall s", "worst s", "M ev/s", "node-s per wall s", "ev per node-s", "vs base"
@@ -280,11 +281,11 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Push/pop throughput of the bare event queue with a simulator-like mix of
+/// Push/pop throughput of a bare radix heap (the event queue of earlier builds) with a simulator-like mix of
 /// horizons (about 4,000 pending events), as a yardstick of machine speed.
 fn baseline_queue_ops_per_s() -> f64 {
     let mut rng = StreamSeed(99).stream("baseline");
-    let mut queue: EventQueue<u32> = EventQueue::new();
+    let mut queue: RadixHeap<u32> = RadixHeap::new();
     for i in 0..4_096 {
         queue.schedule(SimTime(rng.below(1_000_000) as u64), i);
     }

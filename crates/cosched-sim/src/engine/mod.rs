@@ -111,12 +111,32 @@ struct Proc {
     next_compute_ns: u64,
     next_io_ns: u64,
     neighbours: [u32; 2],
+    /// The neighbours' nodes (processes never move): a send finds the
+    /// interfaces without first reading the neighbours' records and CPUs.
+    neighbour_nodes: [u32; 2],
     job: u32,
+    /// Messages to each endpoint sent but still undecided at the node's
+    /// interface. (A message is unsent, then undecided, then in the endpoint.)
+    undecided: [u8; 2],
     // -- once per iteration
     /// The job's nominal compute and I/O per iteration (copies).
     nominal_compute_ns: u64,
     nominal_io_ns: u64,
     rng: Rng,
+}
+
+impl Proc {
+    /// The latest of the first deposits in the endpoints it awaits,
+    /// `Inbox::EMPTY_NS` when one is empty (0 when it awaits none). Without
+    /// a loop over its 0, 1 or 2 neighbours: a branch on their number is
+    /// mispredicted as often as not, and this is asked at most visits and
+    /// of every resident at every periodic-boost walk.
+    fn latest_first_deposit_ns(&self) -> u64 {
+        let count = self.neighbour_count;
+        let left = if count >= 1 { self.inbox[0].front_ns() } else { 0 };
+        let right = if count >= 2 { self.inbox[1].front_ns() } else { 0 };
+        left.max(right)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -550,8 +570,10 @@ impl<'a, P: Parts> Engine<'a, P> {
         if let Some(trace) = &mut self.trace {
             // Some lines are recorded late (a block found when the CPU's time
             // is charged) or early (a message's landing): put them in time
-            // order, keeping the order of decisions within an instant.
-            trace.sort_by_key(|e| e.time_ns);
+            // order, then CPU order, keeping the order of decisions on a CPU
+            // within an instant. (When a CPU's time is charged is the
+            // engine's business: the order must not depend on it.)
+            trace.sort_by_key(|e| (e.time_ns, e.cpu));
         }
         EngineOutcome {
             end: self.run_clock(end),
@@ -670,6 +692,11 @@ impl<'a, P: Parts> Engine<'a, P> {
             let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut rng);
             let io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut rng);
             let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
+            let node_of = |neighbour: u32| {
+                let rank = neighbour.wrapping_sub(first_proc) as usize;
+                placement.cpus.get(rank).map_or(u32::MAX, |&cpu| self.cpus[cpu as usize].node)
+            };
+            let neighbour_nodes = neighbours.map(node_of);
             self.procs.push(Proc {
                 job: j,
                 cpu,
@@ -682,6 +709,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 nominal_compute_ns: program.compute_ns,
                 nominal_io_ns: program.io_ns,
                 neighbours,
+                neighbour_nodes,
                 neighbour_count,
                 inbox: [Inbox::default(); 2],
                 io_next_ns,
@@ -689,6 +717,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 next_io_ns: 0,
                 spin_left_ns: 0,
                 yielded: false,
+                undecided: [0; 2],
                 rng,
             });
             let residents = &mut self.cpus[cpu as usize].residents;
@@ -1010,7 +1039,9 @@ impl<'a, P: Parts> Engine<'a, P> {
     fn deliver(&mut self, dest: u32, side: u8, at: SimTime, now: SimTime) {
         let cpu = self.procs[dest as usize].cpu;
         self.record(at, cpu, TraceKind::Deposit { process: dest });
-        self.procs[dest as usize].inbox[side as usize].push(at);
+        let inbox = &mut self.procs[dest as usize].inbox[side as usize];
+        let queued_behind = !inbox.is_empty();
+        inbox.push(at);
         if Self::DEPOSIT_EVENTS {
             let needed = self.deposit_needs_event(dest, at, now);
             // Debug builds queue the others too, to check the judgement.
@@ -1018,7 +1049,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 self.queue.schedule(at, Event::Deposit { dest, judged_quiet: !needed });
             }
         }
-        self.notify_spinning_receiver(dest, now);
+        self.notify_spinning_receiver(dest, queued_behind, now);
     }
 
     /// A deposit judged at its send to need no event has landed (queued in
@@ -1050,13 +1081,34 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// visit too, never by a visit nested in this one: the landing's event
     /// comes first, and the instant's visits go in CPU order whenever the
     /// message was decided.
-    fn notify_spinning_receiver(&mut self, dest: u32, now: SimTime) {
+    ///
+    /// Two messages need no new booking, as the booking would keep its
+    /// instant: one `queued_behind` another from the same neighbour (the
+    /// endpoint's first message stays the same), and one for a receiver
+    /// that still awaits a message its neighbour has not sent (its receive
+    /// cannot complete and none of its missing messages can be decided, as
+    /// when its CPU was last booked: a message only goes from unsent to
+    /// undecided to landed). Fast mode keeps every booking: it closes its
+    /// windows at the instants the engine handles.
+    #[inline]
+    fn notify_spinning_receiver(&mut self, dest: u32, queued_behind: bool, now: SimTime) {
         let proc = &self.procs[dest as usize];
         let cpu = proc.cpu;
-        if proc.state != ProcState::Running || proc.phase != Phase::Recv || self.visiting == Some(cpu) {
+        if proc.state != ProcState::Running || !matches!(proc.phase, Phase::Recv) || self.visiting == Some(cpu) {
+            return;
+        }
+        if self.fast.is_none() && (queued_behind || self.awaits_unsent_message(dest)) {
             return;
         }
         self.book_visit(cpu, now);
+    }
+
+    /// Whether an endpoint of `p` is empty with no message for it undecided
+    /// at the interface: its neighbour has not sent it yet.
+    fn awaits_unsent_message(&self, p: u32) -> bool {
+        let proc = &self.procs[p as usize];
+        let count = proc.neighbour_count as usize;
+        proc.inbox[..count].iter().zip(proc.undecided).any(|(inbox, undecided)| inbox.is_empty() && undecided == 0)
     }
 
     /// Decide the deposits of messages to `node` that can be decided by `now`.
@@ -1072,22 +1124,21 @@ impl<'a, P: Parts> Engine<'a, P> {
     fn decide_deposits_now(&mut self, node: u32, now: SimTime) {
         let occupancy = self.cfg.network.nic_ns_per_message;
         while let Some(m) = self.nics[node as usize].take_decidable(now, self.latency_ns) {
+            self.procs[m.dest as usize].undecided[m.side as usize] -= 1;
             let at = self.nics[node as usize].deposit_time(m.arrival, occupancy);
             self.deliver(m.dest, m.side, at, now);
         }
     }
 
     fn has_all_messages(&self, p: u32, now: SimTime) -> bool {
-        let proc = &self.procs[p as usize];
-        proc.inbox[..proc.neighbour_count as usize].iter().all(|inbox| inbox.has_message(now))
+        debug_assert!(now != SimTime::MAX);
+        self.procs[p as usize].latest_first_deposit_ns() <= now.ns()
     }
 
     /// When every awaited message will be in the endpoint, if all are sent.
     fn messages_complete_at(&self, p: u32) -> Option<SimTime> {
-        let proc = &self.procs[p as usize];
-        proc.inbox[..proc.neighbour_count as usize]
-            .iter()
-            .try_fold(SimTime::ZERO, |latest, inbox| inbox.front().map(|t| latest.max(t)))
+        let latest = self.procs[p as usize].latest_first_deposit_ns();
+        (latest != Inbox::EMPTY_NS).then_some(SimTime(latest))
     }
 
     /// The first instant a visit may find `p`'s receive complete, when every
@@ -1103,6 +1154,10 @@ impl<'a, P: Parts> Engine<'a, P> {
         let mut latest = None;
         for (side, inbox) in proc.inbox[..proc.neighbour_count as usize].iter().enumerate() {
             if inbox.front().is_none() {
+                if proc.undecided[side] == 0 {
+                    debug_assert_eq!(nic.undecided_arrival_for(p, side as u8), None, "undecided count of {p}");
+                    return None;
+                }
                 let arrival = nic.undecided_arrival_for(p, side as u8)?;
                 latest = latest.max(Some(arrival));
             }
@@ -1113,11 +1168,12 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// Send one message to each neighbour: left first, then right.
     fn send_messages(&mut self, p: u32, now: SimTime) {
         let proc = &self.procs[p as usize];
-        let (neighbours, count, node) = (proc.neighbours, proc.neighbour_count, self.cpus[proc.cpu as usize].node);
-        for (side, &dest) in neighbours.iter().enumerate().take(count as usize) {
+        let (neighbours, dest_nodes, count) = (proc.neighbours, proc.neighbour_nodes, proc.neighbour_count);
+        let node = self.cpus[proc.cpu as usize].node;
+        for (side, (&dest, &dest_node)) in neighbours.iter().zip(&dest_nodes).enumerate().take(count as usize) {
             // With two neighbours, what I send left arrives on their right side.
             let dest_side = if count == 2 { 1 - side as u8 } else { 0 };
-            let dest_node = self.cpus[self.procs[dest as usize].cpu as usize].node;
+            debug_assert_eq!(dest_node, self.cpus[self.procs[dest as usize].cpu as usize].node);
             if dest_node == node {
                 self.deliver(dest, dest_side, now + self.shm_latency_ns, now);
                 continue;
@@ -1126,15 +1182,19 @@ impl<'a, P: Parts> Engine<'a, P> {
             let leaves = self.nics[node as usize].start_send(now, occupancy);
             let arrives = leaves + self.latency_ns;
             let receiver = &mut self.nics[dest_node as usize];
-            if leaves == now && receiver.can_decide_at_send(arrives) {
+            // (`&`: both are at hand, and a branch fewer is cheaper than the call it may spare.)
+            if (leaves == now) & receiver.can_decide_at_send(arrives) {
                 let at = receiver.deposit_time(arrives, occupancy);
                 self.deliver(dest, dest_side, at, now);
             } else {
                 receiver.add_undecided(Undecided { arrival: arrives, dest, side: dest_side });
+                let proc = &mut self.procs[dest as usize];
+                proc.undecided[dest_side as usize] += 1;
+                let queued_behind = !proc.inbox[dest_side as usize].is_empty();
                 if Self::DEPOSIT_EVENTS {
                     self.queue.schedule(arrives, Event::Decide { node: dest_node });
                 }
-                self.notify_spinning_receiver(dest, now);
+                self.notify_spinning_receiver(dest, queued_behind, now);
             }
         }
     }
@@ -1465,7 +1525,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let start = now.max(cpu.switch_until);
         // One back from I/O sends its messages then. A receiver just spins
         // on: its instants follow from there too.
-        if switching && proc.phase == Phase::Send {
+        if switching && matches!(proc.phase, Phase::Send) {
             return wake_matters_at.min(cpu.switch_until).min(parts_act_at);
         }
         let mut next = wake_matters_at;
@@ -1506,7 +1566,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             },
             _ => {}
         }
-        if proc.phase == Phase::Recv {
+        if matches!(proc.phase, Phase::Recv) {
             if let Some(deadline) = P::Wait::spin_deadline(self, p, start) {
                 next = next.min(deadline.max(now));
             }

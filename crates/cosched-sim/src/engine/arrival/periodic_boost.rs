@@ -83,8 +83,9 @@ pub(crate) fn boost_by_choice<P: Parts>(
         BoostCandidate {
             id: r,
             runnable: matches!(proc.state, ProcState::Ready | ProcState::Running),
-            in_receive: proc.phase == Phase::Recv,
-            message_ready: proc.phase == Phase::Recv && engine.has_all_messages(r, now),
+            in_receive: matches!(proc.phase, Phase::Recv),
+            // (`&`, not `&&`: both are loads of this record, and one branch fewer is cheaper.)
+            message_ready: matches!(proc.phase, Phase::Recv) & engine.has_all_messages(r, now),
         }
     }));
     let choice = periodic_boost_choice(&candidates, start_with);

@@ -28,7 +28,7 @@ impl ReceiveWait for SpinBlock {
     /// receive only at a visit).
     fn may_react<P: Parts>(engine: &Engine<'_, P>, dest: u32) -> bool {
         let proc = &engine.procs[dest as usize];
-        proc.phase == Phase::Recv && proc.state == ProcState::Blocked
+        matches!(proc.phase, Phase::Recv) && proc.state == ProcState::Blocked
     }
 
     /// A receiver blocks only once it has spun what is left of its spin
