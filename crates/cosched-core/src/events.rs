@@ -37,7 +37,8 @@ pub struct EventQueue<E> {
     first: usize,
     near_len: usize,
     /// The events at or past the window's end, and the earliest one's time
-    /// (`u64::MAX`: none), checked at every move of the window.
+    /// (`u64::MAX` also when there is none), checked at every move of the
+    /// window.
     far: RadixHeap<E>,
     far_first: u64,
     now: SimTime,
@@ -119,10 +120,8 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         if self.near_len == 0 {
-            if self.far_first == u64::MAX {
-                return None;
-            }
-            self.move_window(self.far_first);
+            let next = self.far.peek_time()?;
+            self.move_window(next.ns());
         }
         let i = self.first;
         let slot = &mut self.slots[i];
@@ -157,9 +156,11 @@ impl<E: Copy> EventQueue<E> {
         }
     }
 
+    /// (`far_first` is `u64::MAX` both for none and for an event at the last
+    /// instant, which a window there covers.)
     #[cold]
     fn take_from_far(&mut self) {
-        while self.in_window(self.far_first) {
+        while !self.far.is_empty() && self.in_window(self.far_first) {
             let (t, event) = self.far.pop().expect("far_first is an event's time");
             self.push_near(t.ns(), event);
             self.far_first = self.far.peek_time().map_or(u64::MAX, SimTime::ns);
@@ -188,7 +189,7 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
         if self.near_len == 0 {
-            return (self.far_first != u64::MAX).then_some(SimTime(self.far_first));
+            return self.far.peek_time();
         }
         let slot = &self.slots[self.first];
         Some(SimTime(slot.events[slot.head].0))
@@ -469,6 +470,18 @@ mod tests {
         q.schedule(far, 'b');
         assert_eq!(q.pop(), Some((far, 'a')));
         assert_eq!(q.pop(), Some((far, 'b')));
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn an_event_at_the_last_instant_is_kept() {
+        let mut q = EventQueue::new();
+        q.schedule(SimTime::MAX, 'z');
+        q.schedule(SimTime(3), 'a');
+        assert_eq!(q.peek_time(), Some(SimTime(3)));
+        assert_eq!(q.pop(), Some((SimTime(3), 'a')));
+        assert_eq!(q.peek_time(), Some(SimTime::MAX));
+        assert_eq!(q.pop(), Some((SimTime::MAX, 'z')));
         assert_eq!(q.pop(), None);
     }
 
