@@ -216,7 +216,7 @@ impl<F: KeyForm> Tree<F> {
     /// Every index is masked to the tree's size, a power of two: the
     /// compiler then sees that none can be out of bounds and drops the two
     /// checks per level, half of a re-arm's instructions. The loop runs a
-    /// fixed number of levels, one per bit of `leaves`.
+    /// fixed number of levels: log2 of `leaves`, which is a power of two.
     #[inline]
     fn set(&mut self, id: u32, at: SimTime) -> Result<(), ()> {
         assert!((id as usize) < self.leaves, "timer {id} of a tree of {} leaves", self.leaves);

@@ -243,7 +243,7 @@ pub struct SimArgs {
     /// Stop each run at this simulated time, s (jobs not finished are not reported).
     #[arg(long, help_heading = "Output")]
     pub horizon_s: Option<f64>,
-    /// Also write every scheduling decision to trace-SCHEME.jsonl (small runs only).
+    /// Also write every scheduling decision to trace-SCHEME.jsonl, in time order, then CPU order (small runs only).
     #[arg(long, help_heading = "Output")]
     pub trace_events: bool,
     /// No progress lines.
