@@ -268,14 +268,19 @@ impl SimConfig {
         if s.quantum_ns_by_level.len() != LEVELS || s.quantum_ns_by_level.contains(&0) {
             return fail("the quantum table needs 60 positive quanta".into());
         }
-        // A raise gives every process a fresh quantum: a process spinning at
-        // the top would never run out of it, and its CPU's others never run.
-        if s.raise_period_ns <= s.quantum_ns(TOP_LEVEL) {
+        // A raise gives every process a fresh quantum, and at a raise boundary
+        // the raise comes before the tick. A quantum's end is noticed at the
+        // first tick after it: if that tick can be the next raise boundary, a
+        // process spinning at the top never runs out of its quantum, and its
+        // CPU's others never run (a whole run can livelock so).
+        let top_quantum_noticed_ns = s.quantum_ns(TOP_LEVEL).div_ceil(s.tick_ns) * s.tick_ns;
+        if s.raise_period_ns <= top_quantum_noticed_ns {
             return fail(format!(
-                "--raise-period-ms ({} ms) must be longer than the top level's quantum ({} ms): a raise renews every \
-                 quantum, so a busy-waiting process would never lose its CPU",
+                "--raise-period-ms ({} ms) must be longer than the top level's quantum ({} ms) rounded up to a whole \
+                 tick ({} ms): a raise renews every quantum, so a busy-waiting process would never lose its CPU",
                 s.raise_period_ns as f64 / 1e6,
-                s.quantum_ns(TOP_LEVEL) as f64 / 1e6
+                s.quantum_ns(TOP_LEVEL) as f64 / 1e6,
+                top_quantum_noticed_ns as f64 / 1e6
             ));
         }
         if self.costs.gang_quantum_ns <= self.costs.gang_switch_ns {

@@ -9,7 +9,9 @@ use proptest::prelude::*;
 fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
     // Compute long enough for quanta to expire; I/O sometimes absent.
     let io = prop_oneof![Just(0u64), 0u64..5_000];
-    let one = (0u64..400, 1..=max_tasks, 0u64..30_000, io, 1u32..8);
+    // At least 1 µs of compute: a one-task job with no work has no slowdown
+    // (0/0), and NaN equals nothing, not even the same run's.
+    let one = (0u64..400, 1..=max_tasks, 1u64..30_000, io, 1u32..8);
     proptest::collection::vec(one, 1..12).prop_map(|specs| {
         let mut arrival = 0;
         specs
@@ -88,4 +90,87 @@ proptest! {
             prop_assert_eq!(result.summary.cpu_time.useful_ns, asked);
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Ticks shorter than a context switch (200 µs) fall inside kernel work
+    /// and line up with its ends: CPUs then meet at tick instants, where a
+    /// run visited at every tick visits them in number order. The tickless
+    /// engine must decide the same.
+    #[test]
+    fn tickless_equals_ticked_with_ticks_shorter_than_a_switch(
+        nodes in 1u32..5,
+        cpus_per_node in 1u32..3,
+        mpl in 1u32..4,
+        skew_pct in 0u32..150,
+        scheme_index in 0usize..Scheme::all_names().len(),
+        seed in 0u64..1_000,
+        same_tick_walk in any::<bool>(),
+        tick_us in prop_oneof![Just(10u64), Just(25), Just(50), Just(100), Just(150), Just(200)],
+        jobs in jobs_strategy(8),
+    ) {
+        let cpus = nodes * cpus_per_node;
+        let jobs: Vec<SimJob> = jobs.into_iter().filter(|j| j.tasks <= cpus).collect();
+        prop_assume!(!jobs.is_empty());
+        let mut cfg = SimConfig {
+            scheme: Scheme::all_names()[scheme_index].parse().unwrap(),
+            nodes,
+            cpus_per_node,
+            mpl,
+            skew: skew_pct as f64 / 100.0,
+            seed,
+            ..SimConfig::default()
+        };
+        if same_tick_walk {
+            cfg.costs.boost_walk = cosched_sim::config::BoostWalk::SameTick;
+        }
+        cfg.scheduler.tick_ns = tick_us * US;
+        // The raise period must be a whole number of ticks, past the tick
+        // that notices the end of a top-level quantum.
+        let top_quantum = cfg.scheduler.quantum_ns(cosched_sim::config::TOP_LEVEL);
+        cfg.scheduler.raise_period_ns = (top_quantum.div_ceil(cfg.scheduler.tick_ns) + 1) * cfg.scheduler.tick_ns;
+        let tickless = run(&cfg, jobs.clone(), &RunOptions::default(), |_| {}).unwrap();
+        let ticked = run(&cfg, jobs, &RunOptions { visit_every_tick: true, ..RunOptions::default() }, |_| {}).unwrap();
+        prop_assert_eq!(&ticked.jobs, &tickless.jobs, "visiting every tick changed the outcome");
+        prop_assert_eq!(ticked.summary.cpu_time, tickless.summary.cpu_time);
+    }
+}
+
+/// Found by the test above (with a 50 µs tick, under Local): job 2's last
+/// process exits on CPU 1 at a tick instant and job 5 is placed on CPU 0,
+/// whose running process the newcomer outranks. A run visited at every tick
+/// has visited CPU 0 at that instant already, so the preemption waits for
+/// CPU 0's next tick; the tickless engine preempted at once.
+#[test]
+fn a_cpu_reached_at_a_tick_from_a_higher_numbered_one_waits_for_its_next_tick() {
+    let specs = [
+        (1, 4_200_000, 4, 1_000_000, 0, 1),
+        (2, 21_000_000, 8, 17_369_000, 0, 3),
+        (3, 21_000_000, 5, 9_829_000, 909_000, 6),
+        (4, 21_000_000, 1, 17_245_000, 4_440_000, 3),
+        (5, 21_000_000, 7, 8_494_000, 0, 6),
+        (6, 21_000_000, 4, 3_984_000, 0, 2),
+    ];
+    let jobs: Vec<SimJob> = specs
+        .iter()
+        .map(|&(n, at, tasks, compute, io, iterations)| job(n, at, tasks, compute, io, iterations))
+        .collect();
+    let mut cfg = SimConfig {
+        scheme: Scheme::LOCAL,
+        nodes: 4,
+        cpus_per_node: 2,
+        mpl: 2,
+        skew: 0.28,
+        seed: 313,
+        ..SimConfig::default()
+    };
+    cfg.scheduler.tick_ns = 50 * US;
+    cfg.scheduler.raise_period_ns = 1_000 * cfg.scheduler.tick_ns;
+    let options = RunOptions { record_trace: true, ..RunOptions::default() };
+    let tickless = run(&cfg, jobs.clone(), &options, |_| {}).unwrap();
+    let ticked = run(&cfg, jobs, &RunOptions { visit_every_tick: true, ..options }, |_| {}).unwrap();
+    assert_eq!(ticked.trace, tickless.trace);
+    assert_eq!(ticked.jobs, tickless.jobs);
 }

@@ -211,6 +211,8 @@ fn impossible_configurations_and_unknown_values_are_refused() {
         (&["--runtime-scale", "0"][..], "--runtime-scale must be positive"),
         (&["--horizon-s", "0"][..], "--horizon-s must be positive"),
         (&["--raise-period-ms", "20"][..], "must be longer than the top level's quantum (20 ms)"),
+        // 20 ms is 133.3 ticks of 150 µs: its end is noticed at the 134th, the raise boundary itself.
+        (&["--tick-ms", "0.15", "--raise-period-ms", "20.1"][..], "rounded up to a whole tick (20.1 ms)"),
     ] {
         let mut args = vec!["sim", "-q", "--jobs", "10", "--out", out.to_str().unwrap()];
         args.extend_from_slice(extra);

@@ -337,6 +337,9 @@ pub(crate) struct Engine<'a, P: Parts> {
     bsld_threshold_s: f64,
     /// The CPU whose visit is in progress (a visit may deliver messages).
     visiting: Option<u32>,
+    /// The instant and CPU of the main loop's last CPU visit: at that
+    /// instant, a run visited at every tick has visited every CPU up to it.
+    visited_through: (SimTime, u32),
     /// When each CPU is next to be looked at.
     visits: TimerTree,
     events_handled: u64,
@@ -446,6 +449,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             records: Vec::new(),
             bsld_threshold_s,
             visiting: None,
+            visited_through: (SimTime::MAX, 0),
             visits: TimerTree::new(cpu_count),
             events_handled: 0,
             stopped_early: false,
@@ -529,6 +533,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 // The visit re-arms the CPU's timer when it books the next one.
                 let (_, cpu) = visit.expect("a visit is due");
                 self.event_counts[CPU_VISIT] += 1;
+                self.visited_through = (now, cpu);
                 self.update_cpu(cpu, now);
             }
             self.events_handled += 1;
@@ -1383,6 +1388,22 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
     }
 
+    /// A run visited at every tick visits the CPUs at a tick in number order.
+    /// So when the visit of CPU `v` at `now` (or an event it queued for
+    /// `now`) reaches a CPU below it whose scheduler acts at `now`, that CPU
+    /// has had its visit at `now` already, before `v` changed anything: its
+    /// scheduler acted then, with nothing to do (had there been anything,
+    /// the CPU would have been booked for `now` and visited before `v`).
+    /// The tickless engine skipped that visit; this passes the tick as the
+    /// visit did, so that what `v` changed waits for the next tick here too.
+    #[inline]
+    fn pass_tick_visited_earlier(&mut self, c: u32, now: SimTime) {
+        let (at, v) = self.visited_through;
+        if at == now && c < v && P::Node::acts_at(self, c, now) == now {
+            P::Node::tick_passed(self, c, now);
+        }
+    }
+
     /// Visit a CPU at `now`: charge time, apply the rules due, book the next visit.
     fn update_cpu(&mut self, c: u32, now: SimTime) {
         let outer_visit = self.visiting.replace(c);
@@ -1391,6 +1412,7 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     fn visit_cpu(&mut self, c: u32, now: SimTime) {
+        self.pass_tick_visited_earlier(c, now);
         self.account(c, now);
         self.decide_deposits(self.cpus[c as usize].node, now);
         self.complete_io(c, now);
@@ -1588,6 +1610,7 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     fn book_visit(&mut self, c: u32, now: SimTime) {
+        self.pass_tick_visited_earlier(c, now);
         // The running process's remaining compute and quantum are as of the
         // last accounting: bring them up to now first (another CPU may be
         // the one booking this visit).

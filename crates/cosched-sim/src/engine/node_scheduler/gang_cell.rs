@@ -25,6 +25,8 @@ impl NodeScheduler for GangCell {
 
     fn tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
+    fn tick_passed<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+
     fn has_ready<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool {
         ready_cell(engine, c).is_some()
     }

@@ -55,8 +55,7 @@ impl NodeScheduler for Mlfq {
     /// Quantum expiry, preemption by a higher level, and preemption in favour
     /// of a process periodic boost has chosen.
     fn tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
-        let ceil = ceil_tick(engine, now);
-        engine.cpus[c as usize].first_unacted_tick = if ceil == now { now + engine.tick.ns() } else { ceil };
+        Self::tick_passed(engine, c, now);
         let boosted = engine.cpus[c as usize].boosted.take();
         let Some(p) = engine.cpus[c as usize].running else {
             return;
@@ -86,6 +85,12 @@ impl NodeScheduler for Mlfq {
         }
         engine.set_running(c, now, None);
         engine.record(now, c, trace);
+    }
+
+    /// Each tick acts once: the next one is the first after `now`.
+    fn tick_passed<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+        let ceil = ceil_tick(engine, now);
+        engine.cpus[c as usize].first_unacted_tick = if ceil == now { now + engine.tick.ns() } else { ceil };
     }
 
     fn has_ready<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool {

@@ -40,6 +40,10 @@ pub(crate) trait NodeScheduler: 'static {
     /// The scheduler's own activity at an instant `acts_at` gave.
     fn tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
 
+    /// The scheduler's activity at `now`, an instant `acts_at` gave, went by
+    /// with nothing to do: only its bookkeeping (`Engine::pass_tick_visited_earlier`).
+    fn tick_passed<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+
     /// Whether `pick_next` would find a process now.
     fn has_ready<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool;
 
