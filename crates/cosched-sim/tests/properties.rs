@@ -25,35 +25,40 @@ fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
     })
 }
 
+/// A small machine (1–4 nodes of 1–2 CPUs, MPL 1–3) under any scheme, with
+/// any skew and seed, and the jobs that fit it (at least one).
+fn small_runs() -> impl Strategy<Value = (SimConfig, Vec<SimJob>)> {
+    let machine = (1u32..5, 1u32..3, 1u32..4, 0u32..150, 0usize..Scheme::all_names().len(), 0u64..1_000);
+    (machine, jobs_strategy(8))
+        .prop_map(|((nodes, cpus_per_node, mpl, skew_pct, scheme_index, seed), jobs)| {
+            let cfg = SimConfig {
+                scheme: Scheme::all_names()[scheme_index].parse().unwrap(),
+                nodes,
+                cpus_per_node,
+                mpl,
+                skew: skew_pct as f64 / 100.0,
+                seed,
+                ..SimConfig::default()
+            };
+            let jobs: Vec<SimJob> = jobs.into_iter().filter(|j| j.tasks <= nodes * cpus_per_node).collect();
+            (cfg, jobs)
+        })
+        .prop_filter("no job fits the machine", |(_, jobs)| !jobs.is_empty())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn every_job_completes_and_cpu_time_adds_up(
-        nodes in 1u32..5,
-        cpus_per_node in 1u32..3,
-        mpl in 1u32..4,
-        skew_pct in 0u32..150,
-        scheme_index in 0usize..Scheme::all_names().len(),
-        seed in 0u64..1_000,
+        (mut cfg, jobs) in small_runs(),
         options in 0u8..4,
         // Short raise periods (just above the top quantum, 20 ticks) put
         // raises inside kernel work in short runs.
         raise_ticks in prop_oneof![Just(1000u64), 21u64..60],
-        jobs in jobs_strategy(8),
     ) {
-        let cpus = nodes * cpus_per_node;
-        let jobs: Vec<SimJob> = jobs.into_iter().filter(|j| j.tasks <= cpus).collect();
-        prop_assume!(!jobs.is_empty());
-        let mut cfg = SimConfig {
-            scheme: Scheme::all_names()[scheme_index].parse().unwrap(),
-            nodes,
-            cpus_per_node,
-            mpl,
-            skew: skew_pct as f64 / 100.0,
-            seed,
-            ..SimConfig::default()
-        };
+        let cpus = cfg.nodes * cfg.cpus_per_node;
+        let no_skew = cfg.skew == 0.0;
         // The two documented readings the study leaves open, both ways.
         if options & 1 == 1 {
             cfg.costs.boost_walk = cosched_sim::config::BoostWalk::SameTick;
@@ -72,7 +77,7 @@ proptest! {
             prop_assert!(rec.start_s >= rec.arrival_s && rec.finish_s >= rec.start_s);
             // (With c > 1 tasks on one node talk through shared memory, faster
             // than the dedicated time assumes.)
-            if skew_pct == 0 && cpus_per_node == 1 {
+            if no_skew && cfg.cpus_per_node == 1 {
                 prop_assert!(rec.execution_s >= rec.dedicated_s - 1e-9, "no job beats its dedicated time");
             }
         }
@@ -85,7 +90,7 @@ proptest! {
         prop_assert_eq!(&traced.jobs, &result.jobs, "recording the trace changed the outcome");
         prop_assert!(traced.trace.windows(2).all(|w| w[0].time_ns <= w[1].time_ns), "the trace is out of time order");
         // Useful work is exactly the sum of the compute the jobs asked for (with no skew).
-        if skew_pct == 0 {
+        if no_skew {
             let asked: u64 = jobs.iter().map(|j| j.program.compute_ns * j.program.iterations as u64 * j.tasks as u64).sum();
             prop_assert_eq!(result.summary.cpu_time.useful_ns, asked);
         }
@@ -101,28 +106,10 @@ proptest! {
     /// engine must decide the same.
     #[test]
     fn tickless_equals_ticked_with_ticks_shorter_than_a_switch(
-        nodes in 1u32..5,
-        cpus_per_node in 1u32..3,
-        mpl in 1u32..4,
-        skew_pct in 0u32..150,
-        scheme_index in 0usize..Scheme::all_names().len(),
-        seed in 0u64..1_000,
+        (mut cfg, jobs) in small_runs(),
         same_tick_walk in any::<bool>(),
         tick_us in prop_oneof![Just(10u64), Just(25), Just(50), Just(100), Just(150), Just(200)],
-        jobs in jobs_strategy(8),
     ) {
-        let cpus = nodes * cpus_per_node;
-        let jobs: Vec<SimJob> = jobs.into_iter().filter(|j| j.tasks <= cpus).collect();
-        prop_assume!(!jobs.is_empty());
-        let mut cfg = SimConfig {
-            scheme: Scheme::all_names()[scheme_index].parse().unwrap(),
-            nodes,
-            cpus_per_node,
-            mpl,
-            skew: skew_pct as f64 / 100.0,
-            seed,
-            ..SimConfig::default()
-        };
         if same_tick_walk {
             cfg.costs.boost_walk = cosched_sim::config::BoostWalk::SameTick;
         }
