@@ -24,7 +24,7 @@ use crate::mlfq::ReadyQueue;
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::{MessageArrival, NicView};
-use cosched_core::{EventQueue, JobId, Period, Rng, SimTime, StreamSeed, TimerTree};
+use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerTree};
 use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
 use fast::{FastReport, FastSettings, FastState};
@@ -32,6 +32,7 @@ use node_scheduler::NodeScheduler;
 use parts::Parts;
 use proc_table::ProcTable;
 use receive::ReceiveWait;
+use scheduler_clock::SchedulerClock;
 use std::marker::PhantomData;
 
 pub(crate) mod arrival;
@@ -40,6 +41,7 @@ pub(crate) mod node_scheduler;
 pub(crate) mod parts;
 mod proc_table;
 pub(crate) mod receive;
+mod scheduler_clock;
 
 /// A job as the engine receives it.
 #[derive(Clone, Debug)]
@@ -342,6 +344,10 @@ pub(crate) struct Engine<'a, P: Parts> {
     visited_through: (SimTime, u32),
     /// When each CPU is next to be looked at.
     visits: TimerTree,
+    /// The process each CPU runs (`NO_PROC`: none), as in `Cpu::running`:
+    /// a small array, read at a visit's start without waiting for the CPU's
+    /// record (see `Engine::visit_cpu`).
+    running_on: Vec<u32>,
     events_handled: u64,
     stopped_early: bool,
     arrival_window: ArrivalWindow,
@@ -350,10 +356,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// What each CPU's NIC believes runs (refreshed at every tick), kept
     /// lazily; only demand-based coscheduling (`arrival::Interrupt`) uses it.
     nic_views: Vec<NicView>,
-    /// The node scheduler's tick and the MLFQ's raise period, rounded to
-    /// without dividing (several times per visit).
-    tick: Period,
-    raise_period: Period,
+    /// The node scheduler's tick and the MLFQ's raise period (see [`scheduler_clock`]).
+    clock: SchedulerClock,
     /// Testing aid: also visit every CPU at every tick and at the end of its
     /// kernel work (where a tick inside it acts). A correct tickless engine
     /// gives exactly the same results either way.
@@ -451,13 +455,13 @@ impl<'a, P: Parts> Engine<'a, P> {
             visiting: None,
             visited_through: (SimTime::MAX, 0),
             visits: TimerTree::new(cpu_count),
+            running_on: vec![NO_PROC; cpu_count],
             events_handled: 0,
             stopped_early: false,
             arrival_window: ArrivalWindow::default(),
             peak_processes_per_cpu: 0,
             jobs_in_system: Vec::new(),
-            tick: Period::new(cfg.scheduler.tick_ns),
-            raise_period: Period::new(cfg.scheduler.raise_period_ns),
+            clock: SchedulerClock::new(cfg.scheduler.tick_ns, cfg.scheduler.raise_period_ns),
             nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
@@ -534,7 +538,9 @@ impl<'a, P: Parts> Engine<'a, P> {
                 let (_, cpu) = visit.expect("a visit is due");
                 self.event_counts[CPU_VISIT] += 1;
                 self.visited_through = (now, cpu);
-                self.update_cpu(cpu, now);
+                self.visiting = Some(cpu);
+                self.visit_cpu(cpu, now);
+                self.visiting = None;
             }
             self.events_handled += 1;
             until_progress -= 1;
@@ -1095,7 +1101,10 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// when its CPU was last booked: a message only goes from unsent to
     /// undecided to landed). Fast mode keeps every booking: it closes its
     /// windows at the instants the engine handles.
-    #[inline]
+    ///
+    /// Inlined: most messages need no booking, which the receiver's record
+    /// tells; the booking is the call.
+    #[inline(always)]
     fn notify_spinning_receiver(&mut self, dest: u32, queued_behind: bool, now: SimTime) {
         let proc = &self.procs[dest as usize];
         let cpu = proc.cpu;
@@ -1404,22 +1413,42 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
     }
 
-    /// Visit a CPU at `now`: charge time, apply the rules due, book the next visit.
+    /// Visit a CPU at `now` outside the main loop's order (an event's, or
+    /// one nested in another visit): charge time, apply the rules due, book
+    /// the next visit.
     fn update_cpu(&mut self, c: u32, now: SimTime) {
         let outer_visit = self.visiting.replace(c);
+        self.pass_tick_visited_earlier(c, now);
         self.visit_cpu(c, now);
         self.visiting = outer_visit;
     }
 
+    /// The visit proper, once any tick passed earlier at `now` is passed.
     fn visit_cpu(&mut self, c: u32, now: SimTime) {
-        self.pass_tick_visited_earlier(c, now);
+        self.clock.round_at(now);
+        // The CPU's record, its running process's and its interface's are
+        // most often out of the nearest caches by the time the CPU is
+        // visited again. Their addresses do not depend on one another: read
+        // from all three first, so that the misses overlap rather than
+        // follow one another. (Charging the time changes no interface.)
+        let node = c / self.cfg.cpus_per_node;
+        let may_decide = self.nics[node as usize].may_decide_by(now, self.latency_ns);
+        let running = self.running_on[c as usize];
+        if running != NO_PROC {
+            std::hint::black_box(self.procs[running as usize].phase);
+        }
+        debug_assert_eq!(node, self.cpus[c as usize].node);
+        debug_assert_eq!(Some(running).filter(|&p| p != NO_PROC), self.cpus[c as usize].running);
         self.account(c, now);
-        self.decide_deposits(self.cpus[c as usize].node, now);
+        debug_assert_eq!(may_decide, self.nics[node as usize].may_decide_by(now, self.latency_ns));
+        if may_decide {
+            self.decide_deposits_now(node, now);
+        }
         self.complete_io(c, now);
         P::Node::on_visit(self, c, now);
         if self.cpus[c as usize].switch_until > now {
             // In the kernel: a tick now waits for the end of the kernel work.
-            self.book_visit(c, now);
+            self.book_next_visit(c, now);
             return;
         }
         let tick_due = P::Node::acts_at(self, c, now) == now;
@@ -1430,7 +1459,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.scheduler_tick(c, now);
         }
         self.dispatch(c, now);
-        self.book_visit(c, now);
+        self.book_next_visit(c, now);
     }
 
     /// The node scheduler's activity at a tick (or a deferred one), with the
@@ -1472,6 +1501,7 @@ impl<'a, P: Parts> Engine<'a, P> {
     fn set_running(&mut self, c: u32, at: SimTime, process: Option<u32>) {
         P::Arrival::before_running_changes(self, c, at);
         self.cpus[c as usize].running = process;
+        self.running_on[c as usize] = process.unwrap_or(NO_PROC);
     }
 
     /// Kernel work of `ns` on CPU `c` (accounted up to `now`): it runs after
@@ -1609,12 +1639,20 @@ impl<'a, P: Parts> Engine<'a, P> {
         next
     }
 
+    /// Book the next visit of CPU `c` from another CPU's visit or an event.
+    #[inline(never)]
     fn book_visit(&mut self, c: u32, now: SimTime) {
         self.pass_tick_visited_earlier(c, now);
         // The running process's remaining compute and quantum are as of the
-        // last accounting: bring them up to now first (another CPU may be
-        // the one booking this visit).
+        // last accounting: bring them up to now first.
         self.account(c, now);
+        self.book_next_visit(c, now);
+    }
+
+    /// Book the next visit of CPU `c`, accounted up to `now` and past any
+    /// tick passed earlier at `now` (as at the end of its own visit).
+    fn book_next_visit(&mut self, c: u32, now: SimTime) {
+        debug_assert_eq!(self.cpus[c as usize].accounted_until, now);
         let mut at = self.next_change(c, now);
         if self.visit_every_tick {
             at = at.min(now.next_multiple_after(self.cfg.scheduler.tick_ns));
@@ -1650,10 +1688,21 @@ fn skewed(skew: f64, nominal_ns: u64, rng: &mut Rng) -> u64 {
 /// fraction `x - trunc(x)` is exact, and a half rounds away from zero.
 /// Negative and NaN give 0 and too large saturates, as the cast does.
 fn round_to_u64(x: f64) -> u64 {
+    // Below 2^53 every value is an integer plus an exact fraction, and the
+    // signed conversion (one instruction) gives the same integer part as the
+    // saturating unsigned one (a dozen): the common case takes the short way.
+    if (0.0..MAX_EXACT_INTEGER_F64).contains(&x) {
+        let truncated = x as i64;
+        let fraction = x - truncated as f64;
+        return truncated as u64 + (fraction >= 0.5) as u64;
+    }
     let truncated = x as u64;
     let fraction = x - truncated as f64;
     truncated.saturating_add((fraction >= 0.5) as u64)
 }
+
+/// 2^53: from there on an `f64` has no fraction.
+const MAX_EXACT_INTEGER_F64: f64 = 9_007_199_254_740_992.0;
 
 /// Ring neighbours of `rank` in a job of `tasks` tasks whose processes start at
 /// `first_proc`: left (rank - 1) then right (rank + 1); one for two tasks.
@@ -1686,6 +1735,8 @@ mod tests {
             -1.7,
             4503599627370495.5,
             4503599627370497.0,
+            9007199254740991.0,
+            9007199254740992.0,
             9007199254740993.0,
             1.8446744073709552e19,
             1e30,

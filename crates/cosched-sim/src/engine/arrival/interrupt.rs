@@ -16,14 +16,14 @@ impl MessageArrival for Interrupt {
 
     fn before_running_changes<P: Parts>(engine: &mut Engine<'_, P>, c: u32, at: SimTime) {
         let running = engine.cpus[c as usize].running;
-        engine.nic_views[c as usize].before_change(at, engine.tick, running);
+        engine.nic_views[c as usize].before_change(at, engine.clock.tick, running);
     }
 
     fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
         let proc = &engine.procs[dest as usize];
         let cpu = proc.cpu;
         let running = engine.cpus[cpu as usize].running;
-        let seen_running = engine.nic_views[cpu as usize].seen(now, engine.tick, running);
+        let seen_running = engine.nic_views[cpu as usize].seen(now, engine.clock.tick, running);
         if proc.state == ProcState::Exited || seen_running == Some(dest) {
             return false;
         }

@@ -21,8 +21,8 @@ impl NodeScheduler for Mlfq {
     /// The starvation avoidance, due at a raise boundary (a whole number of
     /// ticks) even inside kernel work.
     fn on_visit<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
-        if engine.tick.is_boundary(now)
-            && engine.raise_period.is_boundary(now)
+        if ceil_tick(engine, now) == now
+            && engine.clock.raise_floor(now) == now
             && engine.cpus[c as usize].last_raise < now
         {
             raise_all(engine, c, now);
@@ -90,7 +90,7 @@ impl NodeScheduler for Mlfq {
     /// Each tick acts once: the next one is the first after `now`.
     fn tick_passed<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
         let ceil = ceil_tick(engine, now);
-        engine.cpus[c as usize].first_unacted_tick = if ceil == now { now + engine.tick.ns() } else { ceil };
+        engine.cpus[c as usize].first_unacted_tick = if ceil == now { now + engine.clock.tick.ns() } else { ceil };
     }
 
     fn has_ready<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool {
@@ -169,16 +169,16 @@ fn raise_all<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
 
 /// The first tick at or after `t`.
 fn ceil_tick<P: Parts>(engine: &Engine<'_, P>, t: SimTime) -> SimTime {
-    engine.tick.ceil(t)
+    engine.clock.tick_ceil(t)
 }
 
 /// The raise boundary a CPU must still act on: `now` if it is one the CPU
 /// has not raised at, else the next.
 fn raise_at_or_after<P: Parts>(engine: &Engine<'_, P>, now: SimTime, last_raise: SimTime) -> SimTime {
-    let start = engine.raise_period.floor(now);
+    let start = engine.clock.raise_floor(now);
     if start == now && last_raise < now {
         now
     } else {
-        start + engine.raise_period.ns()
+        start + engine.clock.raise_period.ns()
     }
 }
