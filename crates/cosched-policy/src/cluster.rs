@@ -358,22 +358,36 @@ fn task_split(tasks: u32, nodes: Option<u32>, per_node_capacity: u32, node_count
 #[derive(Clone, Debug)]
 struct Occupancy {
     rows: Vec<Vec<bool>>,
+    /// Cells taken in each row: a full row is passed over without a scan of its columns.
+    taken_in_row: Vec<usize>,
     /// Columns no gang job may use in any row (express jobs').
     blocked: Vec<bool>,
 }
 
 impl Occupancy {
+    fn new(rows: usize, columns: usize) -> Occupancy {
+        Occupancy { rows: vec![vec![false; columns]; rows], taken_in_row: vec![0; rows], blocked: vec![false; columns] }
+    }
     fn free(&self, row: usize, columns: &[u32]) -> bool {
         columns.iter().all(|&c| !self.rows[row][c as usize] && !self.blocked[c as usize])
     }
+    /// Whether `row` has `cells` cells not taken (blocked columns and the nodes' gang CPUs aside): a row
+    /// without them cannot hold the job, whichever columns a scan would try.
+    fn may_hold(&self, row: usize, cells: usize) -> bool {
+        self.rows[row].len() - self.taken_in_row[row] >= cells
+    }
     fn take(&mut self, row: usize, columns: &[u32]) {
         for &c in columns {
-            self.rows[row][c as usize] = true;
+            let cell = &mut self.rows[row][c as usize];
+            self.taken_in_row[row] += usize::from(!*cell);
+            *cell = true;
         }
     }
     fn give_back(&mut self, row: usize, columns: &[u32]) {
         for &c in columns {
-            self.rows[row][c as usize] = false;
+            let cell = &mut self.rows[row][c as usize];
+            self.taken_in_row[row] -= usize::from(*cell);
+            *cell = false;
         }
     }
 }
@@ -444,7 +458,7 @@ impl Planner {
             settings: settings.clone(),
             shape: shape.clone(),
             matrix: GangMatrix::new(rows, total),
-            occupancy: Occupancy { rows: vec![vec![false; total]; rows], blocked: vec![false; total] },
+            occupancy: Occupancy::new(rows, total),
             local: shape.cpus_per_node.iter().map(|&c| LocalPlacement::new(c as usize, settings.local_mpl)).collect(),
             local_any: LocalPlacement::new(total, settings.local_mpl),
             mem_free: shape.mem_bytes_per_node.clone(),
@@ -581,7 +595,14 @@ impl Planner {
             Spread::WholeNodes => self.choose_nodes(job, row),
             Spread::AnyCpus => self.choose_any_cpus(job, row),
         };
-        let chosen = if in_one_row { rows.into_iter().find_map(|row| choose(Some(row))) } else { choose(None) }?;
+        // Every task takes at least one cell (over-allocation only adds cells), so a row with fewer cells
+        // left than tasks is passed over: at a saturated machine's many waiting jobs, most rows are full.
+        let chosen = if in_one_row {
+            let tasks = job.tasks as usize;
+            rows.into_iter().filter(|&row| self.occupancy.may_hold(row, tasks)).find_map(|row| choose(Some(row)))
+        } else {
+            choose(None)
+        }?;
         for nc in &chosen {
             self.mem_free[nc.node as usize] -= job.mem_bytes_per_node;
         }

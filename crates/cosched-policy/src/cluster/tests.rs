@@ -326,3 +326,36 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The count of taken cells per row, by which full rows are passed over, is the number of cells taken,
+    /// whatever the takes and give-backs (a cell taken twice counts once; giving back a free cell is nothing).
+    #[test]
+    fn taken_cells_are_counted_per_row(ops in proptest::collection::vec((any::<bool>(), 0usize..3, 0u32..6), 0..60)) {
+        let mut occupancy = Occupancy::new(3, 6);
+        for (take, row, column) in ops {
+            if take {
+                occupancy.take(row, &[column]);
+            } else {
+                occupancy.give_back(row, &[column]);
+            }
+            for r in 0..3 {
+                let taken = occupancy.rows[r].iter().filter(|&&t| t).count();
+                prop_assert_eq!(occupancy.taken_in_row[r], taken);
+                prop_assert_eq!(occupancy.may_hold(r, 6 - taken), true);
+                prop_assert_eq!(occupancy.may_hold(r, 7 - taken), false);
+            }
+        }
+    }
+}
+
+/// A gang job waits when every row is too full to hold its tasks, and takes the first row with room.
+#[test]
+fn full_rows_are_passed_over() {
+    let jobs = [gang(1, 4), gang(2, 2), gang(3, 2), gang(4, 3)];
+    let p = plan(&settings(), &shape(1, 4), &jobs);
+    assert_eq!(placed(&p, 1).1, vec![0]);
+    assert_eq!(placed(&p, 2).1, vec![1]);
+    assert_eq!(placed(&p, 3).1, vec![1], "two cells are left in row 1, none in row 0");
+    assert_eq!(placed(&p, 4), (vec![on(0, &[0, 1, 2])], vec![2], false), "rows 0 and 1 are full");
+}
