@@ -349,7 +349,7 @@ proptest! {
     }
 }
 
-/// A gang job waits when every row is too full to hold its tasks, and takes the first row with room.
+/// A gang job passes over the rows too full for its tasks and takes the first with room.
 #[test]
 fn full_rows_are_passed_over() {
     let jobs = [gang(1, 4), gang(2, 2), gang(3, 2), gang(4, 3)];
