@@ -7,7 +7,10 @@
 //! All functions keep each job's raw SWF `fields` in step with the named
 //! members they change.
 
-use crate::swf::{show, TraceJob, MAX_TIME_S};
+use crate::swf::{show, TraceJob, FIELD_NAMES, F_CPU_TIME, F_REQ_TIME, F_WAIT_TIME, MAX_TIME_S};
+
+/// The recorded durations the run-time scale multiplies besides the run time (SWF fields 3, 6 and 9).
+const SCALED_DURATIONS: [usize; 3] = [F_WAIT_TIME, F_CPU_TIME, F_REQ_TIME];
 
 /// What is done to a workload before it is simulated (the CLI's `--jobs`,
 /// `--drop-oversized`, `--runtime-scale`, `--load` and `--natural-load`).
@@ -77,12 +80,13 @@ fn leave_out_oversized(jobs: &mut Vec<TraceJob>, cpus: u32, drop: bool) -> Resul
     Ok(before - jobs.len())
 }
 
-/// The scalings can carry a time out of what the simulator's clock holds.
+/// The scalings can carry a time out of what the simulator's clock holds, and the run-time scale a recorded
+/// duration (wait, CPU or requested time) out of what the reader accepts, which would make the trace `sim` writes
+/// unreadable.
 fn check_times(jobs: &[TraceJob], runtime_scale: f64, interarrival_scale: f64) -> Result<(), String> {
     let within = |t: f64| (0.0..=MAX_TIME_S).contains(&t);
-    match jobs.iter().find(|j| !within(j.submit_s) || !within(j.run_s)) {
-        None => Ok(()),
-        Some(job) => Err(format!(
+    if let Some(job) = jobs.iter().find(|j| !within(j.submit_s) || !within(j.run_s)) {
+        return Err(format!(
             "job {}{}: with run times x{} and inter-arrival times x{} it is submitted at {} s and runs {} s; \
              we accept at most {} s",
             job.job_number,
@@ -92,8 +96,23 @@ fn check_times(jobs: &[TraceJob], runtime_scale: f64, interarrival_scale: f64) -
             show(job.submit_s),
             show(job.run_s),
             show(MAX_TIME_S)
-        )),
+        ));
     }
+    for job in jobs {
+        if let Some(&field) = SCALED_DURATIONS.iter().find(|&&f| job.fields[f] > MAX_TIME_S) {
+            return Err(format!(
+                "job {}{}: with run times x{} its field {} ({}) becomes {} s; we accept at most {} s",
+                job.job_number,
+                where_from(job),
+                show(runtime_scale),
+                field + 1,
+                FIELD_NAMES[field],
+                show(job.fields[field]),
+                show(MAX_TIME_S)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// " (line N)" for a job read from a file.
@@ -169,7 +188,7 @@ pub fn scale_runtimes(jobs: &mut [TraceJob], factor: f64) {
         job.fields[3] = job.run_s;
         job.wait_s = scaled(job.wait_s);
         job.fields[2] = job.wait_s;
-        for field in [crate::swf::F_CPU_TIME, crate::swf::F_REQ_TIME] {
+        for field in [F_CPU_TIME, F_REQ_TIME] {
             job.fields[field] = scaled(job.fields[field]);
         }
     }
@@ -292,6 +311,21 @@ mod tests {
         assert_eq!(
             shape(&mut one, &Shaping { machine_cpus: 2, ..CLI_DEFAULTS }).unwrap_err(),
             "job 1 needs 4 CPUs but the machine has 2; use --drop-oversized to leave such jobs out"
+        );
+    }
+
+    /// The reader holds every time field to 1e9 s; the run-time scale must not carry one past it, or `sim` would
+    /// write a workload.swf it cannot read back.
+    #[test]
+    fn shaping_keeps_every_time_field_within_the_limit() {
+        let mut requested_long = TraceJob::new(2, 10.0, 50.0, 2, 1);
+        requested_long.fields[8] = 5e8;
+        requested_long.source_line = 3;
+        let mut js = vec![TraceJob::new(1, 0.0, 100.0, 4, 1), requested_long];
+        let err = shape(&mut js, &Shaping { runtime_scale: 4.0, ..CLI_DEFAULTS }).unwrap_err();
+        assert_eq!(
+            err,
+            "job 2 (line 3): with run times x4 its field 9 (requested time) becomes 2e9 s; we accept at most 1e9 s"
         );
     }
 

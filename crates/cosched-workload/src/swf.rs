@@ -7,25 +7,26 @@
 //!
 //! What counts as malformed (the read stops, or with
 //! [`ReadOptions::skip_bad_lines`] the line is skipped and its number kept):
-//! a field count other than 18, a field that is not a finite number, a
-//! negative value other than `-1` in a field the simulator interprets (job
-//! number, submit time, run time, allocated and requested processors), a job
-//! number or queue that is not a whole number. Other fields are carried as
-//! they are, since archive traces put site-specific values there and we never
-//! read them.
+//! a field count other than 18, a field that is not a finite number, a job
+//! number that is unknown or used twice, and a field outside what its meaning
+//! in the SWF definition allows, whether the simulator reads it or not: every
+//! field is -1 (unknown) or a value of its kind, a time (seconds, within
+//! [`MAX_TIME_S`]), a processor count (whole, within [`MAX_PROCS`]), memory
+//! (KB per processor, within [`MAX_MEMORY_KB`]), a status (0 to 5) or an id
+//! (job, user, group, application, queue, partition: whole, within
+//! [`MAX_ID`]). Garbage in a field we never read (a requested time of 1e300,
+//! a user 2^63) is garbage in the trace, so it is reported like any other.
 //!
 //! A well-formed job that cannot be simulated (unknown or non-positive run
-//! time or processor count, unknown submit time, a fractional processor count)
-//! is not an error: it is listed in [`Workload::unusable`] with the reason, so
+//! time or processor count, unknown submit time, a fractional count of the
+//! processors it is sized by) is not an error: it is listed in [`Workload::unusable`] with the reason, so
 //! a report can say how many jobs were left out and why.
 //!
 //! Limits, so that every value can become simulated time (u64 ns) and memory
-//! grows only with the jobs read (about 200 bytes each): submit, wait and run
-//! times within [`MAX_TIME_S`], processor counts (fields 5 and 8, the
-//! `MaxProcs` and `MaxNodes` header entries) within [`MAX_PROCS`], lines
-//! within [`MAX_LINE_BYTES`], the header within [`MAX_HEADER_BYTES`], and each
-//! job number used once. Beyond them a line is
-//! malformed. A UTF-8 byte order mark before the first line is skipped;
+//! grows only with the jobs read (about 200 bytes each): the field bounds
+//! above, the `MaxProcs` and `MaxNodes` header entries within [`MAX_PROCS`],
+//! lines within [`MAX_LINE_BYTES`], the header within [`MAX_HEADER_BYTES`].
+//! Beyond them a line is malformed. A UTF-8 byte order mark before the first line is skipped;
 //! anywhere else it makes the field it is in fail. Messages escape control
 //! and invisible characters (`\0`, `\u{feff}`), so they show what is there.
 
@@ -75,24 +76,51 @@ pub(crate) const F_CPU_TIME: usize = 5;
 const F_REQ_PROCS: usize = 7;
 /// Requested time (s), -1 unknown.
 pub(crate) const F_REQ_TIME: usize = 8;
+/// Wait time (s), -1 unknown.
+pub(crate) const F_WAIT_TIME: usize = F_WAIT;
 const F_STATUS: usize = 10;
 const F_QUEUE: usize = 14;
 
-/// Fields where a negative value other than `-1` is malformed.
-const NON_NEGATIVE: [usize; 5] = [F_JOB, F_SUBMIT, F_RUN, F_ALLOC, F_REQ_PROCS];
-
-/// Whole numbers up to this magnitude are exact in an f64.
-const EXACT_INT_LIMIT: f64 = 9_007_199_254_740_992.0;
-
 /// The largest submit, wait or run time accepted, in seconds: 1e9 s is 31.7
 /// years, longer than any archive trace spans, and leaves the simulator's
-/// clock (u64 ns, 584 years) room to run past the last arrival.
+/// clock (u64 ns, 584 years) room to run past the last arrival. Every other
+/// time (CPU, requested, think time) is held to it too.
 pub const MAX_TIME_S: f64 = 1e9;
-/// Fields where a time must stay within [`MAX_TIME_S`].
-const TIMES: [usize; 3] = [F_SUBMIT, F_WAIT, F_RUN];
 /// The most processors a job or a machine may have: a hundred times the
 /// largest machine built so far.
 pub const MAX_PROCS: u32 = 1_000_000_000;
+/// The most memory per processor a job may use or request, in KB (1e13 KB, 10 PB): hundreds of times the
+/// memory of the largest single machine built so far, let alone one processor's share.
+pub const MAX_MEMORY_KB: f64 = 1e13;
+/// The largest id (job, user, group, application, queue, partition): the widest the systems that write traces use
+/// (a Unix uid or gid, a Slurm job id: 32 bits), where archive traces number their users and jobs from 1.
+pub const MAX_ID: u32 = u32::MAX;
+
+/// What a field means in the SWF definition, and so what it may hold besides -1 (unknown).
+#[derive(Clone, Copy, PartialEq)]
+enum FieldKind {
+    /// Seconds, fractions allowed, from 0 to [`MAX_TIME_S`].
+    Time,
+    /// Processors: a whole number from 0 to [`MAX_PROCS`] (a fractional count the job is sized by leaves the job
+    /// out as unusable instead, see [`Workload::unusable`]).
+    Processors,
+    /// Kilobytes per processor, fractions allowed (an average), from 0 to [`MAX_MEMORY_KB`].
+    MemoryKb,
+    /// What became of the job: a whole number from 0 to 5 (see [`STATUS_NAMES`]).
+    Status,
+    /// A number naming something: a whole number from 0 to [`MAX_ID`].
+    Id,
+}
+
+/// Each field's kind, in field order.
+const FIELD_KINDS: [FieldKind; FIELD_COUNT] = {
+    use FieldKind::*;
+    [Id, Time, Time, Time, Processors, Time, MemoryKb, Processors, Time, MemoryKb, Status, Id, Id, Id, Id, Id, Id, Time]
+};
+
+/// The largest status the SWF defines (5, cancelled).
+const MAX_STATUS: f64 = 5.0;
+
 /// The longest line read, in bytes: SWF lines are about 100 bytes, and a
 /// longer one is refused before it fills memory.
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
@@ -495,33 +523,12 @@ fn parse_job_line(line: &str, line_no: u64) -> Result<Parsed, String> {
     if count != FIELD_COUNT {
         return Err(format!("expected {FIELD_COUNT} fields, found {count}"));
     }
-    for &i in &NON_NEGATIVE {
-        if fields[i] < 0.0 && fields[i] != -1.0 {
-            return Err(format!(
-                "field {} ({}) is {}: negative values other than -1 are not allowed",
-                i + 1,
-                FIELD_NAMES[i],
-                show(fields[i])
-            ));
-        }
-    }
-    for &i in &TIMES {
-        if fields[i].abs() > MAX_TIME_S {
-            let (value, name) = (show(fields[i]), FIELD_NAMES[i]);
-            return Err(format!("field {} ({name}) {value} s is beyond the {} s we accept", i + 1, show(MAX_TIME_S)));
-        }
-    }
-    for &i in &[F_ALLOC, F_REQ_PROCS] {
-        if fields[i] > MAX_PROCS as f64 {
-            let (value, name) = (show(fields[i]), FIELD_NAMES[i]);
-            return Err(format!("field {} ({name}) {value} is beyond the {MAX_PROCS} processors we accept", i + 1));
-        }
-    }
-    for &i in &[F_JOB, F_QUEUE] {
-        if fields[i].fract() != 0.0 || fields[i].abs() > EXACT_INT_LIMIT {
-            let (value, name) = (show(fields[i]), FIELD_NAMES[i]);
-            return Err(format!("field {} ({name}) is {value}: it must be a whole number", i + 1));
-        }
+    let procs_field = if fields[F_ALLOC] == -1.0 { F_REQ_PROCS } else { F_ALLOC };
+    for (i, &value) in fields.iter().enumerate() {
+        // The count the job is sized by may be fractional: the job is then unusable, not malformed.
+        let whole_needed = i != procs_field;
+        field_problem(FIELD_KINDS[i], value, whole_needed)
+            .map_err(|problem| format!("field {} ({}) {problem}", i + 1, FIELD_NAMES[i]))?;
     }
     if fields[F_JOB] < 0.0 {
         return Err("field 1 (job number) is -1: job numbers must be known".to_string());
@@ -529,8 +536,7 @@ fn parse_job_line(line: &str, line_no: u64) -> Result<Parsed, String> {
     let job_number = fields[F_JOB] as u64;
     let unusable = |reason: String| Ok(Parsed::Unusable(job_number, reason));
 
-    let (procs_field, procs_raw) =
-        if fields[F_ALLOC] == -1.0 { (F_REQ_PROCS, fields[F_REQ_PROCS]) } else { (F_ALLOC, fields[F_ALLOC]) };
+    let procs_raw = fields[procs_field];
     if fields[F_SUBMIT] == -1.0 {
         return unusable("submit time unknown".to_string());
     }
@@ -559,6 +565,44 @@ fn parse_job_line(line: &str, line_no: u64) -> Result<Parsed, String> {
         source_line: line_no,
         fields,
     }))
+}
+
+/// Why `value` cannot be in a field of `kind` (what follows the field's name in the message); `whole_needed`: a
+/// fractional value is malformed even where the kind is whole by nature (false only for the processor count the job
+/// is sized by). Order: too large, then negative, then not whole, so the message names the grossest fault.
+fn field_problem(kind: FieldKind, value: f64, whole_needed: bool) -> Result<(), String> {
+    if value == -1.0 {
+        return Ok(());
+    }
+    let shown = show(value);
+    let beyond = match kind {
+        FieldKind::Time => {
+            (value.abs() > MAX_TIME_S).then(|| format!("{shown} s is beyond the {} s we accept", show(MAX_TIME_S)))
+        }
+        FieldKind::Processors => {
+            (value > MAX_PROCS as f64).then(|| format!("{shown} is beyond the {MAX_PROCS} processors we accept"))
+        }
+        FieldKind::MemoryKb => (value.abs() > MAX_MEMORY_KB)
+            .then(|| format!("{shown} KB is beyond the {} KB we accept", show(MAX_MEMORY_KB))),
+        FieldKind::Status => None,
+        FieldKind::Id => {
+            (value.abs() > MAX_ID as f64).then(|| format!("{shown} is beyond {MAX_ID}, the largest id we accept"))
+        }
+    };
+    if let Some(beyond) = beyond {
+        return Err(beyond);
+    }
+    if value < 0.0 {
+        return Err(format!("is {shown}: negative values other than -1 are not allowed"));
+    }
+    let whole_by_nature = matches!(kind, FieldKind::Processors | FieldKind::Status | FieldKind::Id);
+    if whole_by_nature && whole_needed && value.fract() != 0.0 {
+        return Err(format!("is {shown}: it must be a whole number"));
+    }
+    if kind == FieldKind::Status && value > MAX_STATUS {
+        return Err(format!("is {shown}: the SWF statuses are 0 to 5, or -1 for unknown"));
+    }
+    Ok(())
 }
 
 fn parse_field(token: &str, index: usize) -> Result<f64, String> {
@@ -730,6 +774,15 @@ mod tests {
         fields.join(" ")
     }
 
+    /// `GOOD` with each (field, value) of `changes` (fields 1-based).
+    fn good_with_all(changes: &[(usize, &str)]) -> String {
+        let mut fields: Vec<&str> = GOOD.split(' ').collect();
+        for &(field, value) in changes {
+            fields[field - 1] = value;
+        }
+        fields.join(" ")
+    }
+
     /// `GOOD` numbered `number`.
     fn job(number: u64) -> String {
         good_with(1, &number.to_string())
@@ -755,6 +808,55 @@ mod tests {
         }
         let w = read_str(&good_with(4, "1e9"), ReadOptions::default()).unwrap();
         assert_eq!(w.jobs[0].run_s, MAX_TIME_S, "the limit itself is accepted");
+    }
+
+    /// Issue 39 item 16: numeric garbage in fields the simulator never reads (requested time 1e300, uid 2^63) was
+    /// carried without a word. Every field is held to what its meaning in the SWF definition allows.
+    #[test]
+    fn every_field_is_held_to_the_bound_its_meaning_allows() {
+        let cases = [
+            (9, "1e300", "field 9 (requested time) 1e300 s is beyond the 1e9 s we accept"),
+            (6, "1e12", "field 6 (average CPU time) 1e12 s is beyond the 1e9 s we accept"),
+            (18, "2e9", "field 18 (think time) 2e9 s is beyond the 1e9 s we accept"),
+            (18, "-5", "field 18 (think time) is -5: negative values other than -1 are not allowed"),
+            (3, "-2", "field 3 (wait time) is -2: negative values other than -1 are not allowed"),
+            (
+                12,
+                "9223372036854775808",
+                "field 12 (user) 9.223372036854776e18 is beyond 4294967295, the largest id we accept",
+            ),
+            (1, "4294967296", "field 1 (job number) 4.294967296e9 is beyond 4294967295, the largest id we accept"),
+            (14, "4294967296", "field 14 (executable) 4.294967296e9 is beyond 4294967295, the largest id we accept"),
+            (17, "1e10", "field 17 (preceding job) 1e10 is beyond 4294967295, the largest id we accept"),
+            (13, "1.5", "field 13 (group) is 1.5: it must be a whole number"),
+            (15, "-3", "field 15 (queue) is -3: negative values other than -1 are not allowed"),
+            (16, "-2", "field 16 (partition) is -2: negative values other than -1 are not allowed"),
+            (7, "1e300", "field 7 (used memory) 1e300 KB is beyond the 1e13 KB we accept"),
+            (10, "-7", "field 10 (requested memory) is -7: negative values other than -1 are not allowed"),
+            (11, "9", "field 11 (status) is 9: the SWF statuses are 0 to 5, or -1 for unknown"),
+            (11, "1.5", "field 11 (status) is 1.5: it must be a whole number"),
+            // Allocated processors (4) size the job; the requested count is carried, and must be whole too.
+            (8, "2.5", "field 8 (requested processors) is 2.5: it must be a whole number"),
+        ];
+        for (field, value, want) in cases {
+            let text = format!("{GOOD}\n{}\n", good_with_all(&[(1, "2"), (field, value)]));
+            let msg = error_of(&text);
+            assert!(msg.starts_with(&format!("trace.swf:2: {want} (use --skip-bad-lines")), "{msg}");
+            let w = read_str(&text, ReadOptions { skip_bad_lines: true }).unwrap();
+            assert_eq!(w.skipped_bad_lines, vec![2], "field {field} = {value}");
+        }
+        // Each bound itself, -1 (unknown) in every field but the job number, and fractions where they mean something.
+        let unknown_all: Vec<(usize, &str)> = (2..=FIELD_COUNT).map(|field| (field, "-1")).collect();
+        let at_the_bounds = [
+            good_with_all(&[(1, "2"), (9, "1e9")]),
+            good_with_all(&[(1, "3"), (12, "4294967295"), (13, "0"), (17, "4294967295")]),
+            good_with_all(&[(1, "4294967295")]),
+            good_with_all(&[(1, "5"), (7, "1e13"), (10, "2048.5")]),
+            good_with_all(&[(1, "6"), (11, "5"), (6, "12.25"), (18, "1e9")]),
+            good_with_all(&[&[(1, "7")][..], &unknown_all].concat()),
+        ];
+        let w = read_str(&at_the_bounds.join("\n"), ReadOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((w.jobs.len(), w.unusable.len()), (at_the_bounds.len() - 1, 1));
     }
 
     #[test]

@@ -177,13 +177,22 @@ fn archive_style_trace_loads_as_it_is() {
     assert!(out.contains("\n2 64 0 14 1 13 -1 1 600 -1 1 13 3 -1 0 -1 -1 -1\n"), "{out}");
 }
 
-fn field_value() -> impl Strategy<Value = f64> {
-    prop_oneof![
-        Just(-1.0),
-        (0u64..10_000_000).prop_map(|x| x as f64),
-        (0.0f64..1e7),
-        (1u32..1_000_000).prop_map(|x| x as f64 / 64.0),
-    ]
+/// A value SWF field `index` (0-based) may hold: -1, or what its meaning allows (times and memory may be
+/// fractional; counts, ids and the status are whole; the status is 0 to 5).
+fn field_value(index: usize) -> BoxedStrategy<f64> {
+    let whole = || prop_oneof![Just(-1.0), (0u64..10_000_000).prop_map(|x| x as f64)].boxed();
+    match index {
+        // Times (submit, wait, run, CPU, requested, think) and memory (used, requested).
+        1 | 2 | 3 | 5 | 6 | 8 | 9 | 17 => prop_oneof![
+            Just(-1.0),
+            (0u64..10_000_000).prop_map(|x| x as f64),
+            (0.0f64..1e7),
+            (1u32..1_000_000).prop_map(|x| x as f64 / 64.0),
+        ]
+        .boxed(),
+        10 => (-1i32..=5).prop_map(f64::from).boxed(),
+        _ => whole(),
+    }
 }
 
 fn job_strategy() -> impl Strategy<Value = TraceJob> {
@@ -195,7 +204,7 @@ fn job_strategy() -> impl Strategy<Value = TraceJob> {
         1u32..100_000,
         -1i64..40,
         any::<bool>(),
-        proptest::array::uniform18(field_value()),
+        (0..swf::FIELD_COUNT).map(field_value).collect::<Vec<_>>(),
     )
         .prop_map(|(number, submit, wait, run, procs, queue, from_requested, mut fields)| {
             let mut job = TraceJob::new(number, submit, run, procs, queue);
@@ -204,7 +213,7 @@ fn job_strategy() -> impl Strategy<Value = TraceJob> {
                 fields[4] = -1.0;
                 fields[7] = procs as f64;
             }
-            job.fields = fields;
+            job.fields = fields.try_into().expect("18 fields");
             job.sync_fields();
             job
         })
