@@ -182,6 +182,38 @@ fn garbage_traces_are_refused_with_file_line_and_field() {
     assert!(!out.exists());
 }
 
+/// Issue 39 item 16: numbers in fields the simulator never reads (requested time 1e300, uid 2^63) were accepted
+/// without a word; they are malformed like any other, in `sim` and in `workload inspect`.
+#[test]
+fn garbage_in_fields_the_simulator_does_not_use_is_refused_with_file_line_and_field() {
+    let dir = scratch("garbage-unused");
+    let out = dir.join("run");
+    let requested_1e300 = "3 60 -1 20 2 -1 -1 2 1e300 -1 1 -1 -1 -1 1 -1 -1 -1";
+    let uid_2_63 = "4 70 -1 20 2 -1 -1 2 -1 -1 1 9223372036854775808 -1 -1 1 -1 -1 -1";
+    let trace = write_trace(&dir, &[GOOD_LINE, GOOD_LINE_2, requested_1e300, uid_2_63]);
+    let path = trace.to_str().unwrap();
+    let o = small_sim(&out, &["--trace", path]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("trace.swf:5: field 9 (requested time) 1e300 s is beyond the 1e9 s we accept"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+    let o = cosched(&["workload", "inspect", path]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("trace.swf:5: field 9 (requested time) 1e300 s"), "{}", stderr(&o));
+    let o = cosched(&["workload", "inspect", path, "--skip-bad-lines"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = small_sim(&out, &["--trace", path, "--skip-bad-lines"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("2 malformed lines skipped"), "{}", stderr(&o));
+    std::fs::write(&trace, format!("{GOOD_LINE}\n{uid_2_63}\n")).unwrap();
+    let o = cosched(&["workload", "inspect", path]);
+    let want = "trace.swf:2: field 12 (user) 9.223372036854776e18 is beyond 4294967295, the largest id we accept";
+    assert!(stderr(&o).contains(want), "{}", stderr(&o));
+}
+
 #[test]
 fn a_job_wider_than_the_machine_is_an_error_unless_dropped() {
     let dir = scratch("oversized");
