@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod config;
+pub mod cost;
 pub mod cpu_set;
 pub mod endpoint;
 pub mod engine;

@@ -200,6 +200,13 @@ struct JobState {
     dedicated_ns: u64,
 }
 
+impl JobState {
+    /// Iterations of all its processes together.
+    fn process_iterations(&self) -> u64 {
+        self.spec.program.iterations as u64 * self.spec.tasks as u64
+    }
+}
+
 /// Where a running job's tasks are: CPU of each rank, and the matrix rows it runs in (gang schemes).
 #[derive(Clone, Debug)]
 struct Placement {
@@ -265,6 +272,11 @@ pub struct Progress {
     pub jobs_total: usize,
     pub queued: usize,
     pub events: u64,
+    /// Iterations the processes have done (in fast mode, those its jumps
+    /// credited too), and will have done once every job has finished: the
+    /// work the engine's cost follows (see [`crate::cost`]).
+    pub process_iterations_done: u64,
+    pub process_iterations_total: u64,
 }
 
 /// The raw outcome of a run; [`crate::run::RunResult`] derives the reports.
@@ -349,6 +361,9 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// record (see `Engine::visit_cpu`).
     running_on: Vec<u32>,
     events_handled: u64,
+    /// Iterations of the processes of the finished jobs, and of every job (for progress reports).
+    finished_iterations: u64,
+    total_iterations: u64,
     stopped_early: bool,
     arrival_window: ArrivalWindow,
     peak_processes_per_cpu: usize,
@@ -427,6 +442,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 cpus: CpuSet::default(),
             })
             .collect();
+        let total_iterations = jobs.iter().map(JobState::process_iterations).fold(0, u64::saturating_add);
         let mut queue = EventQueue::new();
         if let Some(first) = jobs.first() {
             queue.schedule(first.spec.arrival, Event::Arrival(0));
@@ -457,6 +473,8 @@ impl<'a, P: Parts> Engine<'a, P> {
             visits: TimerTree::new(cpu_count),
             running_on: vec![NO_PROC; cpu_count],
             events_handled: 0,
+            finished_iterations: 0,
+            total_iterations,
             stopped_early: false,
             arrival_window: ArrivalWindow::default(),
             peak_processes_per_cpu: 0,
@@ -563,7 +581,20 @@ impl<'a, P: Parts> Engine<'a, P> {
             jobs_total: self.jobs.len(),
             queued: self.waiting,
             events: self.events_handled,
+            process_iterations_done: self.finished_iterations.saturating_add(self.running_iterations()),
+            process_iterations_total: self.total_iterations,
         }
+    }
+
+    /// Iterations done so far by the processes of the jobs running.
+    fn running_iterations(&self) -> u64 {
+        let running = self.started.iter().map(|&j| &self.jobs[j as usize]).filter(|job| job.finish.is_none());
+        running
+            .flat_map(|job| {
+                let first = job.first_proc as usize;
+                self.procs[first..first + job.spec.tasks as usize].iter().map(|p| p.iterations_done as u64)
+            })
+            .sum()
     }
 
     fn finish(mut self, end: SimTime) -> EngineOutcome {
@@ -782,6 +813,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         self.record(now, placement.cpus[0], TraceKind::JobFinish { job: j });
         self.completed += 1;
+        self.finished_iterations = self.finished_iterations.saturating_add(self.jobs[j as usize].process_iterations());
         let cpus = std::mem::take(&mut self.jobs[j as usize].cpus);
         self.records.push(self.job_record(j, cpus));
         self.release_finished_processes();
