@@ -4,9 +4,12 @@
 use crate::batch::{run_all, BatchWatch};
 use crate::csv::{column, csv_field, num, to_csv, Column};
 use crate::workload::{load_workload, LoadedWorkload, WorkloadSpec};
+use cosched_sim::cost::{self, JobCost, RunCost, ITERATION_BUDGET};
+use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::{JobRecord, Mix, Scheme, SimConfig, Summary};
+use std::path::Path;
 
 /// What to simulate.
 #[derive(Clone, Debug)]
@@ -64,9 +67,98 @@ impl PreparedSim {
     /// Every scheme on the same jobs, in parallel; results in the order of the schemes.
     pub fn run<W: BatchWatch>(&self, options: &RunOptions, watch: &W) -> Result<Vec<RunResult>, String> {
         let requests = self.loaded.requests();
-        let plan = WorkloadPlan { mix: self.mix, runtime_scale: 1.0 };
         let labels: Vec<String> = self.configs.iter().map(|c| c.scheme.name().to_string()).collect();
-        run_all(&self.configs, &labels, |i| sim_jobs(&requests, &plan, &self.configs[i]), options, watch)
+        run_all(&self.configs, &labels, |i| sim_jobs(&requests, &self.plan(), &self.configs[i]), options, watch)
+    }
+
+    fn plan(&self) -> WorkloadPlan {
+        WorkloadPlan { mix: self.mix, runtime_scale: 1.0 }
+    }
+
+    /// What the dearest of the runs will cost (the schemes' runs differ only in fast mode's gang cycles).
+    pub fn cost(&self, fast: Option<&FastSettings>) -> RunCost {
+        let requests = self.loaded.requests();
+        let cost_of = |config: &SimConfig| cost::estimate(config, &sim_jobs(&requests, &self.plan(), config), fast);
+        self.configs.iter().map(cost_of).max_by_key(|cost| cost.process_iterations).expect("a run per scheme")
+    }
+
+    /// The cost of the runs, or, beyond [`ITERATION_BUDGET`], why they are
+    /// not started: the work, the job behind most of it (`trace` names its
+    /// file) and what to do.
+    pub fn check_cost(&self, fast: Option<&FastSettings>, trace: Option<&Path>) -> Result<RunCost, String> {
+        let cost = self.cost(fast);
+        if !cost.beyond_budget() {
+            return Ok(cost);
+        }
+        Err(self.too_costly(&cost, fast.is_some(), trace))
+    }
+
+    fn too_costly(&self, cost: &RunCost, fast: bool, trace: Option<&Path>) -> String {
+        let mode = if fast { "even in fast mode, " } else { "" };
+        let mut text = format!(
+            "{mode}each run would simulate {:.1e} process iterations step by step, beyond the {:.0e} `cosched sim` \
+             starts without --allow-long-run (docs/model.md, \"What a run costs\")",
+            cost.process_iterations as f64, ITERATION_BUDGET as f64
+        );
+        let heaviest = cost.heaviest.expect("a costly run has jobs");
+        let share = cost.heaviest_share();
+        text += &format!("; {:.1} % of them are {}", 100.0 * share, self.describe_job(&heaviest, trace));
+        text +=
+            &format!(", and the run spans at least {} s of simulated time", approx(cost.least_span_ns as f64 / 1e9));
+        let mut remedies =
+            vec![format!("scale run times down (--runtime-scale {} brings it within)", self.scale_within(cost))];
+        if !fast {
+            remedies.push("use fast mode (--fast)".into());
+        }
+        remedies.push(if share >= 0.5 {
+            format!(
+                "leave job {} out of the {}",
+                heaviest.job_number,
+                if trace.is_some() { "trace" } else { "workload" }
+            )
+        } else {
+            "simulate fewer jobs (--jobs)".into()
+        });
+        remedies.push("pass --allow-long-run to run it all the same".into());
+        let last = remedies.pop().expect("remedies");
+        text + &format!(". To go on: {}, or {last}", remedies.join(", "))
+    }
+
+    /// "job N (FILE:LINE): T processes for S s (NOMINAL s x --runtime-scale X)".
+    fn describe_job(&self, job: &JobCost, trace: Option<&Path>) -> String {
+        let line = self.loaded.workload.jobs.iter().find(|j| j.job_number == job.job_number).map(|j| j.source_line);
+        let place = match (trace, line) {
+            (Some(path), Some(line)) if line > 0 => format!(" ({}:{line})", path.display()),
+            _ => String::new(),
+        };
+        let run_s = job.dedicated_ns as f64 / 1e9;
+        let scale = self.loaded.report.runtime_scale;
+        format!(
+            "job {}{place}: {} processes for {} s ({} s x --runtime-scale {scale})",
+            job.job_number,
+            job.tasks,
+            approx(run_s),
+            approx(run_s / scale)
+        )
+    }
+
+    /// A run-time scale, one significant digit rounded down, that brings the
+    /// work within the budget (the work follows the run times).
+    fn scale_within(&self, cost: &RunCost) -> String {
+        let wanted = self.loaded.report.runtime_scale * ITERATION_BUDGET as f64 / cost.process_iterations as f64;
+        let exponent = wanted.log10().floor() as i32;
+        let digit = (wanted / 10f64.powi(exponent)).floor();
+        format!("{:.*}", (-exponent).max(0) as usize, digit * 10f64.powi(exponent))
+    }
+}
+
+/// `x` to 4 significant digits, in exponent form when large or small (2e6, 893.1, 1.5e-4).
+fn approx(x: f64) -> String {
+    let rounded: f64 = format!("{x:.3e}").parse().expect("a formatted number parses");
+    if rounded != 0.0 && !(1e-3..1e6).contains(&rounded.abs()) {
+        format!("{rounded:e}")
+    } else {
+        format!("{rounded}")
     }
 }
 
@@ -157,4 +249,54 @@ pub fn jobs_csv(results: &[RunResult]) -> String {
     let rows: Vec<JobRow> =
         results.iter().flat_map(|r| r.jobs.iter().map(|job| JobRow { scheme: &r.summary.scheme, job })).collect();
     to_csv(&job_columns(), &rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 39 item 16's trace: 20 jobs of 4 processes, the seventh running 1e9 s.
+    fn long_trace(name: &str) -> std::path::PathBuf {
+        let mut text = String::from("; MaxProcs: 32\n");
+        for job in 1..=20 {
+            let run_s = if job == 7 { 1e9 } else { 100.0 * job as f64 };
+            text += &format!("{job} {} 0 {run_s} 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1\n", 60 * job);
+        }
+        let path = std::env::temp_dir().join(format!("cosched-lab-{}-{name}.swf", std::process::id()));
+        std::fs::write(&path, text).expect("a scratch file");
+        path
+    }
+
+    fn prepared(trace: Option<&Path>, runtime_scale: f64) -> PreparedSim {
+        let workload = WorkloadSpec {
+            trace: trace.map(Path::to_path_buf),
+            jobs: trace.is_none().then_some(crate::workload::DEFAULT_JOBS),
+            runtime_scale,
+            ..WorkloadSpec::default()
+        };
+        prepare(&SimSettings { workload, ..SimSettings::default() }).expect("a valid workload")
+    }
+
+    #[test]
+    fn a_run_beyond_the_budget_names_its_job_and_a_scale_that_brings_it_within() {
+        let trace = long_trace("budget");
+        let long = prepared(Some(&trace), 0.002);
+        let refusal = long.check_cost(None, Some(&trace)).unwrap_err();
+        let place = format!("are job 7 ({}:8): 4 processes for 2e6 s (1e9 s x --runtime-scale 0.002)", trace.display());
+        assert!(refusal.contains(&place), "{refusal}");
+        for remedy in ["use fast mode (--fast)", "leave job 7 out of the trace", "--allow-long-run"] {
+            assert!(refusal.contains(remedy), "{remedy:?} missing: {refusal}");
+        }
+        let scale: f64 =
+            refusal.split("--runtime-scale ").nth(2).and_then(|s| s.split(' ').next()).unwrap().parse().unwrap();
+        assert!(prepared(Some(&trace), scale).check_cost(None, Some(&trace)).is_ok(), "--runtime-scale {scale}");
+        assert!(long.check_cost(Some(&FastSettings::default()), Some(&trace)).is_ok(), "fast mode skips the long job");
+        std::fs::remove_file(&trace).unwrap();
+    }
+
+    #[test]
+    fn the_default_run_is_far_within_the_budget() {
+        let cost = prepared(None, crate::workload::DEFAULT_RUNTIME_SCALE).cost(None);
+        assert!(cost.process_iterations * 90 < ITERATION_BUDGET, "{cost:?}");
+    }
 }

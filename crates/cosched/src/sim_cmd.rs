@@ -11,6 +11,7 @@ use cosched_lab::workload::{
     DEFAULT_TARGET_LOAD,
 };
 use cosched_sim::config::{quantum_table_from_bands_ms, BoostWalk, CostConfig, NetworkConfig, NodeSchedulerConfig};
+use cosched_sim::cost::RunCost;
 use cosched_sim::engine::fast::{FastSettings, ACCEPTED_ERROR};
 use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::trace::TraceEvent;
@@ -136,6 +137,10 @@ pub struct SimArgs {
     /// Multiply every nominal run time by this (the model's run times are hours; see docs/model.md).
     #[arg(long, default_value_t = DEFAULT_RUNTIME_SCALE, help_heading = "Workload")]
     pub runtime_scale: f64,
+    /// Start the runs even when their work passes the bound `sim` keeps to: 2e9 process iterations simulated step
+    /// by step per run, some 6 to 30 minutes each on the release build (docs/model.md, "What a run costs").
+    #[arg(long, help_heading = "Workload")]
+    pub allow_long_run: bool,
 
     // ---- machine --------------------------------------------------------------
     /// Nodes in the cluster (p).
@@ -410,8 +415,13 @@ pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) 
     let settings = args.settings()?;
     let fast = args.fast_settings()?;
     let prepared = prepare(&settings)?;
+    let cost = match args.allow_long_run {
+        true => prepared.cost(fast.as_ref()),
+        false => prepared.check_cost(fast.as_ref(), args.trace.as_deref())?,
+    };
     if describe_workload {
         eprintln!("workload: {}, mix {}", prepared.loaded.report.describe(), args.workload);
+        eprintln!("{}", describe_cost(&cost, fast.is_some()));
     }
     let options = RunOptions {
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
@@ -423,6 +433,17 @@ pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) 
     };
     let results = prepared.run(&options, &BatchProgress::new(!args.quiet))?;
     Ok(SimOutcome { prepared, results })
+}
+
+/// What each run will cost, said before it starts (docs/model.md, "What a run costs").
+fn describe_cost(cost: &RunCost, fast: bool) -> String {
+    let iterations = format!("{:.2e}", cost.process_iterations as f64);
+    let work = match fast {
+        true => format!("at most {iterations} process iterations simulated step by step per run in fast mode"),
+        false => format!("{iterations} process iterations simulated step by step per run"),
+    };
+    let beyond = if cost.beyond_budget() { " (beyond the bound: --allow-long-run)" } else { "" };
+    format!("work: {work}{beyond}; simulated span at least {:.1} s", cost.least_span_ns as f64 / 1e9)
 }
 
 pub fn run(args: &SimArgs) -> Result<(), String> {

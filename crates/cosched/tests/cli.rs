@@ -214,6 +214,49 @@ fn garbage_in_fields_the_simulator_does_not_use_is_refused_with_file_line_and_fi
     assert!(stderr(&o).contains(want), "{}", stderr(&o));
 }
 
+/// Issue 39 item 16: one job at the accepted 1e9 s run time made a 20-job run go on for hours (its progress said
+/// "about 30 s left"). Such a run is refused before it starts, naming the job and what to do; fast mode runs it.
+#[test]
+fn a_run_too_long_to_finish_is_refused_before_it_starts_naming_the_job_behind_it() {
+    use std::io::BufRead;
+    let dir = scratch("run-cost");
+    let mut lines = vec!["; MaxProcs: 32".to_string()];
+    for job in 1..=20 {
+        let run_s = if job == 7 { "1e9".to_string() } else { (100 * job).to_string() };
+        lines.push(format!("{job} {} 0 {run_s} 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1", 60 * job));
+    }
+    let trace = dir.join("long.swf");
+    std::fs::write(&trace, lines.join("\n") + "\n").unwrap();
+    let out = dir.join("run");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["sim", "--trace", trace.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = Vec::new();
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok) {
+        if line.contains("jobs done") {
+            // A progress line: the run started. Stop it rather than wait hours.
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the run started: {said:?} then {line:?}");
+        }
+        said.push(line);
+    }
+    let status = child.wait().unwrap();
+    let said = said.join("\n");
+    assert_eq!(status.code(), Some(1), "{said}");
+    for want in ["job 7 (", "long.swf:8", "--runtime-scale", "--fast", "--allow-long-run"] {
+        assert!(said.contains(want), "{want:?} missing from {said}");
+    }
+    assert!(!out.exists());
+    let o = cosched(&["sim", "-q", "--fast", "--trace", trace.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = String::from_utf8(read(&out.join("summary.csv"))).unwrap();
+    assert!(summary.lines().skip(1).all(|l| l.split(',').nth(2) == Some("20")), "every job finished:\n{summary}");
+}
+
 #[test]
 fn a_job_wider_than_the_machine_is_an_error_unless_dropped() {
     let dir = scratch("oversized");
@@ -454,12 +497,14 @@ fn an_interrupted_simulation_keeps_the_finished_jobs_records() {
     let dir = scratch("interrupt");
     let out = dir.join("run");
     let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
-        .args(["sim", "--nodes", "128", "--jobs", "20000", "--schemes", "Local", "--out", out.to_str().unwrap()])
+        .args(["sim", "--nodes", "128", "--jobs", "20000", "--schemes", "Local", "--allow-long-run"])
+        .args(["--out", out.to_str().unwrap()])
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    // The first progress line (after 3 s of wall time) says the run is under way: a whole run takes minutes.
+    // The first progress line (after 3 s of wall time) says the run is under way: a whole run takes minutes (2.1e9
+    // process iterations, past the bound `sim` starts without --allow-long-run).
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let progress = lines.by_ref().map_while(Result::ok).find(|l| l.contains("jobs done"));
     assert!(progress.is_some_and(|l| l.contains("left") || l.contains("no ETA")), "no progress line with an ETA");
