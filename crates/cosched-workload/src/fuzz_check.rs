@@ -4,11 +4,11 @@
 
 use crate::hyper_erlang::HyperErlangModel;
 use crate::swf::{self, printable, MAX_TIME_S};
-use crate::{inspect, load, ReadOptions, SwfError};
+use crate::{inspect, load, ReadOptions, SwfError, Workload};
 
 /// The shapings `check_trace_bytes` tries: the CLI's defaults, the natural load, and extremes the CLI lets
-/// through (it checks only that the numbers are positive and finite).
-const FUZZ_SHAPINGS: [load::Shaping; 4] = [
+/// through (it checks only that the numbers are positive and finite), and a scale that lengthens every duration.
+const FUZZ_SHAPINGS: [load::Shaping; 5] = [
     load::Shaping {
         max_jobs: None,
         machine_cpus: 32,
@@ -31,11 +31,12 @@ const FUZZ_SHAPINGS: [load::Shaping; 4] = [
         runtime_scale: 1e300,
         target_load: None,
     },
+    load::Shaping { max_jobs: None, machine_cpus: 32, drop_oversized: true, runtime_scale: 1e3, target_load: None },
 ];
 
 /// Read `bytes` as a trace and shape it as the simulator's CLI does, and panic where a promise breaks: a message
 /// with a raw control character, a trace that does not read back the same once written, a shaped time beyond
-/// [`MAX_TIME_S`], an offered load that is not finite. The body of the fuzz target `fuzz/fuzz_targets/swf.rs` and
+/// [`MAX_TIME_S`], an offered load that is not finite, a shaped trace (`sim`'s workload.swf) that does not read. The body of the fuzz target `fuzz/fuzz_targets/swf.rs` and
 /// of the replay of its corpus (`tests/fuzz_corpus.rs`).
 #[doc(hidden)]
 pub fn check_trace_bytes(bytes: &[u8]) {
@@ -65,6 +66,12 @@ pub fn check_trace_bytes(bytes: &[u8]) {
                     let within = |t: f64| (0.0..=MAX_TIME_S).contains(&t);
                     assert!(jobs.iter().all(|j| within(j.submit_s) && within(j.run_s)), "{how:?}");
                     assert!(shaped.offered_load.is_none_or(f64::is_finite), "{how:?}: {shaped:?}");
+                    // What `sim` writes as workload.swf reads back.
+                    let shaped_workload = Workload { header: workload.header.clone(), jobs, ..Workload::default() };
+                    let mut written = Vec::new();
+                    swf::write_to(&mut written, &shaped_workload).expect("writing to memory");
+                    let back = swf::read_from(&written[..], "workload.swf", ReadOptions::default());
+                    assert!(back.is_ok(), "{how:?}: {}", back.err().map_or(String::new(), |e| e.to_string()));
                 }
                 Err(message) => assert_printable(&message),
             }
