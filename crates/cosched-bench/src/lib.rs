@@ -17,4 +17,5 @@ pub mod slowdown;
 pub mod slurm;
 pub mod stats;
 pub mod switch;
+pub mod switch_load;
 pub mod switch_trace;

@@ -8,8 +8,8 @@ use serde::Serialize;
 use std::fmt;
 use std::str::FromStr;
 
-/// Default gang time slice when `gang` is given without one.
-pub const DEFAULT_GANG_SLICE_MS: f64 = 10.0;
+/// Default gang time slice when `gang` is given without one: the runtime's own.
+pub const DEFAULT_GANG_SLICE_MS: f64 = cosched_runtime::switcher::DEFAULT_SLICE_NS as f64 / 1e6;
 
 /// How the `j` copies of a job share the CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -57,7 +57,7 @@ impl Policy {
     }
 }
 
-/// "10ms", or "500us" below a millisecond.
+/// "10ms", or "1500us" for a fraction of a millisecond.
 fn slice_text(slice_ms: f64) -> String {
     if slice_ms.fract() == 0.0 {
         format!("{slice_ms}ms")
@@ -93,10 +93,8 @@ impl FromStr for Policy {
         };
         let slice_ms = || {
             let slice_ms = slice.map_or(Ok(DEFAULT_GANG_SLICE_MS), parse_duration_ms)?;
-            if !(0.1..=60_000.0).contains(&slice_ms) {
-                return Err(format!("policy {text:?}: the slice must be between 0.1 ms and 60 s"));
-            }
-            Ok(slice_ms)
+            cosched_runtime::switcher::slice_ns_from_ms(slice_ms).map_err(|e| format!("policy {text:?}: {e}"))?;
+            Ok::<f64, String>(slice_ms)
         };
         match name {
             "none" => no_slice(Policy::None),
@@ -133,7 +131,7 @@ mod tests {
 
     #[test]
     fn names_round_trip() {
-        for text in ["none", "local", "gang:10ms", "gang:100ms", "slurm", "gang:500us", "slurm+cosched:100ms"] {
+        for text in ["none", "local", "gang:10ms", "gang:100ms", "slurm", "gang:1500us", "slurm+cosched:100ms"] {
             assert_eq!(text.parse::<Policy>().unwrap().to_string(), text);
         }
         assert_eq!("gang".parse::<Policy>().unwrap(), Policy::Gang { slice_ms: 10.0 });
@@ -146,6 +144,8 @@ mod tests {
         assert!("local:10ms".parse::<Policy>().unwrap_err().contains("only gang and slurm+cosched take a slice"));
         assert_eq!("slurm+cosched".parse::<Policy>().unwrap(), Policy::SlurmCosched { slice_ms: 10.0 });
         assert!("gang:10h".parse::<Policy>().unwrap_err().contains("unit"));
-        assert!("gang:0.01ms".parse::<Policy>().unwrap_err().contains("between"));
+        for refused in ["gang:0.01ms", "gang:500us", "gang:61s"] {
+            assert!(refused.parse::<Policy>().unwrap_err().contains("outside 1 to 60000 ms"), "{refused}");
+        }
     }
 }

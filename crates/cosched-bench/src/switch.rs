@@ -11,7 +11,7 @@ use cosched_runtime::freezer::{FreezerKind, JobGroups};
 use cosched_runtime::launch::{spawn_shim, LaunchSpec};
 use cosched_runtime::protocol::Schedule;
 use cosched_runtime::skew::{summarize, SliceStartSkew, Summary};
-use cosched_runtime::switcher::{realtime_ns, ConfirmWait, SwitchStats, Switcher};
+use cosched_runtime::switcher::{check_slice_ns, realtime_ns, ConfirmWait, SwitchStats, Switcher};
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
@@ -68,8 +68,8 @@ impl SwitchBenchSettings {
         if !(duration_s > 0.0 && duration_s <= 3600.0) {
             return Err("--duration-s must be in (0, 3600]".into());
         }
-        if self.slices_ms.iter().chain([&self.probe_slice_ms]).any(|&s| s == 0) {
-            return Err("slices must be at least 1 ms".into());
+        for &slice_ms in self.slices_ms.iter().chain([&self.probe_slice_ms]) {
+            check_slice_ns(slice_ms.saturating_mul(1_000_000))?;
         }
         if self.procs_per_job == 0 {
             return Err("--procs-per-job must be at least 1".into());
@@ -302,7 +302,7 @@ impl Switching {
             jobs: JOBS.to_vec(),
             suspended: vec![],
         };
-        switcher.set_schedule(schedule);
+        switcher.set_schedule(schedule).expect("the settings' slices passed the switcher's bounds");
         let threads = switcher.start_threads(settings.threads, settings.realtime).expect("cannot start a thread");
         Switching { switcher, threads }
     }

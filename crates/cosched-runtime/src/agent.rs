@@ -213,11 +213,7 @@ impl Agent {
             // Checked before anything else was read (`await_controller_proof`), or proved by the challenge.
             ToAgent::Welcome { .. } | ToAgent::ControllerCredential { .. } => Ok(()),
             ToAgent::Refused { reason } => Err(std::io::Error::other(format!("refused by the controller: {reason}"))),
-            ToAgent::Schedule(schedule) => {
-                let marked = self.mark_suspended(&schedule);
-                self.switcher.set_schedule(schedule);
-                marked
-            }
+            ToAgent::Schedule(schedule) => self.follow(schedule),
             ToAgent::Start(start) => self.start(start),
             ToAgent::Signal { job, signal } => self.signal(job, signal),
             ToAgent::Terminate { job, grace_ms } => self.terminate(job, Duration::from_millis(grace_ms)),
@@ -251,6 +247,16 @@ impl Agent {
         if let Err(e) = result {
             eprintln!("cosched agent {}: {e}", self.settings.node);
         }
+    }
+
+    /// Mark the suspended jobs (before any is stopped, so that a crash in between cannot lose a suspension), then
+    /// switch by the schedule; one whose slice the switcher cannot honour changes nothing.
+    fn follow(&self, schedule: crate::protocol::Schedule) -> std::io::Result<()> {
+        crate::switcher::check_slice_ns(schedule.slice_ns)
+            .map_err(|e| std::io::Error::other(format!("schedule refused: {e}")))?;
+        let marked = self.mark_suspended(&schedule);
+        self.switcher.set_schedule(schedule).map_err(std::io::Error::other)?;
+        marked
     }
 
     /// Tell the controller how pid change `ack` went; the result also goes to the agent's own log.

@@ -47,6 +47,34 @@ pub struct ControllerSettings {
     pub metrics: MetricsAccess,
 }
 
+/// What `cosched controller` and `cosched up` run with when no flag says otherwise (the flags take their defaults
+/// from here).
+impl Default for ControllerSettings {
+    fn default() -> ControllerSettings {
+        ControllerSettings {
+            state_dir: PathBuf::from("/var/lib/cosched"),
+            slice_ns: crate::switcher::DEFAULT_SLICE_NS,
+            plan: PlanSettings {
+                rules: cosched_policy::cluster::PlanRules::COSCHED,
+                rows: 4,
+                local_mpl: 4,
+                gang_cpu_share: 1.0,
+                over_allocation: 0.0,
+            },
+            // The LLNL gang scheduler's: 10 minutes without CPU use reverts, 2 hours forgets.
+            idle_revert: Duration::from_secs(600),
+            idle_forget: Duration::from_secs(7_200),
+            admin_uids: vec![],
+            // Flux's grace; Slurm's KillWait is 30 s.
+            kill_wait: Duration::from_secs(5),
+            // Slurm's MinJobAge.
+            keep_finished: Duration::from_secs(300),
+            private_data: true,
+            metrics: MetricsAccess::Public,
+        }
+    }
+}
+
 impl ControllerSettings {
     pub fn status_path(&self) -> PathBuf {
         self.state_dir.join("status.json")

@@ -50,13 +50,18 @@ pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen)
 
 /// Run an agent until the process ends, with its watchdog beside it.
 pub fn run_agent(settings: AgentSettings) -> std::io::Result<()> {
+    prepare_agent(settings)?.run()
+}
+
+/// An agent with its watchdog started and supervised, ready to run.
+fn prepare_agent(settings: AgentSettings) -> std::io::Result<Arc<Agent>> {
     raise_descriptor_limit();
     // Started first so the agent knows its pid (never movable into a job); lives as long as the agent.
     let watchdog = start_watchdog(&settings.helper_program, &settings.node)?;
     let agent = Agent::new(settings.clone(), &[watchdog.pid() as i32])?;
     eprintln!("cosched agent {}: {}", settings.node, agent.groups().describe());
     supervise_watchdog(watchdog, settings, agent.clone())?;
-    agent.run()
+    Ok(agent)
 }
 
 /// How often the agent checks that its watchdog lives.
@@ -94,4 +99,22 @@ fn supervise_watchdog(
 pub fn run_up(settings: ControllerSettings, listen: ControllerListen, agent: AgentSettings) -> std::io::Result<()> {
     let _controller = start_controller(settings, &listen)?;
     run_agent(agent)
+}
+
+/// `cosched up` on threads of this process, for measurements that read the agent's own records
+/// (`cosched bench switch --clients`): returns once the controller listens and the agent runs.
+pub fn start_up(
+    settings: ControllerSettings,
+    listen: ControllerListen,
+    agent: AgentSettings,
+) -> std::io::Result<(Arc<Controller>, Arc<Agent>)> {
+    let controller = start_controller(settings, &listen)?;
+    let agent = prepare_agent(agent)?;
+    let running = agent.clone();
+    std::thread::Builder::new().name("agent".into()).spawn(move || {
+        if let Err(e) = running.run() {
+            eprintln!("cosched agent: {e}");
+        }
+    })?;
+    Ok((controller, agent))
 }

@@ -1,14 +1,56 @@
-//! The switching thread of an agent: at every wall-clock slice boundary it
-//! stops the outgoing gang (waiting until the kernel confirms it is stopped)
-//! and only then starts the incoming one.
+//! The switching threads of an agent: at every wall-clock slice boundary one of them stops the outgoing gang
+//! (waiting, within a bound, until the kernel confirms it is stopped) and only then starts the incoming one.
+//!
+//! A switch never waits for anything a thread of the normal class holds. Under load such a thread can be kept off
+//! its CPU for milliseconds while it holds a lock: 64 clients submitting 200 jobs made switches 10–25 ms late when
+//! the agent's link applied schedules under the switching lock. So the switching state is locked by the switching
+//! threads alone, all of one class; every other thread posts its change into a small inbox, rings a doorbell (an
+//! eventfd the switching threads poll while they wait for the next boundary) and goes on, and reads the figures the
+//! switching threads publish, which they copy out only when nobody holds them (`try_lock`).
 
 use crate::freezer::JobGroups;
 use crate::protocol::Schedule;
-use nix::time::{clock_gettime, clock_nanosleep, ClockId, ClockNanosleepFlags};
+use nix::poll::{ppoll, PollFd, PollFlags};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::time::{clock_gettime, ClockId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
+
+/// The shortest slice: a switch takes up to about half a millisecond at its tail on a loaded machine
+/// (docs/performance.md), so a shorter slice would give a gang less than half of its own slot. The flags, the
+/// controller's settings, every schedule an agent receives and the switcher all check against this one bound.
+pub const MIN_SLICE_NS: u64 = 1_000_000;
+/// The longest slice: a minute (longer stops being time-sharing, and `inf` would starve every gang but one).
+pub const MAX_SLICE_NS: u64 = 60_000_000_000;
+/// The slice when none is given: short enough for interactive response, long enough that switching costs a few
+/// per cent at most.
+pub const DEFAULT_SLICE_NS: u64 = 10_000_000;
+
+/// Refuse a slice the switcher cannot honour.
+pub fn check_slice_ns(slice_ns: u64) -> Result<(), String> {
+    if (MIN_SLICE_NS..=MAX_SLICE_NS).contains(&slice_ns) {
+        Ok(())
+    } else {
+        Err(format!(
+            "a slice of {} ms is outside {} to {} ms",
+            slice_ns as f64 / 1e6,
+            MIN_SLICE_NS as f64 / 1e6,
+            MAX_SLICE_NS as f64 / 1e6
+        ))
+    }
+}
+
+/// A slice given in milliseconds (fractions allowed), in ns and checked: `inf`, `NaN` and negative values are
+/// refused, not saturated.
+pub fn slice_ns_from_ms(slice_ms: f64) -> Result<u64, String> {
+    let ns = slice_ms * 1e6;
+    let slice_ns = if ns.is_finite() && ns > 0.0 && ns < u64::MAX as f64 { ns.round() as u64 } else { 0 };
+    check_slice_ns(slice_ns)?;
+    Ok(slice_ns)
+}
 
 /// Keep this many recent samples of each measurement (a ring: constant memory and constant cost per switch in an
 /// agent that runs for months).
@@ -47,7 +89,6 @@ struct SwitchTimes {
 
 impl SwitchStats {
     fn record(&mut self, slice: u64, times: SwitchTimes) {
-        self.switches += 1;
         if self.latency_ns.len() >= SAMPLES_KEPT {
             for samples in
                 [&mut self.latency_ns, &mut self.start_offset_ns, &mut self.requested_ns, &mut self.confirmed_ns]
@@ -89,23 +130,60 @@ impl ConfirmWait {
     }
 }
 
+/// What the switching threads alone lock.
 struct SwitchState {
     schedule: Schedule,
     /// Jobs the agent manages, and whether each runs now.
     running: BTreeMap<u64, bool>,
     /// Jobs started here that the controller's schedule does not list yet: kept stopped.
     pending: BTreeSet<u64>,
+    /// The last slice switched to: every switching thread wakes at each boundary, the first switches.
+    switched_slice: Option<u64>,
+    counts: SwitchCounts,
+    /// Switches not yet copied to `Published` (a reader held it when last tried).
+    unpublished: Vec<(u64, SwitchTimes)>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct SwitchCounts {
+    switches: u64,
+    late: u64,
+    errors: u64,
+}
+
+/// A change another thread asks for; the switching threads make it at once (woken by the doorbell).
+enum Change {
+    Schedule(Schedule),
+    /// A new job's cgroup exists and is stopped (`prepare_new_job`).
+    NewJob(u64),
+    /// Its processes exist: stop them too if the job is out of its slot (a signal cannot stop a process before it
+    /// exists).
+    Started(u64),
+    /// Drop the job; `done` hears once no switch will touch it again.
+    Forget {
+        job: u64,
+        done: mpsc::Sender<()>,
+    },
+}
+
+/// What other threads read: copied out by the switching threads whenever nobody holds it, never waited for.
+#[derive(Default)]
+struct Published {
     stats: SwitchStats,
     /// (slice number, boundary to switch start in ns) of switches not yet reported.
     unreported_starts: Vec<(u64, u64)>,
-    /// The last slice switched to: every switching thread wakes at each boundary, the first switches.
-    switched_slice: Option<u64>,
+    frozen: BTreeSet<u64>,
 }
 
 pub struct Switcher {
     groups: Arc<JobGroups>,
     confirm_wait: ConfirmWait,
+    /// Locked by the switching threads alone.
     state: Mutex<SwitchState>,
+    /// Held only to push or take changes; the switching threads never wait for it.
+    inbox: Mutex<Vec<Change>>,
+    doorbell: EventFd,
+    published: Mutex<Published>,
     /// Set by `stop`: `run` returns at its next wake-up.
     stopped: AtomicBool,
 }
@@ -114,10 +192,8 @@ pub fn realtime_ns() -> u64 {
     clock_gettime(ClockId::CLOCK_REALTIME).map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64).unwrap_or(0)
 }
 
-fn sleep_until_realtime(ns: u64) {
-    let at = nix::sys::time::TimeSpec::new((ns / 1_000_000_000) as i64, (ns % 1_000_000_000) as i64);
-    let _ = clock_nanosleep(ClockId::CLOCK_REALTIME, ClockNanosleepFlags::TIMER_ABSTIME, &at);
-}
+/// How long a caller of `forget` waits for the switching threads (they answer within a switch).
+const FORGET_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Switcher {
     pub fn new(groups: Arc<JobGroups>, confirm_wait: ConfirmWait) -> Switcher {
@@ -125,89 +201,100 @@ impl Switcher {
             schedule: Schedule::default(),
             running: BTreeMap::new(),
             pending: BTreeSet::new(),
-            stats: SwitchStats::default(),
-            unreported_starts: Vec::new(),
             switched_slice: None,
+            counts: SwitchCounts::default(),
+            unpublished: Vec::new(),
         };
-        Switcher { groups, confirm_wait, state: Mutex::new(state), stopped: AtomicBool::new(false) }
+        let doorbell = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .expect("an eventfd (Linux has had them since 2.6.27)");
+        Switcher {
+            groups,
+            confirm_wait,
+            state: Mutex::new(state),
+            inbox: Mutex::new(Vec::new()),
+            doorbell,
+            published: Mutex::new(Published::default()),
+            stopped: AtomicBool::new(false),
+        }
     }
 
+    /// Every switch's figures so far (the switching threads publish them after each switch).
     pub fn stats(&self) -> SwitchStats {
-        self.state.lock().unwrap().stats.clone()
+        self.published.lock().unwrap().stats.clone()
     }
 
     pub fn switches(&self) -> u64 {
-        self.state.lock().unwrap().stats.switches
+        self.published.lock().unwrap().stats.switches
     }
 
     /// Slices in which a gang could not be stopped or started (each is logged as it happens).
     pub fn errors(&self) -> u64 {
-        self.state.lock().unwrap().stats.errors
+        self.published.lock().unwrap().stats.errors
     }
 
     /// Switches that started the incoming gang before the outgoing one was confirmed stopped.
     pub fn late(&self) -> u64 {
-        self.state.lock().unwrap().stats.late
+        self.published.lock().unwrap().stats.late
     }
 
     /// The (slice number, start offset in ns) of every switch since the last call, for the controller's view of
     /// the skew between nodes.
     pub fn take_slice_starts(&self) -> Vec<(u64, u64)> {
-        std::mem::take(&mut self.state.lock().unwrap().unreported_starts)
+        std::mem::take(&mut self.published.lock().unwrap().unreported_starts)
     }
 
+    /// Whether the switcher holds the job stopped (as of its last switch or change).
     pub fn is_frozen(&self, job: u64) -> bool {
-        self.state.lock().unwrap().running.get(&job).is_some_and(|r| !r)
+        self.published.lock().unwrap().frozen.contains(&job)
     }
 
-    /// A new schedule applies at once (a job whose slot is on starts now,
-    /// not at the next boundary).
-    pub fn set_schedule(&self, schedule: Schedule) {
-        let mut state = self.state.lock().unwrap();
-        for &job in &schedule.jobs {
-            state.pending.remove(&job);
-            if let std::collections::btree_map::Entry::Vacant(entry) = state.running.entry(job) {
-                entry.insert(!self.groups.is_frozen(job).unwrap_or(false));
-            }
-        }
-        state.schedule = schedule;
-        let slice = current_slice(&state.schedule, realtime_ns());
-        self.apply(&mut state, slice);
-    }
-
-    /// Stop a new job's (still empty) cgroup unless its slot is on: its
-    /// processes then start stopped and run when the schedule says.
-    pub fn prepare_new_job(&self, job: u64) -> std::io::Result<()> {
-        let mut state = self.state.lock().unwrap();
-        if state.schedule.jobs.contains(&job) {
-            return Ok(());
-        }
-        self.groups.freeze(job)?;
-        state.running.insert(job, false);
-        state.pending.insert(job);
+    /// A new schedule applies at once (a job whose slot is on starts now, not at the next boundary). A schedule
+    /// whose slice the switcher cannot honour is refused and the last one kept.
+    pub fn set_schedule(&self, schedule: Schedule) -> Result<(), String> {
+        check_slice_ns(schedule.slice_ns).map_err(|e| format!("schedule refused: {e}"))?;
+        self.post(Change::Schedule(schedule));
         Ok(())
     }
 
-    /// The processes of a new job exist: stop them too if the freezer is
-    /// signals (a signal cannot stop a process that did not exist yet).
-    pub fn job_started(&self, job: u64) {
-        let mut state = self.state.lock().unwrap();
-        if state.running.get(&job) == Some(&false) {
-            let _ = self.groups.freeze(job);
+    /// Stop a new job's (still empty) cgroup: its processes then start stopped, and the switching threads let them
+    /// run at once if its slot is on. Once switching is over (`stop`) nothing may be frozen, so nothing is.
+    pub fn prepare_new_job(&self, job: u64) -> std::io::Result<()> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Ok(());
         }
-        let slice = current_slice(&state.schedule, realtime_ns());
-        self.apply(&mut state, slice);
+        self.groups.freeze(job)?;
+        if self.stopped.load(Ordering::SeqCst) {
+            return self.groups.thaw(job); // `stop` came in between, and everything was thawed before this freeze
+        }
+        self.post(Change::NewJob(job));
+        Ok(())
     }
 
+    /// The processes of a new job exist: stop them too if the freezer is signals (a signal cannot stop a process
+    /// that did not exist yet).
+    pub fn job_started(&self, job: u64) {
+        self.post(Change::Started(job));
+    }
+
+    /// Drop a job; returns once no switch will stop or start it again (so that its cgroup can be thawed and
+    /// removed), or at once when switching is over.
     pub fn forget(&self, job: u64) {
-        let mut state = self.state.lock().unwrap();
-        state.running.remove(&job);
-        state.pending.remove(&job);
+        let (done, forgotten) = mpsc::channel();
+        self.post(Change::Forget { job, done });
+        if !self.stopped.load(Ordering::SeqCst) {
+            let _ = forgotten.recv_timeout(FORGET_WAIT);
+        }
     }
 
-    /// Make `run` return at its next slice boundary (within one slice), without switching there.
+    fn post(&self, change: Change) {
+        self.inbox.lock().unwrap().push(change);
+        let _ = self.doorbell.write(1);
+    }
+
+    /// Make `run` return at its next wake-up, without switching there.
     pub fn stop(&self) {
-        self.stopped.store(true, Ordering::Relaxed);
+        self.stopped.store(true, Ordering::SeqCst);
+        let _ = self.doorbell.write(1);
     }
 
     /// Start `count` switching threads, each on a CPU of its own (as far as the process may use that many), and
@@ -225,7 +312,8 @@ impl Switcher {
             .collect()
     }
 
-    /// Run until `stop`, switching at every slice boundary (unless another switching thread did first).
+    /// Run until `stop`: make every posted change at once, and switch at every slice boundary (unless another
+    /// switching thread did first).
     pub fn run(&self, cpu: Option<usize>, realtime: bool) {
         if let Some(cpu) = cpu {
             if let Err(e) = pin_to(cpu) {
@@ -238,42 +326,127 @@ impl Switcher {
             }
         }
         loop {
-            let slice_ns = self.state.lock().unwrap().schedule.slice_ns.max(1_000_000);
-            let now = realtime_ns();
-            let next = (now / slice_ns + 1) * slice_ns;
-            sleep_until_realtime(next);
+            // Before the first schedule (slice 0) the thread wakes at the shortest slice; every schedule it
+            // switches by passed `check_slice_ns`.
+            let slice_ns = self.state.lock().unwrap().schedule.slice_ns.max(MIN_SLICE_NS);
+            let boundary = (realtime_ns() / slice_ns + 1) * slice_ns;
+            self.wait_for_boundary_or_doorbell(boundary);
             let woke = realtime_ns();
-            if self.stopped.load(Ordering::Relaxed) {
+            let mut state = self.state.lock().unwrap();
+            if self.stopped.load(Ordering::SeqCst) {
+                self.publish(&mut state, true);
                 return;
             }
-            let mut state = self.state.lock().unwrap();
-            if state.schedule.slice_ns != slice_ns || state.schedule.rows.len() < 2 {
-                continue; // nothing rotates (or the slice changed): no switch
+            self.make_posted_changes(&mut state);
+            if woke >= boundary && state.schedule.slice_ns == slice_ns {
+                self.switch_at(&mut state, boundary, woke);
             }
-            let slice = next / slice_ns;
-            if state.switched_slice.is_some_and(|done| done >= slice) {
-                continue; // another switching thread was first
+            self.publish(&mut state, false);
+        }
+    }
+
+    /// Sleep until `boundary_ns` (CLOCK_REALTIME), or until a change is posted.
+    fn wait_for_boundary_or_doorbell(&self, boundary_ns: u64) {
+        let now = realtime_ns();
+        if now >= boundary_ns {
+            return;
+        }
+        let left = nix::sys::time::TimeSpec::from_duration(std::time::Duration::from_nanos(boundary_ns - now));
+        let mut doorbell = [PollFd::new(self.doorbell.as_fd(), PollFlags::POLLIN)];
+        if matches!(ppoll(&mut doorbell, Some(left), None), Ok(rang) if rang > 0) {
+            let _ = self.doorbell.read(); // non-blocking: another switching thread may have taken it first
+        }
+    }
+
+    /// Switch to the slot of the slice that starts at `boundary` (once, whichever thread is first), and count it.
+    fn switch_at(&self, state: &mut SwitchState, boundary: u64, woke: u64) {
+        if state.schedule.rows.len() < 2 {
+            return; // nothing rotates
+        }
+        let slice = boundary / state.schedule.slice_ns;
+        if state.switched_slice.is_some_and(|done| done >= slice) {
+            return; // another switching thread was first
+        }
+        state.switched_slice = Some(slice);
+        let Some(done) = self.apply(state, Some(slice)) else { return };
+        let since_boundary = |at: u64| at.saturating_sub(boundary);
+        let times = SwitchTimes {
+            woke: since_boundary(woke),
+            requested: since_boundary(done.requested),
+            confirmed: since_boundary(done.confirmed),
+            thawed: since_boundary(done.thawed),
+        };
+        state.counts.switches += 1;
+        state.unpublished.push((slice, times));
+    }
+
+    /// Make the changes other threads posted, then apply the schedule to the current slice if there were any. The
+    /// inbox is never waited for: a thread that holds it is pushing, and rings the doorbell once done.
+    fn make_posted_changes(&self, state: &mut SwitchState) {
+        let changes = match self.inbox.try_lock() {
+            Ok(mut inbox) => std::mem::take(&mut *inbox),
+            Err(_) => return,
+        };
+        if changes.is_empty() {
+            return;
+        }
+        for change in changes {
+            self.make_change(state, change);
+        }
+        let slice = current_slice(&state.schedule, realtime_ns());
+        self.apply(state, slice);
+    }
+
+    fn make_change(&self, state: &mut SwitchState, change: Change) {
+        match change {
+            Change::Schedule(schedule) => {
+                for &job in &schedule.jobs {
+                    state.pending.remove(&job);
+                    if let std::collections::btree_map::Entry::Vacant(entry) = state.running.entry(job) {
+                        entry.insert(!self.groups.is_frozen(job).unwrap_or(false));
+                    }
+                }
+                state.schedule = schedule;
             }
-            state.switched_slice = Some(slice);
-            let Some(done) = self.apply(&mut state, Some(slice)) else { continue };
-            let since_boundary = |at: u64| at.saturating_sub(next);
-            let times = SwitchTimes {
-                woke: since_boundary(woke),
-                requested: since_boundary(done.requested),
-                confirmed: since_boundary(done.confirmed),
-                thawed: since_boundary(done.thawed),
-            };
-            state.stats.record(slice, times);
-            if state.unreported_starts.len() < STARTS_UNREPORTED_MAX {
-                state.unreported_starts.push((slice, times.woke));
+            Change::NewJob(job) => {
+                state.running.insert(job, false);
+                if !state.schedule.jobs.contains(&job) {
+                    state.pending.insert(job);
+                }
+            }
+            Change::Started(job) => {
+                if state.running.get(&job) == Some(&false) {
+                    let _ = self.groups.freeze(job);
+                }
+            }
+            Change::Forget { job, done } => {
+                state.running.remove(&job);
+                state.pending.remove(&job);
+                let _ = done.send(());
             }
         }
+    }
+
+    /// Copy out the figures other threads read, unless one of them holds the copy now (then next time; `last`:
+    /// the thread is ending, and waits for it).
+    fn publish(&self, state: &mut SwitchState, last: bool) {
+        let held = if last { self.published.lock().ok() } else { self.published.try_lock().ok() };
+        let Some(mut published) = held else { return };
+        for (slice, times) in state.unpublished.drain(..) {
+            published.stats.record(slice, times);
+            if published.unreported_starts.len() < STARTS_UNREPORTED_MAX {
+                published.unreported_starts.push((slice, times.woke));
+            }
+        }
+        let SwitchCounts { switches, late, errors } = state.counts;
+        (published.stats.switches, published.stats.late, published.stats.errors) = (switches, late, errors);
+        published.frozen = state.running.iter().filter(|(_, &running)| !running).map(|(&job, _)| job).collect();
     }
 
     /// Stop every job not in the slot of `slice`, wait (within `confirm_wait`) for the kernel to confirm, then
     /// start the slot's jobs; returns when (CLOCK_REALTIME) each phase ended, `None` when switching is over.
     fn apply(&self, state: &mut SwitchState, slice: Option<u64>) -> Option<Phases> {
-        if self.stopped.load(Ordering::Relaxed) {
+        if self.stopped.load(Ordering::SeqCst) {
             return None; // switching is over: nothing may be frozen any more
         }
         let target = target_jobs(&state.schedule, slice);
@@ -283,13 +456,13 @@ impl Switcher {
         let deadline = crate::freezer::monotonic_now() + wait;
         let unconfirmed = asked.iter().filter(|&&job| !matches!(self.groups.confirm_frozen(job, deadline), Ok(true)));
         if unconfirmed.count() > 0 {
-            state.stats.late += 1;
+            state.counts.late += 1;
         }
         let confirmed = realtime_ns();
         if refused {
             // A gang that could not be asked to stop still runs: starting the incoming one would put two gangs on
             // the CPUs. This slot stays with the old gang; the next boundary tries again.
-            state.stats.errors += 1;
+            state.counts.errors += 1;
             return Some(Phases { requested, confirmed, thawed: confirmed });
         }
         self.start_incoming(state, &target);
@@ -332,7 +505,7 @@ impl Switcher {
             }
         }
         if failed {
-            state.stats.errors += 1;
+            state.counts.errors += 1;
         }
     }
 }
@@ -406,5 +579,19 @@ mod tests {
         assert_eq!(target_jobs(&schedule, Some(0)), [1, 4].into());
         assert_eq!(target_jobs(&schedule, Some(1)), [2, 4].into());
         assert_eq!(target_jobs(&schedule, Some(2)), [1, 4].into());
+    }
+
+    #[test]
+    fn slices_outside_the_bounds_are_refused() {
+        assert!(check_slice_ns(MIN_SLICE_NS).is_ok());
+        assert!(check_slice_ns(MAX_SLICE_NS).is_ok());
+        assert!(check_slice_ns(DEFAULT_SLICE_NS).is_ok());
+        for refused in [0, 500_000, MIN_SLICE_NS - 1, MAX_SLICE_NS + 1, u64::MAX] {
+            assert!(check_slice_ns(refused).unwrap_err().contains("outside 1 to 60000 ms"), "{refused}");
+        }
+        assert_eq!(slice_ns_from_ms(2.5), Ok(2_500_000));
+        for refused in [f64::INFINITY, f64::NAN, -5.0, 0.5, 1e30] {
+            assert!(slice_ns_from_ms(refused).is_err(), "{refused}");
+        }
     }
 }

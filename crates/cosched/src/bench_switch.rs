@@ -4,6 +4,7 @@
 
 use clap::{Args, ValueEnum};
 use cosched_bench::switch::{Report, SwitchBenchSettings};
+use cosched_bench::switch_load::{LoadBenchSettings, LoadReport};
 use cosched_bench::switch_trace::TraceSummary;
 use cosched_runtime::freezer::FreezerKind;
 use cosched_runtime::skew::Summary;
@@ -65,6 +66,16 @@ pub struct BenchSwitchArgs {
     /// With --trace: a confirmation or wake-up later than this (µs) counts as slow.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub trace_slow_us: u64,
+    /// Instead of the measurements above: a whole `cosched up` in this process, the two gangs rotating, and this
+    /// many clients submitting short jobs to it; the switch latency of a quiet window and of the load's window.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub clients: Option<u64>,
+    /// With --clients: jobs the clients submit in all (each `true`, one task).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub load_jobs: u64,
+    /// With --clients: the daemon's slice (ms).
+    #[arg(long, default_value_t = cosched_runtime::switcher::DEFAULT_SLICE_NS as f64 / 1e6)]
+    pub load_slice_ms: f64,
     /// Also print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -94,8 +105,33 @@ impl BenchSwitchArgs {
 }
 
 pub fn run(args: &BenchSwitchArgs) -> Result<(), String> {
+    if let Some(clients) = args.clients {
+        return run_under_load(args, clients as usize);
+    }
     let report = cosched_bench::switch::run(&args.settings()?)?;
     print_report(&report);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+    }
+    Ok(())
+}
+
+fn run_under_load(args: &BenchSwitchArgs, clients: usize) -> Result<(), String> {
+    let settings = LoadBenchSettings {
+        clients,
+        jobs: args.load_jobs as usize,
+        slice_ms: args.load_slice_ms,
+        quiet: Duration::from_secs_f64(args.duration_s),
+        realtime: !args.no_realtime,
+        confirm_wait: if args.strict { ConfirmWait::Strict } else { ConfirmWait::Bounded },
+        switching_threads: args.switching_threads,
+        helper_program: std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?,
+    };
+    eprintln!("bench switch: cosched up in this process, {clients} clients submitting {} jobs", settings.jobs);
+    // The daemon runs on threads of this process until it exits: its state directory goes last.
+    let state = tempfile::Builder::new().prefix("cosched-bench-load").tempdir().map_err(|e| e.to_string())?;
+    let report = cosched_bench::switch_load::run(&settings, state.path())?;
+    print_load_report(&report);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
     }
@@ -212,6 +248,22 @@ fn print_trace(t: &TraceSummary) {
     println!("    then it waited for its CPU {}", three(&t.run_delay));
     println!("    {} wake-ups slow in all, {} of them because the timer fired that late", t.slow_wakes, t.slow_timers);
     println!("    while such a timer was late, another CPU recorded events in {} cases", t.slow_timers_other_cpu_alive);
+}
+
+fn print_load_report(r: &LoadReport) {
+    println!(
+        "{} clients submitted {} jobs ({} requests, {} refused) in {:.1} s; slices of {} ms",
+        r.clients, r.jobs, r.requests, r.refused, r.load_s, r.slice_ms
+    );
+    print_row("metric", "value".into(), "target", "result");
+    for (window, t) in [("quiet", &r.quiet), ("under load", &r.loaded)] {
+        let name = |what: &str, p: &str| format!("switch {what} {p} ({window}, {} switches)", t.latency.count);
+        print_row(&name("latency", "p50"), us(t.latency.p50_ns), "", "");
+        let target_met = t.latency.count > 0 && t.latency.p99_ns <= 1_000_000;
+        print_row(&name("latency", "p99"), us(t.latency.p99_ns), "≤ 1 ms", verdict(target_met));
+        print_row(&name("latency", "max"), us(t.latency.max_ns), "", "");
+        print_row(&name("lateness", "p99"), us(t.lateness.p99_ns), "", "");
+    }
 }
 
 fn print_report(report: &Report) {

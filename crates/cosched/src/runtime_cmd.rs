@@ -21,17 +21,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const DEFAULT_SOCKET: &str = "/run/cosched/cosched.sock";
-/// Slices shorter than this cost more in switching than they give; longer ones stop being time-sharing (and a
-/// gang would wait for ever with `inf`).
-const MIN_SLICE_MS: f64 = 0.1;
-const MAX_SLICE_MS: f64 = 60_000.0;
 /// The longest time any of the daemon's durations may be set to: a year.
 const MAX_SETTING_S: f64 = 365.0 * 86_400.0;
 
 #[derive(Args, Clone, Debug)]
 pub struct ControllerArgs {
     /// Directory of the database (cosched.db), status document and job logs.
-    #[arg(long, default_value = "/var/lib/cosched")]
+    #[arg(long, default_value_os_t = ControllerSettings::default().state_dir)]
     pub state_dir: PathBuf,
     /// Unix socket for users and local agents.
     #[arg(long, env = "COSCHED_SOCKET", default_value = DEFAULT_SOCKET)]
@@ -56,32 +52,33 @@ pub struct ControllerArgs {
     /// "off".
     #[arg(long, default_value = "public", value_parser = MetricsAccess::parse)]
     pub metrics: MetricsAccess,
-    /// Time slice in milliseconds (fractions allowed); slices start at multiples of it since the epoch.
-    #[arg(long, default_value_t = 10.0)]
+    /// Time slice in milliseconds (fractions allowed, from 1 to 60,000); slices start at multiples of it since the
+    /// epoch.
+    #[arg(long, default_value_t = ControllerSettings::default().slice_ns as f64 / 1e6)]
     pub slice_ms: f64,
     /// Rows of the Ousterhout matrix (gang multiprogramming level).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = ControllerSettings::default().plan.rows)]
     pub rows: u32,
     /// Processes per CPU admitted for local-class jobs.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = ControllerSettings::default().plan.local_mpl)]
     pub local_mpl: u32,
     /// Share of each node's CPUs gang jobs may use (the rest stays for the system and local jobs).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = ControllerSettings::default().plan.gang_cpu_share)]
     pub gang_cpu_share: f64,
     /// Extra cells per task for auxiliary threads (0.25 = one more CPU per four tasks).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = ControllerSettings::default().plan.over_allocation)]
     pub over_allocation: f64,
     /// Seconds without CPU use after which a gang job reverts to local scheduling.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, default_value_t = ControllerSettings::default().idle_revert.as_secs_f64())]
     pub idle_revert_s: f64,
     /// Seconds without CPU use after which a job leaves the gang database for good.
-    #[arg(long, default_value_t = 7200.0)]
+    #[arg(long, default_value_t = ControllerSettings::default().idle_forget.as_secs_f64())]
     pub idle_forget_s: f64,
     /// Seconds between SIGTERM and SIGKILL when a job is killed (Slurm's KillWait).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = ControllerSettings::default().kill_wait.as_secs_f64())]
     pub kill_wait_s: f64,
     /// Seconds a finished job stays in `status` (its record stays in the database).
-    #[arg(long, default_value_t = 300.0)]
+    #[arg(long, default_value_t = ControllerSettings::default().keep_finished.as_secs_f64())]
     pub keep_finished_s: f64,
     /// Show every user the command lines of other users' jobs (default: hidden from all but administrators).
     #[arg(long)]
@@ -221,9 +218,8 @@ fn limits(args: &LimitArgs) -> Result<Limits, String> {
 }
 
 fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, ControllerListen), String> {
-    if !(MIN_SLICE_MS..=MAX_SLICE_MS).contains(&args.slice_ms) {
-        return Err(format!("--slice-ms {} must be between {MIN_SLICE_MS} and {MAX_SLICE_MS} ms", args.slice_ms));
-    }
+    let slice_ns = cosched_runtime::switcher::slice_ns_from_ms(args.slice_ms)
+        .map_err(|e| format!("--slice-ms {}: {e}", args.slice_ms))?;
     if args.rows == 0 || args.local_mpl == 0 {
         return Err("--rows and --local-mpl must be at least 1".into());
     }
@@ -241,7 +237,7 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
     let keep_finished = seconds("--keep-finished-s", args.keep_finished_s)?;
     let settings = ControllerSettings {
         state_dir: args.state_dir.clone(),
-        slice_ns: (args.slice_ms * 1e6).round() as u64,
+        slice_ns,
         plan: PlanSettings {
             rules: PlanRules::COSCHED,
             rows: args.rows,
