@@ -111,8 +111,26 @@ impl Db {
         std::fs::File::open(path)?.sync_all()
     }
 
-    pub fn save_job(&self, job: &JobRecord) -> io::Result<()> {
+    /// A new job's record. A record with that id already there is an error (nothing is written): a record is
+    /// never overwritten by an insert.
+    pub fn insert_job(&self, job: &JobRecord) -> io::Result<()> {
         insert_job(&self.conn, job)
+    }
+
+    /// A change to a job's record, which must be there already.
+    pub fn update_job(&self, job: &JobRecord) -> io::Result<()> {
+        let record = serde_json::to_string(job).map_err(io::Error::other)?;
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE jobs SET uid = ?2, state = ?3, record = ?4 WHERE id = ?1",
+                params![job_key(job.id)?, job.uid, job.state.name(), record],
+            )
+            .map_err(|e| io::Error::new(kind_of(&e), format!("saving job {}: {e}", job.id)))?;
+        if changed != 1 {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("saving job {}: no such record", job.id)));
+        }
+        Ok(())
     }
 
     pub fn load_jobs(&self) -> io::Result<Vec<JobRecord>> {
@@ -205,15 +223,26 @@ fn set_meta(conn: &Connection, key: &str, value: u64) -> rusqlite::Result<()> {
     .map(|_| ())
 }
 
+/// A plain insert: a conflict with an existing id fails the statement, which changes nothing.
 fn insert_job(conn: &Connection, job: &JobRecord) -> io::Result<()> {
     let record = serde_json::to_string(job).map_err(io::Error::other)?;
     conn.execute(
-        "INSERT INTO jobs (id, uid, state, record) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT(id) DO UPDATE SET uid = ?2, state = ?3, record = ?4",
-        params![job.id as i64, job.uid, job.state.name(), record],
+        "INSERT INTO jobs (id, uid, state, record) VALUES (?1, ?2, ?3, ?4)",
+        params![job_key(job.id)?, job.uid, job.state.name(), record],
     )
-    .map_err(|e| io::Error::new(kind_of(&e), format!("saving job {}: {e}", job.id)))?;
+    .map_err(|e| {
+        let kind = match e.sqlite_error_code() {
+            Some(ErrorCode::ConstraintViolation) => io::ErrorKind::AlreadyExists,
+            _ => kind_of(&e),
+        };
+        io::Error::new(kind, format!("saving new job {}: {e}", job.id))
+    })?;
     Ok(())
+}
+
+/// A job id as SQLite's key, which is signed: ids above `i64::MAX` are never made (`controller::MAX_JOB_ID`).
+fn job_key(id: u64) -> io::Result<i64> {
+    i64::try_from(id).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("job id {id} is out of range")))
 }
 
 fn insert_node(conn: &Connection, node: &NodeRow) -> io::Result<()> {
@@ -294,7 +323,7 @@ mod tests {
     fn class_and_mode_are_stored_by_name_as_before_the_enums() {
         let db = Db::open(&temp_db("names")).unwrap();
         let job = JobRecord::new(7, &Identity { uid: 1, gid: 1, admin: false }, JobClass::Standby, true, 1);
-        db.save_job(&job).unwrap();
+        db.insert_job(&job).unwrap();
         let record = stored_record(&db, 7);
         assert!(record.contains(r#""class":"standby","mode":"local""#), "{record}");
         let loaded = db.load_jobs().unwrap();
@@ -306,7 +335,7 @@ mod tests {
     fn an_unknown_class_or_mode_in_the_database_is_an_error_naming_the_job() {
         let db = Db::open(&temp_db("unknown")).unwrap();
         let job = JobRecord::new(7, &Identity { uid: 1, gid: 1, admin: false }, JobClass::Batch, false, 1);
-        db.save_job(&job).unwrap();
+        db.insert_job(&job).unwrap();
         let garble = |from: &str, to: &str| {
             let record = stored_record(&db, 7).replace(from, to);
             db.conn.execute("UPDATE jobs SET record = ?1 WHERE id = 7", [record]).unwrap();
@@ -316,5 +345,24 @@ mod tests {
         assert!(error.contains("job 7") && error.contains(r#"unknown class "royal""#), "{error}");
         let error = garble(r#""class":"royal","mode":"gang""#, r#""class":"batch","mode":"solo""#);
         assert!(error.contains("job 7") && error.contains(r#"unknown mode "solo""#), "{error}");
+    }
+
+    #[test]
+    fn an_insert_never_overwrites_a_record_and_an_update_needs_one() {
+        let db = Db::open(&temp_db("insert")).unwrap();
+        let owner = Identity { uid: 1, gid: 1, admin: false };
+        let first = JobRecord::new(7, &owner, JobClass::Batch, false, 1);
+        db.insert_job(&first).unwrap();
+        let intruder = JobRecord::new(7, &Identity { uid: 2, gid: 2, admin: false }, JobClass::Batch, false, 1);
+        let refused = db.insert_job(&intruder).unwrap_err();
+        assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists, "{refused}");
+        assert_eq!(db.load_jobs().unwrap(), [first.clone()]);
+        let missing = db.update_job(&JobRecord::new(8, &owner, JobClass::Batch, false, 1)).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound, "{missing}");
+        assert!(db.insert_job(&JobRecord::new(u64::MAX, &owner, JobClass::Batch, false, 1)).is_err());
+        let mut ended = first;
+        ended.state = crate::jobs::JobState::Finished;
+        db.update_job(&ended).unwrap();
+        assert_eq!(db.load_jobs().unwrap(), [ended]);
     }
 }

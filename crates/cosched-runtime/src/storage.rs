@@ -28,6 +28,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Why a request that could not be written was refused.
+fn refused_for(cause: &str) -> String {
+    format!("storage error: {cause}; nothing was changed (see `cosched status`; retry once it is ok)")
+}
+
 /// How often the file must prove that it takes writes and is sound.
 const CHECK_PERIOD: Duration = Duration::from_secs(5);
 /// How often a faulted storage is tried again.
@@ -117,15 +122,32 @@ impl Storage {
         Ok((storage, loaded))
     }
 
-    /// For a request: write the job, or say why not (then nothing may change).
-    pub fn save_job(&mut self, job: &JobRecord) -> Result<(), String> {
-        self.write(|db| db.save_job(job))
-            .map_err(|e| format!("storage error: {e}; nothing was changed (see `cosched status`; retry once it is ok)"))
+    /// For a request: write a new job, or say why not (then nothing may change). A record with its id already
+    /// there is refused, never overwritten; it is not a fault of the storage.
+    pub fn insert_job(&mut self, job: &JobRecord) -> Result<(), String> {
+        let mut exists = false;
+        self.write(|db| match db.insert_job(job) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                exists = true;
+                Ok(())
+            }
+            other => other,
+        })
+        .map_err(|e| refused_for(&e))?;
+        if exists {
+            return Err(format!("job {} exists already in the database: nothing was changed", job.id));
+        }
+        Ok(())
     }
 
-    /// For an event that cannot wait: write the job now, or when storage works again.
+    /// For a request: write a change to a job, or say why not (then nothing may change).
+    pub fn save_job(&mut self, job: &JobRecord) -> Result<(), String> {
+        self.write(|db| db.update_job(job)).map_err(|e| refused_for(&e))
+    }
+
+    /// For an event that cannot wait: write a change to a job now, or when storage works again.
     pub fn save_job_or_hold(&mut self, job: &JobRecord) {
-        if self.write(|db| db.save_job(job)).is_err() {
+        if self.write(|db| db.update_job(job)).is_err() {
             self.held.insert(Held::Job(job.id));
         }
     }
@@ -456,7 +478,7 @@ mod tests {
         assert!(loaded.jobs.is_empty());
         let jobs: BTreeMap<u64, JobRecord> = [(1, job(1)), (2, job(2))].into();
         for j in jobs.values() {
-            storage.save_job(j).unwrap();
+            storage.insert_job(j).unwrap();
         }
         storage.save_node_or_hold(&node());
         (storage, jobs)
@@ -503,7 +525,7 @@ mod tests {
         let dir = temp_dir("held");
         let (mut storage, mut jobs) = with_two_jobs(&dir);
         storage.set_fault("test fault".into());
-        let refused = storage.save_job(&job(3)).unwrap_err();
+        let refused = storage.insert_job(&job(3)).unwrap_err();
         assert!(refused.contains("test fault") && refused.contains("nothing was changed"), "{refused}");
         let mut ended = job(1);
         ended.state = JobState::Failed;
