@@ -27,7 +27,8 @@
 //! - *local* jobs are admitted up to the multiprogramming level per CPU
 //!   (`LocalPlacement`, the simulator's) and run all the time;
 //! - idle gang jobs run all the time outside the matrix, suspended jobs
-//!   nowhere;
+//!   nowhere (a suspended job that owned a row keeps it, its cells left
+//!   empty there, so that it comes back to its share when resumed);
 //! - memory: the jobs placed on a node never ask for more than it has;
 //! - the gang cap keeps CPUs out of gang use, and the over-allocation gives a
 //!   job extra cells for its auxiliary threads.
@@ -552,7 +553,10 @@ impl Planner {
         };
         let columns = self.columns.of(&placement);
         let (rows, always) = match (job.mode, job.class) {
-            _ if job.suspended => (vec![], false),
+            _ if job.suspended => {
+                self.hold_row_while_suspended(i, job, &columns);
+                (vec![], false)
+            }
             (Mode::Local, _) => (vec![], true),
             (Mode::Gang, _) if job.idle => (vec![], true),
             (Mode::Gang, JobClass::Express) => {
@@ -573,6 +577,15 @@ impl Planner {
         };
         self.result[i] = Some((placement, rows, always));
         true
+    }
+
+    /// A started gang job that owns a row keeps it while suspended (it runs in no slot meanwhile): otherwise the
+    /// rows of a suspended job go to later jobs, and it would come back to a full matrix and a share of 0.
+    fn hold_row_while_suspended(&mut self, i: usize, job: &PlanJob, columns: &[u32]) {
+        let owns_rows = matches!(job.class, JobClass::Interactive | JobClass::Batch);
+        if job.placed.is_some() && job.mode == Mode::Gang && owns_rows && !job.idle {
+            self.own_rows[i] = self.own_row(job.id, columns, job.row_held);
+        }
     }
 
     /// The row held before if its `columns` are still free there, else the lowest such row; taken for `job`.

@@ -359,3 +359,25 @@ fn full_rows_are_passed_over() {
     assert_eq!(placed(&p, 3).1, vec![1], "two cells are left in row 1, none in row 0");
     assert_eq!(placed(&p, 4), (vec![on(0, &[0, 1, 2])], vec![2], false), "rows 0 and 1 are full");
 }
+
+#[test]
+fn a_suspended_job_keeps_the_row_it_owns_and_has_it_again_when_resumed() {
+    let mut s = settings();
+    s.rows = 2;
+    let mut suspended = gang(1, 2);
+    suspended.placed = Some(vec![on(0, &[0, 1])]);
+    suspended.suspended = true;
+    suspended.row_held = Some(1);
+    let p = plan(&s, &shape(1, 2), &[suspended.clone(), gang(2, 2), gang(3, 2)]);
+    assert_eq!(placed(&p, 1), (vec![on(0, &[0, 1])], vec![], false), "a suspended job runs in no slot");
+    assert_eq!(p.job(JobId(1)).unwrap().own_row, Some(1));
+    assert_eq!(placed(&p, 2).1, vec![0]);
+    assert_eq!(p.job(JobId(3)).unwrap().status, JobStatus::Queued, "the other row is the suspended job's");
+    assert_eq!(p.rows, vec![vec![JobId(2)]], "its empty row is no slot of the cycle");
+    suspended.suspended = false;
+    let mut two = gang(2, 2);
+    two.placed = Some(vec![on(0, &[0, 1])]);
+    two.row_held = Some(0);
+    let p = plan(&s, &shape(1, 2), &[suspended, two, gang(3, 2)]);
+    assert_eq!(p.job(JobId(1)).unwrap().slice_share(p.rows.len()), 0.5, "resumed, it has its row again");
+}
