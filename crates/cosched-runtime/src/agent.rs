@@ -46,6 +46,8 @@ pub struct AgentSettings {
     /// The socket of this host's munged for users' commands, when not MUNGE's default (an MPI launcher's
     /// `cosched rsh` proves its user with it).
     pub users_munge_socket: Option<PathBuf>,
+    /// How much of the state file system the jobs' logs may take, and for how long (`crate::logs`).
+    pub logs: crate::logs::LogBounds,
 }
 
 /// A job's processes on this node, as the agent tracks them.
@@ -61,7 +63,13 @@ struct Shared {
     jobs: BTreeMap<u64, LocalJob>,
     writer: Option<Box<dyn std::io::Write + Send>>,
     /// Commands started for `Exec`, by its acknowledgement number, until they end.
-    execs: BTreeMap<u64, Child>,
+    execs: BTreeMap<u64, ExecRun>,
+}
+
+/// A command started for `Exec`: its job (for its logs) and its process.
+struct ExecRun {
+    job: u64,
+    child: Child,
 }
 
 pub struct Agent {
@@ -150,6 +158,8 @@ impl Agent {
         self.switcher.start_threads(self.settings.switching_threads, self.settings.realtime)?;
         let reporter = self.clone();
         std::thread::Builder::new().name("report".into()).spawn(move || reporter.report_loop())?;
+        let keeper = self.clone();
+        std::thread::Builder::new().name("logs".into()).spawn(move || keeper.log_loop())?;
         loop {
             if let Err(e) = self.serve_link() {
                 eprintln!("cosched agent {}: controller link: {e}; retrying", self.settings.node);
@@ -307,6 +317,14 @@ impl Agent {
             return Err(std::io::Error::other(format!("job {job} does not run on node {}", self.settings.node)));
         }
         let checked = self.guard.check(pid, owner).map_err(std::io::Error::other)?;
+        if let Some((agent, other)) = crate::pid_guard::job_of_process(checked.tgid) {
+            // Moving it would take it out of that job: a process leaves its job only by ending, or by an
+            // administrator's remove-pid.
+            return Err(std::io::Error::other(format!(
+                "process {pid} is in job {other} (agent {agent}): it leaves that job only by ending or by an \
+                 administrator's remove-pid"
+            )));
+        }
         self.groups.add_pid(job, checked.tgid)?;
         if crate::pid_guard::ProcessFacts::read(checked.tgid).ok().as_ref() != Some(&checked) {
             let _ = self.groups.remove_pid(job, checked.tgid);
@@ -362,8 +380,8 @@ impl Agent {
     /// one process per rank inside it.
     fn start(&self, start: StartJob) -> std::io::Result<()> {
         let known = self.shared.lock().unwrap().jobs.contains_key(&start.job);
-        if known {
-            return Ok(()); // adopted after a restart: its processes run already
+        if known || self.job_dir(start.job).is_some_and(|dir| dir.exists()) {
+            return self.adopt(&start, known);
         }
         self.groups.create(start.job)?;
         if let Some(dir) = self.job_dir(start.job) {
@@ -388,6 +406,32 @@ impl Agent {
         Ok(())
     }
 
+    /// A start for a job whose cgroup exists (found at the agent's start, or left over): the cgroup is this job's
+    /// only if its tag names the same owner and token (records from before tags: untagged, no token). Another job's
+    /// cgroup is refused and reported, never adopted, and left alone.
+    fn adopt(&self, start: &StartJob, known: bool) -> std::io::Result<()> {
+        let tag = self.job_dir(start.job).and_then(|dir| JobTag::read(&dir));
+        let ours = match &tag {
+            Some(tag) => !start.token.is_empty() && tag.token == start.token && tag.uid == start.uid,
+            None => start.token.is_empty(),
+        };
+        if !ours {
+            let owner = tag.map_or("untagged".to_string(), |t| format!("uid {}", t.uid));
+            let error = format!(
+                "the cgroup of job {} on node {} belongs to another job ({owner}): not started, and that job is left \
+                 alone",
+                start.job, self.settings.node
+            );
+            self.send(&FromAgent::Failed { job: start.job, error: error.clone() });
+            return Err(std::io::Error::other(error));
+        }
+        if !known {
+            let local = LocalJob { children: vec![], exit_code: None, had_processes: true };
+            self.shared.lock().unwrap().jobs.insert(start.job, local);
+        }
+        Ok(()) // adopted after a restart: its processes run already
+    }
+
     /// Start a command of the job (an MPI daemon) inside its cgroup; `report_loop` says when it ends.
     fn exec(&self, job: u64, ack: u64, mut spec: LaunchSpec) -> std::io::Result<()> {
         let started = self.start_exec(job, ack, &mut spec);
@@ -406,7 +450,7 @@ impl Agent {
             ("COSCHED_NODE".to_string(), self.settings.node.clone()),
         ]);
         let log = |stream: &str| {
-            let path = self.settings.log_dir.join(format!("job-{job}.exec-{ack}.{stream}"));
+            let path = self.exec_log_path(job, ack, stream);
             private_log_file(&path, spec.uid, spec.gid)
                 .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
         };
@@ -415,23 +459,43 @@ impl Agent {
             command.stdout(out).stderr(err);
         })
         .map_err(|e| std::io::Error::other(format!("starting a command of job {job}: {e}")))?;
-        self.shared.lock().unwrap().execs.insert(ack, child);
+        self.shared.lock().unwrap().execs.insert(ack, ExecRun { job, child });
         self.mark_has_processes(job);
         Ok(())
     }
 
-    /// The `Exec` commands that have ended, with their exit codes.
+    fn exec_log_path(&self, job: u64, ack: u64, stream: &str) -> PathBuf {
+        self.settings.log_dir.join(format!("job-{job}.exec-{ack}.{stream}"))
+    }
+
+    /// The `Exec` commands that have ended, with their exit codes. Their empty logs go (each command left two files
+    /// for ever, most of them empty).
     fn ended_execs(&self) -> Vec<(u64, i32)> {
         let mut shared = self.shared.lock().unwrap();
-        let ended: Vec<(u64, i32)> = shared
+        let ended: Vec<(u64, u64, i32)> = shared
             .execs
             .iter_mut()
-            .filter_map(|(&ack, child)| Some((ack, crate::supervisor::exit_code(child.try_wait().ok()??))))
+            .filter_map(|(&ack, run)| Some((ack, run.job, crate::supervisor::exit_code(run.child.try_wait().ok()??))))
             .collect();
-        for (ack, _) in &ended {
+        for (ack, _, _) in &ended {
             shared.execs.remove(ack);
         }
-        ended
+        drop(shared);
+        for &(ack, job, _) in &ended {
+            for stream in ["out", "err"] {
+                crate::logs::remove_if_empty(&self.exec_log_path(job, ack, stream));
+            }
+        }
+        ended.into_iter().map(|(ack, _, code)| (ack, code)).collect()
+    }
+
+    /// Every second: keep the logs within their bounds (`crate::logs`); the jobs this agent runs keep theirs.
+    fn log_loop(&self) {
+        loop {
+            std::thread::sleep(crate::logs::KEEPING_PERIOD);
+            let live: std::collections::BTreeSet<u64> = self.shared.lock().unwrap().jobs.keys().copied().collect();
+            crate::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &live);
+        }
     }
 
     fn launch(&self, start: &StartJob, rank: u32, local_rank: u32) -> std::io::Result<Child> {

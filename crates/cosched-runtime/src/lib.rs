@@ -22,6 +22,7 @@ pub mod http;
 pub mod job_tag;
 pub mod jobs;
 pub mod launch;
+pub mod logs;
 pub mod metrics;
 pub mod monitor;
 pub mod mpi;

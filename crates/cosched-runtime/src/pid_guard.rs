@@ -96,6 +96,22 @@ impl PidGuard {
     }
 }
 
+/// The cosched job `pid` is in, if any, as (agent, job id): a cgroup `…/cosched/<agent>/job-<id>` in any
+/// hierarchy (`/proc/<pid>/cgroup`).
+pub fn job_of_process(pid: i32) -> Option<(String, u64)> {
+    let cgroups = fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    cgroups.lines().find_map(|line| job_of_cgroup_path(line.splitn(3, ':').nth(2)?))
+}
+
+/// (agent, job id) of a cgroup path `…/cosched/<agent>/job-<id>`.
+fn job_of_cgroup_path(path: &str) -> Option<(String, u64)> {
+    let parts: Vec<&str> = path.trim_end_matches('/').rsplitn(4, '/').collect();
+    match parts.as_slice() {
+        [job, agent, "cosched", ..] => Some((agent.to_string(), job.strip_prefix("job-")?.parse().ok()?)),
+        _ => None,
+    }
+}
+
 /// Is `pid` this very program (same file) running as one of the daemons?
 fn is_cosched_daemon(pid: i32) -> bool {
     let same_program = match (fs::metadata(format!("/proc/{pid}/exe")), fs::metadata("/proc/self/exe")) {
@@ -116,6 +132,16 @@ fn is_cosched_daemon(pid: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_cgroup_is_told_by_its_path_in_any_hierarchy() {
+        assert_eq!(job_of_cgroup_path("/cosched/n1/job-7"), Some(("n1".into(), 7)));
+        assert_eq!(job_of_cgroup_path("/machine.slice/cosched/n-2/job-12/"), Some(("n-2".into(), 12)));
+        assert_eq!(job_of_cgroup_path("/cosched/n1"), None);
+        assert_eq!(job_of_cgroup_path("/user.slice/job-7"), None);
+        assert_eq!(job_of_cgroup_path("/cosched/n1/job-x"), None);
+        assert_eq!(job_of_process(std::process::id() as i32).map(|(_, job)| job), None);
+    }
 
     #[test]
     fn stat_fields_are_counted_after_the_last_parenthesis() {

@@ -1,0 +1,222 @@
+//! Keeping the jobs' logs within bounds on a node.
+//!
+//! The logs live in `<state-dir>/logs`, on the file system that also holds the controller's database (on the
+//! controller's node). A user whose job writes without end must not fill it: once full, every user's submit is
+//! refused. So every `KEEPING_PERIOD` the agent looks at the folder and
+//!
+//! - frees the head of any log that takes more than `file_bytes` on disk, keeping its tail (what `cosched logs`
+//!   shows): `fallocate(PUNCH_HOLE)` releases the blocks while the task goes on writing at its offset, and the file
+//!   reads as zeros before the tail; where the file system cannot punch holes the file is emptied instead;
+//! - does the same to a user's largest logs while all that user's logs on the node take more than `user_bytes`,
+//!   and then removes that user's logs of jobs no longer running here, oldest first;
+//! - removes the logs of jobs that no longer run here once they were last written `retention` ago.
+//!
+//! Sizes are what the files take on disk (their blocks), not their apparent length. A task that writes faster than
+//! the disk between two looks can go past the bounds by what it writes in a period.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// How often the agent keeps its logs within their bounds.
+pub const KEEPING_PERIOD: Duration = Duration::from_secs(1);
+
+/// What a log keeps when its head is freed: at least what `cosched logs` shows of it.
+const TAIL_KEPT_BYTES: u64 = crate::protocol::LOG_TAIL_BYTES;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogBounds {
+    /// The most one log file may take on disk.
+    pub file_bytes: u64,
+    /// The most one user's logs on a node may take on disk together.
+    pub user_bytes: u64,
+    /// How long the logs of a job that no longer runs on the node stay (after their last write).
+    pub retention: Duration,
+}
+
+impl Default for LogBounds {
+    fn default() -> LogBounds {
+        LogBounds { file_bytes: 64 << 20, user_bytes: 1 << 30, retention: Duration::from_secs(86_400) }
+    }
+}
+
+/// One file of the log folder.
+#[derive(Clone, Debug)]
+struct LogFile {
+    path: PathBuf,
+    uid: u32,
+    /// On disk (blocks), which is what fills the file system.
+    allocated: u64,
+    len: u64,
+    modified: SystemTime,
+    /// The job it belongs to (`job-<id>.…`), if its name says.
+    job: Option<u64>,
+}
+
+impl LogFile {
+    fn of_ended_job(&self, live: &BTreeSet<u64>) -> bool {
+        self.job.is_some_and(|job| !live.contains(&job))
+    }
+}
+
+/// Apply the bounds to the files of `dir`; `live` are the jobs that run on this node (their logs may be written).
+pub fn keep_within_bounds(dir: &Path, bounds: &LogBounds, live: &BTreeSet<u64>) {
+    let now = SystemTime::now();
+    let mut files = log_files(dir);
+    files.retain(|f| {
+        let expired = f.of_ended_job(live) && now.duration_since(f.modified).is_ok_and(|age| age >= bounds.retention);
+        !(expired && remove(&f.path))
+    });
+    for file in files.iter_mut().filter(|f| f.allocated > bounds.file_bytes) {
+        cut_head(file);
+    }
+    let mut by_user: BTreeMap<u32, Vec<LogFile>> = BTreeMap::new();
+    for file in files {
+        by_user.entry(file.uid).or_default().push(file);
+    }
+    for (uid, files) in by_user {
+        keep_user_within(uid, files, bounds.user_bytes, live);
+    }
+}
+
+/// Bring one user's logs under `user_bytes`: free the heads of the largest first, then remove the oldest logs of
+/// jobs no longer running here.
+fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &BTreeSet<u64>) {
+    let total = |files: &[LogFile]| files.iter().map(|f| f.allocated).sum::<u64>();
+    if total(&files) <= user_bytes {
+        return;
+    }
+    files.sort_by_key(|f| std::cmp::Reverse(f.allocated));
+    for i in 0..files.len() {
+        if total(&files) <= user_bytes {
+            return;
+        }
+        cut_head(&mut files[i]);
+    }
+    files.sort_by_key(|f| f.modified);
+    while total(&files) > user_bytes {
+        let Some(i) = files.iter().position(|f| f.of_ended_job(live)) else { break };
+        remove(&files.remove(i).path);
+    }
+    if total(&files) > user_bytes {
+        eprintln!(
+            "cosched agent: the logs of uid {uid} take {} bytes on this node, over the bound of {user_bytes}, in \
+             files of running jobs only (each cut to its tail)",
+            total(&files)
+        );
+    }
+}
+
+/// The regular files of `dir` (nothing else is ever made there; anything else is left alone).
+fn log_files(dir: &Path) -> Vec<LogFile> {
+    let entries = std::fs::read_dir(dir).into_iter().flatten().flatten();
+    entries
+        .filter_map(|entry| {
+            let meta = entry.path().symlink_metadata().ok().filter(|m| m.file_type().is_file())?;
+            let name = entry.file_name().into_string().ok()?;
+            Some(LogFile {
+                path: entry.path(),
+                uid: meta.uid(),
+                allocated: meta.blocks() * 512,
+                len: meta.len(),
+                modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                job: job_of_name(&name),
+            })
+        })
+        .collect()
+}
+
+/// The job of a log's name: `job-<id>.<rank>.out`, `job-<id>.exec-<n>.err`, `job-<id>.hosts`.
+fn job_of_name(name: &str) -> Option<u64> {
+    name.strip_prefix("job-")?.split('.').next()?.parse().ok()
+}
+
+/// Free the head of a log, keeping its last `TAIL_KEPT_BYTES` (rounded to whole blocks); empty it where the file
+/// system cannot punch holes. The writer goes on at its own offset either way.
+fn cut_head(file: &mut LogFile) {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let block = 4096;
+    let head = file.len.saturating_sub(TAIL_KEPT_BYTES) / block * block;
+    let opened =
+        std::fs::OpenOptions::new().write(true).custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits()).open(&file.path);
+    let Ok(handle) = opened else { return };
+    let punch = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
+    let freed = head > 0 && fallocate(handle.as_raw_fd(), punch, 0, head as i64).is_ok();
+    if !freed && file.allocated > TAIL_KEPT_BYTES + block {
+        let _ = handle.set_len(0);
+    }
+    if let Ok(meta) = handle.metadata() {
+        file.allocated = meta.blocks() * 512;
+        file.len = meta.len();
+    }
+}
+
+fn remove(path: &Path) -> bool {
+    std::fs::remove_file(path).is_ok()
+}
+
+/// Remove a log nothing was written to (an `exec` that printed nothing).
+pub fn remove_if_empty(path: &Path) {
+    if path.symlink_metadata().is_ok_and(|m| m.file_type().is_file() && m.len() == 0) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn folder(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("cosched-logs-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn write(path: &Path, bytes: usize, last: &str) {
+        let mut file = std::fs::File::create(path).unwrap();
+        file.write_all(&vec![b'x'; bytes]).unwrap();
+        file.write_all(last.as_bytes()).unwrap();
+        file.sync_all().unwrap();
+    }
+
+    fn on_disk(path: &Path) -> u64 {
+        std::fs::metadata(path).map_or(0, |m| m.blocks() * 512)
+    }
+
+    #[test]
+    fn a_long_log_keeps_its_tail_and_ended_jobs_logs_go_after_their_retention() {
+        let dir = folder("bounds");
+        let (long, old) = (dir.join("job-1.0.out"), dir.join("job-2.0.out"));
+        write(&long, 4 << 20, "the end\n");
+        write(&old, 10, "");
+        let bounds = LogBounds { file_bytes: 1 << 20, user_bytes: 1 << 40, retention: Duration::ZERO };
+        keep_within_bounds(&dir, &bounds, &BTreeSet::from([1]));
+        assert!(!old.exists(), "the ended job's log stayed");
+        assert!(on_disk(&long) <= 2 * TAIL_KEPT_BYTES, "{} bytes on disk", on_disk(&long));
+        let text = std::fs::read(&long).unwrap();
+        assert_eq!(text.len(), (4 << 20) + 8, "the length stays, the head reads as zeros");
+        assert!(text.ends_with(b"xthe end\n"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_users_logs_together_are_cut_then_ended_ones_removed_oldest_first() {
+        let dir = folder("user");
+        for job in 1..=4 {
+            write(&dir.join(format!("job-{job}.0.out")), 512 << 10, "tail\n");
+        }
+        let bounds = LogBounds { file_bytes: 1 << 30, user_bytes: 200 << 10, retention: Duration::from_secs(3600) };
+        keep_within_bounds(&dir, &bounds, &BTreeSet::from([4]));
+        let left: u64 = (1..=4).map(|job| on_disk(&dir.join(format!("job-{job}.0.out")))).sum();
+        assert!(left <= 200 << 10, "{left} bytes left");
+        assert!(dir.join("job-4.0.out").exists(), "a running job's log was removed");
+        assert_eq!(job_of_name("job-12.exec-3.err"), Some(12));
+        assert_eq!(job_of_name("notes"), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
