@@ -45,7 +45,40 @@ pub struct ControllerSettings {
     pub private_data: bool,
     /// Whether the monitor serves `/metrics` (without a token).
     pub metrics: MetricsAccess,
+    /// The cluster's nodes (`--nodes`, and `cosched up`'s own): an agent naming any other node is refused.
+    pub nodes: Vec<String>,
+    /// Bounds on jobs not over and on remote commands waiting (Slurm's MaxSubmitJobs and MaxJobCount).
+    pub job_limits: JobLimits,
+    /// A registered job no process has joined ends this long after its registration (a Slurm job waits for its
+    /// epilog instead).
+    pub empty_job_grace: Duration,
 }
+
+/// How many jobs and waiting remote commands the controller holds: the volume one user (or all together) may put
+/// on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobLimits {
+    /// Jobs not over of one user (Slurm's `MaxSubmitJobs`).
+    pub per_user: usize,
+    /// Jobs not over of all users (Slurm's `MaxJobCount`).
+    pub total: usize,
+    /// `exec` requests (`cosched rsh`) of one user waiting for their commands to end. Each holds one of that
+    /// user's connections, so this stays below the per-user connection bound and leaves room for other requests.
+    pub waiting_execs_per_user: usize,
+}
+
+impl Default for JobLimits {
+    fn default() -> JobLimits {
+        JobLimits { per_user: 1_000, total: 10_000, waiting_execs_per_user: 96 }
+    }
+}
+
+/// The largest job id: the database's keys are signed 64-bit integers. A controller that has given it out refuses
+/// new jobs rather than wrap around to ids in use.
+pub const MAX_JOB_ID: u64 = i64::MAX as u64;
+
+/// The most CPUs an agent may offer (Linux's largest `NR_CPUS`): the plan holds a cell per CPU and row.
+pub const MAX_CPUS_PER_NODE: u32 = 8192;
 
 /// What `cosched controller` and `cosched up` run with when no flag says otherwise (the flags take their defaults
 /// from here).
@@ -71,6 +104,9 @@ impl Default for ControllerSettings {
             keep_finished: Duration::from_secs(300),
             private_data: true,
             metrics: MetricsAccess::Public,
+            nodes: vec![],
+            job_limits: JobLimits::default(),
+            empty_job_grace: Duration::from_secs(60),
         }
     }
 }
@@ -93,6 +129,9 @@ struct Node {
     switches: u64,
     switch_errors: u64,
     last_schedule: Option<Schedule>,
+    /// Events of this node's agent ignored because they spoke of jobs not running there or answered requests never
+    /// sent to it (logged at powers of two).
+    ignored_events: u64,
 }
 
 impl Node {
@@ -108,6 +147,7 @@ impl Node {
             switches: 0,
             switch_errors: 0,
             last_schedule: None,
+            ignored_events: 0,
         }
     }
 }
@@ -118,6 +158,8 @@ struct JobLive {
     usage: BTreeMap<String, JobUsage>,
     cpu_ns: u64,
     progress_at: Option<Instant>,
+    /// Some report showed a process of the job (an empty registration has had none).
+    had_process: bool,
 }
 
 struct State {
@@ -129,15 +171,40 @@ struct State {
     /// The policy: the plan of every job not over, kept in step with `jobs`.
     cosched: Coscheduler,
     monitor_tokens: crate::monitor::MonitorTokens,
-    /// Requests waiting for an agent's answer (`PidMoved`, `Logs`, `ExecEnded`), by acknowledgement number.
-    pending_answers: BTreeMap<u64, mpsc::Sender<AgentAnswer>>,
-    /// The node of each `Exec` still running: it fails if that node's agent goes away.
-    exec_nodes: BTreeMap<u64, String>,
+    /// Requests waiting for an agent's answer (`PidMoved`, `Logs`, `ExecEnded`), by acknowledgement number: only
+    /// the agent they were sent to may answer them.
+    pending_answers: BTreeMap<u64, Pending>,
     /// Why recent Slurm jobs were refused at their prolog (`slurm_jobs`), oldest first.
     slurm_refusals: std::collections::VecDeque<(u32, String)>,
     next_ack: u64,
     /// The agents' recent slice starts, for the skew between nodes.
     slice_starts: SliceStartSkew,
+    /// Counts the changes of what `status` shows (jobs, plan, nodes, reports), so that the status document is
+    /// written only when something in it changed.
+    status_changes: u64,
+    /// What the status document last written showed.
+    status_written: Option<StatusFingerprint>,
+}
+
+/// Enough to tell whether the status document would change: the changes counted, the jobs listed (ended ones leave
+/// after `keep_finished` without any event), and storage's state.
+type StatusFingerprint = (u64, usize, crate::protocol::StorageStatus);
+
+/// A request sent to one agent, waiting for that agent's answer of the same kind.
+struct Pending {
+    node: String,
+    kind: AnswerKind,
+    /// Who asked, for the bound on waiting remote commands.
+    requester: u32,
+    sender: mpsc::Sender<AgentAnswer>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AnswerKind {
+    PidMoved,
+    Logs,
+    /// An `Exec`'s end: due when the command ends, failed when its node's agent goes away.
+    ExecEnded,
 }
 
 pub struct Controller {
@@ -171,8 +238,9 @@ impl Controller {
             .map_err(|e| std::io::Error::other(format!("state directory {}: {e}", settings.state_dir.display())))?;
         let (storage, loaded) = Storage::open(&settings.state_dir)?;
         let jobs: BTreeMap<u64, JobRecord> = loaded.jobs.into_iter().map(|j| (j.id, j)).collect();
-        let nodes = loaded.nodes.into_iter().map(|n| Node::new(n.name, n.cpus, n.mem_bytes)).collect();
-        let next_job = jobs.keys().next_back().map_or(1, |id| id + 1);
+        let nodes = configured_nodes(&settings.nodes, loaded.nodes);
+        // Past `MAX_JOB_ID` (never written by this code) the counter stays exhausted: it never wraps.
+        let next_job = jobs.keys().next_back().map_or(1, |id| id.saturating_add(1));
         let no_nodes = ClusterShape { cpus_per_node: vec![], mem_bytes_per_node: vec![], accepting: vec![] };
         let cosched = Coscheduler::replanning(settings.plan.clone(), no_nodes);
         let state = State {
@@ -185,9 +253,10 @@ impl Controller {
             monitor_tokens: crate::monitor::MonitorTokens::default(),
             pending_answers: BTreeMap::new(),
             next_ack: 1,
-            exec_nodes: BTreeMap::new(),
             slurm_refusals: std::collections::VecDeque::new(),
             slice_starts: SliceStartSkew::new(SKEW_SLICES_KEPT),
+            status_changes: 0,
+            status_written: None,
         };
         Ok(Controller { settings, state: Mutex::new(state) })
     }
@@ -305,13 +374,45 @@ impl Controller {
         Ok(reply.into())
     }
 
+    /// Record a new job under the next id. Ids come from the controller alone: the job must carry `next_job`, which
+    /// must not be used up, and no record may have it; the job must fit within the limits of jobs not over.
     fn insert_job(&self, state: &mut State, job: JobRecord) -> Result<SubmitReply, String> {
         let id = job.id;
-        state.storage.save_job(&job)?;
-        state.next_job += 1;
+        if id > MAX_JOB_ID {
+            return Err(format!(
+                "no new job can be recorded: every job id up to {MAX_JOB_ID} has been given out; nothing was changed"
+            ));
+        }
+        if id != state.next_job || state.jobs.contains_key(&id) {
+            return Err(format!("job id {id} is not the next free one: nothing was changed"));
+        }
+        self.check_job_limits(state, job.uid)?;
+        state.storage.insert_job(&job)?;
+        state.next_job = id + 1; // id <= MAX_JOB_ID < u64::MAX
         state.jobs.insert(id, job);
         self.replan(state);
         Ok(SubmitReply { job: id, state: state.jobs[&id].state })
+    }
+
+    /// Refuse a new job of `uid` beyond the bounds on jobs not over (each user's, and all users' together).
+    fn check_job_limits(&self, state: &State, uid: u32) -> Result<(), String> {
+        let limits = self.settings.job_limits;
+        let live = || state.jobs.values().filter(|j| !j.state.is_over());
+        let total = live().count();
+        if total >= limits.total {
+            return Err(format!(
+                "job limit: {total} jobs are not over, the most all users may have (--max-jobs {})",
+                limits.total
+            ));
+        }
+        let theirs = live().filter(|j| j.uid == uid).count();
+        if theirs >= limits.per_user {
+            return Err(format!(
+                "job limit: uid {uid} has {theirs} jobs not over, the most one user may have (--max-jobs-per-user {})",
+                limits.per_user
+            ));
+        }
+        Ok(())
     }
 
     /// Refuse a job that could not start even on an empty machine.
@@ -343,6 +444,13 @@ impl Controller {
     /// Ask the job's agent to move a process in or out, and answer once the agent confirms (a launcher may let
     /// the process run only when it is in the job).
     fn pid_change(&self, who: &Identity, id: u64, pid: i32, node: Option<String>, add: bool) -> Outcome {
+        if !add && !who.admin {
+            // As with Slurm's cgroups: a user's process leaves its job only by ending, so that nobody's task can
+            // escape its job's slices (or its kill) while the job keeps its row.
+            return Err("permission denied: only administrators take a process out of a job; a process leaves its \
+                        job by ending"
+                .into());
+        }
         let node = Self::pid_change_node(&self.state.lock().unwrap(), who, id, pid, node)?;
         // Who owns the pid is checked by the agent of the node where it lives, never here.
         self.move_pid(id, pid, node, (!who.admin).then_some(who.uid), add)
@@ -350,7 +458,7 @@ impl Controller {
 
     /// Have `node`'s agent move `pid` (which must belong to `owner`, if given) into or out of job `id`.
     fn move_pid(&self, id: u64, pid: i32, node: String, owner: Option<u32>, add: bool) -> Outcome {
-        self.ask_agent(&node, |ack| {
+        self.ask_agent(&node, AnswerKind::PidMoved, |ack| {
             if add {
                 ToAgent::AddPid { job: id, pid, ack, owner }
             } else {
@@ -362,8 +470,8 @@ impl Controller {
     }
 
     /// Send an agent a request that it answers, and wait for the answer without holding the state.
-    fn ask_agent(&self, node: &str, message: impl FnOnce(u64) -> ToAgent) -> AgentAnswer {
-        let (answer, ack) = self.send_asking(node, false, message)?;
+    fn ask_agent(&self, node: &str, kind: AnswerKind, message: impl FnOnce(u64) -> ToAgent) -> AgentAnswer {
+        let (answer, ack) = self.send_asking(node, kind, 0, message)?;
         answer.recv_timeout(AGENT_ANSWER_TIMEOUT).unwrap_or_else(|_| {
             self.state.lock().unwrap().pending_answers.remove(&ack);
             Err(format!("no answer within {} s", AGENT_ANSWER_TIMEOUT.as_secs()))
@@ -372,30 +480,51 @@ impl Controller {
 
     /// Send a request whose answer is due when something ends (`Exec`): no timeout, but a node whose agent goes
     /// away fails it (`agent_disconnected`).
-    fn ask_agent_until_done(&self, node: &str, message: impl FnOnce(u64) -> ToAgent) -> AgentAnswer {
-        let (answer, _) = self.send_asking(node, true, message)?;
+    fn ask_agent_until_done(&self, node: &str, requester: u32, message: impl FnOnce(u64) -> ToAgent) -> AgentAnswer {
+        let (answer, _) = self.send_asking(node, AnswerKind::ExecEnded, requester, message)?;
         answer.recv().unwrap_or_else(|_| Err("the controller dropped the request".into()))
     }
 
+    /// Send `node`'s agent a request numbered with a fresh acknowledgement, which only that agent may answer, with
+    /// an answer of `kind`. A remote command is refused when its requester has too many waiting already.
     fn send_asking(
         &self,
         node: &str,
-        until_done: bool,
+        kind: AnswerKind,
+        requester: u32,
         message: impl FnOnce(u64) -> ToAgent,
     ) -> Result<(mpsc::Receiver<AgentAnswer>, u64), String> {
         let mut state = self.state.lock().unwrap();
+        if kind == AnswerKind::ExecEnded {
+            self.check_waiting_execs(&state, requester)?;
+        }
         let ack = state.next_ack;
         state.next_ack += 1;
         let (sender, answer) = mpsc::channel();
-        state.pending_answers.insert(ack, sender);
+        state.pending_answers.insert(ack, Pending { node: node.to_string(), kind, requester, sender });
         if let Err(e) = send_to(&state, node, &message(ack)) {
             state.pending_answers.remove(&ack);
             return Err(e);
         }
-        if until_done {
-            state.exec_nodes.insert(ack, node.to_string());
-        }
         Ok((answer, ack))
+    }
+
+    /// Each waiting remote command holds a connection of its user: beyond the bound, the user would have none left
+    /// for anything else (not even to kill the job).
+    fn check_waiting_execs(&self, state: &State, requester: u32) -> Result<(), String> {
+        let limit = self.settings.job_limits.waiting_execs_per_user;
+        let waiting = state
+            .pending_answers
+            .values()
+            .filter(|p| p.kind == AnswerKind::ExecEnded && p.requester == requester)
+            .count();
+        if waiting >= limit {
+            return Err(format!(
+                "uid {requester} has {waiting} remote commands waiting, the most one user may (a connection each; \
+                 the rest stay for other requests)"
+            ));
+        }
+        Ok(())
     }
 
     /// Run a command in the caller's job on one of its nodes (an MPI launcher's remote daemon) and answer with
@@ -416,7 +545,7 @@ impl Controller {
             (job.uid, job.gid)
         };
         let (job, node) = (r.job, r.node.clone());
-        let ended = self.ask_agent_until_done(&r.node, |ack| ToAgent::Exec {
+        let ended = self.ask_agent_until_done(&r.node, who.uid, |ack| ToAgent::Exec {
             job,
             ack,
             uid,
@@ -574,7 +703,7 @@ impl Controller {
         let mut files = Vec::new();
         for p in placement {
             let node = p.node.clone();
-            match self.ask_agent(&node, |ack| ToAgent::ReadLogs { job: id, ranks: p.ranks, ack }) {
+            match self.ask_agent(&node, AnswerKind::Logs, |ack| ToAgent::ReadLogs { job: id, ranks: p.ranks, ack }) {
                 Ok(AgentAnswerData::Logs(tails)) => {
                     files.extend(tails.into_iter().map(|tail| LogFile::Tail { node: node.clone(), tail }));
                 }
@@ -657,6 +786,7 @@ impl Controller {
     }
 
     fn recompute_plan(&self, state: &mut State) {
+        state.status_changes += 1;
         let shape = self.shape(state);
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
         let index = |name: &str| names.iter().position(|n| n == name).map(|i| i as u32);
@@ -721,22 +851,12 @@ impl Controller {
         plan.job(JobId(id)).map_or(0.0, |j| j.slice_share(plan.rows.len()))
     }
 
-    /// An agent said hello: register its node and return the node's index.
+    /// An agent said hello: accept it for its node and return the node's index. Nothing it claims counts before
+    /// the whole hello is accepted (`check_hello`).
     pub fn agent_connected(&self, hello: &AgentHello, writer: AgentWriter) -> Result<u32, String> {
         let mut state = self.state.lock().unwrap();
-        validate_node_name(&hello.node)?;
-        // Ids are never reused: not even those of cgroups the database does not know.
-        let highest = hello.adopted.iter().map(|a| a.job).max().unwrap_or(0);
-        state.next_job = state.next_job.max(highest.saturating_add(1));
-        refuse_orphans(&state, hello)?;
-        if hello.cpus == 0 {
-            return Err("an agent must offer at least one CPU".into());
-        }
-        let index = match node_index(&state, &hello.node) {
-            Some(i) if state.nodes[i].link.is_some() => {
-                return Err(format!("an agent for node {} is already connected", hello.node))
-            }
-            Some(i) => i,
+        let index = match check_hello(&state, &self.settings.nodes, hello)? {
+            Some(index) => index,
             None => {
                 state.nodes.push(Node::new(hello.node.clone(), hello.cpus, hello.mem_bytes));
                 state.nodes.len() - 1
@@ -751,6 +871,7 @@ impl Controller {
         node.link = Some(writer);
         node.freezer = hello.freezer.clone();
         node.last_schedule = None;
+        node.ignored_events = 0;
         let _ = send_to(&state, &hello.node, &ToAgent::Welcome { node_index: index as u32 });
         self.reconcile_adopted(&mut state, hello);
         self.replan(&mut state);
@@ -787,47 +908,88 @@ impl Controller {
             state.nodes[i].link = None;
             state.nodes[i].last_schedule = None;
         }
-        let lost: Vec<u64> = state.exec_nodes.iter().filter(|(_, n)| *n == node).map(|(&ack, _)| ack).collect();
+        state.status_changes += 1;
+        // Nobody else may answer what was asked of this agent.
+        let lost: Vec<u64> =
+            state.pending_answers.iter().filter(|(_, p)| p.node == node).map(|(&ack, _)| ack).collect();
         for ack in lost {
-            answer(&mut state, ack, Err("its agent went away; the command's end is unknown".into()));
+            if let Some(pending) = state.pending_answers.remove(&ack) {
+                let _ = pending
+                    .sender
+                    .send(Err("its agent went away; the answer (or the command's end) is unknown".into()));
+            }
         }
     }
 
+    /// What an agent says. It speaks only for its own node: about jobs placed there and not ended there, and in
+    /// answer to requests sent to it; anything else is ignored (and logged).
     pub fn agent_event(&self, node: &str, event: FromAgent) {
         let mut state = self.state.lock().unwrap();
-        match event {
+        let heard = match event {
             FromAgent::Report { jobs, load_avg, switches, switch_errors, slice_starts } => {
-                if let Some(i) = node_index(&state, node) {
-                    state.nodes[i].load_avg = load_avg;
-                    state.nodes[i].switches = switches;
-                    state.nodes[i].switch_errors = switch_errors;
-                }
-                for (slice, offset_ns) in slice_starts {
-                    state.slice_starts.add(slice, offset_ns);
-                }
-                for usage in jobs {
-                    let live = state.live.entry(usage.job).or_default();
-                    live.usage.insert(node.to_string(), usage);
-                }
-                self.track_idle(&mut state);
+                self.node_report(&mut state, node, (load_avg, switches, switch_errors), slice_starts, jobs)
             }
-            FromAgent::Ended { job, exit_code } => self.node_ended(&mut state, job, node, exit_code),
-            FromAgent::Failed { job, error } => {
+            FromAgent::Ended { job, exit_code } if runs_on(&state, job, node) => {
+                self.node_ended(&mut state, job, node, exit_code);
+                true
+            }
+            FromAgent::Failed { job, error } if runs_on(&state, job, node) => {
                 self.update_job_or_hold(&mut state, job, |j| j.error = Some(format!("{node}: {error}")));
                 self.node_ended(&mut state, job, node, Some(127));
+                true
             }
+            FromAgent::Ended { .. } | FromAgent::Failed { .. } => false,
             FromAgent::PidMoved { ack, error } => {
-                answer(&mut state, ack, error.map_or(Ok(AgentAnswerData::PidMoved), Err))
+                answer(&mut state, node, ack, AnswerKind::PidMoved, error.map_or(Ok(AgentAnswerData::PidMoved), Err))
             }
-            FromAgent::Logs { ack, files } => answer(&mut state, ack, Ok(AgentAnswerData::Logs(files))),
+            FromAgent::Logs { ack, files } => {
+                answer(&mut state, node, ack, AnswerKind::Logs, Ok(AgentAnswerData::Logs(files)))
+            }
             FromAgent::ExecEnded { ack, exit_code, error } => {
                 let ended = match error {
                     Some(e) => Err(e),
                     None => Ok(AgentAnswerData::ExecEnded(exit_code.unwrap_or(-1))),
                 };
-                answer(&mut state, ack, ended)
+                answer(&mut state, node, ack, AnswerKind::ExecEnded, ended)
             }
+        };
+        if !heard {
+            ignored_event(&mut state, node);
         }
+    }
+
+    /// A node's periodic report: its own figures, and the usage of the jobs that run there (usage of any other job
+    /// is ignored). False when some of it was.
+    fn node_report(
+        &self,
+        state: &mut State,
+        node: &str,
+        (load_avg, switches, switch_errors): (f64, u64, u64),
+        slice_starts: Vec<(u64, u64)>,
+        jobs: Vec<JobUsage>,
+    ) -> bool {
+        let Some(i) = node_index(state, node) else { return false };
+        let figures = (load_avg, switches, switch_errors);
+        let n = &mut state.nodes[i];
+        let mut changed = (n.load_avg, n.switches, n.switch_errors) != figures || !slice_starts.is_empty();
+        (n.load_avg, n.switches, n.switch_errors) = figures;
+        for (slice, offset_ns) in slice_starts {
+            state.slice_starts.add(slice, offset_ns);
+        }
+        let count = jobs.len();
+        let ours: Vec<JobUsage> = jobs.into_iter().filter(|u| runs_on(state, u.job, node)).collect();
+        let all_ours = ours.len() == count;
+        for usage in ours {
+            let live = state.live.entry(usage.job).or_default();
+            live.had_process |= !usage.pids.is_empty();
+            changed |= live.usage.get(node) != Some(&usage);
+            live.usage.insert(node.to_string(), usage);
+        }
+        if changed {
+            state.status_changes += 1;
+        }
+        self.track_idle(state);
+        all_ours
     }
 
     fn node_ended(&self, state: &mut State, id: u64, node: &str, exit_code: Option<i32>) {
@@ -915,20 +1077,50 @@ impl Controller {
         }
     }
 
-    /// Periodic work: storage checks, repairs and backups; the status document.
+    /// Periodic work: storage checks, repairs and backups; empty registrations past their grace; the status
+    /// document, when something in it changed.
     pub fn tick(&self) {
-        let status = {
+        let (status, fingerprint) = {
             let mut state = self.state.lock().unwrap();
             maintain_storage(&mut state);
-            self.status_of(&state)
+            self.end_empty_registrations(&mut state);
+            let fingerprint = (state.status_changes, self.listed_jobs(&state).count(), state.storage.status());
+            if state.status_written.as_ref() == Some(&fingerprint) {
+                return;
+            }
+            (self.status_of(&state), fingerprint)
         };
         let path = self.settings.status_path();
         let tmp = path.with_extension("json.tmp");
         // The document lists every user's jobs: root's alone to read, like the database.
         let written = crate::db::write_private(&tmp, &serde_json::to_vec_pretty(&status).unwrap_or_default())
             .and_then(|_| std::fs::rename(&tmp, &path));
-        if let Err(e) = written {
-            eprintln!("cosched controller: status document {}: {e}", path.display());
+        match written {
+            Ok(()) => self.state.lock().unwrap().status_written = Some(fingerprint),
+            Err(e) => eprintln!("cosched controller: status document {}: {e}", path.display()),
+        }
+    }
+
+    /// A registered job (not Slurm's) that no process has joined within `empty_job_grace` of its start ends, as if
+    /// killed: an empty registration must not hold a matrix row for ever. Its nodes must all have reported it empty.
+    fn end_empty_registrations(&self, state: &mut State) {
+        let grace_ms = self.settings.empty_job_grace.as_millis() as u64;
+        let now_ms = unix_ms_now();
+        let empty: Vec<JobRecord> = state
+            .jobs
+            .values()
+            .filter(|j| j.registered && j.slurm_job.is_none() && !j.state.is_over() && j.error.is_none())
+            .filter(|j| j.started_unix_ms.is_some_and(|started| now_ms.saturating_sub(started) >= grace_ms))
+            .filter(|j| never_joined(state, j))
+            .cloned()
+            .collect();
+        let reason = format!(
+            "no process joined the job within {} s of its registration (--empty-job-grace-s)",
+            self.settings.empty_job_grace.as_secs()
+        );
+        for job in empty {
+            self.update_job_or_hold(state, job.id, |j| j.error = Some(reason.clone()));
+            self.send_terminate(state, &job);
         }
     }
 
@@ -1122,12 +1314,16 @@ fn full_plan(state: &State) -> &cosched_policy::cluster::Plan {
 }
 
 /// The jobs the plan places: all that are not over, except registered jobs not yet admitted.
+/// A job placed on a node no longer configured keeps its record but is not planned (it cannot be placed anew).
 fn plan_jobs(state: &State, node_index: impl Fn(&str) -> Option<u32>) -> Vec<PlanJob> {
     state
         .jobs
         .values()
         .filter(|j| !(j.state.is_over() || j.registered && j.placement.is_empty()))
-        .map(|j| plan_job(j, j.placement_for_plan(&node_index)))
+        .filter_map(|j| {
+            let placed = j.placement_for_plan(&node_index);
+            (j.placement.is_empty() || placed.is_some()).then(|| plan_job(j, placed))
+        })
         .collect()
 }
 
@@ -1190,11 +1386,90 @@ fn plain_start_message(job: &JobRecord, p: &NodePlacement) -> StartJob {
     }
 }
 
-/// Hand an agent's answer to the request waiting for it (gone if it timed out).
-fn answer(state: &mut State, ack: u64, result: AgentAnswer) {
-    state.exec_nodes.remove(&ack);
-    if let Some(waiting) = state.pending_answers.remove(&ack) {
-        let _ = waiting.send(result);
+/// Hand `node`'s answer to the request waiting for it, if that request was sent to `node` and asked for an answer of
+/// this kind; false when it answers nothing (a request that timed out, or one it was never sent).
+fn answer(state: &mut State, node: &str, ack: u64, kind: AnswerKind, result: AgentAnswer) -> bool {
+    let asked = state.pending_answers.get(&ack).is_some_and(|p| p.node == node && p.kind == kind);
+    if asked {
+        if let Some(waiting) = state.pending_answers.remove(&ack) {
+            let _ = waiting.sender.send(result);
+        }
+    }
+    asked
+}
+
+/// Does job `job` run on `node` (placed there, not over, not ended there)? Only then may `node`'s agent speak of it.
+fn runs_on(state: &State, job: u64, node: &str) -> bool {
+    state
+        .jobs
+        .get(&job)
+        .is_some_and(|j| !j.state.is_over() && j.on_node(node).is_some() && !j.ended_on.iter().any(|n| n == node))
+}
+
+/// Count (and log at powers of two) an event of `node`'s agent that was ignored.
+fn ignored_event(state: &mut State, node: &str) {
+    let Some(i) = node_index(state, node) else { return };
+    let count = &mut state.nodes[i].ignored_events;
+    *count += 1;
+    if count.is_power_of_two() {
+        eprintln!(
+            "cosched controller: agent {node} spoke of a job that does not run there or answered a request never \
+             sent to it ({count} such events ignored on this link)"
+        );
+    }
+}
+
+/// Has no process of this registered job ever shown, while every node of it reported the job?
+fn never_joined(state: &State, job: &JobRecord) -> bool {
+    let Some(live) = state.live.get(&job.id) else { return false };
+    let reported = job.placement.iter().all(|p| {
+        node_index(state, &p.node).is_some_and(|i| state.nodes[i].link.is_some())
+            && live.usage.get(&p.node).is_some_and(|u| u.pids.is_empty())
+    });
+    reported && !live.had_process
+}
+
+/// The nodes recorded in the database (their CPUs and memory as last seen) that the configuration lists; rows of
+/// names no longer configured are left out, and said so once. A configured node joins when its agent first connects.
+fn configured_nodes(names: &[String], stored: Vec<NodeRow>) -> Vec<Node> {
+    let (known, unknown): (Vec<NodeRow>, Vec<NodeRow>) = stored.into_iter().partition(|r| names.contains(&r.name));
+    if !unknown.is_empty() {
+        let unknown: Vec<String> = unknown.into_iter().map(|r| r.name).collect();
+        eprintln!("cosched controller: nodes in the database but not configured are ignored: {}", unknown.join(", "));
+    }
+    known.into_iter().map(|row| Node::new(row.name, row.cpus, row.mem_bytes)).collect()
+}
+
+/// Check an agent's hello in full before anything it says is used: its node must be one of the configuration's,
+/// not connected already, of a sane size, and every cgroup it found must be owned by a record (`refuse_orphans`).
+/// Returns the node's index, `None` for a configured node never seen before.
+fn check_hello(state: &State, configured: &[String], hello: &AgentHello) -> Result<Option<usize>, String> {
+    validate_node_name(&hello.node)?;
+    if !configured.contains(&hello.node) {
+        let listed = configured_list(configured);
+        return Err(format!("{} is not a node of this cluster (the controller's --nodes: {listed})", hello.node));
+    }
+    let index = node_index(state, &hello.node);
+    if index.is_some_and(|i| state.nodes[i].link.is_some()) {
+        return Err(format!("an agent for node {} is already connected", hello.node));
+    }
+    if hello.cpus == 0 || hello.cpus > MAX_CPUS_PER_NODE {
+        return Err(format!("an agent must offer 1 to {MAX_CPUS_PER_NODE} CPUs, not {}", hello.cpus));
+    }
+    refuse_orphans(state, hello)?;
+    Ok(index)
+}
+
+/// The configured node names for a message (the first few).
+fn configured_list(configured: &[String]) -> String {
+    let names: Vec<&str> = configured.iter().take(8).map(String::as_str).collect();
+    let more = configured.len().saturating_sub(names.len());
+    if names.is_empty() {
+        "none".into()
+    } else if more > 0 {
+        format!("{} and {more} more", names.join(", "))
+    } else {
+        names.join(", ")
     }
 }
 

@@ -8,10 +8,11 @@ use cosched_policy::cluster::{PlanRules, PlanSettings};
 use cosched_runtime::agent::{Address, AgentSettings};
 use cosched_runtime::auth::{AgentKey, Credentials};
 use cosched_runtime::client::{CallError, Client};
-use cosched_runtime::controller::ControllerSettings;
+use cosched_runtime::controller::{ControllerSettings, JobLimits};
 use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::freezer::FreezerKind;
 use cosched_runtime::gate::Limits;
+use cosched_runtime::logs::LogBounds;
 use cosched_runtime::metrics::MetricsAccess;
 use cosched_runtime::mpi::{remote_environment, remote_shell_argv};
 use cosched_runtime::protocol::{ExecRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest};
@@ -86,6 +87,20 @@ pub struct ControllerArgs {
     /// Users (uids) with administrator rights besides root.
     #[arg(long = "admin-uid")]
     pub admin_uids: Vec<u32>,
+    /// The cluster's nodes, as Slurm hostlists (node[01-16],login; repeatable): an agent naming any other node is
+    /// refused. `cosched up` adds its own node; a controller without any accepts no agent.
+    #[arg(long = "nodes", value_name = "HOSTLIST")]
+    pub nodes: Vec<String>,
+    /// Jobs not over (queued, running, suspended) one user may have; more are refused (Slurm's MaxSubmitJobs).
+    #[arg(long, default_value_t = JobLimits::default().per_user)]
+    pub max_jobs_per_user: usize,
+    /// Jobs not over of all users together (Slurm's MaxJobCount).
+    #[arg(long, default_value_t = JobLimits::default().total)]
+    pub max_jobs: usize,
+    /// Seconds after its registration when a registered job that no process joined ends (Slurm jobs end at their
+    /// epilog instead).
+    #[arg(long, default_value_t = 60.0)]
+    pub empty_job_grace_s: f64,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -138,6 +153,16 @@ pub struct AgentArgs {
     /// back by the hypervisor delays a switch only if every switching thread's CPU is (1 on a one-CPU node).
     #[arg(long, default_value_t = 2)]
     pub switching_threads: usize,
+    /// The most one log of a job may take on this node's disk (e.g. 64M): beyond it its head is freed and its tail
+    /// (what `cosched logs` shows) kept.
+    #[arg(long, value_parser = parse_size, default_value = "64M")]
+    pub max_log_bytes: u64,
+    /// The most all logs of one user may take on this node's disk together.
+    #[arg(long, value_parser = parse_size, default_value = "1G")]
+    pub max_user_log_bytes: u64,
+    /// Seconds the logs of a job stay on this node after it ended there (after their last write).
+    #[arg(long, default_value_t = 86_400.0)]
+    pub log_retention_s: f64,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -235,6 +260,16 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
     };
     let kill_wait = seconds("--kill-wait-s", args.kill_wait_s)?;
     let keep_finished = seconds("--keep-finished-s", args.keep_finished_s)?;
+    let empty_job_grace = seconds("--empty-job-grace-s", args.empty_job_grace_s)?;
+    if args.max_jobs_per_user == 0 || args.max_jobs == 0 {
+        return Err("--max-jobs-per-user and --max-jobs must be at least 1".into());
+    }
+    let job_limits = JobLimits {
+        per_user: args.max_jobs_per_user,
+        total: args.max_jobs,
+        // Each waiting `cosched rsh` holds a connection of its user: a quarter of them stays for other requests.
+        waiting_execs_per_user: (args.limits.max_connections_per_user * 3 / 4).max(1),
+    };
     let settings = ControllerSettings {
         state_dir: args.state_dir.clone(),
         slice_ns,
@@ -252,6 +287,9 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         keep_finished,
         private_data: !args.public_data,
         metrics: args.metrics,
+        nodes: node_names(&args.nodes)?,
+        job_limits,
+        empty_job_grace,
     };
     let listen = ControllerListen {
         socket: args.socket.clone(),
@@ -261,6 +299,37 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         limits: limits(&args.limits)?,
     };
     Ok((settings, listen))
+}
+
+/// The node names of `--nodes` hostlists, in order, each once.
+fn node_names(hostlists: &[String]) -> Result<Vec<String>, String> {
+    let mut names: Vec<String> = Vec::new();
+    for hostlist in hostlists {
+        for name in cosched_runtime::slurm::expand_hostlist(hostlist).map_err(|e| format!("--nodes: {e}"))? {
+            cosched_runtime::controller::validate_node_name(&name).map_err(|e| format!("--nodes: {e}"))?;
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    Ok(names)
+}
+
+fn log_bounds(args: &AgentArgs) -> Result<LogBounds, String> {
+    if !(args.log_retention_s.is_finite() && (0.0..=MAX_SETTING_S).contains(&args.log_retention_s)) {
+        return Err(format!(
+            "--log-retention-s {} must be between 0 and {MAX_SETTING_S} seconds",
+            args.log_retention_s
+        ));
+    }
+    if args.max_log_bytes == 0 || args.max_user_log_bytes == 0 {
+        return Err("--max-log-bytes and --max-user-log-bytes must be above 0".into());
+    }
+    Ok(LogBounds {
+        file_bytes: args.max_log_bytes,
+        user_bytes: args.max_user_log_bytes,
+        retention: Duration::from_secs_f64(args.log_retention_s),
+    })
 }
 
 fn agent_settings(
@@ -290,6 +359,7 @@ fn agent_settings(
         switching_threads: args.switching_threads.clamp(1, all_cpus as usize),
         helper_program: std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?,
         users_munge_socket: None,
+        logs: log_bounds(args)?,
     })
 }
 
@@ -303,14 +373,20 @@ fn mem_total_bytes() -> u64 {
 }
 
 pub fn up(controller: &ControllerArgs, agent: &AgentArgs) -> Result<(), String> {
-    let (settings, listen) = controller_settings(controller)?;
+    let (mut settings, listen) = controller_settings(controller)?;
     let local = Address::Unix(listen.socket.clone());
     let agent = agent_settings(agent, local, Credentials::default(), &settings.state_dir)?;
+    // Its own node first: the default node of `register`.
+    settings.nodes.retain(|name| *name != agent.node);
+    settings.nodes.insert(0, agent.node.clone());
     cosched_runtime::daemon::run_up(settings, listen, agent).map_err(|e| e.to_string())
 }
 
 pub fn controller(args: &ControllerArgs) -> Result<(), String> {
     let (settings, listen) = controller_settings(args)?;
+    if settings.nodes.is_empty() {
+        eprintln!("cosched controller: WARNING: no --nodes given: no agent will be accepted");
+    }
     cosched_runtime::daemon::start_controller(settings, &listen).map_err(|e| e.to_string())?;
     loop {
         std::thread::park();

@@ -156,6 +156,9 @@ impl Runtime {
             keep_finished: Duration::from_secs(86_400),
             private_data: false,
             metrics: cosched_runtime::metrics::MetricsAccess::Off,
+            nodes: (0..cfg.nodes).map(|node| format!("n{node}")).collect(),
+            job_limits: cosched_runtime::controller::JobLimits::default(),
+            empty_job_grace: Duration::from_secs(86_400),
         };
         let controller = Controller::open(settings).expect("a controller on a fresh state directory");
         let mut agents = Vec::new();
