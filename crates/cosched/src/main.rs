@@ -175,7 +175,42 @@ fn pid_line(r: &PidReply) -> String {
     format!("job {}, pid {}, node {}", r.job, r.pid, r.node)
 }
 
+/// What a shell shows for a program killed by SIGPIPE (128 + 13).
+const READER_GONE_STATUS: i32 = 141;
+
+/// A reader that goes away (`cosched status | head`) ends the command quietly, with the status of a program killed
+/// by SIGPIPE, as `ls` or `cat` end. Rust ignores SIGPIPE, so a print to a closed pipe panics instead (`println!`,
+/// and libraries that write to stdout and panic on errors, as clap's completions); this catches that panic, and only
+/// it: a write failed with a broken pipe and stdout's reader is gone.
+fn end_quietly_when_stdout_is_closed() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        let broken_pipe = message.contains("Broken pipe") || message.contains("BrokenPipe");
+        if broken_pipe && stdout_reader_gone() {
+            std::process::exit(READER_GONE_STATUS);
+        }
+        default(info);
+    }));
+}
+
+/// Is stdout a pipe or socket whose other end is closed?
+fn stdout_reader_gone() -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let stdout = std::io::stdout();
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+    let closed = PollFlags::POLLERR | PollFlags::POLLHUP;
+    poll(&mut fds, PollTimeout::ZERO).is_ok() && fds[0].revents().is_some_and(|r| r.intersects(closed))
+}
+
 fn main() -> ExitCode {
+    end_quietly_when_stdout_is_closed();
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Sim(args) => sim_cmd::run(&args),
