@@ -74,9 +74,12 @@ int cosched_register(cosched_client *client, const cosched_job_spec *spec, uint6
 
 /* Put a process (and the children it forks later) in the job / take it out.
  * Returns once the node's agent has moved it (so a launcher may then let it
- * run). node: where the process lives (NULL: the job's first node). A
- * registered job ends when no process is left in it, whether they exited or
- * were removed. */
+ * run). node: where the process lives (NULL: the job's first node). A process
+ * already in a job cannot be added to another, and only administrators may
+ * take a process out of a job: a user's process leaves its job by ending (as
+ * in Slurm's cgroups), so no task escapes its job's slices. A registered job
+ * ends when no process is left in it, and one that no process ever joined ends
+ * after the controller's --empty-job-grace-s (60 s). */
 int cosched_add_pid(cosched_client *client, uint64_t job, pid_t pid, const char *node);
 int cosched_remove_pid(cosched_client *client, uint64_t job, pid_t pid, const char *node);
 

@@ -2,7 +2,8 @@
  * Checks of libcosched against a running controller (started by crates/cosched/tests/runtime/c_client.rs).
  *
  *   api_check SOCKET own PID            register a job, add PID and a child of its own, read the usage, change
- *                                       class and memory, read the node's load, remove the child; bad calls must
+ *                                       class and memory, read the node's load, remove the child (the caller is
+ *                                       an administrator: only they take a process out of a job); bad calls must
  *                                       fail with the controller's message. Prints "job ID" for the caller's own
  *                                       checks through `cosched status` (PID stays in the job).
  *   api_check SOCKET foreign JOB PID    as a user who does not own JOB: every call on it must be refused.
@@ -113,6 +114,7 @@ static void check_foreign(cosched_client *client, uint64_t job, pid_t pid) {
     cosched_job_usage usage;
     check_refused(cosched_usage(client, job, &usage), client, "permission denied", "usage of another user's job");
     check_refused(cosched_add_pid(client, job, pid, NULL), client, "permission denied", "add_pid to another's job");
+    check_refused(cosched_remove_pid(client, job, pid, NULL), client, "only administrators", "remove_pid by a user");
     check_refused(cosched_set_class(client, job, "standby"), client, "permission denied", "another's class");
     cosched_job_spec express = {.job_class = "express", .cpus_per_node = 1};
     uint64_t id;

@@ -90,7 +90,9 @@ impl Daemon {
         let dir = std::env::temp_dir().join(unique("cosched-test"));
         std::fs::create_dir_all(&dir).unwrap();
         let socket = dir.join("sock");
-        let child = spawn_controller(&dir, &socket, extra, "up.log");
+        let mut args = vec!["--nodes", &node];
+        args.extend(extra);
+        let child = spawn_controller(&dir, &socket, &args, "up.log");
         let mut daemon = Daemon { child, dir, socket, node, agent: None };
         wait_for("the controller to answer status", Duration::from_secs(10), || {
             daemon.client(&["status"]).status.success()
@@ -130,7 +132,9 @@ impl Daemon {
     pub fn restart_split_controller(&mut self, extra: &[&str]) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = spawn_controller(&self.dir, &self.socket, extra, "up2.log");
+        let mut args = vec!["--nodes", &self.node];
+        args.extend(extra);
+        self.child = spawn_controller(&self.dir, &self.socket, &args, "up2.log");
         wait_for("the controller to answer status", Duration::from_secs(10), || {
             self.client(&["status"]).status.success()
         });

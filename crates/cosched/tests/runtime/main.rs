@@ -291,3 +291,30 @@ mod faults;
 mod metrics;
 mod multi_node;
 mod slurm;
+
+/// `cosched status | head`: a reader that goes away must not make a command panic. Run with a pipe whose reading
+/// end is closed before the command writes, so every write fails with EPIPE.
+#[test]
+fn printing_commands_end_quietly_when_their_reader_is_gone() {
+    if skip_unless_root("printing_commands_end_quietly_when_their_reader_is_gone") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let job = daemon.submit(&["--", "sh", "-c", "echo hello; sleep 300"]).to_string();
+    for args in [vec!["status"], vec!["status", "--json"], vec!["logs", &job], vec!["completions", "bash"]] {
+        let (reader, writer) = nix::unistd::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(COSCHED)
+            .args(&args)
+            .env("COSCHED_SOCKET", &daemon.socket)
+            .stdout(std::process::Stdio::from(writer))
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !said.contains("panicked") && matches!(out.status.code(), Some(0) | Some(141)),
+            "cosched {args:?} on a closed pipe: {:?}: {said}",
+            out.status
+        );
+    }
+}

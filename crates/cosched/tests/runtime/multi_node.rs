@@ -152,6 +152,8 @@ fn start_cluster(agents: usize) -> Cluster {
         .map_err(|e| eprintln!("NOTE: no network namespaces ({e}): the agents connect over loopback instead"))
         .ok();
     let port = free_port();
+    // The cluster's node names, which the controller's configuration lists.
+    let nodes: Vec<String> = (0..agents).map(|i| unique(&format!("a{i}"))).collect();
     let (listen, controller_address): (String, Vec<String>) = match &namespaces {
         Some(ns) => (format!("0.0.0.0:{port}"), vec![format!("{}:{port}", ns.host_address()); agents]),
         None => (format!("127.0.0.1:{port}"), vec![format!("127.0.0.1:{port}"); agents]),
@@ -174,23 +176,22 @@ fn start_cluster(agents: usize) -> Cluster {
             "off",
             "--slice-ms",
             &SLICE_MS.to_string(),
+            "--nodes",
+            &nodes.join(","),
         ],
         &dir.join("controller.log"),
     );
     wait_for("the controller", Duration::from_secs(10), || client_as(&socket, &["status"], None).status.success());
     let mut children = vec![];
-    let mut nodes = vec![];
-    for (i, address) in controller_address.iter().enumerate() {
-        let node = unique(&format!("a{i}"));
-        nodes.push(node.clone());
-        let state = dir.join(&node);
+    for (i, (address, node)) in controller_address.iter().zip(&nodes).enumerate() {
+        let state = dir.join(node);
         let log = std::fs::File::create(dir.join(format!("agent{i}.log"))).unwrap();
         let mut agent = match &namespaces {
-            Some(ns) => ns.command(i, &node, COSCHED),
+            Some(ns) => ns.command(i, node, COSCHED),
             None => Command::new(COSCHED),
         };
         agent.stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log);
-        agent.args(["agent", "--controller", address, "--node", &node, "--cpus", "1", "--state-dir", &s(&state)]);
+        agent.args(["agent", "--controller", address, "--node", node, "--cpus", "1", "--state-dir", &s(&state)]);
         // The last agent proves itself with the agents' key, the others with MUNGE; users of every node prove
         // themselves with MUNGE (an MPI launcher's `cosched rsh`).
         agent.args(["--munge-socket", &munge_socket]);

@@ -11,12 +11,18 @@
 //! | `secrets` | reading other users' environments, command lines, logs and the database |
 //! | `exhaustion` | connection floods, idle and slow clients, descriptor exhaustion |
 //! | `sizes` | oversized requests, lines, environments and logs |
+//! | `forgery` | a node holding the agents' key: hello claims that move job ids, events about other nodes' jobs, answers to requests never sent to it, unlisted node names; a start over another job's cgroup |
+//! | `slicing` | escaping one's share: tasks taken out of their job or moved to another, empty registrations holding rows, rows taken from a suspended job |
+//! | `volume` | volume: queues without bound, a status document rewritten at every tick, logs that fill the state file system, waiting remote commands that use up their user's connections |
 
 mod exhaustion;
+mod forgery;
 mod identity;
 mod ownership;
 mod secrets;
 mod sizes;
+mod slicing;
+mod volume;
 
 /// The uids the attacks act as: "nobody" and a second unprivileged user without a passwd entry.
 #[allow(dead_code)]

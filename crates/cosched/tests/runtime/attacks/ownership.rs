@@ -59,8 +59,9 @@ fn a_user_cannot_pull_another_users_task_or_a_root_service_out_through_their_own
     let own = register(&daemon, Some(ATTACKER), &["--cpus", "1"]).unwrap().to_string();
 
     for pid in [victim, service_pid] {
+        // A user takes no process out of any job, not even of their own.
         let out = daemon.client_as(ATTACKER, &["remove-pid", &own, &pid.to_string()]);
-        assert!(refusal(&out).contains("does not belong to uid 65534"), "{out:?}");
+        assert!(refusal(&out).contains("only administrators"), "{out:?}");
         // Not even an administrator moves a process out of a job it is not in.
         let out = daemon.client(&["remove-pid", &own, &pid.to_string()]);
         assert!(refusal(&out).contains("not a member of job"), "{out:?}");
@@ -68,6 +69,11 @@ fn a_user_cannot_pull_another_users_task_or_a_root_service_out_through_their_own
     // Not through the victim's job either: it is not theirs.
     let out = daemon.client_as(ATTACKER, &["remove-pid", &victim_job.to_string(), &victim.to_string()]);
     assert!(refusal(&out).contains("permission denied"), "{out:?}");
+    // Nor into their own job, which would take it out of the victim's.
+    let out = daemon.client_as(ATTACKER, &["add-pid", &own, &victim.to_string()]);
+    assert!(refusal(&out).contains("permission denied"), "{out:?}");
+    let out = daemon.client(&["add-pid", &own, &victim.to_string()]);
+    assert!(refusal(&out).contains(&format!("is in job {victim_job}")), "{out:?}");
     assert_eq!(cgroup_of(victim), before, "the victim's task left its job");
     assert_eq!(cgroup_of(service_pid), service_cgroup, "the root service was moved");
     // The victim's job can still be ended as a whole.
@@ -141,10 +147,10 @@ fn a_pid_is_checked_on_the_node_where_it_lives() {
     if skip_unless_root("a_pid_is_checked_on_the_node_where_it_lives") {
         return;
     }
-    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let node = unique("ns");
+    let daemon = Daemon::up(&["--slice-ms", "50", "--nodes", &node]);
     let attacker_process = Reaped(sleeper_as(Some(ATTACKER)));
     let number = attacker_process.0.id();
-    let node = unique("ns");
     let script = format!(
         "echo {} > /proc/sys/kernel/ns_last_pid; sleep 300 & exec {COSCHED} agent --controller {} --node {node} \
          --state-dir {} --cpus 1 --no-realtime",
@@ -264,7 +270,9 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
     if skip_unless_root("a_lost_database_does_not_hand_running_processes_over") {
         return;
     }
-    let mut daemon = Daemon::up(&["--slice-ms", "50"]);
+    let clean_node = unique("clean");
+    let nodes = ["--slice-ms", "50", "--nodes", &clean_node];
+    let mut daemon = Daemon::up(&nodes);
     let victim = daemon.submit_as(Some(OTHER_USER), &["--", "sleep", "300"]);
     let victim_pid = daemon.pids(victim, 1)[0];
     daemon.kill_hard();
@@ -272,7 +280,7 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
     for file in ["cosched.db", "cosched.db-wal", "cosched.db-shm", "backup/cosched.db"] {
         let _ = std::fs::remove_file(daemon.dir.join(file));
     }
-    daemon.restart_controller(&["--slice-ms", "50"]);
+    daemon.restart_controller(&nodes);
     wait_for("the agent's refusal", Duration::from_secs(10), || {
         std::fs::read_to_string(daemon.dir.join("up2.log"))
             .unwrap_or_default()
@@ -280,8 +288,8 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
     });
     let connected = daemon.any_node_connected();
     assert!(!connected, "the agent was accepted over cgroups the database does not know");
-    // A job submitted now, on a clean node, gets an id the refused agent's cgroups have never had.
-    let clean_node = unique("clean");
+    // A job submitted now runs on a clean node. Its id may be one the refused node's leftover cgroups carry (the
+    // lost database knew it, this one cannot): those cgroups stay the old job's, by their tag.
     let clean_dir = daemon.dir.join("clean");
     std::fs::create_dir_all(&clean_dir).unwrap();
     let (socket, state) = (daemon.socket.to_str().unwrap(), clean_dir.to_str().unwrap());
@@ -293,7 +301,8 @@ fn a_lost_database_does_not_hand_running_processes_to_a_new_owner_of_the_same_jo
     let out = daemon.client_as(ATTACKER, &["submit", "--json", "--", "sleep", "300"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let job = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job;
-    assert!(job > victim, "job id {job} after a lost database that knew {victim}: ids went back");
+    let theirs = daemon.pids(job, 1);
+    assert!(!theirs.contains(&victim_pid), "job {job} took over the victim's process {victim_pid}");
     let _ = daemon.client_as(ATTACKER, &["kill", &job.to_string()]);
     let _ = clean_agent.kill();
     let _ = clean_agent.wait();

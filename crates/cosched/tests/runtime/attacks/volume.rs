@@ -1,0 +1,191 @@
+#![allow(clippy::disallowed_methods)] // tests of the real runtime read the real clock
+//! Denial of service by volume: queues without bound, a status document rewritten at every tick, logs that fill
+//! the state file system, and waiting remote commands that use up their user's connections. See `mod.rs`.
+
+use super::{ATTACKER, OTHER_USER};
+use crate::harness::*;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn submit_json_as(daemon: &Daemon, uid: u32, args: &[&str]) -> Result<u64, String> {
+    let mut all = vec!["submit", "--json"];
+    all.extend(args);
+    let out = daemon.client_as(uid, &all);
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job)
+}
+
+#[test]
+fn a_user_queues_at_most_the_per_user_limit_and_all_users_the_total() {
+    if skip_unless_root("a_user_queues_at_most_the_per_user_limit") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50", "--max-jobs-per-user", "3", "--max-jobs", "5"]);
+    let sleep = ["--", "sleep", "300"];
+    let mine: Vec<u64> = (0..3).map(|_| submit_json_as(&daemon, ATTACKER, &sleep).unwrap()).collect();
+    let refused = submit_json_as(&daemon, ATTACKER, &sleep).unwrap_err();
+    assert!(refused.contains("--max-jobs-per-user 3"), "{refused}");
+    let out = daemon.client_as(ATTACKER, &["register", "--cpus", "1"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-jobs-per-user 3"), "{out:?}");
+    for _ in 0..2 {
+        submit_json_as(&daemon, OTHER_USER, &sleep).unwrap();
+    }
+    let refused = submit_json_as(&daemon, OTHER_USER, &sleep).unwrap_err();
+    assert!(refused.contains("--max-jobs 5"), "{refused}");
+    // A job that is over no longer counts.
+    assert!(daemon.client_as(ATTACKER, &["kill", &mine[0].to_string()]).status.success());
+    wait_for("the killed job to end", Duration::from_secs(20), || {
+        daemon.job(mine[0]).is_some_and(|j| j.state.is_over())
+    });
+    submit_json_as(&daemon, ATTACKER, &sleep).unwrap();
+}
+
+/// The status document's inode: each write renames a new file over it.
+fn status_inode(daemon: &Daemon) -> Option<u64> {
+    std::fs::metadata(daemon.dir.join("status.json")).ok().map(|m| m.ino())
+}
+
+#[test]
+fn an_idle_daemon_leaves_its_status_document_alone_and_writes_each_change() {
+    if skip_unless_root("an_idle_daemon_leaves_its_status_document_alone") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "20", "--rows", "1", "--cpus", "2"]);
+    daemon.pids(daemon.submit_as(Some(ATTACKER), &["-n", "2", "--", "sleep", "300"]), 2);
+    let queued: Vec<u64> =
+        (0..20).map(|_| submit_json_as(&daemon, ATTACKER, &["--", "sleep", "300"]).unwrap()).collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let mut writes = 0;
+    let mut last = status_inode(&daemon);
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(5));
+        let now = status_inode(&daemon);
+        writes += usize::from(now != last);
+        last = now;
+    }
+    // Nothing changes but the node's load average, which the kernel updates every 5 s.
+    assert!(writes <= 4, "the status document was rewritten {writes} times in 3 s with nothing changing");
+    // A change is written.
+    assert!(daemon.client_as(ATTACKER, &["kill", &queued[19].to_string()]).status.success());
+    let path = daemon.dir.join("status.json");
+    wait_for("the kill in the status document", Duration::from_secs(10), || {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let document: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let jobs = document["jobs"].as_array().cloned().unwrap_or_default();
+        jobs.iter().any(|j| j["id"] == queued[19] && j["state"] == "killed")
+    });
+}
+
+/// Bytes the files of `uid` in the node's log folder take on disk: (all together, the largest).
+fn log_bytes_of(daemon: &Daemon, uid: u32) -> (u64, u64) {
+    let files = std::fs::read_dir(daemon.dir.join("logs")).into_iter().flatten().flatten();
+    let sizes: Vec<u64> =
+        files.filter_map(|f| f.metadata().ok()).filter(|m| m.uid() == uid).map(|m| m.blocks() * 512).collect();
+    (sizes.iter().sum(), sizes.iter().copied().max().unwrap_or(0))
+}
+
+#[test]
+fn a_job_that_writes_without_end_keeps_within_its_log_bounds_and_its_tail() {
+    if skip_unless_root("a_job_that_writes_without_end_keeps_within_its_log_bounds") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50", "--max-log-bytes", "1M", "--max-user-log-bytes", "3M"]);
+    // Two tasks, 40 MB each on stdout, then a last line, then they keep running (their logs stay open).
+    let writer = "head -c 40000000 /dev/zero | tr '\\0' x; echo; echo END-OF-LOG-$COSCHED_RANK; sleep 300";
+    let job = daemon.submit_as(Some(ATTACKER), &["-n", "2", "--", "sh", "-c", writer]);
+    let slack = 512 * 1024;
+    let mut seen = (0, 0);
+    wait_for("the logs to be cut back to their bounds", Duration::from_secs(60), || {
+        seen = log_bytes_of(&daemon, ATTACKER);
+        let logs = String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).into_owned();
+        let tails = logs.contains("END-OF-LOG-0") && logs.contains("END-OF-LOG-1");
+        tails && seen.0 <= (3 << 20) + slack && seen.1 <= (1 << 20) + slack
+    });
+    // Another user still submits (the file system of the database is not full).
+    submit_json_as(&daemon, OTHER_USER, &["--", "true"]).unwrap();
+}
+
+/// `cosched rsh NODE WORDS` as `uid` in job `job`, started (not awaited).
+fn rsh(daemon: &Daemon, uid: u32, job: u64, words: &str) -> Child {
+    let mut command = Command::new(COSCHED);
+    command
+        .args(["rsh", &daemon.node, words])
+        .env("COSCHED_SOCKET", &daemon.socket)
+        .env("COSCHED_JOB_ID", job.to_string())
+        .current_dir("/tmp")
+        .uid(uid)
+        .gid(uid)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command.spawn().unwrap()
+}
+
+/// The log files of job `job` in the node's log folder whose names start with `job-<job>.` and then `infix`.
+fn job_logs(daemon: &Daemon, job: u64, infix: &str) -> Vec<String> {
+    let prefix = format!("job-{job}.{infix}");
+    let files = std::fs::read_dir(daemon.dir.join("logs")).into_iter().flatten().flatten();
+    let mut names: Vec<String> =
+        files.filter_map(|f| f.file_name().into_string().ok()).filter(|n| n.starts_with(&prefix)).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_remote_command_leaves_no_empty_log_behind() {
+    if skip_unless_root("a_remote_command_leaves_no_empty_log_behind") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let job = daemon.submit_as(Some(OTHER_USER), &["--", "sleep", "300"]);
+    daemon.pids(job, 1);
+    for words in ["true", "true", "true", "echo kept"] {
+        let out = rsh(&daemon, OTHER_USER, job, words).wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+    wait_for("only the non-empty log of the commands to stay", Duration::from_secs(10), || {
+        job_logs(&daemon, job, "exec-").len() == 1
+    });
+    let kept = job_logs(&daemon, job, "exec-");
+    assert!(kept[0].ends_with(".out"), "{kept:?}");
+    let text = std::fs::read_to_string(daemon.dir.join("logs").join(&kept[0])).unwrap();
+    assert_eq!(text, "kept\n");
+}
+
+#[test]
+fn logs_of_an_ended_job_go_after_their_retention() {
+    if skip_unless_root("logs_of_an_ended_job_go_after_their_retention") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50", "--log-retention-s", "1"]);
+    let job = daemon.submit_as(Some(ATTACKER), &["--", "sh", "-c", "echo some output"]);
+    wait_for("the job to end", Duration::from_secs(20), || daemon.job(job).is_some_and(|j| j.state.is_over()));
+    assert!(!job_logs(&daemon, job, "").is_empty(), "the job left no log at all");
+    wait_for("the ended job's logs to go", Duration::from_secs(30), || job_logs(&daemon, job, "").is_empty());
+}
+
+#[test]
+fn waiting_remote_commands_never_use_up_their_owners_room_to_kill_the_job() {
+    if skip_unless_root("waiting_remote_commands_never_use_up_their_owners_room") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50", "--max-connections-per-user", "8"]);
+    let job = daemon.submit_as(Some(OTHER_USER), &["--", "sleep", "300"]);
+    daemon.pids(job, 1);
+    let mut waiting: Vec<Child> = (0..8).map(|_| rsh(&daemon, OTHER_USER, job, "sleep 300")).collect();
+    // Each command either runs in the job (its connection held) or was refused.
+    wait_for("the commands to run or be refused", Duration::from_secs(30), || {
+        let ended = waiting.iter_mut().map(|c| c.try_wait()).filter(|s| matches!(s, Ok(Some(_)))).count();
+        let running = daemon.job(job).map_or(0, |j| j.pids.iter().filter(|&&p| comm(p) == "sleep").count());
+        ended + running.saturating_sub(1) >= 8
+    });
+    let out = daemon.client_as(OTHER_USER, &["kill", &job.to_string()]);
+    assert!(out.status.success(), "the owner could not kill its job: {}", String::from_utf8_lossy(&out.stderr));
+    wait_for("the commands to end with the job", Duration::from_secs(30), || {
+        waiting.iter_mut().all(|c| matches!(c.try_wait(), Ok(Some(_))))
+    });
+}
