@@ -737,12 +737,25 @@ impl Planner {
                 _ => None,
             })
             .collect();
-        let owned_slots = self.cycle_rows().len();
+        let running = self.rows_with_a_running_owner(jobs);
+        let owned_slots = self.cycle_rows().into_iter().filter(|&r| running[r]).count();
         let needed = shares.iter().flatten().map(|&s| (1.0 / s - 1e-9).ceil() as usize).max().unwrap_or(0);
         let slots = owned_slots.max(needed.min(MAX_CYCLE_SLOTS));
         let slots_allowed =
             shares.iter().map(|s| s.map(|s| ((s * slots as f64).round() as usize).clamp(1, slots))).collect();
         ThreadShares { slots, slots_allowed }
+    }
+
+    /// Per matrix row: whether it is a slot of the cycle by its owners, that is, not owned by suspended jobs alone
+    /// (a row nobody owns counts, as `cycle_rows` gives it when no row is owned).
+    fn rows_with_a_running_owner(&self, jobs: &[PlanJob]) -> Vec<bool> {
+        let mut running: Vec<bool> = (0..self.matrix.rows()).map(|r| !self.matrix.row_is_occupied(r as u32)).collect();
+        for (job, own) in jobs.iter().zip(&self.own_rows) {
+            if let Some(row) = own.filter(|_| !job.suspended) {
+                running[row as usize] = true;
+            }
+        }
+        running
     }
 
     /// Every gang job with cells also runs in the rows where they are all free (a spanning job up to its share):
