@@ -356,7 +356,7 @@ mod tests {
         let intruder = JobRecord::new(7, &Identity { uid: 2, gid: 2, admin: false }, JobClass::Batch, false, 1);
         let refused = db.insert_job(&intruder).unwrap_err();
         assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists, "{refused}");
-        assert_eq!(db.load_jobs().unwrap(), [first.clone()]);
+        assert_eq!(db.load_jobs().unwrap(), std::slice::from_ref(&first));
         let missing = db.update_job(&JobRecord::new(8, &owner, JobClass::Batch, false, 1)).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound, "{missing}");
         assert!(db.insert_job(&JobRecord::new(u64::MAX, &owner, JobClass::Batch, false, 1)).is_err());
