@@ -11,6 +11,7 @@ use cosched_runtime::client::Client;
 use cosched_runtime::controller::ControllerSettings;
 use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::gate::Limits;
+use cosched_runtime::logs::LogBounds;
 use cosched_runtime::protocol::SubmitRequest;
 use cosched_runtime::skew::{summarize, Summary};
 use cosched_runtime::switcher::{realtime_ns, slice_ns_from_ms, ConfirmWait, SwitchStats};
@@ -107,7 +108,13 @@ fn start_daemon(
     dir: &std::path::Path,
 ) -> Result<(Client, Arc<Agent>), String> {
     let socket = dir.join("sock");
-    let controller = ControllerSettings { state_dir: dir.to_path_buf(), slice_ns, ..ControllerSettings::default() };
+    let node = format!("bench-load-{}", std::process::id());
+    let controller = ControllerSettings {
+        state_dir: dir.to_path_buf(),
+        slice_ns,
+        nodes: vec![node.clone()],
+        ..ControllerSettings::default()
+    };
     let listen = ControllerListen {
         socket: socket.clone(),
         tcp: None,
@@ -115,7 +122,6 @@ fn start_daemon(
         credentials: Credentials::default(),
         limits: Limits::default(),
     };
-    let node = format!("bench-load-{}", std::process::id());
     let agent = AgentSettings {
         node,
         controller: Address::Unix(socket.clone()),
@@ -129,6 +135,7 @@ fn start_daemon(
         switching_threads: settings.switching_threads.clamp(1, cpus as usize),
         helper_program: settings.helper_program.clone(),
         users_munge_socket: None,
+        logs: LogBounds::default(),
     };
     let (_controller, agent) = cosched_runtime::daemon::start_up(controller, listen, agent)
         .map_err(|e| format!("starting the daemon: {e}"))?;

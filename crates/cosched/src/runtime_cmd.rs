@@ -99,7 +99,7 @@ pub struct ControllerArgs {
     pub max_jobs: usize,
     /// Seconds after its registration when a registered job that no process joined ends (Slurm jobs end at their
     /// epilog instead).
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = ControllerSettings::default().empty_job_grace.as_secs_f64())]
     pub empty_job_grace_s: f64,
 }
 
@@ -155,13 +155,13 @@ pub struct AgentArgs {
     pub switching_threads: usize,
     /// The most one log of a job may take on this node's disk (e.g. 64M): beyond it its head is freed and its tail
     /// (what `cosched logs` shows) kept.
-    #[arg(long, value_parser = parse_size, default_value = "64M")]
-    pub max_log_bytes: u64,
+    #[arg(long, default_value_t = ByteSize(LogBounds::default().file_bytes))]
+    pub max_log_bytes: ByteSize,
     /// The most all logs of one user may take on this node's disk together.
-    #[arg(long, value_parser = parse_size, default_value = "1G")]
-    pub max_user_log_bytes: u64,
+    #[arg(long, default_value_t = ByteSize(LogBounds::default().user_bytes))]
+    pub max_user_log_bytes: ByteSize,
     /// Seconds the logs of a job stay on this node after it ended there (after their last write).
-    #[arg(long, default_value_t = 86_400.0)]
+    #[arg(long, default_value_t = LogBounds::default().retention.as_secs_f64())]
     pub log_retention_s: f64,
 }
 
@@ -322,12 +322,12 @@ fn log_bounds(args: &AgentArgs) -> Result<LogBounds, String> {
             args.log_retention_s
         ));
     }
-    if args.max_log_bytes == 0 || args.max_user_log_bytes == 0 {
+    if args.max_log_bytes.0 == 0 || args.max_user_log_bytes.0 == 0 {
         return Err("--max-log-bytes and --max-user-log-bytes must be above 0".into());
     }
     Ok(LogBounds {
-        file_bytes: args.max_log_bytes,
-        user_bytes: args.max_user_log_bytes,
+        file_bytes: args.max_log_bytes.0,
+        user_bytes: args.max_user_log_bytes.0,
         retention: Duration::from_secs_f64(args.log_retention_s),
     })
 }
@@ -481,6 +481,29 @@ pub fn rsh(client: &ClientArgs, args: &RshArgs) -> Result<i32, String> {
     };
     let reply = client_for(client)?.exec(request).map_err(explain)?;
     Ok(reply.exit_code)
+}
+
+/// A size in bytes as the flags take and show it (512M, 2G).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl std::fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unit = [("T", 40), ("G", 30), ("M", 20), ("K", 10)]
+            .into_iter()
+            .find(|&(_, shift)| self.0 >= 1 << shift && self.0 % (1 << shift) == 0);
+        match unit {
+            Some((name, shift)) => write!(f, "{}{name}", self.0 >> shift),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+    fn from_str(text: &str) -> Result<ByteSize, String> {
+        parse_size(text).map(ByteSize)
+    }
 }
 
 pub fn parse_size(text: &str) -> Result<u64, String> {
