@@ -491,7 +491,7 @@ impl std::fmt::Display for ByteSize {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let unit = [("T", 40), ("G", 30), ("M", 20), ("K", 10)]
             .into_iter()
-            .find(|&(_, shift)| self.0 >= 1 << shift && self.0 % (1 << shift) == 0);
+            .find(|&(_, shift)| self.0 >= 1 << shift && self.0.is_multiple_of(1 << shift));
         match unit {
             Some((name, shift)) => write!(f, "{}{name}", self.0 >> shift),
             None => write!(f, "{}", self.0),
