@@ -28,6 +28,7 @@ pub mod monitor;
 pub mod mpi;
 pub mod pid_guard;
 pub mod protocol;
+pub mod seal;
 pub mod server;
 pub mod skew;
 pub mod slurm;
