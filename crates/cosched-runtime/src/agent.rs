@@ -7,7 +7,7 @@
 
 use crate::auth::Credentials;
 pub use crate::client::Address;
-use crate::client::{Challenged, Connection};
+use crate::client::Connection;
 use crate::freezer::{FreezerKind, JobGroups};
 use crate::job_tag::JobTag;
 use crate::launch::LaunchSpec;
@@ -81,28 +81,6 @@ pub struct Agent {
     connected: (Mutex<bool>, Condvar),
 }
 
-/// With MUNGE and no agents' key, the controller proves itself only after our hello: its first message must be its
-/// credential over our challenge. Nothing it says is obeyed, and nothing is reported to it, before that.
-fn await_controller_proof(
-    connection: &mut Connection,
-    credentials: &Credentials,
-    challenged: &Challenged,
-) -> std::io::Result<()> {
-    if credentials.proved_by_challenge() {
-        return Ok(());
-    }
-    let line = connection.read_line(Some(Duration::from_secs(30))).map_err(std::io::Error::other)?;
-    let line = line.ok_or_else(|| std::io::Error::other("the controller closed the connection"))?;
-    let munge = match serde_json::from_str::<ToAgent>(&line) {
-        Ok(ToAgent::ControllerCredential { munge }) => Some(munge),
-        Ok(ToAgent::Refused { reason }) => {
-            return Err(std::io::Error::other(format!("refused by the controller: {reason}")));
-        }
-        _ => None, // anything else before the proof: not our controller (said below)
-    };
-    connection.check_late_proof(credentials, challenged, munge).map_err(std::io::Error::other)
-}
-
 impl Agent {
     /// `protected`: other processes of the daemon on this node (the watchdog), never to be moved into a job.
     pub fn new(settings: AgentSettings, protected: &[i32]) -> std::io::Result<Arc<Agent>> {
@@ -169,20 +147,14 @@ impl Agent {
         }
     }
 
-    /// Connect, prove we are an agent (over TCP), make sure the other end is our controller, then obey it.
+    /// Connect, prove we are an agent (over TCP), make sure the other end is our controller, then say hello and
+    /// obey it. Over TCP every line is sealed: a line whose seal is wrong ends the link before it is acted on.
     fn serve_link(&self) -> std::io::Result<()> {
-        let credentials = &self.settings.credentials;
-        let mut connection = Connection::open(&self.settings.controller).map_err(std::io::Error::other)?;
-        let challenged = connection.challenge(credentials).map_err(std::io::Error::other)?;
-        let mut hello = self.hello()?;
-        if let Some(challenged) = &challenged {
-            hello.proof = Some(credentials.agent_proof(&hello.node, &challenged.nonce).map_err(std::io::Error::other)?);
-        }
-        connection.send(&Request::AgentHello(hello)).map_err(std::io::Error::other)?;
-        if let Some(challenged) = &challenged {
-            await_controller_proof(&mut connection, credentials, challenged)?;
-        }
-        self.shared.lock().unwrap().writer = Some(Box::new(connection.writer()));
+        let settings = &self.settings;
+        let mut connection = Connection::open_as_agent(&settings.controller, &settings.credentials, &settings.node)
+            .map_err(std::io::Error::other)?;
+        connection.send(&Request::AgentHello(self.hello()?)).map_err(std::io::Error::other)?;
+        self.shared.lock().unwrap().writer = Some(connection.writer());
         *self.connected.0.lock().unwrap() = true;
         self.connected.1.notify_all();
         while let Some(line) = connection.read_line(None).map_err(std::io::Error::other)? {
@@ -212,7 +184,6 @@ impl Agent {
             node: self.settings.node.clone(),
             cpus: self.settings.cpus,
             mem_bytes: self.settings.mem_bytes,
-            proof: None,
             adopted,
             freezer: format!("{:?}", self.groups.kind()).to_lowercase(),
         })
@@ -220,8 +191,8 @@ impl Agent {
 
     fn obey(&self, message: ToAgent) {
         let result = match message {
-            // Checked before anything else was read (`await_controller_proof`), or proved by the challenge.
-            ToAgent::Welcome { .. } | ToAgent::ControllerCredential { .. } => Ok(()),
+            // The proof was checked before anything else was read (`Connection::open_as_agent`).
+            ToAgent::Welcome { .. } | ToAgent::ControllerProof(_) => Ok(()),
             ToAgent::Refused { reason } => Err(std::io::Error::other(format!("refused by the controller: {reason}"))),
             ToAgent::Schedule(schedule) => self.follow(schedule),
             ToAgent::Start(start) => self.start(start),

@@ -1,17 +1,20 @@
 //! The client side of the protocol, for the command line, the measuring harness and the agents: connect, make
-//! sure the other end is the controller, prove who we are over TCP, then send requests and read replies.
+//! sure the other end is the controller, prove who we are over TCP, then send requests and read replies (sealed
+//! over TCP, see `seal`).
 
-use crate::auth::Credentials;
+use crate::auth::{Credentials, Nonces};
 use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
 use crate::protocol::{
-    write_message, AuthReply, ClassReply, ControllerProof, ExecReply, ExecRequest, JobStateReply, KillReply, LogsReply,
+    write_message, AuthReply, ChallengeReply, ClassReply, ExecReply, ExecRequest, JobStateReply, KillReply, LogsReply,
     MonitorTokenReply, NodeLoadReply, PidReply, RegisterRequest, Reply, Request, ResourcesReply, SignalReply,
-    SlurmBeginRequest, SlurmEndRequest, StatusReply, SubmitReply, SubmitRequest, UsageReply, MAX_TRUSTED_LINE_BYTES,
+    SlurmBeginRequest, SlurmEndRequest, StatusReply, SubmitReply, SubmitRequest, ToAgent, UsageReply,
+    MAX_TRUSTED_LINE_BYTES,
 };
+use crate::seal::{seal_both_ways, End, LineWriter, Opener, Sealer, SessionKey, SEAL_BYTES};
 use serde::de::DeserializeOwned;
 use std::io::BufReader;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Where the controller listens.
@@ -42,26 +45,20 @@ impl std::fmt::Display for Address {
 }
 
 /// How long a reply may take: the controller answers at once, or within its 5 s wait for an agent.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// What challenging the controller over TCP gave.
-pub struct Challenged {
-    /// The controller's nonce, for our own proof.
-    pub nonce: String,
-    /// Ours, which the controller's proof is over.
-    ours: String,
-    /// Did the answer already prove the controller (the agents' key)?
-    proven: bool,
-}
+pub(crate) const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An open connection to the controller.
 pub struct Connection {
     pub address: Address,
     stream: Arc<Stream>,
     reader: BufReader<Shared>,
+    /// After a TCP handshake: the seal of every line we send (shared with `writer`s) and of every line we read.
+    sealer: Option<Arc<Mutex<Sealer>>>,
+    opener: Option<Opener>,
 }
 
 impl Connection {
+    /// Connect. Nothing is proved yet.
     pub fn open(address: &Address) -> Result<Connection, String> {
         let stream = match address {
             Address::Unix(path) => std::os::unix::net::UnixStream::connect(path).map(Stream::Unix),
@@ -74,62 +71,89 @@ impl Connection {
         stream.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(|e| e.to_string())?;
         let stream = Arc::new(stream);
         let reader = BufReader::new(Shared(stream.clone()));
-        Ok(Connection { address: address.clone(), stream, reader })
+        Ok(Connection { address: address.clone(), stream, reader, sealer: None, opener: None })
     }
 
-    /// Open, and over TCP prove who we are with a MUNGE credential, then check the controller's proof.
+    /// Open, and make sure the other end is the controller: on a Unix socket, served by root; over TCP, prove who
+    /// we are with a MUNGE credential and check the controller's proof, after which every line is sealed.
     pub fn open_as_user(address: &Address, credentials: &Credentials) -> Result<Connection, String> {
         let mut connection = Connection::open(address)?;
-        if let Some(challenged) = connection.challenge(credentials)? {
-            let credential = credentials.user_credential(&challenged.nonce)?;
-            let reply: Reply<AuthReply> = connection.call(&Request::Auth { credential })?;
-            if !reply.ok {
-                return Err(reply.error.unwrap_or_else(|| "authentication failed".into()));
-            }
-            let auth = reply.into_result()?;
-            connection.check_late_proof(credentials, &challenged, auth.controller_munge)?;
+        if connection.check_unix_server()? {
+            return Ok(connection);
         }
+        let nonces = connection.exchange_nonces()?;
+        let (credential, session) = credentials.prove_user(&nonces)?;
+        connection.send(&Request::Auth { credential })?;
+        let reply = connection.first_sealed_line(session)?;
+        let auth = serde_json::from_str::<Reply<AuthReply>>(&reply)
+            .map_err(|e| format!("bad reply from the controller: {e}"))?
+            .into_result()?;
+        credentials
+            .check_controller_to_user(auth.uid, &nonces, &auth.controller)
+            .map_err(|e| format!("{}: {e}", connection.address))?;
         Ok(connection)
     }
 
-    /// Make sure the other end is the controller, or start to. On a Unix socket its owner must be root (`None`).
-    /// Over TCP, challenge it with a nonce of ours: with the agents' key it proves itself in its answer; with
-    /// MUNGE only once we have proved who we are, with the nonce it gave (`check_late_proof`).
-    pub fn challenge(&mut self, credentials: &Credentials) -> Result<Option<Challenged>, String> {
-        if let Stream::Unix(socket) = &*self.stream {
-            let peer = nix::sys::socket::getsockopt(socket, nix::sys::socket::sockopt::PeerCredentials)
-                .map_err(|e| format!("{}: peer credentials: {e}", self.address))?;
-            if peer.uid() != 0 && peer.uid() != nix::unistd::geteuid().as_raw() {
-                return Err(format!("{} is served by uid {}, not by root", self.address, peer.uid()));
-            }
-            return Ok(None);
+    /// Open as the agent of `node`: over TCP, prove it (MUNGE or the agents' key) and check the controller's proof,
+    /// after which every line is sealed; on a Unix socket, check that root serves it. Nothing else is sent or
+    /// obeyed before.
+    pub fn open_as_agent(address: &Address, credentials: &Credentials, node: &str) -> Result<Connection, String> {
+        let mut connection = Connection::open(address)?;
+        if connection.check_unix_server()? {
+            return Ok(connection);
         }
-        let ours = crate::auth::fresh_nonce()?;
-        let reply: Reply<ControllerProof> = self.call(&Request::Challenge { nonce: Some(ours.clone()) })?;
-        if !reply.ok {
-            return Err(reply.error.unwrap_or_else(|| "the controller refused the challenge".into()));
-        }
-        let proof = reply.into_result()?;
-        let proven = credentials.proved_by_challenge();
-        if proven {
-            credentials.check_controller(&proof, &ours).map_err(|e| format!("{}: {e}", self.address))?;
-        }
-        Ok(Some(Challenged { nonce: proof.nonce, ours, proven }))
+        let nonces = connection.exchange_nonces()?;
+        let (proof, session) = credentials.prove_agent(node, &nonces)?;
+        connection.send(&Request::AgentAuth { node: node.to_string(), proof })?;
+        let first = connection.first_sealed_line(session)?;
+        let proof = match serde_json::from_str::<ToAgent>(&first) {
+            Ok(ToAgent::ControllerProof(proof)) => proof,
+            _ => return Err(format!("{}: no proof from the controller: not our controller", connection.address)),
+        };
+        credentials
+            .check_controller_to_agent(node, &nonces, &proof)
+            .map_err(|e| format!("{}: {e}", connection.address))?;
+        Ok(connection)
     }
 
-    /// Check the controller's MUNGE proof over our challenge, which it gives once we have proved who we are
-    /// (nothing to do when the challenge's answer proved it already).
-    pub fn check_late_proof(
-        &self,
-        credentials: &Credentials,
-        challenged: &Challenged,
-        munge: Option<String>,
-    ) -> Result<(), String> {
-        if challenged.proven {
-            return Ok(());
+    /// On a Unix socket (true), check that root (or we ourselves) serves it; over TCP (false) there is nothing to
+    /// check yet.
+    fn check_unix_server(&self) -> Result<bool, String> {
+        let Stream::Unix(socket) = &*self.stream else { return Ok(false) };
+        let peer = nix::sys::socket::getsockopt(socket, nix::sys::socket::sockopt::PeerCredentials)
+            .map_err(|e| format!("{}: peer credentials: {e}", self.address))?;
+        if peer.uid() != 0 && peer.uid() != nix::unistd::geteuid().as_raw() {
+            return Err(format!("{} is served by uid {}, not by root", self.address, peer.uid()));
         }
-        let proof = ControllerProof { munge, ..ControllerProof::default() };
-        credentials.check_controller(&proof, &challenged.ours).map_err(|e| format!("{}: {e}", self.address))
+        Ok(true)
+    }
+
+    /// Send our nonce, read the controller's: the nonces every proof of this connection binds.
+    fn exchange_nonces(&mut self) -> Result<Nonces, String> {
+        let ours = crate::auth::fresh_nonce()?;
+        let reply: Reply<ChallengeReply> = self.call(&Request::Challenge { nonce: Some(ours.clone()) })?;
+        let theirs = reply.into_result()?.nonce;
+        crate::auth::check_peer_nonce(&theirs).map_err(|e| format!("the controller's nonce: {e}"))?;
+        Ok(Nonces { peer: ours, controller: theirs })
+    }
+
+    /// Seal every line from now on with `session`, and read the controller's first sealed line. A line that is
+    /// not sealed is a refusal (its reason said, though anyone could have sent it) or not our controller.
+    fn first_sealed_line(&mut self, session: SessionKey) -> Result<String, String> {
+        let (sealer, opener) = seal_both_ways(session, End::Peer);
+        let line = self.read_line(Some(REPLY_TIMEOUT))?;
+        let line = line.ok_or_else(|| format!("the controller at {} closed the connection", self.address))?;
+        self.sealer = Some(Arc::new(Mutex::new(sealer)));
+        self.opener = Some(opener);
+        match self.opener.as_mut().map(|opener| opener.open(&line)) {
+            Some(Ok(payload)) => Ok(payload),
+            _ => Err(match refusal_in(&line) {
+                Some(reason) => format!("refused by the controller at {}: {reason}", self.address),
+                None => {
+                    format!("{}: its first line after our proof has no good seal: not our controller", self.address)
+                }
+            }),
+        }
     }
 
     /// Send one request and read its reply, whose data (if any) must be a `T`.
@@ -153,14 +177,25 @@ impl Connection {
         serde_json::from_str(&line).map_err(|e| format!("bad reply from the controller: {e}"))
     }
 
+    /// Send one message (sealed after a TCP handshake).
     pub fn send(&mut self, message: &impl serde::Serialize) -> Result<(), String> {
-        write_message(&mut &*self.stream, message).map_err(|e| format!("writing to the controller: {e}"))
+        let mut writer = LineWriter::new(&*self.stream, self.sealer.clone());
+        write_message(&mut writer, message).map_err(|e| format!("writing to the controller: {e}"))
     }
 
-    /// One line from the controller, waiting at most `idle` for it to begin (`None`: for ever).
+    /// One line from the controller (its payload, once its seal is checked), waiting at most `idle` for it to
+    /// begin (`None`: for ever). A line whose seal is wrong is an error: drop the connection.
     pub fn read_line(&mut self, idle: Option<Duration>) -> Result<Option<String>, String> {
-        let bounds = LineBounds { max_bytes: MAX_TRUSTED_LINE_BYTES, idle, complete_within: REPLY_TIMEOUT };
-        read_line_within(&mut self.reader, bounds).map_err(|e| format!("reading from the controller: {e}"))
+        let bounds =
+            LineBounds { max_bytes: MAX_TRUSTED_LINE_BYTES + SEAL_BYTES, idle, complete_within: REPLY_TIMEOUT };
+        let line =
+            read_line_within(&mut self.reader, bounds).map_err(|e| format!("reading from the controller: {e}"))?;
+        match (line, &mut self.opener) {
+            (Some(line), Some(opener)) => {
+                opener.open(&line).map(Some).map_err(|e| format!("from the controller at {}: {e}", self.address))
+            }
+            (line, _) => Ok(line),
+        }
     }
 
     /// Send one request and return the data of its reply, or why there is none.
@@ -168,10 +203,23 @@ impl Connection {
         self.call(request).map_err(CallError::Link)?.into_result().map_err(CallError::Refused)
     }
 
-    /// A writer on the same connection (for the agent's reports, sent from other threads).
-    pub fn writer(&self) -> Shared {
-        Shared(self.stream.clone())
+    /// A writer on the same connection, sealing as `send` does (for the agent's reports, sent from other threads).
+    pub fn writer(&self) -> Box<dyn std::io::Write + Send> {
+        Box::new(LineWriter::new(Shared(self.stream.clone()), self.sealer.clone()))
     }
+}
+
+impl Drop for Connection {
+    /// The connection ends with its owner: writers handed out with `writer` stop working too.
+    fn drop(&mut self) {
+        self.stream.shutdown();
+    }
+}
+
+/// The reason of a plain refusal line (`Reply` or `ToAgent::Refused`).
+fn refusal_in(line: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(line).ok()?;
+    value["error"].as_str().or(value["reason"].as_str()).map(str::to_string)
 }
 
 /// Why a call brought no data.

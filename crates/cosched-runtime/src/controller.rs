@@ -311,6 +311,7 @@ impl Controller {
             | Request::Exec(_)
             | Request::Auth { .. }
             | Request::Challenge { .. }
+            | Request::AgentAuth { .. }
             | Request::AgentHello(_) => Err("this request is not valid here".into()),
         }
     }

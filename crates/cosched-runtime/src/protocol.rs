@@ -3,6 +3,10 @@
 //! Users send a `Request` and read one `Reply`. Agents open their connection
 //! with `Request::AgentHello`; from then on the controller sends
 //! `ToAgent` lines and the agent sends `FromAgent` lines on it.
+//!
+//! Over TCP a connection begins with a handshake (`Challenge`, then `Auth` or `AgentAuth`, see `auth`), and
+//! every line after it, both ways, is sealed: `<64 hex digits> <JSON>`, the digits a MAC of the line under the
+//! connection's session key (`seal`). On the Unix socket lines are plain JSON.
 
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -20,18 +24,25 @@ pub const MAX_TRUSTED_LINE_BYTES: usize = 16 << 20;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    /// Ask for a fresh nonce to bind an `Auth` or `AgentHello` to this connection. With `nonce` (the client's own,
-    /// hex, at most `MAX_NONCE_CHARS`), the controller also proves it is the controller over that nonce: with the
-    /// agents' key an HMAC in the answer (`ControllerProof`); with MUNGE a credential of root that only the peer's
-    /// uid may decode, once the peer has proved who it is (in the `Auth` reply's `controller_munge`, or an agent's
-    /// first message, `ToAgent::ControllerCredential`).
+    /// TCP only, the first line: the peer's own nonce (hex, at most `MAX_NONCE_CHARS`), answered with the
+    /// controller's (`ChallengeReply`) and nothing else. The next `Auth` or `AgentAuth` proves the peer over both
+    /// nonces; only then does the controller prove itself, and every line after that, both ways, is sealed
+    /// (`seal`: a MAC under the connection's session key before the JSON).
     Challenge {
         nonce: Option<String>,
     },
-    /// TCP only: act as the uid and gid a MUNGE credential vouches for. Its payload must be
-    /// `cosched-user:<the nonce of this connection's last Challenge>`.
+    /// TCP only: act as the uid and gid a MUNGE credential vouches for. The credential, restricted to root's
+    /// decoding, says `cosched-to-controller:user:<peer nonce>:<controller nonce>:<secret>`: the secret (64 hex
+    /// digits, fresh) is the session's, which only the controller learns. The reply (`AuthReply`) is the first
+    /// sealed line.
     Auth {
         credential: String,
+    },
+    /// TCP only: prove to be the agent of `node` (`AgentProof`). The controller answers with its own proof
+    /// (`ToAgent::ControllerProof`), the first sealed line; the agent then sends its `AgentHello`, sealed.
+    AgentAuth {
+        node: String,
+        proof: AgentProof,
     },
     Submit(SubmitRequest),
     /// Register a job whose processes already exist (added with `AddPid`).
@@ -198,15 +209,14 @@ pub struct AgentHello {
     pub node: String,
     pub cpus: u32,
     pub mem_bytes: u64,
-    /// Required over TCP: that the agent is root on a node of the realm, bound to this connection's challenge.
-    pub proof: Option<AgentProof>,
     /// Jobs whose cgroups the agent found (it re-adopts them).
     pub adopted: Vec<AdoptedJob>,
     pub freezer: String,
 }
 
-/// How an agent proves over TCP that it is a node: a MUNGE credential of root whose payload is
-/// `cosched-agent:<node>:<nonce>`, or the hex HMAC-SHA256 of that text under the agents' shared key.
+/// How an agent proves over TCP that it is a node, over both nonces of its connection: a MUNGE credential of
+/// root, restricted to root's decoding, saying `cosched-to-controller:agent <node>:<peer nonce>:<controller
+/// nonce>:<secret>`, or the hex HMAC-SHA256 of that text (without the secret) under the agents' shared key.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum AgentProof {
@@ -214,12 +224,18 @@ pub enum AgentProof {
     Hmac(String),
 }
 
-/// The controller's answer to `Challenge`: its nonce and, when the client sent one and the controller holds the
-/// agents' key, its HMAC over `cosched-controller:<client nonce>`. `munge` is the same proof made with MUNGE, which
-/// the controller gives only once the peer has proved itself (see `Request::Challenge`).
+/// The controller's answer to `Challenge`: its nonce for this connection.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct ChallengeReply {
+    pub nonce: String,
+}
+
+/// The controller's proof to a peer that proved itself, over both nonces and naming the peer: to an agent the
+/// way the agent proved itself (the key's HMAC of `cosched-to-peer:agent <node>:<peer nonce>:<controller
+/// nonce>`, or a MUNGE credential of root with that payload for root's decoding); to a user a MUNGE credential of
+/// root with the payload `cosched-to-peer:user <uid>:...` that only that uid may decode.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
 pub struct ControllerProof {
-    pub nonce: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub munge: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,12 +298,9 @@ impl<T> Reply<T> {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum ToAgent {
-    /// Over TCP with MUNGE, the first message to an agent that proved itself: the controller's credential over
-    /// the agent's challenge nonce (payload `cosched-controller:<nonce>`), made for root. The agent obeys nothing
-    /// before it has checked it.
-    ControllerCredential {
-        munge: String,
-    },
+    /// Over TCP, the first message to an agent that proved itself (sealed, as every message after it): the
+    /// controller's proof. The agent says hello, obeys and reports nothing before it has checked it.
+    ControllerProof(ControllerProof),
     Welcome {
         node_index: u32,
     },

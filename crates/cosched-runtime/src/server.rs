@@ -1,16 +1,18 @@
 //! The controller's listeners: a Unix socket (identity from the peer's credentials) and, when asked, TCP (identity
 //! from MUNGE credentials; agents may also prove themselves with the agents' key, see `auth`). Every connection
-//! passes the `gate` first and reads its requests within bounds of size and time (`conn`).
+//! passes the `gate` first and reads its requests within bounds of size and time (`conn`); after a TCP handshake
+//! every line both ways is sealed (`seal`).
 
-use crate::auth::Credentials;
+use crate::auth::{Credentials, Nonces};
 use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
 use crate::controller::Controller;
 use crate::gate::{Gate, Pass, FAILURE_PAUSE};
 use crate::jobs::Identity;
 use crate::protocol::{
-    parse_request, write_message, AgentHello, AuthReply, FromAgent, Reply, Request, ToAgent, MAX_LINE_BYTES,
-    MAX_TRUSTED_LINE_BYTES,
+    parse_request, write_message, AgentHello, AgentProof, AuthReply, ChallengeReply, FromAgent, Reply, Request,
+    ToAgent, MAX_LINE_BYTES, MAX_TRUSTED_LINE_BYTES,
 };
+use crate::seal::{seal_both_ways, End, LineWriter, Opener, Sealer, SessionKey, SEAL_BYTES};
 use std::io::BufReader;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -90,7 +92,7 @@ pub(crate) fn accept_forever<T>(what: &str, mut accept: impl FnMut() -> std::io:
 fn admit_local(listening: &Listening, stream: UnixStream) {
     let peer = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials);
     let Ok(peer) = peer else { return };
-    let stream = Stream::Unix(stream);
+    let stream = Arc::new(Stream::Unix(stream));
     let who = listening.controller.identity_for(peer.uid(), peer.gid());
     let pass = match listening.gate.admit_user(who.uid, who.admin) {
         Ok(pass) => pass,
@@ -102,7 +104,7 @@ fn admit_local(listening: &Listening, stream: UnixStream) {
 
 fn admit_remote(listening: &Listening, stream: std::net::TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let stream = Stream::Tcp(stream);
+    let stream = Arc::new(Stream::Tcp(stream));
     let pass = match listening.gate.admit_unauthenticated(peer.ip()) {
         Ok(pass) => pass,
         Err(reason) => return refuse(&stream, &reason),
@@ -140,34 +142,47 @@ struct Session {
     pass: Pass,
     peer: Peer,
     who: Option<Identity>,
-    /// The nonce of the last `Challenge`, used by the next `Auth` or `AgentHello` (once).
-    nonce: Option<String>,
-    /// The peer's own nonce of that `Challenge`: the controller's MUNGE proof is over it, once the peer has proved
-    /// who it is.
-    their_nonce: Option<String>,
+    /// The nonces of the last `Challenge`, used by the next `Auth` or `AgentAuth` (once).
+    nonces: Option<Nonces>,
+    /// The node of a TCP peer that proved to be its agent: its sealed `AgentHello` comes next.
+    proved_agent: Option<String>,
+    /// After a TCP handshake: the seal of every line we send and of every line we read.
+    sealer: Option<Arc<Mutex<Sealer>>>,
+    opener: Option<Opener>,
     opened: Instant,
 }
 
 impl Session {
-    fn new(listening: Listening, stream: Stream, pass: Pass, peer: Peer) -> Session {
+    fn new(listening: Listening, stream: Arc<Stream>, pass: Pass, peer: Peer) -> Session {
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-        let stream = Arc::new(stream);
         let who = match &peer {
             Peer::Local(identity) => Some(*identity),
             Peer::Remote(_) => None,
         };
         let reader = BufReader::new(Shared(stream.clone()));
-        Session { listening, stream, reader, pass, peer, who, nonce: None, their_nonce: None, opened: Instant::now() }
+        Session {
+            listening,
+            stream,
+            reader,
+            pass,
+            peer,
+            who,
+            nonces: None,
+            proved_agent: None,
+            sealer: None,
+            opener: None,
+            opened: Instant::now(),
+        }
     }
 
-    /// Answer requests until the peer hangs up, falls silent, or fails to authenticate.
+    /// Answer requests until the peer hangs up, falls silent, fails to authenticate, or sends a line whose seal
+    /// is wrong.
     fn serve(mut self) {
         loop {
-            let bounds = self.line_bounds();
-            let line = match read_line_within(&mut self.reader, bounds) {
+            let line = match self.next_line() {
                 Ok(Some(line)) => line,
                 Ok(None) => return,
-                Err(e) => return self.reply_and_close(&Reply::error(format!("bad request: {e}"))),
+                Err(reply) => return self.reply_and_close(&reply),
             };
             if line.trim().is_empty() {
                 continue;
@@ -183,8 +198,15 @@ impl Session {
             };
             let reply = match request {
                 Request::AgentHello(hello) => return self.agent_hello(hello),
+                Request::AgentAuth { node, proof } => match self.authenticate_agent(&node, &proof) {
+                    Ok(()) => continue,
+                    Err(reason) => {
+                        let refusal = ToAgent::Refused { reason: format!("not an agent: {reason}") };
+                        return self.authentication_failed(&reason, &refusal);
+                    }
+                },
                 Request::Challenge { nonce } => self.challenge(nonce.as_deref()),
-                Request::Auth { credential } => match self.authenticate(&credential) {
+                Request::Auth { credential } => match self.authenticate_user(&credential) {
                     Ok(reply) => reply,
                     Err(reason) => {
                         let refusal = Reply::error(format!("authentication failed: {reason}"));
@@ -202,18 +224,47 @@ impl Session {
         }
     }
 
+    /// The next line's payload (its seal checked after a TCP handshake); `Ok(None)` at the end, or when the seal
+    /// is wrong (said in the log, nothing acted on); `Err` with the reply that ends the connection.
+    fn next_line(&mut self) -> Result<Option<String>, Reply> {
+        let bounds = self.line_bounds();
+        let line = match read_line_within(&mut self.reader, bounds) {
+            Ok(Some(line)) => line,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(Reply::error(format!("bad request: {e}"))),
+        };
+        let Some(opener) = &mut self.opener else { return Ok(Some(line)) };
+        match opener.open(&line) {
+            Ok(payload) => Ok(Some(payload)),
+            Err(e) => {
+                eprintln!("cosched controller: {}: {e}: the connection is closed", self.peer_name());
+                self.stream.shutdown();
+                Ok(None)
+            }
+        }
+    }
+
+    fn peer_name(&self) -> String {
+        match &self.peer {
+            Peer::Local(who) => format!("uid {} on the socket", who.uid),
+            Peer::Remote(address) => address.to_string(),
+        }
+    }
+
     /// An authenticated peer may idle; one that has not must authenticate within the request time.
     fn line_bounds(&self) -> LineBounds {
         let limits = self.listening.gate.limits();
-        let idle = match self.who {
-            Some(_) => limits.idle_timeout,
-            None => limits.request_timeout.saturating_sub(self.opened.elapsed()).max(Duration::from_millis(1)),
+        let authenticated = self.who.is_some() || matches!(self.peer, Peer::Local(_));
+        let idle = match authenticated {
+            true => limits.idle_timeout,
+            false => limits.request_timeout.saturating_sub(self.opened.elapsed()).max(Duration::from_millis(1)),
         };
-        LineBounds { max_bytes: MAX_LINE_BYTES, idle: Some(idle), complete_within: limits.request_timeout }
+        let seal = if self.opener.is_some() { SEAL_BYTES } else { 0 };
+        LineBounds { max_bytes: MAX_LINE_BYTES + seal, idle: Some(idle), complete_within: limits.request_timeout }
     }
 
     fn reply(&mut self, reply: &Reply) -> std::io::Result<()> {
-        write_message(&mut &*self.stream, reply)
+        write_message(&mut LineWriter::new(&*self.stream, self.sealer.clone()), reply)
     }
 
     fn reply_and_close(&mut self, reply: &Reply) {
@@ -221,31 +272,64 @@ impl Session {
         self.stream.shutdown();
     }
 
+    /// The controller's nonce for this connection, and nothing else: it proves itself only once the peer has.
     fn challenge(&mut self, theirs: Option<&str>) -> Reply {
-        let proof =
-            crate::auth::fresh_nonce().and_then(|ours| self.listening.credentials.prove_controller(ours, theirs));
-        match proof {
-            Ok(proof) => {
-                self.nonce = Some(proof.nonce.clone());
-                self.their_nonce = theirs.map(str::to_string);
-                Reply::ok(proof)
+        if matches!(self.peer, Peer::Local(_)) || self.opener.is_some() {
+            return Reply::error("challenge is the first line over TCP: on this socket your identity is known");
+        }
+        let Some(theirs) = theirs else {
+            return Reply::error("a challenge carries your own nonce (hex): every proof binds both");
+        };
+        if let Err(e) = crate::auth::check_peer_nonce(theirs) {
+            return Reply::error(format!("challenge: {e}"));
+        }
+        match crate::auth::fresh_nonce() {
+            Ok(ours) => {
+                self.nonces = Some(Nonces { peer: theirs.to_string(), controller: ours.clone() });
+                Reply::ok(ChallengeReply { nonce: ours })
             }
             Err(e) => Reply::error(format!("challenge: {e}")),
         }
     }
 
-    fn authenticate(&mut self, credential: &str) -> Result<Reply, String> {
-        if matches!(self.peer, Peer::Local(_)) {
-            return Ok(Reply::error("auth is for TCP: on this socket your identity comes from the kernel"));
+    /// A remote user proves who it is; the controller proves itself back in the reply, the first sealed line.
+    fn authenticate_user(&mut self, credential: &str) -> Result<Reply, String> {
+        if matches!(self.peer, Peer::Local(_)) || self.opener.is_some() {
+            return Ok(Reply::error("auth is for TCP, once: on this socket your identity comes from the kernel"));
         }
-        let nonce = self.nonce.take().ok_or("ask for a challenge first")?;
+        let nonces = self.nonces.take().ok_or("ask for a challenge first, with your nonce")?;
         let credentials = &self.listening.credentials;
-        let (uid, gid) = credentials.check_user(credential, &nonce)?;
+        let (uid, gid, session) = credentials.check_user(credential, &nonces)?;
         let who = self.listening.controller.identity_for(uid, gid);
         self.pass.authenticated(uid, who.admin)?;
-        let proof = credentials.munge_proof_for(self.their_nonce.take().as_deref(), uid)?;
+        let controller = credentials.prove_to_user(uid, &nonces)?;
+        self.seal_from_now_on(session);
         self.who = Some(who);
-        Ok(Reply::ok(AuthReply { uid, gid, admin: who.admin, controller_munge: proof }))
+        Ok(Reply::ok(AuthReply { uid, gid, admin: who.admin, controller }))
+    }
+
+    /// A TCP peer proves it is the agent of `node`; the controller proves itself back, the first sealed line. The
+    /// agent's hello comes next.
+    fn authenticate_agent(&mut self, node: &str, proof: &AgentProof) -> Result<(), String> {
+        if matches!(self.peer, Peer::Local(_)) || self.opener.is_some() {
+            return Err("agent_auth is for TCP, once".into());
+        }
+        crate::controller::validate_node_name(node)?;
+        let nonces = self.nonces.take().ok_or("ask for a challenge first, with your nonce")?;
+        let credentials = &self.listening.credentials;
+        let (session, with) = credentials.check_agent(node, proof, &nonces)?;
+        self.pass.agent();
+        let answer = credentials.prove_to_agent(node, &nonces, with)?;
+        self.seal_from_now_on(session);
+        self.proved_agent = Some(node.to_string());
+        let mut writer = LineWriter::new(&*self.stream, self.sealer.clone());
+        write_message(&mut writer, &ToAgent::ControllerProof(answer)).map_err(|e| format!("answering: {e}"))
+    }
+
+    fn seal_from_now_on(&mut self, session: SessionKey) {
+        let (sealer, opener) = seal_both_ways(session, End::Controller);
+        self.sealer = Some(Arc::new(Mutex::new(sealer)));
+        self.opener = Some(opener);
     }
 
     /// Log, pause (so guessing is slow), count the failure against the address, then answer `refusal` and close.
@@ -261,63 +345,88 @@ impl Session {
         self.stream.shutdown();
     }
 
+    /// An agent's hello: from root on the Unix socket, or, sealed, from the TCP peer that proved to be this node's
+    /// agent.
     fn agent_hello(mut self, hello: AgentHello) {
-        let proved = match (&self.peer, &hello.proof) {
-            (Peer::Local(who), _) if who.uid == 0 => Ok(()),
+        let proved = match (&self.peer, &self.proved_agent) {
+            (Peer::Local(who), _) if who.uid == 0 => {
+                self.pass.agent();
+                Ok(())
+            }
             (Peer::Local(_), _) => Err("agents run as root".to_string()),
-            (Peer::Remote(_), None) => Err("an agent over TCP must prove it is one (MUNGE or the agents' key)".into()),
-            (Peer::Remote(_), Some(proof)) => match self.nonce.take() {
-                Some(nonce) => self.listening.credentials.check_agent(&hello.node, proof, &nonce),
-                None => Err("ask for a challenge first".into()),
-            },
+            (Peer::Remote(_), Some(node)) if *node == hello.node => Ok(()),
+            (Peer::Remote(_), Some(node)) => Err(format!("proved to be the agent of {node}, not of {}", hello.node)),
+            (Peer::Remote(_), None) => {
+                Err("an agent over TCP proves itself first (agent_auth: MUNGE or the agents' key)".into())
+            }
         };
         if let Err(reason) = proved {
             let refusal = ToAgent::Refused { reason: format!("not an agent: {reason}") };
+            let writer = &mut LineWriter::new(&*self.stream, self.sealer.clone());
+            if self.proved_agent.is_some() {
+                let _ = write_message(writer, &refusal);
+                return self.stream.shutdown();
+            }
             return self.authentication_failed(&reason, &refusal);
         }
-        // Over TCP with MUNGE, an agent obeys nothing before this proof; made for root, as agents run as root (one
-        // that proved itself with the agents' key has checked the controller already and passes over it).
-        match self.listening.credentials.munge_proof_for(self.their_nonce.as_deref(), crate::auth::AGENT_UID) {
-            Ok(Some(munge)) if matches!(self.peer, Peer::Remote(_)) => {
-                if write_message(&mut &*self.stream, &ToAgent::ControllerCredential { munge }).is_err() {
-                    return;
-                }
-            }
-            Ok(_) => {}
-            Err(e) => return self.reply_and_close(&Reply::error(format!("the controller's proof: {e}"))),
-        }
-        self.pass.agent();
-        agent_link(&self.listening.controller, self.reader, self.stream, hello);
+        let link = AgentLink { stream: self.stream, reader: self.reader, sealer: self.sealer, opener: self.opener };
+        link.serve(&self.listening.controller, hello);
     }
 }
 
-fn agent_link(controller: &Arc<Controller>, mut reader: BufReader<Shared>, stream: Arc<Stream>, hello: AgentHello) {
-    let node = hello.node.clone();
-    let link: crate::controller::AgentWriter = Arc::new(Mutex::new(Box::new(Shared(stream.clone()))));
-    if let Err(reason) = controller.agent_connected(&hello, link.clone()) {
-        let _ = write_message(&mut *link.lock().unwrap(), &ToAgent::Refused { reason });
-        return;
+/// An agent's connection once it said hello: the controller's orders one way, the agent's events the other,
+/// sealed over TCP.
+struct AgentLink {
+    stream: Arc<Stream>,
+    reader: BufReader<Shared>,
+    sealer: Option<Arc<Mutex<Sealer>>>,
+    opener: Option<Opener>,
+}
+
+impl AgentLink {
+    fn serve(mut self, controller: &Arc<Controller>, hello: AgentHello) {
+        let node = hello.node.clone();
+        let writer = LineWriter::new(Shared(self.stream.clone()), self.sealer.clone());
+        let link: crate::controller::AgentWriter = Arc::new(Mutex::new(Box::new(writer)));
+        if let Err(reason) = controller.agent_connected(&hello, link.clone()) {
+            let _ = write_message(&mut *link.lock().unwrap(), &ToAgent::Refused { reason });
+            return;
+        }
+        eprintln!("cosched controller: agent {node} connected ({} CPUs, freezer {})", hello.cpus, hello.freezer);
+        loop {
+            match self.next_event() {
+                Ok(Some(event)) => controller.agent_event(&node, event),
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("cosched controller: agent {node}: {e}");
+                    break;
+                }
+            }
+        }
+        self.stream.shutdown();
+        eprintln!("cosched controller: agent {node} disconnected");
+        controller.agent_disconnected(&node);
     }
-    eprintln!("cosched controller: agent {node} connected ({} CPUs, freezer {})", hello.cpus, hello.freezer);
-    let bounds = LineBounds {
-        max_bytes: MAX_TRUSTED_LINE_BYTES,
-        idle: Some(AGENT_SILENCE_LIMIT),
-        complete_within: AGENT_SILENCE_LIMIT,
-    };
-    loop {
-        match read_line_within(&mut reader, bounds) {
-            Ok(Some(line)) => match serde_json::from_str::<FromAgent>(&line) {
-                Ok(event) => controller.agent_event(&node, event),
-                Err(e) => eprintln!("cosched controller: bad message from agent {node}: {e}"),
-            },
-            Ok(None) => break,
-            Err(e) => {
-                eprintln!("cosched controller: agent {node}: {e}");
-                break;
+
+    /// The agent's next event; an unreadable one is logged and skipped, a line whose seal is wrong ends the link.
+    fn next_event(&mut self) -> Result<Option<FromAgent>, String> {
+        let bounds = LineBounds {
+            max_bytes: MAX_TRUSTED_LINE_BYTES + SEAL_BYTES,
+            idle: Some(AGENT_SILENCE_LIMIT),
+            complete_within: AGENT_SILENCE_LIMIT,
+        };
+        loop {
+            let Some(line) = read_line_within(&mut self.reader, bounds).map_err(|e| e.to_string())? else {
+                return Ok(None);
+            };
+            let payload = match &mut self.opener {
+                Some(opener) => opener.open(&line)?,
+                None => line,
+            };
+            match serde_json::from_str::<FromAgent>(&payload) {
+                Ok(event) => return Ok(Some(event)),
+                Err(e) => eprintln!("cosched controller: bad message from an agent: {e}"),
             }
         }
     }
-    stream.shutdown();
-    eprintln!("cosched controller: agent {node} disconnected");
-    controller.agent_disconnected(&node);
 }

@@ -167,7 +167,6 @@ impl Runtime {
                 node: format!("n{node}"),
                 cpus: cfg.cpus_per_node,
                 mem_bytes: 1 << 30,
-                proof: None,
                 adopted: vec![],
                 freezer: "test".into(),
             };

@@ -3,7 +3,7 @@
 //! The C client (`clients/c`) and the monitor page (`web/monitor.html`) read these by key, so a field's name, nesting
 //! and JSON type are part of the protocol: the tests below pin the JSON of each.
 
-use super::{ControllerProof, LogTail};
+use super::{ChallengeReply, ControllerProof, LogTail};
 use crate::jobs::{JobState, NodePlacement};
 use crate::skew::Summary;
 use cosched_policy::cluster::{JobClass, Mode};
@@ -129,13 +129,13 @@ pub struct MonitorTokenReply {
     pub address: String,
 }
 
-/// `auth`: who the controller takes the peer for, and its MUNGE proof over the peer's challenge (if asked for).
+/// `auth`: who the controller takes the peer for, and its proof to that user (the first sealed line).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct AuthReply {
     pub uid: u32,
     pub gid: u32,
     pub admin: bool,
-    pub controller_munge: Option<String>,
+    pub controller: ControllerProof,
 }
 
 /// `status`: the whole cluster as the asker may see it (also written to the state directory's `status.json`).
@@ -249,7 +249,7 @@ macro_rules! reply_data {
 }
 
 reply_data!(
-    Challenge(ControllerProof),
+    Challenge(ChallengeReply),
     Auth(AuthReply),
     Submit(SubmitReply),
     Pid(PidReply),
@@ -293,10 +293,10 @@ mod wire_tests {
 
     #[test]
     fn challenge_and_auth() {
-        let proof = ControllerProof { nonce: "ab".into(), munge: None, hmac: Some("cd".into()) };
-        assert_wire(proof, r#"{"nonce":"ab","hmac":"cd"}"#);
-        let auth = AuthReply { uid: 1000, gid: 100, admin: false, controller_munge: None };
-        assert_wire(auth, r#"{"uid":1000,"gid":100,"admin":false,"controller_munge":null}"#);
+        assert_wire(ChallengeReply { nonce: "ab".into() }, r#"{"nonce":"ab"}"#);
+        let controller = ControllerProof { munge: Some("MUNGE:x".into()), hmac: None };
+        let auth = AuthReply { uid: 1000, gid: 100, admin: false, controller };
+        assert_wire(auth, r#"{"uid":1000,"gid":100,"admin":false,"controller":{"munge":"MUNGE:x"}}"#);
     }
 
     #[test]

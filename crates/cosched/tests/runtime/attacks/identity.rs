@@ -12,10 +12,13 @@ fn auth_line(credential: &str) -> String {
     json!({ "op": "auth", "credential": credential }).to_string()
 }
 
-fn hello_line(node: &str, proof: serde_json::Value) -> String {
-    json!({ "op": "agent_hello", "node": node, "cpus": 64, "mem_bytes": 1u64 << 40, "proof": proof, "adopted": [],
-            "freezer": "v2" })
-    .to_string()
+fn hello_line(node: &str) -> String {
+    json!({ "op": "agent_hello", "node": node, "cpus": 64, "mem_bytes": 1u64 << 40, "adopted": [], "freezer": "v2" })
+        .to_string()
+}
+
+fn agent_auth_line(node: &str, proof: serde_json::Value) -> String {
+    json!({ "op": "agent_auth", "node": node, "proof": proof }).to_string()
 }
 
 fn error_of(reply: &serde_json::Value) -> String {
@@ -58,8 +61,8 @@ fn a_credential_is_good_for_its_own_connection_and_purpose_only() {
     let (_daemon, address) = tcp_daemon(&munge, &[]);
     // Made for one connection, presented on another: refused (and, decoded once, it is spent).
     let mut first = RawPeer::connect(&address);
-    let nonce = first.challenge();
-    let credential = credential_of(ATTACKER, &munge, &format!("cosched-user:{nonce}"));
+    let nonces = first.challenge();
+    let credential = credential_of(ATTACKER, &munge, &user_statement(&nonces));
     let mut second = RawPeer::connect(&address);
     second.challenge();
     let moved = second.ask(&auth_line(&credential));
@@ -69,16 +72,22 @@ fn a_credential_is_good_for_its_own_connection_and_purpose_only() {
     // An agent's credential does not make a user, nor does a credential of another realm, nor one without a
     // challenge.
     let mut third = RawPeer::connect(&address);
-    let nonce = third.challenge();
-    let agents = credential_of(ATTACKER, &munge, &format!("cosched-agent:n:{nonce}"));
+    let nonces = third.challenge();
+    let agents = credential_of(ATTACKER, &munge, &agent_statement("n", &nonces));
     assert_eq!(third.ask(&auth_line(&agents))["ok"], false);
     let foreign_realm = private_munged();
     let mut fourth = RawPeer::connect(&address);
-    let nonce = fourth.challenge();
-    let foreign = credential_of(0, &foreign_realm, &format!("cosched-user:{nonce}"));
+    let nonces = fourth.challenge();
+    let foreign = credential_of(0, &foreign_realm, &user_statement(&nonces));
     assert_eq!(fourth.ask(&auth_line(&foreign))["ok"], false);
+    // Both nonces swapped: the statement of another connection.
+    let mut swapped = RawPeer::connect(&address);
+    let nonces = swapped.challenge();
+    let turned = Nonces { peer: nonces.controller.clone(), controller: nonces.peer.clone() };
+    let turned = credential_of(OTHER_USER, &munge, &user_statement(&turned));
+    assert!(error_of(&swapped.ask(&auth_line(&turned))).contains("another connection"));
     let mut fifth = RawPeer::connect(&address);
-    let unbound = credential_of(OTHER_USER, &munge, "cosched-user:00");
+    let unbound = credential_of(OTHER_USER, &munge, &user_statement(&nonces));
     assert!(error_of(&fifth.ask(&auth_line(&unbound))).contains("challenge first"));
 }
 
@@ -94,15 +103,16 @@ fn the_controller_hands_no_root_credential_to_a_peer_that_has_not_proved_who_it_
     let mut peer = RawPeer::connect(&address);
     let answer = peer.ask(r#"{"op":"challenge","nonce":"ab"}"#);
     assert_eq!(answer["ok"], true, "{answer}");
-    assert!(answer["data"].get("munge").is_none(), "a credential for an unauthenticated peer: {answer}");
-    let nonce = answer["data"]["nonce"].as_str().unwrap().to_string();
+    assert_eq!(answer["data"].as_object().map(|o| o.len()), Some(1), "more than a nonce before a proof: {answer}");
+    let nonces = Nonces { peer: "ab".into(), controller: answer["data"]["nonce"].as_str().unwrap().to_string() };
     // Once the peer proved it is ATTACKER, the controller proves itself with a credential only ATTACKER decodes.
-    let authenticated = peer.ask(&auth_line(&credential_of(ATTACKER, &munge, &format!("cosched-user:{nonce}"))));
+    let authenticated = peer.ask(&auth_line(&credential_of(ATTACKER, &munge, &user_statement(&nonces))));
     assert_eq!(authenticated["ok"], true, "{authenticated}");
-    let proof = authenticated["data"]["controller_munge"].as_str().expect("the controller's proof").to_string();
+    let proof = authenticated["data"]["controller"]["munge"].as_str().expect("the controller's proof").to_string();
     let refused = decode_as(OTHER_USER, &munge, &proof).expect_err("another uid decoded the controller's proof");
     assert!(refused.contains("Unauthorized"), "{refused}");
-    assert_eq!(decode_as(ATTACKER, &munge, &proof), Ok((0, "cosched-controller:ab".to_string())));
+    let said = format!("cosched-to-peer:user {ATTACKER}:ab:{}", nonces.controller);
+    assert_eq!(decode_as(ATTACKER, &munge, &proof), Ok((0, said)));
 }
 
 #[test]
@@ -113,14 +123,21 @@ fn a_user_cannot_pose_as_an_agent() {
     let munge = private_munged();
     let (daemon, address) = tcp_daemon(&munge, &[]);
     let mut peer = RawPeer::connect(&address);
-    let nonce = peer.challenge();
-    let credential = credential_of(ATTACKER, &munge, &format!("cosched-agent:evil:{nonce}"));
-    let refused = peer.ask(&hello_line("evil", json!({ "munge": credential })));
+    let nonces = peer.challenge();
+    let credential = credential_of(ATTACKER, &munge, &agent_statement("evil", &nonces));
+    let refused = peer.ask(&agent_auth_line("evil", json!({ "munge": credential })));
     assert_eq!(refused["cmd"], "refused", "{refused}");
     assert!(error_of(&refused).contains("root"), "{refused}");
+    // A hello over TCP without a proof first, and a user's credential as an agent's.
     let mut bare = RawPeer::connect(&address);
-    let refused = bare.ask(&hello_line("evil", serde_json::Value::Null));
+    let refused = bare.ask(&hello_line("evil"));
     assert_eq!(refused["cmd"], "refused", "{refused}");
+    assert!(error_of(&refused).contains("proves itself first"), "{refused}");
+    let mut user = RawPeer::connect(&address);
+    let nonces = user.challenge();
+    let users = credential_of(0, &munge, &user_statement(&nonces));
+    let refused = user.ask(&agent_auth_line("evil", json!({ "munge": users })));
+    assert!(error_of(&refused).contains("another connection, node or purpose"), "{refused}");
     let nodes = daemon.status().unwrap().nodes;
     assert!(nodes.iter().all(|n| n.name != "evil"), "{nodes:?}");
 }
@@ -237,11 +254,11 @@ fn accept_within(
 }
 
 /// A program on the controller's port (it was down, or the address was spoofed) answers the agent's challenge
-/// (`answer` of the agent's nonce) but cannot prove it is the controller; when the agent says hello anyway,
-/// `after_hello` of the nonce is its first message. Run an agent against it and return what the agent sent.
+/// (`answer` of the agent's nonce) but cannot prove it is the controller; once the agent has proved itself,
+/// `after_proof` of the nonce is its first message. Run an agent against it and return what the agent sent.
 fn agent_against_an_impostor(
     answer: impl FnOnce(&str) -> serde_json::Value,
-    after_hello: impl FnOnce(&str) -> serde_json::Value,
+    after_proof: impl FnOnce(&str) -> serde_json::Value,
     agent_args: &[&str],
 ) -> (String, String) {
     use std::io::{BufRead, Write};
@@ -266,12 +283,12 @@ fn agent_against_an_impostor(
     let nonce = theirs["nonce"].as_str().unwrap().to_string();
     let answer = json!({ "ok": true, "data": answer(&nonce) });
     (&stream).write_all(format!("{answer}\n").as_bytes()).unwrap();
-    let mut hello = String::new();
-    let _ = reader.read_line(&mut hello);
-    if hello.contains("agent_hello") {
-        (&stream).write_all(format!("{}\n", after_hello(&nonce)).as_bytes()).unwrap();
+    let mut proof = String::new();
+    let _ = reader.read_line(&mut proof);
+    if proof.contains("agent_auth") {
+        (&stream).write_all(format!("{}\n", after_proof(&nonce)).as_bytes()).unwrap();
     }
-    let rest = hello + &String::from_utf8_lossy(&read_until_closed(&mut reader, Duration::from_secs(5)));
+    let rest = proof + &String::from_utf8_lossy(&read_until_closed(&mut reader, Duration::from_secs(5)));
     // The agent closes the connection, then logs why.
     let logged_why = || std::fs::read_to_string(&log).unwrap_or_default().contains("controller link");
     let started = Instant::now();
@@ -288,19 +305,20 @@ fn agent_against_an_impostor(
 }
 
 #[test]
-fn an_agent_proves_nothing_to_a_program_that_cannot_prove_it_is_the_controller() {
-    if skip_unless_root("an_agent_proves_nothing_to_an_impostor") {
+fn an_agent_obeys_nothing_from_a_program_that_cannot_prove_it_is_the_controller() {
+    if skip_unless_root("an_agent_obeys_nothing_from_an_impostor") {
         return;
     }
-    // Key mode: the impostor does not hold the key, and the key is never sent.
+    // Key mode: the impostor does not hold the key, and the key is never sent; the agent says no hello and obeys
+    // nothing (its first line is not even sealed).
     let dir = std::env::temp_dir().join(unique("cosched-impostor-key"));
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("key");
     write_agents_key(&key);
     let key_text = std::fs::read_to_string(&key).unwrap();
     let (sent, logged) = agent_against_an_impostor(
-        |_| json!({ "nonce": "00", "hmac": "00".repeat(32) }),
-        |_| json!({ "cmd": "welcome", "node_index": 0 }),
+        |_| json!({ "nonce": "00" }),
+        |_| json!({ "cmd": "controller_proof", "hmac": "00".repeat(32) }),
         &["--key-file", key.to_str().unwrap()],
     );
     assert!(!sent.contains("agent_hello") && !sent.contains(&key_text), "the agent sent: {sent}");
@@ -311,15 +329,15 @@ fn an_agent_proves_nothing_to_a_program_that_cannot_prove_it_is_the_controller()
     let (sent, logged) = agent_against_an_impostor(
         |_| json!({ "nonce": "00" }),
         |nonce| {
-            let forged = credential_of(ATTACKER, &munge, &format!("cosched-controller:{nonce}"));
-            json!({ "cmd": "controller_credential", "munge": forged })
+            let forged = credential_of(ATTACKER, &munge, &format!("cosched-to-peer:agent x:{nonce}:00"));
+            json!({ "cmd": "controller_proof", "munge": forged })
         },
         &["--munge-socket", munge.socket().to_str().unwrap()],
     );
     let lines: Vec<&str> = sent.lines().collect();
-    assert!(lines.len() == 2 && lines[1].contains("agent_hello"), "the agent sent more than its hello: {sent}");
-    let hello: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
-    let agents_credential = hello["proof"]["munge"].as_str().expect("a MUNGE proof");
+    assert!(lines.len() == 2 && lines[1].contains("agent_auth"), "the agent sent more than its proof: {sent}");
+    let proof: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    let agents_credential = proof["proof"]["munge"].as_str().expect("a MUNGE proof");
     let refused = decode_as(ATTACKER, &munge, agents_credential).expect_err("the impostor decoded root's credential");
     assert!(refused.contains("Unauthorized"), "{refused}");
     assert!(logged.contains("not our controller"), "agent log: {logged}");
@@ -339,9 +357,8 @@ fn wrong_keys_are_answered_slowly_logged_and_their_address_barred() {
     let daemon = Daemon::up(&["--tcp", &address, "--key-file", key.to_str().unwrap()]);
     let guess = |i: usize| {
         let mut peer = RawPeer::connect(&address);
-        let nonce = peer.challenge();
-        let _ = nonce;
-        peer.ask(&hello_line(&format!("guess{i}"), json!({ "hmac": format!("{i:064x}") })))
+        peer.challenge();
+        peer.ask(&agent_auth_line(&format!("guess{i}"), json!({ "hmac": format!("{i:064x}") })))
     };
     let started = Instant::now();
     let answers: Vec<serde_json::Value> = std::thread::scope(|s| {
@@ -351,7 +368,7 @@ fn wrong_keys_are_answered_slowly_logged_and_their_address_barred() {
     });
     assert!(started.elapsed() >= cosched_runtime::gate::FAILURE_PAUSE, "wrong keys were answered at once");
     assert!(answers.iter().all(|a| a["cmd"] == "refused"), "{answers:?}");
-    let barred = RawPeer::connect(&address).ask(r#"{"op":"challenge","nonce":null}"#);
+    let barred = RawPeer::connect(&address).ask(r#"{"op":"challenge","nonce":"ab"}"#);
     assert!(error_of(&barred).contains("too many failed authentications"), "{barred}");
     let log = daemon.log();
     assert!(log.matches("authentication failed from 127.0.0.1").count() >= 10, "{log}");

@@ -7,6 +7,7 @@
 //! | module | attacks |
 //! |---|---|
 //! | `identity` | claiming another uid over TCP, stolen or guessed keys, agents that are users |
+//! | `relay` | a user on the port an agent or a remote user dials, relaying the handshake, then injecting or reflecting lines |
 //! | `ownership` | moving, freezing, suspending or ending other users' processes and jobs; the daemon's own processes; reused job ids |
 //! | `secrets` | reading other users' environments, command lines, logs and the database |
 //! | `exhaustion` | connection floods, idle and slow clients, descriptor exhaustion |
@@ -19,6 +20,7 @@ mod exhaustion;
 mod forgery;
 mod identity;
 mod ownership;
+mod relay;
 mod secrets;
 mod sizes;
 mod slicing;
