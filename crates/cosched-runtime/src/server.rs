@@ -332,14 +332,12 @@ impl Session {
         self.opener = Some(opener);
     }
 
-    /// Log, pause (so guessing is slow), count the failure against the address, then answer `refusal` and close.
+    /// Log, pause (so guessing is slow: each guess costs its connection a second and then the connection), answer
+    /// `refusal` and close. The address is not barred: its agent and its other users go on.
     fn authentication_failed(self, reason: &str, refusal: &impl serde::Serialize) {
         if let Peer::Remote(address) = self.peer {
             eprintln!("cosched controller: authentication failed from {address}: {reason}");
             std::thread::sleep(FAILURE_PAUSE);
-            if self.listening.gate.authentication_failed(address.ip()) {
-                eprintln!("cosched controller: {} failed too often: barred for a while", address.ip());
-            }
         }
         let _ = write_message(&mut &*self.stream, refusal);
         self.stream.shutdown();

@@ -4,6 +4,7 @@
 use super::{ATTACKER, OTHER_USER};
 use crate::harness::*;
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 /// Two gangs of spinning tasks that take turns on all CPUs, and their processes.
@@ -102,4 +103,85 @@ fn unauthenticated_tcp_peers_are_capped_per_address_and_cannot_shut_out_others()
     let out = remote_client_as(OTHER_USER, &address, &munge, &["status"]);
     assert!(out.status.success(), "a user of another address is shut out: {}", String::from_utf8_lossy(&out.stderr));
     drop(daemon);
+}
+
+/// `count` failed authentications from 127.0.0.1 as [`ATTACKER`], `at_once` at a time: a challenge, then a MUNGE
+/// credential that is not one. Returns, once all have been answered, how many were refused as failed.
+fn fail_authentications(address: &str, count: usize, at_once: usize) -> u64 {
+    const FAILING: &str = r#"
+import json, socket, sys, threading
+host, port = sys.argv[1].rsplit(":", 1)
+count, at_once = int(sys.argv[2]), int(sys.argv[3])
+answers = []
+def fail(i):
+    s = socket.create_connection((host, int(port)), timeout=30)
+    f = s.makefile("rwb")
+    f.write(json.dumps({"op": "challenge", "nonce": "%032x" % i}).encode() + b"\n"); f.flush()
+    f.readline()
+    f.write(json.dumps({"op": "auth", "credential": "MUNGE:guess%d:" % i}).encode() + b"\n"); f.flush()
+    answers.append(f.readline())
+    s.close()
+for first in range(0, count, at_once):
+    threads = [threading.Thread(target=fail, args=(i,)) for i in range(first, min(count, first + at_once))]
+    for t in threads: t.start()
+    for t in threads: t.join()
+print(json.dumps({"refused": sum(b"authentication failed" in a for a in answers)}), flush=True)
+"#;
+    let out = std::process::Command::new("python3")
+        .args(["-c", FAILING, address, &count.to_string(), &at_once.to_string()])
+        .uid(ATTACKER)
+        .gid(ATTACKER)
+        .output()
+        .expect("python3");
+    let said: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    said["refused"].as_u64().unwrap()
+}
+
+/// A TCP agent of a node of its own with the agents' key; its log in `dir`.
+fn tcp_agent(address: &str, key: &std::path::Path, dir: &std::path::Path, node: &str) -> std::process::Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("agent.log")).unwrap();
+    std::process::Command::new(COSCHED)
+        .args(["agent", "--controller", address, "--node", node, "--cpus", "1", "--key-file", key.to_str().unwrap()])
+        .args(["--state-dir", dir.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+fn node_connected(daemon: &Daemon, node: &str) -> bool {
+    daemon.status().is_some_and(|s| s.nodes.iter().any(|n| n.name == node && n.connected))
+}
+
+#[test]
+fn failed_authentications_from_an_address_never_lock_out_its_agent_or_its_users() {
+    if skip_unless_root("failed_authentications_from_an_address_never_lock_out") {
+        return;
+    }
+    let munge = private_munged();
+    let dir = std::env::temp_dir().join(unique("cosched-lockout"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("key");
+    write_agents_key(&key);
+    let (daemon, address) = tcp_daemon(&munge, &["--key-file", key.to_str().unwrap()]);
+    let failed = fail_authentications(&address, 50, 10);
+    // Right after, from the same address: a remote user and the node's agent get in at once.
+    let out = remote_client_as(OTHER_USER, &address, &munge, &["status"]);
+    assert!(out.status.success(), "a user locked out by another's failures: {}", String::from_utf8_lossy(&out.stderr));
+    let node = unique("lockout");
+    let mut agent = tcp_agent(&address, &key, &dir, &node);
+    let connected = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        node_connected(&daemon, &node)
+    });
+    let _ = agent.kill();
+    let _ = agent.wait();
+    remove_agent_cgroups(&node);
+    let log = std::fs::read_to_string(dir.join("agent.log")).unwrap_or_default();
+    assert!(connected, "the agent was locked out by another's failures: {log}");
+    assert_eq!(failed, 50, "every guess is answered as a failed authentication");
+    assert!(daemon.log().matches("authentication failed from 127.0.0.1").count() >= 50, "failures are logged");
+    let _ = std::fs::remove_dir_all(&dir);
 }

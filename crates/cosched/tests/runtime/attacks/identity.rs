@@ -345,7 +345,7 @@ fn an_agent_obeys_nothing_from_a_program_that_cannot_prove_it_is_the_controller(
 }
 
 #[test]
-fn wrong_keys_are_answered_slowly_logged_and_their_address_barred() {
+fn wrong_keys_are_answered_slowly_and_logged_and_bar_no_address() {
     if skip_unless_root("wrong_keys_are_answered_slowly") {
         return;
     }
@@ -362,16 +362,16 @@ fn wrong_keys_are_answered_slowly_logged_and_their_address_barred() {
     };
     let started = Instant::now();
     let answers: Vec<serde_json::Value> = std::thread::scope(|s| {
-        let guesses: Vec<_> =
-            (0..cosched_runtime::gate::FAILURES_BEFORE_BAR as usize).map(|i| s.spawn(move || guess(i))).collect();
+        let guesses: Vec<_> = (0..12).map(|i| s.spawn(move || guess(i))).collect();
         guesses.into_iter().map(|g| g.join().unwrap()).collect()
     });
     assert!(started.elapsed() >= cosched_runtime::gate::FAILURE_PAUSE, "wrong keys were answered at once");
-    assert!(answers.iter().all(|a| a["cmd"] == "refused"), "{answers:?}");
-    let barred = RawPeer::connect(&address).ask(r#"{"op":"challenge","nonce":"ab"}"#);
-    assert!(error_of(&barred).contains("too many failed authentications"), "{barred}");
+    assert!(answers.iter().all(|a| a["cmd"] == "refused" && error_of(a).contains("wrong key")), "{answers:?}");
+    // Guessing a 256-bit key a second per connection is hopeless; barring the address would only shut out the
+    // node's own agent and every user of that host.
+    let after = RawPeer::connect(&address).ask(r#"{"op":"challenge","nonce":"ab"}"#);
+    assert_eq!(after["ok"], true, "{after}");
     let log = daemon.log();
-    assert!(log.matches("authentication failed from 127.0.0.1").count() >= 10, "{log}");
-    assert!(log.contains("barred"), "{log}");
+    assert!(log.matches("authentication failed from 127.0.0.1").count() >= 12, "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
