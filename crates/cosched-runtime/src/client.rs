@@ -58,14 +58,11 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connect. Nothing is proved yet.
+    /// Connect, over TCP from a privileged port when we are root (see `conn::connect_tcp`). Nothing is proved yet.
     pub fn open(address: &Address) -> Result<Connection, String> {
         let stream = match address {
             Address::Unix(path) => std::os::unix::net::UnixStream::connect(path).map(Stream::Unix),
-            Address::Tcp(host_port) => std::net::TcpStream::connect(host_port).and_then(|s| {
-                s.set_nodelay(true)?;
-                Ok(Stream::Tcp(s))
-            }),
+            Address::Tcp(host_port) => crate::conn::connect_tcp(host_port).map(Stream::Tcp),
         }
         .map_err(|e| format!("cannot reach the controller at {address}: {e}"))?;
         stream.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(|e| e.to_string())?;

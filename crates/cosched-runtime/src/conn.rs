@@ -30,6 +30,19 @@ impl Stream {
         }
     }
 
+    /// Has the peer sent bytes not read yet, or closed its side (without waiting)? The gate reads it to tell a
+    /// silent connection from one that spoke.
+    pub fn has_pending_bytes(&self) -> bool {
+        use nix::sys::socket::{recv, MsgFlags};
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tcp(s) => s.as_raw_fd(),
+        };
+        let mut byte = [0u8; 1];
+        recv(fd, &mut byte, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT).is_ok()
+    }
+
     pub fn shutdown(&self) {
         let _ = match self {
             Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
@@ -60,6 +73,81 @@ impl Write for &Stream {
             Stream::Tcp(s) => (&*s).flush(),
         }
     }
+}
+
+/// The lowest and highest source ports tried for a root client's connection (as `rresvport` does): ports below
+/// 1024 only root may bind, which puts root's unauthenticated connections (agents, administrators) in a pool of
+/// the controller's that no user can fill (see `gate`).
+const PRIVILEGED_PORTS: std::ops::RangeInclusive<u16> = 512..=1023;
+/// How many privileged source ports a connection tries before it takes an ordinary one.
+const PRIVILEGED_PORT_TRIES: usize = 32;
+
+/// Connect to `host:port`; as root, from a privileged source port when one is free (else from any port: the
+/// connection then waits with everyone's in the unprivileged pool, and still authenticates the same way).
+pub fn connect_tcp(host_port: &str) -> io::Result<TcpStream> {
+    use std::net::ToSocketAddrs;
+    let mut stream = None;
+    if nix::unistd::geteuid().is_root() {
+        let mut last_error = None;
+        for target in host_port.to_socket_addrs()? {
+            match connect_from_privileged_port(target) {
+                Ok(found) => {
+                    stream = found;
+                    break;
+                }
+                Err(e) => last_error = Some(e),
+            }
+        }
+        if let (None, Some(e)) = (&stream, last_error) {
+            return Err(e);
+        }
+    }
+    let stream = match stream {
+        Some(stream) => stream,
+        None => TcpStream::connect(host_port)?,
+    };
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+/// A connection to `target` from a free port below 1024; `None` when every port tried was taken. An error that is
+/// not about the port (refused, unreachable) is returned at once.
+fn connect_from_privileged_port(target: std::net::SocketAddr) -> io::Result<Option<TcpStream>> {
+    use nix::errno::Errno;
+    let span = PRIVILEGED_PORTS.end() - PRIVILEGED_PORTS.start() + 1;
+    let start = crate::job_tag::random_hex(2).ok().and_then(|h| u16::from_str_radix(&h, 16).ok()).unwrap_or(0) % span;
+    for i in 0..PRIVILEGED_PORT_TRIES as u16 {
+        let port = PRIVILEGED_PORTS.start() + (start + i) % span;
+        match connect_from(target, port) {
+            Ok(stream) => return Ok(Some(stream)),
+            // Taken here, or its last connection to this very peer still waits out TIME_WAIT: the next port.
+            Err(Errno::EADDRINUSE | Errno::EADDRNOTAVAIL) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(None)
+}
+
+fn connect_from(target: std::net::SocketAddr, port: u16) -> nix::Result<TcpStream> {
+    use nix::sys::socket::{bind, connect, setsockopt, socket, sockopt, AddressFamily, SockFlag, SockType};
+    use nix::sys::socket::{SockaddrIn, SockaddrIn6};
+    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+    use std::os::fd::AsRawFd;
+    let family = if target.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
+    let fd = socket(family, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)?;
+    // A port whose earlier connection waits out TIME_WAIT may still serve another destination.
+    setsockopt(&fd, sockopt::ReuseAddr, &true)?;
+    match target {
+        SocketAddr::V4(v4) => {
+            bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port)))?;
+            connect(fd.as_raw_fd(), &SockaddrIn::from(v4))?;
+        }
+        SocketAddr::V6(v6) => {
+            bind(fd.as_raw_fd(), &SockaddrIn6::from(SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0)))?;
+            connect(fd.as_raw_fd(), &SockaddrIn6::from(v6))?;
+        }
+    }
+    Ok(TcpStream::from(fd))
 }
 
 /// A shared connection as an owned reader or writer.

@@ -1,6 +1,7 @@
-//! Just enough HTTP/1.1 for the web monitor: one request per connection, a bounded head and body read within
-//! the request time, and an answer that closes the connection. Served under the same connection `gate` as the
-//! API, so a crowd of idle or slow browsers cannot take the daemon's descriptors or threads.
+//! Just enough HTTP/1.1 for the web monitor: one request per connection, a bounded head read within a short time
+//! and a bounded body within the request time, and an answer that closes the connection. Served under the same
+//! connection `gate` as the API, so a crowd of idle or slow browsers cannot take the daemon's descriptors or
+//! threads.
 
 use crate::conn::{read_line_within, LineBounds, Shared, Stream};
 use std::io::{self, BufReader, Read, Write};
@@ -39,9 +40,9 @@ pub struct HttpResponse {
     pub body: Vec<u8>,
 }
 
-/// Read one request, all of it within `within`. Errors say what was wrong (answered with 400 by the caller).
-pub fn read_request(reader: &mut BufReader<Shared>, within: Duration) -> io::Result<HttpRequest> {
-    let deadline = Instant::now() + within;
+/// Read a request's line and headers, all by `deadline` (its body comes with `read_body`). Errors say what was
+/// wrong (answered with 400 by the caller).
+pub fn read_head(reader: &mut BufReader<Shared>, deadline: Instant) -> io::Result<HttpRequest> {
     let mut line = || {
         let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
         let bounds = LineBounds { max_bytes: MAX_HEAD_LINE_BYTES, idle: Some(left), complete_within: left };
@@ -68,12 +69,16 @@ pub fn read_request(reader: &mut BufReader<Shared>, within: Duration) -> io::Res
         let (name, value) = header.split_once(':').ok_or_else(|| bad("malformed header line"))?;
         headers.push((name.trim().to_string(), value.trim().to_string()));
     }
-    let mut request = HttpRequest { method: method.to_string(), target: target.to_string(), headers, body: vec![] };
-    request.body = read_body(reader, &request, deadline)?;
-    Ok(request)
+    Ok(HttpRequest { method: method.to_string(), target: target.to_string(), headers, body: vec![] })
 }
 
-fn read_body(reader: &mut BufReader<Shared>, request: &HttpRequest, deadline: Instant) -> io::Result<Vec<u8>> {
+/// Read the body `request`'s head announces, within `within`.
+pub fn read_body(reader: &mut BufReader<Shared>, request: &mut HttpRequest, within: Duration) -> io::Result<()> {
+    request.body = body_of(reader, request, Instant::now() + within)?;
+    Ok(())
+}
+
+fn body_of(reader: &mut BufReader<Shared>, request: &HttpRequest, deadline: Instant) -> io::Result<Vec<u8>> {
     if request.header("Transfer-Encoding").is_some() {
         return Err(bad("chunked bodies are not accepted: send Content-Length"));
     }
@@ -135,7 +140,10 @@ mod tests {
         let (ours, mut theirs) = UnixStream::pair().unwrap();
         theirs.write_all(bytes).unwrap();
         drop(theirs);
-        read_request(&mut BufReader::new(Shared(Arc::new(Stream::Unix(ours)))), Duration::from_secs(1))
+        let mut reader = BufReader::new(Shared(Arc::new(Stream::Unix(ours))));
+        let mut request = read_head(&mut reader, Instant::now() + Duration::from_secs(1))?;
+        read_body(&mut reader, &mut request, Duration::from_secs(1))?;
+        Ok(request)
     }
 
     #[test]

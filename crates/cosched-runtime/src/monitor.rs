@@ -7,13 +7,15 @@
 
 use crate::conn::{Shared, Stream, WRITE_TIMEOUT};
 use crate::controller::Controller;
-use crate::http::{read_request, write_response, HttpRequest, HttpResponse};
+use crate::gate::{Pass, FIRST_WORDS_WITHIN};
+use crate::http::{read_body, read_head, write_response, HttpRequest, HttpResponse};
 use crate::jobs::Identity;
 use crate::metrics::MetricsAccess;
 use crate::protocol::{Reply, Request};
 use crate::server::{accept_forever, Listening, CONNECTION_STACK_BYTES};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::BufReader;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -125,38 +127,55 @@ fn page_with_policy() -> (String, String) {
 const API_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// Serve on `address` (e.g. `127.0.0.1:8180`) under the listeners' connection gate; returns the bound address.
-pub fn serve(listening: Listening, address: &str) -> std::io::Result<std::net::SocketAddr> {
+pub fn serve(listening: Listening, address: &str) -> std::io::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind(address)
         .map_err(|e| std::io::Error::other(format!("monitor on {address}: {e}")))?;
     let bound = listener.local_addr()?;
-    std::thread::Builder::new()
-        .name("monitor".into())
-        .spawn(move || accept_forever("monitor", || listener.accept(), |(stream, _)| admit(&listening, stream)))?;
+    std::thread::Builder::new().name("monitor".into()).spawn(move || {
+        accept_forever("monitor", || listener.accept(), |(stream, peer)| admit(&listening, stream, peer))
+    })?;
     Ok(bound)
 }
 
-fn admit(listening: &Listening, stream: std::net::TcpStream) {
+fn admit(listening: &Listening, stream: std::net::TcpStream, peer: SocketAddr) {
+    let accepted = Instant::now();
     let stream = Arc::new(Stream::Tcp(stream));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-    let pass = match listening.gate.admit_monitor() {
+    let pass = match listening.gate.admit_monitor(peer, stream.clone()) {
         Ok(pass) => pass,
         Err(reason) => return respond(&stream, json_response(503, &Reply::error(reason))),
     };
     let listening = listening.clone();
     let spawned = std::thread::Builder::new().name("monitor-request".into()).stack_size(CONNECTION_STACK_BYTES).spawn(
         move || {
-            let _pass = pass;
-            let mut reader = BufReader::new(Shared(stream.clone()));
-            let response = match read_request(&mut reader, listening.gate.limits().request_timeout) {
-                Ok(request) => answer(&listening.controller, &request),
-                Err(e) => json_response(400, &Reply::error(format!("bad request: {e}"))),
-            };
-            respond(&stream, response);
+            if let Some(response) = read_and_answer(&listening, &stream, pass, accepted) {
+                respond(&stream, response);
+            }
         },
     );
     if let Err(e) = spawned {
         eprintln!("cosched controller: no thread for a monitor connection: {e}");
     }
+}
+
+/// Read one request — its head within a short time of the connection, its body within the request time — and
+/// answer it; `None` when the connection gave its place to a newer one meanwhile (it is closed already).
+fn read_and_answer(
+    listening: &Listening,
+    stream: &Arc<Stream>,
+    mut pass: Pass,
+    accepted: Instant,
+) -> Option<HttpResponse> {
+    let mut reader = BufReader::new(Shared(stream.clone()));
+    let mut request = match read_head(&mut reader, accepted + FIRST_WORDS_WITHIN) {
+        Ok(request) => request,
+        Err(e) => return Some(json_response(400, &Reply::error(format!("bad request: {e}")))),
+    };
+    pass.head_received().ok()?;
+    if let Err(e) = read_body(&mut reader, &mut request, listening.gate.limits().request_timeout) {
+        return Some(json_response(400, &Reply::error(format!("bad request: {e}"))));
+    }
+    Some(answer(&listening.controller, &request))
 }
 
 fn respond(stream: &Stream, response: HttpResponse) {

@@ -6,7 +6,7 @@
 use crate::auth::{Credentials, Nonces};
 use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
 use crate::controller::Controller;
-use crate::gate::{Gate, Pass, FAILURE_PAUSE};
+use crate::gate::{Gate, Pass, FAILURE_PAUSE, FIRST_WORDS_WITHIN};
 use crate::jobs::Identity;
 use crate::protocol::{
     parse_request, write_message, AgentHello, AgentProof, AuthReply, ChallengeReply, FromAgent, Reply, Request,
@@ -105,7 +105,7 @@ fn admit_local(listening: &Listening, stream: UnixStream) {
 fn admit_remote(listening: &Listening, stream: std::net::TcpStream, peer: SocketAddr) {
     let _ = stream.set_nodelay(true);
     let stream = Arc::new(Stream::Tcp(stream));
-    let pass = match listening.gate.admit_unauthenticated(peer.ip()) {
+    let pass = match listening.gate.admit_unauthenticated(peer, stream.clone()) {
         Ok(pass) => pass,
         Err(reason) => return refuse(&stream, &reason),
     };
@@ -149,6 +149,8 @@ struct Session {
     /// After a TCP handshake: the seal of every line we send and of every line we read.
     sealer: Option<Arc<Mutex<Sealer>>>,
     opener: Option<Opener>,
+    /// Lines read so far.
+    lines_read: u64,
     opened: Instant,
 }
 
@@ -171,6 +173,7 @@ impl Session {
             proved_agent: None,
             sealer: None,
             opener: None,
+            lines_read: 0,
             opened: Instant::now(),
         }
     }
@@ -233,6 +236,10 @@ impl Session {
             Ok(None) => return Ok(None),
             Err(e) => return Err(Reply::error(format!("bad request: {e}"))),
         };
+        self.lines_read += 1;
+        if self.lines_read == 1 {
+            self.pass.spoke();
+        }
         let Some(opener) = &mut self.opener else { return Ok(Some(line)) };
         match opener.open(&line) {
             Ok(payload) => Ok(Some(payload)),
@@ -251,13 +258,17 @@ impl Session {
         }
     }
 
-    /// An authenticated peer may idle; one that has not must authenticate within the request time.
+    /// An authenticated peer may idle; one that has not must say its first line at once and authenticate within
+    /// the request time.
     fn line_bounds(&self) -> LineBounds {
         let limits = self.listening.gate.limits();
         let authenticated = self.who.is_some() || matches!(self.peer, Peer::Local(_));
-        let idle = match authenticated {
-            true => limits.idle_timeout,
-            false => limits.request_timeout.saturating_sub(self.opened.elapsed()).max(Duration::from_millis(1)),
+        let idle = if authenticated {
+            limits.idle_timeout
+        } else {
+            let left = limits.request_timeout.saturating_sub(self.opened.elapsed());
+            let left = if self.lines_read == 0 { left.min(FIRST_WORDS_WITHIN) } else { left };
+            left.max(Duration::from_millis(1))
         };
         let seal = if self.opener.is_some() { SEAL_BYTES } else { 0 };
         LineBounds { max_bytes: MAX_LINE_BYTES + seal, idle: Some(idle), complete_within: limits.request_timeout }
@@ -318,7 +329,7 @@ impl Session {
         let nonces = self.nonces.take().ok_or("ask for a challenge first, with your nonce")?;
         let credentials = &self.listening.credentials;
         let (session, with) = credentials.check_agent(node, proof, &nonces)?;
-        self.pass.agent();
+        self.pass.agent()?;
         let answer = credentials.prove_to_agent(node, &nonces, with)?;
         self.seal_from_now_on(session);
         self.proved_agent = Some(node.to_string());
@@ -347,10 +358,7 @@ impl Session {
     /// agent.
     fn agent_hello(mut self, hello: AgentHello) {
         let proved = match (&self.peer, &self.proved_agent) {
-            (Peer::Local(who), _) if who.uid == 0 => {
-                self.pass.agent();
-                Ok(())
-            }
+            (Peer::Local(who), _) if who.uid == 0 => self.pass.agent(),
             (Peer::Local(_), _) => Err("agents run as root".to_string()),
             (Peer::Remote(_), Some(node)) if *node == hello.node => Ok(()),
             (Peer::Remote(_), Some(node)) => Err(format!("proved to be the agent of {node}, not of {}", hello.node)),

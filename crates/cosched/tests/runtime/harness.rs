@@ -743,3 +743,146 @@ pub fn assert_processes_are_their_jobs_owners(daemon: &Daemon) {
         }
     }
 }
+
+/// An attacker who keeps `per_source` connections open from each source address, silent, and opens a new one
+/// whenever the daemon closes one (as a real hoarder would), as `uid`. Held until dropped; `counts` asks it how
+/// it is doing.
+pub struct PersistentHoarder {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    answers: std::sync::mpsc::Receiver<String>,
+}
+
+/// What a persistent hoarder has done: connections open now, opened in all, closed by the daemon.
+#[derive(Clone, Copy, Debug)]
+pub struct HoardCounts {
+    pub held: u64,
+    pub opened: u64,
+    pub closed_by_daemon: u64,
+}
+
+const PERSISTENT_HOARDER: &str = r#"
+import json, select, socket, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+sources, per_source = sys.argv[2].split(","), int(sys.argv[3])
+open_by_fd, opened, closed = {}, 0, 0
+poller = select.poll()
+poller.register(sys.stdin.fileno(), select.POLLIN)
+def connect(source):
+    global opened
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((source, 0))
+        s.settimeout(2)
+        s.connect((host, int(port)))
+    except OSError:
+        s.close()
+        return
+    open_by_fd[s.fileno()] = (s, source)
+    poller.register(s.fileno(), select.POLLIN)
+    opened += 1
+def held_from(source):
+    return sum(1 for (_, src) in open_by_fd.values() if src == source)
+while True:
+    for source in sources:
+        while held_from(source) < per_source:
+            before = opened
+            connect(source)
+            if opened == before:
+                break
+    for fd, _ in poller.poll(20):
+        if fd == sys.stdin.fileno():
+            if not sys.stdin.readline():
+                sys.exit(0)
+            print(json.dumps({"held": len(open_by_fd), "opened": opened, "closed_by_daemon": closed}), flush=True)
+            continue
+        s, _ = open_by_fd.pop(fd)
+        poller.unregister(fd)
+        s.close()
+        closed += 1
+    time.sleep(0.005)
+"#;
+
+impl PersistentHoarder {
+    pub fn start(uid: u32, to: &str, sources: &[&str], per_source: usize) -> PersistentHoarder {
+        use std::io::BufRead;
+        let mut child = Command::new("python3")
+            .args(["-c", PERSISTENT_HOARDER, to, &sources.join(","), &per_source.to_string()])
+            .uid(uid)
+            .gid(uid)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 (the attacker's tool here)");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        PersistentHoarder { child, stdin, answers }
+    }
+
+    pub fn counts(&mut self) -> HoardCounts {
+        use std::io::Write;
+        self.stdin.write_all(b"?\n").unwrap();
+        let line = self.answers.recv_timeout(Duration::from_secs(30)).expect("the hoarder answers");
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let get = |k: &str| v[k].as_u64().unwrap();
+        HoardCounts { held: get("held"), opened: get("opened"), closed_by_daemon: get("closed_by_daemon") }
+    }
+
+    /// Wait until it holds at least `held` connections at once.
+    pub fn wait_holding(&mut self, held: u64) -> HoardCounts {
+        let mut counts = self.counts();
+        wait_for(&format!("the hoarder to hold {held} connections"), Duration::from_secs(20), || {
+            counts = self.counts();
+            counts.held >= held
+        });
+        counts
+    }
+}
+
+impl Drop for PersistentHoarder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The monitor's address, which the controller writes once it listens.
+pub fn monitor_address(daemon: &Daemon) -> String {
+    let file = daemon.dir.join("monitor.addr");
+    let mut address = String::new();
+    wait_for("the monitor's address", Duration::from_secs(10), || {
+        address = std::fs::read_to_string(&file).unwrap_or_default().trim().to_string();
+        !address.is_empty()
+    });
+    address
+}
+
+/// One HTTP/1.1 exchange with the monitor at `address`: the request line, then `headers` (the Host header among
+/// them when wanted), no body. Returns (status, head, body).
+pub fn http_exchange(address: &str, method: &str, target: &str, headers: &[(&str, &str)]) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut request = format!("{method} {target} HTTP/1.1\r\n");
+    for (name, value) in headers {
+        request += &format!("{name}: {value}\r\n");
+    }
+    request += "\r\n";
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    if let Err(e) = stream.read_to_end(&mut answer) {
+        panic!("{method} {target}: {e} after {:?}", String::from_utf8_lossy(&answer));
+    }
+    let answer = String::from_utf8(answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no head in {answer:?}"));
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("status of {head}"));
+    (status, head.to_string(), body.to_string())
+}

@@ -2,7 +2,6 @@
 //! are there, its command, environment and directory are not, and every other monitor path still needs its token.
 
 use crate::harness::*;
-use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
@@ -12,28 +11,9 @@ const COMMAND_MARKER: &str = "command-marker-4e1f";
 const ENV_MARKER: &str = "env-marker-9c2a";
 const CWD_MARKER: &str = "cwd-marker-77b0";
 
-/// One HTTP/1.1 exchange with the monitor, no token: (status, head, body).
+/// One HTTP/1.1 exchange with the monitor, no token, as a scraper sends it: (status, head, body).
 fn http(address: &str, method: &str, path: &str) -> (u16, String, String) {
-    let mut stream = std::net::TcpStream::connect(address).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(stream, "{method} {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    let answer = String::from_utf8(answer).unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no head in {answer:?}"));
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("status of {head}"));
-    (status, head.to_string(), body.to_string())
-}
-
-/// The monitor's address, which the controller writes once it listens.
-fn monitor_address(daemon: &Daemon) -> String {
-    let file = daemon.dir.join("monitor.addr");
-    let mut address = String::new();
-    wait_for("the monitor's address", Duration::from_secs(10), || {
-        address = std::fs::read_to_string(&file).unwrap_or_default().trim().to_string();
-        !address.is_empty()
-    });
-    address
+    http_exchange(address, method, path, &[("Host", address)])
 }
 
 /// Submit as [`OWNER`] with a secret in the command, the environment and the directory; returns the job id.

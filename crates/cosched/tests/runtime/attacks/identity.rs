@@ -86,8 +86,9 @@ fn a_credential_is_good_for_its_own_connection_and_purpose_only() {
     let turned = Nonces { peer: nonces.controller.clone(), controller: nonces.peer.clone() };
     let turned = credential_of(OTHER_USER, &munge, &user_statement(&turned));
     assert!(error_of(&swapped.ask(&auth_line(&turned))).contains("another connection"));
-    let mut fifth = RawPeer::connect(&address);
+    // (Made before connecting: a peer must say its first line within 2 s.)
     let unbound = credential_of(OTHER_USER, &munge, &user_statement(&nonces));
+    let mut fifth = RawPeer::connect(&address);
     assert!(error_of(&fifth.ask(&auth_line(&unbound))).contains("challenge first"));
 }
 
