@@ -269,6 +269,12 @@ impl Controller {
         self.state.lock().unwrap().monitor_tokens.identity(token, Instant::now())
     }
 
+    /// Spend a monitor token that came in a URL for a fresh one standing for the same user (see `monitor`).
+    pub fn exchange_monitor_token(&self, token: &str) -> Option<String> {
+        let fresh = crate::job_tag::random_hex(16).ok()?;
+        self.state.lock().unwrap().monitor_tokens.exchange(token, fresh, Instant::now())
+    }
+
     /// Handle one user request.
     pub fn handle(&self, who: &Identity, request: Request) -> Reply {
         let outcome = match request {

@@ -16,6 +16,8 @@ pub struct ControllerListen {
     pub socket: PathBuf,
     pub tcp: Option<String>,
     pub monitor: Option<String>,
+    /// Names the monitor answers to besides its address and `localhost` (`--monitor-host`).
+    pub monitor_names: Vec<String>,
     /// How TCP peers prove who they are, and how the controller proves it is itself.
     pub credentials: Credentials,
     pub limits: Limits,
@@ -34,7 +36,7 @@ pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen)
         eprintln!("cosched controller: listening on tcp {bound}");
     }
     if let Some(address) = &listen.monitor {
-        let bound = crate::monitor::serve(listening, address)?;
+        let bound = crate::monitor::serve(listening, address, &listen.monitor_names)?;
         eprintln!("cosched controller: monitor at http://{bound}/ (get a URL with a token: cosched monitor)");
         std::fs::write(controller.settings.state_dir.join("monitor.addr"), bound.to_string())?;
     }

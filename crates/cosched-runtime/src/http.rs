@@ -32,6 +32,19 @@ impl HttpRequest {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
+
+    /// The value of `name` in the query (`/?token=ab` → `ab`), as sent.
+    pub fn query(&self, name: &str) -> Option<&str> {
+        let (_, query) = self.target.split_once('?')?;
+        query.split('&').find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+    }
+
+    /// The value of the cookie `name` in the `Cookie` headers.
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        let headers = self.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("Cookie"));
+        let mut pairs = headers.flat_map(|(_, v)| v.split(';'));
+        pairs.find_map(|pair| pair.trim().strip_prefix(name)?.strip_prefix('='))
+    }
 }
 
 pub struct HttpResponse {
@@ -121,10 +134,12 @@ pub fn write_response(stream: &Stream, response: &HttpResponse) -> io::Result<()
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        303 => "See Other",
         400 => "Bad Request",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        421 => "Misdirected Request",
         503 => "Service Unavailable",
         _ => "",
     }
@@ -153,6 +168,17 @@ mod tests {
         assert_eq!((request.method.as_str(), request.path()), ("POST", "/api/jobs/3/class"));
         assert_eq!(request.header("X-Cosched-Token"), Some("t1"));
         assert_eq!(request.body, b"{\"class\":\"batch\"}");
+        assert_eq!(request.query("x"), Some("1"));
+        assert_eq!(request.query("y"), None);
+    }
+
+    #[test]
+    fn cookies_are_found_by_name_in_every_cookie_header() {
+        let raw = b"GET / HTTP/1.1\r\nCookie: a=1; cosched_session_80=s1\r\nCookie: b=2\r\n\r\n";
+        let request = parse(raw).unwrap();
+        assert_eq!(request.cookie("cosched_session_80"), Some("s1"));
+        assert_eq!(request.cookie("b"), Some("2"));
+        assert_eq!(request.cookie("cosched_session_8"), None);
     }
 
     #[test]

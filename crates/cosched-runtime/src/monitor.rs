@@ -1,9 +1,19 @@
 //! The live web monitor served by the controller: one page, a small JSON
-//! API, and the OpenMetrics figures at `/metrics`. Every API request carries a
-//! token (`cosched monitor` prints a URL with one) that stands for the user who
-//! asked for it, so the buttons go through the same permission checks as the
-//! command line. `/metrics` needs none: it shows only figures every user sees in
+//! API, and the OpenMetrics figures at `/metrics`. Every API request stands for
+//! a user, so the buttons go through the same permission checks as the command
+//! line: `cosched monitor` prints a URL with a token, which the first request
+//! spends for a session cookie (HttpOnly, SameSite=Strict) and a redirect to the
+//! bare URL, so the token leaves the URL — and the history, the screen, `ps` —
+//! at once. `/metrics` needs no token: it shows only figures every user sees in
 //! `cosched status` (`metrics.rs`), and `--metrics off` turns it off.
+//!
+//! Every request must name the monitor as it is served (the `Host` header: its
+//! address, `localhost`, or a name an administrator added), so a page whose name
+//! an attacker points at this address (DNS rebinding) gets nothing, `/metrics`
+//! included. A request that acts through the session cookie must carry a header
+//! no other site's form or page can add without the monitor's consent
+//! (`X-Cosched-Monitor`), and come from the monitor's own origin when it says
+//! where it comes from.
 
 use crate::conn::{Shared, Stream, WRITE_TIMEOUT};
 use crate::controller::Controller;
@@ -15,7 +25,7 @@ use crate::protocol::{Reply, Request};
 use crate::server::{accept_forever, Listening, CONNECTION_STACK_BYTES};
 use std::collections::{BTreeMap, VecDeque};
 use std::io::BufReader;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,6 +67,15 @@ impl MonitorTokens {
         }
         self.minted.push_back(token.clone());
         self.by_token.insert(token, (who, now));
+    }
+
+    /// Spend `token` (from a URL) for `fresh`, which stands for the same user from `now`; `None` (and nothing
+    /// spent) when `token` stands for nobody.
+    pub fn exchange(&mut self, token: &str, fresh: String, now: Instant) -> Option<String> {
+        let who = self.identity(token, now)?;
+        self.remove(token);
+        self.insert(fresh.clone(), who, now);
+        Some(fresh)
     }
 
     /// The user `token` stands for, if it is known and younger than [`MONITOR_TOKEN_LIFETIME`] at `now`.
@@ -126,18 +145,68 @@ fn page_with_policy() -> (String, String) {
 /// The API's policy: nothing may be loaded or framed from a JSON reply.
 const API_POLICY: &str = "default-src 'none'; frame-ancestors 'none'";
 
-/// Serve on `address` (e.g. `127.0.0.1:8180`) under the listeners' connection gate; returns the bound address.
-pub fn serve(listening: Listening, address: &str) -> std::io::Result<SocketAddr> {
+/// The names the monitor is served as, which a request's `Host` header must give: its address, `localhost`, and
+/// the names an administrator added (`--monitor-host`), with its port. A monitor bound to every address (`0.0.0.0`)
+/// also answers to any IP address literal: a literal cannot be a name an attacker points elsewhere.
+#[derive(Clone, Debug)]
+pub struct MonitorNames {
+    bound: SocketAddr,
+    names: Vec<String>,
+}
+
+impl MonitorNames {
+    pub fn new(bound: SocketAddr, extra: &[String]) -> MonitorNames {
+        let mut names = vec!["localhost".to_string()];
+        names.extend(extra.iter().map(|n| n.trim_end_matches('.').to_ascii_lowercase()));
+        MonitorNames { bound, names }
+    }
+
+    /// Is `host` (a `Host` header: a name or literal, and a port unless it is 80) this monitor?
+    pub fn serves(&self, host: &str) -> bool {
+        let Some((name, port)) = split_host(host) else { return false };
+        if port != self.bound.port() {
+            return false;
+        }
+        let literal = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')).unwrap_or(name);
+        match literal.parse::<IpAddr>() {
+            Ok(ip) => ip == self.bound.ip() || self.bound.ip().is_unspecified(),
+            Err(_) => self.names.iter().any(|n| *n == name.trim_end_matches('.').to_ascii_lowercase()),
+        }
+    }
+
+    /// The session cookie's name: one per monitor port (cookies do not tell ports apart).
+    fn cookie(&self) -> String {
+        format!("cosched_session_{}", self.bound.port())
+    }
+}
+
+/// A `Host` header's name and port (80 when it has none).
+fn split_host(host: &str) -> Option<(&str, u16)> {
+    let host = host.trim();
+    let port_at = match host.rfind(':') {
+        Some(at) if !host[at..].contains(']') => Some(at),
+        _ => None,
+    };
+    match port_at {
+        Some(at) => Some((&host[..at], host[at + 1..].parse().ok()?)),
+        None => Some((host, 80)),
+    }
+}
+
+/// Serve on `address` (e.g. `127.0.0.1:8180`) under the listeners' connection gate, answering to its address,
+/// `localhost` and `extra_names`; returns the bound address.
+pub fn serve(listening: Listening, address: &str, extra_names: &[String]) -> std::io::Result<SocketAddr> {
     let listener = std::net::TcpListener::bind(address)
         .map_err(|e| std::io::Error::other(format!("monitor on {address}: {e}")))?;
     let bound = listener.local_addr()?;
+    let names = Arc::new(MonitorNames::new(bound, extra_names));
     std::thread::Builder::new().name("monitor".into()).spawn(move || {
-        accept_forever("monitor", || listener.accept(), |(stream, peer)| admit(&listening, stream, peer))
+        accept_forever("monitor", || listener.accept(), |(stream, peer)| admit(&listening, &names, stream, peer))
     })?;
     Ok(bound)
 }
 
-fn admit(listening: &Listening, stream: std::net::TcpStream, peer: SocketAddr) {
+fn admit(listening: &Listening, names: &Arc<MonitorNames>, stream: std::net::TcpStream, peer: SocketAddr) {
     let accepted = Instant::now();
     let stream = Arc::new(Stream::Tcp(stream));
     let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
@@ -145,10 +214,10 @@ fn admit(listening: &Listening, stream: std::net::TcpStream, peer: SocketAddr) {
         Ok(pass) => pass,
         Err(reason) => return respond(&stream, json_response(503, &Reply::error(reason))),
     };
-    let listening = listening.clone();
+    let (listening, names) = (listening.clone(), names.clone());
     let spawned = std::thread::Builder::new().name("monitor-request".into()).stack_size(CONNECTION_STACK_BYTES).spawn(
         move || {
-            if let Some(response) = read_and_answer(&listening, &stream, pass, accepted) {
+            if let Some(response) = read_and_answer(&listening, &names, &stream, pass, accepted) {
                 respond(&stream, response);
             }
         },
@@ -162,6 +231,7 @@ fn admit(listening: &Listening, stream: std::net::TcpStream, peer: SocketAddr) {
 /// answer it; `None` when the connection gave its place to a newer one meanwhile (it is closed already).
 fn read_and_answer(
     listening: &Listening,
+    names: &MonitorNames,
     stream: &Arc<Stream>,
     mut pass: Pass,
     accepted: Instant,
@@ -175,7 +245,7 @@ fn read_and_answer(
     if let Err(e) = read_body(&mut reader, &mut request, listening.gate.limits().request_timeout) {
         return Some(json_response(400, &Reply::error(format!("bad request: {e}"))));
     }
-    Some(answer(&listening.controller, &request))
+    Some(answer(&listening.controller, names, &request))
 }
 
 fn respond(stream: &Stream, response: HttpResponse) {
@@ -183,28 +253,94 @@ fn respond(stream: &Stream, response: HttpResponse) {
     stream.shutdown();
 }
 
-/// The answer to one monitor request: the page, or an API call made as the user the request's token stands for.
-fn answer(controller: &Controller, request: &HttpRequest) -> HttpResponse {
+/// The answer to one monitor request: the page, the figures, or an API call made as the user the request's
+/// session (or token) stands for — for a request that names this monitor as its `Host`.
+fn answer(controller: &Controller, names: &MonitorNames, request: &HttpRequest) -> HttpResponse {
+    match request.header("Host") {
+        None => return json_response(400, &Reply::error("a request names the Host it is for")),
+        Some(host) if !names.serves(host) => {
+            let message = format!(
+                "this monitor is not served as {host:?}: open it by its address or localhost (an administrator adds \
+                 names with --monitor-host)"
+            );
+            return json_response(421, &Reply::error(message));
+        }
+        Some(_) => {}
+    }
     let path = request.path();
     if request.method == "GET" && (path == "/" || path == "/index.html") {
-        let (page, policy) = page_with_policy();
-        let mut headers = vec![("Content-Type".to_string(), "text/html; charset=utf-8".to_string())];
-        headers.extend(security_headers(&policy));
-        return HttpResponse { status: 200, headers, body: page.into_bytes() };
+        return match request.query("token") {
+            Some(token) => sign_in(controller, names, request, token),
+            None => page(),
+        };
     }
     if path == "/metrics" {
         return metrics_response(controller, &request.method);
     }
-    let token = request.header("X-Cosched-Token").unwrap_or_default();
     let body = String::from_utf8_lossy(&request.body);
-    let (status, reply) = match controller.monitor_identity(token) {
-        None => (403, Reply::error("no valid monitor token: open the URL that `cosched monitor` prints")),
-        Some(who) => match route(&request.method, path, &body) {
+    let (status, reply) = match api_identity(controller, names, request) {
+        Err(message) => (403, Reply::error(message)),
+        Ok(who) => match route(&request.method, path, &body) {
             Ok(req) => (200, controller.handle(&who, req)),
             Err(message) => (400, Reply::error(message)),
         },
     };
     json_response(status, &reply)
+}
+
+fn page() -> HttpResponse {
+    let (page, policy) = page_with_policy();
+    let mut headers = vec![("Content-Type".to_string(), "text/html; charset=utf-8".to_string())];
+    headers.extend(security_headers(&policy));
+    HttpResponse { status: 200, headers, body: page.into_bytes() }
+}
+
+/// `/?token=…`: spend the URL's token for a session cookie and send the browser to the bare URL. A spent or unknown
+/// token is refused, unless the browser already has a session (it opened the same URL again).
+fn sign_in(controller: &Controller, names: &MonitorNames, request: &HttpRequest, token: &str) -> HttpResponse {
+    if let Some(session) = controller.exchange_monitor_token(token) {
+        let cookie = format!(
+            "{}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
+            names.cookie(),
+            MONITOR_TOKEN_LIFETIME.as_secs()
+        );
+        return to_the_page(Some(cookie));
+    }
+    if request.cookie(&names.cookie()).and_then(|session| controller.monitor_identity(session)).is_some() {
+        return to_the_page(None);
+    }
+    json_response(403, &Reply::error("this monitor link was used already or has expired: run `cosched monitor` again"))
+}
+
+/// A redirect to the bare URL, setting `cookie` if given.
+fn to_the_page(cookie: Option<String>) -> HttpResponse {
+    let mut headers = vec![("Location".to_string(), "/".to_string())];
+    headers.extend(security_headers(API_POLICY));
+    headers.extend(cookie.map(|cookie| ("Set-Cookie".to_string(), cookie)));
+    HttpResponse { status: 303, headers, body: vec![] }
+}
+
+/// Whom an API request stands for: a token in `X-Cosched-Token` (scripts), or the browser's session cookie with
+/// the header that only the page's own scripts send. A request that says it comes from another origin is refused
+/// either way.
+fn api_identity(controller: &Controller, names: &MonitorNames, request: &HttpRequest) -> Result<Identity, String> {
+    const NO_SESSION: &str = "no monitor session: open the URL that `cosched monitor` prints";
+    if let (Some(origin), Some(host)) = (request.header("Origin"), request.header("Host")) {
+        if origin != format!("http://{host}") {
+            return Err(format!("a request from {origin:?} is not the monitor's own"));
+        }
+    }
+    if let Some(token) = request.header("X-Cosched-Token") {
+        return controller.monitor_identity(token).ok_or_else(|| NO_SESSION.to_string());
+    }
+    let session = request.cookie(&names.cookie()).ok_or(NO_SESSION)?;
+    if request.header("X-Cosched-Monitor").is_none() {
+        return Err("the monitor's own page sends X-Cosched-Monitor: a form or page of another site does not".into());
+    }
+    if request.header("Sec-Fetch-Site").is_some_and(|site| site != "same-origin") {
+        return Err("a request from another site".into());
+    }
+    controller.monitor_identity(session).ok_or_else(|| NO_SESSION.to_string())
 }
 
 /// `/metrics`: the exposition to a GET; 404 when turned off, 405 (with `Allow: GET`) to any other method.
@@ -300,6 +436,43 @@ mod tests {
         }
         assert_eq!(tokens.len(), MONITOR_TOKENS_TOTAL);
         assert_eq!(tokens.identity("u0", now), None);
+    }
+
+    #[test]
+    fn a_token_from_a_url_is_spent_for_a_fresh_one_of_the_same_user() {
+        let mut tokens = MonitorTokens::default();
+        let now = Instant::now();
+        tokens.insert("url".into(), user(7), now);
+        assert_eq!(tokens.exchange("url", "session".into(), now).as_deref(), Some("session"));
+        assert_eq!(tokens.identity("url", now), None, "spent");
+        assert_eq!(tokens.identity("session", now), Some(user(7)));
+        assert_eq!(tokens.exchange("url", "again".into(), now), None);
+        assert_eq!(tokens.identity("again", now), None, "a spent token mints nothing");
+    }
+
+    #[test]
+    fn the_monitor_answers_to_its_own_names_only() {
+        let names = MonitorNames::new("127.0.0.1:8180".parse().unwrap(), &["Cosched.Example.".into()]);
+        for host in ["127.0.0.1:8180", "localhost:8180", "LOCALHOST:8180", "cosched.example:8180", "localhost.:8180"] {
+            assert!(names.serves(host), "{host}");
+        }
+        for host in [
+            "evil.example:8180",
+            "rebind.localhost:8180",
+            "127.0.0.1:8181",
+            "127.0.0.2:8180",
+            "[::1]:8180",
+            "localhost",
+            "localhost:x",
+            "",
+        ] {
+            assert!(!names.serves(host), "{host}");
+        }
+        let everywhere = MonitorNames::new("0.0.0.0:80".parse().unwrap(), &[]);
+        for (host, served) in [("10.1.2.3", true), ("[::1]", true), ("10.1.2.3:80", true), ("evil.example", false)] {
+            assert_eq!(everywhere.serves(host), served, "{host}");
+        }
+        assert_eq!(names.cookie(), "cosched_session_8180");
     }
 
     #[test]

@@ -48,6 +48,11 @@ pub struct ControllerArgs {
     /// Serve the web monitor here ("off" to disable).
     #[arg(long, default_value = "127.0.0.1:8180")]
     pub monitor: String,
+    /// Another name the monitor answers to (its requests' Host), e.g. this host's name for Prometheus or for
+    /// browsers of other hosts; repeat for several. Its address and localhost are always served; a request for any
+    /// other name is refused, so a page whose name an attacker points at this address (DNS rebinding) gets nothing.
+    #[arg(long = "monitor-host", value_parser = parse_host_name)]
+    pub monitor_hosts: Vec<String>,
     /// Serve OpenMetrics figures at the monitor's /metrics: "public" (anyone who reaches the monitor's address, no
     /// token; job ids, users, classes, CPU use, as `status` shows every user; never commands or environments) or
     /// "off".
@@ -191,6 +196,13 @@ fn parse_freezer(text: &str) -> Result<FreezerKind, String> {
     }
 }
 
+fn parse_host_name(text: &str) -> Result<String, String> {
+    let valid = !text.is_empty()
+        && text.len() <= 253
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    valid.then(|| text.to_string()).ok_or_else(|| format!("{text:?} is not a host name (letters, digits, '-', '.')"))
+}
+
 fn read_key(path: &Option<PathBuf>) -> Result<Option<Arc<AgentKey>>, String> {
     path.as_deref().map(|p| AgentKey::load(p).map(Arc::new)).transpose()
 }
@@ -295,6 +307,7 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         socket: args.socket.clone(),
         tcp: args.tcp.clone(),
         monitor: (args.monitor != "off").then(|| args.monitor.clone()),
+        monitor_names: args.monitor_hosts.clone(),
         credentials: controller_credentials(args)?,
         limits: limits(&args.limits)?,
     };

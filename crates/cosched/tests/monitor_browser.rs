@@ -258,6 +258,12 @@ fn suspend_button_suspends_the_job() {
     let cell = format!("#matrix td.cell[data-job=\"{job}\"]");
     let shown = poll("the job in the matrix", WAIT, || driver.text(&cell));
     assert_eq!(shown, format!("J{job}"));
+    // The token left the URL at its first use; the browser holds a session cookie no script of the page can read.
+    let address_bar = driver.get("/url").expect("the page's URL");
+    let bare = url.split('?').next().unwrap().to_string();
+    assert_eq!(address_bar.as_str(), Some(bare.as_str()), "the token stayed in the URL");
+    let cookies = driver.post("/execute/sync", json!({"script": "return document.cookie", "args": []}));
+    assert_eq!(cookies.expect("a script runs").as_str(), Some(""), "the page's scripts can read the session");
 
     // The table is redrawn every 500 ms, so a button found may be gone by the click: try again.
     let suspend = format!("button[data-action=\"suspend\"][data-job=\"{job}\"]");
@@ -273,6 +279,18 @@ fn suspend_button_suspends_the_job() {
     });
     let resume = format!("button[data-action=\"resume\"][data-job=\"{job}\"]");
     poll("the resume button", WAIT, || driver.find(&resume));
+    // A page of another name that resolves to the monitor's address (DNS rebinding; Chromium resolves every
+    // `*.localhost` to loopback) gets a refusal, not the figures.
+    let rebound = bare.replacen("127.0.0.1", "rebind.localhost", 1) + "metrics";
+    driver.post("/url", json!({ "url": rebound })).expect("the rebound page loads");
+    let refusal = poll("the refusal in the page", WAIT, || driver.text("body"));
+    assert!(refusal.contains("not served as") && !refusal.contains("cosched_"), "{refusal}");
+    // The spent URL again: this browser has its session, so it gets the page, not the token's refusal.
+    driver.post("/url", json!({ "url": url })).expect("the page loads again");
+    poll("the page to show the job again", WAIT, || match driver.text(&state)? {
+        s if s == "suspended" => Ok(()),
+        s => Err(format!("the page shows {s:?}")),
+    });
 
     let screenshot = driver.get("/screenshot").expect("a screenshot");
     let png = base64_decode(screenshot.as_str().expect("base64 text")).expect("valid base64");

@@ -10,11 +10,12 @@
 //! | `relay` | a user on the port an agent or a remote user dials, relaying the handshake, then injecting or reflecting lines |
 //! | `ownership` | moving, freezing, suspending or ending other users' processes and jobs; the daemon's own processes; reused job ids |
 //! | `secrets` | reading other users' environments, command lines, logs and the database |
-//! | `exhaustion` | connection floods, idle and slow clients, descriptor exhaustion |
+//! | `exhaustion` | connection floods, idle and slow clients, descriptor exhaustion, failed authentications, hoarded pre-authentication and monitor places |
 //! | `sizes` | oversized requests, lines, environments and logs |
 //! | `forgery` | a node holding the agents' key: hello claims that move job ids, events about other nodes' jobs, answers to requests never sent to it, unlisted node names; a start over another job's cgroup |
 //! | `slicing` | escaping one's share: tasks taken out of their job or moved to another, empty registrations holding rows, rows taken from a suspended job |
 //! | `volume` | volume: queues without bound, a status document rewritten at every tick, logs that fill the state file system, waiting remote commands that use up their user's connections |
+//! | `web` | the monitor through a browser: DNS rebinding, tokens in URLs, forged cross-site requests |
 
 mod exhaustion;
 mod forgery;
@@ -25,6 +26,7 @@ mod secrets;
 mod sizes;
 mod slicing;
 mod volume;
+mod web;
 
 /// The uids the attacks act as: "nobody" and a second unprivileged user without a passwd entry.
 #[allow(dead_code)]
