@@ -119,6 +119,7 @@ fn start_daemon(
         socket: socket.clone(),
         tcp: None,
         monitor: None,
+        monitor_names: vec![],
         credentials: Credentials::default(),
         limits: Limits::default(),
     };

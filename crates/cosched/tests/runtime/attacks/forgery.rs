@@ -6,10 +6,13 @@
 
 use super::{ATTACKER, OTHER_USER};
 use crate::harness::*;
-use cosched_runtime::auth::{AgentKey, Credentials};
+use cosched_runtime::auth::{AgentKey, Credentials, Nonces};
 use cosched_runtime::client::{Address, Connection};
 use cosched_runtime::job_tag::JobTag;
-use cosched_runtime::protocol::{AdoptedJob, AgentHello, FromAgent, JobUsage, Reply, Request, StartJob, ToAgent};
+use cosched_runtime::protocol::{
+    AdoptedJob, AgentHello, ChallengeReply, FromAgent, JobUsage, Reply, Request, StartJob, ToAgent,
+};
+use cosched_runtime::seal::{seal_both_ways, End, Opener, Sealer};
 use std::io::{BufRead, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -30,20 +33,12 @@ struct FakeAgent {
 }
 
 impl FakeAgent {
-    /// Say hello as `node` with these cgroups "found"; returns the link and the controller's first answer.
+    /// Prove to be the agent of `node` and say hello with these cgroups "found"; returns the link and the
+    /// controller's first answer to the hello.
     fn hello(address: &str, key: &Path, node: &str, adopted: Vec<AdoptedJob>) -> (FakeAgent, ToAgent) {
         let credentials = key_credentials(key);
-        let mut connection = Connection::open(&Address::Tcp(address.to_string())).unwrap();
-        let challenged = connection.challenge(&credentials).unwrap().expect("a challenge over TCP");
-        let proof = credentials.agent_proof(node, &challenged.nonce).unwrap();
-        let hello = AgentHello {
-            node: node.to_string(),
-            cpus: 1,
-            mem_bytes: 1 << 30,
-            proof: Some(proof),
-            adopted,
-            freezer: "v2".into(),
-        };
+        let mut connection = Connection::open_as_agent(&Address::Tcp(address.to_string()), &credentials, node).unwrap();
+        let hello = AgentHello { node: node.to_string(), cpus: 1, mem_bytes: 1 << 30, adopted, freezer: "v2".into() };
         connection.send(&Request::AgentHello(hello)).unwrap();
         let mut agent = FakeAgent { connection };
         let first = agent.next_message().expect("an answer to the hello");
@@ -250,21 +245,33 @@ fn an_agent_naming_a_node_the_configuration_does_not_list_is_refused_and_no_stor
 struct FakeController {
     reader: std::io::BufReader<std::net::TcpStream>,
     writer: std::net::TcpStream,
+    sealer: Sealer,
+    opener: Opener,
 }
 
 impl FakeController {
-    /// Accept the agent's connection and answer its challenge as the controller; returns the agent's hello.
+    /// Accept the agent's connection and go through the handshake as the controller (the key proves it); returns
+    /// the agent's hello.
     fn accept(listener: &std::net::TcpListener, key: &Path) -> (FakeController, AgentHello) {
         listener.set_nonblocking(false).unwrap();
         let (stream, _) = listener.accept().unwrap();
         stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut controller =
-            FakeController { reader: std::io::BufReader::new(stream.try_clone().unwrap()), writer: stream };
-        let challenge: serde_json::Value = serde_json::from_str(&controller.line()).unwrap();
-        let theirs = challenge["nonce"].as_str().expect("the agent's nonce").to_string();
-        let ours = cosched_runtime::auth::fresh_nonce().unwrap();
-        let proof = key_credentials(key).prove_controller(ours, Some(&theirs)).unwrap();
-        controller.send(&Reply::ok(proof));
+        let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        let challenge: serde_json::Value = serde_json::from_str(&read_raw_line(&mut reader)).unwrap();
+        let peer = challenge["nonce"].as_str().expect("the agent's nonce").to_string();
+        let nonces = Nonces { peer, controller: cosched_runtime::auth::fresh_nonce().unwrap() };
+        let answer = Reply::ok(ChallengeReply { nonce: nonces.controller.clone() });
+        writer.write_all(format!("{}\n", serde_json::to_string(&answer).unwrap()).as_bytes()).unwrap();
+        let (node, proof) = match serde_json::from_str::<Request>(&read_raw_line(&mut reader)).unwrap() {
+            Request::AgentAuth { node, proof } => (node, proof),
+            other => panic!("not an agent's proof: {other:?}"),
+        };
+        let credentials = key_credentials(key);
+        let (session, with) = credentials.check_agent(&node, &proof, &nonces).unwrap();
+        let (sealer, opener) = seal_both_ways(session, End::Controller);
+        let mut controller = FakeController { reader, writer, sealer, opener };
+        controller.send(&ToAgent::ControllerProof(credentials.prove_to_agent(&node, &nonces, with).unwrap()));
         let hello = match serde_json::from_str::<Request>(&controller.line()).unwrap() {
             Request::AgentHello(hello) => hello,
             other => panic!("not a hello: {other:?}"),
@@ -272,14 +279,18 @@ impl FakeController {
         (controller, hello)
     }
 
+    /// The next line's payload, its seal checked ("" at the end).
     fn line(&mut self) -> String {
-        let mut line = String::new();
-        self.reader.read_line(&mut line).unwrap();
-        line
+        let line = read_raw_line(&mut self.reader);
+        if line.is_empty() {
+            return line;
+        }
+        self.opener.open(line.trim_end_matches('\n')).expect("a line sealed by the agent")
     }
 
     fn send(&mut self, message: &impl serde::Serialize) {
-        self.writer.write_all(format!("{}\n", serde_json::to_string(message).unwrap()).as_bytes()).unwrap();
+        let sealed = self.sealer.seal(serde_json::to_string(message).unwrap().as_bytes()).unwrap();
+        self.writer.write_all(&sealed).unwrap();
     }
 
     /// The first event the agent sends that `wanted` picks, within 20 s.
@@ -363,4 +374,11 @@ fn an_agent_refuses_to_start_a_job_over_a_cgroup_tagged_for_another_job() {
     assert_eq!(members, [victim_pid], "the agent started the new job's task in the other job's cgroup");
     assert_eq!(tag_after, Some(tag), "the cgroup's tag was rewritten");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One line as it came ("" at the end).
+fn read_raw_line(reader: &mut impl BufRead) -> String {
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    line
 }
