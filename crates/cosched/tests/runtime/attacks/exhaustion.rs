@@ -167,12 +167,12 @@ fn failed_authentications_from_an_address_never_lock_out_its_agent_or_its_users(
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("key");
     write_agents_key(&key);
-    let (daemon, address) = tcp_daemon(&munge, &["--key-file", key.to_str().unwrap()]);
+    let node = unique("lockout");
+    let (daemon, address) = tcp_daemon(&munge, &["--key-file", key.to_str().unwrap(), "--nodes", &node]);
     let failed = fail_authentications(&address, 50, 10);
     // Right after, from the same address: a remote user and the node's agent get in at once.
     let out = remote_client_as(OTHER_USER, &address, &munge, &["status"]);
     assert!(out.status.success(), "a user locked out by another's failures: {}", String::from_utf8_lossy(&out.stderr));
-    let node = unique("lockout");
     let mut agent = tcp_agent(&address, &key, &dir, &node);
     let connected = (0..500).any(|_| {
         std::thread::sleep(Duration::from_millis(20));
@@ -198,8 +198,8 @@ fn silent_connections_hoarded_from_four_addresses_never_keep_a_restarting_agent_
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("key");
     write_agents_key(&key);
-    let (daemon, address) = tcp_daemon(&munge, &["--key-file", key.to_str().unwrap()]);
     let node = unique("hoarded");
+    let (daemon, address) = tcp_daemon(&munge, &["--key-file", key.to_str().unwrap(), "--nodes", &node]);
     let mut agent = tcp_agent(&address, &key, &dir, &node);
     wait_for("the agent to connect", Duration::from_secs(10), || node_connected(&daemon, &node));
     // 64 silent connections, 16 from each of four addresses (the default bounds), reopened as they are closed.
