@@ -24,7 +24,8 @@ const LAUNCHER_PREFIXES: [&str; 5] = ["OMPI_", "PMIX_", "HYDRA_", "HYDI_", "MPIR
 
 /// The environment `cosched rsh` hands to the remote command: the caller's, without the launcher's own settings.
 pub fn remote_environment(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
-    vars.filter(|(name, _)| !LAUNCHER_PREFIXES.iter().any(|prefix| name.starts_with(prefix))).collect()
+    let launchers = |name: &str| LAUNCHER_PREFIXES.iter().any(|prefix| name.starts_with(prefix));
+    vars.filter(|(name, _)| !launchers(name) && name != RSH_ENDS_LAUNCHER).collect()
 }
 
 /// What the launcher's node knows about the job's launcher beyond its hosts.
@@ -40,6 +41,10 @@ pub struct LauncherNode<'a> {
     /// The network interface whose address Hydra's daemons are to call back (see [`launcher_interface`]).
     pub interface: Option<&'a str>,
 }
+
+/// Set in an MPI launcher's environment: a `cosched rsh` that fails ends its caller (the launcher), which would
+/// otherwise wait for ever for daemons that never start (see `cosched rsh`).
+pub const RSH_ENDS_LAUNCHER: &str = "COSCHED_RSH_ENDS_LAUNCHER";
 
 /// What an MPI job's launcher finds in its environment: the job's hosts with their slots (one per CPU held),
 /// `cosched rsh` as its remote shell, and how `cosched rsh` reaches the controller, for Open MPI and for MPICH.
@@ -57,6 +62,7 @@ pub fn launcher_environment(hosts: &[(String, u32)], node: &LauncherNode) -> Vec
         ("HYDRA_LAUNCHER_EXTRA_ARGS".to_string(), "rsh".to_string()),
         ("HYDRA_HOST_FILE".to_string(), node.hydra_host_file.display().to_string()),
         ("COSCHED_MPI_HOSTS".to_string(), dash_host.join(",")),
+        (RSH_ENDS_LAUNCHER.to_string(), "1".to_string()),
     ];
     if let Some(interface) = node.interface {
         env.push(("HYDRA_IFACE".to_string(), interface.to_string()));

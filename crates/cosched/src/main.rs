@@ -272,6 +272,11 @@ fn main() -> ExitCode {
                 Err(message) => {
                     // As ssh, 255 for a failure of the remote shell itself.
                     eprintln!("cosched rsh: {message}");
+                    if let Some(launcher) = runtime_cmd::launcher_to_end_after_failed_rsh() {
+                        // Said first: the launcher may end this process as it goes.
+                        eprintln!("cosched rsh: ending the MPI launcher (pid {launcher}), which would wait for ever");
+                        let _ = nix::sys::signal::kill(launcher, nix::sys::signal::Signal::SIGTERM);
+                    }
                     ExitCode::from(255)
                 }
             };

@@ -496,6 +496,19 @@ pub fn rsh(client: &ClientArgs, args: &RshArgs) -> Result<i32, String> {
     Ok(reply.exit_code)
 }
 
+/// A remote shell that cannot start its command leaves an MPI launcher waiting for daemons that will never call
+/// back: MPICH's Hydra waits for ever (Open MPI gives up by itself). So in an MPI job (the agent marks the
+/// launcher's environment, `mpi::RSH_ENDS_LAUNCHER`) a `cosched rsh` that failed ends its caller, the launcher,
+/// with SIGTERM, and the job ends failed at once. Only a caller in the same job on this node (the same cgroups)
+/// is ended: this returns it.
+pub fn launcher_to_end_after_failed_rsh() -> Option<nix::unistd::Pid> {
+    std::env::var_os(cosched_runtime::mpi::RSH_ENDS_LAUNCHER)?;
+    let caller = nix::unistd::getppid();
+    let cgroups = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok();
+    let same_job = caller.as_raw() > 1 && cgroups("self").is_some() && cgroups("self") == cgroups(&caller.to_string());
+    same_job.then_some(caller)
+}
+
 /// A size in bytes as the flags take and show it (512M, 2G).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ByteSize(pub u64);

@@ -404,6 +404,39 @@ fn an_unmodified_mpich_program_runs_across_three_nodes_as_one_gang() {
     runs_across_three_nodes_as_one_gang(Mpi::Mpich);
 }
 
+#[test]
+fn an_mpich_launcher_whose_remote_shell_fails_ends_the_job_at_once() {
+    if skip_unless_root("an_mpich_launcher_whose_remote_shell_fails_ends_the_job_at_once") {
+        return;
+    }
+    let cluster = start_cluster(3);
+    // The launcher's `cosched rsh` cannot prove its user (no munged there): no daemon starts on the other nodes.
+    let mm = Mpi::Mpich.programs().join("mpi_mm");
+    let command = ["env", "COSCHED_MUNGE_SOCKET=/nonexistent/munge.socket", "mpiexec.mpich", mm.to_str().unwrap()];
+    let mut args = vec!["submit", "--json", "--mpi", "-n", "3", "--nodes", "3", "--"];
+    args.extend(command);
+    let out = client_as(&cluster.socket, &args, Some(NOBODY));
+    assert!(out.status.success(), "{out:?}");
+    let job = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job;
+    // Hydra waited for ever for its daemons (the job stayed running until killed); now the failed remote shell
+    // ends it. 60 s is a bound for a loaded machine, not a measure.
+    let ended = || status_of(&cluster.socket)?.jobs.into_iter().find(|j| j.id == job).filter(|j| j.state.is_over());
+    let start = std::time::Instant::now();
+    while ended().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the MPI job still runs 60 s after its remote shell failed; what each node holds:\n{}",
+            job_processes_by_node(&cluster, job)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let record = ended().unwrap();
+    let logs = client_as(&cluster.socket, &["logs", &job.to_string()], None);
+    let text = String::from_utf8_lossy(&logs.stdout);
+    assert_eq!(record.state.name(), "failed", "{record:?}\n{text}");
+    assert!(text.contains("cosched rsh: ending the MPI launcher"), "the job's log says why:\n{text}");
+}
+
 /// `mpi_mm` of `mpi`, submitted by an ordinary user across three agents beside a spinning gang job: every rank
 /// in its node's job cgroup, never running at once with the other gang, and the program's own check passed.
 fn runs_across_three_nodes_as_one_gang(mpi: Mpi) {
