@@ -203,10 +203,10 @@ impl Gangs {
             argv: vec![exe.display().to_string(), "__spin".into(), counter.display().to_string()],
             open_files_soft_limit: None,
         };
-        let child = spawn_shim(&exe, &spec, |command| {
+        let shim = spawn_shim(&exe, &spec, |command| {
             command.stdout(Stdio::null());
         });
-        self.children.push(child.map_err(|e| format!("cannot start a spinner of job {job}: {e}"))?);
+        self.children.push(shim.map_err(|e| format!("cannot start a spinner of job {job}: {e}"))?.child);
         self.counters.push(counter);
         Ok(())
     }

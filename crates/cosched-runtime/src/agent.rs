@@ -66,10 +66,10 @@ struct Shared {
     execs: BTreeMap<u64, ExecRun>,
 }
 
-/// A command started for `Exec`: its job (for its logs) and its process.
+/// A command started for `Exec`: its job (for its logs) and its shim.
 struct ExecRun {
     job: u64,
-    child: Child,
+    shim: crate::launch::Shim,
 }
 
 pub struct Agent {
@@ -100,6 +100,9 @@ impl Agent {
         let switcher = Arc::new(Switcher::new(groups.clone(), settings.confirm_wait));
         let mut jobs = BTreeMap::new();
         for id in groups.existing_jobs()? {
+            if let Err(e) = groups.mark_how_stopped(id) {
+                eprintln!("cosched agent {}: job {id}: {e}", settings.node);
+            }
             jobs.insert(id, LocalJob { children: vec![], exit_code: None, had_processes: true });
         }
         let shared = Mutex::new(Shared { jobs, writer: None, execs: BTreeMap::new() });
@@ -357,6 +360,9 @@ impl Agent {
         self.groups.create(start.job)?;
         if let Some(dir) = self.job_dir(start.job) {
             JobTag { uid: start.uid, token: start.token.clone() }.write(&dir)?;
+            if !start.register_only {
+                crate::job_tag::write_expected_ranks(&dir, &start.ranks)?;
+            }
         }
         self.switcher.prepare_new_job(start.job)?;
         let mut local = LocalJob { children: vec![], exit_code: None, had_processes: !start.register_only };
@@ -426,11 +432,11 @@ impl Agent {
                 .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
         };
         let (out, err) = (log("out")?, log("err")?);
-        let child = crate::launch::spawn_shim(&self.settings.helper_program, spec, |command| {
+        let shim = crate::launch::spawn_shim(&self.settings.helper_program, spec, |command| {
             command.stdout(out).stderr(err);
         })
         .map_err(|e| std::io::Error::other(format!("starting a command of job {job}: {e}")))?;
-        self.shared.lock().unwrap().execs.insert(ack, ExecRun { job, child });
+        self.shared.lock().unwrap().execs.insert(ack, ExecRun { job, shim });
         self.mark_has_processes(job);
         Ok(())
     }
@@ -439,25 +445,33 @@ impl Agent {
         self.settings.log_dir.join(format!("job-{job}.exec-{ack}.{stream}"))
     }
 
-    /// The `Exec` commands that have ended, with their exit codes. Their empty logs go (each command left two files
-    /// for ever, most of them empty).
-    fn ended_execs(&self) -> Vec<(u64, i32)> {
+    /// The `Exec` commands that have ended: their exit codes, or why they never started. Their empty logs go
+    /// (each command left two files for ever, most of them empty).
+    fn ended_execs(&self) -> Vec<(u64, Result<i32, String>)> {
         let mut shared = self.shared.lock().unwrap();
-        let ended: Vec<(u64, u64, i32)> = shared
+        let done: Vec<(u64, i32)> = shared
             .execs
             .iter_mut()
-            .filter_map(|(&ack, run)| Some((ack, run.job, crate::supervisor::exit_code(run.child.try_wait().ok()??))))
+            .filter_map(|(&ack, run)| Some((ack, crate::supervisor::exit_code(run.shim.child.try_wait().ok()??))))
             .collect();
-        for (ack, _, _) in &ended {
-            shared.execs.remove(ack);
+        let mut ended = Vec::new();
+        for (ack, code) in done {
+            let Some(mut run) = shared.execs.remove(&ack) else { continue };
+            let outcome = match run.shim.launch_failure() {
+                Some(failure) => {
+                    Err(format!("the command could not start on {}: {}", self.settings.node, failure.reason()))
+                }
+                None => Ok(code),
+            };
+            ended.push((ack, run.job, outcome));
         }
         drop(shared);
-        for &(ack, job, _) in &ended {
+        for (ack, job, _) in &ended {
             for stream in ["out", "err"] {
-                crate::logs::remove_if_empty(&self.exec_log_path(job, ack, stream));
+                crate::logs::remove_if_empty(&self.exec_log_path(*job, *ack, stream));
             }
         }
-        ended.into_iter().map(|(ack, _, code)| (ack, code)).collect()
+        ended.into_iter().map(|(ack, _, outcome)| (ack, outcome)).collect()
     }
 
     /// Every second: keep the logs within their bounds (`crate::logs`); the jobs this agent runs keep theirs.
@@ -537,11 +551,15 @@ impl Agent {
         loop {
             std::thread::sleep(Duration::from_millis(100));
             let (usage, ended) = self.survey();
-            for (job, exit_code) in ended {
-                self.send(&FromAgent::Ended { job, exit_code });
+            for (job, exit_code, error) in ended {
+                self.send(&FromAgent::Ended { job, exit_code, error });
             }
-            for (ack, exit_code) in self.ended_execs() {
-                self.send(&FromAgent::ExecEnded { ack, exit_code: Some(exit_code), error: None });
+            for (ack, outcome) in self.ended_execs() {
+                let (exit_code, error) = match outcome {
+                    Ok(code) => (Some(code), None),
+                    Err(reason) => (None, Some(reason)),
+                };
+                self.send(&FromAgent::ExecEnded { ack, exit_code, error });
             }
             let load_avg = std::fs::read_to_string("/proc/loadavg")
                 .ok()
@@ -553,7 +571,8 @@ impl Agent {
         }
     }
 
-    fn survey(&self) -> (Vec<JobUsage>, Vec<(u64, Option<i32>)>) {
+    /// The usage of each running job, and the jobs that have ended here.
+    fn survey(&self) -> (Vec<JobUsage>, Vec<EndedHere>) {
         let mut shared = self.shared.lock().unwrap();
         let mut usage = Vec::new();
         let mut ended = Vec::new();
@@ -563,11 +582,14 @@ impl Agent {
             let live_children = local.children.iter_mut().any(|c| matches!(c.try_wait(), Ok(None)));
             if pids.is_empty() && !live_children && local.had_processes && local.exit_code != Some(i32::MIN) {
                 // The tasks' supervisors, started by this agent or an earlier one, recorded how they ended.
-                let statuses = self.job_dir(job).map(|dir| crate::job_tag::task_statuses(&dir)).unwrap_or_default();
+                let dir = self.job_dir(job);
+                let statuses = dir.as_deref().map(crate::job_tag::task_statuses).unwrap_or_default();
                 if statuses.iter().any(|(_, status)| status.pending()) {
                     continue;
                 }
-                ended.push((job, crate::job_tag::job_exit_code(&statuses).or(local.exit_code)));
+                let expected = dir.as_deref().and_then(crate::job_tag::expected_ranks);
+                let end = crate::job_tag::tasks_end(expected.as_deref(), &statuses);
+                ended.push((job, end.exit_code.or(local.exit_code), end.failure_reason()));
                 local.exit_code = Some(i32::MIN); // reported once
                 continue;
             }
@@ -581,6 +603,9 @@ impl Agent {
         (usage, ended)
     }
 }
+
+/// A job that has ended on this node: its id, its exit code, and why it failed when no task's exit code says so.
+type EndedHere = (u64, Option<i32>, Option<String>);
 
 /// A new, empty log file owned by the job's user and readable by nobody else.
 fn private_log_file(path: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<std::fs::File> {

@@ -936,7 +936,12 @@ impl Controller {
             FromAgent::Report { jobs, load_avg, switches, switch_errors, slice_starts } => {
                 self.node_report(&mut state, node, (load_avg, switches, switch_errors), slice_starts, jobs)
             }
-            FromAgent::Ended { job, exit_code } if runs_on(&state, job, node) => {
+            FromAgent::Ended { job, exit_code, error } if runs_on(&state, job, node) => {
+                if let Some(error) = error {
+                    self.update_job_or_hold(&mut state, job, |j| {
+                        j.error.get_or_insert_with(|| format!("{node}: {error}"));
+                    });
+                }
                 self.node_ended(&mut state, job, node, exit_code);
                 true
             }

@@ -485,7 +485,7 @@ impl JobGroups {
         self.primary().job_dir(job).join(name)
     }
 
-    /// Create the job's cgroup(s). Idempotent.
+    /// Create the job's cgroup(s), marked with how this agent stops them. Idempotent.
     pub fn create(&self, job: u64) -> io::Result<()> {
         for h in &self.hierarchies {
             let dir = h.job_dir(job);
@@ -495,7 +495,14 @@ impl JobGroups {
                 Err(e) => return Err(with_path(e, &format!("cannot create cgroup of job {job}:"), &dir)),
             }
         }
-        Ok(())
+        self.mark_how_stopped(job)
+    }
+
+    /// Record on the job's cgroups whether this agent stops them with signals (`job_tag::mark_stopped_by_signals`):
+    /// at creation, and for a job adopted from an agent that may have used another freezer.
+    pub fn mark_how_stopped(&self, job: u64) -> io::Result<()> {
+        let by_signals = self.kind == FreezerKind::Signals;
+        self.hierarchies.iter().try_for_each(|h| crate::job_tag::mark_stopped_by_signals(&h.job_dir(job), by_signals))
     }
 
     /// Paths of the `cgroup.procs` files a process must be written into to join the job (one per hierarchy).
@@ -731,6 +738,9 @@ fn thaw_dir(mount: &Mount, dir: &Path) -> io::Result<()> {
     if !mount.v2 && mount.has("freezer") {
         write_control(&dir.join("freezer.state"), "THAWED")?;
     }
+    if !crate::job_tag::is_stopped_by_signals(dir) {
+        return Ok(()); // a process stopped by its own user stays stopped
+    }
     read_procs(dir)?.into_iter().try_for_each(|pid| signal_pid(pid, Signal::SIGCONT))
 }
 
@@ -742,7 +752,7 @@ fn hierarchies_of(agent_name: &str) -> io::Result<Vec<Hierarchy>> {
 }
 
 /// Thaw every job of `agent_name` that is not marked suspended, in every hierarchy, whatever kind the agent used,
-/// and SIGCONT the members so a job stopped with signals resumes too. Needs no state from the agent: the watchdog
+/// and SIGCONT the members of jobs marked as stopped with signals, so that they resume too. Needs no state from the agent: the watchdog
 /// calls it when the agent died, and a starting agent before anything else, since a watchdog that died with its
 /// agent thawed nothing. Creates nothing. Best effort: tries all, returns the first error.
 pub fn thaw_unsuspended_under(agent_name: &str) -> io::Result<()> {

@@ -8,11 +8,19 @@
 //! own pid into each `cgroup.procs`, drops to the user's groups, gid and uid (in that order: after `setuid` it
 //! could no longer change groups), changes directory and `exec`s the command with a clean environment: the
 //! user's variables only, never the daemon's. The shim's pid therefore is the task's pid.
+//!
+//! Before anything else the shim starts a session of its own (`setsid`). The kernel sends SIGHUP and SIGCONT to
+//! every process of a process group that becomes orphaned while one of its members is stopped, when the last
+//! parent outside the group but inside its session exits. A task in the agent's or its supervisor's session was
+//! therefore killed whenever the daemon stopped while the task was stopped (by the signals freezer, or by its own
+//! user): a session leader whose parent is in another session is never in such a group.
 
 use std::convert::Infallible;
 use std::ffi::CString;
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::net::Shutdown;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -45,54 +53,84 @@ const MAX_SPEC_BYTES: u64 = 16 << 20;
 /// `PATH` for a command whose user gave none.
 const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
-/// Spawn the shim for `spec`: `<shim_program> __launch`, with the spec written to its stdin. `setup` sets the
-/// command's stdout and stderr (stdin is the spec's pipe).
-pub fn spawn_shim(shim_program: &Path, spec: &LaunchSpec, setup: impl FnOnce(&mut Command)) -> io::Result<Child> {
-    spawn_with_spec(shim_program, LAUNCH_SUBCOMMAND, spec, setup)
+/// A shim started for a command: the process, and the parent's end of the socket its spec went through, on which
+/// the shim says why the command could not start. Nobody else can write there: the shim's end is closed when the
+/// command starts (close-on-exec), and the shim, while it holds it, is root or, once it took the user's identity,
+/// a process the user may not trace (the kernel makes it undumpable).
+pub struct Shim {
+    pub child: Child,
+    start_report: UnixStream,
 }
 
-/// Spawn `<program> <subcommand>` and write `spec` (JSON) to its stdin.
+impl Shim {
+    /// Why the command never started, once the shim has exited (`None`: it started, or the report is garbage).
+    pub fn launch_failure(&mut self) -> Option<LaunchFailure> {
+        let mut report = String::new();
+        self.start_report.set_nonblocking(true).ok()?;
+        (&self.start_report).take(MAX_REPORT_BYTES).read_to_string(&mut report).ok()?;
+        LaunchFailure::decode(report.trim_end())
+    }
+}
+
+/// Spawn the shim for `spec`: `<shim_program> __launch`, with the spec written to its stdin. `setup` sets the
+/// command's stdout and stderr (stdin is the spec's socket).
+pub fn spawn_shim(shim_program: &Path, spec: &LaunchSpec, setup: impl FnOnce(&mut Command)) -> io::Result<Shim> {
+    let (child, start_report) = spawn_with_spec(shim_program, LAUNCH_SUBCOMMAND, spec, setup)?;
+    Ok(Shim { child, start_report })
+}
+
+/// Spawn `<program> <subcommand>` and write `spec` (JSON) to its stdin, a socket whose other end is returned.
 pub(crate) fn spawn_with_spec(
     program: &Path,
     subcommand: &str,
     spec: &impl serde::Serialize,
     setup: impl FnOnce(&mut Command),
-) -> io::Result<Child> {
+) -> io::Result<(Child, UnixStream)> {
     let json = serde_json::to_vec(spec).map_err(|e| {
         io::Error::new(io::ErrorKind::InvalidInput, format!("cannot encode the spec for {subcommand}: {e}"))
     })?;
+    let (mut ours, theirs) = UnixStream::pair()?;
     let mut command = Command::new(program);
     command.arg(subcommand);
     setup(&mut command);
-    let mut child = command.stdin(Stdio::piped()).spawn()?;
-    let written = child.stdin.take().map(|mut pipe| pipe.write_all(&json));
-    if let Some(Err(e)) = written {
+    let mut child = command.stdin(Stdio::from(OwnedFd::from(theirs))).spawn()?;
+    if let Err(e) = ours.write_all(&json).and_then(|()| ours.shutdown(Shutdown::Write)) {
         let _ = child.kill();
         let _ = child.wait();
         return Err(io::Error::new(e.kind(), format!("handing the spec to {subcommand}: {e}")));
     }
-    Ok(child)
+    Ok((child, ours))
 }
 
-/// Read a spec written by `spawn_with_spec` (at most `MAX_SPEC_BYTES`), then put `/dev/null` on stdin.
-pub(crate) fn read_spec_from_stdin() -> io::Result<String> {
+/// Read a spec written by `spawn_with_spec` (at most `MAX_SPEC_BYTES`), then put `/dev/null` on stdin. Returns the
+/// spec and the socket it came through, as a descriptor closed on `exec`.
+pub(crate) fn read_spec_from_stdin() -> io::Result<(String, std::fs::File)> {
     let mut json = String::new();
     io::stdin()
         .lock()
         .take(MAX_SPEC_BYTES)
         .read_to_string(&mut json)
         .map_err(|e| io::Error::new(e.kind(), format!("reading the spec: {e}")))?;
+    let channel = io::stdin().as_fd().try_clone_to_owned()?; // F_DUPFD_CLOEXEC
     let null =
         std::fs::File::open("/dev/null").map_err(|e| io::Error::new(e.kind(), format!("opening /dev/null: {e}")))?;
     nix::unistd::dup2(null.as_raw_fd(), 0).map_err(|e| io::Error::other(format!("putting /dev/null on stdin: {e}")))?;
-    Ok(json)
+    Ok((json, std::fs::File::from(channel)))
 }
 
-/// The `__launch` subcommand: read the spec from stdin, then run [`run_shim`] with `/dev/null` as stdin.
+/// The `__launch` subcommand: read the spec from stdin, then run the shim with `/dev/null` as stdin. On failure,
+/// tell the parent why the command could not start and return the error (the binary prints it).
 pub fn run_shim_from_stdin() -> io::Error {
-    match read_spec_from_stdin() {
-        Ok(json) => run_shim(&json),
-        Err(e) => e,
+    let (json, mut start_report) = match read_spec_from_stdin() {
+        Ok(read) => read,
+        Err(e) => return e,
+    };
+    match shim(&json) {
+        Ok(never) => match never {},
+        Err(failure) => {
+            let _ = writeln!(start_report, "{}", failure.encode());
+            failure.error
+        }
     }
 }
 
@@ -101,24 +139,113 @@ pub fn run_shim_from_stdin() -> io::Error {
 pub fn run_shim(spec_json: &str) -> io::Error {
     match shim(spec_json) {
         Ok(never) => match never {},
-        Err(e) => e,
+        Err(failure) => failure.error,
     }
 }
 
-fn shim(spec_json: &str) -> io::Result<Infallible> {
+fn shim(spec_json: &str) -> Result<Infallible, ShimError> {
+    let setup = |error| ShimError::new(LaunchStage::Setup, error);
     let spec: LaunchSpec = serde_json::from_str(spec_json)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("bad launch spec: {e}")))?;
+        .map_err(|e| setup(io::Error::new(io::ErrorKind::InvalidInput, format!("bad launch spec: {e}"))))?;
     let Some((program, args)) = spec.argv.split_first() else {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "launch spec has an empty argv"));
+        return Err(setup(io::Error::new(io::ErrorKind::InvalidInput, "launch spec has an empty argv")));
     };
-    join_cgroups(&spec.procs_files)?;
-    shed_daemon_settings(spec.open_files_soft_limit)?;
-    switch_identity(spec.uid, spec.gid)?;
+    nix::unistd::setsid()
+        .map_err(|e| setup(io::Error::other(format!("cannot start a session of the task's own: {e}"))))?;
+    join_cgroups(&spec.procs_files).map_err(setup)?;
+    shed_daemon_settings(spec.open_files_soft_limit).map_err(setup)?;
+    switch_identity(spec.uid, spec.gid).map_err(setup)?;
     std::env::set_current_dir(&spec.cwd).map_err(|e| {
-        io::Error::new(e.kind(), format!("cannot change to directory {} as uid {}: {e}", spec.cwd.display(), spec.uid))
+        let message = format!("cannot change to directory {} as uid {}: {e}", spec.cwd.display(), spec.uid);
+        ShimError::with_errno(LaunchStage::Directory, &e, message)
     })?;
     let error = Command::new(program).args(args).env_clear().envs(job_environment(&spec)).exec();
-    Err(io::Error::new(error.kind(), format!("cannot execute {program:?} as uid {}: {error}", spec.uid)))
+    let message = format!("cannot execute {program:?} as uid {}: {error}", spec.uid);
+    Err(ShimError::with_errno(LaunchStage::Exec, &error, message))
+}
+
+/// Where a shim failed, and how: the system's error number when the step's own call failed (0 when unknown).
+struct ShimError {
+    stage: LaunchStage,
+    errno: i32,
+    error: io::Error,
+}
+
+impl ShimError {
+    fn new(stage: LaunchStage, error: io::Error) -> ShimError {
+        ShimError { stage, errno: error.raw_os_error().unwrap_or(0), error }
+    }
+
+    /// `cause`'s error number, with a message that says what was being done.
+    fn with_errno(stage: LaunchStage, cause: &io::Error, message: String) -> ShimError {
+        ShimError { stage, errno: cause.raw_os_error().unwrap_or(0), error: io::Error::new(cause.kind(), message) }
+    }
+
+    fn encode(&self) -> String {
+        LaunchFailure { stage: self.stage, errno: self.errno }.encode()
+    }
+}
+
+/// The step of a launch that failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchStage {
+    /// Reading the spec, the session, the cgroups, the limits, the identity.
+    Setup,
+    /// Changing to the working directory, as the user.
+    Directory,
+    /// `execve` of the command.
+    Exec,
+}
+
+/// Why a command never started, as its shim reported it: the step and the system's error number (0 when the
+/// error was not the system's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchFailure {
+    pub stage: LaunchStage,
+    pub errno: i32,
+}
+
+/// The longest start report read (one short line).
+const MAX_REPORT_BYTES: u64 = 64;
+
+impl LaunchFailure {
+    pub fn encode(&self) -> String {
+        let stage = match self.stage {
+            LaunchStage::Setup => "setup",
+            LaunchStage::Directory => "directory",
+            LaunchStage::Exec => "exec",
+        };
+        format!("{stage} {}", self.errno)
+    }
+
+    pub fn decode(text: &str) -> Option<LaunchFailure> {
+        let (stage, errno) = text.split_once(' ')?;
+        let stage = match stage {
+            "setup" => LaunchStage::Setup,
+            "directory" => LaunchStage::Directory,
+            "exec" => LaunchStage::Exec,
+            _ => return None,
+        };
+        Some(LaunchFailure { stage, errno: errno.parse().ok()? })
+    }
+
+    /// What a user reads: which step failed and the kernel's reason, in words for the usual ones.
+    pub fn reason(&self) -> String {
+        use nix::errno::Errno;
+        let errno = Errno::from_raw(self.errno);
+        let kernel =
+            if self.errno == 0 { "see the job's log".to_string() } else { format!("{errno:?}: {}", errno.desc()) };
+        match (self.stage, errno) {
+            (LaunchStage::Exec, Errno::E2BIG) => format!(
+                "its command line and environment are larger than the kernel takes ({kernel}; at most 128 KiB \
+                 per string, and all together at most a quarter of the stack limit)"
+            ),
+            (LaunchStage::Exec, Errno::ENOENT) => format!("the command was not found ({kernel})"),
+            (LaunchStage::Exec, _) => format!("the command could not be executed ({kernel})"),
+            (LaunchStage::Directory, _) => format!("cannot change to its working directory ({kernel})"),
+            (LaunchStage::Setup, _) => format!("it could not be set up to run as its user ({kernel})"),
+        }
+    }
 }
 
 /// The user's variables, with `PATH` and `HOME` (from the passwd entry) added when the user gave none.

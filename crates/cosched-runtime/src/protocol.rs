@@ -415,6 +415,9 @@ pub enum FromAgent {
     Ended {
         job: u64,
         exit_code: Option<i32>,
+        /// Why the job failed on this node although no task reported a failure (a task's exit status was lost).
+        #[serde(default)]
+        error: Option<String>,
     },
     Failed {
         job: u64,

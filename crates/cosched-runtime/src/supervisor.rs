@@ -7,7 +7,10 @@
 //! Ctrl-C meant for the agent's terminal does not reach it). The supervisor starts the task through the launch
 //! shim, which `exec`s into the command, so the task's pid is the one users see; it waits for the task and
 //! records how it ended on the job's cgroup, as the extended attribute `trusted.cosched.task.<rank>`
-//! (`job_tag::TaskStatus`), then exits with the same status.
+//! (`job_tag::TaskStatus`), then exits with the same status. A command that never started (not found, arguments
+//! and environment too large for the kernel, a working directory it cannot enter) is recorded as such, with the
+//! shim's own report of why (`launch::LaunchFailure`): its exit status alone (127) cannot tell these apart from a
+//! command that ran and exited 127.
 //!
 //! Nobody can forge a status: only root writes `trusted.` attributes, and users can neither signal nor trace a
 //! root process, so the one thing a user controls is how their own task ends. While it waits, the attribute names
@@ -36,10 +39,11 @@ pub struct SupervisedTask {
 /// Spawn the supervisor of one task: `<program> __supervise`. `setup` sets its stdout and stderr, which the task
 /// inherits.
 pub fn spawn_supervisor(program: &Path, task: &SupervisedTask, setup: impl FnOnce(&mut Command)) -> io::Result<Child> {
-    spawn_with_spec(program, SUPERVISE_SUBCOMMAND, task, |command| {
+    let (child, _) = spawn_with_spec(program, SUPERVISE_SUBCOMMAND, task, |command| {
         command.process_group(0);
         setup(command);
-    })
+    })?;
+    Ok(child)
 }
 
 /// The `__supervise` subcommand: run the task and return the status to exit with (the task's, or 127 when it
@@ -52,7 +56,7 @@ pub fn run_supervisor_from_stdin() -> i32 {
 }
 
 fn supervise() -> io::Result<i32> {
-    let json = read_spec_from_stdin()?;
+    let (json, _) = read_spec_from_stdin()?;
     let task: SupervisedTask = serde_json::from_str(&json)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("bad supervisor spec: {e}")))?;
     let cgroup = job_cgroup(&task.launch)?;
@@ -61,10 +65,14 @@ fn supervise() -> io::Result<i32> {
     // Before the task exists, so its cgroup never looks finished while this process still has a status to write.
     write_task_status(&cgroup, task.rank, TaskStatus::Running { pid: me, start_ticks })?;
     let shim = std::env::current_exe()?;
-    let mut child = spawn_shim(&shim, &task.launch, |_| {})?;
-    let code = exit_code(child.wait()?);
-    let unix_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    write_task_status(&cgroup, task.rank, TaskStatus::Exited { code, unix_ns: unix_ns as u64 })?;
+    let mut shim = spawn_shim(&shim, &task.launch, |_| {})?;
+    let code = exit_code(shim.child.wait()?);
+    let unix_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let status = match shim.launch_failure() {
+        Some(failure) => TaskStatus::Unstarted { failure, unix_ns },
+        None => TaskStatus::Exited { code, unix_ns },
+    };
+    write_task_status(&cgroup, task.rank, status)?;
     Ok(code)
 }
 

@@ -16,9 +16,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use cosched_runtime::freezer::{thaw_all_under, FreezerKind, JobGroups};
-use cosched_runtime::launch::{spawn_shim, LaunchSpec};
+use cosched_runtime::launch::{spawn_shim, LaunchFailure, LaunchSpec, LaunchStage};
 use cosched_runtime::testing::say_skipped;
 use cosched_runtime::watchdog::start_watchdog;
+use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getgid, getuid, Pid};
 
@@ -113,11 +114,11 @@ impl Fixture {
             argv: vec!["sh".to_string(), "-c".to_string(), script.to_string()],
             open_files_soft_limit: None,
         };
-        let child = spawn_shim(&example("launch_shim"), &spec, |c| {
+        let shim = spawn_shim(&example("launch_shim"), &spec, |c| {
             c.stdout(Stdio::null());
         })
         .expect("spawn shim");
-        self.children.push(child);
+        self.children.push(shim.child);
         self.children.len() - 1
     }
 
@@ -364,17 +365,20 @@ fn watchdog_stop_thaws_and_exits() {
 }
 
 /// Run the shim with `spec`; return its exit code and stderr.
-fn run_failing_shim(spec: &LaunchSpec) -> (Option<i32>, String) {
-    let child = spawn_shim(&example("launch_shim"), spec, |c| {
+/// Run a shim that must fail: its exit code, its stderr, and the reason it reported to its parent.
+fn run_failing_shim(spec: &LaunchSpec) -> (Option<i32>, String, Option<LaunchFailure>) {
+    let mut shim = spawn_shim(&example("launch_shim"), spec, |c| {
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
     })
     .expect("spawn shim");
-    let output = child.wait_with_output().expect("run shim");
-    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut shim.child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let status = shim.child.wait().expect("run shim");
+    (status.code(), stderr, shim.launch_failure())
 }
 
 #[test]
-fn shim_failures_name_what_failed() {
+fn shim_failures_name_what_failed_and_tell_the_parent_which_step() {
     let good = LaunchSpec {
         procs_files: Vec::new(),
         uid: getuid().as_raw(),
@@ -384,19 +388,46 @@ fn shim_failures_name_what_failed() {
         argv: vec!["/nonexistent/cosched-no-such-command".to_string(), "arg".to_string()],
         open_files_soft_limit: None,
     };
-    let (code, stderr) = run_failing_shim(&good);
-    assert_eq!(code, Some(127));
+    let failure = |stage, errno: Errno| Some(LaunchFailure { stage, errno: errno as i32 });
+    let (code, stderr, reported) = run_failing_shim(&good);
+    assert_eq!((code, reported), (Some(127), failure(LaunchStage::Exec, Errno::ENOENT)));
     assert!(stderr.contains("/nonexistent/cosched-no-such-command"), "stderr: {stderr}");
 
     let bad_cwd = LaunchSpec { cwd: PathBuf::from("/nonexistent/cosched-dir"), ..good.clone() };
-    let (code, stderr) = run_failing_shim(&bad_cwd);
-    assert_eq!(code, Some(127));
+    let (code, stderr, reported) = run_failing_shim(&bad_cwd);
+    assert_eq!((code, reported), (Some(127), failure(LaunchStage::Directory, Errno::ENOENT)));
     assert!(stderr.contains("/nonexistent/cosched-dir"), "stderr: {stderr}");
 
-    let bad_cgroup = LaunchSpec { procs_files: vec![PathBuf::from("/nonexistent/cgroup.procs")], ..good };
-    let (code, stderr) = run_failing_shim(&bad_cgroup);
-    assert_eq!(code, Some(127));
+    let bad_cgroup = LaunchSpec { procs_files: vec![PathBuf::from("/nonexistent/cgroup.procs")], ..good.clone() };
+    let (code, stderr, reported) = run_failing_shim(&bad_cgroup);
+    assert_eq!((code, reported.map(|r| r.stage)), (Some(127), Some(LaunchStage::Setup)));
     assert!(stderr.contains("/nonexistent/cgroup.procs"), "stderr: {stderr}");
+
+    // One string over the kernel's 128 KiB: the command exists, the kernel refuses it (E2BIG), and that is what
+    // the parent learns, not "not found".
+    let huge = LaunchSpec {
+        argv: vec!["/bin/true".to_string()],
+        env: vec![("BIG".to_string(), "x".repeat(200 << 10))],
+        ..good
+    };
+    let (code, _, reported) = run_failing_shim(&huge);
+    assert_eq!((code, reported), (Some(127), failure(LaunchStage::Exec, Errno::E2BIG)));
+    assert!(reported.unwrap().reason().contains("larger than the kernel takes"), "{:?}", reported.unwrap().reason());
+}
+
+#[test]
+fn a_command_that_starts_reports_nothing_to_its_parent() {
+    let spec = LaunchSpec {
+        procs_files: Vec::new(),
+        uid: getuid().as_raw(),
+        gid: getgid().as_raw(),
+        cwd: PathBuf::from("/"),
+        env: Vec::new(),
+        argv: vec!["sh".to_string(), "-c".to_string(), "exit 127".to_string()],
+        open_files_soft_limit: None,
+    };
+    let (code, _, reported) = run_failing_shim(&spec);
+    assert_eq!((code, reported), (Some(127), None), "a command that ran and exited 127 is no failure to start");
 }
 
 #[test]

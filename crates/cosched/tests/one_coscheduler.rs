@@ -220,7 +220,8 @@ impl Runtime {
 
     fn finish(&mut self, id: u64) {
         for (node, _) in self.cpus[&id].clone() {
-            self.controller.agent_event(&format!("n{node}"), FromAgent::Ended { job: id, exit_code: Some(0) });
+            self.controller
+                .agent_event(&format!("n{node}"), FromAgent::Ended { job: id, exit_code: Some(0), error: None });
         }
     }
 

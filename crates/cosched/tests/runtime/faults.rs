@@ -303,3 +303,229 @@ fn a_damaged_or_lost_database_at_start_is_refused_with_how_to_restore_the_backup
     assert_eq!(daemon.pids(job, 1), [pid]);
     assert_processes_are_their_jobs_owners(&daemon);
 }
+
+/// The jobs that every kind of stop must leave as they were: a gang of root's and one of another user's (two tasks
+/// each, so that one of them is frozen at any moment), each spinning until its flag exists, and, where a freezer
+/// keeps a process's own stop (v1 and v2: the signals freezer's thaw is SIGCONT), a job whose task stopped itself.
+struct StopWitnesses {
+    freezer: &'static str,
+    mine: (u64, Vec<i32>),
+    theirs: (u64, Vec<i32>),
+    self_stopped: Option<(u64, i32)>,
+}
+
+impl StopWitnesses {
+    fn start(daemon: &Daemon, freezer: &'static str) -> StopWitnesses {
+        let spin_until = |uid, flag: &str, code: u8| {
+            let script = format!("while [ ! -e {} ]; do :; done; exit {code}", daemon.dir.join(flag).display());
+            let job = daemon.submit_as(uid, &["-n", "2", "--", "sh", "-c", &script]);
+            (job, daemon.pids(job, 2))
+        };
+        let mine = spin_until(None, "mine.done", 0);
+        let theirs = spin_until(Some(USER), "theirs.done", 5);
+        let self_stopped = (freezer != "signals").then(|| {
+            let job = daemon.submit_as(Some(USER), &["--", "sh", "-c", "kill -STOP $$; exit 7"]);
+            let task = daemon.pids(job, 1)[0];
+            wait_for("the task to stop itself", Duration::from_secs(20), || process_state(task) == Some('T'));
+            (job, task)
+        });
+        StopWitnesses { freezer, mine, theirs, self_stopped }
+    }
+
+    fn spinners(&self) -> Vec<i32> {
+        [self.mine.1.clone(), self.theirs.1.clone()].concat()
+    }
+
+    /// Wait until the daemon is in the middle of a slice with one of the two gangs frozen, so that a stop now
+    /// finds a stopped job (otherwise the test would prove nothing).
+    fn catch_a_gang_frozen(&self, node: &str) {
+        let kind = match self.freezer {
+            "v1" => cosched_runtime::freezer::FreezerKind::V1,
+            "v2" => cosched_runtime::freezer::FreezerKind::V2,
+            _ => cosched_runtime::freezer::FreezerKind::Signals,
+        };
+        let groups = cosched_runtime::freezer::JobGroups::open(node, Some(kind)).unwrap();
+        wait_for("a gang frozen mid-slice", Duration::from_secs(10), || {
+            [self.mine.0, self.theirs.0].iter().any(|&job| groups.is_frozen(job).unwrap_or(false))
+        });
+    }
+
+    /// Nothing of the node stays frozen once the stop is noticed, and every process is alive and as it was: the
+    /// gangs run, the self-stopped task is still stopped.
+    fn assert_as_before(&self, what: &str) {
+        let spinners = self.spinners();
+        wait_for(&format!("every gang to run {what}"), Duration::from_secs(20), || {
+            // Longer than a cycle of the three rows at 100 ms, so that every gang has had a slot in it.
+            all_progress(&spinners, Duration::from_millis(400))
+        });
+        if let Some((_, task)) = self.self_stopped {
+            // Stopped, or frozen while stopped (the kernel shows a frozen task as D; it returns to T at the thaw).
+            // Had it been woken, it would have exited.
+            let state = process_state(task);
+            assert!(matches!(state, Some('T' | 'D')), "the task its user stopped, {what}: state {state:?}");
+        }
+    }
+
+    /// `assert_as_before`, once no agent runs: nothing at all may be frozen.
+    fn assert_thawed(&self, node: &str, what: &str) {
+        self.assert_as_before(what);
+        if self.freezer == "v2" {
+            assert!(frozen_jobs(node).is_empty(), "a job left frozen {what}");
+        }
+    }
+
+    fn assert_running(&self, daemon: &Daemon, what: &str) {
+        let mut expected = vec![(self.mine.0, "running"), (self.theirs.0, "running")];
+        expected.extend(self.self_stopped.map(|(job, _)| (job, "running")));
+        assert_records(daemon, &expected);
+        for (job, pids) in [&self.mine, &self.theirs] {
+            assert_eq!(daemon.pids(*job, 2), *pids, "job {job}'s processes, {what}");
+        }
+    }
+}
+
+/// Jobs outlive their daemon by design: a test that fails half-way must not leave them spinning.
+impl Drop for StopWitnesses {
+    fn drop(&mut self) {
+        for pid in self.spinners().into_iter().chain(self.self_stopped.map(|(_, task)| task)) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+fn stop_daemon(daemon: &mut Daemon, how: nix::sys::signal::Signal) {
+    signal(daemon.child.id() as i32, how);
+    let _ = daemon.child.wait();
+}
+
+/// Under one freezer, `cosched up` stopped by SIGTERM (what `systemctl stop` sends) and by SIGKILL, its watchdog
+/// killed, and a task's supervisor killed, each while a gang is frozen: every job goes on as it was, and every
+/// record ends true — a task whose supervisor died is failed with its status lost, never `finished`.
+fn every_stop_of_the_daemon_leaves_jobs_as_they_were(freezer: &'static str) {
+    let _machine = whole_machine();
+    let args = ["--slice-ms", "100", "--freezer", freezer];
+    let mut daemon = Daemon::up(&args);
+    let jobs = StopWitnesses::start(&daemon, freezer);
+    for how in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGKILL] {
+        jobs.catch_a_gang_frozen(&daemon.node);
+        stop_daemon(&mut daemon, how);
+        jobs.assert_thawed(&daemon.node, &format!("after the daemon's {how}"));
+        daemon.restart(&args);
+        jobs.assert_running(&daemon, &format!("after the restart that followed {how}"));
+        wait_switching(&daemon);
+    }
+
+    let first = watchdogs_of(&daemon.node);
+    assert_eq!(first.len(), 1, "one watchdog: {first:?}");
+    signal(first[0], nix::sys::signal::Signal::SIGKILL);
+    wait_for("a new watchdog", Duration::from_secs(10), || {
+        let now = watchdogs_of(&daemon.node);
+        now.len() == 1 && now != first
+    });
+    jobs.catch_a_gang_frozen(&daemon.node);
+    stop_daemon(&mut daemon, nix::sys::signal::Signal::SIGKILL);
+    jobs.assert_thawed(&daemon.node, "after the daemon's SIGKILL once its watchdog was replaced");
+    daemon.restart(&args);
+
+    // The supervisor of one of the other user's tasks, killed: the task runs on in its slots; how it ends is lost.
+    let supervisor = parent_of(jobs.theirs.1[0]);
+    signal(supervisor, nix::sys::signal::Signal::SIGKILL);
+    wait_switching(&daemon);
+    jobs.assert_as_before("after a supervisor's SIGKILL");
+
+    for flag in ["mine.done", "theirs.done"] {
+        std::fs::write(daemon.dir.join(flag), "").unwrap();
+    }
+    assert_eq!(wait_ended(&daemon, jobs.mine.0).state, JobState::Finished);
+    assert_failed_with(&wait_ended(&daemon, jobs.theirs.0), "was lost: its supervisor ended");
+    if let Some((job, task)) = jobs.self_stopped {
+        signal(task, nix::sys::signal::Signal::SIGCONT); // as its user would
+        assert_failed_with(&wait_ended(&daemon, job), "exited with status 7");
+    }
+    let mut expected = vec![(jobs.mine.0, "finished"), (jobs.theirs.0, "failed")];
+    expected.extend(jobs.self_stopped.map(|(job, _)| (job, "failed")));
+    assert_records(&daemon, &expected);
+}
+
+/// Under one freezer, the agent of a `cosched controller` stopped by SIGTERM and by SIGKILL while a gang is
+/// frozen, and the controller killed: the jobs go on as they were, a new agent adopts them, the records stay true.
+fn every_stop_of_the_agent_or_controller_leaves_jobs_as_they_were(freezer: &'static str) {
+    let _machine = whole_machine();
+    let agent_args = ["--freezer", freezer];
+    let mut daemon = Daemon::split_with(&["--slice-ms", "100"], &agent_args);
+    let jobs = StopWitnesses::start(&daemon, freezer);
+    for how in [nix::sys::signal::Signal::SIGTERM, nix::sys::signal::Signal::SIGKILL] {
+        jobs.catch_a_gang_frozen(&daemon.node);
+        let mut agent = daemon.agent.take().unwrap();
+        signal(agent.id() as i32, how);
+        let _ = agent.wait();
+        jobs.assert_thawed(&daemon.node, &format!("after the agent's {how}"));
+        daemon.start_agent_with(&agent_args);
+        wait_for("the agent to connect again", Duration::from_secs(10), || daemon.any_node_connected());
+        jobs.assert_running(&daemon, &format!("with a new agent after {how}"));
+        wait_switching(&daemon);
+    }
+    // The controller alone: its agent keeps switching on the last schedule, so gangs keep their turns.
+    jobs.catch_a_gang_frozen(&daemon.node);
+    daemon.restart_split_controller(&["--slice-ms", "100"]);
+    wait_for("the agent to connect again", Duration::from_secs(20), || daemon.any_node_connected());
+    jobs.assert_as_before("after the controller's SIGKILL");
+    jobs.assert_running(&daemon, "after the controller's restart");
+
+    for flag in ["mine.done", "theirs.done"] {
+        std::fs::write(daemon.dir.join(flag), "").unwrap();
+    }
+    assert_eq!(wait_ended(&daemon, jobs.mine.0).state, JobState::Finished);
+    assert_failed_with(&wait_ended(&daemon, jobs.theirs.0), "exited with status 5");
+    if let Some((job, task)) = jobs.self_stopped {
+        signal(task, nix::sys::signal::Signal::SIGCONT);
+        assert_failed_with(&wait_ended(&daemon, job), "exited with status 7");
+    }
+}
+
+fn parent_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat.rsplit_once(')').unwrap().1.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn every_stop_of_the_daemon_under_the_v2_freezer_leaves_jobs_as_they_were() {
+    if !skip_unless_root("every_stop_of_the_daemon_under_the_v2_freezer") {
+        every_stop_of_the_daemon_leaves_jobs_as_they_were("v2");
+    }
+}
+
+#[test]
+fn every_stop_of_the_daemon_under_the_v1_freezer_leaves_jobs_as_they_were() {
+    if !skip_unless_root("every_stop_of_the_daemon_under_the_v1_freezer") {
+        every_stop_of_the_daemon_leaves_jobs_as_they_were("v1");
+    }
+}
+
+#[test]
+fn every_stop_of_the_daemon_under_the_signals_freezer_leaves_jobs_as_they_were() {
+    if !skip_unless_root("every_stop_of_the_daemon_under_the_signals_freezer") {
+        every_stop_of_the_daemon_leaves_jobs_as_they_were("signals");
+    }
+}
+
+#[test]
+fn every_stop_of_the_agent_or_controller_under_the_v2_freezer_leaves_jobs_as_they_were() {
+    if !skip_unless_root("every_stop_of_the_agent_or_controller_under_the_v2_freezer") {
+        every_stop_of_the_agent_or_controller_leaves_jobs_as_they_were("v2");
+    }
+}
+
+#[test]
+fn every_stop_of_the_agent_or_controller_under_the_v1_freezer_leaves_jobs_as_they_were() {
+    if !skip_unless_root("every_stop_of_the_agent_or_controller_under_the_v1_freezer") {
+        every_stop_of_the_agent_or_controller_leaves_jobs_as_they_were("v1");
+    }
+}
+
+#[test]
+fn every_stop_of_the_agent_or_controller_under_the_signals_freezer_leaves_jobs_as_they_were() {
+    if !skip_unless_root("every_stop_of_the_agent_or_controller_under_the_signals_freezer") {
+        every_stop_of_the_agent_or_controller_leaves_jobs_as_they_were("signals");
+    }
+}

@@ -87,6 +87,11 @@ impl Daemon {
 
     /// `cosched controller` and a `cosched agent` as two processes, on the controller's Unix socket.
     pub fn split(extra: &[&str]) -> Daemon {
+        Daemon::split_with(extra, &[])
+    }
+
+    /// `split`, with `agent_extra` added to the agent's arguments.
+    pub fn split_with(extra: &[&str], agent_extra: &[&str]) -> Daemon {
         let node = unique("t");
         let dir = std::env::temp_dir().join(unique("cosched-test"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -98,17 +103,23 @@ impl Daemon {
         wait_for("the controller to answer status", Duration::from_secs(10), || {
             daemon.client(&["status"]).status.success()
         });
-        daemon.start_agent();
+        daemon.start_agent_with(agent_extra);
         daemon.wait_ready();
         daemon
     }
 
     /// Start the agent of a `split` daemon (again), appending to its log.
     pub fn start_agent(&mut self) {
+        self.start_agent_with(&[]);
+    }
+
+    /// `start_agent` with `extra` added to the agent's arguments.
+    pub fn start_agent_with(&mut self, extra: &[&str]) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("agent.log")).unwrap();
         let agent = Command::new(COSCHED)
             .args(["agent", "--controller", self.socket.to_str().unwrap(), "--node", &self.node])
             .args(["--state-dir", self.dir.to_str().unwrap()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

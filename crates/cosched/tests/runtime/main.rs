@@ -253,7 +253,15 @@ fn a_job_that_cannot_start_or_exits_non_zero_is_failed_with_its_reason() {
     let missing = daemon.submit(&["--", "/nonexistent/program"]);
     let three = daemon.submit(&["--", "sh", "-c", "exit 3"]);
     let fine = daemon.submit(&["--", "true"]);
-    for (job, state, reason) in [(missing, "failed", "127"), (three, "failed", "status 3"), (fine, "finished", "")] {
+    // A command that ran and exited 127 is not one that never started.
+    let ran_127 = daemon.submit(&["--", "sh", "-c", "exit 127"]);
+    let cases = [
+        (missing, "failed", "task 0 could not start: the command was not found (ENOENT"),
+        (three, "failed", "status 3"),
+        (fine, "finished", ""),
+        (ran_127, "failed", "exited with status 127"),
+    ];
+    for (job, state, reason) in cases {
         wait_for(&format!("job {job} to end"), Duration::from_secs(20), || {
             daemon.job(job).is_some_and(|j| j.ended_unix_ms.is_some())
         });

@@ -191,7 +191,7 @@ fn a_node_speaks_only_for_its_own_jobs_and_answers_only_what_it_was_asked() {
         slice_starts: vec![],
     });
     evil.say(&FromAgent::Failed { job, error: "forged".into() });
-    evil.say(&FromAgent::Ended { job, exit_code: Some(3) });
+    evil.say(&FromAgent::Ended { job, exit_code: Some(3), error: None });
     // A `cosched rsh` of the owner waits for its command on the honest node; the forging node answers every
     // request number with exit code 42.
     let mut rsh = Command::new(COSCHED);

@@ -88,6 +88,10 @@ fn a_job_with_an_environment_near_the_request_limit_runs_or_fails_with_the_kerne
     // One string over the kernel's limit cannot be executed: the job fails and says why, it never "finished".
     let too_long = submit(r#"["true"]"#, &format!(r#"["ONE","{}"]"#, "a".repeat(200_000)));
     assert_eq!(too_long.state, JobState::Failed, "{too_long:?}");
+    // In its record, not only in its log: it was not "exited with status 127: not found".
+    let reason = too_long.error.as_deref().unwrap_or("");
+    let e2big = "could not start: its command line and environment are larger than the kernel takes (E2BIG";
+    assert!(reason.contains(e2big), "{reason}");
     let logs = String::from_utf8_lossy(&daemon.client(&["logs", &too_long.id.to_string()]).stdout).into_owned();
     assert!(logs.contains("Argument list too long"), "{logs}");
     assert!(agent_connected(&daemon), "the agent's link was dropped");
