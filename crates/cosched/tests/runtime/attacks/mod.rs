@@ -15,6 +15,7 @@
 //! | `forgery` | a node holding the agents' key: hello claims that move job ids, events about other nodes' jobs, answers to requests never sent to it, unlisted node names; a start over another job's cgroup |
 //! | `slicing` | escaping one's share: tasks taken out of their job or moved to another, empty registrations holding rows, rows taken from a suspended job |
 //! | `volume` | volume: queues without bound, a status document rewritten at every tick, logs that fill the state file system, waiting remote commands that use up their user's connections |
+//! | `slurm` | a user sending the Slurm plugin's requests (begin, attach, end) |
 //! | `web` | the monitor through a browser: DNS rebinding, tokens in URLs, forged cross-site requests |
 
 mod exhaustion;
@@ -25,6 +26,7 @@ mod relay;
 mod secrets;
 mod sizes;
 mod slicing;
+mod slurm;
 mod volume;
 mod web;
 
