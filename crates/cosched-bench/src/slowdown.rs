@@ -163,7 +163,7 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
         let label = policy.to_string();
         if policy.uses_runtime() && !runtimes.contains_key(&label) {
             let slice_ms = policy.gang_slice_ms().unwrap_or(crate::policy::DEFAULT_GANG_SLICE_MS);
-            let dir = config.work_dir.join(format!("runtime-{}", safe_name(&label)));
+            let dir = private_runtime_dir(&label)?;
             runtimes.insert(label.clone(), RuntimeInstance::start(&config.cosched_exe, &dir, slice_ms, max_jobs)?);
         }
         let runtime = runtimes.get(&label);
@@ -197,9 +197,21 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
     })
 }
 
-/// A new folder for the private Slurm, made with a random name and mode 0700 (so nobody can plant a link
-/// where it will be), and short, since Slurm's sockets live in it and a socket path has at most 108 bytes.
-/// `SlurmInstance` removes it when it stops.
+/// A new folder for a private `cosched up` (state, socket, log), made with a random name that must not exist
+/// yet: the daemon runs as root and refuses a folder another user could change, as `--out` may be. Short, for
+/// the socket; `RuntimeInstance` removes it when it stops.
+fn private_runtime_dir(label: &str) -> Result<PathBuf, String> {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("cosched-{}-", safe_name(label)))
+        .tempdir()
+        .map_err(|e| format!("making the private cosched's folder: {e}"))?;
+    Ok(dir.keep())
+}
+
+/// A new folder for the private Slurm, made with a random name that must not exist yet (mkdtemp: nobody can
+/// have made it first or plant a link where it will be), and short, since Slurm's sockets live in it and a
+/// socket path has at most 108 bytes. `scripts/slurm start` makes it 0755; `SlurmInstance` removes it when it
+/// stops.
 fn private_slurm_dir() -> Result<PathBuf, String> {
     let dir = tempfile::Builder::new()
         .prefix("cosched-slurm-")

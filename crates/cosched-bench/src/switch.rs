@@ -176,9 +176,13 @@ impl Gangs {
     fn start(agent: &str, kind: FreezerKind, procs_per_job: u32) -> Result<Gangs, String> {
         let groups = Arc::new(JobGroups::open(agent, Some(kind)).map_err(|e| e.to_string())?);
         let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
-        let scratch = base.join(format!("cosched-{agent}"));
+        // Made new (mkdtemp): a fixed name in a directory every user may write could be another user's, or a link.
+        let scratch = tempfile::Builder::new()
+            .prefix(&format!("cosched-{agent}-"))
+            .tempdir_in(&base)
+            .map_err(|e| format!("a scratch folder in {}: {e}", base.display()))?
+            .keep();
         let mut gangs = Gangs { groups, jobs: Vec::new(), children: Vec::new(), counters: Vec::new(), scratch };
-        fs::create_dir_all(&gangs.scratch).map_err(|e| format!("{}: {e}", gangs.scratch.display()))?;
         for job in JOBS {
             gangs.jobs.push(job);
             gangs.groups.create(job).map_err(|e| e.to_string())?;

@@ -255,16 +255,17 @@ pub fn jobs_csv(results: &[RunResult]) -> String {
 mod tests {
     use super::*;
 
-    /// Issue 39 item 16's trace: 20 jobs of 4 processes, the seventh running 1e9 s.
-    fn long_trace(name: &str) -> std::path::PathBuf {
+    /// Issue 39 item 16's trace: 20 jobs of 4 processes, the seventh running 1e9 s. In a file made new (a fixed
+    /// name in the shared temporary directory could be another user's link).
+    fn long_trace() -> tempfile::NamedTempFile {
         let mut text = String::from("; MaxProcs: 32\n");
         for job in 1..=20 {
             let run_s = if job == 7 { 1e9 } else { 100.0 * job as f64 };
             text += &format!("{job} {} 0 {run_s} 4 -1 -1 4 -1 -1 1 1 1 -1 1 -1 -1 -1\n", 60 * job);
         }
-        let path = std::env::temp_dir().join(format!("cosched-lab-{}-{name}.swf", std::process::id()));
-        std::fs::write(&path, text).expect("a scratch file");
-        path
+        let file = tempfile::Builder::new().prefix("cosched-lab-").suffix(".swf").tempfile().expect("a scratch file");
+        std::fs::write(file.path(), text).expect("writing the trace");
+        file
     }
 
     fn prepared(trace: Option<&Path>, runtime_scale: f64) -> PreparedSim {
@@ -279,9 +280,10 @@ mod tests {
 
     #[test]
     fn a_run_beyond_the_budget_names_its_job_and_a_scale_that_brings_it_within() {
-        let trace = long_trace("budget");
-        let long = prepared(Some(&trace), 0.002);
-        let refusal = long.check_cost(None, Some(&trace)).unwrap_err();
+        let file = long_trace();
+        let trace = file.path();
+        let long = prepared(Some(trace), 0.002);
+        let refusal = long.check_cost(None, Some(trace)).unwrap_err();
         let place = format!("are job 7 ({}:8): 4 processes for 2e6 s (1e9 s x --runtime-scale 0.002)", trace.display());
         assert!(refusal.contains(&place), "{refusal}");
         for remedy in ["use fast mode (--fast)", "leave job 7 out of the trace", "--allow-long-run"] {
@@ -289,9 +291,8 @@ mod tests {
         }
         let scale: f64 =
             refusal.split("--runtime-scale ").nth(2).and_then(|s| s.split(' ').next()).unwrap().parse().unwrap();
-        assert!(prepared(Some(&trace), scale).check_cost(None, Some(&trace)).is_ok(), "--runtime-scale {scale}");
-        assert!(long.check_cost(Some(&FastSettings::default()), Some(&trace)).is_ok(), "fast mode skips the long job");
-        std::fs::remove_file(&trace).unwrap();
+        assert!(prepared(Some(trace), scale).check_cost(None, Some(trace)).is_ok(), "--runtime-scale {scale}");
+        assert!(long.check_cost(Some(&FastSettings::default()), Some(trace)).is_ok(), "fast mode skips the long job");
     }
 
     #[test]

@@ -84,13 +84,14 @@ pub struct Agent {
 impl Agent {
     /// `protected`: other processes of the daemon on this node (the watchdog), never to be moved into a job.
     pub fn new(settings: AgentSettings, protected: &[i32]) -> std::io::Result<Arc<Agent>> {
-        // Others may pass through the log directory but not list it; each log is its owner's alone.
-        std::fs::create_dir_all(&settings.log_dir)
-            .and_then(|_| {
-                use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&settings.log_dir, std::fs::Permissions::from_mode(0o711))
-            })
-            .map_err(|e| std::io::Error::other(format!("log directory {}: {e}", settings.log_dir.display())))?;
+        // Others may pass through the log directory but not list it; each log is its owner's alone. Root makes
+        // the logs there: nobody else may have made it, or be able to change it or a directory above it.
+        crate::private_dir::ensure(&settings.log_dir, "log directory")?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&settings.log_dir, std::fs::Permissions::from_mode(0o711))
+                .map_err(|e| std::io::Error::other(format!("log directory {}: {e}", settings.log_dir.display())))?;
+        }
         // A watchdog that died with the previous agent thawed nothing: let every job run now, before the controller
         // is reached (it may be away); the first schedule stops whichever jobs it must.
         if let Err(e) = crate::freezer::thaw_unsuspended_under(&settings.node) {

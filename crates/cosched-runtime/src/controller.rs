@@ -234,8 +234,8 @@ const IDLE_CPU_SHARE_DIVISOR: u64 = 100;
 
 impl Controller {
     pub fn open(settings: ControllerSettings) -> std::io::Result<Controller> {
-        std::fs::create_dir_all(&settings.state_dir)
-            .map_err(|e| std::io::Error::other(format!("state directory {}: {e}", settings.state_dir.display())))?;
+        // Root writes the records there: nobody else may have made it or be able to change it.
+        crate::private_dir::ensure(&settings.state_dir, "state directory")?;
         let (storage, loaded) = Storage::open(&settings.state_dir)?;
         let jobs: BTreeMap<u64, JobRecord> = loaded.jobs.into_iter().map(|j| (j.id, j)).collect();
         let nodes = configured_nodes(&settings.nodes, loaded.nodes);

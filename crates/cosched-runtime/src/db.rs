@@ -309,9 +309,8 @@ mod tests {
     use cosched_policy::cluster::{JobClass, Mode};
 
     fn temp_db(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("cosched-db-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // A fresh folder (mkdtemp: nobody else can have made it first).
+        let dir = tempfile::Builder::new().prefix(&format!("cosched-db-{name}-")).tempdir().unwrap().keep();
         dir.join("cosched.db")
     }
 

@@ -27,6 +27,7 @@ pub mod metrics;
 pub mod monitor;
 pub mod mpi;
 pub mod pid_guard;
+pub mod private_dir;
 pub mod protocol;
 pub mod seal;
 pub mod server;

@@ -170,11 +170,9 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// A fresh folder (mkdtemp: nobody else can have made it first or put links in it).
     fn folder(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("cosched-logs-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        tempfile::Builder::new().prefix(&format!("cosched-logs-{name}-")).tempdir().unwrap().keep()
     }
 
     fn write(path: &Path, bytes: usize, last: &str) {

@@ -35,14 +35,15 @@ pub struct Listening {
 }
 
 pub fn listen_unix(listening: Listening, path: &Path) -> std::io::Result<()> {
+    // An old socket is removed and the new one made 0666 by its path: nobody else may be able to change its
+    // directory.
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    crate::private_dir::ensure(dir, "socket directory")?;
     if path.exists() {
         if UnixStream::connect(path).is_ok() {
             return Err(std::io::Error::other(format!("{} is in use by a running controller", path.display())));
         }
         std::fs::remove_file(path)?;
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
     }
     let listener =
         UnixListener::bind(path).map_err(|e| std::io::Error::other(format!("listening on {}: {e}", path.display())))?;

@@ -457,11 +457,9 @@ mod tests {
     use crate::jobs::{Identity, JobState};
     use cosched_policy::cluster::JobClass;
 
+    /// A fresh folder (mkdtemp: nobody else can have made it first), kept for a look if the test fails.
     fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("cosched-storage-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+        tempfile::Builder::new().prefix(&format!("cosched-storage-{name}-")).tempdir().unwrap().keep()
     }
 
     fn job(id: u64) -> JobRecord {

@@ -616,8 +616,17 @@ fn parse_field(token: &str, index: usize) -> Result<f64, String> {
 
 /// Write a trace; gzip-compressed if the path ends in `.gz`.
 pub fn write_path(path: &Path, workload: &Workload) -> io::Result<()> {
-    let file = BufWriter::new(File::create(path)?);
-    let gz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    write_file(&File::create(path)?, is_gzip_path(path), workload)
+}
+
+/// Whether a trace at `path` is written gzip-compressed: its name ends in `.gz`.
+pub fn is_gzip_path(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+/// Write a trace into an open file, gzip-compressed if `gz`.
+pub fn write_file(file: &File, gz: bool, workload: &Workload) -> io::Result<()> {
+    let file = BufWriter::new(file);
     if gz {
         let mut encoder = GzEncoder::new(file, Compression::default());
         write_to(&mut encoder, workload)?;

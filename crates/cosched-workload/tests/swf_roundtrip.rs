@@ -9,24 +9,15 @@ use cosched_workload::swf::{self, read_from, read_path, write_path, write_to};
 use cosched_workload::{load, ReadOptions, SwfError, TraceJob, Workload};
 use proptest::prelude::*;
 
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+/// A fresh directory under the system temp dir (mkdtemp: nobody else can have made it first), removed on drop.
+struct TempDir(tempfile::TempDir);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("cosched-workload-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
+        TempDir(tempfile::Builder::new().prefix(&format!("cosched-workload-{tag}-")).tempdir().unwrap())
     }
     fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        self.0.path().join(name)
     }
 }
 

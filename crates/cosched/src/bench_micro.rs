@@ -178,11 +178,8 @@ fn report<T: Serialize>(table: &str, result: &T, json: bool, out: Option<&Path>)
 
 /// Write beside the destination, then rename: a reader never sees half a file.
 fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(format!(".partial-{}", std::process::id()));
-    let partial = PathBuf::from(partial);
-    std::fs::write(&partial, format!("{text}\n")).map_err(|e| format!("cannot write {}: {e}", partial.display()))?;
-    std::fs::rename(&partial, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    use std::io::Write;
+    crate::output::write_file_atomically(path, |mut file| writeln!(file, "{text}"))
 }
 
 /// `mean ± standard error` scaled into a unit, and the coefficient of variation.

@@ -39,11 +39,13 @@ impl OutputDir {
         };
         fs::create_dir_all(&parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "out".into());
-        let scratch = parent.join(format!(".{name}.partial-{}", std::process::id()));
-        if scratch.exists() {
-            fs::remove_dir_all(&scratch).map_err(|e| format!("cannot clear {}: {e}", scratch.display()))?;
-        }
-        fs::create_dir(&scratch).map_err(|e| format!("cannot create {}: {e}", scratch.display()))?;
+        // Made new with a random name (mkdtemp): a fixed one could be another user's, or a link, when the
+        // destination is in a folder others may write.
+        let scratch = tempfile::Builder::new()
+            .prefix(&format!(".{name}.partial-"))
+            .tempdir_in(&parent)
+            .map_err(|e| format!("cannot create a scratch folder in {}: {e}", parent.display()))?
+            .keep();
         fs::write(scratch.join(MARKER), "written by cosched\n").map_err(|e| e.to_string())?;
         Ok(OutputDir { final_path: path.to_path_buf(), scratch })
     }
@@ -80,6 +82,26 @@ impl Drop for OutputDir {
             let _ = fs::remove_dir_all(&self.scratch);
         }
     }
+}
+
+/// Write the file `path` all-or-nothing: into a new file beside it, renamed over it once complete. The new file
+/// gets a random name and is made exclusively (a fixed name could be another user's link when the folder is
+/// shared); it is readable by all, as a file made by `fs::write` would be (umask applied).
+pub fn write_file_atomically(path: &Path, write: impl FnOnce(&fs::File) -> std::io::Result<()>) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let partial = tempfile::Builder::new()
+        .prefix(&format!(".{name}.partial-"))
+        .permissions(fs::Permissions::from_mode(0o666))
+        .tempfile_in(folder)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    write(partial.as_file()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    partial.persist(path).map_err(|e| format!("cannot write {}: {}", path.display(), e.error))?;
+    Ok(())
 }
 
 pub use cosched_lab::csv::{csv_field, num, push_row};

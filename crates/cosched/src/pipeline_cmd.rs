@@ -130,7 +130,7 @@ pub struct PipelineBenchArgs {
     /// Records to sort (default 4 Mi for compute, 2 Mi of the larger records for io).
     #[arg(long)]
     pub records: Option<u64>,
-    /// Folder for the data files (default: the system's temporary folder).
+    /// Where a fresh folder for the data files is made, and removed after (default: the system's temporary folder).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Folder for the results (summary.csv, samples.csv, report.json, runs.png, means.png, table.txt).
@@ -253,13 +253,15 @@ fn bench_cmd(args: &PipelineBenchArgs) -> Result<(), String> {
     if let Some(rows) = args.sort.rows {
         extra_args.extend(["--rows".to_string(), rows.to_string()]);
     }
+    // Made new (mkdtemp) in the folder given: a fixed name in a folder others may write could be theirs.
+    let data_base = args.data_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let data_dir = tempfile::Builder::new()
+        .prefix("cosched-pipeline-bench-")
+        .tempdir_in(&data_base)
+        .map_err(|e| format!("a folder for the data in {}: {e}", data_base.display()))?;
     let study_config = StudyConfig {
         cosched: std::env::current_exe().map_err(|e| format!("finding the cosched binary: {e}"))?,
-        data_dir: args
-            .data_dir
-            .clone()
-            .unwrap_or_else(std::env::temp_dir)
-            .join(format!("cosched-pipeline-bench-{}", std::process::id())),
+        data_dir: data_dir.path().to_path_buf(),
         variant: args.sort.config.name().to_string(),
         records,
         record_bytes: config.record_bytes,
@@ -280,7 +282,7 @@ fn bench_cmd(args: &PipelineBenchArgs) -> Result<(), String> {
             s.policy, s.wall_s, s.user_s, s.sys_s, s.cpu_percent
         );
     });
-    let _ = std::fs::remove_dir_all(&study_config.data_dir);
+    drop(data_dir); // removed with the data
     let result = result?;
     let table = study_table(&study_config, &result);
     print!("{table}");

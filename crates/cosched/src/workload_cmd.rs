@@ -135,16 +135,9 @@ fn generate(args: &GenerateArgs) -> Result<(), String> {
 }
 
 /// Write a trace beside its destination and rename it there, so a failure leaves no partial file.
-/// (The scratch name keeps the destination's ending, which decides gzip.)
 pub fn write_atomically(path: &std::path::Path, workload: &Workload) -> Result<(), String> {
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
-    let partial = path.with_file_name(format!(".partial-{}-{name}", std::process::id()));
-    let written = swf::write_path(&partial, workload).and_then(|()| std::fs::rename(&partial, path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&partial);
-        return Err(format!("cannot write {}: {e}", path.display()));
-    }
-    Ok(())
+    let gz = swf::is_gzip_path(path);
+    crate::output::write_file_atomically(path, |file| swf::write_file(file, gz, workload))
 }
 
 fn machine_procs(workload: &cosched_workload::Workload, procs: Option<u32>) -> Result<u32, String> {

@@ -26,7 +26,8 @@ fn apps_build() -> &'static Path {
         require_tool("mpirun");
         require_tool("mpicc.mpich");
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
-        let build = std::env::temp_dir().join(format!("cosched-apps-{}", std::process::id()));
+        // Fresh (mkdtemp): the programs run as root, from a folder nobody else made or can write.
+        let build = tempfile::Builder::new().prefix("cosched-apps-").tempdir().unwrap().keep();
         let out = Command::new("make")
             .arg("-C")
             .arg(&source)

@@ -7,11 +7,9 @@ fn cosched(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cosched")).args(args).output().expect("cosched runs")
 }
 
+/// A fresh folder (mkdtemp: nobody else made it first), kept for a look if the test fails.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cosched-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    tempfile::Builder::new().prefix(&format!("cosched-cli-{name}-")).tempdir().unwrap().keep()
 }
 
 fn stderr(o: &Output) -> String {

@@ -29,8 +29,7 @@ fn every_unit_passes_systemds_own_check() {
         );
         return;
     }
-    let scratch = std::env::temp_dir().join(format!("cosched-units-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch).unwrap();
+    let scratch = tempfile::Builder::new().prefix("cosched-units-").tempdir().unwrap().keep();
     for unit in units() {
         // systemd checks that the program exists: point the unit at the binary under test.
         let text =

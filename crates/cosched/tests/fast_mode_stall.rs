@@ -19,9 +19,7 @@ fn cosched(args: &[&str]) -> String {
 
 #[test]
 fn a_job_starved_at_its_end_does_not_stop_the_later_jumps() {
-    let dir = std::env::temp_dir().join(format!("cosched-fast-stall-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tempfile::Builder::new().prefix("cosched-fast-stall-").tempdir().unwrap().keep();
     let trace = dir.join("site.swf");
     let trace = trace.to_str().unwrap();
     cosched(&[

@@ -4,7 +4,6 @@
 //! taken from one endpoint only, wall time counted as CPU time, a unit off).
 
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
@@ -15,20 +14,17 @@ fn cosched(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cosched")).args(args).output().expect("cosched runs")
 }
 
-fn scratch_file(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("cosched-micro-{}-{name}", std::process::id()))
-}
-
 /// Run a benchmark with `--out` and return the JSON it wrote.
 fn run_json(args: &[&str], name: &str) -> Value {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let out = scratch_file(name);
+    // A fresh folder (mkdtemp), so that nobody can have put a link where the benchmark writes.
+    let folder = tempfile::Builder::new().prefix("cosched-micro-").tempdir().unwrap();
+    let out = folder.path().join(name);
     let mut all = args.to_vec();
     all.extend_from_slice(&["--out", out.to_str().unwrap()]);
     let o = cosched(&all);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&out).unwrap();
-    let _ = std::fs::remove_file(&out);
     serde_json::from_str(&text).unwrap()
 }
 

@@ -40,9 +40,8 @@ struct Daemon {
 }
 
 impl Daemon {
+    /// `dir`: a fresh folder, its state directory.
     fn start(dir: &Path) -> Daemon {
-        let _ = std::fs::remove_dir_all(dir);
-        std::fs::create_dir_all(dir).unwrap();
         let socket = dir.join("sock");
         let log = std::fs::File::create(dir.join("up.log")).unwrap();
         let node = format!("mon-{}", std::process::id());
@@ -241,7 +240,7 @@ fn suspend_button_suspends_the_job() {
     for program in [CHROMIUM, CHROMEDRIVER] {
         assert!(Path::new(program).exists(), "{program} is missing: run scripts/setup (as root) to install it");
     }
-    let dir = std::env::temp_dir().join(format!("cosched-monitor-{}", std::process::id()));
+    let dir = tempfile::Builder::new().prefix("cosched-monitor-").tempdir().unwrap().keep();
     let mut daemon = Daemon::start(&dir);
     let submitted: Value = serde_json::from_str(
         &daemon.client(&["submit", "--json", "-n", "1", "--", "sleep", "300"]).expect("the job is accepted"),

@@ -143,8 +143,7 @@ impl Drop for TempDir {
 
 impl Runtime {
     fn new(cfg: &SimConfig) -> Runtime {
-        let dir = std::env::temp_dir().join(format!("cosched-one-coscheduler-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = tempfile::Builder::new().prefix("cosched-one-coscheduler-").tempdir().unwrap().keep();
         let settings = ControllerSettings {
             state_dir: dir.clone(),
             slice_ns: cfg.costs.gang_quantum_ns,

@@ -2,7 +2,7 @@
 //! keeps every CPU busy slows down by j, a program that sleeps does not slow
 //! down. Runs the local and gang policies through a real private runtime (root).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
@@ -10,8 +10,17 @@ const COSCHED: &str = env!("CARGO_BIN_EXE_cosched");
 /// The experiments time the machine: one at a time.
 static MACHINE: Mutex<()> = Mutex::new(());
 
+/// Where a run puts its results: `out` in a fresh folder (mkdtemp), so that nobody can have made it first or put
+/// a link there. Removed with [`remove_out`].
+fn fresh_out(name: &str) -> PathBuf {
+    tempfile::Builder::new().prefix(&format!("cosched-slowdown-{name}-")).tempdir().unwrap().keep().join("out")
+}
+
+fn remove_out(out: &Path) {
+    let _ = std::fs::remove_dir_all(out.parent().unwrap());
+}
+
 fn slowdown(out: &Path, args: &[&str], command: &[&str]) -> Output {
-    let _ = std::fs::remove_dir_all(out);
     Command::new(COSCHED)
         .args(["bench", "slowdown", "--json", "--out", out.to_str().unwrap()])
         .args(args)
@@ -51,7 +60,7 @@ fn a_busy_loop_slows_down_by_j_under_every_policy() {
         cosched_runtime::testing::say_skipped("a_busy_loop_slows_down_by_j_under_every_policy", why);
         return;
     }
-    let out = std::env::temp_dir().join(format!("cosched-slowdown-busy-{}", std::process::id()));
+    let out = fresh_out("busy");
     let command = busy_loop(400_000);
     let argv: Vec<&str> = command.iter().map(String::as_str).collect();
     let output = slowdown(&out, &["--jobs", "1,2", "--repeat", "2", "--policy", "none,local,gang:20ms"], &argv);
@@ -77,25 +86,25 @@ fn a_busy_loop_slows_down_by_j_under_every_policy() {
     assert!(std::fs::read(out.join("slowdown.png")).unwrap().starts_with(b"\x89PNG"));
     let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     assert_eq!(samples.lines().count(), 1 + 2 * 2 * 3, "a line per run:\n{samples}");
-    let _ = std::fs::remove_dir_all(&out);
+    remove_out(&out);
 }
 
 #[test]
 fn a_sleeping_program_does_not_slow_down() {
     let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
-    let out = std::env::temp_dir().join(format!("cosched-slowdown-sleep-{}", std::process::id()));
+    let out = fresh_out("sleep");
     let output = slowdown(&out, &["--jobs", "1,4", "--repeat", "2", "--policy", "none"], &["sleep", "0.4"]);
     let report = report(&output);
     let s4 = point(&report, "none", 4)["slowdown"]["value"].as_f64().unwrap();
     assert!((0.9..=1.25).contains(&s4), "s_4 = {s4}, expected about 1");
     let fairness = point(&report, "none", 4)["fairness_ratio"].as_f64().unwrap();
     assert!(fairness < 1.2, "four sleeps ended {fairness} apart");
-    let _ = std::fs::remove_dir_all(&out);
+    remove_out(&out);
 }
 
 #[test]
 fn a_failing_copy_is_reported_with_its_output_and_nothing_measured_is_lost() {
-    let out = std::env::temp_dir().join(format!("cosched-slowdown-fail-{}", std::process::id()));
+    let out = fresh_out("fail");
     let output = slowdown(
         &out,
         &["--jobs", "1,2", "--repeat", "1", "--policy", "none"],
@@ -108,7 +117,7 @@ fn a_failing_copy_is_reported_with_its_output_and_nothing_measured_is_lost() {
     assert!(stderr.contains("exited with status 3") && stderr.contains("broken"), "{stderr}");
     let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     assert!(samples.lines().nth(1).is_some_and(|l| l.starts_with("none,1,1,")), "{samples}");
-    let _ = std::fs::remove_dir_all(&out);
+    remove_out(&out);
 }
 
 #[test]

@@ -19,7 +19,7 @@ pub mod shape;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 pub use column::{Chunk, Column, SortAlgorithm};
@@ -118,18 +118,26 @@ pub fn sort_file(input: &Path, output: &Path, config: &SortConfig) -> Result<Sor
     if config.pool == 0 || config.sort_copies == 0 {
         return Err("the pool and the sort copies must be at least 1".into());
     }
-    let temps = [temp_path(output, 1), temp_path(output, 2)];
-    let result = run_passes(input, output, &temps, shape, config);
-    for temp in &temps {
-        let _ = std::fs::remove_file(temp);
-    }
-    result.map(|passes| SortReport { shape, passes })
+    let bytes = shape.records() * config.record_bytes as u64;
+    let temps = [temp_file(output, 1, bytes)?, temp_file(output, 2, bytes)?];
+    run_passes(input, output, temps, shape, config).map(|passes| SortReport { shape, passes })
 }
 
-fn temp_path(output: &Path, pass: u8) -> PathBuf {
-    let mut name = output.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".pass{pass}.tmp"));
-    output.with_file_name(name)
+/// A temporary file beside `output`, `bytes` long, removed when dropped. Made new with a random name: a fixed
+/// one could be another user's link when `output` is in a folder others may write.
+fn temp_file(output: &Path, pass: u8, bytes: u64) -> Result<tempfile::NamedTempFile, String> {
+    let folder = match output.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let name = output.file_name().unwrap_or_default().to_string_lossy();
+    let file = tempfile::Builder::new()
+        .prefix(&format!("{name}.pass{pass}."))
+        .suffix(".tmp")
+        .tempfile_in(folder)
+        .map_err(|e| format!("a temporary file in {}: {e}", folder.display()))?;
+    file.as_file().set_len(bytes).map_err(|e| format!("{}: {e}", file.path().display()))?;
+    Ok(file)
 }
 
 fn open_for_writing(path: &Path, bytes: u64) -> Result<File, String> {
@@ -147,15 +155,15 @@ fn open_for_writing(path: &Path, bytes: u64) -> Result<File, String> {
 fn run_passes(
     input: &Path,
     output: &Path,
-    temps: &[PathBuf; 2],
+    temps: [tempfile::NamedTempFile; 2],
     shape: Shape,
     config: &SortConfig,
 ) -> Result<Vec<PassReport>, String> {
     let bytes = shape.records() * config.record_bytes as u64;
     let files = [
         File::open(input).map_err(|e| format!("{}: {e}", input.display()))?,
-        open_for_writing(&temps[0], bytes)?,
-        open_for_writing(&temps[1], bytes)?,
+        temps[0].reopen().map_err(|e| format!("{}: {e}", temps[0].path().display()))?,
+        temps[1].reopen().map_err(|e| format!("{}: {e}", temps[1].path().display()))?,
         open_for_writing(output, bytes)?,
     ];
     if config.sync_io {

@@ -10,7 +10,7 @@ fn c_build() -> &'static Path {
     static BUILD: OnceLock<PathBuf> = OnceLock::new();
     BUILD.get_or_init(|| {
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/c");
-        let build = std::env::temp_dir().join(unique("libcosched-build"));
+        let build = fresh_dir("libcosched-build");
         let out = Command::new("make")
             .arg("-C")
             .arg(&source)

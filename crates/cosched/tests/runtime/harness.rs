@@ -28,6 +28,19 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// A new directory under the temporary directory, root's, mode 0755 (users reach the sockets and files inside),
+/// with a name nobody could guess or make first (mkdtemp). Kept until the caller removes it: a failed test leaves
+/// it, with its logs, for a look.
+pub fn fresh_dir(prefix: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{prefix}-"))
+        .permissions(std::fs::Permissions::from_mode(0o755))
+        .tempdir()
+        .unwrap_or_else(|e| panic!("a fresh directory in {}: {e}", std::env::temp_dir().display()));
+    dir.keep()
+}
+
 /// A running daemon (`cosched up`, `controller` or `agent`), killed on drop.
 pub struct Daemon {
     pub child: Child,
@@ -52,8 +65,7 @@ impl Daemon {
     /// `cosched up` started through `wrapper` (e.g. `prlimit --nofile=300:300 --`).
     pub fn up_under(wrapper: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let node = unique("t");
-        let dir = std::env::temp_dir().join(unique("cosched-test"));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir("cosched-test");
         let socket = dir.join("sock");
         let mut args = vec!["up", "--node", &node];
         // No monitor unless the test asks for one.
@@ -93,8 +105,7 @@ impl Daemon {
     /// `split`, with `agent_extra` added to the agent's arguments.
     pub fn split_with(extra: &[&str], agent_extra: &[&str]) -> Daemon {
         let node = unique("t");
-        let dir = std::env::temp_dir().join(unique("cosched-test"));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir("cosched-test");
         let socket = dir.join("sock");
         let mut args = vec!["--nodes", &node];
         args.extend(extra);

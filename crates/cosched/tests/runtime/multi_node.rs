@@ -141,8 +141,7 @@ fn free_port() -> u16 {
 }
 
 fn start_cluster(agents: usize) -> Cluster {
-    let dir = std::env::temp_dir().join(unique("cosched-cluster"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-cluster");
     let key = dir.join("key");
     write_agents_key(&key);
     let munge = private_munged();
@@ -338,7 +337,7 @@ impl Mpi {
             Mpi::Mpich => (&MPICH, "mpich"),
         };
         let build = built.get_or_init(|| {
-            let build = std::env::temp_dir().join(unique("cosched-mpi-apps"));
+            let build = fresh_dir("cosched-mpi-apps");
             let apps = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
             let mut make = Command::new("make");
             make.arg("-s").arg("-C").arg(&apps).arg(format!("BUILD={}", build.display())).arg(target);

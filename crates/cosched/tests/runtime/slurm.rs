@@ -16,7 +16,8 @@ fn spank_plugin() -> PathBuf {
     static BUILD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILD
         .get_or_init(|| {
-            let build = std::env::temp_dir().join(unique("cosched-spank"));
+            // Fresh: slurmd loads the plugin as root, so nobody else may have made or be able to write its folder.
+            let build = fresh_dir("cosched-spank");
             let out = Command::new("make")
                 .args(["-s", "-C", &format!("{REPO}/clients/slurm"), &format!("BUILD={}", build.display())])
                 .output()
@@ -35,7 +36,7 @@ struct PrivateSlurm {
 
 impl PrivateSlurm {
     fn start(node: &str, gang: &str, plugin_args: &str) -> PrivateSlurm {
-        let dir = std::env::temp_dir().join(unique("cosched-slurm"));
+        let dir = fresh_dir("cosched-slurm");
         let plugin = format!("required {} cosched={COSCHED} {plugin_args}", spank_plugin().display());
         for _ in 0..5 {
             let port = free_port().to_string();

@@ -163,8 +163,7 @@ fn failed_authentications_from_an_address_never_lock_out_its_agent_or_its_users(
         return;
     }
     let munge = private_munged();
-    let dir = std::env::temp_dir().join(unique("cosched-lockout"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-lockout");
     let key = dir.join("key");
     write_agents_key(&key);
     let node = unique("lockout");
@@ -194,8 +193,7 @@ fn silent_connections_hoarded_from_four_addresses_never_keep_a_restarting_agent_
         return;
     }
     let munge = private_munged();
-    let dir = std::env::temp_dir().join(unique("cosched-hoard"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-hoard");
     let key = dir.join("key");
     write_agents_key(&key);
     let node = unique("hoarded");

@@ -65,8 +65,7 @@ struct KeyedDaemon {
 
 impl KeyedDaemon {
     fn up(nodes: &[&str]) -> KeyedDaemon {
-        let dir = std::env::temp_dir().join(unique("cosched-forgery"));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = fresh_dir("cosched-forgery");
         let key = dir.join("key");
         write_agents_key(&key);
         let address = format!("127.0.0.1:{}", free_port());
@@ -314,8 +313,7 @@ fn an_agent_refuses_to_start_a_job_over_a_cgroup_tagged_for_another_job() {
     if skip_unless_root("an_agent_refuses_to_start_a_job_over_another_jobs_cgroup") {
         return;
     }
-    let dir = std::env::temp_dir().join(unique("cosched-tagged"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-tagged");
     let key = dir.join("key");
     write_agents_key(&key);
     // Job 7's cgroup on the node: another user's job, with its process in it, found by the agent at its start.

@@ -166,8 +166,7 @@ fn an_agents_key_that_others_can_read_or_that_is_not_roots_is_refused() {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(unique("cosched-key"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-key");
     let (key, state, socket) = (dir.join("key"), dir.join("state"), dir.join("sock"));
     write_agents_key(&key);
     let key_path = key.to_str().unwrap();
@@ -265,8 +264,7 @@ fn agent_against_an_impostor(
     use std::io::{BufRead, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
-    let dir = std::env::temp_dir().join(unique("cosched-impostor"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-impostor");
     let node = unique("imp");
     let log = dir.join("agent.log");
     let mut args = vec!["agent", "--controller", &address, "--node", &node, "--cpus", "1"];
@@ -312,8 +310,7 @@ fn an_agent_obeys_nothing_from_a_program_that_cannot_prove_it_is_the_controller(
     }
     // Key mode: the impostor does not hold the key, and the key is never sent; the agent says no hello and obeys
     // nothing (its first line is not even sealed).
-    let dir = std::env::temp_dir().join(unique("cosched-impostor-key"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-impostor-key");
     let key = dir.join("key");
     write_agents_key(&key);
     let key_text = std::fs::read_to_string(&key).unwrap();
@@ -350,8 +347,7 @@ fn wrong_keys_are_answered_slowly_and_logged_and_bar_no_address() {
     if skip_unless_root("wrong_keys_are_answered_slowly") {
         return;
     }
-    let dir = std::env::temp_dir().join(unique("cosched-guess"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-guess");
     let key = dir.join("key");
     write_agents_key(&key);
     let address = format!("127.0.0.1:{}", free_port());

@@ -9,6 +9,7 @@
 //! | `identity` | claiming another uid over TCP, stolen or guessed keys, agents that are users |
 //! | `relay` | a user on the port an agent or a remote user dials, relaying the handshake, then injecting or reflecting lines |
 //! | `ownership` | moving, freezing, suspending or ending other users' processes and jobs; the daemon's own processes; reused job ids |
+//! | `paths` | directories root writes in, made first or linked elsewhere by a user: the private Slurm's directory (`scripts/slurm`), a `jobs` link swapped in during `start`, links in `jobs/` that `stop` would write through, the daemon's state and socket directories |
 //! | `secrets` | reading other users' environments, command lines, logs and the database |
 //! | `exhaustion` | connection floods, idle and slow clients, descriptor exhaustion, failed authentications, hoarded pre-authentication and monitor places |
 //! | `sizes` | oversized requests, lines, environments and logs |
@@ -22,6 +23,7 @@ mod exhaustion;
 mod forgery;
 mod identity;
 mod ownership;
+mod paths;
 mod relay;
 mod secrets;
 mod sizes;

@@ -226,8 +226,7 @@ fn agent_dialing(
 /// start nothing and drop the link.
 fn agent_behind_a_relay_starts_nothing(mode: &str, proves: AgentProves) {
     let munge = private_munged();
-    let dir = std::env::temp_dir().join(unique("cosched-relay"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-relay");
     let (_daemon, controller) = controller_on_tcp(&munge, &dir);
     let marker = dir.join("ran-as-root");
     // Challenge and proof one way, the challenge's answer and the controller's proof the other.
@@ -353,8 +352,7 @@ fn a_line_the_relay_copies_back_to_its_sender_is_refused() {
     // A sealed line is bound to its direction and its place: the relay cannot reflect the agent's own report back
     // to it, nor replay the controller's first line later.
     let munge = private_munged();
-    let dir = std::env::temp_dir().join(unique("cosched-reflect"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cosched-reflect");
     let (_daemon, controller) = controller_on_tcp(&munge, &dir);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap().to_string();
