@@ -490,3 +490,26 @@ fn kill_all_empties_a_frozen_forking_job_v1() {
 fn kill_all_empties_a_frozen_forking_job_signals() {
     kill_all_empties_a_frozen_forking_job(FreezerKind::Signals);
 }
+
+/// The agent's ender kills what a forgotten job left, removes its cgroup and answers who waited, with nothing left.
+#[test]
+fn the_ender_ends_what_a_job_left_removes_its_cgroup_and_answers() {
+    use cosched_runtime::ender::Ender;
+    use std::sync::Arc;
+    let Some(mut fx) = Fixture::open(FreezerKind::V2, "ender") else { return };
+    let job = 12;
+    fx.create(job);
+    fx.launch(job, "trap '' TERM; sleep 300 & sleep 300");
+    let pids = fx.members(job, 3);
+    let groups = Arc::new(JobGroups::open(fx.groups.agent_name(), Some(FreezerKind::V2)).expect("open"));
+    let ender = Arc::new(Ender::new(groups, "ender-test"));
+    let (answers, answered) = std::sync::mpsc::channel();
+    let runner = ender.clone();
+    thread::spawn(move || runner.run(|end| answers.send((end.ack, end.job, end.stuck)).unwrap_or(())));
+    ender.end(job, Instant::now(), true, Some(7));
+    let answer = answered.recv_timeout(Duration::from_secs(20)).expect("an answer");
+    assert_eq!(answer, (7, job, None));
+    assert!(pids.iter().all(|&p| gone_or_zombie(p)), "a member survived");
+    assert!(!fx.groups.existing_jobs().expect("existing").contains(&job), "the cgroup is left");
+    assert!(ender.stuck().is_empty());
+}

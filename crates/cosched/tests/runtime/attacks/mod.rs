@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `identity` | claiming another uid over TCP, stolen or guessed keys, agents that are users |
 //! | `relay` | a user on the port an agent or a remote user dials, relaying the handshake, then injecting or reflecting lines |
+//! | `lifetime` | processes that outlive their job: daemons a task leaves, remote commands still running when the tasks end, a job killed while frozen, a process that survives SIGKILL |
 //! | `ownership` | moving, freezing, suspending or ending other users' processes and jobs; the daemon's own processes; reused job ids |
 //! | `secrets` | reading other users' environments, command lines, logs and the database |
 //! | `exhaustion` | connection floods, idle and slow clients, descriptor exhaustion, failed authentications, hoarded pre-authentication and monitor places |
@@ -20,6 +21,7 @@
 mod exhaustion;
 mod forgery;
 mod identity;
+mod lifetime;
 mod ownership;
 mod relay;
 mod secrets;
