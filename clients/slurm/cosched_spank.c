@@ -7,7 +7,8 @@
  *   job prolog (slurmd, every node of the job)   cosched slurm begin   the allocation: job, owner, nodes, CPUs
  *   task post-fork (slurmstepd, every step)      cosched slurm attach  the step's tasks on this node, moved into
  *                                                                      the job's cgroup before any of them runs
- *   job epilog (slurmd, every node of the job)   cosched slurm end     the job is over: thaw and forget it
+ *   job epilog (slurmd, every node of the job)   cosched slurm end     the job is over: end what is left of it
+ *                                                                      (a command of `cosched rsh`) and forget it
  *
  * It runs the `cosched` binary rather than speaking the protocol itself: a compute node reaches the controller
  * over TCP with a MUNGE credential, which the binary already does, and a call is made once per job step per
@@ -343,7 +344,8 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
     char *const without[] = {"end", "--slurm-job", (char *)job, "--node", (char *)node, NULL};
     char what[64];
     snprintf(what, sizeof what, "Slurm job %s end on %s", job, node);
-    /* A failed epilog would drain the node: the job is over for Slurm whatever cosched answers. */
+    /* A failed epilog would drain the node: the job is over for Slurm whatever cosched answers. A process of the
+     * job that survived SIGKILL is in the answer, which run_cosched puts in slurmd's log; cosched keeps retrying. */
     run_cosched(what, exit && exit[0] ? with_exit : without);
     return 0;
 }

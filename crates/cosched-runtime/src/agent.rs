@@ -8,7 +8,8 @@
 use crate::auth::Credentials;
 pub use crate::client::Address;
 use crate::client::Connection;
-use crate::freezer::{FreezerKind, JobGroups};
+use crate::ender::Ender;
+use crate::freezer::{monotonic_now, FreezerKind, JobGroups};
 use crate::job_tag::JobTag;
 use crate::launch::LaunchSpec;
 use crate::pid_guard::PidGuard;
@@ -77,6 +78,8 @@ pub struct Agent {
     guard: PidGuard,
     groups: Arc<JobGroups>,
     switcher: Arc<Switcher>,
+    /// Ends what is left of jobs that are over or killed, and keeps what it cannot end.
+    ender: Ender,
     shared: Mutex<Shared>,
     connected: (Mutex<bool>, Condvar),
 }
@@ -99,6 +102,7 @@ impl Agent {
         }
         let groups = Arc::new(JobGroups::open(&settings.node, settings.freezer)?);
         let switcher = Arc::new(Switcher::new(groups.clone(), settings.confirm_wait));
+        let ender = Ender::new(groups.clone(), &settings.node);
         let mut jobs = BTreeMap::new();
         for id in groups.existing_jobs()? {
             if let Err(e) = groups.mark_how_stopped(id) {
@@ -113,6 +117,7 @@ impl Agent {
             guard,
             groups,
             switcher,
+            ender,
             shared,
             connected: (Mutex::new(false), Condvar::new()),
         }))
@@ -142,6 +147,10 @@ impl Agent {
         std::thread::Builder::new().name("report".into()).spawn(move || reporter.report_loop())?;
         let keeper = self.clone();
         std::thread::Builder::new().name("logs".into()).spawn(move || keeper.log_loop())?;
+        let agent = self.clone();
+        std::thread::Builder::new().name("end-jobs".into()).spawn(move || {
+            agent.ender.run(|end| agent.send(&FromAgent::Forgotten { ack: end.ack, stuck: end.stuck }))
+        })?;
         loop {
             if let Err(e) = self.serve_link() {
                 eprintln!("cosched agent {}: controller link: {e}; retrying", self.settings.node);
@@ -220,12 +229,12 @@ impl Agent {
                 self.send(&FromAgent::Logs { ack, files: self.log_tails(job, &ranks) });
                 Ok(())
             }
-            ToAgent::Forget { job } => {
+            ToAgent::Forget { job, ack } => {
                 self.shared.lock().unwrap().jobs.remove(&job);
                 self.switcher.forget(job);
-                // Processes may be left (a Slurm job's, which Slurm ends): a forgotten job is never left frozen.
-                let _ = self.groups.thaw(job);
-                let _ = self.groups.remove(job);
+                // Everything the job started ends with it: what is left (a daemon of a task, a command of
+                // `cosched rsh`, whatever Slurm did not end) is killed, then the cgroup goes.
+                self.ender.end(job, monotonic_now(), true, ack);
                 Ok(())
             }
         };
@@ -337,18 +346,12 @@ impl Agent {
         self.groups.signal(job, signal)
     }
 
-    /// SIGTERM every process of the job now and SIGKILL whatever is left after `grace`. A job with no process
-    /// ends at once.
+    /// SIGTERM every process of the job now, and kill whatever is left after `grace` (until none is, or what is
+    /// left is reported stuck). A job with no process ends at once.
     fn terminate(&self, job: u64, grace: Duration) -> std::io::Result<()> {
-        self.signal(job, nix::sys::signal::Signal::SIGTERM as i32)?;
-        let groups = self.groups.clone();
-        std::thread::Builder::new().name("kill-wait".into()).spawn(move || {
-            std::thread::sleep(grace);
-            if groups.pids(job).is_ok_and(|p| !p.is_empty()) {
-                let _ = groups.signal(job, nix::sys::signal::Signal::SIGKILL);
-            }
-        })?;
-        Ok(())
+        let termed = self.signal(job, nix::sys::signal::Signal::SIGTERM as i32);
+        self.ender.end(job, monotonic_now() + grace, false, None);
+        termed
     }
 
     /// Create the job's cgroup (frozen unless its slot is on now), then start
@@ -568,7 +571,8 @@ impl Agent {
                 .unwrap_or(0.0);
             let (switches, switch_errors) = (self.switcher.switches(), self.switcher.errors());
             let slice_starts = self.switcher.take_slice_starts();
-            self.send(&FromAgent::Report { jobs: usage, load_avg, switches, switch_errors, slice_starts });
+            let stuck_jobs = self.ender.stuck();
+            self.send(&FromAgent::Report { jobs: usage, load_avg, switches, switch_errors, slice_starts, stuck_jobs });
         }
     }
 
@@ -578,31 +582,68 @@ impl Agent {
         let mut usage = Vec::new();
         let mut ended = Vec::new();
         for (&job, local) in shared.jobs.iter_mut() {
+            if local.exit_code == Some(i32::MIN) {
+                continue; // its end is reported
+            }
             reap(local);
             let pids = self.groups.pids(job).unwrap_or_default();
-            let live_children = local.children.iter_mut().any(|c| matches!(c.try_wait(), Ok(None)));
-            if pids.is_empty() && !live_children && local.had_processes && local.exit_code != Some(i32::MIN) {
-                // The tasks' supervisors, started by this agent or an earlier one, recorded how they ended.
-                let dir = self.job_dir(job);
-                let statuses = dir.as_deref().map(crate::job_tag::task_statuses).unwrap_or_default();
-                if statuses.iter().any(|(_, status)| status.pending()) {
-                    continue;
+            match self.job_end(job, local, &pids) {
+                JobEnd::Running => {
+                    let cpu_ns = self.groups.cpu_usage_ns(job).unwrap_or(0);
+                    let frozen = self.switcher.is_frozen(job);
+                    usage.push(JobUsage { job, cpu_ns, pids, frozen });
                 }
-                let expected = dir.as_deref().and_then(crate::job_tag::expected_ranks);
-                let end = crate::job_tag::tasks_end(expected.as_deref(), &statuses);
-                ended.push((job, end.exit_code.or(local.exit_code), end.failure_reason()));
-                local.exit_code = Some(i32::MIN); // reported once
-                continue;
+                JobEnd::StatusesPending => {}
+                JobEnd::Over(exit_code, failure) => {
+                    ended.push((job, exit_code, failure));
+                    local.exit_code = Some(i32::MIN); // reported once
+                }
             }
-            if local.exit_code == Some(i32::MIN) {
-                continue;
-            }
-            let cpu_ns = self.groups.cpu_usage_ns(job).unwrap_or(0);
-            let frozen = self.switcher.is_frozen(job);
-            usage.push(JobUsage { job, cpu_ns, pids, frozen });
         }
         (usage, ended)
     }
+
+    /// Is the job over on this node? A job with tasks (started here, each with its supervisor) is over once its
+    /// tasks have ended: whatever they left in its cgroup (a daemon, a command of `cosched rsh`, a process added to
+    /// it) is killed first, and the job is over once that is gone too, or found stuck (reported, still retried).
+    /// A job without tasks (registered, Slurm's, an MPI job's other nodes) is over when its cgroup is empty.
+    fn job_end(&self, job: u64, local: &mut LocalJob, pids: &[i32]) -> JobEnd {
+        let live_children = local.children.iter_mut().any(|c| matches!(c.try_wait(), Ok(None)));
+        if !local.had_processes || live_children {
+            return JobEnd::Running;
+        }
+        // The tasks' supervisors, started by this agent or an earlier one, recorded how they ended.
+        let dir = self.job_dir(job);
+        let statuses = dir.as_deref().map(crate::job_tag::task_statuses).unwrap_or_default();
+        let expected = dir.as_deref().and_then(crate::job_tag::expected_ranks);
+        let tasks_ended = !statuses.iter().any(|(_, status)| status.pending());
+        let over = || {
+            let end = crate::job_tag::tasks_end(expected.as_deref(), &statuses);
+            JobEnd::Over(end.exit_code.or(local.exit_code), end.failure_reason())
+        };
+        if pids.is_empty() {
+            return if tasks_ended { over() } else { JobEnd::StatusesPending };
+        }
+        let has_tasks = !local.children.is_empty() || !statuses.is_empty() || expected.is_some();
+        if !(has_tasks && tasks_ended) {
+            return JobEnd::Running;
+        }
+        self.ender.end(job, monotonic_now(), false, None);
+        if self.ender.is_stuck(job) {
+            over()
+        } else {
+            JobEnd::Running
+        }
+    }
+}
+
+/// What `Agent::job_end` finds.
+enum JobEnd {
+    Running,
+    /// No process left, but a task's status is still to be written.
+    StatusesPending,
+    /// Its exit code, and why it failed when no task's exit code says so.
+    Over(Option<i32>, Option<String>),
 }
 
 /// A job that has ended on this node: its id, its exit code, and why it failed when no task's exit code says so.

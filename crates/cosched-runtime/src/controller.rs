@@ -12,7 +12,7 @@ use crate::protocol::{
     write_message, AgentHello, ClassReply, ExecReply, ExecRequest, FromAgent, JobStateReply, JobUsage, KillReply,
     KillState, LogFile, LogTail, LogsReply, MatrixCell, MonitorTokenReply, NodeLoad, NodeLoadReply, PidReply,
     RegisterRequest, Reply, ReplyData, Request, ResourcesReply, Schedule, SignalReply, StartJob, StatusJob, StatusNode,
-    StatusReply, SubmitReply, SubmitRequest, ToAgent, UsageReply,
+    StatusReply, StuckJob, SubmitReply, SubmitRequest, ToAgent, UsageReply,
 };
 use crate::skew::SliceStartSkew;
 use crate::storage::Storage;
@@ -129,6 +129,8 @@ struct Node {
     switches: u64,
     switch_errors: u64,
     last_schedule: Option<Schedule>,
+    /// Jobs whose cgroup the node's agent could not empty, as its last report said (kept while it is away).
+    stuck_jobs: Vec<StuckJob>,
     /// Events of this node's agent ignored because they spoke of jobs not running there or answered requests never
     /// sent to it (logged at powers of two).
     ignored_events: u64,
@@ -147,6 +149,7 @@ impl Node {
             switches: 0,
             switch_errors: 0,
             last_schedule: None,
+            stuck_jobs: Vec::new(),
             ignored_events: 0,
         }
     }
@@ -205,6 +208,8 @@ enum AnswerKind {
     Logs,
     /// An `Exec`'s end: due when the command ends, failed when its node's agent goes away.
     ExecEnded,
+    /// A `Forget`'s outcome: the job's processes all ended, or those the kill did not end.
+    Forgotten,
 }
 
 pub struct Controller {
@@ -221,6 +226,8 @@ enum AgentAnswerData {
     PidMoved,
     Logs(Vec<LogTail>),
     ExecEnded(i32),
+    /// What the agent could not end (`None`: all ended, the job's cgroup is gone).
+    Forgotten(Option<StuckJob>),
 }
 
 /// Slices over which the status reports the skew between nodes.
@@ -228,6 +235,8 @@ const SKEW_SLICES_KEPT: usize = 2_000;
 
 /// How long a request forwarded to an agent (pid change, logs) waits for its answer.
 const AGENT_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most stuck jobs kept per node (an agent holding the key could report any number).
+const STUCK_JOBS_KEPT: usize = 256;
 
 /// A job using less than 1/100 of one CPU counts as idle.
 const IDLE_CPU_SHARE_DIVISOR: u64 = 100;
@@ -284,6 +293,7 @@ impl Controller {
             Request::Logs { job } => self.logs(who, job),
             Request::Exec(r) => self.exec(who, r),
             Request::SlurmAttach { slurm_job, pid, node } => self.slurm_attach(who, slurm_job, pid, node),
+            Request::SlurmEnd(r) => self.slurm_end(who, r),
             other => self.handle_locked(&mut self.state.lock().unwrap(), who, other),
         };
         match outcome {
@@ -309,9 +319,9 @@ impl Controller {
             Request::Signal { job, signal } => self.signal(state, who, job, &signal),
             Request::MonitorToken {} => self.monitor_token(state, who),
             Request::SlurmBegin(r) => self.slurm_begin(state, who, r),
-            Request::SlurmEnd(r) => self.slurm_end(state, who, r),
             Request::AddPid { .. }
             | Request::SlurmAttach { .. }
+            | Request::SlurmEnd(_)
             | Request::RemovePid { .. }
             | Request::Logs { .. }
             | Request::Exec(_)
@@ -478,10 +488,21 @@ impl Controller {
 
     /// Send an agent a request that it answers, and wait for the answer without holding the state.
     fn ask_agent(&self, node: &str, kind: AnswerKind, message: impl FnOnce(u64) -> ToAgent) -> AgentAnswer {
+        self.ask_agent_within(node, kind, AGENT_ANSWER_TIMEOUT, message)
+    }
+
+    /// `ask_agent`, waiting at most `timeout`.
+    fn ask_agent_within(
+        &self,
+        node: &str,
+        kind: AnswerKind,
+        timeout: Duration,
+        message: impl FnOnce(u64) -> ToAgent,
+    ) -> AgentAnswer {
         let (answer, ack) = self.send_asking(node, kind, 0, message)?;
-        answer.recv_timeout(AGENT_ANSWER_TIMEOUT).unwrap_or_else(|_| {
+        answer.recv_timeout(timeout).unwrap_or_else(|_| {
             self.state.lock().unwrap().pending_answers.remove(&ack);
-            Err(format!("no answer within {} s", AGENT_ANSWER_TIMEOUT.as_secs()))
+            Err(format!("no answer within {} s", timeout.as_secs()))
         })
     }
 
@@ -898,6 +919,17 @@ impl Controller {
         for id in gone {
             self.node_ended(state, id, &hello.node, None);
         }
+        // Cgroups of jobs over there (their processes could not be ended before, or the end never reached the
+        // agent): whatever they hold ends now.
+        let over: Vec<u64> = hello
+            .adopted
+            .iter()
+            .filter(|a| state.jobs.get(&a.job).is_some_and(|j| j.state.is_over() || j.ended_on.contains(&hello.node)))
+            .map(|a| a.job)
+            .collect();
+        for job in over {
+            let _ = send_to(state, &hello.node, &ToAgent::Forget { job, ack: None });
+        }
         let killing: Vec<JobRecord> = state
             .jobs
             .values()
@@ -933,8 +965,10 @@ impl Controller {
     pub fn agent_event(&self, node: &str, event: FromAgent) {
         let mut state = self.state.lock().unwrap();
         let heard = match event {
-            FromAgent::Report { jobs, load_avg, switches, switch_errors, slice_starts } => {
-                self.node_report(&mut state, node, (load_avg, switches, switch_errors), slice_starts, jobs)
+            FromAgent::Report { jobs, load_avg, switches, switch_errors, slice_starts, stuck_jobs } => {
+                let usage_heard =
+                    self.node_report(&mut state, node, (load_avg, switches, switch_errors), slice_starts, jobs);
+                self.note_stuck_jobs(&mut state, node, stuck_jobs) && usage_heard
             }
             FromAgent::Ended { job, exit_code, error } if runs_on(&state, job, node) => {
                 if let Some(error) = error {
@@ -963,6 +997,14 @@ impl Controller {
                     None => Ok(AgentAnswerData::ExecEnded(exit_code.unwrap_or(-1))),
                 };
                 answer(&mut state, node, ack, AnswerKind::ExecEnded, ended)
+            }
+            FromAgent::Forgotten { ack, stuck } => {
+                // What is stuck is noted before the request waiting for it (an epilog) returns, not at the node's
+                // next report; and only in answer to a request sent to that node.
+                let asked =
+                    state.pending_answers.get(&ack).is_some_and(|p| p.node == node && p.kind == AnswerKind::Forgotten);
+                let noted = !asked || stuck.as_ref().is_none_or(|s| self.note_stuck_job(&mut state, node, s));
+                answer(&mut state, node, ack, AnswerKind::Forgotten, Ok(AgentAnswerData::Forgotten(stuck))) && noted
             }
         };
         if !heard {
@@ -1004,6 +1046,37 @@ impl Controller {
         all_ours
     }
 
+    /// What a node says of the cgroups it could not empty, for jobs placed there (others are ignored): kept with
+    /// the node for `status` and `/metrics` while the node reports them, and said once in the job's record and the
+    /// controller's log. False when some of it was ignored.
+    fn note_stuck_jobs(&self, state: &mut State, node: &str, stuck_jobs: Vec<StuckJob>) -> bool {
+        let Some(i) = node_index(state, node) else { return false };
+        let count = stuck_jobs.len();
+        let ours: Vec<StuckJob> =
+            stuck_jobs.into_iter().filter(|s| placed_on(state, s.job, node)).take(STUCK_JOBS_KEPT).collect();
+        for stuck in &ours {
+            note_left_behind(state, node, stuck);
+        }
+        let all_ours = ours.len() == count;
+        if state.nodes[i].stuck_jobs != ours {
+            state.nodes[i].stuck_jobs = ours;
+            state.status_changes += 1;
+        }
+        all_ours
+    }
+
+    /// One stuck cgroup a node answered a `Forget` with: noted as a report's would be, until its next report.
+    fn note_stuck_job(&self, state: &mut State, node: &str, stuck: &StuckJob) -> bool {
+        let Some(i) = node_index(state, node).filter(|_| placed_on(state, stuck.job, node)) else { return false };
+        note_left_behind(state, node, stuck);
+        let listed = &mut state.nodes[i].stuck_jobs;
+        if !listed.iter().any(|s| s.job == stuck.job) && listed.len() < STUCK_JOBS_KEPT {
+            listed.push(stuck.clone());
+            state.status_changes += 1;
+        }
+        true
+    }
+
     fn node_ended(&self, state: &mut State, id: u64, node: &str, exit_code: Option<i32>) {
         let Some(job) = state.jobs.get(&id) else { return };
         if job.state.is_over() || job.ended_on.iter().any(|n| n == node) {
@@ -1035,7 +1108,7 @@ impl Controller {
             };
             job.ended_unix_ms = Some(unix_ms_now());
         }
-        let _ = send_to(state, node, &ToAgent::Forget { job: id });
+        let _ = send_to(state, node, &ToAgent::Forget { job: id, ack: None });
         state.storage.save_job_or_hold(&job);
         state.jobs.insert(id, job);
         self.replan(state);
@@ -1047,7 +1120,7 @@ impl Controller {
         let launcher = job.launcher_node().map(str::to_string);
         for p in job.placement.iter().filter(|p| Some(&p.node) != launcher.as_ref()) {
             let _ = send_to(state, &p.node, &ToAgent::Terminate { job: job.id, grace_ms });
-            let _ = send_to(state, &p.node, &ToAgent::Forget { job: job.id });
+            let _ = send_to(state, &p.node, &ToAgent::Forget { job: job.id, ack: None });
             job.ended_on.push(p.node.clone());
         }
     }
@@ -1193,6 +1266,7 @@ impl Controller {
             submitted_unix_ms: j.submitted_unix_ms,
             started_unix_ms: j.started_unix_ms,
             ended_unix_ms: j.ended_unix_ms,
+            left_behind: j.left_behind.clone(),
         }
     }
 }
@@ -1246,6 +1320,8 @@ fn node_figures(state: &State, n: &Node) -> NodeFigures {
         switches: n.switches,
         switch_errors: n.switch_errors,
         jobs: jobs_on(state, &n.name),
+        stuck_jobs: n.stuck_jobs.len() as u64,
+        stuck_processes: n.stuck_jobs.iter().map(|s| s.processes).sum(),
     }
 }
 
@@ -1264,6 +1340,7 @@ fn status_node(n: &Node) -> StatusNode {
         load_avg: n.load_avg,
         switches: n.switches,
         switch_errors: n.switch_errors,
+        stuck_jobs: n.stuck_jobs.clone(),
     }
 }
 
@@ -1408,6 +1485,31 @@ fn answer(state: &mut State, node: &str, ack: u64, kind: AnswerKind, result: Age
         }
     }
     asked
+}
+
+/// Was job `job` placed on `node` (whether over or not)? Only then may `node`'s agent say it left processes there.
+fn placed_on(state: &State, job: u64, node: &str) -> bool {
+    state.jobs.get(&job).is_some_and(|j| j.on_node(node).is_some())
+}
+
+/// Say once, in the job's record and the controller's log, that `node` could not kill processes of the job.
+fn note_left_behind(state: &mut State, node: &str, stuck: &StuckJob) {
+    let said = format!("node {node}:");
+    let Some(record) = state.jobs.get(&stuck.job) else { return };
+    if record.left_behind.as_deref().is_some_and(|note| note.contains(&said)) {
+        return;
+    }
+    let pids: Vec<String> = stuck.pids.iter().map(|p| p.to_string()).collect();
+    let note = format!(
+        "{said} {} processes could not be killed (pids {}); the agent keeps their cgroup and retries",
+        stuck.processes,
+        pids.join(",")
+    );
+    eprintln!("cosched controller: job {}: {note}", stuck.job);
+    let mut job = record.clone();
+    job.left_behind = Some(job.left_behind.map_or(note.clone(), |earlier| format!("{earlier}; {note}")));
+    state.storage.save_job_or_hold(&job);
+    state.jobs.insert(job.id, job);
 }
 
 /// Does job `job` run on `node` (placed there, not over, not ended there)? Only then may `node`'s agent speak of it.

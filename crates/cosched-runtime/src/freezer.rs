@@ -641,6 +641,41 @@ impl JobGroups {
         Ok(())
     }
 
+    /// Send SIGKILL to every process of the job, frozen or not, and return at once (a process leaves the cgroup
+    /// when the kernel has ended it: `members` says who is left). `cgroup.kill` where the kernel has it: it kills
+    /// frozen tasks and every task forked meanwhile. Otherwise each member is signalled inside a freeze request, so
+    /// that stopped members cannot fork past the sweep, then thawed: the v1 freezer holds a frozen task's SIGKILL
+    /// until it thaws (a task stopped by SIGSTOP dies of SIGKILL anyway). A caller repeats it until the cgroup is
+    /// empty: a fork the sweep missed, or a task that was in the kernel, is caught by the next call.
+    pub fn kill_all(&self, job: u64) -> io::Result<()> {
+        let kill_file = self.primary_file(job, "cgroup.kill");
+        if self.primary().mount.v2 && kill_file.exists() {
+            return write_control(&kill_file, "1");
+        }
+        let freezes = self.kind != FreezerKind::Signals;
+        if freezes {
+            // Not confirmed: a member waiting in the kernel may never reach the freezer, and must be killed anyway.
+            let _ = self.request_freeze(job);
+        }
+        for pid in self.members(job)? {
+            signal_pid(pid, Signal::SIGKILL).map_err(|e| io::Error::new(e.kind(), format!("job {job}: {e}")))?;
+        }
+        if freezes {
+            self.thaw(job)?;
+        }
+        Ok(())
+    }
+
+    /// Processes in the job's cgroup in any hierarchy it uses (sorted; empty once the cgroups are gone). A process
+    /// that root moved between hierarchies' cgroups still keeps the job's cgroup in that one busy.
+    pub fn members(&self, job: u64) -> io::Result<Vec<i32>> {
+        let mut members = BTreeSet::new();
+        for h in &self.hierarchies {
+            members.extend(read_procs(&h.job_dir(job))?);
+        }
+        Ok(members.into_iter().collect())
+    }
+
     /// CPU time used by the job's processes so far, in ns. From the cgroup's accounting when a hierarchy in use
     /// has it (this includes processes that already exited); else the current members' utime+stime.
     pub fn cpu_usage_ns(&self, job: u64) -> io::Result<u64> {

@@ -99,6 +99,10 @@ pub struct JobRecord {
     /// empty between job steps without ending it.
     #[serde(default)]
     pub slurm_job: Option<u32>,
+    /// Processes of the job that a node could not kill when it ended (`protocol::StuckJob`), as first reported:
+    /// that node keeps their cgroup and retries; `status` lists it under the node while it lasts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_behind: Option<String>,
 }
 
 impl JobRecord {
@@ -130,6 +134,7 @@ impl JobRecord {
             idle: false,
             error: None,
             held_by_admin: false,
+            left_behind: None,
             token: crate::job_tag::random_hex(16).unwrap_or_default(),
         }
     }

@@ -16,6 +16,7 @@ pub mod conn;
 pub mod controller;
 pub mod daemon;
 pub mod db;
+pub mod ender;
 pub mod freezer;
 pub mod gate;
 pub mod http;

@@ -65,6 +65,9 @@ pub struct NodeFigures {
     pub switch_errors: u64,
     /// Jobs not over that hold CPUs of the node.
     pub jobs: u64,
+    /// Jobs whose cgroup the node's agent could not empty, and the processes left in them.
+    pub stuck_jobs: u64,
+    pub stuck_processes: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -124,6 +127,13 @@ const NODE_SWITCH_ERRORS: Family =
     counter("cosched_node_switch_errors", None, "Failed gang switches since the node's agent started.");
 const NODE_JOBS: Family = gauge("cosched_node_jobs", None, "Jobs not over that hold CPUs of the node.");
 const NODE_CONNECTED: Family = gauge("cosched_node_connected", None, "1 while the node's agent is connected.");
+const NODE_STUCK_JOBS: Family = gauge(
+    "cosched_node_stuck_jobs",
+    None,
+    "Jobs whose cgroup the node's agent could not empty (processes that survived SIGKILL); it keeps retrying.",
+);
+const NODE_STUCK_PROCESSES: Family =
+    gauge("cosched_node_stuck_processes", None, "Processes left in the node's stuck job cgroups.");
 
 const JOB_CPUS: Family = gauge("cosched_job_cpus", None, "CPUs the job holds over all its nodes.");
 const JOB_CPU: Family =
@@ -196,7 +206,7 @@ type JobFamily = (&'static Family, fn(&JobFigures) -> Option<Value>);
 
 fn write_nodes(out: &mut String, nodes: &[NodeFigures]) {
     let node_labels: Vec<String> = nodes.iter().map(|n| labels(&[("node", &n.name)])).collect();
-    let families: [NodeFamily; 7] = [
+    let families: [NodeFamily; 9] = [
         (&NODE_CPUS, |n| Value::Int(n.cpus.into())),
         (&NODE_MEMORY, |n| Value::Int(n.mem_bytes)),
         (&NODE_LOAD, |n| Value::Float(n.load_avg)),
@@ -204,6 +214,8 @@ fn write_nodes(out: &mut String, nodes: &[NodeFigures]) {
         (&NODE_SWITCH_ERRORS, |n| Value::Int(n.switch_errors)),
         (&NODE_JOBS, |n| Value::Int(n.jobs)),
         (&NODE_CONNECTED, |n| flag(n.connected)),
+        (&NODE_STUCK_JOBS, |n| Value::Int(n.stuck_jobs)),
+        (&NODE_STUCK_PROCESSES, |n| Value::Int(n.stuck_processes)),
     ];
     for (family, value) in families {
         header(out, family);
@@ -326,6 +338,8 @@ mod tests {
                 switches: 300,
                 switch_errors: 1,
                 jobs: 2,
+                stuck_jobs: 1,
+                stuck_processes: 3,
             }],
             jobs_by_state: vec![(JobState::Queued, 1), (JobState::Running, 1)],
             jobs: vec![job(7, 1000, JobState::Running, Some(2_500)), job(8, 4242, JobState::Queued, None)],
@@ -385,6 +399,7 @@ mod tests {
             "cosched_node_memory_bytes{node=\"n1\"} 1073741824",
             "cosched_node_switches_total{node=\"n1\"} 300",
             "cosched_node_load_average{node=\"n1\"} 1.25",
+            "cosched_node_stuck_processes{node=\"n1\"} 3",
             "cosched_jobs{state=\"queued\"} 1",
             "cosched_slice_seconds 0.01",
             "cosched_job_elapsed_seconds{job_id=\"7\",user=\"al\\\\ice \\\"the\\\"\\nadmin\",class=\"batch\",mode=\"gang\",state=\"running\"} 2.5",

@@ -350,9 +350,13 @@ pub enum ToAgent {
         ranks: Vec<u32>,
         ack: u64,
     },
-    /// The job is over on this node: remove its cgroup once empty.
+    /// The job is over on this node: kill whatever is left in its cgroup (after the grace of a `Terminate` still
+    /// running), and remove the cgroup once empty. With `ack`, the agent answers `Forgotten { ack }` once the cgroup
+    /// is empty, or once its processes have outlived the kill's bound (then it keeps the cgroup and retries).
     Forget {
         job: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ack: Option<u64>,
     },
     Refused {
         reason: String,
@@ -410,6 +414,9 @@ pub enum FromAgent {
         /// (slice number, ns from the slice boundary to the switch's start) of the switches since the last report.
         #[serde(default)]
         slice_starts: Vec<(u64, u64)>,
+        /// Jobs over (or being killed) whose cgroup the agent could not empty: processes that outlived SIGKILL.
+        #[serde(default)]
+        stuck_jobs: Vec<StuckJob>,
     },
     /// The job has no process left on this node.
     Ended {
@@ -439,6 +446,12 @@ pub enum FromAgent {
     Logs {
         ack: u64,
         files: Vec<LogTail>,
+    },
+    /// The answer to `Forget` number `ack`: the job's processes all ended and its cgroup is gone (`None`), or
+    /// those that outlived the kill's bound (the agent keeps their cgroup and retries).
+    Forgotten {
+        ack: u64,
+        stuck: Option<StuckJob>,
     },
 }
 

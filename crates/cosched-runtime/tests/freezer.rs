@@ -488,3 +488,59 @@ fn a_late_freeze_is_thawed_back_v2() {
 fn a_late_freeze_is_thawed_back_v1() {
     a_late_freeze_is_thawed_back(FreezerKind::V1);
 }
+
+/// Everything in a job ends, however it forks and whatever its state: a frozen job whose shell forks every 10 ms
+/// is emptied by repeating `kill_all` (`cgroup.kill` where the primary hierarchy is v2; under v1 each member is
+/// signalled inside a freeze request, then thawed, since v1 holds a frozen task's SIGKILL until it thaws).
+fn kill_all_empties_a_frozen_forking_job(kind: FreezerKind) {
+    let Some(mut fx) = Fixture::open(kind, "killall") else { return };
+    let job = 11;
+    fx.create(job);
+    fx.launch(job, "while :; do sleep 300 & sleep 0.01; done");
+    assert!(eventually(Duration::from_secs(5), || fx.groups.members(job).expect("members").len() >= 5));
+    fx.groups.freeze(job).expect("freeze");
+    let emptied = eventually(Duration::from_secs(10), || {
+        fx.groups.kill_all(job).expect("kill_all");
+        fx.groups.members(job).expect("members").is_empty()
+    });
+    assert!(emptied, "members left after kill_all: {:?}", fx.groups.members(job));
+    fx.groups.remove(job).expect("remove the emptied cgroup");
+}
+
+#[test]
+fn kill_all_empties_a_frozen_forking_job_v2() {
+    kill_all_empties_a_frozen_forking_job(FreezerKind::V2);
+}
+
+#[test]
+fn kill_all_empties_a_frozen_forking_job_v1() {
+    kill_all_empties_a_frozen_forking_job(FreezerKind::V1);
+}
+
+#[test]
+fn kill_all_empties_a_frozen_forking_job_signals() {
+    kill_all_empties_a_frozen_forking_job(FreezerKind::Signals);
+}
+
+/// The agent's ender kills what a forgotten job left, removes its cgroup and answers who waited, with nothing left.
+#[test]
+fn the_ender_ends_what_a_job_left_removes_its_cgroup_and_answers() {
+    use cosched_runtime::ender::Ender;
+    use std::sync::Arc;
+    let Some(mut fx) = Fixture::open(FreezerKind::V2, "ender") else { return };
+    let job = 12;
+    fx.create(job);
+    fx.launch(job, "trap '' TERM; sleep 300 & sleep 300");
+    let pids = fx.members(job, 3);
+    let groups = Arc::new(JobGroups::open(fx.groups.agent_name(), Some(FreezerKind::V2)).expect("open"));
+    let ender = Arc::new(Ender::new(groups, "ender-test"));
+    let (answers, answered) = std::sync::mpsc::channel();
+    let runner = ender.clone();
+    thread::spawn(move || runner.run(|end| answers.send((end.ack, end.job, end.stuck)).unwrap_or(())));
+    ender.end(job, Instant::now(), true, Some(7));
+    let answer = answered.recv_timeout(Duration::from_secs(20)).expect("an answer");
+    assert_eq!(answer, (7, job, None));
+    assert!(pids.iter().all(|&p| gone_or_zombie(p)), "a member survived");
+    assert!(!fx.groups.existing_jobs().expect("existing").contains(&job), "the cgroup is left");
+    assert!(ender.stuck().is_empty());
+}

@@ -112,6 +112,7 @@ pub fn status_table(status: &StatusReply, now_unix_ms: u64) -> String {
     }
     out += &storage_text(&status.storage);
     out += &table(&["node", "cpus", "connected", "freezer", "load"], &node_rows(status));
+    out += &stuck_text(status, now_unix_ms);
     out += "\n";
     let headers = ["job", "user", "class", "mode", "state", "elapsed", "tasks", "nodes", "cpu s", "share", "command"];
     let jobs: Vec<Vec<String>> = status.jobs.iter().map(|j| job_row(j, now_unix_ms)).collect();
@@ -148,6 +149,26 @@ fn job_row(j: &StatusJob, now_unix_ms: u64) -> Vec<String> {
         format!("{:.0}%", j.slice_share * 100.0),
         j.command.clone(),
     ]
+}
+
+/// A line per job cgroup a node could not empty (processes that survived SIGKILL), only when there are some.
+fn stuck_text(status: &StatusReply, now_unix_ms: u64) -> String {
+    let mut out = String::new();
+    for node in &status.nodes {
+        for stuck in &node.stuck_jobs {
+            let pids: Vec<String> = stuck.pids.iter().map(|p| p.to_string()).collect();
+            out += &format!(
+                "node {}: job {}: {} processes could not be killed (pids {}) for {}; the agent keeps their cgroup and \
+                 retries\n",
+                node.name,
+                stuck.job,
+                stuck.processes,
+                pids.join(","),
+                elapsed_text(now_unix_ms.saturating_sub(stuck.since_unix_ms))
+            );
+        }
+    }
+    out
 }
 
 /// Lines about storage, only when something is wrong with it.
@@ -225,6 +246,7 @@ mod tests {
             submitted_unix_ms: 1_000,
             started_unix_ms: (state != JobState::Queued).then_some(2_000),
             ended_unix_ms: state.is_over().then_some(65_000),
+            left_behind: None,
         }
     }
 
@@ -239,6 +261,7 @@ mod tests {
             load_avg: 0.0,
             switches: 0,
             switch_errors: 0,
+            stuck_jobs: vec![],
         }
     }
 
@@ -314,6 +337,17 @@ mod tests {
         assert!(line("1 ").contains("root") && line("1 ").contains("2:00"), "{text}");
         assert!(line("3 ").contains("1:03") && line("3 ").contains("a,b"), "{text}");
         assert!(line("2 ").contains("0:00") && line("2 ").contains(" - "), "{text}");
+        assert!(!text.contains("could not be killed"), "{text}");
+    }
+
+    #[test]
+    fn a_stuck_job_cgroup_is_named_under_the_nodes() {
+        let mut status = status();
+        let stuck =
+            cosched_runtime::protocol::StuckJob { job: 3, processes: 2, pids: vec![41, 42], since_unix_ms: 2_000 };
+        status.nodes[1].stuck_jobs.push(stuck);
+        let text = status_table(&status, 122_000);
+        assert!(text.contains("node b: job 3: 2 processes could not be killed (pids 41,42) for 2:00"), "{text}");
     }
 
     #[test]

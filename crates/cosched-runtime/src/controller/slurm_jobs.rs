@@ -1,8 +1,9 @@
 //! The controller's side of Slurm jobs (`crate::slurm`): Slurm chose the nodes, so a Slurm job is registered on
 //! exactly those nodes and must fit at once; it ends when Slurm's epilog says so, never because its nodes emptied
-//! between job steps. Only administrators (root in Slurm's prolog, slurmstepd and epilog) may call these.
+//! between job steps, and the epilog waits until its node has ended what is left of the job. Only administrators
+//! (root in Slurm's prolog, slurmstepd and epilog) may call these.
 
-use super::{node_index, send_to, Controller, Outcome, State};
+use super::{node_index, send_to, AgentAnswerData, AnswerKind, Controller, Outcome, State, AGENT_ANSWER_TIMEOUT};
 use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState};
 use crate::protocol::{JobStateReply, SlurmBeginRequest, SlurmEndRequest, SubmitReply, ToAgent};
 use crate::slurm::{expand_cpus_per_node, expand_hostlist};
@@ -70,25 +71,52 @@ impl Controller {
         self.move_pid(id, pid, node, Some(owner), true)
     }
 
-    /// The Slurm job is over (its epilog runs on each of its nodes; the first one ends it, the others find it
-    /// ended). Every node thaws and forgets its cgroup: the processes are Slurm's to end.
-    pub(super) fn slurm_end(&self, state: &mut State, who: &Identity, r: SlurmEndRequest) -> Outcome {
+    /// The Slurm job is over: its epilog runs on each of its nodes, and the first one ends the cosched job. Each
+    /// node's agent then kills whatever is left in the job's cgroup there and removes it: Slurm has ended its own
+    /// processes, but a command of `cosched rsh` (started by the agent) or a process added to the job is
+    /// cosched's to end. Each epilog waits for its own node, within the kill's bound: processes that survive
+    /// SIGKILL make the answer an error (slurmd logs it), and the agent keeps their cgroup and retries.
+    pub(super) fn slurm_end(&self, who: &Identity, r: SlurmEndRequest) -> Outcome {
         require_admin(who)?;
+        let ended = self.end_slurm_job(&mut self.state.lock().unwrap(), &r)?;
+        let wait = crate::ender::KILL_BOUND + AGENT_ANSWER_TIMEOUT;
+        let forget = |ack| ToAgent::Forget { job: ended.job, ack: Some(ack) };
+        let what = format!("Slurm job {}: cosched job {} {}", r.slurm_job, ended.job, ended.state.name());
+        match self.ask_agent_within(&r.node, AnswerKind::Forgotten, wait, forget) {
+            Ok(AgentAnswerData::Forgotten(None)) => Ok(ended.into()),
+            Ok(AgentAnswerData::Forgotten(Some(stuck))) => {
+                let pids: Vec<String> = stuck.pids.iter().map(|p| p.to_string()).collect();
+                Err(format!(
+                    "{what}, but on node {} {} processes of it could not be killed (pids {}): the agent keeps their \
+                     cgroup and retries; cosched status lists them",
+                    r.node,
+                    stuck.processes,
+                    pids.join(",")
+                ))
+            }
+            Ok(_) => Err(format!("{what}; node {}: an answer to another request", r.node)),
+            Err(e) => Err(format!("{what}; node {} did not confirm that its processes ended: {e}", r.node)),
+        }
+    }
+
+    /// End the cosched job of a Slurm job, if it is not over yet; its nodes other than `r.node` (whose epilog waits
+    /// for its own) are told to end what is left there.
+    fn end_slurm_job(&self, state: &mut State, r: &SlurmEndRequest) -> Result<JobStateReply, String> {
         let latest = state.jobs.values().rev().find(|j| j.slurm_job == Some(r.slurm_job));
         let mut job = latest.cloned().ok_or_else(|| format!("cosched has no job for Slurm job {}", r.slurm_job))?;
         if !job.state.is_over() {
-            (job.state, job.error) = end_state(&r);
+            (job.state, job.error) = end_state(r);
             job.exit_code = r.exit_code;
             job.ended_unix_ms = Some(unix_ms_now());
             job.ended_on = job.placement.iter().map(|p| p.node.clone()).collect();
-            for node in &job.ended_on {
-                let _ = send_to(state, node, &ToAgent::Forget { job: job.id });
+            for node in job.ended_on.iter().filter(|&node| *node != r.node) {
+                let _ = send_to(state, node, &ToAgent::Forget { job: job.id, ack: None });
             }
             state.storage.save_job_or_hold(&job);
             state.jobs.insert(job.id, job.clone());
             self.replan(state);
         }
-        Ok(JobStateReply { job: job.id, state: job.state }.into())
+        Ok(JobStateReply { job: job.id, state: job.state })
     }
 }
 

@@ -162,6 +162,21 @@ pub struct StatusNode {
     pub load_avg: f64,
     pub switches: u64,
     pub switch_errors: u64,
+    /// Jobs whose cgroup on the node the agent could not empty; it keeps them and retries.
+    #[serde(default)]
+    pub stuck_jobs: Vec<StuckJob>,
+}
+
+/// A job's cgroup on a node that could not be emptied: processes that outlived SIGKILL (waiting in the kernel,
+/// e.g. for a dead NFS server). The agent keeps the cgroup and retries the kill every second.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StuckJob {
+    pub job: u64,
+    /// How many processes are left, and the first of them (at most 64).
+    pub processes: u64,
+    pub pids: Vec<i32>,
+    /// When the agent found that the kill had not ended them within its bound.
+    pub since_unix_ms: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -190,6 +205,9 @@ pub struct StatusJob {
     pub submitted_unix_ms: u64,
     pub started_unix_ms: Option<u64>,
     pub ended_unix_ms: Option<u64>,
+    /// Processes of the job that a node could not kill (see `StuckJob`), as first reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub left_behind: Option<String>,
 }
 
 /// One node's CPUs in one slot: the job on each CPU (`None`: idle).
@@ -356,6 +374,7 @@ mod wire_tests {
             submitted_unix_ms: 100,
             started_unix_ms: Some(101),
             ended_unix_ms: None,
+            left_behind: None,
         };
         let node = StatusNode {
             name: "n1".into(),
@@ -366,6 +385,7 @@ mod wire_tests {
             load_avg: 0.25,
             switches: 7,
             switch_errors: 0,
+            stuck_jobs: vec![],
         };
         let storage = StorageStatus {
             state: StorageState::Ok,
@@ -396,7 +416,7 @@ mod wire_tests {
         let expected = concat!(
             r#"{"slice_ns":10000000,"rows":4,"#,
             r#""nodes":[{"name":"n1","cpus":2,"mem_bytes":1024,"connected":true,"freezer":"v2","load_avg":0.25,"#,
-            r#""switches":7,"switch_errors":0}],"#,
+            r#""switches":7,"switch_errors":0,"stuck_jobs":[]}],"#,
             r#""jobs":[{"id":3,"uid":1000,"class":"batch","mode":"gang","state":"running","tasks":2,"mem_bytes":0,"#,
             r#""idle":false,"registered":false,"command":"sleep 9","#,
             r#""placement":[{"node":"n1","cpus":[0,1],"ranks":[0,1]}],"cpu_ns":10,"pids":[42],"frozen":true,"#,
@@ -420,5 +440,17 @@ mod wire_tests {
         assert_eq!(json["jobs"][0]["mode"], "local");
         assert_eq!(json["jobs"][0]["class"], "interactive");
         assert_eq!(json["storage"]["state"], "error");
+    }
+
+    #[test]
+    fn a_stuck_job_reads_under_its_node_and_a_left_behind_note_under_its_job() {
+        let mut status = example_status();
+        status.nodes[0].stuck_jobs.push(StuckJob { job: 3, processes: 1, pids: vec![42], since_unix_ms: 7 });
+        status.jobs[0].left_behind = Some("node n1: 1 processes could not be killed".into());
+        let json = serde_json::to_value(&status).unwrap();
+        let stuck = &json["nodes"][0]["stuck_jobs"][0];
+        assert_eq!((stuck["job"].as_u64(), stuck["processes"].as_u64()), (Some(3), Some(1)));
+        assert_eq!((stuck["pids"][0].as_i64(), stuck["since_unix_ms"].as_u64()), (Some(42), Some(7)));
+        assert_eq!(json["jobs"][0]["left_behind"], "node n1: 1 processes could not be killed");
     }
 }

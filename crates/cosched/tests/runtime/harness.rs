@@ -908,3 +908,18 @@ pub fn http_exchange(address: &str, method: &str, target: &str, headers: &[(&str
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("status of {head}"));
     (status, head.to_string(), body.to_string())
 }
+
+/// Processes still alive (not zombies) whose command line is exactly `sleep <seconds>`.
+pub fn sleeps_of(seconds: u32) -> Vec<i32> {
+    let wanted = format!("sleep\0{seconds}\0");
+    let entries = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    let pids = entries.filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok());
+    pids.filter(|&pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted.as_bytes()))
+        .filter(|&pid| is_alive(pid))
+        .collect()
+}
+
+/// The job cgroups the node's agent has (in any hierarchy).
+pub fn job_cgroups(node: &str) -> Vec<u64> {
+    cosched_runtime::freezer::JobGroups::open(node, None).unwrap().existing_jobs().unwrap()
+}

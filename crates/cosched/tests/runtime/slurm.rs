@@ -236,3 +236,74 @@ fn a_slurm_job_cosched_cannot_take_runs_unfrozen_and_says_why() {
     let check = slurm_ok.command(COSCHED, &["slurm", "check", "--socket", daemon.socket.to_str().unwrap()], None);
     assert!(check.status.success(), "cosched slurm check:\n{}", String::from_utf8_lossy(&check.stdout));
 }
+
+/// A Slurm job's script starts a long command through `cosched rsh` (as an MPI launcher does) and exits. Slurm ends
+/// what it started itself, the script and the `cosched rsh` client; the command was started by the cosched agent
+/// inside the job's cgroup, so cosched ends it. Once Slurm records the job COMPLETED (its epilog is over), nothing
+/// of the job runs, its cosched job is over and the agent has no cgroup left.
+#[test]
+fn a_command_started_with_cosched_rsh_ends_with_its_slurm_job() {
+    if skip_unless_root("a_command_started_with_cosched_rsh_ends_with_its_slurm_job") {
+        return;
+    }
+    let _machine = whole_machine();
+    let daemon = Daemon::up(&["--slice-ms", "10"]);
+    let slurm = PrivateSlurm::start(&daemon.node, "off", &format!("socket={}", daemon.socket.display()));
+    // The job finds its cosched job in `cosched status` (its command reads slurm:<id>), as a launcher would.
+    let script = format!(
+        "export COSCHED_SOCKET={socket}; \
+         export COSCHED_JOB_ID=$({COSCHED} status | awk -v c=slurm:$SLURM_JOB_ID '$NF == c {{print $1}}'); \
+         {COSCHED} rsh {node} 'sleep 86440' & \
+         for i in $(seq 300); do pgrep -f '^sleep 86440$' >/dev/null && echo remote-started && break; sleep 0.1; done",
+        socket = daemon.socket.display(),
+        node = daemon.node,
+    );
+    let job = slurm.sbatch("1", &script);
+    slurm.wait_state(job, "COMPLETED", Duration::from_secs(120));
+    assert!(slurm.output_of(job).contains("remote-started"), "no remote command ran:\n{}", slurm.output_of(job));
+    assert_eq!(sleeps_of(86440), Vec::<i32>::new(), "the remote command outlived its Slurm job");
+    let record = cosched_job(&daemon, job).expect("the Slurm job's cosched job");
+    assert!(record.state.is_over(), "{record:?}");
+    assert_eq!(job_cgroups(&daemon.node), Vec::<u64>::new(), "cgroups left on the node");
+}
+
+/// The same with a remote command nobody can kill (it waits in the kernel on a file system that does not answer):
+/// the epilog waits only the kill's bound, Slurm completes the job, and the processes left are reported (slurmd's
+/// log, the cosched job's record, the node in `status`) and ended once they can be.
+#[test]
+fn a_slurm_job_whose_remote_command_cannot_be_killed_completes_and_is_reported() {
+    if skip_unless_root("a_slurm_job_whose_remote_command_cannot_be_killed_completes_and_is_reported") {
+        return;
+    }
+    let _machine = whole_machine();
+    let daemon = Daemon::up(&["--slice-ms", "10"]);
+    let slurm = PrivateSlurm::start(&daemon.node, "off", &format!("socket={}", daemon.socket.display()));
+    let held = crate::held_fs::HeldLookups::mount();
+    let target = held.path("x");
+    let script = format!(
+        "export COSCHED_SOCKET={socket}; \
+         export COSCHED_JOB_ID=$({COSCHED} status | awk -v c=slurm:$SLURM_JOB_ID '$NF == c {{print $1}}'); \
+         {COSCHED} rsh {node} 'stat {target}' & \
+         for i in $(seq 300); do pgrep -f '^stat {target}$' >/dev/null && echo remote-started && break; sleep 0.1; done",
+        socket = daemon.socket.display(),
+        node = daemon.node,
+        target = target.display(),
+    );
+    let job = slurm.sbatch("1", &script);
+    slurm.wait_state(job, "COMPLETED", Duration::from_secs(120));
+    assert!(slurm.output_of(job).contains("remote-started"), "no remote command ran:\n{}", slurm.output_of(job));
+    let record = cosched_job(&daemon, job).expect("the Slurm job's cosched job");
+    assert!(record.state.is_over() && record.left_behind.is_some(), "{record:?}");
+    let stuck: Vec<_> = daemon.status().unwrap().nodes.into_iter().flat_map(|n| n.stuck_jobs).collect();
+    assert!(stuck.len() == 1 && stuck[0].job == record.id && stuck[0].processes == 1, "{stuck:?}");
+    let slurmd_log = std::fs::read_to_string(slurm.dir.join("log/slurmd.log")).unwrap_or_default();
+    assert!(slurmd_log.contains("could not be killed"), "slurmd's log says nothing of it:\n{slurmd_log}");
+
+    held.release();
+    wait_for("the left process to end and its cgroup to go", Duration::from_secs(30), || {
+        job_cgroups(&daemon.node).is_empty()
+    });
+    wait_for("the report to go", Duration::from_secs(30), || {
+        daemon.status().is_some_and(|s| s.nodes.iter().all(|n| n.stuck_jobs.is_empty()))
+    });
+}

@@ -10,7 +10,7 @@ use cosched_runtime::auth::{AgentKey, Credentials, Nonces};
 use cosched_runtime::client::{Address, Connection};
 use cosched_runtime::job_tag::JobTag;
 use cosched_runtime::protocol::{
-    AdoptedJob, AgentHello, ChallengeReply, FromAgent, JobUsage, Reply, Request, StartJob, ToAgent,
+    AdoptedJob, AgentHello, ChallengeReply, FromAgent, JobUsage, Reply, Request, StartJob, StuckJob, ToAgent,
 };
 use cosched_runtime::seal::{seal_both_ways, End, Opener, Sealer};
 use std::io::{BufRead, Write};
@@ -166,6 +166,7 @@ fn forge_answers(evil: &mut FakeAgent, exit_code: i32) {
     for ack in 1..=300 {
         evil.say(&FromAgent::ExecEnded { ack, exit_code: Some(exit_code), error: None });
         evil.say(&FromAgent::PidMoved { ack, error: None });
+        evil.say(&FromAgent::Forgotten { ack, stuck: None });
     }
 }
 
@@ -180,14 +181,17 @@ fn a_node_speaks_only_for_its_own_jobs_and_answers_only_what_it_was_asked() {
     let pid = daemon.pids(job, 1)[0];
     let (mut evil, welcome) = keyed.fake_agent(EVIL, vec![]);
     assert!(matches!(welcome, ToAgent::Welcome { .. }), "the configured node was refused: {welcome:?}");
-    // The job is placed on the honest node; the forging node claims its pids, CPU time, failure and end.
+    // The job is placed on the honest node; the forging node claims its pids, CPU time, failure and end, and that
+    // it left processes behind.
     let usage = JobUsage { job, cpu_ns: 1 << 40, pids: vec![1], frozen: true };
+    let stuck = StuckJob { job, processes: 1, pids: vec![1], since_unix_ms: 0 };
     evil.say(&FromAgent::Report {
         jobs: vec![usage],
         load_avg: 0.0,
         switches: 0,
         switch_errors: 0,
         slice_starts: vec![],
+        stuck_jobs: vec![stuck],
     });
     evil.say(&FromAgent::Failed { job, error: "forged".into() });
     evil.say(&FromAgent::Ended { job, exit_code: Some(3), error: None });
@@ -217,6 +221,9 @@ fn a_node_speaks_only_for_its_own_jobs_and_answers_only_what_it_was_asked() {
     assert_eq!((record.error.as_deref(), record.exit_code), (None, None), "{record:?}");
     assert_eq!(record.pids, [pid], "forged pids are shown: {record:?}");
     assert!(!record.frozen && record.cpu_ns < 1 << 40, "forged usage is shown: {record:?}");
+    assert_eq!(record.left_behind, None, "a forged stuck report is in the job's record");
+    let nodes = daemon.status().unwrap().nodes;
+    assert!(nodes.iter().all(|n| n.stuck_jobs.is_empty()), "a forged stuck report is shown: {nodes:?}");
 }
 
 #[test]

@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `identity` | claiming another uid over TCP, stolen or guessed keys, agents that are users |
 //! | `relay` | a user on the port an agent or a remote user dials, relaying the handshake, then injecting or reflecting lines |
+//! | `lifetime` | processes that outlive their job: daemons a task leaves, remote commands still running when the tasks end, a job killed while frozen, a process that survives SIGKILL |
 //! | `ownership` | moving, freezing, suspending or ending other users' processes and jobs; the daemon's own processes; reused job ids |
 //! | `paths` | directories root writes in, made first or linked elsewhere by a user: the private Slurm's directory (`scripts/slurm`), a `jobs` link swapped in during `start`, links in `jobs/` that `stop` would write through, the daemon's state and socket directories |
 //! | `secrets` | reading other users' environments, command lines, logs and the database |
@@ -22,6 +23,7 @@
 mod exhaustion;
 mod forgery;
 mod identity;
+mod lifetime;
 mod ownership;
 mod paths;
 mod relay;
