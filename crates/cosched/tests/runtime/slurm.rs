@@ -313,3 +313,36 @@ fn a_slurm_job_sliced_three_ways_keeps_its_time_limit() {
         assert!((limit_s as i64 - 60 - extended_s as i64).abs() <= 30, "{summary}");
     }
 }
+
+/// Root reads only a Slurm configuration that root alone can change: pointed at one a user owns (which could name
+/// any slurmctld, plugin or socket), the controller runs nothing, extends nothing, and says why in the job's status
+/// and its log.
+#[test]
+fn a_slurm_configuration_a_user_could_change_is_never_used() {
+    if skip_unless_root("a_slurm_configuration_a_user_could_change_is_never_used") {
+        return;
+    }
+    let _machine = whole_machine();
+    let forged_dir = std::env::temp_dir().join(unique("users-slurm"));
+    let forged = forged_dir.join("slurm.conf");
+    let period = ["--slurm-time-period-s", "1", "--slurm-conf", forged.to_str().unwrap()];
+    let daemon = Daemon::up(&[&["--slice-ms", "20", "--cpus", "1"][..], &period].concat());
+    let slurm = PrivateSlurm::start(&daemon.node, "off", &format!("socket={}", daemon.socket.display()));
+    // The private Slurm's own configuration, in a file the user nobody owns.
+    std::fs::create_dir_all(&forged_dir).unwrap();
+    std::fs::copy(&slurm.conf, &forged).unwrap();
+    std::os::unix::fs::chown(&forged, Some(NOBODY), Some(NOBODY)).unwrap();
+    let jobs: Vec<u32> =
+        (0..2).map(|_| slurm.sbatch_with(&["--time=1"], "1", "timeout 60 sh -c 'while :; do :; done'")).collect();
+    let mut why = String::new();
+    wait_for("the job's status to say why its end time is not extended", Duration::from_secs(60), || {
+        let time = cosched_job(&daemon, jobs[0]).and_then(|j| j.slurm_time);
+        why = time.and_then(|t| t.error).unwrap_or_default();
+        !why.is_empty()
+    });
+    assert!(why.contains("belongs to uid 65534") && why.contains("root runs and reads only"), "{why}");
+    assert_eq!(cosched_job(&daemon, jobs[0]).unwrap().slurm_time.unwrap().extended_s, 0);
+    assert_eq!(slurm.field(jobs[0], "TimeLimit"), "00:01:00");
+    assert!(daemon.log().contains(&format!("Slurm job {}: end time not extended", jobs[0])), "{}", daemon.log());
+    let _ = std::fs::remove_dir_all(&forged_dir);
+}
