@@ -26,6 +26,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod slurm_jobs;
+mod slurm_time;
 
 #[derive(Clone, Debug)]
 pub struct ControllerSettings {
@@ -52,6 +53,8 @@ pub struct ControllerSettings {
     /// A registered job no process has joined ends this long after its registration (a Slurm job waits for its
     /// epilog instead).
     pub empty_job_grace: Duration,
+    /// Where Slurm is, to add to each Slurm job's end time the time it spends out of its slots (`None`: never).
+    pub slurm_time: Option<crate::slurm_time::SlurmTimeSettings>,
 }
 
 /// How many jobs and waiting remote commands the controller holds: the volume one user (or all together) may put
@@ -107,6 +110,7 @@ impl Default for ControllerSettings {
             nodes: vec![],
             job_limits: JobLimits::default(),
             empty_job_grace: Duration::from_secs(60),
+            slurm_time: Some(crate::slurm_time::SlurmTimeSettings::default()),
         }
     }
 }
@@ -163,6 +167,8 @@ struct JobLive {
     progress_at: Option<Instant>,
     /// Some report showed a process of the job (an empty registration has had none).
     had_process: bool,
+    /// A Slurm job's time out of its slots not yet added to its Slurm end time (`slurm_time`).
+    slurm_time: slurm_time::OutOfSlot,
 }
 
 struct State {
@@ -814,6 +820,8 @@ impl Controller {
     }
 
     fn recompute_plan(&self, state: &mut State) {
+        // The time out of their slots under the plan that held until now.
+        slurm_time::accrue(state, Instant::now());
         state.status_changes += 1;
         let shape = self.shape(state);
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
@@ -1267,6 +1275,7 @@ impl Controller {
             started_unix_ms: j.started_unix_ms,
             ended_unix_ms: j.ended_unix_ms,
             left_behind: j.left_behind.clone(),
+            slurm_time: j.slurm_job.map(|_| slurm_time::status(j, live)),
         }
     }
 }

@@ -47,6 +47,14 @@ pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen)
         ticking.tick();
         std::thread::sleep(period);
     })?;
+    if let Some(slurm_time) = controller.settings.slurm_time.clone() {
+        // Slurm's commands may take seconds: on a thread of their own, never holding the controller's lock.
+        let extending = controller.clone();
+        std::thread::Builder::new().name("slurm-time".into()).spawn(move || loop {
+            std::thread::sleep(slurm_time.period);
+            extending.keep_slurm_time_limits();
+        })?;
+    }
     Ok(controller)
 }
 

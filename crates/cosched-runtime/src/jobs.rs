@@ -1,5 +1,6 @@
 //! Jobs as the controller keeps them, and who may act on them.
 
+use crate::slurm_time::TimeCredit;
 use cosched_policy::cluster::{JobClass, Mode, NodeCpus};
 use serde::{Deserialize, Serialize};
 
@@ -103,6 +104,10 @@ pub struct JobRecord {
     /// that node keeps their cgroup and retries; `status` lists it under the node while it lasts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_behind: Option<String>,
+    /// What cosched has added to the Slurm job's end time and time limit for the time it spent out of its slots
+    /// (`crate::slurm_time`): kept here so that a restarted controller never grants it twice.
+    #[serde(default, skip_serializing_if = "TimeCredit::is_zero")]
+    pub slurm_time: TimeCredit,
 }
 
 impl JobRecord {
@@ -131,6 +136,7 @@ impl JobRecord {
             ended_on: vec![],
             mpi: false,
             slurm_job: None,
+            slurm_time: TimeCredit::default(),
             idle: false,
             error: None,
             held_by_admin: false,

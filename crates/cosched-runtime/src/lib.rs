@@ -34,6 +34,7 @@ pub mod seal;
 pub mod server;
 pub mod skew;
 pub mod slurm;
+pub mod slurm_time;
 pub mod storage;
 pub mod supervisor;
 pub mod switcher;

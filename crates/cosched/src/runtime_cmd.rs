@@ -16,6 +16,7 @@ use cosched_runtime::logs::LogBounds;
 use cosched_runtime::metrics::MetricsAccess;
 use cosched_runtime::mpi::{remote_environment, remote_shell_argv};
 use cosched_runtime::protocol::{ExecRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest};
+use cosched_runtime::slurm_time::SlurmTimeSettings;
 use cosched_runtime::switcher::ConfirmWait;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -106,6 +107,23 @@ pub struct ControllerArgs {
     /// epilog instead).
     #[arg(long, default_value_t = ControllerSettings::default().empty_job_grace.as_secs_f64())]
     pub empty_job_grace_s: f64,
+    #[command(flatten)]
+    pub slurm_time: SlurmTimeArgs,
+}
+
+/// Slurm's time limits of the Slurm jobs cosched slices (docs/slurm.md, "Time limits").
+#[derive(Args, Clone, Debug)]
+pub struct SlurmTimeArgs {
+    /// Seconds between the passes that add to each sliced Slurm job's end time the time it spent out of its slots
+    /// (through squeue and scontrol, as root); 0: never.
+    #[arg(long, default_value_t = SlurmTimeSettings::default().period.as_secs_f64())]
+    pub slurm_time_period_s: f64,
+    /// The directory of Slurm's squeue and scontrol: it and they must be root's and writable by root alone.
+    #[arg(long, default_value_os_t = SlurmTimeSettings::default().bin_dir)]
+    pub slurm_bin_dir: PathBuf,
+    /// The slurm.conf they read (default: Slurm's own choice); root's and writable by root alone.
+    #[arg(long)]
+    pub slurm_conf: Option<PathBuf>,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -302,6 +320,7 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         nodes: node_names(&args.nodes)?,
         job_limits,
         empty_job_grace,
+        slurm_time: slurm_time_settings(&args.slurm_time)?,
     };
     let listen = ControllerListen {
         socket: args.socket.clone(),
@@ -312,6 +331,34 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         limits: limits(&args.limits)?,
     };
     Ok((settings, listen))
+}
+
+/// Where the controller finds Slurm, or `None` when it is never to extend Slurm's end times.
+fn slurm_time_settings(args: &SlurmTimeArgs) -> Result<Option<SlurmTimeSettings>, String> {
+    let period_s = args.slurm_time_period_s;
+    if !(period_s.is_finite() && (period_s == 0.0 || (1.0..=3_600.0).contains(&period_s))) {
+        return Err(format!("--slurm-time-period-s {period_s} must be 0 (never) or from 1 to 3600 seconds"));
+    }
+    if period_s == 0.0 {
+        return Ok(None);
+    }
+    let absolute = |flag: &str, path: &std::path::Path| {
+        if path.is_absolute() {
+            Ok(())
+        } else {
+            Err(format!("{flag} {}: must be an absolute path", path.display()))
+        }
+    };
+    absolute("--slurm-bin-dir", &args.slurm_bin_dir)?;
+    if let Some(conf) = &args.slurm_conf {
+        absolute("--slurm-conf", conf)?;
+    }
+    Ok(Some(SlurmTimeSettings {
+        bin_dir: args.slurm_bin_dir.clone(),
+        slurm_conf: args.slurm_conf.clone(),
+        period: Duration::from_secs_f64(period_s),
+        ..SlurmTimeSettings::default()
+    }))
 }
 
 /// The node names of `--nodes` hostlists, in order, each once.

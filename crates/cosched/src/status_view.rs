@@ -4,7 +4,7 @@
 
 use clap::Args;
 use cosched_runtime::jobs::{mode_text, JobState};
-use cosched_runtime::protocol::{StatusJob, StatusReply, StorageState, StorageStatus};
+use cosched_runtime::protocol::{SlurmTimeStatus, StatusJob, StatusReply, StorageState, StorageStatus};
 use nix::unistd::User;
 
 /// Which jobs to list (each flag takes a comma-separated list; a job must match every flag given).
@@ -134,7 +134,7 @@ fn node_rows(status: &StatusReply) -> Vec<Vec<String>> {
 }
 
 fn job_row(j: &StatusJob, now_unix_ms: u64) -> Vec<String> {
-    let why = j.error.as_ref().map(|e| format!(" ({e})")).unwrap_or_default();
+    let why = job_notes(j).map(|notes| format!(" ({notes})")).unwrap_or_default();
     let nodes: Vec<&str> = j.placement.iter().map(|p| p.node.as_str()).collect();
     vec![
         j.id.to_string(),
@@ -169,6 +169,20 @@ fn stuck_text(status: &StatusReply, now_unix_ms: u64) -> String {
         }
     }
     out
+}
+
+/// What the state of a job needs said beside it: its error, and for a Slurm job the time cosched added to its Slurm
+/// end time or why it could not.
+fn job_notes(j: &StatusJob) -> Option<String> {
+    let mut notes: Vec<String> = j.error.iter().cloned().collect();
+    match &j.slurm_time {
+        Some(SlurmTimeStatus { error: Some(e), .. }) => notes.push(format!("Slurm end time not extended: {e}")),
+        Some(SlurmTimeStatus { extended_s, .. }) if *extended_s > 0 => {
+            notes.push(format!("Slurm end time +{extended_s} s"))
+        }
+        _ => {}
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
 }
 
 /// Lines about storage, only when something is wrong with it.
@@ -247,6 +261,7 @@ mod tests {
             started_unix_ms: (state != JobState::Queued).then_some(2_000),
             ended_unix_ms: state.is_over().then_some(65_000),
             left_behind: None,
+            slurm_time: None,
         }
     }
 
@@ -348,6 +363,20 @@ mod tests {
         status.nodes[1].stuck_jobs.push(stuck);
         let text = status_table(&status, 122_000);
         assert!(text.contains("node b: job 3: 2 processes could not be killed (pids 41,42) for 2:00"), "{text}");
+    }
+
+    #[test]
+    fn a_slurm_job_says_what_was_added_to_its_end_time_or_why_not() {
+        let mut j = job(4, 0, JobState::Running, &["a"]);
+        assert_eq!(job_notes(&j), None);
+        j.slurm_time = Some(SlurmTimeStatus { extended_s: 93, error: None });
+        assert_eq!(job_notes(&j).unwrap(), "Slurm end time +93 s");
+        j.slurm_time = Some(SlurmTimeStatus { extended_s: 93, error: Some("squeue: no answer within 10 s".into()) });
+        j.error = Some("Slurm: TIMEOUT".into());
+        assert_eq!(
+            job_notes(&j).unwrap(),
+            "Slurm: TIMEOUT; Slurm end time not extended: squeue: no answer within 10 s"
+        );
     }
 
     #[test]

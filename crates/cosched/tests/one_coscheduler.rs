@@ -158,6 +158,7 @@ impl Runtime {
             nodes: (0..cfg.nodes).map(|node| format!("n{node}")).collect(),
             job_limits: cosched_runtime::controller::JobLimits::default(),
             empty_job_grace: Duration::from_secs(86_400),
+            slurm_time: None,
         };
         let controller = Controller::open(settings).expect("a controller on a fresh state directory");
         let mut agents = Vec::new();

@@ -208,6 +208,19 @@ pub struct StatusJob {
     /// Processes of the job that a node could not kill (see `StuckJob`), as first reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub left_behind: Option<String>,
+    /// A Slurm job's: how cosched keeps its Slurm time limit while slicing it (absent for other jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_time: Option<SlurmTimeStatus>,
+}
+
+/// The time a Slurm job spent out of its slots that cosched has added to its Slurm end time
+/// (`crate::slurm_time`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SlurmTimeStatus {
+    /// Seconds added to the job's end time so far.
+    pub extended_s: u64,
+    /// Why the last extension failed or was not checked (tried again at the next pass).
+    pub error: Option<String>,
 }
 
 /// One node's CPUs in one slot: the job on each CPU (`None`: idle).
@@ -375,6 +388,7 @@ mod wire_tests {
             started_unix_ms: Some(101),
             ended_unix_ms: None,
             left_behind: None,
+            slurm_time: None,
         };
         let node = StatusNode {
             name: "n1".into(),

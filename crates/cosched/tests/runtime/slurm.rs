@@ -36,7 +36,10 @@ struct PrivateSlurm {
 
 impl PrivateSlurm {
     fn start(node: &str, gang: &str, plugin_args: &str) -> PrivateSlurm {
-        let dir = fresh_dir("cosched-slurm");
+        PrivateSlurm::start_in(fresh_dir("cosched-slurm"), node, gang, plugin_args)
+    }
+
+    fn start_in(dir: PathBuf, node: &str, gang: &str, plugin_args: &str) -> PrivateSlurm {
         let plugin = format!("required {} cosched={COSCHED} {plugin_args}", spank_plugin().display());
         for _ in 0..5 {
             let port = free_port().to_string();
@@ -67,8 +70,15 @@ impl PrivateSlurm {
 
     /// Submit a batch script as `nobody`; its output goes to `job-<id>.out` in the instance's folder.
     fn sbatch(&self, tasks: &str, script: &str) -> u32 {
+        self.sbatch_with(&[], tasks, script)
+    }
+
+    /// `sbatch` with more of sbatch's options.
+    fn sbatch_with(&self, options: &[&str], tasks: &str, script: &str) -> u32 {
         let out_file = format!("{}/jobs/job-%j.out", self.dir.display());
-        let args = ["--parsable", "-n", tasks, "-o", &out_file, "--chdir", "/tmp", "--wrap", script];
+        let mut args = vec!["--parsable", "-n", tasks, "-o", &out_file, "--chdir", "/tmp"];
+        args.extend(options);
+        args.extend(["--wrap", script]);
         let out = self.command("sbatch", &args, Some(NOBODY));
         assert!(out.status.success(), "sbatch: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap().parse().unwrap()
@@ -306,4 +316,99 @@ fn a_slurm_job_whose_remote_command_cannot_be_killed_completes_and_is_reported()
     wait_for("the report to go", Duration::from_secs(30), || {
         daemon.status().is_some_and(|s| s.nodes.iter().all(|n| n.stuck_jobs.is_empty()))
     });
+}
+
+/// What Slurm's `TimeLimit` or `RunTime` says (`M:SS`, `H:MM:SS`, `D-HH:MM:SS`), in seconds.
+fn slurm_duration_s(text: &str) -> u64 {
+    let (days, clock) = text.split_once('-').unwrap_or(("0", text));
+    let seconds = clock.split(':').fold(0, |total, part| total * 60 + part.parse::<u64>().unwrap());
+    days.parse::<u64>().unwrap() * 86_400 + seconds
+}
+
+/// A Slurm job with a time limit of one minute that needs 50 s of CPU, sliced three ways by cosched: to Slurm it
+/// runs all the time, so without cosched crediting it the time out of its slots Slurm kills it (TIMEOUT) with some
+/// 20 s of its work done. cosched adds that time to its Slurm end time, and the job completes.
+#[test]
+fn a_slurm_job_sliced_three_ways_keeps_its_time_limit() {
+    if skip_unless_root("a_slurm_job_sliced_three_ways_keeps_its_time_limit") {
+        return;
+    }
+    let _machine = whole_machine();
+    let dir = fresh_dir("cosched-slurm");
+    let conf = dir.join("slurm.conf");
+    // One CPU for cosched: the three one-CPU Slurm jobs take a slot each, a third of the time.
+    let period = ["--slurm-time-period-s", "1", "--slurm-conf", conf.to_str().unwrap()];
+    let daemon = Daemon::up(&[&["--slice-ms", "20", "--cpus", "1"][..], &period].concat());
+    let slurm = PrivateSlurm::start_in(dir, &daemon.node, "off", &format!("socket={}", daemon.socket.display()));
+    // 50 s of CPU whatever the machine's speed, counted by the job itself.
+    let work = "python3 -c 'import time\nwhile time.process_time() < 50: pass\nprint(\"done\", time.process_time())'";
+    let jobs: Vec<u32> = (0..3).map(|_| slurm.sbatch_with(&["--time=1"], "1", work)).collect();
+    wait_for("the three Slurm jobs to share cosched's CPU", Duration::from_secs(60), || {
+        jobs.iter().all(|&j| cosched_job(&daemon, j).is_some_and(|c| (c.slice_share - 1.0 / 3.0).abs() < 1e-9))
+    });
+    // Slurm's limit counts wall time, and this machine runs other work a Slurm node would not: in its slots a job
+    // got under half a CPU beside other sessions' builds and tests. The workers are put first (SCHED_RR) so that
+    // their slots are theirs, as on a Slurm node; cosched's switching threads still come before them.
+    let ids: Vec<u64> = jobs.iter().map(|&j| cosched_job(&daemon, j).unwrap().id).collect();
+    let mut workers = vec![];
+    wait_for("the three workers to run in their cosched jobs", Duration::from_secs(60), || {
+        workers = ids.iter().flat_map(|&id| named(&cgroup_members(&daemon.node, id), "python3")).collect();
+        workers.len() == 3
+    });
+    for pid in &workers {
+        let out = Command::new("chrt").args(["--rr", "--pid", "1", &pid.to_string()]).output().unwrap();
+        assert!(out.status.success(), "chrt: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    // Three times their limit later at the most, they have all completed (Slurm checks limits every 30 s).
+    for &job in &jobs {
+        wait_for(&format!("Slurm job {job} to end"), Duration::from_secs(400), || {
+            !matches!(slurm.field(job, "JobState").as_str(), "RUNNING" | "PENDING" | "COMPLETING" | "")
+        });
+    }
+    for &job in &jobs {
+        let (state, output) = (slurm.field(job, "JobState"), slurm.output_of(job));
+        assert_eq!(state, "COMPLETED", "Slurm job {job} ({}); output:\n{output}", slurm.record(job));
+        assert!(output.starts_with("done 50."), "Slurm job {job}'s output:\n{output}");
+        // It ran past its minute: what cosched added is the time out of its slots, never more than two thirds of
+        // its run, and Slurm's time limit holds it to within 30 s.
+        let run_s = slurm_duration_s(&slurm.field(job, "RunTime"));
+        let limit_s = slurm_duration_s(&slurm.field(job, "TimeLimit"));
+        let extended_s = cosched_job(&daemon, job).unwrap().slurm_time.unwrap().extended_s;
+        let summary = format!("Slurm job {job}: ran {run_s} s, limit {limit_s} s, {extended_s} s added");
+        assert!(run_s > 60 && extended_s > 0 && extended_s * 3 <= run_s * 2 + 3, "{summary}");
+        assert!((limit_s as i64 - 60 - extended_s as i64).abs() <= 30, "{summary}");
+    }
+}
+
+/// Root reads only a Slurm configuration that root alone can change: pointed at one a user owns (which could name
+/// any slurmctld, plugin or socket), the controller runs nothing, extends nothing, and says why in the job's status
+/// and its log.
+#[test]
+fn a_slurm_configuration_a_user_could_change_is_never_used() {
+    if skip_unless_root("a_slurm_configuration_a_user_could_change_is_never_used") {
+        return;
+    }
+    let _machine = whole_machine();
+    let forged_dir = fresh_dir("users-slurm");
+    let forged = forged_dir.join("slurm.conf");
+    let period = ["--slurm-time-period-s", "1", "--slurm-conf", forged.to_str().unwrap()];
+    let daemon = Daemon::up(&[&["--slice-ms", "20", "--cpus", "1"][..], &period].concat());
+    let slurm = PrivateSlurm::start(&daemon.node, "off", &format!("socket={}", daemon.socket.display()));
+    // The private Slurm's own configuration, in a file the user nobody owns.
+    std::fs::copy(&slurm.conf, &forged).unwrap();
+    std::os::unix::fs::chown(&forged, Some(NOBODY), Some(NOBODY)).unwrap();
+    let jobs: Vec<u32> =
+        (0..2).map(|_| slurm.sbatch_with(&["--time=1"], "1", "timeout 60 sh -c 'while :; do :; done'")).collect();
+    let mut why = String::new();
+    wait_for("the job's status to say why its end time is not extended", Duration::from_secs(60), || {
+        let time = cosched_job(&daemon, jobs[0]).and_then(|j| j.slurm_time);
+        why = time.and_then(|t| t.error).unwrap_or_default();
+        !why.is_empty()
+    });
+    assert!(why.contains("belongs to uid 65534") && why.contains("root runs and reads only"), "{why}");
+    assert_eq!(cosched_job(&daemon, jobs[0]).unwrap().slurm_time.unwrap().extended_s, 0);
+    assert_eq!(slurm.field(jobs[0], "TimeLimit"), "00:01:00");
+    assert!(daemon.log().contains(&format!("Slurm job {}: end time not extended", jobs[0])), "{}", daemon.log());
+    let _ = std::fs::remove_dir_all(&forged_dir);
 }
