@@ -58,6 +58,14 @@ struct LocalJob {
     exit_code: Option<i32>,
     /// Started here or adopted: its cgroup may hold processes.
     had_processes: bool,
+    /// Its end has reached the controller (not only been found: a link that is down loses what is sent).
+    end_reported: bool,
+}
+
+impl LocalJob {
+    fn new(had_processes: bool) -> LocalJob {
+        LocalJob { children: vec![], exit_code: None, had_processes, end_reported: false }
+    }
 }
 
 struct Shared {
@@ -108,7 +116,7 @@ impl Agent {
             if let Err(e) = groups.mark_how_stopped(id) {
                 eprintln!("cosched agent {}: job {id}: {e}", settings.node);
             }
-            jobs.insert(id, LocalJob { children: vec![], exit_code: None, had_processes: true });
+            jobs.insert(id, LocalJob::new(true));
         }
         let shared = Mutex::new(Shared { jobs, writer: None, execs: BTreeMap::new() });
         let guard = PidGuard::new(protected.iter().copied());
@@ -149,7 +157,9 @@ impl Agent {
         std::thread::Builder::new().name("logs".into()).spawn(move || keeper.log_loop())?;
         let agent = self.clone();
         std::thread::Builder::new().name("end-jobs".into()).spawn(move || {
-            agent.ender.run(|end| agent.send(&FromAgent::Forgotten { ack: end.ack, stuck: end.stuck }))
+            agent.ender.run(|end| {
+                agent.send(&FromAgent::Forgotten { ack: end.ack, stuck: end.stuck });
+            })
         })?;
         loop {
             if let Err(e) = self.serve_link() {
@@ -331,9 +341,7 @@ impl Agent {
     fn mark_has_processes(&self, job: u64) {
         if let Some(j) = self.shared.lock().unwrap().jobs.get_mut(&job) {
             j.had_processes = true;
-            if j.exit_code == Some(i32::MIN) {
-                j.exit_code = None;
-            }
+            j.end_reported = false;
         }
     }
 
@@ -369,7 +377,7 @@ impl Agent {
             }
         }
         self.switcher.prepare_new_job(start.job)?;
-        let mut local = LocalJob { children: vec![], exit_code: None, had_processes: !start.register_only };
+        let mut local = LocalJob::new(!start.register_only);
         if !start.register_only {
             for (local_rank, &rank) in start.ranks.iter().enumerate() {
                 match self.launch(&start, rank, local_rank as u32) {
@@ -407,7 +415,7 @@ impl Agent {
             return Err(std::io::Error::other(error));
         }
         if !known {
-            let local = LocalJob { children: vec![], exit_code: None, had_processes: true };
+            let local = LocalJob::new(true);
             self.shared.lock().unwrap().jobs.insert(start.job, local);
         }
         Ok(()) // adopted after a restart: its processes run already
@@ -541,12 +549,20 @@ impl Agent {
         Ok(crate::mpi::launcher_environment(&start.mpi_hosts, &node))
     }
 
-    fn send(&self, event: &FromAgent) {
+    /// Send an event to the controller; false when there is no link or the write failed (then the link is gone).
+    fn send(&self, event: &FromAgent) -> bool {
         let mut shared = self.shared.lock().unwrap();
-        if let Some(writer) = shared.writer.as_mut() {
-            if write_message(writer, event).is_err() {
-                shared.writer = None;
-            }
+        let Some(writer) = shared.writer.as_mut() else { return false };
+        let sent = write_message(writer, event).is_ok();
+        if !sent {
+            shared.writer = None;
+        }
+        sent
+    }
+
+    fn mark_end_reported(&self, job: u64) {
+        if let Some(j) = self.shared.lock().unwrap().jobs.get_mut(&job) {
+            j.end_reported = true;
         }
     }
 
@@ -556,7 +572,10 @@ impl Agent {
             std::thread::sleep(Duration::from_millis(100));
             let (usage, ended) = self.survey();
             for (job, exit_code, error) in ended {
-                self.send(&FromAgent::Ended { job, exit_code, error });
+                // Found again at the next survey when the link is down: the controller learns it once back.
+                if self.send(&FromAgent::Ended { job, exit_code, error }) {
+                    self.mark_end_reported(job);
+                }
             }
             for (ack, outcome) in self.ended_execs() {
                 let (exit_code, error) = match outcome {
@@ -582,8 +601,8 @@ impl Agent {
         let mut usage = Vec::new();
         let mut ended = Vec::new();
         for (&job, local) in shared.jobs.iter_mut() {
-            if local.exit_code == Some(i32::MIN) {
-                continue; // its end is reported
+            if local.end_reported {
+                continue;
             }
             reap(local);
             let pids = self.groups.pids(job).unwrap_or_default();
@@ -594,10 +613,7 @@ impl Agent {
                     usage.push(JobUsage { job, cpu_ns, pids, frozen });
                 }
                 JobEnd::StatusesPending => {}
-                JobEnd::Over(exit_code, failure) => {
-                    ended.push((job, exit_code, failure));
-                    local.exit_code = Some(i32::MIN); // reported once
-                }
+                JobEnd::Over(exit_code, failure) => ended.push((job, exit_code, failure)),
             }
         }
         (usage, ended)

@@ -529,3 +529,23 @@ fn every_stop_of_the_agent_or_controller_under_the_signals_freezer_leaves_jobs_a
         every_stop_of_the_agent_or_controller_leaves_jobs_as_they_were("signals");
     }
 }
+
+#[test]
+fn a_job_that_ends_while_its_controller_is_down_is_recorded_once_the_controller_is_back() {
+    if skip_unless_root("a_job_that_ends_while_its_controller_is_down") {
+        return;
+    }
+    let mut daemon = Daemon::split(&["--slice-ms", "50"]);
+    let flag = daemon.dir.join("end");
+    let (job, task) = job_exiting_on(&daemon, &flag, 3);
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    // The task ends while the agent has no controller to tell; the agent's next surveys find it over.
+    std::fs::write(&flag, "").unwrap();
+    wait_for("the task to end", Duration::from_secs(10), || !is_alive(task));
+    std::thread::sleep(Duration::from_millis(500));
+    daemon.restart_split_controller(&["--slice-ms", "50"]);
+    wait_for("the agent to connect again", Duration::from_secs(20), || daemon.any_node_connected());
+    // The end found while nobody listened is told once somebody does: the job was `running` for ever.
+    assert_failed_with(&wait_ended(&daemon, job), "exited with status 3");
+}
