@@ -1508,12 +1508,7 @@ fn note_left_behind(state: &mut State, node: &str, stuck: &StuckJob) {
     if record.left_behind.as_deref().is_some_and(|note| note.contains(&said)) {
         return;
     }
-    let pids: Vec<String> = stuck.pids.iter().map(|p| p.to_string()).collect();
-    let note = format!(
-        "{said} {} processes could not be killed (pids {}); the agent keeps their cgroup and retries",
-        stuck.processes,
-        pids.join(",")
-    );
+    let note = format!("{said} {}; the agent keeps their cgroup and retries", stuck.describe());
     eprintln!("cosched controller: job {}: {note}", stuck.job);
     let mut job = record.clone();
     job.left_behind = Some(job.left_behind.map_or(note.clone(), |earlier| format!("{earlier}; {note}")));
@@ -1619,7 +1614,8 @@ fn refuse_orphans(state: &State, hello: &AgentHello) -> Result<(), String> {
         .iter()
         .filter(|a| !state.jobs.get(&a.job).is_some_and(|record| owns_cgroup(record, a)))
         .map(|a| {
-            format!("job-{} (uid {}, {} processes)", a.job, a.owner.map_or("?".into(), |u| u.to_string()), a.pids.len())
+            let owner = a.owner.map_or("?".into(), |u| u.to_string());
+            format!("job-{} (uid {owner}, {})", a.job, crate::protocol::processes(a.pids.len() as u64))
         })
         .collect();
     if orphans.is_empty() {

@@ -158,10 +158,10 @@ impl Ender {
             Some(stuck) => stuck.pids = pids,
             None => {
                 eprintln!(
-                    "cosched agent {}: job {job}: {} processes could not be killed within {} s (pids {}, {}): its \
-                     cgroup is kept and the kill retried every {} s",
+                    "cosched agent {}: job {job}: {} could not be killed within {} s (pids {}, {}): its cgroup is \
+                     kept and the kill retried every {} s",
                     self.node,
-                    left.len(),
+                    crate::protocol::processes(left.len() as u64),
                     KILL_BOUND.as_secs(),
                     join(&pids),
                     describe_states(&pids),

@@ -716,9 +716,9 @@ impl JobGroups {
                         let members = read_procs(&dir)?;
                         if !members.is_empty() || start.elapsed() > REMOVE_RETRY {
                             let msg = format!(
-                                "cannot remove {} of job {job} ({} processes left)",
+                                "cannot remove {} of job {job} ({} left)",
                                 dir.display(),
-                                members.len()
+                                crate::protocol::processes(members.len() as u64)
                             );
                             return Err(io::Error::new(e.kind(), format!("{msg}: {e}")));
                         }

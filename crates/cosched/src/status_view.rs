@@ -156,14 +156,11 @@ fn stuck_text(status: &StatusReply, now_unix_ms: u64) -> String {
     let mut out = String::new();
     for node in &status.nodes {
         for stuck in &node.stuck_jobs {
-            let pids: Vec<String> = stuck.pids.iter().map(|p| p.to_string()).collect();
             out += &format!(
-                "node {}: job {}: {} processes could not be killed (pids {}) for {}; the agent keeps their cgroup and \
-                 retries\n",
+                "node {}: job {}: {} for {}; the agent keeps their cgroup and retries\n",
                 node.name,
                 stuck.job,
-                stuck.processes,
-                pids.join(","),
+                stuck.describe(),
                 elapsed_text(now_unix_ms.saturating_sub(stuck.since_unix_ms))
             );
         }

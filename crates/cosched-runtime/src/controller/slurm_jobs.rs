@@ -84,16 +84,11 @@ impl Controller {
         let what = format!("Slurm job {}: cosched job {} {}", r.slurm_job, ended.job, ended.state.name());
         match self.ask_agent_within(&r.node, AnswerKind::Forgotten, wait, forget) {
             Ok(AgentAnswerData::Forgotten(None)) => Ok(ended.into()),
-            Ok(AgentAnswerData::Forgotten(Some(stuck))) => {
-                let pids: Vec<String> = stuck.pids.iter().map(|p| p.to_string()).collect();
-                Err(format!(
-                    "{what}, but on node {} {} processes of it could not be killed (pids {}): the agent keeps their \
-                     cgroup and retries; cosched status lists them",
-                    r.node,
-                    stuck.processes,
-                    pids.join(",")
-                ))
-            }
+            Ok(AgentAnswerData::Forgotten(Some(stuck))) => Err(format!(
+                "{what}, but on node {}: {}; the agent keeps their cgroup and retries, cosched status lists them",
+                r.node,
+                stuck.describe()
+            )),
             Ok(_) => Err(format!("{what}; node {}: an answer to another request", r.node)),
             Err(e) => Err(format!("{what}; node {} did not confirm that its processes ended: {e}", r.node)),
         }

@@ -179,6 +179,23 @@ pub struct StuckJob {
     pub since_unix_ms: u64,
 }
 
+impl StuckJob {
+    /// "2 processes could not be killed (pids 41,42)".
+    pub fn describe(&self) -> String {
+        let pids: Vec<String> = self.pids.iter().map(|p| p.to_string()).collect();
+        format!("{} could not be killed (pids {})", processes(self.processes), pids.join(","))
+    }
+}
+
+/// "1 process", "2 processes".
+pub fn processes(count: u64) -> String {
+    if count == 1 {
+        "1 process".to_string()
+    } else {
+        format!("{count} processes")
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct StatusJob {
     pub id: u64,
@@ -460,11 +477,11 @@ mod wire_tests {
     fn a_stuck_job_reads_under_its_node_and_a_left_behind_note_under_its_job() {
         let mut status = example_status();
         status.nodes[0].stuck_jobs.push(StuckJob { job: 3, processes: 1, pids: vec![42], since_unix_ms: 7 });
-        status.jobs[0].left_behind = Some("node n1: 1 processes could not be killed".into());
+        status.jobs[0].left_behind = Some("node n1: 1 process could not be killed".into());
         let json = serde_json::to_value(&status).unwrap();
         let stuck = &json["nodes"][0]["stuck_jobs"][0];
         assert_eq!((stuck["job"].as_u64(), stuck["processes"].as_u64()), (Some(3), Some(1)));
         assert_eq!((stuck["pids"][0].as_i64(), stuck["since_unix_ms"].as_u64()), (Some(42), Some(7)));
-        assert_eq!(json["jobs"][0]["left_behind"], "node n1: 1 processes could not be killed");
+        assert_eq!(json["jobs"][0]["left_behind"], "node n1: 1 process could not be killed");
     }
 }
