@@ -26,6 +26,8 @@ pub struct ControllerListen {
 /// Start the controller's listeners and return it; its periodic work runs in
 /// a thread of its own.
 pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen) -> std::io::Result<Arc<Controller>> {
+    // Nothing the daemon was given passes to what it starts (Slurm's commands).
+    crate::launch::close_beyond_standard_descriptors_on_exec()?;
     let controller = Arc::new(Controller::open(settings)?);
     let gate = Gate::new(listen.limits.clone(), raise_descriptor_limit());
     let listening = Listening { controller: controller.clone(), gate, credentials: listen.credentials.clone() };
@@ -65,6 +67,9 @@ pub fn run_agent(settings: AgentSettings) -> std::io::Result<()> {
 
 /// An agent with its watchdog started and supervised, ready to run.
 fn prepare_agent(settings: AgentSettings) -> std::io::Result<Arc<Agent>> {
+    // Nothing the daemon was given passes to its watchdog or the tasks' supervisors (the shim also closes, for
+    // the tasks themselves, whatever the agent holds).
+    crate::launch::close_beyond_standard_descriptors_on_exec()?;
     raise_descriptor_limit();
     // Started first so the agent knows its pid (never movable into a job); lives as long as the agent.
     let watchdog = start_watchdog(&settings.helper_program, &settings.node)?;

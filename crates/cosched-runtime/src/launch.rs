@@ -159,9 +159,30 @@ fn shim(spec_json: &str) -> Result<Infallible, ShimError> {
         let message = format!("cannot change to directory {} as uid {}: {e}", spec.cwd.display(), spec.uid);
         ShimError::with_errno(LaunchStage::Directory, &e, message)
     })?;
+    close_beyond_standard_descriptors_on_exec().map_err(setup)?;
     let error = Command::new(program).args(args).env_clear().envs(job_environment(&spec)).exec();
     let message = format!("cannot execute {program:?} as uid {}: {error}", spec.uid);
     Err(ShimError::with_errno(LaunchStage::Exec, &error, message))
+}
+
+/// Mark every descriptor but stdin, stdout and stderr close-on-exec, so that no program this process starts gets
+/// one: a descriptor the daemon's own parent left open (an administrator's shell or script: a log, a lock, a pipe,
+/// a file of root's), or one a library opened without the flag. The daemon calls it at start, so that its
+/// supervisors and watchdog hold nothing it inherited, and the shim just before `exec`, so that a task starts with
+/// its three standard descriptors alone whatever the daemon holds. Without `/proc` it fails: nothing is started.
+pub fn close_beyond_standard_descriptors_on_exec() -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    let listing = std::fs::read_dir("/proc/self/fd")
+        .map_err(|e| io::Error::new(e.kind(), format!("listing this process's descriptors in /proc/self/fd: {e}")))?;
+    let fds: Vec<i32> = listing.flatten().filter_map(|entry| entry.file_name().to_str()?.parse().ok()).collect();
+    for fd in fds.into_iter().filter(|&fd| fd > 2) {
+        match fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC)) {
+            // The listing's own descriptor, closed since.
+            Ok(_) | Err(nix::errno::Errno::EBADF) => {}
+            Err(e) => return Err(io::Error::other(format!("marking descriptor {fd} close-on-exec: {e}"))),
+        }
+    }
+    Ok(())
 }
 
 /// Where a shim failed, and how: the system's error number when the step's own call failed (0 when unknown).

@@ -18,7 +18,7 @@ use cosched_runtime::mpi::{remote_environment, remote_shell_argv};
 use cosched_runtime::protocol::{ExecRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest};
 use cosched_runtime::slurm_time::SlurmTimeSettings;
 use cosched_runtime::switcher::ConfirmWait;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ pub struct ControllerArgs {
     #[arg(long)]
     pub key_file: Option<PathBuf>,
     #[command(flatten)]
-    pub munge: MungeArgs,
+    pub munge: DaemonMungeArgs,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Serve the web monitor here ("off" to disable).
@@ -126,6 +126,16 @@ pub struct SlurmTimeArgs {
     pub slurm_conf: Option<PathBuf>,
 }
 
+/// The daemons' munged: whatever answers there says who every remote user and agent is, so it is named on the
+/// command line alone, never by `COSCHED_MUNGE_SOCKET`, which a shell that carried a user's environment to root
+/// (`sudo -E`, `su` without `-`) would pass on.
+#[derive(Args, Clone, Debug)]
+pub struct DaemonMungeArgs {
+    /// The socket of this host's munged (default: MUNGE's own, /run/munge/munge.socket.2).
+    #[arg(long)]
+    pub munge_socket: Option<PathBuf>,
+}
+
 #[derive(Args, Clone, Debug)]
 pub struct MungeArgs {
     /// The socket of this host's munged (default: MUNGE's own, /run/munge/munge.socket.2).
@@ -197,7 +207,7 @@ pub struct RemoteAgentArgs {
     #[arg(long)]
     pub key_file: Option<PathBuf>,
     #[command(flatten)]
-    pub munge: MungeArgs,
+    pub munge: DaemonMungeArgs,
     /// Directory for job logs.
     #[arg(long, default_value = "/var/lib/cosched")]
     pub state_dir: PathBuf,
@@ -226,8 +236,8 @@ fn read_key(path: &Option<PathBuf>) -> Result<Option<Arc<AgentKey>>, String> {
 }
 
 /// MUNGE through this host's munged, checked with one credential (so a missing munged is said at start).
-fn open_munge(args: &MungeArgs) -> Result<Arc<Munge>, String> {
-    let munge = Munge::open(args.munge_socket.as_deref()).map_err(|e| e.to_string())?;
+fn open_munge(socket: Option<&Path>) -> Result<Arc<Munge>, String> {
+    let munge = Munge::open(socket).map_err(|e| e.to_string())?;
     munge.check().map_err(|e| format!("{e} (is munged running? see --munge-socket)"))?;
     Ok(Arc::new(munge))
 }
@@ -239,7 +249,7 @@ fn controller_credentials(args: &ControllerArgs) -> Result<Credentials, String> 
     if args.tcp.is_none() {
         return Ok(Credentials { munge: None, agent_key });
     }
-    let munge = match (open_munge(&args.munge), &agent_key) {
+    let munge = match (open_munge(args.munge.munge_socket.as_deref()), &agent_key) {
         (Ok(munge), _) => Some(munge),
         (Err(e), Some(_)) => {
             eprintln!("cosched controller: WARNING: {e}: users of other hosts cannot authenticate; agents use the key");
@@ -458,7 +468,7 @@ pub fn agent(args: &RemoteAgentArgs) -> Result<(), String> {
     let agent_key = read_key(&args.key_file)?;
     let munge = match (&address, &agent_key) {
         (Address::Tcp(_), None) => Some(
-            open_munge(&args.munge)
+            open_munge(args.munge.munge_socket.as_deref())
                 .map_err(|e| format!("an agent over TCP proves itself with MUNGE or --key-file: {e}"))?,
         ),
         _ => None,
@@ -598,7 +608,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 pub fn client_for(client: &ClientArgs) -> Result<Client, String> {
     match &client.controller {
         Some(host_port) => {
-            let munge = open_munge(&client.munge)?;
+            let munge = open_munge(client.munge.munge_socket.as_deref())?;
             let credentials = Credentials { munge: Some(munge), agent_key: None };
             Ok(Client::new(Address::Tcp(host_port.clone()), credentials))
         }

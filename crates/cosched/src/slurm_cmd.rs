@@ -102,15 +102,32 @@ pub fn run(command: &SlurmCommand) -> Result<(), String> {
     }
 }
 
-/// Slurm's state and exit code of the job (`scontrol show job`), when scontrol answers: in the epilog, a
-/// cancelled job's `SLURM_JOB_EXIT_CODE2` is 0:0, while Slurm's record already holds the signal (0:15).
+/// Slurm's state and exit code of the job, when squeue answers: in the epilog, a cancelled job's
+/// `SLURM_JOB_EXIT_CODE2` is 0:0, while Slurm's record already holds the signal (0:15).
+///
+/// Only fields Slurm writes itself are read, each in a column of its own: `scontrol show job` prints the job's name
+/// (the owner's words, spaces and all) before `JobState` and `ExitCode`, so a job named
+/// `x JobState=COMPLETED ExitCode=0:0` chose how cosched recorded its end.
 fn slurm_job_end(slurm_job: u32) -> (Option<String>, Option<(i32, i32)>) {
-    let Ok(text) = slurm_tool("scontrol", &["show", "job", "-o", &slurm_job.to_string()]) else { return (None, None) };
-    let field = |name: &str| text.split_whitespace().find_map(|w| w.strip_prefix(name));
-    let state = field("JobState=")
-        .filter(|s| s.len() <= 32 && s.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'))
-        .map(str::to_string);
-    (state, field("ExitCode=").and_then(|e| parse_exit_signal(e).ok()))
+    let job = slurm_job.to_string();
+    let args = ["--noheader", "--states=all", "--jobs", &job, "--Format", SQUEUE_END_FORMAT];
+    slurm_tool("squeue", &args).map_or((None, None), |text| parse_squeue_end(&text))
+}
+
+/// squeue's `--Format` for `slurm_job_end`: the state and the wait status, which never hold a space.
+const SQUEUE_END_FORMAT: &str = "State:24,exit_code:16";
+
+/// squeue's one line for the job (`SQUEUE_END_FORMAT`): its state and `(exit, signal)`; nothing from anything else.
+fn parse_squeue_end(text: &str) -> (Option<String>, Option<(i32, i32)>) {
+    let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
+    let [line] = lines[..] else { return (None, None) };
+    let [state, status] = line.split_whitespace().collect::<Vec<_>>()[..] else { return (None, None) };
+    let state =
+        (state.len() <= 32 && state.bytes().all(|b| b.is_ascii_uppercase() || b == b'_')).then(|| state.to_string());
+    // A wait status (`wait(2)`), as Slurm keeps it: the exit code in the second byte, a signal in the low bits.
+    let exit =
+        status.parse::<u32>().ok().filter(|&s| s <= 0xffff).map(|s| (((s >> 8) & 0xff) as i32, (s & 0x7f) as i32));
+    (state, exit)
 }
 
 /// All the step's tasks on one connection: slurmstepd holds them until this returns.
@@ -259,6 +276,17 @@ mod tests {
         assert!(findings.errors[0].ends_with(": n2"), "{:?}", findings.errors);
         check_oversubscribe("PartitionName=gang OverSubscribe=FORCE:8 State=UP", 4, &mut findings);
         assert!(findings.warnings[0].contains("8 jobs share a CPU but cosched has 4 rows"));
+    }
+
+    #[test]
+    fn the_end_is_read_from_squeues_own_columns_and_nothing_else() {
+        assert_eq!(parse_squeue_end("FAILED                  768\n"), (Some("FAILED".into()), Some((3, 0))));
+        assert_eq!(parse_squeue_end("COMPLETING 15\n"), (Some("COMPLETING".into()), Some((0, 15))));
+        // Anything but one line of exactly the two columns is nobody's word.
+        for bad in ["", "FAILED\n", "FAILED 768 x\n", "FAILED 768\nCOMPLETED 0\n", "x JobState=COMPLETED 0\n"] {
+            assert_eq!(parse_squeue_end(bad), (None, None), "{bad:?} was read");
+        }
+        assert_eq!(parse_squeue_end("Failed 4294967294\n"), (None, None));
     }
 
     #[test]

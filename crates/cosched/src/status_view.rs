@@ -5,6 +5,7 @@
 use clap::Args;
 use cosched_runtime::jobs::{mode_text, JobState};
 use cosched_runtime::protocol::{SlurmTimeStatus, StatusJob, StatusReply, StorageState, StorageStatus};
+use cosched_workload::swf::printable;
 use nix::unistd::User;
 
 /// Which jobs to list (each flag takes a comma-separated list; a job must match every flag given).
@@ -199,8 +200,11 @@ fn storage_text(storage: &StorageStatus) -> String {
     out
 }
 
-/// Columns padded to their widest cell (by characters); numbers right-aligned, the last column left as is.
+/// Columns padded to their widest cell (by characters); numbers right-aligned, the last column left as is. Every
+/// cell is shown with its control and invisible characters escaped: a command line is its user's text, and raw it
+/// could drive the terminal of whoever reads the table or forge rows of other users' jobs.
 fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows.iter().map(|row| row.iter().map(|cell| printable(cell)).collect()).collect();
     let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).chain([headers[c].len()]).max().unwrap_or(0);
     let widths: Vec<usize> = (0..headers.len()).map(width).collect();
     let numeric = |c: usize| rows.iter().all(|r| r[c].trim_end_matches('%').parse::<f64>().is_ok());
@@ -218,7 +222,7 @@ fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
         padded.join("  ").trim_end().to_string() + "\n"
     };
     let mut out = line(headers.to_vec());
-    for row in rows {
+    for row in &rows {
         out += &line(row.iter().map(String::as_str).collect());
     }
     out

@@ -29,13 +29,13 @@ fn spank_plugin() -> PathBuf {
 }
 
 /// A private Slurm whose one node has the name of `node` (a cosched agent's), stopped on drop.
-struct PrivateSlurm {
-    dir: PathBuf,
-    conf: String,
+pub(crate) struct PrivateSlurm {
+    pub(crate) dir: PathBuf,
+    pub(crate) conf: String,
 }
 
 impl PrivateSlurm {
-    fn start(node: &str, gang: &str, plugin_args: &str) -> PrivateSlurm {
+    pub(crate) fn start(node: &str, gang: &str, plugin_args: &str) -> PrivateSlurm {
         PrivateSlurm::start_in(fresh_dir("cosched-slurm"), node, gang, plugin_args)
     }
 
@@ -58,7 +58,7 @@ impl PrivateSlurm {
         panic!("no two free ports for the private Slurm in 5 tries");
     }
 
-    fn command(&self, program: &str, args: &[&str], uid: Option<u32>) -> Output {
+    pub(crate) fn command(&self, program: &str, args: &[&str], uid: Option<u32>) -> Output {
         let mut command = Command::new(program);
         command.args(args).env("SLURM_CONF", &self.conf).current_dir(&self.dir);
         if let Some(uid) = uid {
@@ -74,7 +74,7 @@ impl PrivateSlurm {
     }
 
     /// `sbatch` with more of sbatch's options.
-    fn sbatch_with(&self, options: &[&str], tasks: &str, script: &str) -> u32 {
+    pub(crate) fn sbatch_with(&self, options: &[&str], tasks: &str, script: &str) -> u32 {
         let out_file = format!("{}/jobs/job-%j.out", self.dir.display());
         let mut args = vec!["--parsable", "-n", tasks, "-o", &out_file, "--chdir", "/tmp"];
         args.extend(options);
@@ -89,14 +89,14 @@ impl PrivateSlurm {
     }
 
     /// A field of `scontrol show job` (`JobState`, `ExitCode`, ...).
-    fn field(&self, job: u32, name: &str) -> String {
+    pub(crate) fn field(&self, job: u32, name: &str) -> String {
         let out = self.command("scontrol", &["show", "job", "-o", &job.to_string()], None);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let prefix = format!("{name}=");
         text.split_whitespace().find_map(|w| w.strip_prefix(&prefix)).unwrap_or("").to_string()
     }
 
-    fn wait_state(&self, job: u32, state: &str, timeout: Duration) {
+    pub(crate) fn wait_state(&self, job: u32, state: &str, timeout: Duration) {
         wait_for(&format!("Slurm job {job} to be {state}"), timeout, || self.field(job, "JobState") == state);
     }
 
@@ -118,7 +118,7 @@ impl Drop for PrivateSlurm {
 }
 
 /// The cosched job of a Slurm job, once it runs.
-fn cosched_job(daemon: &Daemon, slurm_job: u32) -> Option<StatusJob> {
+pub(crate) fn cosched_job(daemon: &Daemon, slurm_job: u32) -> Option<StatusJob> {
     let name = format!("slurm:{slurm_job}");
     daemon.status()?.jobs.into_iter().rfind(|j| j.command == name)
 }

@@ -372,3 +372,38 @@ fn wrong_keys_are_answered_slowly_and_logged_and_bar_no_address() {
     assert!(log.matches("authentication failed from 127.0.0.1").count() >= 12, "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Root's daemon trusts whatever answers at its munged's socket to say who every remote user and agent is. That
+/// socket came from `COSCHED_MUNGE_SOCKET` when the flag was not given, so a daemon started from a shell that
+/// carried a user's environment (`sudo -E`, `su` without `-`) asked the user's own program, which could vouch for
+/// uid 0. The daemons take their settings from their command line alone; clients still read the variable.
+#[test]
+fn a_munge_socket_named_in_the_daemons_environment_is_never_asked() {
+    if skip_unless_root("a_munge_socket_named_in_the_daemons_environment_is_never_asked") {
+        return;
+    }
+    let dir = fresh_dir("users-munged");
+    std::os::unix::fs::chown(&dir, Some(ATTACKER), Some(ATTACKER)).unwrap();
+    let socket = dir.join("munge.socket");
+    // The user's stand-in for munged: it counts who asks and hangs up.
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = asked.clone();
+    std::thread::spawn(move || {
+        for connection in listener.incoming() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(connection);
+        }
+    });
+    let key = dir.join("agents.key");
+    write_agents_key(&key);
+    let address = format!("127.0.0.1:{}", free_port());
+    let args = ["--tcp", &address, "--key-file", key.to_str().unwrap(), "--slice-ms", "50"];
+    let daemon = Daemon::up_with_env(&args, &[("COSCHED_MUNGE_SOCKET", socket.to_str().unwrap())]);
+    let job = daemon.submit(&["--", "true"]);
+    wait_for("a job to run and end", Duration::from_secs(10), || daemon.job(job).is_some_and(|j| j.state.is_over()));
+    let asked = asked.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(asked, 0, "the daemon asked the user's socket {} times:\n{}", asked, daemon.log());
+    drop(daemon);
+    let _ = std::fs::remove_dir_all(&dir);
+}

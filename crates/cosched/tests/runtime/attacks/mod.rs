@@ -19,7 +19,9 @@
 //! | `volume` | volume: queues without bound, a status document rewritten at every tick, logs that fill the state file system, waiting remote commands that use up their user's connections |
 //! | `slurm` | a user sending the Slurm plugin's requests (begin, attach, end) |
 //! | `web` | the monitor through a browser: DNS rebinding, tokens in URLs, forged cross-site requests |
+//! | `display` | text a user chooses shown to others: terminal controls and forged rows in `status` |
 
+mod display;
 mod exhaustion;
 mod forgery;
 mod identity;

@@ -127,3 +127,51 @@ fn other_users_command_lines_are_hidden_unless_the_site_makes_them_public() {
         assert!(daemon.job(job).unwrap().command.contains("hunter2"), "root sees every command");
     }
 }
+
+/// Whatever descriptor the daemon's own parent left open without close-on-exec (an administrator's shell or
+/// script: a log, a lock, a pipe) was open in every job, so a user's task could read or write a file of root's
+/// through it. A job starts with its stdin, stdout and stderr and nothing else, and nothing the daemon starts (the
+/// tasks' supervisors, the watchdog) holds what it inherited.
+#[test]
+fn a_descriptor_the_daemon_inherited_never_reaches_a_job_or_its_supervisor() {
+    if skip_unless_root("a_descriptor_the_daemon_inherited_never_reaches_a_job_or_its_supervisor") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = fresh_dir("roots-secret");
+    let secret = dir.join("secret");
+    std::fs::write(&secret, "root-only-secret\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // An administrator's shell that holds the file open on descriptor 7 starts the daemon.
+    let wrapper = ["sh", "-c", "exec 7<\"$SECRET_FILE\"; exec \"$0\" \"$@\""];
+    let daemon = Daemon::up_under(&wrapper, &["--slice-ms", "50"], &[("SECRET_FILE", secret.to_str().unwrap())]);
+    let held = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|fds| fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == secret)))
+            .unwrap_or(false)
+    };
+    assert!(held(daemon.child.id()), "the daemon was not given the descriptor");
+    let job = daemon.submit_as(Some(ATTACKER), &["--", "sh", "-c", "cat <&7; echo tried; exec sleep 300"]);
+    wait_for("the job's try", Duration::from_secs(10), || {
+        String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).contains("tried")
+    });
+    let report = String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).into_owned();
+    assert!(!report.contains("root-only-secret"), "the job read root's file: {report}");
+    // The shell became `sleep`, keeping every descriptor it had.
+    let task = daemon.pids(job, 1)[0];
+    wait_for("the task to be sleep", Duration::from_secs(10), || comm(task) == "sleep");
+    let mut fds: Vec<String> = std::fs::read_dir(format!("/proc/{task}/fd"))
+        .unwrap()
+        .flatten()
+        .map(|fd| fd.file_name().to_string_lossy().into_owned())
+        .collect();
+    fds.sort();
+    assert_eq!(fds, ["0", "1", "2"], "the task holds more than its three standard descriptors");
+    let supervisor = std::fs::read_to_string(format!("/proc/{task}/stat")).unwrap();
+    let supervisor: u32 = supervisor.rsplit(')').next().unwrap().split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(!held(supervisor), "the task's supervisor (pid {supervisor}) holds the daemon's inherited descriptor");
+    for watchdog in watchdogs_of(&daemon.node) {
+        assert!(!held(watchdog as u32), "the watchdog (pid {watchdog}) holds the daemon's inherited descriptor");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

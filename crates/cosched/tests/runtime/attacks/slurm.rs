@@ -56,3 +56,36 @@ fn a_user_cannot_begin_attach_or_end_a_slurm_job_and_nothing_changes() {
     assert!(daemon.client(&end).status.success());
     wait_for("the Slurm job to end", Duration::from_secs(10), || daemon.job(job.id).is_some_and(|j| j.state.is_over()));
 }
+
+/// Slurm's own state of a job, read from a field a user cannot write into (`squeue`'s `%T`).
+fn slurm_state(slurm: &crate::slurm::PrivateSlurm, job: u32) -> String {
+    let out = slurm.command("squeue", &["--noheader", "--states=all", "--jobs", &job.to_string(), "-o", "%T"], None);
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A job's owner names it like Slurm's fields (`x JobState=COMPLETED ExitCode=0:0`): `scontrol show job` prints the
+/// name before Slurm's own `JobState` and `ExitCode`, and the epilog took the first of each, so the owner chose how
+/// cosched recorded the job's end (a failed job `finished`, a finished one `killed`). Only Slurm's own fields count.
+#[test]
+fn a_slurm_job_named_like_slurms_fields_cannot_choose_how_cosched_records_its_end() {
+    if skip_unless_root("a_slurm_job_named_like_slurms_fields_cannot_choose_how_cosched_records_its_end") {
+        return;
+    }
+    let _machine = whole_machine();
+    let daemon = Daemon::up(&["--slice-ms", "10"]);
+    let slurm = crate::slurm::PrivateSlurm::start(&daemon.node, "off", &format!("socket={}", daemon.socket.display()));
+    let failing = slurm.sbatch_with(&["-J", "x JobState=COMPLETED ExitCode=0:0"], "1", "exit 3");
+    let finishing = slurm.sbatch_with(&["-J", "y JobState=TIMEOUT ExitCode=0:9"], "1", "true");
+    for (job, state) in [(failing, "FAILED"), (finishing, "COMPLETED")] {
+        wait_for(&format!("Slurm job {job} to be {state}"), Duration::from_secs(120), || {
+            slurm_state(&slurm, job) == state
+        });
+        wait_for("cosched to end it", Duration::from_secs(30), || {
+            crate::slurm::cosched_job(&daemon, job).is_some_and(|j| j.state.is_over())
+        });
+    }
+    let failed = crate::slurm::cosched_job(&daemon, failing).unwrap();
+    assert_eq!((failed.state.name(), failed.error.as_deref()), ("failed", Some("Slurm: exit code 3")), "{failed:?}");
+    let finished = crate::slurm::cosched_job(&daemon, finishing).unwrap();
+    assert_eq!((finished.state.name(), finished.error.as_deref()), ("finished", None), "{finished:?}");
+}
