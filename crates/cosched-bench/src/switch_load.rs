@@ -48,6 +48,10 @@ pub struct LoadBenchSettings {
 pub struct SwitchTiming {
     pub latency: Summary,
     pub lateness: Summary,
+    /// Boundary to every outgoing gang asked to stop, and to the end of the wait for the kernel's confirmation: where
+    /// a slow switch spent its time.
+    pub requested: Summary,
+    pub confirmed: Summary,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -217,6 +221,8 @@ fn timing_between(stats: &SwitchStats, from: u64, to: u64) -> SwitchTiming {
     SwitchTiming {
         latency: summarize(&within(&stats.latency_ns)),
         lateness: summarize(&within(&stats.start_offset_ns)),
+        requested: summarize(&within(&stats.requested_ns)),
+        confirmed: summarize(&within(&stats.confirmed_ns)),
     }
 }
 

@@ -271,9 +271,13 @@ impl Switcher {
     }
 
     /// The processes of a new job exist: stop them too if the freezer is signals (a signal cannot stop a process
-    /// that did not exist yet).
+    /// that did not exist yet). A cgroup freezer stopped them as they joined the job's stopped cgroup; asking again
+    /// would have the switching thread wait for a new task to reach the kernel's trap, which a busy CPU can delay
+    /// by milliseconds.
     pub fn job_started(&self, job: u64) {
-        self.post(Change::Started(job));
+        if self.groups.kind() == crate::freezer::FreezerKind::Signals {
+            self.post(Change::Started(job));
+        }
     }
 
     /// Drop a job; returns once no switch will stop or start it again (so that its cgroup can be thawed and
