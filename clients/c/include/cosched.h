@@ -59,7 +59,8 @@ typedef struct {
 } cosched_node_info;
 
 /* Connect to the controller at socket_path (NULL: $COSCHED_SOCKET, else
- * COSCHED_DEFAULT_SOCKET). On failure returns NULL and, if error is not NULL,
+ * COSCHED_DEFAULT_SOCKET; a set-uid or set-gid program ignores $COSCHED_SOCKET,
+ * as secure_getenv does). On failure returns NULL and, if error is not NULL,
  * writes the reason into error[0..error_len). */
 cosched_client *cosched_connect(const char *socket_path, char *error, size_t error_len);
 

@@ -46,7 +46,9 @@ static void copy_error(char *error, size_t error_len, const char *message) {
 
 cosched_client *cosched_connect(const char *socket_path, char *error, size_t error_len) {
     char message[ERROR_BYTES];
-    if (socket_path == NULL) socket_path = getenv("COSCHED_SOCKET");
+    /* secure_getenv: a set-uid or set-gid program linking the library never takes its socket from its caller's
+       environment (glibc returns NULL then), so a user cannot point it at a server of theirs. */
+    if (socket_path == NULL) socket_path = secure_getenv("COSCHED_SOCKET");
     if (socket_path == NULL || socket_path[0] == '\0') socket_path = COSCHED_DEFAULT_SOCKET;
     struct sockaddr_un address = {.sun_family = AF_UNIX};
     if (strlen(socket_path) >= sizeof address.sun_path) {

@@ -235,8 +235,8 @@ impl Agent {
                 };
                 self.exec(job, ack, spec)
             }
-            ToAgent::ReadLogs { job, ranks, ack } => {
-                self.send(&FromAgent::Logs { ack, files: self.log_tails(job, &ranks) });
+            ToAgent::ReadLogs { job, ranks, ack, owner } => {
+                self.send(&FromAgent::Logs { ack, files: self.log_tails(job, &ranks, owner) });
                 Ok(())
             }
             ToAgent::Forget { job, ack } => {
@@ -291,13 +291,18 @@ impl Agent {
         self.settings.log_dir.join(format!("job-{job}.{rank}.{stream}"))
     }
 
-    fn log_tails(&self, job: u64, ranks: &[u32]) -> Vec<LogTail> {
+    /// The tails of the job's logs, each only if the job's owner owns the file.
+    fn log_tails(&self, job: u64, ranks: &[u32], owner: Option<u32>) -> Vec<LogTail> {
         let mut files = Vec::new();
         let per_file = LOG_TAIL_BYTES.min(LOGS_REPLY_BYTES / (2 * ranks.len().max(1) as u64));
         for &rank in ranks {
             for stream in ["out", "err"] {
                 let path = self.log_path(job, rank, stream);
-                let text = read_tail(&path, per_file);
+                let owned = owner.is_some_and(|uid| {
+                    use std::os::unix::fs::MetadataExt;
+                    path.symlink_metadata().is_ok_and(|m| m.file_type().is_file() && m.uid() == uid)
+                });
+                let text = if owned { read_tail(&path, per_file) } else { String::new() };
                 files.push(LogTail { rank, stream: stream.into(), path: path.display().to_string(), text });
             }
         }
@@ -370,6 +375,7 @@ impl Agent {
             return self.adopt(&start, known);
         }
         self.groups.create(start.job)?;
+        crate::logs::remove_job_files(&self.settings.log_dir, start.job);
         if let Some(dir) = self.job_dir(start.job) {
             JobTag { uid: start.uid, token: start.token.clone() }.write(&dir)?;
             if !start.register_only {

@@ -699,10 +699,7 @@ impl Controller {
             return Err(format!("job {id} is already {}", job.state.name()));
         }
         if job.state == JobState::Queued {
-            self.update_job(state, id, |j| {
-                j.state = JobState::Killed;
-                j.ended_unix_ms = Some(unix_ms_now());
-            })?;
+            self.update_job(state, id, |j| j.end(JobState::Killed))?;
             return Ok(KillReply { job: id, state: KillState::Killed }.into());
         }
         self.update_job(state, id, |j| j.error = Some(KILLED.into()))?;
@@ -733,11 +730,16 @@ impl Controller {
     /// The tails of the job's logs, read by the agents that hold them; a node whose agent cannot answer gets an
     /// entry saying why instead.
     fn logs(&self, who: &Identity, id: u64) -> Outcome {
-        let placement = Self::owned_job(&self.state.lock().unwrap(), who, id)?.placement.clone();
+        let (placement, owner) = {
+            let state = self.state.lock().unwrap();
+            let job = Self::owned_job(&state, who, id)?;
+            (job.placement.clone(), job.uid)
+        };
         let mut files = Vec::new();
         for p in placement {
             let node = p.node.clone();
-            match self.ask_agent(&node, AnswerKind::Logs, |ack| ToAgent::ReadLogs { job: id, ranks: p.ranks, ack }) {
+            let read = |ack| ToAgent::ReadLogs { job: id, ranks: p.ranks, ack, owner: Some(owner) };
+            match self.ask_agent(&node, AnswerKind::Logs, read) {
                 Ok(AgentAnswerData::Logs(tails)) => {
                     files.extend(tails.into_iter().map(|tail| LogFile::Tail { node: node.clone(), tail }));
                 }
@@ -1105,7 +1107,7 @@ impl Controller {
             job.exit_code = exit_code.or(job.exit_code);
         }
         if job.placement.iter().all(|p| job.ended_on.contains(&p.node)) {
-            job.state = match (&job.error, job.exit_code) {
+            let ended = match (&job.error, job.exit_code) {
                 (Some(e), _) if e == KILLED => JobState::Killed,
                 (Some(_), _) => JobState::Failed,
                 (None, Some(code)) if code != 0 => {
@@ -1114,7 +1116,7 @@ impl Controller {
                 }
                 _ => JobState::Finished,
             };
-            job.ended_unix_ms = Some(unix_ms_now());
+            job.end(ended);
         }
         let _ = send_to(state, node, &ToAgent::Forget { job: id, ack: None });
         state.storage.save_job_or_hold(&job);

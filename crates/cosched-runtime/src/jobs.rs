@@ -110,7 +110,30 @@ pub struct JobRecord {
     pub slurm_time: TimeCredit,
 }
 
+/// The most of an ended job's command line that its record keeps (its words, as far as they fit).
+pub const ENDED_COMMAND_BYTES: usize = 4096;
+
 impl JobRecord {
+    /// The job is over, in `state`, now. Its record keeps what `status` and its history show: the environment,
+    /// which only starting it needed, goes, and the command line is cut to `ENDED_COMMAND_BYTES` (a user's short
+    /// jobs with environments near the request's 1 MiB once grew the daemon's memory and database by that much
+    /// each, for ever).
+    pub fn end(&mut self, state: JobState) {
+        self.state = state;
+        self.ended_unix_ms = Some(unix_ms_now());
+        self.env = Vec::new();
+        let mut kept = 0;
+        let fits = self.argv.iter().take_while(|word| {
+            kept += word.len() + 1;
+            kept <= ENDED_COMMAND_BYTES
+        });
+        let words = fits.count();
+        if words < self.argv.len() {
+            self.argv.truncate(words);
+            self.argv.push("…".into());
+        }
+    }
+
     /// A queued job of `who` with nothing placed or measured yet.
     pub fn new(id: u64, who: &Identity, class: JobClass, local: bool, tasks: u32) -> JobRecord {
         JobRecord {

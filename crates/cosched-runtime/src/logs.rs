@@ -158,6 +158,14 @@ fn remove(path: &Path) -> bool {
     std::fs::remove_file(path).is_ok()
 }
 
+/// Remove every file of job `job` in `dir` (its logs and host file): a job whose cgroup is made new has none yet,
+/// and files left under its number belong to another job (an id given again after the database was lost).
+pub fn remove_job_files(dir: &Path, job: u64) {
+    for file in log_files(dir).into_iter().filter(|f| f.job == Some(job)) {
+        remove(&file.path);
+    }
+}
+
 /// Remove a log nothing was written to (an `exec` that printed nothing).
 pub fn remove_if_empty(path: &Path) {
     if path.symlink_metadata().is_ok_and(|m| m.file_type().is_file() && m.len() == 0) {

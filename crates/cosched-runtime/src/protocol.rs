@@ -349,6 +349,10 @@ pub enum ToAgent {
         job: u64,
         ranks: Vec<u32>,
         ack: u64,
+        /// The job's owner: a log is read only if it is this user's (a file under the job's number may be another
+        /// job's, after a lost database gave the number again).
+        #[serde(default)]
+        owner: Option<u32>,
     },
     /// The job is over on this node: kill whatever is left in its cgroup (after the grace of a `Terminate` still
     /// running), and remove the cgroup once empty. With `ack`, the agent answers `Forgotten { ack }` once the cgroup

@@ -368,7 +368,7 @@ impl Switcher {
             return; // nothing rotates
         }
         let slice = boundary / state.schedule.slice_ns;
-        if state.switched_slice.is_some_and(|done| done >= slice) {
+        if already_switched(state.switched_slice, slice, woke / state.schedule.slice_ns) {
             return; // another switching thread was first
         }
         state.switched_slice = Some(slice);
@@ -521,6 +521,15 @@ struct Phases {
     thawed: u64,
 }
 
+/// Has a switching thread switched the boundary of `slice` already? The slices switched only grow, so one at or
+/// below the last is done, unless the clock went back: a thread that wakes in a slice (`woke_slice`) below the
+/// last one switched can only have seen the clock step back (an NTP step, a resumed virtual machine, `date -s`;
+/// a late thread wakes at or after the last boundary switched), and then counting starts again from it, or the
+/// gang that ran would keep its CPUs for as long as the step.
+fn already_switched(last_switched: Option<u64>, slice: u64, woke_slice: u64) -> bool {
+    last_switched.is_some_and(|done| done >= slice && woke_slice >= done)
+}
+
 fn current_slice(schedule: &Schedule, now_ns: u64) -> Option<u64> {
     (schedule.slice_ns > 0).then(|| now_ns / schedule.slice_ns)
 }
@@ -583,6 +592,17 @@ mod tests {
         assert_eq!(target_jobs(&schedule, Some(0)), [1, 4].into());
         assert_eq!(target_jobs(&schedule, Some(1)), [2, 4].into());
         assert_eq!(target_jobs(&schedule, Some(2)), [1, 4].into());
+    }
+
+    #[test]
+    fn a_boundary_is_switched_once_whatever_the_threads_but_again_after_the_clock_went_back() {
+        // The other thread switched slice 100; this one woke for the same boundary, or late, in slice 100 or 101.
+        assert!(already_switched(Some(100), 100, 100));
+        assert!(already_switched(Some(100), 99, 101));
+        assert!(!already_switched(Some(100), 101, 101));
+        assert!(!already_switched(None, 5, 5));
+        // The clock stepped back a minute at 10 ms slices: the next boundary is slice 94,001 after 100,000.
+        assert!(!already_switched(Some(100_000), 94_001, 94_001));
     }
 
     #[test]

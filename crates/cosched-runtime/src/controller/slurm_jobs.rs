@@ -4,7 +4,7 @@
 //! (root in Slurm's prolog, slurmstepd and epilog) may call these.
 
 use super::{node_index, send_to, AgentAnswerData, AnswerKind, Controller, Outcome, State, AGENT_ANSWER_TIMEOUT};
-use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState};
+use crate::jobs::{Identity, JobRecord, JobState};
 use crate::protocol::{JobStateReply, SlurmBeginRequest, SlurmEndRequest, SubmitReply, ToAgent};
 use crate::slurm::{expand_cpus_per_node, expand_hostlist};
 use cosched_policy::cluster::JobClass;
@@ -100,9 +100,10 @@ impl Controller {
         let latest = state.jobs.values().rev().find(|j| j.slurm_job == Some(r.slurm_job));
         let mut job = latest.cloned().ok_or_else(|| format!("cosched has no job for Slurm job {}", r.slurm_job))?;
         if !job.state.is_over() {
-            (job.state, job.error) = end_state(r);
+            let (ended, error) = end_state(r);
+            job.error = error;
             job.exit_code = r.exit_code;
-            job.ended_unix_ms = Some(unix_ms_now());
+            job.end(ended);
             job.ended_on = job.placement.iter().map(|p| p.node.clone()).collect();
             for node in job.ended_on.iter().filter(|&node| *node != r.node) {
                 let _ = send_to(state, node, &ToAgent::Forget { job: job.id, ack: None });

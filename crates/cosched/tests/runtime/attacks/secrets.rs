@@ -1,6 +1,6 @@
 //! Reading other users' environments, command lines, logs, and the daemon's own secrets and state.
 
-use super::ATTACKER;
+use super::{ATTACKER, OTHER_USER};
 use crate::harness::*;
 use std::time::Duration;
 
@@ -174,4 +174,29 @@ fn a_descriptor_the_daemon_inherited_never_reaches_a_job_or_its_supervisor() {
         assert!(!held(watchdog as u32), "the watchdog (pid {watchdog}) holds the daemon's inherited descriptor");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_job_given_an_old_jobs_number_after_a_lost_database_never_shows_that_jobs_logs() {
+    if skip_unless_root("a_job_given_an_old_jobs_number_after_a_lost_database_never_shows_that_jobs_logs") {
+        return;
+    }
+    let mut daemon = Daemon::up(&["--slice-ms", "50"]);
+    let old = daemon.submit_as(Some(OTHER_USER), &["--", "sh", "-c", "echo the-old-jobs-secret"]);
+    wait_for("the old job to end", Duration::from_secs(20), || daemon.job(old).is_some_and(|j| j.state.is_over()));
+    daemon.kill_hard();
+    // The database lost with its backup: numbers start again, and the old job's logs are still on the node.
+    for file in ["cosched.db", "cosched.db-wal", "cosched.db-shm", "backup/cosched.db"] {
+        let _ = std::fs::remove_file(daemon.dir.join(file));
+    }
+    daemon.restart(&["--slice-ms", "50"]);
+    // A registered job makes no logs of its own: before, `logs` read the old job's files by its number.
+    let out = daemon.client_as(ATTACKER, &["register", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let job = serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job;
+    assert_eq!(job, old, "the test needs the old job's number again");
+    let logs = daemon.client_as(ATTACKER, &["logs", &job.to_string()]);
+    let text = String::from_utf8_lossy(&logs.stdout);
+    assert!(!text.contains("the-old-jobs-secret"), "another user's old log was shown:\n{text}");
+    let _ = daemon.client_as(ATTACKER, &["kill", &job.to_string()]);
 }

@@ -213,7 +213,7 @@ fn daemon_footprint(daemon: &Daemon) -> (u64, u64) {
 /// retention for the database's records (Slurm's `PurgeJobAfter`); and a per-user bound on the bytes of the jobs
 /// not over (1,000 jobs of 1 MiB are a GiB per user).
 #[test]
-#[ignore = "issue 39 review: ended jobs keep their whole request (environment included) in memory and the database"]
+#[ignore = "ended records stay in memory and the database for ever (issue 43: history with a retention)"]
 fn short_jobs_with_large_environments_never_grow_the_daemon_without_bound() {
     if skip_unless_root("short_jobs_with_large_environments_never_grow_the_daemon_without_bound") {
         return;
