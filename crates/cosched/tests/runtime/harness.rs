@@ -341,10 +341,22 @@ pub fn client_as(socket: &Path, args: &[&str], uid: Option<u32>) -> Output {
     command.output().unwrap()
 }
 
-pub fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+pub fn wait_for(what: &str, timeout: Duration, done: impl FnMut() -> bool) {
+    wait_for_explained(what, timeout, done, String::new);
+}
+
+/// `wait_for`, whose failure also says what `explain` finds then.
+pub fn wait_for_explained(
+    what: &str,
+    timeout: Duration,
+    mut done: impl FnMut() -> bool,
+    explain: impl FnOnce() -> String,
+) {
     let start = Instant::now();
     while !done() {
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        if start.elapsed() >= timeout {
+            panic!("timed out waiting for {what} {}", explain());
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }

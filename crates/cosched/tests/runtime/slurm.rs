@@ -127,6 +127,11 @@ fn cgroup_members(node: &str, job: u64) -> Vec<i32> {
     cosched_runtime::freezer::JobGroups::open(node, None).unwrap().pids(job).unwrap_or_default()
 }
 
+/// A cosched job's processes as `pid:name`, for a failure's message.
+fn describe_members(node: &str, job: u64) -> String {
+    cgroup_members(node, job).iter().map(|&p| format!("{p}:{}", comm(p))).collect::<Vec<_>>().join(" ")
+}
+
 fn named(pids: &[i32], name: &str) -> Vec<i32> {
     pids.iter().copied().filter(|&p| comm(p) == name).collect()
 }
@@ -350,11 +355,21 @@ fn a_slurm_job_sliced_three_ways_keeps_its_time_limit() {
     // got under half a CPU beside other sessions' builds and tests. The workers are put first (SCHED_RR) so that
     // their slots are theirs, as on a Slurm node; cosched's switching threads still come before them.
     let ids: Vec<u64> = jobs.iter().map(|&j| cosched_job(&daemon, j).unwrap().id).collect();
-    let mut workers = vec![];
-    wait_for("the three workers to run in their cosched jobs", Duration::from_secs(60), || {
-        workers = ids.iter().flat_map(|&id| named(&cgroup_members(&daemon.node, id), "python3")).collect();
-        workers.len() == 3
-    });
+    // Generous: on a loaded machine a third of one shared CPU starts three Pythons slowly.
+    let explain = || {
+        let members: Vec<String> = ids.iter().map(|&id| describe_members(&daemon.node, id)).collect();
+        let states: Vec<String> = jobs.iter().map(|&j| slurm.field(j, "JobState")).collect();
+        format!("(members {members:?}, Slurm states {states:?})")
+    };
+    let find_workers =
+        || -> Vec<i32> { ids.iter().flat_map(|&id| named(&cgroup_members(&daemon.node, id), "python3")).collect() };
+    wait_for_explained(
+        "the three workers to run in their cosched jobs",
+        Duration::from_secs(180),
+        || find_workers().len() == 3,
+        explain,
+    );
+    let workers = find_workers();
     for pid in &workers {
         let out = Command::new("chrt").args(["--rr", "--pid", "1", &pid.to_string()]).output().unwrap();
         assert!(out.status.success(), "chrt: {}", String::from_utf8_lossy(&out.stderr));
