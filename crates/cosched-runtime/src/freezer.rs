@@ -234,12 +234,24 @@ fn parse_proc_stat(text: &str) -> Option<(char, u64)> {
     Some((state, utime + stime))
 }
 
-/// True when the process cannot run: stopped, traced-stopped, zombie, dead or already gone.
+/// True when the process cannot run user code: stopped, traced-stopped, zombie, dead or already gone — or in an
+/// uninterruptible wait with a SIGSTOP pending, which it takes on its way back to user mode. (A shell that forked
+/// with `vfork` waits uninterruptibly until its child execs; a child stopped before its exec holds it there.)
 fn is_stopped(pid: i32) -> bool {
     match proc_stat(pid) {
+        Some(('D', _)) => fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| stop_pending(&s)),
         Some((state, _)) => matches!(state, 'T' | 't' | 'Z' | 'X' | 'x'),
         None => true,
     }
+}
+
+/// Whether `/proc/<pid>/status` shows SIGSTOP pending, for the thread or its whole process.
+fn stop_pending(status: &str) -> bool {
+    let stop_bit = 1u64 << (Signal::SIGSTOP as u32 - 1);
+    status
+        .lines()
+        .filter_map(|line| line.strip_prefix("SigPnd:").or_else(|| line.strip_prefix("ShdPnd:")))
+        .any(|mask| u64::from_str_radix(mask.trim(), 16).is_ok_and(|bits| bits & stop_bit != 0))
 }
 
 /// USER_HZ, read from the auxiliary vector (`AT_CLKTCK`) because `sysconf` is not available without `unsafe` here.
@@ -547,7 +559,11 @@ impl JobGroups {
             Ok(true) => return Ok(()),
             Ok(false) => io::Error::new(
                 io::ErrorKind::TimedOut,
-                format!("job {job} of agent {:?} not stopped after {timeout:?}", self.agent_name),
+                format!(
+                    "job {job} of agent {:?} not stopped after {timeout:?}{}",
+                    self.agent_name,
+                    self.members_still_running(job)
+                ),
             ),
             Err(e) => e,
         };
@@ -592,6 +608,19 @@ impl JobGroups {
                 Ok(pids.iter().all(|&p| is_stopped(p)) && self.pids(job)? == pids)
             }),
         }
+    }
+
+    /// For a freeze's error in signals mode: the first members not stopped, with their states.
+    fn members_still_running(&self, job: u64) -> String {
+        if self.kind != FreezerKind::Signals {
+            return String::new();
+        }
+        let running: Vec<String> = (self.pids(job).unwrap_or_default().into_iter())
+            .filter(|&pid| !is_stopped(pid))
+            .take(5)
+            .map(|pid| format!("{pid} ({})", proc_stat(pid).map_or('?', |(state, _)| state)))
+            .collect();
+        format!(" (still running: {})", running.join(", "))
     }
 
     /// Let the job run again. Returns once the request is written (the kernel resumes tasks asynchronously).
@@ -888,6 +917,17 @@ mod tests {
         assert_eq!(own_cgroup_dir(&mounts[1], self_cgroup), Path::new("/sys/fs/cgroup/freezer"));
         assert_eq!(own_cgroup_dir(&mounts[3], self_cgroup), Path::new("/sys/fs/cgroup/unified/system.slice/a.service"));
         assert_eq!(own_cgroup_dir(&mounts[2], self_cgroup), Path::new("/sys/fs/cgroup/systemd"));
+    }
+
+    #[test]
+    fn a_stop_pending_is_read_from_either_pending_mask() {
+        let status =
+            |sig: &str, shd: &str| format!("Name:\tsh\nState:\tD (disk sleep)\nSigPnd:\t{sig}\nShdPnd:\t{shd}\n");
+        assert!(stop_pending(&status("0000000000000000", "0000000000040000")));
+        assert!(stop_pending(&status("0000000000040000", "0000000000000000")));
+        // SIGCONT (bit 18) and SIGTSTP (bit 20) are not SIGSTOP.
+        assert!(!stop_pending(&status("0000000000020000", "0000000000080000")));
+        assert!(!stop_pending("State:\tD (disk sleep)\n"));
     }
 
     #[test]
