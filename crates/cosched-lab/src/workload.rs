@@ -4,7 +4,7 @@
 use cosched_core::StreamSeed;
 use cosched_sim::input::JobRequest;
 use cosched_sim::SimConfig;
-use cosched_workload::hyper_erlang::HyperErlangModel;
+use cosched_workload::trace_model::FittedModel;
 use cosched_workload::{load, lublin, swf, ReadOptions, Workload};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -106,10 +106,13 @@ pub fn load_workload(spec: &WorkloadSpec, machine_cpus: u32) -> Result<LoadedWor
             match &spec.hyper_erlang_params {
                 Some(path) => {
                     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-                    let model = HyperErlangModel::from_text(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-                    model.validate().map_err(|e| format!("{}: {e}", path.display()))?;
+                    let model = FittedModel::from_text(&text).map_err(|e| format!("{}: {e}", path.display()))?;
                     let w = model.generate_workload(jobs, StreamSeed(spec.seed));
-                    (w, format!("Hyper-Erlang model {}", path.display()))
+                    let kind = match model {
+                        FittedModel::Shared(_) => "fitted trace model",
+                        FittedModel::PerClass(_) => "Hyper-Erlang model",
+                    };
+                    (w, format!("{kind} {}", path.display()))
                 }
                 None => {
                     let params = lublin::LublinParams::sized_to(spec.model_procs);

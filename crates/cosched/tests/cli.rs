@@ -397,7 +397,8 @@ fn hyper_erlang_fit_then_generate_from_the_saved_parameters() {
     let o = cosched(&["workload", "fit", &p(&trace), "--procs", "32", "--out", &p(&params)]);
     assert!(o.status.success(), "{}", stderr(&o));
     let table = String::from_utf8_lossy(&o.stdout);
-    assert!(table.contains("17-32"), "{table}");
+    assert!(table.contains("17-32") && table.contains("daily cycle"), "{table}");
+    assert!(std::fs::read_to_string(&params).unwrap().contains("cosched-trace-model 1"));
     let o = cosched(&[
         "workload",
         "generate",
@@ -415,6 +416,23 @@ fn hyper_erlang_fit_then_generate_from_the_saved_parameters() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("jobs: 400 usable"));
     let o = cosched(&["workload", "generate", "--model", "hyper-erlang", "--jobs", "5", "--out", &p(&generated)]);
     assert!(!o.status.success() && stderr(&o).contains("needs --params"));
+    // The per-class model of Jann et al., saved in its own format, generates too.
+    let o = cosched(&["workload", "fit", &p(&trace), "--arrivals", "per-class", "--out", &p(&params)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&params).unwrap().contains("hyper-erlang-model 1"));
+    let o = cosched(&[
+        "workload",
+        "generate",
+        "--model",
+        "hyper-erlang",
+        "--params",
+        &p(&params),
+        "--jobs",
+        "50",
+        "--out",
+        &p(&generated),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]
