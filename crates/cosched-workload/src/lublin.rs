@@ -472,6 +472,22 @@ struct KindStream {
 /// # Panics
 /// If `params.validate()` fails.
 pub fn generate(params: &LublinParams, job_count: usize, seed: StreamSeed) -> Vec<TraceJob> {
+    generate_with_sizes(params, job_count, seed, None)
+}
+
+/// [`generate`], but each job's size is drawn uniformly from `sizes` (with
+/// its kind's size stream) when given, and its run time drawn for that size:
+/// the sizes of a real trace with the model's arrivals and run times.
+///
+/// # Panics
+/// If `params.validate()` fails or `sizes` is empty.
+pub fn generate_with_sizes(
+    params: &LublinParams,
+    job_count: usize,
+    seed: StreamSeed,
+    sizes: Option<&[u32]>,
+) -> Vec<TraceJob> {
+    assert!(sizes.is_none_or(|sizes| !sizes.is_empty()), "no sizes to draw from");
     if let Err(e) = params.validate() {
         panic!("invalid Lublin-Feitelson parameters: {e}");
     }
@@ -502,7 +518,10 @@ pub fn generate(params: &LublinParams, job_count: usize, seed: StreamSeed) -> Ve
             .iter_mut()
             .reduce(|best, s| if s.next_arrival_s < best.next_arrival_s { s } else { best })
             .expect("at least one kind");
-        let nodes = s.params.draw_size(&mut s.size_rng, params.max_procs);
+        let nodes = match sizes {
+            None => s.params.draw_size(&mut s.size_rng, params.max_procs),
+            Some(sizes) => sizes[s.size_rng.below(sizes.len() as u32) as usize],
+        };
         let run_s = s.params.draw_runtime_s(&mut s.runtime_rng, nodes);
         jobs.push(TraceJob::new(number, s.next_arrival_s.round(), run_s, nodes, s.kind.queue()));
         s.next_arrival_s = s.clock.next_arrival_s();

@@ -1,7 +1,7 @@
 //! `cosched workload generate|inspect`.
 
 use clap::{Args, Subcommand};
-use cosched_lab::workload::{load_workload, LoadedWorkload, WorkloadSpec};
+use cosched_lab::workload::{load_workload, JobSizes, LoadedWorkload, WorkloadSpec};
 use cosched_workload::hyper_erlang::HyperErlangModel;
 use cosched_workload::trace_model::{FittedModel, TraceModel};
 use cosched_workload::{inspect, swf, ReadOptions, Workload};
@@ -63,6 +63,11 @@ pub struct GenerateSpec {
     /// Number of jobs.
     #[arg(long, default_value_t = 1000)]
     pub jobs: usize,
+    /// Sizes of the generated jobs: machine (the Lublin-Feitelson model sized to the machine, the
+    /// default), lublin:N (the model sized to N CPUs, only the jobs that fit the machine kept: the
+    /// study's words) or trace:FILE (sizes drawn from an SWF trace's jobs that fit the machine).
+    #[arg(long, default_value = "machine")]
+    pub job_sizes: JobSizes,
     /// Multiply run times by this.
     #[arg(long, default_value_t = 1.0)]
     pub runtime_scale: f64,
@@ -128,6 +133,7 @@ pub fn generated(spec: &GenerateSpec) -> Result<LoadedWorkload, String> {
         target_load: spec.load,
         seed: spec.seed,
         hyper_erlang_params,
+        job_sizes: spec.job_sizes.clone(),
     };
     let mut loaded = load_workload(&workload_spec, procs)?;
     loaded.workload.set_header_value("Note", &loaded.report.describe());
