@@ -106,7 +106,7 @@ def summary(df: Workload, *, procs: int | None = None) -> str:
 
 @dataclass(frozen=True)
 class HyperErlangFit:
-    """The Hyper-Erlang model fitted to a workload (per size class, three-moment method)."""
+    """The model fitted to a workload, as ``cosched workload fit`` saves it by default (shared arrivals)."""
 
     #: The parameter file's text, which ``generate(model="hyper-erlang", params=FILE)`` reads back.
     parameters: str
@@ -119,7 +119,7 @@ class HyperErlangFit:
 
 
 def fit(df: Workload, *, procs: int | None = None) -> HyperErlangFit:
-    """Fit the Hyper-Erlang model to a workload, as ``cosched workload fit`` does."""
+    """Fit a model to a workload, as ``cosched workload fit`` does (shared arrivals, daily cycle)."""
     header, rows = _rows(df)
     parameters, description = _native.workload_fit(header, rows, procs)
     return HyperErlangFit(parameters=parameters, description=description)

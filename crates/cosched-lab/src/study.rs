@@ -10,7 +10,7 @@
 
 use crate::batch::{run_all, BatchWatch};
 use crate::csv::{column, csv_field, num, to_csv, Column};
-use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
+use crate::workload::{bounded_slowdown_threshold_s, load_workload, JobSizes, WorkloadSpec};
 use cosched_bench::stats::Estimate;
 use cosched_sim::exact_f64;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
@@ -87,6 +87,10 @@ pub struct StudySettings {
     pub horizon_factor: f64,
     /// E1: also run a scheme at the loads above the one where it saturated.
     pub keep_saturated: bool,
+    /// Where the jobs' sizes come from (left out of documents at its default,
+    /// so those of earlier builds read and merge as before).
+    #[serde(default, skip_serializing_if = "JobSizes::is_machine")]
+    pub job_sizes: JobSizes,
 }
 
 impl Default for StudySettings {
@@ -100,6 +104,7 @@ impl Default for StudySettings {
             replications: 3,
             horizon_factor: 3.0,
             keep_saturated: false,
+            job_sizes: JobSizes::Machine,
         }
     }
 }
@@ -585,6 +590,7 @@ fn workloads_of(specs: &[RunSpec], settings: &StudySettings) -> Result<BTreeMap<
             runtime_scale: settings.runtime_scale,
             target_load: Some(spec.load),
             seed: spec.config.seed,
+            job_sizes: settings.job_sizes.clone(),
             ..WorkloadSpec::default()
         };
         let loaded = load_workload(&workload_spec, spec.config.cpu_count())?;

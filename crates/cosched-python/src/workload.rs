@@ -81,7 +81,7 @@ fn workload_summary(header: Vec<String>, rows: Vec<Row>, procs: Option<u32>) -> 
     summary_text(&workload_of(header, &rows)?, procs).map_err(refused)
 }
 
-/// The Hyper-Erlang model fitted to these rows: (the parameter file's text, a readable summary).
+/// The model `workload fit` fits by default to these rows: (the parameter file's text, a readable summary).
 #[pyfunction]
 #[pyo3(signature = (header, rows, procs=None))]
 fn workload_fit(py: Python<'_>, header: Vec<String>, rows: Vec<Row>, procs: Option<u32>) -> PyResult<(String, String)> {

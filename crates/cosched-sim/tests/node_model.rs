@@ -90,6 +90,43 @@ fn wake_boost_preempts_at_the_next_tick_and_not_before() {
     );
 }
 
+/// The timeline above on an ideal machine whose context switch is free: a
+/// process back from I/O that gets the CPU sends at once, as a process that
+/// needs no switch does. (Once the dispatch waited for a switch of zero
+/// length to end, nothing advanced the process, and the run panicked.)
+#[test]
+fn with_a_free_context_switch_a_process_back_from_io_goes_on_at_once() {
+    let mut cfg = config(Scheme::LOCAL, 1, 2);
+    cfg.costs.context_switch_ns = 0;
+    let r = simulate(&cfg, vec![job(1, 0, 1, 300 * MS, 0, 1), job(2, MS / 2, 1, MS, 5_300 * US, 2)]);
+    let timeline = events(&r, |k| {
+        matches!(
+            k,
+            TraceKind::Dispatch { .. } | TraceKind::Wake { .. } | TraceKind::Preempt { .. } | TraceKind::Block { .. }
+        )
+    });
+    assert_eq!(
+        &timeline[..10],
+        &[
+            (0, 0, TraceKind::Dispatch { process: 0, switch_cost: false }),
+            (20 * MS, 0, TraceKind::Dispatch { process: 1, switch_cost: false }),
+            (21 * MS, 0, TraceKind::Block { process: 1 }),
+            (21 * MS, 0, TraceKind::Dispatch { process: 0, switch_cost: false }),
+            (26_300 * US, 0, TraceKind::Wake { process: 1 }),
+            (27 * MS, 0, TraceKind::Preempt { process: 0 }),
+            // Sends, receives nothing (one task) and computes its second iteration at once.
+            (27 * MS, 0, TraceKind::Dispatch { process: 1, switch_cost: false }),
+            (28 * MS, 0, TraceKind::Block { process: 1 }),
+            (28 * MS, 0, TraceKind::Dispatch { process: 0, switch_cost: false }),
+            (33_300 * US, 0, TraceKind::Wake { process: 1 }),
+        ]
+    );
+    // Back from its last I/O, it exits when it gets the CPU at the 34 ms tick.
+    assert_eq!(finish_ns(&r, 2), 34 * MS);
+    assert_eq!(finish_ns(&r, 1), 300 * MS + 2 * MS);
+    assert_eq!(r.summary.cpu_time.switch_ns, 0);
+}
+
 #[test]
 fn an_idle_cpu_runs_a_woken_process_at_once() {
     let cfg = config(Scheme::LOCAL, 1, 2);

@@ -52,7 +52,7 @@ proptest! {
     #[test]
     fn every_job_completes_and_cpu_time_adds_up(
         (mut cfg, jobs) in small_runs(),
-        options in 0u8..4,
+        options in 0u8..8,
         // Short raise periods (just above the top quantum, 20 ticks) put
         // raises inside kernel work in short runs.
         raise_ticks in prop_oneof![Just(1000u64), 21u64..60],
@@ -64,6 +64,10 @@ proptest! {
             cfg.costs.boost_walk = cosched_sim::config::BoostWalk::SameTick;
         }
         cfg.costs.gang_switch_every_quantum = options & 2 == 0;
+        // The ideal machine whose context switch is free.
+        if options & 4 == 4 {
+            cfg.costs.context_switch_ns = 0;
+        }
         cfg.scheduler.raise_period_ns = raise_ticks * cfg.scheduler.tick_ns;
         let n = jobs.len();
         let result = run(&cfg, jobs.clone(), &RunOptions::default(), |_| {}).unwrap();

@@ -6,6 +6,8 @@
 //! - [`lublin`]: the Lublin–Feitelson (2003) model, the default generator.
 //! - [`hyper_erlang`]: the hyper-Erlang model of common order (Jann et al.
 //!   1997), fitted per size class to a trace, saved as text and generated from.
+//! - [`trace_model`]: a model fitted to a trace that keeps its sizes,
+//!   burstiness (shared arrivals, daily cycle) and load; `workload fit`'s default.
 //! - [`load`]: offered load and the scalings that change it.
 //! - [`inspect`]: a summary of a workload, for `workload inspect`-style reports.
 //!
@@ -20,5 +22,6 @@ pub mod inspect;
 pub mod load;
 pub mod lublin;
 pub mod swf;
+pub mod trace_model;
 
 pub use swf::{ReadOptions, SwfError, TraceJob, Workload};

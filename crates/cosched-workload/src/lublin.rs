@@ -329,17 +329,45 @@ fn truncated_gamma(rng: &mut Rng, shape: f64, scale: f64, limit: f64) -> f64 {
 #[derive(Clone, Debug)]
 pub struct ArrivalClock {
     params: KindParams,
-    weights: [f64; BUCKETS_PER_DAY],
     rng: Rng,
-    /// Half-hour buckets since time 0 (midnight of day 0).
+    clock: DayClock,
+}
+
+impl ArrivalClock {
+    pub fn new(params: &KindParams, rng: Rng) -> ArrivalClock {
+        ArrivalClock { params: params.clone(), rng, clock: DayClock::new(params.day_weights()) }
+    }
+
+    /// Current time, seconds since time 0.
+    pub fn now_s(&self) -> f64 {
+        self.clock.now_s()
+    }
+
+    /// Advance by one gap and return the arrival time.
+    pub fn next_arrival_s(&mut self) -> f64 {
+        let gap = self.params.draw_virtual_gap(&mut self.rng);
+        self.clock.advance(gap)
+    }
+}
+
+/// Time under a daily cycle: virtual time passes at the current half-hour
+/// bucket's weight, so a virtual gap spans less real time where the weight
+/// (the arrival rate) is high. Time 0 is the start of bucket 0.
+#[derive(Clone, Debug)]
+pub struct DayClock {
+    weights: [f64; BUCKETS_PER_DAY],
+    /// Half-hour buckets since time 0.
     bucket: u64,
     /// Seconds into the current bucket, in [0, BUCKET_S).
     into_bucket: f64,
 }
 
-impl ArrivalClock {
-    pub fn new(params: &KindParams, rng: Rng) -> ArrivalClock {
-        ArrivalClock { params: params.clone(), weights: params.day_weights(), rng, bucket: 0, into_bucket: 0.0 }
+impl DayClock {
+    /// A clock at time 0 whose buckets weigh `weights` (mean 1, so that over
+    /// whole days virtual and real time agree).
+    pub fn new(weights: [f64; BUCKETS_PER_DAY]) -> DayClock {
+        assert!(weights.iter().any(|&w| w > 0.0), "a daily cycle needs a bucket of positive weight");
+        DayClock { weights, bucket: 0, into_bucket: 0.0 }
     }
 
     /// Current time, seconds since time 0.
@@ -347,9 +375,9 @@ impl ArrivalClock {
         self.bucket as f64 * BUCKET_S + self.into_bucket
     }
 
-    /// Advance by one gap and return the arrival time.
-    pub fn next_arrival_s(&mut self) -> f64 {
-        let mut gap = self.params.draw_virtual_gap(&mut self.rng);
+    /// Let `virtual_gap_s` of virtual time pass; the real time it ends at.
+    pub fn advance(&mut self, virtual_gap_s: f64) -> f64 {
+        let mut gap = virtual_gap_s;
         // Whole buckets are stepped with integer arithmetic so the loop
         // always progresses, whatever the rounding of large times.
         loop {
@@ -369,6 +397,18 @@ impl ArrivalClock {
         }
         self.now_s()
     }
+}
+
+/// The virtual time at real time `t_s` (not negative) of a clock started at
+/// 0 whose buckets weigh `weights` (mean 1): the inverse of
+/// [`DayClock::advance`].
+pub fn virtual_time_s(weights: &[f64; BUCKETS_PER_DAY], t_s: f64) -> f64 {
+    const DAY_S: f64 = BUCKET_S * BUCKETS_PER_DAY as f64;
+    let days = (t_s / DAY_S).floor();
+    let into_day = t_s - days * DAY_S;
+    let bucket = ((into_day / BUCKET_S) as usize).min(BUCKETS_PER_DAY - 1);
+    let before: f64 = weights[..bucket].iter().map(|w| w * BUCKET_S).sum();
+    days * DAY_S + before + (into_day - bucket as f64 * BUCKET_S) * weights[bucket]
 }
 
 /// The model: kinds merged into one stream, on a machine of `max_procs` CPUs.
@@ -432,6 +472,22 @@ struct KindStream {
 /// # Panics
 /// If `params.validate()` fails.
 pub fn generate(params: &LublinParams, job_count: usize, seed: StreamSeed) -> Vec<TraceJob> {
+    generate_with_sizes(params, job_count, seed, None)
+}
+
+/// [`generate`], but each job's size is drawn uniformly from `sizes` (with
+/// its kind's size stream) when given, and its run time drawn for that size:
+/// the sizes of a real trace with the model's arrivals and run times.
+///
+/// # Panics
+/// If `params.validate()` fails or `sizes` is empty.
+pub fn generate_with_sizes(
+    params: &LublinParams,
+    job_count: usize,
+    seed: StreamSeed,
+    sizes: Option<&[u32]>,
+) -> Vec<TraceJob> {
+    assert!(sizes.is_none_or(|sizes| !sizes.is_empty()), "no sizes to draw from");
     if let Err(e) = params.validate() {
         panic!("invalid Lublin-Feitelson parameters: {e}");
     }
@@ -462,7 +518,10 @@ pub fn generate(params: &LublinParams, job_count: usize, seed: StreamSeed) -> Ve
             .iter_mut()
             .reduce(|best, s| if s.next_arrival_s < best.next_arrival_s { s } else { best })
             .expect("at least one kind");
-        let nodes = s.params.draw_size(&mut s.size_rng, params.max_procs);
+        let nodes = match sizes {
+            None => s.params.draw_size(&mut s.size_rng, params.max_procs),
+            Some(sizes) => sizes[s.size_rng.below(sizes.len() as u32) as usize],
+        };
         let run_s = s.params.draw_runtime_s(&mut s.runtime_rng, nodes);
         jobs.push(TraceJob::new(number, s.next_arrival_s.round(), run_s, nodes, s.kind.queue()));
         s.next_arrival_s = s.clock.next_arrival_s();

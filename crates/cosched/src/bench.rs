@@ -3,7 +3,7 @@
 
 use clap::{Args, Subcommand};
 use cosched_core::{RadixHeap, SimTime, StreamSeed};
-use cosched_lab::workload::{load_workload, WorkloadSpec};
+use cosched_lab::workload::{load_workload, JobSizes, WorkloadSpec};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions};
 use cosched_sim::{Mix, Scheme, SimConfig};
@@ -198,6 +198,7 @@ fn scenario(
         target_load: Some(load),
         seed: 1,
         hyper_erlang_params: None,
+        job_sizes: JobSizes::Machine,
     };
     let loaded = load_workload(&spec, NODES)?;
     let requests = loaded.requests();

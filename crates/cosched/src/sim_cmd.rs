@@ -7,7 +7,7 @@ use clap::Args;
 use cosched_lab::batsim::batsim_jobs_csv;
 use cosched_lab::sim::{jobs_csv, prepare, summary_csv, PreparedSim, SimSettings};
 use cosched_lab::workload::{
-    bounded_slowdown_threshold_s, WorkloadReport, WorkloadSpec, DEFAULT_JOBS, DEFAULT_RUNTIME_SCALE,
+    bounded_slowdown_threshold_s, JobSizes, WorkloadReport, WorkloadSpec, DEFAULT_JOBS, DEFAULT_RUNTIME_SCALE,
     DEFAULT_TARGET_LOAD,
 };
 use cosched_sim::config::{quantum_table_from_bands_ms, BoostWalk, CostConfig, NetworkConfig, NodeSchedulerConfig};
@@ -127,6 +127,11 @@ pub struct SimArgs {
     /// Jobs to generate (with --trace: keep only the first N).
     #[arg(long, help_heading = "Workload")]
     pub jobs: Option<usize>,
+    /// Sizes of the generated jobs: machine (the Lublin-Feitelson model sized to the machine, the
+    /// default), lublin:N (the model sized to N CPUs, only the jobs that fit the machine kept: the
+    /// study's words) or trace:FILE (sizes drawn from an SWF trace's jobs that fit the machine).
+    #[arg(long, default_value = "machine", conflicts_with = "trace", help_heading = "Workload")]
+    pub job_sizes: JobSizes,
     /// Target offered load (CPU demand / capacity), set by scaling inter-arrival times
     /// (--natural-load keeps the workload's own instead).
     #[arg(long, default_value = default_load_text(), help_heading = "Workload")]
@@ -324,6 +329,7 @@ impl SimArgs {
             target_load,
             seed: self.seed,
             hyper_erlang_params: None,
+            job_sizes: self.job_sizes.clone(),
         })
     }
 

@@ -17,6 +17,7 @@ use cosched_lab::study::{
     base_config, curve, first_seen, points, points_csv, run_study, runs_csv, schemes_in_order, Curve, Experiment,
     Point, RunRow, StudySettings, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE,
 };
+use cosched_lab::workload::JobSizes;
 use cosched_sim::{Scheme, SimConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -83,6 +84,11 @@ pub struct StudyArgs {
     /// there: its backlog only grows, and those runs are the longest).
     #[arg(long)]
     pub keep_saturated: bool,
+    /// Sizes of the generated jobs: machine (the Lublin-Feitelson model sized to the machine, the
+    /// default), lublin:N (the model sized to N CPUs, only the jobs that fit the machine kept: the
+    /// study's words) or trace:FILE (sizes drawn from an SWF trace's jobs that fit the machine).
+    #[arg(long, default_value = "machine")]
+    pub job_sizes: JobSizes,
     /// Output folder (default: cosched-out/study-eN, or with --shard cosched-out/study-eN-shard-I-of-N).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -159,6 +165,7 @@ impl StudyArgs {
             replications: self.replications,
             horizon_factor: self.horizon_factor,
             keep_saturated: self.keep_saturated,
+            job_sizes: self.job_sizes.clone(),
         }
     }
 }
@@ -185,6 +192,9 @@ pub fn canonical_command(experiment: Experiment, settings: &StudySettings) -> St
     );
     if settings.keep_saturated {
         command += " --keep-saturated";
+    }
+    if !settings.job_sizes.is_machine() {
+        command += &format!(" --job-sizes {}", settings.job_sizes);
     }
     command
 }
@@ -612,7 +622,9 @@ mod tests {
     fn the_canonical_command_gives_back_the_settings() {
         let flags = ["--full", "--loads", "0.25,1e-7", "--schemes", "gs,sb", "--seed", "9", "--replications", "4"];
         let extra = ["--horizon-factor", "2.5", "--keep-saturated", "--out", "x", "--shard", "2/3", "-q"];
-        let settings = args_of(&[&flags[..], &extra[..]].concat()).settings();
+        let sizes = ["--job-sizes", "lublin:256"];
+        let settings = args_of(&[&flags[..], &extra[..], &sizes[..]].concat()).settings();
+        assert_eq!(settings.job_sizes, JobSizes::Lublin(256));
         let command = canonical_command(Experiment::E4, &settings);
         assert!(command.starts_with("cosched study e4 --jobs 1000 --runtime-scale 0.01 --loads 0.25,0.0000001 "));
         let argv = command.split(' ').skip(1);

@@ -1,8 +1,9 @@
 //! `cosched workload generate|inspect`.
 
 use clap::{Args, Subcommand};
-use cosched_lab::workload::{load_workload, LoadedWorkload, WorkloadSpec};
+use cosched_lab::workload::{load_workload, JobSizes, LoadedWorkload, WorkloadSpec};
 use cosched_workload::hyper_erlang::HyperErlangModel;
+use cosched_workload::trace_model::{FittedModel, TraceModel};
 use cosched_workload::{inspect, swf, ReadOptions, Workload};
 use std::path::PathBuf;
 
@@ -12,7 +13,8 @@ pub enum WorkloadCommand {
     Generate(GenerateArgs),
     /// Summarise an SWF trace: sizes, run times, arrivals, offered load.
     Inspect(InspectArgs),
-    /// Fit the Hyper-Erlang model (per size class, three-moment method) to a trace and save it.
+    /// Fit a model to a trace and save it: shared arrivals with the trace's daily cycle and
+    /// sizes and run times per size class (default), or Jann et al.'s per-class model.
     Fit(FitArgs),
 }
 
@@ -29,6 +31,11 @@ pub struct FitArgs {
     /// Where to save the parameters (read back by `generate --model hyper-erlang --params`).
     #[arg(long, short, default_value = "hyper-erlang.txt")]
     pub out: PathBuf,
+    /// shared: one arrival stream with the trace's daily cycle and gap shape, a size class drawn
+    /// per job (keeps the trace's burstiness, sizes and load); per-class: an independent
+    /// hyper-Erlang arrival stream per size class, Jann et al. 1997 as published.
+    #[arg(long, default_value = "shared", value_parser = ["shared", "per-class"])]
+    pub arrivals: String,
 }
 
 #[derive(Args, Debug)]
@@ -46,7 +53,7 @@ pub struct GenerateSpec {
     /// Workload model: lublin (Lublin-Feitelson 2003) or hyper-erlang (needs --params from `workload fit`).
     #[arg(long, default_value = "lublin", value_parser = ["lublin", "hyper-erlang"])]
     pub model: String,
-    /// Hyper-Erlang parameter file (from `cosched workload fit`).
+    /// Fitted model file (from `cosched workload fit`, either kind of arrivals).
     #[arg(long)]
     pub params: Option<PathBuf>,
     /// Size the model to a machine of this many CPUs (no job is wider; default 32, or the
@@ -56,6 +63,11 @@ pub struct GenerateSpec {
     /// Number of jobs.
     #[arg(long, default_value_t = 1000)]
     pub jobs: usize,
+    /// Sizes of the generated jobs: machine (the Lublin-Feitelson model sized to the machine, the
+    /// default), lublin:N (the model sized to N CPUs, only the jobs that fit the machine kept: the
+    /// study's words) or trace:FILE (sizes drawn from an SWF trace's jobs that fit the machine).
+    #[arg(long, default_value = "machine")]
+    pub job_sizes: JobSizes,
     /// Multiply run times by this.
     #[arg(long, default_value_t = 1.0)]
     pub runtime_scale: f64,
@@ -100,7 +112,7 @@ pub fn generated(spec: &GenerateSpec) -> Result<LoadedWorkload, String> {
         (_, Some(p)) => p,
         (Some(path), None) => {
             let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            HyperErlangModel::from_text(&text).map_err(|e| format!("{}: {e}", path.display()))?.procs
+            FittedModel::from_text(&text).map_err(|e| format!("{}: {e}", path.display()))?.procs()
         }
         (None, None) => 32,
     };
@@ -121,6 +133,7 @@ pub fn generated(spec: &GenerateSpec) -> Result<LoadedWorkload, String> {
         target_load: spec.load,
         seed: spec.seed,
         hyper_erlang_params,
+        job_sizes: spec.job_sizes.clone(),
     };
     let mut loaded = load_workload(&workload_spec, procs)?;
     loaded.workload.set_header_value("Note", &loaded.report.describe());
@@ -155,10 +168,26 @@ fn inspect_trace(args: &InspectArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The Hyper-Erlang model fitted to a workload, on a machine of `procs` CPUs (default: its MaxProcs).
-pub fn fitted(workload: &Workload, procs: Option<u32>, source: &str) -> Result<HyperErlangModel, String> {
+/// The model `workload fit` fits by default (shared arrivals), on a machine of `procs` CPUs
+/// (default: its MaxProcs).
+pub fn fitted(workload: &Workload, procs: Option<u32>, source: &str) -> Result<FittedModel, String> {
+    fitted_with_arrivals(workload, procs, "shared", source)
+}
+
+/// [`fitted`] with the arrivals `workload fit --arrivals` names: shared or per-class.
+pub fn fitted_with_arrivals(
+    workload: &Workload,
+    procs: Option<u32>,
+    arrivals: &str,
+    source: &str,
+) -> Result<FittedModel, String> {
     let procs = machine_procs(workload, procs)?;
-    HyperErlangModel::fit(&workload.jobs, procs).map_err(|e| format!("{source}: {e}"))
+    let model = match arrivals {
+        "shared" => TraceModel::fit(&workload.jobs, procs).map(|m| FittedModel::Shared(Box::new(m))),
+        "per-class" => HyperErlangModel::fit(&workload.jobs, procs).map(FittedModel::PerClass),
+        other => return Err(format!("--arrivals must be shared or per-class, not {other}")),
+    };
+    model.map_err(|e| format!("{source}: {e}"))
 }
 
 /// The summary `workload inspect` prints.
@@ -170,7 +199,7 @@ pub fn summary_text(workload: &Workload, procs: Option<u32>) -> Result<String, S
 fn fit_trace(args: &FitArgs) -> Result<(), String> {
     let workload =
         swf::read_path(&args.trace, ReadOptions { skip_bad_lines: args.skip_bad_lines }).map_err(|e| e.to_string())?;
-    let model = fitted(&workload, args.procs, &args.trace.display().to_string())?;
+    let model = fitted_with_arrivals(&workload, args.procs, &args.arrivals, &args.trace.display().to_string())?;
     println!("{}", model.to_string().trim_end());
     std::fs::write(&args.out, model.to_text()).map_err(|e| format!("cannot write {}: {e}", args.out.display()))?;
     eprintln!("parameters saved to {}", args.out.display());

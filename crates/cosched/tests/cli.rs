@@ -397,7 +397,8 @@ fn hyper_erlang_fit_then_generate_from_the_saved_parameters() {
     let o = cosched(&["workload", "fit", &p(&trace), "--procs", "32", "--out", &p(&params)]);
     assert!(o.status.success(), "{}", stderr(&o));
     let table = String::from_utf8_lossy(&o.stdout);
-    assert!(table.contains("17-32"), "{table}");
+    assert!(table.contains("17-32") && table.contains("daily cycle"), "{table}");
+    assert!(std::fs::read_to_string(&params).unwrap().contains("cosched-trace-model 1"));
     let o = cosched(&[
         "workload",
         "generate",
@@ -415,6 +416,45 @@ fn hyper_erlang_fit_then_generate_from_the_saved_parameters() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("jobs: 400 usable"));
     let o = cosched(&["workload", "generate", "--model", "hyper-erlang", "--jobs", "5", "--out", &p(&generated)]);
     assert!(!o.status.success() && stderr(&o).contains("needs --params"));
+    // The per-class model of Jann et al., saved in its own format, generates too.
+    let o = cosched(&["workload", "fit", &p(&trace), "--arrivals", "per-class", "--out", &p(&params)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&params).unwrap().contains("hyper-erlang-model 1"));
+    let o = cosched(&[
+        "workload",
+        "generate",
+        "--model",
+        "hyper-erlang",
+        "--params",
+        &p(&params),
+        "--jobs",
+        "50",
+        "--out",
+        &p(&generated),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// `--job-sizes`: the model of a larger machine truncated to the jobs that fit, and a trace's sizes.
+#[test]
+fn job_sizes_come_from_a_larger_model_or_a_trace() {
+    let dir = scratch("job-sizes");
+    let generated = dir.join("truncated.swf");
+    let p = |path: &Path| path.to_str().unwrap().to_string();
+    let o = cosched(&["workload", "generate", "--jobs", "300", "--job-sizes", "lublin:256", "--out", &p(&generated)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("sized to 256 CPUs, the jobs that fit 32 CPUs kept"), "{}", stderr(&o));
+    let o = cosched(&["workload", "inspect", &p(&generated)]);
+    let summary = String::from_utf8_lossy(&o.stdout);
+    assert!(summary.contains("jobs: 300 usable") && summary.contains("0 wider than 32 CPUs"), "{summary}");
+    let trace = concat!(env!("CARGO_MANIFEST_DIR"), "/../../test-data/swf/NASA-iPSC-1993-3.1-cln.swf.gz");
+    let out = dir.join("sim");
+    let sizes = format!("trace:{trace}");
+    let o =
+        cosched(&["sim", "--schemes", "Local", "--jobs", "20", "--job-sizes", &sizes, "--out", &p(&out), "--quiet"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cosched(&["sim", "--job-sizes", "lublin:0", "--jobs", "5"]);
+    assert!(!o.status.success() && stderr(&o).contains("lublin:N needs"), "{}", stderr(&o));
 }
 
 #[test]

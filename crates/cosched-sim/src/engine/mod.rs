@@ -1512,7 +1512,11 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.set_running(c, now, Some(p));
             self.procs[p as usize].state = ProcState::Running;
             let cpu = &mut self.cpus[c as usize];
-            let switching = P::Node::CHARGES_DISPATCH_SWITCH && cpu.last_process.is_some_and(|last| last != p);
+            // A free switch (`--cs-us 0`) is none: the process must go on at
+            // once, for no switch's end will come to advance it.
+            let switching = P::Node::CHARGES_DISPATCH_SWITCH
+                && cpu.last_process.is_some_and(|last| last != p)
+                && self.cfg.costs.context_switch_ns > 0;
             cpu.last_process = Some(p);
             if cpu.boosted == Some(p) {
                 cpu.boosted = None;
