@@ -224,6 +224,9 @@ struct GangState {
     /// The coscheduler may move a running job's rows (fill-ins) or pick the
     /// slot by the clock: cells are rebuilt and realigned after every change.
     follows_every_plan: bool,
+    /// A job was placed in the running row and waits for the next quantum
+    /// (`CostConfig::gang_start_waits_for_quantum`): the boundary must switch.
+    cells_pending: bool,
 }
 
 /// Trace value of a gang switch to a slot with no matrix row (left to local jobs).
@@ -379,6 +382,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     visit_every_tick: bool,
     /// Spin time of spin-block and spin-yield receives.
     spin_ns: u64,
+    /// An I/O shorter than this keeps the CPU (`CostConfig::io_keeps_cpu_below_ns`; 0 under GS).
+    io_keeps_cpu_below_ns: u64,
     event_counts: [u64; EVENT_KINDS],
     /// Fast mode (`None`: exact).
     fast: Option<FastState>,
@@ -483,6 +488,11 @@ impl<'a, P: Parts> Engine<'a, P> {
             nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
+            // Under GS nothing else may use a blocked process's CPU: keeping it changes nothing.
+            io_keeps_cpu_below_ns: match <P::Node as NodeScheduler>::MODE {
+                cosched_policy::Mode::Gang => 0,
+                _ => cfg.costs.io_keeps_cpu_below_ns,
+            },
             event_counts: [0; EVENT_KINDS],
             fast: None,
             boost_candidates: Vec::new(),
@@ -883,7 +893,13 @@ impl<'a, P: Parts> Engine<'a, P> {
             return; // `follow_plan` aligns the CPUs once every job has started
         }
         // An idle machine starts the new row at once, with no switch to pay.
+        let machine_idle = gang.current_row.is_none();
         let current = *gang.current_row.get_or_insert(rows[0]);
+        if !machine_idle && self.cfg.costs.gang_start_waits_for_quantum {
+            // Its cells are filled at the next boundary, like every other row's.
+            gang.cells_pending |= rows.contains(&current);
+            return;
+        }
         if rows.contains(&current) {
             for (rank, &cpu) in cpus.iter().enumerate() {
                 self.cpus[cpu as usize].gang_cell = Some(first_proc + rank as u32);
@@ -1001,7 +1017,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         let boundary = now.next_multiple_after(self.cfg.costs.gang_quantum_ns);
         let next = self.row_to_run(self.slice_at(boundary));
-        let switch_due = self.cfg.costs.gang_switch_every_quantum || next != gang.current_row;
+        let switch_due = self.cfg.costs.gang_switch_every_quantum || next != gang.current_row || gang.cells_pending;
         if switch_due {
             self.gang.as_mut().expect("gang").tick_pending = true;
             self.queue.schedule(boundary, Event::GangQuantum);
@@ -1015,9 +1031,10 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         if self.cosched.slot_count() > 0 {
             let next = self.row_to_run(self.slice_at(now));
-            let current = self.gang.as_ref().expect("gang").current_row;
-            if self.cfg.costs.gang_switch_every_quantum || next != current {
-                self.gang.as_mut().expect("gang").current_row = next;
+            let gang = self.gang.as_mut().expect("gang");
+            if self.cfg.costs.gang_switch_every_quantum || next != gang.current_row || gang.cells_pending {
+                gang.current_row = next;
+                gang.cells_pending = false;
                 self.switch_all_cpus_to_row(next, now);
             }
         }
@@ -1252,11 +1269,16 @@ impl<'a, P: Parts> Engine<'a, P> {
         loop {
             match self.procs[p as usize].phase {
                 Phase::Compute { remaining_ns: 0 } => {
-                    if self.procs[p as usize].io_next_ns == 0 {
+                    let io_ns = self.procs[p as usize].io_next_ns;
+                    if io_ns == 0 {
                         self.procs[p as usize].phase = Phase::Send;
                         continue;
                     }
-                    self.block_for_io(p, now);
+                    if self.io_keeps_cpu(io_ns) {
+                        self.io_on_cpu(p, now);
+                    } else {
+                        self.block_for_io(p, now);
+                    }
                     return;
                 }
                 Phase::Compute { .. } => return,
@@ -1361,6 +1383,25 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.record(at, cpu, TraceKind::Block { process: p });
     }
 
+    /// Whether an I/O of `io_ns` keeps its process's CPU instead of blocking.
+    #[inline(always)]
+    fn io_keeps_cpu(&self, io_ns: u64) -> bool {
+        io_ns < self.io_keeps_cpu_below_ns
+    }
+
+    /// The running process `p` does its I/O on its CPU, as kernel work
+    /// (counted as overhead): no block, no switch, no wake boost. It sends
+    /// when the work ends. (Like a yield's system call, the work goes on
+    /// even if the scheduler, acting at this instant, preempts it.)
+    fn io_on_cpu(&mut self, p: u32, now: SimTime) {
+        let proc = &mut self.procs[p as usize];
+        debug_assert_eq!(proc.phase, Phase::Compute { remaining_ns: 0 });
+        proc.phase = Phase::Send;
+        let (cpu, io_ns) = (proc.cpu, proc.io_next_ns);
+        self.charge_kernel(cpu, now, io_ns);
+        self.record(now, cpu, TraceKind::IoOnCpu { process: p });
+    }
+
     // ---- CPUs -----------------------------------------------------------------
 
     /// Charge the CPU's time since its last visit. A compute phase that ended
@@ -1414,7 +1455,10 @@ impl<'a, P: Parts> Engine<'a, P> {
                     cpu.time.useful_ns += ran;
                     proc.phase = Phase::Compute { remaining_ns: remaining_ns - ran };
                     if remaining_ns == ran && from < now {
-                        debug_assert!(proc.io_next_ns > 0, "compute overran its end");
+                        debug_assert!(
+                            proc.io_next_ns > 0 && proc.io_next_ns >= self.io_keeps_cpu_below_ns,
+                            "compute overran its end"
+                        );
                         self.block_for_io(p, from);
                     }
                 }
@@ -1630,7 +1674,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 // If nothing else may use the CPU, a process that goes on to
                 // I/O leaves it idle until it wakes: nothing happens at the
                 // compute's end worth a visit.
-                if io_next_ns > 0 && P::Node::idle_while_blocked(self, c) {
+                if io_next_ns > 0 && !self.io_keeps_cpu(io_next_ns) && P::Node::idle_while_blocked(self, c) {
                     next = next.min(compute_end + io_next_ns);
                     running_until = compute_end;
                 } else {
