@@ -320,6 +320,19 @@ pub struct ArrivalWindow {
     /// delivered by then, each job's tasks x min(dedicated time, time since
     /// its arrival) (CPU-ns).
     pub offered_ns: f64,
+    /// The work done by the arrival of the middle job (number n/2 from 0),
+    /// if later ones follow: the second half of the arrivals, from it to the
+    /// last, is where an overloaded run shows its capacity.
+    pub middle: Option<WorkMark>,
+}
+
+/// Work done by an instant (in the run's clock).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WorkMark {
+    pub at: SimTime,
+    /// As [`ArrivalWindow::compute_ns`] and [`ArrivalWindow::delivered_ns`], by `at`.
+    pub compute_ns: u64,
+    pub delivered_ns: f64,
 }
 
 pub const EVENT_KIND_NAMES: [&str; EVENT_KINDS] = Event::KIND_NAMES;
@@ -686,26 +699,34 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.jobs_in_system.push((self.run_clock(now), (next - self.completed) as u32));
         if next == self.jobs.len() {
             self.close_arrival_window(now);
+        } else if j as usize == self.jobs.len() / 2 {
+            self.arrival_window.middle = Some(self.work_mark(now));
         }
     }
 
     /// Work done and offered while jobs still arrive: what a scheme sustains.
     fn close_arrival_window(&mut self, now: SimTime) {
+        let mark = self.work_mark(now);
+        let offered_ns =
+            self.jobs.iter().map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(mark.at - j.spec.arrival) as f64).sum();
+        self.arrival_window = ArrivalWindow {
+            last_arrival: mark.at,
+            compute_ns: mark.compute_ns,
+            delivered_ns: mark.delivered_ns,
+            offered_ns,
+            middle: self.arrival_window.middle,
+        };
+    }
+
+    /// The work done by `now`, every CPU charged up to it.
+    fn work_mark(&mut self, now: SimTime) -> WorkMark {
         for c in 0..self.cpus.len() as u32 {
             self.account(c, now);
         }
         // Summed in process order, continuing from the released processes.
         let delivered_ns =
             self.procs.kept().fold(self.released_delivered_ns, |sum, p| sum + delivered_work_ns(&self.jobs, p));
-        let run_now = self.run_clock(now);
-        let offered_ns =
-            self.jobs.iter().map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(run_now - j.spec.arrival) as f64).sum();
-        self.arrival_window = ArrivalWindow {
-            last_arrival: run_now,
-            compute_ns: self.cpus.iter().map(|c| c.time.useful_ns).sum(),
-            delivered_ns,
-            offered_ns,
-        };
+        WorkMark { at: self.run_clock(now), compute_ns: self.cpus.iter().map(|c| c.time.useful_ns).sum(), delivered_ns }
     }
 
     /// Job `j` as the coscheduler sees it: one batch job, its mode the scheme's.
