@@ -398,14 +398,14 @@ mod tests {
     #[test]
     fn documents_that_contradict_themselves_are_refused() {
         assert!(refused(|d| d.shard.index = 4).contains("numbered 1 to 3"));
-        assert!(refused(|d| d.design_runs = 5).contains("says 5 runs, but its settings make 8"));
+        assert!(refused(|d| d.design_runs = 5).contains("says 5 runs, but its settings make 12"));
         assert!(refused(|d| d.settings.replications = 0).contains("settings: --replications must be 1 to 100"));
-        assert!(refused(|d| d.results[0].0 = 0).contains("runs not in shard 2/3 of the design's 8 runs"));
+        assert!(refused(|d| d.results[0].0 = 0).contains("runs not in shard 2/3 of the design's 12 runs"));
         assert!(refused(|d| d.results[0].0 = 80).contains("runs not in shard 2/3"));
         assert!(refused(|d| d.results.pop().map_or((), drop))
-            .contains("runs of shard 2/3 of the design's 8 runs (numbered from 0) missing: 7"));
+            .contains("runs of shard 2/3 of the design's 12 runs (numbered from 0) missing: 10"));
         assert!(refused(|d| d.results.push(d.results[0].clone())).contains("runs given more than once: 1"));
-        assert!(refused(|d| d.results[0].1.seed = 9).contains("run 1 should be 'GS WL7 load 0.3 seed 2'"));
+        assert!(refused(|d| d.results[0].1.seed = 9).contains("run 1 should be 'SB WL7 capacity seed 1'"));
         let many = StudySettings { loads: Some(vec![0.5; 1_000_000]), ..settings() };
         assert!(refused(|d| d.settings = many.clone()).contains("a study may hold at most 100000"));
         let mut huge = document(Shard::new(1, 1).unwrap()).to_text();
@@ -421,7 +421,7 @@ mod tests {
     fn merging_wants_every_shard_of_one_study_once() {
         let shards = |count| (1..=count).map(move |i| document(Shard::new(i, count).unwrap()));
         let merged = merge(named(shards(3).rev())).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(merged.rows.len(), 4, "every made-up run saturated: E1's second load is left out");
+        assert_eq!(merged.rows.len(), 4 + 4, "the capacity runs, then the first load: every made-up run saturated");
         assert_eq!(merge(named(shards(3).take(2))).unwrap_err(), "shards missing (of 3): 3");
         let twice = named(shards(3).chain(shards(3).take(1)));
         assert_eq!(merge(twice).unwrap_err(), "shard-1 and shard-1 are both shard 1/3");

@@ -12,6 +12,7 @@ use crate::batch::{run_all, BatchWatch};
 use crate::csv::{column, csv_field, num, to_csv, Column};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, JobSizes, WorkloadSpec};
 use cosched_bench::stats::Estimate;
+use cosched_sim::config::{BoostWalk, CostConfig};
 use cosched_sim::exact_f64;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
 use cosched_sim::metrics::SaturationVerdict;
@@ -35,10 +36,14 @@ pub enum Experiment {
     E4,
     /// System overheads.
     E5,
+    /// E1's sensitivity to the model's open choices: every scheme's capacity
+    /// and E2's runs under each choice.
+    E1s,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 5] = [Experiment::E1, Experiment::E2, Experiment::E3, Experiment::E4, Experiment::E5];
+    pub const ALL: [Experiment; 6] =
+        [Experiment::E1, Experiment::E2, Experiment::E3, Experiment::E4, Experiment::E5, Experiment::E1s];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -47,6 +52,7 @@ impl Experiment {
             Experiment::E3 => "e3",
             Experiment::E4 => "e4",
             Experiment::E5 => "e5",
+            Experiment::E1s => "e1s",
         }
     }
 }
@@ -57,7 +63,7 @@ impl FromStr for Experiment {
         Experiment::ALL
             .into_iter()
             .find(|e| e.name().eq_ignore_ascii_case(text))
-            .ok_or_else(|| format!("unknown experiment '{text}'; known: e1, e2, e3, e4, e5"))
+            .ok_or_else(|| format!("unknown experiment '{text}'; known: e1, e2, e3, e4, e5, e1s"))
     }
 }
 
@@ -91,6 +97,90 @@ pub struct StudySettings {
     /// so those of earlier builds read and merge as before).
     #[serde(default, skip_serializing_if = "JobSizes::is_machine")]
     pub job_sizes: JobSizes,
+    /// E1, E1s: the offered load of the capacity runs (overloaded: the queue never empties).
+    #[serde(default = "default_capacity_load", with = "exact_f64")]
+    pub capacity_load: f64,
+    /// E1, E1s: jobs per capacity run; capacity is measured over the second half of their arrivals.
+    #[serde(default = "default_capacity_jobs")]
+    pub capacity_jobs: usize,
+    /// The model's open choices every run starts from (docs/model.md).
+    #[serde(default)]
+    pub model: ModelChoices,
+}
+
+fn default_capacity_load() -> f64 {
+    2.0
+}
+
+fn default_capacity_jobs() -> usize {
+    2000
+}
+
+/// The choices of the model the study's text leaves open (docs/model.md),
+/// as a study sets them for every run. The defaults are the model's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelChoices {
+    /// The context switch `CS` (E5 sets its own).
+    pub context_switch_ns: u64,
+    /// An I/O shorter than this keeps the CPU (0: every I/O blocks).
+    pub io_keeps_cpu_below_ns: u64,
+    /// GS: a job placed in the running row waits for the next quantum.
+    pub gang_start_waits_for_quantum: bool,
+    /// When periodic boost's walk runs.
+    pub boost_walk: BoostWalk,
+}
+
+impl Default for ModelChoices {
+    fn default() -> Self {
+        let costs = CostConfig::default();
+        ModelChoices {
+            context_switch_ns: costs.context_switch_ns,
+            io_keeps_cpu_below_ns: costs.io_keeps_cpu_below_ns,
+            gang_start_waits_for_quantum: costs.gang_start_waits_for_quantum,
+            boost_walk: costs.boost_walk,
+        }
+    }
+}
+
+impl ModelChoices {
+    /// `config` with these choices.
+    pub fn applied(&self, config: SimConfig) -> SimConfig {
+        let mut config = config;
+        config.costs.context_switch_ns = self.context_switch_ns;
+        config.costs.io_keeps_cpu_below_ns = self.io_keeps_cpu_below_ns;
+        config.costs.gang_start_waits_for_quantum = self.gang_start_waits_for_quantum;
+        config.costs.boost_walk = self.boost_walk;
+        config
+    }
+
+    /// E1s's variants: these choices, then each open choice turned the other way.
+    pub fn sensitivity_variants(&self) -> Vec<(String, ModelChoices)> {
+        let stock = self.clone();
+        let cs_us = self.context_switch_ns / 1_000;
+        let other_cs_ns = if self.context_switch_ns == 100_000 { 200_000 } else { 100_000 };
+        let io_keeps = if self.io_keeps_cpu_below_ns == 0 { self.context_switch_ns } else { 0 };
+        let walk = match self.boost_walk {
+            BoostWalk::TickBefore => BoostWalk::SameTick,
+            BoostWalk::SameTick => BoostWalk::TickBefore,
+        };
+        vec![
+            ("as set".into(), stock.clone()),
+            (
+                format!("CS {} µs", other_cs_ns / 1_000),
+                ModelChoices { context_switch_ns: other_cs_ns, ..stock.clone() },
+            ),
+            (
+                if io_keeps > 0 { format!("I/O < {cs_us} µs keeps CPU") } else { "every I/O blocks".into() },
+                ModelChoices { io_keeps_cpu_below_ns: io_keeps, ..stock.clone() },
+            ),
+            (
+                if self.gang_start_waits_for_quantum { "GS start mid-quantum" } else { "GS start next quantum" }.into(),
+                ModelChoices { gang_start_waits_for_quantum: !self.gang_start_waits_for_quantum, ..stock.clone() },
+            ),
+            (format!("PB walk {}", walk.name()), ModelChoices { boost_walk: walk, ..stock }),
+        ]
+    }
 }
 
 impl Default for StudySettings {
@@ -105,6 +195,9 @@ impl Default for StudySettings {
             horizon_factor: 3.0,
             keep_saturated: false,
             job_sizes: JobSizes::Machine,
+            capacity_load: default_capacity_load(),
+            capacity_jobs: default_capacity_jobs(),
+            model: ModelChoices::default(),
         }
     }
 }
@@ -140,6 +233,16 @@ impl StudySettings {
         if self.schemes.is_empty() {
             return Err("--schemes must name at least one scheme".into());
         }
+        if !self.capacity_load.is_finite() || self.capacity_load <= 0.0 {
+            return Err("--capacity-load must be positive".into());
+        }
+        if self.capacity_jobs < 10 {
+            return Err("--capacity-jobs must be at least 10".into());
+        }
+        if self.model.context_switch_ns == 0 {
+            // (A free switch lets a process send while it is being switched in: the engine refuses it.)
+            return Err("--cs-us must be positive".into());
+        }
         let runs = design_len(experiment, self);
         if runs > MAX_DESIGN_RUNS {
             return Err(format!("{runs} runs: a study may hold at most {MAX_DESIGN_RUNS}"));
@@ -157,12 +260,21 @@ impl StudySettings {
 /// 0.9, jobs queue at MPL 2 and CPUs hold more than 5 processes at MPL 16.
 const E1_LOADS: [f64; 9] = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
 const E2_LOAD: f64 = 0.5;
+const E2_MIXES: [&str; 4] = ["WL4", "WL5", "WL2", "WL3"];
 const E3_TO_E5_LOAD: f64 = 0.9;
 
 /// The machine and cost model every run of a study starts from.
 pub fn base_config(scheme: Scheme, seed: u64) -> SimConfig {
     SimConfig { scheme, nodes: 32, cpus_per_node: 1, mpl: 5, skew: 0.2, seed, ..SimConfig::default() }
 }
+
+/// A run's machine: the base, with the settings' open choices.
+pub fn study_config(settings: &StudySettings, scheme: Scheme, seed: u64) -> SimConfig {
+    settings.model.applied(base_config(scheme, seed))
+}
+
+/// The group of E1's and E1s's capacity runs.
+pub const CAPACITY_GROUP: &str = "capacity";
 
 /// One run of a study: where it stands in the tables (group, variant), its
 /// workload (mix, load) and the machine and scheme it runs (its config,
@@ -173,6 +285,8 @@ pub struct RunSpec {
     pub variant: String,
     pub mix: Mix,
     pub load: f64,
+    /// Jobs in its workload.
+    pub jobs: usize,
     pub replication: u32,
     pub config: SimConfig,
 }
@@ -212,6 +326,12 @@ pub struct RunRow {
     pub delivered_utilization: f64,
     #[serde(with = "exact_f64")]
     pub compute_utilization: f64,
+    /// Delivered utilization from the middle arrival to the last: in an
+    /// overloaded run, the scheme's capacity.
+    #[serde(with = "exact_f64")]
+    pub delivered_utilization_second_half: f64,
+    #[serde(with = "exact_f64")]
+    pub compute_utilization_second_half: f64,
     #[serde(with = "exact_f64")]
     pub mean_response_s: f64,
     #[serde(with = "exact_f64")]
@@ -286,7 +406,9 @@ pub fn run_study<W: BatchWatch>(
 /// [`run_study`] does.
 pub fn design(experiment: Experiment, settings: &StudySettings) -> Vec<RunSpec> {
     match experiment {
-        Experiment::E1 => e1_steps(settings).into_iter().flatten().collect(),
+        Experiment::E1 => {
+            e1_capacity_runs(settings).into_iter().chain(e1_steps(settings).into_iter().flatten()).collect()
+        }
         _ => plan(experiment, settings),
     }
 }
@@ -295,7 +417,7 @@ pub fn design(experiment: Experiment, settings: &StudySettings) -> Vec<RunSpec> 
 /// settings file's counts may be absurd).
 pub fn design_len(experiment: Experiment, settings: &StudySettings) -> usize {
     let per_scheme_and_replication = match experiment {
-        Experiment::E1 => settings.loads.as_ref().map_or(E1_LOADS.len(), Vec::len),
+        Experiment::E1 => 1 + settings.loads.as_ref().map_or(E1_LOADS.len(), Vec::len),
         _ => settings.schemes.first().map_or(0, |&s| variants(experiment, settings, &base_config(s, 0), 0).len()),
     };
     per_scheme_and_replication.saturating_mul(settings.schemes.len()).saturating_mul(settings.replications as usize)
@@ -432,12 +554,38 @@ fn e1_steps(settings: &StudySettings) -> Vec<Vec<RunSpec>> {
         let mut specs = Vec::new();
         for &s in &settings.schemes {
             for (k, seed) in settings.seeds().into_iter().enumerate() {
-                specs.push(spec(format!("load {load}"), String::new(), mix("WL7"), load, k, base_config(s, seed)));
+                let config = study_config(settings, s, seed);
+                specs.push(spec(
+                    format!("load {load}"),
+                    String::new(),
+                    mix("WL7"),
+                    load,
+                    settings.jobs_per_run,
+                    k,
+                    config,
+                ));
             }
         }
         specs
     };
     e1_loads(settings).into_iter().map(step).collect()
+}
+
+/// E1's capacity runs: every scheme overloaded, replication by replication.
+fn e1_capacity_runs(settings: &StudySettings) -> Vec<RunSpec> {
+    let mut specs = Vec::new();
+    for (k, seed) in settings.seeds().into_iter().enumerate() {
+        for &s in &settings.schemes {
+            specs.push(capacity_run(settings, String::new(), k, study_config(settings, s, seed)));
+        }
+    }
+    specs
+}
+
+/// A capacity run: WL7 at the settings' overload.
+fn capacity_run(settings: &StudySettings, variant: String, replication: usize, config: SimConfig) -> RunSpec {
+    let (load, jobs) = (settings.capacity_load, settings.capacity_jobs);
+    spec(CAPACITY_GROUP.into(), variant, mix("WL7"), load, jobs, replication, config)
 }
 
 /// E1's rule: a scheme that saturated at one load (in most of its
@@ -469,7 +617,7 @@ impl Climb {
 /// E1 climbs the loads, running at each only the schemes still climbing.
 fn execute_e1<W: BatchWatch>(settings: &StudySettings, watch: &W) -> Result<Vec<RunRow>, String> {
     let mut climb = Climb::new(settings);
-    let mut rows: Vec<RunRow> = Vec::new();
+    let mut rows: Vec<RunRow> = execute(&e1_capacity_runs(settings), settings, watch)?;
     for step in e1_steps(settings) {
         let specs: Vec<RunSpec> = step.into_iter().filter(|s| climb.runs(s.config.scheme.name())).collect();
         if specs.is_empty() {
@@ -484,8 +632,8 @@ fn execute_e1<W: BatchWatch>(settings: &StudySettings, watch: &W) -> Result<Vec<
 /// The rows E1's climb would have run, from the full grid's rows in design order.
 fn leave_out_saturated(settings: &StudySettings, grid: Vec<RunRow>) -> Vec<RunRow> {
     let mut climb = Climb::new(settings);
-    let mut rows: Vec<RunRow> = Vec::new();
     let mut grid = grid.into_iter();
+    let mut rows: Vec<RunRow> = grid.by_ref().take(e1_capacity_runs(settings).len()).collect();
     for step in e1_steps(settings) {
         rows.extend(grid.by_ref().take(step.len()).filter(|r| climb.runs(&r.scheme)));
         climb.next_load(&rows);
@@ -493,8 +641,16 @@ fn leave_out_saturated(settings: &StudySettings, grid: Vec<RunRow>) -> Vec<RunRo
     rows
 }
 
-fn spec(group: String, variant: String, mix: Mix, load: f64, replication: usize, config: SimConfig) -> RunSpec {
-    RunSpec { group, variant, mix, load, replication: replication as u32, config }
+fn spec(
+    group: String,
+    variant: String,
+    mix: Mix,
+    load: f64,
+    jobs: usize,
+    replication: usize,
+    config: SimConfig,
+) -> RunSpec {
+    RunSpec { group, variant, mix, load, jobs, replication: replication as u32, config }
 }
 
 /// The runs of E2-E5.
@@ -502,7 +658,7 @@ fn plan(experiment: Experiment, settings: &StudySettings) -> Vec<RunSpec> {
     let mut specs = Vec::new();
     for (k, seed) in settings.seeds().into_iter().enumerate() {
         for &s in &settings.schemes {
-            specs.extend(variants(experiment, settings, &base_config(s, seed), k));
+            specs.extend(variants(experiment, settings, &study_config(settings, s, seed), k));
         }
     }
     specs
@@ -512,12 +668,23 @@ fn plan(experiment: Experiment, settings: &StudySettings) -> Vec<RunSpec> {
 fn variants(experiment: Experiment, settings: &StudySettings, base: &SimConfig, k: usize) -> Vec<RunSpec> {
     let mut specs = Vec::new();
     let mut add = |group: &str, variant: String, mix_name: &str, load: f64, config: SimConfig| {
-        specs.push(spec(group.to_string(), variant, mix(mix_name), load, k, config))
+        let jobs = if group == CAPACITY_GROUP { settings.capacity_jobs } else { settings.jobs_per_run };
+        specs.push(spec(group.to_string(), variant, mix(mix_name), load, jobs, k, config))
     };
     match experiment {
         Experiment::E2 => {
-            for wl in ["WL4", "WL5", "WL2", "WL3"] {
+            for wl in E2_MIXES {
                 add(wl, String::new(), wl, settings.single_load(E2_LOAD), base.clone());
+            }
+        }
+        Experiment::E1s => {
+            for (label, choices) in settings.model.sensitivity_variants() {
+                let config = choices.applied(base.clone());
+                let capacity = capacity_run(settings, label.clone(), k, config.clone());
+                add(&capacity.group, label.clone(), "WL7", capacity.load, config.clone());
+                for wl in E2_MIXES {
+                    add(wl, label.clone(), wl, settings.single_load(E2_LOAD), config.clone());
+                }
             }
         }
         Experiment::E3 => {
@@ -568,10 +735,10 @@ fn cost_variants(base: &SimConfig) -> Vec<(&'static str, SimConfig)> {
         .collect()
 }
 
-type WorkloadKey = (u8, u64, u32, u64);
+type WorkloadKey = (u8, u64, usize, u32, u64);
 
 fn workload_key(spec: &RunSpec) -> WorkloadKey {
-    (spec.mix.number, spec.load.to_bits(), spec.config.cpu_count(), spec.config.seed)
+    (spec.mix.number, spec.load.to_bits(), spec.jobs, spec.config.cpu_count(), spec.config.seed)
 }
 
 /// A run's jobs and the offered load they make.
@@ -585,7 +752,7 @@ fn workloads_of(specs: &[RunSpec], settings: &StudySettings) -> Result<BTreeMap<
             continue;
         }
         let workload_spec = WorkloadSpec {
-            jobs: Some(settings.jobs_per_run),
+            jobs: Some(spec.jobs),
             model_procs: spec.config.cpu_count(),
             runtime_scale: settings.runtime_scale,
             target_load: Some(spec.load),
@@ -606,7 +773,13 @@ fn execute<W: BatchWatch>(specs: &[RunSpec], settings: &StudySettings, watch: &W
         .iter()
         .map(|spec| {
             let requests = &workloads[&workload_key(spec)].0;
-            let horizon_s = horizon_s(requests, spec.config.mpl, settings.horizon_factor);
+            let horizon_s = if spec.group == CAPACITY_GROUP {
+                // Capacity is measured by the last arrival: the drain after it (for a slow scheme many times
+                // longer than the arrivals) would change nothing.
+                arrival_span_s(requests) + CAPACITY_RUN_PAST_LAST_ARRIVAL_S
+            } else {
+                horizon_s(requests, spec.config.mpl, settings.horizon_factor)
+            };
             SimConfig { horizon_ns: Some((horizon_s * 1e9) as u64), ..spec.config.clone() }
         })
         .collect();
@@ -646,6 +819,8 @@ fn execute<W: BatchWatch>(specs: &[RunSpec], settings: &StudySettings, watch: &W
                 completed: s.jobs_completed,
                 delivered_utilization: s.delivered_utilization_during_arrivals,
                 compute_utilization: s.compute_utilization_during_arrivals,
+                delivered_utilization_second_half: s.delivered_utilization_second_half,
+                compute_utilization_second_half: s.compute_utilization_second_half,
                 mean_response_s: s.mean_response_s,
                 mean_wait_s: s.mean_wait_s,
                 mean_execution_s: s.mean_execution_s,
@@ -659,11 +834,19 @@ fn execute<W: BatchWatch>(specs: &[RunSpec], settings: &StudySettings, watch: &W
 
 /// Long enough for the longest job to time-share with MPL others after the last arrival.
 fn horizon_s(requests: &[JobRequest], mpl: u32, factor: f64) -> f64 {
+    let longest_run = requests.iter().map(|r| r.run_s).fold(0.0, f64::max);
+    (arrival_span_s(requests) + longest_run * mpl as f64).max(1.0) * factor
+}
+
+/// From the first arrival to the last.
+fn arrival_span_s(requests: &[JobRequest]) -> f64 {
     let last_submit = requests.iter().map(|r| r.submit_s).fold(0.0, f64::max);
     let first_submit = requests.iter().map(|r| r.submit_s).fold(f64::INFINITY, f64::min);
-    let longest_run = requests.iter().map(|r| r.run_s).fold(0.0, f64::max);
-    ((last_submit - first_submit) + longest_run * mpl as f64).max(1.0) * factor
+    last_submit - first_submit
 }
+
+/// A capacity run stops this long after its last arrival.
+const CAPACITY_RUN_PAST_LAST_ARRIVAL_S: f64 = 0.001;
 
 fn run_columns() -> Vec<Column<RunRow>> {
     vec![
@@ -681,6 +864,8 @@ fn run_columns() -> Vec<Column<RunRow>> {
         column("completed", |r| r.completed.to_string()),
         column("delivered_utilization", |r| num(r.delivered_utilization)),
         column("compute_utilization", |r| num(r.compute_utilization)),
+        column("delivered_utilization_second_half", |r| num(r.delivered_utilization_second_half)),
+        column("compute_utilization_second_half", |r| num(r.compute_utilization_second_half)),
         column("mean_response_s", |r| num(r.mean_response_s)),
         column("mean_wait_s", |r| num(r.mean_wait_s)),
         column("mean_execution_s", |r| num(r.mean_execution_s)),
@@ -781,7 +966,8 @@ pub struct Curve<'a> {
 }
 
 pub fn curve<'a>(rows: &'a [RunRow], scheme: &str) -> Curve<'a> {
-    let mut points: Vec<Point> = points(rows).into_iter().filter(|p| p.first().scheme == scheme).collect();
+    let mut points: Vec<Point> =
+        points(rows).into_iter().filter(|p| p.first().scheme == scheme && p.first().group != CAPACITY_GROUP).collect();
     points.sort_by(|a, b| a.first().load.total_cmp(&b.first().load));
     let first_saturated = (0..points.len()).find(|&k| points[k].saturated() || stopped_rising(&points, k));
     let sustained = points[..first_saturated.unwrap_or(points.len())]
@@ -798,6 +984,77 @@ fn stopped_rising(points: &[Point], k: usize) -> bool {
     let (load_before, utilization_before) =
         if k == 0 { (0.0, 0.0) } else { (points[k - 1].first().load, utilization(&points[k - 1])) };
     utilization(&points[k]) - utilization_before < KNEE_SHARE * (points[k].first().load - load_before)
+}
+
+/// A scheme's capacity under one variant of the model: its delivered
+/// utilization in the second half of an overloaded run's arrivals, over the
+/// replications, and paired with GS's on the same seeds (ratio and
+/// difference per replication, then their mean and t-interval).
+pub struct Capacity {
+    pub scheme: String,
+    pub variant: String,
+    pub estimate: Estimate,
+    pub ratio_to_gs: Option<Estimate>,
+    pub difference_to_gs: Option<Estimate>,
+    /// Runs judged saturated (jobs unfinished, or the queue's wait growing): the overload held.
+    pub overloaded_runs: usize,
+    pub runs: usize,
+}
+
+/// The capacity of a capacity run.
+pub fn capacity_of(row: &RunRow) -> f64 {
+    row.delivered_utilization_second_half
+}
+
+/// Capacities of every (variant, scheme) of the capacity runs, in first-seen order.
+pub fn capacities(rows: &[RunRow]) -> Vec<Capacity> {
+    let runs: Vec<RunRow> = rows.iter().filter(|r| r.group == CAPACITY_GROUP).cloned().collect();
+    points(&runs)
+        .iter()
+        .map(|p| {
+            let first = p.first();
+            let gs_of = |r: &RunRow| {
+                runs.iter().find(|g| {
+                    g.scheme == Scheme::GANG.name() && g.variant == r.variant && g.replication == r.replication
+                })
+            };
+            let paired = |f: fn(f64, f64) -> f64| -> Option<Estimate> {
+                let values: Vec<f64> =
+                    p.runs.iter().filter_map(|r| gs_of(r).map(|g| f(capacity_of(r), capacity_of(g)))).collect();
+                Estimate::of(&values)
+            };
+            Capacity {
+                scheme: first.scheme.clone(),
+                variant: first.variant.clone(),
+                estimate: p.estimate(capacity_of),
+                ratio_to_gs: paired(|a, b| a / b),
+                difference_to_gs: paired(|a, b| a - b),
+                overloaded_runs: p.saturated_runs(),
+                runs: p.runs.len(),
+            }
+        })
+        .collect()
+}
+
+/// E1s: the paired difference of a measure between a variant and the first
+/// variant (the model as set), per replication, for one scheme and group.
+pub fn paired_effect(
+    rows: &[RunRow],
+    group: &str,
+    scheme: &str,
+    variant: &str,
+    measure: fn(&RunRow) -> f64,
+) -> Option<Estimate> {
+    let base_variant = first_seen(rows, |r| r.variant.as_str()).first().copied()?;
+    let of = |v: &str, k: u32| {
+        rows.iter().find(|r| r.group == group && r.scheme == scheme && r.variant == v && r.replication == k)
+    };
+    let values: Vec<f64> = rows
+        .iter()
+        .filter(|r| r.group == group && r.scheme == scheme && r.variant == variant)
+        .filter_map(|r| of(base_variant, r.replication).map(|b| measure(r) - measure(b)))
+        .collect();
+    Estimate::of(&values)
 }
 
 /// Rows with made-up outcomes, for tests.
@@ -828,6 +1085,8 @@ pub(crate) mod made_up {
             completed: 10,
             delivered_utilization,
             compute_utilization: delivered_utilization / 2.0,
+            delivered_utilization_second_half: delivered_utilization,
+            compute_utilization_second_half: delivered_utilization / 2.0,
             mean_response_s: 1.0,
             mean_wait_s: 0.5,
             mean_execution_s: 0.5,
@@ -905,6 +1164,7 @@ mod tests {
             schemes: vec!["GS".parse().unwrap(), "Local".parse().unwrap()],
             first_seed: 3,
             replications: 1,
+            capacity_jobs: 20,
             ..StudySettings::default()
         }
     }
@@ -920,8 +1180,8 @@ mod tests {
         let climbed = run_study(Experiment::E1, &settings, &crate::batch::Unwatched).unwrap();
         let every_run: Vec<usize> = (0..design(Experiment::E1, &settings).len()).rev().collect();
         let grid = run_selected(Experiment::E1, &settings, &every_run, &crate::batch::Unwatched).unwrap();
-        assert_eq!(grid.len(), 8);
-        let runs_of = |scheme: &str| climbed.iter().filter(|r| r.scheme == scheme).count();
+        assert_eq!(grid.len(), 10, "2 capacity runs, then 8 of the climb");
+        let runs_of = |scheme: &str| climbed.iter().filter(|r| r.scheme == scheme && r.group != CAPACITY_GROUP).count();
         assert_eq!((runs_of("GS"), runs_of("Local")), (3, 2), "left out above 0.8 and 0.4:\n{}", runs_csv(&climbed));
         let assembled = assemble(Experiment::E1, &settings, grid.clone()).unwrap();
         assert_eq!(as_text(&assembled), as_text(&climbed));
@@ -937,19 +1197,82 @@ mod tests {
         let settings = tiny_e1();
         let specs = design(Experiment::E1, &settings);
         let made_up = |i: usize| (i, row_of(&specs[i], 0.5, false));
-        let all: Vec<(usize, RunRow)> = (0..8).map(made_up).collect();
+        let all: Vec<(usize, RunRow)> = (0..10).map(made_up).collect();
         assert!(assemble(Experiment::E1, &settings, all.clone()).is_ok());
         let error = |results: Vec<(usize, RunRow)>| assemble(Experiment::E1, &settings, results).unwrap_err();
-        assert_eq!(error(all[..6].to_vec()), "runs of the design (8 runs, numbered from 0) missing: 6, 7");
+        assert_eq!(error(all[..8].to_vec()), "runs of the design (10 runs, numbered from 0) missing: 8, 9");
         assert_eq!(error([all.clone(), vec![made_up(3)]].concat()), "runs given more than once: 3");
         let mut beyond = all.clone();
-        beyond[0].0 = 8;
-        assert_eq!(error(beyond), "runs not in the design (8 runs, numbered from 0): 8");
+        beyond[0].0 = 10;
+        assert_eq!(error(beyond), "runs not in the design (10 runs, numbered from 0): 10");
         let mut swapped = all;
-        swapped.swap(0, 7);
-        swapped[0].0 = 0;
-        swapped[7].0 = 7;
-        assert_eq!(error(swapped), "run 0 should be 'GS WL7 load 0.2 seed 3' but holds 'Local WL7 load 1.6 seed 3'");
+        swapped.swap(2, 9);
+        swapped[2].0 = 2;
+        swapped[9].0 = 9;
+        assert_eq!(error(swapped), "run 2 should be 'GS WL7 load 0.2 seed 3' but holds 'Local WL7 load 1.6 seed 3'");
+    }
+
+    /// A capacity run's row.
+    fn capacity_row(scheme: &str, replication: u32, capacity: f64) -> RunRow {
+        RunRow {
+            group: CAPACITY_GROUP.into(),
+            delivered_utilization_second_half: capacity,
+            ..row(scheme, 2.0, replication, capacity, true)
+        }
+    }
+
+    #[test]
+    fn capacity_ratios_are_paired_by_seed() {
+        // Seeds differ by far more than the schemes: unpaired, the ratio's interval would hold 1.
+        let gs = [0.4, 0.6, 0.8];
+        let rows: Vec<RunRow> = (0..3)
+            .flat_map(|k| [capacity_row("GS", k, gs[k as usize]), capacity_row("SB", k, 1.25 * gs[k as usize])])
+            .collect();
+        let found = capacities(&rows);
+        let sb = found.iter().find(|c| c.scheme == "SB").unwrap();
+        let ratio = sb.ratio_to_gs.unwrap();
+        assert!((ratio.mean - 1.25).abs() < 1e-12 && ratio.ci95_half_width() < 1e-9, "{ratio:?}");
+        let difference = sb.difference_to_gs.unwrap();
+        assert!((difference.mean - 0.15).abs() < 1e-12);
+        assert!(sb.estimate.ci95_half_width() > 0.25, "each scheme's own interval is wide");
+        assert_eq!((sb.overloaded_runs, sb.runs), (3, 3));
+    }
+
+    #[test]
+    fn e1s_runs_every_open_choice_for_every_scheme_and_seed() {
+        let settings = StudySettings { replications: 2, ..tiny_e1() };
+        let specs = design(Experiment::E1s, &settings);
+        assert_eq!(specs.len(), design_len(Experiment::E1s, &settings));
+        assert_eq!(specs.len(), 2 * 2 * 5 * 5, "seeds x schemes x variants x (capacity + 4 mixes)");
+        let variants: Vec<&str> = first_seen_specs(&specs);
+        assert_eq!(
+            variants,
+            ["as set", "CS 100 µs", "I/O < 200 µs keeps CPU", "GS start next quantum", "PB walk same-tick"]
+        );
+        let turned = |label: &str| specs.iter().find(|s| s.variant == label).unwrap().config.costs.clone();
+        assert_eq!(turned("CS 100 µs").context_switch_ns, 100_000);
+        assert_eq!(turned("I/O < 200 µs keeps CPU").io_keeps_cpu_below_ns, 200_000);
+        assert!(turned("GS start next quantum").gang_start_waits_for_quantum);
+        assert_eq!(turned("PB walk same-tick").boost_walk, BoostWalk::SameTick);
+        let stock = CostConfig::default();
+        let as_set = turned("as set");
+        assert_eq!(
+            (as_set.context_switch_ns, as_set.io_keeps_cpu_below_ns, as_set.gang_start_waits_for_quantum),
+            (stock.context_switch_ns, stock.io_keeps_cpu_below_ns, stock.gang_start_waits_for_quantum)
+        );
+        assert_eq!(as_set.boost_walk, stock.boost_walk);
+        let capacity = specs.iter().find(|s| s.group == CAPACITY_GROUP).unwrap();
+        assert_eq!((capacity.load, capacity.jobs), (settings.capacity_load, settings.capacity_jobs));
+    }
+
+    fn first_seen_specs(specs: &[RunSpec]) -> Vec<&str> {
+        let mut seen: Vec<&str> = Vec::new();
+        for s in specs {
+            if !seen.contains(&s.variant.as_str()) {
+                seen.push(&s.variant);
+            }
+        }
+        seen
     }
 
     #[test]
@@ -959,7 +1282,7 @@ mod tests {
         for experiment in Experiment::ALL {
             assert_eq!(design_len(experiment, &settings), design(experiment, &settings).len(), "{experiment:?}");
         }
-        assert_eq!(design_len(Experiment::E1, &settings), 9 * 3 * 2);
+        assert_eq!(design_len(Experiment::E1, &settings), (1 + 9) * 3 * 2);
         let many = StudySettings { loads: Some(vec![0.5; 20_000]), ..settings };
         assert!(many.check(Experiment::E1).unwrap_err().contains("at most 100000"));
     }

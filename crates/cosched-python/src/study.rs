@@ -19,7 +19,7 @@ fn study_settings(experiment: &str, flags: Vec<String>) -> PyResult<(Experiment,
     if args.shard.is_some() || args.out.is_some() {
         return Err(refused("give out= to the Python call itself; shards are cosched.dask's to cut"));
     }
-    let settings = args.settings();
+    let settings = args.settings().map_err(refused)?;
     settings.check(experiment).map_err(refused)?;
     Ok((experiment, settings))
 }

@@ -4,7 +4,7 @@
 use crate::scheme::Scheme;
 use cosched_core::time::{NS_PER_MS, NS_PER_S, NS_PER_US};
 use cosched_policy::cluster::{ClusterShape, PlanSettings};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Number of priority levels of the node scheduler (0 lowest, 59 highest).
 pub const LEVELS: usize = 60;
@@ -71,11 +71,22 @@ pub struct CostConfig {
     /// GS pays the gang switch at the end of every quantum, also while one
     /// row holds every job and the rows do not change (the study's reading).
     pub gang_switch_every_quantum: bool,
+    /// An I/O shorter than this keeps the CPU: the process does it on its
+    /// CPU as kernel work (no block, no switch, no wake boost) instead of
+    /// blocking. 0 (the default): every I/O blocks, as the study has it (a
+    /// process returns "to the runnable state from the blocked state
+    /// (completion of I/O ...)"). Schemes with a node scheduler of their
+    /// own only; under GS nothing else may run on the CPU anyway.
+    pub io_keeps_cpu_below_ns: u64,
+    /// GS: a job placed in the row that is running waits for the next
+    /// quantum to start (default: it starts at once, mid-quantum; the study
+    /// does not say which).
+    pub gang_start_waits_for_quantum: bool,
 }
 
 /// When periodic boost's 1 ms walk runs relative to the scheduler that
 /// preempts in favour of the boosted process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BoostWalk {
     /// The walk runs at one 1 ms boundary and the scheduler acts on its
@@ -87,6 +98,14 @@ pub enum BoostWalk {
 
 impl BoostWalk {
     pub const NAMES: [&'static str; 2] = ["tick-before", "same-tick"];
+
+    /// Its name, as `--boost-walk` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BoostWalk::TickBefore => "tick-before",
+            BoostWalk::SameTick => "same-tick",
+        }
+    }
 }
 
 impl std::str::FromStr for BoostWalk {
@@ -114,6 +133,8 @@ impl Default for CostConfig {
             boost_keeps_quantum: false,
             boost_walk: BoostWalk::TickBefore,
             gang_switch_every_quantum: true,
+            io_keeps_cpu_below_ns: 0,
+            gang_start_waits_for_quantum: false,
         }
     }
 }

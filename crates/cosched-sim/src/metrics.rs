@@ -86,6 +86,12 @@ pub struct Summary {
     /// The work offered in the same window (see `ArrivalWindow::offered_ns`)
     /// per capacity: what delivered utilization would be if nothing fell behind.
     pub offered_utilization_during_arrivals: f64,
+    /// Delivered and compute utilization from the middle arrival (job n/2,
+    /// counted from 0) to the last: past the climb from an empty machine, so
+    /// in an overloaded run (a queue that never empties) the scheme's
+    /// capacity. NaN with fewer than three jobs.
+    pub delivered_utilization_second_half: f64,
+    pub compute_utilization_second_half: f64,
     pub saturation: SaturationVerdict,
     pub mean_slowdown: f64,
     pub mean_bounded_slowdown: f64,

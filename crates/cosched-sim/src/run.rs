@@ -92,8 +92,16 @@ pub fn run(
             compute_ns: outcome.cpu_time.useful_ns,
             delivered_ns,
             offered_ns: delivered_ns,
+            middle: None,
         }
     };
+    let second_half = window.middle.filter(|m| window.last_arrival > m.at).map(|middle| {
+        let capacity_ns = cpus as f64 * (window.last_arrival - middle.at) as f64;
+        (
+            (window.delivered_ns - middle.delivered_ns) / capacity_ns,
+            (window.compute_ns - middle.compute_ns) as f64 / capacity_ns,
+        )
+    });
     let window_capacity_ns = cpus as f64 * window.last_arrival.ns().max(1) as f64;
     let backlog = BacklogMeasure {
         delivered_share: if window.offered_ns > 0.0 { window.delivered_ns / window.offered_ns } else { 1.0 },
@@ -120,6 +128,8 @@ pub fn run(
         delivered_utilization_during_arrivals: window.delivered_ns / window_capacity_ns,
         compute_utilization_during_arrivals: window.compute_ns as f64 / window_capacity_ns,
         offered_utilization_during_arrivals: window.offered_ns / window_capacity_ns,
+        delivered_utilization_second_half: second_half.map_or(f64::NAN, |(delivered, _)| delivered),
+        compute_utilization_second_half: second_half.map_or(f64::NAN, |(_, compute)| compute),
         saturation,
         mean_slowdown: mean(records.iter().map(|r| r.slowdown)),
         mean_bounded_slowdown: mean(records.iter().map(|r| r.bounded_slowdown)),

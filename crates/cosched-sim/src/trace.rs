@@ -39,6 +39,10 @@ pub enum TraceKind {
     Block {
         process: u32,
     },
+    /// An I/O short enough to keep the CPU starts, as kernel work on it (`--io-keeps-cpu-below-us`).
+    IoOnCpu {
+        process: u32,
+    },
     Wake {
         process: u32,
     },

@@ -52,20 +52,25 @@ proptest! {
     #[test]
     fn every_job_completes_and_cpu_time_adds_up(
         (mut cfg, jobs) in small_runs(),
-        options in 0u8..8,
+        options in 0u8..32,
         // Short raise periods (just above the top quantum, 20 ticks) put
         // raises inside kernel work in short runs.
         raise_ticks in prop_oneof![Just(1000u64), 21u64..60],
     ) {
         let cpus = cfg.nodes * cfg.cpus_per_node;
         let no_skew = cfg.skew == 0.0;
-        // The two documented readings the study leaves open, both ways.
+        // The documented readings the study leaves open, both ways.
         if options & 1 == 1 {
             cfg.costs.boost_walk = cosched_sim::config::BoostWalk::SameTick;
         }
         cfg.costs.gang_switch_every_quantum = options & 2 == 0;
-        // The ideal machine whose context switch is free.
+        // (Jobs' I/O is 0-5 ms: some below the threshold, some not.)
         if options & 4 == 4 {
+            cfg.costs.io_keeps_cpu_below_ns = 2 * MS;
+        }
+        cfg.costs.gang_start_waits_for_quantum = options & 8 == 8;
+        // The ideal machine whose context switch is free.
+        if options & 16 == 16 {
             cfg.costs.context_switch_ns = 0;
         }
         cfg.scheduler.raise_period_ns = raise_ticks * cfg.scheduler.tick_ns;
@@ -112,11 +117,17 @@ proptest! {
     fn tickless_equals_ticked_with_ticks_shorter_than_a_switch(
         (mut cfg, jobs) in small_runs(),
         same_tick_walk in any::<bool>(),
+        io_keeps_cpu in any::<bool>(),
+        gang_start_waits in any::<bool>(),
         tick_us in prop_oneof![Just(10u64), Just(25), Just(50), Just(100), Just(150), Just(200)],
     ) {
         if same_tick_walk {
             cfg.costs.boost_walk = cosched_sim::config::BoostWalk::SameTick;
         }
+        if io_keeps_cpu {
+            cfg.costs.io_keeps_cpu_below_ns = 2 * MS;
+        }
+        cfg.costs.gang_start_waits_for_quantum = gang_start_waits;
         cfg.scheduler.tick_ns = tick_us * US;
         // The raise period must be a whole number of ticks, past the tick
         // that notices the end of a top-level quantum.

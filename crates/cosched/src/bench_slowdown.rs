@@ -236,6 +236,7 @@ pub fn chart(report: &SlowdownReport) -> LineChart {
             clipped_from: None,
             y_errors: points.iter().map(|p| p.slowdown.std_error).collect(),
             x_errors: vec![],
+            y_intervals: Vec::new(),
         });
     }
     series.push(Series {
@@ -245,6 +246,7 @@ pub fn chart(report: &SlowdownReport) -> LineChart {
         clipped_from: None,
         y_errors: vec![],
         x_errors: vec![],
+        y_intervals: Vec::new(),
     });
     LineChart {
         title: format!("Slowdown of j simultaneous copies: {}", shorten(&report.command.join(" "), 40)),

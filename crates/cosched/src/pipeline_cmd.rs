@@ -406,6 +406,7 @@ fn runs_chart(result: &StudyResult) -> LineChart {
             clipped_from: None,
             y_errors: Vec::new(),
             x_errors: Vec::new(),
+            y_intervals: Vec::new(),
         })
         .collect();
     LineChart {

@@ -456,9 +456,13 @@ pub struct Series {
     pub style: Style,
     pub points: Vec<(f64, f64)>,
     pub clipped_from: Option<usize>,
-    /// Error bar half-heights and half-widths, one per point (empty: none drawn).
+    /// Error bar half-heights and half-widths, one per point (empty: none
+    /// drawn). Linear axes only: on a log axis, give `y_intervals`.
     pub y_errors: Vec<f64>,
     pub x_errors: Vec<f64>,
+    /// Error bars as (low, high), one per point (empty: none drawn): an
+    /// interval computed on the log scale stays positive on a log axis.
+    pub y_intervals: Vec<(f64, f64)>,
 }
 
 /// A line chart, with a logarithmic or linear y axis.
@@ -605,14 +609,17 @@ impl LineChart {
             r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="1.8" stroke-dasharray="{dash}"/>"#,
             path.join(" ")
         );
+        debug_assert!(!self.log_y || series.y_errors.is_empty(), "symmetric errors on a log axis");
         for (k, &(x, y)) in series.points[..shown].iter().enumerate().filter(|(k, _)| !is_clipped(*k)) {
-            if let Some(&e) = series.y_errors.get(k).filter(|e| **e > 0.0) {
+            let interval = series.y_intervals.get(k).copied().filter(|(low, high)| high > low);
+            let interval = interval.or_else(|| series.y_errors.get(k).filter(|e| **e > 0.0).map(|&e| (y - e, y + e)));
+            if let Some((low, high)) = interval {
                 let _ = writeln!(
                     svg,
                     r#"<path d="M{0:.1},{1:.1} V{2:.1} M{3:.1},{1:.1} H{4:.1} M{3:.1},{2:.1} H{4:.1}" stroke="{colour}" stroke-width="1.2" fill="none"/>"#,
                     px(x),
-                    py(y - e),
-                    py(y + e),
+                    py(low),
+                    py(high),
                     px(x) - 3.0,
                     px(x) + 3.0
                 );

@@ -221,6 +221,14 @@ pub struct SimArgs {
     /// (default: charged at the end of every quantum, as the study says).
     #[arg(long, help_heading = "Costs")]
     pub gang_free_same_row: bool,
+    /// An I/O shorter than this keeps its CPU, as kernel work (no block, no switch), µs; 0: every I/O blocks,
+    /// the study's reading. The study does not say what a short I/O does (docs/model.md). Not GS.
+    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().io_keeps_cpu_below_ns), help_heading = "Costs")]
+    pub io_keeps_cpu_below_us: f64,
+    /// GS: a job placed in the running row waits for the next quantum (default: it starts at once,
+    /// mid-quantum; the study does not say which, docs/model.md).
+    #[arg(long, help_heading = "Costs")]
+    pub gang_start_next_quantum: bool,
 
     // ---- node scheduler -------------------------------------------------------
     /// Scheduler tick, ms.
@@ -295,6 +303,8 @@ impl SimArgs {
                 boost_keeps_quantum: self.boost_keeps_quantum,
                 boost_walk: self.boost_walk,
                 gang_switch_every_quantum: !self.gang_free_same_row,
+                io_keeps_cpu_below_ns: MICROSECONDS.ns(self.io_keeps_cpu_below_us, "--io-keeps-cpu-below-us")?,
+                gang_start_waits_for_quantum: self.gang_start_next_quantum,
             },
             scheduler: NodeSchedulerConfig {
                 tick_ns: MILLISECONDS.ns(self.tick_ms, "--tick-ms")?,

@@ -14,10 +14,12 @@ use clap::{Args, Subcommand};
 use cosched_bench::stats::Estimate;
 use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
 use cosched_lab::study::{
-    base_config, curve, first_seen, points, points_csv, run_study, runs_csv, schemes_in_order, Curve, Experiment,
-    Point, RunRow, StudySettings, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE,
+    capacities, curve, first_seen, paired_effect, points, points_csv, run_study, runs_csv, schemes_in_order,
+    study_config, Capacity, Curve, Experiment, ModelChoices, Point, RunRow, StudySettings, CAPACITY_GROUP,
+    FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE,
 };
 use cosched_lab::workload::JobSizes;
+use cosched_sim::config::BoostWalk;
 use cosched_sim::{Scheme, SimConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -34,6 +36,10 @@ pub enum StudyCommand {
     E4(StudyArgs),
     /// E5, system overheads: WL5 with cheaper switches, quanta and interrupts, normalised to the defaults.
     E5(StudyArgs),
+    /// E1's sensitivity to the open choices of the model (CS 200/100 µs, a short I/O keeping the CPU, a GS job's
+    /// start in the running row, PB's walk timing): each one's effect on every scheme's capacity and on E2's
+    /// ranking, paired on the same seeds.
+    E1s(StudyArgs),
     /// Merge a study's shards (`study eN --shard I/N`) into the files the study run whole writes, byte for byte.
     ///
     /// Every shard 1 to N must be given once, all of one experiment, settings and cosched version. E1's shards
@@ -89,6 +95,25 @@ pub struct StudyArgs {
     /// study's words) or trace:FILE (sizes drawn from an SWF trace's jobs that fit the machine).
     #[arg(long, default_value = "machine")]
     pub job_sizes: JobSizes,
+    /// E1, E1s: offered load of the capacity runs (overloaded: the queue never empties).
+    #[arg(long, default_value_t = defaults().capacity_load)]
+    pub capacity_load: f64,
+    /// E1, E1s: jobs per capacity run; capacity is the delivered utilization over the second half of their
+    /// arrivals.
+    #[arg(long, default_value_t = defaults().capacity_jobs)]
+    pub capacity_jobs: usize,
+    /// Context switch CS of every run, µs (E5 sets its own).
+    #[arg(long, default_value_t = defaults().model.context_switch_ns as f64 / 1e3, help_heading = "Open choices")]
+    pub cs_us: f64,
+    /// An I/O shorter than this keeps its CPU, µs (0: every I/O blocks, the study's reading; docs/model.md).
+    #[arg(long, default_value_t = defaults().model.io_keeps_cpu_below_ns as f64 / 1e3, help_heading = "Open choices")]
+    pub io_keeps_cpu_below_us: f64,
+    /// GS: a job placed in the running row waits for the next quantum (default: it starts mid-quantum).
+    #[arg(long, help_heading = "Open choices")]
+    pub gang_start_next_quantum: bool,
+    /// When periodic boost's walk runs: tick-before (default) or same-tick (docs/model.md).
+    #[arg(long, default_value = defaults().model.boost_walk.name(), help_heading = "Open choices")]
+    pub boost_walk: BoostWalk,
     /// Output folder (default: cosched-out/study-eN, or with --shard cosched-out/study-eN-shard-I-of-N).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -151,12 +176,26 @@ struct Manifest<'a> {
     base_config: SimConfig,
 }
 
+/// Whole nanoseconds from a flag in µs, refusing what is not a time.
+fn microseconds_ns(value: f64, flag: &str) -> Result<u64, String> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(format!("{flag} must be a finite non-negative number, got {value}"));
+    }
+    Ok((value * 1e3).round() as u64)
+}
+
 impl StudyArgs {
     /// The library's settings from the flags (`--full` sets the full-size jobs and scale).
-    pub fn settings(&self) -> StudySettings {
+    pub fn settings(&self) -> Result<StudySettings, String> {
         let (jobs_per_run, runtime_scale) =
             if self.full { (FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE) } else { (self.jobs, self.runtime_scale) };
-        StudySettings {
+        let model = ModelChoices {
+            context_switch_ns: microseconds_ns(self.cs_us, "--cs-us")?,
+            io_keeps_cpu_below_ns: microseconds_ns(self.io_keeps_cpu_below_us, "--io-keeps-cpu-below-us")?,
+            gang_start_waits_for_quantum: self.gang_start_next_quantum,
+            boost_walk: self.boost_walk,
+        };
+        Ok(StudySettings {
             jobs_per_run,
             runtime_scale,
             loads: self.loads.clone(),
@@ -166,7 +205,10 @@ impl StudyArgs {
             horizon_factor: self.horizon_factor,
             keep_saturated: self.keep_saturated,
             job_sizes: self.job_sizes.clone(),
-        }
+            capacity_load: self.capacity_load,
+            capacity_jobs: self.capacity_jobs,
+            model,
+        })
     }
 }
 
@@ -196,6 +238,23 @@ pub fn canonical_command(experiment: Experiment, settings: &StudySettings) -> St
     if !settings.job_sizes.is_machine() {
         command += &format!(" --job-sizes {}", settings.job_sizes);
     }
+    let stock = StudySettings::default();
+    if (settings.capacity_load, settings.capacity_jobs) != (stock.capacity_load, stock.capacity_jobs) {
+        command += &format!(" --capacity-load {} --capacity-jobs {}", settings.capacity_load, settings.capacity_jobs);
+    }
+    let (model, stock) = (&settings.model, &stock.model);
+    if model.context_switch_ns != stock.context_switch_ns {
+        command += &format!(" --cs-us {}", model.context_switch_ns as f64 / 1e3);
+    }
+    if model.io_keeps_cpu_below_ns != stock.io_keeps_cpu_below_ns {
+        command += &format!(" --io-keeps-cpu-below-us {}", model.io_keeps_cpu_below_ns as f64 / 1e3);
+    }
+    if model.gang_start_waits_for_quantum {
+        command += " --gang-start-next-quantum";
+    }
+    if model.boost_walk != stock.boost_walk {
+        command += &format!(" --boost-walk {}", model.boost_walk.name());
+    }
     command
 }
 
@@ -215,9 +274,10 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
         StudyCommand::E3(a) => (Experiment::E3, a),
         StudyCommand::E4(a) => (Experiment::E4, a),
         StudyCommand::E5(a) => (Experiment::E5, a),
+        StudyCommand::E1s(a) => (Experiment::E1s, a),
         StudyCommand::Merge(args) => return run_merge(args),
     };
-    let settings = args.settings();
+    let settings = args.settings()?;
     settings.check(experiment)?;
     let out_path = args.out.clone().unwrap_or_else(|| default_out(experiment, args.shard));
     OutputDir::check(&out_path)?;
@@ -288,7 +348,7 @@ pub fn write_study(
         runs: rows.len(),
         note: "Workload: Lublin-Feitelson model sized to the machine; replication k uses seed + k for the workload \
                and the model, the same jobs for every scheme and variant of a replication.",
-        base_config: base_config(Scheme::LOCAL, settings.first_seed),
+        base_config: study_config(settings, Scheme::LOCAL, settings.first_seed),
     };
     out.write("manifest.json", &(serde_json::to_string_pretty(&manifest).map_err(|e| e.to_string())? + "\n"))?;
     print!("{table}");
@@ -306,7 +366,257 @@ pub fn report(experiment: Experiment, rows: &[RunRow]) -> (String, Figures) {
         Experiment::E3 => report_ratio(rows, "MPL", "2", "e3"),
         Experiment::E5 => report_ratio(rows, "costs", "defaults", "e5"),
         Experiment::E2 | Experiment::E4 => report_bars(rows),
+        Experiment::E1s => report_e1s(rows),
     }
+    .with_warning(rows)
+}
+
+trait WithWarning {
+    fn with_warning(self, rows: &[RunRow]) -> Self;
+}
+
+impl WithWarning for (String, Figures) {
+    /// A table from fewer than three replications says how little its intervals mean.
+    fn with_warning(self, rows: &[RunRow]) -> Self {
+        let (table, figures) = self;
+        (few_replications_warning(rows).map_or(String::new(), |w| format!("> **Warning:** {w}\n\n")) + &table, figures)
+    }
+}
+
+/// What fewer than three replications mean for a 95 % interval, if there are.
+pub fn few_replications_warning(rows: &[RunRow]) -> Option<String> {
+    let replications = rows.iter().map(|r| r.replication + 1).max().unwrap_or(0);
+    match replications {
+        0 | 1 => Some("one replication: no interval can be given. Run --replications 6 or more.".into()),
+        2 => Some(
+            "two replications: a 95 % t-interval from two values has one degree of freedom (t = 12.7), so the \
+             intervals below are very wide and say little. Run --replications 6 or more."
+                .into(),
+        ),
+        _ => None,
+    }
+}
+
+/// `mean ± half-width` of a 95 % t-interval, or `—`.
+fn maybe_with_ci(e: Option<&Estimate>, decimals: usize) -> String {
+    e.map_or("—".into(), |e| with_ci(e, decimals))
+}
+
+/// E1's capacity table: each scheme's capacity, and paired with GS's.
+fn capacity_table(capacities: &[Capacity]) -> String {
+    let mut table = String::from(
+        "| scheme | capacity (delivered utilization, 2nd half of arrivals) | ratio to GS (paired) | difference to GS \
+         (paired) | runs saturated (the overload held) |\n|---|---|---|---|---|\n",
+    );
+    for c in capacities {
+        table += &format!(
+            "| {} | {} | {} | {} | {} of {} |\n",
+            c.scheme,
+            with_ci(&c.estimate, 3),
+            maybe_with_ci(c.ratio_to_gs.as_ref(), 3),
+            maybe_with_ci(c.difference_to_gs.as_ref(), 3),
+            c.overloaded_runs,
+            c.runs
+        );
+    }
+    table
+}
+
+/// The best dynamic scheme's paired capacity ratio to GS, against the study's 1.35.
+fn capacity_ratio_line(capacities: &[Capacity]) -> String {
+    let best = capacities
+        .iter()
+        .filter(|c| c.scheme != Scheme::GANG.name() && c.ratio_to_gs.is_some())
+        .max_by(|a, b| a.estimate.mean.total_cmp(&b.estimate.mean));
+    match best.and_then(|c| c.ratio_to_gs.map(|r| (c, r))) {
+        Some((c, ratio)) => format!(
+            "\nBest dynamic scheme by capacity: {} at {} of GS's capacity (paired ratio, 95 % t-interval over {} \
+             seeds); the study: 77 % / 57 % = 1.35.\n",
+            c.scheme,
+            with_ci(&ratio, 2),
+            ratio.n
+        ),
+        None => String::new(),
+    }
+}
+
+/// A grouped bar chart of capacities: schemes by series (variants).
+fn capacity_chart(capacities: &[Capacity], title: &str) -> String {
+    let schemes: Vec<String> = first_seen_strings(capacities.iter().map(|c| c.scheme.as_str()));
+    let variants: Vec<String> = first_seen_strings(capacities.iter().map(|c| c.variant.as_str()));
+    let values = schemes
+        .iter()
+        .map(|s| {
+            variants
+                .iter()
+                .map(|v| {
+                    capacities
+                        .iter()
+                        .find(|c| &c.scheme == s && &c.variant == v)
+                        .map_or((f64::NAN, 0.0), |c| (c.estimate.mean, ci95(&c.estimate)))
+                })
+                .collect()
+        })
+        .collect();
+    let series_names = variants.iter().map(|v| if v.is_empty() { "capacity".into() } else { v.clone() }).collect();
+    GroupedBarChart {
+        title: title.into(),
+        unit: "delivered work per CPU-second, 2nd half of an overloaded run's arrivals".into(),
+        categories: schemes,
+        series_names,
+        values,
+        reference: None,
+        note: Some("whiskers: 95 % t-intervals over the seeds".into()),
+    }
+    .to_svg()
+}
+
+fn ci95(e: &Estimate) -> f64 {
+    if e.n < 2 {
+        0.0
+    } else {
+        e.ci95_half_width()
+    }
+}
+
+fn first_seen_strings<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for name in names {
+        if !seen.iter().any(|s| s == name) {
+            seen.push(name.to_string());
+        }
+    }
+    seen
+}
+
+/// E1s: capacities under every variant, each variant's paired effect on
+/// every scheme's capacity, and E2's ranking under each variant.
+fn report_e1s(rows: &[RunRow]) -> (String, Figures) {
+    let replications = rows.iter().map(|r| r.replication).max().unwrap_or(0) + 1;
+    let capacities = capacities(rows);
+    let variants = first_seen(rows, |r| r.variant.as_str());
+    let schemes = schemes_in_order(rows);
+    let mut table = format!(
+        "# E1s — the open choices' effect on capacity and on E2's ranking\n\n\
+         Each variant turns one open choice of the model (docs/model.md) from the first variant's setting. \
+         Capacity: delivered utilization in the second half of the arrivals of an overloaded WL7 run. Effects \
+         are paired on the same seeds ({replications}): the variant's value minus the first variant's, per seed, \
+         then the mean and 95 % t-interval.\n\n## Capacity\n\n| scheme |"
+    );
+    for v in &variants {
+        table += &format!(" {v} |");
+    }
+    table += &format!("\n|---|{}\n", "---|".repeat(variants.len()));
+    for scheme in &schemes {
+        table += &format!("| {scheme} |");
+        for (i, v) in variants.iter().enumerate() {
+            let Some(c) = capacities.iter().find(|c| &c.scheme == scheme && c.variant == *v) else {
+                table += " — |";
+                continue;
+            };
+            let effect = (i > 0)
+                .then(|| paired_effect(rows, CAPACITY_GROUP, scheme, v, |r| r.delivered_utilization_second_half))
+                .flatten();
+            table += &format!(
+                " {}{} |",
+                with_ci(&c.estimate, 3),
+                effect.map_or(String::new(), |e| format!(" (Δ {})", signed_with_ci(&e, 3)))
+            );
+        }
+        table += "\n";
+    }
+    table += "\n## Ratio of each scheme's capacity to GS's (paired)\n\n| scheme |";
+    for v in &variants {
+        table += &format!(" {v} |");
+    }
+    table += &format!("\n|---|{}\n", "---|".repeat(variants.len()));
+    for scheme in schemes.iter().filter(|s| s.as_str() != Scheme::GANG.name()) {
+        table += &format!("| {scheme} |");
+        for v in &variants {
+            let ratio = capacities.iter().find(|c| &c.scheme == scheme && c.variant == *v).and_then(|c| c.ratio_to_gs);
+            table += &format!(" {} |", maybe_with_ci(ratio.as_ref(), 2));
+        }
+        table += "\n";
+    }
+    table += "\n## E2's ranking (mean response, fastest first) under each variant\n\n\
+              Ranks joined by `≈` where the paired difference of their responses has a 95 % interval holding 0.\n\n\
+              | workload | variant | ranking |\n|---|---|---|\n";
+    for group in first_seen(rows, |r| r.group.as_str()).into_iter().filter(|g| *g != CAPACITY_GROUP) {
+        for v in &variants {
+            table += &format!("| {group} | {v} | {} |\n", ranking(rows, group, v));
+        }
+    }
+    table += "\n## Mean response in E2 (s), and each variant's paired effect on it\n\n| workload | scheme |";
+    for v in &variants {
+        table += &format!(" {v} |");
+    }
+    table += &format!("\n|---|---|{}\n", "---|".repeat(variants.len()));
+    for group in first_seen(rows, |r| r.group.as_str()).into_iter().filter(|g| *g != CAPACITY_GROUP) {
+        for scheme in &schemes {
+            table += &format!("| {group} | {scheme} |");
+            for (i, v) in variants.iter().enumerate() {
+                let point = Point {
+                    runs: rows.iter().filter(|r| r.group == group && &r.scheme == scheme && r.variant == *v).collect(),
+                };
+                if point.runs.is_empty() {
+                    table += " — |";
+                    continue;
+                }
+                let effect = (i > 0).then(|| paired_effect(rows, group, scheme, v, |r| r.mean_response_s)).flatten();
+                table += &format!(
+                    " {}{} |",
+                    with_ci(&point.estimate(|r| r.mean_response_s), 2),
+                    effect.map_or(String::new(), |e| format!(" (Δ {})", signed_with_ci(&e, 2)))
+                );
+            }
+            table += "\n";
+        }
+    }
+    let figure = capacity_chart(&capacities, "E1s: capacity of every scheme under each open choice (WL7, overloaded)");
+    (table, vec![("e1s-capacity".into(), figure)])
+}
+
+/// `+0.012 ± 0.004`.
+fn signed_with_ci(e: &Estimate, decimals: usize) -> String {
+    let text = with_ci(e, decimals);
+    if e.mean >= 0.0 {
+        format!("+{text}")
+    } else {
+        text
+    }
+}
+
+/// The schemes of a group and variant by mean response, fastest first; `≈`
+/// between neighbours whose paired difference is not resolved.
+fn ranking(rows: &[RunRow], group: &str, variant: &str) -> String {
+    let mine: Vec<&RunRow> = rows.iter().filter(|r| r.group == group && r.variant == variant).collect();
+    let mut order: Vec<(String, f64)> = first_seen_strings(mine.iter().map(|r| r.scheme.as_str()))
+        .into_iter()
+        .map(|s| {
+            let values: Vec<f64> = mine.iter().filter(|r| r.scheme == s).map(|r| r.mean_response_s).collect();
+            let mean = Estimate::of(&values).map_or(f64::NAN, |e| e.mean);
+            (s, mean)
+        })
+        .collect();
+    order.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut text = String::new();
+    for (k, (scheme, _)) in order.iter().enumerate() {
+        if k > 0 {
+            let previous = &order[k - 1].0;
+            let differences: Vec<f64> = mine
+                .iter()
+                .filter(|r| &r.scheme == scheme)
+                .filter_map(|r| {
+                    let p = mine.iter().find(|q| &q.scheme == previous && q.replication == r.replication)?;
+                    Some(r.mean_response_s - p.mean_response_s)
+                })
+                .collect();
+            let resolved = Estimate::of(&differences).is_some_and(|e| e.n >= 2 && e.mean - e.ci95_half_width() > 0.0);
+            text += if resolved { " < " } else { " ≈ " };
+        }
+        text += scheme;
+    }
+    text
 }
 
 /// `*` when most of a point's replications saturated.
@@ -332,14 +642,27 @@ fn curve_mark(c: &Curve, k: usize) -> &'static str {
 
 fn report_e1(rows: &[RunRow]) -> (String, Figures) {
     let replications = rows.iter().map(|r| r.replication).max().unwrap_or(0) + 1;
+    let capacities = capacities(rows);
+    let capacity_load = rows.iter().find(|r| r.group == CAPACITY_GROUP).map_or(f64::NAN, |r| r.load);
+    let capacity_jobs = rows.iter().find(|r| r.group == CAPACITY_GROUP).map_or(0, |r| r.jobs);
     let mut table = format!(
-        "# E1 — mean response time against delivered utilization (WL7, p = 32, MPL 5, s = 20 %)\n\n\
+        "# E1 — capacity (WL7, p = 32, MPL 5, s = 20 %)\n\n\
+         Each scheme's capacity measured directly: {capacity_jobs} jobs offered at load {capacity_load}, so the \
+         queue never empties; the work delivered (tasks x dedicated time, by completed iterations) per CPU-second \
+         from the middle arrival to the last. The same jobs for every scheme of a seed: ratios and differences \
+         to GS are taken per seed, then their mean and 95 % t-interval over {replications} seeds.\n\n"
+    );
+    table += &capacity_table(&capacities);
+    table += &capacity_ratio_line(&capacities);
+    table += &format!(
+        "\n# E1 — mean response time against delivered utilization (WL7, p = 32, MPL 5, s = 20 %)\n\n\
          Means over {replications} replications with 95 % confidence intervals. Utilization: the work the jobs were \
          given (tasks x dedicated time) delivered per CPU-second while jobs arrive; compute-only beside it.\n\n\
          | scheme | sustains delivered utilization | (compute only) | first saturated at offered load | \
          mean response at each offered load, s (* † saturated, see below) |\n|---|---|---|---|---|\n"
     );
-    let curves: Vec<Curve> = schemes_in_order(rows).iter().map(|s| curve(rows, s)).collect();
+    let curves: Vec<Curve> =
+        schemes_in_order(rows).iter().map(|s| curve(rows, s)).filter(|c| !c.points.is_empty()).collect();
     for c in &curves {
         let compute = c
             .first_saturated
@@ -368,7 +691,12 @@ fn report_e1(rows: &[RunRow]) -> (String, Figures) {
               0.1 s per s of arrivals; † the mean delivered utilization rose by less than half the step in offered \
               load (it stopped rising: throughput saturation). Loads above a scheme's first saturated point are not \
               run (`--keep-saturated` runs them).\n";
-    (table, vec![("e1".into(), e1_chart(&curves, replications))])
+    let mut figures =
+        vec![("e1-capacity".into(), capacity_chart(&capacities, "E1: capacity of every scheme (WL7, overloaded)"))];
+    if !curves.is_empty() {
+        figures.push(("e1".into(), e1_chart(&curves, replications)));
+    }
+    (table, figures)
 }
 
 /// The study's central E1 number: the best dynamic scheme's sustained utilization over GS's.
@@ -383,8 +711,8 @@ fn e1_ratio_line(curves: &[Curve]) -> String {
         (Some((scheme, u)), Some(g)) => {
             let ratio = u.ratio(&g);
             format!(
-                "\nBest dynamic scheme {scheme} sustains {:.2} ± {:.2} (one s.e.) times GS's delivered utilization; \
-                 the study: 77 % / 57 % = 1.35.\n",
+                "\nBy the climb (the older protocol, which cannot resolve a capacity gap: see the capacities above), \
+                 the best dynamic scheme {scheme} sustains {:.2} ± {:.2} (one s.e.) times GS's delivered utilization.\n",
                 ratio.value, ratio.std_error
             )
         }
@@ -392,34 +720,44 @@ fn e1_ratio_line(curves: &[Curve]) -> String {
     }
 }
 
+/// A point's geometric mean response and its 95 % t-interval, computed on
+/// the log scale (positive, as a log axis needs it).
+fn log_scale_interval(p: &Point) -> (f64, (f64, f64)) {
+    let logs = p.estimate(|r| r.mean_response_s.max(1e-12).ln());
+    let half = ci95(&logs);
+    (logs.mean.exp(), ((logs.mean - half).exp(), (logs.mean + half).exp()))
+}
+
 fn e1_chart(curves: &[Curve], replications: u32) -> String {
     let mut series = Vec::new();
     let (mut low, mut high, mut max_util) = (f64::INFINITY, 1e-3f64, 0.0f64);
     for (i, c) in curves.iter().enumerate() {
         let shown = c.first_saturated.map_or(c.points.len(), |k| k + 1);
-        let (mut points, mut y_errors) = (Vec::new(), Vec::new());
+        let (mut points, mut y_intervals) = (Vec::new(), Vec::new());
         for (k, p) in c.points[..shown].iter().enumerate() {
-            let (u, resp) = (p.estimate(|r| r.delivered_utilization), p.estimate(|r| r.mean_response_s));
+            let u = p.estimate(|r| r.delivered_utilization);
+            let (mean, interval) = log_scale_interval(p);
             max_util = max_util.max(u.mean);
             if Some(k) != c.first_saturated {
-                // The axis follows the means; a whisker that leaves it is cut at its edge.
-                low = low.min(resp.mean);
-                high = high.max(resp.mean);
+                // The axis holds the intervals: drawn on the log scale, they stay above its floor.
+                low = low.min(interval.0);
+                high = high.max(interval.1);
             }
-            points.push((u.mean, resp.mean));
-            y_errors.push(resp.ci95_half_width());
+            points.push((u.mean, mean));
+            y_intervals.push(interval);
         }
         series.push(Series {
             name: c.scheme.clone(),
             style: scheme_style(&c.scheme, i),
             points,
             clipped_from: c.first_saturated,
-            y_errors,
+            y_errors: Vec::new(),
             // (Utilization's intervals are in the table: across the chart they hide the curves.)
             x_errors: Vec::new(),
+            y_intervals,
         });
     }
-    let low = if low.is_finite() { (low / 2.0).max(1e-6) } else { 1e-3 };
+    let low = if low.is_finite() { (low / 2.0).max(1e-9) } else { 1e-3 };
     let high = high * 2.0;
     LineChart {
         title: "E1: mean response time against delivered utilization (WL7, 32 nodes, MPL 5)".into(),
@@ -430,8 +768,9 @@ fn e1_chart(curves: &[Curve], replications: u32) -> String {
         log_y: true,
         series,
         legend_notes: vec![
-            "bars: 95 % confidence intervals".into(),
-            format!("of the mean response ({replications} seeds;"),
+            "points: geometric mean response;".into(),
+            "bars: its 95 % interval on the log".into(),
+            format!("scale ({replications} seeds;"),
             "workloads differ between seeds)".into(),
             "▲ at the top: first saturated".into(),
             "point, at its utilization".into(),
@@ -444,8 +783,9 @@ fn e1_chart(curves: &[Curve], replications: u32) -> String {
 fn report_bars(rows: &[RunRow]) -> (String, Figures) {
     let mut table = String::from(
         "Means over the replications with 95 % confidence intervals.\n\n\
-         | group | scheme | wait (s) | execution (s) | response (s) | delivered utilization | saturated replications |\n\
-         |---|---|---|---|---|---|---|\n",
+         | group | scheme | wait (s) | execution (s) | response (s) | response − GS's, paired (s) | delivered \
+         utilization | saturated replications |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     let mut figures = Vec::new();
     for group in first_seen(rows, |r| r.group.as_str()) {
@@ -453,12 +793,14 @@ fn report_bars(rows: &[RunRow]) -> (String, Figures) {
         let mut bars = Vec::new();
         for p in &group_points {
             let response = p.estimate(|r| r.mean_response_s);
+            let to_gs = paired_difference_to_gs(rows, p);
             table += &format!(
-                "| {group} | {} | {} | {} | {} | {} | {} of {} |\n",
+                "| {group} | {} | {} | {} | {} | {} | {} | {} of {} |\n",
                 p.first().scheme,
                 with_ci(&p.estimate(|r| r.mean_wait_s), 2),
                 with_ci(&p.estimate(|r| r.mean_execution_s), 2),
                 with_ci(&response, 2),
+                maybe_with_ci(to_gs.as_ref(), 2),
                 percent_with_ci(&p.estimate(|r| r.delivered_utilization)),
                 p.saturated_runs(),
                 p.runs.len()
@@ -482,6 +824,24 @@ fn report_bars(rows: &[RunRow]) -> (String, Figures) {
     }
     table += "\n\\* saturated in most replications.\n";
     (table, figures)
+}
+
+/// A point's mean response minus GS's in the same group and variant, per replication (the same jobs).
+fn paired_difference_to_gs(rows: &[RunRow], point: &Point) -> Option<Estimate> {
+    let values: Vec<f64> = point
+        .runs
+        .iter()
+        .filter_map(|r| {
+            let gs = rows.iter().find(|g| {
+                g.scheme == Scheme::GANG.name()
+                    && g.group == r.group
+                    && g.variant == r.variant
+                    && g.replication == r.replication
+            })?;
+            Some(r.mean_response_s - gs.mean_response_s)
+        })
+        .collect();
+    Estimate::of(&values)
 }
 
 fn experiment_of(row: &RunRow) -> &'static str {
@@ -615,7 +975,7 @@ mod tests {
 
     #[test]
     fn no_flags_give_the_library_defaults() {
-        assert_eq!(args_of(&[]).settings(), StudySettings::default());
+        assert_eq!(args_of(&[]).settings().unwrap(), StudySettings::default());
     }
 
     #[test]
@@ -623,7 +983,10 @@ mod tests {
         let flags = ["--full", "--loads", "0.25,1e-7", "--schemes", "gs,sb", "--seed", "9", "--replications", "4"];
         let extra = ["--horizon-factor", "2.5", "--keep-saturated", "--out", "x", "--shard", "2/3", "-q"];
         let sizes = ["--job-sizes", "lublin:256"];
-        let settings = args_of(&[&flags[..], &extra[..], &sizes[..]].concat()).settings();
+        let model = ["--cs-us", "100", "--io-keeps-cpu-below-us", "200", "--gang-start-next-quantum"];
+        let more = ["--boost-walk", "same-tick", "--capacity-load", "1.5", "--capacity-jobs", "600"];
+        let settings =
+            args_of(&[&flags[..], &extra[..], &sizes[..], &model[..], &more[..]].concat()).settings().unwrap();
         assert_eq!(settings.job_sizes, JobSizes::Lublin(256));
         let command = canonical_command(Experiment::E4, &settings);
         assert!(command.starts_with("cosched study e4 --jobs 1000 --runtime-scale 0.01 --loads 0.25,0.0000001 "));
@@ -631,8 +994,8 @@ mod tests {
         let StudyCommand::E4(args) = Study::try_parse_from(argv).expect("flags parse").command else {
             unreachable!("parsed e4")
         };
-        assert_eq!(args.settings(), settings);
-        assert_eq!(canonical_command(Experiment::E4, &args.settings()), command);
+        assert_eq!(args.settings().unwrap(), settings);
+        assert_eq!(canonical_command(Experiment::E4, &args.settings().unwrap()), command);
     }
 
     #[test]
@@ -644,9 +1007,44 @@ mod tests {
         }
     }
 
+    /// An E1 row of the climb with the given response.
+    fn climb_row(scheme: &str, replication: u32, response_s: f64) -> RunRow {
+        let text = format!(
+            r#"{{"group":"load 0.5","variant":"","scheme":"{scheme}","mix":"WL7","load":0.5,"replication":{replication},
+            "seed":{},"mpl":5,"skew":0.2,"offered_load":0.5,"jobs":10,"completed":10,"delivered_utilization":0.5,
+            "compute_utilization":0.2,"delivered_utilization_second_half":0.5,"compute_utilization_second_half":0.2,
+            "mean_response_s":{response_s},"mean_wait_s":0.0,"mean_execution_s":{response_s},"mean_slowdown":1.0,
+            "peak_processes_per_cpu":1,"saturation":{{"saturated":false,"wait_growth":0.0,"delivered_share":1.0,
+            "backlog_growth":0.0,"why":""}}}}"#,
+            replication + 1
+        );
+        serde_json::from_str(&text).expect("a row")
+    }
+
+    #[test]
+    fn an_interval_on_the_log_axis_stays_above_zero() {
+        // Responses spread over three decades: mean - t x s.e. is far below zero.
+        let rows = [climb_row("GS", 0, 0.01), climb_row("GS", 1, 10.0), climb_row("GS", 2, 0.02)];
+        let point = Point { runs: rows.iter().collect() };
+        let arithmetic = point.estimate(|r| r.mean_response_s);
+        assert!(arithmetic.mean - arithmetic.ci95_half_width() < 0.0);
+        let (mean, (low, high)) = log_scale_interval(&point);
+        assert!(low > 0.0 && low < mean && mean < high, "{low} {mean} {high}");
+        assert!((mean - (0.01f64 * 10.0 * 0.02).cbrt()).abs() < 1e-12, "the geometric mean");
+    }
+
+    #[test]
+    fn two_replications_warn_and_six_do_not() {
+        let two: Vec<RunRow> = (0..2).map(|k| climb_row("GS", k, 1.0)).collect();
+        let (table, _) = report(Experiment::E1, &two);
+        assert!(table.starts_with("> **Warning:** two replications"), "{table}");
+        let six: Vec<RunRow> = (0..6).map(|k| climb_row("GS", k, 1.0)).collect();
+        assert!(!report(Experiment::E1, &six).0.contains("Warning"));
+    }
+
     #[test]
     fn full_size_replaces_jobs_and_scale() {
-        let settings = args_of(&["--full"]).settings();
+        let settings = args_of(&["--full"]).settings().unwrap();
         assert_eq!((settings.jobs_per_run, settings.runtime_scale), (FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE));
     }
 }

@@ -732,8 +732,8 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
 }
 
 /// A tiny E1 where Local saturates at 0.4 and GS and SB at 0.8, so merging must leave runs out as a whole run does.
-const TINY_E1: &str =
-    "study e1 -q --jobs 20 --runtime-scale 0.0005 --schemes gs,sb,local --replications 1 --seed 3 --loads 0.2,0.4,0.8,1.6";
+const TINY_E1: &str = "study e1 -q --jobs 20 --runtime-scale 0.0005 --schemes gs,sb,local --replications 1 --seed 3 \
+                       --loads 0.2,0.4,0.8,1.6 --capacity-jobs 20";
 
 fn words(line: &str) -> Vec<&str> {
     line.split(' ').collect()
@@ -768,6 +768,26 @@ fn assert_same_files(expected: &Path, found: &Path) {
 }
 
 #[test]
+fn the_sensitivity_study_in_shards_merges_into_the_bytes_of_the_study_run_whole() {
+    let flags = "study e1s -q --jobs 10 --runtime-scale 0.0005 --schemes gs,pb --replications 2 --seed 3 \
+                 --capacity-jobs 20";
+    let dir = scratch("e1s-shards");
+    let whole = dir.join("whole");
+    let o = study_into(&words(flags), &whole, &[]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("| PB | ") && table.contains("PB walk same-tick"), "{table}");
+    assert!(table.contains("two replications"), "{table}");
+    let shards: Vec<PathBuf> = (1..=2).map(|i| dir.join(format!("shard-{i}"))).collect();
+    for (i, shard) in shards.iter().enumerate() {
+        let o = study_into(&words(flags), shard, &["--shard", &format!("{}/2", i + 1)]);
+        assert!(stderr(&o).contains("ran 50 of the design's 100 runs"), "{}", stderr(&o));
+    }
+    let merged = dir.join("merged");
+    assert!(merge_into(&[&shards[1], &shards[0]], &merged).status.success());
+    assert_same_files(&whole, &merged);
+}
+
+#[test]
 fn a_study_in_shards_merges_into_the_bytes_of_the_study_run_whole() {
     let dir = scratch("shards");
     let whole = dir.join("whole");
@@ -775,14 +795,14 @@ fn a_study_in_shards_merges_into_the_bytes_of_the_study_run_whole() {
     let shards: Vec<PathBuf> = (1..=3).map(|i| dir.join(format!("shard-{i}"))).collect();
     for (i, shard) in shards.iter().enumerate() {
         let o = study_into(&words(TINY_E1), shard, &["--shard", &format!("{}/3", i + 1)]);
-        assert!(stderr(&o).contains("ran 4 of the design's 12 runs"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("ran 5 of the design's 15 runs"), "{}", stderr(&o));
     }
     let merged = dir.join("merged");
     let o = merge_into(&[&shards[0], &shards[1], &shards[2]], &merged);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_same_files(&whole, &merged);
     let runs = String::from_utf8(read(&merged.join("runs.csv"))).unwrap();
-    assert_eq!(runs.lines().count(), 1 + 8, "12 runs in the shards, 4 left out above saturation:\n{runs}");
+    assert_eq!(runs.lines().count(), 1 + 3 + 8, "15 runs in the shards, 4 left out above saturation:\n{runs}");
     let shuffled = dir.join("shuffled");
     let files: Vec<PathBuf> = shards.iter().map(|s| s.join("shard.json")).collect();
     assert!(merge_into(&[&files[2], &shards[0], &files[1]], &shuffled).status.success());
@@ -796,7 +816,7 @@ fn a_study_in_shards_merges_into_the_bytes_of_the_study_run_whole() {
     assert_eq!(
         manifest["command"],
         "cosched study e1 --jobs 20 --runtime-scale 0.0005 --loads 0.2,0.4,0.8,1.6 --schemes GS,SB,Local --seed 3 \
-         --replications 1 --horizon-factor 3"
+         --replications 1 --horizon-factor 3 --capacity-load 2 --capacity-jobs 20"
     );
 }
 

@@ -224,6 +224,9 @@ struct GangState {
     /// The coscheduler may move a running job's rows (fill-ins) or pick the
     /// slot by the clock: cells are rebuilt and realigned after every change.
     follows_every_plan: bool,
+    /// A job was placed in the running row and waits for the next quantum
+    /// (`CostConfig::gang_start_waits_for_quantum`): the boundary must switch.
+    cells_pending: bool,
 }
 
 /// Trace value of a gang switch to a slot with no matrix row (left to local jobs).
@@ -317,6 +320,19 @@ pub struct ArrivalWindow {
     /// delivered by then, each job's tasks x min(dedicated time, time since
     /// its arrival) (CPU-ns).
     pub offered_ns: f64,
+    /// The work done by the arrival of the middle job (number n/2 from 0),
+    /// if later ones follow: the second half of the arrivals, from it to the
+    /// last, is where an overloaded run shows its capacity.
+    pub middle: Option<WorkMark>,
+}
+
+/// Work done by an instant (in the run's clock).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WorkMark {
+    pub at: SimTime,
+    /// As [`ArrivalWindow::compute_ns`] and [`ArrivalWindow::delivered_ns`], by `at`.
+    pub compute_ns: u64,
+    pub delivered_ns: f64,
 }
 
 pub const EVENT_KIND_NAMES: [&str; EVENT_KINDS] = Event::KIND_NAMES;
@@ -379,6 +395,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     visit_every_tick: bool,
     /// Spin time of spin-block and spin-yield receives.
     spin_ns: u64,
+    /// An I/O shorter than this keeps the CPU (`CostConfig::io_keeps_cpu_below_ns`; 0 under GS).
+    io_keeps_cpu_below_ns: u64,
     event_counts: [u64; EVENT_KINDS],
     /// Fast mode (`None`: exact).
     fast: Option<FastState>,
@@ -483,6 +501,11 @@ impl<'a, P: Parts> Engine<'a, P> {
             nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
             spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
+            // Under GS nothing else may use a blocked process's CPU: keeping it changes nothing.
+            io_keeps_cpu_below_ns: match <P::Node as NodeScheduler>::MODE {
+                cosched_policy::Mode::Gang => 0,
+                _ => cfg.costs.io_keeps_cpu_below_ns,
+            },
             event_counts: [0; EVENT_KINDS],
             fast: None,
             boost_candidates: Vec::new(),
@@ -676,26 +699,34 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.jobs_in_system.push((self.run_clock(now), (next - self.completed) as u32));
         if next == self.jobs.len() {
             self.close_arrival_window(now);
+        } else if j as usize == self.jobs.len() / 2 {
+            self.arrival_window.middle = Some(self.work_mark(now));
         }
     }
 
     /// Work done and offered while jobs still arrive: what a scheme sustains.
     fn close_arrival_window(&mut self, now: SimTime) {
+        let mark = self.work_mark(now);
+        let offered_ns =
+            self.jobs.iter().map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(mark.at - j.spec.arrival) as f64).sum();
+        self.arrival_window = ArrivalWindow {
+            last_arrival: mark.at,
+            compute_ns: mark.compute_ns,
+            delivered_ns: mark.delivered_ns,
+            offered_ns,
+            middle: self.arrival_window.middle,
+        };
+    }
+
+    /// The work done by `now`, every CPU charged up to it.
+    fn work_mark(&mut self, now: SimTime) -> WorkMark {
         for c in 0..self.cpus.len() as u32 {
             self.account(c, now);
         }
         // Summed in process order, continuing from the released processes.
         let delivered_ns =
             self.procs.kept().fold(self.released_delivered_ns, |sum, p| sum + delivered_work_ns(&self.jobs, p));
-        let run_now = self.run_clock(now);
-        let offered_ns =
-            self.jobs.iter().map(|j| j.spec.tasks as f64 * j.dedicated_ns.min(run_now - j.spec.arrival) as f64).sum();
-        self.arrival_window = ArrivalWindow {
-            last_arrival: run_now,
-            compute_ns: self.cpus.iter().map(|c| c.time.useful_ns).sum(),
-            delivered_ns,
-            offered_ns,
-        };
+        WorkMark { at: self.run_clock(now), compute_ns: self.cpus.iter().map(|c| c.time.useful_ns).sum(), delivered_ns }
     }
 
     /// Job `j` as the coscheduler sees it: one batch job, its mode the scheme's.
@@ -883,7 +914,13 @@ impl<'a, P: Parts> Engine<'a, P> {
             return; // `follow_plan` aligns the CPUs once every job has started
         }
         // An idle machine starts the new row at once, with no switch to pay.
+        let machine_idle = gang.current_row.is_none();
         let current = *gang.current_row.get_or_insert(rows[0]);
+        if !machine_idle && self.cfg.costs.gang_start_waits_for_quantum {
+            // Its cells are filled at the next boundary, like every other row's.
+            gang.cells_pending |= rows.contains(&current);
+            return;
+        }
         if rows.contains(&current) {
             for (rank, &cpu) in cpus.iter().enumerate() {
                 self.cpus[cpu as usize].gang_cell = Some(first_proc + rank as u32);
@@ -1001,7 +1038,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         let boundary = now.next_multiple_after(self.cfg.costs.gang_quantum_ns);
         let next = self.row_to_run(self.slice_at(boundary));
-        let switch_due = self.cfg.costs.gang_switch_every_quantum || next != gang.current_row;
+        let switch_due = self.cfg.costs.gang_switch_every_quantum || next != gang.current_row || gang.cells_pending;
         if switch_due {
             self.gang.as_mut().expect("gang").tick_pending = true;
             self.queue.schedule(boundary, Event::GangQuantum);
@@ -1015,9 +1052,10 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         if self.cosched.slot_count() > 0 {
             let next = self.row_to_run(self.slice_at(now));
-            let current = self.gang.as_ref().expect("gang").current_row;
-            if self.cfg.costs.gang_switch_every_quantum || next != current {
-                self.gang.as_mut().expect("gang").current_row = next;
+            let gang = self.gang.as_mut().expect("gang");
+            if self.cfg.costs.gang_switch_every_quantum || next != gang.current_row || gang.cells_pending {
+                gang.current_row = next;
+                gang.cells_pending = false;
                 self.switch_all_cpus_to_row(next, now);
             }
         }
@@ -1252,11 +1290,16 @@ impl<'a, P: Parts> Engine<'a, P> {
         loop {
             match self.procs[p as usize].phase {
                 Phase::Compute { remaining_ns: 0 } => {
-                    if self.procs[p as usize].io_next_ns == 0 {
+                    let io_ns = self.procs[p as usize].io_next_ns;
+                    if io_ns == 0 {
                         self.procs[p as usize].phase = Phase::Send;
                         continue;
                     }
-                    self.block_for_io(p, now);
+                    if self.io_keeps_cpu(io_ns) {
+                        self.io_on_cpu(p, now);
+                    } else {
+                        self.block_for_io(p, now);
+                    }
                     return;
                 }
                 Phase::Compute { .. } => return,
@@ -1361,6 +1404,25 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.record(at, cpu, TraceKind::Block { process: p });
     }
 
+    /// Whether an I/O of `io_ns` keeps its process's CPU instead of blocking.
+    #[inline(always)]
+    fn io_keeps_cpu(&self, io_ns: u64) -> bool {
+        io_ns < self.io_keeps_cpu_below_ns
+    }
+
+    /// The running process `p` does its I/O on its CPU, as kernel work
+    /// (counted as overhead): no block, no switch, no wake boost. It sends
+    /// when the work ends. (Like a yield's system call, the work goes on
+    /// even if the scheduler, acting at this instant, preempts it.)
+    fn io_on_cpu(&mut self, p: u32, now: SimTime) {
+        let proc = &mut self.procs[p as usize];
+        debug_assert_eq!(proc.phase, Phase::Compute { remaining_ns: 0 });
+        proc.phase = Phase::Send;
+        let (cpu, io_ns) = (proc.cpu, proc.io_next_ns);
+        self.charge_kernel(cpu, now, io_ns);
+        self.record(now, cpu, TraceKind::IoOnCpu { process: p });
+    }
+
     // ---- CPUs -----------------------------------------------------------------
 
     /// Charge the CPU's time since its last visit. A compute phase that ended
@@ -1414,7 +1476,10 @@ impl<'a, P: Parts> Engine<'a, P> {
                     cpu.time.useful_ns += ran;
                     proc.phase = Phase::Compute { remaining_ns: remaining_ns - ran };
                     if remaining_ns == ran && from < now {
-                        debug_assert!(proc.io_next_ns > 0, "compute overran its end");
+                        debug_assert!(
+                            proc.io_next_ns > 0 && proc.io_next_ns >= self.io_keeps_cpu_below_ns,
+                            "compute overran its end"
+                        );
                         self.block_for_io(p, from);
                     }
                 }
@@ -1634,7 +1699,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 // If nothing else may use the CPU, a process that goes on to
                 // I/O leaves it idle until it wakes: nothing happens at the
                 // compute's end worth a visit.
-                if io_next_ns > 0 && P::Node::idle_while_blocked(self, c) {
+                if io_next_ns > 0 && !self.io_keeps_cpu(io_next_ns) && P::Node::idle_while_blocked(self, c) {
                     next = next.min(compute_end + io_next_ns);
                     running_until = compute_end;
                 } else {
