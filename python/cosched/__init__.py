@@ -123,7 +123,8 @@ def study(
     out: str | os.PathLike[str] | None = None,
     **settings: SettingValue,
 ) -> StudyResult:
-    """Run an experiment of the reference study (``"e1"`` … ``"e5"``) on this machine's cores.
+    """Run an experiment of the reference study (``"e1"`` … ``"e5"``; ``"e1s"``: E1 and E2 under each
+    of the model's open choices) on this machine's cores.
 
     The same runs and results as ``cosched study EXPERIMENT``; :func:`cosched.dask.study` gives the
     same, byte for byte, from a Dask cluster. ``args`` takes flags as the command line writes them,
