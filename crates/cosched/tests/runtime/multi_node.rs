@@ -21,8 +21,8 @@ struct Cluster {
     _namespaces: Option<Namespaces>,
 }
 
-/// Network namespaces `cosched-<pid>-<i>`, one per node, on one network: each has a veth link whose host end is
-/// a port of the bridge `csb<pid>`, as the nodes of a cluster hang off one switch. The bridge (the controller's
+/// Network namespaces `cosched-<tag>-<i>`, one per node, on one network: each has a veth link whose host end is
+/// a port of the bridge `csb<tag>` (the tag: the test process and the cluster's number in it), as the nodes of a cluster hang off one switch. The bridge (the controller's
 /// host) is 10.<net>.0.1/24, namespace `i` is 10.<net>.0.<i + 2>/24, so the nodes reach the controller and each
 /// other (MPI ranks talk directly) with no routing. Deleted on drop (the veth pairs go with the namespaces).
 struct Namespaces {
@@ -42,18 +42,22 @@ fn ip(args: &[&str]) -> Result<(), String> {
 
 impl Namespaces {
     fn create(count: usize) -> Result<Namespaces, String> {
+        // Several clusters may stand at once in one test process: each takes its own number for its names and net.
+        static CLUSTERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let cluster = CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 100;
         let pid = std::process::id();
-        let net = 100 + pid % 100; // distinct per test process; 10.100–199 are rarely a host's own networks
-        let bridge = format!("csb{}", pid % 1_000_000);
+        let net = 100 + (pid * 7 + cluster) % 100; // 10.100–199 are rarely a host's own networks
+        let tag = format!("{}{cluster:02}", pid % 100_000); // interface names hold 15 bytes at most
+        let bridge = format!("csb{tag}");
         ip(&["link", "add", "name", &bridge, "type", "bridge"])?;
         let mut made = Namespaces { names: vec![], bridge: bridge.clone(), net };
         ip(&["addr", "add", &format!("10.{net}.0.1/24"), "dev", &bridge])?;
         ip(&["link", "set", &bridge, "up"])?;
         for i in 0..count {
-            let name = format!("cosched-{pid}-{i}");
+            let name = format!("cosched-{tag}-{i}");
             ip(&["netns", "add", &name])?;
             made.names.push(name.clone());
-            let (host, inside) = (format!("csh{}{i}", pid % 100_000), format!("csn{}{i}", pid % 100_000));
+            let (host, inside) = (format!("csh{tag}{i}"), format!("csn{tag}{i}"));
             ip(&["link", "add", &host, "type", "veth", "peer", "name", &inside, "netns", &name])?;
             ip(&["link", "set", &host, "master", &bridge])?;
             ip(&["link", "set", &host, "up"])?;
