@@ -120,31 +120,45 @@ fn report_names_every_thread_and_counts_its_buffers() {
 
 #[test]
 fn stages_overlap() {
-    // Three equal stages over a pool of 4: in a pipeline most calls run while
-    // another stage is busy too; in lockstep (one thread holding every buffer) few do.
-    const ROUNDS: u64 = 40;
+    // Three stages over a pool of 4: in a pipeline, the read of the next buffer starts while the compute of this
+    // one is still running. Each compute waits (up to 10 s, so a loaded machine only makes it slower) for a later
+    // read to start; in lockstep (one thread holding every buffer) none ever would.
+    const ROUNDS: u64 = 20;
     let overlapped = within("overlap", || {
-        let active = AtomicUsize::new(0);
+        let reads_started = AtomicU64::new(0);
+        let computes = AtomicU64::new(0);
         let overlapped = AtomicUsize::new(0);
-        let stage = |_: &mut Buffer<u64>, _: &Context<'_, u64>| -> Result<(), StageError> {
-            if active.fetch_add(1, SeqCst) > 0 {
-                overlapped.fetch_add(1, SeqCst);
-            }
-            std::thread::sleep(Duration::from_micros(300));
-            active.fetch_sub(1, SeqCst);
+        let read = |_: &mut Buffer<u64>, _: &Context<'_, u64>| -> Result<(), StageError> {
+            reads_started.fetch_add(1, SeqCst);
             Ok(())
         };
+        let compute = |_: &mut Buffer<u64>, _: &Context<'_, u64>| -> Result<(), StageError> {
+            let this = computes.fetch_add(1, SeqCst) + 1;
+            if this < ROUNDS && wait_until(Duration::from_secs(10), || reads_started.load(SeqCst) > this) {
+                overlapped.fetch_add(1, SeqCst);
+            }
+            Ok(())
+        };
+        let write = |_: &mut Buffer<u64>, _: &Context<'_, u64>| -> Result<(), StageError> { Ok(()) };
         Pipeline::new(4, |_| 0u64)
             .rounds(ROUNDS)
-            .stage_fn("read", stage)
-            .stage_fn("compute", stage)
-            .stage_fn("write", stage)
+            .stage_fn("read", read)
+            .stage_fn("compute", compute)
+            .stage_fn("write", write)
             .run()
             .expect("the pipeline runs");
         overlapped.into_inner()
     });
-    let calls = 3 * ROUNDS as usize;
-    assert!(overlapped * 2 >= calls, "only {overlapped} of {calls} stage calls overlapped another stage");
+    assert_eq!(overlapped, ROUNDS as usize - 1, "computes that saw the next read start while they ran");
+}
+
+/// Whether `done` held within `limit` (at least: checked every 100 µs of sleep, no clock read).
+fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let checks = limit.as_micros() / 100;
+    (0..checks).any(|_| {
+        std::thread::sleep(Duration::from_micros(100));
+        done()
+    })
 }
 
 // ---------------------------------------------------------------------------
