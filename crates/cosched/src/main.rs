@@ -271,11 +271,9 @@ fn main() -> ExitCode {
                 Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(255)),
                 Err(message) => {
                     // As ssh, 255 for a failure of the remote shell itself.
-                    eprintln!("cosched rsh: {message}");
-                    if let Some(launcher) = runtime_cmd::launcher_to_end_after_failed_rsh() {
-                        // Said first: the launcher may end this process as it goes.
-                        eprintln!("cosched rsh: ending the MPI launcher (pid {launcher}), which would wait for ever");
-                        let _ = nix::sys::signal::kill(launcher, nix::sys::signal::Signal::SIGTERM);
+                    match runtime_cmd::launcher_to_end_after_failed_rsh() {
+                        Some(launcher) => runtime_cmd::end_launcher_after_failed_rsh(launcher, &message),
+                        None => eprintln!("cosched rsh: {message}"),
                     }
                     ExitCode::from(255)
                 }

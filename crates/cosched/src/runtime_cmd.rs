@@ -566,6 +566,23 @@ pub fn launcher_to_end_after_failed_rsh() -> Option<nix::unistd::Pid> {
     same_job.then_some(caller)
 }
 
+/// Says why on the launcher's own standard error (the job's log), then ends it. Our standard error is a pipe the
+/// launcher relays, and a launcher that dies of the signal never relays what is still in it.
+pub fn end_launcher_after_failed_rsh(launcher: nix::unistd::Pid, message: &str) {
+    use std::io::Write;
+    let why = format!(
+        "cosched rsh: {message}\ncosched rsh: ending the MPI launcher (pid {launcher}), which would wait for ever\n"
+    );
+    let said = std::fs::OpenOptions::new()
+        .append(true)
+        .open(format!("/proc/{launcher}/fd/2"))
+        .and_then(|mut log| log.write_all(why.as_bytes()));
+    if said.is_err() {
+        eprint!("{why}");
+    }
+    let _ = nix::sys::signal::kill(launcher, nix::sys::signal::Signal::SIGTERM);
+}
+
 /// A size in bytes as the flags take and show it (512M, 2G).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
