@@ -675,8 +675,8 @@ type EndedHere = (u64, Option<i32>, Option<String>);
 fn private_log_file(path: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(path); // never reuse a file someone else may hold open or own
-    // Appending: every writer of one log (a launcher, the `cosched rsh` it runs that reopens its stderr) adds at
-    // the end instead of overwriting another's lines from its own offset.
+                                        // Appending: every writer of one log (a launcher, the `cosched rsh` it runs that reopens its stderr) adds at
+                                        // the end instead of overwriting another's lines from its own offset.
     let file = std::fs::OpenOptions::new().append(true).create_new(true).mode(0o600).open(path)?;
     let (uid, gid) = (nix::unistd::Uid::from_raw(uid), nix::unistd::Gid::from_raw(gid));
     nix::unistd::fchown(std::os::fd::AsRawFd::as_raw_fd(&file), Some(uid), Some(gid)).map_err(std::io::Error::from)?;
