@@ -66,6 +66,7 @@ use std::fmt;
 
 use cosched_core::{Rng, StreamSeed};
 
+use crate::param_text::{self, key_value, number, size_range};
 use crate::swf::{TraceJob, Workload};
 
 /// Highest order [`HyperErlang::fit_moments`] and [`HyperErlang::fit_sample`]
@@ -562,7 +563,7 @@ impl HyperErlangModel {
                     let [_, value] = tokens[..] else {
                         return Err(at("expected 'procs <CPUs>'".to_string()));
                     };
-                    let value: u32 = parse_number(value, "procs").map_err(at)?;
+                    let value: u32 = number(value, "procs").map_err(at)?;
                     if value == 0 {
                         return Err(at("procs must be at least 1".to_string()));
                     }
@@ -575,7 +576,7 @@ impl HyperErlangModel {
                     let [_, value] = tokens[..] else {
                         return Err(at("expected 'left_out <jobs>'".to_string()));
                     };
-                    left_out = Some(parse_number(value, "left_out").map_err(at)?);
+                    left_out = Some(number(value, "left_out").map_err(at)?);
                 }
                 "class" => {
                     let class = parse_class_line(&tokens).map_err(at)?;
@@ -593,8 +594,8 @@ impl HyperErlangModel {
                     if tokens.len() < 3 {
                         return Err(at("expected 'skipped LO-HI jobs=N reason'".to_string()));
                     }
-                    let (lo, hi) = parse_range(tokens[1]).map_err(at)?;
-                    let jobs = parse_number(key_value(tokens[2], "jobs").map_err(at)?, "jobs").map_err(at)?;
+                    let (lo, hi) = size_range(tokens[1]).map_err(at)?;
+                    let jobs = number(key_value(tokens[2], "jobs").map_err(at)?, "jobs").map_err(at)?;
                     // The reason is the rest of the line, inner spacing included.
                     let rest = [tokens[0], tokens[1], tokens[2]]
                         .iter()
@@ -694,61 +695,25 @@ impl HyperErlangModel {
     }
 }
 
-/// `key=value` → `value`.
-fn key_value<'a>(token: &'a str, key: &str) -> Result<&'a str, String> {
-    token
-        .strip_prefix(key)
-        .and_then(|rest| rest.strip_prefix('='))
-        .ok_or_else(|| format!("expected '{key}=<value>', found '{token}'"))
-}
-
-fn parse_number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, String> {
-    text.parse().map_err(|_| format!("{what} = '{text}' is not a valid number here"))
-}
-
-fn parse_float(text: &str, what: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(x) if x.is_finite() => Ok(x),
-        _ => Err(format!("{what} = '{text}' is not a finite number")),
-    }
-}
-
-/// `LO-HI` with 1 <= LO <= HI.
-fn parse_range(text: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("expected a size range 'LO-HI' with 1 <= LO <= HI, found '{text}'");
-    let (lo, hi) = text.split_once('-').ok_or_else(bad)?;
-    let (lo, hi): (u32, u32) = (lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?);
-    if lo == 0 || lo > hi {
-        return Err(bad());
-    }
-    Ok((lo, hi))
-}
-
 fn parse_class_line(tokens: &[&str]) -> Result<ClassModel, String> {
     const SHAPE: &str = "expected 'class LO-HI jobs=N arrival n=.. p=.. lambda1=.. lambda2=.. \
                          service n=.. p=.. lambda1=.. lambda2=..'";
     if tokens.len() != 13 {
         return Err(format!("{SHAPE}, found {} words", tokens.len()));
     }
-    let (lo, hi) = parse_range(tokens[1])?;
-    let jobs = parse_number(key_value(tokens[2], "jobs")?, "jobs")?;
-    let interarrival = parse_hyper_erlang(&tokens[3..8], "arrival")?;
-    let service = parse_hyper_erlang(&tokens[8..13], "service")?;
+    let (lo, hi) = size_range(tokens[1])?;
+    let jobs = number(key_value(tokens[2], "jobs")?, "jobs")?;
+    let interarrival = labelled_hyper_erlang(&tokens[3..8], "arrival")?;
+    let service = labelled_hyper_erlang(&tokens[8..13], "service")?;
     Ok(ClassModel { lo, hi, jobs, interarrival, service })
 }
 
 /// `label n=.. p=.. lambda1=.. lambda2=..`
-fn parse_hyper_erlang(tokens: &[&str], label: &str) -> Result<HyperErlang, String> {
-    if tokens[0] != label {
-        return Err(format!("expected '{label}', found '{}'", tokens[0]));
+fn labelled_hyper_erlang(tokens: &[&str], label: &str) -> Result<HyperErlang, String> {
+    match tokens {
+        [first, rest @ ..] if *first == label => param_text::hyper_erlang(rest.try_into().expect("five words"), label),
+        _ => Err(format!("expected '{label}', found '{}'", tokens[0])),
     }
-    let order = parse_number(key_value(tokens[1], "n")?, &format!("{label} n"))?;
-    let p = parse_float(key_value(tokens[2], "p")?, &format!("{label} p"))?;
-    let lambda1 = parse_float(key_value(tokens[3], "lambda1")?, &format!("{label} lambda1"))?;
-    let lambda2 = parse_float(key_value(tokens[4], "lambda2")?, &format!("{label} lambda2"))?;
-    let he = HyperErlang { order, p, lambda1, lambda2 };
-    he.validate().map_err(|e| format!("{label}: {e}"))?;
-    Ok(he)
 }
 
 /// A table: per class, jobs, then order, p, mean and CV of each distribution.

@@ -21,6 +21,7 @@ pub mod hyper_erlang;
 pub mod inspect;
 pub mod load;
 pub mod lublin;
+mod param_text;
 pub mod swf;
 pub mod trace_model;
 

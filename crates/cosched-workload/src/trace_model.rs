@@ -54,6 +54,7 @@ use cosched_core::{Rng, StreamSeed};
 
 use crate::hyper_erlang::{size_classes, FitError, HyperErlang, HyperErlangModel, SkippedClass};
 use crate::lublin::{virtual_time_s, DayClock, BUCKETS_PER_DAY, BUCKET_S};
+use crate::param_text::{self, float, key_value, number, size_range};
 use crate::swf::{TraceJob, Workload};
 
 /// The most branches the gap fit tries.
@@ -522,14 +523,14 @@ impl TraceModel {
                     let [_, p, mean] = tokens[..] else {
                         return Err(at("expected 'gaps p=P1,P2,.. mean=M1,M2,..'".to_string()));
                     };
-                    let p = float_list(value_of(p, "p").map_err(at)?).map_err(at)?;
-                    let mean_s = float_list(value_of(mean, "mean").map_err(at)?).map_err(at)?;
+                    let p = float_list(key_value(p, "p").map_err(at)?).map_err(at)?;
+                    let mean_s = float_list(key_value(mean, "mean").map_err(at)?).map_err(at)?;
                     gaps = Some(HyperExponential { p, mean_s });
                 }
                 "class" => classes.push(parse_class(&tokens).map_err(at)?),
                 "skipped" if tokens.len() >= 3 => {
-                    let (lo, hi) = range(tokens[1]).map_err(at)?;
-                    let jobs = value_of(tokens[2], "jobs").and_then(|v| number(v, "jobs")).map_err(at)?;
+                    let (lo, hi) = size_range(tokens[1]).map_err(at)?;
+                    let jobs = key_value(tokens[2], "jobs").and_then(|v| number(v, "jobs")).map_err(at)?;
                     let reason = tokens[3..].join(" ");
                     skipped.push(SkippedClass { lo, hi, jobs, reason });
                 }
@@ -552,17 +553,6 @@ impl TraceModel {
     }
 }
 
-fn value_of<'a>(token: &'a str, key: &str) -> Result<&'a str, String> {
-    token
-        .strip_prefix(key)
-        .and_then(|rest| rest.strip_prefix('='))
-        .ok_or_else(|| format!("expected '{key}=<value>', found '{token}'"))
-}
-
-fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, String> {
-    text.parse().map_err(|_| format!("{what} = '{text}' is not a valid number here"))
-}
-
 fn single_number<T: std::str::FromStr>(tokens: &[&str], what: &str) -> Result<T, String> {
     match tokens {
         [_, value] => number(value, what),
@@ -570,39 +560,21 @@ fn single_number<T: std::str::FromStr>(tokens: &[&str], what: &str) -> Result<T,
     }
 }
 
-fn float(text: &str, what: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(x) if x.is_finite() => Ok(x),
-        _ => Err(format!("{what} = '{text}' is not a finite number")),
-    }
-}
-
 fn float_list(text: &str) -> Result<Vec<f64>, String> {
     text.split(',').map(|t| float(t, "list value")).collect()
-}
-
-fn range(text: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("expected a size range 'LO-HI', found '{text}'");
-    let (lo, hi) = text.split_once('-').ok_or_else(bad)?;
-    Ok((lo.parse().map_err(|_| bad())?, hi.parse().map_err(|_| bad())?))
 }
 
 fn parse_class(tokens: &[&str]) -> Result<SizeClassModel, String> {
     let [_, range_text, jobs, pow2, "service", n, p, lambda1, lambda2] = tokens[..] else {
         return Err("expected 'class LO-HI jobs=N pow2=S service n=.. p=.. lambda1=.. lambda2=..'".to_string());
     };
-    let (lo, hi) = range(range_text)?;
-    let service = HyperErlang {
-        order: number(value_of(n, "n")?, "n")?,
-        p: float(value_of(p, "p")?, "p")?,
-        lambda1: float(value_of(lambda1, "lambda1")?, "lambda1")?,
-        lambda2: float(value_of(lambda2, "lambda2")?, "lambda2")?,
-    };
+    let (lo, hi) = size_range(range_text)?;
+    let service = param_text::hyper_erlang(&[n, p, lambda1, lambda2], "service")?;
     Ok(SizeClassModel {
         lo,
         hi,
-        jobs: number(value_of(jobs, "jobs")?, "jobs")?,
-        pow2_share: float(value_of(pow2, "pow2")?, "pow2")?,
+        jobs: number(key_value(jobs, "jobs")?, "jobs")?,
+        pow2_share: float(key_value(pow2, "pow2")?, "pow2")?,
         service,
     })
 }
