@@ -30,6 +30,17 @@ impl JobSizes {
     pub fn is_machine(&self) -> bool {
         *self == JobSizes::Machine
     }
+
+    /// Where the sizes come from, in words (for manifests).
+    pub fn describe(&self) -> String {
+        match self {
+            JobSizes::Machine => "its sizes drawn for the machine".to_string(),
+            JobSizes::Lublin(cpus) => format!("its sizes drawn for {cpus} CPUs, the jobs that fit the machine kept"),
+            JobSizes::Trace(path) => {
+                format!("its sizes drawn from the jobs of {} that fit the machine", path.display())
+            }
+        }
+    }
 }
 
 impl std::str::FromStr for JobSizes {

@@ -170,7 +170,7 @@ struct Manifest<'a> {
     runtime_scale: f64,
     horizon_factor: f64,
     runs: usize,
-    note: &'a str,
+    note: String,
     /// Every run's scheme, workload and machine parameters are in runs.csv;
     /// this is the machine and cost model every run starts from.
     base_config: SimConfig,
@@ -346,8 +346,11 @@ pub fn write_study(
         runtime_scale: settings.runtime_scale,
         horizon_factor: settings.horizon_factor,
         runs: rows.len(),
-        note: "Workload: Lublin-Feitelson model sized to the machine; replication k uses seed + k for the workload \
-               and the model, the same jobs for every scheme and variant of a replication.",
+        note: format!(
+            "Workload: the Lublin-Feitelson model, {}; replication k uses seed + k for the workload and the model, \
+             the same jobs for every scheme and variant of a replication.",
+            settings.job_sizes.describe()
+        ),
         base_config: study_config(settings, Scheme::LOCAL, settings.first_seed),
     };
     out.write("manifest.json", &(serde_json::to_string_pretty(&manifest).map_err(|e| e.to_string())? + "\n"))?;
