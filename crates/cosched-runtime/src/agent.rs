@@ -90,6 +90,8 @@ pub struct Agent {
     ender: Ender,
     shared: Mutex<Shared>,
     connected: (Mutex<bool>, Condvar),
+    /// Its own open file on every log of its jobs, so that no owner can take a lease on one (`crate::logs`).
+    held_logs: crate::logs::HeldLogs,
 }
 
 impl Agent {
@@ -128,6 +130,7 @@ impl Agent {
             ender,
             shared,
             connected: (Mutex::new(false), Condvar::new()),
+            held_logs: crate::logs::HeldLogs::default(),
         }))
     }
 
@@ -446,8 +449,10 @@ impl Agent {
         ]);
         let log = |stream: &str| {
             let path = self.exec_log_path(job, ack, stream);
-            private_log_file(&path, spec.uid, spec.gid)
-                .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
+            let file = private_log_file(&path, spec.uid, spec.gid)
+                .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))?;
+            self.held_logs.hold(&path);
+            Ok::<_, std::io::Error>(file)
         };
         let (out, err) = (log("out")?, log("err")?);
         let shim = crate::launch::spawn_shim(&self.settings.helper_program, spec, |command| {
@@ -497,7 +502,7 @@ impl Agent {
         loop {
             std::thread::sleep(crate::logs::KEEPING_PERIOD);
             let live: std::collections::BTreeSet<u64> = self.shared.lock().unwrap().jobs.keys().copied().collect();
-            crate::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &live);
+            crate::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &live, &self.held_logs);
         }
     }
 
@@ -526,8 +531,10 @@ impl Agent {
         };
         let log = |stream: &str| {
             let path = self.log_path(start.job, rank, stream);
-            private_log_file(&path, start.uid, start.gid)
-                .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
+            let file = private_log_file(&path, start.uid, start.gid)
+                .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))?;
+            self.held_logs.hold(&path);
+            Ok::<_, std::io::Error>(file)
         };
         let (out, err) = (log("out")?, log("err")?);
         let task = SupervisedTask { rank, launch: spec };
@@ -544,6 +551,7 @@ impl Agent {
         private_log_file(&host_file, start.uid, start.gid)
             .and_then(|mut file| file.write_all(crate::mpi::hydra_host_file(&start.mpi_hosts).as_bytes()))
             .map_err(|e| std::io::Error::other(format!("MPI host file {}: {e}", host_file.display())))?;
+        self.held_logs.hold(&host_file);
         let interface = crate::mpi::launcher_interface(&start.env, &self.settings.controller);
         let node = crate::mpi::LauncherNode {
             program: &self.settings.helper_program,
@@ -674,23 +682,29 @@ type EndedHere = (u64, Option<i32>, Option<String>);
 /// A new, empty log file owned by the job's user and readable by nobody else.
 fn private_log_file(path: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let _ = std::fs::remove_file(path); // never reuse a file someone else may hold open or own
-                                        // Appending: every writer of one log (a launcher, the `cosched rsh` it runs that reopens its stderr) adds at
-                                        // the end instead of overwriting another's lines from its own offset.
+    // Never reuse a file someone else may hold open or own.
+    let _ = std::fs::remove_file(path);
+    // Appending: every writer of one log (a launcher, the `cosched rsh` it runs that reopens its stderr) adds at the
+    // end instead of overwriting another's lines from its own offset.
     let file = std::fs::OpenOptions::new().append(true).create_new(true).mode(0o600).open(path)?;
     let (uid, gid) = (nix::unistd::Uid::from_raw(uid), nix::unistd::Gid::from_raw(gid));
     nix::unistd::fchown(std::os::fd::AsRawFd::as_raw_fd(&file), Some(uid), Some(gid)).map_err(std::io::Error::from)?;
     Ok(file)
 }
 
-/// The last `max_bytes` of a file ("" if it cannot be read).
+/// The last `max_bytes` of a file ("" if it cannot be read): never through a link, never waiting for a lease's
+/// break (`crate::logs`), never more than asked.
 fn read_tail(path: &std::path::Path, max_bytes: u64) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else { return String::new() };
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let Ok(mut file) = std::fs::OpenOptions::new().read(true).custom_flags(flags.bits()).open(path) else {
+        return String::new();
+    };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let _ = file.seek(SeekFrom::Start(len.saturating_sub(max_bytes)));
     let mut bytes = Vec::new();
-    let _ = file.read_to_end(&mut bytes);
+    let _ = Read::take(&mut file, max_bytes).read_to_end(&mut bytes);
     String::from_utf8_lossy(&bytes).into_owned()
 }
 

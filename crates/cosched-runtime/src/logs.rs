@@ -13,10 +13,19 @@
 //!
 //! Sizes are what the files take on disk (their blocks), not their apparent length. A task that writes faster than
 //! the disk between two looks can go past the bounds by what it writes in a period.
+//!
+//! A log belongs to its job's owner (a task may reopen `/dev/stderr`), and an owner may take a lease on a file
+//! (`F_SETLEASE`): every later open of it, root's included, then waits until the lease is broken (45 s by default),
+//! which would stall the agent for every user and let a log outgrow its bounds. So the agent keeps an open file of
+//! its own on every log of a job it runs ([`HeldLogs`]): while another open file writes it, no lease can be taken.
+//! Every open the agent makes in the folder is non-blocking as well, so a lease on an ended job's log (its owner
+//! opened it again by name) fails the open at once and never waits.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::fs::MetadataExt;
+use std::fs::File;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 /// How often the agent keeps its logs within their bounds.
@@ -60,29 +69,66 @@ impl LogFile {
     }
 }
 
+/// The agent's own open files on the logs of the jobs it runs, by path (see the module's notes on leases).
+#[derive(Debug, Default)]
+pub struct HeldLogs(Mutex<BTreeMap<PathBuf, File>>);
+
+impl HeldLogs {
+    /// Open `path` again and keep it open: a file of our own, not a copy of the task's (a lease counts open files).
+    pub fn hold(&self, path: &Path) {
+        if let Ok(file) = open_log(path) {
+            self.0.lock().unwrap().insert(path.to_path_buf(), file);
+        }
+    }
+
+    /// Hold every log of a running job not yet held (one made before a restart, or whose open had to wait); let go
+    /// of the others.
+    fn refresh(&self, files: &[LogFile], live: &BTreeSet<u64>) {
+        let running: BTreeSet<&Path> =
+            files.iter().filter(|f| !f.of_ended_job(live) && f.job.is_some()).map(|f| f.path.as_path()).collect();
+        self.0.lock().unwrap().retain(|path, _| running.contains(path.as_path()));
+        for path in running {
+            if !self.0.lock().unwrap().contains_key(path) {
+                self.hold(path);
+            }
+        }
+    }
+
+    fn handle(&self, path: &Path) -> Option<File> {
+        self.0.lock().unwrap().get(path).and_then(|file| file.try_clone().ok())
+    }
+}
+
+/// A log opened for writing by the agent: never through a link, never waiting for a lease's break.
+fn open_log(path: &Path) -> std::io::Result<File> {
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    std::fs::OpenOptions::new().write(true).custom_flags(flags.bits()).open(path)
+}
+
 /// Apply the bounds to the files of `dir`; `live` are the jobs that run on this node (their logs may be written).
-pub fn keep_within_bounds(dir: &Path, bounds: &LogBounds, live: &BTreeSet<u64>) {
+pub fn keep_within_bounds(dir: &Path, bounds: &LogBounds, live: &BTreeSet<u64>, held: &HeldLogs) {
     let now = SystemTime::now();
     let mut files = log_files(dir);
     files.retain(|f| {
         let expired = f.of_ended_job(live) && now.duration_since(f.modified).is_ok_and(|age| age >= bounds.retention);
         !(expired && remove(&f.path))
     });
+    held.refresh(&files, live);
     for file in files.iter_mut().filter(|f| f.allocated > bounds.file_bytes) {
-        cut_head(file);
+        cut_head(file, held);
     }
     let mut by_user: BTreeMap<u32, Vec<LogFile>> = BTreeMap::new();
     for file in files {
         by_user.entry(file.uid).or_default().push(file);
     }
     for (uid, files) in by_user {
-        keep_user_within(uid, files, bounds.user_bytes, live);
+        keep_user_within(uid, files, bounds.user_bytes, live, held);
     }
 }
 
 /// Bring one user's logs under `user_bytes`: free the heads of the largest first, then remove the oldest logs of
 /// jobs no longer running here.
-fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &BTreeSet<u64>) {
+fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &BTreeSet<u64>, held: &HeldLogs) {
     let total = |files: &[LogFile]| files.iter().map(|f| f.allocated).sum::<u64>();
     if total(&files) <= user_bytes {
         return;
@@ -92,7 +138,7 @@ fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &B
         if total(&files) <= user_bytes {
             return;
         }
-        cut_head(&mut files[i]);
+        cut_head(&mut files[i], held);
     }
     files.sort_by_key(|f| f.modified);
     while total(&files) > user_bytes {
@@ -133,19 +179,18 @@ fn job_of_name(name: &str) -> Option<u64> {
 }
 
 /// Free the head of a log, keeping its last `TAIL_KEPT_BYTES` (rounded to whole blocks); empty it where the file
-/// system cannot punch holes. The writer goes on at its own offset either way.
-fn cut_head(file: &mut LogFile) {
+/// system cannot punch holes. The writer goes on at the end either way (logs are opened to append).
+fn cut_head(file: &mut LogFile, held: &HeldLogs) {
     use nix::fcntl::{fallocate, FallocateFlags};
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
     let block = 4096;
-    let head = file.len.saturating_sub(TAIL_KEPT_BYTES) / block * block;
-    let opened =
-        std::fs::OpenOptions::new().write(true).custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits()).open(&file.path);
-    let Ok(handle) = opened else { return };
+    let Some(handle) = held.handle(&file.path).or_else(|| open_log(&file.path).ok()) else { return };
+    // Its size now, not at the look: it may have grown since.
+    let Ok(meta) = handle.metadata() else { return };
+    let head = meta.len().saturating_sub(TAIL_KEPT_BYTES) / block * block;
     let punch = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
     let freed = head > 0 && fallocate(handle.as_raw_fd(), punch, 0, head as i64).is_ok();
-    if !freed && file.allocated > TAIL_KEPT_BYTES + block {
+    if !freed && meta.blocks() * 512 > TAIL_KEPT_BYTES + block {
         let _ = handle.set_len(0);
     }
     if let Ok(meta) = handle.metadata() {
@@ -201,7 +246,7 @@ mod tests {
         write(&long, 4 << 20, "the end\n");
         write(&old, 10, "");
         let bounds = LogBounds { file_bytes: 1 << 20, user_bytes: 1 << 40, retention: Duration::ZERO };
-        keep_within_bounds(&dir, &bounds, &BTreeSet::from([1]));
+        keep_within_bounds(&dir, &bounds, &BTreeSet::from([1]), &HeldLogs::default());
         assert!(!old.exists(), "the ended job's log stayed");
         assert!(on_disk(&long) <= 2 * TAIL_KEPT_BYTES, "{} bytes on disk", on_disk(&long));
         let text = std::fs::read(&long).unwrap();
@@ -217,7 +262,7 @@ mod tests {
             write(&dir.join(format!("job-{job}.0.out")), 512 << 10, "tail\n");
         }
         let bounds = LogBounds { file_bytes: 1 << 30, user_bytes: 200 << 10, retention: Duration::from_secs(3600) };
-        keep_within_bounds(&dir, &bounds, &BTreeSet::from([4]));
+        keep_within_bounds(&dir, &bounds, &BTreeSet::from([4]), &HeldLogs::default());
         let left: u64 = (1..=4).map(|job| on_disk(&dir.join(format!("job-{job}.0.out")))).sum();
         assert!(left <= 200 << 10, "{left} bytes left");
         assert!(dir.join("job-4.0.out").exists(), "a running job's log was removed");

@@ -573,14 +573,34 @@ pub fn end_launcher_after_failed_rsh(launcher: nix::unistd::Pid, message: &str) 
     let why = format!(
         "cosched rsh: {message}\ncosched rsh: ending the MPI launcher (pid {launcher}), which would wait for ever\n"
     );
-    let said = std::fs::OpenOptions::new()
-        .append(true)
-        .open(format!("/proc/{launcher}/fd/2"))
-        .and_then(|mut log| log.write_all(why.as_bytes()));
-    if said.is_err() {
-        eprint!("{why}");
+    if append_to_launchers_log(launcher, why.as_bytes()).is_err() {
+        // Never blocking on a pipe nobody reads: the launcher must end either way.
+        let _ = nix::fcntl::fcntl(2, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
+        let _ = std::io::stderr().write_all(why.as_bytes());
     }
-    let _ = nix::sys::signal::kill(launcher, nix::sys::signal::Signal::SIGTERM);
+    // Still our parent (not gone and its number reused since it was checked).
+    if nix::unistd::getppid() == launcher {
+        let _ = nix::sys::signal::kill(launcher, nix::sys::signal::Signal::SIGTERM);
+    }
+}
+
+/// Appends to the launcher's standard error if it is a regular file (a job's log), reopened as this process may:
+/// never as root (a reopen can write where the launcher could only read), never a pipe, FIFO or device (an open
+/// or a write that may wait, or act), and never waiting.
+fn append_to_launchers_log(launcher: nix::unistd::Pid, text: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_a_log = || std::io::Error::other("the launcher's standard error is not a log file");
+    let path = format!("/proc/{launcher}/fd/2");
+    if nix::unistd::geteuid().is_root() || !std::fs::metadata(&path)?.file_type().is_file() {
+        return Err(not_a_log());
+    }
+    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
+    let mut log = std::fs::OpenOptions::new().append(true).custom_flags(flags.bits()).open(&path)?;
+    if !log.metadata()?.file_type().is_file() {
+        return Err(not_a_log()); // swapped between the look and the open
+    }
+    log.write_all(text)
 }
 
 /// A size in bytes as the flags take and show it (512M, 2G).

@@ -18,7 +18,7 @@ struct Cluster {
     socket: PathBuf,
     nodes: Vec<String>,
     /// Declared last: the namespaces go once the processes in them are gone.
-    _namespaces: Option<Namespaces>,
+    namespaces: Option<Namespaces>,
 }
 
 /// Network namespaces `cosched-<tag>-<i>`, one per node, on one network: each has a veth link whose host end is
@@ -203,7 +203,7 @@ fn start_cluster(agents: usize) -> Cluster {
         }
         children.push(agent.spawn().unwrap());
     }
-    let cluster = Cluster { _munge: munge, controller, agents: children, dir, socket, nodes, _namespaces: namespaces };
+    let cluster = Cluster { _munge: munge, controller, agents: children, dir, socket, nodes, namespaces };
     wait_for("the agents to connect", Duration::from_secs(10), || {
         status_of(&cluster.socket).is_some_and(|s| s.nodes.iter().filter(|n| n.connected).count() == agents)
     });
@@ -248,7 +248,7 @@ fn three_agents_switch_together_and_survive_the_loss_of_one() {
     }
     let _machine = whole_machine();
     let mut cluster = start_cluster(3);
-    if cluster._namespaces.is_some() {
+    if cluster.namespaces.is_some() {
         let own = std::fs::read_link("/proc/self/ns/net").unwrap();
         for agent in &cluster.agents {
             let theirs = std::fs::read_link(format!("/proc/{}/ns/net", agent.id())).unwrap();
@@ -445,6 +445,11 @@ fn an_mpich_launcher_whose_remote_shell_fails_ends_the_job_at_once() {
 fn runs_across_three_nodes_as_one_gang(mpi: Mpi) {
     let _machine = whole_machine();
     let cluster = start_cluster(3);
+    if cluster.namespaces.is_none() {
+        // Over loopback every "node" is this host: the launcher places ranks by host name and cannot tell them apart.
+        eprintln!("SKIPPED: an MPI job across three nodes needs a network namespace per node, which could not be made");
+        return;
+    }
     let mm = mpi.programs().join("mpi_mm");
     // The launcher as its user types it: no host list, no remote shell, no rank count (one per CPU of the job).
     let launcher = mpi.launcher();

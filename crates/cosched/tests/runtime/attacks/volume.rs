@@ -244,3 +244,31 @@ fn short_jobs_with_large_environments_never_grow_the_daemon_without_bound() {
         disk_grew >> 20
     );
 }
+
+/// A lease (`F_SETLEASE`) its owner took on a log would make every open of it by root wait for the lease's break
+/// (45 s by default): `cosched logs` and the log bounds would stall the agent for every user. The agent keeps an
+/// open file of its own on each log of a running job, so no lease can be taken on one.
+#[test]
+fn a_job_cannot_take_a_lease_on_its_logs() {
+    if skip_unless_root("a_job_cannot_take_a_lease_on_its_logs") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let leaser = "import fcntl, os, time\n\
+        F_SETLEASE = 1024\n\
+        for fd, name in ((1, 'stdout'), (2, 'stderr')):\n\
+        \x20   try:\n\
+        \x20       fcntl.fcntl(fd, F_SETLEASE, fcntl.F_WRLCK)\n\
+        \x20       fcntl.fcntl(fd, F_SETLEASE, fcntl.F_UNLCK)\n\
+        \x20       print(f'lease on {name}: TAKEN', flush=True)\n\
+        \x20   except OSError as e:\n\
+        \x20       print(f'lease on {name}: refused ({os.strerror(e.errno)})', flush=True)\n\
+        time.sleep(300)\n";
+    let job = daemon.submit_as(Some(ATTACKER), &["--", "python3", "-c", leaser]);
+    let mut logs = String::new();
+    wait_for("the job to report both lease attempts", Duration::from_secs(60), || {
+        logs = String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).into_owned();
+        logs.contains("lease on stdout:") && logs.contains("lease on stderr:")
+    });
+    assert!(!logs.contains("TAKEN"), "a job took a lease on its own log:\n{logs}");
+}
