@@ -16,11 +16,10 @@
 //! cluster-level admission.
 
 use crate::app::{dedicated_ns, Program};
-use crate::config::{SimConfig, TOP_LEVEL};
+use crate::config::SimConfig;
 use crate::cpu_set::CpuSet;
 use crate::endpoint::Inbox;
 use crate::metrics::{Breakdown, JobRecord};
-use crate::mlfq::ReadyQueue;
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::{MessageArrival, NicView};
@@ -84,9 +83,8 @@ const NO_PROC: u32 = u32::MAX;
 /// process reads and writes, last what only a new iteration needs. With
 /// thousands of processes the records outgrow the core's L1 cache, and a
 /// walk reads four of them at every tick.
-#[derive(Clone, Debug)]
 #[repr(C)]
-struct Proc {
+struct Proc<P: Parts> {
     // -- read by every visit and walk: 64 bytes
     phase: Phase,
     /// Endpoint per neighbour (deposit times, some maybe in the future).
@@ -96,14 +94,12 @@ struct Proc {
     /// The job's iterations (a copy: the job's record is not touched per visit).
     iterations: u32,
     state: ProcState,
-    level: u8,
     neighbour_count: u8,
-    /// Spin-yield: this receive has yielded already (it yields once).
-    yielded: bool,
     // -- read and written by a visit to the running process
-    quantum_left_ns: u64,
-    /// Spin-block and spin-yield: spinning left before blocking or yielding.
-    spin_left_ns: u64,
+    /// The node scheduler's record of the process.
+    sched: <P::Node as NodeScheduler>::Proc,
+    /// The receive wait's record of the process.
+    wait: <P::Wait as ReceiveWait>::Proc,
     /// Length of the I/O that follows the current compute phase (drawn with
     /// it, so that the engine can look past the compute's end).
     io_next_ns: u64,
@@ -127,7 +123,7 @@ struct Proc {
     rng: Rng,
 }
 
-impl Proc {
+impl<P: Parts> Proc<P> {
     /// The latest of the first deposits in the endpoints it awaits,
     /// `Inbox::EMPTY_NS` when one is empty (0 when it awaits none). Without
     /// a loop over its 0, 1 or 2 neighbours: a branch on their number is
@@ -141,8 +137,7 @@ impl Proc {
     }
 }
 
-#[derive(Clone, Debug)]
-struct Cpu {
+struct Cpu<P: Parts> {
     node: u32,
     running: Option<u32>,
     /// The CPU is in the kernel (switching, interrupts, boosts) until then;
@@ -151,7 +146,6 @@ struct Cpu {
     /// Part of the kernel period still to come that is overhead, not switching.
     overhead_pending_ns: u64,
     last_process: Option<u32>,
-    ready: ReadyQueue,
     /// Processes placed on this CPU that have not exited (at most MPL), in
     /// increasing order (processes are numbered as they start).
     residents: Vec<u32>,
@@ -164,19 +158,13 @@ struct Cpu {
     residents_in_recv: u32,
     accounted_until: SimTime,
     time: Breakdown,
-
-    last_raise: SimTime,
-    /// The first tick the scheduler has not acted on (each tick acts once).
-    first_unacted_tick: SimTime,
     /// Start of the current (or last) period of kernel work, which ends at `switch_until`.
     kernel_start: SimTime,
-    /// Periodic boost: the process the scheduler must run at its next tick.
-    boosted: Option<u32>,
-    /// Gang scheduling: the process of the current row's cell on this CPU.
-    gang_cell: Option<u32>,
+    /// The node scheduler's record of the CPU.
+    sched: <P::Node as NodeScheduler>::Cpu,
 }
 
-impl Cpu {
+impl<P: Parts> Cpu<P> {
     /// Kernel work of `ns` from `now`, after any already under way (work that
     /// follows on at once extends the same period).
     fn add_kernel_work(&mut self, now: SimTime, ns: u64) {
@@ -341,10 +329,10 @@ pub const EVENT_KIND_NAMES: [&str; EVENT_KINDS] = Event::KIND_NAMES;
 pub(crate) struct Engine<'a, P: Parts> {
     cfg: &'a SimConfig,
     queue: EventQueue<Event>,
-    cpus: Vec<Cpu>,
+    cpus: Vec<Cpu<P>>,
     nics: Vec<Nic>,
     /// Every process by its number; finished ones are released (see [`proc_table`]).
-    procs: ProcTable<Proc>,
+    procs: ProcTable<Proc<P>>,
     /// Jobs by start order (the order of their process numbers), from the oldest not yet finished.
     started: std::collections::VecDeque<u32>,
     /// Work of the released processes, summed in number order (the arrival window's sum goes on from it).
@@ -393,8 +381,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// kernel work (where a tick inside it acts). A correct tickless engine
     /// gives exactly the same results either way.
     visit_every_tick: bool,
-    /// Spin time of spin-block and spin-yield receives.
-    spin_ns: u64,
+    /// The receive wait's settings.
+    wait: P::Wait,
     /// An I/O shorter than this keeps the CPU (`CostConfig::io_keeps_cpu_below_ns`; 0 under GS).
     io_keeps_cpu_below_ns: u64,
     event_counts: [u64; EVENT_KINDS],
@@ -432,19 +420,14 @@ impl<'a, P: Parts> Engine<'a, P> {
                 switch_until: SimTime::ZERO,
                 overhead_pending_ns: 0,
                 last_process: None,
-                ready: ReadyQueue::default(),
                 residents: Vec::new(),
                 in_io: Vec::new(),
                 earliest_io_end: SimTime::MAX,
                 residents_in_recv: 0,
                 accounted_until: SimTime::ZERO,
                 time: Breakdown::default(),
-
-                last_raise: SimTime::ZERO,
-                first_unacted_tick: SimTime::ZERO,
                 kernel_start: SimTime::ZERO,
-                boosted: None,
-                gang_cell: None,
+                sched: Default::default(),
             })
             .collect();
         let jobs: Vec<JobState> = jobs
@@ -500,7 +483,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             clock: SchedulerClock::new(cfg.scheduler.tick_ns, cfg.scheduler.raise_period_ns),
             nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
-            spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
+            wait: P::Wait::new(cfg),
             // Under GS nothing else may use a blocked process's CPU: keeping it changes nothing.
             io_keeps_cpu_below_ns: match <P::Node as NodeScheduler>::MODE {
                 cosched_policy::Mode::Gang => 0,
@@ -773,8 +756,8 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.procs.push(Proc {
                 job: j,
                 cpu,
-                level: TOP_LEVEL,
-                quantum_left_ns: self.cfg.scheduler.quantum_ns(TOP_LEVEL),
+                sched: P::Node::new_proc(self.cfg),
+                wait: Default::default(),
                 phase: Phase::Compute { remaining_ns: compute_ns },
                 state: ProcState::Ready,
                 iterations_done: 0,
@@ -788,8 +771,6 @@ impl<'a, P: Parts> Engine<'a, P> {
                 io_next_ns,
                 next_compute_ns: 0,
                 next_io_ns: 0,
-                spin_left_ns: 0,
-                yielded: false,
                 undecided: [0; 2],
                 rng,
             });
@@ -815,8 +796,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.gang_place(&rows, &cpus, first_proc);
         } else {
             for (rank, &cpu) in cpus.iter().enumerate() {
-                // A new process joins the tail of the top level (our choice).
-                self.cpus[cpu as usize].ready.push_tail(first_proc + rank as u32, TOP_LEVEL);
+                P::Node::admit(self, cpu, first_proc + rank as u32);
             }
         }
         for &cpu in &cpus {
@@ -923,7 +903,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         if rows.contains(&current) {
             for (rank, &cpu) in cpus.iter().enumerate() {
-                self.cpus[cpu as usize].gang_cell = Some(first_proc + rank as u32);
+                P::Node::set_cell(&mut self.cpus[cpu as usize].sched, Some(first_proc + rank as u32));
             }
         }
     }
@@ -935,7 +915,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             for &cpu in cpus {
                 gang.cell_procs[row as usize * cpu_count + cpu as usize] = NO_PROC;
                 if gang.current_row == Some(row) {
-                    self.cpus[cpu as usize].gang_cell = None;
+                    P::Node::set_cell(&mut self.cpus[cpu as usize].sched, None);
                 }
             }
         }
@@ -959,7 +939,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.gang.as_mut().expect("gang").current_row = row;
         for c in 0..self.cpus.len() as u32 {
             let cell = self.cell_process(row, c);
-            if self.cpus[c as usize].gang_cell != cell {
+            if P::Node::cell(&self.cpus[c as usize].sched) != cell {
                 self.account(c, now);
                 self.put_on_cell(c, cell, now);
                 self.update_cpu(c, now);
@@ -1026,7 +1006,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.procs[p as usize].state = ProcState::Ready;
             self.set_running(c, now, None);
         }
-        self.cpus[c as usize].gang_cell = cell;
+        P::Node::set_cell(&mut self.cpus[c as usize].sched, cell);
     }
 
     /// Book the next quantum boundary if some other row is waiting for its
@@ -1322,9 +1302,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                     self.set_running(cpu, now, None);
                     let c = &mut self.cpus[cpu as usize];
                     c.residents.retain(|&r| r != p);
-                    if c.gang_cell == Some(p) {
-                        c.gang_cell = None;
-                    }
+                    P::Node::exited(&mut c.sched, p);
                     self.record(now, cpu, TraceKind::Exit { process: p });
                     self.task_exited(p, now);
                     return;
@@ -1338,8 +1316,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let proc = &mut self.procs[p as usize];
         proc.phase = Phase::Recv;
         self.cpus[proc.cpu as usize].residents_in_recv += 1;
-        proc.spin_left_ns = self.spin_ns;
-        proc.yielded = false;
+        self.wait.start_receive(&mut proc.wait);
         proc.next_compute_ns = skewed(self.cfg.skew, proc.nominal_compute_ns, &mut proc.rng);
         proc.next_io_ns = skewed(self.cfg.skew, proc.nominal_io_ns, &mut proc.rng);
     }
@@ -1469,7 +1446,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             let ran = until - from;
             let cpu = &mut self.cpus[c as usize];
             let proc = &mut self.procs[p as usize];
-            proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(ran);
+            P::Node::charge(&mut proc.sched, ran);
             from = until;
             match phase {
                 Phase::Compute { remaining_ns } => {
@@ -1485,7 +1462,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 }
                 _ => {
                     cpu.time.spin_ns += ran;
-                    proc.spin_left_ns = proc.spin_left_ns.saturating_sub(ran);
+                    P::Wait::charge_spin(&mut proc.wait, ran);
                     if from < now {
                         self.finish_recv(p);
                     }
@@ -1583,9 +1560,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 && cpu.last_process.is_some_and(|last| last != p)
                 && self.cfg.costs.context_switch_ns > 0;
             cpu.last_process = Some(p);
-            if cpu.boosted == Some(p) {
-                cpu.boosted = None;
-            }
+            P::Node::dispatched(&mut cpu.sched, p);
             if switching {
                 cpu.add_kernel_work(now, self.cfg.costs.context_switch_ns);
             }
@@ -1770,7 +1745,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 }
 
 /// Work a process delivered: its iterations at its job's dedicated time (CPU-ns).
-fn delivered_work_ns(jobs: &[JobState], p: &Proc) -> f64 {
+fn delivered_work_ns<P: Parts>(jobs: &[JobState], p: &Proc<P>) -> f64 {
     let job = &jobs[p.job as usize];
     job.dedicated_ns as f64 * p.iterations_done as f64 / job.spec.program.iterations.max(1) as f64
 }

@@ -14,12 +14,12 @@ pub(crate) struct Interrupt;
 impl MessageArrival for Interrupt {
     const REACTS_TO_DEPOSITS: bool = true;
 
-    fn before_running_changes<P: Parts>(engine: &mut Engine<'_, P>, c: u32, at: SimTime) {
+    fn before_running_changes<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, c: u32, at: SimTime) {
         let running = engine.cpus[c as usize].running;
         engine.nic_views[c as usize].before_change(at, engine.clock.tick, running);
     }
 
-    fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
+    fn on_deposit<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
         let proc = &engine.procs[dest as usize];
         let cpu = proc.cpu;
         let running = engine.cpus[cpu as usize].running;
@@ -38,11 +38,11 @@ impl MessageArrival for Interrupt {
         true
     }
 
-    fn before_tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn before_tick<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
-    fn after_tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn after_tick<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
-    fn acts_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
+    fn acts_at<P: Parts<Arrival = Self>>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
         SimTime::MAX
     }
 }

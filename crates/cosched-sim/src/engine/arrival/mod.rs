@@ -23,19 +23,19 @@ pub(crate) trait MessageArrival: 'static {
     const REACTS_TO_DEPOSITS: bool;
 
     /// What CPU `c` runs is about to change at `at`.
-    fn before_running_changes<P: Parts>(engine: &mut Engine<'_, P>, c: u32, at: SimTime);
+    fn before_running_changes<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, c: u32, at: SimTime);
 
     /// A message has landed in `dest`'s endpoint at `now` (accounted): react,
     /// and say whether it did (the CPU is then visited).
-    fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool;
+    fn on_deposit<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool;
 
     /// Work at the node scheduler's tick, just before it acts.
-    fn before_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+    fn before_tick<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
 
     /// Work at the node scheduler's tick, just after it has acted.
-    fn after_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+    fn after_tick<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
 
     /// The first instant at or after `now` at which the reaction can cost or
     /// change anything on CPU `c` by itself; `SimTime::MAX` if none.
-    fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime;
+    fn acts_at<P: Parts<Arrival = Self>>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime;
 }

@@ -11,17 +11,17 @@ pub(crate) struct NoReaction;
 impl MessageArrival for NoReaction {
     const REACTS_TO_DEPOSITS: bool = false;
 
-    fn before_running_changes<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn before_running_changes<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
-    fn on_deposit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
+    fn on_deposit<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
         false
     }
 
-    fn before_tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn before_tick<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
-    fn after_tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn after_tick<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
-    fn acts_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
+    fn acts_at<P: Parts<Arrival = Self>>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
         SimTime::MAX
     }
 }

@@ -17,14 +17,14 @@ pub(crate) struct PeriodicBoost;
 impl MessageArrival for PeriodicBoost {
     const REACTS_TO_DEPOSITS: bool = false;
 
-    fn before_running_changes<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn before_running_changes<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
 
-    fn on_deposit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
+    fn on_deposit<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
         false
     }
 
     /// The walk just before the scheduler acts, in the same tick.
-    fn before_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+    fn before_tick<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
         if engine.cfg.costs.boost_walk == BoostWalk::SameTick {
             walk(engine, c, now);
         }
@@ -32,7 +32,7 @@ impl MessageArrival for PeriodicBoost {
 
     /// Or the walk after it, starting with the process the scheduler has just
     /// chosen (its boost then waits for the next tick).
-    fn after_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+    fn after_tick<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
         if engine.cfg.costs.boost_walk != BoostWalk::SameTick {
             engine.dispatch(c, now);
             walk(engine, c, now);
@@ -42,9 +42,9 @@ impl MessageArrival for PeriodicBoost {
     /// The walk costs or changes something only when a process is inside a
     /// receive, or when, starting with the running process, it would find
     /// another first.
-    fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
+    fn acts_at<P: Parts<Arrival = Self>>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
         let cpu = &engine.cpus[c as usize];
-        let active = (cpu.running.is_none() && !cpu.ready.is_empty()) || cpu.residents_in_recv > 0;
+        let active = (cpu.running.is_none() && P::Node::has_ready(engine, c)) || cpu.residents_in_recv > 0;
         if active {
             P::Node::acts_at(engine, c, now)
         } else {
@@ -54,12 +54,12 @@ impl MessageArrival for PeriodicBoost {
 }
 
 /// The 1 ms kernel activity on CPU `c`.
-fn walk<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+fn walk<P: Parts<Arrival = PeriodicBoost>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
     let cpu = &engine.cpus[c as usize];
     let start_with = cpu.running.or(cpu.last_process);
     let (cost_ns, boosted) = boost_by_choice(engine, c, start_with, now);
-    if boosted.is_some() {
-        engine.cpus[c as usize].boosted = boosted;
+    if let Some(q) = boosted {
+        P::Node::preempt_for(&mut engine.cpus[c as usize].sched, q);
     }
     engine.charge_kernel(c, now, cost_ns);
 }

@@ -5,25 +5,82 @@
 //! to the work's end; each tick acts once.
 
 use super::NodeScheduler;
-use crate::config::TOP_LEVEL;
+use crate::config::{SimConfig, TOP_LEVEL};
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, ProcState};
+use crate::mlfq::ReadyQueue;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
 use cosched_policy::Mode;
 
 pub(crate) struct Mlfq;
 
+/// A CPU's multilevel feedback queue.
+#[derive(Default)]
+pub(crate) struct MlfqCpu {
+    ready: ReadyQueue,
+    last_raise: SimTime,
+    /// The first tick the scheduler has not acted on (each tick acts once).
+    first_unacted_tick: SimTime,
+    /// Periodic boost: the process the scheduler must run at its next tick.
+    boosted: Option<u32>,
+}
+
+/// A process's place in the multilevel feedback queue.
+pub(crate) struct MlfqProc {
+    quantum_left_ns: u64,
+    level: u8,
+}
+
 impl NodeScheduler for Mlfq {
+    type Cpu = MlfqCpu;
+    type Proc = MlfqProc;
     const MODE: Mode = Mode::Local;
     const CHARGES_DISPATCH_SWITCH: bool = true;
 
+    /// At the top level with a full quantum.
+    fn new_proc(cfg: &SimConfig) -> MlfqProc {
+        MlfqProc { level: TOP_LEVEL, quantum_left_ns: cfg.scheduler.quantum_ns(TOP_LEVEL) }
+    }
+
+    /// A new process joins the tail of the top level (our choice).
+    fn admit<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, p: u32) {
+        engine.cpus[c as usize].sched.ready.push_tail(p, TOP_LEVEL);
+    }
+
+    fn charge(proc: &mut MlfqProc, ran_ns: u64) {
+        proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(ran_ns);
+    }
+
+    fn dispatched(cpu: &mut MlfqCpu, p: u32) {
+        if cpu.boosted == Some(p) {
+            cpu.boosted = None;
+        }
+    }
+
+    fn preempt_for(cpu: &mut MlfqCpu, p: u32) {
+        cpu.boosted = Some(p);
+    }
+
+    /// One level below the lowest other resident (never upwards: our
+    /// reading of "drops").
+    fn yield_below_others<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, p: u32) -> Option<u8> {
+        let residents = &engine.cpus[c as usize].residents;
+        let lowest_other =
+            residents.iter().filter(|&&r| r != p).map(|&r| engine.procs[r as usize].sched.level).min()?;
+        let proc = &mut engine.procs[p as usize].sched;
+        proc.level = lowest_other.saturating_sub(1).min(proc.level);
+        Some(proc.level)
+    }
+
+    fn exited(_: &mut MlfqCpu, _: u32) {}
+
     /// The starvation avoidance, due at a raise boundary (a whole number of
     /// ticks) even inside kernel work.
-    fn on_visit<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+    fn on_visit<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
         if ceil_tick(engine, now) == now
             && engine.clock.raise_floor(now) == now
-            && engine.cpus[c as usize].last_raise < now
+            && engine.cpus[c as usize].sched.last_raise < now
         {
             raise_all(engine, c, now);
         }
@@ -31,38 +88,39 @@ impl NodeScheduler for Mlfq {
 
     /// The next raise boundary, when there is a process to raise (a blocked
     /// one goes to the top when it wakes anyway).
-    fn on_visit_due_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
+    fn on_visit_due_at<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
         let cpu = &engine.cpus[c as usize];
         if cpu.running.is_none() && !Self::has_ready(engine, c) {
             return SimTime::MAX;
         }
-        raise_at_or_after(engine, now, cpu.last_raise)
+        raise_at_or_after(engine, now, cpu.sched.last_raise)
     }
 
     /// The first instant at or after `from` (not before the CPU's last visit)
     /// at which the scheduler acts: the next tick not yet acted on, except
     /// that a tick falling inside kernel work is deferred to the work's end.
-    fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, from: SimTime) -> SimTime {
+    fn acts_at<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32, from: SimTime) -> SimTime {
         let cpu = &engine.cpus[c as usize];
         let end = cpu.switch_until;
-        let lower = cpu.kernel_start.max(cpu.first_unacted_tick);
+        let lower = cpu.kernel_start.max(cpu.sched.first_unacted_tick);
         if from <= end && end > lower && ceil_tick(engine, lower) < end {
             return end;
         }
-        ceil_tick(engine, from).max(cpu.first_unacted_tick)
+        ceil_tick(engine, from).max(cpu.sched.first_unacted_tick)
     }
 
     /// Quantum expiry, preemption by a higher level, and preemption in favour
     /// of a process periodic boost has chosen.
-    fn tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+    fn tick<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
         Self::tick_passed(engine, c, now);
-        let boosted = engine.cpus[c as usize].boosted.take();
+        let boosted = engine.cpus[c as usize].sched.boosted.take();
         let Some(p) = engine.cpus[c as usize].running else {
             return;
         };
         let boosted = boosted.filter(|&q| q != p && engine.procs[q as usize].state == ProcState::Ready);
         let proc = &mut engine.procs[p as usize];
-        let cpu = &mut engine.cpus[c as usize];
+        let (state, proc) = (&mut proc.state, &mut proc.sched);
+        let cpu = &mut engine.cpus[c as usize].sched;
         let trace = if proc.quantum_left_ns == 0 {
             proc.level = proc.level.saturating_sub(1);
             proc.quantum_left_ns = engine.cfg.scheduler.quantum_ns(proc.level);
@@ -75,11 +133,11 @@ impl NodeScheduler for Mlfq {
         } else {
             return;
         };
-        proc.state = ProcState::Ready;
+        *state = ProcState::Ready;
         if let Some(q) = boosted {
             // The boosted process runs next, whatever has joined its level since.
-            let level = engine.procs[q as usize].level;
-            let ready = &mut engine.cpus[c as usize].ready;
+            let level = engine.procs[q as usize].sched.level;
+            let ready = &mut engine.cpus[c as usize].sched.ready;
             ready.remove(q);
             ready.push_head(q, level);
         }
@@ -88,60 +146,67 @@ impl NodeScheduler for Mlfq {
     }
 
     /// Each tick acts once: the next one is the first after `now`.
-    fn tick_passed<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+    fn tick_passed<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
         let ceil = ceil_tick(engine, now);
-        engine.cpus[c as usize].first_unacted_tick = if ceil == now { now + engine.clock.tick.ns() } else { ceil };
+        engine.cpus[c as usize].sched.first_unacted_tick =
+            if ceil == now { now + engine.clock.tick.ns() } else { ceil };
     }
 
-    fn has_ready<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool {
-        !engine.cpus[c as usize].ready.is_empty()
+    fn has_ready<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32) -> bool {
+        !engine.cpus[c as usize].sched.ready.is_empty()
     }
 
-    fn pick_next<P: Parts>(engine: &mut Engine<'_, P>, c: u32) -> Option<u32> {
-        engine.cpus[c as usize].ready.pop_best()
+    fn pick_next<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32) -> Option<u32> {
+        engine.cpus[c as usize].sched.ready.pop_best()
     }
 
     /// To the head of the top level, with a fresh quantum.
-    fn make_ready<P: Parts>(engine: &mut Engine<'_, P>, p: u32) {
+    fn make_ready<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, p: u32) {
         let top_quantum = engine.cfg.scheduler.quantum_ns(TOP_LEVEL);
         let proc = &mut engine.procs[p as usize];
-        proc.level = TOP_LEVEL;
-        proc.quantum_left_ns = top_quantum;
-        engine.cpus[proc.cpu as usize].ready.push_head(p, TOP_LEVEL);
+        proc.sched.level = TOP_LEVEL;
+        proc.sched.quantum_left_ns = top_quantum;
+        engine.cpus[proc.cpu as usize].sched.ready.push_head(p, TOP_LEVEL);
     }
 
     /// To the head of the top level, with a fresh quantum (or, with
     /// `boost_keeps_quantum`, what was left of its own).
-    fn favour<P: Parts>(engine: &mut Engine<'_, P>, q: u32) {
+    fn favour<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, q: u32) {
         let top_quantum = engine.cfg.scheduler.quantum_ns(TOP_LEVEL);
         let keep = engine.cfg.costs.boost_keeps_quantum;
         let proc = &mut engine.procs[q as usize];
         debug_assert_eq!(proc.state, ProcState::Ready);
-        proc.level = TOP_LEVEL;
+        proc.sched.level = TOP_LEVEL;
         if !keep {
-            proc.quantum_left_ns = top_quantum;
+            proc.sched.quantum_left_ns = top_quantum;
         }
-        let ready = &mut engine.cpus[proc.cpu as usize].ready;
+        let ready = &mut engine.cpus[proc.cpu as usize].sched.ready;
         ready.remove(q);
         ready.push_head(q, TOP_LEVEL);
     }
 
     /// A wake on a busy CPU may preempt only at the scheduler's next tick.
-    fn wake_noticed_at<P: Parts>(engine: &Engine<'_, P>, c: u32, wake_at: SimTime) -> SimTime {
+    fn wake_noticed_at<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32, wake_at: SimTime) -> SimTime {
         Self::acts_at(engine, c, wake_at)
     }
 
     /// Alone on its CPU, a process that blocks leaves it idle until it wakes.
-    fn idle_while_blocked<P: Parts>(engine: &Engine<'_, P>, c: u32) -> bool {
+    fn idle_while_blocked<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32) -> bool {
         engine.cpus[c as usize].residents.len() == 1
     }
 
     /// Expiry is noticed at the first tick at or after the quantum runs out;
     /// a waiting higher level or a boosted process preempts at the first
     /// tick. (The raise may reorder at its boundary: `on_visit_due_at`.)
-    fn preempts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, p: u32, start: SimTime, now: SimTime) -> SimTime {
-        let cpu = &engine.cpus[c as usize];
-        let proc = &engine.procs[p as usize];
+    fn preempts_at<P: Parts<Node = Self>>(
+        engine: &Engine<'_, P>,
+        c: u32,
+        p: u32,
+        start: SimTime,
+        now: SimTime,
+    ) -> SimTime {
+        let cpu = &engine.cpus[c as usize].sched;
+        let proc = &engine.procs[p as usize].sched;
         // (A quantum that ran out before kernel work is noticed by the tick
         // deferred to the work's end, if one fell inside it.)
         let quantum_end = Self::acts_at(engine, c, start + proc.quantum_left_ns);
@@ -155,13 +220,13 @@ impl NodeScheduler for Mlfq {
 }
 
 /// The 1 s starvation avoidance: every process to the top level.
-fn raise_all<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
+fn raise_all<P: Parts<Node = Mlfq>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
     let top_quantum = engine.cfg.scheduler.quantum_ns(TOP_LEVEL);
     let cpu = &mut engine.cpus[c as usize];
-    cpu.last_raise = now;
-    cpu.ready.raise_all(TOP_LEVEL);
-    for p in cpu.ready.processes().chain(cpu.running) {
-        let proc = &mut engine.procs[p as usize];
+    cpu.sched.last_raise = now;
+    cpu.sched.ready.raise_all(TOP_LEVEL);
+    for p in cpu.sched.ready.processes().chain(cpu.running) {
+        let proc = &mut engine.procs[p as usize].sched;
         proc.level = TOP_LEVEL;
         proc.quantum_left_ns = top_quantum;
     }
