@@ -22,7 +22,7 @@ use crate::endpoint::Inbox;
 use crate::metrics::{Breakdown, JobRecord};
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
-use arrival::{MessageArrival, NicView};
+use arrival::MessageArrival;
 use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerTree};
 use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
@@ -162,6 +162,8 @@ struct Cpu<P: Parts> {
     kernel_start: SimTime,
     /// The node scheduler's record of the CPU.
     sched: <P::Node as NodeScheduler>::Cpu,
+    /// The arrival reaction's record of the CPU.
+    arrival: <P::Arrival as MessageArrival>::Cpu,
 }
 
 impl<P: Parts> Cpu<P> {
@@ -372,9 +374,6 @@ pub(crate) struct Engine<'a, P: Parts> {
     arrival_window: ArrivalWindow,
     peak_processes_per_cpu: usize,
     jobs_in_system: Vec<(SimTime, u32)>,
-    /// What each CPU's NIC believes runs (refreshed at every tick), kept
-    /// lazily; only demand-based coscheduling (`arrival::Interrupt`) uses it.
-    nic_views: Vec<NicView>,
     /// The node scheduler's tick and the MLFQ's raise period (see [`scheduler_clock`]).
     clock: SchedulerClock,
     /// Testing aid: also visit every CPU at every tick and at the end of its
@@ -388,9 +387,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     event_counts: [u64; EVENT_KINDS],
     /// Fast mode (`None`: exact).
     fast: Option<FastState>,
-    /// Periodic boost's and spin-yield's walk: the candidates, kept to reuse
-    /// their allocation.
-    boost_candidates: Vec<cosched_policy::BoostCandidate>,
+    /// The arrival reaction's state.
+    arrival: P::Arrival,
     parts: PhantomData<P>,
 }
 
@@ -428,6 +426,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 time: Breakdown::default(),
                 kernel_start: SimTime::ZERO,
                 sched: Default::default(),
+                arrival: Default::default(),
             })
             .collect();
         let jobs: Vec<JobState> = jobs
@@ -481,7 +480,6 @@ impl<'a, P: Parts> Engine<'a, P> {
             peak_processes_per_cpu: 0,
             jobs_in_system: Vec::new(),
             clock: SchedulerClock::new(cfg.scheduler.tick_ns, cfg.scheduler.raise_period_ns),
-            nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
             wait: P::Wait::new(cfg),
             // Under GS nothing else may use a blocked process's CPU: keeping it changes nothing.
@@ -491,7 +489,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             },
             event_counts: [0; EVENT_KINDS],
             fast: None,
-            boost_candidates: Vec::new(),
+            arrival: P::Arrival::new(cfg),
             parts: PhantomData,
         }
     }

@@ -3,6 +3,7 @@
 //! the receiver (to the head of the top level).
 
 use super::MessageArrival;
+use crate::config::SimConfig;
 use crate::engine::node_scheduler::NodeScheduler;
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, ProcState};
@@ -12,18 +13,24 @@ use cosched_core::{Period, SimTime};
 pub(crate) struct Interrupt;
 
 impl MessageArrival for Interrupt {
+    type Cpu = NicView;
+
+    fn new(_: &SimConfig) -> Interrupt {
+        Interrupt
+    }
+
     const REACTS_TO_DEPOSITS: bool = true;
 
     fn before_running_changes<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, c: u32, at: SimTime) {
-        let running = engine.cpus[c as usize].running;
-        engine.nic_views[c as usize].before_change(at, engine.clock.tick, running);
+        let cpu = &mut engine.cpus[c as usize];
+        cpu.arrival.before_change(at, engine.clock.tick, cpu.running);
     }
 
     fn on_deposit<P: Parts<Arrival = Self>>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
         let proc = &engine.procs[dest as usize];
         let cpu = proc.cpu;
-        let running = engine.cpus[cpu as usize].running;
-        let seen_running = engine.nic_views[cpu as usize].seen(now, engine.clock.tick, running);
+        let cpu_record = &engine.cpus[cpu as usize];
+        let seen_running = cpu_record.arrival.seen(now, engine.clock.tick, cpu_record.running);
         if proc.state == ProcState::Exited || seen_running == Some(dest) {
             return false;
         }

@@ -10,15 +10,22 @@ mod interrupt;
 mod none;
 mod periodic_boost;
 
-pub(crate) use interrupt::{Interrupt, NicView};
+pub(crate) use interrupt::Interrupt;
 pub(crate) use none::NoReaction;
 pub(crate) use periodic_boost::{boost_by_choice, PeriodicBoost};
 
 use super::parts::Parts;
 use super::Engine;
+use crate::config::SimConfig;
 use cosched_core::SimTime;
 
-pub(crate) trait MessageArrival: 'static {
+pub(crate) trait MessageArrival: 'static + Sized {
+    /// The reaction's record of one CPU, kept in the engine's CPU record.
+    type Cpu: Default;
+
+    /// The reaction's state for a run (the engine holds one).
+    fn new(cfg: &SimConfig) -> Self;
+
     /// Whether every message deposit must be an event (the reaction needs it).
     const REACTS_TO_DEPOSITS: bool;
 

@@ -2,6 +2,7 @@
 //! when it next runs.
 
 use super::MessageArrival;
+use crate::config::SimConfig;
 use crate::engine::parts::Parts;
 use crate::engine::Engine;
 use cosched_core::SimTime;
@@ -9,6 +10,12 @@ use cosched_core::SimTime;
 pub(crate) struct NoReaction;
 
 impl MessageArrival for NoReaction {
+    type Cpu = ();
+
+    fn new(_: &SimConfig) -> NoReaction {
+        NoReaction
+    }
+
     const REACTS_TO_DEPOSITS: bool = false;
 
     fn before_running_changes<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}

@@ -4,7 +4,7 @@
 //! process preempts the running one when the scheduler next acts.
 
 use super::MessageArrival;
-use crate::config::BoostWalk;
+use crate::config::{BoostWalk, SimConfig};
 use crate::engine::node_scheduler::NodeScheduler;
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, Phase, ProcState};
@@ -12,9 +12,18 @@ use crate::trace::TraceKind;
 use cosched_core::SimTime;
 use cosched_policy::{periodic_boost_choice, BoostCandidate};
 
-pub(crate) struct PeriodicBoost;
+pub(crate) struct PeriodicBoost {
+    /// The walk's candidates, kept to reuse their allocation.
+    candidates: Vec<BoostCandidate>,
+}
 
 impl MessageArrival for PeriodicBoost {
+    type Cpu = ();
+
+    fn new(_: &SimConfig) -> PeriodicBoost {
+        PeriodicBoost { candidates: Vec::new() }
+    }
+
     const REACTS_TO_DEPOSITS: bool = false;
 
     fn before_running_changes<P: Parts<Arrival = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
@@ -57,7 +66,9 @@ impl MessageArrival for PeriodicBoost {
 fn walk<P: Parts<Arrival = PeriodicBoost>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
     let cpu = &engine.cpus[c as usize];
     let start_with = cpu.running.or(cpu.last_process);
-    let (cost_ns, boosted) = boost_by_choice(engine, c, start_with, now);
+    let mut candidates = std::mem::take(&mut engine.arrival.candidates);
+    let (cost_ns, boosted) = boost_by_choice(engine, c, start_with, now, &mut candidates);
+    engine.arrival.candidates = candidates;
     if let Some(q) = boosted {
         P::Node::preempt_for(&mut engine.cpus[c as usize].sched, q);
     }
@@ -66,15 +77,16 @@ fn walk<P: Parts<Arrival = PeriodicBoost>>(engine: &mut Engine<'_, P>, c: u32, n
 
 /// Walk the CPU's processes starting with `start_with` and have the node
 /// scheduler favour the chosen one, unless it is `start_with` itself.
-/// Returns the kernel time it took and whom it boosted. (Spin-yield's pick too.)
+/// Returns the kernel time it took and whom it boosted. (Spin-yield's pick
+/// too.) `candidates` is the caller's buffer, reused between walks: no
+/// allocation per tick.
 pub(crate) fn boost_by_choice<P: Parts>(
     engine: &mut Engine<'_, P>,
     c: u32,
     start_with: Option<u32>,
     now: SimTime,
+    candidates: &mut Vec<BoostCandidate>,
 ) -> (u64, Option<u32>) {
-    // The candidates go in a buffer kept between walks: no allocation per tick.
-    let mut candidates = std::mem::take(&mut engine.boost_candidates);
     candidates.clear();
     let residents = &engine.cpus[c as usize].residents;
     debug_assert!(residents.is_sorted(), "the walk goes in process order");
@@ -88,8 +100,7 @@ pub(crate) fn boost_by_choice<P: Parts>(
             message_ready: matches!(proc.phase, Phase::Recv) & engine.has_all_messages(r, now),
         }
     }));
-    let choice = periodic_boost_choice(&candidates, start_with);
-    engine.boost_candidates = candidates;
+    let choice = periodic_boost_choice(candidates, start_with);
     let costs = &engine.cfg.costs;
     let mut cost_ns = choice.endpoints_checked as u64 * costs.endpoint_check_ns;
     let boosted = choice.chosen.filter(|&q| engine.procs[q as usize].state == ProcState::Ready);

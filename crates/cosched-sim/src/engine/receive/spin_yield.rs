@@ -10,10 +10,13 @@ use crate::engine::parts::Parts;
 use crate::engine::Engine;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
+use cosched_policy::BoostCandidate;
 
 pub(crate) struct SpinYield {
     /// The spin time before yielding.
     spin_ns: u64,
+    /// The pick's candidates, kept to reuse their allocation.
+    candidates: Vec<BoostCandidate>,
 }
 
 /// A process's spin in its receive.
@@ -30,7 +33,7 @@ impl ReceiveWait for SpinYield {
     const REACTS_TO_DEPOSITS: bool = false;
 
     fn new(cfg: &SimConfig) -> SpinYield {
-        SpinYield { spin_ns: spin_ns(cfg) }
+        SpinYield { spin_ns: spin_ns(cfg), candidates: Vec::new() }
     }
 
     fn start_receive(&self, proc: &mut SpinOnce) {
@@ -68,6 +71,8 @@ fn spin_yield<P: Parts<Wait = SpinYield>>(engine: &mut Engine<'_, P>, p: u32, no
         engine.record(now, cpu, TraceKind::Yield { process: p, level });
     }
     engine.procs[p as usize].wait.yielded = true;
-    let (walk_cost_ns, _) = boost_by_choice(engine, cpu, Some(p), now);
+    let mut candidates = std::mem::take(&mut engine.wait.candidates);
+    let (walk_cost_ns, _) = boost_by_choice(engine, cpu, Some(p), now, &mut candidates);
+    engine.wait.candidates = candidates;
     engine.charge_kernel(cpu, now, cost_ns + walk_cost_ns);
 }
