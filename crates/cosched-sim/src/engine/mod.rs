@@ -1356,7 +1356,9 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// message arrives (spin-block's wait once its spin runs out).
     pub(crate) fn block_in_recv(&mut self, p: u32, now: SimTime) {
         let cpu = self.procs[p as usize].cpu;
-        self.procs[p as usize].state = ProcState::Blocked;
+        let proc = &mut self.procs[p as usize];
+        proc.state = ProcState::Blocked;
+        P::Node::blocked(&mut self.cpus[cpu as usize].sched, &mut proc.sched, p);
         self.set_running(cpu, now, None);
         self.charge_kernel(cpu, now, self.cfg.costs.syscall_ns);
         self.record(now, cpu, TraceKind::Block { process: p });
@@ -1375,6 +1377,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let place = in_io.partition_point(|&other| other < io);
         in_io.insert(place, io);
         self.cpus[cpu as usize].earliest_io_end = in_io[0].0;
+        P::Node::blocked(&mut self.cpus[cpu as usize].sched, &mut self.procs[p as usize].sched, p);
         self.set_running(cpu, at, None);
         self.record(at, cpu, TraceKind::Block { process: p });
     }
@@ -1444,7 +1447,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             let ran = until - from;
             let cpu = &mut self.cpus[c as usize];
             let proc = &mut self.procs[p as usize];
-            P::Node::charge(&mut proc.sched, ran);
+            P::Node::charge(&mut cpu.sched, &mut proc.sched, ran);
             from = until;
             match phase {
                 Phase::Compute { remaining_ns } => {

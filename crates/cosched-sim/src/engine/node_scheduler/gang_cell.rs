@@ -27,7 +27,10 @@ impl NodeScheduler for GangCell {
 
     fn admit<P: Parts<Node = Self>>(_: &mut Engine<'_, P>, _: u32, _: u32) {}
 
-    fn charge(_: &mut (), _: u64) {}
+    fn charge(_: &mut GangCpu, _: &mut (), _: u64) {}
+
+    /// The cell stays the process's: the CPU idles until it wakes.
+    fn blocked(_: &mut GangCpu, _: &mut (), _: u32) {}
 
     fn dispatched(_: &mut GangCpu, _: u32) {}
 

@@ -48,7 +48,7 @@ impl NodeScheduler for Mlfq {
         engine.cpus[c as usize].sched.ready.push_tail(p, TOP_LEVEL);
     }
 
-    fn charge(proc: &mut MlfqProc, ran_ns: u64) {
+    fn charge(_: &mut MlfqCpu, proc: &mut MlfqProc, ran_ns: u64) {
         proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(ran_ns);
     }
 
@@ -72,6 +72,9 @@ impl NodeScheduler for Mlfq {
         proc.level = lowest_other.saturating_sub(1).min(proc.level);
         Some(proc.level)
     }
+
+    /// A blocked process is in no queue: it rejoins at its wake.
+    fn blocked(_: &mut MlfqCpu, _: &mut MlfqProc, _: u32) {}
 
     fn exited(_: &mut MlfqCpu, _: u32) {}
 

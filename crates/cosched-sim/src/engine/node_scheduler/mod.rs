@@ -33,8 +33,8 @@ pub(crate) trait NodeScheduler: 'static {
     /// its cells are set by the gang quantum instead).
     fn admit<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, p: u32);
 
-    /// The running process has used `ran_ns` of CPU time.
-    fn charge(proc: &mut Self::Proc, ran_ns: u64);
+    /// The running process `proc` of CPU `cpu` has used `ran_ns` of CPU time.
+    fn charge(cpu: &mut Self::Cpu, proc: &mut Self::Proc, ran_ns: u64);
 
     /// CPU `c` has just been given to `p`.
     fn dispatched(cpu: &mut Self::Cpu, p: u32);
@@ -56,7 +56,11 @@ pub(crate) trait NodeScheduler: 'static {
     /// Gang scheduling: the CPU's cell now holds `cell`.
     fn set_cell(_cpu: &mut Self::Cpu, _cell: Option<u32>) {}
 
-    /// Process `p` of CPU `c` has exited.
+    /// The running process `p` of the CPU has blocked (I/O, a receive): it
+    /// has left the CPU, and comes back through `make_ready` when it wakes.
+    fn blocked(cpu: &mut Self::Cpu, proc: &mut Self::Proc, p: u32);
+
+    /// Process `p` of the CPU has exited.
     fn exited(cpu: &mut Self::Cpu, p: u32);
 
     /// How the scheduler shares a CPU among jobs: the gang cell runs only
