@@ -31,16 +31,21 @@ use node_scheduler::NodeScheduler;
 use parts::Parts;
 use proc_table::ProcTable;
 use receive::ReceiveWait;
+use records::{Phase, ProcState, NO_PROC};
 use scheduler_clock::SchedulerClock;
 use std::marker::PhantomData;
+use view::{Host, RecordsMut};
 
 pub(crate) mod arrival;
 pub mod fast;
 pub(crate) mod node_scheduler;
 pub(crate) mod parts;
-mod proc_table;
+pub(crate) mod proc_table;
 pub(crate) mod receive;
-mod scheduler_clock;
+pub(crate) mod records;
+pub(crate) mod runner;
+pub(crate) mod scheduler_clock;
+pub(crate) mod view;
 
 /// A job as the engine receives it.
 #[derive(Clone, Debug)]
@@ -51,130 +56,6 @@ pub struct SimJob {
     pub program: Program,
     /// "J1".."J6", or a free label for hand-made jobs.
     pub label: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Compute {
-        remaining_ns: u64,
-    },
-    Io,
-    /// Back from I/O: sends its messages as soon as it runs.
-    Send,
-    /// Waiting for one message from each neighbour.
-    Recv,
-    Done,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ProcState {
-    Running,
-    /// Runnable but not on its CPU.
-    Ready,
-    Blocked,
-    Exited,
-}
-
-const NO_PROC: u32 = u32::MAX;
-
-/// A process. The fields are in a fixed order, hottest first: first what
-/// every visit and every periodic-boost walk reads (phase, endpoints, state,
-/// its CPU, its iterations: 64 bytes), then what a visit to the running
-/// process reads and writes, last what only a new iteration needs. With
-/// thousands of processes the records outgrow the core's L1 cache, and a
-/// walk reads four of them at every tick.
-#[repr(C)]
-struct Proc<P: Parts> {
-    // -- read by every visit and walk: 64 bytes
-    phase: Phase,
-    /// Endpoint per neighbour (deposit times, some maybe in the future).
-    inbox: [Inbox; 2],
-    cpu: u32,
-    iterations_done: u32,
-    /// The job's iterations (a copy: the job's record is not touched per visit).
-    iterations: u32,
-    state: ProcState,
-    neighbour_count: u8,
-    // -- read and written by a visit to the running process
-    /// The node scheduler's record of the process.
-    sched: <P::Node as NodeScheduler>::Proc,
-    /// The receive wait's record of the process.
-    wait: <P::Wait as ReceiveWait>::Proc,
-    /// Length of the I/O that follows the current compute phase (drawn with
-    /// it, so that the engine can look past the compute's end).
-    io_next_ns: u64,
-    /// The next iteration's compute and I/O, drawn when the receive starts
-    /// (the same draws in the same order as drawing them after it), so that
-    /// the engine can look past the receive's end.
-    next_compute_ns: u64,
-    next_io_ns: u64,
-    neighbours: [u32; 2],
-    /// The neighbours' nodes (processes never move): a send finds the
-    /// interfaces without first reading the neighbours' records and CPUs.
-    neighbour_nodes: [u32; 2],
-    job: u32,
-    /// Messages to each endpoint sent but still undecided at the node's
-    /// interface. (A message is unsent, then undecided, then in the endpoint.)
-    undecided: [u8; 2],
-    // -- once per iteration
-    /// The job's nominal compute and I/O per iteration (copies).
-    nominal_compute_ns: u64,
-    nominal_io_ns: u64,
-    rng: Rng,
-}
-
-impl<P: Parts> Proc<P> {
-    /// The latest of the first deposits in the endpoints it awaits,
-    /// `Inbox::EMPTY_NS` when one is empty (0 when it awaits none). Without
-    /// a loop over its 0, 1 or 2 neighbours: a branch on their number is
-    /// mispredicted as often as not, and this is asked at most visits and
-    /// of every resident at every periodic-boost walk.
-    fn latest_first_deposit_ns(&self) -> u64 {
-        let count = self.neighbour_count;
-        let left = if count >= 1 { self.inbox[0].front_ns() } else { 0 };
-        let right = if count >= 2 { self.inbox[1].front_ns() } else { 0 };
-        left.max(right)
-    }
-}
-
-struct Cpu<P: Parts> {
-    node: u32,
-    running: Option<u32>,
-    /// The CPU is in the kernel (switching, interrupts, boosts) until then;
-    /// `running` resumes after it.
-    switch_until: SimTime,
-    /// Part of the kernel period still to come that is overhead, not switching.
-    overhead_pending_ns: u64,
-    last_process: Option<u32>,
-    /// Processes placed on this CPU that have not exited (at most MPL), in
-    /// increasing order (processes are numbered as they start).
-    residents: Vec<u32>,
-    /// The residents in `Phase::Io`, by (end of their I/O, process): who
-    /// wakes next, without looking at every resident.
-    in_io: Vec<(SimTime, u32)>,
-    /// The first end in `in_io` (`SimTime::MAX`: none), for a visit's check.
-    earliest_io_end: SimTime,
-    /// Residents in `Phase::Recv`.
-    residents_in_recv: u32,
-    accounted_until: SimTime,
-    time: Breakdown,
-    /// Start of the current (or last) period of kernel work, which ends at `switch_until`.
-    kernel_start: SimTime,
-    /// The node scheduler's record of the CPU.
-    sched: <P::Node as NodeScheduler>::Cpu,
-    /// The arrival reaction's record of the CPU.
-    arrival: <P::Arrival as MessageArrival>::Cpu,
-}
-
-impl<P: Parts> Cpu<P> {
-    /// Kernel work of `ns` from `now`, after any already under way (work that
-    /// follows on at once extends the same period).
-    fn add_kernel_work(&mut self, now: SimTime, ns: u64) {
-        if self.switch_until < now {
-            self.kernel_start = now;
-        }
-        self.switch_until = self.switch_until.max(now) + ns;
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -392,6 +273,12 @@ pub(crate) struct Engine<'a, P: Parts> {
     parts: PhantomData<P>,
 }
 
+/// A process's record under the parts `P`.
+type Proc<P> = records::Proc<<<P as Parts>::Node as NodeScheduler>::Proc, <<P as Parts>::Wait as ReceiveWait>::Proc>;
+
+/// A CPU's record under the parts `P`.
+type Cpu<P> = records::Cpu<<<P as Parts>::Node as NodeScheduler>::Cpu, <<P as Parts>::Arrival as MessageArrival>::Cpu>;
+
 /// Safety bound on the work done for one CPU at one instant.
 const MAX_DISPATCHES_PER_VISIT: usize = 10_000;
 
@@ -412,7 +299,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             ..GangState::default()
         });
         let cpus = (0..cpu_count as u32)
-            .map(|c| Cpu {
+            .map(|c| records::Cpu {
                 node: c / cfg.cpus_per_node,
                 running: None,
                 switch_until: SimTime::ZERO,
@@ -751,7 +638,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 placement.cpus.get(rank).map_or(u32::MAX, |&cpu| self.cpus[cpu as usize].node)
             };
             let neighbour_nodes = neighbours.map(node_of);
-            self.procs.push(Proc {
+            self.procs.push(records::Proc {
                 job: j,
                 cpu,
                 sched: P::Node::new_proc(self.cfg),
@@ -1745,8 +1632,109 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 }
 
+/// The parts' view of the engine (see [`view`]).
+impl<P: Parts> Host for Engine<'_, P> {
+    type NodeCpu = <P::Node as NodeScheduler>::Cpu;
+    type NodeProc = <P::Node as NodeScheduler>::Proc;
+    type WaitProc = <P::Wait as ReceiveWait>::Proc;
+    type Wait = P::Wait;
+    type ArrivalCpu = <P::Arrival as MessageArrival>::Cpu;
+    type Arrival = P::Arrival;
+
+    #[inline(always)]
+    fn cfg(&self) -> &SimConfig {
+        self.cfg
+    }
+    #[inline(always)]
+    fn clock(&self) -> &SchedulerClock {
+        &self.clock
+    }
+    #[inline(always)]
+    fn cpu(&self, c: u32) -> &Cpu<P> {
+        &self.cpus[c as usize]
+    }
+    #[inline(always)]
+    fn cpu_mut(&mut self, c: u32) -> &mut Cpu<P> {
+        &mut self.cpus[c as usize]
+    }
+    #[inline(always)]
+    fn proc(&self, p: u32) -> &Proc<P> {
+        &self.procs[p as usize]
+    }
+    #[inline(always)]
+    fn proc_mut(&mut self, p: u32) -> &mut Proc<P> {
+        &mut self.procs[p as usize]
+    }
+    #[inline(always)]
+    fn records_mut(&mut self) -> RecordsMut<'_, Self::NodeCpu, Self::ArrivalCpu, Self::NodeProc, Self::WaitProc> {
+        RecordsMut { cfg: self.cfg, cpus: &mut self.cpus, procs: &mut self.procs }
+    }
+    #[inline(always)]
+    fn wait(&self) -> &P::Wait {
+        &self.wait
+    }
+    #[inline(always)]
+    fn wait_mut(&mut self) -> &mut P::Wait {
+        &mut self.wait
+    }
+    #[inline(always)]
+    fn arrival_mut(&mut self) -> &mut P::Arrival {
+        &mut self.arrival
+    }
+
+    #[inline(always)]
+    fn record(&mut self, now: SimTime, c: u32, kind: TraceKind) {
+        Engine::record(self, now, c, kind);
+    }
+    #[inline(always)]
+    fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64) {
+        Engine::charge_kernel(self, c, now, ns);
+    }
+    #[inline(always)]
+    fn wake(&mut self, p: u32, when: SimTime) {
+        Engine::wake(self, p, when);
+    }
+    #[inline(always)]
+    fn block_in_recv(&mut self, p: u32, now: SimTime) {
+        Engine::block_in_recv(self, p, now);
+    }
+    #[inline(always)]
+    fn release_cpu(&mut self, c: u32, at: SimTime) {
+        self.set_running(c, at, None);
+    }
+    #[inline(always)]
+    fn dispatch(&mut self, c: u32, now: SimTime) {
+        Engine::dispatch(self, c, now);
+    }
+    #[inline(always)]
+    fn has_all_messages(&self, p: u32, now: SimTime) -> bool {
+        Engine::has_all_messages(self, p, now)
+    }
+
+    #[inline(always)]
+    fn favour(&mut self, p: u32) {
+        P::Node::favour(self, p);
+    }
+    #[inline(always)]
+    fn preempt_for(&mut self, c: u32, p: u32) {
+        P::Node::preempt_for(&mut self.cpus[c as usize].sched, p);
+    }
+    #[inline(always)]
+    fn yield_below_others(&mut self, c: u32, p: u32) -> Option<u8> {
+        P::Node::yield_below_others(self, c, p)
+    }
+    #[inline(always)]
+    fn scheduler_acts_at(&self, c: u32, from: SimTime) -> SimTime {
+        P::Node::acts_at(self, c, from)
+    }
+    #[inline(always)]
+    fn has_ready(&self, c: u32) -> bool {
+        P::Node::has_ready(self, c)
+    }
+}
+
 /// Work a process delivered: its iterations at its job's dedicated time (CPU-ns).
-fn delivered_work_ns<P: Parts>(jobs: &[JobState], p: &Proc<P>) -> f64 {
+fn delivered_work_ns<N, W>(jobs: &[JobState], p: &records::Proc<N, W>) -> f64 {
     let job = &jobs[p.job as usize];
     job.dedicated_ns as f64 * p.iterations_done as f64 / job.spec.program.iterations.max(1) as f64
 }

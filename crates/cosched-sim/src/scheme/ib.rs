@@ -10,10 +10,9 @@
 use super::Scheme;
 use crate::engine::arrival::NoReaction;
 use crate::engine::node_scheduler::Mlfq;
-use crate::engine::parts::Parts;
+use crate::engine::view::Host;
 use crate::config::SimConfig;
 use crate::engine::receive::{blocked_in_receive, interrupt_and_wake, ReceiveWait};
-use crate::engine::Engine;
 use cosched_core::SimTime;
 use cosched_policy::PlanRules;
 
@@ -35,22 +34,22 @@ impl ReceiveWait for ImmediateBlock {
     fn charge_spin(_: &mut (), _: u64) {}
 
     /// No spin: the wait ends where it starts.
-    fn spin_deadline<P: Parts<Wait = Self>>(_: &Engine<'_, P>, _: u32, spinning_from: SimTime) -> Option<SimTime> {
+    fn spin_deadline<H: Host<WaitProc = Self::Proc, Wait = Self>>(_: &H, _: u32, spinning_from: SimTime) -> Option<SimTime> {
         Some(spinning_from)
     }
 
-    fn wait<P: Parts<Wait = Self>>(engine: &mut Engine<'_, P>, p: u32, now: SimTime) {
+    fn wait<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &mut H, p: u32, now: SimTime) {
         engine.block_in_recv(p, now);
     }
 
-    fn may_react<P: Parts<Wait = Self>>(engine: &Engine<'_, P>, dest: u32) -> bool {
+    fn may_react<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &H, dest: u32) -> bool {
         blocked_in_receive(engine, dest)
     }
 
     // `may_react_at` is the default: with no spin, any receiver may be blocked by then.
 
     /// The same interrupt and wake as spin-block's.
-    fn on_deposit<P: Parts<Wait = Self>>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
+    fn on_deposit<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &mut H, dest: u32, now: SimTime) -> bool {
         if !blocked_in_receive(engine, dest) {
             return false;
         }

@@ -11,8 +11,7 @@ mod mlfq;
 pub(crate) use gang_cell::GangCell;
 pub(crate) use mlfq::Mlfq;
 
-use super::parts::Parts;
-use super::Engine;
+use super::view::Host;
 use crate::config::SimConfig;
 use cosched_core::SimTime;
 use cosched_policy::Mode;
@@ -31,7 +30,7 @@ pub(crate) trait NodeScheduler: 'static {
 
     /// A process that starts on CPU `c` joins the scheduler (the gang cell:
     /// its cells are set by the gang quantum instead).
-    fn admit<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, p: u32);
+    fn admit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32);
 
     /// The running process `proc` of CPU `cpu` has used `ran_ns` of CPU time.
     fn charge(cpu: &mut Self::Cpu, proc: &mut Self::Proc, ran_ns: u64);
@@ -46,7 +45,11 @@ pub(crate) trait NodeScheduler: 'static {
     /// Spin-yield: the running process `p` drops below every other process
     /// of its CPU. Returns its new priority level, if another process is
     /// there to drop below.
-    fn yield_below_others<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, p: u32) -> Option<u8>;
+    fn yield_below_others<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(
+        engine: &mut H,
+        c: u32,
+        p: u32,
+    ) -> Option<u8>;
 
     /// Gang scheduling: the process of the current row's cell on the CPU.
     fn cell(_cpu: &Self::Cpu) -> Option<u32> {
@@ -72,48 +75,56 @@ pub(crate) trait NodeScheduler: 'static {
     const CHARGES_DISPATCH_SWITCH: bool;
 
     /// Rules due at any visit, even while the CPU is in the kernel.
-    fn on_visit<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+    fn on_visit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime);
 
     /// The first instant at or after `now` at which `on_visit` has a rule
     /// due that may change anything, even inside kernel work; `SimTime::MAX`
     /// if none.
-    fn on_visit_due_at<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime;
+    fn on_visit_due_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(
+        engine: &H,
+        c: u32,
+        now: SimTime,
+    ) -> SimTime;
 
     /// The first instant at or after `from` at which the scheduler acts on
     /// its own (its tick); `SimTime::MAX` if it never does.
-    fn acts_at<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32, from: SimTime) -> SimTime;
+    fn acts_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32, from: SimTime) -> SimTime;
 
     /// The scheduler's own activity at an instant `acts_at` gave.
-    fn tick<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+    fn tick<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime);
 
     /// The scheduler's activity at `now`, an instant `acts_at` gave, went by
     /// with nothing to do: only its bookkeeping (`Engine::pass_tick_visited_earlier`).
-    fn tick_passed<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32, now: SimTime);
+    fn tick_passed<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime);
 
     /// Whether `pick_next` would find a process now.
-    fn has_ready<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32) -> bool;
+    fn has_ready<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool;
 
     /// Take the next process to run off the CPU's ready processes.
-    fn pick_next<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, c: u32) -> Option<u32>;
+    fn pick_next<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32) -> Option<u32>;
 
     /// A woken process (already marked ready) joins the scheduler.
-    fn make_ready<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, p: u32);
+    fn make_ready<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32);
 
     /// Favour a ready process: it runs next (demand-based coscheduling,
     /// periodic boost).
-    fn favour<P: Parts<Node = Self>>(engine: &mut Engine<'_, P>, p: u32);
+    fn favour<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32);
 
     /// When a wake at `wake_at` on a busy CPU can change anything.
-    fn wake_noticed_at<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32, wake_at: SimTime) -> SimTime;
+    fn wake_noticed_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(
+        engine: &H,
+        c: u32,
+        wake_at: SimTime,
+    ) -> SimTime;
 
     /// Whether the CPU stays idle while its running process is blocked in I/O
     /// (nothing else may run), so that the compute's end needs no visit.
-    fn idle_while_blocked<P: Parts<Node = Self>>(engine: &Engine<'_, P>, c: u32) -> bool;
+    fn idle_while_blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool;
 
     /// When the running process `p`, running from `start`, may lose the CPU
     /// to the scheduler.
-    fn preempts_at<P: Parts<Node = Self>>(
-        engine: &Engine<'_, P>,
+    fn preempts_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(
+        engine: &H,
         c: u32,
         p: u32,
         start: SimTime,

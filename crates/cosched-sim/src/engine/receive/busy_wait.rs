@@ -3,8 +3,7 @@
 
 use super::ReceiveWait;
 use crate::config::SimConfig;
-use crate::engine::parts::Parts;
-use crate::engine::Engine;
+use crate::engine::view::Host;
 use cosched_core::SimTime;
 
 pub(crate) struct BusyWait;
@@ -21,13 +20,13 @@ impl ReceiveWait for BusyWait {
 
     fn charge_spin(_: &mut (), _: u64) {}
 
-    fn spin_deadline<P: Parts<Wait = Self>>(_: &Engine<'_, P>, _: u32, _: SimTime) -> Option<SimTime> {
+    fn spin_deadline<H: Host<WaitProc = Self::Proc, Wait = Self>>(_: &H, _: u32, _: SimTime) -> Option<SimTime> {
         None
     }
 
-    fn wait<P: Parts<Wait = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn wait<H: Host<WaitProc = Self::Proc, Wait = Self>>(_: &mut H, _: u32, _: SimTime) {}
 
-    fn on_deposit<P: Parts<Wait = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
+    fn on_deposit<H: Host<WaitProc = Self::Proc, Wait = Self>>(_: &mut H, _: u32, _: SimTime) -> bool {
         false
     }
 }

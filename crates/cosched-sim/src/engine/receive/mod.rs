@@ -13,8 +13,7 @@ pub(crate) use busy_wait::BusyWait;
 pub(crate) use spin_block::{blocked_in_receive, interrupt_and_wake, SpinBlock};
 pub(crate) use spin_yield::SpinYield;
 
-use super::parts::Parts;
-use super::Engine;
+use super::view::Host;
 use crate::config::SimConfig;
 use cosched_core::SimTime;
 
@@ -37,10 +36,14 @@ pub(crate) trait ReceiveWait: 'static {
 
     /// When the receive of `p`, spinning from `spinning_from`, stops
     /// spinning to block or yield; `None` if it spins until its messages land.
-    fn spin_deadline<P: Parts<Wait = Self>>(engine: &Engine<'_, P>, p: u32, spinning_from: SimTime) -> Option<SimTime>;
+    fn spin_deadline<H: Host<WaitProc = Self::Proc, Wait = Self>>(
+        engine: &H,
+        p: u32,
+        spinning_from: SimTime,
+    ) -> Option<SimTime>;
 
     /// The running process `p` is in a receive with a message missing at `now`.
-    fn wait<P: Parts<Wait = Self>>(engine: &mut Engine<'_, P>, p: u32, now: SimTime);
+    fn wait<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &mut H, p: u32, now: SimTime);
 
     /// Whether `on_deposit` may react to a message for `dest`, judged from
     /// `dest`'s own record before its CPU is charged: when it is `false`,
@@ -48,20 +51,25 @@ pub(crate) trait ReceiveWait: 'static {
     /// engine skips the charge. (Charging a CPU and ending its I/Os change
     /// only its running process and the processes whose I/O ended.) By
     /// default: whenever the wait reacts to deposits at all.
-    fn may_react<P: Parts<Wait = Self>>(_engine: &Engine<'_, P>, _dest: u32) -> bool {
+    fn may_react<H: Host<WaitProc = Self::Proc, Wait = Self>>(_engine: &H, _dest: u32) -> bool {
         Self::REACTS_TO_DEPOSITS
     }
 
     /// Whether `on_deposit` may react to a message for `dest` that lands at
     /// `at`, judged at `now` (the message is decided): when it is `false`,
     /// the landing needs no event. By default: whenever the wait reacts.
-    fn may_react_at<P: Parts<Wait = Self>>(_engine: &Engine<'_, P>, _dest: u32, _at: SimTime, _now: SimTime) -> bool {
+    fn may_react_at<H: Host<WaitProc = Self::Proc, Wait = Self>>(
+        _engine: &H,
+        _dest: u32,
+        _at: SimTime,
+        _now: SimTime,
+    ) -> bool {
         Self::REACTS_TO_DEPOSITS
     }
 
     /// A message has landed in `dest`'s endpoint at `now` (accounted): react,
     /// and say whether it did (the CPU is then visited).
-    fn on_deposit<P: Parts<Wait = Self>>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool;
+    fn on_deposit<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &mut H, dest: u32, now: SimTime) -> bool;
 }
 
 /// Spin time of spin-block and spin-yield receives: the spin factor times

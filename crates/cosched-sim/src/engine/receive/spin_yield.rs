@@ -5,9 +5,7 @@
 use super::{spin_ns, ReceiveWait};
 use crate::config::SimConfig;
 use crate::engine::arrival::boost_by_choice;
-use crate::engine::node_scheduler::NodeScheduler;
-use crate::engine::parts::Parts;
-use crate::engine::Engine;
+use crate::engine::view::Host;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
 use cosched_policy::BoostCandidate;
@@ -45,34 +43,38 @@ impl ReceiveWait for SpinYield {
         proc.spin_left_ns = proc.spin_left_ns.saturating_sub(ran_ns);
     }
 
-    fn spin_deadline<P: Parts<Wait = Self>>(engine: &Engine<'_, P>, p: u32, spinning_from: SimTime) -> Option<SimTime> {
-        let proc = &engine.procs[p as usize].wait;
+    fn spin_deadline<H: Host<WaitProc = Self::Proc, Wait = Self>>(
+        engine: &H,
+        p: u32,
+        spinning_from: SimTime,
+    ) -> Option<SimTime> {
+        let proc = &engine.proc(p).wait;
         (!proc.yielded).then(|| spinning_from + proc.spin_left_ns)
     }
 
-    fn wait<P: Parts<Wait = Self>>(engine: &mut Engine<'_, P>, p: u32, now: SimTime) {
-        let proc = &engine.procs[p as usize].wait;
+    fn wait<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &mut H, p: u32, now: SimTime) {
+        let proc = &engine.proc(p).wait;
         if proc.spin_left_ns == 0 && !proc.yielded {
             spin_yield(engine, p, now);
         }
     }
 
-    fn on_deposit<P: Parts<Wait = Self>>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
+    fn on_deposit<H: Host<WaitProc = Self::Proc, Wait = Self>>(_: &mut H, _: u32, _: SimTime) -> bool {
         false
     }
 }
 
 /// The spin time ran out: yield once.
-fn spin_yield<P: Parts<Wait = SpinYield>>(engine: &mut Engine<'_, P>, p: u32, now: SimTime) {
-    let cpu = engine.procs[p as usize].cpu;
-    let mut cost_ns = engine.cfg.costs.syscall_ns;
-    if let Some(level) = P::Node::yield_below_others(engine, cpu, p) {
-        cost_ns += engine.cfg.costs.queue_move_ns;
+fn spin_yield<H: Host<WaitProc = SpinOnce, Wait = SpinYield>>(engine: &mut H, p: u32, now: SimTime) {
+    let cpu = engine.proc(p).cpu;
+    let mut cost_ns = engine.cfg().costs.syscall_ns;
+    if let Some(level) = engine.yield_below_others(cpu, p) {
+        cost_ns += engine.cfg().costs.queue_move_ns;
         engine.record(now, cpu, TraceKind::Yield { process: p, level });
     }
-    engine.procs[p as usize].wait.yielded = true;
-    let mut candidates = std::mem::take(&mut engine.wait.candidates);
+    engine.proc_mut(p).wait.yielded = true;
+    let mut candidates = std::mem::take(&mut engine.wait_mut().candidates);
     let (walk_cost_ns, _) = boost_by_choice(engine, cpu, Some(p), now, &mut candidates);
-    engine.wait.candidates = candidates;
+    engine.wait_mut().candidates = candidates;
     engine.charge_kernel(cpu, now, cost_ns + walk_cost_ns);
 }
