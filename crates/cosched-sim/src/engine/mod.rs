@@ -11,9 +11,11 @@
 //! What differs between schemes lives in three parts, chosen once in
 //! [`parts`]: the node scheduler ([`node_scheduler`]: the MLFQ, the gang
 //! cell), how a receive waits ([`receive`]) and what message arrival does
-//! ([`arrival`]). This file holds what every scheme shares: the event loop,
-//! processes and their application model, messages, accounting, and the
-//! cluster-level admission.
+//! ([`arrival`]). Each part keeps its own records of CPUs and processes
+//! inside the shared ones ([`records`]) and sees the engine through
+//! [`view::Host`] only. This file holds what every scheme shares: the event
+//! loop, processes and their application model, messages, accounting, and
+//! the cluster-level admission.
 
 use crate::app::{dedicated_ns, Program};
 use crate::config::SimConfig;

@@ -4,7 +4,8 @@
 //! The parts are type parameters of the engine (monomorphised): each rule
 //! they hold is a direct, inlinable call in the hot path, with no scheme test
 //! left there. A scheme's runner is `EngineRun::with_parts` (`runner.rs`) at its parts,
-//! chosen once per run through the scheme.
+//! chosen once per run through the scheme. No part names another: a part's
+//! methods are generic over [`super::view::Host`], which reaches the others.
 
 use super::arrival::MessageArrival;
 use super::node_scheduler::NodeScheduler;

@@ -4,7 +4,9 @@
 //! (periodic boost). Every cost is kernel time, counted as overhead.
 //!
 //! Each reaction keeps its part of `Engine::next_change` here: when it acts
-//! on a CPU on its own (`acts_at`).
+//! on a CPU on its own (`acts_at`). Each keeps its own record of a CPU
+//! (`MessageArrival::Cpu`: the NIC's view) and its run state (the walk's
+//! buffer), and sees the engine only through [`Host`].
 
 mod interrupt;
 mod none;

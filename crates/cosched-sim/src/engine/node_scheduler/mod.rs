@@ -3,7 +3,10 @@
 //!
 //! Each scheduler keeps its part of `Engine::next_change` here: the engine
 //! asks it when a wake is noticed and when the running process may lose
-//! the CPU, and never tests which scheduler it has.
+//! the CPU, and never tests which scheduler it has. Each keeps its own
+//! records of a CPU and of a process (`NodeScheduler::Cpu`, `::Proc`), which
+//! the engine stores in its records without looking inside, and sees the
+//! engine only through [`Host`].
 
 mod gang_cell;
 mod mlfq;

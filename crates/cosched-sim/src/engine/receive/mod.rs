@@ -3,7 +3,9 @@
 //! or spin a while then yield once and spin on (spin-yield).
 //!
 //! Each wait keeps its part of `Engine::next_change` here: when the spin
-//! runs out (`spin_deadline`).
+//! runs out (`spin_deadline`). Each keeps its own record of a process
+//! (`ReceiveWait::Proc`: the spin left) and its run settings (the spin time),
+//! and sees the engine only through [`Host`].
 
 mod busy_wait;
 mod spin_block;
