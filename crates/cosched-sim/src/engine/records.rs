@@ -48,11 +48,16 @@ pub(crate) struct Proc<NodeProc, WaitProc> {
     pub(crate) iterations: u32,
     pub(crate) state: ProcState,
     pub(crate) neighbour_count: u8,
+    /// Messages to each endpoint sent but still undecided at the node's
+    /// interface. (A message is unsent, then undecided, then in the endpoint.)
+    pub(crate) undecided: [u8; 2],
     // -- read and written by a visit to the running process
-    /// The node scheduler's record of the process.
-    pub(crate) sched: NodeProc,
     /// The receive wait's record of the process.
     pub(crate) wait: WaitProc,
+    /// The node scheduler's record of the process.
+    pub(crate) sched: NodeProc,
+    /// (Next to the parts' records: they may end on a 4-byte boundary.)
+    pub(crate) job: u32,
     /// Length of the I/O that follows the current compute phase (drawn with
     /// it, so that the engine can look past the compute's end).
     pub(crate) io_next_ns: u64,
@@ -65,10 +70,6 @@ pub(crate) struct Proc<NodeProc, WaitProc> {
     /// The neighbours' nodes (processes never move): a send finds the
     /// interfaces without first reading the neighbours' records and CPUs.
     pub(crate) neighbour_nodes: [u32; 2],
-    pub(crate) job: u32,
-    /// Messages to each endpoint sent but still undecided at the node's
-    /// interface. (A message is unsent, then undecided, then in the endpoint.)
-    pub(crate) undecided: [u8; 2],
     // -- once per iteration
     /// The job's nominal compute and I/O per iteration (copies).
     pub(crate) nominal_compute_ns: u64,

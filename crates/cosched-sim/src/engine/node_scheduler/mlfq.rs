@@ -26,7 +26,11 @@ pub(crate) struct MlfqCpu {
     boosted: Option<u32>,
 }
 
-/// A process's place in the multilevel feedback queue.
+/// A process's place in the multilevel feedback queue. Packed to 12 bytes
+/// (its quantum on a 4-byte boundary), so that a process record keeps its
+/// 160 bytes under periodic boost with spin-block, as when the engine held
+/// these fields (see docs/performance.md, issue 41).
+#[repr(C, packed(4))]
 pub(crate) struct MlfqProc {
     quantum_left_ns: u64,
     level: u8,
