@@ -2,7 +2,7 @@
 
 use crate::config::{ConfigError, SimConfig};
 use crate::engine::fast::{validated_error, FastReport, FastSettings};
-use crate::engine::parts::EngineRun;
+use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
 use crate::trace::TraceEvent;

@@ -11,19 +11,20 @@
 //! What differs between schemes lives in three parts, chosen once in
 //! [`parts`]: the node scheduler ([`node_scheduler`]: the MLFQ, the gang
 //! cell), how a receive waits ([`receive`]) and what message arrival does
-//! ([`arrival`]). This file holds what every scheme shares: the event loop,
-//! processes and their application model, messages, accounting, and the
-//! cluster-level admission.
+//! ([`arrival`]). Each part keeps its own records of CPUs and processes
+//! inside the shared ones ([`records`]) and sees the engine through
+//! [`view::Host`] only. This file holds what every scheme shares: the event
+//! loop, processes and their application model, messages, accounting, and
+//! the cluster-level admission.
 
 use crate::app::{dedicated_ns, Program};
-use crate::config::{SimConfig, TOP_LEVEL};
+use crate::config::SimConfig;
 use crate::cpu_set::CpuSet;
 use crate::endpoint::Inbox;
 use crate::metrics::{Breakdown, JobRecord};
-use crate::mlfq::ReadyQueue;
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
-use arrival::{MessageArrival, NicView};
+use arrival::MessageArrival;
 use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerTree};
 use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
@@ -32,16 +33,21 @@ use node_scheduler::NodeScheduler;
 use parts::Parts;
 use proc_table::ProcTable;
 use receive::ReceiveWait;
+use records::{Phase, ProcState, NO_PROC};
 use scheduler_clock::SchedulerClock;
 use std::marker::PhantomData;
+use view::{Host, RecordsMut};
 
 pub(crate) mod arrival;
 pub mod fast;
 pub(crate) mod node_scheduler;
 pub(crate) mod parts;
-mod proc_table;
+pub(crate) mod proc_table;
 pub(crate) mod receive;
-mod scheduler_clock;
+pub(crate) mod records;
+pub(crate) mod runner;
+pub(crate) mod scheduler_clock;
+pub(crate) mod view;
 
 /// A job as the engine receives it.
 #[derive(Clone, Debug)]
@@ -52,139 +58,6 @@ pub struct SimJob {
     pub program: Program,
     /// "J1".."J6", or a free label for hand-made jobs.
     pub label: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Compute {
-        remaining_ns: u64,
-    },
-    Io,
-    /// Back from I/O: sends its messages as soon as it runs.
-    Send,
-    /// Waiting for one message from each neighbour.
-    Recv,
-    Done,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ProcState {
-    Running,
-    /// Runnable but not on its CPU.
-    Ready,
-    Blocked,
-    Exited,
-}
-
-const NO_PROC: u32 = u32::MAX;
-
-/// A process. The fields are in a fixed order, hottest first: first what
-/// every visit and every periodic-boost walk reads (phase, endpoints, state,
-/// its CPU, its iterations: 64 bytes), then what a visit to the running
-/// process reads and writes, last what only a new iteration needs. With
-/// thousands of processes the records outgrow the core's L1 cache, and a
-/// walk reads four of them at every tick.
-#[derive(Clone, Debug)]
-#[repr(C)]
-struct Proc {
-    // -- read by every visit and walk: 64 bytes
-    phase: Phase,
-    /// Endpoint per neighbour (deposit times, some maybe in the future).
-    inbox: [Inbox; 2],
-    cpu: u32,
-    iterations_done: u32,
-    /// The job's iterations (a copy: the job's record is not touched per visit).
-    iterations: u32,
-    state: ProcState,
-    level: u8,
-    neighbour_count: u8,
-    /// Spin-yield: this receive has yielded already (it yields once).
-    yielded: bool,
-    // -- read and written by a visit to the running process
-    quantum_left_ns: u64,
-    /// Spin-block and spin-yield: spinning left before blocking or yielding.
-    spin_left_ns: u64,
-    /// Length of the I/O that follows the current compute phase (drawn with
-    /// it, so that the engine can look past the compute's end).
-    io_next_ns: u64,
-    /// The next iteration's compute and I/O, drawn when the receive starts
-    /// (the same draws in the same order as drawing them after it), so that
-    /// the engine can look past the receive's end.
-    next_compute_ns: u64,
-    next_io_ns: u64,
-    neighbours: [u32; 2],
-    /// The neighbours' nodes (processes never move): a send finds the
-    /// interfaces without first reading the neighbours' records and CPUs.
-    neighbour_nodes: [u32; 2],
-    job: u32,
-    /// Messages to each endpoint sent but still undecided at the node's
-    /// interface. (A message is unsent, then undecided, then in the endpoint.)
-    undecided: [u8; 2],
-    // -- once per iteration
-    /// The job's nominal compute and I/O per iteration (copies).
-    nominal_compute_ns: u64,
-    nominal_io_ns: u64,
-    rng: Rng,
-}
-
-impl Proc {
-    /// The latest of the first deposits in the endpoints it awaits,
-    /// `Inbox::EMPTY_NS` when one is empty (0 when it awaits none). Without
-    /// a loop over its 0, 1 or 2 neighbours: a branch on their number is
-    /// mispredicted as often as not, and this is asked at most visits and
-    /// of every resident at every periodic-boost walk.
-    fn latest_first_deposit_ns(&self) -> u64 {
-        let count = self.neighbour_count;
-        let left = if count >= 1 { self.inbox[0].front_ns() } else { 0 };
-        let right = if count >= 2 { self.inbox[1].front_ns() } else { 0 };
-        left.max(right)
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Cpu {
-    node: u32,
-    running: Option<u32>,
-    /// The CPU is in the kernel (switching, interrupts, boosts) until then;
-    /// `running` resumes after it.
-    switch_until: SimTime,
-    /// Part of the kernel period still to come that is overhead, not switching.
-    overhead_pending_ns: u64,
-    last_process: Option<u32>,
-    ready: ReadyQueue,
-    /// Processes placed on this CPU that have not exited (at most MPL), in
-    /// increasing order (processes are numbered as they start).
-    residents: Vec<u32>,
-    /// The residents in `Phase::Io`, by (end of their I/O, process): who
-    /// wakes next, without looking at every resident.
-    in_io: Vec<(SimTime, u32)>,
-    /// The first end in `in_io` (`SimTime::MAX`: none), for a visit's check.
-    earliest_io_end: SimTime,
-    /// Residents in `Phase::Recv`.
-    residents_in_recv: u32,
-    accounted_until: SimTime,
-    time: Breakdown,
-
-    last_raise: SimTime,
-    /// The first tick the scheduler has not acted on (each tick acts once).
-    first_unacted_tick: SimTime,
-    /// Start of the current (or last) period of kernel work, which ends at `switch_until`.
-    kernel_start: SimTime,
-    /// Periodic boost: the process the scheduler must run at its next tick.
-    boosted: Option<u32>,
-    /// Gang scheduling: the process of the current row's cell on this CPU.
-    gang_cell: Option<u32>,
-}
-
-impl Cpu {
-    /// Kernel work of `ns` from `now`, after any already under way (work that
-    /// follows on at once extends the same period).
-    fn add_kernel_work(&mut self, now: SimTime, ns: u64) {
-        if self.switch_until < now {
-            self.kernel_start = now;
-        }
-        self.switch_until = self.switch_until.max(now) + ns;
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -341,10 +214,10 @@ pub const EVENT_KIND_NAMES: [&str; EVENT_KINDS] = Event::KIND_NAMES;
 pub(crate) struct Engine<'a, P: Parts> {
     cfg: &'a SimConfig,
     queue: EventQueue<Event>,
-    cpus: Vec<Cpu>,
+    cpus: Vec<Cpu<P>>,
     nics: Vec<Nic>,
     /// Every process by its number; finished ones are released (see [`proc_table`]).
-    procs: ProcTable<Proc>,
+    procs: ProcTable<Proc<P>>,
     /// Jobs by start order (the order of their process numbers), from the oldest not yet finished.
     started: std::collections::VecDeque<u32>,
     /// Work of the released processes, summed in number order (the arrival window's sum goes on from it).
@@ -384,27 +257,29 @@ pub(crate) struct Engine<'a, P: Parts> {
     arrival_window: ArrivalWindow,
     peak_processes_per_cpu: usize,
     jobs_in_system: Vec<(SimTime, u32)>,
-    /// What each CPU's NIC believes runs (refreshed at every tick), kept
-    /// lazily; only demand-based coscheduling (`arrival::Interrupt`) uses it.
-    nic_views: Vec<NicView>,
     /// The node scheduler's tick and the MLFQ's raise period (see [`scheduler_clock`]).
     clock: SchedulerClock,
     /// Testing aid: also visit every CPU at every tick and at the end of its
     /// kernel work (where a tick inside it acts). A correct tickless engine
     /// gives exactly the same results either way.
     visit_every_tick: bool,
-    /// Spin time of spin-block and spin-yield receives.
-    spin_ns: u64,
+    /// The receive wait's settings.
+    wait: P::Wait,
     /// An I/O shorter than this keeps the CPU (`CostConfig::io_keeps_cpu_below_ns`; 0 under GS).
     io_keeps_cpu_below_ns: u64,
     event_counts: [u64; EVENT_KINDS],
     /// Fast mode (`None`: exact).
     fast: Option<FastState>,
-    /// Periodic boost's and spin-yield's walk: the candidates, kept to reuse
-    /// their allocation.
-    boost_candidates: Vec<cosched_policy::BoostCandidate>,
+    /// The arrival reaction's state.
+    arrival: P::Arrival,
     parts: PhantomData<P>,
 }
+
+/// A process's record under the parts `P`.
+type Proc<P> = records::Proc<<<P as Parts>::Node as NodeScheduler>::Proc, <<P as Parts>::Wait as ReceiveWait>::Proc>;
+
+/// A CPU's record under the parts `P`.
+type Cpu<P> = records::Cpu<<<P as Parts>::Node as NodeScheduler>::Cpu, <<P as Parts>::Arrival as MessageArrival>::Cpu>;
 
 /// Safety bound on the work done for one CPU at one instant.
 const MAX_DISPATCHES_PER_VISIT: usize = 10_000;
@@ -426,25 +301,21 @@ impl<'a, P: Parts> Engine<'a, P> {
             ..GangState::default()
         });
         let cpus = (0..cpu_count as u32)
-            .map(|c| Cpu {
+            .map(|c| records::Cpu {
                 node: c / cfg.cpus_per_node,
                 running: None,
                 switch_until: SimTime::ZERO,
                 overhead_pending_ns: 0,
                 last_process: None,
-                ready: ReadyQueue::default(),
                 residents: Vec::new(),
                 in_io: Vec::new(),
                 earliest_io_end: SimTime::MAX,
                 residents_in_recv: 0,
                 accounted_until: SimTime::ZERO,
                 time: Breakdown::default(),
-
-                last_raise: SimTime::ZERO,
-                first_unacted_tick: SimTime::ZERO,
                 kernel_start: SimTime::ZERO,
-                boosted: None,
-                gang_cell: None,
+                sched: Default::default(),
+                arrival: Default::default(),
             })
             .collect();
         let jobs: Vec<JobState> = jobs
@@ -498,9 +369,8 @@ impl<'a, P: Parts> Engine<'a, P> {
             peak_processes_per_cpu: 0,
             jobs_in_system: Vec::new(),
             clock: SchedulerClock::new(cfg.scheduler.tick_ns, cfg.scheduler.raise_period_ns),
-            nic_views: vec![NicView::default(); cpu_count],
             visit_every_tick: false,
-            spin_ns: (cfg.network.latency_ns(cfg.network.message_bytes) as f64 * cfg.costs.spin_factor).round() as u64,
+            wait: P::Wait::new(cfg),
             // Under GS nothing else may use a blocked process's CPU: keeping it changes nothing.
             io_keeps_cpu_below_ns: match <P::Node as NodeScheduler>::MODE {
                 cosched_policy::Mode::Gang => 0,
@@ -508,7 +378,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             },
             event_counts: [0; EVENT_KINDS],
             fast: None,
-            boost_candidates: Vec::new(),
+            arrival: P::Arrival::new(cfg),
             parts: PhantomData,
         }
     }
@@ -770,11 +640,11 @@ impl<'a, P: Parts> Engine<'a, P> {
                 placement.cpus.get(rank).map_or(u32::MAX, |&cpu| self.cpus[cpu as usize].node)
             };
             let neighbour_nodes = neighbours.map(node_of);
-            self.procs.push(Proc {
+            self.procs.push(records::Proc {
                 job: j,
                 cpu,
-                level: TOP_LEVEL,
-                quantum_left_ns: self.cfg.scheduler.quantum_ns(TOP_LEVEL),
+                sched: P::Node::new_proc(self.cfg),
+                wait: Default::default(),
                 phase: Phase::Compute { remaining_ns: compute_ns },
                 state: ProcState::Ready,
                 iterations_done: 0,
@@ -788,8 +658,6 @@ impl<'a, P: Parts> Engine<'a, P> {
                 io_next_ns,
                 next_compute_ns: 0,
                 next_io_ns: 0,
-                spin_left_ns: 0,
-                yielded: false,
                 undecided: [0; 2],
                 rng,
             });
@@ -815,8 +683,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.gang_place(&rows, &cpus, first_proc);
         } else {
             for (rank, &cpu) in cpus.iter().enumerate() {
-                // A new process joins the tail of the top level (our choice).
-                self.cpus[cpu as usize].ready.push_tail(first_proc + rank as u32, TOP_LEVEL);
+                P::Node::admit(self, cpu, first_proc + rank as u32);
             }
         }
         for &cpu in &cpus {
@@ -923,7 +790,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         if rows.contains(&current) {
             for (rank, &cpu) in cpus.iter().enumerate() {
-                self.cpus[cpu as usize].gang_cell = Some(first_proc + rank as u32);
+                P::Node::set_cell(&mut self.cpus[cpu as usize].sched, Some(first_proc + rank as u32));
             }
         }
     }
@@ -935,7 +802,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             for &cpu in cpus {
                 gang.cell_procs[row as usize * cpu_count + cpu as usize] = NO_PROC;
                 if gang.current_row == Some(row) {
-                    self.cpus[cpu as usize].gang_cell = None;
+                    P::Node::set_cell(&mut self.cpus[cpu as usize].sched, None);
                 }
             }
         }
@@ -959,7 +826,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.gang.as_mut().expect("gang").current_row = row;
         for c in 0..self.cpus.len() as u32 {
             let cell = self.cell_process(row, c);
-            if self.cpus[c as usize].gang_cell != cell {
+            if P::Node::cell(&self.cpus[c as usize].sched) != cell {
                 self.account(c, now);
                 self.put_on_cell(c, cell, now);
                 self.update_cpu(c, now);
@@ -1026,7 +893,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.procs[p as usize].state = ProcState::Ready;
             self.set_running(c, now, None);
         }
-        self.cpus[c as usize].gang_cell = cell;
+        P::Node::set_cell(&mut self.cpus[c as usize].sched, cell);
     }
 
     /// Book the next quantum boundary if some other row is waiting for its
@@ -1322,9 +1189,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                     self.set_running(cpu, now, None);
                     let c = &mut self.cpus[cpu as usize];
                     c.residents.retain(|&r| r != p);
-                    if c.gang_cell == Some(p) {
-                        c.gang_cell = None;
-                    }
+                    P::Node::exited(&mut c.sched, p);
                     self.record(now, cpu, TraceKind::Exit { process: p });
                     self.task_exited(p, now);
                     return;
@@ -1338,8 +1203,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let proc = &mut self.procs[p as usize];
         proc.phase = Phase::Recv;
         self.cpus[proc.cpu as usize].residents_in_recv += 1;
-        proc.spin_left_ns = self.spin_ns;
-        proc.yielded = false;
+        self.wait.start_receive(&mut proc.wait);
         proc.next_compute_ns = skewed(self.cfg.skew, proc.nominal_compute_ns, &mut proc.rng);
         proc.next_io_ns = skewed(self.cfg.skew, proc.nominal_io_ns, &mut proc.rng);
     }
@@ -1381,7 +1245,9 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// message arrives (spin-block's wait once its spin runs out).
     pub(crate) fn block_in_recv(&mut self, p: u32, now: SimTime) {
         let cpu = self.procs[p as usize].cpu;
-        self.procs[p as usize].state = ProcState::Blocked;
+        let proc = &mut self.procs[p as usize];
+        proc.state = ProcState::Blocked;
+        P::Node::blocked(&mut self.cpus[cpu as usize].sched, &mut proc.sched, p);
         self.set_running(cpu, now, None);
         self.charge_kernel(cpu, now, self.cfg.costs.syscall_ns);
         self.record(now, cpu, TraceKind::Block { process: p });
@@ -1400,6 +1266,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let place = in_io.partition_point(|&other| other < io);
         in_io.insert(place, io);
         self.cpus[cpu as usize].earliest_io_end = in_io[0].0;
+        P::Node::blocked(&mut self.cpus[cpu as usize].sched, &mut self.procs[p as usize].sched, p);
         self.set_running(cpu, at, None);
         self.record(at, cpu, TraceKind::Block { process: p });
     }
@@ -1469,7 +1336,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             let ran = until - from;
             let cpu = &mut self.cpus[c as usize];
             let proc = &mut self.procs[p as usize];
-            proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(ran);
+            P::Node::charge(&mut cpu.sched, &mut proc.sched, ran);
             from = until;
             match phase {
                 Phase::Compute { remaining_ns } => {
@@ -1485,7 +1352,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 }
                 _ => {
                     cpu.time.spin_ns += ran;
-                    proc.spin_left_ns = proc.spin_left_ns.saturating_sub(ran);
+                    P::Wait::charge_spin(&mut proc.wait, ran);
                     if from < now {
                         self.finish_recv(p);
                     }
@@ -1583,9 +1450,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 && cpu.last_process.is_some_and(|last| last != p)
                 && self.cfg.costs.context_switch_ns > 0;
             cpu.last_process = Some(p);
-            if cpu.boosted == Some(p) {
-                cpu.boosted = None;
-            }
+            P::Node::dispatched(&mut cpu.sched, p);
             if switching {
                 cpu.add_kernel_work(now, self.cfg.costs.context_switch_ns);
             }
@@ -1769,8 +1634,109 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 }
 
+/// The parts' view of the engine (see [`view`]).
+impl<P: Parts> Host for Engine<'_, P> {
+    type NodeCpu = <P::Node as NodeScheduler>::Cpu;
+    type NodeProc = <P::Node as NodeScheduler>::Proc;
+    type WaitProc = <P::Wait as ReceiveWait>::Proc;
+    type Wait = P::Wait;
+    type ArrivalCpu = <P::Arrival as MessageArrival>::Cpu;
+    type Arrival = P::Arrival;
+
+    #[inline(always)]
+    fn cfg(&self) -> &SimConfig {
+        self.cfg
+    }
+    #[inline(always)]
+    fn clock(&self) -> &SchedulerClock {
+        &self.clock
+    }
+    #[inline(always)]
+    fn cpu(&self, c: u32) -> &Cpu<P> {
+        &self.cpus[c as usize]
+    }
+    #[inline(always)]
+    fn cpu_mut(&mut self, c: u32) -> &mut Cpu<P> {
+        &mut self.cpus[c as usize]
+    }
+    #[inline(always)]
+    fn proc(&self, p: u32) -> &Proc<P> {
+        &self.procs[p as usize]
+    }
+    #[inline(always)]
+    fn proc_mut(&mut self, p: u32) -> &mut Proc<P> {
+        &mut self.procs[p as usize]
+    }
+    #[inline(always)]
+    fn records_mut(&mut self) -> RecordsMut<'_, Self::NodeCpu, Self::ArrivalCpu, Self::NodeProc, Self::WaitProc> {
+        RecordsMut { cfg: self.cfg, cpus: &mut self.cpus, procs: &mut self.procs }
+    }
+    #[inline(always)]
+    fn wait(&self) -> &P::Wait {
+        &self.wait
+    }
+    #[inline(always)]
+    fn wait_mut(&mut self) -> &mut P::Wait {
+        &mut self.wait
+    }
+    #[inline(always)]
+    fn arrival_mut(&mut self) -> &mut P::Arrival {
+        &mut self.arrival
+    }
+
+    #[inline(always)]
+    fn record(&mut self, now: SimTime, c: u32, kind: TraceKind) {
+        Engine::record(self, now, c, kind);
+    }
+    #[inline(always)]
+    fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64) {
+        Engine::charge_kernel(self, c, now, ns);
+    }
+    #[inline(always)]
+    fn wake(&mut self, p: u32, when: SimTime) {
+        Engine::wake(self, p, when);
+    }
+    #[inline(always)]
+    fn block_in_recv(&mut self, p: u32, now: SimTime) {
+        Engine::block_in_recv(self, p, now);
+    }
+    #[inline(always)]
+    fn release_cpu(&mut self, c: u32, at: SimTime) {
+        self.set_running(c, at, None);
+    }
+    #[inline(always)]
+    fn dispatch(&mut self, c: u32, now: SimTime) {
+        Engine::dispatch(self, c, now);
+    }
+    #[inline(always)]
+    fn has_all_messages(&self, p: u32, now: SimTime) -> bool {
+        Engine::has_all_messages(self, p, now)
+    }
+
+    #[inline(always)]
+    fn favour(&mut self, p: u32) {
+        P::Node::favour(self, p);
+    }
+    #[inline(always)]
+    fn preempt_for(&mut self, c: u32, p: u32) {
+        P::Node::preempt_for(&mut self.cpus[c as usize].sched, p);
+    }
+    #[inline(always)]
+    fn yield_below_others(&mut self, c: u32, p: u32) -> Option<u8> {
+        P::Node::yield_below_others(self, c, p)
+    }
+    #[inline(always)]
+    fn scheduler_acts_at(&self, c: u32, from: SimTime) -> SimTime {
+        P::Node::acts_at(self, c, from)
+    }
+    #[inline(always)]
+    fn has_ready(&self, c: u32) -> bool {
+        P::Node::has_ready(self, c)
+    }
+}
+
 /// Work a process delivered: its iterations at its job's dedicated time (CPU-ns).
-fn delivered_work_ns(jobs: &[JobState], p: &Proc) -> f64 {
+fn delivered_work_ns<N, W>(jobs: &[JobState], p: &records::Proc<N, W>) -> f64 {
     let job = &jobs[p.job as usize];
     job.dedicated_ns as f64 * p.iterations_done as f64 / job.spec.program.iterations.max(1) as f64
 }

@@ -13,7 +13,7 @@ use std::ops::{Index, IndexMut, Range};
 /// (each release moves the kept ones: amortised, a constant cost per process).
 const RELEASE_AT_LEAST: usize = 4096;
 
-pub(super) struct ProcTable<T> {
+pub(crate) struct ProcTable<T> {
     /// Number of the first record in `records`.
     first: usize,
     records: Vec<T>,
@@ -22,22 +22,22 @@ pub(super) struct ProcTable<T> {
 }
 
 impl<T> ProcTable<T> {
-    pub(super) fn new() -> ProcTable<T> {
+    pub(crate) fn new() -> ProcTable<T> {
         ProcTable { first: 0, records: Vec::new(), finished_below: 0 }
     }
 
     /// The number the next process gets.
-    pub(super) fn next_number(&self) -> usize {
+    pub(crate) fn next_number(&self) -> usize {
         self.first + self.records.len()
     }
 
-    pub(super) fn push(&mut self, record: T) {
+    pub(crate) fn push(&mut self, record: T) {
         self.records.push(record);
     }
 
     /// Every process below `number` has finished and will not be looked at
     /// again; `on_release` sees each record, in number order, before it goes.
-    pub(super) fn finished_below(&mut self, number: usize, mut on_release: impl FnMut(&T)) {
+    pub(crate) fn finished_below(&mut self, number: usize, mut on_release: impl FnMut(&T)) {
         debug_assert!(number <= self.next_number());
         self.finished_below = self.finished_below.max(number);
         let finished = self.finished_below - self.first;
@@ -50,13 +50,13 @@ impl<T> ProcTable<T> {
     }
 
     /// The records kept, in number order (the released ones are gone).
-    pub(super) fn kept(&self) -> impl Iterator<Item = &T> {
+    pub(crate) fn kept(&self) -> impl Iterator<Item = &T> {
         self.records.iter()
     }
 
     /// Records kept.
     #[cfg(test)]
-    pub(super) fn kept_count(&self) -> usize {
+    pub(crate) fn kept_count(&self) -> usize {
         self.records.len()
     }
 }

@@ -10,9 +10,9 @@
 use super::Scheme;
 use crate::engine::arrival::NoReaction;
 use crate::engine::node_scheduler::Mlfq;
-use crate::engine::parts::Parts;
-use crate::engine::receive::{ReceiveWait, SpinBlock};
-use crate::engine::Engine;
+use crate::engine::view::Host;
+use crate::config::SimConfig;
+use crate::engine::receive::{blocked_in_receive, interrupt_and_wake, ReceiveWait};
 use cosched_core::SimTime;
 use cosched_policy::PlanRules;
 
@@ -22,25 +22,38 @@ pub(super) const SCHEME: Scheme = Scheme::new::<(Mlfq, ImmediateBlock, NoReactio
 pub(crate) struct ImmediateBlock;
 
 impl ReceiveWait for ImmediateBlock {
+    type Proc = ();
     const REACTS_TO_DEPOSITS: bool = true;
 
+    fn new(_: &SimConfig) -> ImmediateBlock {
+        ImmediateBlock
+    }
+
+    fn start_receive(&self, _: &mut ()) {}
+
+    fn charge_spin(_: &mut (), _: u64) {}
+
     /// No spin: the wait ends where it starts.
-    fn spin_deadline<P: Parts>(_: &Engine<'_, P>, _: u32, spinning_from: SimTime) -> Option<SimTime> {
+    fn spin_deadline<H: Host<WaitProc = Self::Proc, Wait = Self>>(_: &H, _: u32, spinning_from: SimTime) -> Option<SimTime> {
         Some(spinning_from)
     }
 
-    fn wait<P: Parts>(engine: &mut Engine<'_, P>, p: u32, now: SimTime) {
+    fn wait<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &mut H, p: u32, now: SimTime) {
         engine.block_in_recv(p, now);
     }
 
-    fn may_react<P: Parts>(engine: &Engine<'_, P>, dest: u32) -> bool {
-        SpinBlock::may_react(engine, dest)
+    fn may_react<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &H, dest: u32) -> bool {
+        blocked_in_receive(engine, dest)
     }
 
     // `may_react_at` is the default: with no spin, any receiver may be blocked by then.
 
     /// The same interrupt and wake as spin-block's.
-    fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
-        SpinBlock::on_deposit(engine, dest, now)
+    fn on_deposit<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &mut H, dest: u32, now: SimTime) -> bool {
+        if !blocked_in_receive(engine, dest) {
+            return false;
+        }
+        interrupt_and_wake(engine, dest, now);
+        true
     }
 }

@@ -8,7 +8,8 @@
 //! A scheme built from new parts defines them in its own file (see `ib.rs`).
 
 use crate::engine::node_scheduler::NodeScheduler;
-use crate::engine::parts::{EngineRun, Parts};
+use crate::engine::parts::Parts;
+use crate::engine::runner::EngineRun;
 use crate::engine::EngineOutcome;
 use cosched_policy::{Mode, PlanRules};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

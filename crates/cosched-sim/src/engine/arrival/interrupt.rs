@@ -3,46 +3,53 @@
 //! the receiver (to the head of the top level).
 
 use super::MessageArrival;
-use crate::engine::node_scheduler::NodeScheduler;
-use crate::engine::parts::Parts;
-use crate::engine::{Engine, ProcState};
+use crate::config::SimConfig;
+use crate::engine::records::ProcState;
+use crate::engine::view::Host;
 use crate::trace::TraceKind;
 use cosched_core::{Period, SimTime};
 
 pub(crate) struct Interrupt;
 
 impl MessageArrival for Interrupt {
-    const REACTS_TO_DEPOSITS: bool = true;
+    type Cpu = NicView;
 
-    fn before_running_changes<P: Parts>(engine: &mut Engine<'_, P>, c: u32, at: SimTime) {
-        let running = engine.cpus[c as usize].running;
-        engine.nic_views[c as usize].before_change(at, engine.clock.tick, running);
+    fn new(_: &SimConfig) -> Interrupt {
+        Interrupt
     }
 
-    fn on_deposit<P: Parts>(engine: &mut Engine<'_, P>, dest: u32, now: SimTime) -> bool {
-        let proc = &engine.procs[dest as usize];
+    const REACTS_TO_DEPOSITS: bool = true;
+
+    fn before_running_changes<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(engine: &mut H, c: u32, at: SimTime) {
+        let tick = engine.clock().tick;
+        let cpu = engine.cpu_mut(c);
+        cpu.arrival.before_change(at, tick, cpu.running);
+    }
+
+    fn on_deposit<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(engine: &mut H, dest: u32, now: SimTime) -> bool {
+        let proc = &engine.proc(dest);
         let cpu = proc.cpu;
-        let running = engine.cpus[cpu as usize].running;
-        let seen_running = engine.nic_views[cpu as usize].seen(now, engine.clock.tick, running);
+        let cpu_record = &engine.cpu(cpu);
+        let seen_running = cpu_record.arrival.seen(now, engine.clock().tick, cpu_record.running);
         if proc.state == ProcState::Exited || seen_running == Some(dest) {
             return false;
         }
-        let costs = &engine.cfg.costs;
+        let costs = &engine.cfg().costs;
         let ready = proc.state == ProcState::Ready;
         let cost_ns = costs.interrupt_ns + if ready { costs.queue_move_ns } else { 0 };
         engine.charge_kernel(cpu, now, cost_ns);
         engine.record(now, cpu, TraceKind::Interrupt { process: dest });
         if ready {
-            P::Node::favour(engine, dest);
+            engine.favour(dest);
         }
         true
     }
 
-    fn before_tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn before_tick<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(_: &mut H, _: u32, _: SimTime) {}
 
-    fn after_tick<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn after_tick<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(_: &mut H, _: u32, _: SimTime) {}
 
-    fn acts_at<P: Parts>(_: &Engine<'_, P>, _: u32, _: SimTime) -> SimTime {
+    fn acts_at<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(_: &H, _: u32, _: SimTime) -> SimTime {
         SimTime::MAX
     }
 }

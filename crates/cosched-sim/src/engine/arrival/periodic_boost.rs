@@ -4,36 +4,44 @@
 //! process preempts the running one when the scheduler next acts.
 
 use super::MessageArrival;
-use crate::config::BoostWalk;
-use crate::engine::node_scheduler::NodeScheduler;
-use crate::engine::parts::Parts;
-use crate::engine::{Engine, Phase, ProcState};
+use crate::config::{BoostWalk, SimConfig};
+use crate::engine::records::{Phase, ProcState};
+use crate::engine::view::Host;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
 use cosched_policy::{periodic_boost_choice, BoostCandidate};
 
-pub(crate) struct PeriodicBoost;
+pub(crate) struct PeriodicBoost {
+    /// The walk's candidates, kept to reuse their allocation.
+    candidates: Vec<BoostCandidate>,
+}
 
 impl MessageArrival for PeriodicBoost {
+    type Cpu = ();
+
+    fn new(_: &SimConfig) -> PeriodicBoost {
+        PeriodicBoost { candidates: Vec::new() }
+    }
+
     const REACTS_TO_DEPOSITS: bool = false;
 
-    fn before_running_changes<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) {}
+    fn before_running_changes<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(_: &mut H, _: u32, _: SimTime) {}
 
-    fn on_deposit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
+    fn on_deposit<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(_: &mut H, _: u32, _: SimTime) -> bool {
         false
     }
 
     /// The walk just before the scheduler acts, in the same tick.
-    fn before_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
-        if engine.cfg.costs.boost_walk == BoostWalk::SameTick {
+    fn before_tick<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(engine: &mut H, c: u32, now: SimTime) {
+        if engine.cfg().costs.boost_walk == BoostWalk::SameTick {
             walk(engine, c, now);
         }
     }
 
     /// Or the walk after it, starting with the process the scheduler has just
     /// chosen (its boost then waits for the next tick).
-    fn after_tick<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
-        if engine.cfg.costs.boost_walk != BoostWalk::SameTick {
+    fn after_tick<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(engine: &mut H, c: u32, now: SimTime) {
+        if engine.cfg().costs.boost_walk != BoostWalk::SameTick {
             engine.dispatch(c, now);
             walk(engine, c, now);
         }
@@ -42,11 +50,11 @@ impl MessageArrival for PeriodicBoost {
     /// The walk costs or changes something only when a process is inside a
     /// receive, or when, starting with the running process, it would find
     /// another first.
-    fn acts_at<P: Parts>(engine: &Engine<'_, P>, c: u32, now: SimTime) -> SimTime {
-        let cpu = &engine.cpus[c as usize];
-        let active = (cpu.running.is_none() && !cpu.ready.is_empty()) || cpu.residents_in_recv > 0;
+    fn acts_at<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(engine: &H, c: u32, now: SimTime) -> SimTime {
+        let cpu = &engine.cpu(c);
+        let active = (cpu.running.is_none() && engine.has_ready(c)) || cpu.residents_in_recv > 0;
         if active {
-            P::Node::acts_at(engine, c, now)
+            engine.scheduler_acts_at(c, now)
         } else {
             SimTime::MAX
         }
@@ -54,32 +62,35 @@ impl MessageArrival for PeriodicBoost {
 }
 
 /// The 1 ms kernel activity on CPU `c`.
-fn walk<P: Parts>(engine: &mut Engine<'_, P>, c: u32, now: SimTime) {
-    let cpu = &engine.cpus[c as usize];
+fn walk<H: Host<Arrival = PeriodicBoost>>(engine: &mut H, c: u32, now: SimTime) {
+    let cpu = &engine.cpu(c);
     let start_with = cpu.running.or(cpu.last_process);
-    let (cost_ns, boosted) = boost_by_choice(engine, c, start_with, now);
-    if boosted.is_some() {
-        engine.cpus[c as usize].boosted = boosted;
+    let mut candidates = std::mem::take(&mut engine.arrival_mut().candidates);
+    let (cost_ns, boosted) = boost_by_choice(engine, c, start_with, now, &mut candidates);
+    engine.arrival_mut().candidates = candidates;
+    if let Some(q) = boosted {
+        engine.preempt_for(c, q);
     }
     engine.charge_kernel(c, now, cost_ns);
 }
 
 /// Walk the CPU's processes starting with `start_with` and have the node
 /// scheduler favour the chosen one, unless it is `start_with` itself.
-/// Returns the kernel time it took and whom it boosted. (Spin-yield's pick too.)
-pub(crate) fn boost_by_choice<P: Parts>(
-    engine: &mut Engine<'_, P>,
+/// Returns the kernel time it took and whom it boosted. (Spin-yield's pick
+/// too.) `candidates` is the caller's buffer, reused between walks: no
+/// allocation per tick.
+pub(crate) fn boost_by_choice<H: Host>(
+    engine: &mut H,
     c: u32,
     start_with: Option<u32>,
     now: SimTime,
+    candidates: &mut Vec<BoostCandidate>,
 ) -> (u64, Option<u32>) {
-    // The candidates go in a buffer kept between walks: no allocation per tick.
-    let mut candidates = std::mem::take(&mut engine.boost_candidates);
     candidates.clear();
-    let residents = &engine.cpus[c as usize].residents;
+    let residents = &engine.cpu(c).residents;
     debug_assert!(residents.is_sorted(), "the walk goes in process order");
     candidates.extend(residents.iter().map(|&r| {
-        let proc = &engine.procs[r as usize];
+        let proc = &engine.proc(r);
         BoostCandidate {
             id: r,
             runnable: matches!(proc.state, ProcState::Ready | ProcState::Running),
@@ -88,14 +99,13 @@ pub(crate) fn boost_by_choice<P: Parts>(
             message_ready: matches!(proc.phase, Phase::Recv) & engine.has_all_messages(r, now),
         }
     }));
-    let choice = periodic_boost_choice(&candidates, start_with);
-    engine.boost_candidates = candidates;
-    let costs = &engine.cfg.costs;
+    let choice = periodic_boost_choice(candidates, start_with);
+    let costs = &engine.cfg().costs;
     let mut cost_ns = choice.endpoints_checked as u64 * costs.endpoint_check_ns;
-    let boosted = choice.chosen.filter(|&q| engine.procs[q as usize].state == ProcState::Ready);
+    let boosted = choice.chosen.filter(|&q| engine.proc(q).state == ProcState::Ready);
     if let Some(q) = boosted {
         cost_ns += costs.queue_move_ns;
-        P::Node::favour(engine, q);
+        engine.favour(q);
         engine.record(now, c, TraceKind::Boost { process: q });
     }
     (cost_ns, boosted)

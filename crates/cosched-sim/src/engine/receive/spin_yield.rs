@@ -2,51 +2,79 @@
 //! every other process of the CPU, boost one other as periodic boost would
 //! choose, and spin on.
 
-use super::ReceiveWait;
+use super::{spin_ns, ReceiveWait};
+use crate::config::SimConfig;
 use crate::engine::arrival::boost_by_choice;
-use crate::engine::parts::Parts;
-use crate::engine::Engine;
+use crate::engine::view::Host;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
+use cosched_policy::BoostCandidate;
 
-pub(crate) struct SpinYield;
+pub(crate) struct SpinYield {
+    /// The spin time before yielding.
+    spin_ns: u64,
+    /// The pick's candidates, kept to reuse their allocation.
+    candidates: Vec<BoostCandidate>,
+}
+
+/// A process's spin in its receive.
+#[derive(Default)]
+pub(crate) struct SpinOnce {
+    /// Spinning left before yielding.
+    spin_left_ns: u64,
+    /// This receive has yielded already (it yields once).
+    yielded: bool,
+}
 
 impl ReceiveWait for SpinYield {
+    type Proc = SpinOnce;
     const REACTS_TO_DEPOSITS: bool = false;
 
-    fn spin_deadline<P: Parts>(engine: &Engine<'_, P>, p: u32, spinning_from: SimTime) -> Option<SimTime> {
-        let proc = &engine.procs[p as usize];
+    fn new(cfg: &SimConfig) -> SpinYield {
+        SpinYield { spin_ns: spin_ns(cfg), candidates: Vec::new() }
+    }
+
+    fn start_receive(&self, proc: &mut SpinOnce) {
+        proc.spin_left_ns = self.spin_ns;
+        proc.yielded = false;
+    }
+
+    fn charge_spin(proc: &mut SpinOnce, ran_ns: u64) {
+        proc.spin_left_ns = proc.spin_left_ns.saturating_sub(ran_ns);
+    }
+
+    fn spin_deadline<H: Host<WaitProc = Self::Proc, Wait = Self>>(
+        engine: &H,
+        p: u32,
+        spinning_from: SimTime,
+    ) -> Option<SimTime> {
+        let proc = &engine.proc(p).wait;
         (!proc.yielded).then(|| spinning_from + proc.spin_left_ns)
     }
 
-    fn wait<P: Parts>(engine: &mut Engine<'_, P>, p: u32, now: SimTime) {
-        let proc = &engine.procs[p as usize];
+    fn wait<H: Host<WaitProc = Self::Proc, Wait = Self>>(engine: &mut H, p: u32, now: SimTime) {
+        let proc = &engine.proc(p).wait;
         if proc.spin_left_ns == 0 && !proc.yielded {
             spin_yield(engine, p, now);
         }
     }
 
-    fn on_deposit<P: Parts>(_: &mut Engine<'_, P>, _: u32, _: SimTime) -> bool {
+    fn on_deposit<H: Host<WaitProc = Self::Proc, Wait = Self>>(_: &mut H, _: u32, _: SimTime) -> bool {
         false
     }
 }
 
-/// The spin time ran out: yield once (the levels are the MLFQ's, the only
-/// node scheduler spin-yield runs under).
-fn spin_yield<P: Parts>(engine: &mut Engine<'_, P>, p: u32, now: SimTime) {
-    let cpu = engine.procs[p as usize].cpu;
-    let lowest_other =
-        engine.cpus[cpu as usize].residents.iter().filter(|&&r| r != p).map(|&r| engine.procs[r as usize].level).min();
-    let costs = &engine.cfg.costs;
-    let mut cost_ns = costs.syscall_ns;
-    if let Some(lowest) = lowest_other {
-        // (Never upwards: our reading of "drops".)
-        let level = lowest.saturating_sub(1).min(engine.procs[p as usize].level);
-        engine.procs[p as usize].level = level;
-        cost_ns += costs.queue_move_ns;
+/// The spin time ran out: yield once.
+fn spin_yield<H: Host<WaitProc = SpinOnce, Wait = SpinYield>>(engine: &mut H, p: u32, now: SimTime) {
+    let cpu = engine.proc(p).cpu;
+    let mut cost_ns = engine.cfg().costs.syscall_ns;
+    if let Some(level) = engine.yield_below_others(cpu, p) {
+        cost_ns += engine.cfg().costs.queue_move_ns;
         engine.record(now, cpu, TraceKind::Yield { process: p, level });
     }
-    engine.procs[p as usize].yielded = true;
-    let (walk_cost_ns, _) = boost_by_choice(engine, cpu, Some(p), now);
+    engine.proc_mut(p).wait.yielded = true;
+    let mut candidates = std::mem::take(&mut engine.wait_mut().candidates);
+    let (walk_cost_ns, _) = boost_by_choice(engine, cpu, Some(p), now, &mut candidates);
+    engine.wait_mut().candidates = candidates;
     engine.charge_kernel(cpu, now, cost_ns + walk_cost_ns);
 }

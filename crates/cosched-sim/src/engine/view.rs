@@ -1,0 +1,75 @@
+//! What a part sees of the engine: the records it shares with the engine
+//! (its own among them, by their own types) and the few engine services it
+//! uses, never the engine itself. The engine is the one implementation;
+//! the parts are generic over it, so every call is direct and inlined.
+
+use super::proc_table::ProcTable;
+use super::records::{Cpu, Proc};
+use super::scheduler_clock::SchedulerClock;
+use crate::config::SimConfig;
+use crate::trace::TraceKind;
+use cosched_core::SimTime;
+
+/// The shared records, borrowed at once (a rule that reads one CPU's
+/// record and writes its processes').
+pub(crate) struct RecordsMut<'e, NodeCpu, ArrivalCpu, NodeProc, WaitProc> {
+    pub cfg: &'e SimConfig,
+    pub cpus: &'e mut [Cpu<NodeCpu, ArrivalCpu>],
+    pub procs: &'e mut ProcTable<Proc<NodeProc, WaitProc>>,
+}
+
+pub(crate) trait Host {
+    /// The node scheduler's record of a CPU and of a process.
+    type NodeCpu;
+    type NodeProc;
+    /// The receive wait's record of a process, and its run state.
+    type WaitProc;
+    type Wait;
+    /// The arrival reaction's record of a CPU, and its run state.
+    type ArrivalCpu;
+    type Arrival;
+
+    // ---- the shared records
+
+    fn cfg(&self) -> &SimConfig;
+    fn clock(&self) -> &SchedulerClock;
+    fn cpu(&self, c: u32) -> &Cpu<Self::NodeCpu, Self::ArrivalCpu>;
+    fn cpu_mut(&mut self, c: u32) -> &mut Cpu<Self::NodeCpu, Self::ArrivalCpu>;
+    fn proc(&self, p: u32) -> &Proc<Self::NodeProc, Self::WaitProc>;
+    fn proc_mut(&mut self, p: u32) -> &mut Proc<Self::NodeProc, Self::WaitProc>;
+    fn records_mut(&mut self) -> RecordsMut<'_, Self::NodeCpu, Self::ArrivalCpu, Self::NodeProc, Self::WaitProc>;
+    fn wait(&self) -> &Self::Wait;
+    fn wait_mut(&mut self) -> &mut Self::Wait;
+    fn arrival_mut(&mut self) -> &mut Self::Arrival;
+
+    // ---- engine services
+
+    /// Note a scheduling decision in the trace (when one is kept).
+    fn record(&mut self, now: SimTime, c: u32, kind: TraceKind);
+    /// Kernel work of `ns` on CPU `c`, accounted up to `now`: it delays the
+    /// running process, and counts as overhead.
+    fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64);
+    /// The blocked process `p` becomes runnable at `when` and joins its node scheduler.
+    fn wake(&mut self, p: u32, when: SimTime);
+    /// The running receiver `p` blocks with a system call.
+    fn block_in_recv(&mut self, p: u32, now: SimTime);
+    /// CPU `c` runs nothing from `at` on (its process was put back by its scheduler).
+    fn release_cpu(&mut self, c: u32, at: SimTime);
+    /// While CPU `c` is free, give it to the next process.
+    fn dispatch(&mut self, c: u32, now: SimTime);
+    /// Whether every message `p` awaits is in its endpoints at `now`.
+    fn has_all_messages(&self, p: u32, now: SimTime) -> bool;
+
+    // ---- the node scheduler, for the other parts
+
+    /// The node scheduler favours the ready process `p`: it runs next.
+    fn favour(&mut self, p: u32);
+    /// The favoured `p` takes CPU `c` when its scheduler next acts.
+    fn preempt_for(&mut self, c: u32, p: u32);
+    /// The running `p` drops below every other process of CPU `c`: its new level, if there is another.
+    fn yield_below_others(&mut self, c: u32, p: u32) -> Option<u8>;
+    /// The first instant at or after `from` at which CPU `c`'s scheduler acts on its own.
+    fn scheduler_acts_at(&self, c: u32, from: SimTime) -> SimTime;
+    /// Whether CPU `c`'s scheduler has a process ready to run.
+    fn has_ready(&self, c: u32) -> bool;
+}
