@@ -109,8 +109,9 @@ struct Marked {
 #[derive(Default)]
 struct MarkedProcesses {
     copy_of: BTreeMap<i32, Marked>,
-    /// (pid, start time): a pid reused by a marked process is looked at again.
-    unmarked: BTreeSet<(i32, u64)>,
+    /// (pid, start time, command name): a pid reused by a marked process, or a process that exec'd since (a
+    /// child scanned between its fork and its exec still had its parent's environment), is looked at again.
+    unmarked: BTreeSet<(i32, u64, String)>,
 }
 
 impl MarkedProcesses {
@@ -123,7 +124,8 @@ impl MarkedProcesses {
                 continue;
             }
             let Some(stat) = read_stat(pid) else { continue };
-            if self.unmarked.contains(&(pid, stat.start_ticks)) {
+            let identity = (pid, stat.start_ticks, stat.command);
+            if self.unmarked.contains(&identity) {
                 continue;
             }
             match copy_in_environment(pid, prefix) {
@@ -131,7 +133,7 @@ impl MarkedProcesses {
                     self.copy_of.insert(pid, Marked { copy, freeze_file: freeze_file_of(pid) });
                 }
                 Some(None) => {
-                    self.unmarked.insert((pid, stat.start_ticks));
+                    self.unmarked.insert(identity);
                 }
                 None => {} // read again at the next scan
             }
@@ -200,13 +202,20 @@ fn freeze_file_of(pid: i32) -> Option<PathBuf> {
 struct Stat {
     state: char,
     start_ticks: u64,
+    /// The name of what it runs, which changes when it execs another program.
+    command: String,
 }
 
 fn read_stat(pid: i32) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces and parentheses: fields start after the last ')'.
-    let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
-    Some(Stat { state: fields.first()?.chars().next()?, start_ticks: fields.get(19)?.parse().ok()? })
+    let (open, close) = (text.find('(')?, text.rfind(')')?);
+    let fields: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    Some(Stat {
+        state: fields.first()?.chars().next()?,
+        start_ticks: fields.get(19)?.parse().ok()?,
+        command: text.get(open + 1..close)?.to_string(),
+    })
 }
 
 /// The copy named in the process's environment by a marker that starts with `prefix`.
