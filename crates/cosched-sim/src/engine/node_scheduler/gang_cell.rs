@@ -121,7 +121,8 @@ pub(crate) struct GangQuantum {
     boundary_booked: bool,
     /// Process of each cell, row-major like the matrix (`NO_PROC`: empty).
     cell_procs: Vec<u32>,
-    cpu_count: usize,
+    /// A `u32`: the record stays the 40 bytes the engine's held before it.
+    cpu_count: u32,
     /// The coscheduler may move a running job's rows (fill-ins) or pick the
     /// slot by the clock: cells are rebuilt and realigned after every change.
     follows_every_plan: bool,
@@ -136,7 +137,7 @@ impl GangQuantum {
             current_row: None,
             boundary_booked: false,
             cell_procs: vec![NO_PROC; rows * cpu_count],
-            cpu_count,
+            cpu_count: cpu_count as u32,
             follows_every_plan,
             cells_pending: false,
         }
@@ -161,12 +162,13 @@ impl GangQuantum {
 
     /// The cells of matrix row `row`, one per CPU.
     pub(crate) fn row_cells(&self, row: u32) -> &[u32] {
-        &self.cell_procs[row as usize * self.cpu_count..][..self.cpu_count]
+        let cpu_count = self.cpu_count as usize;
+        &self.cell_procs[row as usize * cpu_count..][..cpu_count]
     }
 
     /// The process of `row`'s cell on CPU `c`, if any.
     pub(crate) fn cell_process(&self, row: Option<u32>, c: u32) -> Option<u32> {
-        let cell = row.map_or(NO_PROC, |r| self.cell_procs[r as usize * self.cpu_count + c as usize]);
+        let cell = row.map_or(NO_PROC, |r| self.cell_procs[r as usize * self.cpu_count as usize + c as usize]);
         (cell != NO_PROC).then_some(cell)
     }
 
@@ -174,7 +176,7 @@ impl GangQuantum {
     fn fill(&mut self, rows: &[u32], cpus: &[u32], proc_of_rank: impl Fn(usize) -> u32) {
         for &row in rows {
             for (rank, &cpu) in cpus.iter().enumerate() {
-                self.cell_procs[row as usize * self.cpu_count + cpu as usize] = proc_of_rank(rank);
+                self.cell_procs[row as usize * self.cpu_count as usize + cpu as usize] = proc_of_rank(rank);
             }
         }
     }
@@ -298,6 +300,11 @@ mod tests {
         assert!(gang.release(&[0], &[0, 1], 0), "row 0 ran: its CPUs lose their cells");
         assert_eq!(gang.current_row(), None, "no job left, no row runs");
         assert!(gang.cells().iter().all(|&p| p == NO_PROC));
+    }
+
+    #[test]
+    fn the_record_stays_as_small_as_the_engines_was() {
+        assert_eq!(std::mem::size_of::<Option<GangQuantum>>(), 40);
     }
 
     #[test]
