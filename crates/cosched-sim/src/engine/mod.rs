@@ -29,7 +29,7 @@ use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerTree};
 use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
 use cosched_policy::Coscheduler;
 use fast::{FastReport, FastSettings, FastState};
-use node_scheduler::NodeScheduler;
+use node_scheduler::{GangQuantum, NodeScheduler};
 use parts::Parts;
 use proc_table::ProcTable;
 use receive::ReceiveWait;
@@ -85,21 +85,6 @@ impl JobState {
 struct Placement {
     cpus: Vec<u32>,
     rows: Vec<u32>,
-}
-
-#[derive(Clone, Debug, Default)]
-struct GangState {
-    /// The matrix row that runs (`None`: no gang job runs, or a slot left to local jobs).
-    current_row: Option<u32>,
-    tick_pending: bool,
-    /// Process of each cell, row-major like the matrix.
-    cell_procs: Vec<u32>,
-    /// The coscheduler may move a running job's rows (fill-ins) or pick the
-    /// slot by the clock: cells are rebuilt and realigned after every change.
-    follows_every_plan: bool,
-    /// A job was placed in the running row and waits for the next quantum
-    /// (`CostConfig::gang_start_waits_for_quantum`): the boundary must switch.
-    cells_pending: bool,
 }
 
 /// Trace value of a gang switch to a slot with no matrix row (left to local jobs).
@@ -230,7 +215,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     longest_queue: usize,
     /// Jobs started and not finished.
     running: usize,
-    gang: Option<GangState>,
+    /// The gang quantum (gang schemes).
+    gang: Option<GangQuantum>,
     latency_ns: u64,
     shm_latency_ns: u64,
     completed: usize,
@@ -295,11 +281,8 @@ impl<'a, P: Parts> Engine<'a, P> {
         assert!(jobs.iter().all(|j| j.tasks >= 1 && j.tasks as usize <= cpu_count), "every job must fit the machine");
         let cosched = Coscheduler::new(cfg.plan_settings(), cfg.cluster_shape());
         let rules = cosched.settings().rules;
-        let gang = cfg.scheme.is_gang().then(|| GangState {
-            cell_procs: vec![NO_PROC; cfg.mpl as usize * cpu_count],
-            follows_every_plan: rules.fill_free_cells || rules.rotation == Rotation::ClockAligned,
-            ..GangState::default()
-        });
+        let follows_every_plan = rules.fill_free_cells || rules.rotation == Rotation::ClockAligned;
+        let gang = cfg.scheme.is_gang().then(|| GangQuantum::new(cfg.mpl as usize, cpu_count, follows_every_plan));
         let cpus = (0..cpu_count as u32)
             .map(|c| records::Cpu {
                 node: c / cfg.cpus_per_node,
@@ -500,7 +483,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             cpu_time.add(&cpu.time);
         }
         if let Some(gang) = &self.gang {
-            debug_assert!(self.completed < self.jobs.len() || gang.current_row.is_none());
+            debug_assert!(self.completed < self.jobs.len() || gang.current_row().is_none());
         }
         if let Some(trace) = &mut self.trace {
             // Some lines are recorded late (a block found when the CPU's time
@@ -770,25 +753,9 @@ impl<'a, P: Parts> Engine<'a, P> {
     // ---- gang scheduling ----------------------------------------------------
 
     fn gang_place(&mut self, rows: &[u32], cpus: &[u32], first_proc: u32) {
-        let cpu_count = self.cpus.len();
+        let waits = self.cfg.costs.gang_start_waits_for_quantum;
         let gang = self.gang.as_mut().expect("gang placement under gang scheduling");
-        for &row in rows {
-            for (rank, &cpu) in cpus.iter().enumerate() {
-                gang.cell_procs[row as usize * cpu_count + cpu as usize] = first_proc + rank as u32;
-            }
-        }
-        if gang.follows_every_plan {
-            return; // `follow_plan` aligns the CPUs once every job has started
-        }
-        // An idle machine starts the new row at once, with no switch to pay.
-        let machine_idle = gang.current_row.is_none();
-        let current = *gang.current_row.get_or_insert(rows[0]);
-        if !machine_idle && self.cfg.costs.gang_start_waits_for_quantum {
-            // Its cells are filled at the next boundary, like every other row's.
-            gang.cells_pending |= rows.contains(&current);
-            return;
-        }
-        if rows.contains(&current) {
+        if gang.place(rows, cpus, first_proc, waits) {
             for (rank, &cpu) in cpus.iter().enumerate() {
                 P::Node::set_cell(&mut self.cpus[cpu as usize].sched, Some(first_proc + rank as u32));
             }
@@ -796,18 +763,11 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     fn gang_release(&mut self, rows: &[u32], cpus: &[u32]) {
-        let cpu_count = self.cpus.len();
         let gang = self.gang.as_mut().expect("gang release under gang scheduling");
-        for &row in rows {
+        if gang.release(rows, cpus, self.running) {
             for &cpu in cpus {
-                gang.cell_procs[row as usize * cpu_count + cpu as usize] = NO_PROC;
-                if gang.current_row == Some(row) {
-                    P::Node::set_cell(&mut self.cpus[cpu as usize].sched, None);
-                }
+                P::Node::set_cell(&mut self.cpus[cpu as usize].sched, None);
             }
-        }
-        if self.running == 0 {
-            gang.current_row = None;
         }
     }
 
@@ -815,15 +775,15 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// runs now: rebuild the cells from the plan, and put every CPU whose cell
     /// changed on its new process at once (no gang switch: the slot goes on).
     fn follow_plan(&mut self, now: SimTime) {
-        if !self.gang.as_ref().is_some_and(|g| g.follows_every_plan) {
+        if !self.gang.as_ref().is_some_and(|g| g.follows_every_plan()) {
             return;
         }
         self.rebuild_cells();
         let row = match self.cosched.settings().rules.rotation {
             Rotation::ClockAligned => self.row_to_run(self.slice_at(now)),
-            Rotation::NextOccupiedRow => self.gang.as_ref().expect("gang").current_row,
+            Rotation::NextOccupiedRow => self.gang.as_ref().expect("gang").current_row(),
         };
-        self.gang.as_mut().expect("gang").current_row = row;
+        self.gang.as_mut().expect("gang").set_current_row(row);
         for c in 0..self.cpus.len() as u32 {
             let cell = self.cell_process(row, c);
             if P::Node::cell(&self.cpus[c as usize].sched) != cell {
@@ -836,18 +796,13 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// Each cell's process, from the coscheduler's rows for every running job.
     fn rebuild_cells(&mut self) {
-        let cpu_count = self.cpus.len();
-        let mut cells = vec![NO_PROC; self.cfg.mpl as usize * cpu_count];
-        for (j, rows) in self.running_jobs_rows() {
+        let rows_by_job = self.running_jobs_rows();
+        let jobs = rows_by_job.into_iter().filter_map(|(j, rows)| {
             let job = &self.jobs[j as usize];
-            let Some(Placement { cpus, .. }) = &job.placement else { continue };
-            for row in rows {
-                for (rank, &cpu) in cpus.iter().enumerate() {
-                    cells[row as usize * cpu_count + cpu as usize] = job.first_proc + rank as u32;
-                }
-            }
-        }
-        self.gang.as_mut().expect("gang").cell_procs = cells;
+            let Placement { cpus, .. } = job.placement.as_ref()?;
+            Some((rows, cpus.as_slice(), job.first_proc))
+        });
+        self.gang.as_mut().expect("gang").rebuild(jobs);
     }
 
     /// (job, matrix rows it runs in) of every placed job, from the full plan when there is one (one pass).
@@ -877,14 +832,11 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// The matrix row to run in `slice`, after the current one.
     fn row_to_run(&self, slice: u64) -> Option<u32> {
-        self.cosched.row_to_run(self.gang.as_ref().expect("gang").current_row, slice)
+        self.cosched.row_to_run(self.gang.as_ref().expect("gang").current_row(), slice)
     }
 
     fn cell_process(&self, row: Option<u32>, c: u32) -> Option<u32> {
-        let cell = row.map_or(NO_PROC, |r| {
-            self.gang.as_ref().expect("gang").cell_procs[r as usize * self.cpus.len() + c as usize]
-        });
-        (cell != NO_PROC).then_some(cell)
+        self.gang.as_ref().expect("gang").cell_process(row, c)
     }
 
     /// CPU `c` leaves whatever it runs for `cell`'s process (accounted up to `now`).
@@ -900,29 +852,26 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// turn, or (the study's reading) while any row holds jobs.
     fn ensure_gang_quantum(&mut self, now: SimTime) {
         let gang = self.gang.as_ref().expect("gang state");
-        if gang.tick_pending || self.cosched.slot_count() == 0 {
+        if gang.boundary_booked() || self.cosched.slot_count() == 0 {
             return;
         }
         let boundary = now.next_multiple_after(self.cfg.costs.gang_quantum_ns);
         let next = self.row_to_run(self.slice_at(boundary));
-        let switch_due = self.cfg.costs.gang_switch_every_quantum || next != gang.current_row || gang.cells_pending;
-        if switch_due {
-            self.gang.as_mut().expect("gang").tick_pending = true;
+        if gang.switch_due(next, self.cfg.costs.gang_switch_every_quantum) {
+            self.gang.as_mut().expect("gang").book_boundary();
             self.queue.schedule(boundary, Event::GangQuantum);
         }
     }
 
     fn on_gang_quantum(&mut self, now: SimTime) {
-        self.gang.as_mut().expect("gang state").tick_pending = false;
+        self.gang.as_mut().expect("gang state").boundary_reached();
         if self.fast.is_some() {
             self.fast_quantum_ends(now);
         }
         if self.cosched.slot_count() > 0 {
             let next = self.row_to_run(self.slice_at(now));
-            let gang = self.gang.as_mut().expect("gang");
-            if self.cfg.costs.gang_switch_every_quantum || next != gang.current_row || gang.cells_pending {
-                gang.current_row = next;
-                gang.cells_pending = false;
+            let every_quantum = self.cfg.costs.gang_switch_every_quantum;
+            if self.gang.as_mut().expect("gang").cross_boundary(next, every_quantum) {
                 self.switch_all_cpus_to_row(next, now);
             }
         }

@@ -3,7 +3,7 @@
 
 use super::NodeScheduler;
 use crate::config::SimConfig;
-use crate::engine::records::ProcState;
+use crate::engine::records::{ProcState, NO_PROC};
 use crate::engine::view::Host;
 use cosched_core::SimTime;
 use cosched_policy::Mode;
@@ -108,4 +108,211 @@ impl NodeScheduler for GangCell {
 /// The current row's process on CPU `c`, if it is ready to run.
 fn ready_cell<H: Host<NodeCpu = GangCpu>>(engine: &H, c: u32) -> Option<u32> {
     engine.cpu(c).sched.cell.filter(|&p| engine.proc(p).state == ProcState::Ready)
+}
+
+/// The gang quantum's state, shared by all CPUs: the matrix row that runs and
+/// each cell's process. Its rules are here; the engine only books the
+/// quantum's boundaries and puts CPUs on the cells these rules name.
+#[derive(Clone, Debug)]
+pub(crate) struct GangQuantum {
+    /// The matrix row that runs (`None`: no gang job runs, or a slot left to local jobs).
+    current_row: Option<u32>,
+    /// A boundary is booked in the event queue.
+    boundary_booked: bool,
+    /// Process of each cell, row-major like the matrix (`NO_PROC`: empty).
+    cell_procs: Vec<u32>,
+    /// A `u32`: the record stays the 40 bytes the engine's held before it.
+    cpu_count: u32,
+    /// The coscheduler may move a running job's rows (fill-ins) or pick the
+    /// slot by the clock: cells are rebuilt and realigned after every change.
+    follows_every_plan: bool,
+    /// A job was placed in the running row and waits for the next quantum
+    /// (`CostConfig::gang_start_waits_for_quantum`): the boundary must switch.
+    cells_pending: bool,
+}
+
+impl GangQuantum {
+    pub(crate) fn new(rows: usize, cpu_count: usize, follows_every_plan: bool) -> Self {
+        GangQuantum {
+            current_row: None,
+            boundary_booked: false,
+            cell_procs: vec![NO_PROC; rows * cpu_count],
+            cpu_count: cpu_count as u32,
+            follows_every_plan,
+            cells_pending: false,
+        }
+    }
+
+    pub(crate) fn current_row(&self) -> Option<u32> {
+        self.current_row
+    }
+
+    pub(crate) fn set_current_row(&mut self, row: Option<u32>) {
+        self.current_row = row;
+    }
+
+    pub(crate) fn follows_every_plan(&self) -> bool {
+        self.follows_every_plan
+    }
+
+    /// Every cell's process, row-major (`NO_PROC`: empty).
+    pub(crate) fn cells(&self) -> &[u32] {
+        &self.cell_procs
+    }
+
+    /// The cells of matrix row `row`, one per CPU.
+    pub(crate) fn row_cells(&self, row: u32) -> &[u32] {
+        let cpu_count = self.cpu_count as usize;
+        &self.cell_procs[row as usize * cpu_count..][..cpu_count]
+    }
+
+    /// The process of `row`'s cell on CPU `c`, if any.
+    pub(crate) fn cell_process(&self, row: Option<u32>, c: u32) -> Option<u32> {
+        let cell = row.map_or(NO_PROC, |r| self.cell_procs[r as usize * self.cpu_count as usize + c as usize]);
+        (cell != NO_PROC).then_some(cell)
+    }
+
+    /// A job whose rank `i` is process `first_proc + i` on `cpus[i]`, in `rows`.
+    fn fill(&mut self, rows: &[u32], cpus: &[u32], proc_of_rank: impl Fn(usize) -> u32) {
+        for &row in rows {
+            for (rank, &cpu) in cpus.iter().enumerate() {
+                self.cell_procs[row as usize * self.cpu_count as usize + cpu as usize] = proc_of_rank(rank);
+            }
+        }
+    }
+
+    /// A job starts in `rows`: its cells are filled. True when its CPUs must
+    /// be put on its processes at once (it runs in the row that runs now and
+    /// need not wait for the boundary). An idle machine starts the new row
+    /// at once, with no switch to pay.
+    pub(crate) fn place(&mut self, rows: &[u32], cpus: &[u32], first_proc: u32, start_waits_for_quantum: bool) -> bool {
+        self.fill(rows, cpus, |rank| first_proc + rank as u32);
+        if self.follows_every_plan {
+            return false; // the engine realigns the CPUs once every job has started
+        }
+        let machine_idle = self.current_row.is_none();
+        let current = *self.current_row.get_or_insert(rows[0]);
+        if !machine_idle && start_waits_for_quantum {
+            // Its cells are filled at the next boundary, like every other row's.
+            self.cells_pending |= rows.contains(&current);
+            return false;
+        }
+        rows.contains(&current)
+    }
+
+    /// A job in `rows` finishes: its cells empty. True when the row that runs
+    /// now held it (its CPUs lose their cell). With no job left, no row runs.
+    pub(crate) fn release(&mut self, rows: &[u32], cpus: &[u32], jobs_left: usize) -> bool {
+        self.fill(rows, cpus, |_| NO_PROC);
+        let ran_now = self.current_row.is_some_and(|row| rows.contains(&row));
+        if jobs_left == 0 {
+            self.current_row = None;
+        }
+        ran_now
+    }
+
+    /// The cells rebuilt from every running job's (rows, CPUs, first process).
+    pub(crate) fn rebuild<'j>(&mut self, jobs: impl IntoIterator<Item = (Vec<u32>, &'j [u32], u32)>) {
+        self.cell_procs.fill(NO_PROC);
+        for (rows, cpus, first_proc) in jobs {
+            self.fill(&rows, cpus, |rank| first_proc + rank as u32);
+        }
+    }
+
+    /// Whether a boundary whose row is `next` switches the CPUs.
+    pub(crate) fn switch_due(&self, next: Option<u32>, switch_every_quantum: bool) -> bool {
+        switch_every_quantum || next != self.current_row || self.cells_pending
+    }
+
+    pub(crate) fn boundary_booked(&self) -> bool {
+        self.boundary_booked
+    }
+
+    pub(crate) fn book_boundary(&mut self) {
+        self.boundary_booked = true;
+    }
+
+    /// The booked boundary is reached.
+    pub(crate) fn boundary_reached(&mut self) {
+        self.boundary_booked = false;
+    }
+
+    /// At a boundary: `next` runs if a switch is due (then true).
+    pub(crate) fn cross_boundary(&mut self, next: Option<u32>, switch_every_quantum: bool) -> bool {
+        if !self.switch_due(next, switch_every_quantum) {
+            return false;
+        }
+        self.current_row = next;
+        self.cells_pending = false;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two rows on two CPUs, rows chosen by the next occupied row.
+    fn quantum() -> GangQuantum {
+        GangQuantum::new(2, 2, false)
+    }
+
+    #[test]
+    fn an_idle_machine_runs_a_new_job_at_once_even_when_starts_wait() {
+        let mut gang = quantum();
+        assert!(gang.place(&[1], &[0, 1], 10, true), "the first job's CPUs take its cells at once");
+        assert_eq!(gang.current_row(), Some(1));
+        assert_eq!(gang.row_cells(1), &[10, 11]);
+        assert_eq!(gang.cell_process(Some(0), 0), None);
+    }
+
+    #[test]
+    fn a_job_placed_in_the_running_row_waits_for_the_boundary_when_told() {
+        let mut gang = quantum();
+        gang.place(&[0], &[0], 10, true);
+        assert!(!gang.switch_due(Some(0), false), "one row, nothing pending: no switch");
+        assert!(!gang.place(&[0], &[1], 20, true), "the second job waits for the boundary");
+        assert!(gang.switch_due(Some(0), false), "the boundary must switch to fill its cell");
+        assert!(gang.cross_boundary(Some(0), false));
+        assert!(!gang.switch_due(Some(0), false), "filled: the next boundary has nothing to do");
+        let mut at_once = quantum();
+        at_once.place(&[0], &[0], 10, false);
+        assert!(at_once.place(&[0], &[1], 20, false), "not told to wait: it runs in the running row at once");
+    }
+
+    #[test]
+    fn a_job_in_another_row_starts_at_its_turn() {
+        let mut gang = quantum();
+        gang.place(&[0], &[0, 1], 10, false);
+        assert!(!gang.place(&[1], &[0, 1], 20, false), "row 1 is not the running one");
+        assert!(gang.switch_due(Some(1), false));
+        assert!(gang.cross_boundary(Some(1), false));
+        assert_eq!(gang.cell_process(gang.current_row(), 1), Some(21));
+    }
+
+    #[test]
+    fn releasing_the_running_row_empties_its_cells_and_the_last_job_stops_the_rows() {
+        let mut gang = quantum();
+        gang.place(&[0], &[0, 1], 10, false);
+        gang.place(&[1], &[0], 20, false);
+        assert!(!gang.release(&[1], &[0], 1), "row 1 does not run now");
+        assert_eq!(gang.current_row(), Some(0));
+        assert!(gang.release(&[0], &[0, 1], 0), "row 0 ran: its CPUs lose their cells");
+        assert_eq!(gang.current_row(), None, "no job left, no row runs");
+        assert!(gang.cells().iter().all(|&p| p == NO_PROC));
+    }
+
+    #[test]
+    fn the_record_stays_as_small_as_the_engines_was() {
+        assert_eq!(std::mem::size_of::<Option<GangQuantum>>(), 40);
+    }
+
+    #[test]
+    fn rebuilding_replaces_every_cell() {
+        let mut gang = GangQuantum::new(2, 2, true);
+        assert!(!gang.place(&[0], &[0, 1], 10, false), "cells following the plan are aligned by the engine");
+        let cpus = [1u32];
+        gang.rebuild([(vec![1], &cpus[..], 30)]);
+        assert_eq!(gang.cells(), &[NO_PROC, NO_PROC, NO_PROC, 30]);
+    }
 }

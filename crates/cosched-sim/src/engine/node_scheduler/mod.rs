@@ -11,7 +11,7 @@
 mod gang_cell;
 mod mlfq;
 
-pub(crate) use gang_cell::GangCell;
+pub(crate) use gang_cell::{GangCell, GangQuantum};
 pub(crate) use mlfq::Mlfq;
 
 use super::view::Host;
