@@ -17,7 +17,7 @@ use cosched_sim::exact_f64;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
 use cosched_sim::metrics::SaturationVerdict;
 use cosched_sim::run::RunOptions;
-use cosched_sim::{Mix, Scheme, SimConfig};
+use cosched_sim::{Mix, OsScheduler, Scheme, SimConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -129,6 +129,10 @@ pub struct ModelChoices {
     pub gang_start_waits_for_quantum: bool,
     /// When periodic boost's walk runs.
     pub boost_walk: BoostWalk,
+    /// The OS scheduler of the nodes of every scheme but GS (absent: the
+    /// study's MLFQ, so that earlier documents read the same).
+    #[serde(default, skip_serializing_if = "OsScheduler::is_default")]
+    pub node_scheduler: OsScheduler,
 }
 
 impl Default for ModelChoices {
@@ -139,6 +143,7 @@ impl Default for ModelChoices {
             io_keeps_cpu_below_ns: costs.io_keeps_cpu_below_ns,
             gang_start_waits_for_quantum: costs.gang_start_waits_for_quantum,
             boost_walk: costs.boost_walk,
+            node_scheduler: OsScheduler::default(),
         }
     }
 }
@@ -151,6 +156,7 @@ impl ModelChoices {
         config.costs.io_keeps_cpu_below_ns = self.io_keeps_cpu_below_ns;
         config.costs.gang_start_waits_for_quantum = self.gang_start_waits_for_quantum;
         config.costs.boost_walk = self.boost_walk;
+        config.node_scheduler = self.node_scheduler;
         config
     }
 

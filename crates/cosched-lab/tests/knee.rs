@@ -32,6 +32,7 @@ fn job(number: u64, arrival_ns: u64, tasks: u32) -> SimJob {
         tasks,
         program: Program { compute_ns: COMPUTE_NS, io_ns: 0, iterations: ITERATIONS, message_bytes: 4096 },
         label: format!("job{number}"),
+        nice: 0,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Every parameter of the simulated machine, with the defaults of the spec.
 //! Values the reference study left open are marked *our choice* in `docs/model.md`.
 
+use crate::engine::node_scheduler::OsScheduler;
 use crate::scheme::Scheme;
 use cosched_core::time::{NS_PER_MS, NS_PER_S, NS_PER_US};
 use cosched_policy::cluster::{ClusterShape, PlanSettings};
@@ -182,6 +183,11 @@ pub struct SimConfig {
     pub network: NetworkConfig,
     pub costs: CostConfig,
     pub scheduler: NodeSchedulerConfig,
+    /// The OS scheduler of every node whose scheme has one (not GS). Written
+    /// in a run's record only when it is not the study's MLFQ, so that the
+    /// records of the study's runs stay as they were.
+    #[serde(skip_serializing_if = "OsScheduler::is_default")]
+    pub node_scheduler: OsScheduler,
     /// Stop at this simulated time even if jobs remain (benchmarks).
     pub horizon_ns: Option<u64>,
 }
@@ -198,6 +204,7 @@ impl Default for SimConfig {
             network: NetworkConfig::default(),
             costs: CostConfig::default(),
             scheduler: NodeSchedulerConfig::default(),
+            node_scheduler: OsScheduler::default(),
             horizon_ns: None,
         }
     }

@@ -45,6 +45,7 @@ pub fn sim_jobs(requests: &[JobRequest], plan: &WorkloadPlan, cfg: &SimConfig) -
                 tasks: r.procs,
                 program: program_for(job_type, r.procs, nominal_ns, &cfg.network),
                 label: job_type.to_string(),
+                nice: 0,
             }
         })
         .collect()

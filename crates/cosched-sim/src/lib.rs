@@ -24,6 +24,7 @@ pub mod trace;
 pub use app::{JobType, Mix, Program};
 pub use config::{ConfigError, SimConfig};
 pub use cpu_set::CpuSet;
+pub use engine::node_scheduler::OsScheduler;
 pub use engine::{Progress, SimJob};
 pub use metrics::{Breakdown, JobRecord, Summary};
 pub use run::{run, RunResult};

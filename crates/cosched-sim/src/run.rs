@@ -54,6 +54,13 @@ pub fn run(
     cfg.validate()?;
     if let Some(fast) = &options.fast {
         fast.validate().map_err(ConfigError)?;
+        if !cfg.node_scheduler.is_default() && !cfg.scheme.is_gang() {
+            return Err(ConfigError(format!(
+                "fast mode is validated against the exact engine with the study's MLFQ only, not with \
+                 --node-scheduler {} (docs/fast-mode.md): run without --fast",
+                cfg.node_scheduler
+            )));
+        }
     }
     let cpus = cfg.cpu_count();
     if let Some(job) = jobs.iter().find(|j| j.tasks == 0 || j.tasks > cpus) {

@@ -15,7 +15,7 @@ use cosched_sim::cost::RunCost;
 use cosched_sim::engine::fast::{FastSettings, ACCEPTED_ERROR};
 use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::trace::TraceEvent;
-use cosched_sim::{Mix, Scheme, SimConfig};
+use cosched_sim::{Mix, OsScheduler, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -231,6 +231,11 @@ pub struct SimArgs {
     pub gang_start_next_quantum: bool,
 
     // ---- node scheduler -------------------------------------------------------
+    /// The OS scheduler of every node, under every scheme but the gang schemes (whose nodes run the gang cell):
+    /// mlfq, the study's Solaris-like multilevel feedback queue; eevdf, Linux's fair class since 6.6 (its
+    /// rules and simplifications in docs/model.md; its tick is --tick-ms: 1 for HZ=1000, 4 for HZ=250).
+    #[arg(long, default_value = "mlfq", help_heading = "Node scheduler")]
+    pub node_scheduler: OsScheduler,
     /// Scheduler tick, ms.
     #[arg(long, default_value_t = MILLISECONDS.of_ns(scheduler().tick_ns), help_heading = "Node scheduler")]
     pub tick_ms: f64,
@@ -311,6 +316,7 @@ impl SimArgs {
                 raise_period_ns: MILLISECONDS.ns(self.raise_period_ms, "--raise-period-ms")?,
                 quantum_ns_by_level: quantum_table_from_bands_ms(&bands),
             },
+            node_scheduler: self.node_scheduler,
             horizon_ns: self.horizon_s.map(|h| SECONDS.ns(h, "--horizon-s")).transpose()?,
         })
     }

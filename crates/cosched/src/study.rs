@@ -20,7 +20,7 @@ use cosched_lab::study::{
 };
 use cosched_lab::workload::JobSizes;
 use cosched_sim::config::BoostWalk;
-use cosched_sim::{Scheme, SimConfig};
+use cosched_sim::{OsScheduler, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
@@ -114,6 +114,10 @@ pub struct StudyArgs {
     /// When periodic boost's walk runs: tick-before (default) or same-tick (docs/model.md).
     #[arg(long, default_value = defaults().model.boost_walk.name(), help_heading = "Open choices")]
     pub boost_walk: BoostWalk,
+    /// The OS scheduler of every node of the schemes that have one (all but GS): mlfq, the study's; eevdf,
+    /// Linux's since 6.6 at HZ=1000 (docs/model.md).
+    #[arg(long, default_value = "mlfq", help_heading = "Open choices")]
+    pub node_scheduler: OsScheduler,
     /// Output folder (default: cosched-out/study-eN, or with --shard cosched-out/study-eN-shard-I-of-N).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -194,6 +198,7 @@ impl StudyArgs {
             io_keeps_cpu_below_ns: microseconds_ns(self.io_keeps_cpu_below_us, "--io-keeps-cpu-below-us")?,
             gang_start_waits_for_quantum: self.gang_start_next_quantum,
             boost_walk: self.boost_walk,
+            node_scheduler: self.node_scheduler,
         };
         Ok(StudySettings {
             jobs_per_run,
@@ -254,6 +259,9 @@ pub fn canonical_command(experiment: Experiment, settings: &StudySettings) -> St
     }
     if model.boost_walk != stock.boost_walk {
         command += &format!(" --boost-walk {}", model.boost_walk.name());
+    }
+    if !model.node_scheduler.is_default() {
+        command += &format!(" --node-scheduler {}", model.node_scheduler);
     }
     command
 }

@@ -52,6 +52,7 @@ fn scenario() -> (SimConfig, Vec<SimJob>) {
                 message_bytes: 4096,
             },
             label: format!("j{i}"),
+            nice: 0,
         })
         .collect();
     (cfg, jobs)

@@ -58,6 +58,9 @@ pub struct SimJob {
     pub program: Program,
     /// "J1".."J6", or a free label for hand-made jobs.
     pub label: String,
+    /// The nice value of its processes (only a node scheduler with weights
+    /// reads it; 0 for every job of a workload).
+    pub nice: i8,
 }
 
 #[derive(Clone, Debug)]
@@ -614,7 +617,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         for rank in 0..tasks {
             let cpu = placement.cpus[rank as usize];
             let mut rng = self.seed.substream("task-skew", ((j as u64) << 32) | rank as u64);
-            let program = self.jobs[j as usize].spec.program;
+            let (program, nice) = (self.jobs[j as usize].spec.program, self.jobs[j as usize].spec.nice);
             let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut rng);
             let io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut rng);
             let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
@@ -626,7 +629,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.procs.push(records::Proc {
                 job: j,
                 cpu,
-                sched: P::Node::new_proc(self.cfg),
+                sched: P::Node::new_proc(self.cfg, nice),
                 wait: Default::default(),
                 phase: Phase::Compute { remaining_ns: compute_ns },
                 state: ProcState::Ready,
@@ -666,6 +669,8 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.gang_place(&rows, &cpus, first_proc);
         } else {
             for (rank, &cpu) in cpus.iter().enumerate() {
+                // The scheduler sees its running process charged up to now.
+                self.account(cpu, now);
                 P::Node::admit(self, cpu, first_proc + rank as u32);
             }
         }
@@ -1196,7 +1201,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let cpu = self.procs[p as usize].cpu;
         let proc = &mut self.procs[p as usize];
         proc.state = ProcState::Blocked;
-        P::Node::blocked(&mut self.cpus[cpu as usize].sched, &mut proc.sched, p);
+        P::Node::blocked(self, cpu, p);
         self.set_running(cpu, now, None);
         self.charge_kernel(cpu, now, self.cfg.costs.syscall_ns);
         self.record(now, cpu, TraceKind::Block { process: p });
@@ -1215,7 +1220,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let place = in_io.partition_point(|&other| other < io);
         in_io.insert(place, io);
         self.cpus[cpu as usize].earliest_io_end = in_io[0].0;
-        P::Node::blocked(&mut self.cpus[cpu as usize].sched, &mut self.procs[p as usize].sched, p);
+        P::Node::blocked(self, cpu, p);
         self.set_running(cpu, at, None);
         self.record(at, cpu, TraceKind::Block { process: p });
     }
@@ -1285,7 +1290,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             let ran = until - from;
             let cpu = &mut self.cpus[c as usize];
             let proc = &mut self.procs[p as usize];
-            P::Node::charge(&mut cpu.sched, &mut proc.sched, ran);
+            P::Node::charge(&mut cpu.sched, &mut proc.sched, ran, until);
             from = until;
             match phase {
                 Phase::Compute { remaining_ns } => {
@@ -1370,6 +1375,8 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         if tick_due {
             self.scheduler_tick(c, now);
+        } else {
+            P::Node::between_ticks(self, c, now);
         }
         self.dispatch(c, now);
         self.book_next_visit(c, now);
@@ -1399,7 +1406,8 @@ impl<'a, P: Parts> Engine<'a, P> {
                 && cpu.last_process.is_some_and(|last| last != p)
                 && self.cfg.costs.context_switch_ns > 0;
             cpu.last_process = Some(p);
-            P::Node::dispatched(&mut cpu.sched, p);
+            P::Node::dispatched(self, c, p);
+            let cpu = &mut self.cpus[c as usize];
             if switching {
                 cpu.add_kernel_work(now, self.cfg.costs.context_switch_ns);
             }

@@ -4,7 +4,7 @@
 
 use super::Scheme;
 use crate::engine::arrival::Interrupt;
-use crate::engine::node_scheduler::Mlfq;
+use crate::engine::node_scheduler::Os;
 use crate::engine::receive::BusyWait;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, BusyWait, Interrupt)>("DCS");
+pub(super) const SCHEME: Scheme = Scheme::study::<(Os, BusyWait, Interrupt)>("DCS");

@@ -2,7 +2,7 @@
 
 use super::Scheme;
 use crate::engine::arrival::Interrupt;
-use crate::engine::node_scheduler::Mlfq;
+use crate::engine::node_scheduler::Os;
 use crate::engine::receive::SpinBlock;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, SpinBlock, Interrupt)>("DCS-SB");
+pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinBlock, Interrupt)>("DCS-SB");

@@ -2,7 +2,7 @@
 
 use super::Scheme;
 use crate::engine::arrival::Interrupt;
-use crate::engine::node_scheduler::Mlfq;
+use crate::engine::node_scheduler::Os;
 use crate::engine::receive::SpinYield;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, SpinYield, Interrupt)>("DCS-SY");
+pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinYield, Interrupt)>("DCS-SY");

@@ -9,14 +9,14 @@
 
 use super::Scheme;
 use crate::engine::arrival::NoReaction;
-use crate::engine::node_scheduler::Mlfq;
+use crate::engine::node_scheduler::Os;
 use crate::engine::view::Host;
 use crate::config::SimConfig;
 use crate::engine::receive::{blocked_in_receive, interrupt_and_wake, ReceiveWait};
 use cosched_core::SimTime;
 use cosched_policy::PlanRules;
 
-pub(super) const SCHEME: Scheme = Scheme::new::<(Mlfq, ImmediateBlock, NoReaction)>("IB", PlanRules::STUDY);
+pub(super) const SCHEME: Scheme = Scheme::new::<(Os, ImmediateBlock, NoReaction)>("IB", PlanRules::STUDY);
 
 /// Block as soon as a message is missing; wake on its interrupt.
 pub(crate) struct ImmediateBlock;

@@ -3,7 +3,7 @@
 
 use super::Scheme;
 use crate::engine::arrival::NoReaction;
-use crate::engine::node_scheduler::Mlfq;
+use crate::engine::node_scheduler::Os;
 use crate::engine::receive::BusyWait;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, BusyWait, NoReaction)>("Local");
+pub(super) const SCHEME: Scheme = Scheme::study::<(Os, BusyWait, NoReaction)>("Local");

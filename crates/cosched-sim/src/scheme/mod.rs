@@ -7,8 +7,9 @@
 //! makes it known: to the command line, the help text, studies and figures.
 //! A scheme built from new parts defines them in its own file (see `ib.rs`).
 
-use crate::engine::node_scheduler::NodeScheduler;
-use crate::engine::parts::Parts;
+use crate::engine::arrival::MessageArrival;
+use crate::engine::node_scheduler::NodeChoice;
+use crate::engine::receive::ReceiveWait;
 use crate::engine::runner::EngineRun;
 use crate::engine::EngineOutcome;
 use cosched_policy::{Mode, PlanRules};
@@ -58,13 +59,13 @@ impl Scheme {
     /// A scheme outside the reference study whose engine is built from the
     /// parts `P`; its mode (gang slots or the node's own scheduler) is the
     /// node scheduler's.
-    const fn new<P: Parts>(name: &'static str, rules: PlanRules) -> Scheme {
-        Scheme { name, mode: <P::Node as NodeScheduler>::MODE, rules, in_study: false, run: run_with::<P> }
+    const fn new<P: SchemeParts>(name: &'static str, rules: PlanRules) -> Scheme {
+        Scheme { name, mode: P::MODE, rules, in_study: false, run: P::run }
     }
 
     /// One of the reference study's schemes: the study's plain matrix and
     /// admission (`PlanRules::STUDY`).
-    const fn study<P: Parts>(name: &'static str) -> Scheme {
+    const fn study<P: SchemeParts>(name: &'static str) -> Scheme {
         Scheme { in_study: true, ..Scheme::new::<P>(name, PlanRules::STUDY) }
     }
 
@@ -106,8 +107,18 @@ impl Scheme {
     }
 }
 
-fn run_with<P: Parts>(run: EngineRun<'_, '_>) -> EngineOutcome {
-    run.with_parts::<P>()
+/// A scheme's parts as its file names them: `(node, receive wait, arrival
+/// reaction)`, where the node is the gang cell or the run's OS scheduler.
+trait SchemeParts {
+    const MODE: Mode;
+    fn run(run: EngineRun<'_, '_>) -> EngineOutcome;
+}
+
+impl<N: NodeChoice, W: ReceiveWait, A: MessageArrival> SchemeParts for (N, W, A) {
+    const MODE: Mode = N::MODE;
+    fn run(run: EngineRun<'_, '_>) -> EngineOutcome {
+        N::run::<W, A>(run)
+    }
 }
 
 /// Names are unique (a test checks it), so a scheme is its name.

@@ -2,7 +2,7 @@
 
 use super::Scheme;
 use crate::engine::arrival::PeriodicBoost;
-use crate::engine::node_scheduler::Mlfq;
+use crate::engine::node_scheduler::Os;
 use crate::engine::receive::SpinBlock;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, SpinBlock, PeriodicBoost)>("PB-SB");
+pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinBlock, PeriodicBoost)>("PB-SB");

@@ -2,7 +2,7 @@
 
 use super::Scheme;
 use crate::engine::arrival::PeriodicBoost;
-use crate::engine::node_scheduler::Mlfq;
+use crate::engine::node_scheduler::Os;
 use crate::engine::receive::SpinYield;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, SpinYield, PeriodicBoost)>("PB-SY");
+pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinYield, PeriodicBoost)>("PB-SY");

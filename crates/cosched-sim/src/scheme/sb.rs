@@ -4,7 +4,7 @@
 
 use super::Scheme;
 use crate::engine::arrival::NoReaction;
-use crate::engine::node_scheduler::Mlfq;
+use crate::engine::node_scheduler::Os;
 use crate::engine::receive::SpinBlock;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, SpinBlock, NoReaction)>("SB");
+pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinBlock, NoReaction)>("SB");

@@ -4,7 +4,7 @@
 
 use super::Scheme;
 use crate::engine::arrival::NoReaction;
-use crate::engine::node_scheduler::Mlfq;
+use crate::engine::node_scheduler::Os;
 use crate::engine::receive::SpinYield;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Mlfq, SpinYield, NoReaction)>("SY");
+pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinYield, NoReaction)>("SY");

@@ -23,6 +23,7 @@ pub fn job(number: u64, arrival_ns: u64, tasks: u32, compute_ns: u64, io_ns: u64
         tasks,
         program: Program { compute_ns, io_ns, iterations, message_bytes: 4096 },
         label: format!("test{number}"),
+        nice: 0,
     }
 }
 

@@ -23,16 +23,16 @@ impl NodeScheduler for GangCell {
     const MODE: Mode = Mode::Gang;
     const CHARGES_DISPATCH_SWITCH: bool = false;
 
-    fn new_proc(_: &SimConfig) {}
+    fn new_proc(_: &SimConfig, _: i8) {}
 
     fn admit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &mut H, _: u32, _: u32) {}
 
-    fn charge(_: &mut GangCpu, _: &mut (), _: u64) {}
+    fn charge(_: &mut GangCpu, _: &mut (), _: u64, _: SimTime) {}
 
     /// The cell stays the process's: the CPU idles until it wakes.
-    fn blocked(_: &mut GangCpu, _: &mut (), _: u32) {}
+    fn blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &mut H, _: u32, _: u32) {}
 
-    fn dispatched(_: &mut GangCpu, _: u32) {}
+    fn dispatched<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &mut H, _: u32, _: u32) {}
 
     fn preempt_for(_: &mut GangCpu, _: u32) {}
 

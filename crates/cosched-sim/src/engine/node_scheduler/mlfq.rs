@@ -4,7 +4,7 @@
 //! the top each raise period. A tick falling inside kernel work is deferred
 //! to the work's end; each tick acts once.
 
-use super::NodeScheduler;
+use super::{first_tick_after, tick_at_or_after, NodeScheduler};
 use crate::config::{SimConfig, TOP_LEVEL};
 use crate::engine::records::ProcState;
 use crate::engine::view::Host;
@@ -43,7 +43,7 @@ impl NodeScheduler for Mlfq {
     const CHARGES_DISPATCH_SWITCH: bool = true;
 
     /// At the top level with a full quantum.
-    fn new_proc(cfg: &SimConfig) -> MlfqProc {
+    fn new_proc(cfg: &SimConfig, _nice: i8) -> MlfqProc {
         MlfqProc { level: TOP_LEVEL, quantum_left_ns: cfg.scheduler.quantum_ns(TOP_LEVEL) }
     }
 
@@ -52,11 +52,12 @@ impl NodeScheduler for Mlfq {
         engine.cpu_mut(c).sched.ready.push_tail(p, TOP_LEVEL);
     }
 
-    fn charge(_: &mut MlfqCpu, proc: &mut MlfqProc, ran_ns: u64) {
+    fn charge(_: &mut MlfqCpu, proc: &mut MlfqProc, ran_ns: u64, _: SimTime) {
         proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(ran_ns);
     }
 
-    fn dispatched(cpu: &mut MlfqCpu, p: u32) {
+    fn dispatched<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32) {
+        let cpu = &mut engine.cpu_mut(c).sched;
         if cpu.boosted == Some(p) {
             cpu.boosted = None;
         }
@@ -81,7 +82,7 @@ impl NodeScheduler for Mlfq {
     }
 
     /// A blocked process is in no queue: it rejoins at its wake.
-    fn blocked(_: &mut MlfqCpu, _: &mut MlfqProc, _: u32) {}
+    fn blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &mut H, _: u32, _: u32) {}
 
     fn exited(_: &mut MlfqCpu, _: u32) {}
 
@@ -114,13 +115,7 @@ impl NodeScheduler for Mlfq {
     /// at which the scheduler acts: the next tick not yet acted on, except
     /// that a tick falling inside kernel work is deferred to the work's end.
     fn acts_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32, from: SimTime) -> SimTime {
-        let cpu = &engine.cpu(c);
-        let end = cpu.switch_until;
-        let lower = cpu.kernel_start.max(cpu.sched.first_unacted_tick);
-        if from <= end && end > lower && ceil_tick(engine, lower) < end {
-            return end;
-        }
-        ceil_tick(engine, from).max(cpu.sched.first_unacted_tick)
+        tick_at_or_after(engine, c, from, engine.cpu(c).sched.first_unacted_tick)
     }
 
     /// Quantum expiry, preemption by a higher level, and preemption in favour
@@ -162,9 +157,7 @@ impl NodeScheduler for Mlfq {
 
     /// Each tick acts once: the next one is the first after `now`.
     fn tick_passed<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
-        let ceil = ceil_tick(engine, now);
-        let next = if ceil == now { now + engine.clock().tick.ns() } else { ceil };
-        engine.cpu_mut(c).sched.first_unacted_tick = next;
+        engine.cpu_mut(c).sched.first_unacted_tick = first_tick_after(engine, now);
     }
 
     fn has_ready<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool {

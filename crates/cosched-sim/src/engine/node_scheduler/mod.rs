@@ -9,15 +9,112 @@
 //! engine only through [`Host`].
 
 mod gang_cell;
-mod mlfq;
 
 pub(crate) use gang_cell::{GangCell, GangQuantum};
-pub(crate) use mlfq::Mlfq;
 
+use super::arrival::MessageArrival;
+use super::receive::ReceiveWait;
+use super::runner::EngineRun;
 use super::view::Host;
+use super::EngineOutcome;
 use crate::config::SimConfig;
 use cosched_core::SimTime;
 use cosched_policy::Mode;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::str::FromStr;
+
+/// Each line registers the OS scheduler of the file of that name, under the
+/// name `--node-scheduler` takes; the first is the default. Every scheme
+/// whose nodes run an OS scheduler ([`Os`]) runs with the one a run names.
+macro_rules! register_os_schedulers {
+    ($($file:ident :: $ty:ident = $name:literal,)*) => {
+        $(mod $file;)*
+
+        /// The OS scheduler of every node of a scheme that has one.
+        #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+        pub enum OsScheduler {
+            #[default]
+            $($ty,)*
+        }
+
+        impl OsScheduler {
+            pub const NAMES: &[&str] = &[$($name,)*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(OsScheduler::$ty => $name,)*
+                }
+            }
+        }
+
+        impl FromStr for OsScheduler {
+            type Err = String;
+            fn from_str(text: &str) -> Result<OsScheduler, String> {
+                match text.trim().to_ascii_lowercase().as_str() {
+                    $($name => Ok(OsScheduler::$ty),)*
+                    _ => Err(format!("unknown node scheduler '{text}'; known: {}", OsScheduler::NAMES.join(", "))),
+                }
+            }
+        }
+
+        impl NodeChoice for Os {
+            const MODE: Mode = Mode::Local;
+            fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
+                match run.cfg.node_scheduler {
+                    $(OsScheduler::$ty => run.with_parts::<($file::$ty, W, A)>(),)*
+                }
+            }
+        }
+    };
+}
+
+register_os_schedulers! {
+    mlfq::Mlfq = "mlfq",
+}
+
+impl OsScheduler {
+    /// The study's scheduler, the default (a run's record names another only).
+    pub fn is_default(&self) -> bool {
+        *self == OsScheduler::default()
+    }
+}
+
+impl fmt::Display for OsScheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for OsScheduler {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+/// Read back by name, as the command line reads it.
+impl<'de> Deserialize<'de> for OsScheduler {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<OsScheduler, D::Error> {
+        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a scheme names as its nodes' scheduler: the gang cell, or [`Os`].
+pub(crate) trait NodeChoice: 'static {
+    const MODE: Mode;
+    /// Build the engine with this node scheduler and the other parts, and run it.
+    fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome;
+}
+
+/// The node's own OS scheduler, the one the run names (`SimConfig::node_scheduler`).
+pub(crate) struct Os;
+
+impl NodeChoice for GangCell {
+    const MODE: Mode = <GangCell as NodeScheduler>::MODE;
+    fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
+        run.with_parts::<(GangCell, W, A)>()
+    }
+}
 
 pub(crate) trait NodeScheduler: 'static {
     /// The scheduler's record of one CPU (its run queue, its clocks), kept in
@@ -28,18 +125,19 @@ pub(crate) trait NodeScheduler: 'static {
     /// its quantum), kept in the engine's process record.
     type Proc;
 
-    /// The record of a process that starts.
-    fn new_proc(cfg: &SimConfig) -> Self::Proc;
+    /// The record of a process that starts, with its nice value.
+    fn new_proc(cfg: &SimConfig, nice: i8) -> Self::Proc;
 
     /// A process that starts on CPU `c` joins the scheduler (the gang cell:
     /// its cells are set by the gang quantum instead).
     fn admit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32);
 
-    /// The running process `proc` of CPU `cpu` has used `ran_ns` of CPU time.
-    fn charge(cpu: &mut Self::Cpu, proc: &mut Self::Proc, ran_ns: u64);
+    /// The running process `proc` of CPU `cpu` has used `ran_ns` of CPU time,
+    /// the time just before `until`.
+    fn charge(cpu: &mut Self::Cpu, proc: &mut Self::Proc, ran_ns: u64, until: SimTime);
 
     /// CPU `c` has just been given to `p`.
-    fn dispatched(cpu: &mut Self::Cpu, p: u32);
+    fn dispatched<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32);
 
     /// Periodic boost: `p`, just favoured, must take the CPU from the
     /// running process when the scheduler next acts.
@@ -64,7 +162,7 @@ pub(crate) trait NodeScheduler: 'static {
 
     /// The running process `p` of the CPU has blocked (I/O, a receive): it
     /// has left the CPU, and comes back through `make_ready` when it wakes.
-    fn blocked(cpu: &mut Self::Cpu, proc: &mut Self::Proc, p: u32);
+    fn blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32);
 
     /// Process `p` of the CPU has exited.
     fn exited(cpu: &mut Self::Cpu, p: u32);
@@ -95,6 +193,11 @@ pub(crate) trait NodeScheduler: 'static {
 
     /// The scheduler's own activity at an instant `acts_at` gave.
     fn tick<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime);
+
+    /// A visit between the scheduler's own instants, once the running
+    /// process is brought up to `now`: a preemption a wake asked for acts
+    /// here. (The multilevel feedback queue preempts only at its tick.)
+    fn between_ticks<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_engine: &mut H, _c: u32, _now: SimTime) {}
 
     /// The scheduler's activity at `now`, an instant `acts_at` gave, went by
     /// with nothing to do: only its bookkeeping (`Engine::pass_tick_visited_earlier`).
@@ -133,4 +236,43 @@ pub(crate) trait NodeScheduler: 'static {
         start: SimTime,
         now: SimTime,
     ) -> SimTime;
+}
+
+/// The first tick at or after `from`, not before `first_unacted_tick` (each
+/// tick acts once), except that a tick falling inside kernel work is
+/// deferred to the work's end.
+pub(super) fn tick_at_or_after<H: Host>(engine: &H, c: u32, from: SimTime, first_unacted_tick: SimTime) -> SimTime {
+    let cpu = &engine.cpu(c);
+    let end = cpu.switch_until;
+    let lower = cpu.kernel_start.max(first_unacted_tick);
+    if from <= end && end > lower && engine.clock().tick_ceil(lower) < end {
+        return end;
+    }
+    engine.clock().tick_ceil(from).max(first_unacted_tick)
+}
+
+/// The first tick after an act at `now` (a tick, or a deferred one).
+pub(super) fn first_tick_after<H: Host>(engine: &H, now: SimTime) -> SimTime {
+    let ceil = engine.clock().tick_ceil(now);
+    if ceil == now {
+        now + engine.clock().tick.ns()
+    } else {
+        ceil
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_schedulers_are_read_by_their_names() {
+        for &name in OsScheduler::NAMES {
+            let scheduler: OsScheduler = name.to_uppercase().parse().unwrap();
+            assert_eq!(scheduler.name(), name);
+        }
+        assert_eq!(OsScheduler::default().name(), "mlfq");
+        let unknown = "cfs".parse::<OsScheduler>().unwrap_err();
+        assert!(unknown.contains("unknown node scheduler 'cfs'") && unknown.contains("mlfq"), "{unknown}");
+    }
 }
