@@ -71,6 +71,7 @@ macro_rules! register_os_schedulers {
 
 register_os_schedulers! {
     mlfq::Mlfq = "mlfq",
+    eevdf::Eevdf = "eevdf",
 }
 
 impl OsScheduler {

@@ -1,0 +1,460 @@
+//! Linux's fair class since 6.6: earliest eligible virtual deadline first
+//! (EEVDF), as kernel/sched/fair.c of 6.18 has it with its default features
+//! (PLACE_LAG, PLACE_DEADLINE_INITIAL, RUN_TO_PARITY, DELAY_DEQUEUE,
+//! DELAY_ZERO). Each rule, the kernel function it follows and every
+//! simplification are in docs/model.md ("The EEVDF node scheduler").
+//!
+//! Virtual times are integer nanoseconds of a nice-0 task. The running
+//! process is not in its CPU's queue (as the kernel keeps `cfs_rq->curr` out
+//! of its tree) but counts in the queue's weighted average; a process that
+//! blocks while not eligible stays queued ("delayed") until it is picked or
+//! wakes.
+
+use super::{first_tick_after, tick_at_or_after, NodeScheduler};
+use crate::config::SimConfig;
+use crate::engine::records::ProcState;
+use crate::engine::view::Host;
+use crate::trace::TraceKind;
+use cosched_core::SimTime;
+use cosched_policy::Mode;
+
+pub(crate) struct Eevdf;
+
+/// The weight of each nice value, -20 first (`sched_prio_to_weight`,
+/// kernel/sched/core.c): each step is about 10 % of CPU time.
+const WEIGHT_BY_NICE: [u32; 40] = [
+    88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501,
+    1991, 1586, 1277, 1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15,
+];
+const NICE_0_WEIGHT: u64 = 1024;
+
+/// `normalized_sysctl_sched_base_slice`: 0.75 ms, scaled by 1 + log2 of
+/// the CPU count (at most 8) as `update_sysctl` does at boot.
+const NORMALIZED_BASE_SLICE_NS: u64 = 750_000;
+
+/// The base slice on a node of `cpus` CPUs (`get_update_sysctl_factor`,
+/// SCHED_TUNABLESCALING_LOG).
+pub(crate) fn base_slice_ns(cpus: u32) -> u64 {
+    let factor = 1 + cpus.clamp(1, 8).ilog2() as u64;
+    NORMALIZED_BASE_SLICE_NS * factor
+}
+
+/// `calc_delta_fair`: `delta_ns` of CPU time in virtual time of weight `weight`.
+fn virtual_ns(delta_ns: u64, weight: u32) -> i64 {
+    (delta_ns as u128 * NICE_0_WEIGHT as u128 / weight as u128) as i64
+}
+
+/// The CPU time weight `weight` takes to cover `virtual_delta` (rounded up).
+fn real_ns(virtual_delta: i64, weight: u32) -> u64 {
+    (virtual_delta.max(0) as u128 * weight as u128).div_ceil(NICE_0_WEIGHT as u128) as u64
+}
+
+/// A CPU's run queue.
+#[derive(Default)]
+pub(crate) struct EevdfCpu {
+    /// Queued processes other than the running one, in the order they
+    /// joined (ties of deadline go to the earlier, as in the kernel's tree).
+    queue: Vec<u32>,
+    /// The queue's virtual time while it is empty (the kernel's
+    /// `min_vruntime`): where a process joining an idle CPU starts.
+    idle_vruntime: i64,
+    /// A wake, a yield or a boost asked the running process to be
+    /// rescheduled at the next visit.
+    resched: bool,
+    /// The process picked next if eligible (the kernel's next buddy, set
+    /// by `yield_to`; how a coscheduler favours a process here, our choice).
+    next_buddy: Option<u32>,
+    /// The first tick the scheduler has not acted on (each tick acts once).
+    first_unacted_tick: SimTime,
+    /// The tick length, noted at the first admission (charges see no configuration).
+    tick_ns: u64,
+}
+
+/// A process's scheduling entity.
+pub(crate) struct EevdfProc {
+    vruntime: i64,
+    deadline: i64,
+    /// Its lag, kept from its block to its wake (`se->vlag`).
+    vlag: i64,
+    /// Until this virtual time the running process keeps its CPU against
+    /// wakers (`se->vprot`, RUN_TO_PARITY: the deadline at its pick).
+    vprot: i64,
+    /// Its slice in virtual time (`calc_delta_fair(se->slice, se)`).
+    vslice: i64,
+    /// The largest lag it keeps: `calc_delta_fair(max(2 slices, a tick))`.
+    lag_limit: i64,
+    weight: u32,
+    /// Blocked while not eligible: still queued, competing, until picked
+    /// (DELAY_DEQUEUE).
+    delayed: bool,
+}
+
+impl EevdfProc {
+    /// `update_deadline`: a slice used up gets the next one. Whether it renewed.
+    fn renew_deadline_if_due(&mut self) -> bool {
+        if self.vruntime < self.deadline {
+            return false;
+        }
+        self.deadline = self.vruntime + self.vslice;
+        true
+    }
+}
+
+impl NodeScheduler for Eevdf {
+    type Cpu = EevdfCpu;
+    type Proc = EevdfProc;
+    const MODE: Mode = Mode::Local;
+    const CHARGES_DISPATCH_SWITCH: bool = true;
+
+    fn new_proc(cfg: &SimConfig, nice: i8) -> EevdfProc {
+        let weight = WEIGHT_BY_NICE[(nice.clamp(-20, 19) + 20) as usize];
+        let slice_ns = base_slice_ns(cfg.cpus_per_node);
+        EevdfProc {
+            vruntime: 0,
+            deadline: 0,
+            vlag: 0,
+            vprot: 0,
+            vslice: virtual_ns(slice_ns, weight),
+            lag_limit: virtual_ns((2 * slice_ns).max(cfg.scheduler.tick_ns), weight),
+            weight,
+            delayed: false,
+        }
+    }
+
+    /// A new task joins at the queue's average with half a slice to its
+    /// deadline (`place_entity` with ENQUEUE_INITIAL), and may preempt.
+    fn admit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32) {
+        engine.cpu_mut(c).sched.tick_ns = engine.cfg().scheduler.tick_ns;
+        update_running(engine, c);
+        place(engine, c, p, Placement::New);
+        engine.cpu_mut(c).sched.queue.push(p);
+        check_preempt_wakeup(engine, c, p);
+    }
+
+    /// `update_curr`: virtual time advances by the weighted CPU time. The
+    /// ticks inside the charged time renew the deadline as they would have
+    /// (the engine visits a CPU only when something may change).
+    fn charge(cpu: &mut EevdfCpu, proc: &mut EevdfProc, ran_ns: u64, until: SimTime) {
+        let from = SimTime(until.0 - ran_ns);
+        let vruntime_from = proc.vruntime;
+        let vruntime_at = |t: SimTime| vruntime_from + virtual_ns(t.0 - from.0, proc.weight);
+        if cpu.tick_ns > 0 {
+            loop {
+                let reaches_deadline = from.0 + real_ns(proc.deadline - vruntime_from, proc.weight);
+                let tick = reaches_deadline.div_ceil(cpu.tick_ns) * cpu.tick_ns;
+                if tick >= until.0 {
+                    break;
+                }
+                proc.deadline = vruntime_at(SimTime(tick)) + proc.vslice;
+            }
+        }
+        proc.vruntime = vruntime_at(until);
+    }
+
+    /// `set_next_entity`: protected against wakers until its deadline.
+    fn dispatched<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32) {
+        let proc = &mut engine.proc_mut(p).sched;
+        proc.vprot = proc.deadline;
+        let cpu = &mut engine.cpu_mut(c).sched;
+        cpu.resched = false;
+        if cpu.next_buddy == Some(p) {
+            cpu.next_buddy = None;
+        }
+    }
+
+    fn preempt_for(cpu: &mut EevdfCpu, p: u32) {
+        cpu.next_buddy = Some(p);
+        cpu.resched = true;
+    }
+
+    /// `yield_task_fair`: the deadline moves a slice later, then a pick.
+    fn yield_below_others<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(
+        engine: &mut H,
+        c: u32,
+        p: u32,
+    ) -> Option<u8> {
+        if engine.cpu(c).sched.queue.is_empty() {
+            return None;
+        }
+        update_running(engine, c);
+        let proc = &mut engine.proc_mut(p).sched;
+        proc.deadline += proc.vslice;
+        engine.cpu_mut(c).sched.resched = true;
+        Some(0)
+    }
+
+    /// `dequeue_entity` on a sleep: a process not eligible stays queued
+    /// (DELAY_DEQUEUE); one that is leaves with its lag.
+    fn blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32) {
+        update_running(engine, c);
+        if !eligible(engine, c, p) {
+            engine.proc_mut(p).sched.delayed = true;
+            engine.cpu_mut(c).sched.queue.push(p);
+            return;
+        }
+        let average = avg_vruntime(engine, c);
+        let proc = &mut engine.proc_mut(p).sched;
+        proc.vlag = (average - proc.vruntime).clamp(-proc.lag_limit, proc.lag_limit);
+        if engine.cpu(c).sched.queue.is_empty() {
+            engine.cpu_mut(c).sched.idle_vruntime = average;
+        }
+    }
+
+    fn exited(cpu: &mut EevdfCpu, p: u32) {
+        cpu.queue.retain(|&q| q != p);
+        if cpu.next_buddy == Some(p) {
+            cpu.next_buddy = None;
+        }
+    }
+
+    fn on_visit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &mut H, _: u32, _: SimTime) {}
+
+    fn on_visit_due_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &H, _: u32, _: SimTime) -> SimTime {
+        SimTime::MAX
+    }
+
+    fn acts_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32, from: SimTime) -> SimTime {
+        tick_at_or_after(engine, c, from, engine.cpu(c).sched.first_unacted_tick)
+    }
+
+    /// `task_tick_fair` → `update_curr`: with another process queued, a
+    /// running process no longer protected (past the deadline it was picked
+    /// with) is rescheduled at every tick.
+    fn tick<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
+        Self::tick_passed(engine, c, now);
+        if let Some(p) = engine.cpu(c).running {
+            update_running(engine, c);
+            let proc = &engine.proc(p).sched;
+            if proc.vruntime >= proc.vprot && !engine.cpu(c).sched.queue.is_empty() {
+                engine.cpu_mut(c).sched.resched = true;
+            }
+        }
+        Self::between_ticks(engine, c, now);
+    }
+
+    fn between_ticks<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
+        if std::mem::take(&mut engine.cpu_mut(c).sched.resched) {
+            reschedule(engine, c, now);
+        }
+    }
+
+    fn tick_passed<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
+        engine.cpu_mut(c).sched.first_unacted_tick = first_tick_after(engine, now);
+    }
+
+    fn has_ready<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool {
+        engine.cpu(c).sched.queue.iter().any(|&q| !engine.proc(q).sched.delayed)
+    }
+
+    /// `pick_next_entity` on a free CPU: a delayed process picked leaves
+    /// the queue then (its lag, if positive, zeroed: DELAY_ZERO), and the
+    /// pick goes on.
+    fn pick_next<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32) -> Option<u32> {
+        loop {
+            let picked = pick_eevdf(engine, c, None)?;
+            if engine.proc(picked).sched.delayed {
+                finish_delayed_dequeue(engine, c, picked);
+                continue;
+            }
+            engine.cpu_mut(c).sched.queue.retain(|&q| q != picked);
+            return Some(picked);
+        }
+    }
+
+    /// `enqueue_entity` on a wake: placed with its lag kept (PLACE_LAG); a
+    /// delayed one is requeued where it is, at zero lag if it had come to
+    /// more (DELAY_ZERO). Then `check_preempt_wakeup_fair`.
+    fn make_ready<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32) {
+        let c = engine.proc(p).cpu;
+        update_running(engine, c);
+        if engine.proc(p).sched.delayed {
+            engine.proc_mut(p).sched.delayed = false;
+            if avg_vruntime(engine, c) > engine.proc(p).sched.vruntime {
+                engine.cpu_mut(c).sched.queue.retain(|&q| q != p);
+                engine.proc_mut(p).sched.vlag = 0;
+                place(engine, c, p, Placement::Wake);
+                engine.cpu_mut(c).sched.queue.push(p);
+            }
+        } else {
+            place(engine, c, p, Placement::Wake);
+            engine.cpu_mut(c).sched.queue.push(p);
+        }
+        check_preempt_wakeup(engine, c, p);
+    }
+
+    /// Picked next if eligible, at once (the next buddy, our choice).
+    fn favour<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32) {
+        let c = engine.proc(p).cpu;
+        Self::preempt_for(&mut engine.cpu_mut(c).sched, p);
+    }
+
+    /// Wake-up preemption acts at the wake.
+    fn wake_noticed_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &H, _: u32, wake_at: SimTime) -> SimTime {
+        wake_at
+    }
+
+    fn idle_while_blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool {
+        engine.cpu(c).residents.len() == 1
+    }
+
+    /// At once when a reschedule is asked; else, with another process
+    /// queued, at the first tick once its virtual time passes its protection
+    /// (the deadline it was picked with; a later deadline is never earlier).
+    fn preempts_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(
+        engine: &H,
+        c: u32,
+        p: u32,
+        start: SimTime,
+        now: SimTime,
+    ) -> SimTime {
+        let cpu = &engine.cpu(c).sched;
+        if cpu.resched {
+            return start;
+        }
+        if !Self::has_ready(engine, c) {
+            return SimTime::MAX;
+        }
+        let proc = &engine.proc(p).sched;
+        let unprotected_at = start + real_ns(proc.vprot - proc.vruntime, proc.weight);
+        Self::acts_at(engine, c, unprotected_at.max(now))
+    }
+}
+
+/// Where a joining process is placed.
+#[derive(Copy, Clone, PartialEq)]
+enum Placement {
+    /// A new task: no lag, half a slice to its deadline.
+    New,
+    /// A woken one: its lag kept, a whole slice.
+    Wake,
+}
+
+/// `place_entity`: at the queue's average less its lag, the lag scaled so
+/// that adding it leaves it whole (`lag * (W + w) / W`).
+fn place<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, p: u32, how: Placement) {
+    let average = avg_vruntime(engine, c);
+    let (load, _) = load_and_weighted_sum(engine, c);
+    let proc = &mut engine.proc_mut(p).sched;
+    // On an empty queue the lag is dropped (PLACE_LAG needs `nr_queued`).
+    let lag = match how {
+        Placement::Wake if load > 0 => (proc.vlag as i128 * (load + proc.weight as i128) / load) as i64,
+        _ => 0,
+    };
+    proc.vruntime = average - lag;
+    let to_deadline = if how == Placement::New { proc.vslice / 2 } else { proc.vslice };
+    proc.deadline = proc.vruntime + to_deadline;
+}
+
+/// The total weight of the running process and the queue, and their
+/// weighted virtual times.
+fn load_and_weighted_sum<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32) -> (i128, i128) {
+    let cpu = engine.cpu(c);
+    cpu.sched.queue.iter().chain(cpu.running.iter()).fold((0, 0), |(load, sum), &q| {
+        let proc = &engine.proc(q).sched;
+        (load + proc.weight as i128, sum + proc.weight as i128 * proc.vruntime as i128)
+    })
+}
+
+/// `avg_vruntime`: the weighted average virtual time, rounded down.
+fn avg_vruntime<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32) -> i64 {
+    let (load, sum) = load_and_weighted_sum(engine, c);
+    if load == 0 {
+        return engine.cpu(c).sched.idle_vruntime;
+    }
+    sum.div_euclid(load) as i64
+}
+
+/// `entity_eligible`: no later than the average, compared exactly
+/// (`sum w_i (v_i - v) >= 0`).
+fn eligible<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32, p: u32) -> bool {
+    let (load, sum) = load_and_weighted_sum(engine, c);
+    sum >= load * engine.proc(p).sched.vruntime as i128
+}
+
+/// The running process's deadline, renewed if used up (the part of
+/// `update_curr` after charging). Whether it renewed.
+fn update_running<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32) -> bool {
+    match engine.cpu(c).running {
+        Some(p) => engine.proc_mut(p).sched.renew_deadline_if_due(),
+        None => false,
+    }
+}
+
+/// `pick_eevdf` (after `pick_next_entity`'s next buddy): the running
+/// process `running` if it is eligible and protected; else the eligible
+/// process with the earliest deadline, the running one included.
+fn pick_eevdf<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(
+    engine: &H,
+    c: u32,
+    running: Option<u32>,
+) -> Option<u32> {
+    let cpu = &engine.cpu(c).sched;
+    let queued = cpu.queue.len() + running.is_some() as usize;
+    if queued <= 1 {
+        return running.or(cpu.queue.first().copied());
+    }
+    if let Some(buddy) = cpu.next_buddy.filter(|&b| cpu.queue.contains(&b) && eligible(engine, c, b)) {
+        return Some(buddy);
+    }
+    let running = running.filter(|&r| eligible(engine, c, r));
+    if let Some(r) = running.filter(|&r| engine.proc(r).sched.vruntime < engine.proc(r).sched.vprot) {
+        return Some(r);
+    }
+    let deadline = |q: u32| engine.proc(q).sched.deadline;
+    let best = cpu
+        .queue
+        .iter()
+        .copied()
+        .filter(|&q| eligible(engine, c, q))
+        .fold(None, |best: Option<u32>, q| match best {
+            Some(b) if deadline(b) <= deadline(q) => Some(b),
+            _ => Some(q),
+        });
+    match (best, running) {
+        (Some(b), Some(r)) if deadline(r) < deadline(b) => Some(r),
+        (None, _) => running.or_else(|| cpu.queue.iter().copied().min_by_key(|&q| deadline(q))),
+        (best, _) => best,
+    }
+}
+
+/// A delayed process picked leaves the queue: its lag noted, zero if
+/// positive (DELAY_ZERO).
+fn finish_delayed_dequeue<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, p: u32) {
+    let average = avg_vruntime(engine, c);
+    let proc = &mut engine.proc_mut(p).sched;
+    proc.vlag = (average - proc.vruntime).clamp(-proc.lag_limit, 0);
+    proc.delayed = false;
+    let cpu = &mut engine.cpu_mut(c).sched;
+    cpu.queue.retain(|&q| q != p);
+    if cpu.queue.is_empty() {
+        cpu.idle_vruntime = average;
+    }
+}
+
+/// `check_preempt_wakeup_fair`: the joining `p` takes the CPU when the pick
+/// with the running process would choose it.
+fn check_preempt_wakeup<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, p: u32) {
+    let Some(running) = engine.cpu(c).running else { return };
+    if pick_eevdf(engine, c, Some(running)) == Some(p) {
+        engine.cpu_mut(c).sched.resched = true;
+    }
+}
+
+/// `__schedule` on a reschedule: the pick with the running process; if it
+/// is another, the running one goes back to the queue and the CPU is free
+/// for the engine's dispatch (which picks the same). Delayed processes the
+/// pick meets leave the queue.
+fn reschedule<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, now: SimTime) {
+    let Some(running) = engine.cpu(c).running else { return };
+    loop {
+        match pick_eevdf(engine, c, Some(running)) {
+            Some(q) if q != running && engine.proc(q).sched.delayed => finish_delayed_dequeue(engine, c, q),
+            Some(q) if q != running => break,
+            _ => return,
+        }
+    }
+    engine.proc_mut(running).state = ProcState::Ready;
+    engine.cpu_mut(c).sched.queue.push(running);
+    engine.release_cpu(c, now);
+    engine.record(now, c, TraceKind::Preempt { process: running });
+}

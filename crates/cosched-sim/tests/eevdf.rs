@@ -1,0 +1,132 @@
+//! The EEVDF node scheduler's rules, on timelines computed by hand (see
+//! docs/model.md, "The EEVDF node scheduler"). One CPU per node: the base
+//! slice is 0.75 ms; the tick is 1 ms (HZ=1000) unless said; switches are
+//! free so that instants stay round.
+
+mod common;
+
+use common::*;
+use cosched_sim::trace::TraceKind;
+use cosched_sim::{OsScheduler, Scheme, SimConfig, SimJob};
+
+fn eevdf(mpl: u32) -> SimConfig {
+    let mut cfg = config(Scheme::LOCAL, 1, mpl);
+    cfg.node_scheduler = OsScheduler::Eevdf;
+    cfg.costs.context_switch_ns = 0;
+    cfg
+}
+
+fn niced(mut job: SimJob, nice: i8) -> SimJob {
+    job.nice = nice;
+    job
+}
+
+/// (instant in µs, process) of every dispatch.
+fn dispatches(result: &cosched_sim::RunResult) -> Vec<(u64, u32)> {
+    events(result, |k| matches!(k, TraceKind::Dispatch { .. }))
+        .into_iter()
+        .map(|(t, _, k)| match k {
+            TraceKind::Dispatch { process, .. } => (t / US, process),
+            _ => unreachable!(),
+        })
+        .collect()
+}
+
+/// Two CPU-bound processes that arrive together: both start at the average
+/// (0) with half a slice (0.375 ms) to their deadline; the first queued wins
+/// the tie. At each tick the running one has used its slice and is past the
+/// average, so the other, eligible, runs: they take turns every tick, and
+/// 10 ms of work each ends at 19 and 20 ms.
+#[test]
+fn equal_processes_take_turns_at_every_tick() {
+    let result = simulate(&eevdf(2), vec![job(1, 0, 1, 10 * MS, 0, 1), job(2, 0, 1, 10 * MS, 0, 1)]);
+    let turns = dispatches(&result);
+    assert_eq!(turns.len(), 20, "{turns:?}");
+    for (i, &(at_us, process)) in turns.iter().enumerate() {
+        assert_eq!(at_us, i as u64 * 1000, "{turns:?}");
+        assert_eq!(process, (i % 2) as u32, "{turns:?}");
+    }
+    assert_eq!(finish_ns(&result, 1), 19 * MS);
+    assert_eq!(finish_ns(&result, 2), 20 * MS);
+}
+
+/// With HZ=250 (4 ms ticks) the slice is noticed only at a tick: turns of
+/// 4 ms.
+#[test]
+fn a_slice_ends_at_the_first_tick_after_it() {
+    let mut cfg = eevdf(2);
+    cfg.scheduler.tick_ns = 4 * MS;
+    cfg.scheduler.raise_period_ns = 1000 * MS;
+    let result = simulate(&cfg, vec![job(1, 0, 1, 8 * MS, 0, 1), job(2, 0, 1, 8 * MS, 0, 1)]);
+    let turns: Vec<u64> = dispatches(&result).iter().map(|&(t, _)| t).collect();
+    assert_eq!(turns, [0, 4000, 8000, 12000]);
+    assert_eq!(finish_ns(&result, 1), 12 * MS);
+    assert_eq!(finish_ns(&result, 2), 16 * MS);
+}
+
+/// Weights from nice values: nice 0 (1024) against nice 5 (335) share the
+/// CPU 1024 : 335, so the nice-0 process's 2 s of work take 2 s x 1359/1024
+/// = 2.654 s, within a tick or two.
+#[test]
+fn cpu_shares_follow_the_weights_of_nice_values() {
+    let result = simulate(&eevdf(2), vec![job(1, 0, 1, 2000 * MS, 0, 1), niced(job(2, 0, 1, 2000 * MS, 0, 1), 5)]);
+    let expected_ns = 2000 * MS * (1024 + 335) / 1024;
+    let finish = finish_ns(&result, 1);
+    assert!(finish.abs_diff(expected_ns) <= 2 * MS, "nice-0 job ends at {finish} ns, expected about {expected_ns}");
+}
+
+/// A new task joins at the average with half a slice: it preempts the
+/// running one at once when that one has run past its own deadline. The
+/// first runs alone from 0; at 2.5 ms (deadline renewed at the ticks 1 and
+/// 2 ms to 2.75 ms, protection 0.375 ms long gone) the second arrives at the
+/// average 2.5 ms with deadline 2.875 ms. The running one, at the average
+/// too, is eligible, but its deadline (2.75 ms) is earlier: it keeps the CPU.
+/// At the tick of 3 ms it is past the average (3 > 2.75) and not eligible:
+/// the newcomer runs.
+#[test]
+fn a_newcomer_waits_for_an_earlier_deadline_then_runs_at_the_tick() {
+    let result = simulate(&eevdf(2), vec![job(1, 0, 1, 10 * MS, 0, 1), job(2, 2500 * US, 1, MS, 0, 1)]);
+    assert_eq!(dispatches(&result)[..3], [(0, 0), (3000, 1), (4000, 0)]);
+}
+
+/// A sleeper's lag across its sleeps: a process that computes 0.2 ms then
+/// sleeps 3 ms beside a CPU-bound one (A).
+/// - Joins at 1.5 ms at the average (1.5) behind A's deadline 1.75: runs at
+///   the tick of 2 ms, when A is past the average. Leaves at 2.2 eligible,
+///   lag 0.15 ms (average 1.85, its own 1.7).
+/// - Wakes at 5.2 with that lag, scaled (x2): 4.7, deadline 5.45; A at 5.0
+///   is past the new average 4.85, not eligible: the sleeper preempts at once.
+///   Leaves at 5.4 with lag 0.05.
+/// - Wakes at 8.4 at 7.9 (A at 8.0, average 7.95): preempts at once again.
+///   Leaves at 8.6 at 8.1, past the average 8.05: not eligible, so it stays
+///   queued, delayed.
+/// - Wakes at 11.6 still queued, now behind the average (9.55): requeued at
+///   zero lag, at A's 11.0, deadline 11.75. A, eligible and with the earlier
+///   deadline (11.15), keeps the CPU; at the tick of 12 ms A is past the
+///   average and the sleeper runs.
+#[test]
+fn a_sleeper_keeps_its_lag_and_a_delayed_one_loses_it() {
+    let result = simulate(&eevdf(2), vec![job(1, 0, 1, 100 * MS, 0, 1), job(2, 1500 * US, 1, 200 * US, 3 * MS, 10)]);
+    let sleeper = 1;
+    let runs: Vec<u64> = dispatches(&result).iter().filter(|&&(_, p)| p == sleeper).map(|&(t, _)| t).collect();
+    assert_eq!(runs[..4], [2000, 5200, 8400, 12000], "{runs:?}");
+}
+
+/// The same seed gives the same run, to the byte, under every scheme with an
+/// OS scheduler (skewed iterations, messages, two CPUs per node).
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    let jobs: Vec<SimJob> = (0..8).map(|i| job(i, i * 3 * MS, 1 + (i as u32 % 4), 2 * MS, MS / 2, 20)).collect();
+    for scheme in Scheme::all_names().into_iter().map(|n| n.parse::<Scheme>().unwrap()).filter(|s| !s.is_gang()) {
+        let mut cfg = eevdf(3);
+        cfg.scheme = scheme;
+        cfg.nodes = 4;
+        cfg.cpus_per_node = 2;
+        cfg.skew = 0.2;
+        cfg.costs.context_switch_ns = CS;
+        let first = simulate(&cfg, jobs.clone());
+        let second = simulate(&cfg, jobs.clone());
+        assert_eq!(format!("{:?}", first.jobs), format!("{:?}", second.jobs), "{scheme}");
+        assert_eq!(format!("{:?}", first.trace), format!("{:?}", second.trace), "{scheme}");
+    }
+}
