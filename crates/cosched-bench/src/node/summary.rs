@@ -1,0 +1,195 @@
+//! Medians and ranges over the repeats of a scenario, and the readable table.
+
+use super::run::RepeatRun;
+use super::Scenario;
+use serde::{Deserialize, Serialize};
+
+/// Median and range of one quantity over the repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub n: usize,
+}
+
+impl Spread {
+    /// `None` for no samples.
+    pub fn of(samples: &[f64]) -> Option<Spread> {
+        let mut sorted: Vec<f64> = samples.iter().copied().filter(|x| !x.is_nan()).collect();
+        if sorted.is_empty() {
+            return None;
+        }
+        sorted.sort_by(f64::total_cmp);
+        Some(Spread { median: quantile(&sorted, 0.5), min: sorted[0], max: sorted[sorted.len() - 1], n: sorted.len() })
+    }
+}
+
+/// The `q` quantile of sorted samples, interpolated between neighbours.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let position = q * (sorted.len() - 1) as f64;
+    let (low, high) = (position.floor() as usize, position.ceil() as usize);
+    sorted[low] + (sorted[high] - sorted[low]) * (position - low as f64)
+}
+
+/// One line of a scenario's summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    /// e.g. `share p0-nice0`, `wake latency p50 sleeper`, `s_j j=2`.
+    pub quantity: String,
+    pub unit: String,
+    pub spread: Spread,
+}
+
+/// A scenario, its raw repeats and their summary: one entry of the JSON file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioReport {
+    pub scenario: Scenario,
+    pub repeats: Vec<RepeatRun>,
+    pub summary: Vec<SummaryRow>,
+}
+
+/// The whole JSON file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeReport {
+    pub kernel: String,
+    pub cpus: usize,
+    pub scenarios: Vec<ScenarioReport>,
+}
+
+/// Quantities per repeat, in order of first appearance, each with its unit.
+#[derive(Default)]
+struct Columns(Vec<(String, String, Vec<f64>)>);
+
+impl Columns {
+    fn push(&mut self, quantity: String, unit: &str, value: f64) {
+        match self.0.iter_mut().find(|(q, _, _)| *q == quantity) {
+            Some((_, _, values)) => values.push(value),
+            None => self.0.push((quantity, unit.into(), vec![value])),
+        }
+    }
+}
+
+/// The summary rows of a scenario's repeats.
+pub fn summarise(repeats: &[RepeatRun]) -> Vec<SummaryRow> {
+    let mut columns = Columns::default();
+    for repeat in repeats {
+        match repeat {
+            RepeatRun::Processes(run) => {
+                let window_s = run.window_ns as f64 * 1e-9;
+                for p in &run.processes {
+                    columns.push(format!("share {}", p.name), "%", 100.0 * p.share);
+                }
+                columns.push("share sum".into(), "%", 100.0 * run.processes.iter().map(|p| p.share).sum::<f64>());
+                for p in run.processes.iter().filter(|p| !p.wake_latencies_ns.is_empty()) {
+                    let mut sorted: Vec<f64> = p.wake_latencies_ns.iter().map(|&ns| ns as f64 * 1e-3).collect();
+                    sorted.sort_by(f64::total_cmp);
+                    for (label, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
+                        columns.push(format!("wake latency {label} {}", p.name), "µs", quantile(&sorted, q));
+                    }
+                    let mean = sorted.iter().sum::<f64>() / sorted.len() as f64;
+                    columns.push(format!("wake latency mean {}", p.name), "µs", mean);
+                }
+                for p in &run.processes {
+                    if p.iterations_in_window > 0 && p.wake_latencies_ns.is_empty() && p.share < 0.999 {
+                        columns.push(
+                            format!("iterations/s {}", p.name),
+                            "/s",
+                            p.iterations_in_window as f64 / window_s,
+                        );
+                    }
+                }
+            }
+            RepeatRun::SpinBarrier(points) => {
+                let t1_s = points.iter().find(|p| p.copies == 1).map(|p| p.elapsed_s);
+                for point in points {
+                    columns.push(format!("t_j j={}", point.copies), "s", point.elapsed_s);
+                    if let Some(t1_s) = t1_s {
+                        columns.push(format!("s_j j={}", point.copies), "", point.elapsed_s / t1_s);
+                    }
+                }
+            }
+            RepeatRun::ContextSwitch(run) => {
+                columns.push("α_c (CPU time)".into(), "µs", run.alpha_c_ns * 1e-3);
+                columns.push("α_c (wall time)".into(), "µs", run.alpha_c_wall_ns * 1e-3);
+                columns.push("switches per yield".into(), "", run.switches_per_yield);
+            }
+        }
+    }
+    columns
+        .0
+        .into_iter()
+        .filter_map(|(quantity, unit, values)| Spread::of(&values).map(|spread| SummaryRow { quantity, unit, spread }))
+        .collect()
+}
+
+/// The readable table: one block per scenario, median [min – max] over the repeats.
+pub fn table(report: &NodeReport) -> String {
+    let mut t = format!("Node scenarios on this machine: Linux {}, {} CPUs\n", report.kernel, report.cpus);
+    for s in &report.scenarios {
+        t += &format!("\n{} ({} repeats): {}\n", s.scenario.name, s.repeats.len(), s.scenario.about);
+        for row in &s.summary {
+            let v = |x: f64| format!("{x:.3}");
+            t += &format!(
+                "  {:<34} {:>12} {:<4} [{} – {}]\n",
+                row.quantity,
+                v(row.spread.median),
+                row.unit,
+                v(row.spread.min),
+                v(row.spread.max)
+            );
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::run::{ProcessRun, ProcessSetRun, SpinBarrierPoint};
+
+    #[test]
+    fn spread_is_median_and_range() {
+        let s = Spread::of(&[3.0, 1.0, 2.0, 10.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.n), (2.5, 1.0, 10.0, 4));
+        assert_eq!(Spread::of(&[]), None);
+        assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0, 5.0], 0.9), 4.6);
+    }
+
+    fn process(name: &str, share: f64, latencies: Vec<u64>) -> ProcessRun {
+        ProcessRun {
+            name: name.into(),
+            cpu_ns: 0,
+            run_delay_ns: 0,
+            runs: 0,
+            share,
+            iterations_in_window: 100,
+            wake_latencies_ns: latencies,
+        }
+    }
+
+    #[test]
+    fn summary_of_processes_and_copies_by_hand() {
+        let run = |share: f64| {
+            RepeatRun::Processes(ProcessSetRun {
+                window_ns: 2_000_000_000,
+                processes: vec![process("a", share, vec![1000, 3000]), process("b", 0.5, vec![])],
+            })
+        };
+        let rows = summarise(&[run(0.25), run(0.75), run(0.5)]);
+        let row = |q: &str| rows.iter().find(|r| r.quantity == q).unwrap().spread;
+        assert_eq!(row("share a").median, 50.0);
+        assert_eq!(row("share sum").max, 125.0);
+        assert_eq!(row("wake latency p50 a").median, 2.0);
+        assert_eq!(row("iterations/s b").median, 50.0);
+        let points = |t2: f64| {
+            RepeatRun::SpinBarrier(vec![
+                SpinBarrierPoint { copies: 1, elapsed_s: 2.0, copy_elapsed_s: vec![2.0], cpu_s: 4.0 },
+                SpinBarrierPoint { copies: 2, elapsed_s: t2, copy_elapsed_s: vec![t2, t2], cpu_s: 8.0 },
+            ])
+        };
+        let rows = summarise(&[points(4.0), points(5.0)]);
+        let s2 = rows.iter().find(|r| r.quantity == "s_j j=2").unwrap().spread;
+        assert_eq!((s2.median, s2.min, s2.max), (2.25, 2.0, 2.5));
+    }
+}
