@@ -183,7 +183,7 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         scenarios: scenarios
             .into_iter()
             .zip(repeats)
-            .map(|(scenario, repeats)| ScenarioReport { summary: summarise(&repeats), scenario, repeats })
+            .map(|(scenario, repeats)| ScenarioReport { summary: summarise(&scenario, &repeats), scenario, repeats })
             .collect(),
     };
     let text = table(&report);

@@ -53,6 +53,18 @@ pub struct ProcessSetRun {
     /// The window as the runner read it (between the midpoints of its two readings), ns.
     pub window_ns: u64,
     pub processes: Vec<ProcessRun>,
+    /// Each CPU the scenario uses, over the window, from /proc/stat: how busy it was with anything (the
+    /// scenario's processes, other processes, interrupts) and how much the hypervisor took (steal).
+    pub cpus: Vec<CpuUse>,
+}
+
+/// One CPU over a window, from the tick counts of /proc/stat (10 ms resolution).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CpuUse {
+    pub cpu: usize,
+    /// user + nice + system + irq + softirq + steal over all.
+    pub busy_share: f64,
+    pub steal_share: f64,
 }
 
 /// One run of j spin-barrier copies.
@@ -131,10 +143,20 @@ pub fn run_process_set(set: &ProcessSet, launcher: &Launcher) -> Result<ProcessS
         started.go(&at)?;
     }
     let pids: Vec<u32> = running.0.iter().map(|s| s.child.id()).collect();
+    let mut used_cpus: Vec<usize> = set.processes.iter().flat_map(|p| p.cpus.iter().copied()).collect();
+    used_cpus.sort_unstable();
+    used_cpus.dedup();
     sleep_until(window_start_ns);
     let (first_ns, first) = read_schedstats(&pids)?;
+    let ticks_before = read_cpu_ticks(&used_cpus)?;
     sleep_until(window_end_ns);
     let (second_ns, second) = read_schedstats(&pids)?;
+    let ticks_after = read_cpu_ticks(&used_cpus)?;
+    let cpus = used_cpus
+        .iter()
+        .zip(ticks_before.iter().zip(&ticks_after))
+        .map(|(&cpu, (before, after))| cpu_use(cpu, before, after))
+        .collect();
     let window_ns = second_ns - first_ns;
     let mut processes = Vec::new();
     for ((started, process), (a, b)) in running.0.iter_mut().zip(&set.processes).zip(first.iter().zip(&second)) {
@@ -150,7 +172,36 @@ pub fn run_process_set(set: &ProcessSet, launcher: &Launcher) -> Result<ProcessS
             wake_latencies_ns: report.wake_latencies_ns,
         });
     }
-    Ok(ProcessSetRun { window_ns, processes })
+    Ok(ProcessSetRun { window_ns, processes, cpus })
+}
+
+/// The first eight counters of a `cpuN` line of /proc/stat: user nice system idle iowait irq softirq steal.
+pub fn parse_cpu_line(line: &str, cpu: usize) -> Option<[u64; 8]> {
+    let mut words = line.split_whitespace();
+    if words.next()? != format!("cpu{cpu}") {
+        return None;
+    }
+    let mut ticks = [0u64; 8];
+    for tick in &mut ticks {
+        *tick = words.next()?.parse().ok()?;
+    }
+    Some(ticks)
+}
+
+fn read_cpu_ticks(cpus: &[usize]) -> Result<Vec<[u64; 8]>, String> {
+    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("/proc/stat: {e}"))?;
+    cpus.iter()
+        .map(|&cpu| {
+            stat.lines().find_map(|line| parse_cpu_line(line, cpu)).ok_or_else(|| format!("no cpu{cpu} in /proc/stat"))
+        })
+        .collect()
+}
+
+fn cpu_use(cpu: usize, before: &[u64; 8], after: &[u64; 8]) -> CpuUse {
+    let delta: Vec<f64> = before.iter().zip(after).map(|(b, a)| a.saturating_sub(*b) as f64).collect();
+    let total = delta.iter().sum::<f64>().max(1.0);
+    let (idle, iowait) = (delta[3], delta[4]);
+    CpuUse { cpu, busy_share: (total - idle - iowait) / total, steal_share: delta[7] / total }
 }
 
 fn sleep_until(at_ns: u64) {
@@ -345,5 +396,14 @@ mod tests {
         assert_eq!(stat, SchedStat { cpu_ns: 115_247, run_delay_ns: 7_673_574, runs: 2 });
         assert_eq!(parse_schedstat("1 2"), None);
         assert!(parse_schedstat(&std::fs::read_to_string("/proc/self/schedstat").unwrap()).is_some());
+    }
+
+    #[test]
+    fn cpu_use_from_two_stat_lines() {
+        let before = parse_cpu_line("cpu1 100 0 50 800 0 0 0 50 0 0", 1).unwrap();
+        let after = parse_cpu_line("cpu1 160 0 60 820 0 0 0 60 0 0", 1).unwrap();
+        assert_eq!(parse_cpu_line("cpu10 1 2 3 4 5 6 7 8", 1), None);
+        // 100 ticks: 20 idle, 10 stolen.
+        assert_eq!(cpu_use(1, &before, &after), CpuUse { cpu: 1, busy_share: 0.8, steal_share: 0.1 });
     }
 }

@@ -1,7 +1,7 @@
 //! Medians and ranges over the repeats of a scenario, and the readable table.
 
 use super::run::RepeatRun;
-use super::Scenario;
+use super::{Scenario, ScenarioKind};
 use serde::{Deserialize, Serialize};
 
 /// Median and range of one quantity over the repeats.
@@ -71,7 +71,11 @@ impl Columns {
 }
 
 /// The summary rows of a scenario's repeats.
-pub fn summarise(repeats: &[RepeatRun]) -> Vec<SummaryRow> {
+pub fn summarise(scenario: &Scenario, repeats: &[RepeatRun]) -> Vec<SummaryRow> {
+    let exchanges = |index: usize| match &scenario.kind {
+        ScenarioKind::Processes(set) => set.processes.get(index).is_some_and(|p| p.exchange.is_some()),
+        _ => false,
+    };
     let mut columns = Columns::default();
     for repeat in repeats {
         match repeat {
@@ -90,15 +94,14 @@ pub fn summarise(repeats: &[RepeatRun]) -> Vec<SummaryRow> {
                     let mean = sorted.iter().sum::<f64>() / sorted.len() as f64;
                     columns.push(format!("wake latency mean {}", p.name), "µs", mean);
                 }
-                for p in &run.processes {
-                    if p.iterations_in_window > 0 && p.wake_latencies_ns.is_empty() && p.share < 0.999 {
-                        columns.push(
-                            format!("iterations/s {}", p.name),
-                            "/s",
-                            p.iterations_in_window as f64 / window_s,
-                        );
-                    }
+                for (_, p) in run.processes.iter().enumerate().filter(|(i, _)| exchanges(*i)) {
+                    columns.push(format!("round trips/s {}", p.name), "/s", p.iterations_in_window as f64 / window_s);
                 }
+                let busy = run.cpus.iter().map(|c| c.busy_share).sum::<f64>();
+                let ours = run.processes.iter().map(|p| p.share).sum::<f64>();
+                // Ticks (10 ms) against exact times: a small negative value is rounding, not a finding.
+                columns.push("other load (busy - ours)".into(), "%", 100.0 * (busy - ours));
+                columns.push("steal".into(), "%", 100.0 * run.cpus.iter().map(|c| c.steal_share).sum::<f64>());
             }
             RepeatRun::SpinBarrier(points) => {
                 let t1_s = points.iter().find(|p| p.copies == 1).map(|p| p.elapsed_s);
@@ -146,7 +149,8 @@ pub fn table(report: &NodeReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::run::{ProcessRun, ProcessSetRun, SpinBarrierPoint};
+    use crate::node::run::{CpuUse, ProcessRun, ProcessSetRun, SpinBarrierPoint};
+    use crate::node::{standard_scenarios, ScenarioSizes};
 
     #[test]
     fn spread_is_median_and_range() {
@@ -173,22 +177,34 @@ mod tests {
         let run = |share: f64| {
             RepeatRun::Processes(ProcessSetRun {
                 window_ns: 2_000_000_000,
-                processes: vec![process("a", share, vec![1000, 3000]), process("b", 0.5, vec![])],
+                processes: vec![
+                    process("sleeper", share, vec![1000, 3000]),
+                    process("receiver-a", 0.5, vec![]),
+                    process("receiver-b", 0.5, vec![]),
+                ],
+                cpus: vec![CpuUse { cpu: 0, busy_share: 1.5, steal_share: 0.0 }],
             })
         };
-        let rows = summarise(&[run(0.25), run(0.75), run(0.5)]);
-        let row = |q: &str| rows.iter().find(|r| r.quantity == q).unwrap().spread;
-        assert_eq!(row("share a").median, 50.0);
-        assert_eq!(row("share sum").max, 125.0);
-        assert_eq!(row("wake latency p50 a").median, 2.0);
-        assert_eq!(row("iterations/s b").median, 50.0);
+        let scenarios = standard_scenarios(&ScenarioSizes::default());
+        // Its processes 0 and 1 exchange messages.
+        let receivers = scenarios.iter().find(|s| s.name == "receivers").unwrap();
+        let rows = summarise(receivers, &[run(0.25), run(0.75), run(0.5)]);
+        let row =
+            |q: &str| rows.iter().find(|r| r.quantity == q).unwrap_or_else(|| panic!("{q} not in {rows:?}")).spread;
+        assert_eq!(row("share sleeper").median, 50.0);
+        assert_eq!(row("share sum").max, 175.0);
+        assert_eq!(row("wake latency p50 sleeper").median, 2.0);
+        assert_eq!(row("round trips/s receiver-a").median, 50.0);
+        assert!(!rows.iter().any(|r| r.quantity.ends_with("receiver-b") && r.quantity.starts_with("round")));
+        assert_eq!(row("other load (busy - ours)").median, 0.0);
         let points = |t2: f64| {
             RepeatRun::SpinBarrier(vec![
                 SpinBarrierPoint { copies: 1, elapsed_s: 2.0, copy_elapsed_s: vec![2.0], cpu_s: 4.0 },
                 SpinBarrierPoint { copies: 2, elapsed_s: t2, copy_elapsed_s: vec![t2, t2], cpu_s: 8.0 },
             ])
         };
-        let rows = summarise(&[points(4.0), points(5.0)]);
+        let spinbarrier = scenarios.iter().find(|s| s.name == "spinbarrier").unwrap();
+        let rows = summarise(spinbarrier, &[points(4.0), points(5.0)]);
         let s2 = rows.iter().find(|r| r.quantity == "s_j j=2").unwrap().spread;
         assert_eq!((s2.median, s2.min, s2.max), (2.25, 2.0, 2.5));
     }
