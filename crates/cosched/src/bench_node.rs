@@ -2,6 +2,7 @@
 //! the runner are in `cosched_bench::node`); a table on stdout and every repeat's raw values in a JSON file.
 
 use clap::Args;
+use cosched_bench::node::cpu_group::{CpuGroup, MAX_SHARES};
 use cosched_bench::node::run::{run_scenario, Launcher};
 use cosched_bench::node::summary::{summarise, table, NodeReport, ScenarioReport};
 use cosched_bench::node::{standard_scenarios, ScenarioSizes, SCENARIO_NAMES};
@@ -68,6 +69,11 @@ pub struct BenchNodeArgs {
     /// Compute-then-yield rounds of each context-switch worker.
     #[arg(long, default_value_t = 20_000)]
     pub ctxswitch_yields: u64,
+    /// Leave the scenarios in this session's own scheduling group. By default they run in a cgroup-v1 cpu
+    /// group of their own with the largest weight (262144 shares), so that other sessions' processes take
+    /// almost none of their CPUs (see cosched_bench::node::cpu_group).
+    #[arg(long)]
+    pub no_cpu_group: bool,
     /// Give up on a spin-barrier run after this many seconds.
     #[arg(long, default_value_t = 300.0)]
     pub timeout_s: f64,
@@ -166,6 +172,17 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         scratch: scratch.path().to_path_buf(),
         timeout: Duration::from_secs_f64(args.timeout_s),
     };
+    let group = if args.no_cpu_group {
+        None
+    } else {
+        match CpuGroup::enter(MAX_SHARES) {
+            Ok(group) => Some(group),
+            Err(e) => {
+                eprintln!("WARNING: no cpu group of its own ({e}): the scenarios share their CPUs with other sessions");
+                None
+            }
+        }
+    };
     let stop = crate::interrupt::stop_on_interrupt()?;
     let mut repeats = vec![Vec::new(); scenarios.len()];
     for repeat in 0..args.repeat {
@@ -180,6 +197,7 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
     let report = NodeReport {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_group_shares: group.as_ref().map(|_| MAX_SHARES),
         scenarios: scenarios
             .into_iter()
             .zip(repeats)

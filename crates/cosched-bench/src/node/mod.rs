@@ -7,6 +7,7 @@
 //! waits for the partner's; it has a nice value and the CPUs it may run on. [`run::run_scenario`] runs one
 //! description for real and returns raw values per repeat; [`summary`] turns them into medians and ranges.
 
+pub mod cpu_group;
 pub mod process;
 pub mod run;
 pub mod summary;

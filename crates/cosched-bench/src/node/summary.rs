@@ -54,6 +54,8 @@ pub struct ScenarioReport {
 pub struct NodeReport {
     pub kernel: String,
     pub cpus: usize,
+    /// The `cpu.shares` of the scenarios' own cgroup-v1 group; `None`: they ran in the session's group.
+    pub cpu_group_shares: Option<u64>,
     pub scenarios: Vec<ScenarioReport>,
 }
 
@@ -129,6 +131,10 @@ pub fn summarise(scenario: &Scenario, repeats: &[RepeatRun]) -> Vec<SummaryRow> 
 /// The readable table: one block per scenario, median [min – max] over the repeats.
 pub fn table(report: &NodeReport) -> String {
     let mut t = format!("Node scenarios on this machine: Linux {}, {} CPUs\n", report.kernel, report.cpus);
+    t += &match report.cpu_group_shares {
+        Some(shares) => format!("in a cpu cgroup of their own ({shares} shares against 1024 per other group)\n"),
+        None => "in this session's scheduling group, beside other sessions' groups at equal weight\n".into(),
+    };
     for s in &report.scenarios {
         t += &format!("\n{} ({} repeats): {}\n", s.scenario.name, s.repeats.len(), s.scenario.about);
         for row in &s.summary {
