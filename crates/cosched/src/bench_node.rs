@@ -4,7 +4,7 @@
 use clap::Args;
 use cosched_bench::node::cpu_group::{CpuGroup, MAX_SHARES};
 use cosched_bench::node::run::{run_scenario, Launcher};
-use cosched_bench::node::summary::{summarise, table, NodeReport, ScenarioReport};
+use cosched_bench::node::summary::{kernel_config, summarise, table, NodeReport, ScenarioReport};
 use cosched_bench::node::{standard_scenarios, ScenarioSizes, SCENARIO_NAMES};
 use cosched_bench::os;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ pub struct BenchNodeArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,3,4")]
     pub copies: Vec<u32>,
     /// Phases of each spin-barrier copy (--phases of apps/spinbarrier).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 2000)]
     pub phases: u32,
     /// Work per thread per phase of each copy, MFLOP.
     #[arg(long, default_value_t = 1.0)]
@@ -194,8 +194,10 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
             runs.push(run_scenario(scenario, &launcher, &stop)?);
         }
     }
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
     let report = NodeReport {
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        kernel_config: kernel_config(&kernel),
+        kernel,
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         cpu_group_shares: group.as_ref().map(|_| MAX_SHARES),
         scenarios: scenarios

@@ -150,7 +150,7 @@ impl Default for ScenarioSizes {
             receiver_compute_ns: 50_000,
             receiver_spin_ns: 100_000,
             spinbarrier_copies: vec![1, 2, 3, 4],
-            spinbarrier_phases: 1000,
+            spinbarrier_phases: 2000,
             spinbarrier_work_mflop: 1.0,
             ctxswitch_yields: 20_000,
             ctxswitch_work_ns: 2_000,

@@ -54,9 +54,27 @@ pub struct ScenarioReport {
 pub struct NodeReport {
     pub kernel: String,
     pub cpus: usize,
+    /// The scheduler's build options (`CONFIG_HZ`, `CONFIG_PREEMPT*` from /boot/config-RELEASE) and settings
+    /// (`kernel.sched_autogroup_enabled`) that a model of it needs, as `NAME=VALUE`.
+    pub kernel_config: Vec<String>,
     /// The `cpu.shares` of the scenarios' own cgroup-v1 group; `None`: they ran in the session's group.
     pub cpu_group_shares: Option<u64>,
     pub scenarios: Vec<ScenarioReport>,
+}
+
+/// The scheduler settings of the running kernel that a model needs (see [`NodeReport::kernel_config`]).
+pub fn kernel_config(release: &str) -> Vec<String> {
+    let config = std::fs::read_to_string(format!("/boot/config-{release}")).unwrap_or_default();
+    let mut lines: Vec<String> = config
+        .lines()
+        .filter(|l| l.starts_with("CONFIG_HZ=") || (l.starts_with("CONFIG_PREEMPT") && l.ends_with("=y")))
+        .filter(|l| !l.starts_with("CONFIG_PREEMPT_NOTIFIERS") && !l.starts_with("CONFIG_PREEMPT_COUNT"))
+        .map(String::from)
+        .collect();
+    if let Ok(autogroup) = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled") {
+        lines.push(format!("sched_autogroup_enabled={}", autogroup.trim()));
+    }
+    lines
 }
 
 /// Quantities per repeat, in order of first appearance, each with its unit.
@@ -135,6 +153,9 @@ pub fn table(report: &NodeReport) -> String {
         Some(shares) => format!("in a cpu cgroup of their own ({shares} shares against 1024 per other group)\n"),
         None => "in this session's scheduling group, beside other sessions' groups at equal weight\n".into(),
     };
+    if !report.kernel_config.is_empty() {
+        t += &format!("kernel: {}\n", report.kernel_config.join(" "));
+    }
     for s in &report.scenarios {
         t += &format!("\n{} ({} repeats): {}\n", s.scenario.name, s.repeats.len(), s.scenario.about);
         for row in &s.summary {
