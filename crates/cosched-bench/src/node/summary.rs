@@ -54,7 +54,7 @@ pub struct ScenarioReport {
 pub struct NodeReport {
     pub kernel: String,
     pub cpus: usize,
-    /// The scheduler's build options (`CONFIG_HZ`, `CONFIG_PREEMPT*` from /boot/config-RELEASE) and settings
+    /// The scheduler's build options (`CONFIG_HZ`, `CONFIG_PREEMPT*` from /boot/config-RELEASE or /proc/config.gz) and settings
     /// (`kernel.sched_autogroup_enabled`) that a model of it needs, as `NAME=VALUE`.
     pub kernel_config: Vec<String>,
     /// The `cpu.shares` of the scenarios' own cgroup-v1 group; `None`: they ran in the session's group.
@@ -64,7 +64,7 @@ pub struct NodeReport {
 
 /// The scheduler settings of the running kernel that a model needs (see [`NodeReport::kernel_config`]).
 pub fn kernel_config(release: &str) -> Vec<String> {
-    let config = std::fs::read_to_string(format!("/boot/config-{release}")).unwrap_or_default();
+    let config = std::fs::read_to_string(format!("/boot/config-{release}")).unwrap_or_else(|_| proc_config_gz());
     let mut lines: Vec<String> = config
         .lines()
         .filter(|l| l.starts_with("CONFIG_HZ=") || (l.starts_with("CONFIG_PREEMPT") && l.ends_with("=y")))
@@ -75,6 +75,15 @@ pub fn kernel_config(release: &str) -> Vec<String> {
         lines.push(format!("sched_autogroup_enabled={}", autogroup.trim()));
     }
     lines
+}
+
+/// The running kernel's own build options (/proc/config.gz, when it was built with them); empty if absent.
+fn proc_config_gz() -> String {
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open("/proc/config.gz") {
+        let _ = std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text);
+    }
+    text
 }
 
 /// Quantities per repeat, in order of first appearance, each with its unit.
