@@ -7,6 +7,7 @@
 pub mod copies;
 pub mod ctxswitch;
 pub mod model;
+pub mod node;
 pub mod os;
 pub mod overlap;
 pub mod pingpong;

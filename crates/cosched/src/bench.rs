@@ -74,6 +74,28 @@ pub enum BenchCommand {
     /// chunks and only chunks undisturbed by other processes count (--chunk-us).
     #[command(name = "pingpong")]
     PingPong(crate::bench_micro::PingPongArgs),
+    /// Small scheduling scenarios run for real on this kernel, to check a node scheduler model against.
+    ///
+    /// Each scenario is a set of processes of this binary, each pinned (sched_setaffinity), at its nice
+    /// value (SCHED_OTHER), iterating compute_ns of CPU work, then a sleep, then a message exchange with a
+    /// partner; all start at one instant, and each one's CPU time is read from /proc/PID/schedstat at both
+    /// ends of a window after a warm-up (share = CPU time / window):
+    ///
+    /// - shares-1cpu: CPU-bound processes at --nices on one CPU: each one's share.
+    /// - shares-2cpu: the same, each allowed on both CPUs of --cpu-pair.
+    /// - sleeper: a process computing --sleeper-compute-us then sleeping --sleeper-sleep-us (absolute
+    ///   CLOCK_MONOTONIC timer, 1 ns timer slack) beside a CPU-bound one on one CPU: its wake-up latency
+    ///   (return from the sleep minus the timer's due instant), both shares.
+    /// - sleeper-alone: the sleeper alone: the machine's own wake-up cost.
+    /// - receivers: two processes exchanging 8-byte messages through FIFOs, each computing
+    ///   --receiver-compute-us then polling for its partner's message up to --receiver-spin-us before
+    ///   blocking in poll(2), beside a CPU-bound process, one CPU: round trips per second, the shares.
+    /// - spinbarrier: j = --copies simultaneous copies of apps/spinbarrier (2 threads, spin barriers) on
+    ///   --cpu-pair: t_j and s_j = t_j / t_1.
+    /// - ctxswitch: the context-switch cost α_c (as `cosched bench ctxswitch`, one pair per repeat).
+    ///
+    /// A wall-time benchmark: run it on a quiet machine. Prints median [min – max] over the repeats.
+    Node(crate::bench_node::BenchNodeArgs),
     /// Fast mode against the exact engine: the same workloads run both ways.
     ///
     /// Every scheme on each seed's workload (Lublin-Feitelson jobs, WL7) at
@@ -153,6 +175,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
         BenchCommand::Slowdown(args) => crate::bench_slowdown::run(args),
         BenchCommand::CtxSwitch(args) => crate::bench_micro::run_ctxswitch(args),
         BenchCommand::PingPong(args) => crate::bench_micro::run_pingpong(args),
+        BenchCommand::Node(args) => crate::bench_node::run(args),
         BenchCommand::CtxSwitchWorker(args) => crate::bench_micro::ctxswitch_worker(args),
         BenchCommand::PingPongPeer(args) => crate::bench_micro::pingpong_peer(args),
     }

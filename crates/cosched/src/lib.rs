@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod bench_fast;
 pub mod bench_micro;
+pub mod bench_node;
 pub mod bench_scaling;
 pub mod bench_slowdown;
 pub mod bench_switch;

@@ -164,6 +164,8 @@ enum Command {
     Spin { file: std::path::PathBuf },
     #[command(name = "__bench-agent", hide = true)]
     BenchAgent { spec: String },
+    #[command(name = "__node-proc", hide = true)]
+    NodeProc { spec: String },
 }
 
 /// The one line that answers a suspend or resume.
@@ -294,6 +296,7 @@ fn main() -> ExitCode {
         Command::Watchdog { agent } => cosched_runtime::watchdog::run_watchdog(&agent).map_err(|e| e.to_string()),
         Command::Spin { file } => cosched_bench::switch::spin(&file),
         Command::BenchAgent { spec } => cosched_bench::switch::agent_main(&spec),
+        Command::NodeProc { spec } => cosched_bench::node::process::process_main(&spec),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

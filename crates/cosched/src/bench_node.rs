@@ -1,0 +1,221 @@
+//! `cosched bench node`: small scheduling scenarios run for real on this machine's kernel (the scenarios and
+//! the runner are in `cosched_bench::node`); a table on stdout and every repeat's raw values in a JSON file.
+
+use clap::Args;
+use cosched_bench::node::cpu_group::{CpuGroup, MAX_SHARES};
+use cosched_bench::node::run::{run_scenario, Launcher};
+use cosched_bench::node::summary::{kernel_config, summarise, table, NodeReport, ScenarioReport};
+use cosched_bench::node::{standard_scenarios, ScenarioSizes, SCENARIO_NAMES};
+use cosched_bench::os;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct BenchNodeArgs {
+    /// Scenarios to run, comma-separated (default all): shares-1cpu, shares-2cpu, sleeper, sleeper-alone,
+    /// receivers, spinbarrier, ctxswitch.
+    #[arg(long, value_delimiter = ',')]
+    pub scenario: Option<Vec<String>>,
+    /// Repeats of each scenario (all scenarios in turn, then again).
+    #[arg(long, default_value_t = 5)]
+    pub repeat: u32,
+    /// Folder for node.json (every repeat's raw values) and table.txt.
+    #[arg(long, default_value = "node-results")]
+    pub out: PathBuf,
+    /// From the common start of a scenario's processes to its measured window.
+    #[arg(long, default_value_t = 500)]
+    pub warm_up_ms: u64,
+    /// The measured window of the process scenarios.
+    #[arg(long, default_value_t = 2000)]
+    pub window_ms: u64,
+    /// Nice values of the CPU-bound processes of shares-1cpu and shares-2cpu.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true, default_value = "0,0,5,-5")]
+    pub nices: Vec<i32>,
+    /// The CPU of the one-CPU scenarios (default: the first this process may use).
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// The two CPUs of shares-2cpu and spinbarrier, e.g. 0,1 (default: the first two this process may use).
+    #[arg(long, value_delimiter = ',')]
+    pub cpu_pair: Option<Vec<usize>>,
+    /// The sleeper's work before each sleep, µs.
+    #[arg(long, default_value_t = 200)]
+    pub sleeper_compute_us: u64,
+    /// The sleeper's sleep (an absolute timer, 1 ns of slack), µs.
+    #[arg(long, default_value_t = 4000)]
+    pub sleeper_sleep_us: u64,
+    /// Each receiver's work between two exchanges, µs.
+    #[arg(long, default_value_t = 50)]
+    pub receiver_compute_us: u64,
+    /// How long a receiver polls for its partner's message before it blocks, µs.
+    #[arg(long, default_value_t = 100)]
+    pub receiver_spin_us: u64,
+    /// The numbers of simultaneous spin-barrier copies (1 first: the reference t_1).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4")]
+    pub copies: Vec<u32>,
+    /// Phases of each spin-barrier copy (--phases of apps/spinbarrier).
+    #[arg(long, default_value_t = 2000)]
+    pub phases: u32,
+    /// Work per thread per phase of each copy, MFLOP.
+    #[arg(long, default_value_t = 1.0)]
+    pub work_mflop: f64,
+    /// apps/spinbarrier, built (default: built from --apps with make into a scratch folder).
+    #[arg(long)]
+    pub spinbarrier: Option<PathBuf>,
+    /// The apps/ folder of the source tree, to build spinbarrier from.
+    #[arg(long, default_value = "apps")]
+    pub apps: PathBuf,
+    /// Compute-then-yield rounds of each context-switch worker.
+    #[arg(long, default_value_t = 20_000)]
+    pub ctxswitch_yields: u64,
+    /// Leave the scenarios in this session's own scheduling group. By default they run in a cgroup-v1 cpu
+    /// group of their own with the largest weight (262144 shares), so that other sessions' processes take
+    /// almost none of their CPUs (see cosched_bench::node::cpu_group).
+    #[arg(long)]
+    pub no_cpu_group: bool,
+    /// Give up on a spin-barrier run after this many seconds.
+    #[arg(long, default_value_t = 300.0)]
+    pub timeout_s: f64,
+}
+
+fn sizes_from(args: &BenchNodeArgs) -> Result<ScenarioSizes, String> {
+    let allowed = os::allowed_cpus()?;
+    let cpu = match args.cpu {
+        Some(cpu) => cpu,
+        None => *allowed.first().ok_or("no CPU available")?,
+    };
+    let cpu_pair = match args.cpu_pair.as_deref() {
+        Some(&[a, b]) if a != b => [a, b],
+        Some(_) => return Err("--cpu-pair takes two different CPUs, e.g. 0,1".into()),
+        None if allowed.len() >= 2 => [allowed[0], allowed[1]],
+        None => return Err("the two-CPU scenarios need two CPUs (this process may use one)".into()),
+    };
+    for c in [cpu, cpu_pair[0], cpu_pair[1]] {
+        if !allowed.contains(&c) {
+            return Err(format!("CPU {c} is not available to this process"));
+        }
+    }
+    if args.nices.is_empty() || args.nices.iter().any(|n| !(-20..=19).contains(n)) {
+        return Err("--nices: one or more values in -20..=19".into());
+    }
+    if args.window_ms == 0 || args.repeat == 0 || args.copies.first() != Some(&1) {
+        return Err("--window-ms and --repeat must be positive, and --copies must start with 1".into());
+    }
+    if ![args.timeout_s, args.work_mflop].iter().all(|x| x.is_finite() && *x > 0.0) {
+        return Err("--timeout-s and --work-mflop must be positive".into());
+    }
+    Ok(ScenarioSizes {
+        warm_up_ns: args.warm_up_ms * 1_000_000,
+        window_ns: args.window_ms * 1_000_000,
+        nices: args.nices.clone(),
+        cpu,
+        cpu_pair,
+        sleeper_compute_ns: args.sleeper_compute_us * 1000,
+        sleeper_sleep_ns: args.sleeper_sleep_us * 1000,
+        receiver_compute_ns: args.receiver_compute_us * 1000,
+        receiver_spin_ns: args.receiver_spin_us * 1000,
+        spinbarrier_copies: args.copies.clone(),
+        spinbarrier_phases: args.phases,
+        spinbarrier_work_mflop: args.work_mflop,
+        ctxswitch_yields: args.ctxswitch_yields,
+        ..ScenarioSizes::default()
+    })
+}
+
+/// `make -C apps BUILD=<scratch>/apps <scratch>/apps/spinbarrier`.
+fn build_spinbarrier(apps: &Path, scratch: &Path) -> Result<PathBuf, String> {
+    let build = scratch.join("apps");
+    let program = build.join("spinbarrier");
+    let out = Command::new("make")
+        .arg("-C")
+        .arg(apps)
+        .arg(format!("BUILD={}", build.display()))
+        .arg(&program)
+        .output()
+        .map_err(|e| format!("make: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building spinbarrier from {} failed (give --apps or --spinbarrier):\n{}{}",
+            apps.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(program)
+}
+
+pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
+    let sizes = sizes_from(args)?;
+    let wanted: Vec<String> = args.scenario.clone().unwrap_or_else(|| SCENARIO_NAMES.map(String::from).to_vec());
+    if let Some(unknown) = wanted.iter().find(|w| !SCENARIO_NAMES.contains(&w.as_str())) {
+        return Err(format!("unknown scenario {unknown:?} (known: {})", SCENARIO_NAMES.join(", ")));
+    }
+    let scenarios: Vec<_> = standard_scenarios(&sizes).into_iter().filter(|s| wanted.contains(&s.name)).collect();
+    crate::output::OutputDir::check(&args.out)?;
+    let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+    // Made new (mkdtemp): FIFOs and programs in a folder nobody else made or can write.
+    let scratch = tempfile::Builder::new()
+        .prefix("cosched-node-")
+        .tempdir_in(&base)
+        .map_err(|e| format!("a scratch folder in {}: {e}", base.display()))?;
+    let spinbarrier = match (&args.spinbarrier, wanted.iter().any(|w| w == "spinbarrier")) {
+        (Some(path), _) => Some(path.clone()),
+        (None, true) => Some(build_spinbarrier(&args.apps, scratch.path())?),
+        (None, false) => None,
+    };
+    let launcher = Launcher {
+        exe: std::env::current_exe().map_err(|e| format!("cannot find the cosched binary: {e}"))?,
+        process_args: vec!["__node-proc".into()],
+        ctxswitch_args: vec!["bench".into(), "ctxswitch-worker".into()],
+        spinbarrier,
+        scratch: scratch.path().to_path_buf(),
+        timeout: Duration::from_secs_f64(args.timeout_s),
+    };
+    let group = if args.no_cpu_group {
+        None
+    } else {
+        match CpuGroup::enter(MAX_SHARES) {
+            Ok(group) => Some(group),
+            Err(e) => {
+                eprintln!("WARNING: no cpu group of its own ({e}): the scenarios share their CPUs with other sessions");
+                None
+            }
+        }
+    };
+    let stop = crate::interrupt::stop_on_interrupt()?;
+    let mut repeats = vec![Vec::new(); scenarios.len()];
+    for repeat in 0..args.repeat {
+        for (scenario, runs) in scenarios.iter().zip(repeats.iter_mut()) {
+            if stop.load(Ordering::Relaxed) {
+                return Err("interrupted".into());
+            }
+            eprintln!("[repeat {}/{}] {}...", repeat + 1, args.repeat, scenario.name);
+            runs.push(run_scenario(scenario, &launcher, &stop)?);
+        }
+    }
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+    let report = NodeReport {
+        kernel_config: kernel_config(&kernel),
+        kernel,
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_group_shares: group.as_ref().map(|_| MAX_SHARES),
+        scenarios: scenarios
+            .into_iter()
+            .zip(repeats)
+            .map(|(scenario, repeats)| ScenarioReport { summary: summarise(&scenario, &repeats), scenario, repeats })
+            .collect(),
+    };
+    let text = table(&report);
+    print!("{text}");
+    write_results(&args.out, &report, &text)
+}
+
+fn write_results(out: &Path, report: &NodeReport, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
+    std::fs::write(out.join(".cosched-output"), "written by cosched\n").map_err(|e| e.to_string())?;
+    let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    crate::output::write_file_atomically(&out.join("node.json"), |mut f| writeln!(f, "{json}"))?;
+    crate::output::write_file_atomically(&out.join("table.txt"), |mut f| write!(f, "{text}"))
+}
