@@ -74,6 +74,10 @@ pub struct BenchNodeArgs {
     /// almost none of their CPUs (see cosched_bench::node::cpu_group).
     #[arg(long)]
     pub no_cpu_group: bool,
+    /// Run nothing: read a node.json this command wrote and put the EEVDF model's predictions beside its
+    /// measurements (the model's inputs, switch and wake costs and the tick, from the same file).
+    #[arg(long, value_name = "NODE_JSON")]
+    pub predict_from: Option<PathBuf>,
     /// Give up on a spin-barrier run after this many seconds.
     #[arg(long, default_value_t = 300.0)]
     pub timeout_s: f64,
@@ -146,6 +150,13 @@ fn build_spinbarrier(apps: &Path, scratch: &Path) -> Result<PathBuf, String> {
 }
 
 pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
+    if let Some(path) = &args.predict_from {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let report: NodeReport =
+            serde_json::from_str(&text).map_err(|e| format!("{} is not a node.json: {e}", path.display()))?;
+        print!("{}", prediction_text(&report)?);
+        return Ok(());
+    }
     let sizes = sizes_from(args)?;
     let wanted: Vec<String> = args.scenario.clone().unwrap_or_else(|| SCENARIO_NAMES.map(String::from).to_vec());
     if let Some(unknown) = wanted.iter().find(|w| !SCENARIO_NAMES.contains(&w.as_str())) {
@@ -206,9 +217,19 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
             .map(|(scenario, repeats)| ScenarioReport { summary: summarise(&scenario, &repeats), scenario, repeats })
             .collect(),
     };
-    let text = table(&report);
+    let mut text = table(&report);
+    match prediction_text(&report) {
+        Ok(prediction) => text += &format!("\nMeasured beside the EEVDF model's prediction\n{prediction}"),
+        Err(why) => text += &format!("\nNo prediction: {why}\n"),
+    }
     print!("{text}");
     write_results(&args.out, &report, &text)
+}
+
+/// The EEVDF model's predictions beside the report's measurements.
+fn prediction_text(report: &NodeReport) -> Result<String, String> {
+    let inputs = cosched_lab::node_model::MachineInputs::from_report(report)?;
+    Ok(cosched_lab::node_model::comparison_table(report, &inputs))
 }
 
 fn write_results(out: &Path, report: &NodeReport, text: &str) -> Result<(), String> {

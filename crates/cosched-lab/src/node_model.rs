@@ -1,0 +1,421 @@
+//! The simulated side of `cosched bench node`: each scenario the real kernel
+//! ran, run again in the simulator with the EEVDF node scheduler, whose only
+//! inputs are the scenario and the machine's measured costs (a context
+//! switch, a wake-up, the tick). What cannot be put in the simulator's terms
+//! says why instead of predicting.
+
+use cosched_bench::node::summary::{NodeReport, Spread, SummaryRow};
+use cosched_bench::node::{ProcessSet, ProcessSpec, Scenario, ScenarioKind, SpinBarrierSet};
+use cosched_core::SimTime;
+use cosched_sim::run::{run, RunOptions, RunResult};
+use cosched_sim::trace::TraceKind;
+use cosched_sim::{OsScheduler, Program, Scheme, SimConfig, SimJob};
+use std::collections::BTreeMap;
+
+/// The machine's own costs, measured by the same report.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MachineInputs {
+    /// A context switch (the `ctxswitch` scenario's median α_c).
+    pub switch_ns: u64,
+    /// From a timer's expiry to its sleeper running on an otherwise idle
+    /// CPU (the `sleeper-alone` scenario's median latency).
+    pub wake_ns: u64,
+    /// The scheduler tick, 1 s / CONFIG_HZ.
+    pub tick_ns: u64,
+}
+
+impl MachineInputs {
+    /// The inputs a report measured; an error names what it lacks.
+    pub fn from_report(report: &NodeReport) -> Result<MachineInputs, String> {
+        let median = |scenario: &str, quantity: &str| {
+            report
+                .scenarios
+                .iter()
+                .find(|s| s.scenario.name == scenario)
+                .and_then(|s| s.summary.iter().find(|r| r.quantity == quantity))
+                .map(|r| r.spread.median)
+                .ok_or_else(|| format!("the report has no '{quantity}' of scenario {scenario}: run it too"))
+        };
+        let hz: u64 = report
+            .kernel_config
+            .iter()
+            .find_map(|line| line.strip_prefix("CONFIG_HZ="))
+            .and_then(|hz| hz.parse().ok())
+            .filter(|&hz| hz > 0)
+            .ok_or("the report does not say the kernel's CONFIG_HZ")?;
+        Ok(MachineInputs {
+            switch_ns: (median("ctxswitch", "α_c (CPU time)")? * 1e3).round() as u64,
+            wake_ns: (median("sleeper-alone", "wake latency p50 sleeper")? * 1e3).round() as u64,
+            tick_ns: 1_000_000_000 / hz,
+        })
+    }
+}
+
+/// One predicted quantity, named as the measured summary names it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Predicted {
+    pub quantity: String,
+    pub value: f64,
+}
+
+/// The scenario in the simulator; `Err` says why it cannot be.
+pub fn predict(scenario: &Scenario, inputs: &MachineInputs) -> Result<Vec<Predicted>, String> {
+    match &scenario.kind {
+        ScenarioKind::Processes(_) if scenario.name == "sleeper-alone" => {
+            Err("a model input (the wake cost), not a prediction".into())
+        }
+        ScenarioKind::Processes(set) => predict_process_set(set, inputs),
+        ScenarioKind::SpinBarrier(set) => predict_spin_barrier(set, inputs, None),
+        ScenarioKind::ContextSwitch(_) => Err("a model input (the switch cost), not a prediction".into()),
+    }
+}
+
+/// A machine of one node with the scenario's CPUs, every process its own
+/// one-task job, Local on EEVDF at the machine's tick and switch cost.
+fn node_config(cpus: u32, processes: u32, inputs: &MachineInputs) -> SimConfig {
+    let mut cfg = SimConfig {
+        scheme: Scheme::LOCAL,
+        nodes: 1,
+        cpus_per_node: cpus,
+        mpl: processes,
+        skew: 0.0,
+        node_scheduler: OsScheduler::Eevdf,
+        ..SimConfig::default()
+    };
+    cfg.costs.context_switch_ns = inputs.switch_ns;
+    cfg.scheduler.tick_ns = inputs.tick_ns;
+    // The raise is the MLFQ's: unused here, but a multiple of the tick.
+    cfg.scheduler.raise_period_ns = inputs.tick_ns * (1_000_000_000 / inputs.tick_ns).max(64);
+    // A message between processes of one node costs nothing the model
+    // resolves (a shared cache line; the scenarios' pipes are not modelled).
+    cfg.network.shm_base_ns = 0.0;
+    cfg.network.shm_ns_per_byte = 0.0;
+    cfg
+}
+
+fn distinct_cpus(processes: &[ProcessSpec]) -> Result<u32, String> {
+    let first = &processes[0].cpus;
+    if processes.iter().any(|p| &p.cpus != first) {
+        return Err("processes pinned to different CPU sets: the engine places every process itself".into());
+    }
+    Ok(first.len() as u32)
+}
+
+fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<Predicted>, String> {
+    if set.processes.iter().any(|p| p.exchange.is_some()) {
+        return Err("two processes of one job exchanging messages on one CPU: the engine puts a job's tasks on \
+                    different CPUs"
+            .into());
+    }
+    let cpus = distinct_cpus(&set.processes)?;
+    let span_ns = set.warm_up_ns + set.window_ns;
+    let jobs: Vec<SimJob> = set
+        .processes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let iteration_ns = p.compute_ns + p.sleep_ns;
+            let iterations = p.iterations.unwrap_or(span_ns / iteration_ns + 2).min(u32::MAX as u64) as u32;
+            SimJob {
+                job_number: i as u64,
+                arrival: SimTime::ZERO,
+                tasks: 1,
+                program: Program { compute_ns: p.compute_ns, io_ns: p.sleep_ns, iterations, message_bytes: 8 },
+                label: p.name.clone(),
+                nice: p.nice.clamp(-20, 19) as i8,
+            }
+        })
+        .collect();
+    let mut cfg = node_config(cpus, set.processes.len() as u32, inputs);
+    cfg.horizon_ns = Some(span_ns);
+    let result = simulate(&cfg, jobs)?;
+    let window = (set.warm_up_ns, span_ns);
+    let process_of_job = processes_of_jobs(&result);
+    let cpu_ns = running_time_in(&result, window, inputs.switch_ns);
+    let latencies = wake_latencies_in(&result, window, inputs);
+    let mut predicted = Vec::new();
+    let mut share_sum = 0.0;
+    for (job, spec) in set.processes.iter().enumerate() {
+        let process = process_of_job[&(job as u32)];
+        let share = cpu_ns.get(&process).copied().unwrap_or(0) as f64 / set.window_ns as f64 * 100.0;
+        share_sum += share;
+        predicted.push(Predicted { quantity: format!("share {}", spec.name), value: share });
+        if let Some(mut waits) = latencies.get(&process).cloned() {
+            waits.sort_by(f64::total_cmp);
+            let p50 = cosched_bench::node::summary::quantile(&waits, 0.5);
+            predicted.push(Predicted { quantity: format!("wake latency p50 {}", spec.name), value: p50 });
+        }
+    }
+    predicted.push(Predicted { quantity: "share sum".into(), value: share_sum });
+    Ok(predicted)
+}
+
+/// j copies of a `threads`-task job, each phase `phase_ns` of compute (the
+/// time one copy alone took per phase on the real machine, `t_1 / phases`;
+/// `None`: the nominal work at 1 GFLOP/s), separated by an exchange with
+/// the other tasks (the barrier), busy-waited.
+pub fn predict_spin_barrier(
+    set: &SpinBarrierSet,
+    inputs: &MachineInputs,
+    phase_ns: Option<u64>,
+) -> Result<Vec<Predicted>, String> {
+    if set.threads < 2 || set.cpus.len() as u32 != set.threads {
+        return Err("the model places a copy's threads on one CPU each: as many CPUs as threads".into());
+    }
+    let phase_ns = phase_ns.unwrap_or((set.work_mflop * 1e6) as u64);
+    let finish_of = |copies: u32| -> Result<f64, String> {
+        let jobs = (0..copies)
+            .map(|j| SimJob {
+                job_number: j as u64,
+                arrival: SimTime::ZERO,
+                tasks: set.threads,
+                program: Program { compute_ns: phase_ns, io_ns: 0, iterations: set.phases, message_bytes: 8 },
+                label: format!("copy{j}"),
+                nice: 0,
+            })
+            .collect();
+        let cfg = node_config(set.threads, copies.max(1), inputs);
+        let result = simulate(&cfg, jobs)?;
+        Ok(result.jobs.iter().map(|r| r.finish_s).fold(0.0, f64::max))
+    };
+    let t1 = finish_of(1)?;
+    let mut predicted = Vec::new();
+    for &copies in &set.copies {
+        let tj = finish_of(copies)?;
+        predicted.push(Predicted { quantity: format!("t_j j={copies}"), value: tj });
+        predicted.push(Predicted { quantity: format!("s_j j={copies}"), value: tj / t1 });
+    }
+    Ok(predicted)
+}
+
+fn simulate(cfg: &SimConfig, jobs: Vec<SimJob>) -> Result<RunResult, String> {
+    let options = RunOptions { record_trace: true, ..RunOptions::default() };
+    run(cfg, jobs, &options, |_| {}).map_err(|e| e.to_string())
+}
+
+/// The process number of each job's one task.
+fn processes_of_jobs(result: &RunResult) -> BTreeMap<u32, u32> {
+    result
+        .trace
+        .iter()
+        .filter_map(|e| match e.kind {
+            TraceKind::TaskPlaced { job, process } => Some((job, process)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Each process's time on a CPU inside `[from, to)`: from its dispatch (after
+/// the switch, if one was paid) to the event that takes it off.
+fn running_time_in(result: &RunResult, (from, to): (u64, u64), switch_ns: u64) -> BTreeMap<u32, u64> {
+    let mut since: BTreeMap<u32, (u32, u64)> = BTreeMap::new(); // cpu → (process, running since)
+    let mut total: BTreeMap<u32, u64> = BTreeMap::new();
+    let close = |process: u32, start: u64, end: u64, total: &mut BTreeMap<u32, u64>| {
+        let (start, end) = (start.clamp(from, to), end.clamp(from, to));
+        *total.entry(process).or_default() += end.saturating_sub(start);
+    };
+    for e in &result.trace {
+        match e.kind {
+            TraceKind::Dispatch { process, switch_cost } => {
+                let start = e.time_ns + if switch_cost { switch_ns } else { 0 };
+                since.insert(e.cpu, (process, start));
+            }
+            TraceKind::Preempt { process }
+            | TraceKind::Block { process }
+            | TraceKind::Exit { process }
+            | TraceKind::Demote { process, .. } => {
+                if let Some((running, start)) = since.remove(&e.cpu).filter(|&(p, _)| p == process) {
+                    close(running, start, e.time_ns, &mut total);
+                }
+            }
+            _ => {}
+        }
+    }
+    for (_, (process, start)) in since {
+        close(process, start, to, &mut total);
+    }
+    total
+}
+
+/// Each process's wake-up latencies (µs) for wakes inside the window: from
+/// the wake to its dispatch, plus the switch if one was paid, plus the
+/// machine's wake cost.
+fn wake_latencies_in(result: &RunResult, (from, to): (u64, u64), inputs: &MachineInputs) -> BTreeMap<u32, Vec<f64>> {
+    let mut woken_at: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut latencies: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for e in &result.trace {
+        match e.kind {
+            TraceKind::Wake { process } if (from..to).contains(&e.time_ns) => {
+                woken_at.insert(process, e.time_ns);
+            }
+            TraceKind::Dispatch { process, switch_cost } => {
+                if let Some(woken) = woken_at.remove(&process) {
+                    let switch = if switch_cost { inputs.switch_ns } else { 0 };
+                    let latency_ns = e.time_ns - woken + switch + inputs.wake_ns;
+                    latencies.entry(process).or_default().push(latency_ns as f64 / 1e3);
+                }
+            }
+            _ => {}
+        }
+    }
+    latencies
+}
+
+/// How far a prediction may be from the measured median (issue 41's goals).
+fn within_goal(quantity: &str, measured: f64, predicted: f64) -> Option<bool> {
+    if quantity.starts_with("share") && quantity != "share sum" {
+        Some((measured - predicted).abs() <= 2.0)
+    } else if quantity.starts_with("s_j") && !quantity.ends_with("j=1") {
+        Some((predicted / measured - 1.0).abs() <= 0.10)
+    } else if quantity.starts_with("wake latency p50") {
+        Some((predicted / measured - 1.0).abs() <= 0.25)
+    } else {
+        None
+    }
+}
+
+/// One row of the comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    pub scenario: String,
+    pub quantity: String,
+    pub unit: String,
+    pub measured: Spread,
+    pub predicted: Option<f64>,
+    pub within_goal: Option<bool>,
+}
+
+/// Measured beside predicted for every scenario of a report; a scenario the
+/// simulator cannot take gives one row with its reason.
+pub fn compare(report: &NodeReport, inputs: &MachineInputs) -> (Vec<Comparison>, Vec<(String, String)>) {
+    let mut rows = Vec::new();
+    let mut not_predicted = Vec::new();
+    for s in &report.scenarios {
+        let predicted = match &s.scenario.kind {
+            ScenarioKind::SpinBarrier(set) => {
+                let t1 = s.summary.iter().find(|r| r.quantity == "t_j j=1").map(|r| r.spread.median);
+                let phase_ns = t1.map(|t| (t * 1e9 / set.phases as f64).round() as u64);
+                predict_spin_barrier(set, inputs, phase_ns)
+            }
+            _ => predict(&s.scenario, inputs),
+        };
+        let predicted = match predicted {
+            Ok(p) => p,
+            Err(why) => {
+                not_predicted.push((s.scenario.name.clone(), why));
+                continue;
+            }
+        };
+        for SummaryRow { quantity, unit, spread } in &s.summary {
+            let value = predicted.iter().find(|p| &p.quantity == quantity).map(|p| p.value);
+            if value.is_none() && !quantity.starts_with("share") {
+                continue;
+            }
+            rows.push(Comparison {
+                scenario: s.scenario.name.clone(),
+                quantity: quantity.clone(),
+                unit: unit.clone(),
+                measured: *spread,
+                predicted: value,
+                within_goal: value.and_then(|v| within_goal(quantity, spread.median, v)),
+            });
+        }
+    }
+    (rows, not_predicted)
+}
+
+/// The comparison as a Markdown table, and the scenarios not predicted.
+pub fn comparison_table(report: &NodeReport, inputs: &MachineInputs) -> String {
+    let (rows, not_predicted) = compare(report, inputs);
+    let mut text = format!(
+        "Model inputs: switch {:.2} µs, wake {:.1} µs, tick {} ms (HZ {}).\n\n\
+         | scenario | quantity | measured median [min – max] | predicted (EEVDF model) | within goal |\n|---|---|---|---|---|\n",
+        inputs.switch_ns as f64 / 1e3,
+        inputs.wake_ns as f64 / 1e3,
+        inputs.tick_ns as f64 / 1e6,
+        1_000_000_000 / inputs.tick_ns
+    );
+    for r in &rows {
+        let predicted = r.predicted.map_or("—".to_string(), |v| format!("{v:.3} {}", r.unit));
+        let goal = match r.within_goal {
+            Some(true) => "yes",
+            Some(false) => "**no**",
+            None => "",
+        };
+        text += &format!(
+            "| {} | {} | {:.3} {} [{:.3} – {:.3}] | {} | {} |\n",
+            r.scenario, r.quantity, r.measured.median, r.unit, r.measured.min, r.measured.max, predicted, goal
+        );
+    }
+    for (scenario, why) in not_predicted {
+        text += &format!("\nNot predicted: {scenario}: {why}.");
+    }
+    text + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosched_bench::node::{standard_scenarios, ScenarioSizes};
+
+    const INPUTS: MachineInputs = MachineInputs { switch_ns: 400, wake_ns: 40_000, tick_ns: 4_000_000 };
+
+    fn scenario(name: &str) -> Scenario {
+        let sizes = ScenarioSizes { warm_up_ns: 100_000_000, window_ns: 400_000_000, ..ScenarioSizes::default() };
+        standard_scenarios(&sizes).into_iter().find(|s| s.name == name).unwrap()
+    }
+
+    fn value(predicted: &[Predicted], quantity: &str) -> f64 {
+        predicted.iter().find(|p| p.quantity == quantity).unwrap_or_else(|| panic!("no {quantity}")).value
+    }
+
+    /// Nice 0, 0, 5, -5 on one CPU: the weights' shares 18.60, 18.60, 6.09,
+    /// 56.70 %, within the window's granularity (turns of a 4 ms tick are one
+    /// point of a 400 ms window; the lag bound lets a turn more or less).
+    #[test]
+    fn one_cpu_shares_follow_the_weights() {
+        let predicted = predict(&scenario("shares-1cpu"), &INPUTS).unwrap();
+        let total = 1024.0 * 2.0 + 335.0 + 3121.0;
+        for (quantity, weight) in [
+            ("share p0-nice0", 1024.0),
+            ("share p1-nice0", 1024.0),
+            ("share p2-nice5", 335.0),
+            ("share p3-nice-5", 3121.0),
+        ] {
+            let expected = weight / total * 100.0;
+            assert!((value(&predicted, quantity) - expected).abs() < 1.5, "{quantity}: {predicted:?}");
+        }
+        assert!((value(&predicted, "share sum") - 100.0).abs() < 0.1, "{predicted:?}");
+    }
+
+    /// The sleeper preempts at its wake: its latency is the wake cost and at
+    /// most a switch.
+    #[test]
+    fn a_sleeper_beside_a_cpu_bound_process_waits_the_wake_cost() {
+        let predicted = predict(&scenario("sleeper"), &INPUTS).unwrap();
+        let latency_us = value(&predicted, "wake latency p50 sleeper");
+        assert!((40.0..=40.5).contains(&latency_us), "{predicted:?}");
+        assert!(value(&predicted, "share sleeper") > 4.0, "{predicted:?}");
+    }
+
+    /// Copies of a two-thread spin barrier, one thread per CPU: the copies'
+    /// threads take the same turns on both CPUs, so s_j = j.
+    #[test]
+    fn spin_barrier_copies_share_the_cpus_in_step() {
+        let ScenarioKind::SpinBarrier(mut set) = scenario("spinbarrier").kind else { panic!("a spin barrier") };
+        set.phases = 200;
+        let predicted = predict_spin_barrier(&set, &INPUTS, Some(200_000)).unwrap();
+        for j in [2, 3, 4] {
+            let s = value(&predicted, &format!("s_j j={j}"));
+            assert!((s / j as f64 - 1.0).abs() < 0.05, "j={j}: {predicted:?}");
+        }
+    }
+
+    /// What the engine cannot express says why.
+    #[test]
+    fn receivers_on_one_cpu_are_not_predicted() {
+        let why = predict(&scenario("receivers"), &INPUTS).unwrap_err();
+        assert!(why.contains("different CPUs"), "{why}");
+        assert!(predict(&scenario("ctxswitch"), &INPUTS).unwrap_err().contains("model input"));
+    }
+}
