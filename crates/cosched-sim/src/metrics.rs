@@ -106,7 +106,7 @@ pub struct Summary {
     pub events: u64,
     /// Fast mode's settings and what it skipped (absent: the exact engine alone).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fast_mode: Option<crate::engine::fast::FastReport>,
+    pub fast_mode: Option<crate::engine::fast::settings::FastReport>,
 }
 
 pub fn mean(values: impl Iterator<Item = f64>) -> f64 {
