@@ -33,7 +33,9 @@ pub(crate) trait NodeScheduler: 'static {
 
     /// The scheduler's record of the whole machine (the gang cell: the gang
     /// quantum), kept by the engine without looking inside. A scheduler of
-    /// each CPU alone has none: `()`.
+    /// each CPU alone has none and writes `type Machine = ();` (stable Rust
+    /// has no default for an associated type); the hooks that use it do
+    /// nothing unless overridden.
     type Machine: Default;
 
     /// The record of a process that starts.
