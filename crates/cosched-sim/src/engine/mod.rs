@@ -26,10 +26,10 @@ use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::MessageArrival;
 use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerTree};
-use cosched_policy::cluster::{JobStatus, PlanJob, Rotation};
+use cosched_policy::cluster::{JobStatus, PlanJob};
 use cosched_policy::Coscheduler;
 use fast::{FastReport, FastSettings, FastState};
-use node_scheduler::{GangQuantum, NodeScheduler};
+use node_scheduler::NodeScheduler;
 use parts::Parts;
 use proc_table::ProcTable;
 use receive::ReceiveWait;
@@ -90,13 +90,13 @@ struct Placement {
     rows: Vec<u32>,
 }
 
-/// Trace value of a gang switch to a slot with no matrix row (left to local jobs).
-pub const NO_ROW: u32 = u32::MAX;
+pub use records::NO_ROW;
 
 #[derive(Clone, Copy, Debug)]
 pub enum Event {
     Arrival(u32),
-    GangQuantum,
+    /// The node scheduler's own event (the gang cell: a quantum's boundary).
+    Scheduler,
     /// A message lands (only for schemes that react: spin-block's interrupt,
     /// demand-based coscheduling).
     Deposit {
@@ -113,13 +113,14 @@ pub enum Event {
 }
 
 impl Event {
-    /// Kinds of events counted: the two queued kinds, then CPU visits.
+    /// Kinds of events counted: the two queued kinds, then CPU visits. (The
+    /// node scheduler's events keep the name of the one that books them.)
     pub const KIND_NAMES: [&'static str; EVENT_KINDS] = ["arrival", "gang-quantum", "cpu-visit", "deposit"];
 
     fn kind_index(&self) -> usize {
         match self {
             Event::Arrival(_) => 0,
-            Event::GangQuantum => 1,
+            Event::Scheduler => 1,
             Event::Deposit { .. } | Event::Decide { .. } => 3,
         }
     }
@@ -218,8 +219,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     longest_queue: usize,
     /// Jobs started and not finished.
     running: usize,
-    /// The gang quantum (gang schemes).
-    gang: Option<GangQuantum>,
+    /// The node scheduler's record of the whole machine (the gang cell's gang quantum).
+    node_machine: <P::Node as NodeScheduler>::Machine,
     latency_ns: u64,
     shm_latency_ns: u64,
     completed: usize,
@@ -277,15 +278,17 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// Whether deposits are events (a part reacts to them).
     const DEPOSIT_EVENTS: bool = P::Wait::REACTS_TO_DEPOSITS || P::Arrival::REACTS_TO_DEPOSITS;
 
+    /// Whether the CPUs take turns in the coscheduler's matrix rows (gang
+    /// slots), whose cycle fast mode's windows follow.
+    const RUNS_ROWS: bool = matches!(<P::Node as NodeScheduler>::MODE, cosched_policy::Mode::Gang);
+
     /// `jobs` must be sorted by arrival and fit the machine (checked).
     pub fn new(cfg: &'a SimConfig, jobs: Vec<SimJob>, bsld_threshold_s: f64, record_trace: bool) -> Self {
         let cpu_count = cfg.cpu_count() as usize;
         assert!(jobs.windows(2).all(|w| w[0].arrival <= w[1].arrival), "jobs must be sorted by arrival");
         assert!(jobs.iter().all(|j| j.tasks >= 1 && j.tasks as usize <= cpu_count), "every job must fit the machine");
         let cosched = Coscheduler::new(cfg.plan_settings(), cfg.cluster_shape());
-        let rules = cosched.settings().rules;
-        let follows_every_plan = rules.fill_free_cells || rules.rotation == Rotation::ClockAligned;
-        let gang = cfg.scheme.is_gang().then(|| GangQuantum::new(cfg.mpl as usize, cpu_count, follows_every_plan));
+        let node_machine = P::Node::new_machine(cfg, &cosched);
         let cpus = (0..cpu_count as u32)
             .map(|c| records::Cpu {
                 node: c / cfg.cpus_per_node,
@@ -335,7 +338,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             waiting: 0,
             longest_queue: 0,
             running: 0,
-            gang,
+            node_machine,
             latency_ns: cfg.network.latency_ns(cfg.network.message_bytes),
             shm_latency_ns: cfg.network.shm_latency_ns(cfg.network.message_bytes),
             completed: 0,
@@ -485,9 +488,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             debug_assert_eq!(cpu.time.total_ns(), self.run_clock(end).ns(), "CPU time must add up to the span");
             cpu_time.add(&cpu.time);
         }
-        if let Some(gang) = &self.gang {
-            debug_assert!(self.completed < self.jobs.len() || gang.current_row().is_none());
-        }
+        debug_assert!(self.completed < self.jobs.len() || P::Node::running_row(&self.node_machine).is_none());
         if let Some(trace) = &mut self.trace {
             // Some lines are recorded late (a block found when the CPU's time
             // is charged) or early (a message's landing): put them in time
@@ -523,8 +524,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         self.event_counts[event.kind_index()] += 1;
         match event {
             Event::Arrival(j) => self.on_arrival(j, now),
-
-            Event::GangQuantum => self.on_gang_quantum(now),
+            Event::Scheduler => self.on_scheduler_event(now),
             Event::Deposit { dest, .. } => self.on_deposit(dest, now),
             Event::Decide { node } => self.decide_deposits(node, now),
         }
@@ -598,7 +598,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.waiting -= 1;
             self.start_job(id.0 as u32, placement, now);
         }
-        self.follow_plan(now);
+        P::Node::plan_changed(self, now);
     }
 
     /// The coscheduler's placement of job `id`, as CPU indices of the machine.
@@ -665,21 +665,16 @@ impl<'a, P: Parts> Engine<'a, P> {
         for (rank, &cpu) in cpus.iter().enumerate() {
             self.record(now, cpu, TraceKind::TaskPlaced { job: j, process: first_proc + rank as u32 });
         }
-        if self.gang.is_some() {
-            self.gang_place(&rows, &cpus, first_proc);
-        } else {
-            for (rank, &cpu) in cpus.iter().enumerate() {
-                // The scheduler sees its running process charged up to now.
-                self.account(cpu, now);
-                P::Node::admit(self, cpu, first_proc + rank as u32);
-            }
+        for (rank, &cpu) in cpus.iter().enumerate() {
+            // The scheduler sees its running process charged up to now.
+            self.account(cpu, now);
+            P::Node::admit(self, cpu, first_proc + rank as u32);
         }
+        P::Node::job_started(self, &rows, &cpus, first_proc);
         for &cpu in &cpus {
             self.update_cpu(cpu, now);
         }
-        if self.gang.is_some() {
-            self.ensure_gang_quantum(now);
-        }
+        P::Node::jobs_changed(self, now);
     }
 
     fn task_exited(&mut self, p: u32, now: SimTime) {
@@ -694,9 +689,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let placement = self.jobs[j as usize].placement.take().expect("a running job has a placement");
         self.jobs[j as usize].finish = Some(self.run_clock(now));
         self.running -= 1;
-        if self.gang.is_some() {
-            self.gang_release(&placement.rows, &placement.cpus);
-        }
+        P::Node::job_finished(self, &placement.rows, &placement.cpus, self.running);
         self.record(now, placement.cpus[0], TraceKind::JobFinish { job: j });
         self.completed += 1;
         self.finished_iterations = self.finished_iterations.saturating_add(self.jobs[j as usize].process_iterations());
@@ -708,9 +701,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.fast_note_change(j, &placement.cpus, &placement.rows, false, now);
         }
         self.start_jobs(&to_start, now);
-        if self.gang.is_some() {
-            self.ensure_gang_quantum(now);
-        }
+        P::Node::jobs_changed(self, now);
     }
 
     /// The processes of the oldest jobs, once all of them have finished, are
@@ -755,59 +746,25 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
     }
 
-    // ---- gang scheduling ----------------------------------------------------
+    // ---- the node scheduler's jobs and event ----------------------------------
 
-    fn gang_place(&mut self, rows: &[u32], cpus: &[u32], first_proc: u32) {
-        let waits = self.cfg.costs.gang_start_waits_for_quantum;
-        let gang = self.gang.as_mut().expect("gang placement under gang scheduling");
-        if gang.place(rows, cpus, first_proc, waits) {
-            for (rank, &cpu) in cpus.iter().enumerate() {
-                P::Node::set_cell(&mut self.cpus[cpu as usize].sched, Some(first_proc + rank as u32));
-            }
+    /// The node scheduler's own event (the gang quantum's boundary); fast
+    /// mode first notes what the quantum that ends did.
+    fn on_scheduler_event(&mut self, now: SimTime) {
+        if self.fast.is_some() {
+            self.fast_quantum_ends(now);
         }
+        P::Node::on_event(self, now);
     }
 
-    fn gang_release(&mut self, rows: &[u32], cpus: &[u32]) {
-        let gang = self.gang.as_mut().expect("gang release under gang scheduling");
-        if gang.release(rows, cpus, self.running) {
-            for &cpu in cpus {
-                P::Node::set_cell(&mut self.cpus[cpu as usize].sched, None);
-            }
-        }
-    }
-
-    /// After a change of plan that may move running jobs' rows or the slot that
-    /// runs now: rebuild the cells from the plan, and put every CPU whose cell
-    /// changed on its new process at once (no gang switch: the slot goes on).
-    fn follow_plan(&mut self, now: SimTime) {
-        if !self.gang.as_ref().is_some_and(|g| g.follows_every_plan()) {
-            return;
-        }
-        self.rebuild_cells();
-        let row = match self.cosched.settings().rules.rotation {
-            Rotation::ClockAligned => self.row_to_run(self.slice_at(now)),
-            Rotation::NextOccupiedRow => self.gang.as_ref().expect("gang").current_row(),
-        };
-        self.gang.as_mut().expect("gang").set_current_row(row);
-        for c in 0..self.cpus.len() as u32 {
-            let cell = self.cell_process(row, c);
-            if P::Node::cell(&self.cpus[c as usize].sched) != cell {
-                self.account(c, now);
-                self.put_on_cell(c, cell, now);
-                self.update_cpu(c, now);
-            }
-        }
-    }
-
-    /// Each cell's process, from the coscheduler's rows for every running job.
-    fn rebuild_cells(&mut self) {
-        let rows_by_job = self.running_jobs_rows();
-        let jobs = rows_by_job.into_iter().filter_map(|(j, rows)| {
+    /// Each placed job's rows, CPUs and first process (see `Host::placed_jobs`).
+    fn placed_jobs(&self, mut each: impl FnMut(&[u32], &[u32], u32)) {
+        for (j, rows) in self.running_jobs_rows() {
             let job = &self.jobs[j as usize];
-            let Placement { cpus, .. } = job.placement.as_ref()?;
-            Some((rows, cpus.as_slice(), job.first_proc))
-        });
-        self.gang.as_mut().expect("gang").rebuild(jobs);
+            if let Some(Placement { cpus, .. }) = &job.placement {
+                each(&rows, cpus, job.first_proc);
+            }
+        }
     }
 
     /// (job, matrix rows it runs in) of every placed job, from the full plan when there is one (one pass).
@@ -827,70 +784,6 @@ impl<'a, P: Parts> Engine<'a, P> {
                 .filter(|&j| self.jobs[j as usize].placement.is_some())
                 .map(|j| (j, self.cosched.placement(JobId(j.into())).expect("a running job is placed").1))
                 .collect(),
-        }
-    }
-
-    /// The gang slice holding `now` (slices start at multiples of the quantum).
-    fn slice_at(&self, now: SimTime) -> u64 {
-        now.ns() / self.cfg.costs.gang_quantum_ns
-    }
-
-    /// The matrix row to run in `slice`, after the current one.
-    fn row_to_run(&self, slice: u64) -> Option<u32> {
-        self.cosched.row_to_run(self.gang.as_ref().expect("gang").current_row(), slice)
-    }
-
-    fn cell_process(&self, row: Option<u32>, c: u32) -> Option<u32> {
-        self.gang.as_ref().expect("gang").cell_process(row, c)
-    }
-
-    /// CPU `c` leaves whatever it runs for `cell`'s process (accounted up to `now`).
-    fn put_on_cell(&mut self, c: u32, cell: Option<u32>, now: SimTime) {
-        if let Some(p) = self.cpus[c as usize].running {
-            self.procs[p as usize].state = ProcState::Ready;
-            self.set_running(c, now, None);
-        }
-        P::Node::set_cell(&mut self.cpus[c as usize].sched, cell);
-    }
-
-    /// Book the next quantum boundary if some other row is waiting for its
-    /// turn, or (the study's reading) while any row holds jobs.
-    fn ensure_gang_quantum(&mut self, now: SimTime) {
-        let gang = self.gang.as_ref().expect("gang state");
-        if gang.boundary_booked() || self.cosched.slot_count() == 0 {
-            return;
-        }
-        let boundary = now.next_multiple_after(self.cfg.costs.gang_quantum_ns);
-        let next = self.row_to_run(self.slice_at(boundary));
-        if gang.switch_due(next, self.cfg.costs.gang_switch_every_quantum) {
-            self.gang.as_mut().expect("gang").book_boundary();
-            self.queue.schedule(boundary, Event::GangQuantum);
-        }
-    }
-
-    fn on_gang_quantum(&mut self, now: SimTime) {
-        self.gang.as_mut().expect("gang state").boundary_reached();
-        if self.fast.is_some() {
-            self.fast_quantum_ends(now);
-        }
-        if self.cosched.slot_count() > 0 {
-            let next = self.row_to_run(self.slice_at(now));
-            let every_quantum = self.cfg.costs.gang_switch_every_quantum;
-            if self.gang.as_mut().expect("gang").cross_boundary(next, every_quantum) {
-                self.switch_all_cpus_to_row(next, now);
-            }
-        }
-        self.ensure_gang_quantum(now);
-    }
-
-    fn switch_all_cpus_to_row(&mut self, row: Option<u32>, now: SimTime) {
-        for c in 0..self.cpus.len() as u32 {
-            self.account(c, now);
-            let cell = self.cell_process(row, c);
-            self.put_on_cell(c, cell, now);
-            self.cpus[c as usize].add_kernel_work(now, self.cfg.costs.gang_switch_ns);
-            self.record(now, c, TraceKind::GangSwitch { row: row.unwrap_or(NO_ROW), cell });
-            self.update_cpu(c, now);
         }
     }
 
@@ -1595,6 +1488,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 impl<P: Parts> Host for Engine<'_, P> {
     type NodeCpu = <P::Node as NodeScheduler>::Cpu;
     type NodeProc = <P::Node as NodeScheduler>::Proc;
+    type NodeMachine = <P::Node as NodeScheduler>::Machine;
     type WaitProc = <P::Wait as ReceiveWait>::Proc;
     type Wait = P::Wait;
     type ArrivalCpu = <P::Arrival as MessageArrival>::Cpu;
@@ -1640,6 +1534,18 @@ impl<P: Parts> Host for Engine<'_, P> {
     fn arrival_mut(&mut self) -> &mut P::Arrival {
         &mut self.arrival
     }
+    #[inline(always)]
+    fn node_machine(&self) -> &Self::NodeMachine {
+        &self.node_machine
+    }
+    #[inline(always)]
+    fn node_machine_mut(&mut self) -> &mut Self::NodeMachine {
+        &mut self.node_machine
+    }
+    #[inline(always)]
+    fn coscheduler(&self) -> &Coscheduler {
+        &self.cosched
+    }
 
     #[inline(always)]
     fn record(&mut self, now: SimTime, c: u32, kind: TraceKind) {
@@ -1668,6 +1574,21 @@ impl<P: Parts> Host for Engine<'_, P> {
     #[inline(always)]
     fn has_all_messages(&self, p: u32, now: SimTime) -> bool {
         Engine::has_all_messages(self, p, now)
+    }
+    #[inline(always)]
+    fn account(&mut self, c: u32, now: SimTime) {
+        Engine::account(self, c, now);
+    }
+    #[inline(always)]
+    fn visit(&mut self, c: u32, now: SimTime) {
+        self.update_cpu(c, now);
+    }
+    #[inline(always)]
+    fn book_scheduler_event(&mut self, at: SimTime) {
+        self.queue.schedule(at, Event::Scheduler);
+    }
+    fn placed_jobs(&self, each: impl FnMut(&[u32], &[u32], u32)) {
+        Engine::placed_jobs(self, each);
     }
 
     #[inline(always)]

@@ -30,6 +30,9 @@ pub(crate) enum ProcState {
 
 pub(crate) const NO_PROC: u32 = u32::MAX;
 
+/// Trace value of a gang switch to a slot with no matrix row (left to local jobs).
+pub const NO_ROW: u32 = u32::MAX;
+
 /// A process. The fields are in a fixed order, hottest first: first what
 /// every visit and every periodic-boost walk reads (phase, endpoints, state,
 /// its CPU, its iterations: 64 bytes), then what a visit to the running

@@ -9,6 +9,7 @@ use super::scheduler_clock::SchedulerClock;
 use crate::config::SimConfig;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
+use cosched_policy::Coscheduler;
 
 /// The shared records, borrowed at once (a rule that reads one CPU's
 /// record and writes its processes').
@@ -19,9 +20,10 @@ pub(crate) struct RecordsMut<'e, NodeCpu, ArrivalCpu, NodeProc, WaitProc> {
 }
 
 pub(crate) trait Host {
-    /// The node scheduler's record of a CPU and of a process.
+    /// The node scheduler's record of a CPU, of a process and of the whole machine.
     type NodeCpu;
     type NodeProc;
+    type NodeMachine;
     /// The receive wait's record of a process, and its run state.
     type WaitProc;
     type Wait;
@@ -41,6 +43,10 @@ pub(crate) trait Host {
     fn wait(&self) -> &Self::Wait;
     fn wait_mut(&mut self) -> &mut Self::Wait;
     fn arrival_mut(&mut self) -> &mut Self::Arrival;
+    fn node_machine(&self) -> &Self::NodeMachine;
+    fn node_machine_mut(&mut self) -> &mut Self::NodeMachine;
+    /// The cluster-level policy: placement, matrix rows and the row to run.
+    fn coscheduler(&self) -> &Coscheduler;
 
     // ---- engine services
 
@@ -59,6 +65,15 @@ pub(crate) trait Host {
     fn dispatch(&mut self, c: u32, now: SimTime);
     /// Whether every message `p` awaits is in its endpoints at `now`.
     fn has_all_messages(&self, p: u32, now: SimTime) -> bool;
+    /// Charge CPU `c`'s time up to `now`.
+    fn account(&mut self, c: u32, now: SimTime);
+    /// Visit CPU `c` at `now`: apply the rules due, book its next visit.
+    fn visit(&mut self, c: u32, now: SimTime);
+    /// The node scheduler's own event (`NodeScheduler::on_event`) at `at`.
+    fn book_scheduler_event(&mut self, at: SimTime);
+    /// Each placed job's matrix rows, CPU of each rank and first process,
+    /// from the coscheduler's plan, in the plan's order.
+    fn placed_jobs(&self, each: impl FnMut(&[u32], &[u32], u32));
 
     // ---- the node scheduler, for the other parts
 

@@ -3,18 +3,21 @@
 
 use super::gang_rows::{RowMeasures, RowWindow};
 use super::{difference, scaled, Window};
+use crate::engine::node_scheduler::NodeScheduler;
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, NO_PROC};
 use crate::metrics::Breakdown;
 use cosched_core::SimTime;
+use cosched_policy::cluster::Rotation;
 
 impl<P: Parts> Engine<'_, P> {
     /// Measures per row when the scheme allows them (see the module doc).
     pub(in crate::engine) fn row_measures(&self) -> Option<RowMeasures> {
-        let gang = self.gang.as_ref()?;
         let costs = &self.cfg.costs;
-        let one_row_each = !gang.follows_every_plan() && !self.cosched.settings().rules.fill_free_cells;
-        (one_row_each && costs.gang_switch_every_quantum).then(|| {
+        let rules = self.cosched.settings().rules;
+        // Rows never move and take turns in order: a job keeps its row's quanta.
+        let one_row_each = rules.rotation == Rotation::NextOccupiedRow && !rules.fill_free_cells;
+        (Self::RUNS_ROWS && one_row_each && costs.gang_switch_every_quantum).then(|| {
             RowMeasures::new(costs.gang_quantum_ns, costs.gang_switch_ns, self.cfg.mpl as usize, self.cpus.len())
         })
     }
@@ -42,14 +45,14 @@ impl<P: Parts> Engine<'_, P> {
     /// CPU did in it goes to its cell in the row that ran; the window closes
     /// once its rows had their quanta.
     pub(in crate::engine) fn fast_quantum_ends(&mut self, now: SimTime) {
-        let Some(row) = self.gang.as_ref().expect("gang").current_row() else { return };
+        let Some(row) = P::Node::running_row(&self.node_machine) else { return };
         let Some(Window { rows: Some(row_window), .. }) = &self.fast().window else { return };
         if now <= row_window.last_boundary {
             return; // the window opened at this boundary
         }
         self.account_all(now);
         let cpu_count = self.cpus.len();
-        let cells = self.gang.as_ref().expect("gang").row_cells(row);
+        let cells = &P::Node::cells(&self.node_machine)[row as usize * cpu_count..][..cpu_count];
         let fast = self.fast.as_mut().expect("fast mode");
         let (Some(window), Some(measures)) = (&mut fast.window, &mut fast.rows) else { unreachable!() };
         let row_window = window.rows.as_mut().expect("measured per row");
@@ -85,7 +88,7 @@ impl<P: Parts> Engine<'_, P> {
         }
         let rows: Vec<usize> = (0..occupied.len()).filter(|&r| occupied[r]).collect();
         debug_assert_eq!(rows.len(), fast.gang_rows, "the running jobs occupy the matrix's rows");
-        let cells = self.gang.as_ref().expect("gang").cells();
+        let cells = P::Node::cells(&self.node_machine);
         let (cpu_count, quantum_ns) = (self.cpus.len(), measures.quantum_ns);
         if rows.is_empty() {
             return vec![Breakdown { idle_ns: jump_ns, ..Breakdown::default() }; cpu_count];

@@ -29,7 +29,7 @@ impl<P: Parts> Engine<'_, P> {
         started: bool,
         now: SimTime,
     ) {
-        let rows = if self.gang.is_some() { self.cosched.slot_count() } else { 0 };
+        let rows = if Self::RUNS_ROWS { self.cosched.slot_count() } else { 0 };
         // When the running row empties, its quantum plays out idle, and the
         // next row starts after a gang switch.
         let (quantum_ns, switch_ns) = (self.cfg.costs.gang_quantum_ns, self.cfg.costs.gang_switch_ns);
@@ -117,7 +117,7 @@ impl<P: Parts> Engine<'_, P> {
 
     /// Under gang schemes a window holds whole cycles of the occupied rows.
     pub(super) fn window_length(&self, wanted_ns: u64) -> u64 {
-        if self.gang.is_none() {
+        if !Self::RUNS_ROWS {
             return wanted_ns;
         }
         let cycle_ns = self.gang_cycle_ns();

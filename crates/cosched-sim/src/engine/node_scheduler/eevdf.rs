@@ -103,6 +103,7 @@ impl EevdfProc {
 impl NodeScheduler for Eevdf {
     type Cpu = EevdfCpu;
     type Proc = EevdfProc;
+    type Machine = ();
     const MODE: Mode = Mode::Local;
     const CHARGES_DISPATCH_SWITCH: bool = true;
 

@@ -1,12 +1,18 @@
 //! Gang scheduling's node side: a CPU runs only the process of the current
 //! row's cell on it (set by the gang quantum), with no scheduler of its own.
+//! The gang quantum (`GangQuantum`) is the gang cell's record of the whole
+//! machine: jobs' starts and finishes fill and empty its cells, a change of
+//! plan rebuilds them, and its own event is the quantum's boundary, where
+//! every CPU switches to the next row's cells.
 
 use super::NodeScheduler;
 use crate::config::SimConfig;
-use crate::engine::records::{ProcState, NO_PROC};
+use crate::engine::records::{ProcState, NO_PROC, NO_ROW};
 use crate::engine::view::Host;
+use crate::trace::TraceKind;
 use cosched_core::SimTime;
-use cosched_policy::Mode;
+use cosched_policy::cluster::Rotation;
+use cosched_policy::{Coscheduler, Mode};
 
 pub(crate) struct GangCell;
 
@@ -17,13 +23,102 @@ pub(crate) struct GangCpu {
     cell: Option<u32>,
 }
 
+/// What the gang cell's hooks see of the engine.
+pub(crate) trait GangHost: Host<NodeCpu = GangCpu, NodeProc = (), NodeMachine = GangQuantum> {}
+
+impl<H: Host<NodeCpu = GangCpu, NodeProc = (), NodeMachine = GangQuantum>> GangHost for H {}
+
 impl NodeScheduler for GangCell {
     type Cpu = GangCpu;
     type Proc = ();
+    type Machine = GangQuantum;
     const MODE: Mode = Mode::Gang;
     const CHARGES_DISPATCH_SWITCH: bool = false;
 
     fn new_proc(_: &SimConfig, _: i8) {}
+
+    fn new_machine(cfg: &SimConfig, cosched: &Coscheduler) -> GangQuantum {
+        let rules = cosched.settings().rules;
+        let follows_every_plan = rules.fill_free_cells || rules.rotation == Rotation::ClockAligned;
+        GangQuantum::new(cfg.mpl as usize, cfg.cpu_count() as usize, follows_every_plan)
+    }
+
+    /// Its cells are filled; its CPUs take them at once if it runs now.
+    fn job_started<H: GangHost>(engine: &mut H, rows: &[u32], cpus: &[u32], first_proc: u32) {
+        let waits = engine.cfg().costs.gang_start_waits_for_quantum;
+        if engine.node_machine_mut().place(rows, cpus, first_proc, waits) {
+            for (rank, &cpu) in cpus.iter().enumerate() {
+                engine.cpu_mut(cpu).sched.cell = Some(first_proc + rank as u32);
+            }
+        }
+    }
+
+    /// Its cells empty; its CPUs lose them if its row runs now.
+    fn job_finished<H: GangHost>(engine: &mut H, rows: &[u32], cpus: &[u32], jobs_running: usize) {
+        if engine.node_machine_mut().release(rows, cpus, jobs_running) {
+            for &cpu in cpus {
+                engine.cpu_mut(cpu).sched.cell = None;
+            }
+        }
+    }
+
+    /// When the coscheduler may move running jobs' rows or pick the slot by
+    /// the clock: rebuild the cells from the plan, and put every CPU whose
+    /// cell changed on its new process at once (no gang switch: the slot goes on).
+    fn plan_changed<H: GangHost>(engine: &mut H, now: SimTime) {
+        if !engine.node_machine().follows_every_plan() {
+            return;
+        }
+        rebuild_cells(engine);
+        let row = match engine.coscheduler().settings().rules.rotation {
+            Rotation::ClockAligned => row_to_run(engine, slice_at(engine, now)),
+            Rotation::NextOccupiedRow => engine.node_machine().current_row(),
+        };
+        engine.node_machine_mut().set_current_row(row);
+        for c in 0..engine.cfg().cpu_count() {
+            let cell = engine.node_machine().cell_process(row, c);
+            if engine.cpu(c).sched.cell != cell {
+                engine.account(c, now);
+                put_on_cell(engine, c, cell, now);
+                engine.visit(c, now);
+            }
+        }
+    }
+
+    /// Book the next quantum boundary if some other row is waiting for its
+    /// turn, or (the study's reading) while any row holds jobs.
+    fn jobs_changed<H: GangHost>(engine: &mut H, now: SimTime) {
+        if engine.node_machine().boundary_booked() || engine.coscheduler().slot_count() == 0 {
+            return;
+        }
+        let boundary = now.next_multiple_after(engine.cfg().costs.gang_quantum_ns);
+        let next = row_to_run(engine, slice_at(engine, boundary));
+        if engine.node_machine().switch_due(next, engine.cfg().costs.gang_switch_every_quantum) {
+            engine.node_machine_mut().book_boundary();
+            engine.book_scheduler_event(boundary);
+        }
+    }
+
+    /// A quantum boundary: every CPU switches to the next row if a switch is due.
+    fn on_event<H: GangHost>(engine: &mut H, now: SimTime) {
+        engine.node_machine_mut().boundary_reached();
+        if engine.coscheduler().slot_count() > 0 {
+            let next = row_to_run(engine, slice_at(engine, now));
+            let every_quantum = engine.cfg().costs.gang_switch_every_quantum;
+            if engine.node_machine_mut().cross_boundary(next, every_quantum) {
+                switch_all_cpus_to_row(engine, next, now);
+            }
+        }
+        Self::jobs_changed(engine, now);
+    }
+
+    fn running_row(quantum: &GangQuantum) -> Option<u32> {
+        quantum.current_row()
+    }
+
+    fn cells(quantum: &GangQuantum) -> &[u32] {
+        quantum.cells()
+    }
 
     fn admit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &mut H, _: u32, _: u32) {}
 
@@ -42,14 +137,6 @@ impl NodeScheduler for GangCell {
         _: u32,
     ) -> Option<u8> {
         unreachable!("spin-yield runs under the MLFQ only")
-    }
-
-    fn cell(cpu: &GangCpu) -> Option<u32> {
-        cpu.cell
-    }
-
-    fn set_cell(cpu: &mut GangCpu, cell: Option<u32>) {
-        cpu.cell = cell;
     }
 
     fn exited(cpu: &mut GangCpu, p: u32) {
@@ -110,10 +197,50 @@ fn ready_cell<H: Host<NodeCpu = GangCpu>>(engine: &H, c: u32) -> Option<u32> {
     engine.cpu(c).sched.cell.filter(|&p| engine.proc(p).state == ProcState::Ready)
 }
 
+/// The gang slice holding `now` (slices start at multiples of the quantum).
+fn slice_at<H: GangHost>(engine: &H, now: SimTime) -> u64 {
+    now.ns() / engine.cfg().costs.gang_quantum_ns
+}
+
+/// The matrix row to run in `slice`, after the current one.
+fn row_to_run<H: GangHost>(engine: &H, slice: u64) -> Option<u32> {
+    engine.coscheduler().row_to_run(engine.node_machine().current_row(), slice)
+}
+
+/// Each cell's process, from the coscheduler's rows for every placed job.
+fn rebuild_cells<H: GangHost>(engine: &mut H) {
+    // Taken out while the engine's jobs are read (an empty record costs nothing to make).
+    let mut quantum = std::mem::take(engine.node_machine_mut());
+    quantum.clear_cells();
+    engine.placed_jobs(|rows, cpus, first_proc| quantum.fill_job(rows, cpus, first_proc));
+    *engine.node_machine_mut() = quantum;
+}
+
+/// CPU `c` leaves whatever it runs for `cell`'s process (accounted up to `now`).
+fn put_on_cell<H: GangHost>(engine: &mut H, c: u32, cell: Option<u32>, now: SimTime) {
+    if let Some(p) = engine.cpu(c).running {
+        engine.proc_mut(p).state = ProcState::Ready;
+        engine.release_cpu(c, now);
+    }
+    engine.cpu_mut(c).sched.cell = cell;
+}
+
+/// Every CPU switches to `row`'s cells, paying a gang switch.
+fn switch_all_cpus_to_row<H: GangHost>(engine: &mut H, row: Option<u32>, now: SimTime) {
+    let switch_ns = engine.cfg().costs.gang_switch_ns;
+    for c in 0..engine.cfg().cpu_count() {
+        engine.account(c, now);
+        let cell = engine.node_machine().cell_process(row, c);
+        put_on_cell(engine, c, cell, now);
+        engine.cpu_mut(c).add_kernel_work(now, switch_ns);
+        engine.record(now, c, TraceKind::GangSwitch { row: row.unwrap_or(NO_ROW), cell });
+        engine.visit(c, now);
+    }
+}
+
 /// The gang quantum's state, shared by all CPUs: the matrix row that runs and
-/// each cell's process. Its rules are here; the engine only books the
-/// quantum's boundaries and puts CPUs on the cells these rules name.
-#[derive(Clone, Debug)]
+/// each cell's process, with the rules that change them.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct GangQuantum {
     /// The matrix row that runs (`None`: no gang job runs, or a slot left to local jobs).
     current_row: Option<u32>,
@@ -121,7 +248,7 @@ pub(crate) struct GangQuantum {
     boundary_booked: bool,
     /// Process of each cell, row-major like the matrix (`NO_PROC`: empty).
     cell_procs: Vec<u32>,
-    /// A `u32`: the record stays the 40 bytes the engine's held before it.
+    /// A `u32`: the record stays the 40 bytes the engine's `Option` of it held.
     cpu_count: u32,
     /// The coscheduler may move a running job's rows (fill-ins) or pick the
     /// slot by the clock: cells are rebuilt and realigned after every change.
@@ -160,19 +287,23 @@ impl GangQuantum {
         &self.cell_procs
     }
 
-    /// The cells of matrix row `row`, one per CPU.
-    pub(crate) fn row_cells(&self, row: u32) -> &[u32] {
-        let cpu_count = self.cpu_count as usize;
-        &self.cell_procs[row as usize * cpu_count..][..cpu_count]
-    }
-
     /// The process of `row`'s cell on CPU `c`, if any.
     pub(crate) fn cell_process(&self, row: Option<u32>, c: u32) -> Option<u32> {
         let cell = row.map_or(NO_PROC, |r| self.cell_procs[r as usize * self.cpu_count as usize + c as usize]);
         (cell != NO_PROC).then_some(cell)
     }
 
+    /// Every cell empty.
+    fn clear_cells(&mut self) {
+        self.cell_procs.fill(NO_PROC);
+    }
+
     /// A job whose rank `i` is process `first_proc + i` on `cpus[i]`, in `rows`.
+    fn fill_job(&mut self, rows: &[u32], cpus: &[u32], first_proc: u32) {
+        self.fill(rows, cpus, |rank| first_proc + rank as u32);
+    }
+
+    /// Cells of `rows` on `cpus`, rank `i`'s set to `proc_of_rank(i)`.
     fn fill(&mut self, rows: &[u32], cpus: &[u32], proc_of_rank: impl Fn(usize) -> u32) {
         for &row in rows {
             for (rank, &cpu) in cpus.iter().enumerate() {
@@ -186,9 +317,9 @@ impl GangQuantum {
     /// need not wait for the boundary). An idle machine starts the new row
     /// at once, with no switch to pay.
     pub(crate) fn place(&mut self, rows: &[u32], cpus: &[u32], first_proc: u32, start_waits_for_quantum: bool) -> bool {
-        self.fill(rows, cpus, |rank| first_proc + rank as u32);
+        self.fill_job(rows, cpus, first_proc);
         if self.follows_every_plan {
-            return false; // the engine realigns the CPUs once every job has started
+            return false; // the CPUs are realigned once every job has started (`plan_changed`)
         }
         let machine_idle = self.current_row.is_none();
         let current = *self.current_row.get_or_insert(rows[0]);
@@ -209,14 +340,6 @@ impl GangQuantum {
             self.current_row = None;
         }
         ran_now
-    }
-
-    /// The cells rebuilt from every running job's (rows, CPUs, first process).
-    pub(crate) fn rebuild<'j>(&mut self, jobs: impl IntoIterator<Item = (Vec<u32>, &'j [u32], u32)>) {
-        self.cell_procs.fill(NO_PROC);
-        for (rows, cpus, first_proc) in jobs {
-            self.fill(&rows, cpus, |rank| first_proc + rank as u32);
-        }
     }
 
     /// Whether a boundary whose row is `next` switches the CPUs.
@@ -262,7 +385,7 @@ mod tests {
         let mut gang = quantum();
         assert!(gang.place(&[1], &[0, 1], 10, true), "the first job's CPUs take its cells at once");
         assert_eq!(gang.current_row(), Some(1));
-        assert_eq!(gang.row_cells(1), &[10, 11]);
+        assert_eq!((gang.cell_process(Some(1), 0), gang.cell_process(Some(1), 1)), (Some(10), Some(11)));
         assert_eq!(gang.cell_process(Some(0), 0), None);
     }
 
@@ -304,15 +427,15 @@ mod tests {
 
     #[test]
     fn the_record_stays_as_small_as_the_engines_was() {
-        assert_eq!(std::mem::size_of::<Option<GangQuantum>>(), 40);
+        assert_eq!(std::mem::size_of::<GangQuantum>(), 40);
     }
 
     #[test]
     fn rebuilding_replaces_every_cell() {
         let mut gang = GangQuantum::new(2, 2, true);
         assert!(!gang.place(&[0], &[0, 1], 10, false), "cells following the plan are aligned by the engine");
-        let cpus = [1u32];
-        gang.rebuild([(vec![1], &cpus[..], 30)]);
+        gang.clear_cells();
+        gang.fill_job(&[1], &[1], 30);
         assert_eq!(gang.cells(), &[NO_PROC, NO_PROC, NO_PROC, 30]);
     }
 }

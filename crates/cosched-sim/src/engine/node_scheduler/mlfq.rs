@@ -39,6 +39,7 @@ pub(crate) struct MlfqProc {
 impl NodeScheduler for Mlfq {
     type Cpu = MlfqCpu;
     type Proc = MlfqProc;
+    type Machine = ();
     const MODE: Mode = Mode::Local;
     const CHARGES_DISPATCH_SWITCH: bool = true;
 

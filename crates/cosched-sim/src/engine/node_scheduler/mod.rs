@@ -6,11 +6,14 @@
 //! the CPU, and never tests which scheduler it has. Each keeps its own
 //! records of a CPU and of a process (`NodeScheduler::Cpu`, `::Proc`), which
 //! the engine stores in its records without looking inside, and sees the
-//! engine only through [`Host`].
+//! engine only through [`Host`]. A scheduler with state shared by every
+//! CPU (the gang cell's gang quantum) keeps it in its own record of the
+//! whole machine (`NodeScheduler::Machine`), told of jobs' starts and
+//! finishes and of the plan's changes, with a timed event of its own.
 
 mod gang_cell;
 
-pub(crate) use gang_cell::{GangCell, GangQuantum};
+pub(crate) use gang_cell::GangCell;
 
 use super::arrival::MessageArrival;
 use super::receive::ReceiveWait;
@@ -19,7 +22,7 @@ use super::view::Host;
 use super::EngineOutcome;
 use crate::config::SimConfig;
 use cosched_core::SimTime;
-use cosched_policy::Mode;
+use cosched_policy::{Coscheduler, Mode};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
@@ -126,11 +129,78 @@ pub(crate) trait NodeScheduler: 'static {
     /// its quantum), kept in the engine's process record.
     type Proc;
 
+    /// The scheduler's record of the whole machine (the gang cell: the gang
+    /// quantum), kept by the engine without looking inside. A scheduler of
+    /// each CPU alone has none and writes `type Machine = ();` (stable Rust
+    /// has no default for an associated type); the hooks that use it do
+    /// nothing unless overridden.
+    type Machine: Default;
+
     /// The record of a process that starts, with its nice value.
     fn new_proc(cfg: &SimConfig, nice: i8) -> Self::Proc;
 
+    /// The machine's record at the run's start.
+    fn new_machine(_cfg: &SimConfig, _cosched: &Coscheduler) -> Self::Machine {
+        Self::Machine::default()
+    }
+
+    /// A job starts: its process of rank `i` is `first_proc + i` on
+    /// `cpus[i]`, in the coscheduler's matrix `rows` (after each process's
+    /// `admit`, before its CPUs are visited).
+    fn job_started<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc, NodeMachine = Self::Machine>>(
+        _engine: &mut H,
+        _rows: &[u32],
+        _cpus: &[u32],
+        _first_proc: u32,
+    ) {
+    }
+
+    /// A job on `cpus` in `rows` has finished; `jobs_running` are left.
+    fn job_finished<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc, NodeMachine = Self::Machine>>(
+        _engine: &mut H,
+        _rows: &[u32],
+        _cpus: &[u32],
+        _jobs_running: usize,
+    ) {
+    }
+
+    /// The coscheduler's plan has changed at `now` (every job it placed has
+    /// started): running jobs' rows may have moved.
+    fn plan_changed<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc, NodeMachine = Self::Machine>>(
+        _engine: &mut H,
+        _now: SimTime,
+    ) {
+    }
+
+    /// After a job's start or finish at `now`, its CPUs visited: the
+    /// scheduler may book its own event (`Host::book_scheduler_event`).
+    fn jobs_changed<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc, NodeMachine = Self::Machine>>(
+        _engine: &mut H,
+        _now: SimTime,
+    ) {
+    }
+
+    /// The event the scheduler booked is due at `now`.
+    fn on_event<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc, NodeMachine = Self::Machine>>(
+        _engine: &mut H,
+        _now: SimTime,
+    ) {
+    }
+
+    /// The matrix row whose cells the CPUs run now (gang slots; fast mode's
+    /// measures per row), if any.
+    fn running_row(_machine: &Self::Machine) -> Option<u32> {
+        None
+    }
+
+    /// Every matrix cell's process, row-major, one per CPU in each row
+    /// (`NO_PROC`: empty); none under a scheduler without rows.
+    fn cells(_machine: &Self::Machine) -> &[u32] {
+        &[]
+    }
+
     /// A process that starts on CPU `c` joins the scheduler (the gang cell:
-    /// its cells are set by the gang quantum instead).
+    /// its cells are set at `job_started` instead).
     fn admit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32);
 
     /// The running process `proc` of CPU `cpu` has used `ran_ns` of CPU time,
@@ -152,14 +222,6 @@ pub(crate) trait NodeScheduler: 'static {
         c: u32,
         p: u32,
     ) -> Option<u8>;
-
-    /// Gang scheduling: the process of the current row's cell on the CPU.
-    fn cell(_cpu: &Self::Cpu) -> Option<u32> {
-        None
-    }
-
-    /// Gang scheduling: the CPU's cell now holds `cell`.
-    fn set_cell(_cpu: &mut Self::Cpu, _cell: Option<u32>) {}
 
     /// The running process `p` of the CPU has blocked (I/O, a receive): it
     /// has left the CPU, and comes back through `make_ready` when it wakes.
