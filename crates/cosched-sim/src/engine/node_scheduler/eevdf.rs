@@ -294,10 +294,6 @@ impl NodeScheduler for Eevdf {
         wake_at
     }
 
-    fn idle_while_blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool {
-        engine.cpu(c).residents.len() == 1
-    }
-
     /// At once when a reschedule is asked; else, with another process
     /// queued, at the first tick once its virtual time passes its protection
     /// (the deadline it was picked with; a later deadline is never earlier).

@@ -205,11 +205,6 @@ impl NodeScheduler for Mlfq {
         Self::acts_at(engine, c, wake_at)
     }
 
-    /// Alone on its CPU, a process that blocks leaves it idle until it wakes.
-    fn idle_while_blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool {
-        engine.cpu(c).residents.len() == 1
-    }
-
     /// Expiry is noticed at the first tick at or after the quantum runs out;
     /// a waiting higher level or a boosted process preempts at the first
     /// tick. (The raise may reorder at its boundary: `on_visit_due_at`.)

@@ -287,8 +287,11 @@ pub(crate) trait NodeScheduler: 'static {
     ) -> SimTime;
 
     /// Whether the CPU stays idle while its running process is blocked in I/O
-    /// (nothing else may run), so that the compute's end needs no visit.
-    fn idle_while_blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool;
+    /// (nothing else may run), so that the compute's end needs no visit. By
+    /// default: when the process is alone on its CPU.
+    fn idle_while_blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool {
+        engine.cpu(c).residents.len() == 1
+    }
 
     /// When the running process `p`, running from `start`, may lose the CPU
     /// to the scheduler.
