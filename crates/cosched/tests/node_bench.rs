@@ -138,3 +138,161 @@ fn bad_requests_are_refused_before_anything_runs() {
         assert!(!o.status.success() && stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+/// The smallest real run: the lone sleeper, one repeat of a 20 ms window.
+fn tiny_run(extra: &[&str]) -> Output {
+    let mut args = vec!["bench", "node", "--scenario", "sleeper-alone", "--repeat", "1", "--warm-up-ms", "0"];
+    args.extend_from_slice(&["--window-ms", "20"]);
+    args.extend_from_slice(extra);
+    cosched(&args)
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// An --out folder another user made in a shared folder, its marker a link to a file of root's: root's run
+/// writes nothing through the link (it replaces the folder, as every --out of cosched).
+#[test]
+fn a_link_in_an_out_folder_someone_else_made_is_never_written_through() {
+    let folder = tempfile::Builder::new().prefix("cosched-node-out-").tempdir().unwrap();
+    let victim = folder.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let out = folder.path().join("node");
+    std::fs::create_dir(&out).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join(".cosched-output")).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("table.txt")).unwrap();
+    let o = tiny_run(&["--no-cpu-group", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "written through a link");
+    assert!(!out.join(".cosched-output").symlink_metadata().unwrap().file_type().is_symlink());
+    assert!(out.join("node.json").is_file());
+}
+
+/// An apps folder that another user owns (a checkout of theirs): root never runs its Makefile nor builds its
+/// sources, and says to give --spinbarrier instead.
+#[test]
+fn an_apps_folder_another_user_could_change_is_never_built_by_root() {
+    if !is_root() {
+        eprintln!("SKIPPED an_apps_folder_another_user_could_change_is_never_built_by_root: needs root (chown)");
+        return;
+    }
+    let folder = tempfile::Builder::new().prefix("cosched-node-apps-").tempdir().unwrap();
+    let apps = folder.path().join("apps");
+    std::fs::create_dir(&apps).unwrap();
+    let ran = folder.path().join("makefile-ran");
+    std::fs::write(apps.join("Makefile"), format!("%:\n\ttouch {}\n", ran.display())).unwrap();
+    let nobody = Some(nix::unistd::Uid::from_raw(65534));
+    nix::unistd::chown(&apps, nobody, None).unwrap();
+    nix::unistd::chown(&apps.join("Makefile"), nobody, None).unwrap();
+    let out = folder.path().join("out");
+    let args = ["--scenario", "spinbarrier", "--repeat", "1", "--copies", "1", "--phases", "2", "--no-cpu-group"];
+    let o = cosched(
+        &[&["bench", "node"][..], &args, &["--apps", apps.to_str().unwrap(), "--out", out.to_str().unwrap()]].concat(),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!ran.exists(), "root ran another user's Makefile: {stderr}");
+    assert!(!o.status.success() && stderr.contains("--spinbarrier"), "{stderr}");
+}
+
+const CPU_MOUNT: &str = "/sys/fs/cgroup/cpu";
+
+/// A cpu group named as the runner names its own, with the largest weight, holding `pids`.
+fn cpu_group_holding(name: &str, pids: &[u32]) -> std::path::PathBuf {
+    let group = Path::new(CPU_MOUNT).join(name);
+    std::fs::create_dir(&group).unwrap();
+    std::fs::write(group.join("cpu.shares"), "262144").unwrap();
+    for pid in pids {
+        std::fs::write(group.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+    group
+}
+
+fn shares_of(group: &Path) -> String {
+    std::fs::read_to_string(group.join("cpu.shares")).unwrap().trim().to_string()
+}
+
+/// Groups left by runs killed with SIGKILL (or a second Ctrl-C): the next run removes an empty one and takes the
+/// weight from one whose processes still run; it leaves a live run's group alone.
+#[test]
+fn cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run() {
+    if !is_root() || !Path::new(CPU_MOUNT).join("cpu.shares").exists() {
+        eprintln!(
+            "SKIPPED cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run: needs root and a v1 cpu hierarchy"
+        );
+        return;
+    }
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    // Pids above pid_max never run: runs that are surely dead.
+    let empty = cpu_group_holding(&format!("cosched-node-{}", pid_max + 1), &[]);
+    let mut orphan = Command::new("sleep").arg("120").spawn().unwrap();
+    let populated = cpu_group_holding(&format!("cosched-node-{}", pid_max + 2), &[orphan.id()]);
+    // A live run's group: named after this test process, which is alive.
+    let mut member = Command::new("sleep").arg("120").spawn().unwrap();
+    let live = cpu_group_holding(&format!("cosched-node-{}", std::process::id()), &[member.id()]);
+    let folder = tempfile::Builder::new().prefix("cosched-node-groups-").tempdir().unwrap();
+    let o = tiny_run(&["--out", folder.path().join("out").to_str().unwrap()]);
+    let seen = (empty.exists(), populated.exists().then(|| shares_of(&populated)), shares_of(&live));
+    for child in [&mut orphan, &mut member] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    for group in [&empty, &populated, &live] {
+        let _ = std::fs::remove_dir(group);
+    }
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        seen,
+        (false, Some("1024".to_string()), "262144".to_string()),
+        "empty gone, orphan's weight 1024, live kept"
+    );
+}
+
+/// A node.json from someone else: the model refuses what it cannot take with a message, never a panic.
+#[test]
+fn a_hostile_node_json_is_refused_with_a_message() {
+    let folder = tempfile::Builder::new().prefix("cosched-node-predict-").tempdir().unwrap();
+    let row = |quantity: &str| serde_json::json!({"quantity": quantity, "unit": "µs", "spread": {"median": 1.0, "min": 1.0, "max": 1.0, "n": 1}});
+    let report = |hz: &str, processes: Value| {
+        serde_json::json!({
+            "kernel": "6.1", "cpus": 2, "kernel_config": [format!("CONFIG_HZ={hz}")], "cpu_group_shares": null,
+            "scenarios": [
+                {"scenario": {"name": "ctxswitch", "about": "", "kind": {"context-switch": {"yields": 1, "work_ns": 1, "cpu": 0}}},
+                 "repeats": [], "summary": [row("α_c (CPU time)")]},
+                {"scenario": {"name": "sleeper-alone", "about": "", "kind": {"context-switch": {"yields": 1, "work_ns": 1, "cpu": 0}}},
+                 "repeats": [], "summary": [row("wake latency p50 sleeper")]},
+                {"scenario": {"name": "shares-1cpu", "about": "", "kind": {"processes": {"processes": processes, "warm_up_ns": 0, "window_ns": 1000000}}},
+                 "repeats": [], "summary": []}
+            ]
+        })
+    };
+    let one = serde_json::json!([{"name": "p", "nice": 0, "cpus": [0], "compute_ns": 1000000, "sleep_ns": 0, "exchange": null, "iterations": null}]);
+    // Work beyond the model's bounds: a 1 ns iteration over 100 s, four billion spin-barrier copies.
+    let tiny = serde_json::json!([{"name": "p", "nice": 0, "cpus": [0], "compute_ns": 1, "sleep_ns": 0, "exchange": null, "iterations": null}]);
+    let mut endless = report("250", tiny);
+    endless["scenarios"][2]["scenario"]["kind"]["processes"]["window_ns"] = serde_json::json!(100_000_000_000u64);
+    let spin = serde_json::json!({"copies": [1, 4_000_000_000u32], "threads": 2, "phases": 2000, "work_mflop": 1.0, "cpus": [0, 1]});
+    endless["scenarios"].as_array_mut().unwrap().push(serde_json::json!({
+        "scenario": {"name": "spinbarrier", "about": "", "kind": {"spin-barrier": spin}},
+        "repeats": [], "summary": [row("t_j j=1")]}));
+    // A tick of 0 ns refuses the whole report; a scenario the model cannot take is named with its reason.
+    for (name, json, refused, expected) in [
+        ("tick", report("2000000000", one.clone()), true, "CONFIG_HZ"),
+        ("empty", report("250", serde_json::json!([])), false, "Not predicted: shares-1cpu"),
+        ("endless", endless.clone(), false, "Not predicted: shares-1cpu: 100000000002 iterations"),
+        ("endless", endless, false, "Not predicted: spinbarrier: "),
+    ] {
+        let path = folder.path().join(format!("{name}.json"));
+        std::fs::write(&path, json.to_string()).unwrap();
+        let o = cosched(&["bench", "node", "--predict-from", path.to_str().unwrap()]);
+        let said = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+        assert!(!said.contains("panicked"), "{name}: {said}");
+        assert!(o.status.success() != refused && said.contains(expected), "{name}: {said}");
+    }
+    let huge = folder.path().join("huge.json");
+    let file = std::fs::File::create(&huge).unwrap();
+    file.set_len(1 << 30).unwrap();
+    let o = cosched(&["bench", "node", "--predict-from", huge.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && stderr.contains("larger than"), "{stderr}");
+}
