@@ -296,3 +296,72 @@ fn a_hostile_node_json_is_refused_with_a_message() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && stderr.contains("larger than"), "{stderr}");
 }
+
+/// The pids of `parent`'s children whose command name is `comm`.
+fn children_named(parent: u32, comm: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(close) = stat.rfind(')') else { continue };
+        let name = &stat[stat.find('(').unwrap() + 1..close];
+        let ppid = stat[close + 2..].split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if name == comm && ppid == Some(parent) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Running, not gone and not a zombie.
+fn is_running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')').and_then(|i| stat[i + 2..].chars().next()).is_some_and(|state| state != 'Z')
+}
+
+/// A run killed with SIGKILL (or ended by a second Ctrl-C) takes its spin-barrier copies with it: they are in
+/// process groups of their own, out of reach of the terminal's signals, and would otherwise run on at the
+/// group's weight until their phases end.
+#[test]
+fn the_spin_barrier_copies_end_with_a_killed_run() {
+    let folder = tempfile::Builder::new().prefix("cosched-node-kill-").tempdir().unwrap();
+    let apps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
+    let mut runner = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["bench", "node", "--scenario", "spinbarrier", "--repeat", "1", "--copies", "1", "--phases"])
+        .args(["100000000", "--no-cpu-group", "--apps", apps.to_str().unwrap(), "--out"])
+        .arg(folder.path().join("out"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Polls of 50 ms: generous bounds (2 minutes for make and the start, 30 s after the kill); state is asserted.
+    let poll = std::time::Duration::from_millis(50);
+    let mut copies = Vec::new();
+    for _ in 0..2400 {
+        copies = children_named(runner.id(), "spinbarrier");
+        if !copies.is_empty() {
+            break;
+        }
+        std::thread::sleep(poll);
+    }
+    // The killed run cannot remove its scratch folder: the test does, found from the copy's program path.
+    let program = copies.first().and_then(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).ok());
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    let in_shm = |a: &&Path| a.parent() == Some(Path::new("/dev/shm"));
+    let scratch = program.as_ref().and_then(|p| p.ancestors().find(in_shm).map(Path::to_path_buf));
+    if let Some(scratch) = scratch.filter(|s| s.to_string_lossy().starts_with("/dev/shm/cosched-node-")) {
+        let _ = std::fs::remove_dir_all(scratch);
+    }
+    assert!(!copies.is_empty(), "the copy never started");
+    for _ in 0..600 {
+        if !copies.iter().any(|&pid| is_running(pid)) {
+            break;
+        }
+        std::thread::sleep(poll);
+    }
+    let left: Vec<u32> = copies.iter().copied().filter(|&pid| is_running(pid)).collect();
+    for &pid in &left {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+    assert!(left.is_empty(), "copies {left:?} still ran 30 s after their run was killed");
+}
