@@ -365,3 +365,37 @@ fn the_spin_barrier_copies_end_with_a_killed_run() {
     }
     assert!(left.is_empty(), "copies {left:?} still ran 30 s after their run was killed");
 }
+
+/// `cosched __node-proc` with a spec of hostile sizes: the run is refused or ends with a report, never a panic.
+/// (It has the rights of whoever runs it; the runner gives it only specs of its own.)
+#[test]
+fn a_scenario_process_of_hostile_sizes_never_panics() {
+    let spec = |compute_ns: u64, sleep_ns: u64, nice: i32| {
+        let process = serde_json::json!({"name": "p", "nice": nice, "cpus": [0], "compute_ns": compute_ns,
+            "sleep_ns": sleep_ns, "exchange": null, "iterations": 3});
+        serde_json::json!({"process": process, "inbox": null, "partner_inbox": null}).to_string()
+    };
+    let own_nice = {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        stat[stat.rfind(')').unwrap() + 2..].split_whitespace().nth(16).unwrap().parse::<i32>().unwrap()
+    };
+    for (name, spec) in [
+        ("a sleep of u64::MAX ns", spec(1000, u64::MAX, own_nice)),
+        ("no work", spec(0, 0, own_nice)),
+        ("nice 100", spec(1000, 0, 100)),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+            .args(["__node-proc", &spec])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Started at once, stopping in about 11 days: a process that does not stop on its own hangs the test.
+        let _ = std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go 0 0 1 1000000000000000\n");
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert!(o.status.success() || stderr.contains("compute_ns") || stderr.contains("nice"), "{name}: {stderr}");
+    }
+}
