@@ -399,3 +399,25 @@ fn a_scenario_process_of_hostile_sizes_never_panics() {
         assert!(o.status.success() || stderr.contains("compute_ns") || stderr.contains("nice"), "{name}: {stderr}");
     }
 }
+
+/// A --spinbarrier program another user owns (or could replace) is never run by root.
+#[test]
+fn a_spinbarrier_program_another_user_could_change_is_never_run_by_root() {
+    if !is_root() {
+        eprintln!("SKIPPED a_spinbarrier_program_another_user_could_change_is_never_run_by_root: needs root (chown)");
+        return;
+    }
+    let folder = tempfile::Builder::new().prefix("cosched-node-program-").tempdir().unwrap();
+    let ran = folder.path().join("program-ran");
+    let program = folder.path().join("spinbarrier");
+    std::fs::write(&program, format!("#!/bin/sh\ntouch {}\n", ran.display())).unwrap();
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    nix::unistd::chown(&program, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let out = folder.path().join("out");
+    let args = ["bench", "node", "--scenario", "spinbarrier", "--repeat", "1", "--copies", "1", "--no-cpu-group"];
+    let o =
+        cosched(&[&args[..], &["--spinbarrier", program.to_str().unwrap(), "--out", out.to_str().unwrap()]].concat());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!ran.exists(), "root ran another user's program: {stderr}");
+    assert!(!o.status.success() && stderr.contains("--spinbarrier"), "{stderr}");
+}
