@@ -12,6 +12,22 @@ use cosched_sim::trace::TraceKind;
 use cosched_sim::{OsScheduler, Program, Scheme, SimConfig, SimJob};
 use std::collections::BTreeMap;
 
+/// Bounds on what a report may ask the model to simulate: a node.json may come from anyone, and every scenario
+/// in it is simulated. The standard scenarios at their defaults ask for a few hundred thousand iterations and
+/// tens of thousands of barrier phases in all.
+const MAX_SCENARIOS: usize = 32;
+const MAX_PROCESSES: usize = 64;
+const MAX_CPUS: usize = 256;
+/// Warm-up plus window of a process set.
+const MAX_SPAN_NS: u64 = 600_000_000_000;
+/// Iterations of all the processes of one set, each `compute_ns + sleep_ns` long.
+const MAX_ITERATIONS: u64 = 10_000_000;
+/// Phases times threads over all copies of a spin-barrier scenario (and its one copy alone).
+const MAX_BARRIER_TASK_PHASES: u64 = 10_000_000;
+/// A measured cost (switch, wake) or a barrier phase, at most.
+const MAX_COST_NS: f64 = 1e10;
+const MAX_HZ: u64 = 100_000;
+
 /// The machine's own costs, measured by the same report.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MachineInputs {
@@ -27,6 +43,9 @@ pub struct MachineInputs {
 impl MachineInputs {
     /// The inputs a report measured; an error names what it lacks.
     pub fn from_report(report: &NodeReport) -> Result<MachineInputs, String> {
+        if report.scenarios.len() > MAX_SCENARIOS {
+            return Err(format!("the report has {} scenarios, more than {MAX_SCENARIOS}", report.scenarios.len()));
+        }
         let median = |scenario: &str, quantity: &str| {
             report
                 .scenarios
@@ -35,20 +54,26 @@ impl MachineInputs {
                 .and_then(|s| s.summary.iter().find(|r| r.quantity == quantity))
                 .map(|r| r.spread.median)
                 .ok_or_else(|| format!("the report has no '{quantity}' of scenario {scenario}: run it too"))
+                .and_then(|us| cost_ns(us * 1e3).ok_or_else(|| format!("{scenario}'s '{quantity}' is {us} µs")))
         };
         let hz: u64 = report
             .kernel_config
             .iter()
             .find_map(|line| line.strip_prefix("CONFIG_HZ="))
             .and_then(|hz| hz.parse().ok())
-            .filter(|&hz| hz > 0)
-            .ok_or("the report does not say the kernel's CONFIG_HZ")?;
+            .filter(|hz| (1..=MAX_HZ).contains(hz))
+            .ok_or(format!("the report does not say the kernel's CONFIG_HZ (1 to {MAX_HZ})"))?;
         Ok(MachineInputs {
-            switch_ns: (median("ctxswitch", "α_c (CPU time)")? * 1e3).round() as u64,
-            wake_ns: (median("sleeper-alone", "wake latency p50 sleeper")? * 1e3).round() as u64,
+            switch_ns: median("ctxswitch", "α_c (CPU time)")?,
+            wake_ns: median("sleeper-alone", "wake latency p50 sleeper")?,
             tick_ns: 1_000_000_000 / hz,
         })
     }
+}
+
+/// A duration from a report, in 0..=MAX_COST_NS ns.
+fn cost_ns(ns: f64) -> Option<u64> {
+    (0.0..=MAX_COST_NS).contains(&ns).then(|| ns.round() as u64)
 }
 
 /// One predicted quantity, named as the measured summary names it.
@@ -101,7 +126,28 @@ fn distinct_cpus(processes: &[ProcessSpec]) -> Result<u32, String> {
     Ok(first.len() as u32)
 }
 
+/// A process set the model can take in bounded time: the set's own rules, and bounded sizes.
+fn check_process_set(set: &ProcessSet) -> Result<(), String> {
+    set.check()?;
+    let span_ns = set.warm_up_ns.checked_add(set.window_ns).filter(|&ns| ns <= MAX_SPAN_NS);
+    let span_ns = span_ns.ok_or(format!("a warm-up and window over {MAX_SPAN_NS} ns"))?;
+    if set.processes.len() > MAX_PROCESSES || set.processes.iter().any(|p| p.cpus.len() > MAX_CPUS) {
+        return Err(format!("more than {MAX_PROCESSES} processes or {MAX_CPUS} CPUs"));
+    }
+    let mut iterations: u64 = 0;
+    for p in &set.processes {
+        let iteration_ns = p.compute_ns.checked_add(p.sleep_ns).ok_or("an iteration longer than u64 ns")?;
+        let runs = p.iterations.unwrap_or(u64::MAX).min(span_ns / iteration_ns + 2);
+        iterations = iterations.saturating_add(runs);
+    }
+    if iterations > MAX_ITERATIONS {
+        return Err(format!("{iterations} iterations to simulate, more than {MAX_ITERATIONS}"));
+    }
+    Ok(())
+}
+
 fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<Predicted>, String> {
+    check_process_set(set)?;
     if set.processes.iter().any(|p| p.exchange.is_some()) {
         return Err("two processes of one job exchanging messages on one CPU: the engine puts a job's tasks on \
                     different CPUs"
@@ -136,7 +182,7 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
     let mut predicted = Vec::new();
     let mut share_sum = 0.0;
     for (job, spec) in set.processes.iter().enumerate() {
-        let process = process_of_job[&(job as u32)];
+        let process = *process_of_job.get(&(job as u32)).ok_or(format!("{} was never placed", spec.name))?;
         let share = cpu_ns.get(&process).copied().unwrap_or(0) as f64 / set.window_ns as f64 * 100.0;
         share_sum += share;
         predicted.push(Predicted { quantity: format!("share {}", spec.name), value: share });
@@ -162,7 +208,19 @@ pub fn predict_spin_barrier(
     if set.threads < 2 || set.cpus.len() as u32 != set.threads {
         return Err("the model places a copy's threads on one CPU each: as many CPUs as threads".into());
     }
-    let phase_ns = phase_ns.unwrap_or((set.work_mflop * 1e6) as u64);
+    let copies_in_all = set.copies.iter().map(|&j| j as u64).sum::<u64>() + 1;
+    let task_phases = copies_in_all.saturating_mul(set.phases as u64).saturating_mul(set.threads as u64);
+    if set.copies.len() > MAX_SCENARIOS || task_phases > MAX_BARRIER_TASK_PHASES {
+        return Err(format!(
+            "{task_phases} barrier phases of threads to simulate, more than {MAX_BARRIER_TASK_PHASES}"
+        ));
+    }
+    let phase_ns = match phase_ns {
+        Some(ns) => Some(ns),
+        None => cost_ns(set.work_mflop * 1e6),
+    };
+    let phase_ns =
+        phase_ns.filter(|&ns| ns > 0 && ns as f64 <= MAX_COST_NS).ok_or("a phase of no time or over 10 s")?;
     let finish_of = |copies: u32| -> Result<f64, String> {
         let jobs = (0..copies)
             .map(|j| SimJob {
@@ -294,7 +352,8 @@ pub fn compare(report: &NodeReport, inputs: &MachineInputs) -> (Vec<Comparison>,
         let predicted = match &s.scenario.kind {
             ScenarioKind::SpinBarrier(set) => {
                 let t1 = s.summary.iter().find(|r| r.quantity == "t_j j=1").map(|r| r.spread.median);
-                let phase_ns = t1.map(|t| (t * 1e9 / set.phases as f64).round() as u64);
+                // Out of range (NaN, negative, huge): refused by the bounds as no time at all.
+                let phase_ns = t1.map(|t| cost_ns(t * 1e9 / set.phases as f64).unwrap_or(0));
                 predict_spin_barrier(set, inputs, phase_ns)
             }
             _ => predict(&s.scenario, inputs),

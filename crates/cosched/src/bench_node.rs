@@ -7,6 +7,7 @@ use cosched_bench::node::run::{run_scenario, Launcher};
 use cosched_bench::node::summary::{kernel_config, summarise, table, NodeReport, ScenarioReport};
 use cosched_bench::node::{standard_scenarios, ScenarioSizes, SCENARIO_NAMES};
 use cosched_bench::os;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -127,8 +128,9 @@ fn sizes_from(args: &BenchNodeArgs) -> Result<ScenarioSizes, String> {
     })
 }
 
-/// `make -C apps BUILD=<scratch>/apps <scratch>/apps/spinbarrier`.
+/// `make -C apps BUILD=<scratch>/apps <scratch>/apps/spinbarrier`, from sources nobody else could change.
 fn build_spinbarrier(apps: &Path, scratch: &Path) -> Result<PathBuf, String> {
+    check_nobody_else_could_change(apps, "--apps")?;
     let build = scratch.join("apps");
     let program = build.join("spinbarrier");
     let out = Command::new("make")
@@ -149,9 +151,53 @@ fn build_spinbarrier(apps: &Path, scratch: &Path) -> Result<PathBuf, String> {
     Ok(program)
 }
 
+/// Entries of a folder checked at most (apps/ holds a dozen).
+const MAX_CHECKED_ENTRIES: usize = 10_000;
+
+/// What this command runs (a Makefile, the sources it builds, a program) comes only from places no other user
+/// could change: `path` and every folder above it root's or this user's and writable by nobody else (links
+/// checked where they lie), and, for a folder, everything in it the same and no link. Without this, root
+/// running the command in another user's checkout, or with the default `--apps apps` in a shared folder, would
+/// run that user's Makefile or program as root.
+fn check_nobody_else_could_change(path: &Path, flag: &str) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+    let folder = if meta.is_dir() {
+        path
+    } else {
+        path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+    };
+    cosched_runtime::private_dir::ensure(folder, flag)
+        .map_err(|e| format!("{e} (give --spinbarrier, a program only root can change)"))?;
+    let mut pending = vec![path.to_path_buf()];
+    let mut checked = 0;
+    while let Some(next) = pending.pop() {
+        checked += 1;
+        if checked > MAX_CHECKED_ENTRIES {
+            return Err(format!("{flag} {}: more than {MAX_CHECKED_ENTRIES} entries", path.display()));
+        }
+        let meta = std::fs::symlink_metadata(&next).map_err(|e| format!("{}: {e}", next.display()))?;
+        let ours = meta.uid() == 0 || meta.uid() == nix::unistd::geteuid().as_raw();
+        if meta.file_type().is_symlink() || !ours || meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{flag}: {} is a link, or another user's (uid {}), or writable by others (mode {:o}): root would run \
+                 what they put there; give --spinbarrier, a program only root can change",
+                next.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ));
+        }
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&next).map_err(|e| format!("{}: {e}", next.display()))? {
+                pending.push(entry.map_err(|e| format!("{}: {e}", next.display()))?.path());
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
     if let Some(path) = &args.predict_from {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let text = read_bounded(path, MAX_NODE_JSON_BYTES)?;
         let report: NodeReport =
             serde_json::from_str(&text).map_err(|e| format!("{} is not a node.json: {e}", path.display()))?;
         print!("{}", prediction_text(&report)?);
@@ -171,7 +217,10 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         .tempdir_in(&base)
         .map_err(|e| format!("a scratch folder in {}: {e}", base.display()))?;
     let spinbarrier = match (&args.spinbarrier, wanted.iter().any(|w| w == "spinbarrier")) {
-        (Some(path), _) => Some(path.clone()),
+        (Some(path), _) => {
+            check_nobody_else_could_change(path, "--spinbarrier")?;
+            Some(path.clone())
+        }
         (None, true) => Some(build_spinbarrier(&args.apps, scratch.path())?),
         (None, false) => None,
     };
@@ -226,17 +275,34 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
     write_results(&args.out, &report, &text)
 }
 
+/// The largest node.json `--predict-from` reads: a run at the defaults writes under 1 MiB.
+const MAX_NODE_JSON_BYTES: u64 = 16 << 20;
+
+/// A file of at most `max_bytes`, refused before it is read whole.
+fn read_bounded(path: &Path, max_bytes: u64) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let mut text = String::new();
+    file.take(max_bytes + 1).read_to_string(&mut text).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    if text.len() as u64 > max_bytes {
+        return Err(format!("{} is larger than {max_bytes} bytes: not a node.json", path.display()));
+    }
+    Ok(text)
+}
+
 /// The EEVDF model's predictions beside the report's measurements.
 fn prediction_text(report: &NodeReport) -> Result<String, String> {
     let inputs = cosched_lab::node_model::MachineInputs::from_report(report)?;
     Ok(cosched_lab::node_model::comparison_table(report, &inputs))
 }
 
+/// node.json and table.txt, through a scratch folder beside `out` that replaces it when complete (as every
+/// `--out` of cosched): nothing is written by its name inside a folder that may be another user's, whose
+/// marker or files could be links to root's files.
 fn write_results(out: &Path, report: &NodeReport, text: &str) -> Result<(), String> {
-    use std::io::Write;
-    std::fs::create_dir_all(out).map_err(|e| format!("creating {}: {e}", out.display()))?;
-    std::fs::write(out.join(".cosched-output"), "written by cosched\n").map_err(|e| e.to_string())?;
+    let dir = crate::output::OutputDir::begin(out)?;
     let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
-    crate::output::write_file_atomically(&out.join("node.json"), |mut f| writeln!(f, "{json}"))?;
-    crate::output::write_file_atomically(&out.join("table.txt"), |mut f| write!(f, "{text}"))
+    dir.write("node.json", &format!("{json}\n"))?;
+    dir.write("table.txt", text)?;
+    dir.commit().map(|_| ())
 }

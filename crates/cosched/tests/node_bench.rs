@@ -138,3 +138,286 @@ fn bad_requests_are_refused_before_anything_runs() {
         assert!(!o.status.success() && stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+/// The smallest real run: the lone sleeper, one repeat of a 20 ms window.
+fn tiny_run(extra: &[&str]) -> Output {
+    let mut args = vec!["bench", "node", "--scenario", "sleeper-alone", "--repeat", "1", "--warm-up-ms", "0"];
+    args.extend_from_slice(&["--window-ms", "20"]);
+    args.extend_from_slice(extra);
+    cosched(&args)
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// An --out folder another user made in a shared folder, its marker a link to a file of root's: root's run
+/// writes nothing through the link (it replaces the folder, as every --out of cosched).
+#[test]
+fn a_link_in_an_out_folder_someone_else_made_is_never_written_through() {
+    let folder = tempfile::Builder::new().prefix("cosched-node-out-").tempdir().unwrap();
+    let victim = folder.path().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let out = folder.path().join("node");
+    std::fs::create_dir(&out).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join(".cosched-output")).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("table.txt")).unwrap();
+    let o = tiny_run(&["--no-cpu-group", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "written through a link");
+    assert!(!out.join(".cosched-output").symlink_metadata().unwrap().file_type().is_symlink());
+    assert!(out.join("node.json").is_file());
+}
+
+/// An apps folder that another user owns (a checkout of theirs): root never runs its Makefile nor builds its
+/// sources, and says to give --spinbarrier instead.
+#[test]
+fn an_apps_folder_another_user_could_change_is_never_built_by_root() {
+    if !is_root() {
+        eprintln!("SKIPPED an_apps_folder_another_user_could_change_is_never_built_by_root: needs root (chown)");
+        return;
+    }
+    let folder = tempfile::Builder::new().prefix("cosched-node-apps-").tempdir().unwrap();
+    let apps = folder.path().join("apps");
+    std::fs::create_dir(&apps).unwrap();
+    let ran = folder.path().join("makefile-ran");
+    std::fs::write(apps.join("Makefile"), format!("%:\n\ttouch {}\n", ran.display())).unwrap();
+    let nobody = Some(nix::unistd::Uid::from_raw(65534));
+    nix::unistd::chown(&apps, nobody, None).unwrap();
+    nix::unistd::chown(&apps.join("Makefile"), nobody, None).unwrap();
+    let out = folder.path().join("out");
+    let args = ["--scenario", "spinbarrier", "--repeat", "1", "--copies", "1", "--phases", "2", "--no-cpu-group"];
+    let o = cosched(
+        &[&["bench", "node"][..], &args, &["--apps", apps.to_str().unwrap(), "--out", out.to_str().unwrap()]].concat(),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!ran.exists(), "root ran another user's Makefile: {stderr}");
+    assert!(!o.status.success() && stderr.contains("--spinbarrier"), "{stderr}");
+}
+
+const CPU_MOUNT: &str = "/sys/fs/cgroup/cpu";
+
+/// A cpu group named as the runner names its own, with the largest weight, holding `pids`.
+fn cpu_group_holding(name: &str, pids: &[u32]) -> std::path::PathBuf {
+    let group = Path::new(CPU_MOUNT).join(name);
+    std::fs::create_dir(&group).unwrap();
+    std::fs::write(group.join("cpu.shares"), "262144").unwrap();
+    for pid in pids {
+        std::fs::write(group.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+    group
+}
+
+fn shares_of(group: &Path) -> String {
+    std::fs::read_to_string(group.join("cpu.shares")).unwrap().trim().to_string()
+}
+
+/// Groups left by runs killed with SIGKILL (or a second Ctrl-C): the next run removes an empty one and takes the
+/// weight from one whose processes still run; it leaves a live run's group alone.
+#[test]
+fn cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run() {
+    if !is_root() || !Path::new(CPU_MOUNT).join("cpu.shares").exists() {
+        eprintln!(
+            "SKIPPED cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run: needs root and a v1 cpu hierarchy"
+        );
+        return;
+    }
+    let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    // Pids above pid_max never run: runs that are surely dead.
+    let empty = cpu_group_holding(&format!("cosched-node-{}", pid_max + 1), &[]);
+    let mut orphan = Command::new("sleep").arg("120").spawn().unwrap();
+    let populated = cpu_group_holding(&format!("cosched-node-{}", pid_max + 2), &[orphan.id()]);
+    // A live run's group: named after this test process, which is alive.
+    let mut member = Command::new("sleep").arg("120").spawn().unwrap();
+    let live = cpu_group_holding(&format!("cosched-node-{}", std::process::id()), &[member.id()]);
+    let folder = tempfile::Builder::new().prefix("cosched-node-groups-").tempdir().unwrap();
+    let o = tiny_run(&["--out", folder.path().join("out").to_str().unwrap()]);
+    let seen = (empty.exists(), populated.exists().then(|| shares_of(&populated)), shares_of(&live));
+    for child in [&mut orphan, &mut member] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    for group in [&empty, &populated, &live] {
+        let _ = std::fs::remove_dir(group);
+    }
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        seen,
+        (false, Some("1024".to_string()), "262144".to_string()),
+        "empty gone, orphan's weight 1024, live kept"
+    );
+}
+
+/// A node.json from someone else: the model refuses what it cannot take with a message, never a panic.
+#[test]
+fn a_hostile_node_json_is_refused_with_a_message() {
+    let folder = tempfile::Builder::new().prefix("cosched-node-predict-").tempdir().unwrap();
+    let row = |quantity: &str| serde_json::json!({"quantity": quantity, "unit": "µs", "spread": {"median": 1.0, "min": 1.0, "max": 1.0, "n": 1}});
+    let report = |hz: &str, processes: Value| {
+        serde_json::json!({
+            "kernel": "6.1", "cpus": 2, "kernel_config": [format!("CONFIG_HZ={hz}")], "cpu_group_shares": null,
+            "scenarios": [
+                {"scenario": {"name": "ctxswitch", "about": "", "kind": {"context-switch": {"yields": 1, "work_ns": 1, "cpu": 0}}},
+                 "repeats": [], "summary": [row("α_c (CPU time)")]},
+                {"scenario": {"name": "sleeper-alone", "about": "", "kind": {"context-switch": {"yields": 1, "work_ns": 1, "cpu": 0}}},
+                 "repeats": [], "summary": [row("wake latency p50 sleeper")]},
+                {"scenario": {"name": "shares-1cpu", "about": "", "kind": {"processes": {"processes": processes, "warm_up_ns": 0, "window_ns": 1000000}}},
+                 "repeats": [], "summary": []}
+            ]
+        })
+    };
+    let one = serde_json::json!([{"name": "p", "nice": 0, "cpus": [0], "compute_ns": 1000000, "sleep_ns": 0, "exchange": null, "iterations": null}]);
+    // Work beyond the model's bounds: a 1 ns iteration over 100 s, four billion spin-barrier copies.
+    let tiny = serde_json::json!([{"name": "p", "nice": 0, "cpus": [0], "compute_ns": 1, "sleep_ns": 0, "exchange": null, "iterations": null}]);
+    let mut endless = report("250", tiny);
+    endless["scenarios"][2]["scenario"]["kind"]["processes"]["window_ns"] = serde_json::json!(100_000_000_000u64);
+    let spin = serde_json::json!({"copies": [1, 4_000_000_000u32], "threads": 2, "phases": 2000, "work_mflop": 1.0, "cpus": [0, 1]});
+    endless["scenarios"].as_array_mut().unwrap().push(serde_json::json!({
+        "scenario": {"name": "spinbarrier", "about": "", "kind": {"spin-barrier": spin}},
+        "repeats": [], "summary": [row("t_j j=1")]}));
+    // A tick of 0 ns refuses the whole report; a scenario the model cannot take is named with its reason.
+    for (name, json, refused, expected) in [
+        ("tick", report("2000000000", one.clone()), true, "CONFIG_HZ"),
+        ("empty", report("250", serde_json::json!([])), false, "Not predicted: shares-1cpu"),
+        ("endless", endless.clone(), false, "Not predicted: shares-1cpu: 100000000002 iterations"),
+        ("endless", endless, false, "Not predicted: spinbarrier: "),
+    ] {
+        let path = folder.path().join(format!("{name}.json"));
+        std::fs::write(&path, json.to_string()).unwrap();
+        let o = cosched(&["bench", "node", "--predict-from", path.to_str().unwrap()]);
+        let said = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+        assert!(!said.contains("panicked"), "{name}: {said}");
+        assert!(o.status.success() != refused && said.contains(expected), "{name}: {said}");
+    }
+    let huge = folder.path().join("huge.json");
+    let file = std::fs::File::create(&huge).unwrap();
+    file.set_len(1 << 30).unwrap();
+    let o = cosched(&["bench", "node", "--predict-from", huge.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && stderr.contains("larger than"), "{stderr}");
+}
+
+/// The pids of `parent`'s children whose command name is `comm`.
+fn children_named(parent: u32, comm: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some(close) = stat.rfind(')') else { continue };
+        let name = &stat[stat.find('(').unwrap() + 1..close];
+        let ppid = stat[close + 2..].split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok());
+        if name == comm && ppid == Some(parent) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Running, not gone and not a zombie.
+fn is_running(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    stat.rfind(')').and_then(|i| stat[i + 2..].chars().next()).is_some_and(|state| state != 'Z')
+}
+
+/// A run killed with SIGKILL (or ended by a second Ctrl-C) takes its spin-barrier copies with it: they are in
+/// process groups of their own, out of reach of the terminal's signals, and would otherwise run on at the
+/// group's weight until their phases end.
+#[test]
+fn the_spin_barrier_copies_end_with_a_killed_run() {
+    let folder = tempfile::Builder::new().prefix("cosched-node-kill-").tempdir().unwrap();
+    let apps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
+    let mut runner = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(["bench", "node", "--scenario", "spinbarrier", "--repeat", "1", "--copies", "1", "--phases"])
+        .args(["100000000", "--no-cpu-group", "--apps", apps.to_str().unwrap(), "--out"])
+        .arg(folder.path().join("out"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Polls of 50 ms: generous bounds (2 minutes for make and the start, 30 s after the kill); state is asserted.
+    let poll = std::time::Duration::from_millis(50);
+    let mut copies = Vec::new();
+    for _ in 0..2400 {
+        copies = children_named(runner.id(), "spinbarrier");
+        if !copies.is_empty() {
+            break;
+        }
+        std::thread::sleep(poll);
+    }
+    // The killed run cannot remove its scratch folder: the test does, found from the copy's program path.
+    let program = copies.first().and_then(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).ok());
+    runner.kill().unwrap();
+    runner.wait().unwrap();
+    let in_shm = |a: &&Path| a.parent() == Some(Path::new("/dev/shm"));
+    let scratch = program.as_ref().and_then(|p| p.ancestors().find(in_shm).map(Path::to_path_buf));
+    if let Some(scratch) = scratch.filter(|s| s.to_string_lossy().starts_with("/dev/shm/cosched-node-")) {
+        let _ = std::fs::remove_dir_all(scratch);
+    }
+    assert!(!copies.is_empty(), "the copy never started");
+    for _ in 0..600 {
+        if !copies.iter().any(|&pid| is_running(pid)) {
+            break;
+        }
+        std::thread::sleep(poll);
+    }
+    let left: Vec<u32> = copies.iter().copied().filter(|&pid| is_running(pid)).collect();
+    for &pid in &left {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+    }
+    assert!(left.is_empty(), "copies {left:?} still ran 30 s after their run was killed");
+}
+
+/// `cosched __node-proc` with a spec of hostile sizes: the run is refused or ends with a report, never a panic.
+/// (It has the rights of whoever runs it; the runner gives it only specs of its own.)
+#[test]
+fn a_scenario_process_of_hostile_sizes_never_panics() {
+    let spec = |compute_ns: u64, sleep_ns: u64, nice: i32| {
+        let process = serde_json::json!({"name": "p", "nice": nice, "cpus": [0], "compute_ns": compute_ns,
+            "sleep_ns": sleep_ns, "exchange": null, "iterations": 3});
+        serde_json::json!({"process": process, "inbox": null, "partner_inbox": null}).to_string()
+    };
+    let own_nice = {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        stat[stat.rfind(')').unwrap() + 2..].split_whitespace().nth(16).unwrap().parse::<i32>().unwrap()
+    };
+    for (name, spec) in [
+        ("a sleep of u64::MAX ns", spec(1000, u64::MAX, own_nice)),
+        ("no work", spec(0, 0, own_nice)),
+        ("nice 100", spec(1000, 0, 100)),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+            .args(["__node-proc", &spec])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Started at once, stopping in about 11 days: a process that does not stop on its own hangs the test.
+        let _ = std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go 0 0 1 1000000000000000\n");
+        let o = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert!(o.status.success() || stderr.contains("compute_ns") || stderr.contains("nice"), "{name}: {stderr}");
+    }
+}
+
+/// A --spinbarrier program another user owns (or could replace) is never run by root.
+#[test]
+fn a_spinbarrier_program_another_user_could_change_is_never_run_by_root() {
+    if !is_root() {
+        eprintln!("SKIPPED a_spinbarrier_program_another_user_could_change_is_never_run_by_root: needs root (chown)");
+        return;
+    }
+    let folder = tempfile::Builder::new().prefix("cosched-node-program-").tempdir().unwrap();
+    let ran = folder.path().join("program-ran");
+    let program = folder.path().join("spinbarrier");
+    std::fs::write(&program, format!("#!/bin/sh\ntouch {}\n", ran.display())).unwrap();
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    nix::unistd::chown(&program, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let out = folder.path().join("out");
+    let args = ["bench", "node", "--scenario", "spinbarrier", "--repeat", "1", "--copies", "1", "--no-cpu-group"];
+    let o =
+        cosched(&[&args[..], &["--spinbarrier", program.to_str().unwrap(), "--out", out.to_str().unwrap()]].concat());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!ran.exists(), "root ran another user's program: {stderr}");
+    assert!(!o.status.success() && stderr.contains("--spinbarrier"), "{stderr}");
+}

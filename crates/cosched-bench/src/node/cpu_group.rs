@@ -13,6 +13,12 @@ pub const MAX_SHARES: u64 = 1 << 18;
 
 const CPU_MOUNT: &str = "/sys/fs/cgroup/cpu";
 
+/// The name of a runner's group before its pid.
+const GROUP_PREFIX: &str = "cosched-node-";
+
+/// The weight given back to the group of a run that died with processes still in it: the kernel's default.
+const DEFAULT_SHARES: u64 = 1024;
+
 /// The group; leaving it (on drop) moves the runner back and removes the group.
 pub struct CpuGroup {
     path: PathBuf,
@@ -27,7 +33,8 @@ impl CpuGroup {
             return Err(format!("no cgroup-v1 cpu hierarchy at {CPU_MOUNT}"));
         }
         let previous = mount.join(own_cpu_group()?.trim_start_matches('/'));
-        let path = mount.join(format!("cosched-node-{}", std::process::id()));
+        clean_groups_of_dead_runs(mount);
+        let path = mount.join(format!("{GROUP_PREFIX}{}", std::process::id()));
         fs::create_dir(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
         let group = CpuGroup { path, previous };
         group.write("cpu.shares", &shares.to_string())?;
@@ -51,6 +58,38 @@ impl Drop for CpuGroup {
         // Empty once every process started in it has been waited for; a leftover one keeps it (named by pid).
         let _ = fs::remove_dir(&self.path);
     }
+}
+
+/// The groups of runs that ended without leaving theirs (SIGKILL, a second Ctrl-C, a crash): an empty one is
+/// removed; one whose processes still run (a run's spin-barrier copies, in process groups of their own, outlive
+/// it) gets the default weight back, so that they no longer take the CPUs from everyone else. Only root can make
+/// groups at the top of the hierarchy, and a live run holds its own (named by its pid), so neither is touched.
+fn clean_groups_of_dead_runs(mount: &Path) {
+    let Ok(entries) = fs::read_dir(mount) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(GROUP_PREFIX)).and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid <= 0 || run_is_alive(pid) {
+            continue;
+        }
+        let group = entry.path();
+        // Fails (EBUSY) while processes are in it.
+        if fs::remove_dir(&group).is_err() {
+            let _ = fs::write(group.join("cpu.shares"), DEFAULT_SHARES.to_string());
+            eprintln!(
+                "WARNING: {} is left by a run that ended ({pid}) with processes still in it; their weight is now {DEFAULT_SHARES}",
+                group.display()
+            );
+        }
+    }
+}
+
+/// Whether a process of that pid exists (a reused pid counts as alive: its group is then left alone).
+fn run_is_alive(pid: i32) -> bool {
+    !matches!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH))
 }
 
 /// This process's group in the v1 `cpu` hierarchy (`/` for the root).

@@ -33,7 +33,23 @@ pub struct ProcessSpec {
     pub iterations: Option<u64>,
 }
 
+/// The longest work or sleep of one iteration: far above any scenario's, far below where `now + it` could
+/// overflow the clock's u64 ns.
+pub const MAX_STEP_NS: u64 = 3_600_000_000_000;
+
 impl ProcessSpec {
+    /// Its own rules: CPUs given, a nice in range, some work, steps of at most [`MAX_STEP_NS`].
+    pub fn check(&self) -> Result<(), String> {
+        let steps_in_range = (1..=MAX_STEP_NS).contains(&self.compute_ns) && self.sleep_ns <= MAX_STEP_NS;
+        if self.cpus.is_empty() || !(-20..=19).contains(&self.nice) || !steps_in_range {
+            return Err(format!(
+                "{}: needs CPUs, a nice in -20..=19, compute_ns in 1..={MAX_STEP_NS} and sleep_ns at most that",
+                self.name
+            ));
+        }
+        Ok(())
+    }
+
     /// A CPU-bound process: work in 10 ms pieces, never blocking.
     pub fn cpu_bound(name: &str, nice: i32, cpus: &[usize]) -> ProcessSpec {
         ProcessSpec {
@@ -252,9 +268,7 @@ impl ProcessSet {
             return Err("a process set needs processes and a window".into());
         }
         for (index, p) in self.processes.iter().enumerate() {
-            if p.cpus.is_empty() || !(-20..=19).contains(&p.nice) || p.compute_ns == 0 {
-                return Err(format!("process {index} ({}): needs CPUs, a nice in -20..=19, compute_ns > 0", p.name));
-            }
+            p.check().map_err(|e| format!("process {index}: {e}"))?;
             if let Some(exchange) = p.exchange {
                 let partner = self.processes.get(exchange.partner);
                 if exchange.partner == index || partner.and_then(|q| q.exchange).map(|e| e.partner) != Some(index) {

@@ -84,6 +84,7 @@ const SPIN_CHUNK: u32 = 16;
 pub fn process_main(spec_json: &str) -> Result<(), String> {
     let spec: LaunchSpec = serde_json::from_str(spec_json).map_err(|e| format!("process spec: {e}"))?;
     let process = &spec.process;
+    process.check()?;
     let mut set = CpuSet::new();
     for &cpu in &process.cpus {
         set.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
@@ -143,7 +144,7 @@ fn run_loop(process: &ProcessSpec, mut channel: Option<&mut Channel>, at: &Insta
             break;
         }
         if process.sleep_ns > 0 {
-            let due_ns = os::monotonic_ns() + process.sleep_ns;
+            let due_ns = os::monotonic_ns().saturating_add(process.sleep_ns);
             if due_ns >= at.stop_ns {
                 break;
             }

@@ -105,6 +105,12 @@ pub fn run_scenario(scenario: &Scenario, launcher: &Launcher, stop: &AtomicBool)
     }
 }
 
+/// `setpriv --pdeathsig KILL --` (util-linux) before each program the runner starts: the program gets SIGKILL
+/// when the runner dies, however it dies (SIGKILL, a second Ctrl-C, a hang-up), instead of running on in the
+/// runner's cpu group at its weight (the spin-barrier copies are in process groups of their own, out of reach
+/// of the terminal's signals). The kernel keeps the setting across the execs that follow (`nice`, the program).
+const DIE_WITH_RUNNER: [&str; 4] = ["setpriv", "--pdeathsig", "KILL", "--"];
+
 /// Time from the go lines to the common start: every process has read its line by then.
 const START_DELAY_NS: u64 = 30_000_000;
 /// Processes go on past the window's end, so that they are all still running at the second reading.
@@ -253,8 +259,11 @@ struct Running(Vec<Started>);
 impl Started {
     fn spawn(launcher: &Launcher, spec: &LaunchSpec, nice_increment: i32) -> Result<Started, String> {
         let json = serde_json::to_string(spec).map_err(|e| e.to_string())?;
-        // `nice` (coreutils) sets the value and execs: the pid is the process's own. The process checks the value.
-        let mut child = Command::new("nice")
+        // `setpriv` and `nice` (coreutils) set their values and exec: the pid is the process's own. The process
+        // checks its nice value.
+        let mut child = Command::new(DIE_WITH_RUNNER[0])
+            .args(&DIE_WITH_RUNNER[1..])
+            .arg("nice")
             .arg("-n")
             .arg(nice_increment.to_string())
             .arg(&launcher.exe)
@@ -317,7 +326,8 @@ pub fn run_spinbarrier(
     stop: &AtomicBool,
 ) -> Result<Vec<SpinBarrierPoint>, String> {
     let program = launcher.spinbarrier.as_ref().ok_or("the spin-barrier scenario needs apps/spinbarrier built")?;
-    let argv: Vec<String> = vec![
+    let mut argv: Vec<String> = DIE_WITH_RUNNER.map(String::from).to_vec();
+    argv.extend([
         program.display().to_string(),
         "--threads".into(),
         set.threads.to_string(),
@@ -327,7 +337,7 @@ pub fn run_spinbarrier(
         set.work_mflop.to_string(),
         "--barrier".into(),
         "spin".into(),
-    ];
+    ]);
     let mut cpus = nix::sched::CpuSet::new();
     for &cpu in &set.cpus {
         cpus.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
