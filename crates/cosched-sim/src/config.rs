@@ -1,8 +1,8 @@
 //! Every parameter of the simulated machine, with the defaults of the spec.
 //! Values the reference study left open are marked *our choice* in `docs/model.md`.
 
-use crate::engine::node_scheduler::OsScheduler;
-use crate::scheme::Scheme;
+use crate::engine::node_scheduler::os::OsScheduler;
+use crate::scheme::policy::Scheme;
 use cosched_core::time::{NS_PER_MS, NS_PER_S, NS_PER_US};
 use cosched_policy::cluster::{ClusterShape, PlanSettings};
 use serde::{Deserialize, Serialize};

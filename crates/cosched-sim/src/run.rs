@@ -71,7 +71,7 @@ pub fn run(
     }
     let submitted = jobs.len();
     let mut progress = progress;
-    let outcome = EngineRun {
+    let engine_run = EngineRun {
         cfg,
         jobs,
         bounded_slowdown_threshold_s: options.bounded_slowdown_threshold_s,
@@ -81,8 +81,8 @@ pub fn run(
         stop: options.stop.as_deref(),
         fast: options.fast,
         progress: &mut progress,
-    }
-    .run();
+    };
+    let outcome = crate::scheme::run_scheme(cfg.scheme, engine_run);
     let mut records = outcome.records;
     records.sort_by_key(|r| r.job_number);
     let span_s = outcome.end.as_secs_f64();

@@ -1,10 +1,15 @@
 //! One run of the engine: its inputs, and the engine built with the parts
 //! its scheme names.
 
+use super::arrival::MessageArrival;
 use super::fast::FastSettings;
+use super::node_scheduler::os::{os_schedulers, OsScheduler};
+use super::node_scheduler::{self, GangCell, NodeScheduler};
 use super::parts::Parts;
+use super::receive::ReceiveWait;
 use super::{Engine, EngineOutcome, Progress, SimJob};
 use crate::config::SimConfig;
+use cosched_policy::Mode;
 use std::sync::atomic::AtomicBool;
 
 /// Everything one run of the engine needs besides its parts.
@@ -21,11 +26,6 @@ pub(crate) struct EngineRun<'a, 'p> {
 }
 
 impl EngineRun<'_, '_> {
-    /// Build the engine with the parts of `cfg.scheme` and run it.
-    pub(crate) fn run(self) -> EngineOutcome {
-        self.cfg.scheme.run(self)
-    }
-
     /// Build the engine with the parts `P` and run it.
     pub(crate) fn with_parts<P: Parts>(self) -> EngineOutcome {
         let mut engine = Engine::<P>::new(self.cfg, self.jobs, self.bounded_slowdown_threshold_s, self.record_trace);
@@ -36,5 +36,38 @@ impl EngineRun<'_, '_> {
             engine = engine.with_fast_mode(settings);
         }
         engine.run(self.progress_every_events, self.stop, self.progress)
+    }
+}
+
+/// What a scheme names as its nodes' scheduler: the gang cell, or [`Os`].
+pub(crate) trait NodeChoice: 'static {
+    const MODE: Mode;
+    /// Build the engine with this node scheduler and the other parts, and run it.
+    fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome;
+}
+
+/// The node's own OS scheduler, the one the run names (`SimConfig::node_scheduler`).
+pub(crate) struct Os;
+
+/// The engine built with each OS scheduler `os.rs` lists.
+macro_rules! os_scheduler_runs {
+    ($($file:ident :: $ty:ident = $name:literal,)*) => {
+        impl NodeChoice for Os {
+            const MODE: Mode = Mode::Local;
+            fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
+                match run.cfg.node_scheduler {
+                    $(OsScheduler::$ty => run.with_parts::<(node_scheduler::$file::$ty, W, A)>(),)*
+                }
+            }
+        }
+    };
+}
+
+os_schedulers!(os_scheduler_runs);
+
+impl NodeChoice for GangCell {
+    const MODE: Mode = <GangCell as NodeScheduler>::MODE;
+    fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
+        run.with_parts::<(GangCell, W, A)>()
     }
 }

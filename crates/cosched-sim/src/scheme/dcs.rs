@@ -2,9 +2,9 @@
 //! running (by the NIC's view) interrupts and moves the receiver to the
 //! head of the top level; a receive busy-waits.
 
-use super::Scheme;
+use super::Registered;
 use crate::engine::arrival::Interrupt;
-use crate::engine::node_scheduler::Os;
+use crate::engine::runner::Os;
 use crate::engine::receive::BusyWait;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Os, BusyWait, Interrupt)>("DCS");
+pub(super) const SCHEME: Registered = Registered::study::<(Os, BusyWait, Interrupt)>("DCS");

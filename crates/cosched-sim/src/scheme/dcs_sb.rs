@@ -1,8 +1,8 @@
 //! DCS-SB: demand-based coscheduling with spin-block receives.
 
-use super::Scheme;
+use super::Registered;
 use crate::engine::arrival::Interrupt;
-use crate::engine::node_scheduler::Os;
+use crate::engine::runner::Os;
 use crate::engine::receive::SpinBlock;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinBlock, Interrupt)>("DCS-SB");
+pub(super) const SCHEME: Registered = Registered::study::<(Os, SpinBlock, Interrupt)>("DCS-SB");

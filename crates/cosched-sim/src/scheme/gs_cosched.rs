@@ -3,10 +3,10 @@
 //! jobs filling free cells, spanning jobs' thread shares, clock-aligned
 //! slots. Not one of the study's schemes.
 
-use super::Scheme;
+use super::Registered;
 use crate::engine::arrival::NoReaction;
 use crate::engine::node_scheduler::GangCell;
 use crate::engine::receive::BusyWait;
 use cosched_policy::PlanRules;
 
-pub(super) const SCHEME: Scheme = Scheme::new::<(GangCell, BusyWait, NoReaction)>("GS-cosched", PlanRules::COSCHED);
+pub(super) const SCHEME: Registered = Registered::new::<(GangCell, BusyWait, NoReaction)>("GS-cosched", PlanRules::COSCHED);

@@ -7,16 +7,16 @@
 //! It is also the example of a scheme with a part of its own: its receive
 //! wait is defined here, and the one line `ib,` in `register!` adds it.
 
-use super::Scheme;
+use super::Registered;
 use crate::engine::arrival::NoReaction;
-use crate::engine::node_scheduler::Os;
+use crate::engine::runner::Os;
 use crate::engine::view::Host;
 use crate::config::SimConfig;
 use crate::engine::receive::{blocked_in_receive, interrupt_and_wake, ReceiveWait};
 use cosched_core::SimTime;
 use cosched_policy::PlanRules;
 
-pub(super) const SCHEME: Scheme = Scheme::new::<(Os, ImmediateBlock, NoReaction)>("IB", PlanRules::STUDY);
+pub(super) const SCHEME: Registered = Registered::new::<(Os, ImmediateBlock, NoReaction)>("IB", PlanRules::STUDY);
 
 /// Block as soon as a message is missing; wake on its interrupt.
 pub(crate) struct ImmediateBlock;

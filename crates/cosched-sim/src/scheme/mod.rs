@@ -8,21 +8,23 @@
 //! A scheme built from new parts defines them in its own file (see `ib.rs`).
 
 use crate::engine::arrival::MessageArrival;
-use crate::engine::node_scheduler::NodeChoice;
 use crate::engine::receive::ReceiveWait;
 use crate::engine::runner::EngineRun;
+use crate::engine::runner::NodeChoice;
 use crate::engine::EngineOutcome;
 use cosched_policy::{Mode, PlanRules};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::fmt;
+use serde::{Deserialize, Deserializer};
 use std::str::FromStr;
+
+pub(crate) mod policy;
+pub use policy::Scheme;
 
 /// Each line registers the scheme of the file of that name; the order is the
 /// order of the help text, of `--schemes all` and of every figure's styles.
 macro_rules! register {
     ($($file:ident,)*) => {
         $(mod $file;)*
-        const ALL: &[Scheme] = &[$($file::SCHEME,)*];
+        const ALL: &[Registered] = &[$($file::SCHEME,)*];
     };
 }
 
@@ -41,70 +43,55 @@ register! {
     ib,
 }
 
-/// A named scheme: its policy and a runner of the engine built from its parts.
+/// A registered scheme: its policy and the runner of the engine built
+/// from its parts.
 #[derive(Copy, Clone)]
-pub struct Scheme {
-    name: &'static str,
-    mode: Mode,
-    rules: PlanRules,
-    in_study: bool,
+pub(crate) struct Registered {
+    scheme: Scheme,
     run: fn(EngineRun<'_, '_>) -> EngineOutcome,
 }
 
-impl Scheme {
-    pub const LOCAL: Scheme = local::SCHEME;
-    pub const GANG: Scheme = gs::SCHEME;
-    pub const COSCHED_GANG: Scheme = gs_cosched::SCHEME;
-
+impl Registered {
     /// A scheme outside the reference study whose engine is built from the
     /// parts `P`; its mode (gang slots or the node's own scheduler) is the
     /// node scheduler's.
-    const fn new<P: SchemeParts>(name: &'static str, rules: PlanRules) -> Scheme {
-        Scheme { name, mode: P::MODE, rules, in_study: false, run: P::run }
+    const fn new<P: SchemeParts>(name: &'static str, rules: PlanRules) -> Registered {
+        Registered { scheme: Scheme::with_policy(name, P::MODE, rules, false), run: P::run }
     }
 
     /// One of the reference study's schemes: the study's plain matrix and
     /// admission (`PlanRules::STUDY`).
-    const fn study<P: SchemeParts>(name: &'static str) -> Scheme {
-        Scheme { in_study: true, ..Scheme::new::<P>(name, PlanRules::STUDY) }
+    const fn study<P: SchemeParts>(name: &'static str) -> Registered {
+        Registered { scheme: Scheme::with_policy(name, P::MODE, PlanRules::STUDY, true), run: P::run }
     }
 
-    pub fn name(self) -> &'static str {
-        self.name
+    /// A study scheme whose policy is written where the rest of the crate
+    /// reads it (`Scheme::LOCAL`, the configuration's default): its parts
+    /// must give the same mode.
+    const fn of<P: SchemeParts>(scheme: Scheme) -> Registered {
+        assert!(P::MODE as u8 == scheme.mode() as u8, "the parts' mode differs from the scheme's");
+        Registered { scheme, run: P::run }
     }
+}
+
+impl Scheme {
+    pub const GANG: Scheme = gs::SCHEME.scheme;
+    pub const COSCHED_GANG: Scheme = gs_cosched::SCHEME.scheme;
 
     pub fn all_names() -> Vec<&'static str> {
-        ALL.iter().map(|s| s.name).collect()
+        ALL.iter().map(|r| r.scheme.name()).collect()
     }
 
     /// The ten schemes of the reference study, in the table's order.
     pub fn study_names() -> Vec<&'static str> {
-        ALL.iter().filter(|s| s.in_study).map(|s| s.name).collect()
+        ALL.iter().filter(|r| r.scheme.in_study()).map(|r| r.scheme.name()).collect()
     }
+}
 
-    /// One of the reference study's ten schemes (not cosched's own or an addition).
-    pub fn in_study(self) -> bool {
-        self.in_study
-    }
-
-    pub fn is_gang(self) -> bool {
-        self.mode == Mode::Gang
-    }
-
-    /// How the scheme shares a CPU among jobs: gang slots, or the node's scheduler.
-    pub fn mode(self) -> Mode {
-        self.mode
-    }
-
-    /// The coscheduler's rules for this scheme.
-    pub fn plan_rules(self) -> PlanRules {
-        self.rules
-    }
-
-    /// Build the engine from the scheme's parts and run it.
-    pub(crate) fn run(self, run: EngineRun<'_, '_>) -> EngineOutcome {
-        (self.run)(run)
-    }
+/// Build the engine from the scheme's parts and run it.
+pub(crate) fn run_scheme(scheme: Scheme, run: EngineRun<'_, '_>) -> EngineOutcome {
+    let registered = ALL.iter().find(|r| r.scheme == scheme).expect("every scheme is registered");
+    (registered.run)(run)
 }
 
 /// A scheme's parts as its file names them: `(node, receive wait, arrival
@@ -121,33 +108,6 @@ impl<N: NodeChoice, W: ReceiveWait, A: MessageArrival> SchemeParts for (N, W, A)
     }
 }
 
-/// Names are unique (a test checks it), so a scheme is its name.
-impl PartialEq for Scheme {
-    fn eq(&self, other: &Scheme) -> bool {
-        self.name == other.name
-    }
-}
-impl Eq for Scheme {}
-
-impl fmt::Debug for Scheme {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name)
-    }
-}
-
-impl fmt::Display for Scheme {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name)
-    }
-}
-
-/// A configuration names its scheme as a user does.
-impl Serialize for Scheme {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name)
-    }
-}
-
 /// Read back by name, as the command line reads it.
 impl<'de> Deserialize<'de> for Scheme {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Scheme, D::Error> {
@@ -160,8 +120,8 @@ impl FromStr for Scheme {
     type Err = String;
     fn from_str(text: &str) -> Result<Scheme, String> {
         ALL.iter()
-            .find(|s| s.name.eq_ignore_ascii_case(text.trim()))
-            .copied()
+            .map(|r| r.scheme)
+            .find(|s| s.name().eq_ignore_ascii_case(text.trim()))
             .ok_or_else(|| format!("unknown scheme '{text}'; known schemes: {}", Scheme::all_names().join(", ")))
     }
 }
@@ -189,9 +149,17 @@ mod tests {
 
     #[test]
     fn the_study_has_ten_schemes_with_the_studys_rules() {
-        let study: Vec<&Scheme> = ALL.iter().filter(|s| s.in_study).collect();
+        let study: Vec<Scheme> = ALL.iter().map(|r| r.scheme).filter(|s| s.in_study()).collect();
         assert_eq!(study.len(), 10);
-        assert!(study.iter().all(|s| s.rules == PlanRules::STUDY));
+        assert!(study.iter().all(|s| s.plan_rules() == PlanRules::STUDY));
         assert_eq!(Scheme::study_names()[..2], ["Local", "GS"]);
+    }
+
+    /// `Scheme::LOCAL`, written in policy.rs for the configuration, is the
+    /// one registered (the registration checks its mode at compile time).
+    #[test]
+    fn the_default_scheme_is_registered_local() {
+        assert_eq!("Local".parse::<Scheme>().unwrap(), Scheme::LOCAL);
+        assert_eq!(Scheme::LOCAL.mode(), Mode::Local);
     }
 }

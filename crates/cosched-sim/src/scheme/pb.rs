@@ -2,9 +2,9 @@
 //! whose message is there (or else a process not in a receive); a receive
 //! busy-waits.
 
-use super::Scheme;
+use super::Registered;
 use crate::engine::arrival::PeriodicBoost;
-use crate::engine::node_scheduler::Os;
+use crate::engine::runner::Os;
 use crate::engine::receive::BusyWait;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Os, BusyWait, PeriodicBoost)>("PB");
+pub(super) const SCHEME: Registered = Registered::study::<(Os, BusyWait, PeriodicBoost)>("PB");

@@ -1,8 +1,8 @@
 //! PB-SB: periodic boost with spin-block receives.
 
-use super::Scheme;
+use super::Registered;
 use crate::engine::arrival::PeriodicBoost;
-use crate::engine::node_scheduler::Os;
+use crate::engine::runner::Os;
 use crate::engine::receive::SpinBlock;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinBlock, PeriodicBoost)>("PB-SB");
+pub(super) const SCHEME: Registered = Registered::study::<(Os, SpinBlock, PeriodicBoost)>("PB-SB");

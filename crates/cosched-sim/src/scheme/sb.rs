@@ -2,9 +2,9 @@
 //! for the spin time, then blocks; the interrupt of the awaited message
 //! wakes it.
 
-use super::Scheme;
+use super::Registered;
 use crate::engine::arrival::NoReaction;
-use crate::engine::node_scheduler::Os;
+use crate::engine::runner::Os;
 use crate::engine::receive::SpinBlock;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinBlock, NoReaction)>("SB");
+pub(super) const SCHEME: Registered = Registered::study::<(Os, SpinBlock, NoReaction)>("SB");

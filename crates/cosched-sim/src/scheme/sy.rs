@@ -2,9 +2,9 @@
 //! for the spin time, then yields once (dropping its own priority and
 //! boosting another process) and spins on.
 
-use super::Scheme;
+use super::Registered;
 use crate::engine::arrival::NoReaction;
-use crate::engine::node_scheduler::Os;
+use crate::engine::runner::Os;
 use crate::engine::receive::SpinYield;
 
-pub(super) const SCHEME: Scheme = Scheme::study::<(Os, SpinYield, NoReaction)>("SY");
+pub(super) const SCHEME: Registered = Registered::study::<(Os, SpinYield, NoReaction)>("SY");

@@ -15,110 +15,23 @@ mod gang_cell;
 
 pub(crate) use gang_cell::GangCell;
 
-use super::arrival::MessageArrival;
-use super::receive::ReceiveWait;
-use super::runner::EngineRun;
+pub mod os;
+
 use super::view::Host;
-use super::EngineOutcome;
 use crate::config::SimConfig;
 use cosched_core::SimTime;
 use cosched_policy::{Coscheduler, Mode};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use std::fmt;
-use std::str::FromStr;
+use os::os_schedulers;
+pub use os::OsScheduler;
 
-/// Each line registers the OS scheduler of the file of that name, under the
-/// name `--node-scheduler` takes; the first is the default. Every scheme
-/// whose nodes run an OS scheduler ([`Os`]) runs with the one a run names.
-macro_rules! register_os_schedulers {
+/// The folder's files of the OS schedulers (`os.rs` lists them).
+macro_rules! os_scheduler_modules {
     ($($file:ident :: $ty:ident = $name:literal,)*) => {
-        $(mod $file;)*
-
-        /// The OS scheduler of every node of a scheme that has one.
-        #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-        pub enum OsScheduler {
-            #[default]
-            $($ty,)*
-        }
-
-        impl OsScheduler {
-            pub const NAMES: &[&str] = &[$($name,)*];
-
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(OsScheduler::$ty => $name,)*
-                }
-            }
-        }
-
-        impl FromStr for OsScheduler {
-            type Err = String;
-            fn from_str(text: &str) -> Result<OsScheduler, String> {
-                match text.trim().to_ascii_lowercase().as_str() {
-                    $($name => Ok(OsScheduler::$ty),)*
-                    _ => Err(format!("unknown node scheduler '{text}'; known: {}", OsScheduler::NAMES.join(", "))),
-                }
-            }
-        }
-
-        impl NodeChoice for Os {
-            const MODE: Mode = Mode::Local;
-            fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
-                match run.cfg.node_scheduler {
-                    $(OsScheduler::$ty => run.with_parts::<($file::$ty, W, A)>(),)*
-                }
-            }
-        }
+        $(pub(crate) mod $file;)*
     };
 }
 
-register_os_schedulers! {
-    mlfq::Mlfq = "mlfq",
-    eevdf::Eevdf = "eevdf",
-}
-
-impl OsScheduler {
-    /// The study's scheduler, the default (a run's record names another only).
-    pub fn is_default(&self) -> bool {
-        *self == OsScheduler::default()
-    }
-}
-
-impl fmt::Display for OsScheduler {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl Serialize for OsScheduler {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name())
-    }
-}
-
-/// Read back by name, as the command line reads it.
-impl<'de> Deserialize<'de> for OsScheduler {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<OsScheduler, D::Error> {
-        String::deserialize(deserializer)?.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// What a scheme names as its nodes' scheduler: the gang cell, or [`Os`].
-pub(crate) trait NodeChoice: 'static {
-    const MODE: Mode;
-    /// Build the engine with this node scheduler and the other parts, and run it.
-    fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome;
-}
-
-/// The node's own OS scheduler, the one the run names (`SimConfig::node_scheduler`).
-pub(crate) struct Os;
-
-impl NodeChoice for GangCell {
-    const MODE: Mode = <GangCell as NodeScheduler>::MODE;
-    fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
-        run.with_parts::<(GangCell, W, A)>()
-    }
-}
+os_schedulers!(os_scheduler_modules);
 
 pub(crate) trait NodeScheduler: 'static {
     /// The scheduler's record of one CPU (its run queue, its clocks), kept in
@@ -324,21 +237,5 @@ pub(super) fn first_tick_after<H: Host>(engine: &H, now: SimTime) -> SimTime {
         now + engine.clock().tick.ns()
     } else {
         ceil
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn os_schedulers_are_read_by_their_names() {
-        for &name in OsScheduler::NAMES {
-            let scheduler: OsScheduler = name.to_uppercase().parse().unwrap();
-            assert_eq!(scheduler.name(), name);
-        }
-        assert_eq!(OsScheduler::default().name(), "mlfq");
-        let unknown = "cfs".parse::<OsScheduler>().unwrap_err();
-        assert!(unknown.contains("unknown node scheduler 'cfs'") && unknown.contains("mlfq"), "{unknown}");
     }
 }

@@ -1,0 +1,77 @@
+//! What a scheme is to the rest of the crate: its name and its policy (a
+//! `Mode` and `PlanRules` of `cosched-policy`). Plain data: the
+//! configuration holds one, and this file imports nothing of the crate. The
+//! table of schemes, with each one's engine parts, is `scheme/mod.rs`.
+
+use cosched_policy::{Mode, PlanRules};
+use serde::{Serialize, Serializer};
+use std::fmt;
+
+/// A named scheme and its policy.
+#[derive(Copy, Clone)]
+pub struct Scheme {
+    name: &'static str,
+    mode: Mode,
+    rules: PlanRules,
+    in_study: bool,
+}
+
+impl Scheme {
+    /// Local, the configuration's default: its policy is written here, and
+    /// `scheme/local.rs` registers it with its parts.
+    pub const LOCAL: Scheme = Scheme::with_policy("Local", Mode::Local, PlanRules::STUDY, true);
+
+    pub(crate) const fn with_policy(name: &'static str, mode: Mode, rules: PlanRules, in_study: bool) -> Scheme {
+        Scheme { name, mode, rules, in_study }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+
+    /// One of the reference study's ten schemes (not cosched's own or an addition).
+    pub fn in_study(self) -> bool {
+        self.in_study
+    }
+
+    pub fn is_gang(self) -> bool {
+        self.mode == Mode::Gang
+    }
+
+    /// How the scheme shares a CPU among jobs: gang slots, or the node's scheduler.
+    pub const fn mode(self) -> Mode {
+        self.mode
+    }
+
+    /// The coscheduler's rules for this scheme.
+    pub fn plan_rules(self) -> PlanRules {
+        self.rules
+    }
+}
+
+/// Names are unique (a test checks it), so a scheme is its name.
+impl PartialEq for Scheme {
+    fn eq(&self, other: &Scheme) -> bool {
+        self.name == other.name
+    }
+}
+impl Eq for Scheme {}
+
+impl fmt::Debug for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// A configuration names its scheme as a user does.
+impl Serialize for Scheme {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name)
+    }
+}
