@@ -220,13 +220,19 @@ impl NodeScheduler for Eevdf {
 
     /// `task_tick_fair` → `update_curr`: with another process queued, a
     /// running process no longer protected (past the deadline it was picked
-    /// with) is rescheduled at every tick.
+    /// with) is rescheduled at every tick. A tick deferred to the end of
+    /// kernel work renews a used-up slice only when it may reschedule
+    /// (another process queued); alone, the process renews it at the next
+    /// tick instead, as `charge` does (docs/model.md).
     fn tick<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
         Self::tick_passed(engine, c, now);
         if let Some(p) = engine.cpu(c).running {
-            update_running(engine, c);
+            let queued = !engine.cpu(c).sched.queue.is_empty();
+            if queued || now.0.is_multiple_of(engine.clock().tick.ns()) {
+                update_running(engine, c);
+            }
             let proc = &engine.proc(p).sched;
-            if proc.vruntime >= proc.vprot && !engine.cpu(c).sched.queue.is_empty() {
+            if proc.vruntime >= proc.vprot && queued {
                 engine.cpu_mut(c).sched.resched = true;
             }
         }
@@ -308,7 +314,8 @@ impl NodeScheduler for Eevdf {
         if cpu.resched {
             return start;
         }
-        if !Self::has_ready(engine, c) {
+        // (A delayed process counts: the tick's pick then dequeues it.)
+        if cpu.queue.is_empty() {
             return SimTime::MAX;
         }
         let proc = &engine.proc(p).sched;
