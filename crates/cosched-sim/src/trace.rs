@@ -72,6 +72,13 @@ pub enum TraceKind {
         process: u32,
         level: u8,
     },
+    /// The node scheduler moves `process` to this CPU from CPU `from` of
+    /// the same node (EEVDF on nodes of several CPUs: wake placement and
+    /// load balancing).
+    Migrate {
+        process: u32,
+        from: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -130,3 +130,90 @@ fn the_same_seed_gives_the_same_run() {
         assert_eq!(format!("{:?}", first.trace), format!("{:?}", second.trace), "{scheme}");
     }
 }
+
+// ---- a node of two CPUs: the base slice is 1.5 ms; the busy balance
+// ---- interval 16 × 2 ms = 32 ms.
+
+fn two_cpu_node(mpl: u32) -> SimConfig {
+    let mut cfg = eevdf(mpl);
+    cfg.cpus_per_node = 2;
+    cfg
+}
+
+/// (instant in µs, CPU moved to, process, CPU moved from) of every move.
+fn migrations(result: &cosched_sim::RunResult) -> Vec<(u64, u32, u32, u32)> {
+    events(result, |k| matches!(k, TraceKind::Migrate { .. }))
+        .into_iter()
+        .map(|(t, cpu, k)| match k {
+            TraceKind::Migrate { process, from } => (t / US, cpu, process, from),
+            _ => unreachable!(),
+        })
+        .collect()
+}
+
+/// p0 and p2 share CPU 0, p1 is alone on CPU 1. At the 1 ms tick CPU 0
+/// turns from p0 (its half slice used) to p2; at the same instant p1 exits
+/// and CPU 1, left with nothing, takes CPU 0's queued process, p0. Each then
+/// runs alone: p0 has 19 ms left (ends at 20 ms), p2 all its 20 ms (21 ms).
+#[test]
+fn a_cpu_left_idle_takes_its_siblings_queued_process_at_once() {
+    let jobs = vec![job(1, 0, 1, 20 * MS, 0, 1), job(2, 0, 1, MS, 0, 1), job(3, 0, 1, 20 * MS, 0, 1)];
+    let result = simulate(&two_cpu_node(3), jobs);
+    assert_eq!(migrations(&result), vec![(1000, 1, 0, 0)]);
+    assert_eq!(finish_ns(&result, 1), 20 * MS);
+    assert_eq!(finish_ns(&result, 3), 21 * MS);
+}
+
+/// p0 is CPU-bound on CPU 0 with p2 (0.5 ms of compute, then 5 ms of I/O,
+/// twice); p1 on CPU 1 computes 3 ms, then waits 10 ms for I/O. p2 runs
+/// from the 1 ms tick to 1.5 ms; it wakes at 6.5 ms while p0 runs and CPU 1
+/// is idle: it wakes there (the one move), and at 12 ms wakes on CPU 1
+/// again, idle still.
+#[test]
+fn a_wake_goes_to_an_idle_sibling_when_its_cpu_is_busy() {
+    let jobs = vec![job(1, 0, 1, 30 * MS, 0, 1), job(2, 0, 1, 3 * MS, 10 * MS, 1), job(3, 0, 1, MS / 2, 5 * MS, 2)];
+    let result = simulate(&two_cpu_node(3), jobs);
+    assert_eq!(migrations(&result), vec![(6500, 1, 2, 0)]);
+    let wakes = events(&result, |k| matches!(k, TraceKind::Wake { process: 2 }));
+    let wakes: Vec<(u64, u32)> = wakes.iter().map(|&(t, cpu, _)| (t / US, cpu)).collect();
+    assert_eq!(wakes, vec![(6500, 1), (12000, 1)]);
+}
+
+/// Nice 0 and 5 on CPU 0 (load 1024 + 335), nice 0 and -5 on CPU 1
+/// (1024 + 3121). At a balance instant of CPU 1 the imbalance is
+/// min(4145 - 2752, 2752 - 1359) = 1393: the nice-0 process (1024) moves
+/// when it is the queued one, the nice -5 one (3121) never. Then CPU 1 has
+/// nothing queued and CPU 0 is the less loaded: no other move. The nice -5
+/// process has a CPU of its own, the others share by weight (43/43/14 %),
+/// as the kernel does (docs/model.md, "Checked against the real kernel").
+#[test]
+fn balancing_gives_the_heavy_process_a_cpu_of_its_own() {
+    let jobs = vec![
+        job(1, 0, 1, 400 * MS, 0, 1),
+        job(2, 0, 1, 400 * MS, 0, 1),
+        niced(job(3, 0, 1, 400 * MS, 0, 1), 5),
+        niced(job(4, 0, 1, 400 * MS, 0, 1), -5),
+    ];
+    let result = simulate(&two_cpu_node(4), jobs);
+    let heavy_done_us = finish_ns(&result, 4) / US;
+    let moves: Vec<_> = migrations(&result).into_iter().filter(|m| m.0 < heavy_done_us).collect();
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    let (at_us, to, process, from) = moves[0];
+    assert_eq!((to, process, from), (0, 1, 1));
+    assert_eq!(at_us % 32_000, 0, "a busy balance instant: {moves:?}");
+    // The nice -5 process runs alone from then on.
+    assert!(heavy_done_us * US <= at_us * US + 400 * MS, "{heavy_done_us}");
+}
+
+/// p2 arrives at 2.5 ms and is placed on CPU 0 beside p0 (the coscheduler
+/// counts residents, and p1 on CPU 1 is in a 10 ms I/O). Its deadline
+/// (2.5 + 0.75 ms) is earlier than p0's (renewed at 2.5 ms to 4 ms): it
+/// preempts, and the queued p0 moves to the idle CPU 1 at CPU 0's next
+/// tick, 3 ms. p2 ends at 7.5 ms; p1 wakes at 10.5 ms with its CPU busy
+/// and CPU 0 idle, and wakes there.
+#[test]
+fn a_queued_process_moves_to_an_idle_sibling_at_the_next_tick() {
+    let jobs = vec![job(1, 0, 1, 20 * MS, 0, 1), job(2, 0, 1, MS / 2, 10 * MS, 1), job(3, 2_500 * US, 1, 5 * MS, 0, 1)];
+    let result = simulate(&two_cpu_node(3), jobs);
+    assert_eq!(migrations(&result), vec![(3000, 1, 0, 0), (10_500, 0, 1, 1)]);
+}

@@ -806,7 +806,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             cpu.in_io.remove(0);
             cpu.earliest_io_end = cpu.in_io.first().map_or(SimTime::MAX, |&(end, _)| end);
             self.procs[p as usize].phase = Phase::Send;
-            self.wake(p, io_end);
+            self.wake(p, io_end, now);
         }
     }
 
@@ -820,14 +820,46 @@ impl<'a, P: Parts> Engine<'a, P> {
             && cpu.earliest_io_end == cpu.in_io.first().map_or(SimTime::MAX, |&(end, _)| end)
     }
 
-    /// A blocked process becomes runnable (at `when`) and joins its node scheduler.
-    fn wake(&mut self, p: u32, when: SimTime) {
+    /// A blocked process becomes runnable (at `when`, noticed at `now`) and
+    /// joins its node scheduler, on the CPU of its node the scheduler
+    /// chooses (its own, unless the scheduler places wakes); a CPU it moves
+    /// to is visited at once.
+    fn wake(&mut self, p: u32, when: SimTime, now: SimTime) {
         let proc = &mut self.procs[p as usize];
         debug_assert_eq!(proc.state, ProcState::Blocked);
         proc.state = ProcState::Ready;
-        let cpu = proc.cpu;
+        let from = proc.cpu;
+        let to = P::Node::wake_cpu(self, p, now);
+        if to != from {
+            self.migrate(p, to, now);
+        }
         P::Node::make_ready(self, p);
-        self.record(when, cpu, TraceKind::Wake { process: p });
+        self.record(when, to, TraceKind::Wake { process: p });
+        if to != from {
+            self.update_cpu(to, now);
+        }
+    }
+
+    /// Move `p` (not running) to CPU `to` of its node: its residence, its
+    /// receive's count, its record's CPU (see `Host::migrate`).
+    fn migrate(&mut self, p: u32, to: u32, now: SimTime) {
+        let from = self.procs[p as usize].cpu;
+        debug_assert_eq!(self.cpus[from as usize].node, self.cpus[to as usize].node, "a move within a node");
+        debug_assert_ne!(self.procs[p as usize].state, ProcState::Running);
+        debug_assert!(self.cpus[from as usize].in_io.iter().all(|&(_, q)| q != p), "a process in I/O stays");
+        self.account(from, now);
+        self.account(to, now);
+        let receiving = matches!(self.procs[p as usize].phase, Phase::Recv) as u32;
+        let source = &mut self.cpus[from as usize];
+        source.residents.retain(|&q| q != p);
+        source.residents_in_recv -= receiving;
+        let target = &mut self.cpus[to as usize];
+        let at = target.residents.partition_point(|&q| q < p);
+        target.residents.insert(at, p);
+        target.residents_in_recv += receiving;
+        self.peak_processes_per_cpu = self.peak_processes_per_cpu.max(target.residents.len());
+        self.procs[p as usize].cpu = to;
+        self.record(now, to, TraceKind::Migrate { process: p, from });
     }
 
     /// A message for `dest` lands in its endpoint at `at` (now or later).
@@ -1289,7 +1321,13 @@ impl<'a, P: Parts> Engine<'a, P> {
             if self.cpus[c as usize].running.is_some() {
                 return;
             }
-            let Some(p) = P::Node::pick_next(self, c) else { return };
+            let Some(p) = P::Node::pick_next(self, c) else {
+                // A CPU about to idle may take work from its node's others.
+                if P::Node::pull_when_idle(self, c, now) {
+                    continue;
+                }
+                return;
+            };
             self.set_running(c, now, Some(p));
             self.procs[p as usize].state = ProcState::Running;
             let cpu = &mut self.cpus[c as usize];
@@ -1381,7 +1419,11 @@ impl<'a, P: Parts> Engine<'a, P> {
             let idle_next = if !switching {
                 wake_matters_at
             } else if P::Node::has_ready(self, c) {
-                cpu.switch_until
+                if P::Node::wakes_may_move(self) {
+                    cpu.switch_until.min(io_end)
+                } else {
+                    cpu.switch_until
+                }
             } else {
                 io_end.max(cpu.switch_until)
             };
@@ -1557,7 +1599,7 @@ impl<P: Parts> Host for Engine<'_, P> {
     }
     #[inline(always)]
     fn wake(&mut self, p: u32, when: SimTime) {
-        Engine::wake(self, p, when);
+        Engine::wake(self, p, when, when);
     }
     #[inline(always)]
     fn block_in_recv(&mut self, p: u32, now: SimTime) {
@@ -1582,6 +1624,12 @@ impl<P: Parts> Host for Engine<'_, P> {
     #[inline(always)]
     fn visit(&mut self, c: u32, now: SimTime) {
         self.update_cpu(c, now);
+    }
+    fn rebook(&mut self, c: u32, now: SimTime) {
+        self.book_visit(c, now);
+    }
+    fn migrate(&mut self, p: u32, to: u32, now: SimTime) {
+        Engine::migrate(self, p, to, now);
     }
     #[inline(always)]
     fn book_scheduler_event(&mut self, at: SimTime) {

@@ -70,7 +70,8 @@ pub(crate) struct Proc<NodeProc, WaitProc> {
     pub(crate) next_compute_ns: u64,
     pub(crate) next_io_ns: u64,
     pub(crate) neighbours: [u32; 2],
-    /// The neighbours' nodes (processes never move): a send finds the
+    /// The neighbours' nodes (a process may move between the CPUs of its
+    /// node, never to another node): a send finds the
     /// interfaces without first reading the neighbours' records and CPUs.
     pub(crate) neighbour_nodes: [u32; 2],
     // -- once per iteration

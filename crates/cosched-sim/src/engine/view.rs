@@ -69,6 +69,13 @@ pub(crate) trait Host {
     fn account(&mut self, c: u32, now: SimTime);
     /// Visit CPU `c` at `now`: apply the rules due, book its next visit.
     fn visit(&mut self, c: u32, now: SimTime);
+    /// Book CPU `c`'s next visit again (what it may do has changed from
+    /// elsewhere at `now`).
+    fn rebook(&mut self, c: u32, now: SimTime);
+    /// Move process `p`, not running, to CPU `to` of its node at `now`: the
+    /// engine's records of where it lives (both CPUs accounted first). The
+    /// node scheduler moves its own records around the call.
+    fn migrate(&mut self, p: u32, to: u32, now: SimTime);
     /// The node scheduler's own event (`NodeScheduler::on_event`) at `at`.
     fn book_scheduler_event(&mut self, at: SimTime);
     /// Each placed job's matrix rows, CPU of each rank and first process,

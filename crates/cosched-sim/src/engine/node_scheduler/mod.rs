@@ -185,6 +185,30 @@ pub(crate) trait NodeScheduler: 'static {
     /// Take the next process to run off the CPU's ready processes.
     fn pick_next<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32) -> Option<u32>;
 
+    /// The CPU of its node on which the blocked `p`, waking at `now`, is to
+    /// run (the engine moves it there first): by default its own.
+    fn wake_cpu<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, p: u32, _now: SimTime) -> u32 {
+        engine.proc(p).cpu
+    }
+
+    /// Whether a wake may move its process to another CPU (`wake_cpu`): an
+    /// I/O that ends while its CPU is in kernel work with a process ready
+    /// then matters at its end, not at the kernel work's.
+    fn wakes_may_move<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_engine: &H) -> bool {
+        false
+    }
+
+    /// CPU `c`, free at `now`, has nothing to run: the scheduler may move a
+    /// ready process of another CPU of its node to it (through
+    /// `Host::migrate`). Whether it did. By default it never does.
+    fn pull_when_idle<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(
+        _engine: &mut H,
+        _c: u32,
+        _now: SimTime,
+    ) -> bool {
+        false
+    }
+
     /// A woken process (already marked ready) joins the scheduler.
     fn make_ready<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32);
 

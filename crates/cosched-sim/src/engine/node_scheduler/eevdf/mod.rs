@@ -10,6 +10,8 @@
 //! blocks while not eligible stays queued ("delayed") until it is picked or
 //! wakes.
 
+mod balance;
+
 use super::{first_tick_after, tick_at_or_after, NodeScheduler};
 use crate::config::SimConfig;
 use crate::engine::records::ProcState;
@@ -66,8 +68,11 @@ pub(crate) struct EevdfCpu {
     next_buddy: Option<u32>,
     /// The first tick the scheduler has not acted on (each tick acts once).
     first_unacted_tick: SimTime,
-    /// The tick length, noted at the first admission (charges see no configuration).
+    /// The tick length, noted at the first placement (charges see no configuration).
     tick_ns: u64,
+    /// Its running process has just left (blocked or exited): if nothing
+    /// is left to run, the CPU looks for work on its node once.
+    newly_idle: bool,
 }
 
 /// A process's scheduling entity.
@@ -125,7 +130,6 @@ impl NodeScheduler for Eevdf {
     /// A new task joins at the queue's average with half a slice to its
     /// deadline (`place_entity` with ENQUEUE_INITIAL), and may preempt.
     fn admit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32) {
-        engine.cpu_mut(c).sched.tick_ns = engine.cfg().scheduler.tick_ns;
         update_running(engine, c);
         place(engine, c, p, Placement::New);
         engine.cpu_mut(c).sched.queue.push(p);
@@ -158,6 +162,7 @@ impl NodeScheduler for Eevdf {
         proc.vprot = proc.deadline;
         let cpu = &mut engine.cpu_mut(c).sched;
         cpu.resched = false;
+        cpu.newly_idle = false;
         if cpu.next_buddy == Some(p) {
             cpu.next_buddy = None;
         }
@@ -187,6 +192,7 @@ impl NodeScheduler for Eevdf {
     /// `dequeue_entity` on a sleep: a process not eligible stays queued
     /// (DELAY_DEQUEUE); one that is leaves with its lag.
     fn blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32) {
+        engine.cpu_mut(c).sched.newly_idle = true;
         update_running(engine, c);
         if !eligible(engine, c, p) {
             engine.proc_mut(p).sched.delayed = true;
@@ -202,6 +208,7 @@ impl NodeScheduler for Eevdf {
     }
 
     fn exited(cpu: &mut EevdfCpu, p: u32) {
+        cpu.newly_idle = true;
         cpu.queue.retain(|&q| q != p);
         if cpu.next_buddy == Some(p) {
             cpu.next_buddy = None;
@@ -226,6 +233,7 @@ impl NodeScheduler for Eevdf {
     /// tick instead, as `charge` does (docs/model.md).
     fn tick<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
         Self::tick_passed(engine, c, now);
+        balance::balance_at_tick(engine, c, now);
         if let Some(p) = engine.cpu(c).running {
             let queued = !engine.cpu(c).sched.queue.is_empty();
             if queued || now.0.is_multiple_of(engine.clock().tick.ns()) {
@@ -289,6 +297,25 @@ impl NodeScheduler for Eevdf {
         check_preempt_wakeup(engine, c, p);
     }
 
+    /// On an idle CPU of the node if its own is busy (`select_idle_sibling`).
+    fn wake_cpu<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, p: u32, _now: SimTime) -> u32 {
+        balance::wake_cpu(engine, p)
+    }
+
+    fn wakes_may_move<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H) -> bool {
+        engine.cfg().cpus_per_node > 1
+    }
+
+    fn pull_when_idle<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) -> bool {
+        balance::pull_when_idle(engine, c, now)
+    }
+
+    /// On a node of several CPUs a CPU is never known to stay idle: a
+    /// sibling's process may move to it.
+    fn idle_while_blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool {
+        engine.cfg().cpus_per_node == 1 && engine.cpu(c).residents.len() == 1
+    }
+
     /// Picked next if eligible, at once (the next buddy, our choice).
     fn favour<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32) {
         let c = engine.proc(p).cpu;
@@ -303,6 +330,8 @@ impl NodeScheduler for Eevdf {
     /// At once when a reschedule is asked; else, with another process
     /// queued, at the first tick once its virtual time passes its protection
     /// (the deadline it was picked with; a later deadline is never earlier).
+    /// On a node of several CPUs, every tick while a process is ready here
+    /// (the tick balances).
     fn preempts_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(
         engine: &H,
         c: u32,
@@ -317,6 +346,9 @@ impl NodeScheduler for Eevdf {
         // (A delayed process counts: the tick's pick then dequeues it.)
         if cpu.queue.is_empty() {
             return SimTime::MAX;
+        }
+        if engine.cfg().cpus_per_node > 1 && Self::has_ready(engine, c) {
+            return Self::acts_at(engine, c, now);
         }
         let proc = &engine.proc(p).sched;
         let unprotected_at = start + real_ns(proc.vprot - proc.vruntime, proc.weight);
@@ -336,6 +368,8 @@ enum Placement {
 /// `place_entity`: at the queue's average less its lag, the lag scaled so
 /// that adding it leaves it whole (`lag * (W + w) / W`).
 fn place<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, p: u32, how: Placement) {
+    // (Every process that runs here was placed here first.)
+    engine.cpu_mut(c).sched.tick_ns = engine.cfg().scheduler.tick_ns;
     let average = avg_vruntime(engine, c);
     let (load, _) = load_and_weighted_sum(engine, c);
     let proc = &mut engine.proc_mut(p).sched;

@@ -1,0 +1,158 @@
+//! EEVDF on a node of several CPUs: the CPU a waking process runs on
+//! (`select_idle_sibling`), the process a CPU about to idle takes
+//! (`sched_balance_newidle`), and the periodic balance at a busy CPU's
+//! ticks (`nohz_balancer_kick`, `sched_balance_rq`), each simplified as
+//! docs/model.md says. On a node of one CPU none of this acts.
+
+use super::{avg_vruntime, check_preempt_wakeup, place, update_running, EevdfCpu, EevdfProc, Placement};
+use crate::engine::view::Host;
+use cosched_core::SimTime;
+
+/// `imbalance_pct` of the CPUs sharing a cache (`sd_init`, SD_SHARE_LLC):
+/// a busy CPU takes load only from one more than 17 % busier.
+const IMBALANCE_PCT: u64 = 117;
+
+/// `busy_factor`: a busy CPU balances this many times less often.
+const BUSY_FACTOR: u64 = 16;
+
+/// The balance interval of a busy CPU: `busy_factor` × the domain's CPU
+/// count in milliseconds (`sd_init`'s `balance_interval`), in whole ticks.
+fn busy_balance_interval_ns(cpus_per_node: u32, tick_ns: u64) -> u64 {
+    let interval_ns = BUSY_FACTOR * cpus_per_node as u64 * 1_000_000;
+    interval_ns.div_ceil(tick_ns) * tick_ns
+}
+
+/// The other CPUs of `c`'s node, from the one after it round to the one before.
+fn siblings<H: Host>(engine: &H, c: u32) -> impl Iterator<Item = u32> {
+    let per_node = engine.cfg().cpus_per_node;
+    let first = c / per_node * per_node;
+    (1..per_node).map(move |i| first + (c - first + i) % per_node)
+}
+
+/// Nothing running, nothing queued (`available_idle_cpu`).
+fn is_idle<H: Host<NodeCpu = EevdfCpu>>(engine: &H, c: u32) -> bool {
+    let cpu = engine.cpu(c);
+    cpu.running.is_none() && cpu.sched.queue.is_empty()
+}
+
+/// `select_idle_sibling`, the waker's CPU left out (a NIC's or a disk's
+/// interrupt wakes here): the process's own CPU if idle, else the first
+/// idle CPU of its node after it, else its own. A delayed process is still
+/// queued where it was and wakes there.
+pub(super) fn wake_cpu<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, p: u32) -> u32 {
+    let own = engine.proc(p).cpu;
+    if engine.cfg().cpus_per_node == 1 || engine.proc(p).sched.delayed || is_idle(engine, own) {
+        return own;
+    }
+    siblings(engine, own).find(|&d| is_idle(engine, d)).unwrap_or(own)
+}
+
+/// The queued processes of a CPU that runs one that may move, in the
+/// order they joined (the kernel takes the least recently run first). A
+/// free CPU's queued process is about to run there.
+fn movable<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32) -> impl Iterator<Item = u32> + '_ {
+    let cpu = engine.cpu(c);
+    let queue = if cpu.running.is_some() { &cpu.sched.queue[..] } else { &[] };
+    queue.iter().copied().filter(|&q| !engine.proc(q).sched.delayed)
+}
+
+/// The ready processes of a CPU (running and queued, not delayed).
+fn ready<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32) -> impl Iterator<Item = u32> + '_ {
+    let cpu = engine.cpu(c);
+    cpu.sched.queue.iter().copied().filter(|&q| !engine.proc(q).sched.delayed).chain(cpu.running)
+}
+
+/// The runnable processes of a CPU (running and queued, not delayed) and
+/// their total weight: the kernel's load, taken at the instant rather
+/// than averaged (PELT).
+fn runnable_and_load<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32) -> (u32, u64) {
+    ready(engine, c).fold((0, 0), |(n, load), q| (n + 1, load + engine.proc(q).sched.weight as u64))
+}
+
+/// Move the queued `p` from CPU `from` to `to` at `now`: it leaves with its
+/// lag (`dequeue_entity`), joins `to` with it (`place_entity`) and may
+/// preempt there (`wakeup_preempt`).
+fn move_queued<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, p: u32, from: u32, to: u32, now: SimTime) {
+    engine.account(from, now);
+    engine.account(to, now);
+    update_running(engine, from);
+    let average = avg_vruntime(engine, from);
+    let proc = &mut engine.proc_mut(p).sched;
+    proc.vlag = (average - proc.vruntime).clamp(-proc.lag_limit, proc.lag_limit);
+    let source = engine.cpu_mut(from);
+    source.sched.queue.retain(|&q| q != p);
+    if source.sched.next_buddy == Some(p) {
+        source.sched.next_buddy = None;
+    }
+    if source.sched.queue.is_empty() && source.running.is_none() {
+        source.sched.idle_vruntime = average;
+    }
+    engine.migrate(p, to, now);
+    update_running(engine, to);
+    place(engine, to, p, Placement::Wake);
+    engine.cpu_mut(to).sched.queue.push(p);
+    check_preempt_wakeup(engine, to, p);
+}
+
+/// `sched_balance_newidle`: CPU `c`, just left with nothing to run, takes
+/// the first movable process of the sibling with the most runnable ones.
+/// Only at the instant it becomes free, not at later visits while idle.
+pub(super) fn pull_when_idle<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, now: SimTime) -> bool {
+    if !std::mem::take(&mut engine.cpu_mut(c).sched.newly_idle) || engine.cfg().cpus_per_node == 1 {
+        return false;
+    }
+    let busiest = siblings(engine, c)
+        .filter(|&s| movable(engine, s).next().is_some())
+        .max_by_key(|&s| (runnable_and_load(engine, s), std::cmp::Reverse(s)));
+    let Some(busiest) = busiest else { return false };
+    let p = movable(engine, busiest).next().expect("a movable process");
+    move_queued(engine, p, busiest, c, now);
+    engine.rebook(busiest, now);
+    true
+}
+
+/// At a tick of CPU `c` with processes queued: an idle sibling takes the
+/// first of them (the kernel's idle balance, kicked from a busy CPU's
+/// tick); at each busy balance instant, the least loaded sibling takes
+/// load from `c` (`sched_balance_rq` with `migrate_load`).
+pub(super) fn balance_at_tick<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, now: SimTime) {
+    let per_node = engine.cfg().cpus_per_node;
+    let Some(first) = (per_node > 1).then(|| movable(engine, c).next()).flatten() else { return };
+    if let Some(idle) = siblings(engine, c).find(|&d| is_idle(engine, d)) {
+        move_queued(engine, first, c, idle, now);
+        engine.visit(idle, now);
+        return;
+    }
+    let tick_ns = engine.clock().tick.ns();
+    if !now.ns().is_multiple_of(busy_balance_interval_ns(per_node, tick_ns)) {
+        return;
+    }
+    let loads: Vec<(u32, (u32, u64))> = siblings(engine, c).map(|s| (s, runnable_and_load(engine, s))).collect();
+    let Some(&(target, (target_runnable, target_load))) = loads.iter().min_by_key(|(s, (_, load))| (*load, *s)) else {
+        return;
+    };
+    let (_, own_load) = runnable_and_load(engine, c);
+    // A sibling running more than one process balances only against a CPU
+    // `imbalance_pct` busier (`find_busiest_group`).
+    if own_load <= target_load || (target_runnable > 1 && 100 * own_load <= IMBALANCE_PCT * target_load) {
+        return;
+    }
+    let average = (own_load + loads.iter().map(|(_, (_, load))| load).sum::<u64>()) / per_node as u64;
+    let mut imbalance = own_load.saturating_sub(average).min(average.saturating_sub(target_load));
+    let candidates: Vec<u32> = movable(engine, c).collect();
+    let mut moved = false;
+    for p in candidates {
+        let weight = engine.proc(p).sched.weight as u64;
+        if imbalance == 0 {
+            break;
+        }
+        if weight <= imbalance {
+            move_queued(engine, p, c, target, now);
+            imbalance -= weight;
+            moved = true;
+        }
+    }
+    if moved {
+        engine.rebook(target, now);
+    }
+}
