@@ -25,11 +25,11 @@ fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
     })
 }
 
-/// A small machine (1–4 nodes of 1–2 CPUs, MPL 1–3) under any scheme and
+/// A small machine (1–4 nodes of 1–4 CPUs, MPL 1–3) under any scheme and
 /// any OS scheduler, with any skew and seed, and the jobs that fit it (at
 /// least one).
 fn small_runs() -> impl Strategy<Value = (SimConfig, Vec<SimJob>)> {
-    let machine = (1u32..5, 1u32..3, 1u32..4, 0u32..150, 0usize..Scheme::all_names().len(), 0u64..1_000);
+    let machine = (1u32..5, 1u32..5, 1u32..4, 0u32..150, 0usize..Scheme::all_names().len(), 0u64..1_000);
     let node_scheduler = prop_oneof![Just(OsScheduler::Mlfq), Just(OsScheduler::Eevdf)];
     (machine, node_scheduler, jobs_strategy(8))
         .prop_map(|((nodes, cpus_per_node, mpl, skew_pct, scheme_index, seed), node_scheduler, jobs)| {
