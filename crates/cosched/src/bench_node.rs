@@ -1,13 +1,13 @@
 //! `cosched bench node`: small scheduling scenarios run for real on this machine's kernel (the scenarios and
 //! the runner are in `cosched_bench::node`); a table on stdout and every repeat's raw values in a JSON file.
 
+use crate::trusted_source::check_nobody_else_could_change;
 use clap::Args;
 use cosched_bench::node::cpu_group::{CpuGroup, MAX_SHARES};
 use cosched_bench::node::run::{run_scenario, Launcher};
 use cosched_bench::node::summary::{kernel_config, summarise, table, NodeReport, ScenarioReport};
 use cosched_bench::node::{standard_scenarios, ScenarioSizes, SCENARIO_NAMES};
 use cosched_bench::os;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -130,7 +130,8 @@ fn sizes_from(args: &BenchNodeArgs) -> Result<ScenarioSizes, String> {
 
 /// `make -C apps BUILD=<scratch>/apps <scratch>/apps/spinbarrier`, from sources nobody else could change.
 fn build_spinbarrier(apps: &Path, scratch: &Path) -> Result<PathBuf, String> {
-    check_nobody_else_could_change(apps, "--apps")?;
+    check_nobody_else_could_change(apps, "--apps")
+        .map_err(|e| format!("{e}; give --spinbarrier, a program only root can change"))?;
     let build = scratch.join("apps");
     let program = build.join("spinbarrier");
     let out = Command::new("make")
@@ -149,50 +150,6 @@ fn build_spinbarrier(apps: &Path, scratch: &Path) -> Result<PathBuf, String> {
         ));
     }
     Ok(program)
-}
-
-/// Entries of a folder checked at most (apps/ holds a dozen).
-const MAX_CHECKED_ENTRIES: usize = 10_000;
-
-/// What this command runs (a Makefile, the sources it builds, a program) comes only from places no other user
-/// could change: `path` and every folder above it root's or this user's and writable by nobody else (links
-/// checked where they lie), and, for a folder, everything in it the same and no link. Without this, root
-/// running the command in another user's checkout, or with the default `--apps apps` in a shared folder, would
-/// run that user's Makefile or program as root.
-fn check_nobody_else_could_change(path: &Path, flag: &str) -> Result<(), String> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
-    let folder = if meta.is_dir() {
-        path
-    } else {
-        path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
-    };
-    cosched_runtime::private_dir::ensure(folder, flag)
-        .map_err(|e| format!("{e} (give --spinbarrier, a program only root can change)"))?;
-    let mut pending = vec![path.to_path_buf()];
-    let mut checked = 0;
-    while let Some(next) = pending.pop() {
-        checked += 1;
-        if checked > MAX_CHECKED_ENTRIES {
-            return Err(format!("{flag} {}: more than {MAX_CHECKED_ENTRIES} entries", path.display()));
-        }
-        let meta = std::fs::symlink_metadata(&next).map_err(|e| format!("{}: {e}", next.display()))?;
-        let ours = meta.uid() == 0 || meta.uid() == nix::unistd::geteuid().as_raw();
-        if meta.file_type().is_symlink() || !ours || meta.mode() & 0o022 != 0 {
-            return Err(format!(
-                "{flag}: {} is a link, or another user's (uid {}), or writable by others (mode {:o}): root would run \
-                 what they put there; give --spinbarrier, a program only root can change",
-                next.display(),
-                meta.uid(),
-                meta.mode() & 0o7777
-            ));
-        }
-        if meta.is_dir() {
-            for entry in std::fs::read_dir(&next).map_err(|e| format!("{}: {e}", next.display()))? {
-                pending.push(entry.map_err(|e| format!("{}: {e}", next.display()))?.path());
-            }
-        }
-    }
-    Ok(())
 }
 
 pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
@@ -218,7 +175,8 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         .map_err(|e| format!("a scratch folder in {}: {e}", base.display()))?;
     let spinbarrier = match (&args.spinbarrier, wanted.iter().any(|w| w == "spinbarrier")) {
         (Some(path), _) => {
-            check_nobody_else_could_change(path, "--spinbarrier")?;
+            check_nobody_else_could_change(path, "--spinbarrier")
+                .map_err(|e| format!("{e}; give a program only root can change"))?;
             Some(path.clone())
         }
         (None, true) => Some(build_spinbarrier(&args.apps, scratch.path())?),

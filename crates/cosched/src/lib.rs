@@ -23,4 +23,5 @@ pub mod sim_cmd;
 pub mod slurm_cmd;
 pub mod status_view;
 pub mod study;
+pub mod trusted_source;
 pub mod workload_cmd;

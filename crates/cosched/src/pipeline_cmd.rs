@@ -4,6 +4,7 @@
 
 use crate::output::{csv_field, num, push_row, OutputDir};
 use crate::plot::{indexed_style, svg_to_png, GroupedBarChart, LineChart, Series};
+use crate::trusted_source::check_nobody_else_could_change;
 use clap::{Args, Subcommand, ValueEnum};
 use cosched_bench::pipeline::{self as study, OverheadConfig, OverheadRow, StudyConfig, StudyResult};
 use cosched_pipeline::columnsort::{self, data, SortConfig, StagePolicy};
@@ -478,13 +479,16 @@ fn overhead_cmd(args: &OverheadArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The oneTBB program, built with make when its source is at hand.
+/// The oneTBB program, built with make when its source is at hand; both
+/// only from places no other user could change (this command runs them).
 fn ensure_tbb(path: &Path) -> Result<PathBuf, String> {
     if path.exists() {
+        check_nobody_else_could_change(path, "--tbb")?;
         return Ok(path.to_path_buf());
     }
     let source = Path::new("bench/tbb");
     if path == Path::new("bench/tbb/build/tbb_pipeline_overhead") && source.join("Makefile").exists() {
+        check_nobody_else_could_change(source, "bench/tbb")?;
         eprintln!("building the oneTBB baseline: make -C bench/tbb");
         let status = std::process::Command::new("make")
             .args(["-s", "-C", "bench/tbb"])

@@ -223,3 +223,24 @@ fn refused_controls_are_reported_not_skipped() {
     assert!(stdout.contains("REFUSED (this policy did not run as named): io-nice:-5: write: nice -5"), "{stdout}");
     assert!(!stdout.contains("REFUSED (this policy did not run as named): default"), "{stdout}");
 }
+
+/// A `--tbb` program another user owns (or could change) is never run: the
+/// command may run as root.
+#[test]
+fn a_tbb_program_another_user_could_change_is_never_run() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED a_tbb_program_another_user_could_change_is_never_run: needs root (chown)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("program-ran");
+    let program = dir.path().join("tbb_pipeline_overhead");
+    std::fs::write(&program, format!("#!/bin/sh\ntouch {}\n", ran.display())).unwrap();
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    nix::unistd::chown(&program, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let out =
+        cosched(&["pipeline", "overhead", "--items", "100", "--repeats", "1", "--tbb", program.to_str().unwrap()]);
+    let (_, stderr) = text(&out);
+    assert!(!ran.exists(), "ran another user's program: {stderr}");
+    assert!(!out.status.success() && stderr.contains("another user's"), "{stderr}");
+}
