@@ -830,14 +830,16 @@ impl<'a, P: Parts> Engine<'a, P> {
         proc.state = ProcState::Ready;
         let from = proc.cpu;
         let to = P::Node::wake_cpu(self, p, now);
-        if to != from {
-            self.migrate(p, to, now);
+        if to == from {
+            P::Node::make_ready(self, p);
+            self.record(when, to, TraceKind::Wake { process: p });
+            return;
         }
-        P::Node::make_ready(self, p);
+        // (The wake first: the trace stays in time order when `when < now`.)
         self.record(when, to, TraceKind::Wake { process: p });
-        if to != from {
-            self.update_cpu(to, now);
-        }
+        self.migrate(p, to, now);
+        P::Node::make_ready(self, p);
+        self.update_cpu(to, now);
     }
 
     /// Move `p` (not running) to CPU `to` of its node: its residence, its
@@ -1416,14 +1418,18 @@ impl<'a, P: Parts> Engine<'a, P> {
             // ready by then, and a process waking later when it wakes: after
             // a receiver blocks with nothing else ready, the end of its
             // system call needs no visit.
+            // (Unless a wake may go to another CPU: then it matters at once.)
+            let may_move = P::Node::wakes_may_move(self);
             let idle_next = if !switching {
                 wake_matters_at
             } else if P::Node::has_ready(self, c) {
-                if P::Node::wakes_may_move(self) {
+                if may_move {
                     cpu.switch_until.min(io_end)
                 } else {
                     cpu.switch_until
                 }
+            } else if may_move {
+                io_end
             } else {
                 io_end.max(cpu.switch_until)
             };

@@ -9,17 +9,20 @@ use crate::engine::view::Host;
 use cosched_core::SimTime;
 
 /// `imbalance_pct` of the CPUs sharing a cache (`sd_init`, SD_SHARE_LLC):
-/// a busy CPU takes load only from one more than 17 % busier.
+/// a CPU running more than one process itself takes load only from one
+/// more than 17 % busier (`find_busiest_group`).
 const IMBALANCE_PCT: u64 = 117;
 
 /// `busy_factor`: a busy CPU balances this many times less often.
 const BUSY_FACTOR: u64 = 16;
 
-/// The balance interval of a busy CPU: `busy_factor` × the domain's CPU
-/// count in milliseconds (`sd_init`'s `balance_interval`), in whole ticks.
+/// The balance interval of a busy CPU (`get_sd_balance_interval`):
+/// `busy_factor` × the domain's CPU count in milliseconds (`sd_init`'s
+/// `balance_interval`), in ticks rounded up, less one tick.
 fn busy_balance_interval_ns(cpus_per_node: u32, tick_ns: u64) -> u64 {
     let interval_ns = BUSY_FACTOR * cpus_per_node as u64 * 1_000_000;
-    interval_ns.div_ceil(tick_ns) * tick_ns
+    let ticks = interval_ns.div_ceil(tick_ns).saturating_sub(1).max(1);
+    ticks * tick_ns
 }
 
 /// The other CPUs of `c`'s node, from the one after it round to the one before.
@@ -48,8 +51,9 @@ pub(super) fn wake_cpu<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine
 }
 
 /// The queued processes of a CPU that runs one that may move, in the
-/// order they joined (the kernel takes the least recently run first). A
-/// free CPU's queued process is about to run there.
+/// order they joined the queue (the kernel takes the least recently
+/// queued or picked first). A free CPU's queued process is about to run
+/// there.
 fn movable<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32) -> impl Iterator<Item = u32> + '_ {
     let cpu = engine.cpu(c);
     let queue = if cpu.running.is_some() { &cpu.sched.queue[..] } else { &[] };
@@ -70,7 +74,8 @@ fn runnable_and_load<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: 
 }
 
 /// Move the queued `p` from CPU `from` to `to` at `now`: it leaves with its
-/// lag (`dequeue_entity`), joins `to` with it (`place_entity`) and may
+/// lag and the distance to its deadline (`dequeue_entity`, not a sleep:
+/// PLACE_REL_DEADLINE), joins `to` with both (`place_entity`) and may
 /// preempt there (`wakeup_preempt`).
 fn move_queued<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, p: u32, from: u32, to: u32, now: SimTime) {
     engine.account(from, now);
@@ -79,6 +84,7 @@ fn move_queued<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H
     let average = avg_vruntime(engine, from);
     let proc = &mut engine.proc_mut(p).sched;
     proc.vlag = (average - proc.vruntime).clamp(-proc.lag_limit, proc.lag_limit);
+    let to_deadline = proc.deadline - proc.vruntime;
     let source = engine.cpu_mut(from);
     source.sched.queue.retain(|&q| q != p);
     if source.sched.next_buddy == Some(p) {
@@ -90,6 +96,8 @@ fn move_queued<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H
     engine.migrate(p, to, now);
     update_running(engine, to);
     place(engine, to, p, Placement::Wake);
+    let proc = &mut engine.proc_mut(p).sched;
+    proc.deadline = proc.vruntime + to_deadline;
     engine.cpu_mut(to).sched.queue.push(p);
     check_preempt_wakeup(engine, to, p);
 }
@@ -113,8 +121,9 @@ pub(super) fn pull_when_idle<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(
 
 /// At a tick of CPU `c` with processes queued: an idle sibling takes the
 /// first of them (the kernel's idle balance, kicked from a busy CPU's
-/// tick); at each busy balance instant, the least loaded sibling takes
-/// load from `c` (`sched_balance_rq` with `migrate_load`).
+/// tick); at the first tick once a busy balance interval has passed since
+/// the last, the least loaded sibling takes load from `c`
+/// (`sched_balance_rq` with `migrate_load`).
 pub(super) fn balance_at_tick<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, now: SimTime) {
     let per_node = engine.cfg().cpus_per_node;
     let Some(first) = (per_node > 1).then(|| movable(engine, c).next()).flatten() else { return };
@@ -123,10 +132,11 @@ pub(super) fn balance_at_tick<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>
         engine.visit(idle, now);
         return;
     }
-    let tick_ns = engine.clock().tick.ns();
-    if !now.ns().is_multiple_of(busy_balance_interval_ns(per_node, tick_ns)) {
+    if now < engine.cpu(c).sched.next_busy_balance {
         return;
     }
+    let interval_ns = busy_balance_interval_ns(per_node, engine.clock().tick.ns());
+    engine.cpu_mut(c).sched.next_busy_balance = now + interval_ns;
     let loads: Vec<(u32, (u32, u64))> = siblings(engine, c).map(|s| (s, runnable_and_load(engine, s))).collect();
     let Some(&(target, (target_runnable, target_load))) = loads.iter().min_by_key(|(s, (_, load))| (*load, *s)) else {
         return;

@@ -73,6 +73,8 @@ pub(crate) struct EevdfCpu {
     /// Its running process has just left (blocked or exited): if nothing
     /// is left to run, the CPU looks for work on its node once.
     newly_idle: bool,
+    /// The first instant of its next busy balance (`rq->next_balance`).
+    next_busy_balance: SimTime,
 }
 
 /// A process's scheduling entity.
