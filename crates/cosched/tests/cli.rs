@@ -896,3 +896,47 @@ fn merging_refuses_missing_duplicate_foreign_and_corrupt_shards_and_writes_nothi
     let o = cosched(&[&words(TINY_E1)[..], &["--shard", "4/3"]].concat());
     assert!(!o.status.success() && stderr(&o).contains("shards are numbered 1 to 3"), "{}", stderr(&o));
 }
+
+/// Two-CPU EEVDF nodes at a measured machine's costs (no interface time, a 0.41 µs switch): a process back
+/// from I/O whose switch ended just as another CPU's visit booked its CPU's next visit used to sit unvisited
+/// in its send, and the run stopped at an internal error. The seed and sizes are ones that hit it.
+#[test]
+fn eevdf_nodes_at_measured_costs_run_a_whole_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = cosched(&[
+        "sim",
+        "-q",
+        "--nodes",
+        "4",
+        "--jobs",
+        "100",
+        "--runtime-scale",
+        "0.001",
+        "--seed",
+        "1",
+        "--cpus-per-node",
+        "2",
+        "--node-scheduler",
+        "eevdf",
+        "--cs-us",
+        "0.41",
+        "--nic-us",
+        "0",
+        "--latency-base-us",
+        "30.2776",
+        "--latency-us-per-byte",
+        "0.0001633",
+        "--shm-base-us",
+        "0.3083",
+        "--shm-us-per-byte",
+        "0.0001485",
+        "--schemes",
+        "Local",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let jobs = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
+    assert_eq!(jobs.lines().count(), 101, "every job finished");
+}

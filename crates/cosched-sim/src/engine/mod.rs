@@ -1439,10 +1439,12 @@ impl<'a, P: Parts> Engine<'a, P> {
         // The incoming process starts when the switch ends. If it is
         // computing, nothing happens then: its next instants follow from there.
         let start = now.max(cpu.switch_until);
-        // One back from I/O sends its messages then. A receiver just spins
-        // on: its instants follow from there too.
-        if switching && matches!(proc.phase, Phase::Send) {
-            return wake_matters_at.min(cpu.switch_until).min(parts_act_at);
+        // One back from I/O sends its messages then, or now if its switch is
+        // over (a visit of another CPU may book this one's next visit at the
+        // instant its switch ends, before that switch's own visit has come).
+        // A receiver just spins on: its instants follow from there too.
+        if matches!(proc.phase, Phase::Send) {
+            return wake_matters_at.min(start).min(parts_act_at);
         }
         let mut next = wake_matters_at;
         // While it runs, the node scheduler may take the CPU; once it
