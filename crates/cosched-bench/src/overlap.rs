@@ -37,6 +37,10 @@ pub struct OverlapCount {
     pub contended: u64,
     /// Of those, samples in which two or more copies had a runnable process.
     pub overlapping: u64,
+    /// Of those, samples in which some copy had two runnable threads on one CPU's run queue (two of its
+    /// ranks or threads, or one and its launcher): a copy's tasks sharing a CPU (what placement by the
+    /// kernel can do).
+    pub colocated: u64,
 }
 
 impl OverlapCount {
@@ -45,12 +49,27 @@ impl OverlapCount {
         (self.contended > 0).then(|| self.overlapping as f64 / self.contended as f64)
     }
 
-    fn add(&mut self, copies_alive: usize, copies_running: usize) {
-        if copies_alive >= 2 {
+    /// The share of contended samples in which a copy's tasks shared a CPU (`None`: never contended).
+    pub fn colocated_fraction(&self) -> Option<f64> {
+        (self.contended > 0).then(|| self.colocated as f64 / self.contended as f64)
+    }
+
+    fn add(&mut self, sample: SampleState) {
+        if sample.alive >= 2 {
             self.contended += 1;
-            self.overlapping += u64::from(copies_running >= 2);
+            self.overlapping += u64::from(sample.running >= 2);
+            self.colocated += u64::from(sample.colocated);
         }
     }
+}
+
+/// One sample: copies with a live process, copies with a runnable thread, and whether a copy had two runnable
+/// threads on one CPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct SampleState {
+    alive: usize,
+    running: usize,
+    colocated: bool,
 }
 
 /// The marker value of copy `index` of run `run`.
@@ -93,8 +112,8 @@ fn sample_until(run: &str, stop: &AtomicBool, count: &Mutex<OverlapCount>) {
             processes.scan(&prefix);
             last_scan = Some(Instant::now());
         }
-        let (alive, running) = processes.sample();
-        count.lock().unwrap_or_else(|p| p.into_inner()).add(alive, running);
+        let sample = processes.sample();
+        count.lock().unwrap_or_else(|p| p.into_inner()).add(sample);
         std::thread::sleep(Duration::from_micros(SAMPLE_PERIOD_MIN_US + jitter.next() % SAMPLE_PERIOD_SPREAD_US));
     }
 }
@@ -140,37 +159,52 @@ impl MarkedProcesses {
         }
     }
 
-    /// (copies with a live process, copies with a runnable thread); forgets the processes that are gone.
-    fn sample(&mut self) -> (usize, usize) {
+    /// The processes' states now; forgets the processes that are gone.
+    fn sample(&mut self) -> SampleState {
         let mut alive = BTreeSet::new();
-        let mut running = BTreeSet::new();
+        // copy → the CPUs of its threads that may run user code now
+        let mut cpus_of: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         self.copy_of.retain(|&pid, marked| match read_stat(pid) {
             Some(stat) if stat.state != 'Z' && stat.state != 'X' => {
                 alive.insert(marked.copy);
-                if !running.contains(&marked.copy) && runs_user_code(pid, marked.freeze_file.as_deref()) {
-                    running.insert(marked.copy);
+                let cpus = runnable_cpus(pid, marked.freeze_file.as_deref());
+                if !cpus.is_empty() {
+                    cpus_of.entry(marked.copy).or_default().extend(cpus);
                 }
                 true
             }
             _ => false,
         });
-        (alive.len(), running.len())
+        let colocated = cpus_of.values_mut().any(|cpus| {
+            cpus.sort_unstable();
+            cpus.windows(2).any(|pair| pair[0] == pair[1])
+        });
+        SampleState { alive: alive.len(), running: cpus_of.len(), colocated }
     }
 }
 
-/// May a thread of the process run user code now: runnable, its cgroup not asked to freeze, no stop pending?
-fn runs_user_code(pid: i32, freeze_file: Option<&Path>) -> bool {
+/// The CPUs (the run queues) of the process's threads that may run user code now: runnable, its cgroup not
+/// asked to freeze, no stop pending.
+fn runnable_cpus(pid: i32, freeze_file: Option<&Path>) -> Vec<u32> {
     if freeze_file.is_some_and(|file| std::fs::read_to_string(file).is_ok_and(|v| v.trim() == "1")) {
-        return false;
+        return Vec::new();
     }
-    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-    threads.flatten().any(|thread| {
-        let runnable = std::fs::read_to_string(thread.path().join("stat"))
-            .ok()
-            .and_then(|text| Some(text[text.rfind(')')? + 1..].split_whitespace().next()? == "R"))
-            .unwrap_or(false);
-        runnable && !stop_pending(&thread.path())
-    })
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    threads
+        .flatten()
+        .filter_map(|thread| {
+            let text = std::fs::read_to_string(thread.path().join("stat")).ok()?;
+            let fields: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+            // After the command: state is the first field, the CPU last run on (processor) the 37th.
+            let cpu = fields.get(36)?.parse().ok()?;
+            (*fields.first()? == "R" && !stop_pending(&thread.path())).then_some(cpu)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+fn runs_user_code(pid: i32, freeze_file: Option<&Path>) -> bool {
+    !runnable_cpus(pid, freeze_file).is_empty()
 }
 
 /// Is a signal that will stop the thread pending: SIGSTOP, or SIGTSTP that the process does not catch?
@@ -250,11 +284,13 @@ mod tests {
     #[test]
     fn only_samples_with_two_copies_alive_count() {
         let mut count = OverlapCount::default();
-        count.add(1, 1);
-        count.add(2, 1);
-        count.add(3, 2);
-        count.add(2, 0);
-        assert_eq!(count, OverlapCount { contended: 3, overlapping: 1 });
+        let state = |alive, running, colocated| SampleState { alive, running, colocated };
+        count.add(state(1, 1, true));
+        count.add(state(2, 1, true));
+        count.add(state(3, 2, false));
+        count.add(state(2, 0, false));
+        assert_eq!(count, OverlapCount { contended: 3, overlapping: 1, colocated: 1 });
+        assert_eq!(count.colocated_fraction(), Some(1.0 / 3.0));
         assert_eq!(OverlapCount::default().fraction(), None);
     }
 
@@ -284,14 +320,55 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        let (alive, _) = found.sample();
+        let alive = found.sample().alive;
         for child in [&mut sleeper, &mut spinner] {
             child.kill().unwrap();
             child.wait().unwrap();
         }
         assert_eq!(copies, BTreeSet::from([0, 1]));
         assert_eq!(alive, 2);
-        assert_eq!(found.sample(), (0, 0), "the killed processes are forgotten");
+        assert_eq!(found.sample(), SampleState::default(), "the killed processes are forgotten");
+    }
+
+    /// Two spinning processes of one copy on one CPU are co-located; on two CPUs they are not.
+    #[test]
+    fn a_copys_threads_on_one_cpu_are_seen_colocated() {
+        let cpus = crate::os::allowed_cpus().unwrap();
+        if cpus.len() < 2 {
+            eprintln!(
+                "SKIPPED a_copys_threads_on_one_cpu_are_seen_colocated: needs two CPUs, this process may use one"
+            );
+            return;
+        }
+        let colocated_on = |first: usize, second: usize| {
+            let run = format!("colocated-{}-{first}-{second}", std::process::id());
+            let spawn = |cpu: usize| {
+                Command::new("taskset")
+                    .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+                    .env(COPY_MARKER, marker_value(&run, 0))
+                    .spawn()
+                    .unwrap()
+            };
+            let mut spinners = [spawn(first), spawn(second)];
+            let mut found = MarkedProcesses::default();
+            let mut seen = SampleState::default();
+            for _ in 0..500 {
+                found.scan(&format!("{COPY_MARKER}={run}."));
+                seen = found.sample();
+                // Both found and both runnable: each spinner is on its CPU's run queue.
+                if found.copy_of.len() == 2 && seen.running == 1 && (seen.colocated || first != second) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            for child in &mut spinners {
+                child.kill().unwrap();
+                child.wait().unwrap();
+            }
+            seen.colocated
+        };
+        assert!(colocated_on(cpus[0], cpus[0]));
+        assert!(!colocated_on(cpus[0], cpus[1]));
     }
 
     /// A spinning process may run user code; once stopped it may not, though it still exists.

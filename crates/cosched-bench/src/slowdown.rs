@@ -52,6 +52,9 @@ pub struct Sample {
     /// (`crate::overlap`); `None` for one copy.
     #[serde(default)]
     pub overlap: Option<f64>,
+    /// Share of the same samples in which a copy had two runnable threads on one CPU (`crate::overlap`).
+    #[serde(default)]
+    pub colocated: Option<f64>,
 }
 
 /// The summary of one policy at one `j`.
@@ -76,6 +79,9 @@ pub struct Point {
     /// Share of the time two or more copies ran at once, over the runs (`Sample::overlap`).
     #[serde(default)]
     pub overlap: Option<Estimate>,
+    /// Share of the time a copy's tasks shared a CPU, over the runs (`Sample::colocated`).
+    #[serde(default)]
+    pub colocated: Option<Estimate>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,6 +91,19 @@ pub struct SlowdownReport {
     pub repeat: u32,
     pub points: Vec<Point>,
     pub samples: Vec<Sample>,
+}
+
+impl SlowdownReport {
+    /// The policies of the points, in first-seen order.
+    pub fn policies(&self) -> Vec<&str> {
+        let mut policies: Vec<&str> = Vec::new();
+        for point in &self.points {
+            if !policies.contains(&point.policy.as_str()) {
+                policies.push(&point.policy);
+            }
+        }
+        policies
+    }
 }
 
 impl SlowdownConfig {
@@ -272,6 +291,7 @@ fn run_one(
         peak_rss_bytes: measured.peak_rss_bytes.filter(|_| !policy.uses_slurm()),
         app_report: last_json_line(&first_copy_stdout(&log_dir)),
         overlap: measured.overlap.and_then(|o| o.fraction()),
+        colocated: measured.overlap.and_then(|o| o.colocated_fraction()),
     })
 }
 
@@ -306,6 +326,7 @@ pub fn summarize(policies: &[Policy], jobs: &[u32], samples: &[Sample]) -> Vec<P
             let cpu: Vec<f64> = runs.iter().filter_map(|s| s.cpu_s).collect();
             let cpu_s = Estimate::of(&cpu);
             let overlap = Estimate::of(&runs.iter().filter_map(|s| s.overlap).collect::<Vec<_>>());
+            let colocated = Estimate::of(&runs.iter().filter_map(|s| s.colocated).collect::<Vec<_>>());
             points.push(Point {
                 policy: label.clone(),
                 jobs: j,
@@ -317,6 +338,7 @@ pub fn summarize(policies: &[Policy], jobs: &[u32], samples: &[Sample]) -> Vec<P
                 cpu_s,
                 peak_rss_bytes: runs.iter().filter_map(|s| s.peak_rss_bytes).max(),
                 overlap,
+                colocated,
             });
         }
     }
@@ -348,6 +370,7 @@ mod tests {
             peak_rss_bytes: None,
             app_report: None,
             overlap: None,
+            colocated: None,
         }
     }
 

@@ -13,5 +13,6 @@ pub mod fast_check;
 pub mod node_model;
 pub mod shard;
 pub mod sim;
+pub mod slowdown_prediction;
 pub mod study;
 pub mod workload;

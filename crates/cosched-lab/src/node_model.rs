@@ -9,7 +9,7 @@ use cosched_bench::node::{ProcessSet, ProcessSpec, Scenario, ScenarioKind, SpinB
 use cosched_core::SimTime;
 use cosched_sim::run::{run, RunOptions, RunResult};
 use cosched_sim::trace::TraceKind;
-use cosched_sim::{OsScheduler, Program, Scheme, SimConfig, SimJob};
+use cosched_sim::{OsScheduler, Program, Prologue, Scheme, SimConfig, SimJob};
 use std::collections::BTreeMap;
 
 /// Bounds on what a report may ask the model to simulate: a node.json may come from anyone, and every scenario
@@ -166,7 +166,13 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
                 job_number: i as u64,
                 arrival: SimTime::ZERO,
                 tasks: 1,
-                program: Program { compute_ns: p.compute_ns, io_ns: p.sleep_ns, iterations, message_bytes: 8 },
+                program: Program {
+                    compute_ns: p.compute_ns,
+                    io_ns: p.sleep_ns,
+                    iterations,
+                    message_bytes: 8,
+                    prologue: Prologue::NONE,
+                },
                 label: p.name.clone(),
                 nice: p.nice.clamp(-20, 19) as i8,
             }
@@ -227,7 +233,13 @@ pub fn predict_spin_barrier(
                 job_number: j as u64,
                 arrival: SimTime::ZERO,
                 tasks: set.threads,
-                program: Program { compute_ns: phase_ns, io_ns: 0, iterations: set.phases, message_bytes: 8 },
+                program: Program {
+                    compute_ns: phase_ns,
+                    io_ns: 0,
+                    iterations: set.phases,
+                    message_bytes: 8,
+                    prologue: Prologue::NONE,
+                },
                 label: format!("copy{j}"),
                 nice: 0,
             })

@@ -6,7 +6,7 @@
 use cosched_core::SimTime;
 use cosched_lab::study::{curve, RunRow, KNEE_RESPONSE_FACTOR};
 use cosched_sim::run::{run, RunOptions};
-use cosched_sim::{Program, Scheme, SimConfig, SimJob};
+use cosched_sim::{Program, Prologue, Scheme, SimConfig, SimJob};
 
 const CPUS: u32 = 32;
 const JOBS: u64 = 200;
@@ -30,7 +30,13 @@ fn job(number: u64, arrival_ns: u64, tasks: u32) -> SimJob {
         job_number: number,
         arrival: SimTime(arrival_ns),
         tasks,
-        program: Program { compute_ns: COMPUTE_NS, io_ns: 0, iterations: ITERATIONS, message_bytes: 4096 },
+        program: Program {
+            compute_ns: COMPUTE_NS,
+            io_ns: 0,
+            iterations: ITERATIONS,
+            message_bytes: 4096,
+            prologue: Prologue::NONE,
+        },
         label: format!("job{number}"),
         nice: 0,
     }

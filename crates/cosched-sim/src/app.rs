@@ -94,6 +94,25 @@ pub struct Program {
     pub io_ns: u64,
     pub iterations: u32,
     pub message_bytes: u32,
+    /// Work outside the iterations (a real program's start-up and final
+    /// check), done before the first one; none for the study's jobs.
+    #[serde(skip_serializing_if = "Prologue::is_none")]
+    pub prologue: Prologue,
+}
+
+/// A task's work before its first iteration: CPU time, then time blocked.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Prologue {
+    pub compute_ns: u64,
+    pub blocked_ns: u64,
+}
+
+impl Prologue {
+    pub const NONE: Prologue = Prologue { compute_ns: 0, blocked_ns: 0 };
+
+    pub fn is_none(&self) -> bool {
+        *self == Prologue::NONE
+    }
 }
 
 /// The communication time of one balanced iteration on a dedicated machine:
@@ -135,13 +154,20 @@ pub fn program_for(job_type: JobType, tasks: u32, nominal_ns: u64, net: &Network
     let comm_ns = balanced_comm_ns(tasks, net);
     let actual_iteration_ns = compute_ns + io_ns + comm_ns;
     let iterations = ((nominal_ns as f64 / actual_iteration_ns as f64).round() as u64).clamp(1, u32::MAX as u64);
-    Program { compute_ns, io_ns, iterations: iterations as u32, message_bytes: net.message_bytes }
+    Program {
+        compute_ns,
+        io_ns,
+        iterations: iterations as u32,
+        message_bytes: net.message_bytes,
+        prologue: Prologue::NONE,
+    }
 }
 
 /// Run time of a program alone on the machine with no skew.
 pub fn dedicated_ns(program: &Program, tasks: u32, net: &NetworkConfig) -> u64 {
     let comm_ns = balanced_comm_ns(tasks, &NetworkConfig { message_bytes: program.message_bytes, ..net.clone() });
-    program.iterations as u64 * (program.compute_ns + program.io_ns + comm_ns)
+    let prologue_ns = program.prologue.compute_ns + program.prologue.blocked_ns;
+    program.iterations as u64 * (program.compute_ns + program.io_ns + comm_ns) + prologue_ns
 }
 
 #[cfg(test)]

@@ -160,13 +160,25 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         print!("{}", prediction_text(&report)?);
         return Ok(());
     }
+    crate::output::OutputDir::check(&args.out)?;
+    let report = measure(args)?;
+    let mut text = table(&report);
+    match prediction_text(&report) {
+        Ok(prediction) => text += &format!("\nMeasured beside the EEVDF model's prediction\n{prediction}"),
+        Err(why) => text += &format!("\nNo prediction: {why}\n"),
+    }
+    print!("{text}");
+    write_results(&args.out, &report, &text)
+}
+
+/// Run the scenarios `args` asks for, in turn, `--repeat` times.
+pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
     let sizes = sizes_from(args)?;
     let wanted: Vec<String> = args.scenario.clone().unwrap_or_else(|| SCENARIO_NAMES.map(String::from).to_vec());
     if let Some(unknown) = wanted.iter().find(|w| !SCENARIO_NAMES.contains(&w.as_str())) {
         return Err(format!("unknown scenario {unknown:?} (known: {})", SCENARIO_NAMES.join(", ")));
     }
     let scenarios: Vec<_> = standard_scenarios(&sizes).into_iter().filter(|s| wanted.contains(&s.name)).collect();
-    crate::output::OutputDir::check(&args.out)?;
     let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
     // Made new (mkdtemp): FIFOs and programs in a folder nobody else made or can write.
     let scratch = tempfile::Builder::new()
@@ -224,26 +236,29 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
             .map(|(scenario, repeats)| ScenarioReport { summary: summarise(&scenario, &repeats), scenario, repeats })
             .collect(),
     };
-    let mut text = table(&report);
-    match prediction_text(&report) {
-        Ok(prediction) => text += &format!("\nMeasured beside the EEVDF model's prediction\n{prediction}"),
-        Err(why) => text += &format!("\nNo prediction: {why}\n"),
-    }
-    print!("{text}");
-    write_results(&args.out, &report, &text)
+    Ok(report)
 }
 
 /// The largest node.json `--predict-from` reads: a run at the defaults writes under 1 MiB.
 const MAX_NODE_JSON_BYTES: u64 = 16 << 20;
 
 /// A file of at most `max_bytes`, refused before it is read whole.
-fn read_bounded(path: &Path, max_bytes: u64) -> Result<String, String> {
+pub(crate) fn read_bounded(path: &Path, max_bytes: u64) -> Result<String, String> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Not blocking in open: a FIFO in the file's place would wait for a writer forever.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| format!("reading {}: {e}", path.display()))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
     let mut text = String::new();
     file.take(max_bytes + 1).read_to_string(&mut text).map_err(|e| format!("reading {}: {e}", path.display()))?;
     if text.len() as u64 > max_bytes {
-        return Err(format!("{} is larger than {max_bytes} bytes: not a node.json", path.display()));
+        return Err(format!("{} is larger than {max_bytes} bytes", path.display()));
     }
     Ok(text)
 }

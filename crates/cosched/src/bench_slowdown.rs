@@ -42,6 +42,11 @@ pub struct BenchSlowdownArgs {
     /// The cosched SPANK plugin, for slurm+cosched (built by `make -C clients/slurm`).
     #[arg(long, default_value = "clients/slurm/build/cosched_spank.so")]
     pub spank_plugin: PathBuf,
+    /// A machine file of `cosched calibrate`: when done, run the same experiments in the simulator on it
+    /// and print the prediction beside the measurement (as `cosched predict`; also written to
+    /// prediction.md). The command must run one of the reference programs of apps/.
+    #[arg(long, value_name = "MACHINE")]
+    pub predict_with: Option<PathBuf>,
     /// Print the report as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -53,7 +58,21 @@ pub struct BenchSlowdownArgs {
 pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
     let config = config_from(args)?;
     config.validate()?;
+    let machine = args.predict_with.as_deref().map(crate::predict_cmd::read_machine).transpose()?;
+    if let Some(machine) = &machine {
+        // Refused before anything is measured: what the simulator could not take after it.
+        use cosched_lab::slowdown_prediction::{predictable_program, scheme_of};
+        predictable_program(&args.command, machine.cpus_per_node).map_err(|e| format!("--predict-with: {e}"))?;
+        for policy in &config.policies {
+            scheme_of(&policy.to_string()).map_err(|e| format!("--predict-with: {e}"))?;
+        }
+    }
     OutputDir::check(&args.out)?;
+    if nix::unistd::geteuid().is_root() {
+        // Root writes its files by name in --out: nobody else may have made it, or be able to change it or a
+        // folder above it, or they could put a link where root writes.
+        cosched_runtime::private_dir::ensure(&args.out, "--out").map_err(|e| e.to_string())?;
+    }
     std::fs::create_dir_all(&args.out).map_err(|e| format!("creating {}: {e}", args.out.display()))?;
     std::fs::write(args.out.join(".cosched-output"), "written by cosched\n").map_err(|e| e.to_string())?;
     let samples_path = args.out.join("samples.csv");
@@ -73,7 +92,11 @@ pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
             sample.overlap.map_or(String::new(), |o| format!(", {:.1} % overlap", 100.0 * o))
         );
     })?;
-    write_results(args, &report)
+    write_results(args, &report)?;
+    match machine {
+        Some(machine) => crate::predict_cmd::print_and_write(&machine, &report, &args.out),
+        None => Ok(()),
+    }
 }
 
 fn config_from(args: &BenchSlowdownArgs) -> Result<SlowdownConfig, String> {

@@ -3,7 +3,8 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 use cosched::{
-    bench, manual, model_cmd, pipeline_cmd, runtime_cmd, sim_cmd, slurm_cmd, status_view, study, workload_cmd,
+    bench, calibrate_cmd, manual, model_cmd, pipeline_cmd, predict_cmd, runtime_cmd, sim_cmd, slurm_cmd, status_view,
+    study, workload_cmd,
 };
 use cosched_runtime::protocol::{
     ClassReply, JobStateReply, KillReply, KillState, PidReply, RegisterRequest, Request, SignalReply, SubmitReply,
@@ -45,6 +46,15 @@ enum Command {
     /// t_j = max(t_1, j·(p/c)·t_1(α_c + α_CPU, β_CPU)), with t_1(α, β) = compute + messages·α + doubles·β per rank.
     /// Example: cosched model --micro ctx.json --micro pingpong.json --measured slowdown-results
     Model(model_cmd::ModelArgs),
+    /// Measure this machine for the simulator: context switch and wake-up, messages over shared memory and TCP,
+    /// the gang switch and its skew (needs root). Writes machine.json for `sim --machine` and `predict`.
+    Calibrate(calibrate_cmd::CalibrateArgs),
+    /// The simulator's prediction beside measured slowdowns: each `bench slowdown` result of a reference program
+    /// run again in the simulator on a calibrated machine (local on the EEVDF model, gang at its slice), with the
+    /// analytic model as a third column.
+    ///
+    /// Example: cosched predict --machine machine --measured docs/reproduction-real/mm-p2-spin
+    Predict(predict_cmd::PredictArgs),
     /// Pipelines with stage priorities: out-of-core columnsort, the priority study, the overhead benchmark.
     #[command(subcommand)]
     Pipeline(pipeline_cmd::PipelineCommand),
@@ -218,6 +228,8 @@ fn main() -> ExitCode {
         Command::Sim(args) => sim_cmd::run(&args),
         Command::Study(cmd) => study::run(&cmd),
         Command::Model(args) => model_cmd::run(&args),
+        Command::Calibrate(args) => calibrate_cmd::run(&args),
+        Command::Predict(args) => predict_cmd::run(&args),
         Command::Workload(cmd) => workload_cmd::run(&cmd),
         Command::Bench(cmd) => bench::run(&cmd),
         Command::Pipeline(cmd) => pipeline_cmd::run(&cmd),

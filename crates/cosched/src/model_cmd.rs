@@ -250,17 +250,6 @@ fn read_report(path: &std::path::Path) -> Result<SlowdownReport, String> {
     serde_json::from_str(&text).map_err(|e| format!("--measured {}: not a slowdown report: {e}", file.display()))
 }
 
-/// The policies of the report's points, in first-seen order.
-fn policies_of(report: &SlowdownReport) -> Vec<&str> {
-    let mut policies: Vec<&str> = Vec::new();
-    for point in &report.points {
-        if !policies.contains(&point.policy.as_str()) {
-            policies.push(&point.policy);
-        }
-    }
-    policies
-}
-
 fn compare(
     args: &ModelArgs,
     report: &SlowdownReport,
@@ -271,7 +260,7 @@ fn compare(
         return Err("--measured: the report has no points".into());
     }
     let mut out = Vec::new();
-    for policy in policies_of(report) {
+    for policy in report.policies() {
         let of_policy = || report.points.iter().filter(move |p| p.policy == policy);
         let one =
             of_policy().find(|p| p.jobs == 1).ok_or_else(|| format!("--measured: {policy} has no j = 1 point"))?;
@@ -362,6 +351,7 @@ mod tests {
             cpu_percent: None,
             peak_rss_bytes: None,
             overlap: None,
+            colocated: None,
         }
     }
 

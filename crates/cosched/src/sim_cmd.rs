@@ -154,6 +154,14 @@ pub struct SimArgs {
     /// CPUs per node (c); one task per CPU.
     #[arg(long, default_value_t = machine().cpus_per_node, help_heading = "Machine")]
     pub cpus_per_node: u32,
+    /// A machine file of `cosched calibrate` (its folder or machine.json): CPUs per node, the tick, the
+    /// context and gang switch costs and the message costs as measured there, every node on the EEVDF model.
+    /// The flags it sets cannot be given with it.
+    #[arg(long, value_name = "FILE", help_heading = "Machine", conflicts_with_all = [
+        "cpus_per_node", "cs_us", "gang_cs_ms", "tick_ms", "latency_base_us", "latency_us_per_byte", "nic_us",
+        "shm_base_us", "shm_us_per_byte", "node_scheduler",
+    ])]
+    pub machine: Option<std::path::PathBuf>,
     /// Multiprogramming level: processes per CPU (Local), matrix rows (GS).
     #[arg(long, default_value_t = machine().mpl, help_heading = "Machine")]
     pub mpl: u32,
@@ -281,7 +289,7 @@ impl SimArgs {
             self.quanta_ms.clone().try_into().map_err(|_| {
                 format!("--quanta-ms needs 6 values (levels 0-9 .. 50-59), got {}", self.quanta_ms.len())
             })?;
-        Ok(SimConfig {
+        let mut cfg = SimConfig {
             scheme: machine().scheme,
             nodes: self.nodes,
             cpus_per_node: self.cpus_per_node,
@@ -318,10 +326,15 @@ impl SimArgs {
             },
             node_scheduler: self.node_scheduler,
             horizon_ns: self.horizon_s.map(|h| SECONDS.ns(h, "--horizon-s")).transpose()?,
-        })
+        };
+        if let Some(path) = &self.machine {
+            crate::predict_cmd::read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(&mut cfg);
+        }
+        Ok(cfg)
     }
 
-    fn workload_spec(&self) -> Result<WorkloadSpec, String> {
+    /// The workload; `cpus` is the machine's (a machine file may set its CPUs per node).
+    fn workload_spec(&self, cpus: u32) -> Result<WorkloadSpec, String> {
         if !(self.runtime_scale.is_finite() && self.runtime_scale > 0.0) {
             return Err(format!("--runtime-scale must be positive, got {}", self.runtime_scale));
         }
@@ -340,7 +353,7 @@ impl SimArgs {
             drop_oversized: self.drop_oversized,
             drop_statuses: self.drop_status.clone(),
             jobs: self.jobs.or(self.trace.is_none().then_some(DEFAULT_JOBS)),
-            model_procs: self.nodes.saturating_mul(self.cpus_per_node),
+            model_procs: cpus,
             runtime_scale: self.runtime_scale,
             target_load,
             seed: self.seed,
@@ -362,7 +375,8 @@ impl SimArgs {
         };
         // The machine is checked before the workload, as the flags' errors have always been reported.
         settings.configs()?;
-        settings.workload = self.workload_spec()?;
+        settings.workload =
+            self.workload_spec(settings.machine.nodes.saturating_mul(settings.machine.cpus_per_node))?;
         Ok(settings)
     }
 
@@ -436,6 +450,19 @@ pub struct SimOutcome {
 pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) -> Result<SimOutcome, String> {
     let settings = args.settings()?;
     let fast = args.fast_settings()?;
+    if let Some(fast) = &fast {
+        // Refused by each run too; said here before any run starts rather than after the first ones.
+        let unvalidated =
+            settings.configs()?.into_iter().find(|c| !c.node_scheduler.is_default() && !c.scheme.is_gang());
+        if let Some(cfg) = unvalidated.filter(|_| fast.validate().is_ok()) {
+            return Err(format!(
+                "fast mode is validated against the exact engine with the study's MLFQ only, not with {} on \
+                 --node-scheduler {} (docs/fast-mode.md): run without --fast",
+                cfg.scheme.name(),
+                cfg.node_scheduler
+            ));
+        }
+    }
     let prepared = prepare(&settings)?;
     let cost = match args.allow_long_run {
         true => prepared.cost(fast.as_ref()),

@@ -16,7 +16,7 @@ use cosched_runtime::protocol::{AgentHello, FromAgent, Request, Schedule, Submit
 use cosched_runtime::switcher::target_jobs;
 use cosched_sim::run::{run, RunOptions};
 use cosched_sim::trace::TraceKind;
-use cosched_sim::{Program, Scheme, SimConfig, SimJob};
+use cosched_sim::{Program, Prologue, Scheme, SimConfig, SimJob};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -50,6 +50,7 @@ fn scenario() -> (SimConfig, Vec<SimJob>) {
                 io_ns: 0,
                 iterations: 2,
                 message_bytes: 4096,
+                prologue: Prologue::NONE,
             },
             label: format!("j{i}"),
             nice: 0,

@@ -132,3 +132,51 @@ fn bad_arguments_are_named() {
     check(&["--jobs", "2,4", "--out", "/tmp/cosched-never", "--", "true"], "--jobs must include 1");
     check(&["--cpus", "999", "--", "true"], "--cpus 999");
 }
+
+/// Root writes its results by name in --out: a folder another user made (who could put a link in it where root
+/// writes) is refused before anything runs or is written.
+#[test]
+fn an_out_folder_another_user_made_is_refused_as_root() {
+    if !nix::unistd::geteuid().is_root() {
+        let why = "needs root: the check is what root does with another user's folder";
+        cosched_runtime::testing::say_skipped("an_out_folder_another_user_made_is_refused_as_root", why);
+        return;
+    }
+    let out = fresh_out("foreign");
+    std::fs::create_dir(&out).unwrap();
+    let nobody = nix::unistd::Uid::from_raw(65534);
+    nix::unistd::chown(&out, Some(nobody), None).unwrap();
+    let victim = out.parent().unwrap().join("victim");
+    std::fs::write(&victim, "root's file\n").unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("samples.csv")).unwrap();
+    let o = slowdown(&out, &["--policy", "none", "--jobs", "1", "--repeat", "1"], &["true"]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    let untouched = std::fs::read_to_string(&victim).unwrap();
+    remove_out(&out);
+    assert!(!o.status.success() && err.contains("--out"), "{err}");
+    assert_eq!(untouched, "root's file\n", "root wrote through the link");
+}
+
+/// `--predict-with` refuses, before measuring anything, a command the simulator could not take.
+#[test]
+fn predict_with_refuses_an_unpredictable_command_before_measuring() {
+    let out = fresh_out("predict-with");
+    let machine = out.parent().unwrap().join("machine.json");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/reproduction-real/prediction/machine/machine.json"),
+    )
+    .unwrap();
+    std::fs::write(&machine, text).unwrap();
+    let machine = machine.to_str().unwrap().to_string();
+    for (command, expect) in [
+        (vec!["true"], "none of the reference programs"),
+        (vec!["./spinbarrier", "--barrier", "block"], "not modelled"),
+    ] {
+        let o =
+            slowdown(&out, &["--policy", "none", "--jobs", "1", "--repeat", "1", "--predict-with", &machine], &command);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(!o.status.success() && err.contains(expect), "{command:?}: {err}");
+        assert!(!out.join("samples.csv").exists(), "{command:?}: measured before refusing");
+    }
+    remove_out(&out);
+}

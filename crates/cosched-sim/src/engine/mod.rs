@@ -618,8 +618,8 @@ impl<'a, P: Parts> Engine<'a, P> {
             let cpu = placement.cpus[rank as usize];
             let mut rng = self.seed.substream("task-skew", ((j as u64) << 32) | rank as u64);
             let (program, nice) = (self.jobs[j as usize].spec.program, self.jobs[j as usize].spec.nice);
-            let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut rng);
-            let io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut rng);
+            let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut rng) + program.prologue.compute_ns;
+            let io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut rng) + program.prologue.blocked_ns;
             let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
             let node_of = |neighbour: u32| {
                 let rank = neighbour.wrapping_sub(first_proc) as usize;

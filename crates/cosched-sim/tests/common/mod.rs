@@ -4,7 +4,7 @@
 use cosched_core::SimTime;
 use cosched_sim::run::{run, RunOptions, RunResult};
 use cosched_sim::trace::{TraceEvent, TraceKind};
-use cosched_sim::{Program, Scheme, SimConfig, SimJob};
+use cosched_sim::{Program, Prologue, Scheme, SimConfig, SimJob};
 
 pub const MS: u64 = 1_000_000;
 pub const US: u64 = 1_000;
@@ -21,7 +21,7 @@ pub fn job(number: u64, arrival_ns: u64, tasks: u32, compute_ns: u64, io_ns: u64
         job_number: number,
         arrival: SimTime(arrival_ns),
         tasks,
-        program: Program { compute_ns, io_ns, iterations, message_bytes: 4096 },
+        program: Program { compute_ns, io_ns, iterations, message_bytes: 4096, prologue: Prologue::NONE },
         label: format!("test{number}"),
         nice: 0,
     }

@@ -1,0 +1,165 @@
+//! The simulator on a measured machine: `sim --machine` and `predict`
+//! against the checked-in slowdown measurements of docs/reproduction-real.
+//! (`calibrate` itself needs root and a quiet machine; scripts/validate-prediction runs it.)
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn cosched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cosched")).args(args).output().expect("cosched runs")
+}
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A machine file as `cosched calibrate` writes it, with this machine's kind of values.
+fn machine_file(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let mut machine = serde_json::json!({
+        "format": "cosched-machine/1", "host": "vm", "kernel": "6.18", "measured_at": "2026-11-26T10:00:00Z",
+        "cpus_per_node": 2, "hz": 250, "context_switch_ns": 600, "wake_ns": 46000,
+        "shm": {"latency_base_ns": 190.0, "latency_ns_per_byte": 0.14, "cpu_base_ns": 380.0, "cpu_ns_per_byte": 0.28},
+        "tcp": {"latency_base_ns": 30000.0, "latency_ns_per_byte": 0.16, "cpu_base_ns": 22000.0, "cpu_ns_per_byte": 0.22},
+        "gang_switch_ns": 30000, "gang_slice_skew_ns": 95000, "sources": []
+    });
+    edit(&mut machine);
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("machine.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&machine).unwrap()).unwrap();
+    path
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// Every measured policy of a reference program gets a simulated and a model column; a gang of busy copies
+/// takes about j times as long in the simulator, and the summary line counts every point with j > 1.
+#[test]
+fn predict_puts_the_simulator_beside_measured_slowdowns() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = machine_file(dir.path(), |_| {});
+    let measured = repository().join("docs/reproduction-real/mm-p2-spin");
+    let out = dir.path().join("prediction.md");
+    let o = cosched(&[
+        "predict",
+        "--machine",
+        machine.to_str().unwrap(),
+        "--measured",
+        measured.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let table = std::fs::read_to_string(&out).unwrap();
+    for policy in ["local", "gang:10ms", "gang:100ms"] {
+        for j in [1, 2, 4] {
+            assert!(table.contains(&format!("| {policy} | {j} |")), "{policy} j={j}:\n{table}");
+        }
+    }
+    assert!(table.contains("32 exchanges of 4194304 bytes"), "{table}");
+    assert!(table.contains("over 6 points with j > 1"), "{table}");
+    let json = cosched(&[
+        "predict",
+        "--machine",
+        machine.to_str().unwrap(),
+        "--measured",
+        measured.to_str().unwrap(),
+        "--json",
+    ]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let gang = &value["predictions"][0]["prediction"]["policies"][2];
+    assert_eq!(gang["policy"], "gang:100ms");
+    let s4 = gang["points"][2]["simulated"].as_f64().unwrap();
+    assert!((3.6..=4.4).contains(&s4), "gang:100ms s_4 = {s4}");
+}
+
+/// What the simulator cannot carry is said, with the reason, and the others are still predicted.
+#[test]
+fn predict_says_why_a_result_is_not_predicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = machine_file(dir.path(), |_| {});
+    let docs = repository().join("docs/reproduction-real");
+    let o = cosched(&[
+        "predict",
+        "--machine",
+        machine.to_str().unwrap(),
+        "--measured",
+        docs.join("mm-p4-spin").to_str().unwrap(),
+        docs.join("lu-p2-block").to_str().unwrap(),
+        docs.join("spinbarrier-spin").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("Not predicted: mm-p4-spin: a 2x2 grid"), "{out}");
+    assert!(out.contains("Not predicted: lu-p2-block") && out.contains("not modelled"), "{out}");
+    assert!(out.contains("### spinbarrier-spin"), "{out}");
+}
+
+/// A machine file that is not one is refused, naming the field, and a run with it changes nothing.
+#[test]
+fn a_bad_machine_file_is_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let measured = repository().join("docs/reproduction-real/mm-p2-spin");
+    for (edit, field) in [
+        (Box::new(|m: &mut serde_json::Value| m["hz"] = 0.into()) as Box<dyn Fn(&mut serde_json::Value)>, "hz"),
+        (Box::new(|m: &mut serde_json::Value| m["shm"]["latency_base_ns"] = (-1.0).into()), "shm.latency_base_ns"),
+        (Box::new(|m: &mut serde_json::Value| m["format"] = "other".into()), "format"),
+    ] {
+        let machine = machine_file(dir.path(), edit);
+        let o = cosched(&["predict", "--machine", machine.to_str().unwrap(), "--measured", measured.to_str().unwrap()]);
+        assert!(!o.status.success() && text(&o).contains(field), "{field}: {}", text(&o));
+        let out = dir.path().join("sim-out");
+        let o = cosched(&[
+            "sim",
+            "-q",
+            "--jobs",
+            "5",
+            "--machine",
+            machine.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success() && text(&o).contains(field), "{field}: {}", text(&o));
+        assert!(!out.exists(), "a refused run writes nothing");
+    }
+}
+
+/// `sim --machine` runs every node on EEVDF at the measured costs; the flags it sets cannot be given with it.
+#[test]
+fn sim_on_a_measured_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = machine_file(dir.path(), |_| {});
+    let out = dir.path().join("out");
+    let args =
+        ["sim", "-q", "--jobs", "20", "--nodes", "4", "--runtime-scale", "0.0002", "--schemes", "Local,GS-cosched"];
+    let mut with_machine = args.to_vec();
+    with_machine.extend(["--machine", machine.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let o = cosched(&with_machine);
+    assert!(o.status.success(), "{}", text(&o));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let config = summary.to_string();
+    assert!(config.contains("\"node_scheduler\":\"eevdf\""), "{config}");
+    assert!(config.contains("\"cpus_per_node\":2") && config.contains("\"context_switch_ns\":600"), "{config}");
+    assert!(text(&o).contains("sized to 8 CPUs"), "the workload is sized to the machine file's CPUs: {}", text(&o));
+    let mut both = with_machine.clone();
+    both.extend(["--cpus-per-node", "4"]);
+    let o = cosched(&both);
+    assert!(!o.status.success() && text(&o).contains("--cpus-per-node"), "{}", text(&o));
+}
+
+/// A FIFO (or anything but a regular file) in a machine file's or a report's place is refused at once, not
+/// waited on.
+#[test]
+fn a_fifo_in_place_of_a_file_is_refused_without_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("machine.json");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let measured = repository().join("docs/reproduction-real/mm-p2-spin");
+    let o = cosched(&["predict", "--machine", fifo.to_str().unwrap(), "--measured", measured.to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("not a regular file"), "{}", text(&o));
+    let machine = machine_file(&dir.path().join("m"), |_| {});
+    let o = cosched(&["predict", "--machine", machine.to_str().unwrap(), "--measured", fifo.to_str().unwrap()]);
+    assert!(!o.status.success() && text(&o).contains("not a regular file"), "{}", text(&o));
+}
