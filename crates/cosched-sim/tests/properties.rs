@@ -55,7 +55,7 @@ proptest! {
     #[test]
     fn every_job_completes_and_cpu_time_adds_up(
         (mut cfg, jobs) in small_runs(),
-        options in 0u8..32,
+        options in 0u8..128,
         // Short raise periods (just above the top quantum, 20 ticks) put
         // raises inside kernel work in short runs.
         raise_ticks in prop_oneof![Just(1000u64), 21u64..60],
@@ -75,6 +75,23 @@ proptest! {
         // The ideal machine whose context switch is free.
         if options & 16 == 16 {
             cfg.costs.context_switch_ns = 0;
+        }
+        // A machine as `cosched calibrate` measures one: a sub-microsecond
+        // switch, no interface time, fast messages.
+        if options & 32 == 32 {
+            cfg.costs.context_switch_ns = 410;
+            cfg.network.nic_ns_per_message = 0;
+            cfg.network.latency_base_ns = 30_300.0;
+            cfg.network.latency_ns_per_byte = 0.16;
+            cfg.network.shm_base_ns = 310.0;
+            cfg.network.shm_ns_per_byte = 0.15;
+        }
+        // Real programs' start-up before their first iteration.
+        let mut jobs = jobs;
+        if options & 64 == 64 {
+            for job in &mut jobs {
+                job.program.prologue = cosched_sim::Prologue { compute_ns: 1_500_000, blocked_ns: 2_500_000 };
+            }
         }
         cfg.scheduler.raise_period_ns = raise_ticks * cfg.scheduler.tick_ns;
         let n = jobs.len();
@@ -103,7 +120,10 @@ proptest! {
         prop_assert!(traced.trace.windows(2).all(|w| w[0].time_ns <= w[1].time_ns), "the trace is out of time order");
         // Useful work is exactly the sum of the compute the jobs asked for (with no skew).
         if no_skew {
-            let asked: u64 = jobs.iter().map(|j| j.program.compute_ns * j.program.iterations as u64 * j.tasks as u64).sum();
+            let asked: u64 = jobs
+                .iter()
+                .map(|j| (j.program.compute_ns * j.program.iterations as u64 + j.program.prologue.compute_ns) * j.tasks as u64)
+                .sum();
             prop_assert_eq!(result.summary.cpu_time.useful_ns, asked);
         }
     }

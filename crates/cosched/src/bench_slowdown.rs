@@ -242,14 +242,8 @@ fn points_csv(points: &[Point]) -> String {
 pub fn chart(report: &SlowdownReport) -> LineChart {
     let max_j = report.points.iter().map(|p| p.jobs).max().unwrap_or(1) as f64;
     let mut series: Vec<Series> = Vec::new();
-    let mut policies: Vec<&str> = Vec::new();
-    for p in &report.points {
-        if !policies.contains(&p.policy.as_str()) {
-            policies.push(&p.policy);
-        }
-    }
     let mut top = max_j;
-    for (i, policy) in policies.into_iter().enumerate() {
+    for (i, policy) in report.policies().into_iter().enumerate() {
         let points: Vec<&Point> = report.points.iter().filter(|p| p.policy == policy).collect();
         top = points.iter().map(|p| p.slowdown.value + p.slowdown.std_error).fold(top, f64::max);
         series.push(Series {

@@ -3,6 +3,7 @@
 //! calibrate`), beside what was measured and the analytic model.
 
 use crate::bench_node::read_bounded;
+use crate::plot::{indexed_style, svg_to_png, LineChart, Marker, Series, Style};
 use clap::Args;
 use cosched_bench::slowdown::SlowdownReport;
 use cosched_lab::slowdown_prediction::{error_summary, predict, table, SlowdownPrediction};
@@ -72,8 +73,64 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
     }
     if let Some(out) = &args.out {
         crate::output::write_file_atomically(out, |mut file| std::io::Write::write_all(&mut file, text.as_bytes()))?;
+        for (name, prediction) in &predictions {
+            write_chart(out, name, prediction)?;
+        }
     }
     Ok(())
+}
+
+/// `s_j` against `j`, measured (solid, the runs' range) and simulated (dashed), per policy: beside `out` as
+/// `<out's stem>-<name>.svg` and `.png`.
+fn write_chart(out: &Path, name: &str, prediction: &SlowdownPrediction) -> Result<(), String> {
+    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    let stem = out.file_stem().map_or("prediction".into(), |s| s.to_string_lossy().into_owned());
+    let svg = chart(name, prediction).to_svg();
+    let write = |extension: &str, bytes: &[u8]| {
+        let path = out.with_file_name(format!("{stem}-{safe}.{extension}"));
+        crate::output::write_file_atomically(&path, |mut file| std::io::Write::write_all(&mut file, bytes))
+    };
+    write("svg", svg.as_bytes())?;
+    write("png", &svg_to_png(&svg)?)
+}
+
+fn chart(name: &str, prediction: &SlowdownPrediction) -> LineChart {
+    let mut series = Vec::new();
+    let (mut max_j, mut top) = (2.0f64, 2.0f64);
+    for (i, policy) in prediction.policies.iter().enumerate() {
+        let style = indexed_style(i);
+        let points = &policy.points;
+        max_j = points.iter().map(|p| p.jobs as f64).fold(max_j, f64::max);
+        top = points.iter().map(|p| p.measured_max.max(p.simulated)).fold(top, f64::max);
+        series.push(Series {
+            name: format!("{} measured", printable(&policy.policy)),
+            style,
+            points: points.iter().map(|p| (p.jobs as f64, p.measured)).collect(),
+            clipped_from: None,
+            y_errors: vec![],
+            x_errors: vec![],
+            y_intervals: points.iter().map(|p| (p.measured_min, p.measured_max)).collect(),
+        });
+        series.push(Series {
+            name: format!("{} simulated", printable(&policy.policy)),
+            style: Style { dash: "5,3", marker: Marker::HollowCircle, ..style },
+            points: points.iter().map(|p| (p.jobs as f64, p.simulated)).collect(),
+            clipped_from: None,
+            y_errors: vec![],
+            x_errors: vec![],
+            y_intervals: vec![],
+        });
+    }
+    LineChart {
+        title: format!("{}: measured and simulated slowdown", printable(name)),
+        x_label: "j, copies started together".into(),
+        y_label: "slowdown s_j = t_j / t_1".into(),
+        x_range: (0.0, max_j),
+        y_range: (0.8, top * 1.2),
+        log_y: true,
+        series,
+        legend_notes: vec!["bars: the runs' range".into()],
+    }
 }
 
 /// After a measurement (`bench slowdown --predict-with`): the prediction printed and written to

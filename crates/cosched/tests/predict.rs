@@ -59,6 +59,9 @@ fn predict_puts_the_simulator_beside_measured_slowdowns() {
     }
     assert!(table.contains("32 exchanges of 4194304 bytes"), "{table}");
     assert!(table.contains("over 6 points with j > 1"), "{table}");
+    for chart in ["prediction-mm-p2-spin.svg", "prediction-mm-p2-spin.png"] {
+        assert!(std::fs::metadata(dir.path().join(chart)).is_ok_and(|m| m.len() > 1000), "{chart} drawn");
+    }
     let json = cosched(&[
         "predict",
         "--machine",
