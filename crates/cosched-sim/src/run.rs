@@ -44,6 +44,20 @@ impl Default for RunOptions {
     }
 }
 
+/// Fast mode is validated against the exact engine with the study's MLFQ (and under gang scheduling, which
+/// has no node scheduler): refused for anything else.
+pub fn check_fast_mode_validated(cfg: &SimConfig) -> Result<(), ConfigError> {
+    if cfg.node_scheduler.is_default() || cfg.scheme.is_gang() {
+        return Ok(());
+    }
+    Err(ConfigError(format!(
+        "fast mode is validated against the exact engine with the study's MLFQ only, not with {} on \
+         --node-scheduler {} (docs/fast-mode.md): run without --fast",
+        cfg.scheme.name(),
+        cfg.node_scheduler
+    )))
+}
+
 /// Simulate `jobs` (sorted by arrival) under `cfg`.
 pub fn run(
     cfg: &SimConfig,
@@ -54,13 +68,7 @@ pub fn run(
     cfg.validate()?;
     if let Some(fast) = &options.fast {
         fast.validate().map_err(ConfigError)?;
-        if !cfg.node_scheduler.is_default() && !cfg.scheme.is_gang() {
-            return Err(ConfigError(format!(
-                "fast mode is validated against the exact engine with the study's MLFQ only, not with \
-                 --node-scheduler {} (docs/fast-mode.md): run without --fast",
-                cfg.node_scheduler
-            )));
-        }
+        check_fast_mode_validated(cfg)?;
     }
     let cpus = cfg.cpu_count();
     if let Some(job) = jobs.iter().find(|j| j.tasks == 0 || j.tasks > cpus) {

@@ -1,6 +1,7 @@
 //! `cosched bench node`: small scheduling scenarios run for real on this machine's kernel (the scenarios and
 //! the runner are in `cosched_bench::node`); a table on stdout and every repeat's raw values in a JSON file.
 
+use crate::output::read_bounded;
 use crate::trusted_source::check_nobody_else_could_change;
 use clap::Args;
 use cosched_bench::node::cpu_group::{CpuGroup, MAX_SHARES};
@@ -241,27 +242,6 @@ pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
 
 /// The largest node.json `--predict-from` reads: a run at the defaults writes under 1 MiB.
 const MAX_NODE_JSON_BYTES: u64 = 16 << 20;
-
-/// A file of at most `max_bytes`, refused before it is read whole.
-pub(crate) fn read_bounded(path: &Path, max_bytes: u64) -> Result<String, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    // Not blocking in open: a FIFO in the file's place would wait for a writer forever.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path)
-        .map_err(|e| format!("reading {}: {e}", path.display()))?;
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    let mut text = String::new();
-    file.take(max_bytes + 1).read_to_string(&mut text).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    if text.len() as u64 > max_bytes {
-        return Err(format!("{} is larger than {max_bytes} bytes", path.display()));
-    }
-    Ok(text)
-}
 
 /// The EEVDF model's predictions beside the report's measurements.
 fn prediction_text(report: &NodeReport) -> Result<String, String> {

@@ -105,3 +105,25 @@ pub fn write_file_atomically(path: &Path, write: impl FnOnce(&fs::File) -> std::
 }
 
 pub use cosched_lab::csv::{csv_field, num, push_row};
+
+/// A regular file of at most `max_bytes`, refused before it is read whole (a result file, a machine file,
+/// perhaps another user's).
+pub fn read_bounded(path: &Path, max_bytes: u64) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Not blocking in open: a FIFO in the file's place would wait for a writer forever.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(|e| format!("reading {}: {e}", path.display()))?;
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    let mut text = String::new();
+    file.take(max_bytes + 1).read_to_string(&mut text).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    if text.len() as u64 > max_bytes {
+        return Err(format!("{} is larger than {max_bytes} bytes", path.display()));
+    }
+    Ok(text)
+}

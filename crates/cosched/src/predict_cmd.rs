@@ -2,7 +2,7 @@
 //! experiments in the simulator on a calibrated machine (`cosched
 //! calibrate`), beside what was measured and the analytic model.
 
-use crate::bench_node::read_bounded;
+use crate::output::read_bounded;
 use crate::plot::{indexed_style, svg_to_png, LineChart, Marker, Series, Style};
 use clap::Args;
 use cosched_bench::slowdown::SlowdownReport;

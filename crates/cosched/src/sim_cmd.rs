@@ -450,17 +450,10 @@ pub struct SimOutcome {
 pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) -> Result<SimOutcome, String> {
     let settings = args.settings()?;
     let fast = args.fast_settings()?;
-    if let Some(fast) = &fast {
-        // Refused by each run too; said here before any run starts rather than after the first ones.
-        let unvalidated =
-            settings.configs()?.into_iter().find(|c| !c.node_scheduler.is_default() && !c.scheme.is_gang());
-        if let Some(cfg) = unvalidated.filter(|_| fast.validate().is_ok()) {
-            return Err(format!(
-                "fast mode is validated against the exact engine with the study's MLFQ only, not with {} on \
-                 --node-scheduler {} (docs/fast-mode.md): run without --fast",
-                cfg.scheme.name(),
-                cfg.node_scheduler
-            ));
+    if fast.is_some() {
+        // Each run refuses it too: said here before any run starts rather than after the first ones.
+        for cfg in settings.configs()? {
+            cosched_sim::run::check_fast_mode_validated(&cfg).map_err(|e| e.to_string())?;
         }
     }
     let prepared = prepare(&settings)?;
