@@ -1,11 +1,13 @@
 //! The slowdown experiment: `j` copies of a job started at the same moment on
 //! the same CPUs under each policy, repeated, interleaved across policies.
 
+use crate::cluster::ClusterInstance;
 use crate::copies::{first_copy_stdout, run_copies, CopySpec};
 use crate::policy::Policy;
 use crate::runtime::RuntimeInstance;
 use crate::slurm::{SlurmInstance, SlurmSetup};
 use crate::stats::{Estimate, Ratio};
+use cosched_runtime::protocol::StatusJob;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,6 +23,9 @@ pub struct SlowdownConfig {
     pub policies: Vec<Policy>,
     /// CPUs each copy asks the scheduler for (cosched and Slurm).
     pub cpus_per_job: u32,
+    /// 1: the copies run on this host as it is. More: on a cluster of this many namespace nodes of one CPU each
+    /// (`crate::cluster`), each copy an MPI job with one rank per node.
+    pub nodes: u32,
     /// The `cosched` program, started as a private runtime for local and gang.
     pub cosched_exe: PathBuf,
     /// `scripts/slurm`, for the Slurm policies.
@@ -88,9 +93,16 @@ pub struct Point {
 pub struct SlowdownReport {
     pub command: Vec<String>,
     pub cpus_per_job: u32,
+    /// Namespace nodes of one CPU each the copies ran across (`SlowdownConfig::nodes`); 1: this host.
+    #[serde(default = "one_node")]
+    pub nodes: u32,
     pub repeat: u32,
     pub points: Vec<Point>,
     pub samples: Vec<Sample>,
+}
+
+fn one_node() -> u32 {
+    1
 }
 
 impl SlowdownReport {
@@ -124,6 +136,27 @@ impl SlowdownConfig {
             return Err("the local, gang and slurm+cosched policies start a private cosched runtime, which \
                         needs root (cgroups); use --policy none as an ordinary user"
                 .into());
+        }
+        if self.nodes == 0 {
+            return Err("--nodes: a cluster has at least one node".into());
+        }
+        if self.nodes > 1 {
+            if let Some(p) = self.policies.iter().find(|p| p.cosched_mode().is_none()) {
+                return Err(format!(
+                    "--nodes {}: {p} runs on this host only; local and gang run across nodes",
+                    self.nodes
+                ));
+            }
+            let cpus = crate::cluster::allowed_cpus().len();
+            if self.nodes as usize > cpus {
+                return Err(format!(
+                    "--nodes {}: each namespace node is a CPU of its own, and this process may use {cpus}",
+                    self.nodes
+                ));
+            }
+            if self.cpus_per_job != self.nodes {
+                return Err(format!("--nodes {}: each copy has one rank per node, {} CPUs", self.nodes, self.nodes));
+            }
         }
         if self.policies.iter().any(Policy::uses_slurm) && !self.slurm_script.exists() {
             return Err(format!(
@@ -171,6 +204,7 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
     std::fs::create_dir_all(&config.work_dir).map_err(|e| format!("creating {}: {e}", config.work_dir.display()))?;
     let max_jobs = config.jobs.iter().copied().max().unwrap_or(1);
     let mut runtimes: BTreeMap<String, RuntimeInstance> = BTreeMap::new();
+    let mut clusters: BTreeMap<String, ClusterInstance> = BTreeMap::new();
     // Declared after the runtimes, so it stops first: no Slurm job outlives the cosched that holds it.
     let mut slurm: Option<SlurmInstance> = None;
     let schedule = config.schedule();
@@ -180,6 +214,16 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
             return Err(INTERRUPTED.into());
         }
         let label = policy.to_string();
+        if config.nodes > 1 {
+            if !clusters.contains_key(&label) {
+                clusters.insert(label.clone(), start_cluster(config, policy, max_jobs)?);
+            }
+            let sample = run_on_cluster(config, policy, jobs, repeat, &clusters[&label])
+                .map_err(|e| format!("{label}, j = {jobs}, repeat {}: {e}", repeat + 1))?;
+            progress(&sample, done + 1, schedule.len());
+            samples.push(sample);
+            continue;
+        }
         if policy.uses_runtime() && !runtimes.contains_key(&label) {
             let slice_ms = policy.gang_slice_ms().unwrap_or(crate::policy::DEFAULT_GANG_SLICE_MS);
             let dir = private_runtime_dir(&label)?;
@@ -210,6 +254,7 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
     Ok(SlowdownReport {
         command: config.command.clone(),
         cpus_per_job: config.cpus_per_job,
+        nodes: config.nodes,
         repeat: config.repeat,
         points: summarize(&config.policies, &config.jobs, &samples),
         samples,
@@ -293,6 +338,99 @@ fn run_one(
         overlap: measured.overlap.and_then(|o| o.fraction()),
         colocated: measured.overlap.and_then(|o| o.colocated_fraction()),
     })
+}
+
+/// A private cluster of `config.nodes` namespace nodes for one policy.
+fn start_cluster(config: &SlowdownConfig, policy: Policy, max_jobs: u32) -> Result<ClusterInstance, String> {
+    let slice_ms = policy.gang_slice_ms().unwrap_or(crate::policy::DEFAULT_GANG_SLICE_MS);
+    let dir = private_runtime_dir(&policy.to_string())?;
+    let started = ClusterInstance::start(&config.cosched_exe, &dir, config.nodes, slice_ms, max_jobs);
+    if started.is_err() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    started
+}
+
+/// `jobs` copies submitted to the cluster at once, each an MPI job with a rank on every node. A copy's time
+/// runs from its submission to its end as the controller records them; the end is learnt at an agent's next
+/// report, so up to 100 ms late (`docs/bench.md`). Its CPU time is the agents' last report before the end.
+fn run_on_cluster(
+    config: &SlowdownConfig,
+    policy: Policy,
+    jobs: u32,
+    repeat: u32,
+    cluster: &ClusterInstance,
+) -> Result<Sample, String> {
+    cluster.wait_idle(PREVIOUS_RUN_END_TIMEOUT)?;
+    let local = policy.cosched_mode() == Some(cosched_policy::Mode::Local);
+    let cwd = std::env::current_dir().map_err(|e| format!("this process's folder: {e}"))?;
+    let mut ids = Vec::new();
+    for _ in 0..jobs {
+        match cluster.submit_mpi(&config.command, &cwd, local) {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                cluster.kill(&ids);
+                return Err(e);
+            }
+        }
+    }
+    let records = wait_for_cluster_jobs(config, cluster, &ids)?;
+    for record in &records {
+        if record.exit_code != Some(0) {
+            let out = cluster.first_task_stdout(record.id);
+            return Err(format!(
+                "job {} ended {} (exit {:?}{}); its rank 0 wrote:\n{}",
+                record.id,
+                record.state.name(),
+                record.exit_code,
+                record.error.as_deref().map_or(String::new(), |e| format!(", {e}")),
+                crate::runtime::tail(&out, 2000)
+            ));
+        }
+    }
+    let first_submitted_ms = records.iter().map(|r| r.submitted_unix_ms).min().unwrap_or(0);
+    let ended_ms = |r: &StatusJob| r.ended_unix_ms.unwrap_or(r.submitted_unix_ms);
+    let last_ended_ms = records.iter().map(ended_ms).max().unwrap_or(0);
+    Ok(Sample {
+        policy: policy.to_string(),
+        jobs,
+        repeat: repeat + 1,
+        elapsed_s: last_ended_ms.saturating_sub(first_submitted_ms) as f64 / 1e3,
+        copy_elapsed_s: records.iter().map(|r| ended_ms(r).saturating_sub(r.submitted_unix_ms) as f64 / 1e3).collect(),
+        cpu_s: Some(records.iter().map(|r| r.cpu_ns as f64 / 1e9).sum()),
+        peak_rss_bytes: None,
+        app_report: last_json_line(&cluster.first_task_stdout(ids[0])),
+        overlap: None,
+        colocated: None,
+    })
+}
+
+/// The records of the cluster's jobs `ids` once all are over; they are killed on a timeout or an interruption.
+fn wait_for_cluster_jobs(
+    config: &SlowdownConfig,
+    cluster: &ClusterInstance,
+    ids: &[u64],
+) -> Result<Vec<StatusJob>, String> {
+    let start = std::time::Instant::now();
+    loop {
+        match cluster.ended(ids) {
+            Ok(Some(records)) => return Ok(records),
+            Ok(None) => {}
+            Err(e) => {
+                cluster.kill(ids);
+                return Err(e);
+            }
+        }
+        if config.stop.load(Ordering::Relaxed) {
+            cluster.kill(ids);
+            return Err(INTERRUPTED.into());
+        }
+        if start.elapsed() > config.timeout {
+            cluster.kill(ids);
+            return Err(format!("the copies had not ended after {:?}; killed", config.timeout));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// How long the jobs of a policy's previous run may take to end in its runtime (Slurm's epilog included).
@@ -398,6 +536,7 @@ mod tests {
             repeat: 2,
             policies: vec![Policy::None, Policy::Slurm],
             cpus_per_job: 1,
+            nodes: 1,
             cosched_exe: "cosched".into(),
             slurm_script: "slurm".into(),
             spank_plugin: "cosched_spank.so".into(),

@@ -62,6 +62,8 @@ pub struct PolicyPrediction {
 #[derive(Debug, Clone, Serialize)]
 pub struct SlowdownPrediction {
     pub command: Vec<String>,
+    /// The nodes the copies ran on, as simulated.
+    pub layout: Layout,
     pub program: ReferenceProgram,
     pub structure: Structure,
     /// The dedicated run the program's timing came from.
@@ -75,15 +77,24 @@ pub struct SlowdownPrediction {
 /// Predict every policy of a slowdown report on `machine`.
 pub fn predict(report: &SlowdownReport, machine: &MachineModel) -> Result<SlowdownPrediction, String> {
     machine.check()?;
-    let program = predictable_program(&report.command, machine.cpus_per_node)?;
+    let layout = Layout::of(report, machine);
+    let program = predictable_program(&report.command, layout)?;
+    let tasks = program.structure()?.tasks;
+    if report.nodes == 0 || (report.nodes > 1 && (tasks != report.nodes || report.cpus_per_job != report.nodes)) {
+        return Err(format!(
+            "a report of {} nodes and {} CPUs per job for {tasks} tasks: a cluster run has one task and one CPU \
+             per node",
+            report.nodes, report.cpus_per_job
+        ));
+    }
     if report.points.len() > MAX_POINTS {
         return Err(format!("{} points, more than {MAX_POINTS}", report.points.len()));
     }
     let calibration = dedicated_run(report, &program)?;
     let (structure, program_model) = program.program(&calibration)?;
-    let shape = shape_of(&structure, &calibration, machine.cpus_per_node);
-    let costs = costs_of(machine);
-    let inputs = Inputs { machine, structure: &structure, program: &program_model, calibration: &calibration };
+    let shape = shape_of(&structure, &calibration, layout.cpus());
+    let costs = costs_of(machine, layout);
+    let inputs = Inputs { machine, layout, structure: &structure, program: &program_model, calibration: &calibration };
     let mut policies = Vec::new();
     let mut not_predicted = Vec::new();
     for name in report.policies().into_iter().map(String::from) {
@@ -103,6 +114,7 @@ pub fn predict(report: &SlowdownReport, machine: &MachineModel) -> Result<Slowdo
     }
     Ok(SlowdownPrediction {
         command: report.command.clone(),
+        layout,
         program,
         structure,
         calibration,
@@ -112,10 +124,35 @@ pub fn predict(report: &SlowdownReport, machine: &MachineModel) -> Result<Slowdo
     })
 }
 
-/// The program of a command, if the simulator can take it on a node of `cpus` CPUs: a reference program
-/// whose waits spin and whose tasks fit the node. Checked before anything is measured (`bench slowdown
-/// --predict-with`) and again when predicting.
-pub fn predictable_program(command: &[String], cpus: u32) -> Result<ReferenceProgram, String> {
+/// Where the copies ran: one node of the machine, or a cluster of namespace nodes of one CPU each
+/// (`bench slowdown --nodes`), whose ranks on different nodes talk over TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Layout {
+    pub nodes: u32,
+    pub cpus_per_node: u32,
+}
+
+impl Layout {
+    pub fn of(report: &SlowdownReport, machine: &MachineModel) -> Layout {
+        Layout::new(report.nodes, machine)
+    }
+
+    pub fn new(nodes: u32, machine: &MachineModel) -> Layout {
+        match nodes {
+            0 | 1 => Layout { nodes: 1, cpus_per_node: machine.cpus_per_node },
+            nodes => Layout { nodes, cpus_per_node: 1 },
+        }
+    }
+
+    fn cpus(self) -> u32 {
+        self.nodes.saturating_mul(self.cpus_per_node)
+    }
+}
+
+/// The program of a command, if the simulator can take it on `layout`: a reference program whose waits spin
+/// and whose tasks fit its CPUs. Checked before anything is measured (`bench slowdown --predict-with`) and
+/// again when predicting.
+pub fn predictable_program(command: &[String], layout: Layout) -> Result<ReferenceProgram, String> {
     let program = ReferenceProgram::from_command(command)?;
     if program.wait() != WaitMode::Spin {
         return Err(format!(
@@ -125,9 +162,10 @@ pub fn predictable_program(command: &[String], cpus: u32) -> Result<ReferencePro
         ));
     }
     let tasks = program.structure()?.tasks;
-    if tasks > cpus {
+    if tasks > layout.cpus() {
         return Err(format!(
-            "{tasks} tasks on a node of {cpus} CPUs: the coscheduler's placement puts one task on each CPU"
+            "{tasks} tasks on {} node(s) of {} CPUs: the coscheduler's placement puts one task on each CPU",
+            layout.nodes, layout.cpus_per_node
         ));
     }
     Ok(program)
@@ -145,6 +183,7 @@ pub fn scheme_of(policy: &str) -> Result<(Scheme, Option<f64>), String> {
 /// What every policy's simulations share.
 struct Inputs<'a> {
     machine: &'a MachineModel,
+    layout: Layout,
     structure: &'a Structure,
     program: &'a Program,
     calibration: &'a DedicatedRun,
@@ -158,10 +197,10 @@ fn predict_policy(
     shape: &JobShape,
     costs: &CostParams,
 ) -> Result<Vec<PredictedPoint>, String> {
-    let Inputs { machine, structure, calibration, .. } = *inputs;
+    let Inputs { machine, layout, structure, calibration, .. } = *inputs;
     let program = &program_under(slice_ms.is_some(), inputs.program);
     let simulate = |copies: u32| -> Result<f64, String> {
-        let cfg = copies_config(machine, scheme, slice_ms, copies, structure)?;
+        let cfg = copies_config(machine, layout, (scheme, slice_ms), copies, structure)?;
         check_work(&cfg, program, copies)?;
         let jobs = (0..copies)
             .map(|j| SimJob {
@@ -216,11 +255,11 @@ fn program_under(gang: bool, program: &Program) -> Program {
     Program { prologue: Prologue { compute_ns: prologue.compute_ns + prologue.blocked_ns, blocked_ns: 0 }, ..*program }
 }
 
-/// One node of the machine, `copies` copies of the program, no skew.
+/// The machine's nodes as `layout` has them, `copies` copies of the program, no skew.
 fn copies_config(
     machine: &MachineModel,
-    scheme: Scheme,
-    slice_ms: Option<f64>,
+    layout: Layout,
+    (scheme, slice_ms): (Scheme, Option<f64>),
     copies: u32,
     structure: &Structure,
 ) -> Result<SimConfig, String> {
@@ -237,8 +276,9 @@ fn copies_config(
     if task_exchanges > MAX_TASK_EXCHANGES {
         return Err(format!("{task_exchanges} exchanges of tasks to simulate, more than {MAX_TASK_EXCHANGES}"));
     }
-    let mut cfg = SimConfig { scheme, nodes: 1, skew: 0.0, ..SimConfig::default() };
+    let mut cfg = SimConfig { scheme, nodes: layout.nodes, skew: 0.0, ..SimConfig::default() };
     machine.apply(&mut cfg);
+    cfg.cpus_per_node = layout.cpus_per_node;
     // Every copy's tasks fit: as many rows (gang) or processes per CPU (local) as tasks of all copies.
     cfg.mpl = (copies * structure.tasks).max(1);
     cfg.network.message_bytes = u32::try_from(structure.message_bytes).map_err(|_| "a message over 4 GiB")?;
@@ -253,9 +293,10 @@ fn copies_config(
 /// would take too many steps: the span is at least what the copies ask of
 /// the node (their compute and messages, one after another).
 fn check_work(cfg: &SimConfig, program: &Program, copies: u32) -> Result<(), String> {
-    let message_ns = cfg.network.shm_latency_ns(cfg.network.message_bytes) as f64;
+    let bytes = cfg.network.message_bytes;
+    let message_ns = cfg.network.shm_latency_ns(bytes).max(cfg.network.latency_ns(bytes)) as f64;
     if message_ns > 1e10 {
-        return Err(format!("a message of {} bytes takes over 10 s over shared memory", cfg.network.message_bytes));
+        return Err(format!("a message of {bytes} bytes takes over 10 s"));
     }
     let iteration_ns = program.compute_ns as f64 + program.io_ns as f64 + message_ns;
     let prologue_ns = (program.prologue.compute_ns + program.prologue.blocked_ns) as f64;
@@ -325,15 +366,25 @@ fn shape_of(structure: &Structure, run: &DedicatedRun, cpus: u32) -> JobShape {
     }
 }
 
-/// The analytic model's costs: the machine's context switch and shared memory.
-fn costs_of(machine: &MachineModel) -> CostParams {
+/// The analytic model's costs: the machine's context switch, and its shared memory on one node or TCP
+/// between nodes.
+fn costs_of(machine: &MachineModel, layout: Layout) -> CostParams {
     let bytes_per_double = 8.0;
+    let transport = if layout.nodes > 1 { &machine.tcp } else { &machine.shm };
     CostParams {
         alpha_c_s: machine.context_switch_ns as f64 * 1e-9,
-        alpha_s: machine.shm.latency_base_ns * 1e-9,
-        beta_s_per_double: machine.shm.latency_ns_per_byte * bytes_per_double * 1e-9,
-        alpha_cpu_s: machine.shm.cpu_base_ns * 1e-9,
-        beta_cpu_s_per_double: machine.shm.cpu_ns_per_byte * bytes_per_double * 1e-9,
+        alpha_s: transport.latency_base_ns * 1e-9,
+        beta_s_per_double: transport.latency_ns_per_byte * bytes_per_double * 1e-9,
+        alpha_cpu_s: transport.cpu_base_ns * 1e-9,
+        beta_cpu_s_per_double: transport.cpu_ns_per_byte * bytes_per_double * 1e-9,
+    }
+}
+
+/// The layout in words, for the tables.
+fn where_tasks_run(layout: Layout) -> String {
+    match layout.nodes {
+        1 => format!("one node of {} CPUs (shared memory between tasks)", layout.cpus_per_node),
+        nodes => format!("{nodes} nodes of {} CPU (TCP between nodes)", layout.cpus_per_node),
     }
 }
 
@@ -349,13 +400,14 @@ pub fn table(name: &str, prediction: &SlowdownPrediction) -> String {
     let s = &prediction.structure;
     let p = &prediction.program_model;
     let mut text = format!(
-        "### {}\n\n`{}`\n\nModel: {} tasks, {} exchanges of {} bytes each; {:.1} µs of compute per exchange; \
+        "### {}\n\n`{}`\n\nModel: {} tasks on {}, {} exchanges of {} bytes each; {:.1} µs of compute per exchange; \
          prologue {:.3} s CPU + {:.3} s blocked (from a dedicated run of {:.3} s, {:.3} s timed).\n\n\
          | policy | j | measured s_j [min – max] | simulated s_j | error | model s_j | a copy's tasks on one CPU |\n\
          |---|---|---|---|---|---|---|\n",
         printable(name),
         printable(&prediction.command.join(" ")),
         s.tasks,
+        where_tasks_run(prediction.layout),
         s.exchanges,
         s.message_bytes,
         p.compute_ns as f64 / 1e3,
@@ -455,7 +507,7 @@ mod tests {
                 colocated: None,
             })
             .collect();
-        SlowdownReport { command, cpus_per_job: 2, repeat: 1, points, samples }
+        SlowdownReport { command, cpus_per_job: 2, nodes: 1, repeat: 1, points, samples }
     }
 
     /// Gang scheduling of j copies of a busy program on its own CPUs gives

@@ -586,8 +586,9 @@ impl Agent {
             std::thread::sleep(Duration::from_millis(100));
             let (usage, ended) = self.survey();
             for (job, exit_code, error) in ended {
+                let cpu_ns = self.groups.cpu_usage_ns(job).ok();
                 // Found again at the next survey when the link is down: the controller learns it once back.
-                if self.send(&FromAgent::Ended { job, exit_code, error }) {
+                if self.send(&FromAgent::Ended { job, exit_code, error, cpu_ns }) {
                     self.mark_end_reported(job);
                 }
             }

@@ -980,7 +980,14 @@ impl Controller {
                     self.node_report(&mut state, node, (load_avg, switches, switch_errors), slice_starts, jobs);
                 self.note_stuck_jobs(&mut state, node, stuck_jobs) && usage_heard
             }
-            FromAgent::Ended { job, exit_code, error } if runs_on(&state, job, node) => {
+            FromAgent::Ended { job, cpu_ns: Some(cpu_ns), .. } if !runs_on(&state, job, node) => {
+                final_cpu_time(&mut state, job, node, cpu_ns);
+                false
+            }
+            FromAgent::Ended { job, exit_code, error, cpu_ns } if runs_on(&state, job, node) => {
+                if let Some(cpu_ns) = cpu_ns {
+                    final_cpu_time(&mut state, job, node, cpu_ns);
+                }
                 if let Some(error) = error {
                     self.update_job_or_hold(&mut state, job, |j| {
                         j.error.get_or_insert_with(|| format!("{node}: {error}"));
@@ -1142,7 +1149,7 @@ impl Controller {
         let mut changes: Vec<(u64, bool, bool)> = Vec::new();
         for job in state.jobs.values().filter(|j| j.state == JobState::Running && j.mode == Mode::Gang) {
             let live = state.live.entry(job.id).or_default();
-            let cpu_ns: u64 = live.usage.values().map(|u| u.cpu_ns).sum();
+            let cpu_ns: u64 = live.usage.values().fold(0u64, |sum, u| sum.saturating_add(u.cpu_ns));
             // "No CPU" means under 1 % of one CPU since the last progress: a
             // sleeping process still spends a few µs at every freeze and thaw.
             let since_ns = live.progress_at.map_or(0, |at| now.duration_since(at).as_nanos() as u64);
@@ -1267,7 +1274,7 @@ impl Controller {
             registered: j.registered,
             command: j.argv.join(" "),
             placement: j.placement.clone(),
-            cpu_ns: live.map_or(0, |l| l.usage.values().map(|u| u.cpu_ns).sum()),
+            cpu_ns: live.map_or(0, |l| l.usage.values().fold(0u64, |sum, u| sum.saturating_add(u.cpu_ns))),
             pids: live.map(|l| l.usage.values().flat_map(|u| u.pids.clone()).collect()).unwrap_or_default(),
             frozen: live.is_some_and(|l| !l.usage.is_empty() && l.usage.values().all(|u| u.frozen)),
             slice_share: self.slice_share(state, j.id),
@@ -1313,7 +1320,7 @@ impl Controller {
             state: j.state,
             // An ended job keeps its placement on record but holds no CPU.
             cpus: if j.state.is_over() { 0 } else { j.placement.iter().map(|p| p.cpus.len() as u32).sum() },
-            cpu_ns: usage.iter().map(|u| u.cpu_ns).sum(),
+            cpu_ns: usage.iter().fold(0u64, |sum, u| sum.saturating_add(u.cpu_ns)),
             processes: usage.iter().map(|u| u.pids.len() as u64).sum(),
             slice_share: self.slice_share(state, j.id),
             elapsed_ms: j.started_unix_ms.map(|started| j.ended_unix_ms.unwrap_or(now_ms).saturating_sub(started)),
@@ -1516,6 +1523,18 @@ fn note_left_behind(state: &mut State, node: &str, stuck: &StuckJob) {
     job.left_behind = Some(job.left_behind.map_or(note.clone(), |earlier| format!("{earlier}; {note}")));
     state.storage.save_job_or_hold(&job);
     state.jobs.insert(job.id, job);
+}
+
+/// A node's CPU time of a job at its end, in place of its last report: never below it (a cgroup's CPU time
+/// only grows). Taken only from a node the job was placed on, also after the job ended there (an MPI job's
+/// other nodes are told to end when its launcher's node does, and their ends come after).
+fn final_cpu_time(state: &mut State, job: u64, node: &str, cpu_ns: u64) {
+    if state.jobs.get(&job).is_none_or(|j| j.on_node(node).is_none()) {
+        return;
+    }
+    let live = state.live.entry(job).or_default();
+    let usage = live.usage.entry(node.to_string()).or_insert(JobUsage { job, cpu_ns: 0, pids: vec![], frozen: false });
+    usage.cpu_ns = usage.cpu_ns.max(cpu_ns);
 }
 
 /// Does job `job` run on `node` (placed there, not over, not ended there)? Only then may `node`'s agent speak of it.

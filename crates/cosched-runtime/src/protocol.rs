@@ -429,6 +429,10 @@ pub enum FromAgent {
         /// Why the job failed on this node although no task reported a failure (a task's exit status was lost).
         #[serde(default)]
         error: Option<String>,
+        /// The job's CPU time on this node at its end (its cgroup's), which the last report may have missed
+        /// by up to a report period.
+        #[serde(default)]
+        cpu_ns: Option<u64>,
     },
     Failed {
         job: u64,

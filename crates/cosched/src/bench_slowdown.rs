@@ -26,9 +26,15 @@ pub struct BenchSlowdownArgs {
     /// plugin). The Slurm policies start a private Slurm with scripts/slurm.
     #[arg(long, value_delimiter = ',', default_value = "local,gang:10ms")]
     pub policy: Vec<Policy>,
-    /// CPUs each copy asks the scheduler for (default: all of this machine's).
+    /// CPUs each copy asks the scheduler for (default: all of this machine's; with --nodes, one per node).
     #[arg(long)]
     pub cpus: Option<u32>,
+    /// Run the copies across a private cluster of this many nodes on this host instead: a controller and an
+    /// agent per node, each node a network namespace pinned to a CPU of its own (so at most this machine's
+    /// CPUs). Each copy is submitted as an MPI job with one rank per node, whose ranks talk over TCP; the
+    /// command is its launcher (for example mpirun --bind-to none -np N ...). Local and gang policies only.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u32,
     /// Folder for the results (table.txt, points.csv, samples.csv, report.json,
     /// slowdown.svg/png) and each run's output (runs/).
     #[arg(long, default_value = "slowdown-results")]
@@ -61,8 +67,9 @@ pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
     let machine = args.predict_with.as_deref().map(crate::predict_cmd::read_machine).transpose()?;
     if let Some(machine) = &machine {
         // Refused before anything is measured: what the simulator could not take after it.
-        use cosched_lab::slowdown_prediction::{predictable_program, scheme_of};
-        predictable_program(&args.command, machine.cpus_per_node).map_err(|e| format!("--predict-with: {e}"))?;
+        use cosched_lab::slowdown_prediction::{predictable_program, scheme_of, Layout};
+        let layout = Layout::new(args.nodes, machine);
+        predictable_program(&args.command, layout).map_err(|e| format!("--predict-with: {e}"))?;
         for policy in &config.policies {
             scheme_of(&policy.to_string()).map_err(|e| format!("--predict-with: {e}"))?;
         }
@@ -101,8 +108,9 @@ pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
 
 fn config_from(args: &BenchSlowdownArgs) -> Result<SlowdownConfig, String> {
     let all_cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    let cpus_per_job = args.cpus.unwrap_or(all_cpus);
-    if cpus_per_job == 0 || cpus_per_job > all_cpus {
+    let cpus_per_job = args.cpus.unwrap_or(if args.nodes > 1 { args.nodes } else { all_cpus });
+    // A cluster's nodes are checked against the CPUs by the experiment (a node is one CPU).
+    if args.nodes <= 1 && (cpus_per_job == 0 || cpus_per_job > all_cpus) {
         return Err(format!("--cpus {cpus_per_job}: this machine has {all_cpus} CPUs"));
     }
     if args.timeout_s.is_nan() || args.timeout_s <= 0.0 {
@@ -120,6 +128,7 @@ fn config_from(args: &BenchSlowdownArgs) -> Result<SlowdownConfig, String> {
         repeat: args.repeat,
         policies,
         cpus_per_job,
+        nodes: args.nodes,
         cosched_exe: std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?,
         slurm_script: absolute(&args.slurm_script)?,
         spank_plugin: absolute(&args.spank_plugin)?,

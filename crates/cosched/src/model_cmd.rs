@@ -360,6 +360,7 @@ mod tests {
         let report = SlowdownReport {
             command: vec!["./job".into()],
             cpus_per_job: 2,
+            nodes: 1,
             repeat: 1,
             points: vec![
                 point("cosched", 1, 1.0, Some(2.0)),

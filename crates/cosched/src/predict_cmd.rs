@@ -155,7 +155,7 @@ fn document(
 ) -> String {
     let mut text = format!(
         "Machine: {} (Linux {}, {} CPUs, HZ {}), calibrated {}: switch {:.2} µs, shared memory {:.3} µs + {:.4} \
-         ns/byte, gang switch {:.1} µs.\n\n",
+         ns/byte, TCP {:.1} µs + {:.4} ns/byte, gang switch {:.1} µs.\n\n",
         printable(&machine.host),
         printable(&machine.kernel),
         machine.cpus_per_node,
@@ -164,6 +164,8 @@ fn document(
         machine.context_switch_ns as f64 / 1e3,
         machine.shm.latency_base_ns / 1e3,
         machine.shm.latency_ns_per_byte,
+        machine.tcp.latency_base_ns / 1e3,
+        machine.tcp.latency_ns_per_byte,
         machine.gang_switch_ns as f64 / 1e3
     );
     for (name, prediction) in predictions {

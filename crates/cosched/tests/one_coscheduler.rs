@@ -222,8 +222,10 @@ impl Runtime {
 
     fn finish(&mut self, id: u64) {
         for (node, _) in self.cpus[&id].clone() {
-            self.controller
-                .agent_event(&format!("n{node}"), FromAgent::Ended { job: id, exit_code: Some(0), error: None });
+            self.controller.agent_event(
+                &format!("n{node}"),
+                FromAgent::Ended { job: id, exit_code: Some(0), error: None, cpu_ns: None },
+            );
         }
     }
 
@@ -281,4 +283,34 @@ fn the_simulator_and_the_runtime_make_the_same_placement_and_slot_decisions() {
     }
     assert!(slices_compared > 50, "the scenario must exercise the cycle ({slices_compared} CPU slices compared)");
     assert!(fill_ins_seen, "the scenario must exercise fill-ins");
+}
+
+/// A node's CPU time at a job's end replaces its last report (which runs up to a report period behind), never
+/// lowers it, and counts toward the job's total.
+#[test]
+fn a_nodes_cpu_time_at_the_end_of_a_job_is_kept() {
+    let cfg = SimConfig { nodes: 2, cpus_per_node: 1, ..SimConfig::default() };
+    let mut runtime = Runtime::new(&cfg);
+    runtime.submit(2);
+    let job = runtime.read_agents()[0];
+    let usage = |cpu_ns| cosched_runtime::protocol::JobUsage { job, cpu_ns, pids: vec![], frozen: false };
+    let report = |cpu_ns| FromAgent::Report {
+        jobs: vec![usage(cpu_ns)],
+        load_avg: 0.0,
+        switches: 0,
+        switch_errors: 0,
+        slice_starts: vec![],
+        stuck_jobs: vec![],
+    };
+    runtime.controller.agent_event("n0", report(100));
+    runtime.controller.agent_event("n1", report(900));
+    let ended = |cpu_ns| FromAgent::Ended { job, exit_code: Some(0), error: None, cpu_ns: Some(cpu_ns) };
+    runtime.controller.agent_event("n0", ended(400));
+    runtime.controller.agent_event("n1", ended(700)); // below its report: the report stands
+    let user = Identity { uid: 1000, gid: 1000, admin: false };
+    let reply = runtime.controller.handle(&user, Request::Status {});
+    let Some(cosched_runtime::protocol::ReplyData::Status(status)) = reply.data else { panic!("{:?}", reply.error) };
+    let record = status.jobs.iter().find(|j| j.id == job).unwrap();
+    assert!(record.state.is_over(), "{record:?}");
+    assert_eq!(record.cpu_ns, 400 + 900, "{record:?}");
 }

@@ -133,6 +133,86 @@ fn bad_arguments_are_named() {
     check(&["--cpus", "999", "--", "true"], "--cpus 999");
 }
 
+#[test]
+fn a_cluster_larger_than_the_cpus_or_with_a_host_policy_is_refused() {
+    let check = |args: &[&str], expected: &str| {
+        let output = Command::new(COSCHED).args(["bench", "slowdown", "--repeat", "1"]).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success() && stderr.contains(expected), "{args:?}: {stderr}");
+    };
+    check(&["--nodes", "2", "--policy", "none", "--", "true"], "none runs on this host only");
+    check(&["--nodes", "2", "--policy", "slurm", "--", "true"], "slurm runs on this host only");
+    if nix::unistd::geteuid().is_root() {
+        check(&["--nodes", "4096", "--policy", "gang", "--", "true"], "each namespace node is a CPU of its own");
+    }
+}
+
+/// `--nodes 2`: each copy of mpi_mm an MPI job with a rank on each of two namespace nodes, talking over TCP.
+/// The job's CPU time is its cgroups' at the end (sent by each agent with the end): at least what the ranks
+/// themselves counted in their timed region, though the job is shorter than the agents' report period.
+#[test]
+fn a_cluster_bench_runs_mpi_copies_across_namespace_nodes() {
+    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "a_cluster_bench_runs_mpi_copies_across_namespace_nodes";
+    if !nix::unistd::geteuid().is_root() {
+        cosched_runtime::testing::say_skipped(name, "needs root: namespaces, cgroups and a private cluster");
+        return;
+    }
+    if cosched_bench::cluster::allowed_cpus().len() < 2 {
+        cosched_runtime::testing::say_skipped(name, "needs two CPUs: a namespace node is a CPU of its own");
+        return;
+    }
+    let out = fresh_out("cluster");
+    let build = out.parent().unwrap().join("apps");
+    let apps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
+    let made = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(&apps)
+        .arg(format!("BUILD={}", build.display()))
+        .arg("openmpi")
+        .output()
+        .expect("make (scripts/setup installs it)");
+    assert!(made.status.success(), "make openmpi: {}", String::from_utf8_lossy(&made.stderr));
+    let mpirun = "mpirun --allow-run-as-root --bind-to none --mca btl self,tcp -x OPENBLAS_NUM_THREADS=1 -np 2";
+    let command: Vec<&str> =
+        mpirun.split(' ').chain(["./mpi_mm", "--n", "256", "--grid", "2x1", "--wait", "spin"]).collect();
+    let o = Command::new(COSCHED)
+        .args([
+            "bench",
+            "slowdown",
+            "--json",
+            "--nodes",
+            "2",
+            "--policy",
+            "gang:100ms",
+            "--jobs",
+            "1,2",
+            "--repeat",
+            "1",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--")
+        .args(&command)
+        .current_dir(&build)
+        .output()
+        .unwrap();
+    let report = report(&o);
+    remove_out(&out);
+    assert_eq!(report["nodes"], 2, "{report}");
+    for sample in report["samples"].as_array().unwrap() {
+        let app = &sample["app_report"];
+        assert!(app["p"] == 2 && app["passed"] == true, "rank 0's report: {sample}");
+        let ranks_cpu_s = 2.0 * app["cpu_s_mean"].as_f64().unwrap();
+        let job_cpu_s = sample["cpu_s"].as_f64().unwrap();
+        assert!(
+            job_cpu_s >= 0.95 * ranks_cpu_s,
+            "the job's CPU time {job_cpu_s} s is below its ranks' {ranks_cpu_s} s"
+        );
+    }
+}
+
 /// Root writes its results by name in --out: a folder another user made (who could put a link in it where root
 /// writes) is refused before anything runs or is written.
 #[test]

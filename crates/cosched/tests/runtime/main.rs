@@ -17,6 +17,39 @@ fn spin_job(daemon: &Daemon, tasks: &str, extra: &[&str]) -> u64 {
     daemon.submit(&args)
 }
 
+/// A job's CPU time is its cgroup's at its end, sent by the agent with the end, not its last report (up to a
+/// report period, 100 ms, earlier): a short busy loop is charged at least what its shell counted (`times`, in
+/// clock ticks of 10 ms).
+#[test]
+fn a_jobs_cpu_time_counts_to_its_end() {
+    if skip_unless_root("a_jobs_cpu_time_counts_to_its_end") {
+        return;
+    }
+    let daemon = Daemon::up(&[]);
+    let job = daemon.submit(&["--", "sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; times"]);
+    wait_for("the job to end", Duration::from_secs(60), || daemon.job(job).is_some_and(|j| j.state.is_over()));
+    let record = daemon.job(job).unwrap();
+    let logs = String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).to_string();
+    // `times` prints the shell's user and system time first ("0m0.230000s 0m0.010000s").
+    let seconds = |field: &str| -> Option<f64> {
+        let (minutes, rest) = field.split_once('m')?;
+        Some(minutes.parse::<f64>().ok()? * 60.0 + rest.strip_suffix('s')?.parse::<f64>().ok()?)
+    };
+    let shell_s: f64 = logs
+        .lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            Some(seconds(fields.first()?)? + seconds(fields.get(1)?)?)
+        })
+        .unwrap_or_else(|| panic!("no `times` line in the job's output:\n{logs}"));
+    let tick_s = 0.01;
+    assert!(
+        record.cpu_ns as f64 / 1e9 >= shell_s - tick_s,
+        "the job is charged {} s of CPU, its shell counted {shell_s} s",
+        record.cpu_ns as f64 / 1e9
+    );
+}
+
 #[test]
 fn gangs_alternate_one_at_a_time_and_obey_controls() {
     if skip_unless_root("gangs_alternate_one_at_a_time_and_obey_controls") {

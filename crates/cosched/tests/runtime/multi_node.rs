@@ -5,6 +5,7 @@
 //! agents' slices are aligned to the same clock.
 
 use crate::harness::*;
+use cosched_bench::cluster::NamespaceNodes;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -18,80 +19,7 @@ struct Cluster {
     socket: PathBuf,
     nodes: Vec<String>,
     /// Declared last: the namespaces go once the processes in them are gone.
-    namespaces: Option<Namespaces>,
-}
-
-/// Network namespaces `cosched-<tag>-<i>`, one per node, on one network: each has a veth link whose host end is
-/// a port of the bridge `csb<tag>` (the tag: the test process and the cluster's number in it), as the nodes of a cluster hang off one switch. The bridge (the controller's
-/// host) is 10.<net>.0.1/24, namespace `i` is 10.<net>.0.<i + 2>/24, so the nodes reach the controller and each
-/// other (MPI ranks talk directly) with no routing. Deleted on drop (the veth pairs go with the namespaces).
-struct Namespaces {
-    names: Vec<String>,
-    bridge: String,
-    net: u32,
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
-    }
-}
-
-impl Namespaces {
-    fn create(count: usize) -> Result<Namespaces, String> {
-        // Several clusters may stand at once in one test process: each takes its own number for its names and net.
-        static CLUSTERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let cluster = CLUSTERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 100;
-        let pid = std::process::id();
-        let net = 100 + (pid * 7 + cluster) % 100; // 10.100–199 are rarely a host's own networks
-        let tag = format!("{}{cluster:02}", pid % 100_000); // interface names hold 15 bytes at most
-        let bridge = format!("csb{tag}");
-        ip(&["link", "add", "name", &bridge, "type", "bridge"])?;
-        let mut made = Namespaces { names: vec![], bridge: bridge.clone(), net };
-        ip(&["addr", "add", &format!("10.{net}.0.1/24"), "dev", &bridge])?;
-        ip(&["link", "set", &bridge, "up"])?;
-        for i in 0..count {
-            let name = format!("cosched-{tag}-{i}");
-            ip(&["netns", "add", &name])?;
-            made.names.push(name.clone());
-            let (host, inside) = (format!("csh{tag}{i}"), format!("csn{tag}{i}"));
-            ip(&["link", "add", &host, "type", "veth", "peer", "name", &inside, "netns", &name])?;
-            ip(&["link", "set", &host, "master", &bridge])?;
-            ip(&["link", "set", &host, "up"])?;
-            ip(&["-n", &name, "addr", "add", &format!("10.{net}.0.{}/24", i + 2), "dev", &inside])?;
-            ip(&["-n", &name, "link", "set", &inside, "up"])?;
-            ip(&["-n", &name, "link", "set", "lo", "up"])?;
-        }
-        Ok(made)
-    }
-
-    /// The controller's address as seen from the namespaces.
-    fn host_address(&self) -> String {
-        format!("10.{}.0.1", self.net)
-    }
-
-    /// A command that runs `program` inside namespace `i`, on a host named `hostname`. Only the network and host
-    /// names change (`nsenter --net`, then `unshare --uts`): the agent must still see the host's cgroup mounts,
-    /// which `ip netns exec` would hide behind a fresh /sys. Each node has its own host name, as on a cluster, so
-    /// an MPI launcher knows its own node among the job's hosts and starts no remote daemon there.
-    fn command(&self, i: usize, hostname: &str, program: &str) -> Command {
-        let mut command = Command::new("nsenter");
-        command.arg(format!("--net=/run/netns/{}", self.names[i])).args(["--", "unshare", "--uts", "--"]);
-        command.args(["sh", "-c", "hostname \"$1\" && shift && exec \"$@\"", "sh", hostname, program]);
-        command
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for name in &self.names {
-            let _ = ip(&["netns", "del", name]);
-        }
-        let _ = ip(&["link", "del", &self.bridge]);
-    }
+    namespaces: Option<NamespaceNodes>,
 }
 
 impl Drop for Cluster {
@@ -151,7 +79,7 @@ fn start_cluster(agents: usize) -> Cluster {
     let munge = private_munged();
     let munge_socket = munge.socket().to_str().unwrap().to_string();
     let socket = dir.join("sock");
-    let namespaces = Namespaces::create(agents)
+    let namespaces = NamespaceNodes::create(agents)
         .map_err(|e| eprintln!("NOTE: no network namespaces ({e}): the agents connect over loopback instead"))
         .ok();
     let port = free_port();
@@ -190,7 +118,7 @@ fn start_cluster(agents: usize) -> Cluster {
         let state = dir.join(node);
         let log = std::fs::File::create(dir.join(format!("agent{i}.log"))).unwrap();
         let mut agent = match &namespaces {
-            Some(ns) => ns.command(i, node, COSCHED),
+            Some(ns) => ns.command(i, node, COSCHED, None),
             None => Command::new(COSCHED),
         };
         agent.stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log);

@@ -194,7 +194,7 @@ fn a_node_speaks_only_for_its_own_jobs_and_answers_only_what_it_was_asked() {
         stuck_jobs: vec![stuck],
     });
     evil.say(&FromAgent::Failed { job, error: "forged".into() });
-    evil.say(&FromAgent::Ended { job, exit_code: Some(3), error: None });
+    evil.say(&FromAgent::Ended { job, exit_code: Some(3), error: None, cpu_ns: Some(1 << 60) });
     // A `cosched rsh` of the owner waits for its command on the honest node; the forging node answers every
     // request number with exit code 42.
     let mut rsh = Command::new(COSCHED);
