@@ -363,13 +363,7 @@ impl Drop for ClusterInstance {
             let _ = child.wait();
         }
         for node in &self.nodes {
-            if let Ok(groups) = cosched_runtime::freezer::JobGroups::open(node, None) {
-                for job in groups.existing_jobs().unwrap_or_default() {
-                    let _ = groups.signal(job, nix::sys::signal::Signal::SIGKILL);
-                    let _ = groups.remove(job);
-                }
-                let _ = groups.remove_agent_dirs();
-            }
+            crate::runtime::remove_node_cgroups(node);
         }
         // The namespaces go once the processes in them are gone; munged last.
         drop(self.namespaces.take());

@@ -108,15 +108,28 @@ impl Drop for RuntimeInstance {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        // The jobs have ended; their empty cgroups and the agent's go too.
-        if let Ok(groups) = cosched_runtime::freezer::JobGroups::open(&self.node, None) {
-            for job in groups.existing_jobs().unwrap_or_default() {
-                let _ = groups.remove(job);
-            }
-            let _ = groups.remove_agent_dirs();
-        }
+        remove_node_cgroups(&self.node);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Remove a stopped agent's cgroups: its jobs' (their processes killed; a killed process leaves its cgroup
+/// a moment later, so tried for up to 5 s) and its own.
+pub fn remove_node_cgroups(node: &str) {
+    let Ok(groups) = cosched_runtime::freezer::JobGroups::open(node, None) else { return };
+    let start = Instant::now();
+    loop {
+        let jobs = groups.existing_jobs().unwrap_or_default();
+        for &job in &jobs {
+            let _ = groups.signal(job, nix::sys::signal::Signal::SIGKILL);
+            let _ = groups.remove(job);
+        }
+        if jobs.is_empty() || start.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = groups.remove_agent_dirs();
 }
 
 fn refused(error: CallError) -> String {

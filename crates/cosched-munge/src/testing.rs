@@ -84,12 +84,15 @@ fn spawn_munged(dir: &Path) -> Result<Child, String> {
         .map_err(|e| format!("cannot start munged (scripts/setup installs the munge package): {e}"))
 }
 
-/// A new directory that only its owner may write (munged refuses a socket directory others can write).
+/// A new directory that only its owner may write (munged refuses a socket directory others can write), with a
+/// random name: nobody can make it first to keep munged from starting.
 fn fresh_dir() -> Result<PathBuf, String> {
+    use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let name = format!("cosched-munge-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let mut random = [0u8; 8];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut random)).map_err(|e| e.to_string())?;
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!("cosched-munge-{}-{hex}", std::process::id());
     let dir = std::env::temp_dir().join(name);
     std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;

@@ -301,22 +301,9 @@ impl Drop for Daemon {
     }
 }
 
-/// Kill what is left of an agent's jobs and remove its cgroups. Retried for a few seconds: on a loaded machine a
-/// killed task can take longer to leave its cgroup than one removal waits.
+/// Kill what is left of an agent's jobs and remove its cgroups (as a bench's private runtime does when it stops).
 pub fn remove_agent_cgroups(node: &str) {
-    let Ok(groups) = cosched_runtime::freezer::JobGroups::open(node, None) else { return };
-    let start = Instant::now();
-    loop {
-        let jobs = groups.existing_jobs().unwrap_or_default();
-        for &job in &jobs {
-            let _ = groups.signal(job, nix::sys::signal::Signal::SIGKILL);
-            let _ = groups.remove(job);
-        }
-        if jobs.is_empty() || start.elapsed() > Duration::from_secs(5) {
-            break;
-        }
-    }
-    let _ = groups.remove_agent_dirs();
+    cosched_bench::runtime::remove_node_cgroups(node);
 }
 
 /// `cosched controller` with its state in `dir`, logging to `dir/log`.
