@@ -34,12 +34,23 @@ impl Default for SimSettings {
     }
 }
 
+/// A list of schemes to run: at least one, each once (a scheme named twice would run twice and show twice).
+pub fn check_schemes(schemes: &[Scheme]) -> Result<(), String> {
+    if schemes.is_empty() {
+        return Err("--schemes needs at least one scheme".into());
+    }
+    for (i, scheme) in schemes.iter().enumerate() {
+        if schemes[..i].iter().any(|earlier| earlier.name() == scheme.name()) {
+            return Err(format!("--schemes names {} twice: each scheme runs once", scheme.name()));
+        }
+    }
+    Ok(())
+}
+
 impl SimSettings {
     /// The configuration of every run, each checked.
     pub fn configs(&self) -> Result<Vec<SimConfig>, String> {
-        if self.schemes.is_empty() {
-            return Err("--schemes needs at least one scheme".into());
-        }
+        check_schemes(&self.schemes)?;
         let config_of = |scheme: &Scheme| {
             let config = SimConfig { scheme: *scheme, ..self.machine.clone() };
             config.validate().map_err(|e| e.to_string())?;

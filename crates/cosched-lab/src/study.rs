@@ -236,9 +236,7 @@ impl StudySettings {
                 return Err("--loads must be positive numbers".into());
             }
         }
-        if self.schemes.is_empty() {
-            return Err("--schemes must name at least one scheme".into());
-        }
+        crate::sim::check_schemes(&self.schemes)?;
         if !self.capacity_load.is_finite() || self.capacity_load <= 0.0 {
             return Err("--capacity-load must be positive".into());
         }

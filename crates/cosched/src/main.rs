@@ -314,7 +314,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("error: {message}");
-            ExitCode::from(1)
+            ExitCode::from(cosched::interrupt::interrupted_status().unwrap_or(1))
         }
     }
 }

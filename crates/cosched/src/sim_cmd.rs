@@ -364,9 +364,7 @@ impl SimArgs {
 
     /// What to simulate, checked: the library's settings.
     pub fn settings(&self) -> Result<SimSettings, String> {
-        if self.schemes.is_empty() {
-            return Err("--schemes needs at least one scheme".into());
-        }
+        cosched_lab::sim::check_schemes(&self.schemes)?;
         let mut settings = SimSettings {
             schemes: self.schemes.clone(),
             machine: self.machine_config()?,

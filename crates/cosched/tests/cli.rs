@@ -304,6 +304,7 @@ fn impossible_configurations_and_unknown_values_are_refused() {
         (&["--mpl", "0"][..], "--mpl must be at least 1"),
         (&["--nodes", "0"][..], "--nodes must be at least 1"),
         (&["--schemes", "Local,Fancy"][..], "unknown scheme 'Fancy'"),
+        (&["--schemes", "Local,SB,Local"][..], "--schemes names Local twice"),
         (&["--workload", "WL9"][..], "unknown workload mix 'WL9'"),
         (&["--skew", "3"][..], "--skew 3"),
         (&["--quanta-ms", "1,2,3"][..], "--quanta-ms needs 6 values"),
@@ -560,7 +561,8 @@ fn a_slice_the_switcher_cannot_honour_is_refused_before_the_daemon_starts() {
     }
 }
 
-/// Ctrl-C in a long simulation stops it at its next progress report and keeps what finished.
+/// Ctrl-C in a long simulation stops it at its next progress report, keeps what finished, and exits as a shell
+/// reports SIGINT (130), so a script sees an interruption, not a failure.
 #[test]
 fn an_interrupted_simulation_keeps_the_finished_jobs_records() {
     use std::io::BufRead;
@@ -581,7 +583,7 @@ fn an_interrupted_simulation_keeps_the_finished_jobs_records() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(1), "{rest:?}");
+    assert_eq!(status.code(), Some(130), "a shell's status for SIGINT: {rest:?}");
     assert!(rest.iter().any(|l| l.contains("interrupted:")), "{rest:?}");
     let summary: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
     let result = &summary["results"][0];
