@@ -82,6 +82,9 @@ enum Command {
         client: runtime_cmd::ClientArgs,
         #[command(flatten)]
         filter: status_view::StatusFilter,
+        /// Print the jobs' lines alone: no node table and no header (for scripts, as squeue --noheader).
+        #[arg(long)]
+        noheader: bool,
     },
     /// Stop a job on all its nodes until resumed.
     Suspend {
@@ -97,7 +100,9 @@ enum Command {
     },
     /// End a job: SIGTERM to all its processes, SIGKILL after the controller's --kill-wait-s.
     Kill {
-        job: u64,
+        /// The jobs, each killed (or signalled) in turn; one refused does not stop the others.
+        #[arg(required = true, value_name = "JOBID")]
+        jobs: Vec<u64>,
         /// Only send this signal (e.g. USR1, HUP, INT) to every process of the job.
         #[arg(long, short = 's')]
         signal: Option<String>,
@@ -237,10 +242,10 @@ fn main() -> ExitCode {
         Command::Controller(args) => runtime_cmd::controller(&args),
         Command::Agent(args) => runtime_cmd::agent(&args),
         Command::Submit { client, args } => runtime_cmd::submit(&client, &args),
-        Command::Status { client, filter } => runtime_cmd::status(&client, &filter),
+        Command::Status { client, filter, noheader } => runtime_cmd::status(&client, &filter, noheader),
         Command::Suspend { job, client } => runtime_cmd::run_client(&client, Request::Suspend { job }, job_state_line),
         Command::Resume { job, client } => runtime_cmd::run_client(&client, Request::Resume { job }, job_state_line),
-        Command::Kill { job, signal: None, client } => {
+        Command::Kill { jobs, signal: None, client } => runtime_cmd::each_job(&jobs, |job| {
             runtime_cmd::run_client(&client, Request::Kill { job }, |r: &KillReply| {
                 let state = match r.state {
                     KillState::Killed => "killed",
@@ -248,12 +253,12 @@ fn main() -> ExitCode {
                 };
                 format!("job {}, state {state}", r.job)
             })
-        }
-        Command::Kill { job, signal: Some(signal), client } => {
-            runtime_cmd::run_client(&client, Request::Signal { job, signal }, |r: &SignalReply| {
+        }),
+        Command::Kill { jobs, signal: Some(signal), client } => runtime_cmd::each_job(&jobs, |job| {
+            runtime_cmd::run_client(&client, Request::Signal { job, signal: signal.clone() }, |r: &SignalReply| {
                 format!("job {}, signal {}", r.job, r.signal)
             })
-        }
+        }),
         Command::Class { job, class, client } => {
             runtime_cmd::run_client(&client, Request::SetClass { job, class }, |r: &ClassReply| {
                 format!("job {}, class {}", r.job, r.class.name())

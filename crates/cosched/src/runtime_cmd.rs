@@ -669,6 +669,16 @@ pub fn ask<T: serde::de::DeserializeOwned>(client: &ClientArgs, request: &Reques
 }
 
 /// Send a request, print the reply's data (JSON, or the text `text` makes of it), fail on an error reply.
+/// `act` on each job in turn, every one tried; the errors, each naming its job, together at the end.
+pub fn each_job(jobs: &[u64], act: impl Fn(u64) -> Result<(), String>) -> Result<(), String> {
+    let errors: Vec<String> =
+        jobs.iter().filter_map(|&job| act(job).err().map(|e| format!("job {job}: {e}"))).collect();
+    match errors.is_empty() {
+        true => Ok(()),
+        false => Err(errors.join("\n")),
+    }
+}
+
 pub fn run_client<T: serde::Serialize + serde::de::DeserializeOwned>(
     client: &ClientArgs,
     request: Request,
@@ -707,13 +717,14 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<(), String> {
 }
 
 /// `status`: the reply filtered by `filter`, as JSON or as tables.
-pub fn status(client: &ClientArgs, filter: &StatusFilter) -> Result<(), String> {
+pub fn status(client: &ClientArgs, filter: &StatusFilter, noheader: bool) -> Result<(), String> {
     let mut reply: StatusReply = ask(client, &Request::Status {})?;
     filter.apply(&mut reply)?;
-    if client.json {
-        println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default());
-    } else {
-        println!("{}", status_table(&reply, cosched_runtime::jobs::unix_ms_now()));
+    let now_unix_ms = cosched_runtime::jobs::unix_ms_now();
+    match (client.json, noheader) {
+        (true, _) => println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default()),
+        (false, true) => print!("{}", crate::status_view::job_table(&reply, now_unix_ms, false)),
+        (false, false) => println!("{}", status_table(&reply, now_unix_ms)),
     }
     Ok(())
 }

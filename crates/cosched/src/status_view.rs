@@ -11,6 +11,9 @@ use nix::unistd::User;
 /// Which jobs to list (each flag takes a comma-separated list; a job must match every flag given).
 #[derive(Args, Clone, Debug, Default)]
 pub struct StatusFilter {
+    /// Only these jobs (ids); an id the controller does not show is an error naming it.
+    #[arg(value_name = "JOBID")]
+    pub jobs: Vec<u64>,
     /// Only jobs of these users (names or uids).
     #[arg(short = 'u', long = "user", value_delimiter = ',')]
     pub users: Vec<String>,
@@ -24,6 +27,7 @@ pub struct StatusFilter {
 
 /// A filter whose names have been checked.
 struct Wanted {
+    ids: Vec<u64>,
     uids: Vec<u32>,
     states: Vec<JobState>,
     nodes: Vec<String>,
@@ -54,13 +58,19 @@ impl StatusFilter {
             let known: Vec<&str> = status.nodes.iter().map(|n| n.name.as_str()).collect();
             return Err(format!("no node '{unknown}'; nodes: {}", known.join(", ")));
         }
-        Ok(Wanted { uids, states, nodes: self.nodes.clone() })
+        let missing: Vec<String> =
+            self.jobs.iter().filter(|id| !status.jobs.iter().any(|j| j.id == **id)).map(u64::to_string).collect();
+        if !missing.is_empty() {
+            return Err(format!("no job {} (ended jobs leave after --keep-finished-s)", missing.join(", ")));
+        }
+        Ok(Wanted { ids: self.jobs.clone(), uids, states, nodes: self.nodes.clone() })
     }
 }
 
 impl Wanted {
     fn keeps(&self, job: &StatusJob) -> bool {
-        (self.uids.is_empty() || self.uids.contains(&job.uid))
+        (self.ids.is_empty() || self.ids.contains(&job.id))
+            && (self.uids.is_empty() || self.uids.contains(&job.uid))
             && (self.states.is_empty() || self.states.contains(&job.state))
             && (self.nodes.is_empty() || job.placement.iter().any(|p| self.nodes.contains(&p.node)))
     }
@@ -115,10 +125,21 @@ pub fn status_table(status: &StatusReply, now_unix_ms: u64) -> String {
     out += &table(&["node", "cpus", "connected", "freezer", "load"], &node_rows(status));
     out += &stuck_text(status, now_unix_ms);
     out += "\n";
-    let headers = ["job", "user", "class", "mode", "state", "elapsed", "tasks", "nodes", "cpu s", "share", "command"];
-    let jobs: Vec<Vec<String>> = status.jobs.iter().map(|j| job_row(j, now_unix_ms)).collect();
-    out += &table(&headers, &jobs);
+    out += &job_table(status, now_unix_ms, true);
     out.trim_end().to_string()
+}
+
+const JOB_HEADERS: [&str; 12] =
+    ["job", "user", "class", "mode", "state", "elapsed", "tasks", "nodes", "cpu s", "share", "command", "reason"];
+
+/// The jobs alone, a line each, as `squeue` lists them; with their header or without (`--noheader`, for scripts).
+pub fn job_table(status: &StatusReply, now_unix_ms: u64, header: bool) -> String {
+    let jobs: Vec<Vec<String>> = status.jobs.iter().map(|j| job_row(j, now_unix_ms)).collect();
+    let text = table(&JOB_HEADERS, &jobs);
+    match header {
+        true => text,
+        false => text.lines().skip(1).map(|l| format!("{l}\n")).collect(),
+    }
 }
 
 fn node_rows(status: &StatusReply) -> Vec<Vec<String>> {
@@ -135,21 +156,32 @@ fn node_rows(status: &StatusReply) -> Vec<Vec<String>> {
 }
 
 fn job_row(j: &StatusJob, now_unix_ms: u64) -> Vec<String> {
-    let why = job_notes(j).map(|notes| format!(" ({notes})")).unwrap_or_default();
     let nodes: Vec<&str> = j.placement.iter().map(|p| p.node.as_str()).collect();
     vec![
         j.id.to_string(),
         user_name(j.uid),
         j.class.name().to_string(),
         mode_text(j.mode).to_string(),
-        format!("{}{why}", j.state.name()),
+        j.state.name().to_string(),
         elapsed_text(elapsed_ms(j, now_unix_ms)),
         j.tasks.to_string(),
         if nodes.is_empty() { "-".into() } else { nodes.join(",") },
         format!("{:.1}", j.cpu_ns as f64 / 1e9),
         format!("{:.0}%", j.slice_share * 100.0),
-        j.command.clone(),
+        shortened(&j.command, COMMAND_WIDTH),
+        job_notes(j).unwrap_or_else(|| "-".into()),
     ]
+}
+
+/// The widest command the table shows (`--json` has it whole): the reason after it stays in view.
+const COMMAND_WIDTH: usize = 48;
+
+/// `text` cut to `width` characters, ending in "…" when cut.
+fn shortened(text: &str, width: usize) -> String {
+    match text.chars().count() > width {
+        true => text.chars().take(width.saturating_sub(1)).chain(['…']).collect(),
+        false => text.to_string(),
+    }
 }
 
 /// A line per job cgroup a node could not empty (processes that survived SIGKILL), only when there are some.
@@ -172,7 +204,8 @@ fn stuck_text(status: &StatusReply, now_unix_ms: u64) -> String {
 /// What the state of a job needs said beside it: its error, and for a Slurm job the time cosched added to its Slurm
 /// end time or why it could not.
 fn job_notes(j: &StatusJob) -> Option<String> {
-    let mut notes: Vec<String> = j.error.iter().cloned().collect();
+    // A reason that only repeats the state ("killed") is said once, by the state.
+    let mut notes: Vec<String> = j.error.iter().filter(|e| e.as_str() != j.state.name()).cloned().collect();
     match &j.slurm_time {
         Some(SlurmTimeStatus { error: Some(e), .. }) => notes.push(format!("Slurm end time not extended: {e}")),
         Some(SlurmTimeStatus { extended_s, .. }) if *extended_s > 0 => {
@@ -322,7 +355,8 @@ mod tests {
         assert_eq!(kept(StatusFilter { states: list(&["active"]), ..Default::default() }).unwrap(), [1, 2]);
         assert_eq!(kept(StatusFilter { states: list(&["FINISHED", "queued"]), ..Default::default() }).unwrap(), [2, 3]);
         assert_eq!(kept(StatusFilter { nodes: list(&["b"]), ..Default::default() }).unwrap(), [3]);
-        let all = StatusFilter { users: list(&["root"]), states: list(&["running"]), nodes: list(&["a"]) };
+        let all =
+            StatusFilter { users: list(&["root"]), states: list(&["running"]), nodes: list(&["a"]), jobs: vec![] };
         assert_eq!(kept(all).unwrap(), [1]);
     }
 
@@ -354,6 +388,40 @@ mod tests {
         assert!(line("3 ").contains("1:03") && line("3 ").contains("a,b"), "{text}");
         assert!(line("2 ").contains("0:00") && line("2 ").contains(" - "), "{text}");
         assert!(!text.contains("could not be killed"), "{text}");
+    }
+
+    #[test]
+    fn a_reason_has_its_own_column_and_a_killed_job_says_killed_once() {
+        let mut status = status();
+        status.jobs[0].state = JobState::Failed;
+        status.jobs[0].error = Some("exited with status 3".into());
+        status.jobs[2].state = JobState::Killed;
+        status.jobs[2].error = Some("killed".into());
+        let text = job_table(&status, 122_000, true);
+        let header = text.lines().next().unwrap();
+        assert!(header.ends_with("reason"), "{text}");
+        let line = |id: &str| text.lines().find(|l| l.trim_start().starts_with(id)).unwrap().to_string();
+        assert!(line("1 ").ends_with("exited with status 3") && line("1 ").contains(" failed "), "{text}");
+        assert_eq!(line("3 ").matches("killed").count(), 1, "{text}");
+        let bare = job_table(&status, 122_000, false);
+        assert_eq!(bare.lines().count(), status.jobs.len(), "no header: {bare}");
+        assert!(!bare.contains("reason"), "{bare}");
+    }
+
+    #[test]
+    fn jobs_are_chosen_by_id_and_an_unknown_id_is_named() {
+        let filter = StatusFilter { jobs: vec![3, 1], ..StatusFilter::default() };
+        assert_eq!(kept(filter).unwrap(), [1, 3]);
+        let filter = StatusFilter { jobs: vec![3, 77, 78], ..StatusFilter::default() };
+        assert!(kept(filter).unwrap_err().contains("no job 77, 78"));
+    }
+
+    #[test]
+    fn a_long_command_is_shortened_in_the_table() {
+        assert_eq!(shortened("sleep 1", 48), "sleep 1");
+        let cut = shortened(&"x".repeat(60), 48);
+        assert_eq!(cut.chars().count(), 48);
+        assert!(cut.ends_with('…'));
     }
 
     #[test]

@@ -17,6 +17,37 @@ fn spin_job(daemon: &Daemon, tasks: &str, extra: &[&str]) -> u64 {
     daemon.submit(&args)
 }
 
+/// `kill` takes several jobs and tries each (an unknown one is named, the others still go); `status JOBID…
+/// --noheader` lists those jobs alone, a line each, and a killed job says "killed" once.
+#[test]
+fn several_jobs_are_killed_at_once_and_listed_by_id() {
+    if skip_unless_root("several_jobs_are_killed_at_once_and_listed_by_id") {
+        return;
+    }
+    let daemon = Daemon::up(&[]);
+    let ids: Vec<String> = (0..3).map(|_| daemon.submit(&["--", "sleep", "300"]).to_string()).collect();
+    let listed = daemon.client(&["status", "--noheader", &ids[0], &ids[2]]);
+    let text = String::from_utf8_lossy(&listed.stdout).to_string();
+    let first_words: Vec<&str> = text.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(first_words, [ids[0].as_str(), ids[2].as_str()], "{text}");
+    let unknown = daemon.client(&["status", "999999"]);
+    assert!(!unknown.status.success() && String::from_utf8_lossy(&unknown.stderr).contains("no job 999999"));
+
+    let killed = daemon.client(&["kill", &ids[0], "999999", &ids[1]]);
+    assert!(!killed.status.success(), "an unknown job must fail the command");
+    assert!(String::from_utf8_lossy(&killed.stderr).contains("job 999999"), "{killed:?}");
+    for id in &ids[..2] {
+        let id: u64 = id.parse().unwrap();
+        wait_for("the job to be killed", Duration::from_secs(10), || {
+            daemon.job(id).is_some_and(|j| j.state == JobState::Killed)
+        });
+    }
+    assert_eq!(daemon.job(ids[2].parse().unwrap()).map(|j| j.state), Some(JobState::Running));
+    let line = String::from_utf8_lossy(&daemon.client(&["status", "--noheader", &ids[0]]).stdout).to_string();
+    assert_eq!(line.matches("killed").count(), 1, "the state said once: {line}");
+    assert!(daemon.client(&["kill", &ids[2]]).status.success());
+}
+
 /// A job's CPU time is its cgroup's at its end, sent by the agent with the end, not its last report (up to a
 /// report period, 100 ms, earlier): a short busy loop is charged at least what its shell counted (`times`, in
 /// clock ticks of 10 ms).
@@ -303,7 +334,11 @@ fn a_job_that_cannot_start_or_exits_non_zero_is_failed_with_its_reason() {
         assert!(record.error.as_deref().unwrap_or("").contains(reason), "{record:?}");
     }
     let text = String::from_utf8_lossy(&daemon.client(&["status"]).stdout).into_owned();
-    assert!(text.contains("failed (exited with status 3)"), "{text}");
+    let line = text.lines().find(|l| l.contains("exited with status 3")).unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(" failed ") && line.ends_with("exited with status 3"),
+        "the reason is its own column: {text}"
+    );
     // Filtered as squeue filters: by state and user; a state that does not exist is named.
     let failed = String::from_utf8_lossy(&daemon.client(&["status", "-t", "failed", "-u", "root"]).stdout).into_owned();
     let listed = |job: u64| failed.lines().any(|l| l.split_whitespace().next() == Some(job.to_string().as_str()));
