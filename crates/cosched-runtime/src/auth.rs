@@ -21,6 +21,8 @@
 //! Slurm restricts its own. The agents' key never crosses the network, and every comparison of a secret is in
 //! constant time.
 
+pub mod monitor_tokens;
+
 use crate::protocol::{AgentProof, ControllerProof, MAX_NONCE_CHARS};
 use crate::seal::SessionKey;
 use cosched_munge::{bound_payload, Munge};

@@ -8,6 +8,7 @@
 use crate::db::NodeRow;
 use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
 use crate::metrics::{JobFigures, MetricsAccess, MetricsSnapshot, NodeFigures, MAX_JOB_SERIES};
+use crate::protocol::checks::{parse_class, parse_signal, validate_node_name};
 use crate::protocol::{
     write_message, AgentHello, ClassReply, ExecReply, ExecRequest, FromAgent, JobStateReply, JobUsage, KillReply,
     KillState, LogFile, LogTail, LogsReply, MatrixCell, MonitorTokenReply, NodeLoad, NodeLoadReply, PidReply,
@@ -17,7 +18,7 @@ use crate::protocol::{
 use crate::skew::SliceStartSkew;
 use crate::storage::Storage;
 use cosched_core::JobId;
-use cosched_policy::cluster::{ClusterShape, JobClass, JobStatus, Mode, PlanJob, PlanSettings};
+use cosched_policy::cluster::{ClusterShape, JobStatus, Mode, PlanJob, PlanSettings};
 use cosched_policy::Coscheduler;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -179,7 +180,7 @@ struct State {
     next_job: u64,
     /// The policy: the plan of every job not over, kept in step with `jobs`.
     cosched: Coscheduler,
-    monitor_tokens: crate::monitor::MonitorTokens,
+    monitor_tokens: crate::auth::monitor_tokens::MonitorTokens,
     /// Requests waiting for an agent's answer (`PidMoved`, `Logs`, `ExecEnded`), by acknowledgement number: only
     /// the agent they were sent to may answer them.
     pending_answers: BTreeMap<u64, Pending>,
@@ -265,7 +266,7 @@ impl Controller {
             nodes,
             next_job,
             cosched,
-            monitor_tokens: crate::monitor::MonitorTokens::default(),
+            monitor_tokens: crate::auth::monitor_tokens::MonitorTokens::default(),
             pending_answers: BTreeMap::new(),
             next_ack: 1,
             slurm_refusals: std::collections::VecDeque::new(),
@@ -1676,49 +1677,5 @@ fn exit_reason(code: i32) -> String {
             format!("killed by signal {} ({name})", c - 128)
         }
         c => format!("exited with status {c}"),
-    }
-}
-
-/// The checks of a request that need no state (names of classes, signals and nodes), run by the server before the
-/// controller is touched; the handlers repeat them where they use the names.
-pub fn check_request(request: &Request) -> Result<(), String> {
-    let node_ok = |node: &Option<String>| node.as_deref().map_or(Ok(()), validate_node_name);
-    match request {
-        Request::Submit(r) => parse_class(&r.class).map(drop),
-        Request::Register(r) => parse_class(&r.class).and_then(|_| node_ok(&r.node)),
-        Request::SetClass { class, .. } => parse_class(class).map(drop),
-        Request::Signal { signal, .. } => parse_signal(signal).map(drop),
-        Request::AddPid { node, .. } | Request::RemovePid { node, .. } | Request::NodeLoad { node } => node_ok(node),
-        Request::Exec(r) => validate_node_name(&r.node),
-        _ => Ok(()),
-    }
-}
-
-/// A signal a user may send to their job: any but those the coscheduler itself uses to stop and start jobs.
-fn parse_signal(name: &str) -> Result<nix::sys::signal::Signal, String> {
-    use nix::sys::signal::Signal;
-    let upper = name.trim().to_ascii_uppercase();
-    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
-    let signal: Signal = full.parse().map_err(|_| format!("unknown signal {name:?} (e.g. TERM, INT, HUP, USR1)"))?;
-    if matches!(signal, Signal::SIGSTOP | Signal::SIGCONT | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU) {
-        return Err(format!("{signal} stops or starts processes: use suspend and resume"));
-    }
-    Ok(signal)
-}
-
-fn parse_class(text: &str) -> Result<JobClass, String> {
-    JobClass::parse(text).ok_or_else(|| format!("unknown class {text:?} (express, interactive, batch or standby)"))
-}
-
-pub fn validate_node_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
-        && name != "."
-        && name != "..";
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("invalid node name {name:?} (letters, digits, '-', '_', '.'; at most 64)"))
     }
 }

@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 
+pub mod checks;
 mod replies;
 pub use replies::*;
 
@@ -490,7 +491,7 @@ pub struct JobUsage {
 /// controller sees it.
 pub fn parse_request(line: &str) -> Result<Request, String> {
     let request = serde_json::from_str::<Request>(line).map_err(|e| format!("bad request: {e}"))?;
-    crate::controller::check_request(&request)?;
+    checks::check_request(&request)?;
     Ok(request)
 }
 

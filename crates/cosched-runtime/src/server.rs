@@ -326,7 +326,7 @@ impl Session {
         if matches!(self.peer, Peer::Local(_)) || self.opener.is_some() {
             return Err("agent_auth is for TCP, once".into());
         }
-        crate::controller::validate_node_name(node)?;
+        crate::protocol::checks::validate_node_name(node)?;
         let nonces = self.nonces.take().ok_or("ask for a challenge first, with your nonce")?;
         let credentials = &self.listening.credentials;
         let (session, with) = credentials.check_agent(node, proof, &nonces)?;

@@ -376,7 +376,7 @@ fn node_names(hostlists: &[String]) -> Result<Vec<String>, String> {
     let mut names: Vec<String> = Vec::new();
     for hostlist in hostlists {
         for name in cosched_runtime::slurm::expand_hostlist(hostlist).map_err(|e| format!("--nodes: {e}"))? {
-            cosched_runtime::controller::validate_node_name(&name).map_err(|e| format!("--nodes: {e}"))?;
+            cosched_runtime::protocol::checks::validate_node_name(&name).map_err(|e| format!("--nodes: {e}"))?;
             if !names.contains(&name) {
                 names.push(name);
             }
@@ -414,7 +414,7 @@ fn agent_settings(
             std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or("node".into())
         }
     };
-    cosched_runtime::controller::validate_node_name(&node)?;
+    cosched_runtime::protocol::checks::validate_node_name(&node)?;
     let all_cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
     Ok(AgentSettings {
         node,

@@ -1,0 +1,50 @@
+//! The checks of a request that need no state: the names of classes, signals and nodes. The server runs them on
+//! every request before the controller is touched; the controller's handlers use the same parsers where they use
+//! the names, and check what needs its state.
+
+use super::Request;
+use cosched_policy::JobClass;
+
+/// The checks of a request that need no state (names of classes, signals and nodes), run by the server before the
+/// controller is touched; the handlers repeat them where they use the names.
+pub fn check_request(request: &Request) -> Result<(), String> {
+    let node_ok = |node: &Option<String>| node.as_deref().map_or(Ok(()), validate_node_name);
+    match request {
+        Request::Submit(r) => parse_class(&r.class).map(drop),
+        Request::Register(r) => parse_class(&r.class).and_then(|_| node_ok(&r.node)),
+        Request::SetClass { class, .. } => parse_class(class).map(drop),
+        Request::Signal { signal, .. } => parse_signal(signal).map(drop),
+        Request::AddPid { node, .. } | Request::RemovePid { node, .. } | Request::NodeLoad { node } => node_ok(node),
+        Request::Exec(r) => validate_node_name(&r.node),
+        _ => Ok(()),
+    }
+}
+
+/// A signal a user may send to their job: any but those the coscheduler itself uses to stop and start jobs.
+pub fn parse_signal(name: &str) -> Result<nix::sys::signal::Signal, String> {
+    use nix::sys::signal::Signal;
+    let upper = name.trim().to_ascii_uppercase();
+    let full = if upper.starts_with("SIG") { upper } else { format!("SIG{upper}") };
+    let signal: Signal = full.parse().map_err(|_| format!("unknown signal {name:?} (e.g. TERM, INT, HUP, USR1)"))?;
+    if matches!(signal, Signal::SIGSTOP | Signal::SIGCONT | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU) {
+        return Err(format!("{signal} stops or starts processes: use suspend and resume"));
+    }
+    Ok(signal)
+}
+
+pub fn parse_class(text: &str) -> Result<JobClass, String> {
+    JobClass::parse(text).ok_or_else(|| format!("unknown class {text:?} (express, interactive, batch or standby)"))
+}
+
+pub fn validate_node_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+        && name != "."
+        && name != "..";
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("invalid node name {name:?} (letters, digits, '-', '_', '.'; at most 64)"))
+    }
+}
