@@ -241,7 +241,15 @@ fn main() -> ExitCode {
         Command::Up { controller, agent } => runtime_cmd::up(&controller, &agent),
         Command::Controller(args) => runtime_cmd::controller(&args),
         Command::Agent(args) => runtime_cmd::agent(&args),
-        Command::Submit { client, args } => runtime_cmd::submit(&client, &args),
+        Command::Submit { client, args } => {
+            return match runtime_cmd::submit(&client, &args) {
+                Ok(status) => ExitCode::from(status),
+                Err(message) => {
+                    eprintln!("error: {message}");
+                    ExitCode::from(1)
+                }
+            };
+        }
         Command::Status { client, filter, noheader } => runtime_cmd::status(&client, &filter, noheader),
         Command::Suspend { job, client } => runtime_cmd::run_client(&client, Request::Suspend { job }, job_state_line),
         Command::Resume { job, client } => runtime_cmd::run_client(&client, Request::Resume { job }, job_state_line),

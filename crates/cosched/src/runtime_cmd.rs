@@ -520,6 +520,10 @@ pub struct SubmitArgs {
     /// node. Example: cosched submit --mpi -n 8 --nodes 4 -- mpirun ./prog
     #[arg(long)]
     pub mpi: bool,
+    /// Wait until the job ends, then exit with its exit status (as sbatch --wait): 0 when it finished, its
+    /// code when it failed with one, 1 otherwise (killed, or failed without a code).
+    #[arg(long)]
+    pub wait: bool,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
@@ -693,7 +697,8 @@ pub fn run_client<T: serde::Serialize + serde::de::DeserializeOwned>(
     Ok(())
 }
 
-pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<(), String> {
+/// Submit a job; with `--wait`, wait for its end. The status to exit with.
+pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<u8, String> {
     let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
     let request = SubmitRequest {
         tasks: args.tasks,
@@ -713,7 +718,38 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<(), String> {
     } else {
         println!("job {} {}", reply.job, reply.state.name());
     }
-    Ok(())
+    if !args.wait {
+        return Ok(0);
+    }
+    let ended = wait_for_end(client, reply.job)?;
+    if !client.json {
+        let why = ended.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+        println!("job {} {}{why}", ended.id, ended.state.name());
+    }
+    Ok(match (ended.state, ended.exit_code) {
+        (cosched_runtime::jobs::JobState::Finished, _) => 0,
+        (cosched_runtime::jobs::JobState::Failed, Some(code)) => {
+            u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1)
+        }
+        _ => 1,
+    })
+}
+
+/// Poll the job's record until it is over: every 250 ms at first, then less often, up to every 2 s (a long job
+/// costs the controller a status a few times a minute).
+fn wait_for_end(client: &ClientArgs, job: u64) -> Result<cosched_runtime::protocol::StatusJob, String> {
+    let mut pause = std::time::Duration::from_millis(250);
+    loop {
+        let status: StatusReply = ask(client, &Request::Status {})?;
+        let record = status.jobs.into_iter().find(|j| j.id == job);
+        match record {
+            Some(record) if record.state.is_over() => return Ok(record),
+            Some(_) => {}
+            None => return Err(format!("job {job} is no longer shown (ended jobs leave after --keep-finished-s)")),
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 3 / 2).min(std::time::Duration::from_secs(2));
+    }
 }
 
 /// `status`: the reply filtered by `filter`, as JSON or as tables.

@@ -48,6 +48,21 @@ fn several_jobs_are_killed_at_once_and_listed_by_id() {
     assert!(daemon.client(&["kill", &ids[2]]).status.success());
 }
 
+/// `submit --wait` returns when the job ends, with its exit status, as sbatch --wait does.
+#[test]
+fn submit_wait_returns_the_jobs_exit_status() {
+    if skip_unless_root("submit_wait_returns_the_jobs_exit_status") {
+        return;
+    }
+    let daemon = Daemon::up(&[]);
+    let finished = daemon.client(&["submit", "--wait", "--", "sh", "-c", "sleep 0.3"]);
+    assert_eq!(finished.status.code(), Some(0), "{finished:?}");
+    assert!(String::from_utf8_lossy(&finished.stdout).contains("finished"), "{finished:?}");
+    let failed = daemon.client(&["submit", "--wait", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(failed.status.code(), Some(7), "{failed:?}");
+    assert!(String::from_utf8_lossy(&failed.stdout).contains("failed: exited with status 7"), "{failed:?}");
+}
+
 /// A job's CPU time is its cgroup's at its end, sent by the agent with the end, not its last report (up to a
 /// report period, 100 ms, earlier): a short busy loop is charged at least what its shell counted (`times`, in
 /// clock ticks of 10 ms).
