@@ -33,3 +33,15 @@ pub fn interrupted_status() -> Option<u8> {
         signal => u8::try_from(128 + signal).ok(),
     }
 }
+
+/// End the process by the caught signal itself, with the signal's default action, once the command has cleaned up:
+/// a shell then sees a program the signal ended, and a script stops too instead of going on to its next line.
+/// Returns only if no signal was caught or that fails (the caller then exits with [`interrupted_status`]).
+pub fn end_by_caught_signal() {
+    let signal = caught_signal().load(Ordering::Relaxed);
+    if let Ok(signal) = i32::try_from(signal) {
+        if signal != 0 {
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+        }
+    }
+}

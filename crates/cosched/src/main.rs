@@ -82,7 +82,8 @@ enum Command {
         client: runtime_cmd::ClientArgs,
         #[command(flatten)]
         filter: status_view::StatusFilter,
-        /// Print the jobs' lines alone: no node table and no header (for scripts, as squeue --noheader).
+        /// Print the jobs' lines alone: no node table and no header (as squeue --noheader); to read fields in a
+        /// script, use --json (commands and reasons hold spaces).
         #[arg(long)]
         noheader: bool,
     },
@@ -262,11 +263,17 @@ fn main() -> ExitCode {
                 format!("job {}, state {state}", r.job)
             })
         }),
-        Command::Kill { jobs, signal: Some(signal), client } => runtime_cmd::each_job(&jobs, |job| {
-            runtime_cmd::run_client(&client, Request::Signal { job, signal: signal.clone() }, |r: &SignalReply| {
-                format!("job {}, signal {}", r.job, r.signal)
+        Command::Kill { jobs, signal: Some(signal), client } => {
+            cosched_runtime::protocol::checks::parse_signal(&signal).and_then(|_| {
+                runtime_cmd::each_job(&jobs, |job| {
+                    runtime_cmd::run_client(
+                        &client,
+                        Request::Signal { job, signal: signal.clone() },
+                        |r: &SignalReply| format!("job {}, signal {}", r.job, r.signal),
+                    )
+                })
             })
-        }),
+        }
         Command::Class { job, class, client } => {
             runtime_cmd::run_client(&client, Request::SetClass { job, class }, |r: &ClassReply| {
                 format!("job {}, class {}", r.job, r.class.name())
@@ -327,6 +334,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("error: {message}");
+            cosched::interrupt::end_by_caught_signal();
             ExitCode::from(cosched::interrupt::interrupted_status().unwrap_or(1))
         }
     }

@@ -672,7 +672,6 @@ pub fn ask<T: serde::de::DeserializeOwned>(client: &ClientArgs, request: &Reques
     client_for(client)?.ask(request).map_err(explain)
 }
 
-/// Send a request, print the reply's data (JSON, or the text `text` makes of it), fail on an error reply.
 /// `act` on each job in turn, every one tried; the errors, each naming its job, together at the end.
 pub fn each_job(jobs: &[u64], act: impl Fn(u64) -> Result<(), String>) -> Result<(), String> {
     let errors: Vec<String> =
@@ -683,6 +682,7 @@ pub fn each_job(jobs: &[u64], act: impl Fn(u64) -> Result<(), String>) -> Result
     }
 }
 
+/// Send a request, print the reply's data (JSON, or the text `text` makes of it), fail on an error reply.
 pub fn run_client<T: serde::Serialize + serde::de::DeserializeOwned>(
     client: &ClientArgs,
     request: Request,
@@ -723,7 +723,7 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<u8, String> {
     }
     let ended = wait_for_end(client, reply.job)?;
     if !client.json {
-        let why = ended.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+        let why = crate::status_view::reason(&ended).map(|e| format!(": {e}")).unwrap_or_default();
         println!("job {} {}{why}", ended.id, ended.state.name());
     }
     Ok(match (ended.state, ended.exit_code) {
@@ -735,22 +735,45 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<u8, String> {
     })
 }
 
-/// Poll the job's record until it is over: every 250 ms at first, then less often, up to every 2 s (a long job
-/// costs the controller a status a few times a minute).
+/// Poll the job's record until it is over: every 250 ms at first, then less often, up to every 10 s (each poll is
+/// a whole status). The controller unreachable (restarted, say) is retried for up to [`WAIT_LINK_RETRY`]; the job
+/// lives on meanwhile. Its record must be read before `--keep-finished-s` (5 min by default) after its end.
 fn wait_for_end(client: &ClientArgs, job: u64) -> Result<cosched_runtime::protocol::StatusJob, String> {
-    let mut pause = std::time::Duration::from_millis(250);
+    use std::time::{Duration, Instant};
+    let mut pause = Duration::from_millis(250);
+    let mut unreachable_since: Option<Instant> = None;
     loop {
-        let status: StatusReply = ask(client, &Request::Status {})?;
-        let record = status.jobs.into_iter().find(|j| j.id == job);
-        match record {
-            Some(record) if record.state.is_over() => return Ok(record),
-            Some(_) => {}
-            None => return Err(format!("job {job} is no longer shown (ended jobs leave after --keep-finished-s)")),
+        #[allow(clippy::disallowed_methods)] // how long the controller has been away: wall time, not simulated
+        let now = Instant::now();
+        match client_for(client)?.status() {
+            Ok(status) => {
+                unreachable_since = None;
+                match status.jobs.into_iter().find(|j| j.id == job) {
+                    Some(record) if record.state.is_over() => return Ok(record),
+                    Some(_) => {}
+                    None => {
+                        return Err(format!("job {job} is no longer shown (ended jobs leave after --keep-finished-s)"))
+                    }
+                }
+            }
+            Err(CallError::Link(e)) => {
+                let since = *unreachable_since.get_or_insert_with(|| {
+                    eprintln!("cosched submit --wait: {e}; trying again (the job goes on)");
+                    now
+                });
+                if now.duration_since(since) > WAIT_LINK_RETRY {
+                    return Err(format!("the controller has been unreachable for {WAIT_LINK_RETRY:?}: {e}"));
+                }
+            }
+            Err(refused) => return Err(explain(refused)),
         }
         std::thread::sleep(pause);
-        pause = (pause * 3 / 2).min(std::time::Duration::from_secs(2));
+        pause = (pause * 3 / 2).min(Duration::from_secs(10));
     }
 }
+
+/// How long `submit --wait` goes on trying a controller it cannot reach.
+const WAIT_LINK_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// `status`: the reply filtered by `filter`, as JSON or as tables.
 pub fn status(client: &ClientArgs, filter: &StatusFilter, noheader: bool) -> Result<(), String> {

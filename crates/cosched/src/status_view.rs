@@ -168,13 +168,19 @@ fn job_row(j: &StatusJob, now_unix_ms: u64) -> Vec<String> {
         if nodes.is_empty() { "-".into() } else { nodes.join(",") },
         format!("{:.1}", j.cpu_ns as f64 / 1e9),
         format!("{:.0}%", j.slice_share * 100.0),
-        shortened(&j.command, COMMAND_WIDTH),
+        shortened(&one_line(&j.command), COMMAND_WIDTH),
         job_notes(j).unwrap_or_else(|| "-".into()),
     ]
 }
 
 /// The widest command the table shows (`--json` has it whole): the reason after it stays in view.
 const COMMAND_WIDTH: usize = 48;
+
+/// `text` as it prints (control and invisible characters escaped), its runs of white space made one space: what
+/// a command's own padding cannot push out of its column.
+fn one_line(text: &str) -> String {
+    printable(&text.split_whitespace().collect::<Vec<_>>().join(" "))
+}
 
 /// `text` cut to `width` characters, ending in "…" when cut.
 fn shortened(text: &str, width: usize) -> String {
@@ -199,6 +205,11 @@ fn stuck_text(status: &StatusReply, now_unix_ms: u64) -> String {
         }
     }
     out
+}
+
+/// Why a job is in its state, when that says more than the state itself.
+pub fn reason(j: &StatusJob) -> Option<String> {
+    job_notes(j)
 }
 
 /// What the state of a job needs said beside it: its error, and for a Slurm job the time cosched added to its Slurm
@@ -418,6 +429,8 @@ mod tests {
 
     #[test]
     fn a_long_command_is_shortened_in_the_table() {
+        assert_eq!(one_line("sleep   1\n\t"), "sleep 1", "padding cannot push the reason along");
+        assert!(one_line("a\u{1b}[2Jb").contains("\\"), "escaped before it is cut: {}", one_line("a\u{1b}[2Jb"));
         assert_eq!(shortened("sleep 1", 48), "sleep 1");
         let cut = shortened(&"x".repeat(60), 48);
         assert_eq!(cut.chars().count(), 48);
