@@ -353,7 +353,7 @@ fn start_cluster(config: &SlowdownConfig, policy: Policy, max_jobs: u32) -> Resu
 
 /// `jobs` copies submitted to the cluster at once, each an MPI job with a rank on every node. A copy's time
 /// runs from its submission to its end as the controller records them; the end is learnt at an agent's next
-/// report, so up to 100 ms late (`docs/bench.md`). Its CPU time is the agents' last report before the end.
+/// report, so up to 100 ms late (`docs/bench.md`). Its CPU time is its cgroups' at its end on every node.
 fn run_on_cluster(
     config: &SlowdownConfig,
     policy: Policy,

@@ -532,6 +532,26 @@ mod tests {
     /// A report inside every size bound may still ask for hours of simulation; it is refused per policy before
     /// it starts, as are zero copies, and a repeated point is simulated once.
     #[test]
+    fn a_cluster_report_runs_on_nodes_of_one_cpu_and_must_match_its_tasks() {
+        let mut cluster = report(&[(1, 0.21), (2, 0.42), (4, 0.84)]);
+        cluster.nodes = 2;
+        let prediction = predict(&cluster, &machine()).unwrap();
+        assert_eq!(prediction.layout, Layout { nodes: 2, cpus_per_node: 1 });
+        for p in &prediction.policies[0].points {
+            assert!((p.simulated / p.jobs as f64 - 1.0).abs() < 0.08, "{p:?}");
+        }
+        // Messages between nodes go over TCP (25 µs), not shared memory: a cluster copy takes longer alone.
+        let alone = |r: &SlowdownReport| predict(r, &machine()).unwrap().policies[0].points[0].simulated_tj_s;
+        assert!(alone(&cluster) > alone(&report(&[(1, 0.21), (2, 0.42)])));
+        for (nodes, cpus) in [(0, 2), (3, 3), (2, 4)] {
+            let (mut bad, why) = (cluster.clone(), "one task and one CPU per node");
+            (bad.nodes, bad.cpus_per_job) = (nodes, cpus);
+            let error = predict(&bad, &machine()).err().unwrap_or_default();
+            assert!(error.contains(why) || error.contains("tasks on"), "nodes {nodes}, cpus {cpus}: {error}");
+        }
+    }
+
+    #[test]
     fn work_beyond_the_bounds_is_refused_before_it_starts() {
         let mut r = report(&[(1, 0.21), (2, 0.42), (2, 0.42), (0, 0.42)]);
         let prediction = predict(&r, &machine()).unwrap();
