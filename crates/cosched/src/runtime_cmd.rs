@@ -672,8 +672,12 @@ pub fn ask<T: serde::de::DeserializeOwned>(client: &ClientArgs, request: &Reques
     client_for(client)?.ask(request).map_err(explain)
 }
 
-/// `act` on each job in turn, every one tried; the errors, each naming its job, together at the end.
+/// `act` on each job in turn, every one tried; the errors, each naming its job, together at the end (one job's
+/// error as it is, as before several could be given).
 pub fn each_job(jobs: &[u64], act: impl Fn(u64) -> Result<(), String>) -> Result<(), String> {
+    if let [job] = jobs {
+        return act(*job);
+    }
     let errors: Vec<String> =
         jobs.iter().filter_map(|&job| act(job).err().map(|e| format!("job {job}: {e}"))).collect();
     match errors.is_empty() {

@@ -129,8 +129,9 @@ pub fn status_table(status: &StatusReply, now_unix_ms: u64) -> String {
     out.trim_end().to_string()
 }
 
+/// The command stays last, whole, as scripts read it (`$NF`); the reason before it is cut (`--json` has it whole).
 const JOB_HEADERS: [&str; 12] =
-    ["job", "user", "class", "mode", "state", "elapsed", "tasks", "nodes", "cpu s", "share", "command", "reason"];
+    ["job", "user", "class", "mode", "state", "elapsed", "tasks", "nodes", "cpu s", "share", "reason", "command"];
 
 /// The jobs alone, a line each, as `squeue` lists them; with their header or without (`--noheader`, for scripts).
 pub fn job_table(status: &StatusReply, now_unix_ms: u64, header: bool) -> String {
@@ -168,16 +169,16 @@ fn job_row(j: &StatusJob, now_unix_ms: u64) -> Vec<String> {
         if nodes.is_empty() { "-".into() } else { nodes.join(",") },
         format!("{:.1}", j.cpu_ns as f64 / 1e9),
         format!("{:.0}%", j.slice_share * 100.0),
-        shortened(&one_line(&j.command), COMMAND_WIDTH),
-        job_notes(j).unwrap_or_else(|| "-".into()),
+        job_notes(j).map_or_else(|| "-".into(), |reason| shortened(&one_line(&reason), REASON_WIDTH)),
+        one_line(&j.command),
     ]
 }
 
-/// The widest command the table shows (`--json` has it whole): the reason after it stays in view.
-const COMMAND_WIDTH: usize = 48;
+/// The widest reason the table shows (`--json` has it whole), so the command after it stays in view.
+const REASON_WIDTH: usize = 40;
 
-/// `text` as it prints (control and invisible characters escaped), its runs of white space made one space: what
-/// a command's own padding cannot push out of its column.
+/// `text` as it prints (control and invisible characters escaped), on one line, its runs of white space made one
+/// space: a command's or a reason's own padding cannot push the columns after it.
 fn one_line(text: &str) -> String {
     printable(&text.split_whitespace().collect::<Vec<_>>().join(" "))
 }
@@ -410,9 +411,9 @@ mod tests {
         status.jobs[2].error = Some("killed".into());
         let text = job_table(&status, 122_000, true);
         let header = text.lines().next().unwrap();
-        assert!(header.ends_with("reason"), "{text}");
+        assert!(header.contains(" reason ") && header.ends_with("command"), "the command stays last: {text}");
         let line = |id: &str| text.lines().find(|l| l.trim_start().starts_with(id)).unwrap().to_string();
-        assert!(line("1 ").ends_with("exited with status 3") && line("1 ").contains(" failed "), "{text}");
+        assert!(line("1 ").contains(" exited with status 3 ") && line("1 ").contains(" failed "), "{text}");
         assert_eq!(line("3 ").matches("killed").count(), 1, "{text}");
         let bare = job_table(&status, 122_000, false);
         assert_eq!(bare.lines().count(), status.jobs.len(), "no header: {bare}");
@@ -428,7 +429,7 @@ mod tests {
     }
 
     #[test]
-    fn a_long_command_is_shortened_in_the_table() {
+    fn a_long_reason_is_shortened_in_the_table() {
         assert_eq!(one_line("sleep   1\n\t"), "sleep 1", "padding cannot push the reason along");
         assert!(one_line("a\u{1b}[2Jb").contains("\\"), "escaped before it is cut: {}", one_line("a\u{1b}[2Jb"));
         assert_eq!(shortened("sleep 1", 48), "sleep 1");
