@@ -5,10 +5,10 @@
 use crate::auth::{Credentials, Nonces};
 use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
 use crate::protocol::{
-    write_message, AuthReply, ChallengeReply, ClassReply, ExecReply, ExecRequest, JobStateReply, KillReply, LogsReply,
-    MonitorTokenReply, NodeLoadReply, PidReply, RegisterRequest, Reply, Request, ResourcesReply, SignalReply,
-    SlurmBeginRequest, SlurmEndRequest, StatusReply, SubmitReply, SubmitRequest, ToAgent, UsageReply,
-    MAX_TRUSTED_LINE_BYTES,
+    write_message, AuthReply, ChallengeReply, ClassReply, ExecReply, ExecRequest, HistoryReply, HistoryRequest,
+    JobStateReply, KillReply, LogsReply, MonitorTokenReply, NodeLoadReply, PidReply, RegisterRequest, Reply, Request,
+    ResourcesReply, SignalReply, SlurmBeginRequest, SlurmEndRequest, StatusReply, SubmitReply, SubmitRequest, ToAgent,
+    UsageReply, MAX_TRUSTED_LINE_BYTES,
 };
 use crate::seal::{seal_both_ways, End, LineWriter, Opener, Sealer, SessionKey, SEAL_BYTES};
 use serde::de::DeserializeOwned;
@@ -272,6 +272,10 @@ impl Client {
 
     pub fn status(&self) -> Result<StatusReply, CallError> {
         self.ask(&Request::Status {})
+    }
+
+    pub fn history(&self, request: HistoryRequest) -> Result<HistoryReply, CallError> {
+        self.ask(&Request::History(request))
     }
 
     pub fn submit(&self, request: SubmitRequest) -> Result<SubmitReply, CallError> {

@@ -10,10 +10,11 @@ use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
 use crate::metrics::{JobFigures, MetricsAccess, MetricsSnapshot, NodeFigures, MAX_JOB_SERIES};
 use crate::protocol::checks::{parse_class, parse_signal, validate_node_name};
 use crate::protocol::{
-    write_message, AgentHello, ClassReply, ExecReply, ExecRequest, FromAgent, JobStateReply, JobUsage, KillReply,
-    KillState, LogFile, LogTail, LogsReply, MatrixCell, MonitorTokenReply, NodeLoad, NodeLoadReply, PidReply,
-    RegisterRequest, Reply, ReplyData, Request, ResourcesReply, Schedule, SignalReply, StartJob, StatusJob, StatusNode,
-    StatusReply, StuckJob, SubmitReply, SubmitRequest, ToAgent, UsageReply,
+    write_message, AgentHello, ClassReply, ExecReply, ExecRequest, FromAgent, HistoryReply, HistoryRequest,
+    JobStateReply, JobUsage, KillReply, KillState, LogFile, LogTail, LogsReply, MatrixCell, MonitorTokenReply,
+    NodeLoad, NodeLoadReply, PidReply, RegisterRequest, Reply, ReplyData, Request, ResourcesReply, Schedule,
+    SignalReply, StartJob, StatusJob, StatusNode, StatusReply, StuckJob, SubmitReply, SubmitRequest, ToAgent,
+    UsageReply, DEFAULT_HISTORY_JOBS, MAX_HISTORY_JOBS,
 };
 use crate::skew::SliceStartSkew;
 use crate::storage::Storage;
@@ -41,8 +42,10 @@ pub struct ControllerSettings {
     pub admin_uids: Vec<u32>,
     /// Between SIGTERM and SIGKILL when a job is killed (Slurm's KillWait).
     pub kill_wait: Duration,
-    /// Jobs that ended longer ago than this leave `status` (their records stay in the database).
+    /// Jobs that ended longer ago than this leave `status` (their records stay, for `history`).
     pub keep_finished: Duration,
+    /// Jobs that ended longer ago than this leave the history and the database (sacct's purge).
+    pub keep_history: Duration,
     /// Hide other users' command lines from users who are not administrators (Slurm's PrivateData=jobs).
     pub private_data: bool,
     /// Whether the monitor serves `/metrics` (without a token).
@@ -106,6 +109,8 @@ impl Default for ControllerSettings {
             kill_wait: Duration::from_secs(5),
             // Slurm's MinJobAge.
             keep_finished: Duration::from_secs(300),
+            // Slurm keeps job records for ever unless told to purge; a month bounds the memory history takes.
+            keep_history: Duration::from_secs(30 * 86_400),
             private_data: true,
             metrics: MetricsAccess::Public,
             nodes: vec![],
@@ -172,6 +177,13 @@ struct JobLive {
     slurm_time: slurm_time::OutOfSlot,
 }
 
+impl JobLive {
+    /// The CPU time on all its nodes, as last reported.
+    fn total_cpu_ns(&self) -> u64 {
+        self.usage.values().fold(0u64, |sum, u| sum.saturating_add(u.cpu_ns))
+    }
+}
+
 struct State {
     storage: Storage,
     jobs: BTreeMap<u64, JobRecord>,
@@ -194,6 +206,8 @@ struct State {
     status_changes: u64,
     /// What the status document last written showed.
     status_written: Option<StatusFingerprint>,
+    /// When jobs past the history's retention were last looked for.
+    history_pruned_at: Option<Instant>,
 }
 
 /// Enough to tell whether the status document would change: the changes counted, the jobs listed (ended ones leave
@@ -237,6 +251,9 @@ enum AgentAnswerData {
     Forgotten(Option<StuckJob>),
 }
 
+/// How often the controller looks for jobs past the history's retention.
+const HISTORY_PRUNE_PERIOD: Duration = Duration::from_secs(1);
+
 /// Slices over which the status reports the skew between nodes.
 const SKEW_SLICES_KEPT: usize = 2_000;
 
@@ -256,7 +273,7 @@ impl Controller {
         let jobs: BTreeMap<u64, JobRecord> = loaded.jobs.into_iter().map(|j| (j.id, j)).collect();
         let nodes = configured_nodes(&settings.nodes, loaded.nodes);
         // Past `MAX_JOB_ID` (never written by this code) the counter stays exhausted: it never wraps.
-        let next_job = jobs.keys().next_back().map_or(1, |id| id.saturating_add(1));
+        let next_job = jobs.keys().next_back().map_or(1, |id| id.saturating_add(1)).max(loaded.next_job_id);
         let no_nodes = ClusterShape { cpus_per_node: vec![], mem_bytes_per_node: vec![], accepting: vec![] };
         let cosched = Coscheduler::replanning(settings.plan.clone(), no_nodes);
         let state = State {
@@ -273,6 +290,7 @@ impl Controller {
             slice_starts: SliceStartSkew::new(SKEW_SLICES_KEPT),
             status_changes: 0,
             status_written: None,
+            history_pruned_at: None,
         };
         Ok(Controller { settings, state: Mutex::new(state) })
     }
@@ -325,6 +343,7 @@ impl Controller {
             Request::Kill { job } => self.kill(state, who, job),
             Request::Signal { job, signal } => self.signal(state, who, job, &signal),
             Request::MonitorToken {} => self.monitor_token(state, who),
+            Request::History(r) => Ok(self.history(state, who, &r).into()),
             Request::SlurmBegin(r) => self.slurm_begin(state, who, r),
             Request::AddPid { .. }
             | Request::SlurmAttach { .. }
@@ -885,6 +904,13 @@ impl Controller {
         }
     }
 
+    /// Keep in the record of a job about to end what its history shows of its use: its CPU time so far and its
+    /// share of the slices.
+    fn keep_usage(&self, state: &State, job: &mut JobRecord) {
+        job.cpu_ns = state.live.get(&job.id).map_or(0, JobLive::total_cpu_ns).max(job.cpu_ns);
+        job.slice_share = self.slice_share(state, job.id);
+    }
+
     fn slice_share(&self, state: &State, id: u64) -> f64 {
         let plan = full_plan(state);
         plan.job(JobId(id)).map_or(0.0, |j| j.slice_share(plan.rows.len()))
@@ -1124,6 +1150,7 @@ impl Controller {
                 }
                 _ => JobState::Finished,
             };
+            self.keep_usage(state, &mut job);
             job.end(ended);
         }
         let _ = send_to(state, node, &ToAgent::Forget { job: id, ack: None });
@@ -1150,7 +1177,7 @@ impl Controller {
         let mut changes: Vec<(u64, bool, bool)> = Vec::new();
         for job in state.jobs.values().filter(|j| j.state == JobState::Running && j.mode == Mode::Gang) {
             let live = state.live.entry(job.id).or_default();
-            let cpu_ns: u64 = live.usage.values().fold(0u64, |sum, u| sum.saturating_add(u.cpu_ns));
+            let cpu_ns = live.total_cpu_ns();
             // "No CPU" means under 1 % of one CPU since the last progress: a
             // sleeping process still spends a few µs at every freeze and thaw.
             let since_ns = live.progress_at.map_or(0, |at| now.duration_since(at).as_nanos() as u64);
@@ -1186,6 +1213,7 @@ impl Controller {
         let (status, fingerprint) = {
             let mut state = self.state.lock().unwrap();
             maintain_storage(&mut state);
+            self.prune_history(&mut state);
             self.end_empty_registrations(&mut state);
             let fingerprint = (state.status_changes, self.listed_jobs(&state).count(), state.storage.status());
             if state.status_written.as_ref() == Some(&fingerprint) {
@@ -1230,12 +1258,64 @@ impl Controller {
     /// The status as `who` may see it: with `private_data`, other users' commands are hidden from non-admins.
     fn status_for(&self, state: &State, who: &Identity) -> StatusReply {
         let mut status = self.status_of(state);
+        self.hide_others_commands(who, &mut status.jobs);
+        status
+    }
+
+    /// With `private_data`, other users' commands are hidden from non-admins.
+    fn hide_others_commands(&self, who: &Identity, jobs: &mut [StatusJob]) {
         if self.settings.private_data && !who.admin {
-            for job in status.jobs.iter_mut().filter(|job| job.uid != who.uid) {
+            for job in jobs.iter_mut().filter(|job| job.uid != who.uid) {
                 job.command = HIDDEN.into();
             }
         }
-        status
+    }
+
+    /// The history as `who` may see it (as `status` shows jobs): the newest `limit` jobs that match, oldest first.
+    fn history(&self, state: &State, who: &Identity, r: &HistoryRequest) -> HistoryReply {
+        let limit = r.limit.unwrap_or(DEFAULT_HISTORY_JOBS).min(MAX_HISTORY_JOBS) as usize;
+        // Sorted, so that each job costs a search of the names, not a pass over them.
+        let (mut ids, mut uids) = (r.jobs.clone(), r.users.clone());
+        ids.sort_unstable();
+        uids.sort_unstable();
+        let matches = |j: &&JobRecord| {
+            (ids.is_empty() || ids.binary_search(&j.id).is_ok())
+                && (uids.is_empty() || uids.binary_search(&j.uid).is_ok())
+                && (r.states.is_empty() || r.states.contains(&j.state))
+                && r.since_unix_ms.is_none_or(|since| j.ended_unix_ms.is_none_or(|end| end >= since))
+                && r.until_unix_ms.is_none_or(|until| j.submitted_unix_ms < until)
+        };
+        let mut newest: Vec<&JobRecord> = state.jobs.values().rev().filter(matches).take(limit + 1).collect();
+        let more = newest.len() > limit;
+        newest.truncate(limit);
+        let mut jobs: Vec<StatusJob> = newest.into_iter().rev().map(|j| self.status_job(state, j)).collect();
+        self.hide_others_commands(who, &mut jobs);
+        HistoryReply { jobs, more, keep_history_s: self.settings.keep_history.as_secs() }
+    }
+
+    /// Jobs that ended more than `keep_history` ago leave memory and the database (looked for once a second).
+    fn prune_history(&self, state: &mut State) {
+        let now = Instant::now();
+        if state.history_pruned_at.is_some_and(|at| now.duration_since(at) < HISTORY_PRUNE_PERIOD) {
+            return;
+        }
+        state.history_pruned_at = Some(now);
+        let kept_since_ms = unix_ms_now().saturating_sub(self.settings.keep_history.as_millis() as u64);
+        let old: Vec<u64> = state
+            .jobs
+            .values()
+            .filter(|j| j.ended_unix_ms.is_some_and(|end| end < kept_since_ms))
+            .map(|j| j.id)
+            .collect();
+        if old.is_empty() {
+            return;
+        }
+        for id in &old {
+            state.jobs.remove(id);
+            state.live.remove(id);
+        }
+        let next_job = state.next_job;
+        state.storage.delete_jobs(&old, next_job);
     }
 
     pub fn status(&self) -> StatusReply {
@@ -1275,10 +1355,10 @@ impl Controller {
             registered: j.registered,
             command: j.argv.join(" "),
             placement: j.placement.clone(),
-            cpu_ns: live.map_or(0, |l| l.usage.values().fold(0u64, |sum, u| sum.saturating_add(u.cpu_ns))),
+            cpu_ns: live.map_or(0, JobLive::total_cpu_ns).max(j.cpu_ns),
             pids: live.map(|l| l.usage.values().flat_map(|u| u.pids.clone()).collect()).unwrap_or_default(),
             frozen: live.is_some_and(|l| !l.usage.is_empty() && l.usage.values().all(|u| u.frozen)),
-            slice_share: self.slice_share(state, j.id),
+            slice_share: if j.state.is_over() { j.slice_share } else { self.slice_share(state, j.id) },
             exit_code: j.exit_code,
             error: j.error.clone(),
             submitted_unix_ms: j.submitted_unix_ms,
@@ -1536,6 +1616,12 @@ fn final_cpu_time(state: &mut State, job: u64, node: &str, cpu_ns: u64) {
     let live = state.live.entry(job).or_default();
     let usage = live.usage.entry(node.to_string()).or_insert(JobUsage { job, cpu_ns: 0, pids: vec![], frozen: false });
     usage.cpu_ns = usage.cpu_ns.max(cpu_ns);
+    let total_ns = live.total_cpu_ns();
+    // A late end (another node of an ended job): its record, which the history reads, grows too.
+    if let Some(record) = state.jobs.get_mut(&job).filter(|j| j.state.is_over() && j.cpu_ns < total_ns) {
+        record.cpu_ns = total_ns;
+        state.storage.save_job_or_hold(record);
+    }
 }
 
 /// Does job `job` run on `node` (placed there, not over, not ended there)? Only then may `node`'s agent speak of it.

@@ -91,6 +91,7 @@ impl Db {
         path: &Path,
         jobs: impl IntoIterator<Item = &'a JobRecord>,
         nodes: &[NodeRow],
+        next_job_id: u64,
     ) -> io::Result<()> {
         remove_if_present(path)?;
         remove_if_present(&with_suffix(path, "-journal"))?;
@@ -106,6 +107,7 @@ impl Db {
         for node in nodes {
             insert_node(&tx, node)?;
         }
+        set_meta(&tx, NEXT_JOB_ID, next_job_id).map_err(error("next job id"))?;
         tx.commit().map_err(error("commit"))?;
         conn.close().map_err(|(_, e)| sql_error("close", path, e))?;
         std::fs::File::open(path)?.sync_all()
@@ -146,6 +148,33 @@ impl Db {
             jobs.push(job);
         }
         Ok(jobs)
+    }
+
+    /// Remove the records of `ids` (jobs past their history's retention) and remember that ids below `next_job_id`
+    /// were given out: a job id is never given twice, even once every record that had it is gone. One transaction:
+    /// either both happen or neither.
+    pub fn delete_jobs(&self, ids: &[u64], next_job_id: u64) -> io::Result<()> {
+        let error = |e: rusqlite::Error| io::Error::new(kind_of(&e), format!("removing old jobs: {e}"));
+        // Unchecked: this connection is the only one and runs no other transaction meanwhile.
+        let tx = self.conn.unchecked_transaction().map_err(error)?;
+        set_meta(&tx, NEXT_JOB_ID, next_job_id).map_err(error)?;
+        for &id in ids {
+            tx.execute("DELETE FROM jobs WHERE id = ?1", [job_key(id)?]).map_err(error)?;
+        }
+        tx.commit().map_err(error)
+    }
+
+    /// The lowest id no job ever had, as far as removed records tell (`delete_jobs`); 0 when none was removed.
+    pub fn load_next_job_id(&self) -> io::Result<u64> {
+        let text: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [NEXT_JOB_ID], |r| r.get(0))
+            .map(Some)
+            .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(None) } else { Err(e) })
+            .map_err(read_error)?;
+        text.map_or(Ok(0), |t| {
+            t.parse().map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("meta {NEXT_JOB_ID}: {t:?}")))
+        })
     }
 
     pub fn save_node(&self, node: &NodeRow) -> io::Result<()> {
@@ -214,6 +243,9 @@ impl Db {
         set_meta(&self.conn, key, crate::jobs::unix_ms_now()).map_err(|e| io::Error::new(kind_of(&e), e.to_string()))
     }
 }
+
+/// The `meta` key holding the lowest id never given out.
+const NEXT_JOB_ID: &str = "next_job_id";
 
 fn set_meta(conn: &Connection, key: &str, value: u64) -> rusqlite::Result<()> {
     conn.execute(

@@ -108,6 +108,13 @@ pub struct JobRecord {
     /// (`crate::slurm_time`): kept here so that a restarted controller never grants it twice.
     #[serde(default, skip_serializing_if = "TimeCredit::is_zero")]
     pub slurm_time: TimeCredit,
+    /// The CPU time of all its processes on all its nodes, kept from its end on for its history (the nodes'
+    /// reports are not kept across restarts).
+    #[serde(default)]
+    pub cpu_ns: u64,
+    /// Its share of the cycle's slices when it ended (1 outside the matrix), for its history.
+    #[serde(default)]
+    pub slice_share: f64,
 }
 
 /// The most of an ended job's command line that its record keeps (its words, as far as they fit).
@@ -165,6 +172,8 @@ impl JobRecord {
             held_by_admin: false,
             left_behind: None,
             token: crate::job_tag::random_hex(16).unwrap_or_default(),
+            cpu_ns: 0,
+            slice_share: 0.0,
         }
     }
 

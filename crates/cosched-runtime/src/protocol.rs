@@ -93,6 +93,9 @@ pub enum Request {
     Logs {
         job: u64,
     },
+    /// Jobs of the history (ended ones until the controller's `keep_history`, and those not over), as sacct
+    /// lists them.
+    History(HistoryRequest),
     /// A token for the web monitor, bound to the caller's identity.
     MonitorToken {},
     /// Run a command in the caller's running job on one of its nodes, inside the job's cgroup there, and answer
@@ -114,6 +117,32 @@ pub enum Request {
     SlurmEnd(SlurmEndRequest),
     AgentHello(AgentHello),
 }
+
+/// `History`: which jobs; a job must match every field given. Empty lists and absent times match every job.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryRequest {
+    #[serde(default)]
+    pub jobs: Vec<u64>,
+    #[serde(default)]
+    pub users: Vec<u32>,
+    #[serde(default)]
+    pub states: Vec<crate::jobs::JobState>,
+    /// Jobs not over, or that ended at or after this time.
+    #[serde(default)]
+    pub since_unix_ms: Option<u64>,
+    /// Jobs submitted before this time.
+    #[serde(default)]
+    pub until_unix_ms: Option<u64>,
+    /// The newest this many matching jobs (at most `MAX_HISTORY_JOBS`; `DEFAULT_HISTORY_JOBS` when absent).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// The most jobs one `History` reply lists: bounds the reply (each job's command is at most 4 KiB once it ended).
+pub const MAX_HISTORY_JOBS: u32 = 10_000;
+/// What `History` lists when the request sets no limit.
+pub const DEFAULT_HISTORY_JOBS: u32 = 1_000;
 
 /// `SlurmBegin`: the allocation as Slurm's prolog environment gives it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

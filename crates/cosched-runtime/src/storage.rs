@@ -86,12 +86,16 @@ pub struct Storage {
     checked_at: Instant,
     retried_at: Option<Instant>,
     backups: Backups,
+    /// The lowest id no removed record had: kept when the file is written anew, so that ids are never reused.
+    next_job_id: u64,
 }
 
 /// What the database held when the daemon started.
 pub struct Loaded {
     pub jobs: Vec<JobRecord>,
     pub nodes: Vec<NodeRow>,
+    /// The lowest id no job has had, as far as removed records tell (0 when none was removed).
+    pub next_job_id: u64,
 }
 
 impl Storage {
@@ -118,6 +122,7 @@ impl Storage {
             checked_at: Instant::now(),
             retried_at: None,
             backups: Backups::default(),
+            next_job_id: loaded.next_job_id,
         };
         Ok((storage, loaded))
     }
@@ -150,6 +155,13 @@ impl Storage {
         if self.write(|db| db.update_job(job)).is_err() {
             self.held.insert(Held::Job(job.id));
         }
+    }
+
+    /// For the history's retention: remove the records of `ids`, all of jobs over, below `next_job_id`. A failure is
+    /// a fault like any other; the file written anew from memory then lacks them too.
+    pub fn delete_jobs(&mut self, ids: &[u64], next_job_id: u64) {
+        self.next_job_id = self.next_job_id.max(next_job_id);
+        let _ = self.write(|db| db.delete_jobs(ids, next_job_id));
     }
 
     /// For an agent that connected: write its node now, or when storage works again (the node is kept anyway).
@@ -250,7 +262,8 @@ impl Storage {
         std::fs::create_dir_all(dir).map_err(|e| format!("state directory {}: {e}", dir.display()))?;
         // Fail early, before writing everything, while the old file still refuses to be replaced (immutable).
         check_writable(&self.path).map_err(|e| e.to_string())?;
-        Db::write_fresh(&fresh, jobs.values(), nodes).map_err(|e| e.to_string())?;
+        let next_job_id = jobs.keys().next_back().map_or(0, |id| id.saturating_add(1)).max(self.next_job_id);
+        Db::write_fresh(&fresh, jobs.values(), nodes, next_job_id).map_err(|e| e.to_string())?;
         // The old file's WAL must never be applied to the new file.
         for journal in ["-wal", "-shm"] {
             remove_if_present(&with_suffix(&self.path, journal)).map_err(|e| e.to_string())?;
@@ -346,7 +359,7 @@ impl Storage {
 fn open_and_load(path: &Path) -> io::Result<(Db, Loaded)> {
     let db = Db::open(path)?;
     db.check()?;
-    let loaded = Loaded { jobs: db.load_jobs()?, nodes: db.load_nodes()? };
+    let loaded = Loaded { jobs: db.load_jobs()?, nodes: db.load_nodes()?, next_job_id: db.load_next_job_id()? };
     Ok((db, loaded))
 }
 
@@ -484,6 +497,26 @@ mod tests {
 
     fn reopen(dir: &Path) -> Loaded {
         Storage::open(dir).unwrap().1
+    }
+
+    #[test]
+    fn removed_records_stay_removed_and_their_ids_are_never_given_again() {
+        let dir = temp_dir("removed");
+        let (mut storage, mut jobs) = with_two_jobs(&dir);
+        jobs.remove(&2);
+        storage.delete_jobs(&[2], 3);
+        assert!(storage.fault.is_none(), "{:?}", storage.fault);
+        drop(storage);
+        let loaded = reopen(&dir);
+        assert_eq!(loaded.jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [1]);
+        assert_eq!(loaded.next_job_id, 3, "job 2 was given out");
+        // Written anew from memory (which holds job 1 alone), the file still says so.
+        let (mut storage, _) = Storage::open(&dir).unwrap();
+        std::fs::remove_file(dir.join(DATABASE_FILE)).unwrap();
+        storage.maintain(&jobs, &[node()]);
+        assert!(storage.fault.is_none(), "{:?}", storage.fault);
+        drop(storage);
+        assert_eq!(reopen(&dir).next_job_id, 3);
     }
 
     #[test]

@@ -3,8 +3,8 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 use cosched::{
-    bench, calibrate_cmd, manual, model_cmd, pipeline_cmd, predict_cmd, runtime_cmd, sim_cmd, slurm_cmd, status_view,
-    study, workload_cmd,
+    bench, calibrate_cmd, history_cmd, manual, model_cmd, pipeline_cmd, predict_cmd, runtime_cmd, sim_cmd, slurm_cmd,
+    status_view, study, workload_cmd,
 };
 use cosched_runtime::protocol::{
     ClassReply, JobStateReply, KillReply, KillState, PidReply, RegisterRequest, Request, SignalReply, SubmitReply,
@@ -86,6 +86,15 @@ enum Command {
         /// script, use --json (commands and reasons hold spaces).
         #[arg(long)]
         noheader: bool,
+        #[arg(short = 'o', long, default_value = status_view::Format::STATUS, long_help = status_view::Format::help())]
+        format: status_view::Format,
+    },
+    /// Jobs as sacct lists them, ended ones included: cosched history -S now-7days -u alice -s failed.
+    History {
+        #[command(flatten)]
+        client: runtime_cmd::ClientArgs,
+        #[command(flatten)]
+        args: history_cmd::HistoryArgs,
     },
     /// Stop a job on all its nodes until resumed.
     Suspend {
@@ -251,7 +260,10 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Status { client, filter, noheader } => runtime_cmd::status(&client, &filter, noheader),
+        Command::Status { client, filter, noheader, format } => {
+            runtime_cmd::status(&client, &filter, &format, noheader)
+        }
+        Command::History { client, args } => history_cmd::history(&client, &args),
         Command::Suspend { job, client } => runtime_cmd::run_client(&client, Request::Suspend { job }, job_state_line),
         Command::Resume { job, client } => runtime_cmd::run_client(&client, Request::Resume { job }, job_state_line),
         Command::Kill { jobs, signal: None, client } => runtime_cmd::each_job(&jobs, |job| {

@@ -1,7 +1,7 @@
 //! The real coscheduler's commands: daemons (`up`, `controller`, `agent`)
 //! and the client commands that talk to a controller over its socket.
 
-use crate::status_view::{status_table, StatusFilter};
+use crate::status_view::{status_table, Format, StatusFilter};
 use clap::Args;
 use cosched_munge::Munge;
 use cosched_policy::cluster::{PlanRules, PlanSettings};
@@ -15,7 +15,7 @@ use cosched_runtime::gate::Limits;
 use cosched_runtime::logs::LogBounds;
 use cosched_runtime::metrics::MetricsAccess;
 use cosched_runtime::mpi::{remote_environment, remote_shell_argv};
-use cosched_runtime::protocol::{ExecRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest};
+use cosched_runtime::protocol::{ExecRequest, HistoryRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest};
 use cosched_runtime::slurm_time::SlurmTimeSettings;
 use cosched_runtime::switcher::ConfirmWait;
 use std::path::{Path, PathBuf};
@@ -84,9 +84,13 @@ pub struct ControllerArgs {
     /// Seconds between SIGTERM and SIGKILL when a job is killed (Slurm's KillWait).
     #[arg(long, default_value_t = ControllerSettings::default().kill_wait.as_secs_f64())]
     pub kill_wait_s: f64,
-    /// Seconds a finished job stays in `status` (its record stays in the database).
+    /// Seconds a finished job stays in `status` (its record stays, for `cosched history`).
     #[arg(long, default_value_t = ControllerSettings::default().keep_finished.as_secs_f64())]
     pub keep_finished_s: f64,
+    /// Days a finished job stays in `cosched history` and the database; then its record is removed (fractions
+    /// allowed; at least --keep-finished-s). Memory and the database hold every record kept.
+    #[arg(long, default_value_t = ControllerSettings::default().keep_history.as_secs_f64() / 86_400.0)]
+    pub keep_history_days: f64,
     /// Show every user the command lines of other users' jobs (default: hidden from all but administrators).
     #[arg(long)]
     pub public_data: bool,
@@ -301,6 +305,15 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
     let kill_wait = seconds("--kill-wait-s", args.kill_wait_s)?;
     let keep_finished = seconds("--keep-finished-s", args.keep_finished_s)?;
     let empty_job_grace = seconds("--empty-job-grace-s", args.empty_job_grace_s)?;
+    let keep_history = seconds("--keep-history-days", args.keep_history_days * 86_400.0)
+        .map_err(|_| format!("--keep-history-days {} must be between 0 and 365", args.keep_history_days))?;
+    if keep_history < keep_finished {
+        return Err(format!(
+            "--keep-history-days {} is shorter than --keep-finished-s {}: a job would leave its history while \
+             status still lists it",
+            args.keep_history_days, args.keep_finished_s
+        ));
+    }
     if args.max_jobs_per_user == 0 || args.max_jobs == 0 {
         return Err("--max-jobs-per-user and --max-jobs must be at least 1".into());
     }
@@ -325,6 +338,7 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
         admin_uids: args.admin_uids.clone(),
         kill_wait,
         keep_finished,
+        keep_history,
         private_data: !args.public_data,
         metrics: args.metrics,
         nodes: node_names(&args.nodes)?,
@@ -739,25 +753,24 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<u8, String> {
     })
 }
 
-/// Poll the job's record until it is over: every 250 ms at first, then less often, up to every 10 s (each poll is
-/// a whole status). The controller unreachable (restarted, say) is retried for up to [`WAIT_LINK_RETRY`]; the job
-/// lives on meanwhile. Its record must be read before `--keep-finished-s` (5 min by default) after its end.
+/// Poll the job's record until it is over: every 250 ms at first, then less often, up to every 10 s (each poll asks
+/// the history for this one job). The controller unreachable (restarted, say) is retried for up to
+/// [`WAIT_LINK_RETRY`]; the job lives on meanwhile.
 fn wait_for_end(client: &ClientArgs, job: u64) -> Result<cosched_runtime::protocol::StatusJob, String> {
     use std::time::{Duration, Instant};
     let mut pause = Duration::from_millis(250);
     let mut unreachable_since: Option<Instant> = None;
+    let this_job = HistoryRequest { jobs: vec![job], limit: Some(1), ..HistoryRequest::default() };
     loop {
         #[allow(clippy::disallowed_methods)] // how long the controller has been away: wall time, not simulated
         let now = Instant::now();
-        match client_for(client)?.status() {
-            Ok(status) => {
+        match client_for(client)?.history(this_job.clone()) {
+            Ok(history) => {
                 unreachable_since = None;
-                match status.jobs.into_iter().find(|j| j.id == job) {
+                match history.jobs.into_iter().next() {
                     Some(record) if record.state.is_over() => return Ok(record),
                     Some(_) => {}
-                    None => {
-                        return Err(format!("job {job} is no longer shown (ended jobs leave after --keep-finished-s)"))
-                    }
+                    None => return Err(format!("job {job} is no longer in the history (--keep-history-days)")),
                 }
             }
             Err(CallError::Link(e)) => {
@@ -780,14 +793,14 @@ fn wait_for_end(client: &ClientArgs, job: u64) -> Result<cosched_runtime::protoc
 const WAIT_LINK_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// `status`: the reply filtered by `filter`, as JSON or as tables.
-pub fn status(client: &ClientArgs, filter: &StatusFilter, noheader: bool) -> Result<(), String> {
+pub fn status(client: &ClientArgs, filter: &StatusFilter, format: &Format, noheader: bool) -> Result<(), String> {
     let mut reply: StatusReply = ask(client, &Request::Status {})?;
     filter.apply(&mut reply)?;
     let now_unix_ms = cosched_runtime::jobs::unix_ms_now();
     match (client.json, noheader) {
         (true, _) => println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default()),
-        (false, true) => print!("{}", crate::status_view::job_table(&reply, now_unix_ms, false)),
-        (false, false) => println!("{}", status_table(&reply, now_unix_ms)),
+        (false, true) => print!("{}", crate::status_view::job_table(&reply.jobs, format, now_unix_ms, false)),
+        (false, false) => println!("{}", status_table(&reply, format, now_unix_ms)),
     }
     Ok(())
 }

@@ -42,18 +42,8 @@ impl StatusFilter {
     }
 
     fn checked(&self, status: &StatusReply) -> Result<Wanted, String> {
-        let uids = self.users.iter().map(|u| uid_of(u)).collect::<Result<_, _>>()?;
-        let mut states = Vec::new();
-        for text in &self.states {
-            if text.trim().eq_ignore_ascii_case("active") {
-                states.extend(JobState::ALL.into_iter().filter(|s| !s.is_over()));
-                continue;
-            }
-            states.push(JobState::from_name(text).ok_or_else(|| {
-                let known: Vec<&str> = JobState::ALL.iter().map(|s| s.name()).collect();
-                format!("unknown job state '{text}'; known: {}, active", known.join(", "))
-            })?);
-        }
+        let uids = uids_of(&self.users)?;
+        let states = states_of(&self.states)?;
         if let Some(unknown) = self.nodes.iter().find(|n| !status.nodes.iter().any(|known| &known.name == *n)) {
             let known: Vec<&str> = status.nodes.iter().map(|n| n.name.as_str()).collect();
             return Err(format!("no node '{unknown}'; nodes: {}", known.join(", ")));
@@ -74,6 +64,30 @@ impl Wanted {
             && (self.states.is_empty() || self.states.contains(&job.state))
             && (self.nodes.is_empty() || job.placement.iter().any(|p| self.nodes.contains(&p.node)))
     }
+}
+
+/// Users' names or uids, as uids.
+pub fn uids_of(users: &[String]) -> Result<Vec<u32>, String> {
+    users.iter().map(|u| uid_of(u)).collect()
+}
+
+/// State names as states: also `active` (queued, running, suspended) and `ended` (finished, killed, failed).
+pub fn states_of(names: &[String]) -> Result<Vec<JobState>, String> {
+    let mut states = Vec::new();
+    for text in names {
+        let group = |over: bool| JobState::ALL.into_iter().filter(move |s| s.is_over() == over);
+        match text.trim().to_ascii_lowercase().as_str() {
+            "active" => states.extend(group(false)),
+            "ended" => states.extend(group(true)),
+            _ => states.push(JobState::from_name(text).ok_or_else(|| {
+                let known: Vec<&str> = JobState::ALL.iter().map(|s| s.name()).collect();
+                format!("unknown job state '{text}'; known: {}, active, ended", known.join(", "))
+            })?),
+        }
+    }
+    states.sort_by_key(|s| *s as u8);
+    states.dedup();
+    Ok(states)
 }
 
 /// A user name or a uid, as a uid.
@@ -108,7 +122,7 @@ fn elapsed_ms(job: &StatusJob, now_unix_ms: u64) -> u64 {
     job.started_unix_ms.map_or(0, |start| job.ended_unix_ms.unwrap_or(now_unix_ms).saturating_sub(start))
 }
 
-pub fn status_table(status: &StatusReply, now_unix_ms: u64) -> String {
+pub fn status_table(status: &StatusReply, format: &Format, now_unix_ms: u64) -> String {
     let mut out = format!("slice {} ms, {} slot(s) in the cycle\n", status.slice_ns as f64 / 1e6, status.matrix.len());
     let skew = &status.slice_start_skew;
     if skew.count > 0 {
@@ -125,18 +139,115 @@ pub fn status_table(status: &StatusReply, now_unix_ms: u64) -> String {
     out += &table(&["node", "cpus", "connected", "freezer", "load"], &node_rows(status));
     out += &stuck_text(status, now_unix_ms);
     out += "\n";
-    out += &job_table(status, now_unix_ms, true);
+    out += &job_table(&status.jobs, format, now_unix_ms, true);
     out.trim_end().to_string()
 }
 
-/// The command stays last, whole, as scripts read it (`$NF`); the reason before it is cut (`--json` has it whole).
-const JOB_HEADERS: [&str; 12] =
-    ["job", "user", "class", "mode", "state", "elapsed", "tasks", "nodes", "cpu s", "share", "reason", "command"];
+/// A column of the job tables: its name in `--format`, its header, what it shows, and its cell.
+struct Field {
+    name: &'static str,
+    header: &'static str,
+    about: &'static str,
+    cell: fn(&StatusJob, u64) -> String,
+}
+
+/// Every column `--format` knows, in the order `--help` lists them.
+const FIELDS: [Field; 17] = [
+    Field { name: "jobid", header: "job", about: "the job's id", cell: |j, _| j.id.to_string() },
+    Field { name: "user", header: "user", about: "its owner's name", cell: |j, _| user_name(j.uid) },
+    Field { name: "uid", header: "uid", about: "its owner's uid", cell: |j, _| j.uid.to_string() },
+    Field { name: "class", header: "class", about: "its class", cell: |j, _| j.class.name().to_string() },
+    Field { name: "mode", header: "mode", about: "gang or local", cell: |j, _| mode_text(j.mode).to_string() },
+    Field { name: "state", header: "state", about: "its state", cell: |j, _| j.state.name().to_string() },
+    Field { name: "exitcode", header: "exit", about: "its exit status", cell: |j, _| optional(j.exit_code) },
+    Field {
+        name: "submit",
+        header: "submit",
+        about: "when submitted, in UTC",
+        cell: |j, _| utc_text(j.submitted_unix_ms),
+    },
+    Field {
+        name: "start",
+        header: "start",
+        about: "when started, in UTC",
+        cell: |j, _| optional(j.started_unix_ms.map(utc_text)),
+    },
+    Field {
+        name: "end",
+        header: "end",
+        about: "when it ended, in UTC",
+        cell: |j, _| optional(j.ended_unix_ms.map(utc_text)),
+    },
+    Field {
+        name: "elapsed",
+        header: "elapsed",
+        about: "wall time since its start",
+        cell: |j, now| elapsed_text(elapsed_ms(j, now)),
+    },
+    Field { name: "tasks", header: "tasks", about: "its tasks", cell: |j, _| j.tasks.to_string() },
+    Field { name: "nodes", header: "nodes", about: "the nodes it has CPUs on", cell: |j, _| nodes_text(j) },
+    Field {
+        name: "cpu",
+        header: "cpu s",
+        about: "CPU seconds used",
+        cell: |j, _| format!("{:.1}", j.cpu_ns as f64 / 1e9),
+    },
+    Field {
+        name: "share",
+        header: "share",
+        about: "its share of the slices",
+        cell: |j, _| format!("{:.0}%", j.slice_share * 100.0),
+    },
+    Field {
+        name: "reason",
+        header: "reason",
+        about: "why it is in its state, cut at 40 characters",
+        cell: |j, _| reason_cell(j),
+    },
+    Field { name: "command", header: "command", about: "its command line", cell: |j, _| one_line(&j.command) },
+];
+
+/// The columns of a job table, as `--format` names them (comma-separated, any case).
+#[derive(Clone, Debug)]
+pub struct Format(Vec<usize>);
+
+impl Format {
+    /// `status`'s columns: the command stays last, whole, as scripts read it (`$NF`); the reason before it is cut
+    /// (`--json` has it whole).
+    pub const STATUS: &'static str = "jobid,user,class,mode,state,elapsed,tasks,nodes,cpu,share,reason,command";
+    /// `history`'s columns, as sacct's.
+    pub const HISTORY: &'static str =
+        "jobid,user,state,exitcode,submit,end,elapsed,tasks,nodes,cpu,share,reason,command";
+
+    /// What `--help` says of `--format`.
+    pub fn help() -> String {
+        let names: Vec<String> = FIELDS.iter().map(|f| format!("{} ({})", f.name, f.about)).collect();
+        format!("Columns, comma-separated: {}", names.join(", "))
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Format, String> {
+        let mut columns = Vec::new();
+        for name in text.split(',').map(str::trim) {
+            let found = FIELDS.iter().position(|f| f.name.eq_ignore_ascii_case(name));
+            columns.push(found.ok_or_else(|| {
+                let known: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
+                format!("unknown column '{name}'; known: {}", known.join(","))
+            })?);
+        }
+        Ok(Format(columns))
+    }
+}
 
 /// The jobs alone, a line each, as `squeue` lists them; with their header or without (`--noheader`, for scripts).
-pub fn job_table(status: &StatusReply, now_unix_ms: u64, header: bool) -> String {
-    let jobs: Vec<Vec<String>> = status.jobs.iter().map(|j| job_row(j, now_unix_ms)).collect();
-    let text = table(&JOB_HEADERS, &jobs);
+pub fn job_table(jobs: &[StatusJob], format: &Format, now_unix_ms: u64, header: bool) -> String {
+    let fields: Vec<&Field> = format.0.iter().map(|&i| &FIELDS[i]).collect();
+    let headers: Vec<&str> = fields.iter().map(|f| f.header).collect();
+    let rows: Vec<Vec<String>> =
+        jobs.iter().map(|j| fields.iter().map(|f| (f.cell)(j, now_unix_ms)).collect()).collect();
+    let text = table(&headers, &rows);
     match header {
         true => text,
         false => text.lines().skip(1).map(|l| format!("{l}\n")).collect(),
@@ -156,22 +267,31 @@ fn node_rows(status: &StatusReply) -> Vec<Vec<String>> {
     status.nodes.iter().map(row).collect()
 }
 
-fn job_row(j: &StatusJob, now_unix_ms: u64) -> Vec<String> {
+fn nodes_text(j: &StatusJob) -> String {
     let nodes: Vec<&str> = j.placement.iter().map(|p| p.node.as_str()).collect();
-    vec![
-        j.id.to_string(),
-        user_name(j.uid),
-        j.class.name().to_string(),
-        mode_text(j.mode).to_string(),
-        j.state.name().to_string(),
-        elapsed_text(elapsed_ms(j, now_unix_ms)),
-        j.tasks.to_string(),
-        if nodes.is_empty() { "-".into() } else { nodes.join(",") },
-        format!("{:.1}", j.cpu_ns as f64 / 1e9),
-        format!("{:.0}%", j.slice_share * 100.0),
-        job_notes(j).map_or_else(|| "-".into(), |reason| shortened(&one_line(&reason), REASON_WIDTH)),
-        one_line(&j.command),
-    ]
+    if nodes.is_empty() {
+        "-".into()
+    } else {
+        nodes.join(",")
+    }
+}
+
+fn reason_cell(j: &StatusJob) -> String {
+    job_notes(j).map_or_else(|| "-".into(), |reason| shortened(&one_line(&reason), REASON_WIDTH))
+}
+
+/// A value, or "-" when there is none.
+fn optional(value: Option<impl ToString>) -> String {
+    value.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+/// A Unix time in milliseconds as UTC `YYYY-MM-DDTHH:MM:SS`, the form sacct prints (in UTC: the controller's and
+/// the reader's time zones may differ).
+pub fn utc_text(unix_ms: u64) -> String {
+    let seconds = unix_ms / 1000;
+    let (year, month, day) = crate::calendar::date_of_day(seconds / 86_400);
+    let s = seconds % 86_400;
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 /// The widest reason the table shows (`--json` has it whole), so the command after it stays in view.
@@ -349,6 +469,43 @@ mod tests {
         }
     }
 
+    fn status_format() -> Format {
+        Format::STATUS.parse().unwrap()
+    }
+
+    #[test]
+    fn columns_are_chosen_by_name_in_any_case_and_an_unknown_one_is_named() {
+        let format: Format = "JobID, state,exitcode,end,command".parse().unwrap();
+        let mut jobs = status().jobs;
+        jobs[2].exit_code = Some(3);
+        let text = job_table(&jobs, &format, 122_000, true);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0].split_whitespace().collect::<Vec<_>>(), ["job", "state", "exit", "end", "command"]);
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["3", "finished", "3", "1970-01-01T00:01:05", "prog", "3"]
+        );
+        assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["2", "queued", "-", "-", "prog", "2"]);
+        let error = "jobid,colour".parse::<Format>().unwrap_err();
+        assert!(error.contains("unknown column 'colour'") && error.contains("exitcode"), "{error}");
+        assert!(Format::HISTORY.parse::<Format>().is_ok());
+        assert!(Format::help().contains("submit (when submitted, in UTC)"), "{}", Format::help());
+    }
+
+    #[test]
+    fn times_print_in_utc_as_sacct_prints_them() {
+        assert_eq!(utc_text(0), "1970-01-01T00:00:00");
+        assert_eq!(utc_text(1_764_166_445_999), "2025-11-26T14:14:05");
+    }
+
+    #[test]
+    fn states_are_read_by_name_and_group() {
+        let names = |v: &[&str]| states_of(&list(v)).map(|s| s.iter().map(|s| s.name()).collect::<Vec<_>>());
+        assert_eq!(names(&["ended"]).unwrap(), ["finished", "killed", "failed"]);
+        assert_eq!(names(&["Failed", "active", "failed"]).unwrap(), ["queued", "running", "suspended", "failed"]);
+        assert!(names(&["done"]).unwrap_err().contains("active, ended"));
+    }
+
     fn kept(filter: StatusFilter) -> Result<Vec<u64>, String> {
         let mut s = status();
         filter.apply(&mut s)?;
@@ -393,7 +550,7 @@ mod tests {
 
     #[test]
     fn the_job_table_names_users_and_nodes_and_counts_time_to_the_end() {
-        let text = status_table(&status(), 122_000);
+        let text = status_table(&status(), &status_format(), 122_000);
         let line = |id: &str| text.lines().find(|l| l.trim_start().starts_with(id)).unwrap().to_string();
         // Running: since its start (2 s) until now (122 s); finished: until it ended (65 s); queued: nothing yet.
         assert!(line("1 ").contains("root") && line("1 ").contains("2:00"), "{text}");
@@ -409,13 +566,13 @@ mod tests {
         status.jobs[0].error = Some("exited with status 3".into());
         status.jobs[2].state = JobState::Killed;
         status.jobs[2].error = Some("killed".into());
-        let text = job_table(&status, 122_000, true);
+        let text = job_table(&status.jobs, &status_format(), 122_000, true);
         let header = text.lines().next().unwrap();
         assert!(header.contains(" reason ") && header.ends_with("command"), "the command stays last: {text}");
         let line = |id: &str| text.lines().find(|l| l.trim_start().starts_with(id)).unwrap().to_string();
         assert!(line("1 ").contains(" exited with status 3 ") && line("1 ").contains(" failed "), "{text}");
         assert_eq!(line("3 ").matches("killed").count(), 1, "{text}");
-        let bare = job_table(&status, 122_000, false);
+        let bare = job_table(&status.jobs, &status_format(), 122_000, false);
         assert_eq!(bare.lines().count(), status.jobs.len(), "no header: {bare}");
         assert!(!bare.contains("reason"), "{bare}");
     }
@@ -444,7 +601,7 @@ mod tests {
         let stuck =
             cosched_runtime::protocol::StuckJob { job: 3, processes: 2, pids: vec![41, 42], since_unix_ms: 2_000 };
         status.nodes[1].stuck_jobs.push(stuck);
-        let text = status_table(&status, 122_000);
+        let text = status_table(&status, &status_format(), 122_000);
         assert!(text.contains("node b: job 3: 2 processes could not be killed (pids 41,42) for 2:00"), "{text}");
     }
 

@@ -155,6 +155,7 @@ impl Runtime {
             admin_uids: vec![],
             kill_wait: Duration::from_secs(1),
             keep_finished: Duration::from_secs(86_400),
+            keep_history: Duration::from_secs(30 * 86_400),
             private_data: false,
             metrics: cosched_runtime::metrics::MetricsAccess::Off,
             nodes: (0..cfg.nodes).map(|node| format!("n{node}")).collect(),

@@ -103,6 +103,7 @@ impl Controller {
             let (ended, error) = end_state(r);
             job.error = error;
             job.exit_code = r.exit_code;
+            self.keep_usage(state, &mut job);
             job.end(ended);
             job.ended_on = job.placement.iter().map(|p| p.node.clone()).collect();
             for node in job.ended_on.iter().filter(|&node| *node != r.node) {

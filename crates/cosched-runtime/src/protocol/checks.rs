@@ -16,6 +16,32 @@ pub fn check_request(request: &Request) -> Result<(), String> {
         Request::Signal { signal, .. } => parse_signal(signal).map(drop),
         Request::AddPid { node, .. } | Request::RemovePid { node, .. } | Request::NodeLoad { node } => node_ok(node),
         Request::Exec(r) => validate_node_name(&r.node),
+        Request::History(r) => check_history(r),
+        _ => Ok(()),
+    }
+}
+
+/// The most users, and the most jobs, one `History` request names: the controller compares each job with each.
+pub const MAX_HISTORY_NAMED: usize = 256;
+
+fn check_history(r: &super::HistoryRequest) -> Result<(), String> {
+    for (what, count) in [("users", r.users.len()), ("jobs", r.jobs.len())] {
+        if count > MAX_HISTORY_NAMED {
+            return Err(format!("history: {count} {what} named; at most {MAX_HISTORY_NAMED}"));
+        }
+    }
+    if r.states.len() > crate::jobs::JobState::ALL.len() {
+        return Err(format!(
+            "history: {} states named; there are {}",
+            r.states.len(),
+            crate::jobs::JobState::ALL.len()
+        ));
+    }
+    match r.limit {
+        Some(0) => Err("history: a limit of 0 jobs".into()),
+        Some(limit) if limit > super::MAX_HISTORY_JOBS => {
+            Err(format!("history: a limit of {limit} jobs; at most {}", super::MAX_HISTORY_JOBS))
+        }
         _ => Ok(()),
     }
 }

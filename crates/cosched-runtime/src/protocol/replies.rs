@@ -139,6 +139,16 @@ pub struct AuthReply {
 }
 
 /// `status`: the whole cluster as the asker may see it (also written to the state directory's `status.json`).
+/// `history`: the matching jobs, oldest first, as `status` shows a job.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct HistoryReply {
+    pub jobs: Vec<StatusJob>,
+    /// Older jobs matched too but were left out (the request's limit).
+    pub more: bool,
+    /// How long ended jobs stay in the history (the controller's `--keep-history-days`).
+    pub keep_history_s: u64,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct StatusReply {
     pub slice_ns: u64,
@@ -307,6 +317,7 @@ reply_data!(
     Usage(UsageReply),
     NodeLoad(NodeLoadReply),
     Status(StatusReply => Box<StatusReply>),
+    History(HistoryReply),
     JobState(JobStateReply),
     Kill(KillReply),
     Signal(SignalReply),
@@ -459,6 +470,14 @@ mod wire_tests {
             r#""backup":{"path":"/s/backup/cosched.db","taken_unix_ms":null,"current":false,"error":null}}}"#,
         );
         assert_wire(example_status(), expected);
+    }
+
+    #[test]
+    fn history_lists_jobs_as_status_does() {
+        let job = example_status().jobs.remove(0);
+        let job_json = serde_json::to_string(&job).unwrap();
+        let history = HistoryReply { jobs: vec![job], more: true, keep_history_s: 86_400 };
+        assert_wire(history, &format!(r#"{{"jobs":[{job_json}],"more":true,"keep_history_s":86400}}"#));
     }
 
     #[test]

@@ -48,6 +48,38 @@ fn several_jobs_are_killed_at_once_and_listed_by_id() {
     assert!(daemon.client(&["kill", &ids[2]]).status.success());
 }
 
+/// Ended jobs stay in `history` after they leave `status`, with their exit status and CPU time, and after the daemon
+/// restarts; `--format` chooses the columns and `-s` the states.
+#[test]
+fn history_lists_ended_jobs_after_they_leave_status_and_after_a_restart() {
+    if skip_unless_root("history_lists_ended_jobs_after_they_leave_status_and_after_a_restart") {
+        return;
+    }
+    let flags = ["--keep-finished-s", "0"];
+    let mut daemon = Daemon::up(&flags);
+    let finishing =
+        daemon.client(&["submit", "--wait", "--", "sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"]);
+    assert_eq!(finishing.status.code(), Some(0), "{finishing:?}");
+    assert_eq!(daemon.client(&["submit", "--wait", "--", "sh", "-c", "exit 3"]).status.code(), Some(3));
+    let lines = |daemon: &Daemon| {
+        let out = daemon.client(&["history", "--noheader", "--format", "state,exitcode,command"]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(lines(&daemon), ["finished 0", "failed 3"]);
+    let json = daemon.client(&["history", "--json", "-s", "finished"]);
+    let reply: cosched_runtime::protocol::HistoryReply = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(reply.jobs.len(), 1, "{reply:?}");
+    assert!(reply.jobs[0].cpu_ns > 0, "the CPU time of the loop is kept: {reply:?}");
+    daemon.restart(&flags);
+    assert_eq!(lines(&daemon), ["finished 0", "failed 3"], "after a restart");
+    let refused = daemon.client(&["history", "-S", "last tuesday"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--starttime 'last tuesday'"), "{refused:?}");
+}
+
 /// `submit --wait` returns when the job ends, with its exit status, as sbatch --wait does.
 #[test]
 fn submit_wait_returns_the_jobs_exit_status() {

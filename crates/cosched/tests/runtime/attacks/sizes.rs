@@ -39,6 +39,31 @@ fn a_submit_of_four_billion_tasks_is_refused_before_any_work_and_the_daemon_stay
     assert!(daemon.status().is_some_and(|s| s.jobs.is_empty()), "a refused job was recorded");
 }
 
+/// A history request that names many users, asks for billions of jobs or names no state is refused before the
+/// controller compares any job with it.
+#[test]
+fn a_history_request_beyond_its_bounds_is_refused_and_the_daemon_stays_up() {
+    if skip_unless_root("a_history_request_beyond_its_bounds_is_refused") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let many_users: Vec<String> = (0..100_000).map(|uid| uid.to_string()).collect();
+    let many = format!(r#"{{"op":"history","users":[{}]}}"#, many_users.join(","));
+    for (line, expected) in [
+        (many.as_str(), "100000 users named; at most 256"),
+        (r#"{"op":"history","limit":4294967295}"#, "at most 10000"),
+        (r#"{"op":"history","states":["pending"]}"#, "pending"),
+        (r#"{"op":"history","since_unix_ms":-1}"#, "expected u64"),
+    ] {
+        let reply = raw_request(&daemon, line);
+        assert_eq!(reply["ok"], false, "{} was accepted", &line[..line.len().min(60)]);
+        let error = reply["error"].as_str().unwrap_or("");
+        assert!(error.contains(expected), "{}: {error}", &line[..line.len().min(60)]);
+    }
+    assert!(agent_connected(&daemon), "the daemon lost its agent");
+    assert_eq!(raw_request(&daemon, r#"{"op":"history"}"#)["ok"], true);
+}
+
 #[test]
 fn a_log_of_control_characters_is_read_whole_and_keeps_the_agent() {
     if skip_unless_root("a_log_of_control_characters_is_read_whole") {

@@ -1,0 +1,157 @@
+//! The job history as the controller keeps it: what an ended job's record holds, which jobs a `History` request
+//! lists, that restarts keep it, and that the retention removes records without ever giving their ids again. The
+//! controller runs in this process on a fresh state directory; its one agent is a connection that nothing reads.
+
+use cosched_runtime::controller::{Controller, ControllerSettings};
+use cosched_runtime::jobs::{Identity, JobState};
+use cosched_runtime::protocol::{
+    AgentHello, FromAgent, HistoryReply, HistoryRequest, JobUsage, ReplyData, Request, StatusJob, SubmitRequest,
+};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const ALICE: Identity = Identity { uid: 1000, gid: 1000, admin: false };
+const BOB: Identity = Identity { uid: 1001, gid: 1001, admin: false };
+
+fn state_dir() -> PathBuf {
+    tempfile::Builder::new().prefix("cosched-history-").tempdir().unwrap().keep()
+}
+
+fn open(dir: &Path, keep_history: Duration) -> Controller {
+    let settings = ControllerSettings {
+        state_dir: dir.to_path_buf(),
+        keep_finished: Duration::ZERO,
+        keep_history,
+        nodes: vec!["n0".into()],
+        ..ControllerSettings::default()
+    };
+    let controller = Controller::open(settings).expect("a controller");
+    let hello = AgentHello { node: "n0".into(), cpus: 8, mem_bytes: 1 << 30, adopted: vec![], freezer: "test".into() };
+    controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(std::io::sink())))).expect("the agent");
+    controller
+}
+
+fn submit(controller: &Controller, who: &Identity, command: &str) -> u64 {
+    let request = Request::Submit(SubmitRequest {
+        tasks: 1,
+        nodes: None,
+        class: "batch".into(),
+        mem_bytes: 0,
+        slice_opt_out: false,
+        local: false,
+        mpi: false,
+        argv: vec![command.into()],
+        cwd: "/".into(),
+        env: vec![],
+    });
+    match controller.handle(who, request).data {
+        Some(ReplyData::Submit(reply)) => reply.job,
+        other => panic!("submit refused: {other:?}"),
+    }
+}
+
+/// The job ran `cpu_ns` on its node and exited with `exit_code`.
+fn end(controller: &Controller, job: u64, cpu_ns: u64, exit_code: i32) {
+    let usage = JobUsage { job, cpu_ns: cpu_ns / 2, pids: vec![], frozen: false };
+    let report = FromAgent::Report {
+        jobs: vec![usage],
+        load_avg: 0.0,
+        switches: 0,
+        switch_errors: 0,
+        slice_starts: vec![],
+        stuck_jobs: vec![],
+    };
+    controller.agent_event("n0", report);
+    let ended = FromAgent::Ended { job, exit_code: Some(exit_code), error: None, cpu_ns: Some(cpu_ns) };
+    controller.agent_event("n0", ended);
+}
+
+fn history(controller: &Controller, who: &Identity, request: HistoryRequest) -> HistoryReply {
+    let reply = controller.handle(who, Request::History(request));
+    match reply.data {
+        Some(ReplyData::History(history)) => history,
+        _ => panic!("history refused: {:?}", reply.error),
+    }
+}
+
+fn ids(jobs: &[StatusJob]) -> Vec<u64> {
+    jobs.iter().map(|j| j.id).collect()
+}
+
+#[test]
+fn an_ended_job_keeps_its_exit_status_cpu_time_and_share_across_a_restart() {
+    let dir = state_dir();
+    let controller = open(&dir, Duration::from_secs(86_400));
+    let (ok, failing) = (submit(&controller, &ALICE, "ok"), submit(&controller, &ALICE, "failing"));
+    end(&controller, ok, 700_000_000, 0);
+    end(&controller, failing, 2_000, 3);
+    let before = history(&controller, &ALICE, HistoryRequest::default());
+    assert_eq!(ids(&before.jobs), [ok, failing]);
+    let (first, second) = (&before.jobs[0], &before.jobs[1]);
+    assert_eq!((first.state, first.exit_code, first.cpu_ns), (JobState::Finished, Some(0), 700_000_000));
+    assert!(first.slice_share > 0.0, "{first:?}");
+    assert_eq!((second.state, second.exit_code), (JobState::Failed, Some(3)));
+    assert_eq!(second.error.as_deref(), Some("exited with status 3"));
+    assert_eq!(before.keep_history_s, 86_400);
+    drop(controller);
+    let restarted = open(&dir, Duration::from_secs(86_400));
+    assert_eq!(history(&restarted, &ALICE, HistoryRequest::default()).jobs, before.jobs);
+}
+
+#[test]
+fn history_lists_the_newest_matching_jobs_oldest_first() {
+    let controller = open(&state_dir(), Duration::from_secs(86_400));
+    let a1 = submit(&controller, &ALICE, "a1");
+    let b1 = submit(&controller, &BOB, "b1");
+    let a2 = submit(&controller, &ALICE, "a2");
+    end(&controller, a1, 1, 0);
+    end(&controller, b1, 1, 1);
+    let all = |request: HistoryRequest| ids(&history(&controller, &ALICE, request).jobs);
+    assert_eq!(all(HistoryRequest::default()), [a1, b1, a2], "running jobs too");
+    assert_eq!(all(HistoryRequest { users: vec![ALICE.uid], ..Default::default() }), [a1, a2]);
+    assert_eq!(all(HistoryRequest { states: vec![JobState::Failed], ..Default::default() }), [b1]);
+    assert_eq!(all(HistoryRequest { jobs: vec![a2, a1], ..Default::default() }), [a1, a2]);
+    let limited = history(&controller, &ALICE, HistoryRequest { limit: Some(2), ..Default::default() });
+    assert_eq!((ids(&limited.jobs), limited.more), (vec![b1, a2], true));
+    let future = cosched_runtime::jobs::unix_ms_now() + 60_000;
+    assert_eq!(all(HistoryRequest { since_unix_ms: Some(future), ..Default::default() }), [a2], "not over");
+    assert_eq!(all(HistoryRequest { until_unix_ms: Some(1), ..Default::default() }), Vec::<u64>::new());
+}
+
+#[test]
+fn other_users_commands_are_hidden_in_history_as_in_status() {
+    let controller = open(&state_dir(), Duration::from_secs(86_400));
+    submit(&controller, &ALICE, "alices-secret-flag");
+    let seen_by_bob = history(&controller, &BOB, HistoryRequest::default());
+    assert!(!seen_by_bob.jobs[0].command.contains("secret"), "{:?}", seen_by_bob.jobs[0]);
+    let seen_by_alice = history(&controller, &ALICE, HistoryRequest::default());
+    assert_eq!(seen_by_alice.jobs[0].command, "alices-secret-flag");
+}
+
+#[test]
+fn a_request_beyond_its_bounds_is_refused_by_the_checks() {
+    let check = |r: HistoryRequest| cosched_runtime::protocol::checks::check_request(&Request::History(r));
+    assert!(check(HistoryRequest { limit: Some(10_000), ..Default::default() }).is_ok());
+    let error = check(HistoryRequest { limit: Some(10_001), ..Default::default() }).unwrap_err();
+    assert!(error.contains("at most 10000"), "{error}");
+    assert!(check(HistoryRequest { limit: Some(0), ..Default::default() }).is_err());
+    let error = check(HistoryRequest { users: (0..257).collect(), ..Default::default() }).unwrap_err();
+    assert!(error.contains("257 users"), "{error}");
+}
+
+#[test]
+fn jobs_past_the_retention_leave_memory_and_the_database_and_their_ids_are_never_given_again() {
+    let dir = state_dir();
+    let controller = open(&dir, Duration::ZERO);
+    let (first, second) = (submit(&controller, &ALICE, "one"), submit(&controller, &ALICE, "two"));
+    end(&controller, first, 1, 0);
+    end(&controller, second, 1, 0);
+    std::thread::sleep(Duration::from_millis(5)); // past the retention of 0
+    controller.tick();
+    assert!(history(&controller, &ALICE, HistoryRequest::default()).jobs.is_empty());
+    drop(controller);
+    let restarted = open(&dir, Duration::ZERO);
+    assert!(history(&restarted, &ALICE, HistoryRequest::default()).jobs.is_empty(), "gone from the database");
+    assert_eq!(submit(&restarted, &ALICE, "three"), second + 1, "the removed ids are not given again");
+}
