@@ -254,6 +254,8 @@ impl ClusterInstance {
             argv: argv.to_vec(),
             cwd: cwd.to_str().ok_or("the folder the copies run in is not UTF-8")?.to_string(),
             env: MPI_ENVIRONMENT.iter().filter_map(|&k| Some((k.to_string(), std::env::var(k).ok()?))).collect(),
+            name: String::new(),
+            time_limit_s: None,
         };
         Ok(Client::local(&self.socket).submit(request).map_err(refused)?.job)
     }

@@ -161,6 +161,8 @@ fn submit(client: &Client, tasks: &str, argv: &[&str]) -> Result<u64, String> {
         argv: argv.iter().map(|a| a.to_string()).collect(),
         cwd: "/".into(),
         env: vec![],
+        name: String::new(),
+        time_limit_s: None,
     };
     client.submit(request).map(|reply| reply.job).map_err(|e| format!("submitting: {e}"))
 }

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 mod slurm_jobs;
 mod slurm_time;
+mod time_limit;
 
 #[derive(Clone, Debug)]
 pub struct ControllerSettings {
@@ -175,6 +176,10 @@ struct JobLive {
     had_process: bool,
     /// A Slurm job's time out of its slots not yet added to its Slurm end time (`slurm_time`).
     slurm_time: slurm_time::OutOfSlot,
+    /// Since when a job with a time limit has been accruing time in its slots (`time_limit`; `None`: not running).
+    in_slot_since: Option<Instant>,
+    /// Its time in its slots as last saved.
+    in_slot_saved_ms: u64,
 }
 
 impl JobLive {
@@ -387,6 +392,8 @@ impl Controller {
         job.cwd = r.cwd;
         job.env = r.env;
         job.mpi = r.mpi;
+        job.name = r.name;
+        job.time_limit_s = r.time_limit_s;
         self.check_fits_ever(state, &job)?;
         self.insert_job(state, job).map(ReplyData::from)
     }
@@ -843,7 +850,9 @@ impl Controller {
 
     fn recompute_plan(&self, state: &mut State) {
         // The time out of their slots under the plan that held until now.
-        slurm_time::accrue(state, Instant::now());
+        let now = Instant::now();
+        slurm_time::accrue(state, now);
+        time_limit::accrue(state, now);
         state.status_changes += 1;
         let shape = self.shape(state);
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
@@ -1214,6 +1223,7 @@ impl Controller {
             let mut state = self.state.lock().unwrap();
             maintain_storage(&mut state);
             self.prune_history(&mut state);
+            self.keep_time_limits(&mut state);
             self.end_empty_registrations(&mut state);
             let fingerprint = (state.status_changes, self.listed_jobs(&state).count(), state.storage.status());
             if state.status_written.as_ref() == Some(&fingerprint) {
@@ -1267,6 +1277,9 @@ impl Controller {
         if self.settings.private_data && !who.admin {
             for job in jobs.iter_mut().filter(|job| job.uid != who.uid) {
                 job.command = HIDDEN.into();
+                if !job.name.is_empty() {
+                    job.name = HIDDEN.into();
+                }
             }
         }
     }
@@ -1366,6 +1379,9 @@ impl Controller {
             ended_unix_ms: j.ended_unix_ms,
             left_behind: j.left_behind.clone(),
             slurm_time: j.slurm_job.map(|_| slurm_time::status(j, live)),
+            name: j.name.clone(),
+            time_limit_s: j.time_limit_s,
+            in_slot_ms: j.in_slot_ms,
         }
     }
 }

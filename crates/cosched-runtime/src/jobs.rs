@@ -115,6 +115,16 @@ pub struct JobRecord {
     /// Its share of the cycle's slices when it ended (1 outside the matrix), for its history.
     #[serde(default)]
     pub slice_share: f64,
+    /// The name its owner gave it (`submit -J`); empty when none was given.
+    #[serde(default)]
+    pub name: String,
+    /// How long it may run in its slots (`submit --time`); `None`: no limit.
+    #[serde(default)]
+    pub time_limit_s: Option<u64>,
+    /// How long it has run in its slots so far (`controller::time_limit`): its share of the cycle's slices over the
+    /// time it was running. Saved at least every `time_limit::SAVE_EVERY`.
+    #[serde(default)]
+    pub in_slot_ms: u64,
 }
 
 /// The most of an ended job's command line that its record keeps (its words, as far as they fit).
@@ -174,6 +184,9 @@ impl JobRecord {
             token: crate::job_tag::random_hex(16).unwrap_or_default(),
             cpu_ns: 0,
             slice_share: 0.0,
+            name: String::new(),
+            time_limit_s: None,
+            in_slot_ms: 0,
         }
     }
 

@@ -199,7 +199,20 @@ pub struct SubmitRequest {
     pub cwd: String,
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// A name for the job (`-J`), shown by `status` and `history`: at most `MAX_JOB_NAME_BYTES`, no control
+    /// characters.
+    #[serde(default)]
+    pub name: String,
+    /// The longest the job may run in its slots (`--time`), in seconds: time out of its slots and time suspended
+    /// do not count. Reached, the job is ended as `kill` ends it.
+    #[serde(default)]
+    pub time_limit_s: Option<u64>,
 }
+
+/// The longest job name (`SubmitRequest::name`), in bytes.
+pub const MAX_JOB_NAME_BYTES: usize = 256;
+/// The longest time limit (`SubmitRequest::time_limit_s`): a year.
+pub const MAX_TIME_LIMIT_S: u64 = 365 * 86_400;
 
 /// `Exec`: the command runs as the job's owner, in `cwd`, with exactly `env` (plus `PATH` and `HOME` defaults).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

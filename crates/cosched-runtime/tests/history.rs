@@ -44,6 +44,8 @@ fn submit(controller: &Controller, who: &Identity, command: &str) -> u64 {
         argv: vec![command.into()],
         cwd: "/".into(),
         env: vec![],
+        name: String::new(),
+        time_limit_s: None,
     });
     match controller.handle(who, request).data {
         Some(ReplyData::Submit(reply)) => reply.job,

@@ -538,9 +538,51 @@ pub struct SubmitArgs {
     /// code when it failed with one, 1 otherwise (killed, or failed without a code).
     #[arg(long)]
     pub wait: bool,
+    /// A name for the job, shown by status and history (`-o name`).
+    #[arg(short = 'J', long = "job-name")]
+    pub name: Option<String>,
+    /// The longest the job may run in its slots, as Slurm writes limits: MINUTES, MM:SS, HH:MM:SS, D-HH,
+    /// D-HH:MM, D-HH:MM:SS. Time out of its slots (other gangs' turns) and time suspended do not count: a job
+    /// sharing its CPUs with a second gang may take twice its limit in wall time. Reached, the job is killed
+    /// (SIGTERM, SIGKILL after --kill-wait-s) and fails with the reason "time limit".
+    #[arg(short = 't', long)]
+    pub time: Option<TimeLimit>,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// A time limit as `sbatch --time` takes it, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimeLimit(pub u64);
+
+impl std::str::FromStr for TimeLimit {
+    type Err = String;
+    fn from_str(text: &str) -> Result<TimeLimit, String> {
+        time_limit_s(text).map(TimeLimit).ok_or_else(|| {
+            format!("'{text}' is not a time limit: MINUTES, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS")
+        })
+    }
+}
+
+/// sbatch's forms: a lone number is minutes; with days, the first field after the dash is hours.
+fn time_limit_s(text: &str) -> Option<u64> {
+    let number = |t: &str| t.parse::<u64>().ok().filter(|_| (1..=9).contains(&t.len()));
+    let (days, clock) = match text.trim().split_once('-') {
+        Some((days, clock)) => (Some(number(days)?), clock),
+        None => (None, text.trim()),
+    };
+    let fields: Vec<u64> = clock.split(':').map(number).collect::<Option<_>>()?;
+    let (hours, minutes, seconds) = match (days.is_some(), &fields[..]) {
+        (false, &[m]) => (0, m, 0),
+        (false, &[m, s]) => (0, m, s),
+        (false, &[h, m, s]) | (true, &[h, m, s]) => (h, m, s),
+        (true, &[h]) => (h, 0, 0),
+        (true, &[h, m]) => (h, m, 0),
+        _ => return None,
+    };
+    let total_s = ((days.unwrap_or(0) * 24 + hours) * 60 + minutes) * 60 + seconds;
+    (total_s > 0).then_some(total_s)
 }
 
 /// `cosched rsh NODE WORDS...`: what an MPI job's launcher calls instead of ssh (cosched sets it up).
@@ -729,6 +771,8 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<u8, String> {
         argv: args.command.clone(),
         cwd: cwd.to_string_lossy().into_owned(),
         env: std::env::vars().filter(|(k, _)| !k.starts_with("COSCHED_")).collect(),
+        name: args.name.clone().unwrap_or_default(),
+        time_limit_s: args.time.map(|t| t.0),
     };
     let reply = client_for(client)?.submit(request).map_err(explain)?;
     if client.json {
@@ -832,4 +876,23 @@ pub fn log_tails(logs: &LogsReply) -> String {
         }
     }
     out.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_limits_are_read_as_sbatch_reads_them() {
+        let limit = |text: &str| text.parse::<TimeLimit>().map(|t| t.0);
+        assert_eq!(limit("90"), Ok(90 * 60), "a lone number is minutes");
+        assert_eq!(limit("1:30"), Ok(90));
+        assert_eq!(limit("2:00:05"), Ok(2 * 3600 + 5));
+        assert_eq!(limit("1-2"), Ok(26 * 3600), "days-hours");
+        assert_eq!(limit("1-2:30"), Ok(26 * 3600 + 30 * 60));
+        assert_eq!(limit("1-0:0:1"), Ok(86_401));
+        for bad in ["", "0", "0:00", "1:2:3:4", "-5", "1-", "a:b", "1--2", "9999999999"] {
+            assert!(limit(bad).unwrap_err().contains(&format!("'{bad}'")), "{bad}");
+        }
+    }
 }

@@ -152,8 +152,9 @@ struct Field {
 }
 
 /// Every column `--format` knows, in the order `--help` lists them.
-const FIELDS: [Field; 17] = [
+const FIELDS: [Field; 20] = [
     Field { name: "jobid", header: "job", about: "the job's id", cell: |j, _| j.id.to_string() },
+    Field { name: "name", header: "name", about: "the name given with -J", cell: |j, _| name_cell(j) },
     Field { name: "user", header: "user", about: "its owner's name", cell: |j, _| user_name(j.uid) },
     Field { name: "uid", header: "uid", about: "its owner's uid", cell: |j, _| j.uid.to_string() },
     Field { name: "class", header: "class", about: "its class", cell: |j, _| j.class.name().to_string() },
@@ -183,6 +184,18 @@ const FIELDS: [Field; 17] = [
         header: "elapsed",
         about: "wall time since its start",
         cell: |j, now| elapsed_text(elapsed_ms(j, now)),
+    },
+    Field {
+        name: "timelimit",
+        header: "limit",
+        about: "its time limit in its slots (--time)",
+        cell: |j, _| optional(j.time_limit_s.map(|s| elapsed_text(s * 1000))),
+    },
+    Field {
+        name: "slottime",
+        header: "slottime",
+        about: "how long a job with a time limit has run in its slots",
+        cell: |j, _| optional(j.time_limit_s.map(|_| elapsed_text(j.in_slot_ms))),
     },
     Field { name: "tasks", header: "tasks", about: "its tasks", cell: |j, _| j.tasks.to_string() },
     Field { name: "nodes", header: "nodes", about: "the nodes it has CPUs on", cell: |j, _| nodes_text(j) },
@@ -217,7 +230,7 @@ impl Format {
     pub const STATUS: &'static str = "jobid,user,class,mode,state,elapsed,tasks,nodes,cpu,share,reason,command";
     /// `history`'s columns, as sacct's.
     pub const HISTORY: &'static str =
-        "jobid,user,state,exitcode,submit,end,elapsed,tasks,nodes,cpu,share,reason,command";
+        "jobid,name,user,state,exitcode,submit,end,elapsed,tasks,nodes,cpu,share,reason,command";
 
     /// What `--help` says of `--format`.
     pub fn help() -> String {
@@ -275,6 +288,16 @@ fn nodes_text(j: &StatusJob) -> String {
         nodes.join(",")
     }
 }
+
+fn name_cell(j: &StatusJob) -> String {
+    match j.name.is_empty() {
+        true => "-".into(),
+        false => shortened(&one_line(&j.name), NAME_WIDTH),
+    }
+}
+
+/// The widest name the table shows (`--json` has it whole).
+const NAME_WIDTH: usize = 24;
 
 fn reason_cell(j: &StatusJob) -> String {
     job_notes(j).map_or_else(|| "-".into(), |reason| shortened(&one_line(&reason), REASON_WIDTH))
@@ -428,6 +451,9 @@ mod tests {
             ended_unix_ms: state.is_over().then_some(65_000),
             left_behind: None,
             slurm_time: None,
+            name: String::new(),
+            time_limit_s: None,
+            in_slot_ms: 0,
         }
     }
 

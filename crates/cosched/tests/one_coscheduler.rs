@@ -216,6 +216,8 @@ impl Runtime {
             argv: vec!["/bin/true".into()],
             cwd: "/".into(),
             env: vec![],
+            name: String::new(),
+            time_limit_s: None,
         });
         let reply = self.controller.handle(&user, request);
         assert!(reply.ok, "submit refused: {:?}", reply.error);

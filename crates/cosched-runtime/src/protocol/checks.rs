@@ -10,13 +10,26 @@ use cosched_policy::JobClass;
 pub fn check_request(request: &Request) -> Result<(), String> {
     let node_ok = |node: &Option<String>| node.as_deref().map_or(Ok(()), validate_node_name);
     match request {
-        Request::Submit(r) => parse_class(&r.class).map(drop),
+        Request::Submit(r) => parse_class(&r.class).and_then(|_| check_name_and_time(r)),
         Request::Register(r) => parse_class(&r.class).and_then(|_| node_ok(&r.node)),
         Request::SetClass { class, .. } => parse_class(class).map(drop),
         Request::Signal { signal, .. } => parse_signal(signal).map(drop),
         Request::AddPid { node, .. } | Request::RemovePid { node, .. } | Request::NodeLoad { node } => node_ok(node),
         Request::Exec(r) => validate_node_name(&r.node),
         Request::History(r) => check_history(r),
+        _ => Ok(()),
+    }
+}
+
+fn check_name_and_time(r: &super::SubmitRequest) -> Result<(), String> {
+    if r.name.len() > super::MAX_JOB_NAME_BYTES || r.name.chars().any(char::is_control) {
+        return Err(format!("a job name is at most {} bytes, without control characters", super::MAX_JOB_NAME_BYTES));
+    }
+    match r.time_limit_s {
+        Some(0) => Err("a time limit of 0 s".into()),
+        Some(s) if s > super::MAX_TIME_LIMIT_S => {
+            Err(format!("a time limit of {s} s is more than a year ({} s)", super::MAX_TIME_LIMIT_S))
+        }
         _ => Ok(()),
     }
 }

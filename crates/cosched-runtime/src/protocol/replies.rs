@@ -238,6 +238,15 @@ pub struct StatusJob {
     /// A Slurm job's: how cosched keeps its Slurm time limit while slicing it (absent for other jobs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_time: Option<SlurmTimeStatus>,
+    /// The name given at submission (`-J`), or "".
+    #[serde(default)]
+    pub name: String,
+    /// Its time limit in its slots (`--time`), if it has one.
+    #[serde(default)]
+    pub time_limit_s: Option<u64>,
+    /// How long it has run in its slots, for a job with a time limit (0 for others).
+    #[serde(default)]
+    pub in_slot_ms: u64,
 }
 
 /// The time a Slurm job spent out of its slots that cosched has added to its Slurm end time
@@ -417,6 +426,9 @@ mod wire_tests {
             ended_unix_ms: None,
             left_behind: None,
             slurm_time: None,
+            name: "nightly".into(),
+            time_limit_s: Some(60),
+            in_slot_ms: 1500,
         };
         let node = StatusNode {
             name: "n1".into(),
@@ -463,7 +475,7 @@ mod wire_tests {
             r#""idle":false,"registered":false,"command":"sleep 9","#,
             r#""placement":[{"node":"n1","cpus":[0,1],"ranks":[0,1]}],"cpu_ns":10,"pids":[42],"frozen":true,"#,
             r#""slice_share":1.0,"exit_code":null,"error":null,"submitted_unix_ms":100,"started_unix_ms":101,"#,
-            r#""ended_unix_ms":null}],"#,
+            r#""ended_unix_ms":null,"name":"nightly","time_limit_s":60,"in_slot_ms":1500}],"#,
             r#""matrix":[[{"node":"n1","cpus":[3,null]}]],"#,
             r#""slice_start_skew":{"count":1,"p50_ns":2,"p99_ns":3,"max_ns":4},"#,
             r#""storage":{"state":"ok","error":null,"since_unix_ms":99,"held_changes":0,"database":"/s/cosched.db","#,

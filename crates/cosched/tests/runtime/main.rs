@@ -80,6 +80,31 @@ fn history_lists_ended_jobs_after_they_leave_status_and_after_a_restart() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--starttime 'last tuesday'"), "{refused:?}");
 }
 
+/// `submit -t` ends a job once it has run its limit in its slots, as Slurm ends a job at its time limit, and `-J`
+/// names it in the history.
+#[test]
+fn a_job_is_ended_at_its_time_limit_and_keeps_its_name() {
+    if skip_unless_root("a_job_is_ended_at_its_time_limit_and_keeps_its_name") {
+        return;
+    }
+    let daemon = Daemon::up(&["--kill-wait-s", "1"]);
+    let limited = daemon.client(&["submit", "--wait", "-J", "nightly", "-t", "0:02", "--", "sleep", "60"]);
+    assert_ne!(limited.status.code(), Some(0), "{limited:?}");
+    let out = daemon.client(&["history", "--json"]);
+    let reply: cosched_runtime::protocol::HistoryReply = serde_json::from_slice(&out.stdout).unwrap();
+    let job = &reply.jobs[0];
+    assert_eq!((job.name.as_str(), job.state, job.time_limit_s), ("nightly", JobState::Failed, Some(2)), "{job:?}");
+    assert!(job.error.as_deref().unwrap_or("").contains("time limit: 2 s"), "{job:?}");
+    assert!(job.in_slot_ms >= 2_000, "{job:?}");
+    let ran_ms = job.ended_unix_ms.unwrap() - job.started_unix_ms.unwrap();
+    assert!((2_000..55_000).contains(&ran_ms), "ended by its limit, not by its end: {ran_ms} ms");
+    let bad = daemon.client(&["submit", "-t", "soon", "--", "true"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("'soon' is not a time limit"), "{bad:?}");
+    let table = daemon.client(&["history", "-o", "jobid,name,timelimit,slottime", "--noheader"]);
+    let line = String::from_utf8_lossy(&table.stdout).to_string();
+    assert!(line.contains(" nightly ") && line.contains(" 0:02 "), "{line}");
+}
+
 /// `submit --wait` returns when the job ends, with its exit status, as sbatch --wait does.
 #[test]
 fn submit_wait_returns_the_jobs_exit_status() {

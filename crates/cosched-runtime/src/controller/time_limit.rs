@@ -1,0 +1,153 @@
+//! Time limits of cosched's own jobs (`submit --time`). A job may run for its limit *in its slots*: between two
+//! changes of the plan it runs in the share of the cycle the plan gives it, so its time in its slots grows by that
+//! share of the wall time while it runs, and not at all while it is queued or suspended. This is the complement of
+//! what `slurm_time` adds to a Slurm job's end time, and, like it, comes from the plan alone: nothing an agent says
+//! enters it. A job whose time is up is ended as `kill` ends it, with the reason "time limit".
+
+use super::{Controller, State};
+use crate::jobs::JobState;
+use cosched_core::JobId;
+use std::time::{Duration, Instant};
+
+/// The time in its slots is saved at least this often: a controller that stops loses at most this much of it (the
+/// job is then granted that much more).
+pub(super) const SAVE_EVERY: Duration = Duration::from_secs(10);
+
+/// Add to each running job with a limit its share of the time since it was last accrued, under the plan that held
+/// meanwhile.
+pub(super) fn accrue(state: &mut State, now: Instant) {
+    let Some(plan) = state.cosched.plan() else { return };
+    let slots = plan.rows.len();
+    let limited = state.jobs.values_mut().filter(|j| j.time_limit_s.is_some() && !j.state.is_over());
+    for job in limited {
+        let live = state.live.entry(job.id).or_default();
+        if let Some(since) = live.in_slot_since {
+            let share = plan.job(JobId(job.id)).map_or(1.0, |p| p.slice_share(slots)).clamp(0.0, 1.0);
+            let in_slot_ms = now.saturating_duration_since(since).as_secs_f64() * 1000.0 * share;
+            job.in_slot_ms = job.in_slot_ms.saturating_add(in_slot_ms as u64);
+        }
+        live.in_slot_since = (job.state == JobState::Running).then_some(now);
+    }
+}
+
+impl Controller {
+    /// Every tick: accrue, save what grew by `SAVE_EVERY`, and end the jobs whose time is up.
+    pub(super) fn keep_time_limits(&self, state: &mut State) {
+        accrue(state, Instant::now());
+        let save_every_ms = SAVE_EVERY.as_millis() as u64;
+        let mut to_save = Vec::new();
+        let mut over = Vec::new();
+        for job in state.jobs.values().filter(|j| j.state == JobState::Running) {
+            let Some(limit_s) = job.time_limit_s else { continue };
+            let live = state.live.get(&job.id);
+            let saved_ms = live.map_or(0, |l| l.in_slot_saved_ms);
+            if job.in_slot_ms >= saved_ms.saturating_add(save_every_ms) {
+                to_save.push(job.id);
+            }
+            if job.in_slot_ms >= limit_s.saturating_mul(1000) && job.error.is_none() {
+                over.push((job.id, limit_s));
+            }
+        }
+        for id in to_save {
+            let in_slot_ms = state.jobs[&id].in_slot_ms;
+            state.storage.save_job_or_hold(&state.jobs[&id]);
+            state.live.entry(id).or_default().in_slot_saved_ms = in_slot_ms;
+        }
+        for (id, limit_s) in over {
+            self.update_job_or_hold(state, id, |j| j.error = Some(format!("time limit: {limit_s} s in its slots")));
+            let job = state.jobs[&id].clone();
+            self.send_terminate(state, &job);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::ControllerSettings;
+    use crate::jobs::Identity;
+    use crate::protocol::{AgentHello, ReplyData, Request, SubmitRequest, ToAgent};
+    use std::sync::{Arc, Mutex};
+
+    const OWNER: Identity = Identity { uid: 1000, gid: 1000, admin: false };
+
+    /// A controller with one node of one CPU whose agent's messages are kept.
+    fn controller() -> (Controller, Arc<Mutex<Vec<u8>>>) {
+        let dir = tempfile::Builder::new().prefix("cosched-time-limit-").tempdir().unwrap().keep();
+        let settings = ControllerSettings { state_dir: dir, nodes: vec!["n0".into()], ..ControllerSettings::default() };
+        let controller = Controller::open(settings).unwrap();
+        let hello = AgentHello { node: "n0".into(), cpus: 1, mem_bytes: 1 << 30, adopted: vec![], freezer: "t".into() };
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let writer = SharedBuffer(sent.clone());
+        controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(writer)))).unwrap();
+        (controller, sent)
+    }
+
+    struct SharedBuffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for SharedBuffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn submit(controller: &Controller, time_limit_s: Option<u64>) -> u64 {
+        let request = SubmitRequest {
+            tasks: 1,
+            nodes: None,
+            class: "batch".into(),
+            mem_bytes: 0,
+            slice_opt_out: false,
+            local: false,
+            mpi: false,
+            argv: vec!["prog".into()],
+            cwd: "/".into(),
+            env: vec![],
+            name: String::new(),
+            time_limit_s,
+        };
+        match controller.handle(&OWNER, Request::Submit(request)).data {
+            Some(ReplyData::Submit(reply)) => reply.job,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn terminated(sent: &Mutex<Vec<u8>>) -> Vec<u64> {
+        let text = String::from_utf8(sent.lock().unwrap().clone()).unwrap();
+        let messages = text.lines().map(|l| serde_json::from_str::<ToAgent>(l).unwrap());
+        messages.filter_map(|m| if let ToAgent::Terminate { job, .. } = m { Some(job) } else { None }).collect()
+    }
+
+    /// Two gangs share one CPU, each in half of the cycle: 10 s of wall time are 5 s in their slots, and a
+    /// suspended job's time stands still.
+    #[test]
+    fn a_job_is_charged_its_share_of_the_time_it_runs_and_ended_at_its_limit() {
+        #[allow(clippy::disallowed_methods)] // the accrual's clock, moved by hand below
+        let start = Instant::now();
+        let (controller, sent) = controller();
+        let limited = submit(&controller, Some(8));
+        let other = submit(&controller, Some(3600));
+        let mut state = controller.state.lock().unwrap();
+        let t0 = Instant::now().max(start);
+        accrue(&mut state, t0);
+        let before = |state: &State, id| state.jobs[&id].in_slot_ms;
+        let (limited_0, other_0) = (before(&state, limited), before(&state, other));
+        assert!(limited_0 <= t0.duration_since(start).as_millis() as u64, "{limited_0}");
+        accrue(&mut state, t0 + Duration::from_secs(10));
+        assert_eq!(before(&state, limited) - limited_0, 5_000, "half of 10 s");
+        state.jobs.get_mut(&other).unwrap().state = JobState::Suspended;
+        accrue(&mut state, t0 + Duration::from_secs(12)); // the suspension is seen from here on
+        accrue(&mut state, t0 + Duration::from_secs(20));
+        assert_eq!(before(&state, other) - other_0, 6_000, "suspended from 12 s on");
+        assert!(terminated(&sent).is_empty());
+        controller.keep_time_limits(&mut state);
+        assert_eq!(terminated(&sent), [limited], "8 s in its slots and over");
+        assert_eq!(state.jobs[&limited].error.as_deref(), Some("time limit: 8 s in its slots"));
+        controller.keep_time_limits(&mut state);
+        assert_eq!(terminated(&sent), [limited], "told once");
+    }
+}
