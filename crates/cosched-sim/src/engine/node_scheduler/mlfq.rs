@@ -29,7 +29,7 @@ pub(crate) struct MlfqCpu {
 /// A process's place in the multilevel feedback queue. Packed to 12 bytes
 /// (its quantum on a 4-byte boundary), so that a process record keeps its
 /// 160 bytes under periodic boost with spin-block, as when the engine held
-/// these fields (see docs/performance.md, issue 41).
+/// these fields (see docs/performance/2026-11-26-sim-speed.md).
 #[repr(C, packed(4))]
 pub(crate) struct MlfqProc {
     quantum_left_ns: u64,
