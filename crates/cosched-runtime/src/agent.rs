@@ -604,9 +604,18 @@ impl Agent {
                 .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
                 .unwrap_or(0.0);
             let (switches, switch_errors) = (self.switcher.switches(), self.switcher.errors());
-            let slice_starts = self.switcher.take_slice_starts();
+            let (slice_starts, switch_latencies_ns) = self.switcher.take_slice_starts();
             let stuck_jobs = self.ender.stuck();
-            self.send(&FromAgent::Report { jobs: usage, load_avg, switches, switch_errors, slice_starts, stuck_jobs });
+            let report = FromAgent::Report {
+                jobs: usage,
+                load_avg,
+                switches,
+                switch_errors,
+                slice_starts,
+                switch_latencies_ns,
+                stuck_jobs,
+            };
+            self.send(&report);
         }
     }
 

@@ -7,7 +7,7 @@
 
 use crate::db::NodeRow;
 use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
-use crate::metrics::{JobFigures, MetricsAccess, MetricsSnapshot, NodeFigures, MAX_JOB_SERIES};
+use crate::metrics::{Histogram, JobFigures, MetricsAccess, MetricsSnapshot, NodeFigures, MAX_JOB_SERIES};
 use crate::protocol::checks::{parse_class, parse_signal, validate_node_name};
 use crate::protocol::{
     write_message, AgentHello, ClassReply, ExecReply, ExecRequest, FromAgent, HistoryReply, HistoryRequest,
@@ -145,6 +145,9 @@ struct Node {
     /// Events of this node's agent ignored because they spoke of jobs not running there or answered requests never
     /// sent to it (logged at powers of two).
     ignored_events: u64,
+    /// Its switches' start after the slice boundary, and their end (the incoming gang thawed), since the start.
+    switch_lateness: Histogram,
+    switch_latency: Histogram,
 }
 
 impl Node {
@@ -162,6 +165,8 @@ impl Node {
             last_schedule: None,
             stuck_jobs: Vec::new(),
             ignored_events: 0,
+            switch_lateness: Histogram::default(),
+            switch_latency: Histogram::default(),
         }
     }
 }
@@ -180,6 +185,9 @@ struct JobLive {
     in_slot_since: Option<Instant>,
     /// Its time in its slots as last saved.
     in_slot_saved_ms: u64,
+    /// Since the first report of the running job that found every process frozen on every node, with every report
+    /// since saying the same (`None`: a report found it running somewhere).
+    frozen_since: Option<Instant>,
 }
 
 impl JobLive {
@@ -1011,7 +1019,16 @@ impl Controller {
     pub fn agent_event(&self, node: &str, event: FromAgent) {
         let mut state = self.state.lock().unwrap();
         let heard = match event {
-            FromAgent::Report { jobs, load_avg, switches, switch_errors, slice_starts, stuck_jobs } => {
+            FromAgent::Report {
+                jobs,
+                load_avg,
+                switches,
+                switch_errors,
+                slice_starts,
+                switch_latencies_ns,
+                stuck_jobs,
+            } => {
+                note_switch_times(&mut state, node, &slice_starts, &switch_latencies_ns);
                 let usage_heard =
                     self.node_report(&mut state, node, (load_avg, switches, switch_errors), slice_starts, jobs);
                 self.note_stuck_jobs(&mut state, node, stuck_jobs) && usage_heard
@@ -1087,10 +1104,13 @@ impl Controller {
         let ours: Vec<JobUsage> = jobs.into_iter().filter(|u| runs_on(state, u.job, node)).collect();
         let all_ours = ours.len() == count;
         for usage in ours {
+            let running = state.jobs.get(&usage.job).is_some_and(|j| j.state == JobState::Running);
             let live = state.live.entry(usage.job).or_default();
             live.had_process |= !usage.pids.is_empty();
             changed |= live.usage.get(node) != Some(&usage);
             live.usage.insert(node.to_string(), usage);
+            let all_frozen = running && live.usage.values().all(|u| u.frozen);
+            live.frozen_since = if all_frozen { live.frozen_since.or(Some(Instant::now())) } else { None };
         }
         if changed {
             state.status_changes += 1;
@@ -1399,6 +1419,7 @@ impl Controller {
         let now_ms = unix_ms_now();
         MetricsSnapshot {
             slice_ns: self.settings.slice_ns,
+            slice_start_skew: state.slice_starts.spreads_seen().clone(),
             storage_ok: state.storage.status().state == crate::protocol::StorageState::Ok,
             nodes: state.nodes.iter().map(|n| node_figures(&state, n)).collect(),
             jobs_by_state,
@@ -1408,7 +1429,9 @@ impl Controller {
     }
 
     fn job_figures(&self, state: &State, j: &JobRecord, now_ms: u64) -> JobFigures {
-        let usage = state.live.get(&j.id).map(|l| l.usage.values().collect::<Vec<_>>()).unwrap_or_default();
+        let live = state.live.get(&j.id);
+        let usage = live.map(|l| l.usage.values().collect::<Vec<_>>()).unwrap_or_default();
+        let frozen_since = live.and_then(|l| l.frozen_since).filter(|_| j.state == JobState::Running);
         JobFigures {
             id: j.id,
             uid: j.uid,
@@ -1417,10 +1440,11 @@ impl Controller {
             state: j.state,
             // An ended job keeps its placement on record but holds no CPU.
             cpus: if j.state.is_over() { 0 } else { j.placement.iter().map(|p| p.cpus.len() as u32).sum() },
-            cpu_ns: usage.iter().fold(0u64, |sum, u| sum.saturating_add(u.cpu_ns)),
+            cpu_ns: live.map_or(0, JobLive::total_cpu_ns).max(j.cpu_ns),
             processes: usage.iter().map(|u| u.pids.len() as u64).sum(),
             slice_share: self.slice_share(state, j.id),
             elapsed_ms: j.started_unix_ms.map(|started| j.ended_unix_ms.unwrap_or(now_ms).saturating_sub(started)),
+            frozen_ms: frozen_since.map(|since| since.elapsed().as_millis() as u64),
         }
     }
 }
@@ -1437,6 +1461,21 @@ fn node_figures(state: &State, n: &Node) -> NodeFigures {
         jobs: jobs_on(state, &n.name),
         stuck_jobs: n.stuck_jobs.len() as u64,
         stuck_processes: n.stuck_jobs.iter().map(|s| s.processes).sum(),
+        switch_lateness: n.switch_lateness.clone(),
+        switch_latency: n.switch_latency.clone(),
+    }
+}
+
+/// A node's switches as its report gives them: when each began after its slice boundary and when its incoming
+/// gang was thawed, into the node's histograms.
+fn note_switch_times(state: &mut State, node: &str, slice_starts: &[(u64, u64)], latencies_ns: &[u64]) {
+    let Some(i) = node_index(state, node) else { return };
+    let n = &mut state.nodes[i];
+    for &(_, offset_ns) in slice_starts {
+        n.switch_lateness.observe(offset_ns);
+    }
+    for &latency_ns in latencies_ns {
+        n.switch_latency.observe(latency_ns);
     }
 }
 

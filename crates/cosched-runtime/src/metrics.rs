@@ -37,10 +37,64 @@ impl MetricsAccess {
     }
 }
 
+/// The upper bounds of the duration histograms' buckets (ns): from a few µs (a switch on an idle host) to a tenth
+/// of a second (a host the hypervisor held back), about three per decade.
+pub const BUCKET_BOUNDS_NS: [u64; 13] = [
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+];
+
+/// Durations counted in the buckets of [`BUCKET_BOUNDS_NS`] (each duration in the first bucket it fits, the
+/// last one open), with their count and sum, since the controller started.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Histogram {
+    in_bucket: [u64; BUCKET_BOUNDS_NS.len() + 1],
+    sum_ns: u128,
+}
+
+impl Histogram {
+    pub fn observe(&mut self, ns: u64) {
+        let bucket = BUCKET_BOUNDS_NS.iter().position(|&bound| ns <= bound).unwrap_or(BUCKET_BOUNDS_NS.len());
+        self.in_bucket[bucket] = self.in_bucket[bucket].saturating_add(1);
+        self.sum_ns = self.sum_ns.saturating_add(u128::from(ns));
+    }
+
+    pub fn count(&self) -> u64 {
+        self.in_bucket.iter().fold(0u64, |sum, &n| sum.saturating_add(n))
+    }
+
+    /// (upper bound in seconds, or `+Inf`; how many durations were at most that), as OpenMetrics buckets are.
+    fn cumulative(&self) -> Vec<(String, u64)> {
+        let mut total = 0u64;
+        let bounds = BUCKET_BOUNDS_NS.iter().map(|&ns| Value::Float(ns as f64 / 1e9).to_string());
+        let bounds = bounds.chain(["+Inf".to_string()]);
+        bounds
+            .zip(&self.in_bucket)
+            .map(|(bound, &n)| {
+                total = total.saturating_add(n);
+                (bound, total)
+            })
+            .collect()
+    }
+}
+
 /// What the controller knows, as the endpoint shows it: figures only.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MetricsSnapshot {
     pub slice_ns: u64,
+    /// Latest minus earliest switch start of each slice that every node switched at (`skew`).
+    pub slice_start_skew: Histogram,
     /// The database takes writes (no storage fault reported).
     pub storage_ok: bool,
     pub nodes: Vec<NodeFigures>,
@@ -68,6 +122,10 @@ pub struct NodeFigures {
     /// Jobs whose cgroup the node's agent could not empty, and the processes left in them.
     pub stuck_jobs: u64,
     pub stuck_processes: u64,
+    /// Slice boundary to the switch's start, per switch the node reported.
+    pub switch_lateness: Histogram,
+    /// Slice boundary to the incoming gang thawed, per switch the node reported.
+    pub switch_latency: Histogram,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -85,11 +143,15 @@ pub struct JobFigures {
     pub slice_share: f64,
     /// Since it started, up to its end once ended (`None`: not started).
     pub elapsed_ms: Option<u64>,
+    /// How long every process of the running job has been frozen on every node, as the reports since then showed
+    /// (`None`: not frozen, or not running).
+    pub frozen_ms: Option<u64>,
 }
 
 enum Kind {
     Gauge,
     Counter,
+    Histogram,
 }
 
 /// A metric family: its name carries its unit as a suffix (OpenMetrics requires it when `unit` is given); a
@@ -109,6 +171,10 @@ const fn counter(name: &'static str, unit: Option<&'static str>, help: &'static 
     Family { name, kind: Kind::Counter, unit, help }
 }
 
+const fn histogram(name: &'static str, help: &'static str) -> Family {
+    Family { name, kind: Kind::Histogram, unit: Some("seconds"), help }
+}
+
 const JOBS: Family =
     gauge("cosched_jobs", None, "Jobs cosched status lists, by state (ended ones for --keep-finished-s).");
 const NODES: Family = gauge("cosched_nodes", None, "Nodes the controller knows.");
@@ -116,6 +182,10 @@ const NODES_CONNECTED: Family = gauge("cosched_nodes_connected", None, "Nodes wh
 const SLICE: Family = gauge("cosched_slice_seconds", Some("seconds"), "The length of a time slice.");
 const STORAGE_HEALTHY: Family =
     gauge("cosched_storage_healthy", None, "1 while the database takes writes, 0 while status reports a fault.");
+const SLICE_START_SKEW: Family = histogram(
+    "cosched_slice_start_skew_seconds",
+    "Latest minus earliest switch start of each slice every node switched at (clocks' disagreement included).",
+);
 const JOBS_OMITTED: Family =
     gauge("cosched_metrics_jobs_omitted", None, "Jobs left out of the per-job families beyond their cap.");
 
@@ -134,6 +204,12 @@ const NODE_STUCK_JOBS: Family = gauge(
 );
 const NODE_STUCK_PROCESSES: Family =
     gauge("cosched_node_stuck_processes", None, "Processes left in the node's stuck job cgroups.");
+const NODE_SWITCH_LATENESS: Family =
+    histogram("cosched_switch_lateness_seconds", "Slice boundary to the start of the node's switch, per switch.");
+const NODE_SWITCH_LATENCY: Family = histogram(
+    "cosched_switch_latency_seconds",
+    "Slice boundary to the incoming gang thawed on the node, per switch (lateness plus the switch itself).",
+);
 
 const JOB_CPUS: Family = gauge("cosched_job_cpus", None, "CPUs the job holds over all its nodes.");
 const JOB_CPU: Family =
@@ -143,6 +219,11 @@ const JOB_SLICE_SHARE: Family =
     gauge("cosched_job_slice_share_ratio", Some("ratio"), "The share of the cycle's slots the job runs in.");
 const JOB_ELAPSED: Family =
     gauge("cosched_job_elapsed_seconds", Some("seconds"), "Time since the job started (to its end once ended).");
+const JOB_FROZEN: Family = gauge(
+    "cosched_job_frozen_seconds",
+    Some("seconds"),
+    "How long every process of the running job has been frozen on every node (absent while it runs somewhere).",
+);
 
 /// A sample's value, written as OpenMetrics numbers are.
 #[derive(Clone, Copy)]
@@ -197,10 +278,25 @@ fn write_cluster(out: &mut String, s: &MetricsSnapshot) {
         header(out, family);
         sample(out, family, "", value);
     }
+    header(out, &SLICE_START_SKEW);
+    histogram_samples(out, &SLICE_START_SKEW, &[], &s.slice_start_skew);
+}
+
+/// A histogram's series for one label set: its cumulative buckets, its count and its sum.
+fn histogram_samples(out: &mut String, family: &Family, pairs: &[(&str, &str)], h: &Histogram) {
+    for (bound, count) in h.cumulative() {
+        let mut with_le = pairs.to_vec();
+        with_le.push(("le", &bound));
+        let _ = writeln!(out, "{}_bucket{} {count}", family.name, labels(&with_le));
+    }
+    let _ = writeln!(out, "{}_count{} {}", family.name, labels(pairs), h.count());
+    let _ = writeln!(out, "{}_sum{} {}", family.name, labels(pairs), Value::Float(h.sum_ns as f64 / 1e9));
 }
 
 /// A node family and its value for one node.
 type NodeFamily = (&'static Family, fn(&NodeFigures) -> Value);
+/// A node histogram family and the node's histogram.
+type NodeHistogram = (&'static Family, fn(&NodeFigures) -> &Histogram);
 /// A job family and its value for one job, if the job has one.
 type JobFamily = (&'static Family, fn(&JobFigures) -> Option<Value>);
 
@@ -223,17 +319,26 @@ fn write_nodes(out: &mut String, nodes: &[NodeFigures]) {
             sample(out, family, text, value(node));
         }
     }
+    let histograms: [NodeHistogram; 2] =
+        [(&NODE_SWITCH_LATENESS, |n| &n.switch_lateness), (&NODE_SWITCH_LATENCY, |n| &n.switch_latency)];
+    for (family, histogram) in histograms {
+        header(out, family);
+        for node in nodes {
+            histogram_samples(out, family, &[("node", &node.name)], histogram(node));
+        }
+    }
 }
 
 fn write_jobs(out: &mut String, jobs: &[JobFigures], names: &BTreeMap<u32, String>) {
     let job_labels: Vec<String> = jobs.iter().map(|j| job_labels(j, names)).collect();
-    let families: [JobFamily; 5] = [
+    let families: [JobFamily; 6] = [
         (&JOB_CPUS, |j| Some(Value::Int(j.cpus.into()))),
         (&JOB_CPU, |j| Some(seconds_of_ns(j.cpu_ns))),
         (&JOB_PROCESSES, |j| Some(Value::Int(j.processes))),
         (&JOB_SLICE_SHARE, |j| Some(Value::Float(j.slice_share))),
         // A job that has not started has no elapsed time (not zero of it).
         (&JOB_ELAPSED, |j| j.elapsed_ms.map(|ms| Value::Float(ms as f64 / 1e3))),
+        (&JOB_FROZEN, |j| j.frozen_ms.map(|ms| Value::Float(ms as f64 / 1e3))),
     ];
     for (family, value) in families {
         header(out, family);
@@ -262,6 +367,7 @@ fn header(out: &mut String, family: &Family) {
     let kind = match family.kind {
         Kind::Gauge => "gauge",
         Kind::Counter => "counter",
+        Kind::Histogram => "histogram",
     };
     let _ = writeln!(out, "# TYPE {} {kind}", family.name);
     if let Some(unit) = family.unit {
@@ -272,7 +378,7 @@ fn header(out: &mut String, family: &Family) {
 
 fn sample(out: &mut String, family: &Family, labels: &str, value: Value) {
     let suffix = match family.kind {
-        Kind::Gauge => "",
+        Kind::Gauge | Kind::Histogram => "",
         Kind::Counter => "_total",
     };
     let _ = writeln!(out, "{}{suffix}{labels} {value}", family.name);
@@ -325,9 +431,15 @@ mod tests {
             processes: 4,
             slice_share: 0.5,
             elapsed_ms,
+            frozen_ms: None,
         };
+        let mut lateness = Histogram::default();
+        for ns in [40_000, 90_000, 90_000, 3_000_000, 200_000_000] {
+            lateness.observe(ns);
+        }
         MetricsSnapshot {
             slice_ns: 10_000_000,
+            slice_start_skew: Histogram::default(),
             storage_ok: true,
             nodes: vec![NodeFigures {
                 name: "n1".into(),
@@ -340,6 +452,8 @@ mod tests {
                 jobs: 2,
                 stuck_jobs: 1,
                 stuck_processes: 3,
+                switch_lateness: lateness,
+                switch_latency: Histogram::default(),
             }],
             jobs_by_state: vec![(JobState::Queued, 1), (JobState::Running, 1)],
             jobs: vec![job(7, 1000, JobState::Running, Some(2_500)), job(8, 4242, JobState::Queued, None)],
@@ -382,10 +496,14 @@ mod tests {
             }
             let series = line.split(['{', ' ']).next().unwrap();
             let (family, kind) = declared.last().unwrap();
-            let expected = if kind == "counter" { format!("{family}_total") } else { family.clone() };
-            assert_eq!(series, expected, "{line} under {family}");
+            let expected: Vec<String> = match kind.as_str() {
+                "counter" => vec![format!("{family}_total")],
+                "histogram" => ["_bucket", "_count", "_sum"].iter().map(|s| format!("{family}{s}")).collect(),
+                _ => vec![family.clone()],
+            };
+            assert!(expected.iter().any(|e| e == series), "{line} under {family}");
         }
-        assert!(declared.iter().all(|(_, kind)| kind == "gauge" || kind == "counter"));
+        assert!(declared.iter().all(|(_, kind)| ["gauge", "counter", "histogram"].contains(&kind.as_str())));
     }
 
     #[test]
@@ -413,6 +531,28 @@ mod tests {
         }
         assert!(text.contains("user=\"4242\""));
         assert!(!text.lines().any(|l| l.starts_with("cosched_job_elapsed_seconds{job_id=\"8\"")));
+    }
+
+    #[test]
+    fn a_histogram_has_cumulative_buckets_ending_in_inf_then_its_count_and_sum() {
+        let text = rendered();
+        let node = |rest: &str| format!("cosched_switch_lateness_seconds_{rest}");
+        for expected in [
+            "# TYPE cosched_switch_lateness_seconds histogram",
+            "# UNIT cosched_switch_lateness_seconds seconds",
+            &node("bucket{node=\"n1\",le=\"0.00001\"} 0"),
+            &node("bucket{node=\"n1\",le=\"0.00005\"} 1"),
+            &node("bucket{node=\"n1\",le=\"0.0001\"} 3"),
+            &node("bucket{node=\"n1\",le=\"0.0025\"} 3"),
+            &node("bucket{node=\"n1\",le=\"0.005\"} 4"),
+            &node("bucket{node=\"n1\",le=\"0.1\"} 4"),
+            &node("bucket{node=\"n1\",le=\"+Inf\"} 5"),
+            &node("count{node=\"n1\"} 5"),
+            &node("sum{node=\"n1\"} 0.20322"),
+            "cosched_slice_start_skew_seconds_count 0",
+        ] {
+            assert!(text.lines().any(|l| l == expected), "{expected} missing from\n{text}");
+        }
     }
 
     #[test]

@@ -461,6 +461,9 @@ pub enum FromAgent {
         /// (slice number, ns from the slice boundary to the switch's start) of the switches since the last report.
         #[serde(default)]
         slice_starts: Vec<(u64, u64)>,
+        /// Of the same switches, in the same order: ns from the slice boundary to the incoming gang thawed.
+        #[serde(default)]
+        switch_latencies_ns: Vec<u64>,
         /// Jobs over (or being killed) whose cgroup the agent could not empty: processes that outlived SIGKILL.
         #[serde(default)]
         stuck_jobs: Vec<StuckJob>,

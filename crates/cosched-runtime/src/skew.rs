@@ -34,12 +34,15 @@ struct SliceStarts {
 pub struct SliceStartSkew {
     slices: BTreeMap<u64, SliceStarts>,
     slices_kept: usize,
+    /// The spread of every complete slice that left the window, since the start (for `/metrics`): by then every
+    /// agent has long reported it.
+    spreads_seen: crate::metrics::Histogram,
 }
 
 impl SliceStartSkew {
     pub fn new(slices_kept: usize) -> SliceStartSkew {
         assert!(slices_kept > 0);
-        SliceStartSkew { slices: BTreeMap::new(), slices_kept }
+        SliceStartSkew { slices: BTreeMap::new(), slices_kept, spreads_seen: Default::default() }
     }
 
     /// One agent switched at `offset_ns` after the boundary of `slice` (each agent reports a slice once).
@@ -50,14 +53,26 @@ impl SliceStartSkew {
         entry.latest_ns = entry.latest_ns.max(offset_ns);
         entry.agents += 1;
         while self.slices.len() > self.slices_kept {
-            self.slices.pop_first();
+            let all = self.most_agents();
+            if let Some((_, gone)) = self.slices.pop_first().filter(|(_, s)| s.agents >= 2 && s.agents >= all) {
+                self.spreads_seen.observe(gone.latest_ns - gone.earliest_ns);
+            }
         }
+    }
+
+    fn most_agents(&self) -> u32 {
+        self.slices.values().map(|s| s.agents).max().unwrap_or(0)
+    }
+
+    /// The spreads of the complete slices that have left the window.
+    pub fn spreads_seen(&self) -> &crate::metrics::Histogram {
+        &self.spreads_seen
     }
 
     /// Latest minus earliest start of every slice that all agents switched at (as many as the most seen in any
     /// kept slice, at least two): a slice still missing an agent's report would understate the spread.
     pub fn spreads_ns(&self) -> Vec<u64> {
-        let all = self.slices.values().map(|s| s.agents).max().unwrap_or(0);
+        let all = self.most_agents();
         if all < 2 {
             return vec![];
         }
@@ -89,8 +104,11 @@ mod tests {
         }
         // Slice 11 lacks the third agent; 10 and 12 are complete.
         assert_eq!(skew.spreads_ns(), vec![25, 99]);
-        skew.add(13, 0); // slice 10 falls out of the window
+        skew.add(13, 0); // slice 10 falls out of the window, into the histogram
         assert_eq!(skew.spreads_ns(), vec![99]);
+        assert_eq!(skew.spreads_seen().count(), 1);
+        skew.add(14, 0); // slice 11 leaves incomplete: not counted
+        assert_eq!(skew.spreads_seen().count(), 1);
         let mut one = SliceStartSkew::new(10);
         one.add(1, 5);
         assert!(one.spreads_ns().is_empty(), "one agent has no skew");

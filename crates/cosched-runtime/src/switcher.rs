@@ -171,7 +171,8 @@ enum Change {
 struct Published {
     stats: SwitchStats,
     /// (slice number, boundary to switch start in ns) of switches not yet reported.
-    unreported_starts: Vec<(u64, u64)>,
+    /// (slice, woke, thawed) of each switch not yet reported.
+    unreported_starts: Vec<(u64, u64, u64)>,
     frozen: BTreeSet<u64>,
 }
 
@@ -238,9 +239,10 @@ impl Switcher {
     }
 
     /// The (slice number, start offset in ns) of every switch since the last call, for the controller's view of
-    /// the skew between nodes.
-    pub fn take_slice_starts(&self) -> Vec<(u64, u64)> {
-        std::mem::take(&mut self.published.lock().unwrap().unreported_starts)
+    /// the skew between nodes, and each one's latency (slice boundary to the incoming gang thawed, ns).
+    pub fn take_slice_starts(&self) -> (Vec<(u64, u64)>, Vec<u64>) {
+        let taken = std::mem::take(&mut self.published.lock().unwrap().unreported_starts);
+        taken.into_iter().map(|(slice, woke, thawed)| ((slice, woke), thawed)).unzip()
     }
 
     /// Whether the switcher holds the job stopped (as of its last switch or change).
@@ -439,7 +441,7 @@ impl Switcher {
         for (slice, times) in state.unpublished.drain(..) {
             published.stats.record(slice, times);
             if published.unreported_starts.len() < STARTS_UNREPORTED_MAX {
-                published.unreported_starts.push((slice, times.woke));
+                published.unreported_starts.push((slice, times.woke, times.thawed));
             }
         }
         let SwitchCounts { switches, late, errors } = state.counts;

@@ -303,6 +303,7 @@ fn a_nodes_cpu_time_at_the_end_of_a_job_is_kept() {
         switches: 0,
         switch_errors: 0,
         slice_starts: vec![],
+        switch_latencies_ns: vec![],
         stuck_jobs: vec![],
     };
     runtime.controller.agent_event("n0", report(100));

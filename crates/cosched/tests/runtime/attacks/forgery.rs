@@ -191,6 +191,7 @@ fn a_node_speaks_only_for_its_own_jobs_and_answers_only_what_it_was_asked() {
         switches: 0,
         switch_errors: 0,
         slice_starts: vec![],
+        switch_latencies_ns: vec![],
         stuck_jobs: vec![stuck],
     });
     evil.say(&FromAgent::Failed { job, error: "forged".into() });

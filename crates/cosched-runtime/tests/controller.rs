@@ -1,6 +1,7 @@
-//! The job history as the controller keeps it: what an ended job's record holds, which jobs a `History` request
-//! lists, that restarts keep it, and that the retention removes records without ever giving their ids again. The
-//! controller runs in this process on a fresh state directory; its one agent is a connection that nothing reads.
+//! The controller in this process, on a fresh state directory, its one agent a connection that nothing reads: the
+//! job history as it keeps it (what an ended job's record holds, which jobs a `History` request lists, that restarts
+//! keep it, that the retention removes records without ever giving their ids again), and what `/metrics` counts of
+//! the agents' switches.
 
 use cosched_runtime::controller::{Controller, ControllerSettings};
 use cosched_runtime::jobs::{Identity, JobState};
@@ -62,6 +63,7 @@ fn end(controller: &Controller, job: u64, cpu_ns: u64, exit_code: i32) {
         switches: 0,
         switch_errors: 0,
         slice_starts: vec![],
+        switch_latencies_ns: vec![],
         stuck_jobs: vec![],
     };
     controller.agent_event("n0", report);
@@ -156,4 +158,36 @@ fn jobs_past_the_retention_leave_memory_and_the_database_and_their_ids_are_never
     let restarted = open(&dir, Duration::ZERO);
     assert!(history(&restarted, &ALICE, HistoryRequest::default()).jobs.is_empty(), "gone from the database");
     assert_eq!(submit(&restarted, &ALICE, "three"), second + 1, "the removed ids are not given again");
+}
+
+#[test]
+fn the_switch_times_an_agent_reports_are_counted_for_its_node() {
+    let controller = open(&state_dir(), Duration::from_secs(86_400));
+    let report = FromAgent::Report {
+        jobs: vec![],
+        load_avg: 0.0,
+        switches: 2,
+        switch_errors: 0,
+        slice_starts: vec![(10, 40_000), (11, 3_000_000)],
+        switch_latencies_ns: vec![90_000, 3_100_000],
+        stuck_jobs: vec![],
+    };
+    controller.agent_event("n0", report);
+    let metrics = controller.metrics();
+    let node = &metrics.nodes[0];
+    assert_eq!((node.switch_lateness.count(), node.switch_latency.count()), (2, 2));
+    let text = cosched_runtime::metrics::render(&metrics, &Default::default());
+    let line = |prefix: &str| text.lines().find(|l| l.starts_with(prefix)).unwrap_or_default().to_string();
+    assert_eq!(
+        line("cosched_switch_lateness_seconds_bucket{node=\"n0\",le=\"0.00005\"}"),
+        "cosched_switch_lateness_seconds_bucket{node=\"n0\",le=\"0.00005\"} 1"
+    );
+    assert_eq!(
+        line("cosched_switch_latency_seconds_bucket{node=\"n0\",le=\"0.0001\"}"),
+        "cosched_switch_latency_seconds_bucket{node=\"n0\",le=\"0.0001\"} 1"
+    );
+    assert_eq!(
+        line("cosched_switch_latency_seconds_sum{node=\"n0\"}"),
+        "cosched_switch_latency_seconds_sum{node=\"n0\"} 0.00319"
+    );
 }
