@@ -60,9 +60,21 @@ pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen)
     Ok(controller)
 }
 
-/// Run an agent until the process ends, with its watchdog beside it.
+/// Run an agent until the process ends, with its watchdog beside it; systemd is told it is ready once its cgroups
+/// and watchdog are (it connects to its controller after that, and again whenever the link drops).
 pub fn run_agent(settings: AgentSettings) -> std::io::Result<()> {
-    prepare_agent(settings)?.run()
+    let agent = prepare_agent(settings)?;
+    crate::systemd_notify::ready("cosched agent");
+    agent.run()
+}
+
+/// `cosched controller`: listen, tell systemd, and serve until the process ends.
+pub fn run_controller(settings: ControllerSettings, listen: &ControllerListen) -> std::io::Result<()> {
+    let _controller = start_controller(settings, listen)?;
+    crate::systemd_notify::ready("cosched controller");
+    loop {
+        std::thread::park();
+    }
 }
 
 /// An agent with its watchdog started and supervised, ready to run.
@@ -113,7 +125,9 @@ fn supervise_watchdog(
 /// `cosched up`: a controller and its local agent in one process.
 pub fn run_up(settings: ControllerSettings, listen: ControllerListen, agent: AgentSettings) -> std::io::Result<()> {
     let _controller = start_controller(settings, &listen)?;
-    run_agent(agent)
+    let agent = prepare_agent(agent)?;
+    crate::systemd_notify::ready("cosched up");
+    agent.run()
 }
 
 /// `cosched up` on threads of this process, for measurements that read the agent's own records

@@ -38,5 +38,6 @@ pub mod slurm_time;
 pub mod storage;
 pub mod supervisor;
 pub mod switcher;
+pub mod systemd_notify;
 pub mod testing;
 pub mod watchdog;

@@ -471,10 +471,7 @@ pub fn controller(args: &ControllerArgs) -> Result<(), String> {
     if settings.nodes.is_empty() {
         eprintln!("cosched controller: WARNING: no --nodes given: no agent will be accepted");
     }
-    cosched_runtime::daemon::start_controller(settings, &listen).map_err(|e| e.to_string())?;
-    loop {
-        std::thread::park();
-    }
+    cosched_runtime::daemon::run_controller(settings, &listen).map_err(|e| e.to_string())
 }
 
 pub fn agent(args: &RemoteAgentArgs) -> Result<(), String> {

@@ -105,6 +105,44 @@ fn a_job_is_ended_at_its_time_limit_and_keeps_its_name() {
     assert!(line.contains(" nightly ") && line.contains(" 0:02 "), "{line}");
 }
 
+/// Under `Type=notify` systemd counts a unit started when its daemon sends READY=1: `cosched up` sends it once it
+/// answers requests (a request right after it succeeds at once), and `cosched controller` the same.
+#[test]
+fn the_daemons_tell_systemd_they_are_ready_once_they_answer() {
+    if skip_unless_root("the_daemons_tell_systemd_they_are_ready_once_they_answer") {
+        return;
+    }
+    for command in ["up", "controller"] {
+        let dir = fresh_dir("cosched-notify");
+        let notify = dir.join("notify");
+        let systemd = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+        systemd.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let (state, socket) = (dir.join("state"), dir.join("sock"));
+        let (state, socket) = (state.to_str().unwrap(), socket.to_str().unwrap());
+        let node = unique("n");
+        let mut args = vec![command, "--monitor", "off", "--state-dir", state, "--socket", socket];
+        if command == "up" {
+            args.extend(["--node", &node]);
+        }
+        let mut child = std::process::Command::new(COSCHED)
+            .args(&args)
+            .env("NOTIFY_SOCKET", &notify)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("log")).unwrap())
+            .spawn()
+            .unwrap();
+        let mut said = [0u8; 64];
+        let received = systemd.recv(&mut said);
+        let answered = client_as(std::path::Path::new(socket), &["status"], None);
+        let _ = child.kill();
+        let _ = child.wait();
+        remove_agent_cgroups(&node);
+        let length = received.unwrap_or_else(|e| panic!("{command}: no READY within 60 s: {e}"));
+        assert_eq!(&said[..length], b"READY=1", "{command}");
+        assert!(answered.status.success(), "{command}: ready but not answering: {answered:?}");
+    }
+}
+
 /// `submit --wait` returns when the job ends, with its exit status, as sbatch --wait does.
 #[test]
 fn submit_wait_returns_the_jobs_exit_status() {
