@@ -18,18 +18,167 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
-/// Write a page for the command and each visible subcommand into `args.out`.
+/// Write a page for the command and each visible subcommand into `args.out`, with the sections `--help` has no
+/// place for (examples, files, environment, exit status, see also) added to the pages they concern.
 pub fn write_man_pages(command: Command, args: &ManArgs) -> Result<(), String> {
     std::fs::create_dir_all(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
     clap_mangen::generate_to(command, &args.out)
         .map_err(|e| format!("writing man pages to {}: {e}", args.out.display()))?;
+    for (page, sections) in EXTRA_SECTIONS {
+        let path = args.out.join(format!("{page}.1"));
+        let mut text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for (title, body) in *sections {
+            text += &roff_section(title, body);
+        }
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     eprintln!("man pages written to {} (read one with: man -l {}/cosched.1)", args.out.display(), args.out.display());
     Ok(())
 }
+
+/// A section: paragraphs separated by blank lines; a paragraph whose lines all begin with `$ ` is an example, shown
+/// as typed (without the `$ `).
+fn roff_section(title: &str, body: &str) -> String {
+    let mut out = format!(".SH {title}\n");
+    for paragraph in body.split("\n\n") {
+        let lines: Vec<&str> = paragraph.lines().collect();
+        if lines.iter().all(|l| l.starts_with("$ ")) {
+            out += ".PP\n.nf\n.RS 4\n";
+            for line in lines {
+                out += &roff_text(&line[2..]);
+                out += "\n";
+            }
+            out += ".RE\n.fi\n";
+        } else {
+            out += ".PP\n";
+            out += &roff_text(&lines.join(" "));
+            out += "\n";
+        }
+    }
+    out
+}
+
+/// Text as roff prints it literally: backslashes escaped, hyphens as minus signs (so `--flag` can be searched and
+/// copied), and a leading dot or quote kept from reading as a request.
+fn roff_text(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    match escaped.starts_with(['.', '\'']) {
+        true => format!("\\&{escaped}"),
+        false => escaped,
+    }
+}
+
+const SEE_ALSO_RUNTIME: &str = "cosched(1), cosched-submit(1), cosched-status(1), \
+    cosched-history(1), cosched-up(1), squeue(1), sacct(1), systemd.service(5). The user guide: \
+    docs/runtime.md; the threat model: docs/security.md.";
+
+/// The sections added to each page (by the page's name), as `roff_section` reads them.
+const EXTRA_SECTIONS: &[(&str, &[(&str, &str)])] = &[
+    (
+        "cosched",
+        &[
+            (
+                "EXIT STATUS",
+                "0 when the command did what was asked; 1 when it failed (the reason is on standard error); 2 for \
+                 a usage error. cosched submit --wait exits with its job's status instead (cosched-submit(1)). \
+                 A command interrupted by SIGINT or SIGTERM cleans up, then ends by that signal (a shell shows 130 \
+                 or 143).",
+            ),
+            (
+                "ENVIRONMENT",
+                "COSCHED_SOCKET: the controller's Unix socket (as --socket; default /run/cosched/cosched.sock).\n\n\
+                 COSCHED_CONTROLLER: a controller on another host, host:port (as --controller), reached with a MUNGE \
+                 credential.\n\nCOSCHED_MUNGE_SOCKET: the socket of this host's munged (as --munge-socket).\n\n\
+                 COSCHED_JOB_ID: set in every job's processes; cosched rsh reads it.",
+            ),
+            (
+                "FILES",
+                "/run/cosched/cosched.sock: the controller's socket, for every local user.\n\n/var/lib/cosched: the \
+                 controller's state (root's alone): cosched.db (jobs and their history, SQLite), backup/cosched.db, \
+                 status.json, logs/ (the jobs' standard output and error, per node).",
+            ),
+            ("SEE ALSO", SEE_ALSO_RUNTIME),
+        ],
+    ),
+    (
+        "cosched-submit",
+        &[
+            (
+                "EXAMPLES",
+                "$ cosched submit -n 8 -- ./solver input.dat\n$ cosched submit -n 4 --local -- ./other\n\
+                 $ cosched submit -J nightly -t 2:00:00 --wait -n 16 --nodes 4 --mpi -- mpirun ./app\n\n\
+                 The first is a gang job of 8 tasks; the second is left to Linux; the third is an MPI job named \
+                 nightly that may run two hours in its slots, and the command waits for its end.",
+            ),
+            (
+                "EXIT STATUS",
+                "Without --wait: 0 once the job is queued, 1 when it is refused. With --wait, as sbatch --wait: 0 \
+                 when the job finished, its exit code when it failed with one, 1 otherwise (killed, timed out by \
+                 --time, failed without a code).",
+            ),
+            ("SEE ALSO", SEE_ALSO_RUNTIME),
+        ],
+    ),
+    (
+        "cosched-status",
+        &[
+            (
+                "EXAMPLES",
+                "$ cosched status\n$ cosched status -u alice -t running,queued -w node1\n\
+                 $ cosched status 41 42 --noheader -o jobid,state,reason\n$ cosched status --json",
+            ),
+            ("SEE ALSO", SEE_ALSO_RUNTIME),
+        ],
+    ),
+    (
+        "cosched-history",
+        &[
+            (
+                "EXAMPLES",
+                "$ cosched history\n$ cosched history -S now-7days -u alice -s failed -o jobid,exitcode,end,reason\n\
+                 $ cosched history -S 2026-11-01 -E 2026-11-08 --json\n\nTimes are UTC. Ended jobs stay for the \
+                 controller's --keep-history-days (30 by default).",
+            ),
+            ("SEE ALSO", SEE_ALSO_RUNTIME),
+        ],
+    ),
+    (
+        "cosched-up",
+        &[
+            (
+                "ENVIRONMENT",
+                "NOTIFY_SOCKET: set by systemd for a Type=notify unit; the daemon sends READY=1 there once it \
+                 answers requests.",
+            ),
+            (
+                "FILES",
+                "/var/lib/cosched (--state-dir): the database, its backup, status.json, the jobs' logs. It and the \
+                 socket's folder must be root's alone all the way up. /etc/systemd/system or \
+                 /usr/local/lib/systemd/system: cosched.service.",
+            ),
+            ("EXAMPLES", "$ sudo cosched up --slice-ms 10 --rows 4\n$ sudo systemctl enable --now cosched.service"),
+            ("SEE ALSO", SEE_ALSO_RUNTIME),
+        ],
+    ),
+];
 
 /// Print the completion script for `args.shell` on stdout.
 pub fn print_completions(mut command: Command, args: &CompletionsArgs) -> Result<(), String> {
     let name = command.get_name().to_string();
     clap_complete::generate(args.shell, &mut command, name, &mut std::io::stdout());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roff_text_is_printed_as_written() {
+        assert_eq!(roff_text(".hidden"), "\\&.hidden", "a leading dot is no request");
+        assert_eq!(roff_text("'x"), "\\&'x");
+        assert_eq!(roff_text("a\\b --wait"), "a\\eb \\-\\-wait");
+        let section = roff_section("EXAMPLES", "$ cosched up\n$ cosched status\n\nThen look.");
+        assert_eq!(section, ".SH EXAMPLES\n.PP\n.nf\n.RS 4\ncosched up\ncosched status\n.RE\n.fi\n.PP\nThen look.\n");
+    }
 }

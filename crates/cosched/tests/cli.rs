@@ -686,6 +686,12 @@ fn man_pages_cover_every_command_and_man_renders_them() {
     let shown = Command::new("man").env("MANWIDTH", "100").arg("-l").arg(&page).output().expect("man runs");
     let text = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.status.success() && text.contains("--tasks") && text.contains("SYNOPSIS"), "{text}");
+    assert!(text.contains("EXAMPLES") && text.contains("EXIT STATUS") && text.contains("sbatch --wait"), "{text}");
+    let main = Command::new("man").env("MANWIDTH", "100").arg("-l").arg(dir.join("cosched.1")).output().unwrap();
+    let text = String::from_utf8_lossy(&main.stdout);
+    for section in ["EXIT STATUS", "ENVIRONMENT", "COSCHED_SOCKET", "FILES", "/var/lib/cosched", "SEE ALSO"] {
+        assert!(text.contains(section), "cosched(1) lacks {section}:\n{text}");
+    }
 }
 
 /// What bash completes after `words` (the last one being typed), with the script `completions bash` prints.
