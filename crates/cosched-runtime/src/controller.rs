@@ -185,6 +185,10 @@ struct JobLive {
     in_slot_since: Option<Instant>,
     /// Its time in its slots as last saved.
     in_slot_saved_ms: u64,
+    /// Time in its slots below a millisecond, not yet in `JobRecord::in_slot_ms`.
+    in_slot_carry_ns: u64,
+    /// Its nodes were told to end it for its time limit (again whenever an agent comes back).
+    time_limit_sent: bool,
     /// Since the first report of the running job that found every process frozen on every node, with every report
     /// since saying the same (`None`: a report found it running somewhere).
     frozen_since: Option<Instant>,
@@ -263,6 +267,10 @@ enum AgentAnswerData {
     /// What the agent could not end (`None`: all ended, the job's cgroup is gone).
     Forgotten(Option<StuckJob>),
 }
+
+/// The most bytes of jobs one `History` reply holds (well within `MAX_TRUSTED_LINE_BYTES`); beyond, the older jobs
+/// are left out and the reply says so (`more`).
+const MAX_HISTORY_REPLY_BYTES: usize = 8 << 20;
 
 /// How often the controller looks for jobs past the history's retention.
 const HISTORY_PRUNE_PERIOD: Duration = Duration::from_secs(1);
@@ -987,7 +995,8 @@ impl Controller {
         let killing: Vec<JobRecord> = state
             .jobs
             .values()
-            .filter(|j| !j.state.is_over() && j.error.as_deref() == Some(KILLED) && j.on_node(&hello.node).is_some())
+            .filter(|j| !j.state.is_over() && j.on_node(&hello.node).is_some())
+            .filter(|j| j.error.as_deref() == Some(KILLED) || time_limit::timed_out(j))
             .cloned()
             .collect();
         for job in killing {
@@ -1297,9 +1306,8 @@ impl Controller {
         if self.settings.private_data && !who.admin {
             for job in jobs.iter_mut().filter(|job| job.uid != who.uid) {
                 job.command = HIDDEN.into();
-                if !job.name.is_empty() {
-                    job.name = HIDDEN.into();
-                }
+                // Named or not: an empty name left as it is would tell which jobs have one.
+                job.name = HIDDEN.into();
             }
         }
     }
@@ -1318,11 +1326,20 @@ impl Controller {
                 && r.since_unix_ms.is_none_or(|since| j.ended_unix_ms.is_none_or(|end| end >= since))
                 && r.until_unix_ms.is_none_or(|until| j.submitted_unix_ms < until)
         };
-        let mut newest: Vec<&JobRecord> = state.jobs.values().rev().filter(matches).take(limit + 1).collect();
-        let more = newest.len() > limit;
-        newest.truncate(limit);
-        let mut jobs: Vec<StatusJob> = newest.into_iter().rev().map(|j| self.status_job(state, j)).collect();
-        self.hide_others_commands(who, &mut jobs);
+        let (mut jobs, mut bytes, mut more) = (Vec::new(), 0, false);
+        for record in state.jobs.values().rev().filter(matches) {
+            let mut job = self.status_job(state, record);
+            // Whole commands are for `status`: the history lists each as an ended job's record keeps it.
+            job.command = crate::jobs::cut_to_json_bytes(&job.command, crate::jobs::ENDED_COMMAND_BYTES);
+            self.hide_others_commands(who, std::slice::from_mut(&mut job));
+            bytes += serde_json::to_vec(&job).map_or(0, |json| json.len());
+            if jobs.len() == limit || bytes > MAX_HISTORY_REPLY_BYTES {
+                more = true;
+                break;
+            }
+            jobs.push(job);
+        }
+        jobs.reverse();
         HistoryReply { jobs, more, keep_history_s: self.settings.keep_history.as_secs() }
     }
 
@@ -1334,10 +1351,18 @@ impl Controller {
         }
         state.history_pruned_at = Some(now);
         let kept_since_ms = unix_ms_now().saturating_sub(self.settings.keep_history.as_millis() as u64);
+        // A job whose cgroup may still be on a node stays: a node that reports it stuck, or whose agent is away
+        // (it may come back with the cgroup, which only a known job's record lets it keep).
+        let may_have_cgroup = |j: &JobRecord| {
+            j.placement.iter().any(|p| {
+                let node = state.nodes.iter().find(|n| n.name == p.node);
+                node.is_none_or(|n| n.link.is_none() || n.stuck_jobs.iter().any(|s| s.job == j.id))
+            })
+        };
         let old: Vec<u64> = state
             .jobs
             .values()
-            .filter(|j| j.ended_unix_ms.is_some_and(|end| end < kept_since_ms))
+            .filter(|j| j.ended_unix_ms.is_some_and(|end| end < kept_since_ms) && !may_have_cgroup(j))
             .map(|j| j.id)
             .collect();
         if old.is_empty() {

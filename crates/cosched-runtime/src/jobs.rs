@@ -127,8 +127,37 @@ pub struct JobRecord {
     pub in_slot_ms: u64,
 }
 
-/// The most of an ended job's command line that its record keeps (its words, as far as they fit).
+/// The most of an ended job's command line that its record keeps (its words, as far as they fit), counted as JSON
+/// writes it (a control character takes six bytes there).
 pub const ENDED_COMMAND_BYTES: usize = 4096;
+
+/// The bytes `text` takes inside a JSON string (serde_json escapes quotes, backslashes and control characters).
+pub fn json_len(text: &str) -> usize {
+    text.chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum()
+}
+
+/// `text` cut to at most `max` bytes as JSON writes it, ending in "…" when cut.
+pub fn cut_to_json_bytes(text: &str, max: usize) -> String {
+    if json_len(text) <= max {
+        return text.to_string();
+    }
+    let mut kept = 0;
+    let mut cut: String = text
+        .chars()
+        .take_while(|c| {
+            kept += json_len(c.encode_utf8(&mut [0; 4]));
+            kept + '…'.len_utf8() <= max
+        })
+        .collect();
+    cut.push('…');
+    cut
+}
 
 impl JobRecord {
     /// The job is over, in `state`, now. Its record keeps what `status` and its history show: the environment,
@@ -141,7 +170,7 @@ impl JobRecord {
         self.env = Vec::new();
         let mut kept = 0;
         let fits = self.argv.iter().take_while(|word| {
-            kept += word.len() + 1;
+            kept += json_len(word) + 1;
             kept <= ENDED_COMMAND_BYTES
         });
         let words = fits.count();
@@ -284,4 +313,25 @@ pub fn user_name(uid: u32) -> Option<String> {
 
 pub fn unix_ms_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_measured_and_cut_as_json_writes_them() {
+        assert_eq!(json_len("ab\"\\\n\u{1}é"), 2 + 2 + 2 + 2 + 6 + 2);
+        for text in ["\u{1}\u{1f}\"x", "tab\tnew\nline\u{8}\u{c}\r", "plain é ü", "\u{7f}\\"] {
+            assert_eq!(serde_json::to_string(text).unwrap().len() - 2, json_len(text), "{text:?}");
+        }
+        let cut = cut_to_json_bytes(&"\u{1}".repeat(1_000), 4096);
+        assert!(json_len(&cut) <= 4096 && json_len(&cut) > 4080 && cut.ends_with('…'), "{}", json_len(&cut));
+        assert_eq!(cut_to_json_bytes("short", 4096), "short");
+        let owner = Identity { uid: 1, gid: 1, admin: false };
+        let mut job = JobRecord::new(1, &owner, JobClass::Batch, false, 1);
+        job.argv = vec!["prog".into(), "\u{1}".repeat(1_000), "x".into()];
+        job.end(JobState::Killed);
+        assert_eq!(job.argv, ["prog", "…"], "1,000 control characters are 6,000 bytes of JSON");
+    }
 }

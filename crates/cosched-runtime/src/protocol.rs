@@ -199,13 +199,13 @@ pub struct SubmitRequest {
     pub cwd: String,
     #[serde(default)]
     pub env: Vec<(String, String)>,
-    /// A name for the job (`-J`), shown by `status` and `history`: at most `MAX_JOB_NAME_BYTES`, no control
-    /// characters.
-    #[serde(default)]
+    /// A name for the job (`-J`), shown by `status` and `history`: at most `MAX_JOB_NAME_BYTES`, no white space
+    /// or control characters. Left out when empty, so that controllers older than it take the request.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
     /// The longest the job may run in its slots (`--time`), in seconds: time out of its slots and time suspended
     /// do not count. Reached, the job is ended as `kill` ends it.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<u64>,
 }
 

@@ -123,6 +123,34 @@ fn history_lists_the_newest_matching_jobs_oldest_first() {
     assert_eq!(all(HistoryRequest { until_unix_ms: Some(1), ..Default::default() }), Vec::<u64>::new());
 }
 
+/// A command of control characters takes six times its bytes in JSON: the history sends each command cut to 4 KiB
+/// as JSON writes it, and a reply stops short of 8 MiB (the older jobs left out, `more` said).
+#[test]
+fn history_replies_are_bounded_in_bytes_as_json_writes_them() {
+    // In memory: each job is written to the database before its reply.
+    let dir = tempfile::Builder::new().prefix("cosched-history-").tempdir_in("/dev/shm").unwrap().keep();
+    let controller = open(&dir, Duration::from_secs(86_400));
+    let control = "\u{1}".repeat(1_000);
+    let mut newest = 0;
+    for owner in [&ALICE, &BOB] {
+        for _ in 0..1_000 {
+            newest = submit(&controller, owner, &control);
+        }
+    }
+    let root = Identity { uid: 0, gid: 0, admin: true };
+    let reply = history(&controller, &root, HistoryRequest { limit: Some(10_000), ..Default::default() });
+    let json = serde_json::to_vec(&reply).unwrap().len();
+    // The jobs take at most 8 MiB; the reply adds its brackets, commas and two fields.
+    assert!(
+        reply.more && json <= (8 << 20) + 4096 && reply.jobs.len() > 1_000,
+        "{json} bytes, {} jobs",
+        reply.jobs.len()
+    );
+    assert_eq!(reply.jobs.last().map(|j| j.id), Some(newest), "the newest are kept");
+    let command = serde_json::to_string(&reply.jobs[0].command).unwrap();
+    assert!((4_000..=4_096 + 2).contains(&command.len()), "{} bytes of JSON, quotes included", command.len());
+}
+
 #[test]
 fn other_users_commands_are_hidden_in_history_as_in_status() {
     let controller = open(&state_dir(), Duration::from_secs(86_400));
@@ -157,7 +185,14 @@ fn jobs_past_the_retention_leave_memory_and_the_database_and_their_ids_are_never
     drop(controller);
     let restarted = open(&dir, Duration::ZERO);
     assert!(history(&restarted, &ALICE, HistoryRequest::default()).jobs.is_empty(), "gone from the database");
-    assert_eq!(submit(&restarted, &ALICE, "three"), second + 1, "the removed ids are not given again");
+    let third = submit(&restarted, &ALICE, "three");
+    assert_eq!(third, second + 1, "the removed ids are not given again");
+    // Its node's agent away, an ended job may still have its cgroup there: it stays until the agent is back.
+    end(&restarted, third, 1, 0);
+    restarted.agent_disconnected("n0");
+    std::thread::sleep(Duration::from_millis(1_100)); // the next look for old jobs
+    restarted.tick();
+    assert_eq!(ids(&history(&restarted, &ALICE, HistoryRequest::default()).jobs), [third]);
 }
 
 #[test]

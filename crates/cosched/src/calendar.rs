@@ -63,7 +63,8 @@ fn relative(offset: &str, now_unix_ms: u64) -> Option<u64> {
     if offset.is_empty() {
         return Some(now_unix_ms);
     }
-    let (sign, rest) = offset.split_at(1);
+    let sign = offset.chars().next()?;
+    let rest = &offset[sign.len_utf8()..];
     let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
     let count: u64 = rest[..digits].parse().ok()?;
     let unit_s: u64 = match rest[digits..].to_ascii_lowercase().as_str() {
@@ -76,8 +77,8 @@ fn relative(offset: &str, now_unix_ms: u64) -> Option<u64> {
     };
     let ms = count.checked_mul(unit_s)?.checked_mul(1000)?;
     match sign {
-        "-" => Some(now_unix_ms.saturating_sub(ms)),
-        "+" => now_unix_ms.checked_add(ms),
+        '-' => Some(now_unix_ms.saturating_sub(ms)),
+        '+' => now_unix_ms.checked_add(ms),
         _ => None,
     }
 }
@@ -111,7 +112,9 @@ mod tests {
         assert_eq!(parse_when("2025-11-26", now), Ok(now));
         assert_eq!(parse_when("2025-11-26T08:30", now), Ok(now + 8 * 3_600_000 + 30 * 60_000));
         assert_eq!(parse_when("2025-11-26T08:30:15", now), Ok(now + 8 * 3_600_000 + 30 * 60_000 + 15_000));
-        for bad in ["yesterday", "now-7fortnights", "now*3", "2025-02-30", "2025-11-26T24:00", "2025-11", "", "now-"] {
+        let bad_ones =
+            ["yesterday", "now-7fortnights", "now*3", "2025-02-30", "2025-11-26T24:00", "2025-11", "", "now-"];
+        for bad in bad_ones.into_iter().chain(["nowé", "now€1", "now-1é", "2025-11-2é"]) {
             let error = parse_when(bad, now).unwrap_err();
             assert!(error.contains(&format!("'{bad}'")), "{error}");
         }

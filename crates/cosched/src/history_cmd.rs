@@ -19,12 +19,12 @@ pub struct HistoryArgs {
     #[arg(short = 's', long = "state", short_alias = 't', value_delimiter = ',')]
     pub states: Vec<String>,
     /// Jobs that ended at or after this time, or are not over: now-7days, now-2h, 2026-11-01, 2026-11-01T08:30
-    /// (UTC).
-    #[arg(short = 'S', long = "starttime", default_value = "now-1day")]
-    pub since: String,
-    /// Jobs submitted before this time (same forms as --starttime).
-    #[arg(short = 'E', long = "endtime", default_value = "now")]
-    pub until: String,
+    /// (UTC). Default: now-1day, or every time when jobs are named with -j (as sacct).
+    #[arg(short = 'S', long = "starttime")]
+    pub since: Option<String>,
+    /// Jobs submitted before this time (same forms as --starttime). Default: no bound (the controller's now).
+    #[arg(short = 'E', long = "endtime")]
+    pub until: Option<String>,
     /// The newest this many matching jobs, listed oldest first.
     #[arg(long, default_value_t = DEFAULT_HISTORY_JOBS, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_HISTORY_JOBS)))]
     pub limit: u32,
@@ -38,19 +38,24 @@ pub struct HistoryArgs {
 impl HistoryArgs {
     /// The request these flags make, at `now_unix_ms`; an unknown user or state, or a bad time, is named.
     pub fn request(&self, now_unix_ms: u64) -> Result<HistoryRequest, String> {
-        let since = crate::calendar::parse_when(&self.since, now_unix_ms).map_err(|e| format!("--starttime {e}"))?;
-        let until = crate::calendar::parse_when(&self.until, now_unix_ms).map_err(|e| format!("--endtime {e}"))?;
+        let default_since = self.jobs.is_empty().then_some(DEFAULT_SINCE);
+        let since = self.since.as_deref().or(default_since);
+        let since = since.map(|text| crate::calendar::parse_when(text, now_unix_ms)).transpose();
+        let until = self.until.as_deref().map(|text| crate::calendar::parse_when(text, now_unix_ms)).transpose();
         Ok(HistoryRequest {
             jobs: self.jobs.clone(),
             users: uids_of(&self.users)?,
             states: states_of(&self.states)?,
-            since_unix_ms: Some(since),
+            since_unix_ms: since.map_err(|e| format!("--starttime {e}"))?,
             // The end of the window counts whole: `-E now` includes a job submitted this very millisecond.
-            until_unix_ms: Some(until.saturating_add(1)),
+            until_unix_ms: until.map_err(|e| format!("--endtime {e}"))?.map(|t| t.saturating_add(1)),
             limit: Some(self.limit),
         })
     }
 }
+
+/// The start of the window when neither -S nor -j is given, as sacct's (which starts at midnight).
+const DEFAULT_SINCE: &str = "now-1day";
 
 pub fn history(client: &ClientArgs, args: &HistoryArgs) -> Result<(), String> {
     let now_unix_ms = cosched_runtime::jobs::unix_ms_now();
@@ -64,4 +69,32 @@ pub fn history(client: &ClientArgs, args: &HistoryArgs) -> Result<(), String> {
         eprintln!("(older jobs matched too: raise --limit or narrow --starttime to see them)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: HistoryArgs,
+    }
+
+    fn request(words: &[&str]) -> Result<HistoryRequest, String> {
+        let cli = Cli::try_parse_from(std::iter::once("history").chain(words.iter().copied())).unwrap();
+        cli.args.request(100 * 86_400_000)
+    }
+
+    #[test]
+    fn the_window_is_the_last_day_unless_jobs_are_named_and_ends_at_the_controllers_now() {
+        let default = request(&[]).unwrap();
+        assert_eq!((default.since_unix_ms, default.until_unix_ms), (Some(99 * 86_400_000), None));
+        let named = request(&["-j", "4,5"]).unwrap();
+        assert_eq!((named.jobs, named.since_unix_ms), (vec![4, 5], None));
+        let both = request(&["-j", "4", "-S", "now-2days", "-E", "now"]).unwrap();
+        assert_eq!((both.since_unix_ms, both.until_unix_ms), (Some(98 * 86_400_000), Some(100 * 86_400_000 + 1)));
+        assert!(request(&["-E", "soon"]).unwrap_err().starts_with("--endtime 'soon'"));
+    }
 }

@@ -13,6 +13,7 @@ pub mod bench_slowdown;
 pub mod bench_switch;
 pub mod calendar;
 pub mod calibrate_cmd;
+pub mod config_file;
 pub mod history_cmd;
 pub mod interrupt;
 pub mod manual;

@@ -238,7 +238,14 @@ fn stdout_reader_gone() -> bool {
 
 fn main() -> ExitCode {
     end_quietly_when_stdout_is_closed();
-    let cli = Cli::parse();
+    let argv = match cosched::config_file::with_file_settings(std::env::args_os().collect(), &Cli::command()) {
+        Ok(argv) => argv,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(1);
+        }
+    };
+    let cli = Cli::parse_from(argv);
     let outcome = match cli.command {
         Command::Sim(args) => sim_cmd::run(&args),
         Command::Study(cmd) => study::run(&cmd),

@@ -148,11 +148,14 @@ const EXTRA_SECTIONS: &[(&str, &[(&str, &str)])] = &[
             (
                 "ENVIRONMENT",
                 "NOTIFY_SOCKET: set by systemd for a Type=notify unit; the daemon sends READY=1 there once it \
-                 answers requests.",
+                 answers requests.\n\nCOSCHED_CONFIG: the configuration file, in place of \
+                 /etc/cosched/cosched.toml.",
             ),
             (
                 "FILES",
-                "/var/lib/cosched (--state-dir): the database, its backup, status.json, the jobs' logs. It and the \
+                "/etc/cosched/cosched.toml: settings read before the flags (a flag's long name = its value; flags \
+                 given win), also by cosched controller and cosched agent.\n\n\
+                 /var/lib/cosched (--state-dir): the database, its backup, status.json, the jobs' logs. It and the \
                  socket's folder must be root's alone all the way up. /etc/systemd/system or \
                  /usr/local/lib/systemd/system: cosched.service.",
             ),

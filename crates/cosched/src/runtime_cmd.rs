@@ -306,14 +306,15 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
     let keep_finished = seconds("--keep-finished-s", args.keep_finished_s)?;
     let empty_job_grace = seconds("--empty-job-grace-s", args.empty_job_grace_s)?;
     let keep_history = seconds("--keep-history-days", args.keep_history_days * 86_400.0)
-        .map_err(|_| format!("--keep-history-days {} must be between 0 and 365", args.keep_history_days))?;
-    if keep_history < keep_finished {
-        return Err(format!(
-            "--keep-history-days {} is shorter than --keep-finished-s {}: a job would leave its history while \
-             status still lists it",
-            args.keep_history_days, args.keep_finished_s
-        ));
-    }
+        .ok()
+        .filter(|kept| *kept >= MIN_KEEP_HISTORY.max(keep_finished))
+        .ok_or_else(|| {
+            format!(
+                "--keep-history-days {} must be between 1/24 (an hour: submit --wait reads its job's end there) and \
+                 365, and no shorter than --keep-finished-s",
+                args.keep_history_days
+            )
+        })?;
     if args.max_jobs_per_user == 0 || args.max_jobs == 0 {
         return Err("--max-jobs-per-user and --max-jobs must be at least 1".into());
     }
@@ -535,7 +536,7 @@ pub struct SubmitArgs {
     /// code when it failed with one, 1 otherwise (killed, or failed without a code).
     #[arg(long)]
     pub wait: bool,
-    /// A name for the job, shown by status and history (`-o name`).
+    /// A name for the job, shown by status and history (`-o name`): at most 256 bytes, no white space.
     #[arg(short = 'J', long = "job-name")]
     pub name: Option<String>,
     /// The longest the job may run in its slots, as Slurm writes limits: MINUTES, MM:SS, HH:MM:SS, D-HH,
@@ -805,7 +806,7 @@ fn wait_for_end(client: &ClientArgs, job: u64) -> Result<cosched_runtime::protoc
     loop {
         #[allow(clippy::disallowed_methods)] // how long the controller has been away: wall time, not simulated
         let now = Instant::now();
-        match client_for(client)?.history(this_job.clone()) {
+        match client_for(client)?.history(this_job.clone()).or_else(|e| status_if_history_unknown(client, job, e)) {
             Ok(history) => {
                 unreachable_since = None;
                 match history.jobs.into_iter().next() {
@@ -829,6 +830,26 @@ fn wait_for_end(client: &ClientArgs, job: u64) -> Result<cosched_runtime::protoc
         pause = (pause * 3 / 2).min(Duration::from_secs(10));
     }
 }
+
+/// A controller older than the history refuses `History` as an unknown request: its status has the job until
+/// `--keep-finished-s` after its end.
+fn status_if_history_unknown(
+    client: &ClientArgs,
+    job: u64,
+    error: CallError,
+) -> Result<cosched_runtime::protocol::HistoryReply, CallError> {
+    match &error {
+        CallError::Refused(message) if message.contains("unknown variant `history`") => {
+            let status = client_for(client).map_err(CallError::Link)?.status()?;
+            let jobs = status.jobs.into_iter().filter(|j| j.id == job).collect();
+            Ok(cosched_runtime::protocol::HistoryReply { jobs, more: false, keep_history_s: 0 })
+        }
+        _ => Err(error),
+    }
+}
+
+/// The shortest history: `submit --wait` polls at most every 10 s and must find its job's end.
+const MIN_KEEP_HISTORY: Duration = Duration::from_secs(3600);
 
 /// How long `submit --wait` goes on trying a controller it cannot reach.
 const WAIT_LINK_RETRY: std::time::Duration = std::time::Duration::from_secs(600);

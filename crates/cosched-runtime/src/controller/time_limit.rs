@@ -10,8 +10,8 @@ use cosched_core::JobId;
 use std::time::{Duration, Instant};
 
 /// The time in its slots is saved at least this often: a controller that stops loses at most this much of it (the
-/// job is then granted that much more).
-pub(super) const SAVE_EVERY: Duration = Duration::from_secs(10);
+/// job is then granted that much more). Each save writes the job's record (and so makes the backup due again).
+pub(super) const SAVE_EVERY: Duration = Duration::from_secs(60);
 
 /// Add to each running job with a limit its share of the time since it was last accrued, under the plan that held
 /// meanwhile.
@@ -23,15 +23,20 @@ pub(super) fn accrue(state: &mut State, now: Instant) {
         let live = state.live.entry(job.id).or_default();
         if let Some(since) = live.in_slot_since {
             let share = plan.job(JobId(job.id)).map_or(1.0, |p| p.slice_share(slots)).clamp(0.0, 1.0);
-            let in_slot_ms = now.saturating_duration_since(since).as_secs_f64() * 1000.0 * share;
-            job.in_slot_ms = job.in_slot_ms.saturating_add(in_slot_ms as u64);
+            // In ns, the part below a millisecond carried to the next accrual: accruals come every tick and at
+            // every change of the plan, and rounding each down would charge a job less than its share.
+            let in_slot_ns = now.saturating_duration_since(since).as_nanos() as f64 * share;
+            let total_ns = (in_slot_ns as u64).saturating_add(live.in_slot_carry_ns);
+            job.in_slot_ms = job.in_slot_ms.saturating_add(total_ns / 1_000_000);
+            live.in_slot_carry_ns = total_ns % 1_000_000;
         }
         live.in_slot_since = (job.state == JobState::Running).then_some(now);
     }
 }
 
 impl Controller {
-    /// Every tick: accrue, save what grew by `SAVE_EVERY`, and end the jobs whose time is up.
+    /// Every tick: accrue, save what grew by `SAVE_EVERY`, and end the jobs whose time is up (each told once here;
+    /// an agent that comes back is told again, `timed_out_on`).
     pub(super) fn keep_time_limits(&self, state: &mut State) {
         accrue(state, Instant::now());
         let save_every_ms = SAVE_EVERY.as_millis() as u64;
@@ -44,7 +49,7 @@ impl Controller {
             if job.in_slot_ms >= saved_ms.saturating_add(save_every_ms) {
                 to_save.push(job.id);
             }
-            if job.in_slot_ms >= limit_s.saturating_mul(1000) && job.error.is_none() {
+            if timed_out(job) && !live.is_some_and(|l| l.time_limit_sent) {
                 over.push((job.id, limit_s));
             }
         }
@@ -54,11 +59,20 @@ impl Controller {
             state.live.entry(id).or_default().in_slot_saved_ms = in_slot_ms;
         }
         for (id, limit_s) in over {
-            self.update_job_or_hold(state, id, |j| j.error = Some(format!("time limit: {limit_s} s in its slots")));
+            // The first reason stays (a node's failure, a kill); the limit still ends the job.
+            self.update_job_or_hold(state, id, |j| {
+                j.error.get_or_insert_with(|| format!("time limit: {limit_s} s in its slots"));
+            });
+            state.live.entry(id).or_default().time_limit_sent = true;
             let job = state.jobs[&id].clone();
             self.send_terminate(state, &job);
         }
     }
+}
+
+/// The job has run its time limit in its slots.
+pub(super) fn timed_out(job: &crate::jobs::JobRecord) -> bool {
+    job.time_limit_s.is_some_and(|limit_s| job.in_slot_ms >= limit_s.saturating_mul(1000))
 }
 
 #[cfg(test)]
@@ -149,5 +163,46 @@ mod tests {
         assert_eq!(state.jobs[&limited].error.as_deref(), Some("time limit: 8 s in its slots"));
         controller.keep_time_limits(&mut state);
         assert_eq!(terminated(&sent), [limited], "told once");
+        // An error of its own (a node's failure) neither hides the limit nor is replaced by it.
+        state.jobs.get_mut(&other).unwrap().state = JobState::Running;
+        state.jobs.get_mut(&other).unwrap().error = Some("n0: no such directory".into());
+        state.jobs.get_mut(&other).unwrap().in_slot_ms = 3_600_000;
+        controller.keep_time_limits(&mut state);
+        assert_eq!(terminated(&sent), [limited, other]);
+        assert_eq!(state.jobs[&other].error.as_deref(), Some("n0: no such directory"));
+        drop(state);
+        // An agent that comes back (it may have missed the message) is told again.
+        controller.agent_disconnected("n0");
+        let state = controller.state.lock().unwrap();
+        let adopted = [limited, other].map(|job| crate::protocol::AdoptedJob {
+            job,
+            pids: vec![],
+            owner: Some(OWNER.uid),
+            token: Some(state.jobs[&job].token.clone()),
+        });
+        drop(state);
+        let hello =
+            AgentHello { node: "n0".into(), cpus: 1, mem_bytes: 1 << 30, adopted: adopted.into(), freezer: "t".into() };
+        let writer = SharedBuffer(sent.clone());
+        controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(writer)))).unwrap();
+        assert_eq!(terminated(&sent), [limited, other, limited, other]);
+    }
+
+    /// Accruals a few ms apart (a tick, or a busy plan) charge the whole share, not each one's whole milliseconds.
+    #[test]
+    fn many_short_accruals_charge_what_one_long_one_does() {
+        let (controller, _sent) = controller();
+        let limited = submit(&controller, Some(3600));
+        let _other = submit(&controller, None);
+        let mut state = controller.state.lock().unwrap();
+        let t0 = Instant::now();
+        accrue(&mut state, t0);
+        let before = state.jobs[&limited].in_slot_ms;
+        for step in 1..=1000 {
+            accrue(&mut state, t0 + Duration::from_micros(2_999 * step));
+        }
+        // Half of 2.999 s; every accrual alone would be 1.4995 ms, floored to 1.
+        let charged = state.jobs[&limited].in_slot_ms - before;
+        assert!((1_499..=1_500).contains(&charged), "{charged} ms");
     }
 }

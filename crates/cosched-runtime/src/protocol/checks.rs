@@ -22,8 +22,12 @@ pub fn check_request(request: &Request) -> Result<(), String> {
 }
 
 fn check_name_and_time(r: &super::SubmitRequest) -> Result<(), String> {
-    if r.name.len() > super::MAX_JOB_NAME_BYTES || r.name.chars().any(char::is_control) {
-        return Err(format!("a job name is at most {} bytes, without control characters", super::MAX_JOB_NAME_BYTES));
+    if r.name.len() > super::MAX_JOB_NAME_BYTES || r.name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!(
+            "a job name is at most {} bytes, without white space or control characters (tables show it as one \
+             column)",
+            super::MAX_JOB_NAME_BYTES
+        ));
     }
     match r.time_limit_s {
         Some(0) => Err("a time limit of 0 s".into()),

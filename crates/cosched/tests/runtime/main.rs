@@ -105,6 +105,46 @@ fn a_job_is_ended_at_its_time_limit_and_keeps_its_name() {
     assert!(line.contains(" nightly ") && line.contains(" 0:02 "), "{line}");
 }
 
+/// The daemons read their settings from a configuration file (`COSCHED_CONFIG`, else /etc/cosched/cosched.toml):
+/// flags given win over it; a key no daemon knows, or a file others may write, stops the daemon before it starts.
+#[test]
+fn a_configuration_file_sets_the_daemons_flags_and_flags_win() {
+    if skip_unless_root("a_configuration_file_sets_the_daemons_flags_and_flags_win") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let dir = fresh_dir("cosched-config");
+    let config = dir.join("cosched.toml");
+    std::fs::write(&config, "keep-history-days = 2\ncontroller = \"ignored-here:780\"\n").unwrap();
+    let path = config.to_str().unwrap();
+    let kept_s = |daemon: &Daemon| {
+        let out = daemon.client(&["history", "--json"]);
+        serde_json::from_slice::<cosched_runtime::protocol::HistoryReply>(&out.stdout).unwrap().keep_history_s
+    };
+    let from_file = Daemon::up_with_env(&[], &[("COSCHED_CONFIG", path)]);
+    assert_eq!(kept_s(&from_file), 2 * 86_400, "the file's setting (and the agent's key left to agents)");
+    drop(from_file);
+    let flag_wins = Daemon::up_with_env(&["--keep-history-days", "3"], &[("COSCHED_CONFIG", path)]);
+    assert_eq!(kept_s(&flag_wins), 3 * 86_400);
+    drop(flag_wins);
+    let refused = |text: &str, mode: u32| {
+        std::fs::write(&config, text).unwrap();
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = std::process::Command::new(COSCHED)
+            .args(["up", "--state-dir", dir.join("never").to_str().unwrap()])
+            .env("COSCHED_CONFIG", path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(!dir.join("never").exists(), "refused before anything was made");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let unknown = refused("slice-ms = 10\nslices = 3\n", 0o644);
+    assert!(unknown.contains(path) && unknown.contains("unknown setting 'slices'"), "{unknown}");
+    let writable = refused("slice-ms = 10\n", 0o666);
+    assert!(writable.contains("nobody else may write"), "{writable}");
+}
+
 /// Under `Type=notify` systemd counts a unit started when its daemon sends READY=1: `cosched up` sends it once it
 /// answers requests (a request right after it succeeds at once), and `cosched controller` the same.
 #[test]
