@@ -165,11 +165,56 @@ const EXTRA_SECTIONS: &[(&str, &[(&str, &str)])] = &[
     ),
 ];
 
-/// Print the completion script for `args.shell` on stdout.
-pub fn print_completions(mut command: Command, args: &CompletionsArgs) -> Result<(), String> {
+/// Print the completion script for `args.shell` on stdout: a value that is not a path completes to nothing rather
+/// than to file names, and in bash the job ids of commands that take them are offered (from `cosched status`).
+pub fn print_completions(command: Command, args: &CompletionsArgs) -> Result<(), String> {
+    let mut command = no_file_names_for_values(command);
     let name = command.get_name().to_string();
-    clap_complete::generate(args.shell, &mut command, name, &mut std::io::stdout());
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut command, name, &mut script);
+    let mut script = String::from_utf8(script).map_err(|e| format!("the completion script: {e}"))?;
+    if args.shell == Shell::Bash {
+        script = with_job_ids(&script);
+    }
+    print!("{script}");
     Ok(())
+}
+
+/// Every value but a path's gets the hint "other", for which the shells offer no file names.
+fn no_file_names_for_values(command: Command) -> Command {
+    command
+        .mut_args(|arg| {
+            let path = arg.get_value_parser().type_id() == std::any::TypeId::of::<PathBuf>();
+            match arg.get_action().takes_values() && !path && arg.get_value_hint() == clap::ValueHint::Unknown {
+                true => arg.value_hint(clap::ValueHint::Other),
+                false => arg,
+            }
+        })
+        .mut_subcommands(no_file_names_for_values)
+}
+
+/// The commands whose arguments are job ids.
+const JOB_ID_COMMANDS: [&str; 7] = ["kill", "status", "suspend", "resume", "logs", "class", "history"];
+
+/// The bash script with the ids `cosched status` lists offered wherever a command of `JOB_ID_COMMANDS` completes
+/// its words (quietly nothing when no controller answers).
+fn with_job_ids(script: &str) -> String {
+    let mut out =
+        String::from("_cosched_job_ids() {\n    command cosched status --noheader -o jobid 2>/dev/null\n}\n\n");
+    let mut in_job_command = false;
+    for line in script.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("cosched__subcmd__") && trimmed.ends_with(')') {
+            let name = trimmed.trim_start_matches("cosched__subcmd__").trim_end_matches(')');
+            in_job_command = JOB_ID_COMMANDS.contains(&name);
+        }
+        match in_job_command {
+            true => out += &line.replace("compgen -W \"${opts}\"", "compgen -W \"${opts} $(_cosched_job_ids)\""),
+            false => out += line,
+        }
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

@@ -718,6 +718,16 @@ fn bash_completes_commands_and_their_flags() {
     assert!(commands.lines().any(|l| l == "status"), "{commands}");
     let flags = bash_completes("cosched status --st");
     assert!(flags.lines().any(|l| l == "--state"), "{flags}");
+    // A value that is not a path is never completed with file names (this folder holds Cargo.toml).
+    let files = bash_completes("cosched status --socket ''");
+    assert!(files.lines().any(|l| l == "Cargo.toml"), "a socket is a path: {files}");
+    for words in ["cosched kill --signal ''", "cosched status -u ''", "cosched history -S ''"] {
+        let values = bash_completes(words);
+        assert!(!values.contains("Cargo.toml"), "{words}: {values}");
+    }
+    // Job ids come from the controller; with none answering, the flags alone, and nothing on stderr.
+    let ids = bash_completes("cosched kill --");
+    assert!(ids.lines().any(|l| l == "--signal"), "{ids}");
     let o = cosched(&["completions", "tcsh"]);
     assert!(!o.status.success() && stderr(&o).contains("invalid value 'tcsh'"), "{}", stderr(&o));
 }

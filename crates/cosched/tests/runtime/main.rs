@@ -145,6 +145,32 @@ fn a_configuration_file_sets_the_daemons_flags_and_flags_win() {
     assert!(writable.contains("nobody else may write"), "{writable}");
 }
 
+/// Bash completes a job id where a command takes one, from the controller's `status`.
+#[test]
+fn bash_offers_the_controllers_job_ids() {
+    if skip_unless_root("bash_offers_the_controllers_job_ids") {
+        return;
+    }
+    let daemon = Daemon::up(&[]);
+    let job = daemon.submit(&["--", "sleep", "300"]);
+    let script = std::process::Command::new(COSCHED).args(["completions", "bash"]).output().unwrap();
+    let file = daemon.dir.join("cosched.bash");
+    std::fs::write(&file, &script.stdout).unwrap();
+    let driver = format!(
+        "source {}; COMP_WORDS=(cosched kill ''); COMP_CWORD=2; _cosched cosched '' kill; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        file.display()
+    );
+    let bin = std::path::Path::new(COSCHED).parent().unwrap().display().to_string();
+    let out = std::process::Command::new("bash")
+        .args(["--norc", "-c", &driver])
+        .env("PATH", format!("{bin}:{}", std::env::var("PATH").unwrap_or_default()))
+        .env("COSCHED_SOCKET", &daemon.socket)
+        .output()
+        .unwrap();
+    let offered = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(offered.lines().any(|l| l == job.to_string()), "job {job} not offered: {offered}");
+}
+
 /// Under `Type=notify` systemd counts a unit started when its daemon sends READY=1: `cosched up` sends it once it
 /// answers requests (a request right after it succeeds at once), and `cosched controller` the same.
 #[test]
