@@ -201,11 +201,29 @@ fn answer(controller: &Controller, names: &MonitorNames, request: &HttpRequest) 
     let (status, reply) = match api_identity(controller, names, request) {
         Err(message) => (403, Reply::error(message)),
         Ok(who) => match route(&request.method, path, &body) {
+            Ok(Request::Status {}) => return with_user_names(controller.handle(&who, Request::Status {})),
             Ok(req) => (200, controller.handle(&who, req)),
             Err(message) => (400, Reply::error(message)),
         },
     };
     json_response(status, &reply)
+}
+
+/// The status with `user_names` beside its jobs (uid → name on the controller's host), so that the page shows
+/// users as `cosched status` does. Looked up after the controller's lock is released: the password database may be
+/// a network service.
+fn with_user_names(reply: Reply) -> HttpResponse {
+    let mut value = serde_json::to_value(&reply).unwrap_or_default();
+    let uids: std::collections::BTreeSet<u64> =
+        value["data"]["jobs"].as_array().into_iter().flatten().filter_map(|job| job["uid"].as_u64()).collect();
+    let names: serde_json::Map<String, serde_json::Value> = uids
+        .into_iter()
+        .filter_map(|uid| Some((uid.to_string(), crate::jobs::user_name(u32::try_from(uid).ok()?)?.into())))
+        .collect();
+    if let Some(data) = value.get_mut("data").and_then(|d| d.as_object_mut()) {
+        data.insert("user_names".into(), names.into());
+    }
+    json_body(200, serde_json::to_vec(&value).unwrap_or_default())
 }
 
 fn page() -> HttpResponse {
@@ -286,9 +304,13 @@ fn metrics_response(controller: &Controller, method: &str) -> HttpResponse {
 }
 
 fn json_response(status: u16, reply: &Reply) -> HttpResponse {
+    json_body(status, serde_json::to_vec(reply).unwrap_or_default())
+}
+
+fn json_body(status: u16, body: Vec<u8>) -> HttpResponse {
     let mut headers = vec![("Content-Type".to_string(), "application/json".to_string())];
     headers.extend(security_headers(API_POLICY));
-    HttpResponse { status, headers, body: serde_json::to_vec(reply).unwrap_or_default() }
+    HttpResponse { status, headers, body }
 }
 
 /// The request a monitor URL stands for.

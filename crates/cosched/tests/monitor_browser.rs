@@ -257,6 +257,9 @@ fn suspend_button_suspends_the_job() {
     let cell = format!("#matrix td.cell[data-job=\"{job}\"]");
     let shown = poll("the job in the matrix", WAIT, || driver.text(&cell));
     assert_eq!(shown, format!("J{job}"));
+    // Its user by name, as `cosched status` shows it (the job is root's).
+    let user = poll("the job's row", WAIT, || driver.text(&format!("tr#job-{job} td:nth-child(2)")));
+    assert_eq!(user, "root");
     // The token left the URL at its first use; the browser holds a session cookie no script of the page can read.
     let address_bar = driver.get("/url").expect("the page's URL");
     let bare = url.split('?').next().unwrap().to_string();
