@@ -60,11 +60,14 @@ struct LocalJob {
     had_processes: bool,
     /// Its end has reached the controller (not only been found: a link that is down loses what is sent).
     end_reported: bool,
+    /// Told to end (`Terminate`): from this instant on, whatever is in its cgroup is killed, also a task that
+    /// joined it after the kill began (a kill right after the start can come before the tasks are in).
+    kill_from: Option<std::time::Instant>,
 }
 
 impl LocalJob {
     fn new(had_processes: bool) -> LocalJob {
-        LocalJob { children: vec![], exit_code: None, had_processes, end_reported: false }
+        LocalJob { children: vec![], exit_code: None, had_processes, end_reported: false, kill_from: None }
     }
 }
 
@@ -366,7 +369,11 @@ impl Agent {
     /// left is reported stuck). A job with no process ends at once.
     fn terminate(&self, job: u64, grace: Duration) -> std::io::Result<()> {
         let termed = self.signal(job, nix::sys::signal::Signal::SIGTERM as i32);
-        self.ender.end(job, monotonic_now() + grace, false, None);
+        let kill_at = monotonic_now() + grace;
+        if let Some(local) = self.shared.lock().unwrap().jobs.get_mut(&job) {
+            local.kill_from = Some(kill_at);
+        }
+        self.ender.end(job, kill_at, false, None);
         termed
     }
 
@@ -630,6 +637,10 @@ impl Agent {
             }
             reap(local);
             let pids = self.groups.pids(job).unwrap_or_default();
+            if local.kill_from.is_some_and(|at| at <= monotonic_now()) && !pids.is_empty() {
+                // A task that joined after the kill had found the cgroup empty: killed too.
+                self.ender.end(job, monotonic_now(), false, None);
+            }
             match self.job_end(job, local, &pids) {
                 JobEnd::Running => {
                     let cpu_ns = self.groups.cpu_usage_ns(job).unwrap_or(0);

@@ -145,6 +145,36 @@ fn a_configuration_file_sets_the_daemons_flags_and_flags_win() {
     assert!(writable.contains("nobody else may write"), "{writable}");
 }
 
+/// A kill that reaches the node before the job's task has joined its cgroup (a kill sent the moment the job is
+/// accepted) still ends the task: it is killed once it is in, after the grace.
+#[test]
+fn a_job_killed_the_moment_it_is_accepted_ends() {
+    if skip_unless_root("a_job_killed_the_moment_it_is_accepted_ends") {
+        return;
+    }
+    use std::io::{BufRead, BufReader, Write};
+    let daemon = Daemon::up(&["--kill-wait-s", "1"]);
+    let ask = |line: String| {
+        let mut stream = std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap();
+        stream.write_all(format!("{line}\n").as_bytes()).unwrap();
+        let mut reply = String::new();
+        BufReader::new(stream).read_line(&mut reply).unwrap();
+        serde_json::from_str::<serde_json::Value>(&reply).unwrap()
+    };
+    let mut jobs = vec![];
+    for _ in 0..3 {
+        let submitted = ask(r#"{"op":"submit","tasks":1,"argv":["sleep","300"],"cwd":"/"}"#.to_string());
+        let job = submitted["data"]["job"].as_u64().unwrap_or_else(|| panic!("{submitted}"));
+        assert_eq!(ask(format!(r#"{{"op":"kill","job":{job}}}"#))["ok"], true);
+        jobs.push(job);
+    }
+    for job in jobs {
+        wait_for("the killed job to end", Duration::from_secs(30), || {
+            daemon.job(job).is_some_and(|j| j.state == JobState::Killed)
+        });
+    }
+}
+
 /// Bash completes a job id where a command takes one, from the controller's `status`.
 #[test]
 fn bash_offers_the_controllers_job_ids() {
