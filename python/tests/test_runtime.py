@@ -40,7 +40,8 @@ def controller(cosched_bin: Path) -> Iterator[Client]:
     socket = folder / "sock"
     args = [str(cosched_bin), "up", "--node", node, "--monitor", "off", "--state-dir", str(folder / "state")]
     log = open(folder / "up.log", "wb")
-    daemon = subprocess.Popen([*args, "--socket", str(socket)], stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    env = {**os.environ, "COSCHED_CONFIG": "none"}  # the test's settings, never the host's
+    daemon = subprocess.Popen([*args, "--socket", str(socket)], stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env)
     client = Client(socket)
 
     def agent_connected():

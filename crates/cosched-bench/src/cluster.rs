@@ -204,6 +204,7 @@ impl ClusterInstance {
             let log = log_file(&self.dir.join(format!("agent{i}.log")))?;
             let mut agent = namespaces.command(i, node, cosched, Some(cpus[i]));
             agent.process_group(0).stdin(Stdio::null()).stdout(log.try_clone().map_err(|e| e.to_string())?).stderr(log);
+            agent.env("COSCHED_CONFIG", "none"); // the bench's own settings, never the site's
             agent.args(["agent", "--controller", &controller, "--node", node, "--cpus", "1", "--state-dir"]);
             agent.arg(&state).arg("--munge-socket").arg(munge.socket());
             self.agents.push(agent.spawn().map_err(|e| format!("starting agent {node}: {e}"))?);
@@ -326,6 +327,7 @@ fn start_controller(
     namespaces
         .hub_command(cosched)
         .process_group(0) // a Ctrl-C reaches the bench, which stops the cluster in order
+        .env("COSCHED_CONFIG", "none")
         .args(["controller", "--monitor", "off", "--slice-ms", &slice_ms.to_string(), "--rows", &rows])
         .args(["--local-mpl", &rows, "--nodes", &nodes.join(",")])
         .args(["--tcp", &format!("{}:{CONTROLLER_PORT}", namespaces.host_address())])

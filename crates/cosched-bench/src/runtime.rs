@@ -34,6 +34,7 @@ impl RuntimeInstance {
         let log = std::fs::File::create(&log_path).map_err(|e| format!("creating {}: {e}", log_path.display()))?;
         let rows = max_jobs.max(1).to_string();
         let child = Command::new(cosched)
+            .env("COSCHED_CONFIG", "none") // a measurement's own settings, never the site's
             .args(["up", "--monitor", "off", "--node", &node, "--slice-ms", &slice_ms.to_string()])
             .args(["--rows", &rows, "--local-mpl", &rows])
             .arg("--state-dir")

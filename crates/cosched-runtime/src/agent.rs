@@ -628,6 +628,7 @@ impl Agent {
 
     /// The usage of each running job, and the jobs that have ended here.
     fn survey(&self) -> (Vec<JobUsage>, Vec<EndedHere>) {
+        let ran = self.switcher.take_ran();
         let mut shared = self.shared.lock().unwrap();
         let mut usage = Vec::new();
         let mut ended = Vec::new();
@@ -644,7 +645,8 @@ impl Agent {
             match self.job_end(job, local, &pids) {
                 JobEnd::Running => {
                     let cpu_ns = self.groups.cpu_usage_ns(job).unwrap_or(0);
-                    let frozen = self.switcher.is_frozen(job);
+                    // Frozen the whole time since the last report, not only at this instant.
+                    let frozen = self.switcher.is_frozen(job) && !ran.contains(&job);
                     usage.push(JobUsage { job, cpu_ns, pids, frozen });
                 }
                 JobEnd::StatusesPending => {}

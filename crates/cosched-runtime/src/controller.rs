@@ -1037,7 +1037,9 @@ impl Controller {
                 switch_latencies_ns,
                 stuck_jobs,
             } => {
-                note_switch_times(&mut state, node, &slice_starts, &switch_latencies_ns);
+                let slice_starts = bounded_slice_starts(slice_starts);
+                let latencies_ns = &switch_latencies_ns[..switch_latencies_ns.len().min(SWITCHES_PER_REPORT)];
+                note_switch_times(&mut state, node, &slice_starts, latencies_ns);
                 let usage_heard =
                     self.node_report(&mut state, node, (load_avg, switches, switch_errors), slice_starts, jobs);
                 self.note_stuck_jobs(&mut state, node, stuck_jobs) && usage_heard
@@ -1502,6 +1504,20 @@ fn note_switch_times(state: &mut State, node: &str, slice_starts: &[(u64, u64)],
     for &latency_ns in latencies_ns {
         n.switch_latency.observe(latency_ns);
     }
+}
+
+/// The switches of one report the controller takes, as many as an agent keeps between reports
+/// (`switcher::STARTS_UNREPORTED_MAX`): a longer list (only a forging agent sends one) is cut, so that one line
+/// cannot hold the controller's lock for long.
+const SWITCHES_PER_REPORT: usize = 4_096;
+
+/// A report's slice starts cut to `SWITCHES_PER_REPORT`, each slice once: an agent reports a slice once, and one
+/// that named it again would count as another node in the skew between nodes.
+fn bounded_slice_starts(mut slice_starts: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    slice_starts.truncate(SWITCHES_PER_REPORT);
+    let mut seen = std::collections::BTreeSet::new();
+    slice_starts.retain(|(slice, _)| seen.insert(*slice));
+    slice_starts
 }
 
 /// Jobs not over that hold CPUs of node `name`.

@@ -52,8 +52,12 @@ impl SliceStartSkew {
         entry.earliest_ns = entry.earliest_ns.min(offset_ns);
         entry.latest_ns = entry.latest_ns.max(offset_ns);
         entry.agents += 1;
+        if self.slices.len() <= self.slices_kept {
+            return;
+        }
+        // One scan per slice that leaves (a slice arrives per report of each agent, not per entry of a long one).
+        let all = self.most_agents();
         while self.slices.len() > self.slices_kept {
-            let all = self.most_agents();
             if let Some((_, gone)) = self.slices.pop_first().filter(|(_, s)| s.agents >= 2 && s.agents >= all) {
                 self.spreads_seen.observe(gone.latest_ns - gone.earliest_ns);
             }

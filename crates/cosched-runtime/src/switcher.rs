@@ -170,10 +170,11 @@ enum Change {
 #[derive(Default)]
 struct Published {
     stats: SwitchStats,
-    /// (slice number, boundary to switch start in ns) of switches not yet reported.
     /// (slice, woke, thawed) of each switch not yet reported.
     unreported_starts: Vec<(u64, u64, u64)>,
     frozen: BTreeSet<u64>,
+    /// Jobs that ran at some publication since `take_ran` was last called.
+    ran: BTreeSet<u64>,
 }
 
 pub struct Switcher {
@@ -248,6 +249,12 @@ impl Switcher {
     /// Whether the switcher holds the job stopped (as of its last switch or change).
     pub fn is_frozen(&self, job: u64) -> bool {
         self.published.lock().unwrap().frozen.contains(&job)
+    }
+
+    /// The jobs that ran at some moment since the last call: a job frozen now that is not among them has been
+    /// frozen all that time (a report's sample of `is_frozen` alone may always fall outside the job's slot).
+    pub fn take_ran(&self) -> BTreeSet<u64> {
+        std::mem::take(&mut self.published.lock().unwrap().ran)
     }
 
     /// A new schedule applies at once (a job whose slot is on starts now, not at the next boundary). A schedule
@@ -447,6 +454,7 @@ impl Switcher {
         let SwitchCounts { switches, late, errors } = state.counts;
         (published.stats.switches, published.stats.late, published.stats.errors) = (switches, late, errors);
         published.frozen = state.running.iter().filter(|(_, &running)| !running).map(|(&job, _)| job).collect();
+        published.ran.extend(state.running.iter().filter(|(_, &running)| running).map(|(&job, _)| job));
     }
 
     /// Stop every job not in the slot of `slice`, wait (within `confirm_wait`) for the kernel to confirm, then

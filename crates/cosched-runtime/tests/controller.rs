@@ -226,3 +226,25 @@ fn the_switch_times_an_agent_reports_are_counted_for_its_node() {
         "cosched_switch_latency_seconds_sum{node=\"n0\"} 0.00319"
     );
 }
+
+/// A report names each slice once and holds at most the 4,096 switches an agent keeps between reports: a longer or
+/// repeating one (only a forging agent sends it) is cut, so that it can neither hold the controller's lock for long
+/// nor count as several nodes.
+#[test]
+fn a_report_counts_each_slice_once_and_at_most_what_an_agent_keeps() {
+    let controller = open(&state_dir(), Duration::from_secs(86_400));
+    let report = |slice_starts: Vec<(u64, u64)>| FromAgent::Report {
+        jobs: vec![],
+        load_avg: 0.0,
+        switches: 0,
+        switch_errors: 0,
+        switch_latencies_ns: vec![1_000; slice_starts.len()],
+        slice_starts,
+        stuck_jobs: vec![],
+    };
+    controller.agent_event("n0", report(vec![(10, 40_000), (10, 40_000), (11, 50_000)]));
+    assert_eq!(controller.metrics().nodes[0].switch_lateness.count(), 2);
+    controller.agent_event("n0", report((100..100_100).map(|slice| (slice, 1_000)).collect()));
+    let node = &controller.metrics().nodes[0];
+    assert_eq!((node.switch_lateness.count(), node.switch_latency.count()), (2 + 4_096, 3 + 4_096));
+}

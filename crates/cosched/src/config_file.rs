@@ -21,8 +21,17 @@ pub fn with_file_settings(argv: Vec<OsString>, command: &Command) -> Result<Vec<
     let Some(daemon) = argv.get(1).and_then(|a| a.to_str()).filter(|a| DAEMONS.contains(a)).map(str::to_string) else {
         return Ok(argv);
     };
-    let path = std::env::var_os("COSCHED_CONFIG").map_or_else(|| PathBuf::from(DEFAULT_PATH), PathBuf::from);
-    let Some(text) = read_root_only(&path)? else { return Ok(argv) };
+    let named = std::env::var_os("COSCHED_CONFIG");
+    if named.as_deref() == Some(std::ffi::OsStr::new("none")) {
+        return Ok(argv); // a daemon with its own settings only (the benches' and the tests')
+    }
+    let path = named.as_ref().map_or_else(|| PathBuf::from(DEFAULT_PATH), PathBuf::from);
+    let Some(text) = read_root_only(&path)? else {
+        return match named {
+            Some(_) => Err(format!("{}: COSCHED_CONFIG names no file", path.display())),
+            None => Ok(argv),
+        };
+    };
     let settings = file_flags(&text, command, &daemon, &argv[2..]).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut with = argv[..2].to_vec();
     with.extend(settings.into_iter().map(OsString::from));
@@ -33,9 +42,18 @@ pub fn with_file_settings(argv: Vec<OsString>, command: &Command) -> Result<Vec<
 /// The file's text, `None` when there is no file; refused unless root (or this process's user) alone can change
 /// it and the folders above it.
 fn read_root_only(path: &Path) -> Result<Option<String>, String> {
-    use std::os::unix::fs::MetadataExt;
-    let file = match std::fs::File::open(path) {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    if !path.is_absolute() {
+        return Err(format!("{}: the configuration is named by an absolute path", path.display()));
+    }
+    // Not through a link (its target's folder would go unchecked), and never waiting (a FIFO).
+    let opened =
+        std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK).open(path);
+    let file = match opened {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(format!("{}: a symbolic link; name the file itself", path.display()))
+        }
         other => other.map_err(|e| format!("{}: {e}", path.display()))?,
     };
     let meta = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?;

@@ -85,6 +85,7 @@ impl Daemon {
             None => Command::new(COSCHED),
         };
         let child = command
+            .env("COSCHED_CONFIG", "none") // the test's settings, never the host's
             .args(&args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -128,6 +129,7 @@ impl Daemon {
     pub fn start_agent_with(&mut self, extra: &[&str]) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("agent.log")).unwrap();
         let agent = Command::new(COSCHED)
+            .env("COSCHED_CONFIG", "none")
             .args(["agent", "--controller", self.socket.to_str().unwrap(), "--node", &self.node])
             .args(["--state-dir", self.dir.to_str().unwrap()])
             .args(extra)
@@ -316,7 +318,9 @@ fn spawn_controller(dir: &Path, socket: &Path, extra: &[&str], log: &str) -> Chi
 
 pub fn spawn_logged(args: &[&str], log: &Path) -> Child {
     let log = std::fs::File::create(log).unwrap();
-    Command::new(COSCHED).args(args).stdin(Stdio::null()).stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
+    let mut command = Command::new(COSCHED);
+    command.env("COSCHED_CONFIG", "none").args(args).stdin(Stdio::null());
+    command.stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap()
 }
 
 pub fn client_as(socket: &Path, args: &[&str], uid: Option<u32>) -> Output {

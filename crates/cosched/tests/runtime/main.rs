@@ -143,6 +143,52 @@ fn a_configuration_file_sets_the_daemons_flags_and_flags_win() {
     assert!(unknown.contains(path) && unknown.contains("unknown setting 'slices'"), "{unknown}");
     let writable = refused("slice-ms = 10\n", 0o666);
     assert!(writable.contains("nobody else may write"), "{writable}");
+    // Named otherwise: a link, a FIFO (never waited on), a relative name, a missing file are refused; "none" is none.
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let link = dir.join("link.toml");
+    std::os::unix::fs::symlink(&config, &link).unwrap();
+    let fifo = dir.join("fifo.toml");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+    let start = |named: &str| {
+        let out = std::process::Command::new("timeout")
+            .args(["20", COSCHED, "up", "--state-dir", dir.join("never").to_str().unwrap()])
+            .env("COSCHED_CONFIG", named)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{named}: {out:?}");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    assert!(start(link.to_str().unwrap()).contains("a symbolic link"));
+    assert!(start(fifo.to_str().unwrap()).contains("regular file"));
+    assert!(start("cosched.toml").contains("absolute path"));
+    assert!(start(dir.join("missing.toml").to_str().unwrap()).contains("names no file"));
+}
+
+/// Two gangs taking turns in a cycle as long as the agents' report period: each report finds the same gang in its
+/// slot, yet neither is "frozen" (the figure behind `cosched_job_frozen_seconds`): a job counts as frozen only when
+/// it did not run at all since the last report.
+#[test]
+fn gangs_taking_turns_are_not_reported_frozen() {
+    if skip_unless_root("gangs_taking_turns_are_not_reported_frozen") {
+        return;
+    }
+    let _machine = whole_machine();
+    let daemon = Daemon::up(&["--slice-ms", "50", "--rows", "2"]);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()).to_string();
+    let gangs = [spin_job(&daemon, &cpus, &[]), spin_job(&daemon, &cpus, &[])];
+    for gang in gangs {
+        daemon.spinners(gang, cpus.parse().unwrap());
+    }
+    let mut frozen = [0; 2];
+    let samples = 40;
+    for _ in 0..samples {
+        std::thread::sleep(Duration::from_millis(100));
+        for (count, gang) in frozen.iter_mut().zip(gangs) {
+            *count += usize::from(daemon.job(gang).is_some_and(|j| j.frozen));
+        }
+    }
+    // Sampled at an instant, one of the two is frozen at every sample (about half each): here hardly ever.
+    assert!(frozen.iter().all(|&n| n <= samples / 4), "frozen in {frozen:?} of {samples} samples");
 }
 
 /// A kill that reaches the node before the job's task has joined its cgroup (a kill sent the moment the job is
@@ -223,6 +269,7 @@ fn the_daemons_tell_systemd_they_are_ready_once_they_answer() {
         let mut child = std::process::Command::new(COSCHED)
             .args(&args)
             .env("NOTIFY_SOCKET", &notify)
+            .env("COSCHED_CONFIG", "none")
             .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(dir.join("log")).unwrap())
             .spawn()
