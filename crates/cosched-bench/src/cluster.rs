@@ -244,19 +244,14 @@ impl ClusterInstance {
 
     /// Submit `argv` as an MPI job of one task on each node, run as this process's user in `cwd`.
     pub fn submit_mpi(&self, argv: &[String], cwd: &Path, local: bool) -> Result<u64, String> {
+        let cwd = cwd.to_str().ok_or("the folder the copies run in is not UTF-8")?.to_string();
         let request = SubmitRequest {
             tasks: self.nodes.len() as u32,
             nodes: Some(self.nodes.len() as u32),
-            class: "batch".into(),
-            mem_bytes: 0,
-            slice_opt_out: false,
             local,
             mpi: true,
-            argv: argv.to_vec(),
-            cwd: cwd.to_str().ok_or("the folder the copies run in is not UTF-8")?.to_string(),
             env: MPI_ENVIRONMENT.iter().filter_map(|&k| Some((k.to_string(), std::env::var(k).ok()?))).collect(),
-            name: String::new(),
-            time_limit_s: None,
+            ..SubmitRequest::new(argv.to_vec(), cwd)
         };
         Ok(Client::local(&self.socket).submit(request).map_err(refused)?.job)
     }

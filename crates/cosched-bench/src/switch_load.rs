@@ -152,17 +152,7 @@ fn start_daemon(
 fn submit(client: &Client, tasks: &str, argv: &[&str]) -> Result<u64, String> {
     let request = SubmitRequest {
         tasks: tasks.parse().map_err(|_| format!("bad task count {tasks}"))?,
-        nodes: None,
-        class: "batch".into(),
-        mem_bytes: 0,
-        slice_opt_out: false,
-        local: false,
-        mpi: false,
-        argv: argv.iter().map(|a| a.to_string()).collect(),
-        cwd: "/".into(),
-        env: vec![],
-        name: String::new(),
-        time_limit_s: None,
+        ..SubmitRequest::new(argv.iter().map(|a| a.to_string()).collect(), "/".into())
     };
     client.submit(request).map(|reply| reply.job).map_err(|e| format!("submitting: {e}"))
 }

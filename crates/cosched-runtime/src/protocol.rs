@@ -230,6 +230,27 @@ fn default_class() -> String {
     "batch".into()
 }
 
+impl SubmitRequest {
+    /// A batch gang job of one task running `argv` in `cwd`, with an empty environment and nothing else set: a
+    /// caller changes what it needs (`SubmitRequest { tasks: 4, ..SubmitRequest::new(argv, cwd) }`).
+    pub fn new(argv: Vec<String>, cwd: String) -> SubmitRequest {
+        SubmitRequest {
+            tasks: 1,
+            nodes: None,
+            class: default_class(),
+            mem_bytes: 0,
+            slice_opt_out: false,
+            local: false,
+            mpi: false,
+            argv,
+            cwd,
+            env: vec![],
+            name: String::new(),
+            time_limit_s: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterRequest {

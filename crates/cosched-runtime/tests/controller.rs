@@ -34,20 +34,7 @@ fn open(dir: &Path, keep_history: Duration) -> Controller {
 }
 
 fn submit(controller: &Controller, who: &Identity, command: &str) -> u64 {
-    let request = Request::Submit(SubmitRequest {
-        tasks: 1,
-        nodes: None,
-        class: "batch".into(),
-        mem_bytes: 0,
-        slice_opt_out: false,
-        local: false,
-        mpi: false,
-        argv: vec![command.into()],
-        cwd: "/".into(),
-        env: vec![],
-        name: String::new(),
-        time_limit_s: None,
-    });
+    let request = Request::Submit(SubmitRequest { ..SubmitRequest::new(vec![command.into()], "/".into()) });
     match controller.handle(who, request).data {
         Some(ReplyData::Submit(reply)) => reply.job,
         other => panic!("submit refused: {other:?}"),

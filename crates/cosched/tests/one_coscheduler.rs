@@ -205,20 +205,8 @@ impl Runtime {
 
     fn submit(&mut self, tasks: u32) {
         let user = Identity { uid: 1000, gid: 1000, admin: false };
-        let request = Request::Submit(SubmitRequest {
-            tasks,
-            nodes: None,
-            class: "batch".into(),
-            mem_bytes: 0,
-            slice_opt_out: false,
-            local: false,
-            mpi: false,
-            argv: vec!["/bin/true".into()],
-            cwd: "/".into(),
-            env: vec![],
-            name: String::new(),
-            time_limit_s: None,
-        });
+        let request =
+            Request::Submit(SubmitRequest { tasks, ..SubmitRequest::new(vec!["/bin/true".into()], "/".into()) });
         let reply = self.controller.handle(&user, request);
         assert!(reply.ok, "submit refused: {:?}", reply.error);
     }

@@ -110,20 +110,7 @@ mod tests {
     }
 
     fn submit(controller: &Controller, time_limit_s: Option<u64>) -> u64 {
-        let request = SubmitRequest {
-            tasks: 1,
-            nodes: None,
-            class: "batch".into(),
-            mem_bytes: 0,
-            slice_opt_out: false,
-            local: false,
-            mpi: false,
-            argv: vec!["prog".into()],
-            cwd: "/".into(),
-            env: vec![],
-            name: String::new(),
-            time_limit_s,
-        };
+        let request = SubmitRequest { time_limit_s, ..SubmitRequest::new(vec!["prog".into()], "/".into()) };
         match controller.handle(&OWNER, Request::Submit(request)).data {
             Some(ReplyData::Submit(reply)) => reply.job,
             other => panic!("{other:?}"),
