@@ -84,7 +84,7 @@ daemons() {
     runuser -u munge -- /usr/sbin/munged || fail "munged did not start"
     wait_until "munged to answer" 10 sh -c 'munge -n | unmunge'
     say "munged is up (the distribution's munge $(dpkg-query -W -f='${Version}' munge))"
-    cosched controller --tcp "$address" --state-dir "$state/controller" --monitor off \
+    cosched controller --tcp "$address" --nodes "$(hostname)" --state-dir "$state/controller" --monitor off \
         >"$state/controller.log" 2>&1 &
     pids+=($!)
     wait_until "the controller's socket" 15 test -S /run/cosched/cosched.sock
@@ -142,9 +142,18 @@ prepare_units() {
 ExecStart=
 ExecStart=/usr/local/bin/cosched agent --controller 127.0.0.1:780 --state-dir /var/lib/cosched
 UNIT
+    # The controller's node list from the configuration file, as a site may keep it: its unit's --nodes goes.
+    mkdir -p /etc/systemd/system/cosched-controller.service.d /etc/cosched
+    cat >/etc/systemd/system/cosched-controller.service.d/nodes.conf <<'UNIT'
+[Service]
+ExecStart=
+ExecStart=/usr/local/bin/cosched controller --tcp 0.0.0.0:780 --state-dir /var/lib/cosched --socket /run/cosched/cosched.sock
+UNIT
+    printf 'nodes = ["%s"]\n' "$(hostname)" >/etc/cosched/cosched.toml
+    chmod 644 /etc/cosched/cosched.toml
     systemctl enable munge.service cosched-controller.service cosched-agent.service 2>&1 | sed 's/^/    /' ||
         fail "systemctl enable"
-    say "the agent's drop-in written; munge, cosched-controller and cosched-agent enabled"
+    say "the drop-ins and /etc/cosched/cosched.toml written; munge, cosched-controller and cosched-agent enabled"
 }
 
 units() {
@@ -183,11 +192,29 @@ units() {
         sed 's/^/    /'
 }
 
+# The Python wheel with Debian's own Python (3.9 on bullseye), in a virtual environment, with pandas from the wheels
+# the host fetched for it (nothing is downloaded in here): the package imports and simulates.
+python_wheel() {
+    local wheel=$1
+    python3 -m venv /opt/cosched-py || fail "python3 -m venv failed"
+    /opt/cosched-py/bin/pip install --quiet --no-index --find-links /root/wheels pandas "$wheel" ||
+        fail "pip could not install $wheel with pandas from /root/wheels"
+    /opt/cosched-py/bin/python - <<'PY' || fail "the wheel does not import or simulate with $(python3 --version)"
+import sys
+import cosched
+result = cosched.simulate(jobs=5, nodes=4, schemes="Local", runtime_scale=0.02)
+assert list(result.summary["scheme"]) == ["Local"], result.summary
+print(f"check-inside: cosched {cosched.__version__} on Python {sys.version.split()[0]}: "
+      f"{int(result.summary['jobs_completed'][0])} jobs simulated")
+PY
+}
+
 case "${1:-}" in
     install) install_package "${2:?install needs the tarball}" ;;
+    wheel) python_wheel "${2:?wheel needs the wheel}" ;;
     daemons) daemons ;;
     prepare-units) prepare_units ;;
     units) units ;;
-    *) fail "usage: check-inside.sh install TARBALL | daemons | prepare-units | units" ;;
+    *) fail "usage: check-inside.sh install TARBALL | wheel WHEEL | daemons | prepare-units | units" ;;
 esac
 say "${1} passed"
