@@ -115,8 +115,9 @@ fn history_lists_the_newest_matching_jobs_oldest_first() {
 #[test]
 fn history_replies_are_bounded_in_bytes_as_json_writes_them() {
     // In memory: each job is written to the database before its reply.
-    let dir = tempfile::Builder::new().prefix("cosched-history-").tempdir_in("/dev/shm").unwrap().keep();
-    let controller = open(&dir, Duration::from_secs(86_400));
+    // Removed when the test ends (memory, not disk): declared first, so dropped after the controller.
+    let shm = tempfile::Builder::new().prefix("cosched-history-").tempdir_in("/dev/shm").unwrap();
+    let controller = open(shm.path(), Duration::from_secs(86_400));
     let control = "\u{1}".repeat(1_000);
     let mut newest = 0;
     for owner in [&ALICE, &BOB] {

@@ -88,7 +88,7 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = ControllerSettings::default().keep_finished.as_secs_f64())]
     pub keep_finished_s: f64,
     /// Days a finished job stays in `cosched history` and the database; then its record is removed (fractions
-    /// allowed; at least --keep-finished-s). Memory and the database hold every record kept.
+    /// allowed; at least an hour and at least --keep-finished-s). Memory and the database hold every record kept.
     #[arg(long, default_value_t = ControllerSettings::default().keep_history.as_secs_f64() / 86_400.0)]
     pub keep_history_days: f64,
     /// Show every user the command lines of other users' jobs (default: hidden from all but administrators).
