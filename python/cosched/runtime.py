@@ -80,9 +80,14 @@ class Client:
         time_limit_s: int | None = None,
         cwd: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
+        output: str | None = None,
+        error: str | None = None,
+        append: bool = False,
     ) -> int:
         """Submit ``command`` as ``cosched submit`` does and return the job's id. The job gets ``env`` (default:
-        this process's environment without its ``COSCHED_`` variables) and runs in ``cwd`` (default: here)."""
+        this process's environment without its ``COSCHED_`` variables) and runs in ``cwd`` (default: here).
+        ``output``, ``error`` and ``append`` are ``-o``, ``-e`` and ``--open-mode append``: file name patterns
+        (``%j``, ``%t``, ``%N``, ``%u``, ``%x``) opened by each task as the user."""
         if isinstance(command, str) or not command:
             raise CoschedError("command is a list of words, the program first: ['./solver', 'in.dat']")
         environment = dict(os.environ) if env is None else dict(env)
@@ -102,7 +107,18 @@ class Client:
             request["name"] = name
         if time_limit_s is not None:
             request["time_limit_s"] = time_limit_s
-        return int(self._ask(request)["job"])
+        files = {"output": output, "error": error}
+        if output is not None or error is not None:
+            request["output_files"] = {k: v for k, v in files.items() if v is not None} | {"append": append}
+        mask = os.umask(0o077)
+        os.umask(mask)
+        try:
+            return int(self._ask({**request, "umask": mask})["job"])
+        except CoschedError as e:
+            # A controller older than the mask: the job runs with the agent's, as it did.
+            if "unknown field `umask`" not in str(e) or "output_files" in request:
+                raise
+            return int(self._ask(request)["job"])
 
     def kill(self, job: int, *, signal: str | None = None) -> str:
         """End a job as ``cosched kill`` does (SIGTERM, then SIGKILL), or send it only ``signal``; returns what

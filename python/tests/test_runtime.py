@@ -104,3 +104,14 @@ def test_refusals_are_errors_with_the_controllers_reason(controller: Client) -> 
         controller.submit("sleep 1")  # type: ignore[arg-type]
     with pytest.raises(CoschedError, match="socket"):
         Client("/nonexistent/cosched.sock").status()
+
+
+def test_output_files_take_the_tasks_output(controller: Client, tmp_path: Path) -> None:
+    job = controller.submit(
+        ["sh", "-c", "echo out $COSCHED_RANK; echo err >&2"], tasks=2, cwd=tmp_path, output="o-%j.%t", error="e-%j"
+    )
+    wait_for("the job to end", lambda: list(controller.history(jobs=[job])["state"]) == ["finished"])
+    assert [(tmp_path / f"o-{job}.{rank}").read_text() for rank in range(2)] == ["out 0\n", "out 1\n"]
+    assert (tmp_path / f"e-{job}").read_text() == "err\nerr\n"
+    with pytest.raises(CoschedError, match="unknown escape %A"):
+        controller.submit(["true"], output="x-%A")

@@ -206,6 +206,8 @@ impl Gangs {
             env: Vec::new(),
             argv: vec![exe.display().to_string(), "__spin".into(), counter.display().to_string()],
             open_files_soft_limit: None,
+            files: None,
+            umask: None,
         };
         let shim = spawn_shim(&exe, &spec, |command| {
             command.stdout(Stdio::null());

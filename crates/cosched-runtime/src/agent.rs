@@ -238,6 +238,8 @@ impl Agent {
                     env,
                     argv,
                     open_files_soft_limit: crate::gate::starting_descriptor_limit(),
+                    files: None,
+                    umask: None,
                 };
                 self.exec(job, ack, spec)
             }
@@ -535,6 +537,8 @@ impl Agent {
             env,
             argv: start.argv.clone(),
             open_files_soft_limit: crate::gate::starting_descriptor_limit(),
+            files: self.task_files(start, rank),
+            umask: start.umask,
         };
         let log = |stream: &str| {
             let path = self.log_path(start.job, rank, stream);
@@ -549,6 +553,22 @@ impl Agent {
             command.stdout(out).stderr(err);
         })
         .map_err(|e| std::io::Error::other(format!("starting job {} rank {rank}: {e}", start.job)))
+    }
+
+    /// The user's files for task `rank` (`submit -o`/`-e`), their patterns expanded here. Only the shim opens
+    /// them, as the user. An MPI job's launcher is its one task.
+    fn task_files(&self, start: &StartJob, rank: u32) -> Option<crate::output_files::TaskFiles> {
+        let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(start.uid)).ok().flatten();
+        let user = user.map_or_else(|| start.uid.to_string(), |u| u.name);
+        let names = crate::output_files::TaskNames {
+            job: start.job,
+            rank,
+            node: &self.settings.node,
+            user: &user,
+            job_name: &start.name,
+        };
+        let tasks = if start.mpi_hosts.is_empty() { start.size } else { 1 };
+        start.output_files.for_task(&names, tasks)
     }
 
     /// An MPI launcher's environment (`crate::mpi`), with Hydra's host file written beside the job's logs: the

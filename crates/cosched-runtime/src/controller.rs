@@ -410,6 +410,8 @@ impl Controller {
         job.mpi = r.mpi;
         job.name = r.name;
         job.time_limit_s = r.time_limit_s;
+        job.output_files = r.output_files;
+        job.umask = r.umask;
         self.check_fits_ever(state, &job)?;
         self.insert_job(state, job).map(ReplyData::from)
     }
@@ -1667,6 +1669,9 @@ fn plain_start_message(job: &JobRecord, p: &NodePlacement) -> StartJob {
         register_only: job.registered,
         token: job.token.clone(),
         mpi_hosts: vec![],
+        name: job.name.clone(),
+        output_files: job.output_files.clone(),
+        umask: job.umask,
     }
 }
 

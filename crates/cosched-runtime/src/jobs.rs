@@ -125,6 +125,12 @@ pub struct JobRecord {
     /// time it was running. Saved at least every `time_limit::SAVE_EVERY`.
     #[serde(default)]
     pub in_slot_ms: u64,
+    /// Where its tasks write stdout and stderr, when its owner said (`submit -o`/`-e`); dropped at its end.
+    #[serde(default, skip_serializing_if = "crate::output_files::OutputFiles::is_empty")]
+    pub output_files: crate::output_files::OutputFiles,
+    /// Its owner's file mode creation mask at submission, for its tasks; `None`: the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
 
 /// The most of an ended job's command line that its record keeps (its words, as far as they fit), counted as JSON
@@ -168,6 +174,7 @@ impl JobRecord {
         self.state = state;
         self.ended_unix_ms = Some(unix_ms_now());
         self.env = Vec::new();
+        self.output_files = Default::default();
         let mut kept = 0;
         let fits = self.argv.iter().take_while(|word| {
             kept += json_len(word) + 1;
@@ -216,6 +223,8 @@ impl JobRecord {
             name: String::new(),
             time_limit_s: None,
             in_slot_ms: 0,
+            output_files: Default::default(),
+            umask: None,
         }
     }
 

@@ -46,6 +46,13 @@ pub struct LaunchSpec {
     /// The soft limit on open files the daemon started with (it raises its own): the task gets it back.
     #[serde(default)]
     pub open_files_soft_limit: Option<u64>,
+    /// Files to put on the command's stdout and stderr (`submit -o`/`-e`), opened by the shim as the user once in
+    /// `cwd`; `None`: the ones the shim was started with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<crate::output_files::TaskFiles>,
+    /// The submitter's file mode creation mask, for the command and its files; `None`: the daemon's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
 
 /// The largest spec the shim reads (a request is at most 1 MiB; the rest is room for its escaping).
@@ -159,10 +166,62 @@ fn shim(spec_json: &str) -> Result<Infallible, ShimError> {
         let message = format!("cannot change to directory {} as uid {}: {e}", spec.cwd.display(), spec.uid);
         ShimError::with_errno(LaunchStage::Directory, &e, message)
     })?;
+    if let Some(mask) = spec.umask {
+        nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(mask & 0o777));
+    }
+    if let Some(files) = &spec.files {
+        redirect_standard_streams(files).map_err(|(e, message)| {
+            ShimError::with_errno(LaunchStage::Output, &e, format!("{message} as uid {}", spec.uid))
+        })?;
+    }
     close_beyond_standard_descriptors_on_exec().map_err(setup)?;
     let error = Command::new(program).args(args).env_clear().envs(job_environment(&spec)).exec();
     let message = format!("cannot execute {program:?} as uid {}: {error}", spec.uid);
     Err(ShimError::with_errno(LaunchStage::Exec, &error, message))
+}
+
+/// Open the user's files (`submit -o`/`-e`) and put them on stdout and stderr. Runs as the user, in the job's
+/// directory: the kernel checks the paths as it would for the user's own shell. Both streams naming one file share
+/// one open file, so that their lines interleave instead of overwriting each other.
+fn redirect_standard_streams(files: &crate::output_files::TaskFiles) -> Result<(), (io::Error, String)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = |file: &crate::output_files::TaskFile| {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o666)
+            .custom_flags(libc_flags(file.truncate))
+            .open(&file.path)
+            .map_err(|e| {
+                let message = format!("cannot open output file {:?}: {e}", file.path);
+                (e, message)
+            })
+    };
+    let stdout = files.stdout.as_ref().map(open).transpose()?;
+    let stderr = match (&files.stderr, &files.stdout, &stdout) {
+        (Some(err), Some(out), Some(file)) if err.path == out.path => {
+            Some(file.try_clone().map_err(|e| (e, "sharing the output file with standard error".into()))?)
+        }
+        (Some(err), _, _) => Some(open(err)?),
+        (None, _, _) => None,
+    };
+    for (file, fd) in [(stdout, 1), (stderr, 2)] {
+        if let Some(file) = file {
+            nix::unistd::dup2(file.as_raw_fd(), fd).map_err(|e| {
+                let message = format!("putting an output file on descriptor {fd}: {e}");
+                (io::Error::from(e), message)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The open flags beside append and create: no controlling terminal, and emptied first when asked.
+fn libc_flags(truncate: bool) -> i32 {
+    use nix::fcntl::OFlag;
+    let flags = if truncate { OFlag::O_NOCTTY | OFlag::O_TRUNC } else { OFlag::O_NOCTTY };
+    flags.bits()
 }
 
 /// Mark every descriptor but stdin, stdout and stderr close-on-exec, so that no program this process starts gets
@@ -214,6 +273,8 @@ pub enum LaunchStage {
     Setup,
     /// Changing to the working directory, as the user.
     Directory,
+    /// Opening the user's output files (`submit -o`/`-e`), as the user.
+    Output,
     /// `execve` of the command.
     Exec,
 }
@@ -234,6 +295,7 @@ impl LaunchFailure {
         let stage = match self.stage {
             LaunchStage::Setup => "setup",
             LaunchStage::Directory => "directory",
+            LaunchStage::Output => "output",
             LaunchStage::Exec => "exec",
         };
         format!("{stage} {}", self.errno)
@@ -244,6 +306,7 @@ impl LaunchFailure {
         let stage = match stage {
             "setup" => LaunchStage::Setup,
             "directory" => LaunchStage::Directory,
+            "output" => LaunchStage::Output,
             "exec" => LaunchStage::Exec,
             _ => return None,
         };
@@ -264,6 +327,7 @@ impl LaunchFailure {
             (LaunchStage::Exec, Errno::ENOENT) => format!("the command was not found ({kernel})"),
             (LaunchStage::Exec, _) => format!("the command could not be executed ({kernel})"),
             (LaunchStage::Directory, _) => format!("cannot change to its working directory ({kernel})"),
+            (LaunchStage::Output, _) => format!("cannot open its output file (-o or -e) as its user ({kernel})"),
             (LaunchStage::Setup, _) => format!("it could not be set up to run as its user ({kernel})"),
         }
     }
@@ -346,6 +410,8 @@ mod tests {
             env: vec![("A".into(), "b c".into())],
             argv: vec!["sh".into(), "-c".into(), "echo 'x y'".into()],
             open_files_soft_limit: None,
+            files: None,
+            umask: None,
         }
     }
 

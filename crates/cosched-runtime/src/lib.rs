@@ -27,6 +27,7 @@ pub mod logs;
 pub mod metrics;
 pub mod monitor;
 pub mod mpi;
+pub mod output_files;
 pub mod pid_guard;
 pub mod private_dir;
 pub mod protocol;

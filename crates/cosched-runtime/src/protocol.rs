@@ -8,6 +8,7 @@
 //! every line after it, both ways, is sealed: `<64 hex digits> <JSON>`, the digits a MAC of the line under the
 //! connection's session key (`seal`). On the Unix socket lines are plain JSON.
 
+pub use crate::output_files::OutputFiles;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 
@@ -207,6 +208,12 @@ pub struct SubmitRequest {
     /// do not count. Reached, the job is ended as `kill` ends it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<u64>,
+    /// Files for the tasks' stdout and stderr instead of the job's logs (`-o`, `-e`, `--open-mode`).
+    #[serde(default, skip_serializing_if = "OutputFiles::is_empty")]
+    pub output_files: OutputFiles,
+    /// The submitter's file mode creation mask (at most 0o777), which the tasks get; `None`: the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
 
 /// The longest job name (`SubmitRequest::name`), in bytes.
@@ -247,6 +254,8 @@ impl SubmitRequest {
             env: vec![],
             name: String::new(),
             time_limit_s: None,
+            output_files: OutputFiles::default(),
+            umask: None,
         }
     }
 }
@@ -465,6 +474,14 @@ pub struct StartJob {
     /// host list. Empty for other jobs and on the job's other nodes.
     #[serde(default)]
     pub mpi_hosts: Vec<(String, u32)>,
+    /// The job's name (for `%x` in its file names).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The user's files for the tasks' stdout and stderr, as patterns (`crate::output_files`).
+    #[serde(default, skip_serializing_if = "OutputFiles::is_empty")]
+    pub output_files: OutputFiles,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umask: Option<u32>,
 }
 
 /// What an agent tells the controller.

@@ -113,6 +113,8 @@ impl Fixture {
             env: vec![("COSCHED_JOB".to_string(), job.to_string())],
             argv: vec!["sh".to_string(), "-c".to_string(), script.to_string()],
             open_files_soft_limit: None,
+            files: None,
+            umask: None,
         };
         let shim = spawn_shim(&example("launch_shim"), &spec, |c| {
             c.stdout(Stdio::null());
@@ -390,6 +392,8 @@ fn shim_failures_name_what_failed_and_tell_the_parent_which_step() {
         env: Vec::new(),
         argv: vec!["/nonexistent/cosched-no-such-command".to_string(), "arg".to_string()],
         open_files_soft_limit: None,
+        files: None,
+        umask: None,
     };
     let failure = |stage, errno: Errno| Some(LaunchFailure { stage, errno: errno as i32 });
     let (code, stderr, reported) = run_failing_shim(&good);
@@ -428,6 +432,8 @@ fn a_command_that_starts_reports_nothing_to_its_parent() {
         env: Vec::new(),
         argv: vec!["sh".to_string(), "-c".to_string(), "exit 127".to_string()],
         open_files_soft_limit: None,
+        files: None,
+        umask: None,
     };
     let (code, _, reported) = run_failing_shim(&spec);
     assert_eq!((code, reported), (Some(127), None), "a command that ran and exited 127 is no failure to start");

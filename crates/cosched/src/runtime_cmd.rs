@@ -545,9 +545,37 @@ pub struct SubmitArgs {
     /// (SIGTERM, SIGKILL after --kill-wait-s) and fails with the reason "time limit".
     #[arg(short = 't', long)]
     pub time: Option<TimeLimit>,
+    /// Write the tasks' standard output (and their standard error, unless -e is given) to this file instead of
+    /// the job's log, as sbatch does. Relative to the current folder; opened by each task as you, so only where
+    /// you may write. Escapes: %j job id, %t task rank, %N node, %u user, %x job name, %% a percent sign (%4t:
+    /// rank as 4 digits). Without %t all tasks share the file. Example: -o 'run-%j.%t.out'
+    #[arg(short = 'o', long, value_name = "PATTERN", value_hint = clap::ValueHint::FilePath)]
+    pub output: Option<String>,
+    /// Write the tasks' standard error to this file (the escapes of -o).
+    #[arg(short = 'e', long, value_name = "PATTERN", value_hint = clap::ValueHint::FilePath)]
+    pub error: Option<String>,
+    /// Empty the -o/-e files when the job starts (truncate), or add to them (append). A file that several tasks
+    /// share (no %t in its name) is always added to: a task emptying it could wipe what others wrote already.
+    #[arg(long, value_enum, default_value = "truncate")]
+    pub open_mode: OpenMode,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+}
+
+/// `--open-mode`: sbatch's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OpenMode {
+    Truncate,
+    Append,
+}
+
+/// This process's file mode creation mask, which the job's tasks get (reading it means setting it: it is set back).
+fn current_umask() -> u32 {
+    use nix::sys::stat::{umask, Mode};
+    let mask = umask(Mode::from_bits_truncate(0o077));
+    umask(mask);
+    mask.bits()
 }
 
 /// A time limit as `sbatch --time` takes it, in seconds.
@@ -771,8 +799,27 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<u8, String> {
         env: std::env::vars().filter(|(k, _)| !k.starts_with("COSCHED_")).collect(),
         name: args.name.clone().unwrap_or_default(),
         time_limit_s: args.time.map(|t| t.0),
+        output_files: cosched_runtime::output_files::OutputFiles {
+            output: args.output.clone(),
+            error: args.error.clone(),
+            append: args.open_mode == OpenMode::Append,
+        },
+        umask: Some(current_umask()),
     };
-    let reply = client_for(client)?.submit(request).map_err(explain)?;
+    let link = client_for(client)?;
+    let reply = match link.submit(request.clone()) {
+        // A controller older than the mask: the job runs with the agent's, as it did.
+        Err(CallError::Refused(message))
+            if message.contains("unknown field `umask`") && request.output_files.is_empty() =>
+        {
+            link.submit(SubmitRequest { umask: None, ..request })
+        }
+        Err(CallError::Refused(message)) if message.contains("unknown field") => Err(CallError::Refused(format!(
+            "{message} (the controller is older than this client: -o, -e and --open-mode need a newer one)"
+        ))),
+        sent => sent,
+    }
+    .map_err(explain)?;
     if client.json {
         println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default());
     } else {

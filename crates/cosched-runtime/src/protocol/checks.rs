@@ -10,7 +10,7 @@ use cosched_policy::JobClass;
 pub fn check_request(request: &Request) -> Result<(), String> {
     let node_ok = |node: &Option<String>| node.as_deref().map_or(Ok(()), validate_node_name);
     match request {
-        Request::Submit(r) => parse_class(&r.class).and_then(|_| check_name_and_time(r)),
+        Request::Submit(r) => parse_class(&r.class).and_then(|_| check_submit_fields(r)),
         Request::Register(r) => parse_class(&r.class).and_then(|_| node_ok(&r.node)),
         Request::SetClass { class, .. } => parse_class(class).map(drop),
         Request::Signal { signal, .. } => parse_signal(signal).map(drop),
@@ -21,7 +21,7 @@ pub fn check_request(request: &Request) -> Result<(), String> {
     }
 }
 
-fn check_name_and_time(r: &super::SubmitRequest) -> Result<(), String> {
+fn check_submit_fields(r: &super::SubmitRequest) -> Result<(), String> {
     if r.name.len() > super::MAX_JOB_NAME_BYTES || r.name.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return Err(format!(
             "a job name is at most {} bytes, without white space or control characters (tables show it as one \
@@ -30,12 +30,16 @@ fn check_name_and_time(r: &super::SubmitRequest) -> Result<(), String> {
         ));
     }
     match r.time_limit_s {
-        Some(0) => Err("a time limit of 0 s".into()),
+        Some(0) => return Err("a time limit of 0 s".into()),
         Some(s) if s > super::MAX_TIME_LIMIT_S => {
-            Err(format!("a time limit of {s} s is more than a year ({} s)", super::MAX_TIME_LIMIT_S))
+            return Err(format!("a time limit of {s} s is more than a year ({} s)", super::MAX_TIME_LIMIT_S));
         }
-        _ => Ok(()),
+        _ => {}
     }
+    if r.umask.is_some_and(|mask| mask > 0o777) {
+        return Err(format!("a file mode creation mask of {:#o}; at most 0o777", r.umask.unwrap_or(0)));
+    }
+    r.output_files.check()
 }
 
 /// The most users, and the most jobs, one `History` request names: the controller compares each job with each.

@@ -648,3 +648,61 @@ fn printing_commands_end_quietly_when_their_reader_is_gone() {
         );
     }
 }
+
+/// `submit -o`/`-e` put the tasks' output in the user's files as sbatch does: escapes expanded, standard error with
+/// standard output unless `-e`, created with the submitter's umask, emptied unless `--open-mode append`. The files
+/// are opened as the user: a file of root's, also through a link, fails the job with its reason and stays as it was.
+#[test]
+fn output_files_are_the_users_and_opened_as_the_user() {
+    if skip_unless_root("output_files_are_the_users_and_opened_as_the_user") {
+        return;
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    const USER: u32 = 65534;
+    let daemon = Daemon::up(&[]);
+    let work = daemon.dir.join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::os::unix::fs::chown(&work, Some(USER), Some(USER)).unwrap();
+    let submit = |args: &str| {
+        let line = format!("umask 027; exec {COSCHED} submit --wait {args}");
+        let out = std::process::Command::new("sh")
+            .args(["-c", &line])
+            .env("COSCHED_SOCKET", &daemon.socket)
+            .current_dir(&work)
+            .uid(USER)
+            .gid(USER)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    use std::os::unix::process::CommandExt;
+    let (code, said) =
+        submit("-n 2 -J demo -o 'out-%x-%j.%t' -e err-%j -- sh -c 'echo out $COSCHED_RANK; echo err >&2'");
+    assert_eq!(code, Some(0), "{said}");
+    let job: u64 = said.split_whitespace().nth(1).unwrap().parse().unwrap();
+    for rank in 0..2 {
+        let path = work.join(format!("out-demo-{job}.{rank}"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("out {rank}\n"));
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!((meta.uid(), meta.permissions().mode() & 0o777), (USER, 0o640), "{path:?}");
+    }
+    assert_eq!(std::fs::read_to_string(work.join(format!("err-{job}"))).unwrap(), "err\nerr\n");
+
+    let shared = work.join("shared.out");
+    for (mode, lines) in [("append", 1), ("append", 2), ("truncate", 1)] {
+        assert_eq!(submit(&format!("--open-mode {mode} -o shared.out -- echo line")).0, Some(0));
+        assert_eq!(std::fs::read_to_string(&shared).unwrap().lines().count(), lines, "--open-mode {mode}");
+    }
+
+    let victim = daemon.dir.join("roots-file");
+    std::fs::write(&victim, "root's\n").unwrap();
+    std::os::unix::fs::symlink(&victim, work.join("link.out")).unwrap();
+    for target in [victim.to_str().unwrap(), "link.out"] {
+        let (code, said) = submit(&format!("-o {target} -- echo overwritten"));
+        assert_ne!(code, Some(0), "{said}");
+        assert!(said.contains("cannot open its output file") && said.contains("EACCES"), "{said}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's\n");
+    let (code, said) = submit("-o 'x%A' -- true");
+    assert_eq!(code, Some(1), "{said}");
+}

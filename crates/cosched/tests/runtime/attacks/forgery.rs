@@ -361,6 +361,9 @@ fn an_agent_refuses_to_start_a_job_over_a_cgroup_tagged_for_another_job() {
         register_only: false,
         token: "cd".repeat(16),
         mpi_hosts: vec![],
+        name: String::new(),
+        output_files: Default::default(),
+        umask: None,
     };
     controller.send(&ToAgent::Start(start));
     let refusal = controller.event(|event| match event {

@@ -1,0 +1,231 @@
+//! Where a job's tasks write their standard output and error when the user says so (`submit -o`/`-e`), in
+//! sbatch's file name patterns.
+//!
+//! The agent runs as root, so it never opens these paths: it only expands the patterns, and the launch shim opens
+//! the files once it has become the job's owner and changed to the job's directory (`crate::launch`). The kernel
+//! then checks every step of the path as the owner: a link to a file of root's, a folder the owner may not write
+//! or a device the owner may not open fails the start as it would fail the owner's own shell.
+//!
+//! Files are opened as Slurm opens them: appending always, so that tasks sharing one file never overwrite each
+//! other's lines, and emptied first unless the user asked to append (`--open-mode`). A file shared by several
+//! tasks (a pattern without `%t` in a job of several tasks) is never emptied: the tasks start independently, on
+//! several nodes, and whichever emptied it could wipe lines another task had written already (a test saw it happen
+//! in one run out of two). sbatch's case, a job of one task, is emptied as sbatch empties it.
+
+use serde::{Deserialize, Serialize};
+
+/// The user's `-o`, `-e` and `--open-mode`, as submitted (patterns, not yet expanded).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputFiles {
+    /// Standard output's pattern; standard error goes there too unless `error` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Standard error's pattern.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Append to existing files instead of emptying them first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub append: bool,
+}
+
+/// The longest pattern, in bytes (Linux's `PATH_MAX`).
+pub const MAX_PATTERN_BYTES: usize = 4096;
+
+/// What a pattern's escapes stand for, for one task.
+#[derive(Clone, Debug)]
+pub struct TaskNames<'a> {
+    pub job: u64,
+    pub rank: u32,
+    pub node: &'a str,
+    pub user: &'a str,
+    pub job_name: &'a str,
+}
+
+/// One task's files: the paths to open (relative ones from the job's directory), each with whether to empty it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFiles {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<TaskFile>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<TaskFile>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskFile {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncate: bool,
+}
+
+impl OutputFiles {
+    pub fn is_empty(&self) -> bool {
+        self.output.is_none() && self.error.is_none()
+    }
+
+    /// Every pattern is one the tasks can expand: at most `MAX_PATTERN_BYTES`, not empty, no NUL, only known
+    /// escapes. Named for the option it came from.
+    pub fn check(&self) -> Result<(), String> {
+        for (option, pattern) in [("-o", &self.output), ("-e", &self.error)] {
+            if let Some(pattern) = pattern {
+                check_pattern(pattern).map_err(|e| format!("{option} {:?}: {e}", cut(pattern)))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The files of task `names.rank` of a job of `tasks` tasks; `None` when the user named none.
+    pub fn for_task(&self, names: &TaskNames, tasks: u32) -> Option<TaskFiles> {
+        if self.is_empty() {
+            return None;
+        }
+        let file = |pattern: &str| TaskFile {
+            path: expand(pattern, names),
+            truncate: !self.append && (tasks == 1 || names_the_rank(pattern)),
+        };
+        Some(TaskFiles {
+            stdout: self.output.as_deref().map(file),
+            stderr: self.error.as_deref().or(self.output.as_deref()).map(file),
+        })
+    }
+}
+
+/// Does the pattern hold `%t` (with or without a width), so that every task has a file of its own?
+fn names_the_rank(pattern: &str) -> bool {
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == '%' {
+            let mut escape = chars.next();
+            if escape.is_some_and(|e| e.is_ascii_digit()) {
+                escape = chars.next();
+            }
+            if escape == Some('t') {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn cut(pattern: &str) -> String {
+    crate::jobs::cut_to_json_bytes(pattern, 80)
+}
+
+fn check_pattern(pattern: &str) -> Result<(), String> {
+    if pattern.is_empty() {
+        return Err("an empty file name".into());
+    }
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(format!("{} bytes; at most {MAX_PATTERN_BYTES}", pattern.len()));
+    }
+    if pattern.contains('\0') {
+        return Err("a NUL byte in a file name".into());
+    }
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            continue;
+        }
+        let rest: String = chars.clone().collect();
+        let width_digits = rest.chars().take_while(char::is_ascii_digit).count();
+        let escape = rest.chars().nth(width_digits);
+        match escape {
+            Some('%') if width_digits == 0 => {}
+            Some('j' | 't') if width_digits <= 1 => {}
+            Some('u' | 'x' | 'N') if width_digits == 0 => {}
+            _ => {
+                let shown: String = rest.chars().take(width_digits + 1).collect();
+                return Err(format!(
+                    "unknown escape %{shown} (known: %j job id, %t task rank, %N node, %u user, %x job name, %% a \
+                     percent sign; %j and %t take a width of 1 to 9 digits, as %4t)"
+                ));
+            }
+        }
+        chars.nth(width_digits);
+    }
+    Ok(())
+}
+
+/// `pattern` with its escapes replaced (a pattern `check` accepted).
+pub fn expand(pattern: &str, names: &TaskNames) -> String {
+    let mut text = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            text.push(c);
+            continue;
+        }
+        let width = chars.next_if(char::is_ascii_digit).and_then(|d| d.to_digit(10)).unwrap_or(0) as usize;
+        match chars.next() {
+            Some('%') => text.push('%'),
+            Some('j') => text.push_str(&format!("{:0width$}", names.job)),
+            Some('t') => text.push_str(&format!("{:0width$}", names.rank)),
+            Some('N') => text.push_str(names.node),
+            Some('u') => text.push_str(names.user),
+            Some('x') => text.push_str(names.job_name),
+            Some(other) => {
+                text.push('%');
+                text.push(other);
+            }
+            None => text.push('%'),
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(rank: u32) -> TaskNames<'static> {
+        TaskNames { job: 42, rank, node: "n1", user: "ann", job_name: "nightly" }
+    }
+
+    fn files(output: Option<&str>, error: Option<&str>, append: bool) -> OutputFiles {
+        OutputFiles { output: output.map(String::from), error: error.map(String::from), append }
+    }
+
+    #[test]
+    fn escapes_expand_as_sbatch_expands_them() {
+        assert_eq!(expand("%x-%j.%t.%N.%u.out", &names(3)), "nightly-42.3.n1.ann.out");
+        assert_eq!(expand("run%4j_%2t%%", &names(3)), "run0042_03%");
+        assert_eq!(expand("plain/file", &names(0)), "plain/file");
+    }
+
+    #[test]
+    fn unknown_escapes_and_bad_names_are_refused_naming_the_option() {
+        for bad in ["%A.out", "%", "x%", "%12j", "%3u", "%%%q"] {
+            let error = files(Some(bad), None, false).check().unwrap_err();
+            assert!(error.starts_with("-o "), "{bad}: {error}");
+        }
+        assert!(files(None, Some(""), false).check().unwrap_err().starts_with("-e "));
+        assert!(files(Some("a\0b"), None, false).check().is_err());
+        assert!(files(Some(&"a".repeat(MAX_PATTERN_BYTES + 1)), None, false).check().is_err());
+        assert!(files(Some("%%%j%9t%N%u%x"), Some("é%%"), false).check().is_ok());
+    }
+
+    #[test]
+    fn standard_error_follows_output_unless_named() {
+        let path = |file: Option<TaskFile>| file.map(|f| f.path);
+        let both = files(Some("o.%t"), None, false).for_task(&names(1), 2).unwrap();
+        assert_eq!((path(both.stdout), path(both.stderr)), (Some("o.1".into()), Some("o.1".into())));
+        let apart = files(Some("o"), Some("e"), false).for_task(&names(0), 1).unwrap();
+        assert_eq!((path(apart.stdout), path(apart.stderr)), (Some("o".into()), Some("e".into())));
+        let error_only = files(None, Some("e"), false).for_task(&names(0), 1).unwrap();
+        assert_eq!((path(error_only.stdout), path(error_only.stderr)), (None, Some("e".into())));
+        assert_eq!(OutputFiles::default().for_task(&names(0), 1), None);
+    }
+
+    #[test]
+    fn a_file_shared_by_several_tasks_is_never_emptied() {
+        let truncated = |f: &OutputFiles, tasks| {
+            let files = f.for_task(&names(0), tasks).unwrap();
+            (files.stdout.is_some_and(|f| f.truncate), files.stderr.is_some_and(|f| f.truncate))
+        };
+        assert_eq!(truncated(&files(Some("o"), None, false), 4), (false, false));
+        assert_eq!(truncated(&files(Some("o"), None, false), 1), (true, true));
+        assert_eq!(truncated(&files(Some("o.%t"), Some("e"), false), 4), (true, false));
+        assert_eq!(truncated(&files(Some("o.%t"), None, true), 1), (false, false));
+        assert_eq!(truncated(&files(Some("o.%3t"), Some("%%t"), false), 4), (true, false));
+    }
+}
