@@ -116,7 +116,9 @@ class Client:
             return int(self._ask({**request, "umask": mask})["job"])
         except CoschedError as e:
             # A controller older than the mask: the job runs with the agent's, as it did.
-            if "unknown field `umask`" not in str(e) or "output_files" in request:
+            if "unknown field" in str(e) and "output_files" in request:
+                raise CoschedError(f"{e} (the controller is older than this client: output, error and append need a newer one)") from e
+            if "unknown field `umask`" not in str(e):
                 raise
             return int(self._ask(request)["job"])
 

@@ -215,6 +215,7 @@ impl Agent {
             mem_bytes: self.settings.mem_bytes,
             adopted,
             freezer: format!("{:?}", self.groups.kind()).to_lowercase(),
+            features: crate::protocol::AGENT_FEATURES.iter().map(|f| f.to_string()).collect(),
         })
     }
 
@@ -229,7 +230,7 @@ impl Agent {
             ToAgent::Terminate { job, grace_ms } => self.terminate(job, Duration::from_millis(grace_ms)),
             ToAgent::AddPid { job, pid, ack, owner } => self.answer_pid_move(ack, self.add_pid(job, pid, owner)),
             ToAgent::RemovePid { job, pid, ack, owner } => self.answer_pid_move(ack, self.remove_pid(job, pid, owner)),
-            ToAgent::Exec { job, ack, uid, gid, argv, cwd, env } => {
+            ToAgent::Exec { job, ack, uid, gid, argv, cwd, env, umask } => {
                 let spec = LaunchSpec {
                     procs_files: self.groups.procs_files(job),
                     uid,
@@ -239,7 +240,7 @@ impl Agent {
                     argv,
                     open_files_soft_limit: crate::gate::starting_descriptor_limit(),
                     files: None,
-                    umask: None,
+                    umask,
                 };
                 self.exec(job, ack, spec)
             }
@@ -557,9 +558,18 @@ impl Agent {
 
     /// The user's files for task `rank` (`submit -o`/`-e`), their patterns expanded here. Only the shim opens
     /// them, as the user. An MPI job's launcher is its one task.
+    /// The user's name is looked up only for a pattern with `%u` (with a slow directory service the lookup would
+    /// hold every message to this agent).
     fn task_files(&self, start: &StartJob, rank: u32) -> Option<crate::output_files::TaskFiles> {
-        let user = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(start.uid)).ok().flatten();
-        let user = user.map_or_else(|| start.uid.to_string(), |u| u.name);
+        if start.output_files.is_empty() {
+            return None;
+        }
+        let user = if start.output_files.names_the_user() {
+            let entry = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(start.uid)).ok().flatten();
+            entry.map_or_else(|| start.uid.to_string(), |u| u.name)
+        } else {
+            String::new()
+        };
         let names = crate::output_files::TaskNames {
             job: start.job,
             rank,

@@ -148,6 +148,8 @@ struct Node {
     /// Its switches' start after the slice boundary, and their end (the incoming gang thawed), since the start.
     switch_lateness: Histogram,
     switch_latency: Histogram,
+    /// What its agent said it does beyond the first agents (`AgentHello::features`).
+    features: Vec<String>,
 }
 
 impl Node {
@@ -167,6 +169,7 @@ impl Node {
             ignored_events: 0,
             switch_lateness: Histogram::default(),
             switch_latency: Histogram::default(),
+            features: Vec::new(),
         }
     }
 }
@@ -609,7 +612,7 @@ impl Controller {
     /// Run a command in the caller's job on one of its nodes (an MPI launcher's remote daemon) and answer with
     /// its exit code once it ends.
     fn exec(&self, who: &Identity, r: ExecRequest) -> Outcome {
-        let (uid, gid) = {
+        let (uid, gid, umask) = {
             let state = self.state.lock().unwrap();
             let job = Self::owned_job(&state, who, r.job)?;
             if job.state != JobState::Running && job.state != JobState::Suspended {
@@ -621,7 +624,7 @@ impl Controller {
             if r.argv.first().is_none_or(|program| program.is_empty()) {
                 return Err("no command given".into());
             }
-            (job.uid, job.gid)
+            (job.uid, job.gid, job.umask)
         };
         let (job, node) = (r.job, r.node.clone());
         let ended = self.ask_agent_until_done(&r.node, who.uid, |ack| ToAgent::Exec {
@@ -632,6 +635,7 @@ impl Controller {
             argv: r.argv,
             cwd: r.cwd,
             env: r.env,
+            umask,
         });
         match ended.map_err(|e| format!("node {node}: {e}"))? {
             AgentAnswerData::ExecEnded(exit_code) => Ok(ExecReply { job, node, exit_code }.into()),
@@ -854,6 +858,16 @@ impl Controller {
         job.placement = placement;
         job.state = if job.state == JobState::Suspended { JobState::Suspended } else { JobState::Running };
         job.started_unix_ms = Some(unix_ms_now());
+        if let Some(error) = missing_agent_features(state, &job) {
+            job.error = Some(error);
+            let nodes: Vec<String> = job.placement.iter().map(|p| p.node.clone()).collect();
+            state.storage.save_job_or_hold(&job);
+            state.jobs.insert(id, job);
+            for node in nodes {
+                self.node_ended(state, id, &node, Some(127));
+            }
+            return;
+        }
         let messages: Vec<(String, ToAgent)> =
             job.placement.iter().map(|p| (p.node.clone(), ToAgent::Start(start_message(&job, p)))).collect();
         state.storage.save_job_or_hold(&job);
@@ -962,6 +976,7 @@ impl Controller {
         node.mem_bytes = hello.mem_bytes;
         node.link = Some(writer);
         node.freezer = hello.freezer.clone();
+        node.features = hello.features.clone();
         node.last_schedule = None;
         node.ignored_events = 0;
         let _ = send_to(&state, &hello.node, &ToAgent::Welcome { node_index: index as u32 });
@@ -1639,6 +1654,30 @@ fn with_ranks(cpus: &[cosched_policy::cluster::NodeCpus], names: &[String]) -> V
             NodePlacement { node: names[nc.node as usize].clone(), cpus: nc.cpus.clone(), ranks }
         })
         .collect()
+}
+
+/// Why the job cannot start on its nodes: an agent older than what the job needs would ignore it (`-o`/`-e`).
+fn missing_agent_features(state: &State, job: &JobRecord) -> Option<String> {
+    if job.output_files.is_empty() {
+        return None;
+    }
+    let feature = crate::protocol::FEATURE_OUTPUT_FILES;
+    let lacking: Vec<&str> = job
+        .placement
+        .iter()
+        .filter(|p| {
+            // An agent away is judged when it is back and the job starts there again (`reconcile_adopted`).
+            state.nodes.iter().any(|n| n.name == p.node && n.link.is_some() && !n.features.iter().any(|f| f == feature))
+        })
+        .map(|p| p.node.as_str())
+        .collect();
+    (!lacking.is_empty()).then(|| {
+        format!(
+            "the agent of {} is older than submit -o/-e and would ignore them: upgrade it (the controller first, \
+             then the agents)",
+            lacking.join(", ")
+        )
+    })
 }
 
 fn start_message(job: &JobRecord, p: &NodePlacement) -> StartJob {

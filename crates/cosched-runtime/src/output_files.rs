@@ -7,10 +7,10 @@
 //! or a device the owner may not open fails the start as it would fail the owner's own shell.
 //!
 //! Files are opened as Slurm opens them: appending always, so that tasks sharing one file never overwrite each
-//! other's lines, and emptied first unless the user asked to append (`--open-mode`). A file shared by several
-//! tasks (a pattern without `%t` in a job of several tasks) is never emptied: the tasks start independently, on
-//! several nodes, and whichever emptied it could wipe lines another task had written already (a test saw it happen
-//! in one run out of two). sbatch's case, a job of one task, is emptied as sbatch empties it.
+//! other's lines, and emptied first unless the user asked to append (`--open-mode`). Only a job of one task,
+//! sbatch's case, has its files emptied: in a job of several tasks, which start independently on several nodes, a
+//! task emptying a file could wipe lines another task had written there already (a test saw it in one run of
+//! two), and two different patterns can name one file (`-o 'o%t' -e o0`), so no pattern proves a file a task's own.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,8 +29,11 @@ pub struct OutputFiles {
     pub append: bool,
 }
 
-/// The longest pattern, in bytes (Linux's `PATH_MAX`).
+/// The longest pattern, and the longest it may expand to, in bytes (Linux's `PATH_MAX`).
 pub const MAX_PATTERN_BYTES: usize = 4096;
+/// The most an escape can add: a user name (32 bytes on Linux), a node name (64, `validate_node_name`), a u64.
+const MAX_USER_BYTES: usize = 32;
+const MAX_NODE_BYTES: usize = 64;
 
 /// What a pattern's escapes stand for, for one task.
 #[derive(Clone, Debug)]
@@ -63,15 +66,20 @@ impl OutputFiles {
         self.output.is_none() && self.error.is_none()
     }
 
-    /// Every pattern is one the tasks can expand: at most `MAX_PATTERN_BYTES`, not empty, no NUL, only known
-    /// escapes. Named for the option it came from.
-    pub fn check(&self) -> Result<(), String> {
+    /// Every pattern is one the tasks can expand: not empty, no NUL, only known escapes, and at most
+    /// `MAX_PATTERN_BYTES` once expanded for a job named `job_name`. Named for the option it came from.
+    pub fn check(&self, job_name: &str) -> Result<(), String> {
         for (option, pattern) in [("-o", &self.output), ("-e", &self.error)] {
             if let Some(pattern) = pattern {
-                check_pattern(pattern).map_err(|e| format!("{option} {:?}: {e}", cut(pattern)))?;
+                check_pattern(pattern, job_name).map_err(|e| format!("{option} {:?}: {e}", cut(pattern)))?;
             }
         }
         Ok(())
+    }
+
+    /// Does a pattern use `%u` (the only escape that needs a look-up)?
+    pub fn names_the_user(&self) -> bool {
+        [&self.output, &self.error].into_iter().flatten().any(|p| escapes(p).any(|(_, escape)| escape == 'u'))
     }
 
     /// The files of task `names.rank` of a job of `tasks` tasks; `None` when the user named none.
@@ -79,10 +87,7 @@ impl OutputFiles {
         if self.is_empty() {
             return None;
         }
-        let file = |pattern: &str| TaskFile {
-            path: expand(pattern, names),
-            truncate: !self.append && (tasks == 1 || names_the_rank(pattern)),
-        };
+        let file = |pattern: &str| TaskFile { path: expand(pattern, names), truncate: !self.append && tasks == 1 };
         Some(TaskFiles {
             stdout: self.output.as_deref().map(file),
             stderr: self.error.as_deref().or(self.output.as_deref()).map(file),
@@ -90,28 +95,23 @@ impl OutputFiles {
     }
 }
 
-/// Does the pattern hold `%t` (with or without a width), so that every task has a file of its own?
-fn names_the_rank(pattern: &str) -> bool {
-    let mut chars = pattern.chars();
-    while let Some(c) = chars.next() {
-        if c == '%' {
-            let mut escape = chars.next();
-            if escape.is_some_and(|e| e.is_ascii_digit()) {
-                escape = chars.next();
-            }
-            if escape == Some('t') {
-                return true;
-            }
+/// The escapes of a pattern `check` accepted, as (width, letter); `%%` is ('0', '%').
+fn escapes(pattern: &str) -> impl Iterator<Item = (usize, char)> + '_ {
+    let mut chars = pattern.chars().peekable();
+    std::iter::from_fn(move || loop {
+        if chars.next()? != '%' {
+            continue;
         }
-    }
-    false
+        let width = chars.next_if(char::is_ascii_digit).and_then(|d| d.to_digit(10)).unwrap_or(0) as usize;
+        return Some((width, chars.next().unwrap_or('%')));
+    })
 }
 
 fn cut(pattern: &str) -> String {
     crate::jobs::cut_to_json_bytes(pattern, 80)
 }
 
-fn check_pattern(pattern: &str) -> Result<(), String> {
+fn check_pattern(pattern: &str, job_name: &str) -> Result<(), String> {
     if pattern.is_empty() {
         return Err("an empty file name".into());
     }
@@ -137,11 +137,24 @@ fn check_pattern(pattern: &str) -> Result<(), String> {
                 let shown: String = rest.chars().take(width_digits + 1).collect();
                 return Err(format!(
                     "unknown escape %{shown} (known: %j job id, %t task rank, %N node, %u user, %x job name, %% a \
-                     percent sign; %j and %t take a width of 1 to 9 digits, as %4t)"
+                     percent sign; %j and %t take a width of one digit, as %4t)"
                 ));
             }
         }
         chars.nth(width_digits);
+    }
+    let longest: usize = pattern.len()
+        + escapes(pattern)
+            .map(|(width, escape)| match escape {
+                'j' | 't' => width.max(20),
+                'u' => MAX_USER_BYTES,
+                'N' => MAX_NODE_BYTES,
+                'x' => job_name.len(),
+                _ => 0,
+            })
+            .sum::<usize>();
+    if longest > MAX_PATTERN_BYTES {
+        return Err(format!("it may expand to {longest} bytes; a file name is at most {MAX_PATTERN_BYTES}"));
     }
     Ok(())
 }
@@ -195,13 +208,19 @@ mod tests {
     #[test]
     fn unknown_escapes_and_bad_names_are_refused_naming_the_option() {
         for bad in ["%A.out", "%", "x%", "%12j", "%3u", "%%%q"] {
-            let error = files(Some(bad), None, false).check().unwrap_err();
+            let error = files(Some(bad), None, false).check("job").unwrap_err();
             assert!(error.starts_with("-o "), "{bad}: {error}");
         }
-        assert!(files(None, Some(""), false).check().unwrap_err().starts_with("-e "));
-        assert!(files(Some("a\0b"), None, false).check().is_err());
-        assert!(files(Some(&"a".repeat(MAX_PATTERN_BYTES + 1)), None, false).check().is_err());
-        assert!(files(Some("%%%j%9t%N%u%x"), Some("é%%"), false).check().is_ok());
+        assert!(files(None, Some(""), false).check("job").unwrap_err().starts_with("-e "));
+        assert!(files(Some("a\0b"), None, false).check("job").is_err());
+        assert!(files(Some(&"a".repeat(MAX_PATTERN_BYTES + 1)), None, false).check("job").is_err());
+        assert!(files(Some("%%%j%9t%N%u%x"), Some("é%%"), false).check("job").is_ok());
+        let name = "n".repeat(256);
+        let grows = files(Some(&"%x".repeat(16)), None, false).check(&name).unwrap_err();
+        assert!(grows.contains("may expand to"), "{grows}");
+        assert!(!files(Some("%x"), None, false).names_the_user());
+        assert!(files(Some("a"), Some("%%%u"), false).names_the_user());
+        assert!(!files(Some("%%u"), None, false).names_the_user());
     }
 
     #[test]
@@ -217,15 +236,15 @@ mod tests {
     }
 
     #[test]
-    fn a_file_shared_by_several_tasks_is_never_emptied() {
+    fn only_a_job_of_one_task_has_its_files_emptied() {
         let truncated = |f: &OutputFiles, tasks| {
             let files = f.for_task(&names(0), tasks).unwrap();
             (files.stdout.is_some_and(|f| f.truncate), files.stderr.is_some_and(|f| f.truncate))
         };
         assert_eq!(truncated(&files(Some("o"), None, false), 4), (false, false));
         assert_eq!(truncated(&files(Some("o"), None, false), 1), (true, true));
-        assert_eq!(truncated(&files(Some("o.%t"), Some("e"), false), 4), (true, false));
+        // 'o%t' of rank 0 and 'o0' are one file: no pattern proves a file a task's own.
+        assert_eq!(truncated(&files(Some("o%t"), Some("o0"), false), 4), (false, false));
         assert_eq!(truncated(&files(Some("o.%t"), None, true), 1), (false, false));
-        assert_eq!(truncated(&files(Some("o.%3t"), Some("%%t"), false), 4), (true, false));
     }
 }

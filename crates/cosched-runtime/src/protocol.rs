@@ -285,7 +285,16 @@ pub struct AgentHello {
     /// Jobs whose cgroups the agent found (it re-adopts them).
     pub adopted: Vec<AdoptedJob>,
     pub freezer: String,
+    /// What this agent does beyond the first agents (`AGENT_FEATURES`): the controller starts a job that needs one
+    /// only on nodes whose agent has it, instead of an older agent ignoring what it does not know.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<String>,
 }
+
+/// The features of this version's agent (`AgentHello::features`).
+pub const AGENT_FEATURES: &[&str] = &[FEATURE_OUTPUT_FILES];
+/// Opens `submit -o`/`-e` files (`StartJob::output_files`) and sets the submitter's umask.
+pub const FEATURE_OUTPUT_FILES: &str = "output_files";
 
 /// How an agent proves over TCP that it is a node, over both nonces of its connection: a MUNGE credential of
 /// root, restricted to root's decoding, saying `cosched-to-controller:agent <node>:<peer nonce>:<controller
@@ -416,6 +425,9 @@ pub enum ToAgent {
         argv: Vec<String>,
         cwd: String,
         env: Vec<(String, String)>,
+        /// The job's umask (`StartJob::umask`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        umask: Option<u32>,
     },
     /// Send the tails of the job's log files for these ranks; the agent answers with `Logs { ack }`.
     ReadLogs {

@@ -28,7 +28,14 @@ fn open(dir: &Path, keep_history: Duration) -> Controller {
         ..ControllerSettings::default()
     };
     let controller = Controller::open(settings).expect("a controller");
-    let hello = AgentHello { node: "n0".into(), cpus: 8, mem_bytes: 1 << 30, adopted: vec![], freezer: "test".into() };
+    let hello = AgentHello {
+        node: "n0".into(),
+        cpus: 8,
+        mem_bytes: 1 << 30,
+        adopted: vec![],
+        freezer: "test".into(),
+        features: vec![],
+    };
     controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(std::io::sink())))).expect("the agent");
     controller
 }
@@ -235,4 +242,26 @@ fn a_report_counts_each_slice_once_and_at_most_what_an_agent_keeps() {
     controller.agent_event("n0", report((100..100_100).map(|slice| (slice, 1_000)).collect()));
     let node = &controller.metrics().nodes[0];
     assert_eq!((node.switch_lateness.count(), node.switch_latency.count()), (2 + 4_096, 3 + 4_096));
+}
+
+/// An agent older than `submit -o`/`-e` would start the job and ignore its files: the controller fails such a job
+/// with the reason instead, and starts jobs without files there as before.
+#[test]
+fn a_job_with_output_files_never_starts_on_an_agent_that_would_ignore_them() {
+    let controller = open(&state_dir(), Duration::from_secs(3600));
+    let files = cosched_runtime::output_files::OutputFiles { output: Some("o-%j".into()), ..Default::default() };
+    let request = SubmitRequest { output_files: files, ..SubmitRequest::new(vec!["true".into()], "/".into()) };
+    let Some(ReplyData::Submit(reply)) = controller.handle(&ALICE, Request::Submit(request)).data else {
+        panic!("submit refused")
+    };
+    let plain = submit(&controller, &ALICE, "true");
+    let ended = history(&controller, &ALICE, HistoryRequest { jobs: vec![reply.job], ..Default::default() });
+    let job = &ended.jobs[0];
+    assert_eq!(job.state, JobState::Failed, "{job:?}");
+    assert!(job.error.as_deref().unwrap_or("").contains("the agent of n0 is older than submit -o/-e"), "{job:?}");
+    let status = match controller.handle(&ALICE, Request::Status {}).data {
+        Some(ReplyData::Status(status)) => status,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(status.jobs.iter().find(|j| j.id == plain).map(|j| j.state), Some(JobState::Running));
 }

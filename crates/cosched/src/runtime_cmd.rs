@@ -554,8 +554,8 @@ pub struct SubmitArgs {
     /// Write the tasks' standard error to this file (the escapes of -o).
     #[arg(short = 'e', long, value_name = "PATTERN", value_hint = clap::ValueHint::FilePath)]
     pub error: Option<String>,
-    /// Empty the -o/-e files when the job starts (truncate), or add to them (append). A file that several tasks
-    /// share (no %t in its name) is always added to: a task emptying it could wipe what others wrote already.
+    /// Empty the -o/-e files when the job starts (truncate), or add to them (append). Only a job of one task has
+    /// its files emptied: in a job of several, a task emptying a file could wipe what others wrote already.
     #[arg(long, value_enum, default_value = "truncate")]
     pub open_mode: OpenMode,
     /// The command and its arguments.

@@ -172,6 +172,7 @@ impl Runtime {
                 mem_bytes: 1 << 30,
                 adopted: vec![],
                 freezer: "test".into(),
+                features: vec![],
             };
             let capture = Capture::default();
             controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(capture.clone())))).expect("agent");

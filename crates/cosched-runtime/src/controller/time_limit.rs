@@ -90,7 +90,14 @@ mod tests {
         let dir = tempfile::Builder::new().prefix("cosched-time-limit-").tempdir().unwrap().keep();
         let settings = ControllerSettings { state_dir: dir, nodes: vec!["n0".into()], ..ControllerSettings::default() };
         let controller = Controller::open(settings).unwrap();
-        let hello = AgentHello { node: "n0".into(), cpus: 1, mem_bytes: 1 << 30, adopted: vec![], freezer: "t".into() };
+        let hello = AgentHello {
+            node: "n0".into(),
+            cpus: 1,
+            mem_bytes: 1 << 30,
+            adopted: vec![],
+            freezer: "t".into(),
+            features: vec![],
+        };
         let sent = Arc::new(Mutex::new(Vec::new()));
         let writer = SharedBuffer(sent.clone());
         controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(writer)))).unwrap();
@@ -168,8 +175,14 @@ mod tests {
             token: Some(state.jobs[&job].token.clone()),
         });
         drop(state);
-        let hello =
-            AgentHello { node: "n0".into(), cpus: 1, mem_bytes: 1 << 30, adopted: adopted.into(), freezer: "t".into() };
+        let hello = AgentHello {
+            node: "n0".into(),
+            cpus: 1,
+            mem_bytes: 1 << 30,
+            adopted: adopted.into(),
+            freezer: "t".into(),
+            features: vec![],
+        };
         let writer = SharedBuffer(sent.clone());
         controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(writer)))).unwrap();
         assert_eq!(terminated(&sent), [limited, other, limited, other]);

@@ -39,7 +39,7 @@ fn check_submit_fields(r: &super::SubmitRequest) -> Result<(), String> {
     if r.umask.is_some_and(|mask| mask > 0o777) {
         return Err(format!("a file mode creation mask of {:#o}; at most 0o777", r.umask.unwrap_or(0)));
     }
-    r.output_files.check()
+    r.output_files.check(&r.name)
 }
 
 /// The most users, and the most jobs, one `History` request names: the controller compares each job with each.

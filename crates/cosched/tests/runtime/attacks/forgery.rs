@@ -38,7 +38,14 @@ impl FakeAgent {
     fn hello(address: &str, key: &Path, node: &str, adopted: Vec<AdoptedJob>) -> (FakeAgent, ToAgent) {
         let credentials = key_credentials(key);
         let mut connection = Connection::open_as_agent(&Address::Tcp(address.to_string()), &credentials, node).unwrap();
-        let hello = AgentHello { node: node.to_string(), cpus: 1, mem_bytes: 1 << 30, adopted, freezer: "v2".into() };
+        let hello = AgentHello {
+            node: node.to_string(),
+            cpus: 1,
+            mem_bytes: 1 << 30,
+            adopted,
+            freezer: "v2".into(),
+            features: vec![],
+        };
         connection.send(&Request::AgentHello(hello)).unwrap();
         let mut agent = FakeAgent { connection };
         let first = agent.next_message().expect("an answer to the hello");
