@@ -35,9 +35,25 @@ __all__ = ["CoschedError", "SimResult", "StudyResult", "simulate", "study", "__v
 __version__: str = _native.__version__
 
 
-def _frame(csv_text: str) -> pd.DataFrame:
-    """A DataFrame of one of the CLI's CSV files (an empty value is NaN, as the CLI writes non-finite numbers)."""
-    return pd.read_csv(io.StringIO(csv_text))
+#: The pandas type of each kind of column the CLI's tables declare (``cosched_lab::csv::Kind``).
+_DTYPES = {"int": "Int64", "float": "Float64", "text": "string", "flag": "boolean"}
+
+
+def _frame(csv_text: str, kinds: Sequence[tuple[str, str]]) -> pd.DataFrame:
+    """A DataFrame of one of the CLI's CSV files, each column typed by what the table declares it holds, never
+    by its values: a float column whose values happen to be whole, or a table without rows, keeps its types.
+    An empty field is ``<NA>`` (missing, or a non-finite number as the CLI writes it), except in text columns."""
+    dtypes = {name: _DTYPES[kind] for name, kind in kinds}
+    missing = {name: [""] for name, kind in kinds if kind != "text"}
+    return pd.read_csv(
+        io.StringIO(csv_text),
+        dtype=dtypes,
+        keep_default_na=False,
+        na_values=missing,
+        true_values=["true"],
+        false_values=["false"],
+        float_precision="round_trip",
+    )
 
 
 @dataclass(frozen=True)
@@ -82,8 +98,8 @@ def simulate(*, args: Sequence[str] = (), progress: bool = False, **settings: Se
         flags.append("--quiet")
     texts = _native.simulate(flags)
     return SimResult(
-        summary=_frame(texts.summary_csv),
-        jobs=_frame(texts.jobs_csv),
+        summary=_frame(texts.summary_csv, texts.summary_kinds),
+        jobs=_frame(texts.jobs_csv, texts.jobs_kinds),
         document=json.loads(texts.summary_json),
         summary_csv=texts.summary_csv,
         jobs_csv=texts.jobs_csv,
@@ -107,8 +123,8 @@ class StudyResult:
     @staticmethod
     def _of(texts: Any) -> StudyResult:
         return StudyResult(
-            runs=_frame(texts.runs_csv),
-            points=_frame(texts.points_csv),
+            runs=_frame(texts.runs_csv, texts.runs_kinds),
+            points=_frame(texts.points_csv, texts.points_kinds),
             table=texts.table_md,
             runs_csv=texts.runs_csv,
             points_csv=texts.points_csv,

@@ -8,12 +8,16 @@ class CoschedError(ValueError):
 class SimTexts:
     summary_csv: str
     jobs_csv: str
+    summary_kinds: list[tuple[str, str]]
+    jobs_kinds: list[tuple[str, str]]
     summary_json: str
     batsim_jobs_csv: list[tuple[str, str]]
 
 class StudyTexts:
     runs_csv: str
     points_csv: str
+    runs_kinds: list[tuple[str, str]]
+    points_kinds: list[tuple[str, str]]
     table_md: str
 
 class Trace:

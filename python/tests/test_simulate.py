@@ -34,6 +34,21 @@ def test_the_dataframes_hold_what_the_cli_writes(run_cli, tmp_path: Path) -> Non
         result.batsim("PB")
 
 
+def test_tables_are_typed_by_their_columns_not_their_values() -> None:
+    result = cosched.simulate(**SMALL)
+    summary, jobs = result.summary, result.jobs
+    kinds = {"jobs_completed": "Int64", "mean_response_s": "Float64", "scheme": "string", "saturated": "boolean"}
+    assert {name: str(summary[name].dtype) for name in kinds} == kinds
+    # `tasks` and the whole-second `dedicated_s` could read as the same type from their values; they are not.
+    assert (str(jobs["tasks"].dtype), str(jobs["dedicated_s"].dtype), str(jobs["job_type"].dtype)) == (
+        "Int64", "Float64", "string")
+    assert {str(t) for t in [*summary.dtypes, *jobs.dtypes]} <= {"Int64", "Float64", "string", "boolean"}
+    # A table without rows keeps its columns' types.
+    texts = _native.simulate(["--schemes", "local", "--jobs", "5", "--quiet"])
+    empty = cosched._frame(texts.jobs_csv.splitlines()[0] + "\n", texts.jobs_kinds)
+    assert empty.empty and list(empty.dtypes) == list(jobs.dtypes)
+
+
 def test_the_same_seed_gives_the_same_results_and_another_seed_others() -> None:
     first, again = cosched.simulate(**SMALL), cosched.simulate(**SMALL)
     assert first.jobs_csv == again.jobs_csv and first.summary_csv == again.summary_csv

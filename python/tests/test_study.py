@@ -46,6 +46,20 @@ def test_a_study_here_equals_the_cli(e2_here, run_cli, tmp_path: Path) -> None:
     assert len(e2_here.runs) == 16 and set(e2_here.runs["scheme"]) == {"GS", "SB"}
 
 
+def test_study_tables_are_typed_by_their_columns_not_their_values(e2_here) -> None:
+    runs, points = e2_here.runs, e2_here.points
+    assert str(runs["saturated"].dtype) == "boolean" and str(runs["seed"].dtype) == "Int64"
+    # Every load of this design is a whole 0.x, and every replication count 2: the declared kinds hold anyway.
+    assert str(runs["load"].dtype) == "Float64" and str(points["replications"].dtype) == "Int64"
+    assert str(points["scheme"].dtype) == "string"
+    assert {str(t) for t in [*runs.dtypes, *points.dtypes]} <= {"Int64", "Float64", "string", "boolean"}
+    # The same numbers as the CSV's text, bit for bit.
+    import io
+    import pandas as pd
+    plain = pd.read_csv(io.StringIO(e2_here.runs_csv), float_precision="round_trip")
+    assert (plain["mean_response_s"].to_numpy() == runs["mean_response_s"].to_numpy(dtype=float)).all()
+
+
 def test_dask_with_two_workers_equals_one_process(e2_here, two_workers) -> None:
     on_dask = cosched.dask.study("e2", client=two_workers, **E2)
     assert on_dask.runs_csv == e2_here.runs_csv

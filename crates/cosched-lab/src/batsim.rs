@@ -24,7 +24,7 @@
 //!   (`0-3 8`). Under time-sharing these overlap in time with other jobs';
 //! - `consumed_energy`: -1, Batsim's value without energy; `metadata`: empty.
 
-use crate::csv::{column, csv_field, to_csv, Column};
+use crate::csv::{csv_field, float, int, text, to_csv, Column};
 use cosched_sim::run::RunResult;
 use cosched_sim::JobRecord;
 
@@ -96,23 +96,23 @@ impl Instants {
 
 fn batsim_columns() -> Vec<Column<JobRecord>> {
     vec![
-        column("job_id", |j| j.job_number.to_string()),
-        column("workload_name", |_| BATSIM_WORKLOAD_NAME.to_string()),
-        column("profile", |j| csv_field(&j.job_type)),
-        column("submission_time", |j| Instants::of(j).submission.text()),
-        column("requested_number_of_resources", |j| j.tasks.to_string()),
-        column("requested_time", |j| Micros::of_s(j.dedicated_s).text()),
-        column("success", |_| "1".to_string()),
-        column("final_state", |_| COMPLETED_SUCCESSFULLY.to_string()),
-        column("starting_time", |j| Instants::of(j).starting.text()),
-        column("execution_time", |j| Instants::of(j).execution().text()),
-        column("finish_time", |j| Instants::of(j).finish.text()),
-        column("waiting_time", |j| Instants::of(j).waiting().text()),
-        column("turnaround_time", |j| Instants::of(j).turnaround().text()),
-        column("stretch", |j| batsim_num(Instants::of(j).stretch())),
-        column("allocated_resources", |j| j.cpus.to_string()),
-        column("consumed_energy", |_| batsim_num(NO_ENERGY_J)),
-        column("metadata", |_| String::new()),
+        int("job_id", |j| j.job_number.to_string()),
+        text("workload_name", |_| BATSIM_WORKLOAD_NAME.to_string()),
+        text("profile", |j| csv_field(&j.job_type)),
+        float("submission_time", |j| Instants::of(j).submission.text()),
+        int("requested_number_of_resources", |j| j.tasks.to_string()),
+        float("requested_time", |j| Micros::of_s(j.dedicated_s).text()),
+        int("success", |_| "1".to_string()),
+        text("final_state", |_| COMPLETED_SUCCESSFULLY.to_string()),
+        float("starting_time", |j| Instants::of(j).starting.text()),
+        float("execution_time", |j| Instants::of(j).execution().text()),
+        float("finish_time", |j| Instants::of(j).finish.text()),
+        float("waiting_time", |j| Instants::of(j).waiting().text()),
+        float("turnaround_time", |j| Instants::of(j).turnaround().text()),
+        float("stretch", |j| batsim_num(Instants::of(j).stretch())),
+        text("allocated_resources", |j| j.cpus.to_string()),
+        float("consumed_energy", |_| batsim_num(NO_ENERGY_J)),
+        text("metadata", |_| String::new()),
     ]
 }
 

@@ -5,7 +5,7 @@
 //! several loads, each scheme's saturation point both ways.
 
 use crate::batch::{run_all, BatchWatch};
-use crate::csv::{column, csv_field, num, to_csv, Column};
+use crate::csv::{csv_field, flag, float, int, num, text, to_csv, Column};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_bench::stats::Estimate;
 use cosched_sim::engine::fast::FastSettings;
@@ -301,20 +301,20 @@ fn seed_point(runs: &[&SaturationVerdicts], seed: u64) -> SeedSaturationPoint {
 
 fn pair_columns() -> Vec<Column<PairedRun>> {
     vec![
-        column("scheme", |p| csv_field(&p.scheme)),
-        column("load", |p| num(p.load)),
-        column("seed", |p| p.seed.to_string()),
-        column("exact_mean_response_s", |p| num(p.exact.mean_response_s)),
-        column("fast_mean_response_s", |p| num(p.fast.mean_response_s)),
-        column("exact_mean_wait_s", |p| num(p.exact.mean_wait_s)),
-        column("fast_mean_wait_s", |p| num(p.fast.mean_wait_s)),
-        column("exact_delivered_utilization", |p| num(p.exact.delivered_utilization)),
-        column("fast_delivered_utilization", |p| num(p.fast.delivered_utilization)),
-        column("exact_saturated", |p| p.exact.saturation.saturated.to_string()),
-        column("fast_saturated", |p| p.fast.saturation.saturated.to_string()),
-        column("skipped_share", |p| num(p.skipped_share())),
-        column("exact_events", |p| p.exact.events.to_string()),
-        column("fast_events", |p| p.fast.events.to_string()),
+        text("scheme", |p| csv_field(&p.scheme)),
+        float("load", |p| num(p.load)),
+        int("seed", |p| p.seed.to_string()),
+        float("exact_mean_response_s", |p| num(p.exact.mean_response_s)),
+        float("fast_mean_response_s", |p| num(p.fast.mean_response_s)),
+        float("exact_mean_wait_s", |p| num(p.exact.mean_wait_s)),
+        float("fast_mean_wait_s", |p| num(p.fast.mean_wait_s)),
+        float("exact_delivered_utilization", |p| num(p.exact.delivered_utilization)),
+        float("fast_delivered_utilization", |p| num(p.fast.delivered_utilization)),
+        flag("exact_saturated", |p| p.exact.saturation.saturated.to_string()),
+        flag("fast_saturated", |p| p.fast.saturation.saturated.to_string()),
+        float("skipped_share", |p| num(p.skipped_share())),
+        int("exact_events", |p| p.exact.events.to_string()),
+        int("fast_events", |p| p.fast.events.to_string()),
     ]
 }
 

@@ -2,7 +2,7 @@
 //! same machine, one run per scheme; and the CSV files of their results.
 
 use crate::batch::{run_all, BatchWatch};
-use crate::csv::{column, csv_field, num, to_csv, Column};
+use crate::csv::{csv_field, flag, float, int, kinds, num, text, to_csv, Column, ColumnKinds};
 use crate::workload::{load_workload, LoadedWorkload, WorkloadSpec};
 use cosched_sim::cost::{self, JobCost, RunCost, ITERATION_BUDGET};
 use cosched_sim::engine::fast::FastSettings;
@@ -180,54 +180,68 @@ fn seconds(ns: u64) -> String {
 /// The columns of `summary.csv`, one row per scheme.
 fn summary_columns() -> Vec<Column<Summary>> {
     vec![
-        column("scheme", |s| csv_field(&s.scheme)),
-        column("jobs_submitted", |s| s.jobs_submitted.to_string()),
-        column("jobs_completed", |s| s.jobs_completed.to_string()),
-        column("span_s", |s| num(s.span_s)),
-        column("mean_response_s", |s| num(s.mean_response_s)),
-        column("mean_wait_s", |s| num(s.mean_wait_s)),
-        column("mean_execution_s", |s| num(s.mean_execution_s)),
-        column("p50_response_s", |s| num(s.p50_response_s)),
-        column("p95_response_s", |s| num(s.p95_response_s)),
-        column("throughput_jobs_per_s", |s| num(s.throughput_jobs_per_s)),
-        column("delivered_utilization", |s| num(s.delivered_utilization)),
-        column("compute_utilization", |s| num(s.compute_utilization)),
-        column("delivered_utilization_during_arrivals", |s| num(s.delivered_utilization_during_arrivals)),
-        column("compute_utilization_during_arrivals", |s| num(s.compute_utilization_during_arrivals)),
-        column("offered_utilization_during_arrivals", |s| num(s.offered_utilization_during_arrivals)),
-        column("saturated", |s| s.saturation.saturated.to_string()),
-        column("delivered_share", |s| num(s.saturation.delivered_share)),
-        column("backlog_growth", |s| num(s.saturation.backlog_growth)),
-        column("wait_growth", |s| num(s.saturation.wait_growth)),
-        column("mean_slowdown", |s| num(s.mean_slowdown)),
-        column("mean_bounded_slowdown", |s| num(s.mean_bounded_slowdown)),
-        column("bounded_slowdown_threshold_s", |s| num(s.bounded_slowdown_threshold_s)),
-        column("longest_queue", |s| s.longest_queue.to_string()),
-        column("useful_s", |s| seconds(s.cpu_time.useful_ns)),
-        column("spin_s", |s| seconds(s.cpu_time.spin_ns)),
-        column("switch_s", |s| seconds(s.cpu_time.switch_ns)),
-        column("overhead_s", |s| seconds(s.cpu_time.overhead_ns)),
-        column("idle_s", |s| seconds(s.cpu_time.idle_ns)),
-        column("events", |s| s.events.to_string()),
+        text("scheme", |s| csv_field(&s.scheme)),
+        int("jobs_submitted", |s| s.jobs_submitted.to_string()),
+        int("jobs_completed", |s| s.jobs_completed.to_string()),
+        float("span_s", |s| num(s.span_s)),
+        float("mean_response_s", |s| num(s.mean_response_s)),
+        float("mean_wait_s", |s| num(s.mean_wait_s)),
+        float("mean_execution_s", |s| num(s.mean_execution_s)),
+        float("p50_response_s", |s| num(s.p50_response_s)),
+        float("p95_response_s", |s| num(s.p95_response_s)),
+        float("throughput_jobs_per_s", |s| num(s.throughput_jobs_per_s)),
+        float("delivered_utilization", |s| num(s.delivered_utilization)),
+        float("compute_utilization", |s| num(s.compute_utilization)),
+        float("delivered_utilization_during_arrivals", |s| num(s.delivered_utilization_during_arrivals)),
+        float("compute_utilization_during_arrivals", |s| num(s.compute_utilization_during_arrivals)),
+        float("offered_utilization_during_arrivals", |s| num(s.offered_utilization_during_arrivals)),
+        flag("saturated", |s| s.saturation.saturated.to_string()),
+        float("delivered_share", |s| num(s.saturation.delivered_share)),
+        float("backlog_growth", |s| num(s.saturation.backlog_growth)),
+        float("wait_growth", |s| num(s.saturation.wait_growth)),
+        float("mean_slowdown", |s| num(s.mean_slowdown)),
+        float("mean_bounded_slowdown", |s| num(s.mean_bounded_slowdown)),
+        float("bounded_slowdown_threshold_s", |s| num(s.bounded_slowdown_threshold_s)),
+        int("longest_queue", |s| s.longest_queue.to_string()),
+        float("useful_s", |s| seconds(s.cpu_time.useful_ns)),
+        float("spin_s", |s| seconds(s.cpu_time.spin_ns)),
+        float("switch_s", |s| seconds(s.cpu_time.switch_ns)),
+        float("overhead_s", |s| seconds(s.cpu_time.overhead_ns)),
+        float("idle_s", |s| seconds(s.cpu_time.idle_ns)),
+        int("events", |s| s.events.to_string()),
     ]
 }
 
 /// Columns added when fast mode made a run: the mode, what it skipped, its validated error.
 fn fast_mode_columns() -> Vec<Column<Summary>> {
     vec![
-        column("mode", |s| if s.fast_mode.is_some() { "fast" } else { "exact" }.to_string()),
-        column("skipped_s", |s| seconds(s.fast_mode.map_or(0, |f| f.skipped_ns))),
-        column("fast_validated_error", |s| s.fast_mode.and_then(|f| f.validated_error).map_or(String::new(), num)),
+        text("mode", |s| if s.fast_mode.is_some() { "fast" } else { "exact" }.to_string()),
+        float("skipped_s", |s| seconds(s.fast_mode.map_or(0, |f| f.skipped_ns))),
+        float("fast_validated_error", |s| s.fast_mode.and_then(|f| f.validated_error).map_or(String::new(), num)),
     ]
 }
 
 /// `summary.csv`: one row per run (with fast mode's columns when a run used it).
 pub fn summary_csv(results: &[RunResult]) -> String {
+    to_csv(&summary_table(results), results.iter().map(|r| &r.summary))
+}
+
+/// The columns of `summary_csv(results)`, with what each holds.
+pub fn summary_kinds(results: &[RunResult]) -> ColumnKinds {
+    kinds(&summary_table(results))
+}
+
+fn summary_table(results: &[RunResult]) -> Vec<Column<Summary>> {
     let mut columns = summary_columns();
     if results.iter().any(|r| r.summary.fast_mode.is_some()) {
         columns.extend(fast_mode_columns());
     }
-    to_csv(&columns, results.iter().map(|r| &r.summary))
+    columns
+}
+
+/// The columns of `jobs_csv`, with what each holds.
+pub fn jobs_kinds() -> ColumnKinds {
+    kinds(&job_columns())
 }
 
 /// One row of `jobs.csv`: a job's record under one scheme.
@@ -238,20 +252,20 @@ pub struct JobRow<'a> {
 
 fn job_columns<'a>() -> Vec<Column<JobRow<'a>>> {
     vec![
-        column("scheme", |r| csv_field(r.scheme)),
-        column("job_number", |r| r.job.job_number.to_string()),
-        column("job_type", |r| csv_field(&r.job.job_type)),
-        column("tasks", |r| r.job.tasks.to_string()),
-        column("iterations", |r| r.job.iterations.to_string()),
-        column("arrival_s", |r| num(r.job.arrival_s)),
-        column("start_s", |r| num(r.job.start_s)),
-        column("finish_s", |r| num(r.job.finish_s)),
-        column("wait_s", |r| num(r.job.wait_s)),
-        column("execution_s", |r| num(r.job.execution_s)),
-        column("response_s", |r| num(r.job.response_s)),
-        column("dedicated_s", |r| num(r.job.dedicated_s)),
-        column("slowdown", |r| num(r.job.slowdown)),
-        column("bounded_slowdown", |r| num(r.job.bounded_slowdown)),
+        text("scheme", |r| csv_field(r.scheme)),
+        int("job_number", |r| r.job.job_number.to_string()),
+        text("job_type", |r| csv_field(&r.job.job_type)),
+        int("tasks", |r| r.job.tasks.to_string()),
+        int("iterations", |r| r.job.iterations.to_string()),
+        float("arrival_s", |r| num(r.job.arrival_s)),
+        float("start_s", |r| num(r.job.start_s)),
+        float("finish_s", |r| num(r.job.finish_s)),
+        float("wait_s", |r| num(r.job.wait_s)),
+        float("execution_s", |r| num(r.job.execution_s)),
+        float("response_s", |r| num(r.job.response_s)),
+        float("dedicated_s", |r| num(r.job.dedicated_s)),
+        float("slowdown", |r| num(r.job.slowdown)),
+        float("bounded_slowdown", |r| num(r.job.bounded_slowdown)),
     ]
 }
 

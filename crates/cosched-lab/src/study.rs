@@ -9,7 +9,7 @@
 //! [`assemble`] puts the pieces together into exactly `run_study`'s rows.
 
 use crate::batch::{run_all, BatchWatch};
-use crate::csv::{column, csv_field, num, to_csv, Column};
+use crate::csv::{csv_field, flag, float, int, kinds, num, text, to_csv, Column, ColumnKinds};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, JobSizes, WorkloadSpec};
 use cosched_bench::stats::Estimate;
 use cosched_sim::config::{BoostWalk, CostConfig};
@@ -854,37 +854,42 @@ const CAPACITY_RUN_PAST_LAST_ARRIVAL_S: f64 = 0.001;
 
 fn run_columns() -> Vec<Column<RunRow>> {
     vec![
-        column("group", |r| csv_field(&r.group)),
-        column("variant", |r| csv_field(&r.variant)),
-        column("scheme", |r| csv_field(&r.scheme)),
-        column("mix", |r| r.mix.clone()),
-        column("load", |r| num(r.load)),
-        column("replication", |r| r.replication.to_string()),
-        column("seed", |r| r.seed.to_string()),
-        column("mpl", |r| r.mpl.to_string()),
-        column("skew", |r| num(r.skew)),
-        column("offered_load", |r| num(r.offered_load)),
-        column("jobs", |r| r.jobs.to_string()),
-        column("completed", |r| r.completed.to_string()),
-        column("delivered_utilization", |r| num(r.delivered_utilization)),
-        column("compute_utilization", |r| num(r.compute_utilization)),
-        column("delivered_utilization_second_half", |r| num(r.delivered_utilization_second_half)),
-        column("compute_utilization_second_half", |r| num(r.compute_utilization_second_half)),
-        column("mean_response_s", |r| num(r.mean_response_s)),
-        column("mean_wait_s", |r| num(r.mean_wait_s)),
-        column("mean_execution_s", |r| num(r.mean_execution_s)),
-        column("mean_slowdown", |r| num(r.mean_slowdown)),
-        column("peak_processes_per_cpu", |r| r.peak_processes_per_cpu.to_string()),
-        column("saturated", |r| r.saturation.saturated.to_string()),
-        column("delivered_share", |r| num(r.saturation.delivered_share)),
-        column("backlog_growth", |r| num(r.saturation.backlog_growth)),
-        column("wait_growth", |r| num(r.saturation.wait_growth)),
+        text("group", |r| csv_field(&r.group)),
+        text("variant", |r| csv_field(&r.variant)),
+        text("scheme", |r| csv_field(&r.scheme)),
+        text("mix", |r| r.mix.clone()),
+        float("load", |r| num(r.load)),
+        int("replication", |r| r.replication.to_string()),
+        int("seed", |r| r.seed.to_string()),
+        int("mpl", |r| r.mpl.to_string()),
+        float("skew", |r| num(r.skew)),
+        float("offered_load", |r| num(r.offered_load)),
+        int("jobs", |r| r.jobs.to_string()),
+        int("completed", |r| r.completed.to_string()),
+        float("delivered_utilization", |r| num(r.delivered_utilization)),
+        float("compute_utilization", |r| num(r.compute_utilization)),
+        float("delivered_utilization_second_half", |r| num(r.delivered_utilization_second_half)),
+        float("compute_utilization_second_half", |r| num(r.compute_utilization_second_half)),
+        float("mean_response_s", |r| num(r.mean_response_s)),
+        float("mean_wait_s", |r| num(r.mean_wait_s)),
+        float("mean_execution_s", |r| num(r.mean_execution_s)),
+        float("mean_slowdown", |r| num(r.mean_slowdown)),
+        int("peak_processes_per_cpu", |r| r.peak_processes_per_cpu.to_string()),
+        flag("saturated", |r| r.saturation.saturated.to_string()),
+        float("delivered_share", |r| num(r.saturation.delivered_share)),
+        float("backlog_growth", |r| num(r.saturation.backlog_growth)),
+        float("wait_growth", |r| num(r.saturation.wait_growth)),
     ]
 }
 
 /// `runs.csv`: one row per run.
 pub fn runs_csv(rows: &[RunRow]) -> String {
     to_csv(&run_columns(), rows)
+}
+
+/// The columns of `runs_csv` and of `points_csv`, with what each holds.
+pub fn runs_and_points_kinds() -> (ColumnKinds, ColumnKinds) {
+    (kinds(&run_columns()), kinds(&point_columns()))
 }
 
 fn mean_of(point: &Point, value: fn(&RunRow) -> f64) -> String {
@@ -897,23 +902,23 @@ fn ci95_of(point: &Point, value: fn(&RunRow) -> f64) -> String {
 
 fn point_columns<'a>() -> Vec<Column<Point<'a>>> {
     vec![
-        column("group", |p| csv_field(&p.first().group)),
-        column("variant", |p| csv_field(&p.first().variant)),
-        column("scheme", |p| csv_field(&p.first().scheme)),
-        column("mix", |p| p.first().mix.clone()),
-        column("load", |p| num(p.first().load)),
-        column("replications", |p| p.runs.len().to_string()),
-        column("saturated_replications", |p| p.saturated_runs().to_string()),
-        column("delivered_utilization", |p| mean_of(p, |r| r.delivered_utilization)),
-        column("delivered_utilization_ci95", |p| ci95_of(p, |r| r.delivered_utilization)),
-        column("compute_utilization", |p| mean_of(p, |r| r.compute_utilization)),
-        column("compute_utilization_ci95", |p| ci95_of(p, |r| r.compute_utilization)),
-        column("mean_response_s", |p| mean_of(p, |r| r.mean_response_s)),
-        column("mean_response_s_ci95", |p| ci95_of(p, |r| r.mean_response_s)),
-        column("mean_wait_s", |p| mean_of(p, |r| r.mean_wait_s)),
-        column("mean_wait_s_ci95", |p| ci95_of(p, |r| r.mean_wait_s)),
-        column("mean_execution_s", |p| mean_of(p, |r| r.mean_execution_s)),
-        column("mean_execution_s_ci95", |p| ci95_of(p, |r| r.mean_execution_s)),
+        text("group", |p| csv_field(&p.first().group)),
+        text("variant", |p| csv_field(&p.first().variant)),
+        text("scheme", |p| csv_field(&p.first().scheme)),
+        text("mix", |p| p.first().mix.clone()),
+        float("load", |p| num(p.first().load)),
+        int("replications", |p| p.runs.len().to_string()),
+        int("saturated_replications", |p| p.saturated_runs().to_string()),
+        float("delivered_utilization", |p| mean_of(p, |r| r.delivered_utilization)),
+        float("delivered_utilization_ci95", |p| ci95_of(p, |r| r.delivered_utilization)),
+        float("compute_utilization", |p| mean_of(p, |r| r.compute_utilization)),
+        float("compute_utilization_ci95", |p| ci95_of(p, |r| r.compute_utilization)),
+        float("mean_response_s", |p| mean_of(p, |r| r.mean_response_s)),
+        float("mean_response_s_ci95", |p| ci95_of(p, |r| r.mean_response_s)),
+        float("mean_wait_s", |p| mean_of(p, |r| r.mean_wait_s)),
+        float("mean_wait_s_ci95", |p| ci95_of(p, |r| r.mean_wait_s)),
+        float("mean_execution_s", |p| mean_of(p, |r| r.mean_execution_s)),
+        float("mean_execution_s_ci95", |p| ci95_of(p, |r| r.mean_execution_s)),
     ]
 }
 

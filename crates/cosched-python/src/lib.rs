@@ -12,7 +12,7 @@ mod workload;
 use clap::{Args, CommandFactory, Parser};
 use cosched::sim_cmd::{simulate as simulate_flags, summary_json, SimArgs, SimOutcome};
 use cosched_lab::batsim::batsim_jobs_csv;
-use cosched_lab::sim::{jobs_csv, summary_csv};
+use cosched_lab::sim::{jobs_csv, jobs_kinds, summary_csv, summary_kinds};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -85,6 +85,9 @@ pub(crate) fn run_interruptible<T: Send>(
 struct SimTexts {
     summary_csv: String,
     jobs_csv: String,
+    /// Each column's (header, kind): "int", "float", "text" or "flag" (`cosched_lab::csv::Kind`).
+    summary_kinds: Vec<(String, String)>,
+    jobs_kinds: Vec<(String, String)>,
     summary_json: String,
     /// (scheme, its jobs in Batsim's jobs.csv format), in the order of the schemes.
     batsim_jobs_csv: Vec<(String, String)>,
@@ -101,6 +104,8 @@ fn simulate(py: Python<'_>, flags: Vec<String>) -> PyResult<SimTexts> {
     Ok(SimTexts {
         summary_csv: summary_csv(&results),
         jobs_csv: jobs_csv(&results),
+        summary_kinds: summary_kinds(&results),
+        jobs_kinds: jobs_kinds(),
         summary_json: summary_json(&args, &command, &prepared.configs, &prepared.loaded.report, &results)
             .map_err(refused)?,
         batsim_jobs_csv: results.iter().map(|r| (r.summary.scheme.clone(), batsim_jobs_csv(r))).collect(),

@@ -6,7 +6,9 @@ use crate::{parse_flags, refused, run_interruptible};
 use cosched::progress::BatchProgress;
 use cosched::study::{report, write_study, StudyArgs};
 use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
-use cosched_lab::study::{design_len, points_csv, run_study, runs_csv, Experiment, RunRow, StudySettings};
+use cosched_lab::study::{
+    design_len, points_csv, run_study, runs_and_points_kinds, runs_csv, Experiment, RunRow, StudySettings,
+};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -29,6 +31,9 @@ fn study_settings(experiment: &str, flags: Vec<String>) -> PyResult<(Experiment,
 struct StudyTexts {
     runs_csv: String,
     points_csv: String,
+    /// Each column's (header, kind), as `SimTexts::summary_kinds`.
+    runs_kinds: Vec<(String, String)>,
+    points_kinds: Vec<(String, String)>,
     table_md: String,
 }
 
@@ -42,7 +47,14 @@ fn texts(
     if let Some(out) = out {
         write_study(experiment, settings, rows, &out).map_err(refused)?;
     }
-    Ok(StudyTexts { runs_csv: runs_csv(rows), points_csv: points_csv(rows), table_md: report(experiment, rows).0 })
+    let (runs_kinds, points_kinds) = runs_and_points_kinds();
+    Ok(StudyTexts {
+        runs_csv: runs_csv(rows),
+        points_csv: points_csv(rows),
+        runs_kinds,
+        points_kinds,
+        table_md: report(experiment, rows).0,
+    })
 }
 
 /// Run an experiment as `cosched study EXPERIMENT FLAGS…` does.

@@ -39,10 +39,25 @@ impl PrivateSlurm {
         PrivateSlurm::start_in(fresh_dir("cosched-slurm"), node, gang, plugin_args)
     }
 
+    /// A port P with P and P + 1 free on every address (slurmctld and slurmd), below the kernel's range of
+    /// ephemeral ports, where any process's outgoing connection could take P + 1 before slurmd binds it.
+    fn two_free_ports() -> u16 {
+        use std::hash::BuildHasher;
+        let random = std::collections::hash_map::RandomState::new();
+        for attempt in 0u32.. {
+            let port = 20_000 + (random.hash_one(attempt) % 12_000) as u16;
+            let free = |p: u16| std::net::TcpListener::bind(("0.0.0.0", p)).is_ok();
+            if free(port) && free(port + 1) {
+                return port;
+            }
+        }
+        unreachable!("the attempts never end")
+    }
+
     fn start_in(dir: PathBuf, node: &str, gang: &str, plugin_args: &str) -> PrivateSlurm {
         let plugin = format!("required {} cosched={COSCHED} {plugin_args}", spank_plugin().display());
         for _ in 0..5 {
-            let port = free_port().to_string();
+            let port = Self::two_free_ports().to_string();
             let out = Command::new(format!("{REPO}/scripts/slurm"))
                 .args(["start", "--dir", dir.to_str().unwrap(), "--port", &port, "--node-name", node])
                 .args(["--gang", gang, "--plugin", &plugin])
@@ -53,7 +68,9 @@ impl PrivateSlurm {
                 return PrivateSlurm { dir, conf: conf.to_string() };
             }
             let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(stderr.contains("is in use"), "scripts/slurm start failed:\n{stderr}");
+            // Taken before scripts/slurm looked, or between its look and slurmd's bind.
+            let taken = stderr.contains("is in use") || stderr.contains("Address already in use");
+            assert!(taken, "scripts/slurm start failed:\n{stderr}");
         }
         panic!("no two free ports for the private Slurm in 5 tries");
     }
