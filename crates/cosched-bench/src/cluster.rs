@@ -6,8 +6,8 @@
 
 use crate::runtime::tail;
 use cosched_munge::testing::PrivateMunged;
-use cosched_runtime::client::{CallError, Client};
-use cosched_runtime::protocol::{LogFile, StatusJob, SubmitRequest};
+use cosched_runtime::wire::client::{CallError, Client};
+use cosched_runtime::wire::protocol::{LogFile, StatusJob, SubmitRequest};
 use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -2,8 +2,8 @@
 //! and the calls that register a copy with it.
 
 use cosched_policy::Mode;
-use cosched_runtime::client::{CallError, Client};
-use cosched_runtime::protocol::RegisterRequest;
+use cosched_runtime::wire::client::{CallError, Client};
+use cosched_runtime::wire::protocol::RegisterRequest;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -117,7 +117,7 @@ impl Drop for RuntimeInstance {
 /// Remove a stopped agent's cgroups: its jobs' (their processes killed; a killed process leaves its cgroup
 /// a moment later, so tried for up to 5 s) and its own.
 pub fn remove_node_cgroups(node: &str) {
-    let Ok(groups) = cosched_runtime::freezer::JobGroups::open(node, None) else { return };
+    let Ok(groups) = cosched_runtime::agent::freezer::JobGroups::open(node, None) else { return };
     let start = Instant::now();
     loop {
         let jobs = groups.existing_jobs().unwrap_or_default();

@@ -7,7 +7,7 @@ use crate::policy::Policy;
 use crate::runtime::RuntimeInstance;
 use crate::slurm::{SlurmInstance, SlurmSetup};
 use crate::stats::{Estimate, Ratio};
-use cosched_runtime::protocol::StatusJob;
+use cosched_runtime::wire::protocol::StatusJob;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -7,11 +7,11 @@
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
 use crate::switch_trace::{self, summarize_attribution, Recording, TraceSummary};
-use cosched_runtime::freezer::{FreezerKind, JobGroups};
-use cosched_runtime::launch::{spawn_shim, LaunchSpec};
-use cosched_runtime::protocol::Schedule;
-use cosched_runtime::skew::{summarize, SliceStartSkew, Summary};
-use cosched_runtime::switcher::{check_slice_ns, realtime_ns, ConfirmWait, SwitchStats, Switcher};
+use cosched_runtime::agent::freezer::{FreezerKind, JobGroups};
+use cosched_runtime::agent::launch::{spawn_shim, LaunchSpec};
+use cosched_runtime::agent::switcher::{check_slice_ns, realtime_ns, ConfirmWait, SwitchStats, Switcher};
+use cosched_runtime::controller::skew::{summarize, SliceStartSkew, Summary};
+use cosched_runtime::wire::protocol::Schedule;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;

@@ -5,16 +5,16 @@
 //! run.
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
+use cosched_runtime::agent::logs::LogBounds;
+use cosched_runtime::agent::switcher::{realtime_ns, slice_ns_from_ms, ConfirmWait, SwitchStats};
 use cosched_runtime::agent::{Address, Agent, AgentSettings};
-use cosched_runtime::auth::Credentials;
-use cosched_runtime::client::Client;
+use cosched_runtime::controller::skew::{summarize, Summary};
 use cosched_runtime::controller::ControllerSettings;
 use cosched_runtime::daemon::ControllerListen;
 use cosched_runtime::gate::Limits;
-use cosched_runtime::logs::LogBounds;
-use cosched_runtime::protocol::SubmitRequest;
-use cosched_runtime::skew::{summarize, Summary};
-use cosched_runtime::switcher::{realtime_ns, slice_ns_from_ms, ConfirmWait, SwitchStats};
+use cosched_runtime::wire::auth::Credentials;
+use cosched_runtime::wire::client::Client;
+use cosched_runtime::wire::protocol::SubmitRequest;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};

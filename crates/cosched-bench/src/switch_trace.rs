@@ -9,7 +9,7 @@
 //! or it was asleep inside the kernel. The straggler is the task that reported the cgroup frozen: the kernel does
 //! that from the last task to trap.
 
-use cosched_runtime::skew::{summarize, Summary};
+use cosched_runtime::controller::skew::{summarize, Summary};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

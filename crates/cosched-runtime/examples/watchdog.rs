@@ -7,7 +7,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use cosched_runtime::watchdog::{run_watchdog, start_watchdog, WATCHDOG_SUBCOMMAND};
+use cosched_runtime::agent::watchdog::{run_watchdog, start_watchdog, WATCHDOG_SUBCOMMAND};
 
 fn play_agent(agent_name: &str) -> std::io::Result<()> {
     let watchdog = start_watchdog(&std::env::current_exe()?, agent_name)?;

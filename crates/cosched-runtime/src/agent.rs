@@ -5,20 +5,30 @@
 //! NTP-synchronised hosts switch together without a message per slice, and
 //! keep switching on the last schedule while the controller is away.
 
-use crate::auth::Credentials;
-pub use crate::client::Address;
-use crate::client::Connection;
-use crate::ender::Ender;
-use crate::freezer::{monotonic_now, FreezerKind, JobGroups};
+pub mod ender;
+pub mod freezer;
+pub mod launch;
+pub mod logs;
+pub mod mpi;
+pub mod pid_guard;
+pub mod supervisor;
+pub mod switcher;
+pub mod watchdog;
+
+use crate::agent::ender::Ender;
+use crate::agent::freezer::{monotonic_now, FreezerKind, JobGroups};
+use crate::agent::launch::LaunchSpec;
+use crate::agent::pid_guard::PidGuard;
+use crate::agent::supervisor::{spawn_supervisor, SupervisedTask};
+use crate::agent::switcher::{ConfirmWait, SwitchStats, Switcher};
 use crate::job_tag::JobTag;
-use crate::launch::LaunchSpec;
-use crate::pid_guard::PidGuard;
-use crate::protocol::{
+use crate::wire::auth::Credentials;
+pub use crate::wire::client::Address;
+use crate::wire::client::Connection;
+use crate::wire::protocol::{
     write_message, AdoptedJob, AgentHello, FromAgent, JobUsage, LogTail, Request, StartJob, ToAgent, LOGS_REPLY_BYTES,
     LOG_TAIL_BYTES,
 };
-use crate::supervisor::{spawn_supervisor, SupervisedTask};
-use crate::switcher::{ConfirmWait, SwitchStats, Switcher};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -47,8 +57,8 @@ pub struct AgentSettings {
     /// The socket of this host's munged for users' commands, when not MUNGE's default (an MPI launcher's
     /// `cosched rsh` proves its user with it).
     pub users_munge_socket: Option<PathBuf>,
-    /// How much of the state file system the jobs' logs may take, and for how long (`crate::logs`).
-    pub logs: crate::logs::LogBounds,
+    /// How much of the state file system the jobs' logs may take, and for how long (`crate::agent::logs`).
+    pub logs: crate::agent::logs::LogBounds,
 }
 
 /// A job's processes on this node, as the agent tracks them.
@@ -81,7 +91,7 @@ struct Shared {
 /// A command started for `Exec`: its job (for its logs) and its shim.
 struct ExecRun {
     job: u64,
-    shim: crate::launch::Shim,
+    shim: crate::agent::launch::Shim,
 }
 
 pub struct Agent {
@@ -93,8 +103,8 @@ pub struct Agent {
     ender: Ender,
     shared: Mutex<Shared>,
     connected: (Mutex<bool>, Condvar),
-    /// Its own open file on every log of its jobs, so that no owner can take a lease on one (`crate::logs`).
-    held_logs: crate::logs::HeldLogs,
+    /// Its own open file on every log of its jobs, so that no owner can take a lease on one (`crate::agent::logs`).
+    held_logs: crate::agent::logs::HeldLogs,
 }
 
 impl Agent {
@@ -110,7 +120,7 @@ impl Agent {
         }
         // A watchdog that died with the previous agent thawed nothing: let every job run now, before the controller
         // is reached (it may be away); the first schedule stops whichever jobs it must.
-        if let Err(e) = crate::freezer::thaw_unsuspended_under(&settings.node) {
+        if let Err(e) = crate::agent::freezer::thaw_unsuspended_under(&settings.node) {
             eprintln!("cosched agent {}: thawing the jobs found at start: {e}", settings.node);
         }
         let groups = Arc::new(JobGroups::open(&settings.node, settings.freezer)?);
@@ -133,7 +143,7 @@ impl Agent {
             ender,
             shared,
             connected: (Mutex::new(false), Condvar::new()),
-            held_logs: crate::logs::HeldLogs::default(),
+            held_logs: crate::agent::logs::HeldLogs::default(),
         }))
     }
 
@@ -215,7 +225,7 @@ impl Agent {
             mem_bytes: self.settings.mem_bytes,
             adopted,
             freezer: format!("{:?}", self.groups.kind()).to_lowercase(),
-            features: crate::protocol::AGENT_FEATURES.iter().map(|f| f.to_string()).collect(),
+            features: crate::wire::protocol::AGENT_FEATURES.iter().map(|f| f.to_string()).collect(),
         })
     }
 
@@ -264,8 +274,8 @@ impl Agent {
 
     /// Mark the suspended jobs (before any is stopped, so that a crash in between cannot lose a suspension), then
     /// switch by the schedule; one whose slice the switcher cannot honour changes nothing.
-    fn follow(&self, schedule: crate::protocol::Schedule) -> std::io::Result<()> {
-        crate::switcher::check_slice_ns(schedule.slice_ns)
+    fn follow(&self, schedule: crate::wire::protocol::Schedule) -> std::io::Result<()> {
+        crate::agent::switcher::check_slice_ns(schedule.slice_ns)
             .map_err(|e| std::io::Error::other(format!("schedule refused: {e}")))?;
         let marked = self.mark_suspended(&schedule);
         self.switcher.set_schedule(schedule).map_err(std::io::Error::other)?;
@@ -279,7 +289,7 @@ impl Agent {
     }
 
     /// Record on each job's cgroups whether it is suspended, for the watchdog (see `job_tag::mark_suspended`).
-    fn mark_suspended(&self, schedule: &crate::protocol::Schedule) -> std::io::Result<()> {
+    fn mark_suspended(&self, schedule: &crate::wire::protocol::Schedule) -> std::io::Result<()> {
         for &job in &schedule.jobs {
             let suspended = schedule.suspended.contains(&job);
             for file in self.groups.procs_files(job) {
@@ -325,7 +335,7 @@ impl Agent {
             return Err(std::io::Error::other(format!("job {job} does not run on node {}", self.settings.node)));
         }
         let checked = self.guard.check(pid, owner).map_err(std::io::Error::other)?;
-        if let Some((agent, other)) = crate::pid_guard::job_of_process(checked.tgid) {
+        if let Some((agent, other)) = crate::agent::pid_guard::job_of_process(checked.tgid) {
             // Moving it would take it out of that job: a process leaves its job only by ending, or by an
             // administrator's remove-pid.
             return Err(std::io::Error::other(format!(
@@ -334,7 +344,7 @@ impl Agent {
             )));
         }
         self.groups.add_pid(job, checked.tgid)?;
-        if crate::pid_guard::ProcessFacts::read(checked.tgid).ok().as_ref() != Some(&checked) {
+        if crate::agent::pid_guard::ProcessFacts::read(checked.tgid).ok().as_ref() != Some(&checked) {
             let _ = self.groups.remove_pid(job, checked.tgid);
             return Err(std::io::Error::other(format!("process {pid} changed while it was being moved")));
         }
@@ -388,7 +398,7 @@ impl Agent {
             return self.adopt(&start, known);
         }
         self.groups.create(start.job)?;
-        crate::logs::remove_job_files(&self.settings.log_dir, start.job);
+        crate::agent::logs::remove_job_files(&self.settings.log_dir, start.job);
         if let Some(dir) = self.job_dir(start.job) {
             JobTag { uid: start.uid, token: start.token.clone() }.write(&dir)?;
             if !start.register_only {
@@ -465,7 +475,7 @@ impl Agent {
             Ok::<_, std::io::Error>(file)
         };
         let (out, err) = (log("out")?, log("err")?);
-        let shim = crate::launch::spawn_shim(&self.settings.helper_program, spec, |command| {
+        let shim = crate::agent::launch::spawn_shim(&self.settings.helper_program, spec, |command| {
             command.stdout(out).stderr(err);
         })
         .map_err(|e| std::io::Error::other(format!("starting a command of job {job}: {e}")))?;
@@ -485,7 +495,9 @@ impl Agent {
         let done: Vec<(u64, i32)> = shared
             .execs
             .iter_mut()
-            .filter_map(|(&ack, run)| Some((ack, crate::supervisor::exit_code(run.shim.child.try_wait().ok()??))))
+            .filter_map(|(&ack, run)| {
+                Some((ack, crate::agent::supervisor::exit_code(run.shim.child.try_wait().ok()??)))
+            })
             .collect();
         let mut ended = Vec::new();
         for (ack, code) in done {
@@ -501,18 +513,18 @@ impl Agent {
         drop(shared);
         for (ack, job, _) in &ended {
             for stream in ["out", "err"] {
-                crate::logs::remove_if_empty(&self.exec_log_path(*job, *ack, stream));
+                crate::agent::logs::remove_if_empty(&self.exec_log_path(*job, *ack, stream));
             }
         }
         ended.into_iter().map(|(ack, _, outcome)| (ack, outcome)).collect()
     }
 
-    /// Every second: keep the logs within their bounds (`crate::logs`); the jobs this agent runs keep theirs.
+    /// Every second: keep the logs within their bounds (`crate::agent::logs`); the jobs this agent runs keep theirs.
     fn log_loop(&self) {
         loop {
-            std::thread::sleep(crate::logs::KEEPING_PERIOD);
+            std::thread::sleep(crate::agent::logs::KEEPING_PERIOD);
             let live: std::collections::BTreeSet<u64> = self.shared.lock().unwrap().jobs.keys().copied().collect();
-            crate::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &live, &self.held_logs);
+            crate::agent::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &live, &self.held_logs);
         }
     }
 
@@ -560,7 +572,7 @@ impl Agent {
     /// them, as the user. An MPI job's launcher is its one task.
     /// The user's name is looked up only for a pattern with `%u` (with a slow directory service the lookup would
     /// hold every message to this agent).
-    fn task_files(&self, start: &StartJob, rank: u32) -> Option<crate::output_files::TaskFiles> {
+    fn task_files(&self, start: &StartJob, rank: u32) -> Option<crate::wire::output_files::TaskFiles> {
         if start.output_files.is_empty() {
             return None;
         }
@@ -570,7 +582,7 @@ impl Agent {
         } else {
             String::new()
         };
-        let names = crate::output_files::TaskNames {
+        let names = crate::wire::output_files::TaskNames {
             job: start.job,
             rank,
             node: &self.settings.node,
@@ -581,23 +593,23 @@ impl Agent {
         start.output_files.for_task(&names, tasks)
     }
 
-    /// An MPI launcher's environment (`crate::mpi`), with Hydra's host file written beside the job's logs: the
+    /// An MPI launcher's environment (`crate::agent::mpi`), with Hydra's host file written beside the job's logs: the
     /// log folder is root's, so only the agent makes files there, each readable by its job's owner alone.
     fn mpi_launcher_environment(&self, start: &StartJob) -> std::io::Result<Vec<(String, String)>> {
         let host_file = self.settings.log_dir.join(format!("job-{}.hosts", start.job));
         private_log_file(&host_file, start.uid, start.gid)
-            .and_then(|mut file| file.write_all(crate::mpi::hydra_host_file(&start.mpi_hosts).as_bytes()))
+            .and_then(|mut file| file.write_all(crate::agent::mpi::hydra_host_file(&start.mpi_hosts).as_bytes()))
             .map_err(|e| std::io::Error::other(format!("MPI host file {}: {e}", host_file.display())))?;
         self.held_logs.hold(&host_file);
-        let interface = crate::mpi::launcher_interface(&start.env, &self.settings.controller);
-        let node = crate::mpi::LauncherNode {
+        let interface = crate::agent::mpi::launcher_interface(&start.env, &self.settings.controller);
+        let node = crate::agent::mpi::LauncherNode {
             program: &self.settings.helper_program,
             controller: &self.settings.controller,
             munge_socket: self.settings.users_munge_socket.as_deref(),
             hydra_host_file: &host_file,
             interface: interface.as_deref(),
         };
-        Ok(crate::mpi::launcher_environment(&start.mpi_hosts, &node))
+        Ok(crate::agent::mpi::launcher_environment(&start.mpi_hosts, &node))
     }
 
     /// Send an event to the controller; false when there is no link or the write failed (then the link is gone).
@@ -746,7 +758,7 @@ fn private_log_file(path: &std::path::Path, uid: u32, gid: u32) -> std::io::Resu
 }
 
 /// The last `max_bytes` of a file ("" if it cannot be read): never through a link, never waiting for a lease's
-/// break (`crate::logs`), never more than asked.
+/// break (`crate::agent::logs`), never more than asked.
 fn read_tail(path: &std::path::Path, max_bytes: u64) -> String {
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
@@ -766,7 +778,7 @@ fn read_tail(path: &std::path::Path, max_bytes: u64) -> String {
 fn reap(local: &mut LocalJob) {
     for child in &mut local.children {
         if let Ok(Some(status)) = child.try_wait() {
-            let code = crate::supervisor::exit_code(status);
+            let code = crate::agent::supervisor::exit_code(status);
             if local.exit_code.is_none_or(|c| c == 0) {
                 local.exit_code = Some(code);
             }

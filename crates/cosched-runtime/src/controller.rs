@@ -5,19 +5,26 @@
 //! changes anything, writes the database, recomputes the plan and tells the
 //! agents what changed.
 
-use crate::db::NodeRow;
-use crate::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
-use crate::metrics::{Histogram, JobFigures, MetricsAccess, MetricsSnapshot, NodeFigures, MAX_JOB_SERIES};
-use crate::protocol::checks::{parse_class, parse_signal, validate_node_name};
-use crate::protocol::{
+pub mod db;
+pub mod metrics;
+pub mod monitor;
+pub mod server;
+pub mod skew;
+pub mod storage;
+
+use crate::controller::db::NodeRow;
+use crate::controller::metrics::{Histogram, JobFigures, MetricsAccess, MetricsSnapshot, NodeFigures, MAX_JOB_SERIES};
+use crate::controller::skew::SliceStartSkew;
+use crate::controller::storage::Storage;
+use crate::wire::jobs::{unix_ms_now, Identity, JobRecord, JobState, NodePlacement};
+use crate::wire::protocol::checks::{parse_class, parse_signal, validate_node_name};
+use crate::wire::protocol::{
     write_message, AgentHello, ClassReply, ExecReply, ExecRequest, FromAgent, HistoryReply, HistoryRequest,
     JobStateReply, JobUsage, KillReply, KillState, LogFile, LogTail, LogsReply, MatrixCell, MonitorTokenReply,
     NodeLoad, NodeLoadReply, PidReply, RegisterRequest, Reply, ReplyData, Request, ResourcesReply, Schedule,
     SignalReply, StartJob, StatusJob, StatusNode, StatusReply, StuckJob, SubmitReply, SubmitRequest, ToAgent,
     UsageReply, DEFAULT_HISTORY_JOBS, MAX_HISTORY_JOBS,
 };
-use crate::skew::SliceStartSkew;
-use crate::storage::Storage;
 use cosched_core::JobId;
 use cosched_policy::cluster::{ClusterShape, JobStatus, Mode, PlanJob, PlanSettings};
 use cosched_policy::Coscheduler;
@@ -94,7 +101,7 @@ impl Default for ControllerSettings {
     fn default() -> ControllerSettings {
         ControllerSettings {
             state_dir: PathBuf::from("/var/lib/cosched"),
-            slice_ns: crate::switcher::DEFAULT_SLICE_NS,
+            slice_ns: crate::agent::switcher::DEFAULT_SLICE_NS,
             plan: PlanSettings {
                 rules: cosched_policy::cluster::PlanRules::COSCHED,
                 rows: 4,
@@ -212,7 +219,7 @@ struct State {
     next_job: u64,
     /// The policy: the plan of every job not over, kept in step with `jobs`.
     cosched: Coscheduler,
-    monitor_tokens: crate::auth::monitor_tokens::MonitorTokens,
+    monitor_tokens: crate::wire::auth::monitor_tokens::MonitorTokens,
     /// Requests waiting for an agent's answer (`PidMoved`, `Logs`, `ExecEnded`), by acknowledgement number: only
     /// the agent they were sent to may answer them.
     pending_answers: BTreeMap<u64, Pending>,
@@ -232,7 +239,7 @@ struct State {
 
 /// Enough to tell whether the status document would change: the changes counted, the jobs listed (ended ones leave
 /// after `keep_finished` without any event), and storage's state.
-type StatusFingerprint = (u64, usize, crate::protocol::StorageStatus);
+type StatusFingerprint = (u64, usize, crate::wire::protocol::StorageStatus);
 
 /// A request sent to one agent, waiting for that agent's answer of the same kind.
 struct Pending {
@@ -307,7 +314,7 @@ impl Controller {
             nodes,
             next_job,
             cosched,
-            monitor_tokens: crate::auth::monitor_tokens::MonitorTokens::default(),
+            monitor_tokens: crate::wire::auth::monitor_tokens::MonitorTokens::default(),
             pending_answers: BTreeMap::new(),
             next_ack: 1,
             slurm_refusals: std::collections::VecDeque::new(),
@@ -1282,8 +1289,9 @@ impl Controller {
         let path = self.settings.status_path();
         let tmp = path.with_extension("json.tmp");
         // The document lists every user's jobs: root's alone to read, like the database.
-        let written = crate::db::write_private(&tmp, &serde_json::to_vec_pretty(&status).unwrap_or_default())
-            .and_then(|_| std::fs::rename(&tmp, &path));
+        let written =
+            crate::controller::db::write_private(&tmp, &serde_json::to_vec_pretty(&status).unwrap_or_default())
+                .and_then(|_| std::fs::rename(&tmp, &path));
         match written {
             Ok(()) => self.state.lock().unwrap().status_written = Some(fingerprint),
             Err(e) => eprintln!("cosched controller: status document {}: {e}", path.display()),
@@ -1349,7 +1357,7 @@ impl Controller {
         for record in state.jobs.values().rev().filter(matches) {
             let mut job = self.status_job(state, record);
             // Whole commands are for `status`: the history lists each as an ended job's record keeps it.
-            job.command = crate::jobs::cut_to_json_bytes(&job.command, crate::jobs::ENDED_COMMAND_BYTES);
+            job.command = crate::wire::jobs::cut_to_json_bytes(&job.command, crate::wire::jobs::ENDED_COMMAND_BYTES);
             self.hide_others_commands(who, std::slice::from_mut(&mut job));
             bytes += serde_json::to_vec(&job).map_or(0, |json| json.len());
             if jobs.len() == limit || bytes > MAX_HISTORY_REPLY_BYTES {
@@ -1464,7 +1472,7 @@ impl Controller {
         MetricsSnapshot {
             slice_ns: self.settings.slice_ns,
             slice_start_skew: state.slice_starts.spreads_seen().clone(),
-            storage_ok: state.storage.status().state == crate::protocol::StorageState::Ok,
+            storage_ok: state.storage.status().state == crate::wire::protocol::StorageState::Ok,
             nodes: state.nodes.iter().map(|n| node_figures(&state, n)).collect(),
             jobs_by_state,
             jobs: listed.iter().take(MAX_JOB_SERIES).map(|j| self.job_figures(&state, j, now_ms)).collect(),
@@ -1661,7 +1669,7 @@ fn missing_agent_features(state: &State, job: &JobRecord) -> Option<String> {
     if job.output_files.is_empty() {
         return None;
     }
-    let feature = crate::protocol::FEATURE_OUTPUT_FILES;
+    let feature = crate::wire::protocol::FEATURE_OUTPUT_FILES;
     let lacking: Vec<&str> = job
         .placement
         .iter()
@@ -1863,7 +1871,7 @@ fn refuse_orphans(state: &State, hello: &AgentHello) -> Result<(), String> {
         .filter(|a| !state.jobs.get(&a.job).is_some_and(|record| owns_cgroup(record, a)))
         .map(|a| {
             let owner = a.owner.map_or("?".into(), |u| u.to_string());
-            format!("job-{} (uid {owner}, {})", a.job, crate::protocol::processes(a.pids.len() as u64))
+            format!("job-{} (uid {owner}, {})", a.job, crate::wire::protocol::processes(a.pids.len() as u64))
         })
         .collect();
     if orphans.is_empty() {
@@ -1880,7 +1888,7 @@ fn refuse_orphans(state: &State, hello: &AgentHello) -> Result<(), String> {
 }
 
 /// Is this cgroup the record's? Records and cgroups from before tags existed match by id and owner alone.
-fn owns_cgroup(record: &JobRecord, cgroup: &crate::protocol::AdoptedJob) -> bool {
+fn owns_cgroup(record: &JobRecord, cgroup: &crate::wire::protocol::AdoptedJob) -> bool {
     match (&cgroup.token, cgroup.owner) {
         (Some(token), Some(owner)) => !record.token.is_empty() && *token == record.token && owner == record.uid,
         _ => record.token.is_empty() && !record.state.is_over(),

@@ -1,12 +1,12 @@
 //! Putting the pieces together: `cosched up` (controller and a local agent in
 //! one process), `cosched controller` and `cosched agent`.
 
+use crate::agent::watchdog::start_watchdog;
 use crate::agent::{Agent, AgentSettings};
-use crate::auth::Credentials;
+use crate::controller::server::Listening;
 use crate::controller::{Controller, ControllerSettings};
 use crate::gate::{raise_descriptor_limit, Gate, Limits};
-use crate::server::Listening;
-use crate::watchdog::start_watchdog;
+use crate::wire::auth::Credentials;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,18 +27,18 @@ pub struct ControllerListen {
 /// a thread of its own.
 pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen) -> std::io::Result<Arc<Controller>> {
     // Nothing the daemon was given passes to what it starts (Slurm's commands).
-    crate::launch::close_beyond_standard_descriptors_on_exec()?;
+    crate::agent::launch::close_beyond_standard_descriptors_on_exec()?;
     let controller = Arc::new(Controller::open(settings)?);
     let gate = Gate::new(listen.limits.clone(), raise_descriptor_limit());
     let listening = Listening { controller: controller.clone(), gate, credentials: listen.credentials.clone() };
-    crate::server::listen_unix(listening.clone(), &listen.socket)?;
+    crate::controller::server::listen_unix(listening.clone(), &listen.socket)?;
     eprintln!("cosched controller: listening on {}", listen.socket.display());
     if let Some(address) = &listen.tcp {
-        let bound = crate::server::listen_tcp(listening.clone(), address)?;
+        let bound = crate::controller::server::listen_tcp(listening.clone(), address)?;
         eprintln!("cosched controller: listening on tcp {bound}");
     }
     if let Some(address) = &listen.monitor {
-        let bound = crate::monitor::serve(listening, address, &listen.monitor_names)?;
+        let bound = crate::controller::monitor::serve(listening, address, &listen.monitor_names)?;
         eprintln!("cosched controller: monitor at http://{bound}/ (get a URL with a token: cosched monitor)");
         std::fs::write(controller.settings.state_dir.join("monitor.addr"), bound.to_string())?;
     }
@@ -81,7 +81,7 @@ pub fn run_controller(settings: ControllerSettings, listen: &ControllerListen) -
 fn prepare_agent(settings: AgentSettings) -> std::io::Result<Arc<Agent>> {
     // Nothing the daemon was given passes to its watchdog or the tasks' supervisors (the shim also closes, for
     // the tasks themselves, whatever the agent holds).
-    crate::launch::close_beyond_standard_descriptors_on_exec()?;
+    crate::agent::launch::close_beyond_standard_descriptors_on_exec()?;
     raise_descriptor_limit();
     // Started first so the agent knows its pid (never movable into a job); lives as long as the agent.
     let watchdog = start_watchdog(&settings.helper_program, &settings.node)?;
@@ -97,7 +97,7 @@ const WATCHDOG_CHECK: Duration = Duration::from_millis(100);
 /// Restart the watchdog whenever it dies (killed, OOM); if it cannot be restarted, stop switching and thaw every
 /// job, since a crash of the agent would then leave them frozen.
 fn supervise_watchdog(
-    mut watchdog: crate::watchdog::Watchdog,
+    mut watchdog: crate::agent::watchdog::Watchdog,
     settings: AgentSettings,
     agent: Arc<Agent>,
 ) -> std::io::Result<()> {

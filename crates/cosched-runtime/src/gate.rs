@@ -14,7 +14,7 @@
 //! once is never the one displaced. A failed authentication costs its connection a pause and then the connection;
 //! it never bars the address, which the node's own agent and every user of that host share.
 
-use crate::conn::Stream;
+use crate::wire::conn::Stream;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};

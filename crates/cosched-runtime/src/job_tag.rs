@@ -92,7 +92,7 @@ pub enum TaskStatus {
     /// The task ended with `code` (128 + the signal when a signal ended it) at `unix_ns`.
     Exited { code: i32, unix_ns: u64 },
     /// The task's command never started, for the reason its shim reported, at `unix_ns`.
-    Unstarted { failure: crate::launch::LaunchFailure, unix_ns: u64 },
+    Unstarted { failure: crate::agent::launch::LaunchFailure, unix_ns: u64 },
 }
 
 /// The exit status a task that never started counts as (a shell's "not found or could not start").
@@ -110,7 +110,7 @@ impl TaskStatus {
     fn decode(text: &str) -> Option<TaskStatus> {
         if let Some(rest) = text.strip_prefix("unstarted ") {
             let (at, failure) = rest.split_once(' ')?;
-            let failure = crate::launch::LaunchFailure::decode(failure)?;
+            let failure = crate::agent::launch::LaunchFailure::decode(failure)?;
             return Some(TaskStatus::Unstarted { failure, unix_ns: at.parse().ok()? });
         }
         let mut words = text.split(' ');
@@ -136,7 +136,8 @@ impl TaskStatus {
     pub fn pending(&self) -> bool {
         match *self {
             TaskStatus::Running { pid, start_ticks } => {
-                crate::pid_guard::ProcessFacts::read(pid).is_ok_and(|p| p.start_ticks == start_ticks) && !is_zombie(pid)
+                crate::agent::pid_guard::ProcessFacts::read(pid).is_ok_and(|p| p.start_ticks == start_ticks)
+                    && !is_zombie(pid)
             }
             TaskStatus::Exited { .. } | TaskStatus::Unstarted { .. } => false,
         }
@@ -229,7 +230,7 @@ pub struct TasksEnd {
     /// The first failure's status (by time), else 0 when every recorded task exited 0; `None` when none did.
     pub exit_code: Option<i32>,
     /// Tasks whose command never started, and why (by time).
-    pub unstarted: Vec<(u32, crate::launch::LaunchFailure)>,
+    pub unstarted: Vec<(u32, crate::agent::launch::LaunchFailure)>,
     /// Tasks whose status was lost: their supervisor ended (killed) before it recorded how the task ended.
     pub lost: Vec<u32>,
 }
@@ -261,7 +262,7 @@ pub fn tasks_end(expected: Option<&[u32]>, statuses: &[(u32, TaskStatus)]) -> Ta
     lost.extend(expected.unwrap_or_default().iter().filter(|r| !recorded(r)));
     lost.sort_unstable();
     lost.dedup();
-    let mut unstarted: Vec<(u64, u32, crate::launch::LaunchFailure)> = statuses
+    let mut unstarted: Vec<(u64, u32, crate::agent::launch::LaunchFailure)> = statuses
         .iter()
         .filter_map(|&(rank, s)| match s {
             TaskStatus::Unstarted { failure, unix_ns } => Some((unix_ns, rank, failure)),

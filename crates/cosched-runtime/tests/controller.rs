@@ -4,8 +4,8 @@
 //! the agents' switches.
 
 use cosched_runtime::controller::{Controller, ControllerSettings};
-use cosched_runtime::jobs::{Identity, JobState};
-use cosched_runtime::protocol::{
+use cosched_runtime::wire::jobs::{Identity, JobState};
+use cosched_runtime::wire::protocol::{
     AgentHello, FromAgent, HistoryReply, HistoryRequest, JobUsage, ReplyData, Request, StatusJob, SubmitRequest,
 };
 use std::path::{Path, PathBuf};
@@ -112,7 +112,7 @@ fn history_lists_the_newest_matching_jobs_oldest_first() {
     assert_eq!(all(HistoryRequest { jobs: vec![a2, a1], ..Default::default() }), [a1, a2]);
     let limited = history(&controller, &ALICE, HistoryRequest { limit: Some(2), ..Default::default() });
     assert_eq!((ids(&limited.jobs), limited.more), (vec![b1, a2], true));
-    let future = cosched_runtime::jobs::unix_ms_now() + 60_000;
+    let future = cosched_runtime::wire::jobs::unix_ms_now() + 60_000;
     assert_eq!(all(HistoryRequest { since_unix_ms: Some(future), ..Default::default() }), [a2], "not over");
     assert_eq!(all(HistoryRequest { until_unix_ms: Some(1), ..Default::default() }), Vec::<u64>::new());
 }
@@ -158,7 +158,7 @@ fn other_users_commands_are_hidden_in_history_as_in_status() {
 
 #[test]
 fn a_request_beyond_its_bounds_is_refused_by_the_checks() {
-    let check = |r: HistoryRequest| cosched_runtime::protocol::checks::check_request(&Request::History(r));
+    let check = |r: HistoryRequest| cosched_runtime::wire::protocol::checks::check_request(&Request::History(r));
     assert!(check(HistoryRequest { limit: Some(10_000), ..Default::default() }).is_ok());
     let error = check(HistoryRequest { limit: Some(10_001), ..Default::default() }).unwrap_err();
     assert!(error.contains("at most 10000"), "{error}");
@@ -206,7 +206,7 @@ fn the_switch_times_an_agent_reports_are_counted_for_its_node() {
     let metrics = controller.metrics();
     let node = &metrics.nodes[0];
     assert_eq!((node.switch_lateness.count(), node.switch_latency.count()), (2, 2));
-    let text = cosched_runtime::metrics::render(&metrics, &Default::default());
+    let text = cosched_runtime::controller::metrics::render(&metrics, &Default::default());
     let line = |prefix: &str| text.lines().find(|l| l.starts_with(prefix)).unwrap_or_default().to_string();
     assert_eq!(
         line("cosched_switch_lateness_seconds_bucket{node=\"n0\",le=\"0.00005\"}"),
@@ -249,7 +249,7 @@ fn a_report_counts_each_slice_once_and_at_most_what_an_agent_keeps() {
 #[test]
 fn a_job_with_output_files_never_starts_on_an_agent_that_would_ignore_them() {
     let controller = open(&state_dir(), Duration::from_secs(3600));
-    let files = cosched_runtime::output_files::OutputFiles { output: Some("o-%j".into()), ..Default::default() };
+    let files = cosched_runtime::wire::output_files::OutputFiles { output: Some("o-%j".into()), ..Default::default() };
     let request = SubmitRequest { output_files: files, ..SubmitRequest::new(vec!["true".into()], "/".into()) };
     let Some(ReplyData::Submit(reply)) = controller.handle(&ALICE, Request::Submit(request)).data else {
         panic!("submit refused")

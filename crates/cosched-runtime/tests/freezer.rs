@@ -15,10 +15,10 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cosched_runtime::freezer::{thaw_all_under, FreezerKind, JobGroups};
-use cosched_runtime::launch::{spawn_shim, LaunchFailure, LaunchSpec, LaunchStage};
+use cosched_runtime::agent::freezer::{thaw_all_under, FreezerKind, JobGroups};
+use cosched_runtime::agent::launch::{spawn_shim, LaunchFailure, LaunchSpec, LaunchStage};
+use cosched_runtime::agent::watchdog::start_watchdog;
 use cosched_runtime::testing::say_skipped;
-use cosched_runtime::watchdog::start_watchdog;
 use nix::errno::Errno;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::{getgid, getuid, Pid};
@@ -534,7 +534,7 @@ fn kill_all_empties_a_frozen_forking_job_signals() {
 /// The agent's ender kills what a forgotten job left, removes its cgroup and answers who waited, with nothing left.
 #[test]
 fn the_ender_ends_what_a_job_left_removes_its_cgroup_and_answers() {
-    use cosched_runtime::ender::Ender;
+    use cosched_runtime::agent::ender::Ender;
     use std::sync::Arc;
     let Some(mut fx) = Fixture::open(FreezerKind::V2, "ender") else { return };
     let job = 12;

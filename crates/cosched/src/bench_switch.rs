@@ -6,9 +6,9 @@ use clap::{Args, ValueEnum};
 use cosched_bench::switch::{Report, SwitchBenchSettings};
 use cosched_bench::switch_load::{LoadBenchSettings, LoadReport};
 use cosched_bench::switch_trace::TraceSummary;
-use cosched_runtime::freezer::FreezerKind;
-use cosched_runtime::skew::Summary;
-use cosched_runtime::switcher::ConfirmWait;
+use cosched_runtime::agent::freezer::FreezerKind;
+use cosched_runtime::agent::switcher::ConfirmWait;
+use cosched_runtime::controller::skew::Summary;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -74,7 +74,7 @@ pub struct BenchSwitchArgs {
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub load_jobs: u64,
     /// With --clients: the daemon's slice (ms).
-    #[arg(long, default_value_t = cosched_runtime::switcher::DEFAULT_SLICE_NS as f64 / 1e6)]
+    #[arg(long, default_value_t = cosched_runtime::agent::switcher::DEFAULT_SLICE_NS as f64 / 1e6)]
     pub load_slice_ms: f64,
     /// Also print the results as JSON.
     #[arg(long)]

@@ -4,7 +4,7 @@
 use crate::runtime_cmd::{ask, ClientArgs};
 use crate::status_view::{job_table, states_of, uids_of, Format};
 use clap::Args;
-use cosched_runtime::protocol::{HistoryReply, HistoryRequest, Request, DEFAULT_HISTORY_JOBS, MAX_HISTORY_JOBS};
+use cosched_runtime::wire::protocol::{HistoryReply, HistoryRequest, Request, DEFAULT_HISTORY_JOBS, MAX_HISTORY_JOBS};
 
 #[derive(Args, Clone, Debug)]
 pub struct HistoryArgs {
@@ -58,7 +58,7 @@ impl HistoryArgs {
 const DEFAULT_SINCE: &str = "now-1day";
 
 pub fn history(client: &ClientArgs, args: &HistoryArgs) -> Result<(), String> {
-    let now_unix_ms = cosched_runtime::jobs::unix_ms_now();
+    let now_unix_ms = cosched_runtime::wire::jobs::unix_ms_now();
     let reply: HistoryReply = ask(client, &Request::History(args.request(now_unix_ms)?))?;
     if client.json {
         println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default());

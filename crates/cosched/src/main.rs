@@ -6,7 +6,7 @@ use cosched::{
     bench, calibrate_cmd, history_cmd, manual, model_cmd, pipeline_cmd, predict_cmd, runtime_cmd, sim_cmd, slurm_cmd,
     status_view, study, workload_cmd,
 };
-use cosched_runtime::protocol::{
+use cosched_runtime::wire::protocol::{
     ClassReply, JobStateReply, KillReply, KillState, PidReply, RegisterRequest, Request, SignalReply, SubmitReply,
 };
 use std::process::ExitCode;
@@ -283,7 +283,7 @@ fn main() -> ExitCode {
             })
         }),
         Command::Kill { jobs, signal: Some(signal), client } => {
-            cosched_runtime::protocol::checks::parse_signal(&signal).and_then(|_| {
+            cosched_runtime::wire::protocol::checks::parse_signal(&signal).and_then(|_| {
                 runtime_cmd::each_job(&jobs, |job| {
                     runtime_cmd::run_client(
                         &client,
@@ -336,15 +336,17 @@ fn main() -> ExitCode {
         Command::Man(args) => manual::write_man_pages(Cli::command(), &args),
         Command::Completions(args) => manual::print_completions(Cli::command(), &args),
         Command::Launch => {
-            let error = cosched_runtime::launch::run_shim_from_stdin();
+            let error = cosched_runtime::agent::launch::run_shim_from_stdin();
             eprintln!("cosched: {error}");
             return ExitCode::from(127);
         }
         Command::Supervise => {
-            let code = cosched_runtime::supervisor::run_supervisor_from_stdin();
+            let code = cosched_runtime::agent::supervisor::run_supervisor_from_stdin();
             return ExitCode::from(u8::try_from(code).unwrap_or(127));
         }
-        Command::Watchdog { agent } => cosched_runtime::watchdog::run_watchdog(&agent).map_err(|e| e.to_string()),
+        Command::Watchdog { agent } => {
+            cosched_runtime::agent::watchdog::run_watchdog(&agent).map_err(|e| e.to_string())
+        }
         Command::Spin { file } => cosched_bench::switch::spin(&file),
         Command::BenchAgent { spec } => cosched_bench::switch::agent_main(&spec),
         Command::NodeProc { spec } => cosched_bench::node::process::process_main(&spec),

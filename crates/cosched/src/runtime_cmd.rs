@@ -5,19 +5,21 @@ use crate::status_view::{status_table, Format, StatusFilter};
 use clap::Args;
 use cosched_munge::Munge;
 use cosched_policy::cluster::{PlanRules, PlanSettings};
+use cosched_runtime::agent::freezer::FreezerKind;
+use cosched_runtime::agent::logs::LogBounds;
+use cosched_runtime::agent::mpi::{remote_environment, remote_shell_argv};
+use cosched_runtime::agent::switcher::ConfirmWait;
 use cosched_runtime::agent::{Address, AgentSettings};
-use cosched_runtime::auth::{AgentKey, Credentials};
-use cosched_runtime::client::{CallError, Client};
+use cosched_runtime::controller::metrics::MetricsAccess;
 use cosched_runtime::controller::{ControllerSettings, JobLimits};
 use cosched_runtime::daemon::ControllerListen;
-use cosched_runtime::freezer::FreezerKind;
 use cosched_runtime::gate::Limits;
-use cosched_runtime::logs::LogBounds;
-use cosched_runtime::metrics::MetricsAccess;
-use cosched_runtime::mpi::{remote_environment, remote_shell_argv};
-use cosched_runtime::protocol::{ExecRequest, HistoryRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest};
 use cosched_runtime::slurm_time::SlurmTimeSettings;
-use cosched_runtime::switcher::ConfirmWait;
+use cosched_runtime::wire::auth::{AgentKey, Credentials};
+use cosched_runtime::wire::client::{CallError, Client};
+use cosched_runtime::wire::protocol::{
+    ExecRequest, HistoryRequest, LogFile, LogsReply, Request, StatusReply, SubmitRequest,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -287,7 +289,7 @@ fn limits(args: &LimitArgs) -> Result<Limits, String> {
 }
 
 fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, ControllerListen), String> {
-    let slice_ns = cosched_runtime::switcher::slice_ns_from_ms(args.slice_ms)
+    let slice_ns = cosched_runtime::agent::switcher::slice_ns_from_ms(args.slice_ms)
         .map_err(|e| format!("--slice-ms {}: {e}", args.slice_ms))?;
     if args.rows == 0 || args.local_mpl == 0 {
         return Err("--rows and --local-mpl must be at least 1".into());
@@ -391,7 +393,7 @@ fn node_names(hostlists: &[String]) -> Result<Vec<String>, String> {
     let mut names: Vec<String> = Vec::new();
     for hostlist in hostlists {
         for name in cosched_runtime::slurm::expand_hostlist(hostlist).map_err(|e| format!("--nodes: {e}"))? {
-            cosched_runtime::protocol::checks::validate_node_name(&name).map_err(|e| format!("--nodes: {e}"))?;
+            cosched_runtime::wire::protocol::checks::validate_node_name(&name).map_err(|e| format!("--nodes: {e}"))?;
             if !names.contains(&name) {
                 names.push(name);
             }
@@ -429,7 +431,7 @@ fn agent_settings(
             std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or("node".into())
         }
     };
-    cosched_runtime::protocol::checks::validate_node_name(&node)?;
+    cosched_runtime::wire::protocol::checks::validate_node_name(&node)?;
     let all_cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
     Ok(AgentSettings {
         node,
@@ -645,7 +647,7 @@ pub fn rsh(client: &ClientArgs, args: &RshArgs) -> Result<i32, String> {
 /// with SIGTERM, and the job ends failed at once. Only a caller in the same job on this node (the same cgroups)
 /// is ended: this returns it.
 pub fn launcher_to_end_after_failed_rsh() -> Option<nix::unistd::Pid> {
-    std::env::var_os(cosched_runtime::mpi::RSH_ENDS_LAUNCHER)?;
+    std::env::var_os(cosched_runtime::agent::mpi::RSH_ENDS_LAUNCHER)?;
     let caller = nix::unistd::getppid();
     let cgroups = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok();
     let same_job = caller.as_raw() > 1 && cgroups("self").is_some() && cgroups("self") == cgroups(&caller.to_string());
@@ -799,7 +801,7 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<u8, String> {
         env: std::env::vars().filter(|(k, _)| !k.starts_with("COSCHED_")).collect(),
         name: args.name.clone().unwrap_or_default(),
         time_limit_s: args.time.map(|t| t.0),
-        output_files: cosched_runtime::output_files::OutputFiles {
+        output_files: cosched_runtime::wire::output_files::OutputFiles {
             output: args.output.clone(),
             error: args.error.clone(),
             append: args.open_mode == OpenMode::Append,
@@ -834,8 +836,8 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<u8, String> {
         println!("job {} {}{why}", ended.id, ended.state.name());
     }
     Ok(match (ended.state, ended.exit_code) {
-        (cosched_runtime::jobs::JobState::Finished, _) => 0,
-        (cosched_runtime::jobs::JobState::Failed, Some(code)) => {
+        (cosched_runtime::wire::jobs::JobState::Finished, _) => 0,
+        (cosched_runtime::wire::jobs::JobState::Failed, Some(code)) => {
             u8::try_from(code).ok().filter(|&c| c != 0).unwrap_or(1)
         }
         _ => 1,
@@ -845,7 +847,7 @@ pub fn submit(client: &ClientArgs, args: &SubmitArgs) -> Result<u8, String> {
 /// Poll the job's record until it is over: every 250 ms at first, then less often, up to every 10 s (each poll asks
 /// the history for this one job). The controller unreachable (restarted, say) is retried for up to
 /// [`WAIT_LINK_RETRY`]; the job lives on meanwhile.
-fn wait_for_end(client: &ClientArgs, job: u64) -> Result<cosched_runtime::protocol::StatusJob, String> {
+fn wait_for_end(client: &ClientArgs, job: u64) -> Result<cosched_runtime::wire::protocol::StatusJob, String> {
     use std::time::{Duration, Instant};
     let mut pause = Duration::from_millis(250);
     let mut unreachable_since: Option<Instant> = None;
@@ -884,12 +886,12 @@ fn status_if_history_unknown(
     client: &ClientArgs,
     job: u64,
     error: CallError,
-) -> Result<cosched_runtime::protocol::HistoryReply, CallError> {
+) -> Result<cosched_runtime::wire::protocol::HistoryReply, CallError> {
     match &error {
         CallError::Refused(message) if message.contains("unknown variant `history`") => {
             let status = client_for(client).map_err(CallError::Link)?.status()?;
             let jobs = status.jobs.into_iter().filter(|j| j.id == job).collect();
-            Ok(cosched_runtime::protocol::HistoryReply { jobs, more: false, keep_history_s: 0 })
+            Ok(cosched_runtime::wire::protocol::HistoryReply { jobs, more: false, keep_history_s: 0 })
         }
         _ => Err(error),
     }
@@ -905,7 +907,7 @@ const WAIT_LINK_RETRY: std::time::Duration = std::time::Duration::from_secs(600)
 pub fn status(client: &ClientArgs, filter: &StatusFilter, format: &Format, noheader: bool) -> Result<(), String> {
     let mut reply: StatusReply = ask(client, &Request::Status {})?;
     filter.apply(&mut reply)?;
-    let now_unix_ms = cosched_runtime::jobs::unix_ms_now();
+    let now_unix_ms = cosched_runtime::wire::jobs::unix_ms_now();
     match (client.json, noheader) {
         (true, _) => println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default()),
         (false, true) => print!("{}", crate::status_view::job_table(&reply.jobs, format, now_unix_ms, false)),

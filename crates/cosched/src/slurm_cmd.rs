@@ -3,7 +3,9 @@
 
 use crate::runtime_cmd::{self, ClientArgs};
 use clap::{Args, Subcommand};
-use cosched_runtime::protocol::{JobStateReply, PidReply, Request, SlurmBeginRequest, SlurmEndRequest, SubmitReply};
+use cosched_runtime::wire::protocol::{
+    JobStateReply, PidReply, Request, SlurmBeginRequest, SlurmEndRequest, SubmitReply,
+};
 use std::process::Command;
 
 #[derive(Subcommand)]

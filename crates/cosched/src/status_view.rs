@@ -3,8 +3,8 @@
 //! state and node on this side of the link.
 
 use clap::Args;
-use cosched_runtime::jobs::{mode_text, JobState};
-use cosched_runtime::protocol::{SlurmTimeStatus, StatusJob, StatusReply, StorageState, StorageStatus};
+use cosched_runtime::wire::jobs::{mode_text, JobState};
+use cosched_runtime::wire::protocol::{SlurmTimeStatus, StatusJob, StatusReply, StorageState, StorageStatus};
 use cosched_workload::swf::printable;
 use nix::unistd::User;
 
@@ -103,7 +103,7 @@ fn uid_of(user: &str) -> Result<u32, String> {
 
 /// A uid's name on this host, or the number when it has none.
 fn user_name(uid: u32) -> String {
-    cosched_runtime::jobs::user_name(uid).unwrap_or_else(|| uid.to_string())
+    cosched_runtime::wire::jobs::user_name(uid).unwrap_or_else(|| uid.to_string())
 }
 
 /// Elapsed wall time as `squeue` writes it: `M:SS`, `H:MM:SS`, or `D-HH:MM:SS`.
@@ -268,7 +268,7 @@ pub fn job_table(jobs: &[StatusJob], format: &Format, now_unix_ms: u64, header: 
 }
 
 fn node_rows(status: &StatusReply) -> Vec<Vec<String>> {
-    let row = |n: &cosched_runtime::protocol::StatusNode| {
+    let row = |n: &cosched_runtime::wire::protocol::StatusNode| {
         vec![
             n.name.clone(),
             n.cpus.to_string(),
@@ -420,9 +420,9 @@ fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 mod tests {
     use super::*;
     use cosched_policy::{JobClass, Mode};
-    use cosched_runtime::jobs::NodePlacement;
-    use cosched_runtime::protocol::{BackupStatus, StatusNode};
-    use cosched_runtime::skew::Summary;
+    use cosched_runtime::controller::skew::Summary;
+    use cosched_runtime::wire::jobs::NodePlacement;
+    use cosched_runtime::wire::protocol::{BackupStatus, StatusNode};
 
     fn job(id: u64, uid: u32, state: JobState, nodes: &[&str]) -> StatusJob {
         StatusJob {
@@ -624,8 +624,12 @@ mod tests {
     #[test]
     fn a_stuck_job_cgroup_is_named_under_the_nodes() {
         let mut status = status();
-        let stuck =
-            cosched_runtime::protocol::StuckJob { job: 3, processes: 2, pids: vec![41, 42], since_unix_ms: 2_000 };
+        let stuck = cosched_runtime::wire::protocol::StuckJob {
+            job: 3,
+            processes: 2,
+            pids: vec![41, 42],
+            since_unix_ms: 2_000,
+        };
         status.nodes[1].stuck_jobs.push(stuck);
         let text = status_table(&status, &status_format(), 122_000);
         assert!(text.contains("node b: job 3: 2 processes could not be killed (pids 41,42) for 2:00"), "{text}");

@@ -18,7 +18,7 @@ fn replay(target: &str, check: fn(&[u8])) {
 
 #[test]
 fn every_request_of_the_corpus_parses_and_reads_back_the_same() {
-    replay("request", cosched_runtime::protocol::check_client_bytes);
+    replay("request", cosched_runtime::wire::protocol::check_client_bytes);
 }
 
 /// Also checks that messages hold no raw control character and that shaped times stay within the limits.

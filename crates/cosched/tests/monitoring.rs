@@ -2,8 +2,8 @@
 //! pass, and a Grafana dashboard; both may only use series that `/metrics` exports.
 
 use cosched_policy::cluster::{JobClass, Mode};
-use cosched_runtime::jobs::JobState;
-use cosched_runtime::metrics::{render, Histogram, JobFigures, MetricsSnapshot, NodeFigures};
+use cosched_runtime::controller::metrics::{render, Histogram, JobFigures, MetricsSnapshot, NodeFigures};
+use cosched_runtime::wire::jobs::JobState;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;

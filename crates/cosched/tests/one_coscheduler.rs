@@ -10,10 +10,10 @@
 //! capture buffers; what it tells the agents is compared with the trace.
 
 use cosched_core::SimTime;
+use cosched_runtime::agent::switcher::target_jobs;
 use cosched_runtime::controller::{Controller, ControllerSettings};
-use cosched_runtime::jobs::Identity;
-use cosched_runtime::protocol::{AgentHello, FromAgent, Request, Schedule, SubmitRequest, ToAgent};
-use cosched_runtime::switcher::target_jobs;
+use cosched_runtime::wire::jobs::Identity;
+use cosched_runtime::wire::protocol::{AgentHello, FromAgent, Request, Schedule, SubmitRequest, ToAgent};
 use cosched_sim::run::{run, RunOptions};
 use cosched_sim::trace::TraceKind;
 use cosched_sim::{Program, Prologue, Scheme, SimConfig, SimJob};
@@ -157,7 +157,7 @@ impl Runtime {
             keep_finished: Duration::from_secs(86_400),
             keep_history: Duration::from_secs(30 * 86_400),
             private_data: false,
-            metrics: cosched_runtime::metrics::MetricsAccess::Off,
+            metrics: cosched_runtime::controller::metrics::MetricsAccess::Off,
             nodes: (0..cfg.nodes).map(|node| format!("n{node}")).collect(),
             job_limits: cosched_runtime::controller::JobLimits::default(),
             empty_job_grace: Duration::from_secs(86_400),
@@ -285,7 +285,7 @@ fn a_nodes_cpu_time_at_the_end_of_a_job_is_kept() {
     let mut runtime = Runtime::new(&cfg);
     runtime.submit(2);
     let job = runtime.read_agents()[0];
-    let usage = |cpu_ns| cosched_runtime::protocol::JobUsage { job, cpu_ns, pids: vec![], frozen: false };
+    let usage = |cpu_ns| cosched_runtime::wire::protocol::JobUsage { job, cpu_ns, pids: vec![], frozen: false };
     let report = |cpu_ns| FromAgent::Report {
         jobs: vec![usage(cpu_ns)],
         load_avg: 0.0,
@@ -302,7 +302,9 @@ fn a_nodes_cpu_time_at_the_end_of_a_job_is_kept() {
     runtime.controller.agent_event("n1", ended(700)); // below its report: the report stands
     let user = Identity { uid: 1000, gid: 1000, admin: false };
     let reply = runtime.controller.handle(&user, Request::Status {});
-    let Some(cosched_runtime::protocol::ReplyData::Status(status)) = reply.data else { panic!("{:?}", reply.error) };
+    let Some(cosched_runtime::wire::protocol::ReplyData::Status(status)) = reply.data else {
+        panic!("{:?}", reply.error)
+    };
     let record = status.jobs.iter().find(|j| j.id == job).unwrap();
     assert!(record.state.is_over(), "{record:?}");
     assert_eq!(record.cpu_ns, 400 + 900, "{record:?}");

@@ -4,9 +4,9 @@
 //! (root in Slurm's prolog, slurmstepd and epilog) may call these.
 
 use super::{node_index, send_to, AgentAnswerData, AnswerKind, Controller, Outcome, State, AGENT_ANSWER_TIMEOUT};
-use crate::jobs::{Identity, JobRecord, JobState};
-use crate::protocol::{JobStateReply, SlurmBeginRequest, SlurmEndRequest, SubmitReply, ToAgent};
 use crate::slurm::{expand_cpus_per_node, expand_hostlist};
+use crate::wire::jobs::{Identity, JobRecord, JobState};
+use crate::wire::protocol::{JobStateReply, SlurmBeginRequest, SlurmEndRequest, SubmitReply, ToAgent};
 use cosched_policy::cluster::JobClass;
 
 impl Controller {
@@ -79,7 +79,7 @@ impl Controller {
     pub(super) fn slurm_end(&self, who: &Identity, r: SlurmEndRequest) -> Outcome {
         require_admin(who)?;
         let ended = self.end_slurm_job(&mut self.state.lock().unwrap(), &r)?;
-        let wait = crate::ender::KILL_BOUND + AGENT_ANSWER_TIMEOUT;
+        let wait = crate::agent::ender::KILL_BOUND + AGENT_ANSWER_TIMEOUT;
         let forget = |ack| ToAgent::Forget { job: ended.job, ack: Some(ack) };
         let what = format!("Slurm job {}: cosched job {} {}", r.slurm_job, ended.job, ended.state.name());
         match self.ask_agent_within(&r.node, AnswerKind::Forgotten, wait, forget) {

@@ -7,9 +7,9 @@
 //! the clock's slice boundaries. Nothing an agent reports enters it, so no agent can stretch another job's limit.
 
 use super::{Controller, JobLive, State};
-use crate::jobs::{JobRecord, JobState};
-use crate::protocol::SlurmTimeStatus;
 use crate::slurm_time::{decide, read_jobs, update_limit, LimitUpdate, SlurmJobView, SlurmTimeSettings, TimeCredit};
+use crate::wire::jobs::{JobRecord, JobState};
+use crate::wire::protocol::SlurmTimeStatus;
 use cosched_core::JobId;
 use std::time::{Duration, Instant};
 
@@ -88,7 +88,7 @@ impl Controller {
             return;
         }
         // Read before squeue runs: Slurm's suspended time computed from it is never more than the truth.
-        let now_s = (crate::jobs::unix_ms_now() / 1000) as i64;
+        let now_s = (crate::wire::jobs::unix_ms_now() / 1000) as i64;
         let ids: Vec<u32> = jobs.iter().map(|j| j.slurm_job).collect();
         match read_jobs(settings, &ids) {
             Ok(views) => {

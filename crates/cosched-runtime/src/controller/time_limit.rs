@@ -5,7 +5,7 @@
 //! enters it. A job whose time is up is ended as `kill` ends it, with the reason "time limit".
 
 use super::{Controller, State};
-use crate::jobs::JobState;
+use crate::wire::jobs::JobState;
 use cosched_core::JobId;
 use std::time::{Duration, Instant};
 
@@ -71,7 +71,7 @@ impl Controller {
 }
 
 /// The job has run its time limit in its slots.
-pub(super) fn timed_out(job: &crate::jobs::JobRecord) -> bool {
+pub(super) fn timed_out(job: &crate::wire::jobs::JobRecord) -> bool {
     job.time_limit_s.is_some_and(|limit_s| job.in_slot_ms >= limit_s.saturating_mul(1000))
 }
 
@@ -79,8 +79,8 @@ pub(super) fn timed_out(job: &crate::jobs::JobRecord) -> bool {
 mod tests {
     use super::*;
     use crate::controller::ControllerSettings;
-    use crate::jobs::Identity;
-    use crate::protocol::{AgentHello, ReplyData, Request, SubmitRequest, ToAgent};
+    use crate::wire::jobs::Identity;
+    use crate::wire::protocol::{AgentHello, ReplyData, Request, SubmitRequest, ToAgent};
     use std::sync::{Arc, Mutex};
 
     const OWNER: Identity = Identity { uid: 1000, gid: 1000, admin: false };
@@ -168,7 +168,7 @@ mod tests {
         // An agent that comes back (it may have missed the message) is told again.
         controller.agent_disconnected("n0");
         let state = controller.state.lock().unwrap();
-        let adopted = [limited, other].map(|job| crate::protocol::AdoptedJob {
+        let adopted = [limited, other].map(|job| crate::wire::protocol::AdoptedJob {
             job,
             pids: vec![],
             owner: Some(OWNER.uid),

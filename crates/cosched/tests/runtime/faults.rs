@@ -340,11 +340,11 @@ impl StopWitnesses {
     /// finds a stopped job (otherwise the test would prove nothing).
     fn catch_a_gang_frozen(&self, node: &str) {
         let kind = match self.freezer {
-            "v1" => cosched_runtime::freezer::FreezerKind::V1,
-            "v2" => cosched_runtime::freezer::FreezerKind::V2,
-            _ => cosched_runtime::freezer::FreezerKind::Signals,
+            "v1" => cosched_runtime::agent::freezer::FreezerKind::V1,
+            "v2" => cosched_runtime::agent::freezer::FreezerKind::V2,
+            _ => cosched_runtime::agent::freezer::FreezerKind::Signals,
         };
-        let groups = cosched_runtime::freezer::JobGroups::open(node, Some(kind)).unwrap();
+        let groups = cosched_runtime::agent::freezer::JobGroups::open(node, Some(kind)).unwrap();
         wait_for("a gang frozen mid-slice", Duration::from_secs(10), || {
             [self.mine.0, self.theirs.0].iter().any(|&job| groups.is_frozen(job).unwrap_or(false))
         });

@@ -3,9 +3,9 @@
 #![allow(dead_code, clippy::disallowed_methods)]
 
 pub use cosched_policy::cluster::JobClass;
-pub use cosched_runtime::auth::Nonces;
-pub use cosched_runtime::jobs::JobState;
-pub use cosched_runtime::protocol::{StatusJob, StatusReply, StorageState, StorageStatus, SubmitReply};
+pub use cosched_runtime::wire::auth::Nonces;
+pub use cosched_runtime::wire::jobs::JobState;
+pub use cosched_runtime::wire::protocol::{StatusJob, StatusReply, StorageState, StorageStatus, SubmitReply};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -558,7 +558,7 @@ impl RawPeer {
 
     /// Challenge the controller with a fresh nonce of ours: both nonces of this connection.
     pub fn challenge(&mut self) -> Nonces {
-        let peer = cosched_runtime::auth::fresh_nonce().unwrap();
+        let peer = cosched_runtime::wire::auth::fresh_nonce().unwrap();
         let reply = self.ask(&serde_json::json!({ "op": "challenge", "nonce": peer }).to_string());
         let controller = reply["data"]["nonce"].as_str().unwrap_or_else(|| panic!("no nonce in {reply}")).to_string();
         Nonces { peer, controller }
@@ -924,5 +924,5 @@ pub fn sleeps_of(seconds: u32) -> Vec<i32> {
 
 /// The job cgroups the node's agent has (in any hierarchy).
 pub fn job_cgroups(node: &str) -> Vec<u64> {
-    cosched_runtime::freezer::JobGroups::open(node, None).unwrap().existing_jobs().unwrap()
+    cosched_runtime::agent::freezer::JobGroups::open(node, None).unwrap().existing_jobs().unwrap()
 }

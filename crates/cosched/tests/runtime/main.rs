@@ -71,7 +71,7 @@ fn history_lists_ended_jobs_after_they_leave_status_and_after_a_restart() {
     };
     assert_eq!(lines(&daemon), ["finished 0", "failed 3"]);
     let json = daemon.client(&["history", "--json", "-s", "finished"]);
-    let reply: cosched_runtime::protocol::HistoryReply = serde_json::from_slice(&json.stdout).unwrap();
+    let reply: cosched_runtime::wire::protocol::HistoryReply = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(reply.jobs.len(), 1, "{reply:?}");
     assert!(reply.jobs[0].cpu_ns > 0, "the CPU time of the loop is kept: {reply:?}");
     daemon.restart(&flags);
@@ -91,7 +91,7 @@ fn a_job_is_ended_at_its_time_limit_and_keeps_its_name() {
     let limited = daemon.client(&["submit", "--wait", "-J", "nightly", "-t", "0:02", "--", "sleep", "60"]);
     assert_ne!(limited.status.code(), Some(0), "{limited:?}");
     let out = daemon.client(&["history", "--json"]);
-    let reply: cosched_runtime::protocol::HistoryReply = serde_json::from_slice(&out.stdout).unwrap();
+    let reply: cosched_runtime::wire::protocol::HistoryReply = serde_json::from_slice(&out.stdout).unwrap();
     let job = &reply.jobs[0];
     assert_eq!((job.name.as_str(), job.state, job.time_limit_s), ("nightly", JobState::Failed, Some(2)), "{job:?}");
     assert!(job.error.as_deref().unwrap_or("").contains("time limit: 2 s"), "{job:?}");
@@ -119,7 +119,7 @@ fn a_configuration_file_sets_the_daemons_flags_and_flags_win() {
     let path = config.to_str().unwrap();
     let kept_s = |daemon: &Daemon| {
         let out = daemon.client(&["history", "--json"]);
-        serde_json::from_slice::<cosched_runtime::protocol::HistoryReply>(&out.stdout).unwrap().keep_history_s
+        serde_json::from_slice::<cosched_runtime::wire::protocol::HistoryReply>(&out.stdout).unwrap().keep_history_s
     };
     let from_file = Daemon::up_with_env(&[], &[("COSCHED_CONFIG", path)]);
     assert_eq!(kept_s(&from_file), 2 * 86_400, "the file's setting (and the agent's key left to agents)");

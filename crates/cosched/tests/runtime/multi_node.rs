@@ -45,7 +45,7 @@ const SLICE_MS: u64 = 100;
 fn sample_mid_slice(per_node: &[Vec<i32>], slice: Duration, duration: Duration) -> (usize, usize) {
     let slice_ns = slice.as_nanos() as u64;
     let inside = || {
-        let into = cosched_runtime::switcher::realtime_ns() % slice_ns;
+        let into = cosched_runtime::agent::switcher::realtime_ns() % slice_ns;
         (slice_ns / 5..slice_ns * 4 / 5).contains(&into)
     };
     let (mut agree, mut disagree) = (0, 0);
@@ -297,7 +297,7 @@ impl Mpi {
 /// The processes named `name` in the job's cgroup on each node (the agents' own record of where they run).
 fn processes_by_node(cluster: &Cluster, job: u64, name: &str) -> Vec<Vec<i32>> {
     let on_node = |node: &String| {
-        let groups = cosched_runtime::freezer::JobGroups::open(node, None).unwrap();
+        let groups = cosched_runtime::agent::freezer::JobGroups::open(node, None).unwrap();
         groups.pids(job).unwrap_or_default().into_iter().filter(|&p| comm(p) == name).collect::<Vec<i32>>()
     };
     cluster.nodes.iter().map(on_node).collect()
@@ -307,7 +307,7 @@ fn processes_by_node(cluster: &Cluster, job: u64, name: &str) -> Vec<Vec<i32>> {
 fn job_processes_by_node(cluster: &Cluster, job: u64) -> String {
     let mut text = String::new();
     for node in &cluster.nodes {
-        let groups = cosched_runtime::freezer::JobGroups::open(node, None).unwrap();
+        let groups = cosched_runtime::agent::freezer::JobGroups::open(node, None).unwrap();
         text += &format!("{node}:\n");
         for pid in groups.pids(job).unwrap_or_default() {
             let state = process_state(pid).unwrap_or('?');

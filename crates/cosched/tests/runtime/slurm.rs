@@ -3,7 +3,7 @@
 //! jobs are submitted with sbatch as an ordinary user and checked through /proc, the cgroups and Slurm's record.
 
 use crate::harness::*;
-use cosched_runtime::protocol::StatusJob;
+use cosched_runtime::wire::protocol::StatusJob;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -141,7 +141,7 @@ pub(crate) fn cosched_job(daemon: &Daemon, slurm_job: u32) -> Option<StatusJob> 
 }
 
 fn cgroup_members(node: &str, job: u64) -> Vec<i32> {
-    cosched_runtime::freezer::JobGroups::open(node, None).unwrap().pids(job).unwrap_or_default()
+    cosched_runtime::agent::freezer::JobGroups::open(node, None).unwrap().pids(job).unwrap_or_default()
 }
 
 /// A cosched job's processes as `pid:name`, for a failure's message.

@@ -6,13 +6,13 @@
 
 use super::{ATTACKER, OTHER_USER};
 use crate::harness::*;
-use cosched_runtime::auth::{AgentKey, Credentials, Nonces};
-use cosched_runtime::client::{Address, Connection};
 use cosched_runtime::job_tag::JobTag;
-use cosched_runtime::protocol::{
+use cosched_runtime::wire::auth::{AgentKey, Credentials, Nonces};
+use cosched_runtime::wire::client::{Address, Connection};
+use cosched_runtime::wire::protocol::{
     AdoptedJob, AgentHello, ChallengeReply, FromAgent, JobUsage, Reply, Request, StartJob, StuckJob, ToAgent,
 };
-use cosched_runtime::seal::{seal_both_ways, End, Opener, Sealer};
+use cosched_runtime::wire::seal::{seal_both_ways, End, Opener, Sealer};
 use std::io::{BufRead, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -274,7 +274,7 @@ impl FakeController {
         let mut writer = stream;
         let challenge: serde_json::Value = serde_json::from_str(&read_raw_line(&mut reader)).unwrap();
         let peer = challenge["nonce"].as_str().expect("the agent's nonce").to_string();
-        let nonces = Nonces { peer, controller: cosched_runtime::auth::fresh_nonce().unwrap() };
+        let nonces = Nonces { peer, controller: cosched_runtime::wire::auth::fresh_nonce().unwrap() };
         let answer = Reply::ok(ChallengeReply { nonce: nonces.controller.clone() });
         writer.write_all(format!("{}\n", serde_json::to_string(&answer).unwrap()).as_bytes()).unwrap();
         let (node, proof) = match serde_json::from_str::<Request>(&read_raw_line(&mut reader)).unwrap() {
@@ -333,7 +333,7 @@ fn an_agent_refuses_to_start_a_job_over_a_cgroup_tagged_for_another_job() {
     write_agents_key(&key);
     // Job 7's cgroup on the node: another user's job, with its process in it, found by the agent at its start.
     let node = unique("tag");
-    let groups = cosched_runtime::freezer::JobGroups::open(&node, None).unwrap();
+    let groups = cosched_runtime::agent::freezer::JobGroups::open(&node, None).unwrap();
     groups.create(7).unwrap();
     let cgroup = groups.procs_files(7)[0].parent().unwrap().to_path_buf();
     let tag = JobTag { uid: OTHER_USER, token: "ab".repeat(16) };

@@ -153,7 +153,7 @@ fn a_cgroup_that_cannot_be_emptied_is_reported_and_kept_until_it_empties() {
 }
 
 /// The stuck jobs the node's agent reports (per `status`).
-fn stuck_on_node(daemon: &Daemon) -> Vec<cosched_runtime::protocol::StuckJob> {
+fn stuck_on_node(daemon: &Daemon) -> Vec<cosched_runtime::wire::protocol::StuckJob> {
     daemon.status().map(|s| s.nodes.into_iter().flat_map(|n| n.stuck_jobs).collect()).unwrap_or_default()
 }
 

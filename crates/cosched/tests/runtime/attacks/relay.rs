@@ -183,7 +183,7 @@ fn start_as_root(marker: &Path) -> String {
 
 /// Has the agent of `node` made a cgroup for the relay's job?
 fn relayed_job_exists(node: &str) -> bool {
-    let groups = cosched_runtime::freezer::JobGroups::open(node, None);
+    let groups = cosched_runtime::agent::freezer::JobGroups::open(node, None);
     groups.is_ok_and(|groups| groups.existing_jobs().unwrap_or_default().contains(&RELAYED_JOB))
 }
 

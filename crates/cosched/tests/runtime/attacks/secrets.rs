@@ -127,7 +127,7 @@ fn other_users_command_lines_are_hidden_unless_the_site_makes_them_public() {
         assert!(daemon.job(job).unwrap().command.contains("hunter2"), "root sees every command");
         // The history shows the same jobs the same way, ended or not.
         let out = daemon.client_as(ATTACKER, &["history", "--json", "-j", &job.to_string()]);
-        let history: cosched_runtime::protocol::HistoryReply = serde_json::from_slice(&out.stdout).unwrap();
+        let history: cosched_runtime::wire::protocol::HistoryReply = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(history.jobs[0].command.contains("hunter2"), !hidden, "{flags:?}: {:?}", history.jobs[0]);
     }
 }

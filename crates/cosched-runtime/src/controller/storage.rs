@@ -20,9 +20,9 @@
 //! write-ahead log says there was one, with a message that says what to do: starting empty there would forget
 //! every job.
 
-use crate::db::{remove_if_present, with_suffix, Db, NodeRow};
-use crate::jobs::{unix_ms_now, JobRecord};
-use crate::protocol::{BackupStatus, StorageState, StorageStatus};
+use crate::controller::db::{remove_if_present, with_suffix, Db, NodeRow};
+use crate::wire::jobs::{unix_ms_now, JobRecord};
+use crate::wire::protocol::{BackupStatus, StorageState, StorageStatus};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -467,7 +467,7 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::{Identity, JobState};
+    use crate::wire::jobs::{Identity, JobState};
     use cosched_policy::cluster::JobClass;
 
     /// A fresh folder (mkdtemp: nobody else can have made it first), kept for a look if the test fails.

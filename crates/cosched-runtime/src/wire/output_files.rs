@@ -2,7 +2,7 @@
 //! sbatch's file name patterns.
 //!
 //! The agent runs as root, so it never opens these paths: it only expands the patterns, and the launch shim opens
-//! the files once it has become the job's owner and changed to the job's directory (`crate::launch`). The kernel
+//! the files once it has become the job's owner and changed to the job's directory (`crate::agent::launch`). The kernel
 //! then checks every step of the path as the owner: a link to a file of root's, a folder the owner may not write
 //! or a device the owner may not open fails the start as it would fail the owner's own shell.
 //!
@@ -108,7 +108,7 @@ fn escapes(pattern: &str) -> impl Iterator<Item = (usize, char)> + '_ {
 }
 
 fn cut(pattern: &str) -> String {
-    crate::jobs::cut_to_json_bytes(pattern, 80)
+    crate::wire::jobs::cut_to_json_bytes(pattern, 80)
 }
 
 fn check_pattern(pattern: &str, job_name: &str) -> Result<(), String> {

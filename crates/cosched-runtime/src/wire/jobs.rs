@@ -126,8 +126,8 @@ pub struct JobRecord {
     #[serde(default)]
     pub in_slot_ms: u64,
     /// Where its tasks write stdout and stderr, when its owner said (`submit -o`/`-e`); dropped at its end.
-    #[serde(default, skip_serializing_if = "crate::output_files::OutputFiles::is_empty")]
-    pub output_files: crate::output_files::OutputFiles,
+    #[serde(default, skip_serializing_if = "crate::wire::output_files::OutputFiles::is_empty")]
+    pub output_files: crate::wire::output_files::OutputFiles,
     /// Its owner's file mode creation mask at submission, for its tasks; `None`: the agent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub umask: Option<u32>,

@@ -5,7 +5,7 @@
 //! shows everyone — job ids, users, classes, modes, states, CPUs and CPU time — and is built from a snapshot type
 //! that has no command, environment, directory, token or log, so none of them can slip into it.
 
-use crate::jobs::{mode_text, JobState};
+use crate::wire::jobs::{mode_text, JobState};
 use cosched_policy::cluster::{JobClass, Mode};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -403,7 +403,7 @@ fn escape(text: &str) -> String {
 /// network service); a uid without a name is left out and shown as its number.
 pub fn user_names(snapshot: &MetricsSnapshot) -> BTreeMap<u32, String> {
     let uids: std::collections::BTreeSet<u32> = snapshot.jobs.iter().map(|j| j.uid).collect();
-    uids.into_iter().filter_map(|uid| Some((uid, crate::jobs::user_name(uid)?))).collect()
+    uids.into_iter().filter_map(|uid| Some((uid, crate::wire::jobs::user_name(uid)?))).collect()
 }
 
 #[cfg(test)]

@@ -5,14 +5,7 @@
 
 use std::collections::BTreeMap;
 
-/// Nearest-rank percentiles of a set of durations.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Summary {
-    pub count: usize,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
-    pub max_ns: u64,
-}
+pub use crate::wire::protocol::Summary;
 
 pub fn summarize<'a>(samples: impl IntoIterator<Item = &'a u64>) -> Summary {
     let mut sorted: Vec<u64> = samples.into_iter().copied().collect();
@@ -36,7 +29,7 @@ pub struct SliceStartSkew {
     slices_kept: usize,
     /// The spread of every complete slice that left the window, since the start (for `/metrics`): by then every
     /// agent has long reported it.
-    spreads_seen: crate::metrics::Histogram,
+    spreads_seen: crate::controller::metrics::Histogram,
 }
 
 impl SliceStartSkew {
@@ -69,7 +62,7 @@ impl SliceStartSkew {
     }
 
     /// The spreads of the complete slices that have left the window.
-    pub fn spreads_seen(&self) -> &crate::metrics::Histogram {
+    pub fn spreads_seen(&self) -> &crate::controller::metrics::Histogram {
         &self.spreads_seen
     }
 

@@ -3,16 +3,16 @@
 //! passes the `gate` first and reads its requests within bounds of size and time (`conn`); after a TCP handshake
 //! every line both ways is sealed (`seal`).
 
-use crate::auth::{Credentials, Nonces};
-use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
 use crate::controller::Controller;
 use crate::gate::{Gate, Pass, FAILURE_PAUSE, FIRST_WORDS_WITHIN};
-use crate::jobs::Identity;
-use crate::protocol::{
+use crate::wire::auth::{Credentials, Nonces};
+use crate::wire::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
+use crate::wire::jobs::Identity;
+use crate::wire::protocol::{
     parse_request, write_message, AgentHello, AgentProof, AuthReply, ChallengeReply, FromAgent, Reply, Request,
     ToAgent, MAX_LINE_BYTES, MAX_TRUSTED_LINE_BYTES,
 };
-use crate::seal::{seal_both_ways, End, LineWriter, Opener, Sealer, SessionKey, SEAL_BYTES};
+use crate::wire::seal::{seal_both_ways, End, LineWriter, Opener, Sealer, SessionKey, SEAL_BYTES};
 use std::io::BufReader;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -292,10 +292,10 @@ impl Session {
         let Some(theirs) = theirs else {
             return Reply::error("a challenge carries your own nonce (hex): every proof binds both");
         };
-        if let Err(e) = crate::auth::check_peer_nonce(theirs) {
+        if let Err(e) = crate::wire::auth::check_peer_nonce(theirs) {
             return Reply::error(format!("challenge: {e}"));
         }
-        match crate::auth::fresh_nonce() {
+        match crate::wire::auth::fresh_nonce() {
             Ok(ours) => {
                 self.nonces = Some(Nonces { peer: theirs.to_string(), controller: ours.clone() });
                 Reply::ok(ChallengeReply { nonce: ours })
@@ -326,7 +326,7 @@ impl Session {
         if matches!(self.peer, Peer::Local(_)) || self.opener.is_some() {
             return Err("agent_auth is for TCP, once".into());
         }
-        crate::protocol::checks::validate_node_name(node)?;
+        crate::wire::protocol::checks::validate_node_name(node)?;
         let nonces = self.nonces.take().ok_or("ask for a challenge first, with your nonce")?;
         let credentials = &self.listening.credentials;
         let (session, with) = credentials.check_agent(node, proof, &nonces)?;

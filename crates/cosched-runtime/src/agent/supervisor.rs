@@ -18,8 +18,8 @@
 //! a supervisor of it still lives, and reads the statuses once they are written. The cgroup, attributes included,
 //! is removed only when the controller has the job's end (`Forget`), and the watchdog leaves it in place.
 
+use crate::agent::launch::{read_spec_from_stdin, spawn_shim, spawn_with_spec, LaunchSpec};
 use crate::job_tag::{write_task_status, TaskStatus};
-use crate::launch::{read_spec_from_stdin, spawn_shim, spawn_with_spec, LaunchSpec};
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ fn supervise() -> io::Result<i32> {
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("bad supervisor spec: {e}")))?;
     let cgroup = job_cgroup(&task.launch)?;
     let me = std::process::id() as i32;
-    let start_ticks = crate::pid_guard::ProcessFacts::read(me).map_err(io::Error::other)?.start_ticks;
+    let start_ticks = crate::agent::pid_guard::ProcessFacts::read(me).map_err(io::Error::other)?.start_ticks;
     // Before the task exists, so its cgroup never looks finished while this process still has a status to write.
     write_task_status(&cgroup, task.rank, TaskStatus::Running { pid: me, start_ticks })?;
     let shim = std::env::current_exe()?;

@@ -51,11 +51,11 @@ fn check_history(r: &super::HistoryRequest) -> Result<(), String> {
             return Err(format!("history: {count} {what} named; at most {MAX_HISTORY_NAMED}"));
         }
     }
-    if r.states.len() > crate::jobs::JobState::ALL.len() {
+    if r.states.len() > crate::wire::jobs::JobState::ALL.len() {
         return Err(format!(
             "history: {} states named; there are {}",
             r.states.len(),
-            crate::jobs::JobState::ALL.len()
+            crate::wire::jobs::JobState::ALL.len()
         ));
     }
     match r.limit {

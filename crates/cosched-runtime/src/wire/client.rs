@@ -2,15 +2,15 @@
 //! sure the other end is the controller, prove who we are over TCP, then send requests and read replies (sealed
 //! over TCP, see `seal`).
 
-use crate::auth::{Credentials, Nonces};
-use crate::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
-use crate::protocol::{
+use crate::wire::auth::{Credentials, Nonces};
+use crate::wire::conn::{read_line_within, LineBounds, Shared, Stream, WRITE_TIMEOUT};
+use crate::wire::protocol::{
     write_message, AuthReply, ChallengeReply, ClassReply, ExecReply, ExecRequest, HistoryReply, HistoryRequest,
     JobStateReply, KillReply, LogsReply, MonitorTokenReply, NodeLoadReply, PidReply, RegisterRequest, Reply, Request,
     ResourcesReply, SignalReply, SlurmBeginRequest, SlurmEndRequest, StatusReply, SubmitReply, SubmitRequest, ToAgent,
     UsageReply, MAX_TRUSTED_LINE_BYTES,
 };
-use crate::seal::{seal_both_ways, End, LineWriter, Opener, Sealer, SessionKey, SEAL_BYTES};
+use crate::wire::seal::{seal_both_ways, End, LineWriter, Opener, Sealer, SessionKey, SEAL_BYTES};
 use serde::de::DeserializeOwned;
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -62,7 +62,7 @@ impl Connection {
     pub fn open(address: &Address) -> Result<Connection, String> {
         let stream = match address {
             Address::Unix(path) => std::os::unix::net::UnixStream::connect(path).map(Stream::Unix),
-            Address::Tcp(host_port) => crate::conn::connect_tcp(host_port).map(Stream::Tcp),
+            Address::Tcp(host_port) => crate::wire::conn::connect_tcp(host_port).map(Stream::Tcp),
         }
         .map_err(|e| format!("cannot reach the controller at {address}: {e}"))?;
         stream.set_write_timeout(Some(WRITE_TIMEOUT)).map_err(|e| e.to_string())?;
@@ -127,10 +127,10 @@ impl Connection {
 
     /// Send our nonce, read the controller's: the nonces every proof of this connection binds.
     fn exchange_nonces(&mut self) -> Result<Nonces, String> {
-        let ours = crate::auth::fresh_nonce()?;
+        let ours = crate::wire::auth::fresh_nonce()?;
         let reply: Reply<ChallengeReply> = self.call(&Request::Challenge { nonce: Some(ours.clone()) })?;
         let theirs = reply.into_result()?.nonce;
-        crate::auth::check_peer_nonce(&theirs).map_err(|e| format!("the controller's nonce: {e}"))?;
+        crate::wire::auth::check_peer_nonce(&theirs).map_err(|e| format!("the controller's nonce: {e}"))?;
         Ok(Nonces { peer: ours, controller: theirs })
     }
 

@@ -3,7 +3,7 @@
 //! connection `gate` as the API, so a crowd of idle or slow browsers cannot take the daemon's descriptors or
 //! threads.
 
-use crate::conn::{read_line_within, LineBounds, Shared, Stream};
+use crate::wire::conn::{read_line_within, LineBounds, Shared, Stream};
 use std::io::{self, BufReader, Read, Write};
 use std::time::{Duration, Instant};
 

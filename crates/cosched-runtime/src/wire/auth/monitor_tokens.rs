@@ -1,7 +1,7 @@
 //! The web monitor's tokens: each stands for the user who asked for it (through an authenticated request) until it
 //! expires, bounded per user and in all. The monitor spends them; the controller mints them.
 
-use crate::jobs::Identity;
+use crate::wire::jobs::Identity;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 

@@ -15,21 +15,21 @@
 //! (`X-Cosched-Monitor`), and come from the monitor's own origin when it says
 //! where it comes from.
 
-use crate::auth::monitor_tokens::MONITOR_TOKEN_LIFETIME;
-use crate::conn::{Shared, Stream, WRITE_TIMEOUT};
+use crate::controller::metrics::MetricsAccess;
+use crate::controller::server::{accept_forever, Listening, CONNECTION_STACK_BYTES};
 use crate::controller::Controller;
 use crate::gate::{Pass, FIRST_WORDS_WITHIN};
-use crate::http::{read_body, read_head, write_response, HttpRequest, HttpResponse};
-use crate::jobs::Identity;
-use crate::metrics::MetricsAccess;
-use crate::protocol::{Reply, Request};
-use crate::server::{accept_forever, Listening, CONNECTION_STACK_BYTES};
+use crate::wire::auth::monitor_tokens::MONITOR_TOKEN_LIFETIME;
+use crate::wire::conn::{Shared, Stream, WRITE_TIMEOUT};
+use crate::wire::http::{read_body, read_head, write_response, HttpRequest, HttpResponse};
+use crate::wire::jobs::Identity;
+use crate::wire::protocol::{Reply, Request};
 use std::io::BufReader;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
-const PAGE: &str = include_str!("../../../web/monitor.html");
+const PAGE: &str = include_str!("../../../../web/monitor.html");
 
 /// Headers on every answer: never framed (clickjacking of the buttons), never sniffed, never cached (replies hold
 /// other users' jobs and the token's rights), no token leaked in a Referer.
@@ -218,7 +218,7 @@ fn with_user_names(reply: Reply) -> HttpResponse {
         value["data"]["jobs"].as_array().into_iter().flatten().filter_map(|job| job["uid"].as_u64()).collect();
     let names: serde_json::Map<String, serde_json::Value> = uids
         .into_iter()
-        .filter_map(|uid| Some((uid.to_string(), crate::jobs::user_name(u32::try_from(uid).ok()?)?.into())))
+        .filter_map(|uid| Some((uid.to_string(), crate::wire::jobs::user_name(u32::try_from(uid).ok()?)?.into())))
         .collect();
     if let Some(data) = value.get_mut("data").and_then(|d| d.as_object_mut()) {
         data.insert("user_names".into(), names.into());
@@ -297,8 +297,8 @@ fn metrics_response(controller: &Controller, method: &str) -> HttpResponse {
     }
     // Names are looked up outside the controller's lock: the password database may be a network service.
     let snapshot = controller.metrics();
-    let body = crate::metrics::render(&snapshot, &crate::metrics::user_names(&snapshot));
-    let mut headers = vec![("Content-Type".to_string(), crate::metrics::CONTENT_TYPE.to_string())];
+    let body = crate::controller::metrics::render(&snapshot, &crate::controller::metrics::user_names(&snapshot));
+    let mut headers = vec![("Content-Type".to_string(), crate::controller::metrics::CONTENT_TYPE.to_string())];
     headers.extend(security_headers(API_POLICY));
     HttpResponse { status: 200, headers, body: body.into_bytes() }
 }

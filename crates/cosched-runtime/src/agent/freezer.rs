@@ -747,7 +747,7 @@ impl JobGroups {
                             let msg = format!(
                                 "cannot remove {} of job {job} ({} left)",
                                 dir.display(),
-                                crate::protocol::processes(members.len() as u64)
+                                crate::wire::protocol::processes(members.len() as u64)
                             );
                             return Err(io::Error::new(e.kind(), format!("{msg}: {e}")));
                         }

@@ -32,7 +32,7 @@ use std::time::{Duration, SystemTime};
 pub const KEEPING_PERIOD: Duration = Duration::from_secs(1);
 
 /// What a log keeps when its head is freed: at least what `cosched logs` shows of it.
-const TAIL_KEPT_BYTES: u64 = crate::protocol::LOG_TAIL_BYTES;
+const TAIL_KEPT_BYTES: u64 = crate::wire::protocol::LOG_TAIL_BYTES;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogBounds {

@@ -11,7 +11,7 @@
 //! second controller (or any other program) from writing the same file. Memory-mapped I/O of the database itself
 //! stays off (`mmap_size = 0`) for the same reason. What to do when the file fails is `storage`'s business.
 
-use crate::jobs::JobRecord;
+use crate::wire::jobs::JobRecord;
 use rusqlite::{params, Connection, ErrorCode};
 use std::io;
 use std::path::Path;
@@ -233,14 +233,15 @@ impl Db {
             other => return Err(io::Error::other(format!("backup to {}: stopped ({other:?})", dest.display()))),
         }
         copy.execute_batch("PRAGMA journal_mode = DELETE").map_err(error("journal mode"))?;
-        set_meta(&copy, "backup_unix_ms", crate::jobs::unix_ms_now()).map_err(error("timestamp"))?;
+        set_meta(&copy, "backup_unix_ms", crate::wire::jobs::unix_ms_now()).map_err(error("timestamp"))?;
         copy.close().map_err(|(_, e)| sql_error("close", dest, e))?;
         std::fs::File::open(dest)?.sync_all()
     }
 
     /// Record the time under `key`: a write that proves the file takes writes.
     fn touch(&self, key: &str) -> io::Result<()> {
-        set_meta(&self.conn, key, crate::jobs::unix_ms_now()).map_err(|e| io::Error::new(kind_of(&e), e.to_string()))
+        set_meta(&self.conn, key, crate::wire::jobs::unix_ms_now())
+            .map_err(|e| io::Error::new(kind_of(&e), e.to_string()))
     }
 }
 
@@ -337,7 +338,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobs::Identity;
+    use crate::wire::jobs::Identity;
     use cosched_policy::cluster::{JobClass, Mode};
 
     fn temp_db(name: &str) -> std::path::PathBuf {
@@ -392,7 +393,7 @@ mod tests {
         assert_eq!(missing.kind(), io::ErrorKind::NotFound, "{missing}");
         assert!(db.insert_job(&JobRecord::new(u64::MAX, &owner, JobClass::Batch, false, 1)).is_err());
         let mut ended = first;
-        ended.state = crate::jobs::JobState::Finished;
+        ended.state = crate::wire::jobs::JobState::Finished;
         db.update_job(&ended).unwrap();
         assert_eq!(db.load_jobs().unwrap(), [ended]);
     }

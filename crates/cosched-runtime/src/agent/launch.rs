@@ -49,7 +49,7 @@ pub struct LaunchSpec {
     /// Files to put on the command's stdout and stderr (`submit -o`/`-e`), opened by the shim as the user once in
     /// `cwd`; `None`: the ones the shim was started with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub files: Option<crate::output_files::TaskFiles>,
+    pub files: Option<crate::wire::output_files::TaskFiles>,
     /// The submitter's file mode creation mask, for the command and its files; `None`: the daemon's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub umask: Option<u32>,
@@ -183,9 +183,9 @@ fn shim(spec_json: &str) -> Result<Infallible, ShimError> {
 /// Open the user's files (`submit -o`/`-e`) and put them on stdout and stderr. Runs as the user, in the job's
 /// directory: the kernel checks the paths as it would for the user's own shell. Both streams naming one file share
 /// one open file, so that their lines interleave instead of overwriting each other.
-fn redirect_standard_streams(files: &crate::output_files::TaskFiles) -> Result<(), (io::Error, String)> {
+fn redirect_standard_streams(files: &crate::wire::output_files::TaskFiles) -> Result<(), (io::Error, String)> {
     use std::os::unix::fs::OpenOptionsExt;
-    let open = |file: &crate::output_files::TaskFile| {
+    let open = |file: &crate::wire::output_files::TaskFile| {
         std::fs::OpenOptions::new()
             .append(true)
             .create(true)

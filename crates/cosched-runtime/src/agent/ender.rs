@@ -8,8 +8,8 @@
 //! One thread works on every ending job at once, so a stuck one never delays the others: each round kills what
 //! is left of each job (`JobGroups::kill_all`, which never waits) and checks who is still there.
 
-use crate::freezer::{monotonic_now, JobGroups};
-use crate::protocol::StuckJob;
+use crate::agent::freezer::{monotonic_now, JobGroups};
+use crate::wire::protocol::StuckJob;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -143,7 +143,7 @@ impl Ender {
         let Some(ending) = jobs.remove(&job) else { return vec![] };
         drop(jobs);
         if let Some(stuck) = &ending.stuck {
-            let seconds = crate::jobs::unix_ms_now().saturating_sub(stuck.since_unix_ms) / 1000;
+            let seconds = crate::wire::jobs::unix_ms_now().saturating_sub(stuck.since_unix_ms) / 1000;
             eprintln!("cosched agent {}: job {job}: its last processes ended after {seconds} s stuck", self.node);
         }
         ending.waiting.into_iter().map(|ack| EndAnswer { ack, job, stuck: None }).collect()
@@ -161,13 +161,13 @@ impl Ender {
                     "cosched agent {}: job {job}: {} could not be killed within {} s (pids {}, {}): its cgroup is \
                      kept and the kill retried every {} s",
                     self.node,
-                    crate::protocol::processes(left.len() as u64),
+                    crate::wire::protocol::processes(left.len() as u64),
                     KILL_BOUND.as_secs(),
                     join(&pids),
                     describe_states(&pids),
                     STUCK_ROUND.as_secs()
                 );
-                let since_unix_ms = crate::jobs::unix_ms_now();
+                let since_unix_ms = crate::wire::jobs::unix_ms_now();
                 ending.stuck = Some(StuckJob { job, processes: left.len() as u64, pids, since_unix_ms });
             }
         }

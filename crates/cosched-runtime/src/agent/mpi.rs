@@ -9,7 +9,7 @@
 //! program path, so it gets the `rsh` word through its documented `HYDRA_LAUNCHER_EXTRA_ARGS` (placed before the
 //! host name) rather than through a link to the cosched binary that someone would have to create and keep.
 
-use crate::client::Address;
+use crate::wire::client::Address;
 use std::net::{IpAddr, ToSocketAddrs, UdpSocket};
 use std::path::Path;
 

@@ -23,8 +23,8 @@
 
 pub mod monitor_tokens;
 
-use crate::protocol::{AgentProof, ControllerProof, MAX_NONCE_CHARS};
-use crate::seal::SessionKey;
+use crate::wire::protocol::{AgentProof, ControllerProof, MAX_NONCE_CHARS};
+use crate::wire::seal::SessionKey;
 use cosched_munge::{bound_payload, Munge};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -360,7 +360,7 @@ mod tests {
 
     /// Whether two session keys are the same: a line one end seals opens on the other.
     fn same_session(controller: SessionKey, peer: SessionKey) -> bool {
-        use crate::seal::{seal_both_ways, End};
+        use crate::wire::seal::{seal_both_ways, End};
         let (mut sealer, _) = seal_both_ways(controller, End::Controller);
         let (_, mut opener) = seal_both_ways(peer, End::Peer);
         opener.open(std::str::from_utf8(&sealer.seal(b"{}").unwrap()).unwrap().trim_end()).is_ok()

@@ -4,10 +4,18 @@
 //! and JSON type are part of the protocol: the tests below pin the JSON of each.
 
 use super::{ChallengeReply, ControllerProof, LogTail};
-use crate::jobs::{JobState, NodePlacement};
-use crate::skew::Summary;
+use crate::wire::jobs::{JobState, NodePlacement};
 use cosched_policy::cluster::{JobClass, Mode};
 use serde::{Deserialize, Serialize};
+
+/// Nearest-rank percentiles of a set of durations (`controller::skew::summarize`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub count: usize,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
 
 /// `submit` and `register`: the new job and its state.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -36,7 +44,7 @@ pub struct ExecReply {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ClassReply {
     pub job: u64,
-    #[serde(with = "crate::jobs::class_name")]
+    #[serde(with = "crate::wire::jobs::class_name")]
     pub class: JobClass,
 }
 
@@ -210,9 +218,9 @@ pub fn processes(count: u64) -> String {
 pub struct StatusJob {
     pub id: u64,
     pub uid: u32,
-    #[serde(with = "crate::jobs::class_name")]
+    #[serde(with = "crate::wire::jobs::class_name")]
     pub class: JobClass,
-    #[serde(with = "crate::jobs::mode_name")]
+    #[serde(with = "crate::wire::jobs::mode_name")]
     pub mode: Mode,
     pub state: JobState,
     pub tasks: u32,

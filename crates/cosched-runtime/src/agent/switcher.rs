@@ -8,8 +8,8 @@
 //! eventfd the switching threads poll while they wait for the next boundary) and goes on, and reads the figures the
 //! switching threads publish, which they copy out only when nobody holds them (`try_lock`).
 
-use crate::freezer::JobGroups;
-use crate::protocol::Schedule;
+use crate::agent::freezer::JobGroups;
+use crate::wire::protocol::Schedule;
 use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::time::{clock_gettime, ClockId};
@@ -125,7 +125,7 @@ impl ConfirmWait {
     pub fn longest(self, slice_ns: u64) -> std::time::Duration {
         match self {
             ConfirmWait::Bounded => std::time::Duration::from_nanos((slice_ns / 20).min(1_000_000)),
-            ConfirmWait::Strict => crate::freezer::FREEZE_TIMEOUT,
+            ConfirmWait::Strict => crate::agent::freezer::FREEZE_TIMEOUT,
         }
     }
 }
@@ -284,7 +284,7 @@ impl Switcher {
     /// would have the switching thread wait for a new task to reach the kernel's trap, which a busy CPU can delay
     /// by milliseconds.
     pub fn job_started(&self, job: u64) {
-        if self.groups.kind() == crate::freezer::FreezerKind::Signals {
+        if self.groups.kind() == crate::agent::freezer::FreezerKind::Signals {
             self.post(Change::Started(job));
         }
     }
@@ -467,7 +467,7 @@ impl Switcher {
         let (asked, refused) = self.ask_outgoing_to_stop(state, &target);
         let requested = realtime_ns();
         let wait = self.confirm_wait.longest(state.schedule.slice_ns);
-        let deadline = crate::freezer::monotonic_now() + wait;
+        let deadline = crate::agent::freezer::monotonic_now() + wait;
         let unconfirmed = asked.iter().filter(|&&job| !matches!(self.groups.confirm_frozen(job, deadline), Ok(true)));
         if unconfirmed.count() > 0 {
             state.counts.late += 1;

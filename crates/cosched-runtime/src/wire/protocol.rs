@@ -8,7 +8,7 @@
 //! every line after it, both ways, is sealed: `<64 hex digits> <JSON>`, the digits a MAC of the line under the
 //! connection's session key (`seal`). On the Unix socket lines are plain JSON.
 
-pub use crate::output_files::OutputFiles;
+pub use crate::wire::output_files::OutputFiles;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 
@@ -128,7 +128,7 @@ pub struct HistoryRequest {
     #[serde(default)]
     pub users: Vec<u32>,
     #[serde(default)]
-    pub states: Vec<crate::jobs::JobState>,
+    pub states: Vec<crate::wire::jobs::JobState>,
     /// Jobs not over, or that ended at or after this time.
     #[serde(default)]
     pub since_unix_ms: Option<u64>,
@@ -489,7 +489,7 @@ pub struct StartJob {
     /// The job's name (for `%x` in its file names).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// The user's files for the tasks' stdout and stderr, as patterns (`crate::output_files`).
+    /// The user's files for the tasks' stdout and stderr, as patterns (`crate::wire::output_files`).
     #[serde(default, skip_serializing_if = "OutputFiles::is_empty")]
     pub output_files: OutputFiles,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -592,14 +592,14 @@ pub fn parse_request(line: &str) -> Result<Request, String> {
 
 /// Each request of a client's bytes, read and parsed as the server does (with the server's line reader).
 pub fn parse_requests(mut bytes: &[u8]) -> Vec<Result<Request, String>> {
-    let bounds = crate::conn::LineBounds {
+    let bounds = crate::wire::conn::LineBounds {
         max_bytes: MAX_LINE_BYTES,
         idle: None,
         complete_within: std::time::Duration::from_secs(3600),
     };
     let mut requests = Vec::new();
     loop {
-        match crate::conn::read_line_timed(&mut bytes, bounds, |_| Ok(())) {
+        match crate::wire::conn::read_line_timed(&mut bytes, bounds, |_| Ok(())) {
             Ok(None) => return requests,
             Ok(Some(line)) if line.trim().is_empty() => {}
             Ok(Some(line)) => requests.push(parse_request(&line)),

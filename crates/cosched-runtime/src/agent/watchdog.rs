@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal};
 
-use crate::freezer::{check_agent_name, monotonic_now, thaw_all_under};
+use crate::agent::freezer::{check_agent_name, monotonic_now, thaw_all_under};
 
 /// The subcommand of the agent's binary that runs [`run_watchdog`].
 pub const WATCHDOG_SUBCOMMAND: &str = "__watchdog";
