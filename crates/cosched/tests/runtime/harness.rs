@@ -815,7 +815,9 @@ while True:
             connect(source)
             if opened == before:
                 break
-    for fd, _ in poller.poll(20):
+    # Closes first, then questions: an answer counts every close seen in the same poll.
+    events = sorted(poller.poll(20), key=lambda event: event[0] == sys.stdin.fileno())
+    for fd, _ in events:
         if fd == sys.stdin.fileno():
             if not sys.stdin.readline():
                 sys.exit(0)

@@ -242,5 +242,14 @@ fn idle_monitor_connections_never_keep_a_scrape_of_metrics_out() {
         (0..20).map(|_| http_exchange(&address, "GET", "/metrics", &[("Host", address.as_str())]).0).collect();
     let during = hoard.counts();
     assert_eq!(statuses, vec![200; 20], "scrapes of /metrics during the hoard");
-    assert!(during.held >= 32 && during.opened > before.opened, "the hoard did not last: {before:?} {during:?}");
+    assert!(during.held >= 32, "the hoard did not last: {before:?} {during:?}");
+    // The scrapes displaced idle connections, which the hoarder sees closed and opens again; on a busy machine
+    // it may see them a while after the scrapes.
+    let mut after = during;
+    let reopened = (0..500).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        after = hoard.counts();
+        after.opened > before.opened
+    });
+    assert!(reopened, "the scrapes displaced no idle connection: {before:?} {during:?} {after:?}");
 }
