@@ -7,17 +7,19 @@
 pub mod cluster;
 pub mod copies;
 pub mod ctxswitch;
-pub mod model;
 pub mod node;
 pub mod os;
 pub mod overlap;
 pub mod pingpong;
 pub mod pipeline;
-pub mod policy;
 pub mod runtime;
 pub mod slowdown;
 pub mod slurm;
-pub mod stats;
 pub mod switch;
 pub mod switch_load;
 pub mod switch_trace;
+
+/// Policy names and the analytic model are data, shared with the lab (`cosched-bench-report`).
+pub use cosched_bench_report::{model, policy};
+/// The statistics live in `cosched-core`, shared with the simulator and the lab.
+pub use cosched_core::stats;

@@ -56,3 +56,27 @@ pub fn children_user_sys_s() -> Result<(f64, f64), String> {
     let seconds = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
     Ok((seconds(usage.user_time()), seconds(usage.system_time())))
 }
+
+/// The scheduler settings of the running kernel that a model needs (`NodeReport::kernel_config`).
+pub fn kernel_config(release: &str) -> Vec<String> {
+    let config = std::fs::read_to_string(format!("/boot/config-{release}")).unwrap_or_else(|_| proc_config_gz());
+    let mut lines: Vec<String> = config
+        .lines()
+        .filter(|l| l.starts_with("CONFIG_HZ=") || (l.starts_with("CONFIG_PREEMPT") && l.ends_with("=y")))
+        .filter(|l| !l.starts_with("CONFIG_PREEMPT_NOTIFIERS") && !l.starts_with("CONFIG_PREEMPT_COUNT"))
+        .map(String::from)
+        .collect();
+    if let Ok(autogroup) = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled") {
+        lines.push(format!("sched_autogroup_enabled={}", autogroup.trim()));
+    }
+    lines
+}
+
+/// The running kernel's own build options (/proc/config.gz, when it was built with them); empty if absent.
+fn proc_config_gz() -> String {
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open("/proc/config.gz") {
+        let _ = std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text);
+    }
+    text
+}

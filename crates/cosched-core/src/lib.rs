@@ -1,5 +1,6 @@
 //! Shared vocabulary of cosched: simulated time, identifiers, seeded random
-//! streams and the discrete-event queue.
+//! streams, the discrete-event queue, and the statistics that the simulator,
+//! the lab and the bench all report with.
 //!
 //! Invariant: nothing in this crate performs I/O, reads a clock or keeps global
 //! state. Everything is a pure function of its inputs, so simulations built on
@@ -9,6 +10,7 @@ pub mod events;
 pub mod ids;
 pub mod rng;
 pub mod special;
+pub mod stats;
 pub mod time;
 pub mod timers;
 

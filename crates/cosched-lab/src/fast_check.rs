@@ -7,7 +7,7 @@
 use crate::batch::{run_all, BatchWatch};
 use crate::csv::{csv_field, flag, float, int, num, text, to_csv, Column};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
-use cosched_bench::stats::Estimate;
+use cosched_core::stats::Estimate;
 use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
 use cosched_sim::run::{RunOptions, RunResult};

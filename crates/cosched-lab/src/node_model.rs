@@ -4,8 +4,8 @@
 //! switch, a wake-up, the tick). What cannot be put in the simulator's terms
 //! says why instead of predicting.
 
-use cosched_bench::node::summary::{NodeReport, Spread, SummaryRow};
-use cosched_bench::node::{ProcessSet, ProcessSpec, Scenario, ScenarioKind, SpinBarrierSet};
+use cosched_bench_report::node::summary::{NodeReport, Spread, SummaryRow};
+use cosched_bench_report::node::{ProcessSet, ProcessSpec, Scenario, ScenarioKind, SpinBarrierSet};
 use cosched_core::SimTime;
 use cosched_sim::run::{run, RunOptions, RunResult};
 use cosched_sim::trace::TraceKind;
@@ -194,7 +194,7 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
         predicted.push(Predicted { quantity: format!("share {}", spec.name), value: share });
         if let Some(mut waits) = latencies.get(&process).cloned() {
             waits.sort_by(f64::total_cmp);
-            let p50 = cosched_bench::node::summary::quantile(&waits, 0.5);
+            let p50 = cosched_bench_report::node::summary::quantile(&waits, 0.5);
             predicted.push(Predicted { quantity: format!("wake latency p50 {}", spec.name), value: p50 });
         }
     }
@@ -427,7 +427,7 @@ pub fn comparison_table(report: &NodeReport, inputs: &MachineInputs) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosched_bench::node::{standard_scenarios, ScenarioSizes};
+    use cosched_bench_report::node::{standard_scenarios, ScenarioSizes};
 
     const INPUTS: MachineInputs = MachineInputs { switch_ns: 400, wake_ns: 40_000, tick_ns: 4_000_000 };
 

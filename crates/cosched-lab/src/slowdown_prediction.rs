@@ -4,9 +4,9 @@
 //! beside them. The only inputs are the machine file (`cosched calibrate`),
 //! the program's command line and one dedicated run of it (`t_1`).
 
-use cosched_bench::model::{self, CostParams, JobShape};
-use cosched_bench::policy::Policy;
-use cosched_bench::slowdown::{Sample, SlowdownReport};
+use cosched_bench_report::model::{self, CostParams, JobShape};
+use cosched_bench_report::policy::Policy;
+use cosched_bench_report::slowdown::{Sample, SlowdownReport};
 use cosched_core::SimTime;
 use cosched_sim::machine::printable;
 use cosched_sim::reference_app::{DedicatedRun, ReferenceProgram, Structure, WaitMode};
@@ -443,8 +443,8 @@ pub fn table(name: &str, prediction: &SlowdownPrediction) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosched_bench::slowdown::Point;
-    use cosched_bench::stats::{Estimate, Ratio};
+    use cosched_bench_report::slowdown::Point;
+    use cosched_core::stats::{Estimate, Ratio};
     use cosched_sim::machine::{Transport, FORMAT};
 
     fn machine() -> MachineModel {

@@ -11,7 +11,7 @@
 use crate::batch::{run_all, BatchWatch};
 use crate::csv::{csv_field, flag, float, int, kinds, num, text, to_csv, Column, ColumnKinds};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, JobSizes, WorkloadSpec};
-use cosched_bench::stats::Estimate;
+use cosched_core::stats::Estimate;
 use cosched_sim::config::{BoostWalk, CostConfig};
 use cosched_sim::exact_f64;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};

@@ -11,6 +11,7 @@ pub mod cluster;
 pub mod coscheduler;
 pub mod gang;
 pub mod local;
+pub mod slice;
 
 pub use boost::{periodic_boost_choice, BoostCandidate, BoostChoice};
 pub use cluster::{JobClass, Mode, PlanRules};

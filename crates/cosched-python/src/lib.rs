@@ -10,9 +10,9 @@ mod study;
 mod workload;
 
 use clap::{Args, CommandFactory, Parser};
-use cosched::sim_cmd::{simulate as simulate_flags, summary_json, SimArgs, SimOutcome};
 use cosched_lab::batsim::batsim_jobs_csv;
 use cosched_lab::sim::{jobs_csv, jobs_kinds, summary_csv, summary_kinds};
+use cosched_sim_commands::sim_cmd::{simulate as simulate_flags, summary_json, SimArgs, SimOutcome};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -134,8 +134,8 @@ fn flag_rows<A: Args>() -> Vec<FlagRow> {
 fn flag_table(command: &str) -> PyResult<Vec<FlagRow>> {
     match command {
         "sim" => Ok(flag_rows::<SimArgs>()),
-        "study" => Ok(flag_rows::<cosched::study::StudyArgs>()),
-        "workload generate" => Ok(flag_rows::<cosched::workload_cmd::GenerateSpec>()),
+        "study" => Ok(flag_rows::<cosched_sim_commands::study::StudyArgs>()),
+        "workload generate" => Ok(flag_rows::<cosched_sim_commands::workload_cmd::GenerateSpec>()),
         other => Err(refused(format!("no flag table for '{other}'"))),
     }
 }

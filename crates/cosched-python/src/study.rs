@@ -3,12 +3,12 @@
 //! tasks) and merge into the same rows.
 
 use crate::{parse_flags, refused, run_interruptible};
-use cosched::progress::BatchProgress;
-use cosched::study::{report, write_study, StudyArgs};
 use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
 use cosched_lab::study::{
     design_len, points_csv, run_study, runs_and_points_kinds, runs_csv, Experiment, RunRow, StudySettings,
 };
+use cosched_sim_commands::progress::BatchProgress;
+use cosched_sim_commands::study::{report, write_study, StudyArgs};
 use pyo3::prelude::*;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;

@@ -3,7 +3,7 @@
 //! header lines and one row of the 18 SWF fields per job.
 
 use crate::{parse_flags, refused};
-use cosched::workload_cmd::{fitted, generated, summary_text, write_atomically, GenerateSpec};
+use cosched_sim_commands::workload_cmd::{fitted, generated, summary_text, write_atomically, GenerateSpec};
 use cosched_workload::swf::{self, FIELD_COUNT};
 use cosched_workload::{ReadOptions, Workload};
 use pyo3::prelude::*;

@@ -280,16 +280,8 @@ pub fn slope(points: &[(f64, f64)]) -> f64 {
     if points.len() < 3 {
         return 0.0;
     }
-    let n = points.len() as f64;
-    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    if sxx > 0.0 {
-        sxy / sxx
-    } else {
-        0.0
-    }
+    let (xs, ys): (Vec<f64>, Vec<f64>) = points.iter().copied().unzip();
+    cosched_core::stats::least_squares(&xs, &ys).map_or(0.0, |(_, slope)| slope)
 }
 
 /// Least-squares slope of wait against arrival time. A stable queue's wait

@@ -64,7 +64,7 @@ pub struct BenchSlowdownArgs {
 pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
     let config = config_from(args)?;
     config.validate()?;
-    let machine = args.predict_with.as_deref().map(crate::predict_cmd::read_machine).transpose()?;
+    let machine = args.predict_with.as_deref().map(crate::sim_cmd::read_machine).transpose()?;
     if let Some(machine) = &machine {
         // Refused before anything is measured: what the simulator could not take after it.
         use cosched_lab::slowdown_prediction::{predictable_program, scheme_of, Layout};

@@ -15,18 +15,14 @@ pub mod calendar;
 pub mod calibrate_cmd;
 pub mod config_file;
 pub mod history_cmd;
-pub mod interrupt;
 pub mod manual;
 pub mod model_cmd;
-pub mod output;
 pub mod pipeline_cmd;
-pub mod plot;
 pub mod predict_cmd;
-pub mod progress;
 pub mod runtime_cmd;
-pub mod sim_cmd;
 pub mod slurm_cmd;
 pub mod status_view;
-pub mod study;
 pub mod trusted_source;
-pub mod workload_cmd;
+
+/// The simulation commands live in `cosched-sim-commands`, shared with the Python package.
+pub use cosched_sim_commands::{interrupt, output, plot, progress, sim_cmd, study, workload_cmd};

@@ -4,10 +4,11 @@
 
 use crate::output::read_bounded;
 use crate::plot::{indexed_style, svg_to_png, LineChart, Marker, Series, Style};
+use crate::sim_cmd::read_machine;
 use clap::Args;
 use cosched_bench::slowdown::SlowdownReport;
 use cosched_lab::slowdown_prediction::{error_summary, predict, table, SlowdownPrediction};
-use cosched_sim::machine::{printable, MachineModel, MAX_FILE_BYTES};
+use cosched_sim::machine::{printable, MachineModel};
 use std::path::{Path, PathBuf};
 
 /// Largest report.json read: a run of the reference experiments writes tens of kilobytes.
@@ -27,12 +28,6 @@ pub struct PredictArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
-}
-
-pub fn read_machine(path: &Path) -> Result<MachineModel, String> {
-    let file = if path.is_dir() { path.join("machine.json") } else { path.to_path_buf() };
-    let text = read_bounded(&file, MAX_FILE_BYTES)?;
-    MachineModel::parse(&text).map_err(|e| format!("{}: {e}", file.display()))
 }
 
 fn read_report(path: &Path) -> Result<SlowdownReport, String> {

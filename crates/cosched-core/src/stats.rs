@@ -1,7 +1,7 @@
 //! Sample statistics for repeated measurements: mean and standard error, the
 //! error of a ratio of two independent means, and straight-line fits.
 
-use cosched_core::special::ln_gamma;
+use crate::special::ln_gamma;
 use serde::{Deserialize, Serialize};
 
 /// Mean and spread of repeated measurements of one quantity.

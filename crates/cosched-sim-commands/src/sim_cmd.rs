@@ -1,6 +1,6 @@
 //! `cosched sim`: simulate schemes side by side on one workload.
 
-use crate::output::OutputDir;
+use crate::output::{read_bounded, OutputDir};
 use crate::plot::{StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
 use clap::Args;
@@ -13,11 +13,12 @@ use cosched_lab::workload::{
 use cosched_sim::config::{quantum_table_from_bands_ms, BoostWalk, CostConfig, NetworkConfig, NodeSchedulerConfig};
 use cosched_sim::cost::RunCost;
 use cosched_sim::engine::fast::{FastSettings, ACCEPTED_ERROR};
+use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
 use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::trace::TraceEvent;
 use cosched_sim::{Mix, OsScheduler, Scheme, SimConfig};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -328,7 +329,7 @@ impl SimArgs {
             horizon_ns: self.horizon_s.map(|h| SECONDS.ns(h, "--horizon-s")).transpose()?,
         };
         if let Some(path) = &self.machine {
-            crate::predict_cmd::read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(&mut cfg);
+            read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(&mut cfg);
         }
         Ok(cfg)
     }
@@ -679,6 +680,13 @@ pub fn command_line() -> String {
 
 fn trace_jsonl(trace: &[TraceEvent]) -> String {
     trace.iter().map(|e| serde_json::to_string(e).expect("plain data") + "\n").collect()
+}
+
+/// The machine file of `cosched calibrate` (its folder or machine.json), read within its bound.
+pub fn read_machine(path: &Path) -> Result<MachineModel, String> {
+    let file = if path.is_dir() { path.join("machine.json") } else { path.to_path_buf() };
+    let text = read_bounded(&file, MAX_FILE_BYTES)?;
+    MachineModel::parse(&text).map_err(|e| format!("{}: {e}", file.display()))
 }
 
 #[cfg(test)]

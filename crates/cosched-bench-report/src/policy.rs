@@ -9,7 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// Default gang time slice when `gang` is given without one: the runtime's own.
-pub const DEFAULT_GANG_SLICE_MS: f64 = cosched_runtime::agent::switcher::DEFAULT_SLICE_NS as f64 / 1e6;
+pub const DEFAULT_GANG_SLICE_MS: f64 = cosched_policy::slice::DEFAULT_SLICE_NS as f64 / 1e6;
 
 /// How the `j` copies of a job share the CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -93,8 +93,7 @@ impl FromStr for Policy {
         };
         let slice_ms = || {
             let slice_ms = slice.map_or(Ok(DEFAULT_GANG_SLICE_MS), parse_duration_ms)?;
-            cosched_runtime::agent::switcher::slice_ns_from_ms(slice_ms)
-                .map_err(|e| format!("policy {text:?}: {e}"))?;
+            cosched_policy::slice::slice_ns_from_ms(slice_ms).map_err(|e| format!("policy {text:?}: {e}"))?;
             Ok::<f64, String>(slice_ms)
         };
         match name {

@@ -1,6 +1,6 @@
 //! Medians and ranges over the repeats of a scenario, and the readable table.
 
-use super::run::RepeatRun;
+use super::runs::RepeatRun;
 use super::{Scenario, ScenarioKind};
 use serde::{Deserialize, Serialize};
 
@@ -60,30 +60,6 @@ pub struct NodeReport {
     /// The `cpu.shares` of the scenarios' own cgroup-v1 group; `None`: they ran in the session's group.
     pub cpu_group_shares: Option<u64>,
     pub scenarios: Vec<ScenarioReport>,
-}
-
-/// The scheduler settings of the running kernel that a model needs (see [`NodeReport::kernel_config`]).
-pub fn kernel_config(release: &str) -> Vec<String> {
-    let config = std::fs::read_to_string(format!("/boot/config-{release}")).unwrap_or_else(|_| proc_config_gz());
-    let mut lines: Vec<String> = config
-        .lines()
-        .filter(|l| l.starts_with("CONFIG_HZ=") || (l.starts_with("CONFIG_PREEMPT") && l.ends_with("=y")))
-        .filter(|l| !l.starts_with("CONFIG_PREEMPT_NOTIFIERS") && !l.starts_with("CONFIG_PREEMPT_COUNT"))
-        .map(String::from)
-        .collect();
-    if let Ok(autogroup) = std::fs::read_to_string("/proc/sys/kernel/sched_autogroup_enabled") {
-        lines.push(format!("sched_autogroup_enabled={}", autogroup.trim()));
-    }
-    lines
-}
-
-/// The running kernel's own build options (/proc/config.gz, when it was built with them); empty if absent.
-fn proc_config_gz() -> String {
-    let mut text = String::new();
-    if let Ok(file) = std::fs::File::open("/proc/config.gz") {
-        let _ = std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text);
-    }
-    text
 }
 
 /// Quantities per repeat, in order of first appearance, each with its unit.
@@ -185,7 +161,7 @@ pub fn table(report: &NodeReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::run::{CpuUse, ProcessRun, ProcessSetRun, SpinBarrierPoint};
+    use crate::node::runs::{CpuUse, ProcessRun, ProcessSetRun, SpinBarrierPoint};
     use crate::node::{standard_scenarios, ScenarioSizes};
 
     #[test]

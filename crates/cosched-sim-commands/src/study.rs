@@ -11,7 +11,7 @@ use crate::output::OutputDir;
 use crate::plot::{scheme_style, svg_to_png, GroupedBarChart, LineChart, Series, StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
 use clap::{Args, Subcommand};
-use cosched_bench::stats::Estimate;
+use cosched_core::stats::Estimate;
 use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
 use cosched_lab::study::{
     capacities, curve, first_seen, paired_effect, points, points_csv, run_study, runs_csv, schemes_in_order,
