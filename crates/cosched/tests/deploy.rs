@@ -113,14 +113,7 @@ fn units_start_real_subcommands_and_job_starting_units_spare_the_supervisors() {
 /// dependency's own (clippy's `incompatible_msrv` checks our use of the standard library against it).
 #[test]
 fn the_declared_rust_version_covers_every_locked_dependency() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline", "--locked"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata gives JSON");
+    let metadata = cargo_metadata();
     let version = |text: &str| -> Vec<u32> { text.split('.').map(|p| p.parse().expect("a version number")).collect() };
     let declared = version(env!("CARGO_PKG_RUST_VERSION"));
     for package in metadata["packages"].as_array().expect("packages") {
@@ -134,4 +127,55 @@ fn the_declared_rust_version_covers_every_locked_dependency() {
             );
         }
     }
+}
+
+/// The workspace's packages and their resolved dependencies, offline, as Cargo.lock has them.
+fn cargo_metadata() -> serde_json::Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline", "--locked"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("cargo metadata gives JSON")
+}
+
+/// The names of every package `root` links (its normal dependencies, transitively).
+fn linked_packages(metadata: &serde_json::Value, root: &str) -> std::collections::BTreeSet<String> {
+    let nodes = metadata["resolve"]["nodes"].as_array().expect("a resolved graph");
+    let packages = metadata["packages"].as_array().expect("packages");
+    let name_of = |id: &str| {
+        let package = packages.iter().find(|p| p["id"] == id).expect("every id a package");
+        package["name"].as_str().expect("a name").to_string()
+    };
+    let node = |id: &str| nodes.iter().find(|n| n["id"] == id).expect("every id resolved");
+    let root_id = nodes.iter().map(|n| n["id"].as_str().unwrap()).find(|id| name_of(id) == root).expect("the root");
+    let (mut seen, mut todo) = (std::collections::BTreeSet::new(), vec![root_id.to_string()]);
+    while let Some(id) = todo.pop() {
+        for dep in node(&id)["deps"].as_array().into_iter().flatten() {
+            let normal = dep["dep_kinds"].as_array().into_iter().flatten().any(|k| k["kind"].is_null());
+            let pkg = dep["pkg"].as_str().unwrap().to_string();
+            if normal && seen.insert(name_of(&pkg)) {
+                todo.push(pkg);
+            }
+        }
+    }
+    seen
+}
+
+/// The experiment layer and the Python extension simulate: they link neither the daemon nor its database,
+/// MUNGE or the pipeline (issue 43: they once linked 61 and 134 packages through the bench and the CLI).
+#[test]
+fn the_lab_and_the_python_extension_link_nothing_of_the_runtime() {
+    let metadata = cargo_metadata();
+    for root in ["cosched-lab", "cosched-sim-commands", "cosched-python"] {
+        let linked = linked_packages(&metadata, root);
+        for unwanted in ["cosched-runtime", "cosched-bench", "cosched-munge", "cosched-pipeline", "rusqlite", "cosched"]
+        {
+            assert!(!linked.contains(unwanted), "{root} links {unwanted}: {linked:?}");
+        }
+        assert!(linked.contains("cosched-sim"), "{root} simulates: {linked:?}");
+    }
+    assert!(linked_packages(&metadata, "cosched-lab").len() <= 30, "the lab's build stays small");
 }
