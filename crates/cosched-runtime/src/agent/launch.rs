@@ -184,19 +184,25 @@ fn shim(spec_json: &str) -> Result<Infallible, ShimError> {
 /// directory: the kernel checks the paths as it would for the user's own shell. Both streams naming one file share
 /// one open file, so that their lines interleave instead of overwriting each other.
 fn redirect_standard_streams(files: &crate::wire::output_files::TaskFiles) -> Result<(), (io::Error, String)> {
-    use std::os::unix::fs::OpenOptionsExt;
     let open = |file: &crate::wire::output_files::TaskFile| {
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o666)
-            .custom_flags(libc_flags(file.truncate))
-            .open(&file.path)
-            .map_err(|e| {
-                let message = format!("cannot open output file {:?}: {e}", file.path);
-                (e, message)
-            })
+        let opened = open_output(&file.path, file.truncate, true).or_else(|e| {
+            // A lease on the file (its owner's, or an NFS or SMB client's): the kernel breaks it within
+            // fs.lease-break-time, so wait as a shell would.
+            if e.kind() == io::ErrorKind::WouldBlock {
+                open_output(&file.path, file.truncate, false)
+            } else {
+                Err(e)
+            }
+        });
+        let opened = opened.map_err(|e| {
+            let message = format!("cannot open output file {:?}: {e}", file.path);
+            (e, message)
+        })?;
+        blocking(&opened).map_err(|e| {
+            let message = format!("cannot make output file {:?} blocking again: {e}", file.path);
+            (e, message)
+        })?;
+        Ok(opened)
     };
     let stdout = files.stdout.as_ref().map(open).transpose()?;
     let stderr = match (&files.stderr, &files.stdout, &stdout) {
@@ -217,11 +223,24 @@ fn redirect_standard_streams(files: &crate::wire::output_files::TaskFiles) -> Re
     Ok(())
 }
 
-/// The open flags beside append and create: no controlling terminal, and emptied first when asked.
-fn libc_flags(truncate: bool) -> i32 {
+/// An output file opened to append (created with mode 0666 less the umask), with no controlling terminal and
+/// emptied first when asked. `without_waiting`: a FIFO with no reader fails at once (ENXIO) instead of holding the
+/// task before it starts; a shell would wait for a reader.
+fn open_output(path: &str, truncate: bool, without_waiting: bool) -> io::Result<std::fs::File> {
     use nix::fcntl::OFlag;
-    let flags = if truncate { OFlag::O_NOCTTY | OFlag::O_TRUNC } else { OFlag::O_NOCTTY };
-    flags.bits()
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut flags = OFlag::O_NOCTTY;
+    flags.set(OFlag::O_TRUNC, truncate);
+    flags.set(OFlag::O_NONBLOCK, without_waiting);
+    std::fs::OpenOptions::new().append(true).create(true).mode(0o666).custom_flags(flags.bits()).open(path)
+}
+
+/// `file` with writes that wait again, as a task expects of its standard output.
+fn blocking(file: &std::fs::File) -> io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = OFlag::from_bits_truncate(fcntl(file.as_raw_fd(), FcntlArg::F_GETFL)?);
+    fcntl(file.as_raw_fd(), FcntlArg::F_SETFL(flags - OFlag::O_NONBLOCK))?;
+    Ok(())
 }
 
 /// Mark every descriptor but stdin, stdout and stderr close-on-exec, so that no program this process starts gets
@@ -327,6 +346,10 @@ impl LaunchFailure {
             (LaunchStage::Exec, Errno::ENOENT) => format!("the command was not found ({kernel})"),
             (LaunchStage::Exec, _) => format!("the command could not be executed ({kernel})"),
             (LaunchStage::Directory, _) => format!("cannot change to its working directory ({kernel})"),
+            (LaunchStage::Output, Errno::ENXIO) => format!(
+                "its output file (-o or -e) cannot be opened for writing: a FIFO no program has open to read, a \
+                 socket, or a device that is not there ({kernel})"
+            ),
             (LaunchStage::Output, _) => format!("cannot open its output file (-o or -e) as its user ({kernel})"),
             (LaunchStage::Setup, _) => format!("it could not be set up to run as its user ({kernel})"),
         }

@@ -710,6 +710,42 @@ fn output_files_are_the_users_and_opened_as_the_user() {
         assert!(said.contains("cannot open its output file") && said.contains("EACCES"), "{said}");
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's\n");
+    // A FIFO nobody reads fails the job at once instead of holding its start for ever (the limit ends the job
+    // should that regress).
+    let fifo = work.join("fifo.out");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    std::os::unix::fs::chown(&fifo, Some(USER), Some(USER)).unwrap();
+    let (code, said) = submit("-t 1 -o fifo.out -- echo waiting");
+    assert_ne!(code, Some(0), "{said}");
+    assert!(said.contains("a FIFO no program has open to read") && said.contains("ENXIO"), "{said}");
+    // With a reader that is slow to read, the task's writes wait for it: its output is blocking again, so 256 KiB
+    // (four times a pipe's buffer) arrive whole and the task ends well.
+    let reader = {
+        use std::os::unix::fs::OpenOptionsExt;
+        let fifo_read = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(&fifo)
+            .unwrap();
+        std::thread::spawn(move || {
+            let mut fifo_read = fifo_read;
+            std::thread::sleep(Duration::from_secs(1));
+            let mut bytes = Vec::new();
+            // Non-blocking: poll until the writer has closed (EOF) after its last byte.
+            loop {
+                match std::io::Read::read_to_end(&mut fifo_read, &mut bytes) {
+                    Ok(_) if !bytes.is_empty() => return bytes.len(),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("reading the FIFO: {e}"),
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let (code, said) = submit("-t 1 -o fifo.out -- head -c 262144 /dev/zero");
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(reader.join().unwrap(), 262_144);
     let (code, said) = submit("-o 'x%A' -- true");
     assert_eq!(code, Some(1), "{said}");
 }
