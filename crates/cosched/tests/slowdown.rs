@@ -4,12 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Mutex;
 
 const COSCHED: &str = env!("CARGO_BIN_EXE_cosched");
-/// The experiments time the machine: one at a time.
-static MACHINE: Mutex<()> = Mutex::new(());
-
 /// Where a run puts its results: `out` in a fresh folder (mkdtemp), so that nobody can have made it first or put
 /// a link there. Removed with [`remove_out`].
 fn fresh_out(name: &str) -> PathBuf {
@@ -54,7 +50,7 @@ fn busy_loop(iterations: u32) -> Vec<String> {
 
 #[test]
 fn a_busy_loop_slows_down_by_j_under_every_policy() {
-    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = cosched_runtime::testing::whole_machine();
     if !nix::unistd::geteuid().is_root() {
         let why = "needs root: the local and gang policies start a private cosched runtime (cgroups)";
         cosched_runtime::testing::say_skipped("a_busy_loop_slows_down_by_j_under_every_policy", why);
@@ -91,7 +87,7 @@ fn a_busy_loop_slows_down_by_j_under_every_policy() {
 
 #[test]
 fn a_sleeping_program_does_not_slow_down() {
-    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = cosched_runtime::testing::whole_machine();
     let out = fresh_out("sleep");
     let output = slowdown(&out, &["--jobs", "1,4", "--repeat", "2", "--policy", "none"], &["sleep", "0.4"]);
     let report = report(&output);
@@ -152,7 +148,7 @@ fn a_cluster_larger_than_the_cpus_or_with_a_host_policy_is_refused() {
 /// themselves counted in their timed region, though the job is shorter than the agents' report period.
 #[test]
 fn a_cluster_bench_runs_mpi_copies_across_namespace_nodes() {
-    let _machine = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let _machine = cosched_runtime::testing::whole_machine();
     let name = "a_cluster_bench_runs_mpi_copies_across_namespace_nodes";
     if !nix::unistd::geteuid().is_root() {
         cosched_runtime::testing::say_skipped(name, "needs root: namespaces, cgroups and a private cluster");

@@ -32,6 +32,7 @@ fn check_report(report: &serde_json::Value) {
 
 #[test]
 fn no_two_gangs_run_user_code_at_once_whether_the_switch_waits_for_the_kernel_or_not() {
+    let _machine = cosched_runtime::testing::whole_machine();
     if !nix::unistd::geteuid().is_root() {
         cosched_runtime::testing::say_skipped("bench switch", "needs root for cgroups");
         return;

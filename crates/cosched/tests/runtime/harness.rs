@@ -443,12 +443,10 @@ pub fn assert_every_gang_runs(gangs: &[Vec<i32>], when: &str) {
     assert!(used.iter().all(|&t| t > 0), "{when} a gang got no CPU time: {used:?} ticks");
 }
 
-/// Held by the tests that judge how gangs share the CPUs: each of them plays a whole cluster on this machine's
-/// CPUs, and two such clusters switching on the same wall-clock boundaries starve each other's gangs (an open
-/// finding of issue 13: one cosched per node is the supported set-up). Plain load from other processes is fine.
-pub fn whole_machine() -> std::sync::MutexGuard<'static, ()> {
-    static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    MACHINE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Held by the tests that judge how gangs share the CPUs, across every test program of the suite
+/// (`cosched_runtime::testing::whole_machine`).
+pub fn whole_machine() -> cosched_runtime::testing::WholeMachine {
+    cosched_runtime::testing::whole_machine()
 }
 
 /// An agents' key as an administrator makes it: 32 random bytes in hex, root's, mode 0600.
