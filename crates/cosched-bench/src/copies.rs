@@ -7,6 +7,13 @@
 //! time of everything they ran is in `getrusage(RUSAGE_CHILDREN)`. Each copy's
 //! environment marks it, so the processes it starts anywhere (under Slurm too)
 //! can be told apart (`crate::overlap`).
+//!
+//! Each copy also gets its own empty `TMPDIR`, a fresh folder in this process's
+//! temporary folder, removed when the run ends: copies share no scratch files,
+//! as jobs with per-job temporary folders do. Open MPI 4's `mpirun` needs it:
+//! it keeps its session in `$TMPDIR/ompi.<host>.<uid>`, and two launchers of one
+//! user started in the same instant race to create that folder, and one fails
+//! with "mkdir ... File exists" (open-mpi/ompi#8510).
 
 use crate::overlap::{marker_value, OverlapCount, OverlapSampler, COPY_MARKER};
 use std::collections::BTreeMap;
@@ -46,6 +53,8 @@ pub struct CopySpec<'a> {
 struct HeldCopy {
     child: Child,
     stderr_log: PathBuf,
+    /// The copy's `TMPDIR`; removed when the copy is dropped.
+    _scratch: tempfile::TempDir,
 }
 
 /// Run `count` copies; `before_release` is called with each copy's pid (to
@@ -105,12 +114,17 @@ fn spawn_held(spec: &CopySpec, run: &str, index: u32) -> Result<HeldCopy, String
     let stdout_log = spec.log_dir.join(format!("copy-{index}.out"));
     let stderr_log = spec.log_dir.join(format!("copy-{index}.err"));
     let create = |p: &Path| std::fs::File::create(p).map_err(|e| format!("creating {}: {e}", p.display()));
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("cosched-copy-{index}-"))
+        .tempdir()
+        .map_err(|e| format!("creating copy {index}'s TMPDIR in {}: {e}", std::env::temp_dir().display()))?;
     let child = Command::new("sh")
         .arg("-c")
         .arg("read _ && exec \"$@\"")
         .arg("cosched-copy")
         .args(spec.argv)
         .env(COPY_MARKER, marker_value(run, index))
+        .env("TMPDIR", scratch.path())
         .stdin(Stdio::piped())
         .stdout(create(&stdout_log)?)
         .stderr(create(&stderr_log)?)
@@ -118,7 +132,7 @@ fn spawn_held(spec: &CopySpec, run: &str, index: u32) -> Result<HeldCopy, String
         .process_group(0)
         .spawn()
         .map_err(|e| format!("starting sh for {:?}: {e}", spec.argv))?;
-    Ok(HeldCopy { child, stderr_log })
+    Ok(HeldCopy { child, stderr_log, _scratch: scratch })
 }
 
 /// Wait for every copy; returns each one's end (seconds since `start`) and exit status.
@@ -256,4 +270,36 @@ fn rss_bytes(pid: u32) -> u64 {
         .find(|l| l.starts_with("VmRSS:"))
         .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         .map_or(0, |kib| kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Copies released together each see their own empty TMPDIR, and the folders are gone after the run.
+    #[test]
+    fn each_copy_has_its_own_empty_tmpdir_removed_after_the_run() {
+        let logs = tempfile::tempdir().unwrap();
+        let argv: Vec<String> =
+            ["sh", "-c", r#"printf '%s %s' "$TMPDIR" "$(ls -A "$TMPDIR" | wc -l)"; touch "$TMPDIR/mine""#]
+                .map(String::from)
+                .into();
+        let stop = AtomicBool::new(false);
+        let spec = CopySpec {
+            argv: &argv,
+            log_dir: logs.path(),
+            timeout: Duration::from_secs(120),
+            sample_memory: false,
+            stop: &stop,
+        };
+        run_copies(&spec, 3, |_| Ok(())).unwrap();
+        let seen: Vec<String> =
+            (0..3).map(|i| std::fs::read_to_string(logs.path().join(format!("copy-{i}.out"))).unwrap()).collect();
+        let dirs: std::collections::BTreeSet<&str> = seen.iter().map(|s| s.split(' ').next().unwrap()).collect();
+        assert_eq!(dirs.len(), 3, "one TMPDIR per copy: {seen:?}");
+        assert!(seen.iter().all(|line| line.ends_with(" 0")), "each TMPDIR starts empty: {seen:?}");
+        for dir in dirs {
+            assert!(!Path::new(dir).exists(), "{dir} is removed after the run");
+        }
+    }
 }

@@ -46,9 +46,13 @@ fn apps_build() -> &'static Path {
 }
 
 /// `mpirun -np NP PROGRAM ARGS` over shared memory, as README.md documents; the environment lets
-/// Open MPI run as root and keeps OpenBLAS to one thread per process.
+/// Open MPI run as root and keeps OpenBLAS to one thread per process. Each run has its own TMPDIR:
+/// Open MPI 4 keeps its session in `$TMPDIR/ompi.<host>.<uid>`, and two launchers of one user started
+/// together (these tests run in parallel) race to create it, one failing with "File exists".
 fn mpirun(np: usize, program: &str, args: &[&str]) -> Output {
+    let scratch = tempfile::Builder::new().prefix("cosched-apps-mpirun-").tempdir().unwrap();
     Command::new("mpirun")
+        .env("TMPDIR", scratch.path())
         .args(["--oversubscribe", "--mca", "btl", "vader,self", "-np", &np.to_string()])
         .arg(apps_build().join(program))
         .args(args)
