@@ -140,7 +140,7 @@ prepare_units() {
     cat >/etc/systemd/system/cosched-agent.service.d/controller.conf <<'UNIT'
 [Service]
 ExecStart=
-ExecStart=/usr/local/bin/cosched agent --controller 127.0.0.1:780 --state-dir /var/lib/cosched
+ExecStart=/usr/local/bin/cosched agent --controller 127.0.0.1:780 --state-dir /var/lib/cosched --job-cgroups service
 UNIT
     # The controller's node list from the configuration file, as a site may keep it: its unit's --nodes goes.
     mkdir -p /etc/systemd/system/cosched-controller.service.d /etc/cosched
@@ -154,6 +154,59 @@ UNIT
     systemctl enable munge.service cosched-controller.service cosched-agent.service 2>&1 | sed 's/^/    /' ||
         fail "systemctl enable"
     say "the drop-ins and /etc/cosched/cosched.toml written; munge, cosched-controller and cosched-agent enabled"
+}
+
+# cgroup_of PID: the process's cgroup in the v2 hierarchy ("/system.slice/...").
+cgroup_of() { sed -n 's/^0:://p' "/proc/$1/cgroup"; }
+# frozen_flag DIR: 1 if the v2 cgroup DIR (a path below the mount) is frozen, else 0.
+frozen_flag() { sed -n 's/^frozen //p' "$v2_mount$1/cgroup.events"; }
+# job_task JOB: a process of alice's in the cgroup of job JOB.
+job_task() {
+    local p
+    for p in $(pgrep -u alice); do
+        grep -qs "/job-$1\$" "/proc/$p/cgroup" && echo "$p" && return 0
+    done
+    return 1
+}
+
+# gang_in_service UNIT: two jobs of every CPU, as alice; each task in UNIT's cgroup under cosched/<node>/job-N,
+# the daemon in UNIT's leaf `daemon`, and the two jobs taking turns (each seen frozen and running) over 150
+# samples 20 ms apart.
+gang_in_service() {
+    local unit=$1 jobs=() job pid dirs=() main samples=0 a_ran=0 b_ran=0 both=0 fa fb
+    v2_mount=$(awk '$9 == "cgroup2" { print $5; exit }' /proc/self/mountinfo)
+    main=$(systemctl show -p MainPID --value "$unit")
+    [ "$(cgroup_of "$main")" = "/system.slice/$unit/daemon" ] ||
+        fail "$unit's daemon is in $(cgroup_of "$main"), not its leaf /system.slice/$unit/daemon"
+    for _ in 1 2; do
+        job=$(runuser -u alice -- cosched submit --json -n "$(nproc)" -- timeout 60 sh -c 'while :; do :; done' |
+            tr -d ' \t\n' | grep -o '"job":[0-9]*' | cut -d: -f2)
+        [ -n "$job" ] || fail "cosched submit of a spinning job printed no id"
+        jobs+=("$job")
+    done
+    for job in "${jobs[@]}"; do
+        wait_until "a task of job $job" 20 job_task "$job"
+        pid=$(job_task "$job")
+        dirs+=("$(cgroup_of "$pid")")
+        [ "${dirs[-1]}" = "/system.slice/$unit/cosched/$(hostname)/job-$job" ] ||
+            fail "job $job's task $pid is in ${dirs[-1]}, not inside $unit"
+    done
+    say "the daemon in /system.slice/$unit/daemon; jobs ${jobs[*]} in ${dirs[*]}"
+    while [ $samples -lt 150 ]; do
+        fa=$(frozen_flag "${dirs[0]}")
+        fb=$(frozen_flag "${dirs[1]}")
+        [ "$fa" = 0 ] && a_ran=$((a_ran + 1))
+        [ "$fb" = 0 ] && b_ran=$((b_ran + 1))
+        [ "$fa$fb" = 00 ] && both=$((both + 1))
+        samples=$((samples + 1))
+        sleep 0.02
+    done
+    say "of $samples samples, job ${jobs[0]} was running in $a_ran, job ${jobs[1]} in $b_ran, both in $both"
+    { [ $a_ran -gt 0 ] && [ $b_ran -gt 0 ] && [ $a_ran -lt $samples ] && [ $b_ran -lt $samples ]; } ||
+        fail "the two jobs did not take turns inside $unit"
+    cosched kill "${jobs[@]}" >/dev/null || fail "cosched kill ${jobs[*]}"
+    for job in "${jobs[@]}"; do wait_until "job $job to end" 30 job_ended "$job"; done
+    say "two gangs took turns inside $unit's delegated cgroup"
 }
 
 units() {
@@ -171,6 +224,7 @@ units() {
     fi
     cosched status | sed 's/^/    /'
     run_job alice
+    gang_in_service cosched-agent.service
     say "restarting both units with systemctl"
     systemctl restart cosched-controller.service cosched-agent.service
     is_active cosched-controller.service
@@ -183,6 +237,7 @@ units() {
     is_active cosched.service
     wait_until "cosched up's node" 20 node_connected
     run_job alice
+    gang_in_service cosched.service
     systemctl stop cosched.service
     local failed
     failed=$(systemctl list-units --failed --plain --no-legend)

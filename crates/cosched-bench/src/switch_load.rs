@@ -133,6 +133,7 @@ fn start_daemon(
         credentials: Credentials::default(),
         log_dir: dir.join("logs"),
         freezer: None,
+        job_cgroups_in_service: false,
         cpus,
         mem_bytes: 0,
         realtime: settings.realtime,

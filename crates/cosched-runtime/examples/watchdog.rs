@@ -7,10 +7,11 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use cosched_runtime::agent::freezer::CgroupParent;
 use cosched_runtime::agent::watchdog::{run_watchdog, start_watchdog, WATCHDOG_SUBCOMMAND};
 
 fn play_agent(agent_name: &str) -> std::io::Result<()> {
-    let watchdog = start_watchdog(&std::env::current_exe()?, agent_name)?;
+    let watchdog = start_watchdog(&std::env::current_exe()?, agent_name, &CgroupParent::top())?;
     let mut out = std::io::stdout();
     writeln!(out, "ready {}", watchdog.pid())?;
     out.flush()?;
@@ -22,7 +23,7 @@ fn play_agent(agent_name: &str) -> std::io::Result<()> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let result = match (args.get(1).map(String::as_str), args.get(2)) {
-        (Some(WATCHDOG_SUBCOMMAND), Some(name)) if args.len() == 3 => run_watchdog(name),
+        (Some(WATCHDOG_SUBCOMMAND), Some(name)) if args.len() == 3 => run_watchdog(name, &CgroupParent::top()),
         (Some("agent"), Some(name)) if args.len() == 3 => play_agent(name),
         _ => {
             let _ = writeln!(std::io::stderr(), "usage: watchdog (__watchdog|agent) <agent name>");

@@ -16,7 +16,7 @@ pub mod switcher;
 pub mod watchdog;
 
 use crate::agent::ender::Ender;
-use crate::agent::freezer::{monotonic_now, FreezerKind, JobGroups};
+use crate::agent::freezer::{monotonic_now, CgroupParent, FreezerKind, JobGroups};
 use crate::agent::launch::LaunchSpec;
 use crate::agent::pid_guard::PidGuard;
 use crate::agent::supervisor::{spawn_supervisor, SupervisedTask};
@@ -44,6 +44,9 @@ pub struct AgentSettings {
     pub credentials: Credentials,
     pub log_dir: PathBuf,
     pub freezer: Option<FreezerKind>,
+    /// Job cgroups inside the cgroup the daemon starts in (a systemd unit with `Delegate=yes`), the daemon itself
+    /// in its leaf `daemon`; else at the top of each hierarchy (`freezer::enter_delegated_cgroup`).
+    pub job_cgroups_in_service: bool,
     pub cpus: u32,
     pub mem_bytes: u64,
     /// Put the switching thread in SCHED_FIFO when allowed.
@@ -109,7 +112,8 @@ pub struct Agent {
 
 impl Agent {
     /// `protected`: other processes of the daemon on this node (the watchdog), never to be moved into a job.
-    pub fn new(settings: AgentSettings, protected: &[i32]) -> std::io::Result<Arc<Agent>> {
+    /// `parent`: where its job cgroups are (`freezer::CgroupParent`).
+    pub fn new(settings: AgentSettings, parent: &CgroupParent, protected: &[i32]) -> std::io::Result<Arc<Agent>> {
         // Others may pass through the log directory but not list it; each log is its owner's alone. Root makes
         // the logs there: nobody else may have made it, or be able to change it or a directory above it.
         crate::private_dir::ensure(&settings.log_dir, "log directory")?;
@@ -120,10 +124,10 @@ impl Agent {
         }
         // A watchdog that died with the previous agent thawed nothing: let every job run now, before the controller
         // is reached (it may be away); the first schedule stops whichever jobs it must.
-        if let Err(e) = crate::agent::freezer::thaw_unsuspended_under(&settings.node) {
+        if let Err(e) = crate::agent::freezer::thaw_unsuspended_under(&settings.node, parent) {
             eprintln!("cosched agent {}: thawing the jobs found at start: {e}", settings.node);
         }
-        let groups = Arc::new(JobGroups::open(&settings.node, settings.freezer)?);
+        let groups = Arc::new(JobGroups::open_in(&settings.node, settings.freezer, parent)?);
         let switcher = Arc::new(Switcher::new(groups.clone(), settings.confirm_wait));
         let ender = Ender::new(groups.clone(), &settings.node);
         let mut jobs = BTreeMap::new();

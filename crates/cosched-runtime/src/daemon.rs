@@ -1,6 +1,7 @@
 //! Putting the pieces together: `cosched up` (controller and a local agent in
 //! one process), `cosched controller` and `cosched agent`.
 
+use crate::agent::freezer::CgroupParent;
 use crate::agent::watchdog::start_watchdog;
 use crate::agent::{Agent, AgentSettings};
 use crate::controller::server::Listening;
@@ -83,11 +84,16 @@ fn prepare_agent(settings: AgentSettings) -> std::io::Result<Arc<Agent>> {
     // the tasks themselves, whatever the agent holds).
     crate::agent::launch::close_beyond_standard_descriptors_on_exec()?;
     raise_descriptor_limit();
+    // In a service's delegated cgroup, the daemon moves to its leaf before it starts anything.
+    let parent = match settings.job_cgroups_in_service {
+        true => crate::agent::freezer::enter_delegated_cgroup()?,
+        false => CgroupParent::top(),
+    };
     // Started first so the agent knows its pid (never movable into a job); lives as long as the agent.
-    let watchdog = start_watchdog(&settings.helper_program, &settings.node)?;
-    let agent = Agent::new(settings.clone(), &[watchdog.pid() as i32])?;
+    let watchdog = start_watchdog(&settings.helper_program, &settings.node, &parent)?;
+    let agent = Agent::new(settings.clone(), &parent, &[watchdog.pid() as i32])?;
     eprintln!("cosched agent {}: {}", settings.node, agent.groups().describe());
-    supervise_watchdog(watchdog, settings, agent.clone())?;
+    supervise_watchdog(watchdog, settings, parent, agent.clone())?;
     Ok(agent)
 }
 
@@ -99,6 +105,7 @@ const WATCHDOG_CHECK: Duration = Duration::from_millis(100);
 fn supervise_watchdog(
     mut watchdog: crate::agent::watchdog::Watchdog,
     settings: AgentSettings,
+    parent: CgroupParent,
     agent: Arc<Agent>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new().name("watchdog-supervisor".into()).spawn(move || loop {
@@ -107,7 +114,7 @@ fn supervise_watchdog(
             continue;
         }
         eprintln!("cosched agent {}: the watchdog died; starting another", settings.node);
-        match start_watchdog(&settings.helper_program, &settings.node) {
+        match start_watchdog(&settings.helper_program, &settings.node, &parent) {
             Ok(fresh) => watchdog = fresh,
             Err(e) => {
                 eprintln!(

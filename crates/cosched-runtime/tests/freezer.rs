@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cosched_runtime::agent::freezer::{thaw_all_under, FreezerKind, JobGroups};
+use cosched_runtime::agent::freezer::{thaw_all_under, CgroupParent, FreezerKind, JobGroups};
 use cosched_runtime::agent::launch::{spawn_shim, LaunchFailure, LaunchSpec, LaunchStage};
 use cosched_runtime::agent::watchdog::start_watchdog;
 use cosched_runtime::testing::say_skipped;
@@ -362,7 +362,8 @@ fn watchdog_stop_thaws_and_exits() {
     fx.create(job);
     fx.launch(job, "while :; do :; done");
     let pids = fx.members(job, 1);
-    let watchdog = start_watchdog(&example("watchdog"), fx.groups.agent_name()).expect("start watchdog");
+    let watchdog =
+        start_watchdog(&example("watchdog"), fx.groups.agent_name(), &CgroupParent::top()).expect("start watchdog");
     fx.groups.freeze(job).expect("freeze");
     let status = watchdog.stop().expect("stop watchdog");
     assert!(status.success(), "watchdog exit {status:?}");
@@ -444,8 +445,8 @@ fn bad_agent_names_are_rejected() {
     for bad in ["", "..", "../escape", "a/b", ".hidden"] {
         let err = JobGroups::open(bad, None).expect_err("bad name accepted");
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{bad:?}: {err}");
-        assert!(thaw_all_under(bad).is_err(), "{bad:?}");
-        assert!(start_watchdog(&example("watchdog"), bad).is_err(), "{bad:?}");
+        assert!(thaw_all_under(bad, &CgroupParent::top()).is_err(), "{bad:?}");
+        assert!(start_watchdog(&example("watchdog"), bad, &CgroupParent::top()).is_err(), "{bad:?}");
     }
 }
 

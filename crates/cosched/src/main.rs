@@ -184,7 +184,12 @@ enum Command {
     #[command(name = "__supervise", hide = true)]
     Supervise,
     #[command(name = "__watchdog", hide = true)]
-    Watchdog { agent: String },
+    Watchdog {
+        agent: String,
+        /// The cgroup below the mount point that holds the agent's job cgroups (absent: the hierarchy's top).
+        #[arg(long)]
+        cgroup_parent: Option<String>,
+    },
     #[command(name = "__spin", hide = true)]
     Spin { file: std::path::PathBuf },
     #[command(name = "__bench-agent", hide = true)]
@@ -344,8 +349,10 @@ fn main() -> ExitCode {
             let code = cosched_runtime::agent::supervisor::run_supervisor_from_stdin();
             return ExitCode::from(u8::try_from(code).unwrap_or(127));
         }
-        Command::Watchdog { agent } => {
-            cosched_runtime::agent::watchdog::run_watchdog(&agent).map_err(|e| e.to_string())
+        Command::Watchdog { agent, cgroup_parent } => {
+            use cosched_runtime::agent::freezer::CgroupParent;
+            let parent = cgroup_parent.as_deref().map_or(Ok(CgroupParent::top()), CgroupParent::below_mount);
+            parent.and_then(|p| cosched_runtime::agent::watchdog::run_watchdog(&agent, &p)).map_err(|e| e.to_string())
         }
         Command::Spin { file } => cosched_bench::switch::spin(&file),
         Command::BenchAgent { spec } => cosched_bench::switch::agent_main(&spec),

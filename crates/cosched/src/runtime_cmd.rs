@@ -177,6 +177,11 @@ pub struct AgentArgs {
     /// Freezer to use (default: detected; v2, v1 or signals).
     #[arg(long, value_parser = parse_freezer)]
     pub freezer: Option<FreezerKind>,
+    /// Where the job cgroups go: `top` of each hierarchy (`/sys/fs/cgroup/cosched/NODE/job-N`), or inside the
+    /// `service` whose cgroup the daemon starts in, delegated to it (a systemd unit with Delegate=yes; the daemon
+    /// moves itself to the leaf `daemon` and puts jobs in `cosched/NODE/job-N` beside it; cgroup v2 only).
+    #[arg(long, value_name = "WHERE", default_value = "top", value_parser = ["top", "service"])]
+    pub job_cgroups: String,
     /// CPUs offered (default: all).
     #[arg(long)]
     pub cpus: Option<u32>,
@@ -439,6 +444,7 @@ fn agent_settings(
         credentials,
         log_dir: state_dir.join("logs"),
         freezer: args.freezer,
+        job_cgroups_in_service: args.job_cgroups == "service",
         cpus: args.cpus.unwrap_or(all_cpus).clamp(1, all_cpus),
         mem_bytes: mem_total_bytes(),
         realtime: !args.no_realtime,

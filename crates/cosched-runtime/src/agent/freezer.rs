@@ -1,7 +1,9 @@
 //! Job cgroups: membership, stopping and starting a whole job, CPU accounting.
 //!
-//! Every job of an agent gets a cgroup `<mount>/cosched/<agent_name>/job-<id>` in each hierarchy used, so the
-//! agent can find all processes of a job (however they forked) and stop them together. Stopping prefers the v2
+//! Every job of an agent gets a cgroup `<mount>/<parent>/cosched/<agent_name>/job-<id>` in each hierarchy used, so
+//! the agent can find all processes of a job (however they forked) and stop them together. The parent is empty (the
+//! hierarchy's top) unless the daemon runs in a cgroup delegated to it, a systemd unit with `Delegate=yes`
+//! ([`CgroupParent`], [`enter_delegated_cgroup`]). Stopping prefers the v2
 //! freezer (`cgroup.freeze`), then the v1 freezer (`freezer.state`), then SIGSTOP/SIGCONT to each member: the
 //! freezers are atomic with respect to forks and invisible to the job, signals are a fallback for machines without
 //! them. Mount points are read from `/proc/self/mountinfo`, never assumed, because hybrid, pure v1 and pure v2
@@ -28,8 +30,11 @@ pub const FREEZE_TIMEOUT: Duration = Duration::from_secs(2);
 const SPIN_PHASE: Duration = Duration::from_millis(1);
 /// How long `remove` retries while the kernel finishes tearing down tasks that were just killed.
 const REMOVE_RETRY: Duration = Duration::from_millis(500);
-/// Directory under every hierarchy's mount point that holds all agents.
+/// Directory under every hierarchy's mount point (or the delegated cgroup) that holds all agents.
 const TOP_DIR: &str = "cosched";
+/// The leaf of a delegated cgroup the daemon and its helpers move to: cgroup v2 keeps processes out of inner
+/// cgroups once controllers are enabled below them, and a delegated subtree's owner must be ready for that.
+pub const DAEMON_LEAF: &str = "daemon";
 const JOB_PREFIX: &str = "job-";
 const AGENT_NAME_MAX: usize = 64;
 
@@ -154,6 +159,66 @@ fn own_cgroup_dir(mount: &Mount, proc_self_cgroup: &str) -> PathBuf {
         Some(rel) => mount.mount_point.join(rel.trim_start_matches('/')),
         None => mount.mount_point.clone(),
     }
+}
+
+/// Where the `cosched/<agent>` directories are: a path below each hierarchy's mount point, empty for the top.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CgroupParent(PathBuf);
+
+impl CgroupParent {
+    /// The hierarchy's top: `<mount>/cosched/<agent>`.
+    pub fn top() -> CgroupParent {
+        CgroupParent::default()
+    }
+
+    /// A cgroup given as a path below the mount point (`system.slice/cosched.service`), as the agent passes it to
+    /// its watchdog; only plain components, so it cannot climb out of the hierarchy.
+    pub fn below_mount(path: &str) -> io::Result<CgroupParent> {
+        let relative = Path::new(path.trim_start_matches('/'));
+        let plain = relative.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain || path.len() > 4096 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("invalid cgroup parent {path:?}")));
+        }
+        Ok(CgroupParent(relative.to_path_buf()))
+    }
+
+    /// The path below the mount point (empty for the top).
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// For a daemon started in a cgroup delegated to it (a systemd unit with `Delegate=yes`): move this process into the
+/// leaf `<that cgroup>/daemon` of the cgroup v2 hierarchy, and return that cgroup as the parent of the job cgroups.
+/// Every process the daemon starts afterwards (watchdog, supervisors, launch shims) is born in the leaf. A daemon
+/// already in such a leaf (started again from it) keeps the same parent, so its jobs are found again.
+pub fn enter_delegated_cgroup() -> io::Result<CgroupParent> {
+    let mounts = detect_mounts()?;
+    let not_v2 = || io::Error::new(io::ErrorKind::Unsupported, "job cgroups in the service need a cgroup v2 hierarchy");
+    let mount = mounts.iter().find(|m| m.v2).ok_or_else(not_v2)?;
+    let self_cgroup = fs::read_to_string("/proc/self/cgroup")
+        .map_err(|e| with_path(e, "cannot read", Path::new("/proc/self/cgroup")))?;
+    let own = own_cgroup_dir(mount, &self_cgroup);
+    let service = if own.file_name().is_some_and(|n| n == DAEMON_LEAF) {
+        own.parent().unwrap_or(&own).to_path_buf()
+    } else {
+        own
+    };
+    let below = service.strip_prefix(&mount.mount_point).unwrap_or(Path::new("")).to_path_buf();
+    if below.as_os_str().is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "this daemon runs in the root cgroup of {}: job cgroups in the service need a cgroup of its own, as \
+                 a systemd unit with Delegate=yes gives",
+                mount.mount_point.display()
+            ),
+        ));
+    }
+    let leaf = service.join(DAEMON_LEAF);
+    fs::create_dir_all(&leaf).map_err(|e| with_path(e, "cannot create", &leaf))?;
+    write_control(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
+    Ok(CgroupParent(below))
 }
 
 /// Reject names that could escape `<mount>/cosched/` or hide (`/`, `..`, leading dot) and keep them short and plain.
@@ -307,15 +372,15 @@ fn read_frozen_flag(file: &File, path: &Path) -> io::Result<bool> {
 #[derive(Clone, Debug)]
 struct Hierarchy {
     mount: Mount,
-    /// `<mount>/cosched/<agent_name>`.
+    /// `<mount>/<parent>/cosched/<agent_name>`.
     base: PathBuf,
     /// Where `remove_pid` puts processes: the agent's own cgroup in this hierarchy.
     home: PathBuf,
 }
 
 impl Hierarchy {
-    fn new(mount: &Mount, agent_name: &str, proc_self_cgroup: &str) -> Hierarchy {
-        let base = mount.mount_point.join(TOP_DIR).join(agent_name);
+    fn new(mount: &Mount, agent_name: &str, parent: &CgroupParent, proc_self_cgroup: &str) -> Hierarchy {
+        let base = mount.mount_point.join(&parent.0).join(TOP_DIR).join(agent_name);
         Hierarchy { home: own_cgroup_dir(mount, proc_self_cgroup), mount: mount.clone(), base }
     }
 
@@ -385,10 +450,14 @@ fn signals_mount(mounts: &[Mount]) -> Option<&Mount> {
     mounts.iter().min_by_key(|m| rank(m))
 }
 
-/// Create `<mount>/cosched/<agent>` for the v2 mount and report whether it offers `cgroup.freeze` (kernel >= 5.2).
-fn v2_with_freeze(mounts: &[Mount], agent_name: &str, self_cgroup: &str) -> io::Result<Option<Hierarchy>> {
+/// An agent's hierarchy in a mount: where its directory is and where its own processes live.
+type Place<'a> = &'a dyn Fn(&Mount) -> Hierarchy;
+
+/// Create `<mount>/<parent>/cosched/<agent>` for the v2 mount and report whether it offers `cgroup.freeze`
+/// (kernel >= 5.2).
+fn v2_with_freeze(mounts: &[Mount], place: Place) -> io::Result<Option<Hierarchy>> {
     let Some(mount) = mounts.iter().find(|m| m.v2) else { return Ok(None) };
-    let hierarchy = Hierarchy::new(mount, agent_name, self_cgroup);
+    let hierarchy = place(mount);
     fs::create_dir_all(&hierarchy.base).map_err(|e| with_path(e, "cannot create", &hierarchy.base))?;
     if hierarchy.base.join("cgroup.freeze").exists() {
         return Ok(Some(hierarchy));
@@ -399,11 +468,11 @@ fn v2_with_freeze(mounts: &[Mount], agent_name: &str, self_cgroup: &str) -> io::
 }
 
 /// The v1 freezer hierarchy plus a separate cpuacct hierarchy (if any) for accounting.
-fn v1_hierarchies(mounts: &[Mount], agent_name: &str, self_cgroup: &str) -> Option<Vec<Hierarchy>> {
+fn v1_hierarchies(mounts: &[Mount], place: Place) -> Option<Vec<Hierarchy>> {
     let freezer = mounts.iter().find(|m| !m.v2 && m.has("freezer"))?;
-    let mut hierarchies = vec![Hierarchy::new(freezer, agent_name, self_cgroup)];
+    let mut hierarchies = vec![place(freezer)];
     if let Some(cpuacct) = mounts.iter().find(|m| !m.v2 && m.has("cpuacct") && !m.has("freezer")) {
-        hierarchies.push(Hierarchy::new(cpuacct, agent_name, self_cgroup));
+        hierarchies.push(place(cpuacct));
     }
     Some(hierarchies)
 }
@@ -412,21 +481,21 @@ fn choose(
     mounts: &[Mount],
     agent_name: &str,
     force: Option<FreezerKind>,
-    self_cgroup: &str,
+    place: Place,
 ) -> io::Result<(FreezerKind, Vec<Hierarchy>)> {
     if matches!(force, None | Some(FreezerKind::V2)) {
-        if let Some(v2) = v2_with_freeze(mounts, agent_name, self_cgroup)? {
+        if let Some(v2) = v2_with_freeze(mounts, place)? {
             return Ok((FreezerKind::V2, vec![v2]));
         }
     }
     if matches!(force, None | Some(FreezerKind::V1)) {
-        if let Some(v1) = v1_hierarchies(mounts, agent_name, self_cgroup) {
+        if let Some(v1) = v1_hierarchies(mounts, place) {
             return Ok((FreezerKind::V1, v1));
         }
     }
     if matches!(force, None | Some(FreezerKind::Signals)) {
         if let Some(mount) = signals_mount(mounts) {
-            return Ok((FreezerKind::Signals, vec![Hierarchy::new(mount, agent_name, self_cgroup)]));
+            return Ok((FreezerKind::Signals, vec![place(mount)]));
         }
     }
     let found: Vec<String> = mounts.iter().map(|m| m.mount_point.display().to_string()).collect();
@@ -435,6 +504,26 @@ fn choose(
         io::ErrorKind::Unsupported,
         format!("{wanted} is not available for agent {agent_name:?}: writable cgroup mounts found: {found:?}"),
     ))
+}
+
+/// Job cgroups inside a service are in the cgroup v2 hierarchy only (a hybrid machine's v1 hierarchies are
+/// systemd's or the kernel's to arrange), under a parent that exists: nothing creates the service's own cgroup.
+fn check_delegated_parent(mounts: &[Mount], force: Option<FreezerKind>, parent: &CgroupParent) -> io::Result<()> {
+    let unsupported = |why: String| Err(io::Error::new(io::ErrorKind::Unsupported, why));
+    if force == Some(FreezerKind::V1) {
+        return unsupported("job cgroups in the service need the cgroup v2 hierarchy, not the v1 freezer".into());
+    }
+    let Some(mount) = mounts.iter().find(|m| m.v2) else {
+        return unsupported("job cgroups in the service need a cgroup v2 hierarchy; this machine mounts none".into());
+    };
+    let dir = mount.mount_point.join(&parent.0);
+    if !dir.join("cgroup.procs").is_file() {
+        return unsupported(format!("{} is not a cgroup: the service's cgroup must exist", dir.display()));
+    }
+    if force.is_none() && !dir.join("cgroup.freeze").exists() {
+        return unsupported(format!("{} offers no cgroup.freeze (kernel 5.2 or later)", dir.display()));
+    }
+    Ok(())
 }
 
 fn cpu_source(hierarchies: &[Hierarchy]) -> CpuSource {
@@ -452,10 +541,20 @@ impl JobGroups {
     /// still needs a cgroup hierarchy for membership). `force` picks a kind explicitly (error if unavailable).
     /// Creates `<mount>/cosched/<agent_name>` directories as needed.
     pub fn open(agent_name: &str, force: Option<FreezerKind>) -> io::Result<JobGroups> {
+        JobGroups::open_in(agent_name, force, &CgroupParent::top())
+    }
+
+    /// `open` with the agent's directories in `parent` (`<mount>/<parent>/cosched/<agent_name>`), which must exist
+    /// already in the cgroup v2 hierarchy: a cgroup delegated to the daemon ([`enter_delegated_cgroup`]).
+    pub fn open_in(agent_name: &str, force: Option<FreezerKind>, parent: &CgroupParent) -> io::Result<JobGroups> {
         check_agent_name(agent_name)?;
         let mounts = detect_mounts()?;
         let self_cgroup = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-        let (kind, hierarchies) = choose(&mounts, agent_name, force, &self_cgroup)?;
+        if parent != &CgroupParent::top() {
+            check_delegated_parent(&mounts, force, parent)?;
+        }
+        let place = |mount: &Mount| Hierarchy::new(mount, agent_name, parent, &self_cgroup);
+        let (kind, hierarchies) = choose(&mounts, agent_name, force, &place)?;
         for h in &hierarchies {
             fs::create_dir_all(&h.base).map_err(|e| with_path(e, "cannot create", &h.base))?;
         }
@@ -474,7 +573,9 @@ impl JobGroups {
     /// The agent's directory as the kernel names cgroups (in its trace events): the path from the root of the
     /// primary hierarchy, which a mount inside a container may not show (`/cosched/<agent>`).
     pub fn kernel_path(&self) -> String {
-        format!("{}/{TOP_DIR}/{}", self.primary().mount.root.trim_end_matches('/'), self.agent_name)
+        let primary = self.primary();
+        let below = primary.base.strip_prefix(&primary.mount.mount_point).unwrap_or(&primary.base);
+        format!("{}/{}", primary.mount.root.trim_end_matches('/'), below.display())
     }
 
     /// Human-readable description of the paths used (for logs and status pages).
@@ -809,19 +910,19 @@ fn thaw_dir(mount: &Mount, dir: &Path) -> io::Result<()> {
 }
 
 /// Every writable hierarchy as agent `agent_name` sees it (whether or not it made directories there).
-fn hierarchies_of(agent_name: &str) -> io::Result<Vec<Hierarchy>> {
+fn hierarchies_of(agent_name: &str, parent: &CgroupParent) -> io::Result<Vec<Hierarchy>> {
     check_agent_name(agent_name)?;
     let self_cgroup = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    Ok(detect_mounts()?.iter().map(|mount| Hierarchy::new(mount, agent_name, &self_cgroup)).collect())
+    Ok(detect_mounts()?.iter().map(|mount| Hierarchy::new(mount, agent_name, parent, &self_cgroup)).collect())
 }
 
 /// Thaw every job of `agent_name` that is not marked suspended, in every hierarchy, whatever kind the agent used,
 /// and SIGCONT the members of jobs marked as stopped with signals, so that they resume too. Needs no state from the agent: the watchdog
 /// calls it when the agent died, and a starting agent before anything else, since a watchdog that died with its
 /// agent thawed nothing. Creates nothing. Best effort: tries all, returns the first error.
-pub fn thaw_unsuspended_under(agent_name: &str) -> io::Result<()> {
+pub fn thaw_unsuspended_under(agent_name: &str, parent: &CgroupParent) -> io::Result<()> {
     let mut first_error = None;
-    for hierarchy in hierarchies_of(agent_name)? {
+    for hierarchy in hierarchies_of(agent_name, parent)? {
         let jobs = hierarchy.job_ids().unwrap_or_else(|e| {
             first_error.get_or_insert(e);
             Vec::new()
@@ -846,9 +947,9 @@ pub fn thaw_unsuspended_under(agent_name: &str) -> io::Result<()> {
 /// the cgroups of jobs whose processes are all gone, then the agent's own directory. A cgroup with processes
 /// refuses removal (EBUSY) and stays for the agent to re-adopt, and so does one whose tasks' exit statuses the
 /// agent has not reported yet (`job_tag::holds_task_statuses`).
-pub fn thaw_all_under(agent_name: &str) -> io::Result<()> {
-    let thawed = thaw_unsuspended_under(agent_name);
-    let hierarchies = hierarchies_of(agent_name)?;
+pub fn thaw_all_under(agent_name: &str, parent: &CgroupParent) -> io::Result<()> {
+    let thawed = thaw_unsuspended_under(agent_name, parent);
+    let hierarchies = hierarchies_of(agent_name, parent)?;
     let unreported: BTreeSet<u64> = hierarchies
         .iter()
         .flat_map(|h| {
@@ -899,7 +1000,7 @@ mod tests {
     #[test]
     fn kinds_are_chosen_by_preference() {
         let mounts = parse_mountinfo(HYBRID);
-        let v1 = v1_hierarchies(&mounts, "a", "").unwrap();
+        let v1 = v1_hierarchies(&mounts, &|m: &Mount| Hierarchy::new(m, "a", &CgroupParent::top(), "")).unwrap();
         assert_eq!(v1.len(), 2);
         assert_eq!(v1[0].base, Path::new("/sys/fs/cgroup/freezer/cosched/a"));
         assert!(matches!(cpu_source(&v1), CpuSource::Cpuacct(1)));
@@ -935,6 +1036,18 @@ mod tests {
         let line = "42 (a) b (c)) T 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 1 1 1 1";
         assert_eq!(parse_proc_stat(line), Some(('T', 12)));
         assert!(clock_ticks_per_s() > 0);
+    }
+
+    #[test]
+    fn a_cgroup_parent_stays_below_the_mount() {
+        let parent = CgroupParent::below_mount("/system.slice/cosched.service").unwrap();
+        assert_eq!(parent.path(), Path::new("system.slice/cosched.service"));
+        let mounts = parse_mountinfo(HYBRID);
+        let v2 = Hierarchy::new(&mounts[3], "n1", &parent, "");
+        assert_eq!(v2.base, Path::new("/sys/fs/cgroup/unified/system.slice/cosched.service/cosched/n1"));
+        for bad in ["a/../..", "..", "./a", &"x/".repeat(2049)] {
+            assert!(CgroupParent::below_mount(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal};
 
-use crate::agent::freezer::{check_agent_name, monotonic_now, thaw_all_under};
+use crate::agent::freezer::{check_agent_name, monotonic_now, thaw_all_under, CgroupParent};
 
 /// The subcommand of the agent's binary that runs [`run_watchdog`].
 pub const WATCHDOG_SUBCOMMAND: &str = "__watchdog";
@@ -61,23 +61,27 @@ impl Drop for Watchdog {
     }
 }
 
-/// Start the watchdog `<program> __watchdog <agent_name>` (program is normally `std::env::current_exe()`).
+/// The watchdog's option naming the cgroup that holds the agent's job cgroups, when not the hierarchy's top.
+pub const CGROUP_PARENT_OPTION: &str = "--cgroup-parent";
+
+/// Start the watchdog `<program> __watchdog <agent_name> [--cgroup-parent PATH]` (program is normally
+/// `std::env::current_exe()`).
 /// It gets a process group of its own so signals a terminal sends to the agent's group (Ctrl-C) do not reach it;
 /// stdout is discarded and stderr shared with the agent for its messages.
-pub fn start_watchdog(program: &Path, agent_name: &str) -> io::Result<Watchdog> {
+pub fn start_watchdog(program: &Path, agent_name: &str, parent: &CgroupParent) -> io::Result<Watchdog> {
     check_agent_name(agent_name)?;
-    let mut child = Command::new(program)
-        .arg(WATCHDOG_SUBCOMMAND)
-        .arg(agent_name)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| {
-            let msg = format!("cannot start watchdog {} for agent {agent_name:?}: {e}", program.display());
-            io::Error::new(e.kind(), msg)
-        })?;
+    let mut command = Command::new(program);
+    command.arg(WATCHDOG_SUBCOMMAND).arg(agent_name);
+    if parent != &CgroupParent::top() {
+        command.arg(CGROUP_PARENT_OPTION).arg(parent.path());
+    }
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit()).process_group(0).spawn().map_err(
+            |e| {
+                let msg = format!("cannot start watchdog {} for agent {agent_name:?}: {e}", program.display());
+                io::Error::new(e.kind(), msg)
+            },
+        )?;
     let pipe = child.stdin.take();
     Ok(Watchdog { pipe, child })
 }
@@ -112,11 +116,11 @@ fn wait_for_agent_exit() {
 
 /// The watchdog's body, for the binary's `__watchdog` subcommand: wait until the agent is gone, then thaw every
 /// job of `agent_name`. Messages go to stderr, ignoring write failures (the agent's stderr may be gone too).
-pub fn run_watchdog(agent_name: &str) -> io::Result<()> {
+pub fn run_watchdog(agent_name: &str, parent: &CgroupParent) -> io::Result<()> {
     check_agent_name(agent_name)?;
     block_stop_signals()?;
     wait_for_agent_exit();
-    let result = thaw_all_under(agent_name);
+    let result = thaw_all_under(agent_name, parent);
     if let Err(e) = &result {
         let _ = writeln!(io::stderr(), "cosched watchdog: thawing the jobs of agent {agent_name:?}: {e}");
     }

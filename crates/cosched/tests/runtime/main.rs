@@ -623,6 +623,7 @@ fn finished_jobs_leave_status_after_the_keep_time_but_stay_in_the_database() {
 
 mod attacks;
 mod c_client;
+mod delegated;
 mod faults;
 mod held_fs;
 mod metrics;

@@ -1,0 +1,144 @@
+//! `--job-cgroups service`: the daemon started in a cgroup of its own, as systemd starts a unit with
+//! `Delegate=yes`, keeps every job cgroup inside it and itself in its leaf `daemon`. No systemd runs here, so the
+//! test makes the service's cgroup and starts the daemon in it; `scripts/check-package` shows the same under a
+//! real systemd.
+
+use crate::harness::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A cgroup standing for a systemd unit's, removed with everything left in it when dropped.
+struct ServiceCgroup {
+    dir: PathBuf,
+}
+
+impl ServiceCgroup {
+    fn create() -> ServiceCgroup {
+        let dir = v2_mount().join(format!("{}.service", unique("cosched-test")));
+        std::fs::create_dir(&dir).unwrap();
+        ServiceCgroup { dir }
+    }
+}
+
+impl Drop for ServiceCgroup {
+    fn drop(&mut self) {
+        // At most 10 s: the jobs' processes take a moment to die once killed.
+        for _ in 0..200 {
+            if !self.dir.exists() {
+                break;
+            }
+            let mut dirs: Vec<PathBuf> = walk(&self.dir);
+            dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+            for dir in &dirs {
+                let _ = std::fs::write(dir.join("cgroup.freeze"), "0");
+                let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+                let _ = std::fs::remove_dir(dir);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// `dir` and every cgroup below it.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let children = std::fs::read_dir(dir).into_iter().flatten().flatten().filter(|e| e.path().is_dir());
+    std::iter::once(dir.to_path_buf()).chain(children.flat_map(|e| walk(&e.path()))).collect()
+}
+
+fn in_service(service: &ServiceCgroup, args: &[&str]) -> Daemon {
+    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", service.dir.display());
+    Daemon::up_under(&["sh", "-c", &join, "sh"], args, &[])
+}
+
+/// Two gangs of every CPU, each job's cgroup inside the service's, taking turns there; the daemon in the leaf
+/// `daemon`; after the daemon is killed the watchdog thaws them where they are, and a daemon started in the
+/// service's cgroup again finds them.
+#[test]
+fn job_cgroups_stay_inside_the_service_that_starts_the_daemon() {
+    if skip_unless_root("job_cgroups_stay_inside_the_service_that_starts_the_daemon") {
+        return;
+    }
+    let _machine = whole_machine();
+    let service = ServiceCgroup::create();
+    let flags = ["--job-cgroups", "service", "--slice-ms", "50", "--rows", "2"];
+    let mut daemon = in_service(&service, &flags);
+    let leaf = service.dir.join("daemon");
+    assert_eq!(cgroup_dir_of(daemon.child.id() as i32), Some(leaf.clone()), "the daemon sits in the leaf");
+
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let gangs: Vec<(u64, Vec<i32>)> = (0..2)
+        .map(|_| {
+            let job = daemon.submit(&[&["-n", &cpus.to_string(), "--"], &crate::SPIN_ARGS[..]].concat());
+            (job, daemon.spinners(job, cpus))
+        })
+        .collect();
+    let agent_dir = service.dir.join("cosched").join(&daemon.node);
+    for (job, pids) in &gangs {
+        for &pid in pids {
+            assert_eq!(cgroup_dir_of(pid), Some(agent_dir.join(format!("job-{job}"))), "job {job}'s task {pid}");
+        }
+    }
+    let pids: Vec<Vec<i32>> = gangs.iter().map(|(_, p)| p.clone()).collect();
+    let samples = sample_gangs(&pids, Duration::from_secs(2));
+    assert!(samples.consistent > 100, "too few samples: {}", samples.consistent);
+    assert_eq!(samples.overlap, 0, "two gangs ran at once in {} of {} samples", samples.overlap, samples.consistent);
+    assert_every_gang_runs(&pids, "inside the service");
+
+    daemon.kill_hard();
+    wait_for("the watchdog to thaw the jobs inside the service", Duration::from_secs(10), || {
+        pids.iter().flatten().all(|&pid| frozen(pid) == Some(false))
+    });
+    let log = daemon.dir.join("up.log");
+    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", service.dir.display());
+    let (state, socket) = (daemon.dir.to_str().unwrap(), daemon.socket.to_str().unwrap());
+    let mut again = vec!["sh", "-c", &join, "sh", COSCHED, "up", "--monitor", "off", "--node", &daemon.node];
+    again.extend(["--state-dir", state, "--socket", socket]);
+    again.extend(flags);
+    daemon.child = std::process::Command::new(again[0])
+        .args(&again[1..])
+        .env("COSCHED_CONFIG", "none")
+        .stdout(std::fs::File::options().append(true).open(&log).unwrap())
+        .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+        .spawn()
+        .unwrap();
+    daemon.wait_ready();
+    assert_eq!(cgroup_dir_of(daemon.child.id() as i32), Some(leaf), "the restarted daemon sits in the leaf");
+    for (job, _) in &gangs {
+        wait_for(&format!("job {job} to be found again"), Duration::from_secs(10), || {
+            daemon.job(*job).is_some_and(|j| !j.state.is_over())
+        });
+    }
+    assert_every_gang_runs(&pids, "after the restart");
+}
+
+/// Refused with a reason: a daemon in the root cgroup has no service to keep its jobs in.
+#[test]
+fn job_cgroups_in_the_service_need_a_service() {
+    if skip_unless_root("job_cgroups_in_the_service_need_a_service") {
+        return;
+    }
+    let dir = fresh_dir("cosched-root-service");
+    let root = v2_mount();
+    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", root.display());
+    let socket = dir.join("sock");
+    let args = [
+        "sh",
+        "-c",
+        &join,
+        "sh",
+        COSCHED,
+        "up",
+        "--job-cgroups",
+        "service",
+        "--monitor",
+        "off",
+        "--state-dir",
+        dir.to_str().unwrap(),
+        "--socket",
+        socket.to_str().unwrap(),
+    ];
+    let out = std::process::Command::new(args[0]).args(&args[1..]).env("COSCHED_CONFIG", "none").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started in the root cgroup: {stderr}");
+    assert!(stderr.contains("root cgroup") && stderr.contains("Delegate=yes"), "{stderr}");
+}
