@@ -95,9 +95,14 @@ impl OutputFiles {
     }
 }
 
-/// The escapes of a pattern `check` accepted, as (width, letter); `%%` is ('0', '%').
+/// A pattern with a backslash is taken as it is, backslashes removed, its escapes not expanded (sbatch's `\\`).
+fn is_literal(pattern: &str) -> bool {
+    pattern.contains('\\')
+}
+
+/// The escapes of a pattern `check` accepted, as (width, letter); `%%` is ('0', '%'). None in a literal one.
 fn escapes(pattern: &str) -> impl Iterator<Item = (usize, char)> + '_ {
-    let mut chars = pattern.chars().peekable();
+    let mut chars = if is_literal(pattern) { "" } else { pattern }.chars().peekable();
     std::iter::from_fn(move || loop {
         if chars.next()? != '%' {
             continue;
@@ -120,6 +125,12 @@ fn check_pattern(pattern: &str, job_name: &str) -> Result<(), String> {
     }
     if pattern.contains('\0') {
         return Err("a NUL byte in a file name".into());
+    }
+    if is_literal(pattern) {
+        return match pattern.replace('\\', "").is_empty() {
+            true => Err("an empty file name once its backslashes are removed".into()),
+            false => Ok(()),
+        };
     }
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
@@ -161,6 +172,9 @@ fn check_pattern(pattern: &str, job_name: &str) -> Result<(), String> {
 
 /// `pattern` with its escapes replaced (a pattern `check` accepted).
 pub fn expand(pattern: &str, names: &TaskNames) -> String {
+    if is_literal(pattern) {
+        return pattern.replace('\\', "");
+    }
     let mut text = String::with_capacity(pattern.len());
     let mut chars = pattern.chars().peekable();
     while let Some(c) = chars.next() {
@@ -201,6 +215,11 @@ mod tests {
     #[test]
     fn escapes_expand_as_sbatch_expands_them() {
         assert_eq!(expand("%x-%j.%t.%N.%u.out", &names(3)), "nightly-42.3.n1.ann.out");
+        // A backslash turns every escape off, and goes.
+        assert_eq!(expand("run\\%j-%u.%q", &names(3)), "run%j-%u.%q");
+        assert!(files(Some("\\%q%9z"), None, false).check("job").is_ok());
+        assert!(files(Some("\\\\"), None, false).check("job").is_err());
+        assert!(!files(Some("\\%u"), None, false).names_the_user());
         assert_eq!(expand("run%4j_%2t%%", &names(3)), "run0042_03%");
         assert_eq!(expand("plain/file", &names(0)), "plain/file");
     }
