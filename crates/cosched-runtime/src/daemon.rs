@@ -89,6 +89,7 @@ fn prepare_agent(settings: AgentSettings) -> std::io::Result<Arc<Agent>> {
         true => crate::agent::freezer::enter_delegated_cgroup()?,
         false => CgroupParent::top(),
     };
+    crate::agent::freezer::refuse_jobs_left_elsewhere(&settings.node, &parent)?;
     // Started first so the agent knows its pid (never movable into a job); lives as long as the agent.
     let watchdog = start_watchdog(&settings.helper_program, &settings.node, &parent)?;
     let agent = Agent::new(settings.clone(), &parent, &[watchdog.pid() as i32])?;

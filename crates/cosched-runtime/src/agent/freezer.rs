@@ -155,7 +155,8 @@ fn own_cgroup_dir(mount: &Mount, proc_self_cgroup: &str) -> PathBuf {
         matches.then_some(path)
     });
     let relative = entry.and_then(|path| if mount.root == "/" { Some(path) } else { path.strip_prefix(&mount.root) });
-    match relative {
+    // A cgroup outside a namespace's root reads `/../x`: never a place below the mount.
+    match relative.filter(|rel| !rel.split('/').any(|c| c == "..")) {
         Some(rel) => mount.mount_point.join(rel.trim_start_matches('/')),
         None => mount.mount_point.clone(),
     }
@@ -198,12 +199,7 @@ pub fn enter_delegated_cgroup() -> io::Result<CgroupParent> {
     let mount = mounts.iter().find(|m| m.v2).ok_or_else(not_v2)?;
     let self_cgroup = fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| with_path(e, "cannot read", Path::new("/proc/self/cgroup")))?;
-    let own = own_cgroup_dir(mount, &self_cgroup);
-    let service = if own.file_name().is_some_and(|n| n == DAEMON_LEAF) {
-        own.parent().unwrap_or(&own).to_path_buf()
-    } else {
-        own
-    };
+    let service = service_cgroup_dir(mount, &self_cgroup);
     let below = service.strip_prefix(&mount.mount_point).unwrap_or(Path::new("")).to_path_buf();
     if below.as_os_str().is_empty() {
         return Err(io::Error::new(
@@ -215,10 +211,90 @@ pub fn enter_delegated_cgroup() -> io::Result<CgroupParent> {
             ),
         ));
     }
+    let parent = CgroupParent::below_mount(&below.to_string_lossy())?;
+    check_root_only_cgroups(&mount.mount_point, &service)?;
     let leaf = service.join(DAEMON_LEAF);
     fs::create_dir_all(&leaf).map_err(|e| with_path(e, "cannot create", &leaf))?;
     write_control(&leaf.join("cgroup.procs"), &std::process::id().to_string())?;
-    Ok(CgroupParent(below))
+    Ok(parent)
+}
+
+/// The cgroup a daemon started in: its own, or the parent of its own when it sits in a `daemon` leaf already.
+fn service_cgroup_dir(mount: &Mount, self_cgroup: &str) -> PathBuf {
+    let own = own_cgroup_dir(mount, self_cgroup);
+    match own.file_name().is_some_and(|n| n == DAEMON_LEAF) {
+        true => own.parent().unwrap_or(&own).to_path_buf(),
+        false => own,
+    }
+}
+
+/// Root puts every user's job below `service`: it and every cgroup above it must be root's, and none writable by
+/// group or others, nor their files that move processes or enable controllers. Otherwise the owner of a subtree
+/// it was started in (a user's `user@UID.service`, from `sudo` in a desktop session) could move or freeze the
+/// daemon and other users' jobs.
+fn check_root_only_cgroups(mount_point: &Path, service: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mut dir = service;
+    loop {
+        for path in [
+            dir.to_path_buf(),
+            dir.join("cgroup.procs"),
+            dir.join("cgroup.threads"),
+            dir.join("cgroup.subtree_control"),
+        ] {
+            let meta = fs::metadata(&path).map_err(|e| with_path(e, "cannot inspect", &path))?;
+            if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} belongs to uid {} with mode {:o}: job cgroups go only below cgroups root alone may \
+                         change, as a system service's are",
+                        path.display(),
+                        meta.uid(),
+                        meta.mode() & 0o7777
+                    ),
+                ));
+            }
+        }
+        match dir.parent() {
+            Some(up) if dir != mount_point && up.starts_with(mount_point) => dir = up,
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// A previous agent of this node may have left jobs at the other place (`--job-cgroups` changed across a restart):
+/// this agent would neither schedule nor report them. So they are thawed, and the agent refuses to start, naming them.
+pub fn refuse_jobs_left_elsewhere(agent_name: &str, parent: &CgroupParent) -> io::Result<()> {
+    let mounts = detect_mounts()?;
+    let self_cgroup = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let other = match (parent == &CgroupParent::top(), mounts.iter().find(|m| m.v2)) {
+        (false, _) => CgroupParent::top(),
+        (true, None) => return Ok(()),
+        (true, Some(mount)) => {
+            let service = service_cgroup_dir(mount, &self_cgroup);
+            let below = service.strip_prefix(&mount.mount_point).unwrap_or(Path::new(""));
+            match CgroupParent::below_mount(&below.to_string_lossy()) {
+                Ok(other) if other != CgroupParent::top() => other,
+                _ => return Ok(()),
+            }
+        }
+    };
+    let left: Vec<String> = hierarchies_of(agent_name, &other)?
+        .iter()
+        .flat_map(|h| h.job_ids().unwrap_or_default().into_iter().map(|job| h.job_dir(job).display().to_string()))
+        .collect();
+    if left.is_empty() {
+        return Ok(());
+    }
+    let _ = thaw_unsuspended_under(agent_name, &other);
+    let setting = if other == CgroupParent::top() { "top" } else { "service" };
+    Err(io::Error::other(format!(
+        "jobs of node {agent_name} are still in {}, left by an agent started with --job-cgroups {setting}; this \
+         agent would not see them. They are thawed. Start the agent with --job-cgroups {setting} until they have \
+         ended (cosched kill ends them), then change the setting",
+        left.join(", ")
+    )))
 }
 
 /// Reject names that could escape `<mount>/cosched/` or hide (`/`, `..`, leading dot) and keep them short and plain.

@@ -142,3 +142,86 @@ fn job_cgroups_in_the_service_need_a_service() {
     assert!(!out.status.success(), "started in the root cgroup: {stderr}");
     assert!(stderr.contains("root cgroup") && stderr.contains("Delegate=yes"), "{stderr}");
 }
+
+/// Refused with a reason: a cgroup another user may change (a user's own systemd subtree, where `sudo` from a
+/// desktop session starts) would let them move or freeze the daemon and everyone's jobs.
+#[test]
+fn job_cgroups_never_go_below_a_cgroup_a_user_may_change() {
+    if skip_unless_root("job_cgroups_never_go_below_a_cgroup_a_user_may_change") {
+        return;
+    }
+    let service = ServiceCgroup::create();
+    // As systemd delegates a subtree to a user: the folder and the files that move processes.
+    for path in [service.dir.clone(), service.dir.join("cgroup.procs"), service.dir.join("cgroup.threads")] {
+        nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    }
+    let dir = fresh_dir("cosched-user-service");
+    let socket = dir.join("sock");
+    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", service.dir.display());
+    let (state, sock) = (dir.to_str().unwrap(), socket.to_str().unwrap());
+    let args = ["-c", &join, "sh", COSCHED, "up", "--job-cgroups", "service", "--monitor", "off"];
+    let out = std::process::Command::new("sh")
+        .args(args)
+        .args(["--state-dir", state, "--socket", sock])
+        .env("COSCHED_CONFIG", "none")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "started below a cgroup of nobody's: {stderr}");
+    assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+    assert!(!service.dir.join("daemon").exists(), "nothing was made below it");
+}
+
+/// Jobs left at the top by an agent started with `--job-cgroups top` are neither lost nor left frozen by one
+/// started with `service`: it thaws them and refuses to start, naming them.
+#[test]
+fn changing_where_job_cgroups_go_with_jobs_left_is_refused() {
+    if skip_unless_root("changing_where_job_cgroups_go_with_jobs_left_is_refused") {
+        return;
+    }
+    let service = ServiceCgroup::create();
+    let mut daemon = in_service(&service, &[]);
+    let job = daemon.submit(&["--", "sleep", "300"]);
+    let pid = daemon.pids(job, 1)[0];
+    let top_dir = v2_mount().join("cosched").join(&daemon.node).join(format!("job-{job}"));
+    assert_eq!(cgroup_dir_of(pid), Some(top_dir.clone()));
+    daemon.kill_hard();
+    // Frozen once the old agent's watchdog has thawed everything and gone: as if both had died together.
+    wait_for("the old watchdog to thaw the job", Duration::from_secs(10), || frozen(pid) == Some(false));
+    wait_for("the old watchdog to end", Duration::from_secs(10), || {
+        !std::fs::read_dir("/proc").unwrap().flatten().any(|p| {
+            let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline.contains("__watchdog") && cmdline.contains(&daemon.node)
+        })
+    });
+    std::fs::write(top_dir.join("cgroup.freeze"), "1").unwrap();
+    wait_for("the job to be frozen", Duration::from_secs(10), || frozen(pid) == Some(true));
+    let log = daemon.dir.join("again.log");
+    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", service.dir.display());
+    let (state, socket) = (daemon.dir.to_str().unwrap(), daemon.socket.to_str().unwrap());
+    let mut again = vec!["-c", &join, "sh", COSCHED, "up", "--monitor", "off", "--node", &daemon.node];
+    again.extend(["--state-dir", state, "--socket", socket, "--job-cgroups", "service"]);
+    let said = refused_with("sh", &again, &log);
+    assert!(said.contains(&top_dir.display().to_string()) && said.contains("--job-cgroups top"), "{said}");
+    wait_for("the job left at the top to be thawed", Duration::from_secs(10), || frozen(pid) == Some(false));
+}
+
+/// Run `PROGRAM ARGS`, which must exit with a failure within 20 s; what it wrote.
+fn refused_with(program: &str, args: &[&str], log: &Path) -> String {
+    let file = std::fs::File::create(log).unwrap();
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .env("COSCHED_CONFIG", "none")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let mut status = None;
+    wait_for("the daemon to refuse to start", Duration::from_secs(20), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    assert!(!status.unwrap().success(), "it started: {}", std::fs::read_to_string(log).unwrap());
+    std::fs::read_to_string(log).unwrap()
+}
