@@ -1094,6 +1094,8 @@ mod tests {
         assert_eq!(own_cgroup_dir(&mounts[1], self_cgroup), Path::new("/sys/fs/cgroup/freezer"));
         assert_eq!(own_cgroup_dir(&mounts[3], self_cgroup), Path::new("/sys/fs/cgroup/unified/system.slice/a.service"));
         assert_eq!(own_cgroup_dir(&mounts[2], self_cgroup), Path::new("/sys/fs/cgroup/systemd"));
+        // Outside a cgroup namespace's root: never a place above the mount.
+        assert_eq!(own_cgroup_dir(&mounts[3], "0::/../other\n"), Path::new("/sys/fs/cgroup/unified"));
     }
 
     #[test]
