@@ -45,9 +45,28 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     std::iter::once(dir.to_path_buf()).chain(children.flat_map(|e| walk(&e.path()))).collect()
 }
 
+/// A shell script that moves itself into `cgroup`, then runs its arguments: `sh -c SCRIPT sh PROGRAM ARGS`.
+fn join_then_exec(cgroup: &Path) -> String {
+    format!("echo $$ > {}/cgroup.procs && exec \"$@\"", cgroup.display())
+}
+
 fn in_service(service: &ServiceCgroup, args: &[&str]) -> Daemon {
-    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", service.dir.display());
-    Daemon::up_under(&["sh", "-c", &join, "sh"], args, &[])
+    Daemon::up_under(&["sh", "-c", &join_then_exec(&service.dir), "sh"], args, &[])
+}
+
+/// `cosched up` started in `cgroup`, with its state and socket in `state_dir`, logging to `log`.
+fn up_in(cgroup: &Path, node: &str, state_dir: &Path, extra: &[&str], log: &Path) -> std::process::Child {
+    let file = std::fs::File::create(log).unwrap();
+    let (state, socket) = (state_dir.to_str().unwrap(), state_dir.join("sock"));
+    std::process::Command::new("sh")
+        .args(["-c", &join_then_exec(cgroup), "sh", COSCHED, "up", "--monitor", "off", "--node", node])
+        .args(["--state-dir", state, "--socket", socket.to_str().unwrap()])
+        .args(extra)
+        .env("COSCHED_CONFIG", "none")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap()
 }
 
 /// Two gangs of every CPU, each job's cgroup inside the service's, taking turns there; the daemon in the leaf
@@ -88,19 +107,7 @@ fn job_cgroups_stay_inside_the_service_that_starts_the_daemon() {
     wait_for("the watchdog to thaw the jobs inside the service", Duration::from_secs(10), || {
         pids.iter().flatten().all(|&pid| frozen(pid) == Some(false))
     });
-    let log = daemon.dir.join("up.log");
-    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", service.dir.display());
-    let (state, socket) = (daemon.dir.to_str().unwrap(), daemon.socket.to_str().unwrap());
-    let mut again = vec!["sh", "-c", &join, "sh", COSCHED, "up", "--monitor", "off", "--node", &daemon.node];
-    again.extend(["--state-dir", state, "--socket", socket]);
-    again.extend(flags);
-    daemon.child = std::process::Command::new(again[0])
-        .args(&again[1..])
-        .env("COSCHED_CONFIG", "none")
-        .stdout(std::fs::File::options().append(true).open(&log).unwrap())
-        .stderr(std::fs::File::options().append(true).open(&log).unwrap())
-        .spawn()
-        .unwrap();
+    daemon.child = up_in(&service.dir, &daemon.node, &daemon.dir, &flags, &daemon.dir.join("up2.log"));
     daemon.wait_ready();
     assert_eq!(cgroup_dir_of(daemon.child.id() as i32), Some(leaf), "the restarted daemon sits in the leaf");
     for (job, _) in &gangs {
@@ -118,28 +125,8 @@ fn job_cgroups_in_the_service_need_a_service() {
         return;
     }
     let dir = fresh_dir("cosched-root-service");
-    let root = v2_mount();
-    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", root.display());
-    let socket = dir.join("sock");
-    let args = [
-        "sh",
-        "-c",
-        &join,
-        "sh",
-        COSCHED,
-        "up",
-        "--job-cgroups",
-        "service",
-        "--monitor",
-        "off",
-        "--state-dir",
-        dir.to_str().unwrap(),
-        "--socket",
-        socket.to_str().unwrap(),
-    ];
-    let out = std::process::Command::new(args[0]).args(&args[1..]).env("COSCHED_CONFIG", "none").output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "started in the root cgroup: {stderr}");
+    let log = dir.join("up.log");
+    let stderr = refused_start(up_in(&v2_mount(), &unique("t"), &dir, &["--job-cgroups", "service"], &log), &log);
     assert!(stderr.contains("root cgroup") && stderr.contains("Delegate=yes"), "{stderr}");
 }
 
@@ -156,18 +143,8 @@ fn job_cgroups_never_go_below_a_cgroup_a_user_may_change() {
         nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
     }
     let dir = fresh_dir("cosched-user-service");
-    let socket = dir.join("sock");
-    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", service.dir.display());
-    let (state, sock) = (dir.to_str().unwrap(), socket.to_str().unwrap());
-    let args = ["-c", &join, "sh", COSCHED, "up", "--job-cgroups", "service", "--monitor", "off"];
-    let out = std::process::Command::new("sh")
-        .args(args)
-        .args(["--state-dir", state, "--socket", sock])
-        .env("COSCHED_CONFIG", "none")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "started below a cgroup of nobody's: {stderr}");
+    let log = dir.join("up.log");
+    let stderr = refused_start(up_in(&service.dir, &unique("t"), &dir, &["--job-cgroups", "service"], &log), &log);
     assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
     assert!(!service.dir.join("daemon").exists(), "nothing was made below it");
 }
@@ -198,25 +175,13 @@ fn changing_where_job_cgroups_go_with_jobs_left_is_refused() {
     std::fs::write(top_dir.join("cgroup.freeze"), "1").unwrap();
     wait_for("the job to be frozen", Duration::from_secs(10), || frozen(pid) == Some(true));
     let log = daemon.dir.join("again.log");
-    let join = format!("echo $$ > {}/cgroup.procs && exec \"$@\"", service.dir.display());
-    let (state, socket) = (daemon.dir.to_str().unwrap(), daemon.socket.to_str().unwrap());
-    let mut again = vec!["-c", &join, "sh", COSCHED, "up", "--monitor", "off", "--node", &daemon.node];
-    again.extend(["--state-dir", state, "--socket", socket, "--job-cgroups", "service"]);
-    let said = refused_with("sh", &again, &log);
+    let said = refused_start(up_in(&service.dir, &daemon.node, &daemon.dir, &["--job-cgroups", "service"], &log), &log);
     assert!(said.contains(&top_dir.display().to_string()) && said.contains("--job-cgroups top"), "{said}");
     wait_for("the job left at the top to be thawed", Duration::from_secs(10), || frozen(pid) == Some(false));
 }
 
-/// Run `PROGRAM ARGS`, which must exit with a failure within 20 s; what it wrote.
-fn refused_with(program: &str, args: &[&str], log: &Path) -> String {
-    let file = std::fs::File::create(log).unwrap();
-    let mut child = std::process::Command::new(program)
-        .args(args)
-        .env("COSCHED_CONFIG", "none")
-        .stdout(file.try_clone().unwrap())
-        .stderr(file)
-        .spawn()
-        .unwrap();
+/// What `child` wrote to `log` before it failed, as it must within 20 s.
+fn refused_start(mut child: std::process::Child, log: &Path) -> String {
     let mut status = None;
     wait_for("the daemon to refuse to start", Duration::from_secs(20), || {
         status = child.try_wait().unwrap();
