@@ -268,13 +268,17 @@ impl Daemon {
 
 /// Run `cosched ARGS`, expecting it to refuse to start: returns what it said.
 pub fn refused(args: &[&str], log: &Path) -> String {
-    let mut child = spawn_logged(args, log);
+    refused_start(spawn_logged(args, log), &format!("cosched {}", args[0]), log)
+}
+
+/// What `child` (`what`, logging to `log`) wrote before it failed, as it must within 20 s.
+pub fn refused_start(mut child: Child, what: &str, log: &Path) -> String {
     let mut status = None;
-    wait_for(&format!("cosched {} to refuse to start", args[0]), Duration::from_secs(20), || {
+    wait_for(&format!("{what} to refuse to start"), Duration::from_secs(20), || {
         status = child.try_wait().unwrap();
         status.is_some()
     });
-    assert!(!status.unwrap().success(), "cosched {} started", args[0]);
+    assert!(!status.unwrap().success(), "{what} started: {}", std::fs::read_to_string(log).unwrap_or_default());
     std::fs::read_to_string(log).unwrap()
 }
 
