@@ -463,6 +463,8 @@ mod tests {
             tcp: Transport { latency_base_ns: 25_000.0, ..shm },
             gang_switch_ns: 50_000,
             gang_slice_skew_ns: 10_000,
+            cache_bytes: 0,
+            cache_refill_ns: 0,
             sources: vec![],
         }
     }
@@ -527,6 +529,22 @@ mod tests {
         assert_eq!(prediction.program_model.prologue.compute_ns, 10_000_000);
         let (mean, worst, n) = error_summary(points).unwrap();
         assert!(mean <= worst && n == 2);
+    }
+
+    /// The runtime switches nothing while a copy is alone: the simulated `t_1` does not depend on the gang
+    /// switch's cost, and the copies of `j > 1` pay it, so a dearer switch predicts a larger `s_j`.
+    #[test]
+    fn a_lone_copy_pays_no_gang_switch_and_shared_copies_do() {
+        let r = report(&[(1, 0.21), (2, 0.42)]);
+        let predict_with = |switch_ns: u64| {
+            let prediction = predict(&r, &MachineModel { gang_switch_ns: switch_ns, ..machine() }).unwrap();
+            let points = &prediction.policies[0].points;
+            (points[0].simulated_tj_s, points[1].simulated)
+        };
+        let (cheap, dear) = (predict_with(0), predict_with(2_000_000));
+        assert_eq!(cheap.0, dear.0, "t_1 pays no switch");
+        // Two copies at 10 ms slices: about one switch of 2 ms per slice, a fifth of the time.
+        assert!(dear.1 > cheap.1 * 1.15, "s_2 {} with a 2 ms switch, {} with none", dear.1, cheap.1);
     }
 
     /// A report inside every size bound may still ask for hours of simulation; it is refused per policy before

@@ -36,6 +36,7 @@ fn job(number: u64, arrival_ns: u64, tasks: u32) -> SimJob {
             iterations: ITERATIONS,
             message_bytes: 4096,
             prologue: Prologue::NONE,
+            working_set_bytes: 0,
         },
         label: format!("job{number}"),
         nice: 0,

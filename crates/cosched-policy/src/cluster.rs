@@ -161,6 +161,17 @@ pub enum Rotation {
     ClockAligned,
 }
 
+/// What a slot boundary stops and starts, and so who pays the gang switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Switching {
+    /// Every CPU switches at every boundary where a switch is due (the study's).
+    EveryCpu,
+    /// Only a CPU whose cell changes switches; a boundary that changes no cell costs
+    /// nothing, so a job alone in the matrix is never switched (cosched's: an agent stops
+    /// the jobs that leave the slot and starts those that enter it, nothing else).
+    ChangedCells,
+}
+
 /// The rules of the coscheduler. cosched's own and the study's plain matrix
 /// are two presets of the same planner.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,6 +186,7 @@ pub struct PlanRules {
     /// most loaded node, and the cycle may get slots with no gang job in them.
     pub thread_shares: bool,
     pub rotation: Rotation,
+    pub switching: Switching,
 }
 
 impl PlanRules {
@@ -185,6 +197,7 @@ impl PlanRules {
         fill_free_cells: true,
         thread_shares: true,
         rotation: Rotation::ClockAligned,
+        switching: Switching::ChangedCells,
     };
     /// The reference study's gang scheduling and MPL admission.
     pub const STUDY: PlanRules = PlanRules {
@@ -193,6 +206,7 @@ impl PlanRules {
         fill_free_cells: false,
         thread_shares: false,
         rotation: Rotation::NextOccupiedRow,
+        switching: Switching::EveryCpu,
     };
 }
 

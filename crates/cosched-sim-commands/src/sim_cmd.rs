@@ -319,6 +319,9 @@ impl SimArgs {
                 gang_switch_every_quantum: !self.gang_free_same_row,
                 io_keeps_cpu_below_ns: MICROSECONDS.ns(self.io_keeps_cpu_below_us, "--io-keeps-cpu-below-us")?,
                 gang_start_waits_for_quantum: self.gang_start_next_quantum,
+                // Measured machines only (`--machine`).
+                cache_refill_ns: 0,
+                cache_bytes: 0,
             },
             scheduler: NodeSchedulerConfig {
                 tick_ns: MILLISECONDS.ns(self.tick_ms, "--tick-ms")?,

@@ -98,6 +98,14 @@ pub struct Program {
     /// check), done before the first one; none for the study's jobs.
     #[serde(skip_serializing_if = "Prologue::is_none")]
     pub prologue: Prologue,
+    /// The memory a task works over (a real program's, from its command line; 0 for the
+    /// study's jobs): what it refills of the caches when its job takes a CPU back.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub working_set_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A task's work before its first iteration: CPU time, then time blocked.
@@ -160,6 +168,7 @@ pub fn program_for(job_type: JobType, tasks: u32, nominal_ns: u64, net: &Network
         iterations: iterations as u32,
         message_bytes: net.message_bytes,
         prologue: Prologue::NONE,
+        working_set_bytes: 0,
     }
 }
 

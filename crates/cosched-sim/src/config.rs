@@ -83,6 +83,29 @@ pub struct CostConfig {
     /// quantum to start (default: it starts at once, mid-quantum; the study
     /// does not say which).
     pub gang_start_waits_for_quantum: bool,
+    /// Time to refill a CPU's share of the caches after another job ran there: charged on each
+    /// CPU a gang switch gives to another job, in proportion to the incoming job's working set
+    /// up to `cache_bytes` (a measured machine's; 0: caches not modelled, as in the study).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_refill_ns: u64,
+    /// The cache a CPU may fill alone: its private levels and its share of the shared ones.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl CostConfig {
+    /// The cache refill a process of `working_set_bytes` pays when its job takes a CPU back.
+    pub fn cache_refill_ns(&self, working_set_bytes: u64) -> u64 {
+        if self.cache_bytes == 0 {
+            return 0;
+        }
+        let filled = working_set_bytes.min(self.cache_bytes) as u128;
+        (self.cache_refill_ns as u128 * filled / self.cache_bytes as u128) as u64
+    }
 }
 
 /// When periodic boost's 1 ms walk runs relative to the scheduler that
@@ -136,6 +159,8 @@ impl Default for CostConfig {
             gang_switch_every_quantum: true,
             io_keeps_cpu_below_ns: 0,
             gang_start_waits_for_quantum: false,
+            cache_refill_ns: 0,
+            cache_bytes: 0,
         }
     }
 }

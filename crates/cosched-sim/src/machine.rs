@@ -22,6 +22,8 @@ const MAX_CPUS_PER_NODE: u32 = 4096;
 const MIN_HZ: u32 = 10;
 const MAX_HZ: u32 = 10_000;
 const MAX_TEXT: usize = 256;
+/// A CPU's share of the caches, at most (1 GiB).
+const MAX_CACHE_BYTES: u64 = 1 << 30;
 
 /// One message transport: the time a message takes and the CPU time it
 /// costs its two ends, each `base + per_byte · bytes`.
@@ -63,6 +65,14 @@ pub struct MachineModel {
     pub gang_switch_ns: u64,
     /// Spread of slice starts across agents (`bench switch`'s skew, median); not yet charged by the engine.
     pub gang_slice_skew_ns: u64,
+    /// The cache one CPU may fill alone: its private levels and its share of the shared ones
+    /// (sysfs). Absent in files written before it was measured: then caches are not modelled.
+    #[serde(default)]
+    pub cache_bytes: u64,
+    /// Time to read `cache_bytes` back after another process on the CPU replaced them
+    /// (`bench cache-refill`, median, less a warm pass): what a switch to another job costs it.
+    #[serde(default)]
+    pub cache_refill_ns: u64,
     /// The files of raw measurements this model was derived from, relative to the machine file.
     #[serde(default)]
     pub sources: Vec<String>,
@@ -103,8 +113,12 @@ impl MachineModel {
             ("wake_ns", self.wake_ns),
             ("gang_switch_ns", self.gang_switch_ns),
             ("gang_slice_skew_ns", self.gang_slice_skew_ns),
+            ("cache_refill_ns", self.cache_refill_ns),
         ] {
             check_cost(name, ns as f64, MAX_COST_NS)?;
+        }
+        if self.cache_bytes > MAX_CACHE_BYTES {
+            return Err(format!("cache_bytes {} is more than {MAX_CACHE_BYTES}", self.cache_bytes));
         }
         for (transport, t) in [("shm", &self.shm), ("tcp", &self.tcp)] {
             for (field, ns) in [
@@ -127,7 +141,7 @@ impl MachineModel {
 
     /// Put this machine's measured costs into a configuration: CPUs per
     /// node, the tick, the context and gang switch costs, shared memory
-    /// within a node and TCP between nodes, and every node on the EEVDF
+    /// within a node and TCP between nodes, the cache refill, and every node on the EEVDF
     /// model (what a node of today's Linux runs). What the file does not
     /// measure (the study's dynamic-coscheduling costs) stays as it was.
     pub fn apply(&self, cfg: &mut SimConfig) {
@@ -139,6 +153,8 @@ impl MachineModel {
         cfg.scheduler.raise_period_ns = cfg.scheduler.raise_period_ns.div_ceil(tick_ns).max(1) * tick_ns;
         cfg.costs.context_switch_ns = self.context_switch_ns;
         cfg.costs.gang_switch_ns = self.gang_switch_ns;
+        cfg.costs.cache_bytes = self.cache_bytes;
+        cfg.costs.cache_refill_ns = self.cache_refill_ns;
         cfg.network.shm_base_ns = self.shm.latency_base_ns;
         cfg.network.shm_ns_per_byte = self.shm.latency_ns_per_byte;
         cfg.network.latency_base_ns = self.tcp.latency_base_ns;
@@ -197,6 +213,8 @@ mod tests {
             },
             gang_switch_ns: 60_000,
             gang_slice_skew_ns: 15_000,
+            cache_bytes: 17 << 20,
+            cache_refill_ns: 900_000,
             sources: vec!["ctxswitch.json".into()],
         }
     }
@@ -216,8 +234,21 @@ mod tests {
         assert_eq!((cfg.scheduler.tick_ns, cfg.costs.context_switch_ns), (4_000_000, 920));
         assert_eq!((cfg.costs.gang_switch_ns, cfg.network.shm_base_ns), (60_000, 32.0));
         assert_eq!(cfg.network.latency_base_ns, 25_600.0);
+        assert_eq!((cfg.costs.cache_bytes, cfg.costs.cache_refill_ns), (17 << 20, 900_000));
         assert_eq!(cfg.scheduler.raise_period_ns % cfg.scheduler.tick_ns, 0);
         cfg.validate().unwrap();
+    }
+
+    #[test]
+    fn a_file_from_before_the_cache_was_measured_models_no_cache() {
+        let mut value = serde_json::to_value(example()).unwrap();
+        let fields = value.as_object_mut().unwrap();
+        fields.remove("cache_bytes");
+        fields.remove("cache_refill_ns");
+        let old = MachineModel::parse(&value.to_string()).unwrap();
+        let mut cfg = SimConfig::default();
+        old.apply(&mut cfg);
+        assert_eq!(cfg.costs.cache_refill_ns(1 << 30), 0);
     }
 
     #[test]
@@ -234,6 +265,9 @@ mod tests {
         m = example();
         m.shm.latency_ns_per_byte = 1e6;
         assert!(m.check().unwrap_err().contains("shm.latency_ns_per_byte"));
+        m = example();
+        m.cache_bytes = u64::MAX;
+        assert!(m.check().unwrap_err().contains("cache_bytes"));
         m = example();
         m.format = "other".into();
         assert!(m.check().unwrap_err().contains("format"));

@@ -29,6 +29,8 @@ use serde::Serialize;
 
 /// A cache line: what one thread's arrival at a barrier moves.
 const BARRIER_BYTES: u64 = 64;
+/// A spinbarrier thread's x and y (512 pairs of doubles: it stays in L1).
+const SPINBARRIER_WORKING_BYTES: u64 = 2 * 512 * DOUBLE_BYTES;
 const DOUBLE_BYTES: u64 = 8;
 /// Bounds on the parameters read from a command line (they size loops here).
 const MAX_N: u64 = 1 << 20;
@@ -63,6 +65,9 @@ pub struct Structure {
     pub doubles_per_task: f64,
     /// The bytes of one exchange's message.
     pub message_bytes: u64,
+    /// The memory one task works over, as the program allocates it: what it refills of the
+    /// caches after another job ran on its CPU.
+    pub working_set_bytes: u64,
 }
 
 /// What one dedicated run (one copy alone) measured: the calibration.
@@ -146,6 +151,7 @@ impl ReferenceProgram {
                 messages_per_task: 0.0,
                 doubles_per_task: 0.0,
                 message_bytes: BARRIER_BYTES,
+                working_set_bytes: SPINBARRIER_WORKING_BYTES,
             }),
             ReferenceProgram::MatrixMultiply { n, p_rows, q_cols, k, repeat, .. } => {
                 one_ring(p_rows, q_cols)?;
@@ -177,7 +183,15 @@ impl ReferenceProgram {
             blocked_ns: ((outside_s - outside_cpu_per_task_s) * 1e9).round() as u64,
         };
         let message_bytes = u32::try_from(structure.message_bytes).map_err(|_| "a message over 4 GiB")?;
-        Ok((structure, Program { compute_ns, io_ns: 0, iterations: exchanges.max(1), message_bytes, prologue }))
+        let program = Program {
+            compute_ns,
+            io_ns: 0,
+            iterations: exchanges.max(1),
+            message_bytes,
+            prologue,
+            working_set_bytes: structure.working_set_bytes,
+        };
+        Ok((structure, program))
     }
 }
 
@@ -235,6 +249,8 @@ fn matrix_multiply(n: u64, p_rows: u32, q_cols: u32, k: u64, repeat: u64) -> Str
         doubles += row_sends * mb * kw + column_sends * kw * nbk;
     }
     let exchanges = panels.len() as u64 * repeat;
+    // Its blocks of A and C, and the two panels it receives.
+    let working_doubles = 2 * mb * nbk + mb * k.min(n) + k.min(n) * nbk;
     let per_task = |total: u64| total as f64 * repeat as f64 / tasks as f64;
     let bytes_per_message = (doubles * DOUBLE_BYTES).checked_div(messages).unwrap_or(0);
     Structure {
@@ -243,6 +259,7 @@ fn matrix_multiply(n: u64, p_rows: u32, q_cols: u32, k: u64, repeat: u64) -> Str
         messages_per_task: per_task(messages),
         doubles_per_task: per_task(doubles),
         message_bytes: bytes_per_message,
+        working_set_bytes: working_doubles.saturating_mul(DOUBLE_BYTES),
     }
 }
 
@@ -269,12 +286,15 @@ fn lu(n: u64, p_rows: u32, nb: u64) -> Structure {
     }
     let tasks = p_rows;
     let bytes_per_message = (doubles * DOUBLE_BYTES).checked_div(messages).unwrap_or(0);
+    // Its rows of [A b] (the trailing part it updates shrinks; the first panels touch all of it).
+    let working_doubles = n.div_ceil(p_rows.max(1) as u64) * (n + 1);
     Structure {
         tasks,
         exchanges,
         messages_per_task: messages as f64 / tasks as f64,
         doubles_per_task: doubles as f64 / tasks as f64,
         message_bytes: bytes_per_message,
+        working_set_bytes: working_doubles.saturating_mul(DOUBLE_BYTES),
     }
 }
 

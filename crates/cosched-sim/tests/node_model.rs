@@ -292,6 +292,38 @@ fn gang_scheduling_charges_the_switch_at_every_quantum_even_with_one_row() {
     assert_eq!(r.summary.cpu_time.switch_ns, 0);
 }
 
+/// cosched's agents stop and start only the jobs that leave or enter the slot: a job alone is never
+/// switched, whatever the quantum (the study's GS pays the switch at every quantum, above).
+#[test]
+fn cosched_gang_switches_nothing_while_a_job_is_alone() {
+    let cfg = config(Scheme::COSCHED_GANG, 1, 2);
+    assert!(cfg.costs.gang_switch_every_quantum, "the study's reading is the default, and does not apply");
+    let r = simulate(&cfg, vec![job(1, 0, 1, 500 * MS, 0, 1)]);
+    assert!(events(&r, |k| matches!(k, TraceKind::GangSwitch { .. })).is_empty());
+    assert_eq!(finish_ns(&r, 1), 500 * MS);
+    assert_eq!(r.summary.cpu_time.switch_ns, 0);
+}
+
+/// Two one-task jobs take turns on one CPU under GS-cosched: each switch costs the gang switch
+/// (2 ms) and the incoming job's cache refill, its working set's part of the CPU's cache (a
+/// measured machine's 1 ms for 1 MiB): 0.5 ms for job 1's 512 KiB, all of it for job 2's 4 MiB.
+#[test]
+fn cosched_gang_charges_the_incoming_jobs_cache_refill_at_each_switch() {
+    let mut cfg = config(Scheme::COSCHED_GANG, 1, 2);
+    (cfg.costs.cache_bytes, cfg.costs.cache_refill_ns) = (1 << 20, MS);
+    let mut jobs = vec![job(1, 0, 1, 500 * MS, 0, 1), job(2, 0, 1, 500 * MS, 0, 1)];
+    (jobs[0].program.working_set_bytes, jobs[1].program.working_set_bytes) = (512 << 10, 4 << 20);
+    let r = simulate(&cfg, jobs);
+    let switches = events(&r, |k| matches!(k, TraceKind::GangSwitch { .. }));
+    assert_eq!(switches.iter().map(|e| e.0).collect::<Vec<_>>(), [200 * MS, 400 * MS, 600 * MS, 800 * MS]);
+    // Job 1: 200 ms, then 197.5 ms at 400 and at 800 ms after 2 + 0.5 ms: 102.5 ms left there.
+    assert_eq!(finish_ns(&r, 1), 800 * MS + 2_500_000 + 102_500_000);
+    // Job 2: 197 ms at 200 and at 600 ms after 2 + 1 ms; alone at 905 ms, it takes the CPU at once
+    // with no switch but its refill (1 ms), and needs 106 ms more.
+    assert_eq!(finish_ns(&r, 2), 905 * MS + MS + 106 * MS);
+    assert_eq!(r.summary.cpu_time.switch_ns, 4 * 2 * MS + 2 * 500_000 + 3 * MS);
+}
+
 #[test]
 fn a_tick_inside_a_context_switch_is_deferred_to_its_end() {
     // Y (100 ms of compute) runs first; at 20 ms its quantum expires and it

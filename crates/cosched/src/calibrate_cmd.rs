@@ -1,14 +1,14 @@
 //! `cosched calibrate`: measure this machine with the existing benchmarks
 //! (`bench node`'s context switch and wake-up, `bench pingpong` over shared
-//! memory and TCP, `bench switch`'s gang switch and slice-start skew) and
+//! memory and TCP, `bench switch`'s gang switch and slice-start skew, and a cache refill) and
 //! write the machine file the simulator reads (`cosched sim --machine`,
 //! `cosched predict`), with every raw measurement beside it.
 
 use crate::bench_node::{self, BenchNodeArgs};
 use clap::{Args, Parser};
-use cosched_bench::os;
 use cosched_bench::pingpong::{self, PingPongConfig, PingPongResult, Transport as PingTransport};
 use cosched_bench::switch::{self, SwitchBenchSettings};
+use cosched_bench::{cache_refill, os};
 use cosched_lab::node_model::MachineInputs;
 use cosched_runtime::agent::freezer::FreezerKind;
 use cosched_runtime::agent::switcher::ConfirmWait;
@@ -16,6 +16,9 @@ use cosched_sim::machine::{MachineModel, Transport, FORMAT};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, SystemTime};
+
+/// Passes of the cache refill measurement (each about a millisecond per MiB of cache).
+const CACHE_REFILL_REPEATS: usize = 31;
 
 #[derive(Args, Debug)]
 pub struct CalibrateArgs {
@@ -44,17 +47,19 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
     crate::output::OutputDir::check(&args.out)?;
     let switch_settings = switch_settings(args.switch_window_s)?;
     let repeat = args.repeat.to_string();
-    eprintln!("[1/4] context switch and wake-up (bench node: ctxswitch, sleeper-alone)...");
+    eprintln!("[1/5] context switch and wake-up (bench node: ctxswitch, sleeper-alone)...");
     let node_args = NodeFlags::try_parse_from(["node", "--scenario", "ctxswitch,sleeper-alone", "--repeat", &repeat])
         .map_err(|e| e.to_string())?
         .args;
     let node = bench_node::measure(&node_args)?;
     let inputs = MachineInputs::from_report(&node)?;
-    eprintln!("[2/4] messages over shared memory and TCP (bench pingpong)...");
+    eprintln!("[2/5] messages over shared memory and TCP (bench pingpong)...");
     let pings = measure_pingpong(args.repeat as usize)?;
-    eprintln!("[3/4] gang switches (bench switch: slices of 10 and 100 ms, three agents for the skew)...");
+    eprintln!("[3/5] gang switches (bench switch: slices of 10 and 100 ms, three agents for the skew)...");
     let switch = switch::run(&switch_settings)?;
-    eprintln!("[4/4] writing {}", args.out.display());
+    eprintln!("[4/5] cache refill (a warm pass over the CPU's cache share against one after another job's data)...");
+    let cache = cache_refill::measure(CACHE_REFILL_REPEATS)?;
+    eprintln!("[5/5] writing {}", args.out.display());
     let gang_switch_ns = gang_switch_cost_ns(&switch)?;
     let model = MachineModel {
         format: FORMAT.into(),
@@ -69,7 +74,9 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
         tcp: transport_of(&pings, "tcp")?,
         gang_switch_ns,
         gang_slice_skew_ns: switch.skew.as_ref().map_or(0, |s| s.spread.p50_ns),
-        sources: vec!["node.json".into(), "pingpong.json".into(), "switch.json".into()],
+        cache_bytes: cache.cache_bytes,
+        cache_refill_ns: cache.refill_ns,
+        sources: vec!["node.json".into(), "pingpong.json".into(), "switch.json".into(), "cache.json".into()],
     };
     model.check().map_err(|e| format!("the measurements do not make a machine model: {e}"))?;
     let dir = crate::output::OutputDir::begin(&args.out)?;
@@ -77,6 +84,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
     dir.write("node.json", &json(&node)?)?;
     dir.write("pingpong.json", &json(&pings)?)?;
     dir.write("switch.json", &json(&switch)?)?;
+    dir.write("cache.json", &json(&cache)?)?;
     let out = dir.commit()?;
     print!("{}", describe(&model));
     eprintln!("machine model: {}", out.join("machine.json").display());
@@ -157,7 +165,8 @@ fn describe(m: &MachineModel) -> String {
          context switch {:.2} µs, wake-up {:.1} µs\n\
          shared memory: {:.3} µs + {:.4} ns/byte (CPU {:.3} µs + {:.4} ns/byte)\n\
          TCP:           {:.1} µs + {:.4} ns/byte (CPU {:.1} µs + {:.4} ns/byte)\n\
-         gang switch {:.1} µs of lost CPU time, slice-start skew {:.1} µs\n",
+         gang switch {:.1} µs of lost CPU time, slice-start skew {:.1} µs\n\
+         cache refill {:.1} µs for a CPU's {:.1} MiB of cache\n",
         m.host,
         m.kernel,
         m.cpus_per_node,
@@ -175,6 +184,8 @@ fn describe(m: &MachineModel) -> String {
         m.tcp.cpu_ns_per_byte,
         m.gang_switch_ns as f64 / 1e3,
         m.gang_slice_skew_ns as f64 / 1e3,
+        m.cache_refill_ns as f64 / 1e3,
+        m.cache_bytes as f64 / (1u64 << 20) as f64,
     )
 }
 

@@ -51,6 +51,7 @@ fn scenario() -> (SimConfig, Vec<SimJob>) {
                 iterations: 2,
                 message_bytes: 4096,
                 prologue: Prologue::NONE,
+                working_set_bytes: 0,
             },
             label: format!("j{i}"),
             nice: 0,

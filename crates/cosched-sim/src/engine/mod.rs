@@ -1605,6 +1605,10 @@ impl<P: Parts> Host for Engine<'_, P> {
     fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64) {
         Engine::charge_kernel(self, c, now, ns);
     }
+    fn cache_refill_ns(&self, p: u32) -> u64 {
+        let job = &self.jobs[self.procs[p as usize].job as usize];
+        self.cfg.costs.cache_refill_ns(job.spec.program.working_set_bytes)
+    }
     #[inline(always)]
     fn wake(&mut self, p: u32, when: SimTime) {
         Engine::wake(self, p, when, when);

@@ -55,6 +55,8 @@ pub(crate) trait Host {
     /// Kernel work of `ns` on CPU `c`, accounted up to `now`: it delays the
     /// running process, and counts as overhead.
     fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64);
+    /// What process `p` pays to refill the caches when its job takes a CPU back from another.
+    fn cache_refill_ns(&self, p: u32) -> u64;
     /// The blocked process `p` becomes runnable at `when` and joins its node scheduler.
     fn wake(&mut self, p: u32, when: SimTime);
     /// The running receiver `p` blocks with a system call.

@@ -21,7 +21,14 @@ pub fn job(number: u64, arrival_ns: u64, tasks: u32, compute_ns: u64, io_ns: u64
         job_number: number,
         arrival: SimTime(arrival_ns),
         tasks,
-        program: Program { compute_ns, io_ns, iterations, message_bytes: 4096, prologue: Prologue::NONE },
+        program: Program {
+            compute_ns,
+            io_ns,
+            iterations,
+            message_bytes: 4096,
+            prologue: Prologue::NONE,
+            working_set_bytes: 0,
+        },
         label: format!("test{number}"),
         nice: 0,
     }

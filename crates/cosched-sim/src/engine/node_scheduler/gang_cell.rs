@@ -11,7 +11,7 @@ use crate::engine::records::{ProcState, NO_PROC, NO_ROW};
 use crate::engine::view::Host;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
-use cosched_policy::cluster::Rotation;
+use cosched_policy::cluster::{Rotation, Switching};
 use cosched_policy::{Coscheduler, Mode};
 
 pub(crate) struct GangCell;
@@ -64,7 +64,7 @@ impl NodeScheduler for GangCell {
 
     /// When the coscheduler may move running jobs' rows or pick the slot by
     /// the clock: rebuild the cells from the plan, and put every CPU whose
-    /// cell changed on its new process at once (no gang switch: the slot goes on).
+    /// cell changed on its new process at once (no gang switch: the slot goes on; the cache refill is paid).
     fn plan_changed<H: GangHost>(engine: &mut H, now: SimTime) {
         if !engine.node_machine().follows_every_plan() {
             return;
@@ -80,6 +80,9 @@ impl NodeScheduler for GangCell {
             if engine.cpu(c).sched.cell != cell {
                 engine.account(c, now);
                 put_on_cell(engine, c, cell, now);
+                // No switch is paid, but the caches hold the last job's data.
+                let refill_ns = cache_refill_ns(engine, c, cell);
+                engine.cpu_mut(c).add_kernel_work(now, refill_ns);
                 engine.visit(c, now);
             }
         }
@@ -93,7 +96,7 @@ impl NodeScheduler for GangCell {
         }
         let boundary = now.next_multiple_after(engine.cfg().costs.gang_quantum_ns);
         let next = row_to_run(engine, slice_at(engine, boundary));
-        if engine.node_machine().switch_due(next, engine.cfg().costs.gang_switch_every_quantum) {
+        if engine.node_machine().switch_due(next, switch_every_quantum(engine)) {
             engine.node_machine_mut().book_boundary();
             engine.book_scheduler_event(boundary);
         }
@@ -104,7 +107,7 @@ impl NodeScheduler for GangCell {
         engine.node_machine_mut().boundary_reached();
         if engine.coscheduler().slot_count() > 0 {
             let next = row_to_run(engine, slice_at(engine, now));
-            let every_quantum = engine.cfg().costs.gang_switch_every_quantum;
+            let every_quantum = switch_every_quantum(engine);
             if engine.node_machine_mut().cross_boundary(next, every_quantum) {
                 switch_all_cpus_to_row(engine, next, now);
             }
@@ -225,14 +228,40 @@ fn put_on_cell<H: GangHost>(engine: &mut H, c: u32, cell: Option<u32>, now: SimT
     engine.cpu_mut(c).sched.cell = cell;
 }
 
-/// Every CPU switches to `row`'s cells, paying a gang switch.
+/// What `cell`'s process pays to refill CPU `c`'s caches: nothing if it ran there last, or
+/// nothing ran there yet.
+fn cache_refill_ns<H: GangHost>(engine: &H, c: u32, cell: Option<u32>) -> u64 {
+    match (cell, engine.cpu(c).last_process) {
+        (Some(p), Some(last)) if last != p => engine.cache_refill_ns(p),
+        _ => 0,
+    }
+}
+
+/// Whether every boundary is crossed, also where the rows do not change: the study's reading
+/// (each crossing costs every CPU a switch), and cosched's agents, which wake at every slice
+/// boundary and switch only the cells that change (`switch_all_cpus_to_row`).
+fn switch_every_quantum<H: GangHost>(engine: &H) -> bool {
+    match engine.coscheduler().settings().rules.switching {
+        Switching::EveryCpu => engine.cfg().costs.gang_switch_every_quantum,
+        Switching::ChangedCells => true,
+    }
+}
+
+/// Every CPU switches to `row`'s cells, paying a gang switch and the incoming process's cache
+/// refill; under `Switching::ChangedCells` a CPU whose cell stays pays nothing and goes on.
 fn switch_all_cpus_to_row<H: GangHost>(engine: &mut H, row: Option<u32>, now: SimTime) {
     let switch_ns = engine.cfg().costs.gang_switch_ns;
+    let changed_only = engine.coscheduler().settings().rules.switching == Switching::ChangedCells;
     for c in 0..engine.cfg().cpu_count() {
-        engine.account(c, now);
         let cell = engine.node_machine().cell_process(row, c);
+        let changed = engine.cpu(c).sched.cell != cell;
+        if changed_only && !changed {
+            continue;
+        }
+        engine.account(c, now);
         put_on_cell(engine, c, cell, now);
-        engine.cpu_mut(c).add_kernel_work(now, switch_ns);
+        let refill_ns = cache_refill_ns(engine, c, cell);
+        engine.cpu_mut(c).add_kernel_work(now, switch_ns + refill_ns);
         engine.record(now, c, TraceKind::GangSwitch { row: row.unwrap_or(NO_ROW), cell });
         engine.visit(c, now);
     }
