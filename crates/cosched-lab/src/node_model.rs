@@ -3,10 +3,16 @@
 //! inputs are the scenario and the machine's measured costs (a context
 //! switch, a wake-up, the tick). What cannot be put in the simulator's terms
 //! says why instead of predicting.
+//!
+//! A process set becomes one job per process, except that a barrier group's
+//! members are the tasks of one job (each phase's work, then an exchange with
+//! the other tasks: the engine's iteration), spinning under Local or blocking
+//! under IB. A process that starts later is a job that arrives later.
 
 use cosched_bench_report::node::summary::{NodeReport, Spread, SummaryRow};
-use cosched_bench_report::node::{ProcessSet, ProcessSpec, Scenario, ScenarioKind, SpinBarrierSet};
+use cosched_bench_report::node::{ProcessSet, ProcessSpec, ReceiveWait, Scenario, ScenarioKind, SpinBarrierSet};
 use cosched_core::SimTime;
+use cosched_sim::machine::MachineModel;
 use cosched_sim::run::{run, RunOptions, RunResult};
 use cosched_sim::trace::TraceKind;
 use cosched_sim::{OsScheduler, Program, Prologue, Scheme, SimConfig, SimJob};
@@ -68,6 +74,12 @@ impl MachineInputs {
             wake_ns: median("sleeper-alone", "wake latency p50 sleeper")?,
             tick_ns: 1_000_000_000 / hz,
         })
+    }
+
+    /// The inputs of a machine file (`cosched calibrate`'s, bounded when it was read): the same three numbers,
+    /// measured by the same scenarios.
+    pub fn from_machine(machine: &MachineModel) -> MachineInputs {
+        MachineInputs { switch_ns: machine.context_switch_ns, wake_ns: machine.wake_ns, tick_ns: machine.tick_ns() }
     }
 }
 
@@ -146,6 +158,64 @@ fn check_process_set(set: &ProcessSet) -> Result<(), String> {
     Ok(())
 }
 
+/// One job of a process set: a process alone, or a barrier group's members as its tasks (in set order).
+struct SetJob {
+    members: Vec<usize>,
+    label: String,
+}
+
+/// The scheme whose receive waits as the set's barrier groups do: Local spins, IB blocks at once.
+fn scheme_for(set: &ProcessSet) -> Result<Scheme, String> {
+    let waits: Vec<ReceiveWait> = set.processes.iter().filter_map(|p| p.barrier.as_ref().map(|m| m.wait)).collect();
+    let spin = waits.contains(&ReceiveWait::Spin);
+    let block = waits.contains(&ReceiveWait::SpinThenBlock { spin_ns: 0 });
+    if waits.iter().any(|w| matches!(w, ReceiveWait::SpinThenBlock { spin_ns } if *spin_ns > 0)) {
+        return Err("a barrier that spins then blocks: the model's waits are Local's spin and IB's block".into());
+    }
+    match (spin, block) {
+        (true, true) => Err("spinning and blocking barrier groups in one scenario: the model's receive wait is the \
+                              scheme's, one for every job"
+            .into()),
+        (false, true) => "IB".parse(),
+        _ => Ok(Scheme::LOCAL),
+    }
+}
+
+/// The set's jobs, in set order of their first process; a barrier group must be one job's tasks.
+fn set_jobs(set: &ProcessSet, cpus: u32) -> Result<Vec<SetJob>, String> {
+    let groups = set.barrier_groups();
+    let mut jobs = Vec::new();
+    for (index, p) in set.processes.iter().enumerate() {
+        let Some(member) = &p.barrier else {
+            jobs.push(SetJob { members: vec![index], label: p.name.clone() });
+            continue;
+        };
+        let (group, members) = groups.iter().find(|(g, _)| *g == member.group).ok_or("a group without members")?;
+        if members[0] != index {
+            continue;
+        }
+        if members.len() as u32 > cpus {
+            return Err(format!(
+                "barrier group {group} has {} members on {cpus} CPU{}: the engine puts a job's tasks on distinct CPUs",
+                members.len(),
+                if cpus == 1 { "" } else { "s" }
+            ));
+        }
+        let first = &set.processes[index];
+        let alike = |q: &ProcessSpec| {
+            (q.nice, q.start_ns, q.compute_ns, q.sleep_ns, q.iterations)
+                == (first.nice, first.start_ns, first.compute_ns, first.sleep_ns, first.iterations)
+        };
+        if !members.iter().all(|&m| alike(&set.processes[m])) {
+            return Err(format!(
+                "barrier group {group}'s members differ in nice, start or work: the tasks of a job have one of each"
+            ));
+        }
+        jobs.push(SetJob { members: members.clone(), label: group.to_string() });
+    }
+    Ok(jobs)
+}
+
 fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<Predicted>, String> {
     check_process_set(set)?;
     if set.processes.iter().any(|p| p.exchange.is_some()) {
@@ -154,18 +224,22 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
             .into());
     }
     let cpus = distinct_cpus(&set.processes)?;
+    let scheme = scheme_for(set)?;
+    let mut set_jobs = set_jobs(set, cpus)?;
+    // The engine takes jobs in order of arrival (a stable sort: processes starting together keep set order).
+    set_jobs.sort_by_key(|job| set.processes[job.members[0]].start_ns);
     let span_ns = set.warm_up_ns + set.window_ns;
-    let jobs: Vec<SimJob> = set
-        .processes
+    let jobs: Vec<SimJob> = set_jobs
         .iter()
         .enumerate()
-        .map(|(i, p)| {
+        .map(|(i, job)| {
+            let p = &set.processes[job.members[0]];
             let iteration_ns = p.compute_ns + p.sleep_ns;
             let iterations = p.iterations.unwrap_or(span_ns / iteration_ns + 2).min(u32::MAX as u64) as u32;
             SimJob {
                 job_number: i as u64,
-                arrival: SimTime::ZERO,
-                tasks: 1,
+                arrival: SimTime(p.start_ns),
+                tasks: job.members.len() as u32,
                 program: Program {
                     compute_ns: p.compute_ns,
                     io_ns: p.sleep_ns,
@@ -174,33 +248,79 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
                     prologue: Prologue::NONE,
                     working_set_bytes: 0,
                 },
-                label: p.name.clone(),
+                label: job.label.clone(),
                 nice: p.nice.clamp(-20, 19) as i8,
             }
         })
         .collect();
     let mut cfg = node_config(cpus, set.processes.len() as u32, inputs);
+    cfg.scheme = scheme;
+    if scheme != Scheme::LOCAL {
+        // A blocked member is woken by its message: no NIC interrupt, no queue walk of the study's machine (the
+        // kernel's wake is the machine's wake cost, which the model leaves out of a barrier's phase).
+        cfg.costs.interrupt_ns = 0;
+        cfg.costs.queue_move_ns = 0;
+        cfg.costs.syscall_ns = 0;
+    }
     cfg.horizon_ns = Some(span_ns);
     let result = simulate(&cfg, jobs)?;
     let window = (set.warm_up_ns, span_ns);
-    let process_of_job = processes_of_jobs(&result);
+    let placed = processes_of_jobs(&result);
+    let mut process_of = vec![None; set.processes.len()];
+    for (j, job) in set_jobs.iter().enumerate() {
+        let tasks = placed.get(&(j as u32)).map_or(&[][..], Vec::as_slice);
+        for (&member, &process) in job.members.iter().zip(tasks) {
+            process_of[member] = Some(process);
+        }
+    }
     let cpu_ns = running_time_in(&result, window, inputs.switch_ns);
     let latencies = wake_latencies_in(&result, window, inputs);
     let mut predicted = Vec::new();
     let mut share_sum = 0.0;
-    for (job, spec) in set.processes.iter().enumerate() {
-        let process = *process_of_job.get(&(job as u32)).ok_or(format!("{} was never placed", spec.name))?;
+    for (index, spec) in set.processes.iter().enumerate() {
+        let process = process_of[index].ok_or(format!("{} was never placed", spec.name))?;
         let share = cpu_ns.get(&process).copied().unwrap_or(0) as f64 / set.window_ns as f64 * 100.0;
         share_sum += share;
         predicted.push(Predicted { quantity: format!("share {}", spec.name), value: share });
-        if let Some(mut waits) = latencies.get(&process).cloned() {
+        // Only a sleep's wakes: a blocking barrier member's are part of its phases.
+        if let Some(mut waits) = latencies.get(&process).cloned().filter(|_| spec.sleep_ns > 0) {
             waits.sort_by(f64::total_cmp);
             let p50 = cosched_bench_report::node::summary::quantile(&waits, 0.5);
             predicted.push(Predicted { quantity: format!("wake latency p50 {}", spec.name), value: p50 });
+            let mean = waits.iter().sum::<f64>() / waits.len() as f64;
+            predicted.push(Predicted { quantity: format!("wake latency mean {}", spec.name), value: mean });
         }
     }
     predicted.push(Predicted { quantity: "share sum".into(), value: share_sum });
+    let deposits = deposits_in(&result, window);
+    for (group, members) in set.barrier_groups() {
+        // Each task hears from its ring neighbours once per iteration: one of them in a pair, two in a larger group.
+        let neighbours = if members.len() == 2 { 1.0 } else { 2.0 };
+        let phases = members
+            .iter()
+            .filter_map(|&m| process_of[m])
+            .map(|p| deposits.get(&p).copied().unwrap_or(0) as f64 / neighbours)
+            .sum::<f64>()
+            / members.len() as f64;
+        if phases > 0.0 {
+            let value = set.window_ns as f64 * 1e-3 / phases;
+            predicted.push(Predicted { quantity: format!("barrier phase mean {group}"), value });
+        }
+    }
     Ok(predicted)
+}
+
+/// Messages that landed for each process inside the window.
+fn deposits_in(result: &RunResult, (from, to): (u64, u64)) -> BTreeMap<u32, u64> {
+    let mut deposits = BTreeMap::new();
+    for e in &result.trace {
+        if let TraceKind::Deposit { process } = e.kind {
+            if (from..to).contains(&e.time_ns) {
+                *deposits.entry(process).or_default() += 1;
+            }
+        }
+    }
+    deposits
 }
 
 /// j copies of a `threads`-task job, each phase `phase_ns` of compute (the
@@ -265,16 +385,15 @@ fn simulate(cfg: &SimConfig, jobs: Vec<SimJob>) -> Result<RunResult, String> {
     run(cfg, jobs, &options, |_| {}).map_err(|e| e.to_string())
 }
 
-/// The process number of each job's one task.
-fn processes_of_jobs(result: &RunResult) -> BTreeMap<u32, u32> {
-    result
-        .trace
-        .iter()
-        .filter_map(|e| match e.kind {
-            TraceKind::TaskPlaced { job, process } => Some((job, process)),
-            _ => None,
-        })
-        .collect()
+/// The process numbers of each job's tasks, in rank order.
+fn processes_of_jobs(result: &RunResult) -> BTreeMap<u32, Vec<u32>> {
+    let mut placed: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for e in &result.trace {
+        if let TraceKind::TaskPlaced { job, process } = e.kind {
+            placed.entry(job).or_default().push(process);
+        }
+    }
+    placed
 }
 
 /// Each process's time on a CPU inside `[from, to)`: from its dispatch (after
@@ -341,6 +460,8 @@ fn within_goal(quantity: &str, measured: f64, predicted: f64) -> Option<bool> {
         Some((predicted / measured - 1.0).abs() <= 0.10)
     } else if quantity.starts_with("wake latency p50") {
         Some((predicted / measured - 1.0).abs() <= 0.25)
+    } else if quantity.starts_with("barrier phase mean") {
+        Some((predicted / measured - 1.0).abs() <= 0.10)
     } else {
         None
     }
@@ -426,6 +547,51 @@ pub fn comparison_table(report: &NodeReport, inputs: &MachineInputs) -> String {
     text + "\n"
 }
 
+/// The unit a predicted quantity is given in (as the measured summary gives it).
+fn unit_of(quantity: &str) -> &'static str {
+    if quantity.starts_with("share") {
+        "%"
+    } else if quantity.starts_with("wake latency") || quantity.starts_with("barrier phase") {
+        "µs"
+    } else if quantity.starts_with("t_j") {
+        "s"
+    } else {
+        ""
+    }
+}
+
+/// The model's predictions for scenarios nothing measured (`cosched bench node --scenario-file FILE
+/// --predict-from MACHINE`), as a Markdown table, and the scenarios not predicted with their reasons.
+pub fn prediction_table(scenarios: &[Scenario], inputs: &MachineInputs) -> String {
+    let mut text = format!(
+        "Model inputs: switch {:.2} µs, wake {:.1} µs, tick {} ms (HZ {}).\n\n\
+         | scenario | quantity | predicted (EEVDF model) |\n|---|---|---|\n",
+        inputs.switch_ns as f64 / 1e3,
+        inputs.wake_ns as f64 / 1e3,
+        inputs.tick_ns as f64 / 1e6,
+        1_000_000_000 / inputs.tick_ns
+    );
+    let mut not_predicted = Vec::new();
+    for scenario in scenarios.iter().take(MAX_SCENARIOS) {
+        match predict(scenario, inputs) {
+            Ok(predicted) => {
+                for p in predicted {
+                    text +=
+                        &format!("| {} | {} | {:.3} {} |\n", scenario.name, p.quantity, p.value, unit_of(&p.quantity));
+                }
+            }
+            Err(why) => not_predicted.push((scenario.name.clone(), why)),
+        }
+    }
+    if scenarios.len() > MAX_SCENARIOS {
+        not_predicted.push(("the rest".into(), format!("more than {MAX_SCENARIOS} scenarios")));
+    }
+    for (scenario, why) in not_predicted {
+        text += &format!("\nNot predicted: {scenario}: {why}.");
+    }
+    text + "\n"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,6 +648,89 @@ mod tests {
             let s = value(&predicted, &format!("s_j j={j}"));
             assert!((s / j as f64 - 1.0).abs() < 0.05, "j={j}: {predicted:?}");
         }
+    }
+
+    /// The scenarios of an example file of docs/node-bench/scenarios/, read as `--scenario-file` reads them.
+    fn example(file: &str) -> Vec<Scenario> {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/node-bench/scenarios").join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        cosched_bench_report::node::file::parse(&text, &[0, 1]).unwrap()
+    }
+
+    fn set_of(scenario: &mut Scenario) -> &mut ProcessSet {
+        match &mut scenario.kind {
+            ScenarioKind::Processes(set) => set,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Two CPU-bound processes, and a sleeper from 100 ms on, on one CPU: the shares add up to the CPU, the two
+    /// equal ones alike, and the sleeper wakes at the wake cost (and at most a switch) as in the sleeper scenario.
+    #[test]
+    fn a_late_sleeper_of_an_example_file_is_predicted() {
+        let scenario = &example("late-sleeper.json")[0];
+        let predicted = predict(scenario, &INPUTS).unwrap();
+        let (a, b, sleeper) =
+            (value(&predicted, "share hog-a"), value(&predicted, "share hog-b"), value(&predicted, "share sleeper"));
+        assert!((value(&predicted, "share sum") - (a + b + sleeper)).abs() < 1e-9);
+        assert!((a + b + sleeper - 100.0).abs() < 0.1, "{predicted:?}");
+        assert!((a - b).abs() < 2.0 && sleeper > 3.0, "{predicted:?}");
+        let p50 = value(&predicted, "wake latency p50 sleeper");
+        assert!((40.0..=40.5).contains(&p50), "{predicted:?}");
+        assert!(value(&predicted, "wake latency mean sleeper") >= 40.0, "{predicted:?}");
+    }
+
+    /// Its sleeper arrives at 100 ms: over a window of the first 100 ms it has no CPU at all (the hogs have it
+    /// all), over one from 100 ms to 200 ms its share.
+    #[test]
+    fn the_late_starter_gets_no_cpu_before_its_start() {
+        let mut scenario = example("late-sleeper.json").remove(0);
+        let set = set_of(&mut scenario);
+        assert_eq!(set.processes[2].start_ns, 100_000_000);
+        (set.warm_up_ns, set.window_ns) = (0, 100_000_000);
+        let before = predict(&scenario, &INPUTS).unwrap();
+        assert_eq!(value(&before, "share sleeper"), 0.0, "{before:?}");
+        assert!(before.iter().all(|p| !p.quantity.starts_with("wake latency")), "{before:?}");
+        assert!((value(&before, "share hog-a") + value(&before, "share hog-b") - 100.0).abs() < 0.1, "{before:?}");
+        let set = set_of(&mut scenario);
+        (set.warm_up_ns, set.window_ns) = (100_000_000, 100_000_000);
+        let after = predict(&scenario, &INPUTS).unwrap();
+        assert!(value(&after, "share sleeper") > 3.0, "{after:?}");
+    }
+
+    /// Two spinning pairs on two CPUs take their phases in step (the spinbarrier scenario's j=2: twice a
+    /// phase's work); a blocking pair beside a CPU-bound process runs under IB; four members on two CPUs are
+    /// refused with the reason.
+    #[test]
+    fn barrier_groups_of_an_example_file() {
+        let scenarios = example("barriers.json");
+        let why = predict(&scenarios[0], &INPUTS).unwrap_err();
+        assert!(why.contains("4 members on 2 CPUs"), "{why}");
+        let pairs = predict(&scenarios[1], &INPUTS).unwrap();
+        for group in ["a", "b"] {
+            let phase_us = value(&pairs, &format!("barrier phase mean {group}"));
+            assert!((phase_us / 2000.0 - 1.0).abs() < 0.05, "{group}: {pairs:?}");
+        }
+        assert!((value(&pairs, "share sum") - 200.0).abs() < 0.5, "{pairs:?}");
+        let block = predict(&scenarios[2], &INPUTS).unwrap();
+        let phase_us = value(&block, "barrier phase mean p");
+        assert!(phase_us >= 500.0, "{block:?}");
+        assert!(value(&block, "share sum") <= 200.1, "{block:?}");
+        assert!(block.iter().all(|p| !p.quantity.starts_with("wake latency")), "{block:?}");
+        let table = prediction_table(&scenarios, &INPUTS);
+        assert!(table.contains("| two-spin-pairs | barrier phase mean a |"), "{table}");
+        assert!(table.contains("Not predicted: spin4-on-2cpus: barrier group g has 4 members"), "{table}");
+    }
+
+    /// Spinning and blocking groups in one scenario need two receive waits, which one run of the model has not.
+    #[test]
+    fn spinning_and_blocking_groups_together_are_not_predicted() {
+        let mut scenario = example("barriers.json").remove(1);
+        let set = set_of(&mut scenario);
+        for p in set.processes.iter_mut().filter(|p| p.name.starts_with('b')) {
+            p.barrier.as_mut().unwrap().wait = ReceiveWait::SpinThenBlock { spin_ns: 0 };
+        }
+        assert!(predict(&scenario, &INPUTS).unwrap_err().contains("spinning and blocking"));
     }
 
     /// What the engine cannot express says why.

@@ -94,6 +94,13 @@ pub enum BenchCommand {
     ///   --cpu-pair: t_j and s_j = t_j / t_1.
     /// - ctxswitch: the context-switch cost α_c (as `cosched bench ctxswitch`, one pair per repeat).
     ///
+    /// Scenario files (--scenario-file, JSON of format cosched-node-scenario/1, docs/bench.md) describe
+    /// others: processes with their nice values, CPUs and start times, each CPU-bound, a run/sleep pattern
+    /// or a member of a spinning or blocking barrier group (the summary's `barrier phase mean GROUP`). With
+    /// --scenario-file alone only the file's scenarios run; the model's inputs then come from --machine, or
+    /// from --scenario ctxswitch,sleeper-alone in the same run. --predict-from MACHINE_JSON --scenario-file
+    /// FILE predicts them without measuring.
+    ///
     /// A wall-time benchmark: run it on a quiet machine. Prints median [min – max] over the repeats.
     Node(crate::bench_node::BenchNodeArgs),
     /// Fast mode against the exact engine: the same workloads run both ways.

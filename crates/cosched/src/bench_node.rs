@@ -1,15 +1,21 @@
 //! `cosched bench node`: small scheduling scenarios run for real on this machine's kernel (the scenarios and
 //! the runner are in `cosched_bench::node`); a table on stdout and every repeat's raw values in a JSON file.
+//! Besides the standard scenarios, scenario files (`--scenario-file`, `cosched_bench::node::file`), measured and
+//! predicted alike.
 
 use crate::output::read_bounded;
 use crate::trusted_source::check_nobody_else_could_change;
 use clap::Args;
 use cosched_bench::node::cpu_group::{CpuGroup, MAX_SHARES};
+use cosched_bench::node::file;
 use cosched_bench::node::run::{run_scenario, Launcher};
 use cosched_bench::node::summary::{summarise, table, NodeReport, ScenarioReport};
-use cosched_bench::node::{standard_scenarios, ScenarioSizes, SCENARIO_NAMES};
+use cosched_bench::node::{standard_scenarios, Scenario, ScenarioSizes, SCENARIO_NAMES};
 use cosched_bench::os;
 use cosched_bench::os::kernel_config;
+use cosched_lab::node_model::MachineInputs;
+use cosched_sim::machine::MachineModel;
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::Ordering;
@@ -17,10 +23,15 @@ use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct BenchNodeArgs {
-    /// Scenarios to run, comma-separated (default all): shares-1cpu, shares-2cpu, sleeper, sleeper-alone,
-    /// receivers, spinbarrier, ctxswitch.
+    /// Scenarios to run, comma-separated (default all, or none with --scenario-file): shares-1cpu, shares-2cpu,
+    /// sleeper, sleeper-alone, receivers, spinbarrier, ctxswitch.
     #[arg(long, value_delimiter = ',')]
     pub scenario: Option<Vec<String>>,
+    /// Scenario files to run after the standard scenarios --scenario names, repeatable or comma-separated: JSON of
+    /// format cosched-node-scenario/1 (docs/bench.md, "Node scenario files"; examples in docs/node-bench/scenarios/).
+    /// Data only: processes of this command with the nice values, CPUs, start times and behaviours it describes.
+    #[arg(long, value_delimiter = ',', value_name = "FILE")]
+    pub scenario_file: Vec<PathBuf>,
     /// Repeats of each scenario (all scenarios in turn, then again).
     #[arg(long, default_value_t = 5)]
     pub repeat: u32,
@@ -77,10 +88,16 @@ pub struct BenchNodeArgs {
     /// almost none of their CPUs (see cosched_bench::node::cpu_group).
     #[arg(long)]
     pub no_cpu_group: bool,
-    /// Run nothing: read a node.json this command wrote and put the EEVDF model's predictions beside its
-    /// measurements (the model's inputs, switch and wake costs and the tick, from the same file).
-    #[arg(long, value_name = "NODE_JSON")]
+    /// Run nothing. Given a node.json this command wrote: put the EEVDF model's predictions beside its
+    /// measurements (the model's inputs, switch and wake costs and the tick, from the same file, or --machine).
+    /// Given a machine file (`cosched calibrate`'s machine.json): predict the --scenario-file scenarios with its
+    /// inputs, on as many CPUs as it has.
+    #[arg(long, value_name = "NODE_JSON|MACHINE_JSON")]
     pub predict_from: Option<PathBuf>,
+    /// The model's inputs (switch, wake, HZ) from this machine file (`cosched calibrate`'s machine.json) instead
+    /// of the report's own ctxswitch, sleeper-alone and CONFIG_HZ: for a run of scenario files alone.
+    #[arg(long, value_name = "MACHINE_JSON")]
+    pub machine: Option<PathBuf>,
     /// Give up on a spin-barrier run after this many seconds.
     #[arg(long, default_value_t = 300.0)]
     pub timeout_s: f64,
@@ -157,30 +174,96 @@ fn build_spinbarrier(apps: &Path, scratch: &Path) -> Result<PathBuf, String> {
 pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
     if let Some(path) = &args.predict_from {
         let text = read_bounded(path, MAX_NODE_JSON_BYTES)?;
-        let report: NodeReport =
-            serde_json::from_str(&text).map_err(|e| format!("{} is not a node.json: {e}", path.display()))?;
-        print!("{}", prediction_text(&report)?);
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+        let is_machine =
+            value.get("format").and_then(|f| f.as_str()).is_some_and(|f| f.starts_with("cosched-machine/"));
+        if is_machine {
+            print!("{}", predict_only(args, path, &text)?);
+            return Ok(());
+        }
+        if !args.scenario_file.is_empty() {
+            return Err(format!(
+                "{} is a node.json, whose own scenarios are compared: --scenario-file needs a machine file in \
+                 --predict-from (or a run that measures them)",
+                path.display()
+            ));
+        }
+        let report =
+            NodeReport::deserialize(value).map_err(|e| format!("{} is not a node.json: {e}", path.display()))?;
+        let machine = args.machine.as_deref().map(read_machine).transpose()?;
+        print!("{}", prediction_text(&report, machine.as_ref())?);
         return Ok(());
     }
     crate::output::OutputDir::check(&args.out)?;
+    // Read before anything runs: a bad machine file is refused, not found out after the measurements.
+    let machine = args.machine.as_deref().map(read_machine).transpose()?;
     let report = measure(args)?;
     let mut text = table(&report);
-    match prediction_text(&report) {
+    match prediction_text(&report, machine.as_ref()) {
         Ok(prediction) => text += &format!("\nMeasured beside the EEVDF model's prediction\n{prediction}"),
+        Err(why) if args.machine.is_none() => {
+            text += &format!("\nNo prediction: {why} (or give the model's inputs with --machine MACHINE_JSON)\n")
+        }
         Err(why) => text += &format!("\nNo prediction: {why}\n"),
     }
     print!("{text}");
     write_results(&args.out, &report, &text)
 }
 
-/// Run the scenarios `args` asks for, in turn, `--repeat` times.
-pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
-    let sizes = sizes_from(args)?;
-    let wanted: Vec<String> = args.scenario.clone().unwrap_or_else(|| SCENARIO_NAMES.map(String::from).to_vec());
+/// The standard scenarios `--scenario` names (all of them when neither it nor a scenario file is given).
+fn wanted_standard(args: &BenchNodeArgs) -> Result<Vec<String>, String> {
+    let wanted = match &args.scenario {
+        Some(names) => names.clone(),
+        None if args.scenario_file.is_empty() => SCENARIO_NAMES.map(String::from).to_vec(),
+        None => Vec::new(),
+    };
     if let Some(unknown) = wanted.iter().find(|w| !SCENARIO_NAMES.contains(&w.as_str())) {
         return Err(format!("unknown scenario {unknown:?} (known: {})", SCENARIO_NAMES.join(", ")));
     }
-    let scenarios: Vec<_> = standard_scenarios(&sizes).into_iter().filter(|s| wanted.contains(&s.name)).collect();
+    Ok(wanted)
+}
+
+/// Scenario files read at most (each of at most `file::MAX_FILE_BYTES`).
+const MAX_SCENARIO_FILES: usize = 16;
+
+/// The scenarios of every `--scenario-file`, in order, each file bounded and checked before anything runs; an
+/// error names the file (and the scenario and field).
+fn file_scenarios(paths: &[PathBuf], allowed_cpus: &[usize]) -> Result<Vec<Scenario>, String> {
+    if paths.len() > MAX_SCENARIO_FILES {
+        return Err(format!("--scenario-file: {} files, at most {MAX_SCENARIO_FILES}", paths.len()));
+    }
+    let mut all: Vec<Scenario> = Vec::new();
+    for path in paths {
+        let text = read_bounded(path, file::MAX_FILE_BYTES)?;
+        let scenarios = file::parse(&text, allowed_cpus).map_err(|e| format!("{}: {e}", path.display()))?;
+        for scenario in scenarios {
+            if all.iter().any(|s| s.name == scenario.name) {
+                return Err(format!(
+                    "{}: scenario \"{}\", field name: a scenario of an earlier file has that name",
+                    path.display(),
+                    scenario.name
+                ));
+            }
+            all.push(scenario);
+        }
+        if all.len() > file::MAX_SCENARIOS_IN_ALL {
+            return Err(format!(
+                "{}: more than {} scenarios in all the files",
+                path.display(),
+                file::MAX_SCENARIOS_IN_ALL
+            ));
+        }
+    }
+    Ok(all)
+}
+
+/// Run the scenarios `args` asks for, in turn, `--repeat` times.
+pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
+    let sizes = sizes_from(args)?;
+    let wanted = wanted_standard(args)?;
+    let mut scenarios: Vec<_> = standard_scenarios(&sizes).into_iter().filter(|s| wanted.contains(&s.name)).collect();
+    scenarios.extend(file_scenarios(&args.scenario_file, &os::allowed_cpus()?)?);
     let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
     // Made new (mkdtemp): FIFOs and programs in a folder nobody else made or can write.
     let scratch = tempfile::Builder::new()
@@ -244,10 +327,47 @@ pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
 /// The largest node.json `--predict-from` reads: a run at the defaults writes under 1 MiB.
 const MAX_NODE_JSON_BYTES: u64 = 16 << 20;
 
-/// The EEVDF model's predictions beside the report's measurements.
-fn prediction_text(report: &NodeReport) -> Result<String, String> {
-    let inputs = cosched_lab::node_model::MachineInputs::from_report(report)?;
+/// The EEVDF model's predictions beside the report's measurements, with the report's own inputs or a machine
+/// file's.
+fn prediction_text(report: &NodeReport, machine: Option<&MachineModel>) -> Result<String, String> {
+    let inputs = match machine {
+        Some(machine) => MachineInputs::from_machine(machine),
+        None => MachineInputs::from_report(report)?,
+    };
     Ok(cosched_lab::node_model::comparison_table(report, &inputs))
+}
+
+fn read_machine(path: &Path) -> Result<MachineModel, String> {
+    let text = read_bounded(path, cosched_sim::machine::MAX_FILE_BYTES)?;
+    MachineModel::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `--predict-from MACHINE_JSON`: the model's predictions for the scenario files on that machine, nothing
+/// measured.
+fn predict_only(args: &BenchNodeArgs, path: &Path, text: &str) -> Result<String, String> {
+    let machine = MachineModel::parse(text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if args.machine.is_some() {
+        return Err("--predict-from already names the machine file: leave out --machine".into());
+    }
+    if args.scenario.is_some() {
+        return Err("--predict-from a machine file predicts scenario files only: leave out --scenario".into());
+    }
+    let cpus: Vec<usize> = (0..machine.cpus_per_node as usize).collect();
+    let scenarios = file_scenarios(&args.scenario_file, &cpus)?;
+    if scenarios.is_empty() {
+        return Err(format!(
+            "{} is a machine file: give the scenarios to predict on it with --scenario-file",
+            path.display()
+        ));
+    }
+    let inputs = MachineInputs::from_machine(&machine);
+    Ok(format!(
+        "Predicted by the EEVDF model on {} ({} CPUs, measured {}), nothing measured\n{}",
+        cosched_sim::machine::printable(&machine.host),
+        machine.cpus_per_node,
+        cosched_sim::machine::printable(&machine.measured_at),
+        cosched_lab::node_model::prediction_table(&scenarios, &inputs)
+    ))
 }
 
 /// node.json and table.txt, through a scratch folder beside `out` that replaces it when complete (as every

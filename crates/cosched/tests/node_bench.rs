@@ -421,3 +421,125 @@ fn a_spinbarrier_program_another_user_could_change_is_never_run_by_root() {
     assert!(!ran.exists(), "root ran another user's program: {stderr}");
     assert!(!o.status.success() && stderr.contains("--spinbarrier"), "{stderr}");
 }
+
+fn repo_file(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).to_str().unwrap().to_string()
+}
+
+/// The smallest scenario file with each new behaviour: a CPU-bound process, a sleeper that starts 100 ms late and a
+/// blocking barrier pair, two CPUs, one repeat of a 200 ms window; the model's inputs from the recorded machine
+/// file. State only: every process measured, the pair in step, the late sleeper's wakes seen, every row of the
+/// summary predicted too.
+#[test]
+fn a_scenario_file_runs_at_a_tiny_size_measured_and_predicted() {
+    let folder = tempfile::Builder::new().prefix("cosched-node-file-").tempdir().unwrap();
+    let file = folder.path().join("tiny.json");
+    std::fs::write(
+        &file,
+        r#"{"format": "cosched-node-scenario/1", "scenarios": [{
+            "name": "tiny", "about": "a late sleeper and a blocking pair beside a hog", "cpus": 2, "window_ms": 200,
+            "barrier_groups": [{"name": "g", "wait": "block", "work_per_phase_us": 200}],
+            "processes": [
+                {"name": "hog", "behaviour": "cpu-bound"},
+                {"name": "late", "start_ms": 100, "behaviour": {"kind": "run-sleep", "compute_us": 100, "sleep_ms": 2}},
+                {"name": "m", "copies": 2, "behaviour": {"kind": "barrier", "group": "g"}}]}]}"#,
+    )
+    .unwrap();
+    let out = folder.path().join("node");
+    let machine = repo_file("docs/reproduction-real/prediction/machine/machine.json");
+    let o = cosched(&[
+        "bench",
+        "node",
+        "--scenario-file",
+        file.to_str().unwrap(),
+        "--repeat",
+        "1",
+        "--no-cpu-group",
+        "--machine",
+        &machine,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(out.join("node.json")).unwrap()).unwrap();
+    let names: Vec<&str> =
+        report["scenarios"].as_array().unwrap().iter().map(|s| s["scenario"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["tiny"], "a file alone runs no standard scenario");
+    let spec = &scenario(&report, "tiny")["scenario"]["kind"]["processes"]["processes"];
+    assert_eq!(spec[1]["start_ns"], 100_000_000);
+    assert_eq!(spec[2]["barrier"], serde_json::json!({"group": "g", "wait": {"spin-then-block": {"spin_ns": 0}}}));
+    let run = &process_runs(&report, "tiny")[0];
+    let (a, b) =
+        (number(process(run, "m-0"), "iterations_in_window"), number(process(run, "m-1"), "iterations_in_window"));
+    // One barrier: the two members' phase counts differ by at most the one in progress at an edge.
+    assert!(a > 0.0 && (a - b).abs() <= 1.0, "{run}");
+    assert!(!process(run, "late")["wake_latencies_ns"].as_array().unwrap().is_empty(), "{run}");
+    for quantity in ["share late", "wake latency p50 late", "wake latency mean late", "barrier phase mean g"] {
+        assert!(table.contains(&format!("| tiny | {quantity} |")), "{quantity} not compared:\n{table}");
+    }
+}
+
+/// A bad file is refused before anything runs, the error naming the file, the scenario and the field.
+#[test]
+fn a_bad_scenario_file_is_refused_naming_file_scenario_and_field() {
+    let folder = tempfile::Builder::new().prefix("cosched-node-badfile-").tempdir().unwrap();
+    let good = r#"{"format": "cosched-node-scenario/1", "scenarios": [{"name": "x", "cpus": 1, "window_ms": 100,
+        "processes": [{"name": "p", "nice": 0, "behaviour": "cpu-bound"}]}]}"#;
+    let huge = " ".repeat(300 * 1024) + good;
+    for (name, text, expected) in [
+        (
+            "nice",
+            good.replace("\"nice\": 0", "\"nice\": 25"),
+            "scenario \"x\" (scenarios[0]), process \"p\" (processes[0]), field nice",
+        ),
+        (
+            "command",
+            good.replace("\"cpus\": 1", "\"command\": \"id\", \"cpus\": 1"),
+            "scenario \"x\" (scenarios[0]), field command: unknown",
+        ),
+        ("cpus", good.replace("\"cpus\": 1", "\"cpus\": [4096]"), "scenario \"x\" (scenarios[0]), field cpus: 4096"),
+        ("window", good.replace("\"window_ms\": 100", "\"window_s\": 3600"), "field window_s: 3600 s is not in"),
+        ("huge", huge, "larger than"),
+    ] {
+        let path = folder.path().join(format!("{name}.json"));
+        std::fs::write(&path, text).unwrap();
+        let out = folder.path().join(format!("{name}-out"));
+        let o = cosched(&["bench", "node", "--scenario-file", path.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && stderr.contains(path.to_str().unwrap()) && stderr.contains(expected),
+            "{name}: {stderr}"
+        );
+        assert!(!stderr.contains("[repeat") && !out.exists(), "{name}: something ran: {stderr}");
+    }
+}
+
+/// The example files of docs/node-bench/scenarios/ predicted on the recorded machine, nothing measured; a
+/// node.json in --predict-from compares its own scenarios, so a scenario file beside it is refused.
+#[test]
+fn scenario_files_are_predicted_from_a_machine_file() {
+    let machine = repo_file("docs/reproduction-real/prediction/machine/machine.json");
+    let files = [
+        repo_file("docs/node-bench/scenarios/late-sleeper.json"),
+        repo_file("docs/node-bench/scenarios/nice-sleeper-spinner.json"),
+        repo_file("docs/node-bench/scenarios/barriers.json"),
+    ]
+    .join(",");
+    let o = cosched(&["bench", "node", "--predict-from", &machine, "--scenario-file", &files]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for row in [
+        "| late-sleeper | share sleeper |",
+        "| late-sleeper | wake latency mean sleeper |",
+        "| nice-sleeper-spinner | share spinner |",
+        "| two-spin-pairs | barrier phase mean b |",
+        "| block-pair-and-hog | barrier phase mean p |",
+        "Not predicted: spin4-on-2cpus: barrier group g has 4 members on 2 CPUs",
+    ] {
+        assert!(stdout.contains(row), "{row}:\n{stdout}");
+    }
+    let recorded = repo_file("docs/node-bench/2026-11-26/node.json");
+    let o = cosched(&["bench", "node", "--predict-from", &recorded, "--scenario-file", &files]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("needs a machine file"));
+}

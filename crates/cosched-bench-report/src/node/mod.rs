@@ -6,8 +6,10 @@
 //! `compute_ns` of CPU work, then blocks for `sleep_ns`, then (in a pair) sends one message to its partner and
 //! waits for the partner's; it has a nice value and the CPUs it may run on. The bench's `node::run` runs one
 //! description for real and returns raw values per repeat ([`runs`]); [`summary`] turns them into medians and
-//! ranges.
+//! ranges. Besides the seven standard scenarios, a scenario file ([`file`], `cosched bench node --scenario-file`)
+//! describes others in the same terms: processes that start later, run/sleep patterns, barrier groups.
 
+pub mod file;
 pub mod runs;
 pub mod summary;
 
@@ -30,6 +32,28 @@ pub struct ProcessSpec {
     pub exchange: Option<Exchange>,
     /// Iterations to run; `None`: until the end of the run.
     pub iterations: Option<u64>,
+    /// From the common start to this process's own: it sleeps until then (0, and not written, for every standard
+    /// scenario's process).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub start_ns: u64,
+    /// A member of a barrier group: after each iteration's work it tells every other member and waits until each
+    /// has told it (not written when `None`, as for every standard scenario's process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub barrier: Option<BarrierMember>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One process's place in a barrier group (the processes of a set naming the same group).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BarrierMember {
+    /// The group's name, shared by its members (the summary's `barrier phase mean GROUP`).
+    pub group: String,
+    /// How a member waits for the others: `spin` (polls, never blocks) or `spin-then-block` with `spin_ns` 0
+    /// (blocks at once).
+    pub wait: ReceiveWait,
 }
 
 /// The longest work or sleep of one iteration: far above any scenario's, far below where `now + it` could
@@ -37,14 +61,25 @@ pub struct ProcessSpec {
 pub const MAX_STEP_NS: u64 = 3_600_000_000_000;
 
 impl ProcessSpec {
-    /// Its own rules: CPUs given, a nice in range, some work, steps of at most [`MAX_STEP_NS`].
+    /// Its own rules: CPUs given, a nice in range, some work, steps and a start of at most [`MAX_STEP_NS`].
     pub fn check(&self) -> Result<(), String> {
-        let steps_in_range = (1..=MAX_STEP_NS).contains(&self.compute_ns) && self.sleep_ns <= MAX_STEP_NS;
+        let steps_in_range = (1..=MAX_STEP_NS).contains(&self.compute_ns)
+            && self.sleep_ns <= MAX_STEP_NS
+            && self.start_ns <= MAX_STEP_NS;
         if self.cpus.is_empty() || !(-20..=19).contains(&self.nice) || !steps_in_range {
             return Err(format!(
-                "{}: needs CPUs, a nice in -20..=19, compute_ns in 1..={MAX_STEP_NS} and sleep_ns at most that",
+                "{}: needs CPUs, a nice in -20..=19, compute_ns in 1..={MAX_STEP_NS} and sleep_ns and start_ns at \
+                 most that",
                 self.name
             ));
+        }
+        if let Some(member) = &self.barrier {
+            if member.group.is_empty() || member.group.len() > 64 || self.exchange.is_some() {
+                return Err(format!(
+                    "{}: a barrier group's name of 1 to 64 bytes, and no exchange beside it",
+                    self.name
+                ));
+            }
         }
         Ok(())
     }
@@ -59,6 +94,8 @@ impl ProcessSpec {
             sleep_ns: 0,
             exchange: None,
             iterations: None,
+            start_ns: 0,
+            barrier: None,
         }
     }
 }
@@ -197,6 +234,8 @@ pub fn standard_scenarios(sizes: &ScenarioSizes) -> Vec<Scenario> {
         sleep_ns: sizes.sleeper_sleep_ns,
         exchange: None,
         iterations: None,
+        start_ns: 0,
+        barrier: None,
     };
     let receiver = |name: &str, partner| ProcessSpec {
         name: name.into(),
@@ -206,6 +245,8 @@ pub fn standard_scenarios(sizes: &ScenarioSizes) -> Vec<Scenario> {
         sleep_ns: 0,
         exchange: Some(Exchange { partner, wait: ReceiveWait::SpinThenBlock { spin_ns: sizes.receiver_spin_ns } }),
         iterations: None,
+        start_ns: 0,
+        barrier: None,
     };
     vec![
         Scenario {
@@ -261,7 +302,8 @@ pub fn standard_scenarios(sizes: &ScenarioSizes) -> Vec<Scenario> {
 }
 
 impl ProcessSet {
-    /// The description's own rules: CPUs given, nice in range, partners that name each other.
+    /// The description's own rules: CPUs given, nice in range, partners that name each other, barrier groups of
+    /// two or more members that wait alike.
     pub fn check(&self) -> Result<(), String> {
         if self.processes.is_empty() || self.window_ns == 0 {
             return Err("a process set needs processes and a window".into());
@@ -275,7 +317,28 @@ impl ProcessSet {
                 }
             }
         }
+        for (group, members) in self.barrier_groups() {
+            let wait = self.processes[members[0]].barrier.as_ref().map(|m| m.wait);
+            if members.len() < 2 || members.iter().any(|&i| self.processes[i].barrier.as_ref().map(|m| m.wait) != wait)
+            {
+                return Err(format!("barrier group {group}: two or more members, all waiting alike"));
+            }
+        }
         Ok(())
+    }
+
+    /// Each barrier group's name and its members' indices, groups in order of their first member.
+    pub fn barrier_groups(&self) -> Vec<(&str, Vec<usize>)> {
+        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (index, p) in self.processes.iter().enumerate() {
+            if let Some(member) = &p.barrier {
+                match groups.iter_mut().find(|(name, _)| *name == member.group) {
+                    Some((_, members)) => members.push(index),
+                    None => groups.push((&member.group, vec![index])),
+                }
+            }
+        }
+        groups
     }
 }
 

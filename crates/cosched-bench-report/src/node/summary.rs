@@ -81,6 +81,10 @@ pub fn summarise(scenario: &Scenario, repeats: &[RepeatRun]) -> Vec<SummaryRow> 
         ScenarioKind::Processes(set) => set.processes.get(index).is_some_and(|p| p.exchange.is_some()),
         _ => false,
     };
+    let groups = match &scenario.kind {
+        ScenarioKind::Processes(set) => set.barrier_groups(),
+        _ => Vec::new(),
+    };
     let mut columns = Columns::default();
     for repeat in repeats {
         match repeat {
@@ -101,6 +105,18 @@ pub fn summarise(scenario: &Scenario, repeats: &[RepeatRun]) -> Vec<SummaryRow> 
                 }
                 for (_, p) in run.processes.iter().enumerate().filter(|(i, _)| exchanges(*i)) {
                     columns.push(format!("round trips/s {}", p.name), "/s", p.iterations_in_window as f64 / window_s);
+                }
+                // A phase ends when its member leaves the barrier: the window over the phases that ended in it.
+                for (group, members) in &groups {
+                    let ended: Vec<f64> = members
+                        .iter()
+                        .filter_map(|&i| run.processes.get(i))
+                        .map(|p| p.iterations_in_window as f64)
+                        .collect();
+                    let mean = ended.iter().sum::<f64>() / ended.len().max(1) as f64;
+                    if mean > 0.0 {
+                        columns.push(format!("barrier phase mean {group}"), "µs", run.window_ns as f64 * 1e-3 / mean);
+                    }
                 }
                 let busy = run.cpus.iter().map(|c| c.busy_share).sum::<f64>();
                 let ours = run.processes.iter().map(|p| p.share).sum::<f64>();
@@ -219,5 +235,30 @@ mod tests {
         let rows = summarise(spinbarrier, &[points(4.0), points(5.0)]);
         let s2 = rows.iter().find(|r| r.quantity == "s_j j=2").unwrap().spread;
         assert_eq!((s2.median, s2.min, s2.max), (2.25, 2.0, 2.5));
+    }
+
+    /// A barrier group's phase: the window over the phases its members ended in it (their mean); a process that
+    /// is in no group has no such row, and none has a round-trip row.
+    #[test]
+    fn barrier_phase_mean_of_a_group() {
+        let text = r#"{"format": "cosched-node-scenario/1", "scenarios": [{"name": "b", "cpus": 1, "window_ms": 100,
+            "barrier_groups": [{"name": "g", "wait": "block", "work_per_phase_us": 100}],
+            "processes": [{"name": "m", "copies": 2, "behaviour": {"kind": "barrier", "group": "g"}},
+                          {"name": "hog", "behaviour": "cpu-bound"}]}]}"#;
+        let scenario = crate::node::file::parse(text, &[0]).unwrap().remove(0);
+        let mut member = process("m-0", 0.25, vec![]);
+        member.iterations_in_window = 400;
+        let mut other = process("m-1", 0.25, vec![]);
+        other.iterations_in_window = 399;
+        let run = RepeatRun::Processes(ProcessSetRun {
+            window_ns: 100_000_000,
+            processes: vec![member, other, process("hog", 0.5, vec![])],
+            cpus: vec![CpuUse { cpu: 0, busy_share: 1.0, steal_share: 0.0 }],
+        });
+        let rows = summarise(&scenario, &[run]);
+        let phase = rows.iter().find(|r| r.quantity == "barrier phase mean g").unwrap();
+        assert_eq!(phase.unit, "µs");
+        assert!((phase.spread.median - 100_000.0 / 399.5).abs() < 1e-9, "{rows:?}");
+        assert!(!rows.iter().any(|r| r.quantity.starts_with("round trips")), "{rows:?}");
     }
 }

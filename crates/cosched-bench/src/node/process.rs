@@ -5,10 +5,14 @@
 //! STOP` (CLOCK_MONOTONIC ns), sleeps until START, runs until STOP (or its iterations are done) and prints a
 //! [`ProcessReport`] as one JSON line.
 //!
-//! Messages go through FIFOs (8 bytes each): the process's inbox is opened non-blocking; spinning is a loop of
-//! non-blocking reads, blocking is `poll` on the inbox.
+//! Messages go through FIFOs (8 bytes each, the sender's iteration number): the process's inbox is opened
+//! non-blocking; spinning is a loop of non-blocking reads, blocking is `poll` on the inbox. A pair's exchange is one
+//! message each way per iteration; a barrier group's is one from every member to every other, so a member leaves
+//! an iteration's barrier once it has one message of that iteration from each of the others.
+//!
+//! A process with a start offset (`start_ns`) sleeps from START until its own start.
 
-use super::{Exchange, ProcessSpec, ReceiveWait};
+use super::{ProcessSpec, ReceiveWait};
 use crate::ctxswitch::work;
 use crate::os;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -30,6 +34,9 @@ pub struct LaunchSpec {
     /// FIFOs of the exchange: its own inbox and its partner's.
     pub inbox: Option<PathBuf>,
     pub partner_inbox: Option<PathBuf>,
+    /// A barrier member's: the inboxes of the group's other members (its own is `inbox`).
+    #[serde(default)]
+    pub barrier_inboxes: Vec<PathBuf>,
 }
 
 /// What a process measured of itself.
@@ -97,17 +104,22 @@ pub fn process_main(spec_json: &str) -> Result<(), String> {
     }
     // Timers fire when due, not up to 50 µs later (the default slack), so the latency is the scheduler's.
     nix::sys::prctl::set_timerslack(1).map_err(|e| format!("PR_SET_TIMERSLACK: {e}"))?;
-    let mut channel = match (process.exchange, &spec.inbox, &spec.partner_inbox) {
-        (Some(exchange), Some(inbox), Some(outbox)) => Some(Channel::open(exchange, inbox, outbox)?),
-        (None, _, _) => None,
-        _ => return Err("an exchange needs both FIFOs".into()),
+    let mut channel = match (process.exchange, &process.barrier, &spec.inbox, &spec.partner_inbox) {
+        (Some(exchange), None, Some(inbox), Some(outbox)) => {
+            Some(Channel::open(exchange.wait, inbox, std::slice::from_ref(outbox))?)
+        }
+        (None, Some(member), Some(inbox), None) if !spec.barrier_inboxes.is_empty() => {
+            Some(Channel::open(member.wait, inbox, &spec.barrier_inboxes)?)
+        }
+        (None, None, _, _) => None,
+        _ => return Err("an exchange needs both FIFOs, a barrier member its own and the other members'".into()),
     };
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "ready").and_then(|_| stdout.flush()).map_err(|e| e.to_string())?;
     let mut go = String::new();
     std::io::stdin().lock().read_line(&mut go).map_err(|e| e.to_string())?;
     let instants = Instants::parse(go.trim())?;
-    sleep_until(instants.start_ns);
+    sleep_until(instants.start_ns.saturating_add(process.start_ns));
     let report = run_loop(process, channel.as_mut(), &instants)?;
     let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
     writeln!(stdout, "{line}").and_then(|_| stdout.flush()).map_err(|e| e.to_string())
@@ -156,7 +168,7 @@ fn run_loop(process: &ProcessSpec, mut channel: Option<&mut Channel>, at: &Insta
         }
         if let Some(channel) = channel.as_deref_mut() {
             channel.send(report.iterations)?;
-            if !channel.receive(at.stop_ns)? {
+            if !channel.receive(report.iterations, at.stop_ns)? {
                 break;
             }
         }
@@ -183,15 +195,19 @@ fn compute(compute_ns: u64, stop_ns: u64, seed: &mut u64) -> bool {
     }
 }
 
-/// The two FIFOs of an exchange.
+/// The FIFOs of an exchange or a barrier: its own inbox, and the inboxes it sends to (the partner's, or every
+/// other member's).
 struct Channel {
     wait: ReceiveWait,
     inbox: File,
-    partner_inbox: File,
+    outboxes: Vec<File>,
+    /// Messages of the next iteration already read: a member that left this iteration's barrier first may have
+    /// sent its next one before the last message of this one arrived.
+    early: usize,
 }
 
 impl Channel {
-    fn open(exchange: Exchange, inbox: &PathBuf, partner_inbox: &PathBuf) -> Result<Channel, String> {
+    fn open(wait: ReceiveWait, inbox: &PathBuf, outboxes: &[PathBuf]) -> Result<Channel, String> {
         // Read-write: on Linux opening a FIFO so never waits for the other end to open it.
         let open = |path: &PathBuf, flags: i32| {
             std::fs::OpenOptions::new()
@@ -202,23 +218,31 @@ impl Channel {
                 .map_err(|e| format!("{}: {e}", path.display()))
         };
         let non_blocking = nix::fcntl::OFlag::O_NONBLOCK.bits();
-        Ok(Channel { wait: exchange.wait, inbox: open(inbox, non_blocking)?, partner_inbox: open(partner_inbox, 0)? })
+        let outboxes = outboxes.iter().map(|path| open(path, 0)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Channel { wait, inbox: open(inbox, non_blocking)?, outboxes, early: 0 })
     }
 
-    fn send(&mut self, message: u64) -> Result<(), String> {
-        self.partner_inbox.write_all(&message.to_le_bytes()).map_err(|e| format!("sending: {e}"))
+    fn send(&mut self, iteration: u64) -> Result<(), String> {
+        for outbox in &mut self.outboxes {
+            outbox.write_all(&iteration.to_le_bytes()).map_err(|e| format!("sending: {e}"))?;
+        }
+        Ok(())
     }
 
-    /// Wait for one message; false if the stop instant came first.
-    fn receive(&mut self, stop_ns: u64) -> Result<bool, String> {
+    /// Wait for one message of `iteration` from each of the others; false if the stop instant came first.
+    fn receive(&mut self, iteration: u64, stop_ns: u64) -> Result<bool, String> {
+        let mut missing = self.outboxes.len().saturating_sub(std::mem::take(&mut self.early));
         let spin_until_ns = match self.wait {
             ReceiveWait::Spin => u64::MAX,
             ReceiveWait::SpinThenBlock { spin_ns } => os::monotonic_ns().saturating_add(spin_ns),
         };
-        loop {
+        while missing > 0 {
             for _ in 0..SPIN_CHUNK {
-                if self.try_read()? {
-                    return Ok(true);
+                if let Some(message) = self.try_read()? {
+                    self.count(message, iteration, &mut missing)?;
+                    if missing == 0 {
+                        return Ok(true);
+                    }
                 }
             }
             let now_ns = os::monotonic_ns();
@@ -226,15 +250,31 @@ impl Channel {
                 return Ok(false);
             }
             if now_ns >= spin_until_ns {
-                return self.block(stop_ns);
+                return self.block(iteration, &mut missing, stop_ns);
             }
         }
+        Ok(true)
     }
 
-    fn block(&mut self, stop_ns: u64) -> Result<bool, String> {
+    /// One message read while waiting for `iteration`'s.
+    fn count(&mut self, message: u64, iteration: u64, missing: &mut usize) -> Result<(), String> {
+        if message == iteration {
+            *missing -= 1;
+        } else if message == iteration + 1 {
+            self.early += 1;
+        } else {
+            return Err(format!("a message of iteration {message} while waiting for those of {iteration}"));
+        }
+        Ok(())
+    }
+
+    fn block(&mut self, iteration: u64, missing: &mut usize, stop_ns: u64) -> Result<bool, String> {
         loop {
-            if self.try_read()? {
-                return Ok(true);
+            while let Some(message) = self.try_read()? {
+                self.count(message, iteration, missing)?;
+                if *missing == 0 {
+                    return Ok(true);
+                }
             }
             let left_ms = stop_ns.saturating_sub(os::monotonic_ns()) / 1_000_000;
             if left_ms == 0 {
@@ -250,13 +290,13 @@ impl Channel {
     }
 
     /// One whole message if there is one (8-byte writes to a pipe are atomic, so never half of one).
-    fn try_read(&mut self) -> Result<bool, String> {
+    fn try_read(&mut self) -> Result<Option<u64>, String> {
         let mut message = [0u8; 8];
         match self.inbox.read(&mut message) {
-            Ok(8) => Ok(true),
+            Ok(8) => Ok(Some(u64::from_le_bytes(message))),
             Ok(n) => Err(format!("a message of {n} bytes")),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(false),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(None),
             Err(e) => Err(format!("receiving: {e}")),
         }
     }

@@ -53,7 +53,8 @@ const START_DELAY_NS: u64 = 30_000_000;
 /// Processes go on past the window's end, so that they are all still running at the second reading.
 const STOP_AFTER_WINDOW_NS: u64 = 100_000_000;
 
-/// Start every process of `set`, release them at one instant, read their CPU time at both ends of the window.
+/// Start every process of `set`, release them at one instant (each then waits for its own start offset), read
+/// their CPU time at both ends of the window.
 pub fn run_process_set(set: &ProcessSet, launcher: &Launcher) -> Result<ProcessSetRun, String> {
     set.check()?;
     let fifos = tempfile::Builder::new()
@@ -61,8 +62,9 @@ pub fn run_process_set(set: &ProcessSet, launcher: &Launcher) -> Result<ProcessS
         .tempdir_in(&launcher.scratch)
         .map_err(|e| format!("a folder for FIFOs in {}: {e}", launcher.scratch.display()))?;
     let inbox = |index: usize| fifos.path().join(format!("inbox-{index}"));
+    let groups = set.barrier_groups();
     for (index, process) in set.processes.iter().enumerate() {
-        if process.exchange.is_some() {
+        if process.exchange.is_some() || process.barrier.is_some() {
             nix::unistd::mkfifo(&inbox(index), nix::sys::stat::Mode::S_IRUSR | nix::sys::stat::Mode::S_IWUSR)
                 .map_err(|e| format!("mkfifo: {e}"))?;
         }
@@ -70,10 +72,16 @@ pub fn run_process_set(set: &ProcessSet, launcher: &Launcher) -> Result<ProcessS
     let own_nice = nice_of("self")?;
     let mut running = Running(Vec::new());
     for (index, process) in set.processes.iter().enumerate() {
+        // The other members of its barrier group, if it is in one.
+        let others = groups
+            .iter()
+            .find(|(_, members)| members.contains(&index))
+            .map_or(Vec::new(), |(_, members)| members.iter().filter(|&&m| m != index).map(|&m| inbox(m)).collect());
         let spec = LaunchSpec {
             process: process.clone(),
-            inbox: process.exchange.map(|_| inbox(index)),
+            inbox: (process.exchange.is_some() || process.barrier.is_some()).then(|| inbox(index)),
             partner_inbox: process.exchange.map(|e| inbox(e.partner)),
+            barrier_inboxes: others,
         };
         running.0.push(Started::spawn(launcher, &spec, process.nice - own_nice)?);
     }
