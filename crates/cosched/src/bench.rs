@@ -74,6 +74,16 @@ pub enum BenchCommand {
     /// chunks and only chunks undisturbed by other processes count (--chunk-us).
     #[command(name = "pingpong")]
     PingPong(crate::bench_micro::PingPongArgs),
+    /// What a job pays to refill the caches when a gang switch gives its CPU back (`cosched calibrate`'s
+    /// cache_refill_ns).
+    ///
+    /// On the first CPU this process may use: a pass (one byte read and written per 64-byte line) over the
+    /// CPU's cache share (its data and unified caches from sysfs, each divided by the CPUs sharing it), warm,
+    /// then again right after a pass over three times as much other data. The refill is the cold pass less the
+    /// warm one: median over the repeats, with each pass's median. A wall-time benchmark: run it on a quiet
+    /// machine.
+    #[command(name = "cache-refill")]
+    CacheRefill(CacheRefillArgs),
     /// Small scheduling scenarios run for real on this kernel, to check a node scheduler model against.
     ///
     /// Each scenario is a set of processes of this binary, each pinned (sched_setaffinity), at its nice
@@ -134,6 +144,33 @@ pub enum BenchCommand {
 }
 
 #[derive(Args, Debug)]
+pub struct CacheRefillArgs {
+    /// Warm and cold passes measured.
+    #[arg(long, default_value_t = 31, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// Also print the report (every pass) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn bench_cache_refill(args: &CacheRefillArgs) -> Result<(), String> {
+    let report = cosched_bench::cache_refill::measure(args.repeat as usize)?;
+    println!(
+        "CPU {}: {:.1} MiB of cache; warm pass {:.1} µs, cold pass {:.1} µs (medians of {}); refill {:.1} µs",
+        report.cpu,
+        report.cache_bytes as f64 / (1u64 << 20) as f64,
+        report.warm_median_ns as f64 / 1e3,
+        report.cold_median_ns as f64 / 1e3,
+        report.warm_pass_ns.len(),
+        report.refill_ns as f64 / 1e3
+    );
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+    }
+    Ok(())
+}
+
+#[derive(Args, Debug)]
 pub struct BenchSimArgs {
     /// Repetitions of each scenario (the best is reported, and the worst).
     #[arg(long, default_value_t = 3)]
@@ -182,6 +219,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
         BenchCommand::Slowdown(args) => crate::bench_slowdown::run(args),
         BenchCommand::CtxSwitch(args) => crate::bench_micro::run_ctxswitch(args),
         BenchCommand::PingPong(args) => crate::bench_micro::run_pingpong(args),
+        BenchCommand::CacheRefill(args) => bench_cache_refill(args),
         BenchCommand::Node(args) => crate::bench_node::run(args),
         BenchCommand::CtxSwitchWorker(args) => crate::bench_micro::ctxswitch_worker(args),
         BenchCommand::PingPongPeer(args) => crate::bench_micro::pingpong_peer(args),
