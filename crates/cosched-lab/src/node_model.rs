@@ -240,6 +240,7 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
                 job_number: i as u64,
                 arrival: SimTime(p.start_ns),
                 tasks: job.members.len() as u32,
+                cpus: job.members.len() as u32,
                 program: Program {
                     compute_ns: p.compute_ns,
                     io_ns: p.sleep_ns,
@@ -354,6 +355,7 @@ pub fn predict_spin_barrier(
                 job_number: j as u64,
                 arrival: SimTime::ZERO,
                 tasks: set.threads,
+                cpus: set.threads,
                 program: Program {
                     compute_ns: phase_ns,
                     io_ns: 0,

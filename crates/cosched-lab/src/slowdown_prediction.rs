@@ -78,12 +78,14 @@ pub struct SlowdownPrediction {
 pub fn predict(report: &SlowdownReport, machine: &MachineModel) -> Result<SlowdownPrediction, String> {
     machine.check()?;
     let layout = Layout::of(report, machine);
-    let program = predictable_program(&report.command, layout)?;
+    let program = predictable_program(&report.command)?;
     let tasks = program.structure()?.tasks;
-    if report.nodes == 0 || (report.nodes > 1 && (tasks != report.nodes || report.cpus_per_job != report.nodes)) {
+    let cluster_misfit =
+        tasks < report.nodes || tasks % report.nodes.max(1) != 0 || report.cpus_per_job != report.nodes;
+    if report.nodes == 0 || (report.nodes > 1 && cluster_misfit) {
         return Err(format!(
-            "a report of {} nodes and {} CPUs per job for {tasks} tasks: a cluster run has one task and one CPU \
-             per node",
+            "a report of {} nodes and {} CPUs per job for {tasks} tasks: a cluster run has one CPU per node and \
+             as many tasks on each",
             report.nodes, report.cpus_per_job
         ));
     }
@@ -98,7 +100,7 @@ pub fn predict(report: &SlowdownReport, machine: &MachineModel) -> Result<Slowdo
     let mut policies = Vec::new();
     let mut not_predicted = Vec::new();
     for name in report.policies().into_iter().map(String::from) {
-        let predicted = scheme_of(&name).and_then(|scheme| {
+        let predicted = scheme_for_tasks(&name, tasks, layout).and_then(|scheme| {
             let points = predict_policy(report, &name, scheme, &inputs, &shape, &costs)?;
             Ok(PolicyPrediction {
                 policy: name.clone(),
@@ -144,15 +146,14 @@ impl Layout {
         }
     }
 
-    fn cpus(self) -> u32 {
+    pub fn cpus(self) -> u32 {
         self.nodes.saturating_mul(self.cpus_per_node)
     }
 }
 
-/// The program of a command, if the simulator can take it on `layout`: a reference program whose waits spin
-/// and whose tasks fit its CPUs. Checked before anything is measured (`bench slowdown --predict-with`) and
-/// again when predicting.
-pub fn predictable_program(command: &[String], layout: Layout) -> Result<ReferenceProgram, String> {
+/// The program of a command, if the simulator can take it: a reference program whose waits spin. Checked
+/// before anything is measured (`bench slowdown --predict-with`) and again when predicting.
+pub fn predictable_program(command: &[String]) -> Result<ReferenceProgram, String> {
     let program = ReferenceProgram::from_command(command)?;
     if program.wait() != WaitMode::Spin {
         return Err(format!(
@@ -161,14 +162,24 @@ pub fn predictable_program(command: &[String], layout: Layout) -> Result<Referen
             program.wait()
         ));
     }
-    let tasks = program.structure()?.tasks;
-    if tasks > layout.cpus() {
+    // More tasks than CPUs are simulated under local scheduling (the node's scheduler shares the CPUs); a gang
+    // policy says per policy that it cannot take them.
+    program.structure()?;
+    Ok(program)
+}
+
+/// The simulator's scheme for a policy of `tasks` tasks on `layout`, and the gang slice: a gang cell runs one
+/// process, so more tasks than CPUs are simulated under local scheduling only.
+pub fn scheme_for_tasks(policy: &str, tasks: u32, layout: Layout) -> Result<(Scheme, Option<f64>), String> {
+    let scheme = scheme_of(policy)?;
+    if scheme.0.is_gang() && tasks > layout.cpus() {
         return Err(format!(
-            "{tasks} tasks on {} node(s) of {} CPUs: the coscheduler's placement puts one task on each CPU",
-            layout.nodes, layout.cpus_per_node
+            "{tasks} tasks on {} CPU(s): the simulator's gang cell runs one task per CPU in a slot; the kernel's \
+             sharing of a slot's CPUs is not modelled",
+            layout.cpus()
         ));
     }
-    Ok(program)
+    Ok(scheme)
 }
 
 /// The simulator's scheme for a `bench slowdown` policy, and the gang slice.
@@ -207,6 +218,8 @@ fn predict_policy(
                 job_number: j as u64 + 1,
                 arrival: SimTime::ZERO,
                 tasks: structure.tasks,
+                // Oversubscribed, the copy holds every CPU and its tasks share them.
+                cpus: structure.tasks.min(layout.cpus()),
                 program: *program,
                 label: format!("copy{j}"),
                 nice: 0,
@@ -562,11 +575,30 @@ mod tests {
         let alone = |r: &SlowdownReport| predict(r, &machine()).unwrap().policies[0].points[0].simulated_tj_s;
         assert!(alone(&cluster) > alone(&report(&[(1, 0.21), (2, 0.42)])));
         for (nodes, cpus) in [(0, 2), (3, 3), (2, 4)] {
-            let (mut bad, why) = (cluster.clone(), "one task and one CPU per node");
+            let (mut bad, why) = (cluster.clone(), "one CPU per node and as many tasks on each");
             (bad.nodes, bad.cpus_per_job) = (nodes, cpus);
             let error = predict(&bad, &machine()).err().unwrap_or_default();
-            assert!(error.contains(why) || error.contains("tasks on"), "nodes {nodes}, cpus {cpus}: {error}");
+            assert!(error.contains(why), "nodes {nodes}, cpus {cpus}: {error}");
         }
+    }
+
+    /// Four tasks on two CPUs: local scheduling is simulated (the node's scheduler shares the CPUs between
+    /// them); gang scheduling says why it is not.
+    #[test]
+    fn an_oversubscribed_copy_is_predicted_under_local_scheduling_only() {
+        let mut r = report(&[(1, 0.21), (2, 0.42)]);
+        r.command = "./spinbarrier --threads 4 --phases 200 --barrier spin".split(' ').map(String::from).collect();
+        let mut local = r.clone();
+        local.points.iter_mut().for_each(|p| p.policy = "local".into());
+        local.samples.iter_mut().for_each(|s| s.policy = "local".into());
+        r.points.extend(local.points);
+        r.samples.extend(local.samples);
+        let prediction = predict(&r, &machine()).unwrap();
+        assert_eq!(prediction.policies.iter().map(|p| p.policy.as_str()).collect::<Vec<_>>(), ["local"]);
+        assert!(prediction.not_predicted[0].1.contains("gang cell"), "{:?}", prediction.not_predicted);
+        let points = &prediction.policies[0].points;
+        assert_eq!(points.iter().map(|p| p.jobs).collect::<Vec<_>>(), [1, 2]);
+        assert!(points[1].simulated.is_finite() && points[1].simulated > 1.0, "{points:?}");
     }
 
     #[test]

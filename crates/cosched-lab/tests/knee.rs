@@ -30,6 +30,7 @@ fn job(number: u64, arrival_ns: u64, tasks: u32) -> SimJob {
         job_number: number,
         arrival: SimTime(arrival_ns),
         tasks,
+        cpus: tasks,
         program: Program {
             compute_ns: COMPUTE_NS,
             io_ns: 0,

@@ -114,7 +114,15 @@ mod tests {
     fn job(job_number: u64, arrival_s: u64, run_s: u64, tasks: u32) -> SimJob {
         let j3 = JobType::by_number(3).unwrap();
         let program = program_for(j3, tasks, run_s * SECOND_NS, &SimConfig::default().network);
-        SimJob { job_number, arrival: SimTime(arrival_s * SECOND_NS), tasks, program, label: "J3".into(), nice: 0 }
+        SimJob {
+            job_number,
+            arrival: SimTime(arrival_s * SECOND_NS),
+            tasks,
+            cpus: tasks,
+            program,
+            label: "J3".into(),
+            nice: 0,
+        }
     }
 
     fn iterations(job: &SimJob) -> u64 {

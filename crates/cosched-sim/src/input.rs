@@ -43,6 +43,7 @@ pub fn sim_jobs(requests: &[JobRequest], plan: &WorkloadPlan, cfg: &SimConfig) -
                 job_number: r.job_number,
                 arrival: SimTime::from_secs_f64(r.submit_s - first_submit),
                 tasks: r.procs,
+                cpus: r.procs,
                 program: program_for(job_type, r.procs, nominal_ns, &cfg.network),
                 label: job_type.to_string(),
                 nice: 0,

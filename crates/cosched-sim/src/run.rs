@@ -71,10 +71,17 @@ pub fn run(
         check_fast_mode_validated(cfg)?;
     }
     let cpus = cfg.cpu_count();
-    if let Some(job) = jobs.iter().find(|j| j.tasks == 0 || j.tasks > cpus) {
+    if let Some(job) = jobs.iter().find(|j| j.cpus == 0 || j.cpus > cpus) {
         return Err(ConfigError(format!(
             "job {} asks for {} CPUs but the machine has {} ({} nodes x {} CPUs)",
-            job.job_number, job.tasks, cpus, cfg.nodes, cfg.cpus_per_node
+            job.job_number, job.cpus, cpus, cfg.nodes, cfg.cpus_per_node
+        )));
+    }
+    if let Some(job) = jobs.iter().find(|j| j.tasks < j.cpus || (j.tasks > j.cpus && cfg.scheme.is_gang())) {
+        return Err(ConfigError(format!(
+            "job {} runs {} tasks on {} CPUs: a job has at least one task per CPU, and more tasks than CPUs run only \
+             under the node's own scheduler (a gang cell runs one process)",
+            job.job_number, job.tasks, job.cpus
         )));
     }
     let submitted = jobs.len();

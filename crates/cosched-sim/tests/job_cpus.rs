@@ -78,3 +78,32 @@ fn time_sharing_jobs_hold_the_same_cpus_at_once() {
         assert!(shared, "{name}: with MPL 3 some jobs share CPUs");
     }
 }
+
+/// A job of more tasks than CPUs (an oversubscribed real job) deals them over its CPUs in blocks, as an MPI
+/// launcher maps ranks by slot, and the node's scheduler shares each CPU between them; a gang cell, which runs
+/// one process, refuses it.
+#[test]
+fn an_oversubscribed_job_deals_its_tasks_in_blocks_under_the_nodes_scheduler() {
+    let cfg = SimConfig { cpus_per_node: 2, ..config(Scheme::LOCAL, 1, 4) };
+    let mut four_on_two = job(1, 0, 4, 2 * MS, 0, 10);
+    four_on_two.cpus = 2;
+    let result = simulate(&cfg, vec![four_on_two.clone()], None);
+    let placed: Vec<(u32, TraceKind)> = result
+        .trace
+        .iter()
+        .filter(|e| matches!(e.kind, TraceKind::TaskPlaced { .. }))
+        .map(|e| (e.cpu, e.kind))
+        .collect();
+    let expected: Vec<(u32, TraceKind)> =
+        (0..4).map(|p| (p / 2, TraceKind::TaskPlaced { job: 0, process: p })).collect();
+    assert_eq!(placed, expected);
+    assert_eq!(result.jobs[0].cpus, CpuSet::from_cpus([0, 1]));
+    // Two tasks per CPU, each 20 ms of compute: at least 40 ms.
+    assert!(result.jobs[0].finish_s >= 0.040, "{:?}", result.jobs[0]);
+    for scheme in [Scheme::GANG, Scheme::COSCHED_GANG] {
+        let refused =
+            run(&SimConfig { scheme, ..cfg.clone() }, vec![four_on_two.clone()], &RunOptions::default(), |_| {});
+        let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("runs 4 tasks on 2 CPUs"), "{scheme}: {error}");
+    }
+}

@@ -67,11 +67,12 @@ pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
     let machine = args.predict_with.as_deref().map(crate::sim_cmd::read_machine).transpose()?;
     if let Some(machine) = &machine {
         // Refused before anything is measured: what the simulator could not take after it.
-        use cosched_lab::slowdown_prediction::{predictable_program, scheme_of, Layout};
+        use cosched_lab::slowdown_prediction::{predictable_program, scheme_for_tasks, Layout};
         let layout = Layout::new(args.nodes, machine);
-        predictable_program(&args.command, layout).map_err(|e| format!("--predict-with: {e}"))?;
+        let program = predictable_program(&args.command).map_err(|e| format!("--predict-with: {e}"))?;
+        let tasks = program.structure().map_err(|e| format!("--predict-with: {e}"))?.tasks;
         for policy in &config.policies {
-            scheme_of(&policy.to_string()).map_err(|e| format!("--predict-with: {e}"))?;
+            scheme_for_tasks(&policy.to_string(), tasks, layout).map_err(|e| format!("--predict-with: {e}"))?;
         }
     }
     OutputDir::check(&args.out)?;

@@ -45,6 +45,7 @@ fn scenario() -> (SimConfig, Vec<SimJob>) {
             job_number: i as u64 + 1,
             arrival: SimTime(i as u64 * 70 * MS),
             tasks,
+            cpus: tasks,
             program: Program {
                 compute_ns: (150 + 97 * (i as u64 % 5)) * MS,
                 io_ns: 0,

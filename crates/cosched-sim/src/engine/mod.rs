@@ -55,6 +55,11 @@ pub struct SimJob {
     pub job_number: u64,
     pub arrival: SimTime,
     pub tasks: u32,
+    /// The CPUs it asks for, from 1 to `tasks`: the number of tasks for every job of a workload; fewer
+    /// when a real job runs more processes than it holds CPUs (oversubscribed). Its tasks are dealt
+    /// over its CPUs in blocks, as an MPI launcher maps ranks by slot; only schemes whose node is the
+    /// OS's scheduler take fewer CPUs than tasks (a gang cell runs one process).
+    pub cpus: u32,
     pub program: Program,
     /// "J1".."J6", or a free label for hand-made jobs.
     pub label: String,
@@ -286,7 +291,10 @@ impl<'a, P: Parts> Engine<'a, P> {
     pub fn new(cfg: &'a SimConfig, jobs: Vec<SimJob>, bsld_threshold_s: f64, record_trace: bool) -> Self {
         let cpu_count = cfg.cpu_count() as usize;
         assert!(jobs.windows(2).all(|w| w[0].arrival <= w[1].arrival), "jobs must be sorted by arrival");
-        assert!(jobs.iter().all(|j| j.tasks >= 1 && j.tasks as usize <= cpu_count), "every job must fit the machine");
+        assert!(
+            jobs.iter().all(|j| (1..=j.tasks).contains(&j.cpus) && j.cpus as usize <= cpu_count),
+            "every job must fit the machine"
+        );
         let cosched = Coscheduler::new(cfg.plan_settings(), cfg.cluster_shape());
         let node_machine = P::Node::new_machine(cfg, &cosched);
         let cpus = (0..cpu_count as u32)
@@ -587,7 +595,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// Job `j` as the coscheduler sees it: one batch job, its mode the scheme's.
     fn plan_job(&self, j: u32) -> PlanJob {
-        PlanJob::new(JobId(j.into()), self.cfg.scheme.mode(), self.jobs[j as usize].spec.tasks)
+        PlanJob::new(JobId(j.into()), self.cfg.scheme.mode(), self.jobs[j as usize].spec.cpus)
     }
 
     /// Start the jobs the coscheduler placed, in its order; then follow the plan's other changes.
@@ -614,16 +622,21 @@ impl<'a, P: Parts> Engine<'a, P> {
         let tasks = self.jobs[j as usize].spec.tasks;
         let first_proc = self.procs.next_number() as u32;
         self.started.push_back(j);
+        let cpu_of = |rank: u32| placement.cpus[cpu_index_of_rank(rank, tasks, placement.cpus.len())];
         for rank in 0..tasks {
-            let cpu = placement.cpus[rank as usize];
+            let cpu = cpu_of(rank);
             let mut rng = self.seed.substream("task-skew", ((j as u64) << 32) | rank as u64);
             let (program, nice) = (self.jobs[j as usize].spec.program, self.jobs[j as usize].spec.nice);
             let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut rng) + program.prologue.compute_ns;
             let io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut rng) + program.prologue.blocked_ns;
             let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
             let node_of = |neighbour: u32| {
-                let rank = neighbour.wrapping_sub(first_proc) as usize;
-                placement.cpus.get(rank).map_or(u32::MAX, |&cpu| self.cpus[cpu as usize].node)
+                let rank = neighbour.wrapping_sub(first_proc);
+                if rank < tasks {
+                    self.cpus[cpu_of(rank) as usize].node
+                } else {
+                    u32::MAX
+                }
             };
             let neighbour_nodes = neighbours.map(node_of);
             self.procs.push(records::Proc {
@@ -662,13 +675,15 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.fast_note_change(j, &cpus, &rows, true, now);
         }
         self.record(now, cpus[0], TraceKind::JobStart { job: j });
-        for (rank, &cpu) in cpus.iter().enumerate() {
-            self.record(now, cpu, TraceKind::TaskPlaced { job: j, process: first_proc + rank as u32 });
+        let cpu_of = |rank: u32| cpus[cpu_index_of_rank(rank, tasks, cpus.len())];
+        for rank in 0..tasks {
+            self.record(now, cpu_of(rank), TraceKind::TaskPlaced { job: j, process: first_proc + rank });
         }
-        for (rank, &cpu) in cpus.iter().enumerate() {
+        for rank in 0..tasks {
             // The scheduler sees its running process charged up to now.
+            let cpu = cpu_of(rank);
             self.account(cpu, now);
-            P::Node::admit(self, cpu, first_proc + rank as u32);
+            P::Node::admit(self, cpu, first_proc + rank);
         }
         P::Node::job_started(self, &rows, &cpus, first_proc);
         for &cpu in &cpus {
@@ -1708,6 +1723,12 @@ fn round_to_u64(x: f64) -> u64 {
 
 /// 2^53: from there on an `f64` has no fraction.
 const MAX_EXACT_INTEGER_F64: f64 = 9_007_199_254_740_992.0;
+
+/// The index in a job's CPUs of rank `rank`'s, its `tasks` dealt over `cpus` CPUs in blocks (rank
+/// `i` on CPU `i` when there are as many CPUs as tasks).
+fn cpu_index_of_rank(rank: u32, tasks: u32, cpus: usize) -> usize {
+    (rank as u64 * cpus as u64 / tasks as u64) as usize
+}
 
 /// Ring neighbours of `rank` in a job of `tasks` tasks whose processes start at
 /// `first_proc`: left (rank - 1) then right (rank + 1); one for two tasks.

@@ -21,6 +21,7 @@ pub fn job(number: u64, arrival_ns: u64, tasks: u32, compute_ns: u64, io_ns: u64
         job_number: number,
         arrival: SimTime(arrival_ns),
         tasks,
+        cpus: tasks,
         program: Program {
             compute_ns,
             io_ns,
