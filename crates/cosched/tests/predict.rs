@@ -166,3 +166,75 @@ fn a_fifo_in_place_of_a_file_is_refused_without_waiting() {
     let o = cosched(&["predict", "--machine", machine.to_str().unwrap(), "--measured", fifo.to_str().unwrap()]);
     assert!(!o.status.success() && text(&o).contains("not a regular file"), "{}", text(&o));
 }
+
+/// `scripts/validate-prediction ARGS` (bash), bounded in time: these calls measure nothing.
+fn validate_prediction(args: &[&str]) -> Output {
+    Command::new("timeout")
+        .arg("60")
+        .arg(repository().join("scripts/validate-prediction"))
+        .args(args)
+        .output()
+        .expect("scripts/validate-prediction runs")
+}
+
+/// A seed draws one list, the same every time, printed after the seed; another seed another list; a
+/// configuration the model was developed on is never drawn.
+#[test]
+fn a_seed_draws_the_same_configurations_every_time() {
+    let draw = |seed: &str| {
+        let o = validate_prediction(&["--draw", "60", "--seed", seed, "--dry-run"]);
+        assert!(o.status.success(), "{}", text(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let first = draw("25525046");
+    assert_eq!(first, draw("25525046"), "the same seed drew two lists");
+    assert!(first.starts_with("seed 25525046; rerun with --seed 25525046\n"), "{first}");
+    assert_eq!(first.lines().count(), 62, "the seed, a header and 60 configurations:\n{first}");
+    assert_ne!(first, draw("25525047").replace("25525047", "25525046"), "two seeds drew one list");
+    for developed in [
+        "--phases 30000 ",
+        "--phases 40000 ",
+        "--n 3072 ",
+        "--n 4096 ",
+        "--n 5120 ",
+        "--n 4500 ",
+        "--n 6000 ",
+        "--n 7000 ",
+    ] {
+        assert!(!first.contains(developed), "drew a size the model was developed on ({developed}):\n{first}");
+    }
+}
+
+#[test]
+fn a_bad_draw_option_is_refused_naming_it() {
+    for (args, named) in [
+        (&["--draw", "0", "--dry-run"][..], "--draw"),
+        (&["--draw", "201", "--dry-run"], "--draw"),
+        (&["--draw", "2", "--seed", "x1", "--dry-run"], "--seed"),
+        (&["--draw", "2", "--repeat", "0", "--dry-run"], "--repeat"),
+        (&["--seed", "3"], "--seed"),
+        (&["--draw"], "--draw"),
+    ] {
+        let o = validate_prediction(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(named), "{args:?}: {}", text(&o));
+    }
+}
+
+/// Root writes the draw's results by name: a folder another user made is refused before anything is written.
+#[test]
+fn a_draw_never_writes_into_a_folder_another_user_made() {
+    if !nix::unistd::geteuid().is_root() {
+        let why = "needs root: the check is what root does with another user's folder";
+        cosched_runtime::testing::say_skipped("a_draw_never_writes_into_a_folder_another_user_made", why);
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("theirs");
+    std::fs::create_dir(&out).unwrap();
+    nix::unistd::chown(&out, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let out_arg = out.to_str().unwrap();
+    let o = validate_prediction(&["--draw", "2", "--seed", "1", "--predict-only", "--no-build", "--out", out_arg]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "root wrote into another user's folder");
+}
