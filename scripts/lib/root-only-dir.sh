@@ -79,10 +79,24 @@ make_root_only_dir() {
 
 # Die if root would write to absolute path OUT where another user could change it: OUT must be root-only, unless
 # it lies in the checkout REPO whose code root is running anyway (no check then: the checkout is trusted as its
-# code is). Nothing is checked for other users, who write with their own rights.
+# code is). A path with '..' is refused first, so that "in the checkout" is what the path says, never a way out of
+# it. Nothing is checked for other users, who write with their own rights.
 need_root_only_output() {
     local repo=$1 out=$2
     [[ $(id -u) == 0 ]] || return 0
+    root_only_split "$out"
     [[ $out == "$repo"/* ]] && return 0
     need_root_only_dir "$out"
+}
+
+# The same, and make OUT: root-only outside the checkout, each level checked as it is made, so nobody can make it
+# between the check and root's first write (call it where the script would mkdir, not long before).
+make_root_only_output() {
+    local repo=$1 out=$2
+    need_root_only_output "$repo" "$out"
+    if [[ $(id -u) == 0 && $out != "$repo"/* ]]; then
+        make_root_only_dir "$out"
+    else
+        mkdir -p -- "$out"
+    fi
 }

@@ -212,7 +212,7 @@ fn predict_policy(
     let program = &program_under(slice_ms.is_some(), inputs.program);
     let simulate = |copies: u32| -> Result<f64, String> {
         let cfg = copies_config(machine, layout, (scheme, slice_ms), copies, structure)?;
-        check_work(&cfg, program, copies)?;
+        check_work(&cfg, program, copies, structure.tasks)?;
         let jobs = (0..copies)
             .map(|j| SimJob {
                 job_number: j as u64 + 1,
@@ -305,7 +305,7 @@ fn copies_config(
 /// Refuse a simulation whose span, at the model's finest scheduling grain,
 /// would take too many steps: the span is at least what the copies ask of
 /// the node (their compute and messages, one after another).
-fn check_work(cfg: &SimConfig, program: &Program, copies: u32) -> Result<(), String> {
+fn check_work(cfg: &SimConfig, program: &Program, copies: u32, tasks: u32) -> Result<(), String> {
     let bytes = cfg.network.message_bytes;
     let message_ns = cfg.network.shm_latency_ns(bytes).max(cfg.network.latency_ns(bytes)) as f64;
     if message_ns > 1e10 {
@@ -313,7 +313,9 @@ fn check_work(cfg: &SimConfig, program: &Program, copies: u32) -> Result<(), Str
     }
     let iteration_ns = program.compute_ns as f64 + program.io_ns as f64 + message_ns;
     let prologue_ns = (program.prologue.compute_ns + program.prologue.blocked_ns) as f64;
-    let span_ns = copies as f64 * (prologue_ns + program.iterations as f64 * iteration_ns);
+    // Tasks beyond the CPUs take turns on them.
+    let turns = (tasks as f64 / cfg.cpu_count() as f64).max(1.0);
+    let span_ns = copies as f64 * turns * (prologue_ns + program.iterations as f64 * iteration_ns);
     let grain_ns = match cfg.scheme.is_gang() {
         true => cfg.costs.gang_quantum_ns.min(cfg.scheduler.tick_ns),
         false => cfg.scheduler.tick_ns,

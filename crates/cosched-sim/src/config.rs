@@ -339,6 +339,15 @@ impl SimConfig {
         if self.costs.gang_quantum_ns <= self.costs.gang_switch_ns {
             return fail("--gang-quantum-ms must be longer than the gang switch cost".into());
         }
+        // A switch and the largest refill must leave the slot some time, or the jobs would never progress.
+        let switch_and_refill_ns = self.costs.gang_switch_ns.saturating_add(self.costs.cache_refill_ns(u64::MAX));
+        if self.scheme.is_gang() && self.costs.gang_quantum_ns <= switch_and_refill_ns {
+            return fail(format!(
+                "a gang slice of {} µs must be longer than the gang switch and cache refill ({} µs)",
+                self.costs.gang_quantum_ns / 1_000,
+                switch_and_refill_ns / 1_000
+            ));
+        }
         if !(self.costs.spin_factor.is_finite() && self.costs.spin_factor > 0.0) {
             return fail(format!("--spin-factor must be positive, got {}", self.costs.spin_factor));
         }

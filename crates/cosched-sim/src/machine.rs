@@ -84,7 +84,8 @@ impl MachineModel {
         if text.len() as u64 > MAX_FILE_BYTES {
             return Err(format!("a machine file is at most {MAX_FILE_BYTES} bytes"));
         }
-        let model: MachineModel = serde_json::from_str(text).map_err(|e| format!("not a machine file: {e}"))?;
+        let model: MachineModel =
+            serde_json::from_str(text).map_err(|e| format!("not a machine file: {}", printable(&e.to_string())))?;
         model.check()?;
         Ok(model)
     }
@@ -92,7 +93,7 @@ impl MachineModel {
     /// The bounds every value must be within.
     pub fn check(&self) -> Result<(), String> {
         if self.format != FORMAT {
-            return Err(format!("format '{}' is not {FORMAT}", self.format));
+            return Err(format!("format '{}' is not {FORMAT}", printable(&self.format)));
         }
         for (name, text) in [("host", &self.host), ("kernel", &self.kernel), ("measured_at", &self.measured_at)] {
             if text.len() > MAX_TEXT || text.chars().any(|c| !is_printable(c)) {
@@ -249,6 +250,27 @@ mod tests {
         let mut cfg = SimConfig::default();
         old.apply(&mut cfg);
         assert_eq!(cfg.costs.cache_refill_ns(1 << 30), 0);
+    }
+
+    /// A refill as long as the slice would leave the jobs no time: such a configuration is refused, not run for
+    /// ever.
+    #[test]
+    fn a_gang_slice_must_outlast_the_switch_and_the_refill() {
+        let mut cfg = SimConfig { scheme: crate::Scheme::COSCHED_GANG, ..SimConfig::default() };
+        MachineModel { cache_bytes: 1, cache_refill_ns: 10_000_000, ..example() }.apply(&mut cfg);
+        cfg.costs.gang_quantum_ns = 5_000_000;
+        assert!(cfg.validate().unwrap_err().to_string().contains("cache refill"));
+        cfg.costs.gang_quantum_ns = 20_000_000;
+        cfg.validate().unwrap();
+    }
+
+    #[test]
+    fn what_a_file_says_is_echoed_without_terminal_escapes() {
+        let mut m = example();
+        m.format = "x\u{1b}[2J".into();
+        assert!(!m.check().unwrap_err().contains('\u{1b}'));
+        let unknown = serde_json::to_string(&example()).unwrap().replacen('{', "{\"\\u001b[31mevil\":1,", 1);
+        assert!(!MachineModel::parse(&unknown).unwrap_err().contains('\u{1b}'));
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub fn check_fast_mode_validated(cfg: &SimConfig) -> Result<(), ConfigError> {
     )))
 }
 
+/// Tasks of one job per CPU it holds, at most: the node scheduler's work grows fast with its queues.
+pub const MAX_TASKS_PER_CPU: u32 = 8;
+
 /// Simulate `jobs` (sorted by arrival) under `cfg`.
 pub fn run(
     cfg: &SimConfig,
@@ -75,6 +78,13 @@ pub fn run(
         return Err(ConfigError(format!(
             "job {} asks for {} CPUs but the machine has {} ({} nodes x {} CPUs)",
             job.job_number, job.cpus, cpus, cfg.nodes, cfg.cpus_per_node
+        )));
+    }
+    let oversubscribed = |j: &SimJob| j.tasks > j.cpus.saturating_mul(MAX_TASKS_PER_CPU);
+    if let Some(job) = jobs.iter().find(|j| oversubscribed(j)) {
+        return Err(ConfigError(format!(
+            "job {} runs {} tasks on {} CPUs: at most {MAX_TASKS_PER_CPU} tasks per CPU are simulated",
+            job.job_number, job.tasks, job.cpus
         )));
     }
     if let Some(job) = jobs.iter().find(|j| j.tasks < j.cpus || (j.tasks > j.cpus && cfg.scheme.is_gang())) {

@@ -106,4 +106,8 @@ fn an_oversubscribed_job_deals_its_tasks_in_blocks_under_the_nodes_scheduler() {
         let error = refused.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(error.contains("runs 4 tasks on 2 CPUs"), "{scheme}: {error}");
     }
+    let mut crowded = job(1, 0, 17, 2 * MS, 0, 10);
+    crowded.cpus = 2;
+    let error = run(&cfg, vec![crowded], &RunOptions::default(), |_| {}).err().map(|e| e.to_string());
+    assert!(error.unwrap_or_default().contains("at most 8 tasks per CPU"));
 }

@@ -237,4 +237,11 @@ fn a_draw_never_writes_into_a_folder_another_user_made() {
     let o = validate_prediction(&["--draw", "2", "--seed", "1", "--predict-only", "--no-build", "--out", out_arg]);
     assert!(!o.status.success(), "{}", text(&o));
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "root wrote into another user's folder");
+    // The same folder reached from the checkout by '..' is no way around the check.
+    let checkout = repository().canonicalize().unwrap();
+    let climb = "../".repeat(checkout.components().count());
+    let around = format!("{}/{climb}{}", checkout.display(), out_arg.trim_start_matches('/'));
+    let o = validate_prediction(&["--draw", "2", "--seed", "1", "--predict-only", "--no-build", "--out", &around]);
+    assert!(!o.status.success() && text(&o).contains("'..'"), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "root wrote into another user's folder through '..'");
 }
