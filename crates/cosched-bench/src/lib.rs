@@ -4,6 +4,7 @@
 // Measuring elapsed time on the wall clock is what this crate is for.
 #![allow(clippy::disallowed_methods)]
 
+pub mod background;
 pub mod cache_refill;
 pub mod cluster;
 pub mod copies;

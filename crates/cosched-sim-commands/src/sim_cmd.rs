@@ -327,6 +327,9 @@ impl SimArgs {
                 tick_ns: MILLISECONDS.ns(self.tick_ms, "--tick-ms")?,
                 raise_period_ns: MILLISECONDS.ns(self.raise_period_ms, "--raise-period-ms")?,
                 quantum_ns_by_level: quantum_table_from_bands_ms(&bands),
+                // Measured machines only (`--machine`).
+                background_migration_interval_ns: 0,
+                housekeeping_wake_interval_ns: 0,
             },
             node_scheduler: self.node_scheduler,
             horizon_ns: self.horizon_s.map(|h| SECONDS.ns(h, "--horizon-s")).transpose()?,

@@ -172,6 +172,17 @@ pub struct NodeSchedulerConfig {
     pub raise_period_ns: u64,
     /// Quantum of each of the 60 levels, level 0 first.
     pub quantum_ns_by_level: Vec<u64>,
+    /// EEVDF on nodes of several CPUs: the mean time between the kernel's moves of one runnable
+    /// process while every CPU of its node is busy, for causes the model does not simulate
+    /// (housekeeping wakes, PELT's averages lagging a change). A measured machine's
+    /// (`bench migrations`); 0: none, the balancing rules alone move processes.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub background_migration_interval_ns: u64,
+    /// EEVDF: the mean time between wakes, on one CPU, of kernel threads and other programs that take
+    /// the CPU from a process past its protection, after which the scheduler picks again off the tick.
+    /// A measured machine's (`bench housekeeping`); 0: none, every CPU's turns keep to the tick.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub housekeeping_wake_interval_ns: u64,
 }
 
 impl Default for NodeSchedulerConfig {
@@ -180,6 +191,8 @@ impl Default for NodeSchedulerConfig {
             tick_ns: NS_PER_MS,
             raise_period_ns: NS_PER_S,
             quantum_ns_by_level: quantum_table_from_bands_ms(&[200, 160, 120, 80, 40, 20]),
+            background_migration_interval_ns: 0,
+            housekeeping_wake_interval_ns: 0,
         }
     }
 }

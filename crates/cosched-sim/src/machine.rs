@@ -24,6 +24,8 @@ const MAX_HZ: u32 = 10_000;
 const MAX_TEXT: usize = 256;
 /// A CPU's share of the caches, at most (1 GiB).
 const MAX_CACHE_BYTES: u64 = 1 << 30;
+/// An hour between background events (moves, housekeeping wakes): beyond it, none is seen in a run.
+const MAX_BACKGROUND_INTERVAL_NS: u64 = 3_600_000_000_000;
 
 /// One message transport: the time a message takes and the CPU time it
 /// costs its two ends, each `base + per_byte · bytes`.
@@ -73,6 +75,15 @@ pub struct MachineModel {
     /// (`bench cache-refill`, median, less a warm pass): what a switch to another job costs it.
     #[serde(default)]
     pub cache_refill_ns: u64,
+    /// The mean time between the kernel's moves of one spinning process while every CPU is busy with two
+    /// (`bench migrations`, median): moves the node model does not otherwise make. Absent in files written
+    /// before it was measured, or 0: none.
+    #[serde(default)]
+    pub background_migration_interval_ns: u64,
+    /// The mean time between wakes of other tasks that take a CPU from one of two spinning processes off the
+    /// tick (`bench housekeeping`, median). Absent in files written before it was measured, or 0: none.
+    #[serde(default)]
+    pub housekeeping_wake_interval_ns: u64,
     /// The files of raw measurements this model was derived from, relative to the machine file.
     #[serde(default)]
     pub sources: Vec<String>,
@@ -118,6 +129,14 @@ impl MachineModel {
         ] {
             check_cost(name, ns as f64, MAX_COST_NS)?;
         }
+        for (name, ns) in [
+            ("background_migration_interval_ns", self.background_migration_interval_ns),
+            ("housekeeping_wake_interval_ns", self.housekeeping_wake_interval_ns),
+        ] {
+            if ns > MAX_BACKGROUND_INTERVAL_NS {
+                return Err(format!("{name} {ns} is more than {MAX_BACKGROUND_INTERVAL_NS}"));
+            }
+        }
         if self.cache_bytes > MAX_CACHE_BYTES {
             return Err(format!("cache_bytes {} is more than {MAX_CACHE_BYTES}", self.cache_bytes));
         }
@@ -156,6 +175,8 @@ impl MachineModel {
         cfg.costs.gang_switch_ns = self.gang_switch_ns;
         cfg.costs.cache_bytes = self.cache_bytes;
         cfg.costs.cache_refill_ns = self.cache_refill_ns;
+        cfg.scheduler.background_migration_interval_ns = self.background_migration_interval_ns;
+        cfg.scheduler.housekeeping_wake_interval_ns = self.housekeeping_wake_interval_ns;
         cfg.network.shm_base_ns = self.shm.latency_base_ns;
         cfg.network.shm_ns_per_byte = self.shm.latency_ns_per_byte;
         cfg.network.latency_base_ns = self.tcp.latency_base_ns;
@@ -216,6 +237,8 @@ mod tests {
             gang_slice_skew_ns: 15_000,
             cache_bytes: 17 << 20,
             cache_refill_ns: 900_000,
+            background_migration_interval_ns: 4_000_000_000,
+            housekeeping_wake_interval_ns: 20_000_000,
             sources: vec!["ctxswitch.json".into()],
         }
     }
@@ -236,6 +259,8 @@ mod tests {
         assert_eq!((cfg.costs.gang_switch_ns, cfg.network.shm_base_ns), (60_000, 32.0));
         assert_eq!(cfg.network.latency_base_ns, 25_600.0);
         assert_eq!((cfg.costs.cache_bytes, cfg.costs.cache_refill_ns), (17 << 20, 900_000));
+        assert_eq!(cfg.scheduler.background_migration_interval_ns, 4_000_000_000);
+        assert_eq!(cfg.scheduler.housekeeping_wake_interval_ns, 20_000_000);
         assert_eq!(cfg.scheduler.raise_period_ns % cfg.scheduler.tick_ns, 0);
         cfg.validate().unwrap();
     }
@@ -246,10 +271,20 @@ mod tests {
         let fields = value.as_object_mut().unwrap();
         fields.remove("cache_bytes");
         fields.remove("cache_refill_ns");
+        fields.remove("background_migration_interval_ns");
+        fields.remove("housekeeping_wake_interval_ns");
         let old = MachineModel::parse(&value.to_string()).unwrap();
         let mut cfg = SimConfig::default();
         old.apply(&mut cfg);
         assert_eq!(cfg.costs.cache_refill_ns(1 << 30), 0);
+        assert_eq!(cfg.scheduler.background_migration_interval_ns, 0);
+        assert_eq!(cfg.scheduler.housekeeping_wake_interval_ns, 0);
+    }
+
+    #[test]
+    fn a_background_migration_interval_beyond_an_hour_is_refused() {
+        let m = MachineModel { background_migration_interval_ns: MAX_BACKGROUND_INTERVAL_NS + 1, ..example() };
+        assert!(m.check().unwrap_err().contains("background_migration_interval_ns"));
     }
 
     /// A refill as long as the slice would leave the jobs no time: such a configuration is refused, not run for

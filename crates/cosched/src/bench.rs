@@ -84,6 +84,16 @@ pub enum BenchCommand {
     /// machine.
     #[command(name = "cache-refill")]
     CacheRefill(CacheRefillArgs),
+    /// What the rest of the node does to busy CPUs (`cosched calibrate`'s housekeeping_wake_interval_ns and
+    /// background_migration_interval_ns).
+    ///
+    /// Wakes: one spinning thread pinned to each CPU this process may use, for a window; each thread's
+    /// involuntary context switches (getrusage RUSAGE_THREAD) are the times another task (a kernel thread,
+    /// a daemon) took its CPU. Moves: two spinning threads per CPU, free to move among them, for a window;
+    /// each thread's se.nr_migrations (/proc/thread-self/sched) counts the kernel's moves while every CPU
+    /// was busy. Each rate is the median window's, printed as the mean time between events. Run it on a
+    /// quiet machine: anything else running adds wakes and moves.
+    Background(BackgroundArgs),
     /// Small scheduling scenarios run for real on this kernel, to check a node scheduler model against.
     ///
     /// Each scenario is a set of processes of this binary, each pinned (sched_setaffinity), at its nice
@@ -171,6 +181,53 @@ fn bench_cache_refill(args: &CacheRefillArgs) -> Result<(), String> {
 }
 
 #[derive(Args, Debug)]
+pub struct BackgroundArgs {
+    /// Seconds of each window.
+    #[arg(long, default_value_t = 5.0)]
+    pub window_s: f64,
+    /// Windows of each measurement.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// Also print the report (every window) as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A window in seconds, as the background measurement takes it.
+pub fn background_window(seconds: f64) -> Result<std::time::Duration, String> {
+    std::time::Duration::try_from_secs_f64(seconds)
+        .ok()
+        .filter(|w| !w.is_zero() && *w <= cosched_bench::background::MAX_WINDOW)
+        .ok_or(format!("a window is more than 0 and at most {} s", cosched_bench::background::MAX_WINDOW.as_secs()))
+}
+
+fn bench_background(args: &BackgroundArgs) -> Result<(), String> {
+    let report = cosched_bench::background::measure(background_window(args.window_s)?, args.repeat as usize)?;
+    println!("{}", describe_background(&report));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+    }
+    Ok(())
+}
+
+/// One line per measurement: the median window's rate and the interval the machine file takes.
+pub fn describe_background(report: &cosched_bench::background::BackgroundReport) -> String {
+    let per_window = |rates: &[f64]| rates.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ");
+    let interval =
+        |ns: u64| if ns == 0 { "none seen".to_string() } else { format!("one per {:.1} ms", ns as f64 / 1e6) };
+    format!(
+        "{} CPUs, windows of {:.1} s\nwakes taking a busy CPU, per CPU-second: {} (median: {})\n\
+         moves of a spinning thread, per thread-second: {} (median: {})",
+        report.cpus,
+        report.window_s,
+        per_window(&report.wakes_per_cpu_s),
+        interval(report.housekeeping_wake_interval_ns),
+        per_window(&report.migrations_per_thread_s),
+        interval(report.background_migration_interval_ns),
+    )
+}
+
+#[derive(Args, Debug)]
 pub struct BenchSimArgs {
     /// Repetitions of each scenario (the best is reported, and the worst).
     #[arg(long, default_value_t = 3)]
@@ -220,6 +277,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
         BenchCommand::CtxSwitch(args) => crate::bench_micro::run_ctxswitch(args),
         BenchCommand::PingPong(args) => crate::bench_micro::run_pingpong(args),
         BenchCommand::CacheRefill(args) => bench_cache_refill(args),
+        BenchCommand::Background(args) => bench_background(args),
         BenchCommand::Node(args) => crate::bench_node::run(args),
         BenchCommand::CtxSwitchWorker(args) => crate::bench_micro::ctxswitch_worker(args),
         BenchCommand::PingPongPeer(args) => crate::bench_micro::pingpong_peer(args),

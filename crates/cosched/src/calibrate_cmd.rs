@@ -4,11 +4,12 @@
 //! write the machine file the simulator reads (`cosched sim --machine`,
 //! `cosched predict`), with every raw measurement beside it.
 
+use crate::bench::background_window;
 use crate::bench_node::{self, BenchNodeArgs};
 use clap::{Args, Parser};
 use cosched_bench::pingpong::{self, PingPongConfig, PingPongResult, Transport as PingTransport};
 use cosched_bench::switch::{self, SwitchBenchSettings};
-use cosched_bench::{cache_refill, os};
+use cosched_bench::{background, cache_refill, os};
 use cosched_lab::node_model::MachineInputs;
 use cosched_runtime::agent::freezer::FreezerKind;
 use cosched_runtime::agent::switcher::ConfirmWait;
@@ -31,6 +32,9 @@ pub struct CalibrateArgs {
     /// Seconds of each window of the gang switch measurement.
     #[arg(long, default_value_t = 2.0)]
     pub switch_window_s: f64,
+    /// Seconds of each window of the background measurement (wakes and moves on busy CPUs).
+    #[arg(long, default_value_t = 5.0)]
+    pub background_window_s: f64,
 }
 
 /// `bench node`'s own flags, for its two scenarios that give model inputs.
@@ -47,19 +51,21 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
     crate::output::OutputDir::check(&args.out)?;
     let switch_settings = switch_settings(args.switch_window_s)?;
     let repeat = args.repeat.to_string();
-    eprintln!("[1/5] context switch and wake-up (bench node: ctxswitch, sleeper-alone)...");
+    eprintln!("[1/6] context switch and wake-up (bench node: ctxswitch, sleeper-alone)...");
     let node_args = NodeFlags::try_parse_from(["node", "--scenario", "ctxswitch,sleeper-alone", "--repeat", &repeat])
         .map_err(|e| e.to_string())?
         .args;
     let node = bench_node::measure(&node_args)?;
     let inputs = MachineInputs::from_report(&node)?;
-    eprintln!("[2/5] messages over shared memory and TCP (bench pingpong)...");
+    eprintln!("[2/6] messages over shared memory and TCP (bench pingpong)...");
     let pings = measure_pingpong(args.repeat as usize)?;
-    eprintln!("[3/5] gang switches (bench switch: slices of 10 and 100 ms, three agents for the skew)...");
+    eprintln!("[3/6] gang switches (bench switch: slices of 10 and 100 ms, three agents for the skew)...");
     let switch = switch::run(&switch_settings)?;
-    eprintln!("[4/5] cache refill (a warm pass over the CPU's cache share against one after another job's data)...");
+    eprintln!("[4/6] cache refill (a warm pass over the CPU's cache share against one after another job's data)...");
     let cache = cache_refill::measure(CACHE_REFILL_REPEATS)?;
-    eprintln!("[5/5] writing {}", args.out.display());
+    eprintln!("[5/6] what the rest of the node does to busy CPUs (spinning threads: wakes that take a CPU, moves)...");
+    let background = background::measure(background_window(args.background_window_s)?, args.repeat as usize)?;
+    eprintln!("[6/6] writing {}", args.out.display());
     let gang_switch_ns = gang_switch_cost_ns(&switch)?;
     let model = MachineModel {
         format: FORMAT.into(),
@@ -76,7 +82,15 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
         gang_slice_skew_ns: switch.skew.as_ref().map_or(0, |s| s.spread.p50_ns),
         cache_bytes: cache.cache_bytes,
         cache_refill_ns: cache.refill_ns,
-        sources: vec!["node.json".into(), "pingpong.json".into(), "switch.json".into(), "cache.json".into()],
+        background_migration_interval_ns: background.background_migration_interval_ns,
+        housekeeping_wake_interval_ns: background.housekeeping_wake_interval_ns,
+        sources: vec![
+            "node.json".into(),
+            "pingpong.json".into(),
+            "switch.json".into(),
+            "cache.json".into(),
+            "background.json".into(),
+        ],
     };
     model.check().map_err(|e| format!("the measurements do not make a machine model: {e}"))?;
     let dir = crate::output::OutputDir::begin(&args.out)?;
@@ -85,6 +99,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
     dir.write("pingpong.json", &json(&pings)?)?;
     dir.write("switch.json", &json(&switch)?)?;
     dir.write("cache.json", &json(&cache)?)?;
+    dir.write("background.json", &json(&background)?)?;
     let out = dir.commit()?;
     print!("{}", describe(&model));
     eprintln!("machine model: {}", out.join("machine.json").display());
@@ -166,7 +181,8 @@ fn describe(m: &MachineModel) -> String {
          shared memory: {:.3} µs + {:.4} ns/byte (CPU {:.3} µs + {:.4} ns/byte)\n\
          TCP:           {:.1} µs + {:.4} ns/byte (CPU {:.1} µs + {:.4} ns/byte)\n\
          gang switch {:.1} µs of lost CPU time, slice-start skew {:.1} µs\n\
-         cache refill {:.1} µs for a CPU's {:.1} MiB of cache\n",
+         cache refill {:.1} µs for a CPU's {:.1} MiB of cache\n\
+         busy CPUs: a wake takes one every {:.1} ms, a process moves every {:.2} s (0: none seen)\n",
         m.host,
         m.kernel,
         m.cpus_per_node,
@@ -186,6 +202,8 @@ fn describe(m: &MachineModel) -> String {
         m.gang_slice_skew_ns as f64 / 1e3,
         m.cache_refill_ns as f64 / 1e3,
         m.cache_bytes as f64 / (1u64 << 20) as f64,
+        m.housekeeping_wake_interval_ns as f64 / 1e6,
+        m.background_migration_interval_ns as f64 / 1e9,
     )
 }
 

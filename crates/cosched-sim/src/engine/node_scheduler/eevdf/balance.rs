@@ -6,6 +6,7 @@
 
 use super::{avg_vruntime, check_preempt_wakeup, place, update_running, EevdfCpu, EevdfProc, Placement};
 use crate::engine::view::Host;
+use super::background::background_move_due;
 use cosched_core::SimTime;
 
 /// `imbalance_pct` of the CPUs sharing a cache (`sd_init`, SD_SHARE_LLC):
@@ -132,22 +133,26 @@ pub(super) fn balance_at_tick<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>
         engine.visit(idle, now);
         return;
     }
+    if background_move_due(engine, c, now, ready(engine, c).count() as u32) {
+        let (target, _) = least_loaded_sibling(engine, c);
+        move_queued(engine, first, c, target, now);
+        engine.rebook(target, now);
+        return;
+    }
     if now < engine.cpu(c).sched.next_busy_balance {
         return;
     }
     let interval_ns = busy_balance_interval_ns(per_node, engine.clock().tick.ns());
     engine.cpu_mut(c).sched.next_busy_balance = now + interval_ns;
-    let loads: Vec<(u32, (u32, u64))> = siblings(engine, c).map(|s| (s, runnable_and_load(engine, s))).collect();
-    let Some(&(target, (target_runnable, target_load))) = loads.iter().min_by_key(|(s, (_, load))| (*load, *s)) else {
-        return;
-    };
+    let (target, (target_runnable, target_load)) = least_loaded_sibling(engine, c);
     let (_, own_load) = runnable_and_load(engine, c);
     // A sibling running more than one process balances only against a CPU
     // `imbalance_pct` busier (`find_busiest_group`).
     if own_load <= target_load || (target_runnable > 1 && 100 * own_load <= IMBALANCE_PCT * target_load) {
         return;
     }
-    let average = (own_load + loads.iter().map(|(_, (_, load))| load).sum::<u64>()) / per_node as u64;
+    let node_load: u64 = siblings(engine, c).map(|s| runnable_and_load(engine, s).1).sum();
+    let average = (own_load + node_load) / per_node as u64;
     let mut imbalance = own_load.saturating_sub(average).min(average.saturating_sub(target_load));
     let candidates: Vec<u32> = movable(engine, c).collect();
     let mut moved = false;
@@ -166,3 +171,12 @@ pub(super) fn balance_at_tick<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>
         engine.rebook(target, now);
     }
 }
+
+/// The sibling of `c` with the least load (the lowest-numbered among equals), with its runnable count and load.
+fn least_loaded_sibling<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32) -> (u32, (u32, u64)) {
+    siblings(engine, c)
+        .map(|s| (s, runnable_and_load(engine, s)))
+        .min_by_key(|&(s, (_, load))| (load, s))
+        .expect("a node of several CPUs")
+}
+

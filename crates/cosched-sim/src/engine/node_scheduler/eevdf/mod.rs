@@ -10,6 +10,7 @@
 //! blocks while not eligible stays queued ("delayed") until it is picked or
 //! wakes.
 
+mod background;
 mod balance;
 
 use super::{first_tick_after, tick_at_or_after, NodeScheduler};
@@ -75,6 +76,8 @@ pub(crate) struct EevdfCpu {
     newly_idle: bool,
     /// The first instant of its next busy balance (`rq->next_balance`).
     next_busy_balance: SimTime,
+    /// The first instant at which a housekeeping wake has not been acted on (each acts once).
+    first_unacted_housekeeping: SimTime,
 }
 
 /// A process's scheduling entity.
@@ -223,8 +226,15 @@ impl NodeScheduler for Eevdf {
         SimTime::MAX
     }
 
+    /// Its tick; and, with a process queued, a housekeeping wake (a measured machine's).
     fn acts_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32, from: SimTime) -> SimTime {
-        tick_at_or_after(engine, c, from, engine.cpu(c).sched.first_unacted_tick)
+        let tick = tick_at_or_after(engine, c, from, engine.cpu(c).sched.first_unacted_tick);
+        if engine.cpu(c).sched.queue.is_empty() {
+            return tick;
+        }
+        // (A wake inside kernel work acts at its end, as a tick does.)
+        let from = from.max(engine.cpu(c).sched.first_unacted_housekeeping).max(engine.cpu(c).switch_until);
+        tick.min(background::housekeeping_at_or_after(engine, c, from))
     }
 
     /// `task_tick_fair` → `update_curr`: with another process queued, a
@@ -234,6 +244,9 @@ impl NodeScheduler for Eevdf {
     /// (another process queued); alone, the process renews it at the next
     /// tick instead, as `charge` does (docs/model.md).
     fn tick<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
+        if now < engine.cpu(c).sched.first_unacted_tick {
+            return housekeeping_wake(engine, c, now);
+        }
         Self::tick_passed(engine, c, now);
         balance::balance_at_tick(engine, c, now);
         if let Some(p) = engine.cpu(c).running {
@@ -355,6 +368,23 @@ impl NodeScheduler for Eevdf {
         let proc = &engine.proc(p).sched;
         let unprotected_at = start + real_ns(proc.vprot - proc.vruntime, proc.weight);
         Self::acts_at(engine, c, unprotected_at.max(now))
+    }
+}
+
+/// A housekeeping task wakes on CPU `c` between its ticks (`acts_at`): it preempts the running process if
+/// that one is past its protection (`check_preempt_wakeup_fair` prefers the waker's earlier deadline), runs
+/// for a moment and sleeps again; the scheduler then picks among the CPU's processes off the tick grid. The
+/// moment's CPU time is not charged: it is the same with one copy of a program or several.
+fn housekeeping_wake<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, now: SimTime) {
+    engine.cpu_mut(c).sched.first_unacted_housekeeping = now + 1;
+    let Some(p) = engine.cpu(c).running else { return };
+    if engine.cpu(c).sched.queue.is_empty() {
+        return;
+    }
+    update_running(engine, c);
+    let proc = &engine.proc(p).sched;
+    if proc.vruntime >= proc.vprot {
+        reschedule(engine, c, now);
     }
 }
 
