@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 /// A window of either measurement, at most: bounds the time root's calibration can be asked to spin.
 pub const MAX_WINDOW: Duration = Duration::from_secs(60);
+/// A window of either measurement, at least: shorter ones count too few events to say anything.
+pub const MIN_WINDOW: Duration = Duration::from_millis(500);
 /// Spinning threads per CPU while moves are counted: every CPU busy with a queue, as under local scheduling.
 const SPINNERS_PER_CPU_FOR_MOVES: usize = 2;
 
@@ -35,8 +37,8 @@ pub struct BackgroundReport {
 
 /// `repeats` windows of each measurement, each `window` long.
 pub fn measure(window: Duration, repeats: usize) -> Result<BackgroundReport, String> {
-    if window.is_zero() || window > MAX_WINDOW {
-        return Err(format!("a window is more than 0 and at most {} s", MAX_WINDOW.as_secs()));
+    if !(MIN_WINDOW..=MAX_WINDOW).contains(&window) {
+        return Err(format!("a window is {} to {} s", MIN_WINDOW.as_secs_f64(), MAX_WINDOW.as_secs()));
     }
     let cpus = os::allowed_cpus()?;
     let mut wakes_per_cpu_s = Vec::new();
@@ -83,7 +85,8 @@ fn spin_and_count(
     count: fn() -> Result<u64, String>,
 ) -> Result<u64, String> {
     let threads = cpus.len() * per_cpu;
-    let start = Barrier::new(threads);
+    // The spinners and this thread, which starts the window once every spinner has read its counter.
+    let start = Barrier::new(threads + 1);
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -94,8 +97,9 @@ fn spin_and_count(
                     if pinned {
                         os::pin_current_thread(cpu)?;
                     }
+                    let before = count();
                     start.wait();
-                    let before = count()?;
+                    let before = before?;
                     while !stop.load(Ordering::Relaxed) {
                         std::hint::spin_loop();
                     }
@@ -103,6 +107,7 @@ fn spin_and_count(
                 })
             })
             .collect();
+        start.wait();
         let began = Instant::now();
         while began.elapsed() < window {
             std::thread::sleep(Duration::from_millis(50).min(window));
@@ -153,7 +158,7 @@ mod tests {
     /// Short windows on this machine: every window gives a rate, and the intervals follow from the medians.
     #[test]
     fn a_short_measurement_reports_a_rate_per_window() {
-        let report = measure(Duration::from_millis(200), 2).unwrap();
+        let report = measure(MIN_WINDOW, 2).unwrap();
         assert_eq!(report.cpus, os::allowed_cpus().unwrap().len());
         for rates in [&report.wakes_per_cpu_s, &report.migrations_per_thread_s] {
             assert_eq!(rates.len(), 2);
@@ -167,5 +172,6 @@ mod tests {
     fn a_window_beyond_the_bound_is_refused_before_any_spinning() {
         assert!(measure(MAX_WINDOW + Duration::from_secs(1), 1).is_err());
         assert!(measure(Duration::ZERO, 1).is_err());
+        assert!(measure(MIN_WINDOW - Duration::from_millis(1), 1).is_err());
     }
 }

@@ -175,12 +175,12 @@ pub struct NodeSchedulerConfig {
     /// EEVDF on nodes of several CPUs: the mean time between the kernel's moves of one runnable
     /// process while every CPU of its node is busy, for causes the model does not simulate
     /// (housekeeping wakes, PELT's averages lagging a change). A measured machine's
-    /// (`bench migrations`); 0: none, the balancing rules alone move processes.
+    /// (`bench background`); 0: none, the balancing rules alone move processes.
     #[serde(skip_serializing_if = "is_zero")]
     pub background_migration_interval_ns: u64,
     /// EEVDF: the mean time between wakes, on one CPU, of kernel threads and other programs that take
     /// the CPU from a process past its protection, after which the scheduler picks again off the tick.
-    /// A measured machine's (`bench housekeeping`); 0: none, every CPU's turns keep to the tick.
+    /// A measured machine's (`bench background`); 0: none, every CPU's turns keep to the tick.
     #[serde(skip_serializing_if = "is_zero")]
     pub housekeeping_wake_interval_ns: u64,
 }

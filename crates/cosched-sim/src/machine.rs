@@ -26,6 +26,9 @@ const MAX_TEXT: usize = 256;
 const MAX_CACHE_BYTES: u64 = 1 << 30;
 /// An hour between background events (moves, housekeeping wakes): beyond it, none is seen in a run.
 const MAX_BACKGROUND_INTERVAL_NS: u64 = 3_600_000_000_000;
+/// A millisecond between them, at least: a CPU its other tasks take more than a thousand times a second is
+/// not one to calibrate on, and the model visits a CPU at each wake.
+const MIN_BACKGROUND_INTERVAL_NS: u64 = 1_000_000;
 
 /// One message transport: the time a message takes and the CPU time it
 /// costs its two ends, each `base + per_byte · bytes`.
@@ -76,12 +79,12 @@ pub struct MachineModel {
     #[serde(default)]
     pub cache_refill_ns: u64,
     /// The mean time between the kernel's moves of one spinning process while every CPU is busy with two
-    /// (`bench migrations`, median): moves the node model does not otherwise make. Absent in files written
+    /// (`bench background`, median): moves the node model does not otherwise make. Absent in files written
     /// before it was measured, or 0: none.
     #[serde(default)]
     pub background_migration_interval_ns: u64,
     /// The mean time between wakes of other tasks that take a CPU from one of two spinning processes off the
-    /// tick (`bench housekeeping`, median). Absent in files written before it was measured, or 0: none.
+    /// tick (`bench background`, median). Absent in files written before it was measured, or 0: none.
     #[serde(default)]
     pub housekeeping_wake_interval_ns: u64,
     /// The files of raw measurements this model was derived from, relative to the machine file.
@@ -133,8 +136,10 @@ impl MachineModel {
             ("background_migration_interval_ns", self.background_migration_interval_ns),
             ("housekeeping_wake_interval_ns", self.housekeeping_wake_interval_ns),
         ] {
-            if ns > MAX_BACKGROUND_INTERVAL_NS {
-                return Err(format!("{name} {ns} is more than {MAX_BACKGROUND_INTERVAL_NS}"));
+            if ns != 0 && !(MIN_BACKGROUND_INTERVAL_NS..=MAX_BACKGROUND_INTERVAL_NS).contains(&ns) {
+                return Err(format!(
+                    "{name} {ns} is neither 0 (none) nor in {MIN_BACKGROUND_INTERVAL_NS}..={MAX_BACKGROUND_INTERVAL_NS}"
+                ));
             }
         }
         if self.cache_bytes > MAX_CACHE_BYTES {
@@ -282,9 +287,16 @@ mod tests {
     }
 
     #[test]
-    fn a_background_migration_interval_beyond_an_hour_is_refused() {
-        let m = MachineModel { background_migration_interval_ns: MAX_BACKGROUND_INTERVAL_NS + 1, ..example() };
-        assert!(m.check().unwrap_err().contains("background_migration_interval_ns"));
+    fn background_intervals_outside_a_millisecond_to_an_hour_are_refused() {
+        for ns in [1, MIN_BACKGROUND_INTERVAL_NS - 1, MAX_BACKGROUND_INTERVAL_NS + 1] {
+            let moves = MachineModel { background_migration_interval_ns: ns, ..example() };
+            assert!(moves.check().unwrap_err().contains("background_migration_interval_ns"), "{ns}");
+            let wakes = MachineModel { housekeeping_wake_interval_ns: ns, ..example() };
+            assert!(wakes.check().unwrap_err().contains("housekeeping_wake_interval_ns"), "{ns}");
+        }
+        MachineModel { housekeeping_wake_interval_ns: 0, background_migration_interval_ns: 0, ..example() }
+            .check()
+            .unwrap();
     }
 
     /// A refill as long as the slice would leave the jobs no time: such a configuration is refused, not run for

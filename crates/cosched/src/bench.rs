@@ -193,16 +193,18 @@ pub struct BackgroundArgs {
     pub json: bool,
 }
 
-/// A window in seconds, as the background measurement takes it.
-pub fn background_window(seconds: f64) -> Result<std::time::Duration, String> {
+/// A window in seconds, as the background measurement takes it; `flag` names it in the error.
+pub fn background_window(seconds: f64, flag: &str) -> Result<std::time::Duration, String> {
+    use cosched_bench::background::{MAX_WINDOW, MIN_WINDOW};
     std::time::Duration::try_from_secs_f64(seconds)
         .ok()
-        .filter(|w| !w.is_zero() && *w <= cosched_bench::background::MAX_WINDOW)
-        .ok_or(format!("a window is more than 0 and at most {} s", cosched_bench::background::MAX_WINDOW.as_secs()))
+        .filter(|w| (MIN_WINDOW..=MAX_WINDOW).contains(w))
+        .ok_or(format!("{flag} {seconds}: a window is {} to {} s", MIN_WINDOW.as_secs_f64(), MAX_WINDOW.as_secs()))
 }
 
 fn bench_background(args: &BackgroundArgs) -> Result<(), String> {
-    let report = cosched_bench::background::measure(background_window(args.window_s)?, args.repeat as usize)?;
+    let report =
+        cosched_bench::background::measure(background_window(args.window_s, "--window-s")?, args.repeat as usize)?;
     println!("{}", describe_background(&report));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);

@@ -50,6 +50,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
     }
     crate::output::OutputDir::check(&args.out)?;
     let switch_settings = switch_settings(args.switch_window_s)?;
+    let background_window = background_window(args.background_window_s, "--background-window-s")?;
     let repeat = args.repeat.to_string();
     eprintln!("[1/6] context switch and wake-up (bench node: ctxswitch, sleeper-alone)...");
     let node_args = NodeFlags::try_parse_from(["node", "--scenario", "ctxswitch,sleeper-alone", "--repeat", &repeat])
@@ -64,7 +65,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
     eprintln!("[4/6] cache refill (a warm pass over the CPU's cache share against one after another job's data)...");
     let cache = cache_refill::measure(CACHE_REFILL_REPEATS)?;
     eprintln!("[5/6] what the rest of the node does to busy CPUs (spinning threads: wakes that take a CPU, moves)...");
-    let background = background::measure(background_window(args.background_window_s)?, args.repeat as usize)?;
+    let background = background::measure(background_window, args.repeat as usize)?;
     eprintln!("[6/6] writing {}", args.out.display());
     let gang_switch_ns = gang_switch_cost_ns(&switch)?;
     let model = MachineModel {

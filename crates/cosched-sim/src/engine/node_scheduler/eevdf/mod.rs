@@ -76,8 +76,8 @@ pub(crate) struct EevdfCpu {
     newly_idle: bool,
     /// The first instant of its next busy balance (`rq->next_balance`).
     next_busy_balance: SimTime,
-    /// The first instant at which a housekeeping wake has not been acted on (each acts once).
-    first_unacted_housekeeping: SimTime,
+    /// The CPU's housekeeping wakes (a measured machine's).
+    housekeeping: background::HousekeepingWakes,
 }
 
 /// A process's scheduling entity.
@@ -220,21 +220,24 @@ impl NodeScheduler for Eevdf {
         }
     }
 
-    fn on_visit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &mut H, _: u32, _: SimTime) {}
-
-    fn on_visit_due_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &H, _: u32, _: SimTime) -> SimTime {
-        SimTime::MAX
+    /// A housekeeping wake due now (a measured machine's), outside kernel work: the running process is
+    /// rescheduled if past its protection (`housekeeping_wake`).
+    fn on_visit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
+        if background::take_housekeeping_wake(engine, c, now) && engine.cpu(c).switch_until <= now {
+            housekeeping_wake(engine, c);
+        }
     }
 
-    /// Its tick; and, with a process queued, a housekeeping wake (a measured machine's).
-    fn acts_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32, from: SimTime) -> SimTime {
-        let tick = tick_at_or_after(engine, c, from, engine.cpu(c).sched.first_unacted_tick);
+    /// With a process queued, its next housekeeping wake (none without a measured machine's rate).
+    fn on_visit_due_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32, now: SimTime) -> SimTime {
         if engine.cpu(c).sched.queue.is_empty() {
-            return tick;
+            return SimTime::MAX;
         }
-        // (A wake inside kernel work acts at its end, as a tick does.)
-        let from = from.max(engine.cpu(c).sched.first_unacted_housekeeping).max(engine.cpu(c).switch_until);
-        tick.min(background::housekeeping_at_or_after(engine, c, from))
+        engine.cpu(c).sched.housekeeping.due_at_or_after(engine.cfg(), now)
+    }
+
+    fn acts_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32, from: SimTime) -> SimTime {
+        tick_at_or_after(engine, c, from, engine.cpu(c).sched.first_unacted_tick)
     }
 
     /// `task_tick_fair` → `update_curr`: with another process queued, a
@@ -244,9 +247,6 @@ impl NodeScheduler for Eevdf {
     /// (another process queued); alone, the process renews it at the next
     /// tick instead, as `charge` does (docs/model.md).
     fn tick<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
-        if now < engine.cpu(c).sched.first_unacted_tick {
-            return housekeeping_wake(engine, c, now);
-        }
         Self::tick_passed(engine, c, now);
         balance::balance_at_tick(engine, c, now);
         if let Some(p) = engine.cpu(c).running {
@@ -371,12 +371,12 @@ impl NodeScheduler for Eevdf {
     }
 }
 
-/// A housekeeping task wakes on CPU `c` between its ticks (`acts_at`): it preempts the running process if
+/// A housekeeping task wakes on CPU `c` (`on_visit`, `background::HousekeepingWakes`): it preempts the running process if
 /// that one is past its protection (`check_preempt_wakeup_fair` prefers the waker's earlier deadline), runs
-/// for a moment and sleeps again; the scheduler then picks among the CPU's processes off the tick grid. The
+/// for a moment and sleeps again; the scheduler then picks among the CPU's processes (at this visit's
+/// `between_ticks`, once the running process is brought up to now), off the tick grid. The
 /// moment's CPU time is not charged: it is the same with one copy of a program or several.
-fn housekeeping_wake<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, now: SimTime) {
-    engine.cpu_mut(c).sched.first_unacted_housekeeping = now + 1;
+fn housekeeping_wake<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32) {
     let Some(p) = engine.cpu(c).running else { return };
     if engine.cpu(c).sched.queue.is_empty() {
         return;
@@ -384,7 +384,7 @@ fn housekeeping_wake<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: 
     update_running(engine, c);
     let proc = &engine.proc(p).sched;
     if proc.vruntime >= proc.vprot {
-        reschedule(engine, c, now);
+        engine.cpu_mut(c).sched.resched = true;
     }
 }
 
