@@ -83,8 +83,8 @@ pub struct MachineModel {
     /// before it was measured, or 0: none.
     #[serde(default)]
     pub background_migration_interval_ns: u64,
-    /// The mean time between wakes of other tasks that take a CPU from one of two spinning processes off the
-    /// tick (`bench background`, median). Absent in files written before it was measured, or 0: none.
+    /// The mean time between wakes of other tasks that take a CPU from the spinning process pinned there
+    /// (`bench background`, median). Absent in files written before it was measured, or 0: none.
     #[serde(default)]
     pub housekeeping_wake_interval_ns: u64,
     /// The files of raw measurements this model was derived from, relative to the machine file.

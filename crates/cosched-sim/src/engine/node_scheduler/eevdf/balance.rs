@@ -179,4 +179,3 @@ fn least_loaded_sibling<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engin
         .min_by_key(|&(s, (_, load))| (load, s))
         .expect("a node of several CPUs")
 }
-
