@@ -266,6 +266,19 @@ impl ClusterInstance {
         Ok(records.iter().all(|j| j.state.is_over()).then_some(records))
     }
 
+    /// The records of these jobs, which are over, once every node has given its CPU time at the end, or as they
+    /// are after `timeout` (a node whose agent is gone never gives it).
+    pub fn with_final_cpu_time(&self, jobs: Vec<StatusJob>, timeout: Duration) -> Result<Vec<StatusJob>, String> {
+        let start = Instant::now();
+        let mut records = jobs;
+        while !records.iter().all(|j| j.cpu_final) && start.elapsed() < timeout {
+            std::thread::sleep(Duration::from_millis(20));
+            let ids: Vec<u64> = records.iter().map(|j| j.id).collect();
+            records = self.ended(&ids)?.ok_or("a job that was over is not over")?;
+        }
+        Ok(records)
+    }
+
     /// Kill these jobs (on a timeout or an interruption).
     pub fn kill(&self, jobs: &[u64]) {
         for &job in jobs {

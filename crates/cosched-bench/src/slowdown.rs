@@ -295,6 +295,7 @@ fn run_on_cluster(
         }
     }
     let records = wait_for_cluster_jobs(config, cluster, &ids)?;
+    let records = cluster.with_final_cpu_time(records, FINAL_CPU_TIME_TIMEOUT)?;
     for record in &records {
         if record.exit_code != Some(0) {
             let out = cluster.first_task_stdout(record.id);
@@ -317,7 +318,8 @@ fn run_on_cluster(
         repeat: repeat + 1,
         elapsed_s: last_ended_ms.saturating_sub(first_submitted_ms) as f64 / 1e3,
         copy_elapsed_s: records.iter().map(|r| ended_ms(r).saturating_sub(r.submitted_unix_ms) as f64 / 1e3).collect(),
-        cpu_s: Some(records.iter().map(|r| r.cpu_ns as f64 / 1e9).sum()),
+        // Not all given: a sum of what some nodes last reported would understate it.
+        cpu_s: records.iter().all(|r| r.cpu_final).then(|| records.iter().map(|r| r.cpu_ns as f64 / 1e9).sum()),
         peak_rss_bytes: None,
         app_report: last_json_line(&cluster.first_task_stdout(ids[0])),
         overlap: None,
@@ -352,6 +354,9 @@ fn wait_for_cluster_jobs(
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// How long the nodes of ended jobs may take to give their CPU times (each agent reports within 100 ms).
+const FINAL_CPU_TIME_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long the jobs of a policy's previous run may take to end in its runtime (Slurm's epilog included).
 const PREVIOUS_RUN_END_TIMEOUT: Duration = Duration::from_secs(60);

@@ -263,7 +263,13 @@ impl Agent {
                 Ok(())
             }
             ToAgent::Forget { job, ack } => {
-                self.shared.lock().unwrap().jobs.remove(&job);
+                let end_unreported = self.shared.lock().unwrap().jobs.remove(&job).is_some_and(|j| !j.end_reported);
+                if end_unreported {
+                    // An MPI job's other node is forgotten when its launcher ends, often before this node's survey
+                    // finds its end: its CPU time since the last report would be lost with the cgroup.
+                    let cpu_ns = self.groups.cpu_usage_ns(job).ok();
+                    self.send(&FromAgent::Ended { job, exit_code: None, error: None, cpu_ns });
+                }
                 self.switcher.forget(job);
                 // Everything the job started ends with it: what is left (a daemon of a task, a command of
                 // `cosched rsh`, whatever Slurm did not end) is killed, then the cgroup goes.

@@ -28,7 +28,7 @@ use crate::wire::protocol::{
 use cosched_core::JobId;
 use cosched_policy::cluster::{ClusterShape, JobStatus, Mode, PlanJob, PlanSettings};
 use cosched_policy::Coscheduler;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{mpsc, Arc, Mutex};
@@ -202,6 +202,8 @@ struct JobLive {
     /// Since the first report of the running job that found every process frozen on every node, with every report
     /// since saying the same (`None`: a report found it running somewhere).
     frozen_since: Option<Instant>,
+    /// The nodes that gave its CPU time at its end there.
+    cpu_final_on: BTreeSet<String>,
 }
 
 impl JobLive {
@@ -1441,6 +1443,9 @@ impl Controller {
             command: j.argv.join(" "),
             placement: j.placement.clone(),
             cpu_ns: live.map_or(0, JobLive::total_cpu_ns).max(j.cpu_ns),
+            // A job over with nothing live was restored from the database: its record is all there is.
+            cpu_final: j.state.is_over()
+                && live.is_none_or(|l| j.placement.iter().all(|p| l.cpu_final_on.contains(&p.node))),
             pids: live.map(|l| l.usage.values().flat_map(|u| u.pids.clone()).collect()).unwrap_or_default(),
             frozen: live.is_some_and(|l| !l.usage.is_empty() && l.usage.values().all(|u| u.frozen)),
             slice_share: if j.state.is_over() { j.slice_share } else { self.slice_share(state, j.id) },
@@ -1540,7 +1545,7 @@ const SWITCHES_PER_REPORT: usize = 4_096;
 /// that named it again would count as another node in the skew between nodes.
 fn bounded_slice_starts(mut slice_starts: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     slice_starts.truncate(SWITCHES_PER_REPORT);
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = BTreeSet::new();
     slice_starts.retain(|(slice, _)| seen.insert(*slice));
     slice_starts
 }
@@ -1764,6 +1769,7 @@ fn final_cpu_time(state: &mut State, job: u64, node: &str, cpu_ns: u64) {
     let live = state.live.entry(job).or_default();
     let usage = live.usage.entry(node.to_string()).or_insert(JobUsage { job, cpu_ns: 0, pids: vec![], frozen: false });
     usage.cpu_ns = usage.cpu_ns.max(cpu_ns);
+    live.cpu_final_on.insert(node.to_string());
     let total_ns = live.total_cpu_ns();
     // A late end (another node of an ended job): its record, which the history reads, grows too.
     if let Some(record) = state.jobs.get_mut(&job).filter(|j| j.state.is_over() && j.cpu_ns < total_ns) {

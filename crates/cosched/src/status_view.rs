@@ -441,6 +441,7 @@ mod tests {
                 .map(|n| NodePlacement { node: n.to_string(), cpus: vec![0], ranks: vec![0] })
                 .collect(),
             cpu_ns: 1_500_000_000,
+            cpu_final: state.is_over(),
             pids: vec![],
             frozen: false,
             slice_share: 0.5,

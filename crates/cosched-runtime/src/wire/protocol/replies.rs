@@ -231,6 +231,10 @@ pub struct StatusJob {
     pub command: String,
     pub placement: Vec<NodePlacement>,
     pub cpu_ns: u64,
+    /// Over, and every node it was placed on has given its CPU time at the end: `cpu_ns` grows no more. (The
+    /// other nodes of an MPI job give theirs after its launcher's node ended it.)
+    #[serde(default)]
+    pub cpu_final: bool,
     pub pids: Vec<i32>,
     /// Every process of the job is frozen on every node that reported it.
     pub frozen: bool,
@@ -424,6 +428,7 @@ mod wire_tests {
             command: "sleep 9".into(),
             placement: vec![NodePlacement { node: "n1".into(), cpus: vec![0, 1], ranks: vec![0, 1] }],
             cpu_ns: 10,
+            cpu_final: false,
             pids: vec![42],
             frozen: true,
             slice_share: 1.0,
@@ -481,7 +486,7 @@ mod wire_tests {
             r#""switches":7,"switch_errors":0,"stuck_jobs":[]}],"#,
             r#""jobs":[{"id":3,"uid":1000,"class":"batch","mode":"gang","state":"running","tasks":2,"mem_bytes":0,"#,
             r#""idle":false,"registered":false,"command":"sleep 9","#,
-            r#""placement":[{"node":"n1","cpus":[0,1],"ranks":[0,1]}],"cpu_ns":10,"pids":[42],"frozen":true,"#,
+            r#""placement":[{"node":"n1","cpus":[0,1],"ranks":[0,1]}],"cpu_ns":10,"cpu_final":false,"pids":[42],"frozen":true,"#,
             r#""slice_share":1.0,"exit_code":null,"error":null,"submitted_unix_ms":100,"started_unix_ms":101,"#,
             r#""ended_unix_ms":null,"name":"nightly","time_limit_s":60,"in_slot_ms":1500}],"#,
             r#""matrix":[[{"node":"n1","cpus":[3,null]}]],"#,
