@@ -1071,8 +1071,7 @@ impl Controller {
                 self.note_stuck_jobs(&mut state, node, stuck_jobs) && usage_heard
             }
             FromAgent::Ended { job, cpu_ns: Some(cpu_ns), .. } if !runs_on(&state, job, node) => {
-                final_cpu_time(&mut state, job, node, cpu_ns);
-                false
+                final_cpu_time(&mut state, job, node, cpu_ns)
             }
             FromAgent::Ended { job, exit_code, error, cpu_ns } if runs_on(&state, job, node) => {
                 if let Some(cpu_ns) = cpu_ns {
@@ -1144,6 +1143,8 @@ impl Controller {
             let running = state.jobs.get(&usage.job).is_some_and(|j| j.state == JobState::Running);
             let live = state.live.entry(usage.job).or_default();
             live.had_process |= !usage.pids.is_empty();
+            // Running there again (a Slurm job's next step, another launch on an MPI helper node): not final.
+            live.cpu_final_on.remove(node);
             changed |= live.usage.get(node) != Some(&usage);
             live.usage.insert(node.to_string(), usage);
             let all_frozen = running && live.usage.values().all(|u| u.frozen);
@@ -1761,10 +1762,15 @@ fn note_left_behind(state: &mut State, node: &str, stuck: &StuckJob) {
 
 /// A node's CPU time of a job at its end, in place of its last report: never below it (a cgroup's CPU time
 /// only grows). Taken only from a node the job was placed on, also after the job ended there (an MPI job's
-/// other nodes are told to end when its launcher's node does, and their ends come after).
-fn final_cpu_time(state: &mut State, job: u64, node: &str, cpu_ns: u64) {
-    if state.jobs.get(&job).is_none_or(|j| j.on_node(node).is_none()) {
-        return;
+/// other nodes are told to end when its launcher's node does, and their ends come after), and once a node
+/// after the job is over. A job over whose figures were not kept (restored after a restart) keeps its record.
+/// Whether the figure was taken.
+fn final_cpu_time(state: &mut State, job: u64, node: &str, cpu_ns: u64) -> bool {
+    let Some(record) = state.jobs.get(&job).filter(|j| j.on_node(node).is_some()) else { return false };
+    let over = record.state.is_over();
+    let given = state.live.get(&job).map(|l| l.cpu_final_on.contains(node));
+    if over && given.is_none_or(|given| given) {
+        return false;
     }
     let live = state.live.entry(job).or_default();
     let usage = live.usage.entry(node.to_string()).or_insert(JobUsage { job, cpu_ns: 0, pids: vec![], frozen: false });
@@ -1776,6 +1782,7 @@ fn final_cpu_time(state: &mut State, job: u64, node: &str, cpu_ns: u64) {
         record.cpu_ns = total_ns;
         state.storage.save_job_or_hold(record);
     }
+    true
 }
 
 /// Does job `job` run on `node` (placed there, not over, not ended there)? Only then may `node`'s agent speak of it.
