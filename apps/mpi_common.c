@@ -392,6 +392,13 @@ void compute_done(double start)
     app_stats.compute_s += MPI_Wtime() - start;
 }
 
+void update_done(double start)
+{
+    double seconds = MPI_Wtime() - start;
+    app_stats.compute_s += seconds;
+    app_stats.update_s += seconds;
+}
+
 /* splitmix64's finaliser: a cheap bijective mix with good avalanche. */
 static uint64_t mix64(uint64_t z)
 {
@@ -423,15 +430,17 @@ void json_number(FILE *out, double value)
 
 void report_stats(FILE *out, const struct app_stats *mine, MPI_Comm comm)
 {
-    enum { N = 5 };
-    static const char *const names[N] = {"messages_per_rank", "doubles_per_rank", "compute_s", "comm_s", "cpu_s"};
+    enum { N = 6 };
+    static const char *const names[N] = {"messages_per_rank", "doubles_per_rank", "compute_s",
+                                         "comm_s",            "cpu_s",            "update_s"};
     static const char *const formats[N] = {",\"%s\":%.0f,\"%s_mean\":%.1f", ",\"%s\":%.0f,\"%s_mean\":%.1f",
                                            ",\"%s\":%.4f,\"%s_mean\":%.4f", ",\"%s\":%.4f,\"%s_mean\":%.4f",
-                                           ",\"%s\":%.4f,\"%s_mean\":%.4f"};
+                                           ",\"%s\":%.4f,\"%s_mean\":%.4f", ",\"%s\":%.4f,\"%s_mean\":%.4f"};
     int size, me;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &me);
-    double local[N] = {(double)mine->messages, (double)mine->doubles, mine->compute_s, mine->comm_s, mine->cpu_s};
+    double local[N] = {(double)mine->messages, (double)mine->doubles, mine->compute_s,
+                       mine->comm_s,           mine->cpu_s,          mine->update_s};
     double max[N], sum[N];
     MPI_Reduce(local, max, N, MPI_DOUBLE, MPI_MAX, 0, comm);
     MPI_Reduce(local, sum, N, MPI_DOUBLE, MPI_SUM, 0, comm);

@@ -19,6 +19,7 @@ struct app_stats {
     long messages;    /* messages this rank sent (collectives: see comm.c) */
     long doubles;     /* doubles in those messages */
     double compute_s; /* seconds in BLAS and other local arithmetic */
+    double update_s;  /* of compute_s: long updates between exchanges (mpi_lu's U row and trailing matrix) */
     double comm_s;    /* seconds posting and waiting for communication */
     double cpu_s;     /* CPU seconds of the process (all its threads) */
 };
@@ -108,6 +109,10 @@ double cpu_now(void);
 
 /* Adds the seconds since `start` (an MPI_Wtime value) to app_stats.compute_s. */
 void compute_done(double start);
+
+/* As compute_done, for a long update between exchanges: counted in update_s too, so that a model can tell the
+ * program's short computes between tightly coupled exchanges from its long ones. */
+void update_done(double start);
 
 /* Deterministic value in [-0.5, 0.5) for entry (i, j) of matrix `seed`. */
 double gen_value(uint64_t seed, long i, long j);

@@ -429,7 +429,7 @@ static void share_u_row(struct lu *f, int k0, int jb, MPI_Request *forward)
                     at(f, lr0, lcs), f->lda);
         for (int j = 0; j < nt; j++)
             memcpy(f->urow + (size_t)j * jb, at(f, lr0, lcs + j), (size_t)jb * sizeof(double));
-        compute_done(start);
+        update_done(start);
     }
     comm_ring_bcast(f->urow, jb * nt, owner, TAG_U, f->g.col, forward);
 }
@@ -443,7 +443,7 @@ static void update_trailing(struct lu *f, int k0, int jb)
     double start = MPI_Wtime();
     cblas_dgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, m2, nt, jb, -1.0, f->panel + (lr1 - lr0), mp, f->urow, jb,
                 1.0, at(f, lr1, lcs), f->lda);
-    compute_done(start);
+    update_done(start);
 }
 
 static void lu_factor(struct lu *f)

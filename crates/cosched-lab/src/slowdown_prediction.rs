@@ -11,7 +11,7 @@ use cosched_core::SimTime;
 use cosched_sim::machine::printable;
 use cosched_sim::reference_app::{DedicatedRun, ReferenceProgram, Structure, WaitMode};
 use cosched_sim::run::{run, RunOptions};
-use cosched_sim::{MachineModel, Program, Prologue, Scheme, SimConfig, SimJob};
+use cosched_sim::{MachineModel, Program, Prologue, Rounds, Scheme, Shrink, SimConfig, SimJob};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -84,15 +84,7 @@ pub fn predict(report: &SlowdownReport, machine: &MachineModel) -> Result<Slowdo
     let layout = Layout::of(report, machine);
     let program = predictable_program(&report.command)?;
     let tasks = program.structure()?.tasks;
-    let cluster_misfit =
-        tasks < report.nodes || tasks % report.nodes.max(1) != 0 || report.cpus_per_job != report.nodes;
-    if report.nodes == 0 || (report.nodes > 1 && cluster_misfit) {
-        return Err(format!(
-            "a report of {} nodes and {} CPUs per job for {tasks} tasks: a cluster run has one CPU per node and \
-             as many tasks on each",
-            report.nodes, report.cpus_per_job
-        ));
-    }
+    check_layout(report, tasks)?;
     if report.points.len() > MAX_POINTS {
         return Err(format!("{} points, more than {MAX_POINTS}", report.points.len()));
     }
@@ -128,6 +120,64 @@ pub fn predict(report: &SlowdownReport, machine: &MachineModel) -> Result<Slowdo
         policies,
         not_predicted,
     })
+}
+
+/// A cluster run (`bench slowdown --nodes`) has one CPU per node and the same number of tasks on each.
+fn check_layout(report: &SlowdownReport, tasks: u32) -> Result<(), String> {
+    let cluster_misfit =
+        tasks < report.nodes || !tasks.is_multiple_of(report.nodes.max(1)) || report.cpus_per_job != report.nodes;
+    if report.nodes == 0 || (report.nodes > 1 && cluster_misfit) {
+        return Err(format!(
+            "a report of {} nodes and {} CPUs per job for {tasks} tasks: a cluster run has one CPU per node and \
+             as many tasks on each",
+            report.nodes, report.cpus_per_job
+        ));
+    }
+    Ok(())
+}
+
+/// The simulation `predict` runs for `copies` copies of the report's program under `policy` (its first seed; with
+/// background rates in the machine file it averages seeds 1 to 8): to look inside one, with a trace.
+pub fn simulation(
+    report: &SlowdownReport,
+    machine: &MachineModel,
+    policy: &str,
+    copies: u32,
+) -> Result<(SimConfig, Vec<SimJob>), String> {
+    machine.check()?;
+    let layout = Layout::of(report, machine);
+    let program = predictable_program(&report.command)?;
+    check_layout(report, program.structure()?.tasks)?;
+    let calibration = dedicated_run(report, &program)?;
+    let (structure, program_model) = program.program(&calibration)?;
+    let scheme = scheme_for_tasks(policy, structure.tasks, layout)?;
+    let inputs = Inputs { machine, layout, structure: &structure, program: &program_model, calibration: &calibration };
+    copies_simulation(&inputs, scheme, copies)
+}
+
+/// `copies` copies of the program arriving together on the machine as `inputs` lay it out, under `scheme`.
+fn copies_simulation(
+    inputs: &Inputs,
+    (scheme, slice_ms): (Scheme, Option<f64>),
+    copies: u32,
+) -> Result<(SimConfig, Vec<SimJob>), String> {
+    let Inputs { machine, layout, structure, .. } = *inputs;
+    let program = program_under(slice_ms.is_some(), inputs.program);
+    let cfg = copies_config(machine, layout, (scheme, slice_ms), copies, structure)?;
+    check_work(&cfg, &program, copies, structure.tasks)?;
+    let jobs = (0..copies)
+        .map(|j| SimJob {
+            job_number: j as u64 + 1,
+            arrival: SimTime::ZERO,
+            tasks: structure.tasks,
+            // Oversubscribed, the copy holds every CPU and its tasks share them.
+            cpus: structure.tasks.min(layout.cpus()),
+            program,
+            label: format!("copy{j}"),
+            nice: 0,
+        })
+        .collect();
+    Ok((cfg, jobs))
 }
 
 /// Where the copies ran: one node of the machine, or a cluster of namespace nodes of one CPU each
@@ -212,23 +262,9 @@ fn predict_policy(
     shape: &JobShape,
     costs: &CostParams,
 ) -> Result<Vec<PredictedPoint>, String> {
-    let Inputs { machine, layout, structure, calibration, .. } = *inputs;
-    let program = &program_under(slice_ms.is_some(), inputs.program);
+    let calibration = inputs.calibration;
     let simulate = |copies: u32| -> Result<f64, String> {
-        let cfg = copies_config(machine, layout, (scheme, slice_ms), copies, structure)?;
-        check_work(&cfg, program, copies, structure.tasks)?;
-        let jobs: Vec<SimJob> = (0..copies)
-            .map(|j| SimJob {
-                job_number: j as u64 + 1,
-                arrival: SimTime::ZERO,
-                tasks: structure.tasks,
-                // Oversubscribed, the copy holds every CPU and its tasks share them.
-                cpus: structure.tasks.min(layout.cpus()),
-                program: *program,
-                label: format!("copy{j}"),
-                nice: 0,
-            })
-            .collect();
+        let (cfg, jobs) = copies_simulation(inputs, (scheme, slice_ms), copies)?;
         // Background events are drawn from the seed: the prediction is their mean over seeds.
         let seeds =
             if cfg.scheduler.background_migration_interval_ns > 0 || cfg.scheduler.housekeeping_wake_interval_ns > 0 {
@@ -327,7 +363,8 @@ fn check_work(cfg: &SimConfig, program: &Program, copies: u32, tasks: u32) -> Re
     if message_ns > 1e10 {
         return Err(format!("a message of {bytes} bytes takes over 10 s"));
     }
-    let iteration_ns = program.compute_ns as f64 + program.io_ns as f64 + message_ns;
+    let iteration_ns =
+        program.iterations_compute_ns() as f64 / program.iterations.max(1) as f64 + program.io_ns as f64 + message_ns;
     let prologue_ns = (program.prologue.compute_ns + program.prologue.blocked_ns) as f64;
     // Tasks beyond the CPUs take turns on them.
     let turns = (tasks as f64 / cfg.cpu_count() as f64).max(1.0);
@@ -376,7 +413,16 @@ fn dedicated_run(report: &SlowdownReport, program: &ReferenceProgram) -> Result<
                 WaitMode::Spin => timed_s,
                 _ => compute_s_mean,
             });
-            Some(DedicatedRun { elapsed_s: s.elapsed_s, cpu_s: s.cpu_s?, timed_s, compute_s_mean, timed_cpu_s_mean })
+            // Programs that split nothing out (and reports from before mpi_lu did) have no updates.
+            let update_s_mean = number("update_s_mean").unwrap_or(0.0);
+            Some(DedicatedRun {
+                elapsed_s: s.elapsed_s,
+                cpu_s: s.cpu_s?,
+                timed_s,
+                compute_s_mean,
+                timed_cpu_s_mean,
+                update_s_mean,
+            })
         })
         .collect();
     if runs.is_empty() {
@@ -426,12 +472,28 @@ pub fn error_summary<'a>(points: impl IntoIterator<Item = &'a PredictedPoint>) -
     (!errors.is_empty()).then(|| (errors.iter().sum::<f64>() / errors.len() as f64, worst, errors.len()))
 }
 
+/// How a program of rounds computes, after its short computes (nothing for one of even iterations).
+fn rounds_text(rounds: &Rounds) -> String {
+    if rounds.is_none() {
+        return String::new();
+    }
+    let shrinking = match rounds.shrink {
+        Shrink::None => "",
+        Shrink::Quadratic => ", shrinking as the square of the rounds left",
+    };
+    format!(
+        ", and every {} exchanges an update of {:.2} ms on average{shrinking}",
+        rounds.iterations,
+        rounds.long_compute_mean_ns as f64 / 1e6
+    )
+}
+
 /// The prediction as Markdown: the inputs, then one row per policy and `j`.
 pub fn table(name: &str, prediction: &SlowdownPrediction) -> String {
     let s = &prediction.structure;
     let p = &prediction.program_model;
     let mut text = format!(
-        "### {}\n\n`{}`\n\nModel: {} tasks on {}, {} exchanges of {} bytes each; {:.1} µs of compute per exchange; \
+        "### {}\n\n`{}`\n\nModel: {} tasks on {}, {} exchanges of {} bytes each; {:.1} µs of compute per exchange{}; \
          prologue {:.3} s CPU + {:.3} s blocked (from a dedicated run of {:.3} s, {:.3} s timed).\n\n\
          | policy | j | measured s_j [min – max] | simulated s_j | error | model s_j | a copy's tasks on one CPU |\n\
          |---|---|---|---|---|---|---|\n",
@@ -442,6 +504,7 @@ pub fn table(name: &str, prediction: &SlowdownPrediction) -> String {
         s.exchanges,
         s.message_bytes,
         p.compute_ns as f64 / 1e3,
+        rounds_text(&p.rounds),
         p.prologue.compute_ns as f64 / 1e9,
         p.prologue.blocked_ns as f64 / 1e9,
         prediction.calibration.elapsed_s,

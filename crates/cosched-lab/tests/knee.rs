@@ -38,6 +38,7 @@ fn job(number: u64, arrival_ns: u64, tasks: u32) -> SimJob {
             message_bytes: 4096,
             prologue: Prologue::NONE,
             working_set_bytes: 0,
+            rounds: cosched_sim::Rounds::NONE,
         },
         label: format!("job{number}"),
         nice: 0,

@@ -102,6 +102,75 @@ pub struct Program {
     /// study's jobs): what it refills of the caches when its job takes a CPU back.
     #[serde(skip_serializing_if = "is_zero")]
     pub working_set_bytes: u64,
+    /// Iterations in rounds, each ended by a long compute (an LU's panels); none for the study's jobs.
+    #[serde(skip_serializing_if = "Rounds::is_none")]
+    pub rounds: Rounds,
+}
+
+impl Program {
+    /// The nominal compute of iteration `i` (from 0), before the skew factor.
+    pub fn compute_ns_of(&self, i: u32) -> u64 {
+        self.rounds.long_compute_ns_of(i, self.iterations).unwrap_or(self.compute_ns)
+    }
+
+    /// The nominal compute of all iterations of one task, the prologue's not included.
+    pub fn iterations_compute_ns(&self) -> u64 {
+        if self.rounds.is_none() {
+            return self.iterations as u64 * self.compute_ns;
+        }
+        (0..self.iterations).map(|i| self.compute_ns_of(i)).sum()
+    }
+}
+
+/// A program whose exchanges come in bursts between long computes: its iterations in rounds of `iterations`,
+/// the last iteration of each computing the round's long compute in place of the short one. An LU factorisation
+/// is so: per panel, many exchanges with little arithmetic between them (pivot searches, row swaps), then the
+/// update of the trailing matrix, which shrinks as the square of the panels still to come.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Rounds {
+    /// Iterations per round (0: no rounds).
+    pub iterations: u32,
+    /// The long compute, as its mean over the rounds.
+    pub long_compute_mean_ns: u64,
+    pub shrink: Shrink,
+}
+
+/// How a round's long compute changes over the rounds.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum Shrink {
+    /// The same in every round.
+    #[default]
+    None,
+    /// As the square of the rounds after it: round `r` of `R` computes `mean · R · m² / Σ m²`, `m = R − 1 − r`.
+    Quadratic,
+}
+
+impl Rounds {
+    pub const NONE: Rounds = Rounds { iterations: 0, long_compute_mean_ns: 0, shrink: Shrink::None };
+
+    pub fn is_none(&self) -> bool {
+        self.iterations == 0
+    }
+
+    /// The long compute of iteration `i` of `total`, if it ends a round.
+    pub fn long_compute_ns_of(&self, i: u32, total: u32) -> Option<u64> {
+        let per_round = self.iterations;
+        if per_round == 0 || i % per_round != per_round - 1 {
+            return None;
+        }
+        let mean_ns = self.long_compute_mean_ns;
+        Some(match self.shrink {
+            Shrink::None => mean_ns,
+            Shrink::Quadratic => {
+                let rounds = total.div_ceil(per_round) as u64;
+                let after = rounds.saturating_sub(1 + (i / per_round) as u64);
+                // Σ m² for m in 0..rounds, in u128: no overflow for any u32 count.
+                let squares = (rounds - 1) as u128 * rounds as u128 * (2 * rounds - 1) as u128 / 6;
+                let share = (mean_ns as u128 * rounds as u128 * (after * after) as u128).checked_div(squares);
+                share.map_or(mean_ns, |ns| ns as u64)
+            }
+        })
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -169,6 +238,7 @@ pub fn program_for(job_type: JobType, tasks: u32, nominal_ns: u64, net: &Network
         message_bytes: net.message_bytes,
         prologue: Prologue::NONE,
         working_set_bytes: 0,
+        rounds: Rounds::NONE,
     }
 }
 
@@ -176,7 +246,7 @@ pub fn program_for(job_type: JobType, tasks: u32, nominal_ns: u64, net: &Network
 pub fn dedicated_ns(program: &Program, tasks: u32, net: &NetworkConfig) -> u64 {
     let comm_ns = balanced_comm_ns(tasks, &NetworkConfig { message_bytes: program.message_bytes, ..net.clone() });
     let prologue_ns = program.prologue.compute_ns + program.prologue.blocked_ns;
-    program.iterations as u64 * (program.compute_ns + program.io_ns + comm_ns) + prologue_ns
+    program.iterations_compute_ns() + program.iterations as u64 * (program.io_ns + comm_ns) + prologue_ns
 }
 
 #[cfg(test)]
@@ -205,6 +275,36 @@ mod tests {
         assert!((d as i64 - 1_000_000_000).abs() <= 390_960 / 2 + 1, "dedicated {d}");
         let serial = program_for(j1, 1, 1_000_000_000, &net);
         assert_eq!((serial.compute_ns, serial.io_ns), (p.compute_ns, p.io_ns));
+    }
+
+    /// Rounds of 4 iterations over 10: rounds 0, 1 and a short 2; iterations 3 and 7 end rounds 0 and 1.
+    #[test]
+    fn a_rounds_last_iteration_computes_its_long_compute_shrinking_as_a_square() {
+        let rounds = Rounds { iterations: 4, long_compute_mean_ns: 1_000, shrink: Shrink::Quadratic };
+        let program = Program {
+            compute_ns: 10,
+            io_ns: 0,
+            iterations: 10,
+            message_bytes: 64,
+            prologue: Prologue::NONE,
+            working_set_bytes: 0,
+            rounds,
+        };
+        let computes: Vec<u64> = (0..10).map(|i| program.compute_ns_of(i)).collect();
+        // R = 3 rounds, Σ m² = 0 + 1 + 4 = 5: round 0 (m = 2) 1000·3·4/5, round 1 (m = 1) 1000·3/5.
+        assert_eq!(computes, [10, 10, 10, 2_400, 10, 10, 10, 600, 10, 10]);
+        // The long computes' mean over the 3 rounds is the mean given (the last round's is 0).
+        assert_eq!(program.iterations_compute_ns(), 8 * 10 + 3_000);
+        let constant = Program { rounds: Rounds { shrink: Shrink::None, ..rounds }, ..program };
+        assert_eq!(
+            (constant.compute_ns_of(3), constant.compute_ns_of(7), constant.compute_ns_of(9)),
+            (1_000, 1_000, 10)
+        );
+        let one_round = Rounds { iterations: 10, ..rounds };
+        assert_eq!(one_round.long_compute_ns_of(9, 10), Some(1_000));
+        let plain = Program { rounds: Rounds::NONE, ..program };
+        assert!((0..10).all(|i| plain.compute_ns_of(i) == 10));
+        assert_eq!(plain.iterations_compute_ns(), 100);
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub mod run;
 pub mod scheme;
 pub mod trace;
 
-pub use app::{JobType, Mix, Program, Prologue};
+pub use app::{JobType, Mix, Program, Prologue, Rounds, Shrink};
 pub use config::{ConfigError, SimConfig};
 pub use cpu_set::CpuSet;
 pub use engine::node_scheduler::OsScheduler;

@@ -24,7 +24,7 @@
 //! timed region, spread over the tasks, and the rest of that wall time
 //! blocked.
 
-use crate::app::{Program, Prologue};
+use crate::app::{Program, Prologue, Rounds, Shrink};
 use serde::Serialize;
 
 /// A cache line: what one thread's arrival at a barrier moves.
@@ -68,6 +68,8 @@ pub struct Structure {
     /// The memory one task works over, as the program allocates it: what it refills of the
     /// caches after another job ran on its CPU.
     pub working_set_bytes: u64,
+    /// Exchanges per round when they come in bursts between long updates (an LU's panels), else 0.
+    pub exchanges_per_round: u32,
 }
 
 /// What one dedicated run (one copy alone) measured: the calibration.
@@ -83,6 +85,9 @@ pub struct DedicatedRun {
     pub compute_s_mean: f64,
     /// CPU time of a task inside the timed region (computing and busy waiting).
     pub timed_cpu_s_mean: f64,
+    /// Of `compute_s_mean`, the long updates between bursts of exchanges (mpi_lu's `update_s_mean`; 0 when the
+    /// program does not report it).
+    pub update_s_mean: f64,
 }
 
 impl ReferenceProgram {
@@ -152,6 +157,7 @@ impl ReferenceProgram {
                 doubles_per_task: 0.0,
                 message_bytes: BARRIER_BYTES,
                 working_set_bytes: SPINBARRIER_WORKING_BYTES,
+                exchanges_per_round: 0,
             }),
             ReferenceProgram::MatrixMultiply { n, p_rows, q_cols, k, repeat, .. } => {
                 one_ring(p_rows, q_cols)?;
@@ -175,7 +181,7 @@ impl ReferenceProgram {
         run.check()?;
         let tasks = structure.tasks as f64;
         let exchanges = u32::try_from(structure.exchanges).map_err(|_| "more than 2^32 exchanges")?;
-        let compute_ns = (run.compute_s_mean * 1e9 / structure.exchanges.max(1) as f64).round() as u64;
+        let (compute_ns, rounds) = split_compute(&structure, run);
         let outside_s = (run.elapsed_s - run.timed_s).max(0.0);
         let outside_cpu_per_task_s = ((run.cpu_s - tasks * run.timed_cpu_s_mean) / tasks).clamp(0.0, outside_s);
         let prologue = Prologue {
@@ -190,14 +196,37 @@ impl ReferenceProgram {
             message_bytes,
             prologue,
             working_set_bytes: structure.working_set_bytes,
+            rounds,
         };
         Ok((structure, program))
     }
 }
 
+/// The compute of an exchange, and the rounds: the dedicated run's compute spread evenly over the exchanges, or,
+/// for a program of rounds that reported its updates, the updates as each round's long compute (shrinking as
+/// an LU's trailing matrix) and the rest spread over the other exchanges.
+fn split_compute(structure: &Structure, run: &DedicatedRun) -> (u64, Rounds) {
+    let exchanges = structure.exchanges.max(1) as f64;
+    let per_round = structure.exchanges_per_round as u64;
+    let update_s = run.update_s_mean.min(run.compute_s_mean);
+    if per_round < 2 || update_s <= 0.0 {
+        return ((run.compute_s_mean * 1e9 / exchanges).round() as u64, Rounds::NONE);
+    }
+    let rounds = structure.exchanges.div_ceil(per_round) as f64;
+    let round_ends = (structure.exchanges / per_round) as f64;
+    let short_ns = ((run.compute_s_mean - update_s) * 1e9 / (exchanges - round_ends).max(1.0)).round() as u64;
+    let rounds = Rounds {
+        iterations: structure.exchanges_per_round,
+        long_compute_mean_ns: (update_s * 1e9 / rounds).round() as u64,
+        shrink: Shrink::Quadratic,
+    };
+    (short_ns, rounds)
+}
+
 impl DedicatedRun {
     fn check(&self) -> Result<(), String> {
-        let values = [self.elapsed_s, self.cpu_s, self.timed_s, self.compute_s_mean, self.timed_cpu_s_mean];
+        let values =
+            [self.elapsed_s, self.cpu_s, self.timed_s, self.compute_s_mean, self.timed_cpu_s_mean, self.update_s_mean];
         if values.iter().any(|v| !v.is_finite() || *v < 0.0 || *v > 1e6) {
             return Err(format!("the dedicated run's figures must be seconds in [0, 10^6]: {self:?}"));
         }
@@ -260,6 +289,7 @@ fn matrix_multiply(n: u64, p_rows: u32, q_cols: u32, k: u64, repeat: u64) -> Str
         doubles_per_task: per_task(doubles),
         message_bytes: bytes_per_message,
         working_set_bytes: working_doubles.saturating_mul(DOUBLE_BYTES),
+        exchanges_per_round: 0,
     }
 }
 
@@ -295,6 +325,8 @@ fn lu(n: u64, p_rows: u32, nb: u64) -> Structure {
         doubles_per_task: doubles as f64 / tasks as f64,
         message_bytes: bytes_per_message,
         working_set_bytes: working_doubles.saturating_mul(DOUBLE_BYTES),
+        // A panel: its columns' exchanges, then the U row and the trailing matrix's update (the last may be short).
+        exchanges_per_round: (2 * nb.min(n) + 2) as u32,
     }
 }
 
@@ -355,6 +387,7 @@ impl Flags<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::{Rounds, Shrink};
 
     fn command(text: &str) -> Vec<String> {
         text.split_whitespace().map(String::from).collect()
@@ -404,14 +437,46 @@ mod tests {
     #[test]
     fn the_program_comes_from_one_dedicated_run() {
         let program = ReferenceProgram::from_command(&command(MM)).unwrap();
-        let run =
-            DedicatedRun { elapsed_s: 2.2, cpu_s: 3.6, timed_s: 1.4, compute_s_mean: 1.28, timed_cpu_s_mean: 1.4 };
+        let run = DedicatedRun {
+            elapsed_s: 2.2,
+            cpu_s: 3.6,
+            timed_s: 1.4,
+            compute_s_mean: 1.28,
+            timed_cpu_s_mean: 1.4,
+            update_s_mean: 0.0,
+        };
         let (_, p) = program.program(&run).unwrap();
         assert_eq!((p.iterations, p.compute_ns, p.message_bytes), (32, 40_000_000, 4_194_304));
         // Outside: 0.8 s of wall time, (3.6 − 2·1.4)/2 = 0.4 s of CPU per task.
         assert_eq!(p.prologue, Prologue { compute_ns: 400_000_000, blocked_ns: 400_000_000 });
         let bad = DedicatedRun { timed_s: f64::NAN, ..run };
         assert!(program.program(&bad).unwrap_err().contains("seconds"));
+    }
+
+    /// mpi_lu reports its updates (U row and trailing matrix) apart: they become each panel's long compute, the
+    /// rest of its compute is spread over the other exchanges.
+    #[test]
+    fn an_lus_updates_end_its_panels_and_the_rest_is_spread_between_its_exchanges() {
+        let program = ReferenceProgram::from_command(&command("mpirun -np 2 ./mpi_lu --n 600 --grid 2x1")).unwrap();
+        let run = DedicatedRun {
+            elapsed_s: 1.0,
+            cpu_s: 2.0,
+            timed_s: 0.5,
+            compute_s_mean: 0.4,
+            timed_cpu_s_mean: 0.5,
+            update_s_mean: 0.3,
+        };
+        let (structure, p) = program.program(&run).unwrap();
+        // 10 panels of 60 columns, 2·60 + 2 exchanges each.
+        assert_eq!((structure.exchanges, structure.exchanges_per_round), (1_220, 122));
+        assert_eq!(p.rounds, Rounds { iterations: 122, long_compute_mean_ns: 30_000_000, shrink: Shrink::Quadratic });
+        // 0.1 s over the 1,210 exchanges that end no panel.
+        assert_eq!(p.compute_ns, (1e8 / 1_210.0f64).round() as u64);
+        let total_s = p.iterations_compute_ns() as f64 / 1e9;
+        assert!((total_s - (0.3 + 0.1 * 1_210.0 / 1_210.0)).abs() < 1e-6, "{total_s}");
+        // Without a report of its updates (older reports, other programs) the compute is even.
+        let (_, even) = program.program(&DedicatedRun { update_s_mean: 0.0, ..run }).unwrap();
+        assert_eq!((even.rounds, even.compute_ns), (Rounds::NONE, (4e8 / 1_220.0f64).round() as u64));
     }
 
     #[test]

@@ -72,6 +72,12 @@ pub fn run(
     if let Some(fast) = &options.fast {
         fast.validate().map_err(ConfigError)?;
         check_fast_mode_validated(cfg)?;
+        if let Some(job) = jobs.iter().find(|j| !j.program.rounds.is_none()) {
+            return Err(ConfigError(format!(
+                "job {}'s iterations come in rounds: fast mode extrapolates uniform iterations only; run without --fast",
+                job.job_number
+            )));
+        }
     }
     let cpus = cfg.cpu_count();
     if let Some(job) = jobs.iter().find(|j| j.cpus == 0 || j.cpus > cpus) {

@@ -53,6 +53,7 @@ fn scenario() -> (SimConfig, Vec<SimJob>) {
                 message_bytes: 4096,
                 prologue: Prologue::NONE,
                 working_set_bytes: 0,
+                rounds: cosched_sim::Rounds::NONE,
             },
             label: format!("j{i}"),
             nice: 0,

@@ -627,7 +627,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             let cpu = cpu_of(rank);
             let mut rng = self.seed.substream("task-skew", ((j as u64) << 32) | rank as u64);
             let (program, nice) = (self.jobs[j as usize].spec.program, self.jobs[j as usize].spec.nice);
-            let compute_ns = skewed(self.cfg.skew, program.compute_ns, &mut rng) + program.prologue.compute_ns;
+            let compute_ns = skewed(self.cfg.skew, program.compute_ns_of(0), &mut rng) + program.prologue.compute_ns;
             let io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut rng) + program.prologue.blocked_ns;
             let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
             let node_of = |neighbour: u32| {
@@ -1100,7 +1100,10 @@ impl<'a, P: Parts> Engine<'a, P> {
         proc.phase = Phase::Recv;
         self.cpus[proc.cpu as usize].residents_in_recv += 1;
         self.wait.start_receive(&mut proc.wait);
-        proc.next_compute_ns = skewed(self.cfg.skew, proc.nominal_compute_ns, &mut proc.rng);
+        let rounds = self.jobs[proc.job as usize].spec.program.rounds;
+        let next = proc.iterations_done + 1;
+        let nominal_ns = rounds.long_compute_ns_of(next, proc.iterations).unwrap_or(proc.nominal_compute_ns);
+        proc.next_compute_ns = skewed(self.cfg.skew, nominal_ns, &mut proc.rng);
         proc.next_io_ns = skewed(self.cfg.skew, proc.nominal_io_ns, &mut proc.rng);
     }
 

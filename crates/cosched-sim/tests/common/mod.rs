@@ -29,6 +29,7 @@ pub fn job(number: u64, arrival_ns: u64, tasks: u32, compute_ns: u64, io_ns: u64
             message_bytes: 4096,
             prologue: Prologue::NONE,
             working_set_bytes: 0,
+            rounds: cosched_sim::Rounds::NONE,
         },
         label: format!("test{number}"),
         nice: 0,
