@@ -38,8 +38,11 @@ pub struct PredictedPoint {
     pub measured: f64,
     pub measured_min: f64,
     pub measured_max: f64,
-    /// The simulator's `s_j` (its `t_j` over its `t_1`).
+    /// The simulator's `s_j` (its `t_j` over its `t_1`), the mean over its seeds (one without background
+    /// events), and the smallest and largest of a seed's `t_j` over that `t_1`: the model's own spread.
     pub simulated: f64,
+    pub simulated_min: f64,
+    pub simulated_max: f64,
     pub simulated_tj_s: f64,
     /// The analytic model's `s_j` (`cosched model`), from the measured `t_1`.
     pub model: f64,
@@ -263,7 +266,8 @@ fn predict_policy(
     costs: &CostParams,
 ) -> Result<Vec<PredictedPoint>, String> {
     let calibration = inputs.calibration;
-    let simulate = |copies: u32| -> Result<f64, String> {
+    // The finish of the last copy under each seed.
+    let simulate = |copies: u32| -> Result<Vec<f64>, String> {
         let (cfg, jobs) = copies_simulation(inputs, (scheme, slice_ms), copies)?;
         // Background events are drawn from the seed: the prediction is their mean over seeds.
         let seeds =
@@ -272,15 +276,17 @@ fn predict_policy(
             } else {
                 1
             };
-        let mut total_s = 0.0;
-        for seed in 1..=seeds {
-            let cfg = SimConfig { seed, ..cfg.clone() };
-            let result = run(&cfg, jobs.clone(), &RunOptions::default(), |_| {}).map_err(|e| e.to_string())?;
-            total_s += result.jobs.iter().map(|r| r.finish_s).fold(0.0, f64::max);
-        }
-        Ok(total_s / seeds as f64)
+        (1..=seeds)
+            .map(|seed| {
+                let cfg = SimConfig { seed, ..cfg.clone() };
+                let result = run(&cfg, jobs.clone(), &RunOptions::default(), |_| {}).map_err(|e| e.to_string())?;
+                Ok(result.jobs.iter().map(|r| r.finish_s).fold(0.0, f64::max))
+            })
+            .collect()
     };
-    let t1_sim = simulate(1)?;
+    let mean = |finishes: &[f64]| finishes.iter().sum::<f64>() / finishes.len() as f64;
+    let t1_finishes = simulate(1)?;
+    let t1_sim = mean(&t1_finishes);
     let t1_measured_mean = mean_elapsed(report, policy, 1)
         .filter(|&t| t > 0.0 && t.is_finite())
         .ok_or(format!("{policy} has no run of j = 1 that took time"))?;
@@ -289,7 +295,8 @@ fn predict_policy(
         if points.iter().any(|p| p.jobs == point.jobs) {
             continue; // a repeated point is the same experiment
         }
-        let tj_sim = if point.jobs == 1 { t1_sim } else { simulate(point.jobs)? };
+        let tj_finishes = if point.jobs == 1 { t1_finishes.clone() } else { simulate(point.jobs)? };
+        let tj_sim = mean(&tj_finishes);
         let per_repeat: Vec<f64> =
             samples_of(report, policy, point.jobs).map(|s| s.elapsed_s / t1_measured_mean).collect();
         let t1 = calibration.elapsed_s;
@@ -299,6 +306,8 @@ fn predict_policy(
             measured_min: per_repeat.iter().copied().fold(f64::INFINITY, f64::min),
             measured_max: per_repeat.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             simulated: tj_sim / t1_sim,
+            simulated_min: tj_finishes.iter().copied().fold(f64::INFINITY, f64::min) / t1_sim,
+            simulated_max: tj_finishes.iter().copied().fold(f64::NEG_INFINITY, f64::max) / t1_sim,
             simulated_tj_s: tj_sim,
             model: model::shared_time_s(point.jobs, t1, shape, costs) / t1,
             measured_colocated: point.colocated.map(|c| c.mean),
@@ -495,7 +504,7 @@ pub fn table(name: &str, prediction: &SlowdownPrediction) -> String {
     let mut text = format!(
         "### {}\n\n`{}`\n\nModel: {} tasks on {}, {} exchanges of {} bytes each; {:.1} µs of compute per exchange{}; \
          prologue {:.3} s CPU + {:.3} s blocked (from a dedicated run of {:.3} s, {:.3} s timed).\n\n\
-         | policy | j | measured s_j [min – max] | simulated s_j | error | model s_j | a copy's tasks on one CPU |\n\
+         | policy | j | measured s_j [min – max] | simulated s_j [min – max] | error | model s_j | a copy's tasks on one CPU |\n\
          |---|---|---|---|---|---|---|\n",
         printable(name),
         printable(&prediction.command.join(" ")),
@@ -515,13 +524,15 @@ pub fn table(name: &str, prediction: &SlowdownPrediction) -> String {
             let error = if point.jobs == 1 { String::new() } else { format!("{:+.0} %", point.error() * 100.0) };
             let colocated = point.measured_colocated.map_or(String::new(), |c| format!("{:.0} %", c * 100.0));
             text += &format!(
-                "| {} | {} | {:.2} [{:.2} – {:.2}] | {:.2} | {} | {:.2} | {} |\n",
+                "| {} | {} | {:.2} [{:.2} – {:.2}] | {:.2} [{:.2} – {:.2}] | {} | {:.2} | {} |\n",
                 printable(&policy.policy),
                 point.jobs,
                 point.measured,
                 point.measured_min,
                 point.measured_max,
                 point.simulated,
+                point.simulated_min,
+                point.simulated_max,
                 error,
                 point.model,
                 colocated
@@ -682,6 +693,30 @@ mod tests {
         let points = &prediction.policies[0].points;
         assert_eq!(points.iter().map(|p| p.jobs).collect::<Vec<_>>(), [1, 2]);
         assert!(points[1].simulated.is_finite() && points[1].simulated > 1.0, "{points:?}");
+    }
+
+    /// Without background rates a point is one seed, so its range is its value; with them each seed draws its
+    /// own wakes and moves, and the range holds every seed's, the mean inside it.
+    #[test]
+    fn the_simulated_range_is_the_seeds_and_holds_their_mean() {
+        let mut r = report(&[(1, 0.21), (4, 0.84)]);
+        for p in &mut r.points {
+            p.policy = "local".into();
+        }
+        for s in &mut r.samples {
+            s.policy = "local".into();
+        }
+        let point = |machine: &MachineModel| predict(&r, machine).unwrap().policies[0].points[1].clone();
+        let quiet = point(&machine());
+        assert_eq!((quiet.simulated_min, quiet.simulated_max), (quiet.simulated, quiet.simulated));
+        let busy = MachineModel {
+            housekeeping_wake_interval_ns: 3_000_000,
+            background_migration_interval_ns: 50_000_000,
+            ..machine()
+        };
+        let seeds = point(&busy);
+        assert!(seeds.simulated_min < seeds.simulated_max, "{seeds:?}");
+        assert!((seeds.simulated_min..=seeds.simulated_max).contains(&seeds.simulated), "{seeds:?}");
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub fn run(args: &PredictArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `s_j` against `j`, measured (solid, the runs' range) and simulated (dashed), per policy: beside `out` as
+/// `s_j` against `j`, measured (solid, the runs' range) and simulated (dashed, the seeds' range), per policy: beside `out` as
 /// `<out's stem>-<name>.svg` and `.png`.
 fn write_chart(out: &Path, name: &str, prediction: &SlowdownPrediction) -> Result<(), String> {
     let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
@@ -96,7 +96,7 @@ fn chart(name: &str, prediction: &SlowdownPrediction) -> LineChart {
         let style = indexed_style(i);
         let points = &policy.points;
         max_j = points.iter().map(|p| p.jobs as f64).fold(max_j, f64::max);
-        top = points.iter().map(|p| p.measured_max.max(p.simulated)).fold(top, f64::max);
+        top = points.iter().map(|p| p.measured_max.max(p.simulated_max)).fold(top, f64::max);
         series.push(Series {
             name: format!("{} measured", printable(&policy.policy)),
             style,
@@ -113,7 +113,7 @@ fn chart(name: &str, prediction: &SlowdownPrediction) -> LineChart {
             clipped_from: None,
             y_errors: vec![],
             x_errors: vec![],
-            y_intervals: vec![],
+            y_intervals: points.iter().map(|p| (p.simulated_min, p.simulated_max)).collect(),
         });
     }
     LineChart {
@@ -124,7 +124,9 @@ fn chart(name: &str, prediction: &SlowdownPrediction) -> LineChart {
         y_range: (0.8, top * 1.2),
         log_y: true,
         series,
-        legend_notes: vec!["bars: the runs' range".into()],
+        legend_notes: vec![
+            "bars: the runs' range, and the simulator's seeds' (one seed without background rates)".into()
+        ],
     }
 }
 
