@@ -165,7 +165,8 @@ impl Rounds {
                 let rounds = total.div_ceil(per_round) as u64;
                 let after = rounds.saturating_sub(1 + (i / per_round) as u64);
                 // Σ m² for m in 0..rounds, in u128: no overflow for any u32 count.
-                let squares = (rounds - 1) as u128 * rounds as u128 * (2 * rounds - 1) as u128 / 6;
+                let squares =
+                    rounds.saturating_sub(1) as u128 * rounds as u128 * (2 * rounds).saturating_sub(1) as u128 / 6;
                 let share = (mean_ns as u128 * rounds as u128 * (after * after) as u128).checked_div(squares);
                 share.map_or(mean_ns, |ns| ns as u64)
             }
