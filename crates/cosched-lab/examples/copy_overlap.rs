@@ -1,6 +1,7 @@
 //! How the model interleaves the copies of a prediction: for one policy and `j` of a `bench slowdown` report,
 //! the simulation `cosched predict` runs, traced, and per copy the share of time its first two tasks sat on
-//! one CPU, the share they ran at once, and the moves of its tasks; the median turn. The model's side of the
+//! one CPU, the share they ran at once, and the moves of its tasks; the median turn, and how long the stretches
+//! on one CPU lasted. The model's side of the
 //! kernel trace in docs/reproduction-real/kernel-trace-lu/.
 //!
 //! cargo run --release -p cosched-lab --example copy_overlap -- MACHINE.json REPORT.json POLICY J [SEED]
@@ -29,7 +30,12 @@ fn main() -> Result<(), String> {
     let result = run(&cfg, jobs, &options, |_| {}).map_err(|e| e.to_string())?;
     let mut overlap = Overlap::of(&result.trace, copies as usize, tasks, cfg.cpu_count() as usize);
     let span_s = result.trace.last().map_or(0.0, |e| e.time_ns as f64 / 1e9);
-    println!("{copies} copies, seed {seed}: last finish {span_s:.2} s, median turn {:.2} ms", overlap.median_turn_ms());
+    let (stretches, median_s, longest_s) = overlap.stretches();
+    println!(
+        "{copies} copies, seed {seed}: last finish {span_s:.2} s, median turn {:.2} ms; {stretches} stretches of a copy's \
+         tasks 0 and 1 on one CPU, median {median_s:.3} s, longest {longest_s:.3} s",
+        overlap.median_turn_ms()
+    );
     for (copy, record) in result.jobs.iter().enumerate() {
         let share = |ns: u64| 100.0 * ns as f64 / (span_s * 1e9);
         println!(
@@ -48,6 +54,8 @@ fn main() -> Result<(), String> {
 /// What the trace says of each copy's tasks 0 and 1 (copy `c` has processes `c·tasks ..`, as placed).
 struct Overlap {
     colocated_ns: Vec<u64>,
+    /// Each stretch a copy's tasks 0 and 1 spent on one CPU, ended before the trace did.
+    colocated_stretches_ns: Vec<u64>,
     both_running_ns: Vec<u64>,
     moves: Vec<u64>,
     turns_ns: Vec<u64>,
@@ -57,18 +65,29 @@ impl Overlap {
     fn of(trace: &[TraceEvent], copies: usize, tasks: usize, cpus: usize) -> Overlap {
         let mut o = Overlap {
             colocated_ns: vec![0; copies],
+            colocated_stretches_ns: vec![],
             both_running_ns: vec![0; copies],
             moves: vec![0; copies],
             turns_ns: vec![],
         };
         let (mut cpu_of, mut running) = (vec![u32::MAX; copies * tasks], vec![u32::MAX; cpus]);
         let (mut turn_start_ns, mut last_ns) = (vec![0u64; cpus], 0u64);
+        let mut together_since: Vec<Option<u64>> = vec![None; copies];
         for e in trace {
             for copy in 0..copies {
                 let (a, b) = (copy * tasks, copy * tasks + 1);
                 let gap_ns = e.time_ns - last_ns;
-                if cpu_of[a] != u32::MAX && cpu_of[a] == cpu_of[b] {
+                let together = cpu_of[a] != u32::MAX && cpu_of[a] == cpu_of[b];
+                if together {
                     o.colocated_ns[copy] += gap_ns;
+                }
+                match (together, together_since[copy]) {
+                    (true, None) => together_since[copy] = Some(e.time_ns),
+                    (false, Some(since)) => {
+                        o.colocated_stretches_ns.push(e.time_ns - since);
+                        together_since[copy] = None;
+                    }
+                    _ => {}
                 }
                 if running.contains(&(a as u32)) && running.contains(&(b as u32)) {
                     o.both_running_ns[copy] += gap_ns;
@@ -93,6 +112,14 @@ impl Overlap {
             }
         }
         o
+    }
+
+    /// How many stretches on one CPU, their median and longest, in seconds.
+    fn stretches(&mut self) -> (usize, f64, f64) {
+        self.colocated_stretches_ns.sort_unstable();
+        let s = &self.colocated_stretches_ns;
+        let at = |i: usize| s.get(i).map_or(0.0, |&ns| ns as f64 / 1e9);
+        (s.len(), at(s.len() / 2), at(s.len().saturating_sub(1)))
     }
 
     fn median_turn_ms(&mut self) -> f64 {

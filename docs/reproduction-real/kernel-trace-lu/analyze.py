@@ -87,3 +87,19 @@ q = lambda f: iv[int(f * (len(iv) - 1))] * 1e3
 print("rank on-CPU intervals: %d; quantiles ms: 10%% %.3f 25%% %.3f 50%% %.3f 75%% %.3f 90%% %.3f; total %.2f s" % (len(iv), q(.1), q(.25), q(.5), q(.75), q(.9), sum(iv)))
 print("prev_state of a rank leaving:", prev_states.most_common(6))
 print("short (<1 ms) turns ended by:", short_by_next.most_common(8))
+
+# Stretches a copy's two ranks spent on one CPU (within the same window; a stretch still open at its end is not
+# counted).
+cpu = {}; since = {}; stretches = []
+for e in events:
+    kind, t, c, a, b, nxt = e
+    for pid in ((a, nxt) if kind == 'sw' else (a,)):
+        if pid in copy_of: cpu[pid] = c
+    if not (T0 + 1.5 < t < T0 + 14): continue
+    for k, (x, y) in pairs.items():
+        together = x in cpu and y in cpu and cpu[x] == cpu[y]
+        if together and k not in since: since[k] = t
+        if not together and k in since: stretches.append(t - since.pop(k))
+stretches.sort()
+if stretches:
+    print("stretches on one CPU: %d, median %.3f s, longest %.3f s" % (len(stretches), stretches[len(stretches) // 2], stretches[-1]))

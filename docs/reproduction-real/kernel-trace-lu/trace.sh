@@ -2,7 +2,7 @@
 # Four copies of mpi_lu on plain Linux (no cosched, no cgroups), every context switch, move and fork traced
 # with ftrace: the kernel's side of "What a program does between its exchanges" in docs/reproduction-real.md.
 # Usage (root): trace.sh APPS_DIR OUT_DIR [N]   then: python3 analyze.py OUT_DIR/trace.txt
-# (trace.txt.gz beside it is the run kernel.txt reports; gunzip it to analyse it again)
+# (trace-K.txt.gz beside it are the three runs kernel-K.txt reports; gunzip one to analyse it again)
 set -euo pipefail
 apps=$1 out=$2 n=${3:-5000}
 T=/sys/kernel/tracing
