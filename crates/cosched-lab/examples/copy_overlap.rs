@@ -74,18 +74,18 @@ impl Overlap {
         let (mut turn_start_ns, mut last_ns) = (vec![0u64; cpus], 0u64);
         let mut together_since: Vec<Option<u64>> = vec![None; copies];
         for e in trace {
-            for copy in 0..copies {
+            for (copy, since) in together_since.iter_mut().enumerate() {
                 let (a, b) = (copy * tasks, copy * tasks + 1);
                 let gap_ns = e.time_ns - last_ns;
                 let together = cpu_of[a] != u32::MAX && cpu_of[a] == cpu_of[b];
                 if together {
                     o.colocated_ns[copy] += gap_ns;
                 }
-                match (together, together_since[copy]) {
-                    (true, None) => together_since[copy] = Some(e.time_ns),
-                    (false, Some(since)) => {
-                        o.colocated_stretches_ns.push(e.time_ns - since);
-                        together_since[copy] = None;
+                match (together, *since) {
+                    (true, None) => *since = Some(e.time_ns),
+                    (false, Some(from_ns)) => {
+                        o.colocated_stretches_ns.push(e.time_ns - from_ns);
+                        *since = None;
                     }
                     _ => {}
                 }
