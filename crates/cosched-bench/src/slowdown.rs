@@ -19,6 +19,9 @@ pub struct SlowdownConfig {
     /// Numbers of simultaneous copies; must include 1 (the baseline `t_1`).
     pub jobs: Vec<u32>,
     pub repeat: u32,
+    /// Runs of one copy under the first policy before anything is measured, thrown away: the first run after a
+    /// build or a quiet spell loads the program, its libraries and its data from cold caches.
+    pub warmup: u32,
     pub policies: Vec<Policy>,
     /// CPUs each copy asks the scheduler for (cosched and Slurm).
     pub cpus_per_job: u32,
@@ -100,6 +103,13 @@ impl SlowdownConfig {
         Ok(())
     }
 
+    /// The warm-up runs, `(repeat, jobs, policy)` as in [`Self::schedule`]: one copy under the first policy,
+    /// numbered after the measured repeats so that their logs (`runs/`) stay apart.
+    pub fn warmups(&self) -> Vec<(u32, u32, Policy)> {
+        let first = self.policies.first().copied();
+        first.map_or(vec![], |policy| (0..self.warmup).map(|r| (self.repeat.saturating_add(r), 1, policy)).collect())
+    }
+
     /// Runs in the order they are made: repeats outermost, then the policies, rotated each repeat so no policy
     /// always runs first, then `j`. A policy's runs of one repeat come together, so a private Slurm is set up
     /// again at most once per policy and repeat.
@@ -117,9 +127,16 @@ impl SlowdownConfig {
     }
 }
 
+/// What a run of the experiment is: a warm-up (its sample thrown away), or the `done`-th of `total` measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Warmup { done: usize, total: usize },
+    Measured { done: usize, total: usize },
+}
+
 /// Run the whole experiment; `progress` sees each sample as it is measured
-/// (with the number done and the total), so a caller can save it at once.
-pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usize)) -> Result<SlowdownReport, String> {
+/// (with the number done and the total), so a caller can save it at once, and each warm-up's.
+pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, Step)) -> Result<SlowdownReport, String> {
     config.validate()?;
     std::fs::create_dir_all(&config.work_dir).map_err(|e| format!("creating {}: {e}", config.work_dir.display()))?;
     let max_jobs = config.jobs.iter().copied().max().unwrap_or(1);
@@ -127,9 +144,21 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
     let mut clusters: BTreeMap<String, ClusterInstance> = BTreeMap::new();
     // Declared after the runtimes, so it stops first: no Slurm job outlives the cosched that holds it.
     let mut slurm: Option<SlurmInstance> = None;
-    let schedule = config.schedule();
+    let (warmups, schedule) = (config.warmups(), config.schedule());
     let mut samples = Vec::new();
-    for (done, &(repeat, jobs, policy)) in schedule.iter().enumerate() {
+    let mut record = |sample: Sample, done: usize| {
+        if done < warmups.len() {
+            progress(&sample, Step::Warmup { done: done + 1, total: warmups.len() });
+        } else {
+            progress(&sample, Step::Measured { done: done + 1 - warmups.len(), total: schedule.len() });
+            samples.push(sample);
+        }
+    };
+    for (done, &(repeat, jobs, policy)) in warmups.iter().chain(&schedule).enumerate() {
+        let what = |label: &str| match done < warmups.len() {
+            true => format!("{label}, warm-up {}", done + 1),
+            false => format!("{label}, j = {jobs}, repeat {}", repeat + 1),
+        };
         if config.stop.load(Ordering::Relaxed) {
             return Err(INTERRUPTED.into());
         }
@@ -139,9 +168,8 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
                 clusters.insert(label.clone(), start_cluster(config, policy, max_jobs)?);
             }
             let sample = run_on_cluster(config, policy, jobs, repeat, &clusters[&label])
-                .map_err(|e| format!("{label}, j = {jobs}, repeat {}: {e}", repeat + 1))?;
-            progress(&sample, done + 1, schedule.len());
-            samples.push(sample);
+                .map_err(|e| format!("{}: {e}", what(&label)))?;
+            record(sample, done);
             continue;
         }
         if policy.uses_runtime() && !runtimes.contains_key(&label) {
@@ -166,9 +194,8 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, usize, usi
             }
         }
         let sample = run_one(config, policy, jobs, repeat, runtime, slurm.as_ref())
-            .map_err(|e| format!("{label}, j = {jobs}, repeat {}: {e}", repeat + 1))?;
-        progress(&sample, done + 1, schedule.len());
-        samples.push(sample);
+            .map_err(|e| format!("{}: {e}", what(&label)))?;
+        record(sample, done);
     }
     drop(slurm);
     Ok(SlowdownReport {
@@ -382,6 +409,7 @@ mod tests {
             command: vec!["true".into()],
             jobs: vec![1, 2],
             repeat: 2,
+            warmup: 1,
             policies: vec![Policy::None, Policy::Slurm],
             cpus_per_job: 1,
             nodes: 1,
@@ -394,6 +422,8 @@ mod tests {
         };
         let order: Vec<String> = config.schedule().iter().map(|(r, j, p)| format!("{r}{j}{p}")).collect();
         assert_eq!(order, ["01none", "02none", "01slurm", "02slurm", "11slurm", "12slurm", "11none", "12none"]);
+        // One copy under the first policy, numbered after the measured repeats.
+        assert_eq!(config.warmups(), [(2, 1, Policy::None)]);
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub struct BenchSlowdownArgs {
     /// Runs of each (policy, j), interleaved across policies.
     #[arg(long, default_value_t = 5)]
     pub repeat: u32,
+    /// Runs of one copy under the first policy before measuring, thrown away: the first run after a build or a
+    /// quiet spell reads the program, its libraries and its data from cold caches (0 to 10).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=10))]
+    pub warmup: u32,
     /// Policies, comma-separated: none (started directly), local (cosched
     /// local class), gang[:SLICE] (cosched gang scheduling, e.g. gang:10ms,
     /// gang:100ms; default slice 10 ms), slurm (each copy a Slurm job, gang
@@ -87,7 +91,14 @@ pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
     let mut samples_csv =
         std::fs::File::create(&samples_path).map_err(|e| format!("{}: {e}", samples_path.display()))?;
     let _ = samples_csv.write_all(SAMPLE_HEADER.as_bytes());
-    let report = slowdown::run(&config, |sample, done, total| {
+    let report = slowdown::run(&config, |sample, step| {
+        let (done, total) = match step {
+            slowdown::Step::Warmup { done, total } => {
+                eprintln!("[warm-up {done}/{total}] {} j=1: {:.3} s, not measured", sample.policy, sample.elapsed_s);
+                return;
+            }
+            slowdown::Step::Measured { done, total } => (done, total),
+        };
         // Saved as measured, so a failure later loses nothing already measured.
         let _ = samples_csv.write_all(sample_row(sample).as_bytes());
         eprintln!(
@@ -127,6 +138,7 @@ fn config_from(args: &BenchSlowdownArgs) -> Result<SlowdownConfig, String> {
         command: args.command.clone(),
         jobs: args.jobs.clone(),
         repeat: args.repeat,
+        warmup: args.warmup,
         policies,
         cpus_per_job,
         nodes: args.nodes,

@@ -103,7 +103,7 @@ fn a_failing_copy_is_reported_with_its_output_and_nothing_measured_is_lost() {
     let out = fresh_out("fail");
     let output = slowdown(
         &out,
-        &["--jobs", "1,2", "--repeat", "1", "--policy", "none"],
+        &["--jobs", "1,2", "--repeat", "1", "--policy", "none", "--warmup", "0"],
         &["sh", "-c", "[ -e \"$0.flag\" ] && { echo broken >&2; exit 3; }; touch \"$0.flag\"", out.to_str().unwrap()],
     );
     let _ = std::fs::remove_file(out.with_extension("flag"));
@@ -113,6 +113,23 @@ fn a_failing_copy_is_reported_with_its_output_and_nothing_measured_is_lost() {
     assert!(stderr.contains("exited with status 3") && stderr.contains("broken"), "{stderr}");
     let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     assert!(samples.lines().nth(1).is_some_and(|l| l.starts_with("none,1,1,")), "{samples}");
+    remove_out(&out);
+}
+
+/// A warm-up run is timed and thrown away; one that fails is named as the warm-up, and nothing is measured.
+#[test]
+fn a_warm_up_run_is_not_measured_and_its_failure_says_so() {
+    let out = fresh_out("warmup");
+    let ok = slowdown(&out, &["--jobs", "1", "--repeat", "1", "--policy", "none", "--warmup", "2"], &["true"]);
+    let stderr = String::from_utf8_lossy(&ok.stderr);
+    assert!(ok.status.success() && stderr.matches("not measured").count() == 2, "{stderr}");
+    let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    assert_eq!(samples.lines().count(), 2, "the header and the one measured run: {samples}");
+    let failed = slowdown(&out, &["--jobs", "1", "--repeat", "1", "--policy", "none"], &["sh", "-c", "exit 3"]);
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success() && stderr.contains("none, warm-up 1"), "{stderr}");
+    let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    assert_eq!(samples.lines().count(), 1, "only the header: {samples}");
     remove_out(&out);
 }
 
