@@ -155,9 +155,12 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, Step)) -> 
         }
     };
     for (done, &(repeat, jobs, policy)) in warmups.iter().chain(&schedule).enumerate() {
-        let what = |label: &str| match done < warmups.len() {
-            true => format!("{label}, warm-up {}", done + 1),
-            false => format!("{label}, j = {jobs}, repeat {}", repeat + 1),
+        let what = |label: &str| {
+            if done < warmups.len() {
+                format!("{label}, warm-up {}", done + 1)
+            } else {
+                format!("{label}, j = {jobs}, repeat {}", repeat + 1)
+            }
         };
         if config.stop.load(Ordering::Relaxed) {
             return Err(INTERRUPTED.into());
