@@ -70,9 +70,7 @@ fn interval_ns(per_s: f64) -> u64 {
 }
 
 fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    sorted.get(sorted.len().saturating_sub(1) / 2).copied().unwrap_or(0.0)
+    cosched_core::stats::lower_median(values).unwrap_or(0.0)
 }
 
 /// `per_cpu` spinning threads on each of `cpus` (pinned to it, or free to move among them) for `window`;

@@ -139,12 +139,8 @@ pub fn measure(repeats: usize) -> Result<CacheRefillReport, String> {
 }
 
 /// The middle value (the lower of the two middle ones for an even count; 0 for none).
-fn median(mut values: Vec<u64>) -> u64 {
-    if values.is_empty() {
-        return 0;
-    }
-    let middle = (values.len() - 1) / 2;
-    *values.select_nth_unstable(middle).1
+fn median(values: Vec<u64>) -> u64 {
+    cosched_core::stats::lower_median(&values).unwrap_or(0)
 }
 
 /// (warm, cold) pass times over a buffer of `bytes`, `repeats` of each.

@@ -69,6 +69,31 @@ pub struct Ratio {
     pub std_error: f64,
 }
 
+/// The middle value, the lower of the two middle ones for an even count (an observed value, never an average
+/// of two); `None` for none. Floats compare by `total_cmp`.
+pub fn lower_median<T: Copy + LowerMedianKey>(values: &[T]) -> Option<T> {
+    let mut sorted = values.to_vec();
+    let middle = sorted.len().checked_sub(1)? / 2;
+    Some(*sorted.select_nth_unstable_by(middle, T::compare).1)
+}
+
+/// How [`lower_median`] orders values.
+pub trait LowerMedianKey {
+    fn compare(a: &Self, b: &Self) -> std::cmp::Ordering;
+}
+
+impl LowerMedianKey for f64 {
+    fn compare(a: &f64, b: &f64) -> std::cmp::Ordering {
+        a.total_cmp(b)
+    }
+}
+
+impl LowerMedianKey for u64 {
+    fn compare(a: &u64, b: &u64) -> std::cmp::Ordering {
+        a.cmp(b)
+    }
+}
+
 /// Ordinary least-squares line through `(xs[i], ys[i])`: `(intercept, slope)`
 /// minimising the sum of squared residuals. `None` when the lengths differ or
 /// fewer than two distinct x values make the slope undefined.
@@ -269,6 +294,13 @@ fn invert(mut m: Vec<Vec<f64>>) -> Option<Vec<Vec<f64>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lower_median_is_an_observed_value() {
+        assert_eq!(lower_median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(lower_median(&[4u64, 1, 3, 2]), Some(2));
+        assert_eq!(lower_median::<f64>(&[]), None);
+    }
 
     #[test]
     fn t_quantiles_match_the_tables() {
