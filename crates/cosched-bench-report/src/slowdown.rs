@@ -26,6 +26,21 @@ pub struct Sample {
     /// Share of the same samples in which a copy had two runnable threads on one CPU (`crate::overlap`).
     #[serde(default)]
     pub colocated: Option<f64>,
+    /// What the whole machine's CPUs did from the copies' start to their end (`None` in reports written
+    /// before it was recorded): a slow repeat beside the others' work or the hypervisor's shows here.
+    #[serde(default)]
+    pub machine_cpu: Option<MachineCpu>,
+}
+
+/// The machine's CPU time over a run, all CPUs together, from /proc/stat (clock ticks, 10 ms).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MachineCpu {
+    /// CPU-seconds busy with anything: the copies (their `cpu_s` is part of it), other processes, interrupts.
+    pub busy_s: f64,
+    /// CPU-seconds the hypervisor gave to other machines (steal).
+    pub steal_s: f64,
+    /// CPU-seconds in all (busy, idle, waiting for I/O, stolen): the run's time times the CPUs.
+    pub all_s: f64,
 }
 
 /// The summary of one policy at one `j`.
@@ -146,6 +161,7 @@ mod tests {
             app_report: None,
             overlap: None,
             colocated: None,
+            machine_cpu: None,
         }
     }
 

@@ -50,6 +50,56 @@ pub fn context_switches() -> Result<u64, String> {
     Ok((usage.voluntary_context_switches() + usage.involuntary_context_switches()) as u64)
 }
 
+/// The first eight counters of the /proc/stat line named `name` (`cpu`: all CPUs together; `cpuN`: one), in
+/// clock ticks: user nice system idle iowait irq softirq steal.
+pub fn parse_stat_cpu_line(line: &str, name: &str) -> Option<[u64; 8]> {
+    let mut words = line.split_whitespace();
+    if words.next()? != name {
+        return None;
+    }
+    let mut ticks = [0u64; 8];
+    for tick in &mut ticks {
+        *tick = words.next()?.parse().ok()?;
+    }
+    Some(ticks)
+}
+
+/// The counters of each /proc/stat line in `names`, in that order.
+pub fn read_stat_cpu_lines(names: &[String]) -> Result<Vec<[u64; 8]>, String> {
+    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("/proc/stat: {e}"))?;
+    names
+        .iter()
+        .map(|name| {
+            let found = stat.lines().find_map(|line| parse_stat_cpu_line(line, name));
+            found.ok_or_else(|| format!("no {name} line in /proc/stat"))
+        })
+        .collect()
+}
+
+/// The machine's CPU time so far, all CPUs together (the `cpu` line of /proc/stat).
+#[derive(Clone, Copy, Debug)]
+pub struct MachineCpuTicks([u64; 8]);
+
+impl MachineCpuTicks {
+    pub fn read() -> Result<Self, String> {
+        Ok(Self(read_stat_cpu_lines(&["cpu".to_string()])?[0]))
+    }
+
+    /// What the machine's CPUs did since `earlier`, in CPU-seconds.
+    pub fn since(&self, earlier: &Self) -> cosched_bench_report::slowdown::MachineCpu {
+        let delta: Vec<u64> = self.0.iter().zip(&earlier.0).map(|(now, then)| now.saturating_sub(*then)).collect();
+        let ticks_per_s = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as f64;
+        let seconds = |ticks: u64| ticks as f64 / ticks_per_s;
+        let (idle, iowait, steal) = (delta[3], delta[4], delta[7]);
+        let all: u64 = delta.iter().sum();
+        cosched_bench_report::slowdown::MachineCpu {
+            busy_s: seconds(all - idle - iowait - steal),
+            steal_s: seconds(steal),
+            all_s: seconds(all),
+        }
+    }
+}
+
 /// User and system CPU seconds of every waited-for child so far (`RUSAGE_CHILDREN`).
 pub fn children_user_sys_s() -> Result<(f64, f64), String> {
     let usage = getrusage(UsageWho::RUSAGE_CHILDREN).map_err(|e| format!("getrusage: {e}"))?;

@@ -272,10 +272,12 @@ fn run_one(
         sample_memory: jobs == 1,
         stop: &config.stop,
     };
+    let machine_before = crate::os::MachineCpuTicks::read()?;
     let measured = run_copies(&spec, jobs, |pid| match (runtime, policy.cosched_mode()) {
         (Some(rt), Some(mode)) => rt.register_process(pid, config.cpus_per_job, mode).map(|_| ()),
         _ => Ok(()),
     })?;
+    let machine_cpu = crate::os::MachineCpuTicks::read()?.since(&machine_before);
     Ok(Sample {
         policy: policy.to_string(),
         jobs,
@@ -287,6 +289,7 @@ fn run_one(
         app_report: last_json_line(&first_copy_stdout(&log_dir)),
         overlap: measured.overlap.and_then(|o| o.fraction()),
         colocated: measured.overlap.and_then(|o| o.colocated_fraction()),
+        machine_cpu: Some(machine_cpu),
     })
 }
 
@@ -314,6 +317,7 @@ fn run_on_cluster(
     cluster.wait_idle(PREVIOUS_RUN_END_TIMEOUT)?;
     let local = policy.cosched_mode() == Some(cosched_policy::Mode::Local);
     let cwd = std::env::current_dir().map_err(|e| format!("this process's folder: {e}"))?;
+    let machine_before = crate::os::MachineCpuTicks::read()?;
     let mut ids = Vec::new();
     for _ in 0..jobs {
         match cluster.submit_mpi(&config.command, &cwd, local) {
@@ -325,6 +329,8 @@ fn run_on_cluster(
         }
     }
     let records = wait_for_cluster_jobs(config, cluster, &ids)?;
+    // Read once every job is over, up to an agent's report (100 ms) after the last one ended.
+    let machine_cpu = crate::os::MachineCpuTicks::read()?.since(&machine_before);
     let records = cluster.with_final_cpu_time(records, FINAL_CPU_TIME_TIMEOUT)?;
     for record in &records {
         if record.exit_code != Some(0) {
@@ -354,6 +360,7 @@ fn run_on_cluster(
         app_report: last_json_line(&cluster.first_task_stdout(ids[0])),
         overlap: None,
         colocated: None,
+        machine_cpu: Some(machine_cpu),
     })
 }
 

@@ -355,27 +355,18 @@ pub struct Window {
     pub steal: f64,
 }
 
-/// (steal, all) CPU time of every CPU together from `/proc/stat`, in clock ticks.
-fn cpu_ticks() -> (u64, u64) {
-    let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<u64> = stat
-        .lines()
-        .find_map(|l| l.strip_prefix("cpu "))
-        .map(|rest| rest.split_whitespace().take(8).filter_map(|v| v.parse().ok()).collect())
-        .unwrap_or_default();
-    (fields.get(7).copied().unwrap_or(0), fields.iter().sum())
-}
-
 fn measure_window(gangs: &Gangs, duration: Duration) -> Window {
-    let (start, iterations, cpu_ns, ticks) = (Instant::now(), gangs.iterations(), gangs.cpu_ns(), cpu_ticks());
+    let ticks = crate::os::MachineCpuTicks::read().ok();
+    let (start, iterations, cpu_ns) = (Instant::now(), gangs.iterations(), gangs.cpu_ns());
     thread::sleep(duration);
-    let (end_iterations, end_cpu_ns, end_ticks) = (gangs.iterations(), gangs.cpu_ns(), cpu_ticks());
+    let (end_iterations, end_cpu_ns) = (gangs.iterations(), gangs.cpu_ns());
+    let machine = ticks.zip(crate::os::MachineCpuTicks::read().ok()).map(|(before, after)| after.since(&before));
     let wall_s = start.elapsed().as_secs_f64();
     Window {
         wall_s,
         iterations_per_s: end_iterations.saturating_sub(iterations) as f64 / wall_s,
         cpus_used: end_cpu_ns.saturating_sub(cpu_ns) as f64 / 1e9 / wall_s,
-        steal: end_ticks.0.saturating_sub(ticks.0) as f64 / end_ticks.1.saturating_sub(ticks.1).max(1) as f64,
+        steal: machine.map_or(0.0, |m| m.steal_s / m.all_s.max(f64::MIN_POSITIVE)),
     }
 }
 

@@ -598,6 +598,7 @@ mod tests {
                 app_report: (jobs == 1).then(|| app.clone()),
                 overlap: None,
                 colocated: None,
+                machine_cpu: None,
             })
             .collect();
         let points = elapsed

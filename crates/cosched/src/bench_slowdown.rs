@@ -102,13 +102,17 @@ pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
         // Saved as measured, so a failure later loses nothing already measured.
         let _ = samples_csv.write_all(sample_row(sample).as_bytes());
         eprintln!(
-            "[{done}/{total}] {} j={} repeat {}: {:.3} s{}{}",
+            "[{done}/{total}] {} j={} repeat {}: {:.3} s{}{}{}",
             sample.policy,
             sample.jobs,
             sample.repeat,
             sample.elapsed_s,
             sample.cpu_s.map_or(String::new(), |c| format!(", {c:.2} CPU-s")),
-            sample.overlap.map_or(String::new(), |o| format!(", {:.1} % overlap", 100.0 * o))
+            sample.overlap.map_or(String::new(), |o| format!(", {:.1} % overlap", 100.0 * o)),
+            sample.machine_cpu.map_or(String::new(), |m| format!(
+                "; the machine's CPUs: {:.2} CPU-s busy, {:.2} stolen",
+                m.busy_s, m.steal_s
+            ))
         );
     })?;
     write_results(args, &report)?;
@@ -156,7 +160,8 @@ fn absolute(path: &std::path::Path) -> Result<PathBuf, String> {
     std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-const SAMPLE_HEADER: &str = "policy,jobs,repeat,elapsed_s,cpu_s,peak_rss_bytes,overlap,copy_elapsed_s\n";
+const SAMPLE_HEADER: &str =
+    "policy,jobs,repeat,elapsed_s,cpu_s,peak_rss_bytes,overlap,copy_elapsed_s,machine_busy_s,machine_steal_s\n";
 
 fn sample_row(s: &Sample) -> String {
     let copies: Vec<String> = s.copy_elapsed_s.iter().map(|t| num(*t)).collect();
@@ -172,6 +177,8 @@ fn sample_row(s: &Sample) -> String {
             s.peak_rss_bytes.map_or(String::new(), |b| b.to_string()),
             s.overlap.map_or(String::new(), num),
             csv_field(&copies.join(" ")),
+            s.machine_cpu.map_or(String::new(), |m| num(m.busy_s)),
+            s.machine_cpu.map_or(String::new(), |m| num(m.steal_s)),
         ],
     );
     row

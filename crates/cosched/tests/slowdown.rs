@@ -75,6 +75,17 @@ fn a_busy_loop_slows_down_by_j_under_every_policy() {
         let work_ratio = cpu(&two) / cpu(&one);
         assert!((1.25..=3.0).contains(&work_ratio), "{policy}: two copies used {work_ratio} times one copy's CPU time");
     }
+    // The machine's CPUs over each run: a window around the copies, busy with at least their work.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    for sample in report["samples"].as_array().unwrap() {
+        let machine = &sample["machine_cpu"];
+        let (busy, all) = (machine["busy_s"].as_f64().unwrap(), machine["all_s"].as_f64().unwrap());
+        let (elapsed, copies) = (sample["elapsed_s"].as_f64().unwrap(), sample["cpu_s"].as_f64().unwrap());
+        // /proc/stat counts in ticks of 10 ms, its user and system time sampled at the scheduler's tick.
+        assert!(all >= cpus * (elapsed - 0.05), "{all} CPU-s in a window of a {elapsed} s run: {sample}");
+        assert!(busy >= 0.8 * copies - 0.1, "the machine was busy {busy} CPU-s, the copies used {copies}: {sample}");
+        assert!(busy + machine["steal_s"].as_f64().unwrap() <= all + 1e-9, "{sample}");
+    }
     // Every result file is there, and the plot is a PNG.
     for name in ["table.txt", "points.csv", "samples.csv", "report.json", "slowdown.svg"] {
         assert!(out.join(name).exists(), "{name} missing");
@@ -219,6 +230,7 @@ fn a_cluster_bench_runs_mpi_copies_across_namespace_nodes() {
         assert!(app["p"] == 2 && app["passed"] == true, "rank 0's report: {sample}");
         let ranks_cpu_s = 2.0 * app["cpu_s_mean"].as_f64().unwrap();
         let job_cpu_s = sample["cpu_s"].as_f64().expect("every node gave its CPU time at the end");
+        assert!(sample["machine_cpu"]["all_s"].as_f64().unwrap() > 0.0, "the machine's CPU time: {sample}");
         assert!(
             job_cpu_s >= 0.95 * ranks_cpu_s,
             "the job's CPU time {job_cpu_s} s is below its ranks' {ranks_cpu_s} s"

@@ -126,26 +126,8 @@ pub fn run_process_set(set: &ProcessSet, launcher: &Launcher) -> Result<ProcessS
     Ok(ProcessSetRun { window_ns, processes, cpus })
 }
 
-/// The first eight counters of a `cpuN` line of /proc/stat: user nice system idle iowait irq softirq steal.
-pub fn parse_cpu_line(line: &str, cpu: usize) -> Option<[u64; 8]> {
-    let mut words = line.split_whitespace();
-    if words.next()? != format!("cpu{cpu}") {
-        return None;
-    }
-    let mut ticks = [0u64; 8];
-    for tick in &mut ticks {
-        *tick = words.next()?.parse().ok()?;
-    }
-    Some(ticks)
-}
-
 fn read_cpu_ticks(cpus: &[usize]) -> Result<Vec<[u64; 8]>, String> {
-    let stat = std::fs::read_to_string("/proc/stat").map_err(|e| format!("/proc/stat: {e}"))?;
-    cpus.iter()
-        .map(|&cpu| {
-            stat.lines().find_map(|line| parse_cpu_line(line, cpu)).ok_or_else(|| format!("no cpu{cpu} in /proc/stat"))
-        })
-        .collect()
+    os::read_stat_cpu_lines(&cpus.iter().map(|cpu| format!("cpu{cpu}")).collect::<Vec<_>>())
 }
 
 fn cpu_use(cpu: usize, before: &[u64; 8], after: &[u64; 8]) -> CpuUse {
@@ -355,9 +337,9 @@ mod tests {
 
     #[test]
     fn cpu_use_from_two_stat_lines() {
-        let before = parse_cpu_line("cpu1 100 0 50 800 0 0 0 50 0 0", 1).unwrap();
-        let after = parse_cpu_line("cpu1 160 0 60 820 0 0 0 60 0 0", 1).unwrap();
-        assert_eq!(parse_cpu_line("cpu10 1 2 3 4 5 6 7 8", 1), None);
+        let before = os::parse_stat_cpu_line("cpu1 100 0 50 800 0 0 0 50 0 0", "cpu1").unwrap();
+        let after = os::parse_stat_cpu_line("cpu1 160 0 60 820 0 0 0 60 0 0", "cpu1").unwrap();
+        assert_eq!(os::parse_stat_cpu_line("cpu10 1 2 3 4 5 6 7 8", "cpu1"), None);
         // 100 ticks: 20 idle, 10 stolen.
         assert_eq!(cpu_use(1, &before, &after), CpuUse { cpu: 1, busy_share: 0.8, steal_share: 0.1 });
     }
