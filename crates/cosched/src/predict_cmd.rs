@@ -179,7 +179,7 @@ fn document(
     if let Some((mean, worst, count)) = error_summary(all) {
         text += &format!(
             "Simulated against measured s_j over {count} points with j > 1: mean |error| {:.1} %, worst {:.1} % \
-             (goal: at most 10 % and 25 %).\n",
+             (the goal on a random draw, docs/reproduction-real.md: at most 7 % and 20 %).\n",
             mean * 100.0,
             worst * 100.0
         );

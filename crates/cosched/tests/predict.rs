@@ -188,7 +188,7 @@ fn a_seed_draws_the_same_configurations_every_time() {
     };
     let first = draw("25525046");
     assert_eq!(first, draw("25525046"), "the same seed drew two lists");
-    assert!(first.starts_with("seed 25525046; rerun with --seed 25525046\n"), "{first}");
+    assert!(first.starts_with("seed 25525046; rerun with --seed 25525046 --draw-version 2\n"), "{first}");
     assert_eq!(first.lines().count(), 62, "the seed, a header and 60 configurations:\n{first}");
     assert_ne!(first, draw("25525047").replace("25525047", "25525046"), "two seeds drew one list");
     for developed in [
@@ -205,6 +205,33 @@ fn a_seed_draws_the_same_configurations_every_time() {
     }
 }
 
+/// Version 1 still draws the published list of its seed; version 2 draws the same list except that a spin
+/// barrier (one process of threads) is on one node, where version 1 put some across two nodes and did not run them.
+#[test]
+fn draw_version_1_draws_the_published_list_and_version_2_keeps_spin_barriers_on_one_node() {
+    let published = "docs/reproduction-real/draw-208141013/draw.tsv";
+    let published = std::fs::read_to_string(repository().join(published)).unwrap();
+    let list = |version: &str| {
+        let o = validate_prediction(&["--draw", "24", "--seed", "208141013", "--draw-version", version, "--dry-run"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let out = String::from_utf8(o.stdout).unwrap();
+        out.split_once('\n').unwrap().1.to_string()
+    };
+    let (v1, v2) = (list("1"), list("2"));
+    assert_eq!(v1, published, "version 1 no longer draws the published list");
+    let mut moved = 0;
+    for (old, new) in v1.lines().zip(v2.lines()) {
+        if old.contains("\tspinbarrier\t") && old.contains("2 nodes of 1 CPU") {
+            moved += 1;
+            assert!(old.contains("not run:") && new.contains("1 node of 2 CPUs") && new.ends_with("\t-"), "{new}");
+            assert_eq!(old.split('\t').take(5).collect::<Vec<_>>(), new.split('\t').take(5).collect::<Vec<_>>());
+        } else {
+            assert_eq!(old, new, "version 2 changed a configuration that is not a spin barrier across nodes");
+        }
+    }
+    assert_eq!(moved, 2, "seed 208141013 drew two spin barriers across nodes in version 1:\n{v1}");
+}
+
 #[test]
 fn a_bad_draw_option_is_refused_naming_it() {
     for (args, named) in [
@@ -213,6 +240,8 @@ fn a_bad_draw_option_is_refused_naming_it() {
         (&["--draw", "2", "--seed", "x1", "--dry-run"], "--seed"),
         (&["--draw", "2", "--repeat", "0", "--dry-run"], "--repeat"),
         (&["--seed", "3"], "--seed"),
+        (&["--draw", "2", "--draw-version", "3", "--dry-run"], "--draw-version"),
+        (&["--draw-version", "1"], "--draw-version"),
         (&["--draw"], "--draw"),
     ] {
         let o = validate_prediction(args);
