@@ -42,8 +42,17 @@ pub struct MachineInputs {
     /// From a timer's expiry to its sleeper running on an otherwise idle
     /// CPU (the `sleeper-alone` scenario's median latency).
     pub wake_ns: u64,
+    /// The same on a CPU busy with another process, where the wake takes it
+    /// at once (the `sleeper-busy` scenario's median: a real-time sleeper);
+    /// `None` where not measured: `wake_ns` stands for both.
+    pub wake_busy_ns: Option<u64>,
     /// The scheduler tick, 1 s / CONFIG_HZ.
     pub tick_ns: u64,
+    /// What the rest of the machine does to busy CPUs (`cosched bench background`, in a machine file only; 0:
+    /// not measured, none simulated): the mean time between housekeeping wakes on a CPU, and between background
+    /// moves of a process.
+    pub housekeeping_wake_interval_ns: u64,
+    pub background_migration_interval_ns: u64,
 }
 
 impl MachineInputs {
@@ -69,17 +78,32 @@ impl MachineInputs {
             .and_then(|hz| hz.parse().ok())
             .filter(|hz| (1..=MAX_HZ).contains(hz))
             .ok_or(format!("the report does not say the kernel's CONFIG_HZ (1 to {MAX_HZ})"))?;
+        let measured = |scenario: &str| report.scenarios.iter().any(|s| s.scenario.name == scenario);
+        let wake_busy_ns = match measured("sleeper-busy") {
+            true => Some(median("sleeper-busy", "wake latency p50 sleeper")?),
+            false => None,
+        };
         Ok(MachineInputs {
             switch_ns: median("ctxswitch", "α_c (CPU time)")?,
             wake_ns: median("sleeper-alone", "wake latency p50 sleeper")?,
+            wake_busy_ns,
             tick_ns: 1_000_000_000 / hz,
+            housekeeping_wake_interval_ns: 0,
+            background_migration_interval_ns: 0,
         })
     }
 
-    /// The inputs of a machine file (`cosched calibrate`'s, bounded when it was read): the same three numbers,
-    /// measured by the same scenarios.
+    /// The inputs of a machine file (`cosched calibrate`'s, bounded when it was read): the same numbers,
+    /// measured by the same scenarios, and the background rates `predict` simulates too.
     pub fn from_machine(machine: &MachineModel) -> MachineInputs {
-        MachineInputs { switch_ns: machine.context_switch_ns, wake_ns: machine.wake_ns, tick_ns: machine.tick_ns() }
+        MachineInputs {
+            switch_ns: machine.context_switch_ns,
+            wake_ns: machine.wake_ns,
+            wake_busy_ns: (machine.wake_busy_ns > 0).then_some(machine.wake_busy_ns),
+            tick_ns: machine.tick_ns(),
+            housekeeping_wake_interval_ns: machine.housekeeping_wake_interval_ns,
+            background_migration_interval_ns: machine.background_migration_interval_ns,
+        }
     }
 }
 
@@ -99,7 +123,10 @@ pub struct Predicted {
 pub fn predict(scenario: &Scenario, inputs: &MachineInputs) -> Result<Vec<Predicted>, String> {
     match &scenario.kind {
         ScenarioKind::Processes(_) if scenario.name == "sleeper-alone" => {
-            Err("a model input (the wake cost), not a prediction".into())
+            Err("a model input (the wake cost on an idle CPU), not a prediction".into())
+        }
+        ScenarioKind::Processes(_) if scenario.name == "sleeper-busy" => {
+            Err("a model input (the wake cost on a busy CPU), not a prediction".into())
         }
         ScenarioKind::Processes(set) => predict_process_set(set, inputs),
         ScenarioKind::SpinBarrier(set) => predict_spin_barrier(set, inputs, None),
@@ -121,6 +148,8 @@ fn node_config(cpus: u32, processes: u32, inputs: &MachineInputs) -> SimConfig {
     };
     cfg.costs.context_switch_ns = inputs.switch_ns;
     cfg.scheduler.tick_ns = inputs.tick_ns;
+    cfg.scheduler.housekeeping_wake_interval_ns = inputs.housekeeping_wake_interval_ns;
+    cfg.scheduler.background_migration_interval_ns = inputs.background_migration_interval_ns;
     // The raise is the MLFQ's: unused here, but a multiple of the tick.
     cfg.scheduler.raise_period_ns = inputs.tick_ns * (1_000_000_000 / inputs.tick_ns).max(64);
     // A message between processes of one node costs nothing the model
@@ -434,21 +463,34 @@ fn running_time_in(result: &RunResult, (from, to): (u64, u64), switch_ns: u64) -
 
 /// Each process's wake-up latencies (µs) for wakes inside the window: from
 /// the wake to its dispatch, plus the switch if one was paid, plus the
-/// machine's wake cost.
+/// machine's wake cost: on a busy CPU if its CPU was running a process at
+/// the wake, else on an idle one.
 fn wake_latencies_in(result: &RunResult, (from, to): (u64, u64), inputs: &MachineInputs) -> BTreeMap<u32, Vec<f64>> {
-    let mut woken_at: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut woken_at: BTreeMap<u32, (u64, u64)> = BTreeMap::new(); // process → (wake, its cost)
+    let mut running: BTreeMap<u32, u32> = BTreeMap::new(); // cpu → process
     let mut latencies: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for e in &result.trace {
         match e.kind {
             TraceKind::Wake { process } if (from..to).contains(&e.time_ns) => {
-                woken_at.insert(process, e.time_ns);
+                let busy = running.get(&e.cpu).is_some_and(|&p| p != process);
+                let cost_ns = if busy { inputs.wake_busy_ns.unwrap_or(inputs.wake_ns) } else { inputs.wake_ns };
+                woken_at.insert(process, (e.time_ns, cost_ns));
             }
             TraceKind::Dispatch { process, switch_cost } => {
-                if let Some(woken) = woken_at.remove(&process) {
+                running.insert(e.cpu, process);
+                if let Some((woken, cost_ns)) = woken_at.remove(&process) {
                     let switch = if switch_cost { inputs.switch_ns } else { 0 };
-                    let latency_ns = e.time_ns - woken + switch + inputs.wake_ns;
+                    let latency_ns = e.time_ns - woken + switch + cost_ns;
                     latencies.entry(process).or_default().push(latency_ns as f64 / 1e3);
                 }
+            }
+            TraceKind::Preempt { process }
+            | TraceKind::Block { process }
+            | TraceKind::Exit { process }
+            | TraceKind::Demote { process, .. }
+                if running.get(&e.cpu) == Some(&process) =>
+            {
+                running.remove(&e.cpu);
             }
             _ => {}
         }
@@ -525,14 +567,9 @@ pub fn compare(report: &NodeReport, inputs: &MachineInputs) -> (Vec<Comparison>,
 /// The comparison as a Markdown table, and the scenarios not predicted.
 pub fn comparison_table(report: &NodeReport, inputs: &MachineInputs) -> String {
     let (rows, not_predicted) = compare(report, inputs);
-    let mut text = format!(
-        "Model inputs: switch {:.2} µs, wake {:.1} µs, tick {} ms (HZ {}).\n\n\
-         | scenario | quantity | measured median [min – max] | predicted (EEVDF model) | within goal |\n|---|---|---|---|---|\n",
-        inputs.switch_ns as f64 / 1e3,
-        inputs.wake_ns as f64 / 1e3,
-        inputs.tick_ns as f64 / 1e6,
-        1_000_000_000 / inputs.tick_ns
-    );
+    let mut text = inputs_line(inputs)
+        + "| scenario | quantity | measured median [min – max] | predicted (EEVDF model) | within goal |\n\
+           |---|---|---|---|---|\n";
     for r in &rows {
         let predicted = r.predicted.map_or("—".to_string(), |v| format!("{v:.3} {}", r.unit));
         let goal = match r.within_goal {
@@ -551,6 +588,27 @@ pub fn comparison_table(report: &NodeReport, inputs: &MachineInputs) -> String {
     text + "\n"
 }
 
+/// What the model was given, as the tables' first line.
+fn inputs_line(inputs: &MachineInputs) -> String {
+    let wake_busy = inputs.wake_busy_ns.map_or("not measured".to_string(), |ns| format!("{:.1} µs", ns as f64 / 1e3));
+    let background = match (inputs.housekeeping_wake_interval_ns, inputs.background_migration_interval_ns) {
+        (0, 0) => String::new(),
+        (wakes, moves) => format!(
+            "; housekeeping wake every {:.1} ms, background move every {:.1} s",
+            wakes as f64 / 1e6,
+            moves as f64 / 1e9
+        ),
+    };
+    format!(
+        "Model inputs: switch {:.2} µs, wake {:.1} µs on an idle CPU, {wake_busy} on a busy one, tick {} ms \
+         (HZ {}){background}.\n\n",
+        inputs.switch_ns as f64 / 1e3,
+        inputs.wake_ns as f64 / 1e3,
+        inputs.tick_ns as f64 / 1e6,
+        1_000_000_000 / inputs.tick_ns
+    )
+}
+
 /// The unit a predicted quantity is given in (as the measured summary gives it).
 fn unit_of(quantity: &str) -> &'static str {
     if quantity.starts_with("share") {
@@ -567,14 +625,7 @@ fn unit_of(quantity: &str) -> &'static str {
 /// The model's predictions for scenarios nothing measured (`cosched bench node --scenario-file FILE
 /// --predict-from MACHINE`), as a Markdown table, and the scenarios not predicted with their reasons.
 pub fn prediction_table(scenarios: &[Scenario], inputs: &MachineInputs) -> String {
-    let mut text = format!(
-        "Model inputs: switch {:.2} µs, wake {:.1} µs, tick {} ms (HZ {}).\n\n\
-         | scenario | quantity | predicted (EEVDF model) |\n|---|---|---|\n",
-        inputs.switch_ns as f64 / 1e3,
-        inputs.wake_ns as f64 / 1e3,
-        inputs.tick_ns as f64 / 1e6,
-        1_000_000_000 / inputs.tick_ns
-    );
+    let mut text = inputs_line(inputs) + "| scenario | quantity | predicted (EEVDF model) |\n|---|---|---|\n";
     let mut not_predicted = Vec::new();
     for scenario in scenarios.iter().take(MAX_SCENARIOS) {
         match predict(scenario, inputs) {
@@ -601,7 +652,14 @@ mod tests {
     use super::*;
     use cosched_bench_report::node::{standard_scenarios, ScenarioSizes};
 
-    const INPUTS: MachineInputs = MachineInputs { switch_ns: 400, wake_ns: 40_000, tick_ns: 4_000_000 };
+    const INPUTS: MachineInputs = MachineInputs {
+        switch_ns: 400,
+        wake_ns: 40_000,
+        wake_busy_ns: None,
+        tick_ns: 4_000_000,
+        housekeeping_wake_interval_ns: 0,
+        background_migration_interval_ns: 0,
+    };
 
     fn scenario(name: &str) -> Scenario {
         let sizes = ScenarioSizes { warm_up_ns: 100_000_000, window_ns: 400_000_000, ..ScenarioSizes::default() };
@@ -639,6 +697,28 @@ mod tests {
         let latency_us = value(&predicted, "wake latency p50 sleeper");
         assert!((40.0..=40.5).contains(&latency_us), "{predicted:?}");
         assert!(value(&predicted, "share sleeper") > 4.0, "{predicted:?}");
+    }
+
+    /// With a wake cost measured on a busy CPU, a wake that finds the CPU
+    /// running another process pays it; one onto an idle CPU pays the idle
+    /// cost. The sleeper beside a CPU-bound process preempts it at its wake.
+    #[test]
+    fn a_wake_pays_the_busy_or_the_idle_cost_by_what_its_cpu_was_doing() {
+        let inputs = MachineInputs { wake_busy_ns: Some(15_000), ..INPUTS };
+        let beside = predict(&scenario("sleeper"), &inputs).unwrap();
+        let latency_us = value(&beside, "wake latency p50 sleeper");
+        assert!((15.0..=15.5).contains(&latency_us), "{beside:?}");
+        let Scenario { kind: ScenarioKind::Processes(mut alone), .. } = scenario("sleeper") else { panic!() };
+        alone.processes.retain(|p| p.name == "sleeper");
+        let alone = predict_process_set(&alone, &inputs).unwrap();
+        assert_eq!(value(&alone, "wake latency p50 sleeper"), 40.0, "{alone:?}");
+    }
+
+    #[test]
+    fn the_wake_costs_are_model_inputs_not_predictions() {
+        for name in ["sleeper-alone", "sleeper-busy"] {
+            assert!(predict(&scenario(name), &INPUTS).unwrap_err().contains("a model input"), "{name}");
+        }
     }
 
     /// Copies of a two-thread spin barrier, one thread per CPU: the copies'

@@ -564,6 +564,7 @@ mod tests {
             hz: 250,
             context_switch_ns: 900,
             wake_ns: 20_000,
+            wake_busy_ns: 0,
             shm,
             tcp: Transport { latency_base_ns: 25_000.0, ..shm },
             gang_switch_ns: 50_000,

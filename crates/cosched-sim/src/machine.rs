@@ -60,6 +60,10 @@ pub struct MachineModel {
     pub context_switch_ns: u64,
     /// From a timer's expiry to its sleeper running on an idle CPU (`bench node`'s sleeper-alone).
     pub wake_ns: u64,
+    /// The same on a CPU busy with another process, for a sleeper that takes it at once (`bench node`'s
+    /// sleeper-busy). Absent in files written before it was measured, or 0: `wake_ns` stands for it.
+    #[serde(default)]
+    pub wake_busy_ns: u64,
     /// Shared memory between processes of one node (`bench pingpong --transport shm`).
     pub shm: Transport,
     /// TCP (`bench pingpong --transport tcp`; loopback when measured on one node).
@@ -126,6 +130,7 @@ impl MachineModel {
         for (name, ns) in [
             ("context_switch_ns", self.context_switch_ns),
             ("wake_ns", self.wake_ns),
+            ("wake_busy_ns", self.wake_busy_ns),
             ("gang_switch_ns", self.gang_switch_ns),
             ("gang_slice_skew_ns", self.gang_slice_skew_ns),
             ("cache_refill_ns", self.cache_refill_ns),
@@ -226,6 +231,7 @@ mod tests {
             hz: 250,
             context_switch_ns: 920,
             wake_ns: 23_000,
+            wake_busy_ns: 0,
             shm: Transport {
                 latency_base_ns: 32.0,
                 latency_ns_per_byte: 0.095,

@@ -24,7 +24,8 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct BenchNodeArgs {
     /// Scenarios to run, comma-separated (default all, or none with --scenario-file): shares-1cpu, shares-2cpu,
-    /// sleeper, sleeper-alone, receivers, spinbarrier, ctxswitch.
+    /// sleeper, sleeper-alone, receivers, spinbarrier, ctxswitch, sleeper-busy (its sleeper runs in the real-time
+    /// class: as root only, and left out of the default for other users).
     #[arg(long, value_delimiter = ',')]
     pub scenario: Option<Vec<String>>,
     /// Scenario files to run after the standard scenarios --scenario names, repeatable or comma-separated: JSON of
@@ -211,15 +212,30 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
     write_results(&args.out, &report, &text)
 }
 
+/// The standard scenario whose sleeper runs in the real-time class.
+const REALTIME_SCENARIO: &str = "sleeper-busy";
+
 /// The standard scenarios `--scenario` names (all of them when neither it nor a scenario file is given).
 fn wanted_standard(args: &BenchNodeArgs) -> Result<Vec<String>, String> {
+    let root = nix::unistd::geteuid().is_root();
     let wanted = match &args.scenario {
         Some(names) => names.clone(),
-        None if args.scenario_file.is_empty() => SCENARIO_NAMES.map(String::from).to_vec(),
+        None if args.scenario_file.is_empty() => {
+            let all = SCENARIO_NAMES.iter().filter(|&&name| root || name != REALTIME_SCENARIO);
+            if !root {
+                eprintln!("note: {REALTIME_SCENARIO} left out: its sleeper runs in the real-time class, as root only");
+            }
+            all.map(|name| name.to_string()).collect()
+        }
         None => Vec::new(),
     };
     if let Some(unknown) = wanted.iter().find(|w| !SCENARIO_NAMES.contains(&w.as_str())) {
         return Err(format!("unknown scenario {unknown:?} (known: {})", SCENARIO_NAMES.join(", ")));
+    }
+    if !root && wanted.iter().any(|w| w == REALTIME_SCENARIO) {
+        return Err(format!(
+            "{REALTIME_SCENARIO} runs its sleeper in the real-time class (SCHED_FIFO): run it as root"
+        ));
     }
     Ok(wanted)
 }

@@ -52,8 +52,9 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
     let switch_settings = switch_settings(args.switch_window_s)?;
     let background_window = background_window(args.background_window_s, "--background-window-s")?;
     let repeat = args.repeat.to_string();
-    eprintln!("[1/6] context switch and wake-up (bench node: ctxswitch, sleeper-alone)...");
-    let node_args = NodeFlags::try_parse_from(["node", "--scenario", "ctxswitch,sleeper-alone", "--repeat", &repeat])
+    eprintln!("[1/6] context switch and wake-up (bench node: ctxswitch, sleeper-alone, sleeper-busy)...");
+    let scenarios = "ctxswitch,sleeper-alone,sleeper-busy";
+    let node_args = NodeFlags::try_parse_from(["node", "--scenario", scenarios, "--repeat", &repeat])
         .map_err(|e| e.to_string())?
         .args;
     let node = bench_node::measure(&node_args)?;
@@ -77,6 +78,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
         hz: (1_000_000_000 / inputs.tick_ns) as u32,
         context_switch_ns: inputs.switch_ns,
         wake_ns: inputs.wake_ns,
+        wake_busy_ns: inputs.wake_busy_ns.unwrap_or(0),
         shm: transport_of(&pings, "shm")?,
         tcp: transport_of(&pings, "tcp")?,
         gang_switch_ns,
@@ -178,7 +180,7 @@ fn read_trimmed(path: &str) -> String {
 fn describe(m: &MachineModel) -> String {
     format!(
         "machine {} (Linux {}), {} CPUs, HZ {}, measured {}\n\
-         context switch {:.2} µs, wake-up {:.1} µs\n\
+         context switch {:.2} µs, wake-up {:.1} µs on an idle CPU, {:.1} µs on a busy one\n\
          shared memory: {:.3} µs + {:.4} ns/byte (CPU {:.3} µs + {:.4} ns/byte)\n\
          TCP:           {:.1} µs + {:.4} ns/byte (CPU {:.1} µs + {:.4} ns/byte)\n\
          gang switch {:.1} µs of lost CPU time, slice-start skew {:.1} µs\n\
@@ -191,6 +193,7 @@ fn describe(m: &MachineModel) -> String {
         m.measured_at,
         m.context_switch_ns as f64 / 1e3,
         m.wake_ns as f64 / 1e3,
+        m.wake_busy_ns as f64 / 1e3,
         m.shm.latency_base_ns / 1e3,
         m.shm.latency_ns_per_byte,
         m.shm.cpu_base_ns / 1e3,

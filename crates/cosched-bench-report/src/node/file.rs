@@ -269,6 +269,7 @@ fn parse_process(
             iterations,
             start_ns,
             barrier: barrier.clone(),
+            realtime: false,
         })
         .collect())
 }
@@ -681,6 +682,11 @@ mod tests {
                 "field processes[1].name: a second process named sl",
             ),
             ("too many", Box::new(|f| *at(f, "/scenarios/0/processes/0/copies") = json!(63)), "more than 64 processes"),
+            (
+                "the real-time class, which only a standard scenario may ask for",
+                Box::new(|f| *at(f, "/scenarios/0/processes/0/realtime") = json!(true)),
+                "field realtime: unknown",
+            ),
         ];
         for (what, edit, expected) in cases {
             let error = refused(edit);

@@ -40,6 +40,15 @@ pub struct ProcessSpec {
     /// has told it (not written when `None`, as for every standard scenario's process).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub barrier: Option<BarrierMember>,
+    /// Runs in the real-time class (SCHED_FIFO, priority 1), which takes the CPU from any process of the fair
+    /// class at once: a probe of the machine's own wake-up cost on a busy CPU. Standard scenarios only (a
+    /// scenario file cannot ask for it); not written when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub realtime: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -96,6 +105,7 @@ impl ProcessSpec {
             iterations: None,
             start_ns: 0,
             barrier: None,
+            realtime: false,
         }
     }
 }
@@ -211,8 +221,8 @@ impl Default for ScenarioSizes {
 }
 
 /// The names of the standard scenarios, in the order they run.
-pub const SCENARIO_NAMES: [&str; 7] =
-    ["shares-1cpu", "shares-2cpu", "sleeper", "sleeper-alone", "receivers", "spinbarrier", "ctxswitch"];
+pub const SCENARIO_NAMES: [&str; 8] =
+    ["shares-1cpu", "shares-2cpu", "sleeper", "sleeper-alone", "receivers", "spinbarrier", "ctxswitch", "sleeper-busy"];
 
 /// The standard scenarios at these sizes.
 pub fn standard_scenarios(sizes: &ScenarioSizes) -> Vec<Scenario> {
@@ -236,7 +246,9 @@ pub fn standard_scenarios(sizes: &ScenarioSizes) -> Vec<Scenario> {
         iterations: None,
         start_ns: 0,
         barrier: None,
+        realtime: false,
     };
+    let realtime_sleeper = ProcessSpec { name: "sleeper".into(), realtime: true, ..sleeper.clone() };
     let receiver = |name: &str, partner| ProcessSpec {
         name: name.into(),
         nice: 0,
@@ -247,6 +259,7 @@ pub fn standard_scenarios(sizes: &ScenarioSizes) -> Vec<Scenario> {
         iterations: None,
         start_ns: 0,
         barrier: None,
+        realtime: false,
     };
     vec![
         Scenario {
@@ -297,6 +310,13 @@ pub fn standard_scenarios(sizes: &ScenarioSizes) -> Vec<Scenario> {
                 work_ns: sizes.ctxswitch_work_ns,
                 cpu: sizes.cpu,
             }),
+        },
+        Scenario {
+            name: SCENARIO_NAMES[7].into(),
+            about: "the sleeper in the real-time class beside a CPU-bound process, one CPU: the machine's own \
+                    wake-up cost on a busy CPU (every wake takes the CPU at once)"
+                .into(),
+            kind: ScenarioKind::Processes(set(vec![realtime_sleeper, ProcessSpec::cpu_bound("cpu-bound", 0, &one)])),
         },
     ]
 }

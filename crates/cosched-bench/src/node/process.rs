@@ -102,6 +102,10 @@ pub fn process_main(spec_json: &str) -> Result<(), String> {
     if nice != process.nice {
         return Err(format!("{} runs at nice {nice}, not {}", process.name, process.nice));
     }
+    if process.realtime {
+        enter_realtime_class()
+            .map_err(|e| format!("{}: SCHED_FIFO (needs root or CAP_SYS_NICE): {e}", process.name))?;
+    }
     // Timers fire when due, not up to 50 µs later (the default slack), so the latency is the scheduler's.
     nix::sys::prctl::set_timerslack(1).map_err(|e| format!("PR_SET_TIMERSLACK: {e}"))?;
     let mut channel = match (process.exchange, &process.barrier, &spec.inbox, &spec.partner_inbox) {
@@ -123,6 +127,19 @@ pub fn process_main(spec_json: &str) -> Result<(), String> {
     let report = run_loop(process, channel.as_mut(), &instants)?;
     let line = serde_json::to_string(&report).map_err(|e| e.to_string())?;
     writeln!(stdout, "{line}").and_then(|_| stdout.flush()).map_err(|e| e.to_string())
+}
+
+/// SCHED_FIFO at the lowest real-time priority: above every process of the fair class, below the kernel's own
+/// real-time threads. The kernel's real-time throttling (95 % of each second by default) bounds what a process
+/// in it can take, and the scenario's process sleeps most of the time.
+fn enter_realtime_class() -> Result<(), String> {
+    use thread_priority::{
+        set_thread_priority_and_policy, thread_native_id, RealtimeThreadSchedulePolicy, ScheduleParams, ThreadPriority,
+        ThreadSchedulePolicy,
+    };
+    let priority = ThreadPriority::from_posix(ScheduleParams { sched_priority: 1 });
+    let fifo = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
+    set_thread_priority_and_policy(thread_native_id(), priority, fifo).map_err(|e| format!("{e:?}"))
 }
 
 /// The nice value of this process (field 19 of /proc/self/stat).
