@@ -39,6 +39,7 @@ fn job(number: u64, arrival_ns: u64, tasks: u32) -> SimJob {
             prologue: Prologue::NONE,
             working_set_bytes: 0,
             rounds: cosched_sim::Rounds::NONE,
+            reads_cpu_clock: false,
         },
         label: format!("job{number}"),
         nice: 0,

@@ -330,6 +330,8 @@ impl SimArgs {
                 // Measured machines only (`--machine`).
                 background_migration_interval_ns: 0,
                 housekeeping_wake_interval_ns: 0,
+                // Each node a machine of its own: its CPUs make its base slice.
+                base_slice_cpus: 0,
             },
             node_scheduler: self.node_scheduler,
             horizon_ns: self.horizon_s.map(|h| SECONDS.ns(h, "--horizon-s")).transpose()?,

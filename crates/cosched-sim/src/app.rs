@@ -105,6 +105,16 @@ pub struct Program {
     /// Iterations in rounds, each ended by a long compute (an LU's panels); none for the study's jobs.
     #[serde(skip_serializing_if = "Rounds::is_none")]
     pub rounds: Rounds,
+    /// Its compute reads the task's own CPU-time clock all along (a benchmark's worker timing its work with
+    /// `CLOCK_THREAD_CPUTIME_ID`; false for the study's jobs and the reference programs). Each read runs the
+    /// kernel's `update_curr` (`task_sched_runtime`), so under EEVDF its slice ends when used up, not at the
+    /// next tick; its receives spin without reading it.
+    #[serde(skip_serializing_if = "is_false")]
+    pub reads_cpu_clock: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Program {
@@ -240,6 +250,7 @@ pub fn program_for(job_type: JobType, tasks: u32, nominal_ns: u64, net: &Network
         prologue: Prologue::NONE,
         working_set_bytes: 0,
         rounds: Rounds::NONE,
+        reads_cpu_clock: false,
     }
 }
 
@@ -290,6 +301,7 @@ mod tests {
             prologue: Prologue::NONE,
             working_set_bytes: 0,
             rounds,
+            reads_cpu_clock: false,
         };
         let computes: Vec<u64> = (0..10).map(|i| program.compute_ns_of(i)).collect();
         // R = 3 rounds, Σ m² = 0 + 1 + 4 = 5: round 0 (m = 2) 1000·3·4/5, round 1 (m = 1) 1000·3/5.

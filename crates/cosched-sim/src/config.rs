@@ -93,6 +93,10 @@ pub struct CostConfig {
     pub cache_bytes: u64,
 }
 
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -183,6 +187,11 @@ pub struct NodeSchedulerConfig {
     /// A measured machine's (`bench background`); 0: none, every CPU's turns keep to the tick.
     #[serde(skip_serializing_if = "is_zero")]
     pub housekeeping_wake_interval_ns: u64,
+    /// EEVDF: the CPUs the kernel counted for its base slice at boot (`update_sysctl`: the online
+    /// CPUs of the whole machine, not of a task's affinity); 0: the node's. A node of one CPU measured
+    /// on a machine of two has the two-CPU slice (1.5 ms).
+    #[serde(skip_serializing_if = "is_zero_u32")]
+    pub base_slice_cpus: u32,
 }
 
 impl Default for NodeSchedulerConfig {
@@ -193,6 +202,7 @@ impl Default for NodeSchedulerConfig {
             quantum_ns_by_level: quantum_table_from_bands_ms(&[200, 160, 120, 80, 40, 20]),
             background_migration_interval_ns: 0,
             housekeeping_wake_interval_ns: 0,
+            base_slice_cpus: 0,
         }
     }
 }

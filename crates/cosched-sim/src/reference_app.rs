@@ -197,6 +197,7 @@ impl ReferenceProgram {
             prologue,
             working_set_bytes: structure.working_set_bytes,
             rounds,
+            reads_cpu_clock: false,
         };
         Ok((structure, program))
     }

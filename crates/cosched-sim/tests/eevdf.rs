@@ -64,6 +64,45 @@ fn a_slice_ends_at_the_first_tick_after_it() {
     assert_eq!(finish_ns(&result, 2), 16 * MS);
 }
 
+/// A process that reads its own CPU clock all along runs the kernel's
+/// `update_curr` at every read, so its slice ends when used up, not at the
+/// next tick (here 4 ms away). Both start with half a slice (0.375 ms): the
+/// first runs it, then the second; from then on each runs a whole slice
+/// (0.75 ms), so 8 ms of work each ends at 16 ms.
+#[test]
+fn a_process_reading_its_cpu_clock_ends_its_slice_when_used_up() {
+    let mut cfg = eevdf(2);
+    cfg.scheduler.tick_ns = 4 * MS;
+    cfg.scheduler.raise_period_ns = 1000 * MS;
+    let reader = |n| {
+        let mut job = job(n, 0, 1, 8 * MS, 0, 1);
+        job.program.reads_cpu_clock = true;
+        job
+    };
+    let result = simulate(&cfg, vec![reader(1), reader(2)]);
+    let turns: Vec<u64> = dispatches(&result).iter().map(|&(t, _)| t).collect();
+    assert_eq!(turns[..6], [0, 375, 750, 1500, 2250, 3000], "{turns:?}");
+    assert!(turns.windows(2).skip(2).all(|w| w[1] - w[0] <= 750), "{turns:?}");
+    assert_eq!(finish_ns(&result, 1).max(finish_ns(&result, 2)), 16 * MS);
+}
+
+/// The kernel's base slice counts the machine's CPUs, not the node's: a
+/// one-CPU node of a two-CPU machine has slices of 1.5 ms.
+#[test]
+fn the_base_slice_counts_the_machines_cpus_when_given() {
+    let mut cfg = eevdf(2);
+    cfg.scheduler.tick_ns = 4 * MS;
+    cfg.scheduler.raise_period_ns = 1000 * MS;
+    cfg.scheduler.base_slice_cpus = 2;
+    let reader = |n| {
+        let mut job = job(n, 0, 1, 6 * MS, 0, 1);
+        job.program.reads_cpu_clock = true;
+        job
+    };
+    let turns: Vec<u64> = dispatches(&simulate(&cfg, vec![reader(1), reader(2)])).iter().map(|&(t, _)| t).collect();
+    assert_eq!(turns[..5], [0, 750, 1500, 3000, 4500], "{turns:?}");
+}
+
 /// Weights from nice values: nice 0 (1024) against nice 5 (335) share the
 /// CPU 1024 : 335, so the nice-0 process's 2 s of work take 2 s x 1359/1024
 /// = 2.654 s, within a tick or two.

@@ -54,6 +54,7 @@ fn scenario() -> (SimConfig, Vec<SimJob>) {
                 prologue: Prologue::NONE,
                 working_set_bytes: 0,
                 rounds: cosched_sim::Rounds::NONE,
+                reads_cpu_clock: false,
             },
             label: format!("j{i}"),
             nice: 0,

@@ -642,7 +642,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.procs.push(records::Proc {
                 job: j,
                 cpu,
-                sched: P::Node::new_proc(self.cfg, nice),
+                sched: P::Node::new_proc(self.cfg, nice, program.reads_cpu_clock),
                 wait: Default::default(),
                 phase: Phase::Compute { remaining_ns: compute_ns },
                 state: ProcState::Ready,
@@ -1235,7 +1235,8 @@ impl<'a, P: Parts> Engine<'a, P> {
             let ran = until - from;
             let cpu = &mut self.cpus[c as usize];
             let proc = &mut self.procs[p as usize];
-            P::Node::charge(&mut cpu.sched, &mut proc.sched, ran, until);
+            let computing = matches!(phase, Phase::Compute { .. });
+            P::Node::charge(&mut cpu.sched, &mut proc.sched, ran, until, computing);
             from = until;
             match phase {
                 Phase::Compute { remaining_ns } => {

@@ -30,6 +30,7 @@ pub fn job(number: u64, arrival_ns: u64, tasks: u32, compute_ns: u64, io_ns: u64
             prologue: Prologue::NONE,
             working_set_bytes: 0,
             rounds: cosched_sim::Rounds::NONE,
+            reads_cpu_clock: false,
         },
         label: format!("test{number}"),
         nice: 0,

@@ -35,7 +35,7 @@ impl NodeScheduler for GangCell {
     const MODE: Mode = Mode::Gang;
     const CHARGES_DISPATCH_SWITCH: bool = false;
 
-    fn new_proc(_: &SimConfig, _: i8) {}
+    fn new_proc(_: &SimConfig, _: i8, _: bool) {}
 
     fn new_machine(cfg: &SimConfig, cosched: &Coscheduler) -> GangQuantum {
         let rules = cosched.settings().rules;
@@ -125,7 +125,7 @@ impl NodeScheduler for GangCell {
 
     fn admit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &mut H, _: u32, _: u32) {}
 
-    fn charge(_: &mut GangCpu, _: &mut (), _: u64, _: SimTime) {}
+    fn charge(_: &mut GangCpu, _: &mut (), _: u64, _: SimTime, _: bool) {}
 
     /// The cell stays the process's: the CPU idles until it wakes.
     fn blocked<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &mut H, _: u32, _: u32) {}

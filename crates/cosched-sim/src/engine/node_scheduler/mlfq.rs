@@ -44,7 +44,7 @@ impl NodeScheduler for Mlfq {
     const CHARGES_DISPATCH_SWITCH: bool = true;
 
     /// At the top level with a full quantum.
-    fn new_proc(cfg: &SimConfig, _nice: i8) -> MlfqProc {
+    fn new_proc(cfg: &SimConfig, _nice: i8, _reads_cpu_clock: bool) -> MlfqProc {
         MlfqProc { level: TOP_LEVEL, quantum_left_ns: cfg.scheduler.quantum_ns(TOP_LEVEL) }
     }
 
@@ -53,7 +53,7 @@ impl NodeScheduler for Mlfq {
         engine.cpu_mut(c).sched.ready.push_tail(p, TOP_LEVEL);
     }
 
-    fn charge(_: &mut MlfqCpu, proc: &mut MlfqProc, ran_ns: u64, _: SimTime) {
+    fn charge(_: &mut MlfqCpu, proc: &mut MlfqProc, ran_ns: u64, _: SimTime, _: bool) {
         proc.quantum_left_ns = proc.quantum_left_ns.saturating_sub(ran_ns);
     }
 

@@ -49,8 +49,9 @@ pub(crate) trait NodeScheduler: 'static {
     /// nothing unless overridden.
     type Machine: Default;
 
-    /// The record of a process that starts, with its nice value.
-    fn new_proc(cfg: &SimConfig, nice: i8) -> Self::Proc;
+    /// The record of a process that starts, with its nice value and whether it reads its own CPU clock all
+    /// along (`Program::reads_cpu_clock`).
+    fn new_proc(cfg: &SimConfig, nice: i8, reads_cpu_clock: bool) -> Self::Proc;
 
     /// The machine's record at the run's start.
     fn new_machine(_cfg: &SimConfig, _cosched: &Coscheduler) -> Self::Machine {
@@ -118,7 +119,8 @@ pub(crate) trait NodeScheduler: 'static {
 
     /// The running process `proc` of CPU `cpu` has used `ran_ns` of CPU time,
     /// the time just before `until`.
-    fn charge(cpu: &mut Self::Cpu, proc: &mut Self::Proc, ran_ns: u64, until: SimTime);
+    /// `computing`: the time was its compute (not a spinning receive).
+    fn charge(cpu: &mut Self::Cpu, proc: &mut Self::Proc, ran_ns: u64, until: SimTime, computing: bool);
 
     /// CPU `c` has just been given to `p`.
     fn dispatched<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, p: u32);

@@ -15,7 +15,7 @@ mod balance;
 
 use super::{first_tick_after, tick_at_or_after, NodeScheduler};
 use crate::config::SimConfig;
-use crate::engine::records::ProcState;
+use crate::engine::records::{Phase, ProcState};
 use crate::engine::view::Host;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
@@ -97,6 +97,10 @@ pub(crate) struct EevdfProc {
     /// Blocked while not eligible: still queued, competing, until picked
     /// (DELAY_DEQUEUE).
     delayed: bool,
+    /// It reads its own CPU clock while it computes (`Program::reads_cpu_clock`): the kernel's `update_curr`
+    /// runs at every read, so its deadline renews and it is rescheduled the moment its slice is used up, as at
+    /// a tick.
+    reads_cpu_clock: bool,
 }
 
 impl EevdfProc {
@@ -117,9 +121,13 @@ impl NodeScheduler for Eevdf {
     const MODE: Mode = Mode::Local;
     const CHARGES_DISPATCH_SWITCH: bool = true;
 
-    fn new_proc(cfg: &SimConfig, nice: i8) -> EevdfProc {
+    fn new_proc(cfg: &SimConfig, nice: i8, reads_cpu_clock: bool) -> EevdfProc {
         let weight = WEIGHT_BY_NICE[(nice.clamp(-20, 19) + 20) as usize];
-        let slice_ns = base_slice_ns(cfg.cpus_per_node);
+        let slice_cpus = match cfg.scheduler.base_slice_cpus {
+            0 => cfg.cpus_per_node,
+            cpus => cpus,
+        };
+        let slice_ns = base_slice_ns(slice_cpus);
         EevdfProc {
             vruntime: 0,
             deadline: 0,
@@ -129,6 +137,7 @@ impl NodeScheduler for Eevdf {
             lag_limit: virtual_ns((2 * slice_ns).max(cfg.scheduler.tick_ns), weight),
             weight,
             delayed: false,
+            reads_cpu_clock,
         }
     }
 
@@ -144,11 +153,17 @@ impl NodeScheduler for Eevdf {
     /// `update_curr`: virtual time advances by the weighted CPU time. The
     /// ticks inside the charged time renew the deadline as they would have
     /// (the engine visits a CPU only when something may change).
-    fn charge(cpu: &mut EevdfCpu, proc: &mut EevdfProc, ran_ns: u64, until: SimTime) {
+    fn charge(cpu: &mut EevdfCpu, proc: &mut EevdfProc, ran_ns: u64, until: SimTime, computing: bool) {
         let from = SimTime(until.0 - ran_ns);
         let vruntime_from = proc.vruntime;
         let vruntime_at = |t: SimTime| vruntime_from + virtual_ns(t.0 - from.0, proc.weight);
-        if cpu.tick_ns > 0 {
+        if proc.reads_cpu_clock && computing {
+            // Renewed at the read that finds the slice used up: a slice after the last deadline.
+            let vruntime_until = vruntime_at(until);
+            while proc.deadline <= vruntime_until {
+                proc.deadline += proc.vslice;
+            }
+        } else if cpu.tick_ns > 0 {
             loop {
                 let reaches_deadline = from.0 + real_ns(proc.deadline - vruntime_from, proc.weight);
                 let tick = reaches_deadline.div_ceil(cpu.tick_ns) * cpu.tick_ns;
@@ -263,6 +278,9 @@ impl NodeScheduler for Eevdf {
     }
 
     fn between_ticks<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime) {
+        if engine.cpu(c).running.is_some_and(|p| reading_cpu_clock(engine, p)) {
+            resched_if_unprotected(engine, c);
+        }
         if std::mem::take(&mut engine.cpu_mut(c).sched.resched) {
             reschedule(engine, c, now);
         }
@@ -362,13 +380,32 @@ impl NodeScheduler for Eevdf {
         if cpu.queue.is_empty() {
             return SimTime::MAX;
         }
-        if engine.cfg().cpus_per_node > 1 && Self::has_ready(engine, c) {
-            return Self::acts_at(engine, c, now);
-        }
         let proc = &engine.proc(p).sched;
-        let unprotected_at = start + real_ns(proc.vprot - proc.vruntime, proc.weight);
-        Self::acts_at(engine, c, unprotected_at.max(now))
+        let unprotected_at = (start + real_ns(proc.vprot - proc.vruntime, proc.weight)).max(now);
+        let reader_pick_at = match reading_cpu_clock(engine, p) {
+            true => reader_pick_at(proc, start, now),
+            false => SimTime::MAX,
+        };
+        if engine.cfg().cpus_per_node > 1 && Self::has_ready(engine, c) {
+            return Self::acts_at(engine, c, now).min(reader_pick_at);
+        }
+        Self::acts_at(engine, c, unprotected_at).min(reader_pick_at)
     }
+}
+
+/// Whether `p` reads its CPU clock now: a process that reads it while it computes, computing (while it spins in
+/// a receive only the tick's `update_curr` runs).
+fn reading_cpu_clock<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, p: u32) -> bool {
+    let proc = engine.proc(p);
+    proc.sched.reads_cpu_clock && matches!(proc.phase, Phase::Compute { .. })
+}
+
+/// When a running process that reads its CPU clock (running from `start`) is next rescheduled off the tick: at
+/// the read that finds its protection over; once past it (the pick kept it), at the read that renews its
+/// deadline, after which the pick may choose another.
+fn reader_pick_at(proc: &EevdfProc, start: SimTime, now: SimTime) -> SimTime {
+    let until = if proc.vruntime < proc.vprot { proc.vprot } else { proc.deadline };
+    (start + real_ns(until - proc.vruntime, proc.weight)).max(now)
 }
 
 /// A housekeeping task wakes on CPU `c` (`on_visit`, `background::HousekeepingWakes`): it preempts the running process if
@@ -377,6 +414,12 @@ impl NodeScheduler for Eevdf {
 /// `between_ticks`, once the running process is brought up to now), off the tick grid. The
 /// moment's CPU time is not charged: it is the same with one copy of a program or several.
 fn housekeeping_wake<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32) {
+    resched_if_unprotected(engine, c);
+}
+
+/// `update_curr` off the tick (a waker's, a read of the running process's CPU clock): with another process
+/// queued, the running one is rescheduled once past its protection.
+fn resched_if_unprotected<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32) {
     let Some(p) = engine.cpu(c).running else { return };
     if engine.cpu(c).sched.queue.is_empty() {
         return;
