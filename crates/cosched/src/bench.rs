@@ -113,12 +113,15 @@ pub enum BenchCommand {
     /// - spinbarrier: j = --copies simultaneous copies of apps/spinbarrier (2 threads, spin barriers) on
     ///   --cpu-pair: t_j and s_j = t_j / t_1.
     /// - ctxswitch: the context-switch cost α_c (as `cosched bench ctxswitch`, one pair per repeat).
+    /// - sleeper-busy: the sleeper in the real-time class (SCHED_FIFO 1) beside a CPU-bound process: every
+    ///   wake takes the CPU at once, so its latency is the machine's wake-up cost on a busy CPU (root only;
+    ///   left out of the default list for other users).
     ///
     /// Scenario files (--scenario-file, JSON of format cosched-node-scenario/1, docs/bench.md) describe
     /// others: processes with their nice values, CPUs and start times, each CPU-bound, a run/sleep pattern
     /// or a member of a spinning or blocking barrier group (the summary's `barrier phase mean GROUP`). With
     /// --scenario-file alone only the file's scenarios run; the model's inputs then come from --machine, or
-    /// from --scenario ctxswitch,sleeper-alone in the same run. --predict-from MACHINE_JSON --scenario-file
+    /// from --scenario ctxswitch,sleeper-alone[,sleeper-busy] in the same run. --predict-from MACHINE_JSON --scenario-file
     /// FILE predicts them without measuring.
     ///
     /// A wall-time benchmark: run it on a quiet machine. Prints median [min – max] over the repeats.
