@@ -10,7 +10,7 @@ use cosched_bench::node::cpu_group::{CpuGroup, MAX_SHARES};
 use cosched_bench::node::file;
 use cosched_bench::node::run::{run_scenario, Launcher};
 use cosched_bench::node::summary::{summarise, table, NodeReport, ScenarioReport};
-use cosched_bench::node::{standard_scenarios, Scenario, ScenarioSizes, SCENARIO_NAMES};
+use cosched_bench::node::{standard_scenarios, Scenario, ScenarioKind, ScenarioSizes, SCENARIO_NAMES};
 use cosched_bench::os;
 use cosched_bench::os::kernel_config;
 use cosched_lab::node_model::MachineInputs;
@@ -89,6 +89,10 @@ pub struct BenchNodeArgs {
     /// almost none of their CPUs (see cosched_bench::node::cpu_group).
     #[arg(long)]
     pub no_cpu_group: bool,
+    /// Leave sleeper-busy out with a note, even when named, if its sleeper cannot enter the real-time class
+    /// here (`cosched calibrate`: the machine file then says the busy wake cost was not measured).
+    #[arg(skip)]
+    pub realtime_optional: bool,
     /// Run nothing. Given a node.json this command wrote: put the EEVDF model's predictions beside its
     /// measurements (the model's inputs, switch and wake costs and the tick, from the same file, or --machine).
     /// Given a machine file (`cosched calibrate`'s machine.json): predict the --scenario-file scenarios with its
@@ -212,30 +216,15 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
     write_results(&args.out, &report, &text)
 }
 
-/// The standard scenario whose sleeper runs in the real-time class.
-const REALTIME_SCENARIO: &str = "sleeper-busy";
-
 /// The standard scenarios `--scenario` names (all of them when neither it nor a scenario file is given).
 fn wanted_standard(args: &BenchNodeArgs) -> Result<Vec<String>, String> {
-    let root = nix::unistd::geteuid().is_root();
     let wanted = match &args.scenario {
         Some(names) => names.clone(),
-        None if args.scenario_file.is_empty() => {
-            let all = SCENARIO_NAMES.iter().filter(|&&name| root || name != REALTIME_SCENARIO);
-            if !root {
-                eprintln!("note: {REALTIME_SCENARIO} left out: its sleeper runs in the real-time class, as root only");
-            }
-            all.map(|name| name.to_string()).collect()
-        }
+        None if args.scenario_file.is_empty() => SCENARIO_NAMES.map(String::from).to_vec(),
         None => Vec::new(),
     };
     if let Some(unknown) = wanted.iter().find(|w| !SCENARIO_NAMES.contains(&w.as_str())) {
         return Err(format!("unknown scenario {unknown:?} (known: {})", SCENARIO_NAMES.join(", ")));
-    }
-    if !root && wanted.iter().any(|w| w == REALTIME_SCENARIO) {
-        return Err(format!(
-            "{REALTIME_SCENARIO} runs its sleeper in the real-time class (SCHED_FIFO): run it as root"
-        ));
     }
     Ok(wanted)
 }
@@ -280,6 +269,12 @@ pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
     let wanted = wanted_standard(args)?;
     let mut scenarios: Vec<_> = standard_scenarios(&sizes).into_iter().filter(|s| wanted.contains(&s.name)).collect();
     scenarios.extend(file_scenarios(&args.scenario_file, &os::allowed_cpus()?)?);
+    // Every process set's own rules, before anything runs (a real-time sleeper's duty among them).
+    for scenario in &scenarios {
+        if let ScenarioKind::Processes(set) = &scenario.kind {
+            set.check().map_err(|e| format!("scenario {}: {e}", scenario.name))?;
+        }
+    }
     let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
     // Made new (mkdtemp): FIFOs and programs in a folder nobody else made or can write.
     let scratch = tempfile::Builder::new()
@@ -314,6 +309,7 @@ pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
             }
         }
     };
+    keep_realtime_scenarios_if_possible(args, &mut scenarios, group.as_ref())?;
     let stop = crate::interrupt::stop_on_interrupt()?;
     let mut repeats = vec![Vec::new(); scenarios.len()];
     for repeat in 0..args.repeat {
@@ -338,6 +334,37 @@ pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
             .collect(),
     };
     Ok(report)
+}
+
+/// Whether a scenario has a process in the real-time class.
+fn needs_realtime(scenario: &Scenario) -> bool {
+    matches!(&scenario.kind, ScenarioKind::Processes(set) if set.processes.iter().any(|p| p.realtime))
+}
+
+/// Before anything runs: the scenarios with a real-time process stay if such a process could enter the class
+/// here (a budget for the run's group, then a try on a thread). Otherwise each is left out with a note when it
+/// was not named (the default list) or may be (`realtime_optional`), and named, refused with the reason.
+fn keep_realtime_scenarios_if_possible(
+    args: &BenchNodeArgs,
+    scenarios: &mut Vec<Scenario>,
+    group: Option<&CpuGroup>,
+) -> Result<(), String> {
+    if !scenarios.iter().any(needs_realtime) {
+        return Ok(());
+    }
+    let budget = group.map_or(Ok(()), CpuGroup::grant_realtime_budget);
+    let Err(why) = budget.and_then(|()| cosched_bench::node::process::realtime_available()) else {
+        return Ok(());
+    };
+    for scenario in scenarios.iter().filter(|s| needs_realtime(s)) {
+        let named = args.scenario.as_ref().is_some_and(|names| names.contains(&scenario.name));
+        if named && !args.realtime_optional {
+            return Err(format!("{}: its sleeper cannot run in the real-time class here: {why}", scenario.name));
+        }
+        eprintln!("note: {} left out: its sleeper cannot run in the real-time class here: {why}", scenario.name);
+    }
+    scenarios.retain(|s| !needs_realtime(s));
+    Ok(())
 }
 
 /// The largest node.json `--predict-from` reads: a run at the defaults writes under 1 MiB.

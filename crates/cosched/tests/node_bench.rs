@@ -56,6 +56,8 @@ fn process<'a>(run: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn every_scenario_runs_at_a_tiny_size_and_reports_plausible_values() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     let folder = tempfile::Builder::new().prefix("cosched-node-").tempdir().unwrap();
     let out = folder.path().join("node");
     let apps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
@@ -92,10 +94,14 @@ fn every_scenario_runs_at_a_tiny_size_and_reports_plausible_values() {
         report["scenarios"].as_array().unwrap().iter().map(|s| s["scenario"]["name"].as_str().unwrap()).collect();
     let mut expected =
         vec!["shares-1cpu", "shares-2cpu", "sleeper", "sleeper-alone", "receivers", "spinbarrier", "ctxswitch"];
-    if is_root() {
+    // sleeper-busy runs where its sleeper may enter the real-time class (root here), and is otherwise left out
+    // with a note that says why.
+    let left_out = String::from_utf8_lossy(&o.stderr).contains("note: sleeper-busy left out: its sleeper cannot");
+    if !left_out {
         expected.push("sleeper-busy");
     }
-    assert_eq!(names, expected, "as root every standard scenario runs; as another user all but sleeper-busy");
+    assert!(left_out != is_root(), "sleeper-busy left out: {left_out}, as root: {}", is_root());
+    assert_eq!(names, expected, "every standard scenario runs, sleeper-busy where it can");
 
     for name in ["shares-1cpu", "shares-2cpu"] {
         let runs = process_runs(&report, name);
@@ -130,6 +136,8 @@ fn every_scenario_runs_at_a_tiny_size_and_reports_plausible_values() {
 
 #[test]
 fn bad_requests_are_refused_before_anything_runs() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     for (args, expected) in [
         (&["--scenario", "nope"][..], "unknown scenario"),
         (&["--copies", "2,4"][..], "--copies must start with 1"),
@@ -160,6 +168,8 @@ fn is_root() -> bool {
 /// writes nothing through the link (it replaces the folder, as every --out of cosched).
 #[test]
 fn a_link_in_an_out_folder_someone_else_made_is_never_written_through() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     let folder = tempfile::Builder::new().prefix("cosched-node-out-").tempdir().unwrap();
     let victim = folder.path().join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
@@ -178,6 +188,8 @@ fn a_link_in_an_out_folder_someone_else_made_is_never_written_through() {
 /// sources, and says to give --spinbarrier instead.
 #[test]
 fn an_apps_folder_another_user_could_change_is_never_built_by_root() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     if !is_root() {
         eprintln!("SKIPPED an_apps_folder_another_user_could_change_is_never_built_by_root: needs root (chown)");
         return;
@@ -217,10 +229,62 @@ fn shares_of(group: &Path) -> String {
     std::fs::read_to_string(group.join("cpu.shares")).unwrap().trim().to_string()
 }
 
+/// A real-time sleeper where the run's group can get no real-time time (the parent's budget given to another
+/// group): named, sleeper-busy is refused before anything runs, with the reason; the kernel's budget is as before.
+#[test]
+fn sleeper_busy_without_real_time_time_is_refused_with_the_reason() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
+    let root_budget = Path::new(CPU_MOUNT).join("cpu.rt_runtime_us");
+    if !is_root() || !root_budget.exists() {
+        let why = "needs root and real-time group scheduling in a v1 cpu hierarchy";
+        eprintln!("SKIPPED sleeper_busy_without_real_time_time_is_refused_with_the_reason: {why}");
+        return;
+    }
+    let parent: u64 = std::fs::read_to_string(&root_budget).unwrap().trim().parse().unwrap();
+    let hog = cpu_group_holding(&format!("cosched-test-rt-{}", std::process::id()), &[]);
+    // All but 100 ms of the parent's budget: less than the run's group asks for.
+    // A group removed a moment ago may still count against the parent's budget: try for a while.
+    let all_but_100_ms = parent.saturating_sub(100_000).to_string();
+    let mut taken = false;
+    for _ in 0..50 {
+        taken = std::fs::write(hog.join("cpu.rt_runtime_us"), &all_but_100_ms).is_ok();
+        if taken {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let folder = tempfile::Builder::new().prefix("cosched-node-rt-").tempdir().unwrap();
+    let o = cosched(&[
+        "bench",
+        "node",
+        "--scenario",
+        "sleeper-busy",
+        "--repeat",
+        "1",
+        "--warm-up-ms",
+        "0",
+        "--window-ms",
+        "20",
+        "--out",
+        folder.path().join("out").to_str().unwrap(),
+    ]);
+    let _ = std::fs::write(hog.join("cpu.rt_runtime_us"), "0");
+    let _ = std::fs::remove_dir(&hog);
+    assert!(taken, "could not take {all_but_100_ms} µs of real-time time for the test's own group");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "ran without real-time time: {stderr}");
+    assert!(stderr.contains("sleeper-busy: its sleeper cannot run in the real-time class here"), "{stderr}");
+    assert!(!stderr.contains("[repeat"), "refused only after running: {stderr}");
+    assert!(!stderr.contains("no cpu group of its own"), "lost its cpu group too: {stderr}");
+}
+
 /// Groups left by runs killed with SIGKILL (or a second Ctrl-C): the next run removes an empty one and takes the
-/// weight from one whose processes still run; it leaves a live run's group alone.
+/// weight from one whose processes still run, and the real-time budget it had; it leaves a live run's group alone.
 #[test]
 fn cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     if !is_root() || !Path::new(CPU_MOUNT).join("cpu.shares").exists() {
         eprintln!(
             "SKIPPED cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run: needs root and a v1 cpu hierarchy"
@@ -232,12 +296,17 @@ fn cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run() {
     let empty = cpu_group_holding(&format!("cosched-node-{}", pid_max + 1), &[]);
     let mut orphan = Command::new("sleep").arg("120").spawn().unwrap();
     let populated = cpu_group_holding(&format!("cosched-node-{}", pid_max + 2), &[orphan.id()]);
+    let rt_budget = populated.join("cpu.rt_runtime_us");
+    if rt_budget.exists() {
+        std::fs::write(&rt_budget, "200000").unwrap();
+    }
     // A live run's group: named after this test process, which is alive.
     let mut member = Command::new("sleep").arg("120").spawn().unwrap();
     let live = cpu_group_holding(&format!("cosched-node-{}", std::process::id()), &[member.id()]);
     let folder = tempfile::Builder::new().prefix("cosched-node-groups-").tempdir().unwrap();
     let o = tiny_run(&["--out", folder.path().join("out").to_str().unwrap()]);
     let seen = (empty.exists(), populated.exists().then(|| shares_of(&populated)), shares_of(&live));
+    let budget_left = std::fs::read_to_string(&rt_budget).ok().map(|b| b.trim().to_string());
     for child in [&mut orphan, &mut member] {
         let _ = child.kill();
         let _ = child.wait();
@@ -251,11 +320,17 @@ fn cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run() {
         (false, Some("1024".to_string()), "262144".to_string()),
         "empty gone, orphan's weight 1024, live kept"
     );
+    assert!(
+        budget_left.as_deref().is_none_or(|b| b == "0"),
+        "the orphan's group kept a real-time budget of {budget_left:?} µs"
+    );
 }
 
 /// A node.json from someone else: the model refuses what it cannot take with a message, never a panic.
 #[test]
 fn a_hostile_node_json_is_refused_with_a_message() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     let folder = tempfile::Builder::new().prefix("cosched-node-predict-").tempdir().unwrap();
     let row = |quantity: &str| serde_json::json!({"quantity": quantity, "unit": "µs", "spread": {"median": 1.0, "min": 1.0, "max": 1.0, "n": 1}});
     let report = |hz: &str, processes: Value| {
@@ -329,6 +404,8 @@ fn is_running(pid: u32) -> bool {
 /// group's weight until their phases end.
 #[test]
 fn the_spin_barrier_copies_end_with_a_killed_run() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     let folder = tempfile::Builder::new().prefix("cosched-node-kill-").tempdir().unwrap();
     let apps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../apps");
     let mut runner = Command::new(env!("CARGO_BIN_EXE_cosched"))
@@ -375,6 +452,8 @@ fn the_spin_barrier_copies_end_with_a_killed_run() {
 /// (It has the rights of whoever runs it; the runner gives it only specs of its own.)
 #[test]
 fn a_scenario_process_of_hostile_sizes_never_panics() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     let spec = |compute_ns: u64, sleep_ns: u64, nice: i32| {
         let process = serde_json::json!({"name": "p", "nice": nice, "cpus": [0], "compute_ns": compute_ns,
             "sleep_ns": sleep_ns, "exchange": null, "iterations": 3});
@@ -408,6 +487,8 @@ fn a_scenario_process_of_hostile_sizes_never_panics() {
 /// A --spinbarrier program another user owns (or could replace) is never run by root.
 #[test]
 fn a_spinbarrier_program_another_user_could_change_is_never_run_by_root() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     if !is_root() {
         eprintln!("SKIPPED a_spinbarrier_program_another_user_could_change_is_never_run_by_root: needs root (chown)");
         return;
@@ -437,6 +518,8 @@ fn repo_file(path: &str) -> String {
 /// summary predicted too.
 #[test]
 fn a_scenario_file_runs_at_a_tiny_size_measured_and_predicted() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     let folder = tempfile::Builder::new().prefix("cosched-node-file-").tempdir().unwrap();
     let file = folder.path().join("tiny.json");
     std::fs::write(
@@ -488,6 +571,8 @@ fn a_scenario_file_runs_at_a_tiny_size_measured_and_predicted() {
 /// A bad file is refused before anything runs, the error naming the file, the scenario and the field.
 #[test]
 fn a_bad_scenario_file_is_refused_naming_file_scenario_and_field() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     let folder = tempfile::Builder::new().prefix("cosched-node-badfile-").tempdir().unwrap();
     let good = r#"{"format": "cosched-node-scenario/1", "scenarios": [{"name": "x", "cpus": 1, "window_ms": 100,
         "processes": [{"name": "p", "nice": 0, "behaviour": "cpu-bound"}]}]}"#;
@@ -524,6 +609,8 @@ fn a_bad_scenario_file_is_refused_naming_file_scenario_and_field() {
 /// node.json in --predict-from compares its own scenarios, so a scenario file beside it is refused.
 #[test]
 fn scenario_files_are_predicted_from_a_machine_file() {
+    // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
+    let _machine = cosched_runtime::testing::whole_machine();
     let machine = repo_file("docs/reproduction-real/prediction/machine/machine.json");
     let files = [
         repo_file("docs/node-bench/scenarios/late-sleeper.json"),

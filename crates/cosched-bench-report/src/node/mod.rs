@@ -82,6 +82,13 @@ impl ProcessSpec {
                 self.name
             ));
         }
+        if self.realtime && (self.exchange.is_some() || self.barrier.is_some() || self.sleep_ns < 4 * self.compute_ns) {
+            return Err(format!(
+                "{}: a real-time process sleeps at least four times as long as it computes, and waits for nobody \
+                 (so it takes at most a fifth of its CPU, whatever group it runs in)",
+                self.name
+            ));
+        }
         if let Some(member) = &self.barrier {
             if member.group.is_empty() || member.group.len() > 64 || self.exchange.is_some() {
                 return Err(format!(
@@ -365,6 +372,28 @@ impl ProcessSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A real-time process takes at most a fifth of its CPU by its own rules, whatever group it runs in.
+    #[test]
+    fn a_real_time_process_must_sleep_four_times_its_work_and_wait_for_nobody() {
+        let sleeper = |compute_ns, sleep_ns| ProcessSpec {
+            realtime: true,
+            compute_ns,
+            sleep_ns,
+            ..ProcessSpec::cpu_bound("rt", 0, &[0])
+        };
+        assert!(sleeper(200_000, 4_000_000).check().is_ok());
+        assert!(sleeper(1_000_000, 4_000_000).check().is_ok(), "exactly a fifth");
+        for (compute_ns, sleep_ns) in [(1_000_001, 4_000_000), (1_000, 0), (10_000_000, 0)] {
+            let refused = sleeper(compute_ns, sleep_ns).check().unwrap_err();
+            assert!(refused.contains("four times as long"), "{refused}");
+        }
+        let waits = ProcessSpec {
+            barrier: Some(BarrierMember { group: "g".into(), wait: ReceiveWait::Spin }),
+            ..sleeper(1_000, 1_000_000)
+        };
+        assert!(waits.check().is_err(), "a real-time barrier member could spin a CPU away");
+    }
 
     #[test]
     fn standard_scenarios_are_well_formed_and_round_trip_as_json() {

@@ -16,6 +16,9 @@ const CPU_MOUNT: &str = "/sys/fs/cgroup/cpu";
 /// The name of a runner's group before its pid.
 const GROUP_PREFIX: &str = "cosched-node-";
 
+/// A group's real-time budget, with real-time group scheduling (CONFIG_RT_GROUP_SCHED).
+const RT_RUNTIME_FILE: &str = "cpu.rt_runtime_us";
+
 /// The group's real-time budget per CPU in each period (1 s by default): a fifth of a CPU, four times what the
 /// real-time sleeper of `sleeper-busy` uses.
 const RT_RUNTIME_US: u64 = 200_000;
@@ -42,11 +45,6 @@ impl CpuGroup {
         fs::create_dir(&path).map_err(|e| format!("creating {}: {e}", path.display()))?;
         let group = CpuGroup { path, previous };
         group.write("cpu.shares", &shares.to_string())?;
-        // With real-time group scheduling a group starts with no real-time time at all, and its processes may
-        // not enter the class (the sleeper-busy scenario's sleeper). This budget also bounds what one could take.
-        if group.path.join("cpu.rt_runtime_us").exists() {
-            group.write("cpu.rt_runtime_us", &RT_RUNTIME_US.to_string())?;
-        }
         group.write("cgroup.procs", &std::process::id().to_string())?;
         Ok(group)
     }
@@ -54,6 +52,17 @@ impl CpuGroup {
     fn write(&self, file: &str, value: &str) -> Result<(), String> {
         let path = self.path.join(file);
         fs::write(&path, value).map_err(|e| format!("writing {value} to {}: {e}", path.display()))
+    }
+
+    /// With real-time group scheduling a group starts with no real-time time at all, and its processes may not
+    /// enter the class (the sleeper-busy scenario's sleeper): give it a budget, which also bounds what they could
+    /// take. `Err` (the parent's budget already given to other groups, a kernel limit below it) leaves the group
+    /// as it was, without real-time time. Nothing to do where the kernel does not group real-time time.
+    pub fn grant_realtime_budget(&self) -> Result<(), String> {
+        if !self.path.join(RT_RUNTIME_FILE).exists() {
+            return Ok(());
+        }
+        self.write(RT_RUNTIME_FILE, &RT_RUNTIME_US.to_string())
     }
 
     pub fn path(&self) -> &Path {
@@ -64,6 +73,8 @@ impl CpuGroup {
 impl Drop for CpuGroup {
     fn drop(&mut self) {
         let _ = fs::write(self.previous.join("cgroup.procs"), std::process::id().to_string());
+        // Given back at once: a removed group's budget counts against the others' until the kernel frees it.
+        let _ = fs::write(self.path.join(RT_RUNTIME_FILE), "0");
         // Empty once every process started in it has been waited for; a leftover one keeps it (named by pid).
         let _ = fs::remove_dir(&self.path);
     }
@@ -88,6 +99,8 @@ fn clean_groups_of_dead_runs(mount: &Path) {
         // Fails (EBUSY) while processes are in it.
         if fs::remove_dir(&group).is_err() {
             let _ = fs::write(group.join("cpu.shares"), DEFAULT_SHARES.to_string());
+            // Its real-time process died with the run; the budget goes back to the others.
+            let _ = fs::write(group.join(RT_RUNTIME_FILE), "0");
             eprintln!(
                 "WARNING: {} is left by a run that ended ({pid}) with processes still in it; their weight is now {DEFAULT_SHARES}",
                 group.display()

@@ -103,8 +103,7 @@ pub fn process_main(spec_json: &str) -> Result<(), String> {
         return Err(format!("{} runs at nice {nice}, not {}", process.name, process.nice));
     }
     if process.realtime {
-        enter_realtime_class()
-            .map_err(|e| format!("{}: SCHED_FIFO (needs root or CAP_SYS_NICE): {e}", process.name))?;
+        enter_realtime_class().map_err(|e| format!("{}: {e}", process.name))?;
     }
     // Timers fire when due, not up to 50 µs later (the default slack), so the latency is the scheduler's.
     nix::sys::prctl::set_timerslack(1).map_err(|e| format!("PR_SET_TIMERSLACK: {e}"))?;
@@ -139,7 +138,19 @@ fn enter_realtime_class() -> Result<(), String> {
     };
     let priority = ThreadPriority::from_posix(ScheduleParams { sched_priority: 1 });
     let fifo = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
-    set_thread_priority_and_policy(thread_native_id(), priority, fifo).map_err(|e| format!("{e:?}"))
+    set_thread_priority_and_policy(thread_native_id(), priority, fifo).map_err(|e| match e {
+        thread_priority::Error::OS(code) => format!(
+            "entering SCHED_FIFO: {} (it needs CAP_SYS_NICE, and real-time time in its cpu group)",
+            std::io::Error::from_raw_os_error(code)
+        ),
+        other => format!("entering SCHED_FIFO: {other:?}"),
+    })
+}
+
+/// Whether a process started now, in this process's cpu group and with its rights, could enter the real-time
+/// class: tried on a thread of its own, which ends at once.
+pub fn realtime_available() -> Result<(), String> {
+    std::thread::spawn(enter_realtime_class).join().map_err(|_| "the real-time probe panicked".to_string())?
 }
 
 /// The nice value of this process (field 19 of /proc/self/stat).
