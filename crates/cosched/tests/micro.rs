@@ -64,9 +64,14 @@ fn pingpong_fits_tcp_and_shared_memory() {
         let fastest_s = r["sizes"][0]["one_way_s"]["min"].as_f64().unwrap();
         assert!(fastest_s > 1e-8 && fastest_s < 1.0, "{} one-way {fastest_s} s", r["transport"]);
     }
+    // β is a slope fitted over three sizes: load that delays the smallest size more than the largest turns it
+    // negative (a CI run measured −3.6e-7 s per double), so only its magnitude is checked. It is about 1e-10 s per
+    // double here; a unit off (nanoseconds as seconds, per message instead of per double) leaves 1e-3.
     for r in [tcp, shm] {
-        assert!(mean(&r["beta_s_per_double"]) >= 0.0, "{}", r["beta_s_per_double"]);
-        assert!(mean(&r["beta_cpu_s_per_double"]) >= 0.0, "{}", r["beta_cpu_s_per_double"]);
+        for key in ["beta_s_per_double", "beta_cpu_s_per_double"] {
+            let beta = mean(&r[key]);
+            assert!(beta.is_finite() && beta.abs() < 1e-3, "{} {key} {}", r["transport"], r[key]);
+        }
         assert_eq!(r["sizes"].as_array().unwrap().len(), 3);
         assert_eq!(r["alpha_s"]["n"], 3);
     }
