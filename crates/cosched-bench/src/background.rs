@@ -20,6 +20,9 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(60);
 pub const MIN_WINDOW: Duration = Duration::from_millis(500);
 /// Spinning threads per CPU while moves are counted: every CPU busy with a queue, as under local scheduling.
 const SPINNERS_PER_CPU_FOR_MOVES: usize = 2;
+/// Moves are counted over windows this many times longer than wakes: a thread moves once in seconds, so a
+/// wake's window counts a handful of moves at most (0 to 3 in 5 s with four threads on this machine).
+pub const MOVES_WINDOW_FACTOR: u32 = 4;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BackgroundReport {
@@ -27,11 +30,14 @@ pub struct BackgroundReport {
     pub window_s: f64,
     /// Per window: the preemptions of a lone spinning thread per CPU-second, all CPUs together.
     pub wakes_per_cpu_s: Vec<f64>,
-    /// Per window: moves of a spinning thread per thread-second, two per CPU.
+    /// Per window of moves (`MOVES_WINDOW_FACTOR` × `window_s`): moves of a spinning thread per thread-second,
+    /// two per CPU.
     pub migrations_per_thread_s: Vec<f64>,
+    /// Moves counted over all windows: the rate's precision (a count of n is known to about 1/√n).
+    pub migrations_counted: u64,
     /// The mean time between wakes on one CPU, from the median window (0: none seen).
     pub housekeeping_wake_interval_ns: u64,
-    /// The mean time between moves of one thread, from the median window (0: none seen).
+    /// The mean time between moves of one thread, from all windows' moves together (0: none seen).
     pub background_migration_interval_ns: u64,
 }
 
@@ -43,21 +49,34 @@ pub fn measure(window: Duration, repeats: usize) -> Result<BackgroundReport, Str
     let cpus = os::allowed_cpus()?;
     let mut wakes_per_cpu_s = Vec::new();
     let mut migrations_per_thread_s = Vec::new();
+    let mut migrations_counted = 0;
+    let moves_window = window * MOVES_WINDOW_FACTOR;
     for _ in 0..repeats.max(1) {
         let preempted = spin_and_count(&cpus, 1, true, window, involuntary_switches)?;
         wakes_per_cpu_s.push(preempted as f64 / (cpus.len() as f64 * window.as_secs_f64()));
         let spinners = SPINNERS_PER_CPU_FOR_MOVES * cpus.len();
-        let moved = spin_and_count(&cpus, SPINNERS_PER_CPU_FOR_MOVES, false, window, migrations)?;
-        migrations_per_thread_s.push(moved as f64 / (spinners as f64 * window.as_secs_f64()));
+        let moved = spin_and_count(&cpus, SPINNERS_PER_CPU_FOR_MOVES, false, moves_window, migrations)?;
+        migrations_per_thread_s.push(moved as f64 / (spinners as f64 * moves_window.as_secs_f64()));
+        migrations_counted += moved;
     }
     Ok(BackgroundReport {
         cpus: cpus.len(),
         window_s: window.as_secs_f64(),
         housekeeping_wake_interval_ns: interval_ns(median(&wakes_per_cpu_s)),
-        background_migration_interval_ns: interval_ns(median(&migrations_per_thread_s)),
+        background_migration_interval_ns: interval_ns(pooled(&migrations_per_thread_s)),
         wakes_per_cpu_s,
         migrations_per_thread_s,
+        migrations_counted,
     })
+}
+
+/// The rate of rare events over windows of equal length, all counted together (the Poisson rate's maximum
+/// likelihood): a median of counts of 0 to 3 would mostly say how the counts fell.
+fn pooled(rates: &[f64]) -> f64 {
+    match rates.len() {
+        0 => 0.0,
+        n => rates.iter().sum::<f64>() / n as f64,
+    }
 }
 
 /// The mean time between events at `per_s` a second (0: none).
@@ -143,6 +162,8 @@ mod tests {
         assert_eq!(interval_ns(0.0), 0);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[]), 0.0);
+        assert_eq!(pooled(&[0.15, 0.05, 0.0]), 0.2 / 3.0);
+        assert_eq!(pooled(&[]), 0.0);
     }
 
     /// The counters the measurement reads exist and count up.
@@ -153,7 +174,8 @@ mod tests {
         assert!(migrations().unwrap() >= moves);
     }
 
-    /// Short windows on this machine: every window gives a rate, and the intervals follow from the medians.
+    /// Short windows on this machine: every window gives a rate; the wakes' interval follows from their median
+    /// window, the moves' from all their windows together.
     #[test]
     fn a_short_measurement_reports_a_rate_per_window() {
         let report = measure(MIN_WINDOW, 2).unwrap();
@@ -163,7 +185,11 @@ mod tests {
             assert!(rates.iter().all(|r| r.is_finite() && *r >= 0.0), "{rates:?}");
         }
         assert_eq!(report.housekeeping_wake_interval_ns, interval_ns(median(&report.wakes_per_cpu_s)));
-        assert_eq!(report.background_migration_interval_ns, interval_ns(median(&report.migrations_per_thread_s)));
+        assert_eq!(report.background_migration_interval_ns, interval_ns(pooled(&report.migrations_per_thread_s)));
+        let threads_s =
+            (SPINNERS_PER_CPU_FOR_MOVES * report.cpus) as f64 * report.window_s * MOVES_WINDOW_FACTOR as f64;
+        let counted: f64 = report.migrations_per_thread_s.iter().map(|rate| rate * threads_s).sum();
+        assert_eq!(counted.round() as u64, report.migrations_counted);
     }
 
     #[test]

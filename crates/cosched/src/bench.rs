@@ -89,9 +89,10 @@ pub enum BenchCommand {
     ///
     /// Wakes: one spinning thread pinned to each CPU this process may use, for a window; each thread's
     /// involuntary context switches (getrusage RUSAGE_THREAD) are the times another task (a kernel thread,
-    /// a daemon) took its CPU. Moves: two spinning threads per CPU, free to move among them, for a window;
-    /// each thread's se.nr_migrations (/proc/thread-self/sched) counts the kernel's moves while every CPU
-    /// was busy. Each rate is the median window's, printed as the mean time between events. Run it on a
+    /// a daemon) took its CPU; the rate is the median window's. Moves: two spinning threads per CPU, free to
+    /// move among them, for windows four times as long (a thread moves once in seconds); each thread's
+    /// se.nr_migrations (/proc/thread-self/sched) counts the kernel's moves while every CPU was busy; the
+    /// rate is all windows' moves together. Each is printed as the mean time between events. Run it on a
     /// quiet machine: anything else running adds wakes and moves.
     Background(BackgroundArgs),
     /// Small scheduling scenarios run for real on this kernel, to check a node scheduler model against.
@@ -215,19 +216,21 @@ fn bench_background(args: &BackgroundArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// One line per measurement: the median window's rate and the interval the machine file takes.
+/// One line per measurement: each window's rate and the interval the machine file takes.
 pub fn describe_background(report: &cosched_bench::background::BackgroundReport) -> String {
     let per_window = |rates: &[f64]| rates.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(", ");
     let interval =
         |ns: u64| if ns == 0 { "none seen".to_string() } else { format!("one per {:.1} ms", ns as f64 / 1e6) };
     format!(
-        "{} CPUs, windows of {:.1} s\nwakes taking a busy CPU, per CPU-second: {} (median: {})\n\
-         moves of a spinning thread, per thread-second: {} (median: {})",
+        "{} CPUs, windows of {:.1} s (moves: {:.1} s)\nwakes taking a busy CPU, per CPU-second: {} (median: {})\n\
+         moves of a spinning thread, per thread-second: {} ({} moves in all: {})",
         report.cpus,
         report.window_s,
+        report.window_s * cosched_bench::background::MOVES_WINDOW_FACTOR as f64,
         per_window(&report.wakes_per_cpu_s),
         interval(report.housekeeping_wake_interval_ns),
         per_window(&report.migrations_per_thread_s),
+        report.migrations_counted,
         interval(report.background_migration_interval_ns),
     )
 }
