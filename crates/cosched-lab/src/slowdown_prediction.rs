@@ -219,24 +219,21 @@ pub fn predictable_program(command: &[String]) -> Result<ReferenceProgram, Strin
             program.wait()
         ));
     }
-    // More tasks than CPUs are simulated under local scheduling (the node's scheduler shares the CPUs); a gang
-    // policy says per policy that it cannot take them.
+    // More tasks than CPUs are simulated too: the node's scheduler shares the CPUs (under gang slots, among the
+    // running row's processes).
     program.structure()?;
     Ok(program)
 }
 
-/// The simulator's scheme for a policy of `tasks` tasks on `layout`, and the gang slice: a gang cell runs one
-/// process, so more tasks than CPUs are simulated under local scheduling only.
+/// The simulator's scheme for a policy of `tasks` tasks on `layout`, and the gang slice. A gang cell runs one
+/// process: with more tasks than CPUs, gang slots run over the kernel's EEVDF (GS-cosched-kernel), which
+/// shares each CPU of a slot among the running copy's tasks, as the runtime's freezer and the kernel do.
 pub fn scheme_for_tasks(policy: &str, tasks: u32, layout: Layout) -> Result<(Scheme, Option<f64>), String> {
-    let scheme = scheme_of(policy)?;
-    if scheme.0.is_gang() && tasks > layout.cpus() {
-        return Err(format!(
-            "{tasks} tasks on {} CPU(s): the simulator's gang cell runs one task per CPU in a slot; the kernel's \
-             sharing of a slot's CPUs is not modelled",
-            layout.cpus()
-        ));
+    let (scheme, slice_ms) = scheme_of(policy)?;
+    if scheme.is_gang() && tasks > layout.cpus() {
+        return Ok((Scheme::COSCHED_GANG_KERNEL, slice_ms));
     }
-    Ok(scheme)
+    Ok((scheme, slice_ms))
 }
 
 /// The simulator's scheme for a `bench slowdown` policy, and the gang slice.
@@ -678,10 +675,10 @@ mod tests {
         }
     }
 
-    /// Four tasks on two CPUs: local scheduling is simulated (the node's scheduler shares the CPUs between
-    /// them); gang scheduling says why it is not.
+    /// Four tasks on two CPUs: local scheduling is simulated with the node's scheduler sharing the CPUs between
+    /// them, gang scheduling with gang slots over it.
     #[test]
-    fn an_oversubscribed_copy_is_predicted_under_local_scheduling_only() {
+    fn an_oversubscribed_copy_is_predicted_under_local_and_gang_scheduling() {
         let mut r = report(&[(1, 0.21), (2, 0.42)]);
         r.command = "./spinbarrier --threads 4 --phases 200 --barrier spin".split(' ').map(String::from).collect();
         let mut local = r.clone();
@@ -690,11 +687,16 @@ mod tests {
         r.points.extend(local.points);
         r.samples.extend(local.samples);
         let prediction = predict(&r, &machine()).unwrap();
-        assert_eq!(prediction.policies.iter().map(|p| p.policy.as_str()).collect::<Vec<_>>(), ["local"]);
-        assert!(prediction.not_predicted[0].1.contains("gang cell"), "{:?}", prediction.not_predicted);
-        let points = &prediction.policies[0].points;
-        assert_eq!(points.iter().map(|p| p.jobs).collect::<Vec<_>>(), [1, 2]);
-        assert!(points[1].simulated.is_finite() && points[1].simulated > 1.0, "{points:?}");
+        let schemes: Vec<(&str, &str)> =
+            prediction.policies.iter().map(|p| (p.policy.as_str(), p.scheme.as_str())).collect();
+        assert_eq!(schemes.len(), 2, "{:?}", prediction.not_predicted);
+        assert!(schemes.contains(&("local", "Local")), "{schemes:?}");
+        assert!(schemes.iter().any(|&(_, scheme)| scheme == "GS-cosched-kernel"), "{schemes:?}");
+        for policy in &prediction.policies {
+            let points = &policy.points;
+            assert_eq!(points.iter().map(|p| p.jobs).collect::<Vec<_>>(), [1, 2]);
+            assert!(points[1].simulated.is_finite() && points[1].simulated > 1.0, "{points:?}");
+        }
     }
 
     /// Without background rates a point is one seed, so its range is its value; with them each seed draws its

@@ -359,6 +359,15 @@ impl SimConfig {
                 top_quantum_noticed_ns as f64 / 1e6
             ));
         }
+        if self.scheme.node() == crate::scheme::NodeKind::GangSlotsOverEevdf
+            && self.node_scheduler != OsScheduler::Eevdf
+        {
+            return fail(format!(
+                "{} runs gang slots over the kernel's EEVDF: add --node-scheduler eevdf (the run names {})",
+                self.scheme.name(),
+                self.node_scheduler
+            ));
+        }
         if self.costs.gang_quantum_ns <= self.costs.gang_switch_ns {
             return fail("--gang-quantum-ms must be longer than the gang switch cost".into());
         }

@@ -31,4 +31,4 @@ pub use engine::{Progress, SimJob};
 pub use machine::MachineModel;
 pub use metrics::{Breakdown, JobRecord, Summary};
 pub use run::{run, RunResult};
-pub use scheme::Scheme;
+pub use scheme::{NodeKind, Scheme};

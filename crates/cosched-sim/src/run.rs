@@ -5,6 +5,7 @@ use crate::engine::fast::{validated_error, FastReport, FastSettings};
 use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
+use crate::scheme::NodeKind;
 use crate::trace::TraceEvent;
 use cosched_core::SimTime;
 
@@ -44,10 +45,10 @@ impl Default for RunOptions {
     }
 }
 
-/// Fast mode is validated against the exact engine with the study's MLFQ (and under gang scheduling, which
-/// has no node scheduler): refused for anything else.
+/// Fast mode is validated against the exact engine with the study's MLFQ (and under the gang cell, which has
+/// no node scheduler): refused for anything else.
 pub fn check_fast_mode_validated(cfg: &SimConfig) -> Result<(), ConfigError> {
-    if cfg.node_scheduler.is_default() || cfg.scheme.is_gang() {
+    if cfg.scheme.node() == NodeKind::GangCell || (cfg.node_scheduler.is_default() && !cfg.scheme.is_gang()) {
         return Ok(());
     }
     Err(ConfigError(format!(
@@ -93,10 +94,11 @@ pub fn run(
             job.job_number, job.tasks, job.cpus
         )));
     }
-    if let Some(job) = jobs.iter().find(|j| j.tasks < j.cpus || (j.tasks > j.cpus && cfg.scheme.is_gang())) {
+    let misfit = |j: &SimJob| j.tasks < j.cpus || (j.tasks > j.cpus && !cfg.scheme.takes_more_tasks_than_cpus());
+    if let Some(job) = jobs.iter().find(|j| misfit(j)) {
         return Err(ConfigError(format!(
             "job {} runs {} tasks on {} CPUs: a job has at least one task per CPU, and more tasks than CPUs run only \
-             under the node's own scheduler (a gang cell runs one process)",
+             under the node's own scheduler (a gang cell runs one process; GS-cosched-kernel takes them)",
             job.job_number, job.tasks, job.cpus
         )));
     }

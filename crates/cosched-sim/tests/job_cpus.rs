@@ -8,7 +8,7 @@ use common::{config, job, MS};
 use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::run::{run, RunOptions, RunResult};
 use cosched_sim::trace::TraceKind;
-use cosched_sim::{CpuSet, JobRecord, Scheme, SimConfig, SimJob};
+use cosched_sim::{CpuSet, JobRecord, NodeKind, OsScheduler, Scheme, SimConfig, SimJob};
 
 const WIDTHS: [u32; 12] = [3, 1, 8, 2, 5, 1, 4, 6, 2, 7, 1, 3];
 
@@ -20,7 +20,11 @@ fn overlapping_jobs(iterations: u32) -> Vec<SimJob> {
 }
 
 fn machine(scheme: Scheme) -> SimConfig {
-    SimConfig { cpus_per_node: 2, ..config(scheme, 4, 3) }
+    let node_scheduler = match scheme.node() {
+        NodeKind::GangSlotsOverEevdf => OsScheduler::Eevdf,
+        _ => OsScheduler::default(),
+    };
+    SimConfig { cpus_per_node: 2, node_scheduler, ..config(scheme, 4, 3) }
 }
 
 fn simulate(cfg: &SimConfig, jobs: Vec<SimJob>, fast: Option<FastSettings>) -> RunResult {

@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use cosched_sim::run::{run, RunOptions};
-use cosched_sim::{OsScheduler, Scheme, SimConfig, SimJob};
+use cosched_sim::{NodeKind, OsScheduler, Scheme, SimConfig, SimJob};
 use proptest::prelude::*;
 
 fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
@@ -33,8 +33,14 @@ fn small_runs() -> impl Strategy<Value = (SimConfig, Vec<SimJob>)> {
     let node_scheduler = prop_oneof![Just(OsScheduler::Mlfq), Just(OsScheduler::Eevdf)];
     (machine, node_scheduler, jobs_strategy(8))
         .prop_map(|((nodes, cpus_per_node, mpl, skew_pct, scheme_index, seed), node_scheduler, jobs)| {
+            let scheme: Scheme = Scheme::all_names()[scheme_index].parse().unwrap();
+            // Gang slots over EEVDF run on EEVDF only.
+            let node_scheduler = match scheme.node() {
+                NodeKind::GangSlotsOverEevdf => OsScheduler::Eevdf,
+                _ => node_scheduler,
+            };
             let cfg = SimConfig {
-                scheme: Scheme::all_names()[scheme_index].parse().unwrap(),
+                scheme,
                 node_scheduler,
                 nodes,
                 cpus_per_node,

@@ -685,7 +685,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.account(cpu, now);
             P::Node::admit(self, cpu, first_proc + rank);
         }
-        P::Node::job_started(self, &rows, &cpus, first_proc);
+        P::Node::job_started(self, &rows, &cpus, first_proc, tasks, now);
         for &cpu in &cpus {
             self.update_cpu(cpu, now);
         }
@@ -773,11 +773,11 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     /// Each placed job's rows, CPUs and first process (see `Host::placed_jobs`).
-    fn placed_jobs(&self, mut each: impl FnMut(&[u32], &[u32], u32)) {
+    fn placed_jobs(&self, mut each: impl FnMut(&[u32], &[u32], u32, u32)) {
         for (j, rows) in self.running_jobs_rows() {
             let job = &self.jobs[j as usize];
             if let Some(Placement { cpus, .. }) = &job.placement {
-                each(&rows, cpus, job.first_proc);
+                each(&rows, cpus, job.first_proc, job.spec.tasks);
             }
         }
     }
@@ -1666,7 +1666,7 @@ impl<P: Parts> Host for Engine<'_, P> {
     fn book_scheduler_event(&mut self, at: SimTime) {
         self.queue.schedule(at, Event::Scheduler);
     }
-    fn placed_jobs(&self, each: impl FnMut(&[u32], &[u32], u32)) {
+    fn placed_jobs(&self, each: impl FnMut(&[u32], &[u32], u32, u32)) {
         Engine::placed_jobs(self, each);
     }
 

@@ -3,12 +3,14 @@
 
 use super::arrival::MessageArrival;
 use super::fast::FastSettings;
+use super::node_scheduler::eevdf::GangEevdf;
 use super::node_scheduler::os::{os_schedulers, OsScheduler};
 use super::node_scheduler::{self, GangCell, NodeScheduler};
 use super::parts::Parts;
 use super::receive::ReceiveWait;
 use super::{Engine, EngineOutcome, Progress, SimJob};
 use crate::config::SimConfig;
+use crate::scheme::NodeKind;
 use cosched_policy::Mode;
 use std::sync::atomic::AtomicBool;
 
@@ -42,6 +44,7 @@ impl EngineRun<'_, '_> {
 /// What a scheme names as its nodes' scheduler: the gang cell, or [`Os`].
 pub(crate) trait NodeChoice: 'static {
     const MODE: Mode;
+    const NODE: NodeKind;
     /// Build the engine with this node scheduler and the other parts, and run it.
     fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome;
 }
@@ -54,6 +57,7 @@ macro_rules! os_scheduler_runs {
     ($($file:ident :: $ty:ident = $name:literal,)*) => {
         impl NodeChoice for Os {
             const MODE: Mode = Mode::Local;
+            const NODE: NodeKind = NodeKind::OsScheduler;
             fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
                 match run.cfg.node_scheduler {
                     $(OsScheduler::$ty => run.with_parts::<(node_scheduler::$file::$ty, W, A)>(),)*
@@ -67,7 +71,20 @@ os_schedulers!(os_scheduler_runs);
 
 impl NodeChoice for GangCell {
     const MODE: Mode = <GangCell as NodeScheduler>::MODE;
+    const NODE: NodeKind = NodeKind::GangCell;
     fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
         run.with_parts::<(GangCell, W, A)>()
+    }
+}
+
+/// Gang slots over the kernel's EEVDF (`eevdf::GangEevdf`): the run must name `--node-scheduler eevdf`
+/// (`SimConfig::validate`).
+pub(crate) struct GangSlotsOverEevdf;
+
+impl NodeChoice for GangSlotsOverEevdf {
+    const MODE: Mode = <GangEevdf as NodeScheduler>::MODE;
+    const NODE: NodeKind = NodeKind::GangSlotsOverEevdf;
+    fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
+        run.with_parts::<(GangEevdf, W, A)>()
     }
 }

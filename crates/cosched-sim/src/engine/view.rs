@@ -80,9 +80,10 @@ pub(crate) trait Host {
     fn migrate(&mut self, p: u32, to: u32, now: SimTime);
     /// The node scheduler's own event (`NodeScheduler::on_event`) at `at`.
     fn book_scheduler_event(&mut self, at: SimTime);
-    /// Each placed job's matrix rows, CPU of each rank and first process,
-    /// from the coscheduler's plan, in the plan's order.
-    fn placed_jobs(&self, each: impl FnMut(&[u32], &[u32], u32));
+    /// Each placed job's matrix rows, CPUs, first process and number of
+    /// processes (its ranks, dealt over its CPUs in blocks), from the
+    /// coscheduler's plan, in the plan's order.
+    fn placed_jobs(&self, each: impl FnMut(&[u32], &[u32], u32, u32));
 
     // ---- the node scheduler, for the other parts
 

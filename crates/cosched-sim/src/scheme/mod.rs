@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer};
 use std::str::FromStr;
 
 pub(crate) mod policy;
-pub use policy::Scheme;
+pub use policy::{NodeKind, Scheme};
 
 /// Each line registers the scheme of the file of that name; the order is the
 /// order of the help text, of `--schemes all` and of every figure's styles.
@@ -41,6 +41,7 @@ register! {
     pb_sy,
     gs_cosched,
     ib,
+    gs_cosched_kernel,
 }
 
 /// A registered scheme: its policy and the runner of the engine built
@@ -56,13 +57,13 @@ impl Registered {
     /// parts `P`; its mode (gang slots or the node's own scheduler) is the
     /// node scheduler's.
     const fn new<P: SchemeParts>(name: &'static str, rules: PlanRules) -> Registered {
-        Registered { scheme: Scheme::with_policy(name, P::MODE, rules, false), run: P::run }
+        Registered { scheme: Scheme::with_policy(name, P::MODE, rules, false, P::NODE), run: P::run }
     }
 
     /// One of the reference study's schemes: the study's plain matrix and
     /// admission (`PlanRules::STUDY`).
     const fn study<P: SchemeParts>(name: &'static str) -> Registered {
-        Registered { scheme: Scheme::with_policy(name, P::MODE, PlanRules::STUDY, true), run: P::run }
+        Registered { scheme: Scheme::with_policy(name, P::MODE, PlanRules::STUDY, true, P::NODE), run: P::run }
     }
 
     /// A study scheme whose policy is written where the rest of the crate
@@ -70,6 +71,7 @@ impl Registered {
     /// must give the same mode.
     const fn of<P: SchemeParts>(scheme: Scheme) -> Registered {
         assert!(P::MODE as u8 == scheme.mode() as u8, "the parts' mode differs from the scheme's");
+        assert!(P::NODE as u8 == scheme.node() as u8, "the parts' node differs from the scheme's");
         Registered { scheme, run: P::run }
     }
 }
@@ -77,6 +79,7 @@ impl Registered {
 impl Scheme {
     pub const GANG: Scheme = gs::SCHEME.scheme;
     pub const COSCHED_GANG: Scheme = gs_cosched::SCHEME.scheme;
+    pub const COSCHED_GANG_KERNEL: Scheme = gs_cosched_kernel::SCHEME.scheme;
 
     pub fn all_names() -> Vec<&'static str> {
         ALL.iter().map(|r| r.scheme.name()).collect()
@@ -98,11 +101,13 @@ pub(crate) fn run_scheme(scheme: Scheme, run: EngineRun<'_, '_>) -> EngineOutcom
 /// reaction)`, where the node is the gang cell or the run's OS scheduler.
 trait SchemeParts {
     const MODE: Mode;
+    const NODE: NodeKind;
     fn run(run: EngineRun<'_, '_>) -> EngineOutcome;
 }
 
 impl<N: NodeChoice, W: ReceiveWait, A: MessageArrival> SchemeParts for (N, W, A) {
     const MODE: Mode = N::MODE;
+    const NODE: NodeKind = N::NODE;
     fn run(run: EngineRun<'_, '_>) -> EngineOutcome {
         N::run::<W, A>(run)
     }

@@ -14,15 +14,34 @@ pub struct Scheme {
     mode: Mode,
     rules: PlanRules,
     in_study: bool,
+    node: NodeKind,
+}
+
+/// What shares a node's CPUs under a scheme.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NodeKind {
+    /// The gang cell: a CPU runs the one process of the running row's cell on it.
+    GangCell,
+    /// The node's OS scheduler the run names (`--node-scheduler`), among every process on the CPU.
+    OsScheduler,
+    /// Gang slots over the kernel's EEVDF: the processes of the running row's jobs are thawed and EEVDF shares
+    /// the CPUs among them; the others are frozen, as the runtime's freezer leaves them.
+    GangSlotsOverEevdf,
 }
 
 impl Scheme {
     /// Local, the configuration's default: its policy is written here, and
     /// `scheme/local.rs` registers it with its parts.
-    pub const LOCAL: Scheme = Scheme::with_policy("Local", Mode::Local, PlanRules::STUDY, true);
+    pub const LOCAL: Scheme = Scheme::with_policy("Local", Mode::Local, PlanRules::STUDY, true, NodeKind::OsScheduler);
 
-    pub(crate) const fn with_policy(name: &'static str, mode: Mode, rules: PlanRules, in_study: bool) -> Scheme {
-        Scheme { name, mode, rules, in_study }
+    pub(crate) const fn with_policy(
+        name: &'static str,
+        mode: Mode,
+        rules: PlanRules,
+        in_study: bool,
+        node: NodeKind,
+    ) -> Scheme {
+        Scheme { name, mode, rules, in_study, node }
     }
 
     pub fn name(self) -> &'static str {
@@ -36,6 +55,17 @@ impl Scheme {
 
     pub fn is_gang(self) -> bool {
         self.mode == Mode::Gang
+    }
+
+    /// What shares a node's CPUs.
+    pub const fn node(self) -> NodeKind {
+        self.node
+    }
+
+    /// Whether a job may run more tasks than it holds CPUs: a node scheduler shares each CPU among them (a gang
+    /// cell runs one process).
+    pub fn takes_more_tasks_than_cpus(self) -> bool {
+        self.node != NodeKind::GangCell
     }
 
     /// How the scheme shares a CPU among jobs: gang slots, or the node's scheduler.

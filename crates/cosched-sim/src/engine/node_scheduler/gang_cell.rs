@@ -38,13 +38,11 @@ impl NodeScheduler for GangCell {
     fn new_proc(_: &SimConfig, _: i8, _: bool) {}
 
     fn new_machine(cfg: &SimConfig, cosched: &Coscheduler) -> GangQuantum {
-        let rules = cosched.settings().rules;
-        let follows_every_plan = rules.fill_free_cells || rules.rotation == Rotation::ClockAligned;
-        GangQuantum::new(cfg.mpl as usize, cfg.cpu_count() as usize, follows_every_plan)
+        GangQuantum::for_run(cfg, cosched)
     }
 
     /// Its cells are filled; its CPUs take them at once if it runs now.
-    fn job_started<H: GangHost>(engine: &mut H, rows: &[u32], cpus: &[u32], first_proc: u32) {
+    fn job_started<H: GangHost>(engine: &mut H, rows: &[u32], cpus: &[u32], first_proc: u32, _: u32, _: SimTime) {
         let waits = engine.cfg().costs.gang_start_waits_for_quantum;
         if engine.node_machine_mut().place(rows, cpus, first_proc, waits) {
             for (rank, &cpu) in cpus.iter().enumerate() {
@@ -66,15 +64,7 @@ impl NodeScheduler for GangCell {
     /// the clock: rebuild the cells from the plan, and put every CPU whose
     /// cell changed on its new process at once (no gang switch: the slot goes on; the cache refill is paid).
     fn plan_changed<H: GangHost>(engine: &mut H, now: SimTime) {
-        if !engine.node_machine().follows_every_plan() {
-            return;
-        }
-        rebuild_cells(engine);
-        let row = match engine.coscheduler().settings().rules.rotation {
-            Rotation::ClockAligned => row_to_run(engine, slice_at(engine, now)),
-            Rotation::NextOccupiedRow => engine.node_machine().current_row(),
-        };
-        engine.node_machine_mut().set_current_row(row);
+        let Some(row) = realign_row(engine, now) else { return };
         for c in 0..engine.cfg().cpu_count() {
             let cell = engine.node_machine().cell_process(row, c);
             if engine.cpu(c).sched.cell != cell {
@@ -91,28 +81,15 @@ impl NodeScheduler for GangCell {
     /// Book the next quantum boundary if some other row is waiting for its
     /// turn, or (the study's reading) while any row holds jobs.
     fn jobs_changed<H: GangHost>(engine: &mut H, now: SimTime) {
-        if engine.node_machine().boundary_booked() || engine.coscheduler().slot_count() == 0 {
-            return;
-        }
-        let boundary = now.next_multiple_after(engine.cfg().costs.gang_quantum_ns);
-        let next = row_to_run(engine, slice_at(engine, boundary));
-        if engine.node_machine().switch_due(next, switch_every_quantum(engine)) {
-            engine.node_machine_mut().book_boundary();
-            engine.book_scheduler_event(boundary);
-        }
+        book_boundary_if_due(engine, now);
     }
 
     /// A quantum boundary: every CPU switches to the next row if a switch is due.
     fn on_event<H: GangHost>(engine: &mut H, now: SimTime) {
-        engine.node_machine_mut().boundary_reached();
-        if engine.coscheduler().slot_count() > 0 {
-            let next = row_to_run(engine, slice_at(engine, now));
-            let every_quantum = switch_every_quantum(engine);
-            if engine.node_machine_mut().cross_boundary(next, every_quantum) {
-                switch_all_cpus_to_row(engine, next, now);
-            }
+        if let Some(next) = row_at_boundary(engine, now) {
+            switch_all_cpus_to_row(engine, next, now);
         }
-        Self::jobs_changed(engine, now);
+        book_boundary_if_due(engine, now);
     }
 
     fn running_row(quantum: &GangQuantum) -> Option<u32> {
@@ -200,23 +177,79 @@ fn ready_cell<H: Host<NodeCpu = GangCpu>>(engine: &H, c: u32) -> Option<u32> {
     engine.cpu(c).sched.cell.filter(|&p| engine.proc(p).state == ProcState::Ready)
 }
 
+/// A node scheduler's record of the whole machine that holds the gang quantum (the gang cell's is the quantum;
+/// gang slots over EEVDF keep more beside it).
+pub(crate) trait HoldsQuantum: Default {
+    fn quantum(&self) -> &GangQuantum;
+    fn quantum_mut(&mut self) -> &mut GangQuantum;
+}
+
+impl HoldsQuantum for GangQuantum {
+    fn quantum(&self) -> &GangQuantum {
+        self
+    }
+    fn quantum_mut(&mut self) -> &mut GangQuantum {
+        self
+    }
+}
+
 /// The gang slice holding `now` (slices start at multiples of the quantum).
-fn slice_at<H: GangHost>(engine: &H, now: SimTime) -> u64 {
+fn slice_at<H: Host>(engine: &H, now: SimTime) -> u64 {
     now.ns() / engine.cfg().costs.gang_quantum_ns
 }
 
 /// The matrix row to run in `slice`, after the current one.
-fn row_to_run<H: GangHost>(engine: &H, slice: u64) -> Option<u32> {
-    engine.coscheduler().row_to_run(engine.node_machine().current_row(), slice)
+fn row_to_run<H: Host<NodeMachine: HoldsQuantum>>(engine: &H, slice: u64) -> Option<u32> {
+    engine.coscheduler().row_to_run(engine.node_machine().quantum().current_row(), slice)
 }
 
 /// Each cell's process, from the coscheduler's rows for every placed job.
-fn rebuild_cells<H: GangHost>(engine: &mut H) {
+fn rebuild_cells<H: Host<NodeMachine: HoldsQuantum>>(engine: &mut H) {
     // Taken out while the engine's jobs are read (an empty record costs nothing to make).
-    let mut quantum = std::mem::take(engine.node_machine_mut());
+    let mut quantum = std::mem::take(engine.node_machine_mut().quantum_mut());
     quantum.clear_cells();
-    engine.placed_jobs(|rows, cpus, first_proc| quantum.fill_job(rows, cpus, first_proc));
-    *engine.node_machine_mut() = quantum;
+    engine.placed_jobs(|rows, cpus, first_proc, _| quantum.fill_job(rows, cpus, first_proc));
+    *engine.node_machine_mut().quantum_mut() = quantum;
+}
+
+/// After a change of plan at `now`, when the coscheduler may move running jobs' rows or picks the slot by the
+/// clock: the cells rebuilt, the row that runs now, set as the current one. `None`: nothing to realign.
+pub(crate) fn realign_row<H: Host<NodeMachine: HoldsQuantum>>(engine: &mut H, now: SimTime) -> Option<Option<u32>> {
+    if !engine.node_machine().quantum().follows_every_plan() {
+        return None;
+    }
+    rebuild_cells(engine);
+    let row = match engine.coscheduler().settings().rules.rotation {
+        Rotation::ClockAligned => row_to_run(engine, slice_at(engine, now)),
+        Rotation::NextOccupiedRow => engine.node_machine().quantum().current_row(),
+    };
+    engine.node_machine_mut().quantum_mut().set_current_row(row);
+    Some(row)
+}
+
+/// Book the next quantum boundary if some other row is waiting for its turn, or (the study's reading) while any
+/// row holds jobs.
+pub(crate) fn book_boundary_if_due<H: Host<NodeMachine: HoldsQuantum>>(engine: &mut H, now: SimTime) {
+    if engine.node_machine().quantum().boundary_booked() || engine.coscheduler().slot_count() == 0 {
+        return;
+    }
+    let boundary = now.next_multiple_after(engine.cfg().costs.gang_quantum_ns);
+    let next = row_to_run(engine, slice_at(engine, boundary));
+    if engine.node_machine().quantum().switch_due(next, switch_every_quantum(engine)) {
+        engine.node_machine_mut().quantum_mut().book_boundary();
+        engine.book_scheduler_event(boundary);
+    }
+}
+
+/// The booked quantum boundary is reached at `now`: the row the CPUs switch to, if a switch is due.
+pub(crate) fn row_at_boundary<H: Host<NodeMachine: HoldsQuantum>>(engine: &mut H, now: SimTime) -> Option<Option<u32>> {
+    engine.node_machine_mut().quantum_mut().boundary_reached();
+    if engine.coscheduler().slot_count() == 0 {
+        return None;
+    }
+    let next = row_to_run(engine, slice_at(engine, now));
+    let every_quantum = switch_every_quantum(engine);
+    engine.node_machine_mut().quantum_mut().cross_boundary(next, every_quantum).then_some(next)
 }
 
 /// CPU `c` leaves whatever it runs for `cell`'s process (accounted up to `now`).
@@ -240,7 +273,7 @@ fn cache_refill_ns<H: GangHost>(engine: &H, c: u32, cell: Option<u32>) -> u64 {
 /// Whether every boundary is crossed, also where the rows do not change: the study's reading
 /// (each crossing costs every CPU a switch), and cosched's agents, which wake at every slice
 /// boundary and switch only the cells that change (`switch_all_cpus_to_row`).
-fn switch_every_quantum<H: GangHost>(engine: &H) -> bool {
+fn switch_every_quantum<H: Host>(engine: &H) -> bool {
     match engine.coscheduler().settings().rules.switching {
         Switching::EveryCpu => engine.cfg().costs.gang_switch_every_quantum,
         Switching::ChangedCells => true,
@@ -288,6 +321,14 @@ pub(crate) struct GangQuantum {
 }
 
 impl GangQuantum {
+    /// The quantum of a run: cells rebuilt after every change of plan when the coscheduler may move a running
+    /// job's rows or picks the slot by the clock.
+    pub(crate) fn for_run(cfg: &SimConfig, cosched: &Coscheduler) -> GangQuantum {
+        let rules = cosched.settings().rules;
+        let follows_every_plan = rules.fill_free_cells || rules.rotation == Rotation::ClockAligned;
+        GangQuantum::new(cfg.mpl as usize, cfg.cpu_count() as usize, follows_every_plan)
+    }
+
     pub(crate) fn new(rows: usize, cpu_count: usize, follows_every_plan: bool) -> Self {
         GangQuantum {
             current_row: None,

@@ -58,14 +58,17 @@ pub(crate) trait NodeScheduler: 'static {
         Self::Machine::default()
     }
 
-    /// A job starts: its process of rank `i` is `first_proc + i` on
-    /// `cpus[i]`, in the coscheduler's matrix `rows` (after each process's
-    /// `admit`, before its CPUs are visited).
+    /// A job starts at `now`: its `tasks` processes from `first_proc` on,
+    /// dealt over `cpus` in blocks (one per CPU: rank `i` on `cpus[i]`), in
+    /// the coscheduler's matrix `rows` (after each process's `admit`, before
+    /// its CPUs are visited).
     fn job_started<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc, NodeMachine = Self::Machine>>(
         _engine: &mut H,
         _rows: &[u32],
         _cpus: &[u32],
         _first_proc: u32,
+        _tasks: u32,
+        _now: SimTime,
     ) {
     }
 

@@ -42,10 +42,11 @@ fn is_idle<H: Host<NodeCpu = EevdfCpu>>(engine: &H, c: u32) -> bool {
 /// `select_idle_sibling`, the waker's CPU left out (a NIC's or a disk's
 /// interrupt wakes here): the process's own CPU if idle, else the first
 /// idle CPU of its node after it, else its own. A delayed process is still
-/// queued where it was and wakes there.
+/// queued where it was and wakes there; a frozen one stays until its thaw.
 pub(super) fn wake_cpu<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, p: u32) -> u32 {
     let own = engine.proc(p).cpu;
-    if engine.cfg().cpus_per_node == 1 || engine.proc(p).sched.delayed || is_idle(engine, own) {
+    let sched = &engine.proc(p).sched;
+    if engine.cfg().cpus_per_node == 1 || sched.delayed || sched.frozen || is_idle(engine, own) {
         return own;
     }
     siblings(engine, own).find(|&d| is_idle(engine, d)).unwrap_or(own)

@@ -12,6 +12,9 @@
 
 mod background;
 mod balance;
+mod gang;
+
+pub(crate) use gang::GangEevdf;
 
 use super::{first_tick_after, tick_at_or_after, NodeScheduler};
 use crate::config::SimConfig;
@@ -101,6 +104,11 @@ pub(crate) struct EevdfProc {
     /// runs at every read, so its deadline renews and it is rescheduled the moment its slice is used up, as at
     /// a tick.
     reads_cpu_clock: bool,
+    /// Its job is frozen (gang slots over EEVDF, `gang.rs`): it is in no queue but as a delayed one, and a wake
+    /// leaves it out of them.
+    frozen: bool,
+    /// Frozen, it would be runnable: it was when frozen, or woke since. Its thaw wakes it.
+    runnable_when_thawed: bool,
 }
 
 impl EevdfProc {
@@ -138,6 +146,8 @@ impl NodeScheduler for Eevdf {
             weight,
             delayed: false,
             reads_cpu_clock,
+            frozen: false,
+            runnable_when_thawed: false,
         }
     }
 
@@ -311,8 +321,13 @@ impl NodeScheduler for Eevdf {
 
     /// `enqueue_entity` on a wake: placed with its lag kept (PLACE_LAG); a
     /// delayed one is requeued where it is, at zero lag if it had come to
-    /// more (DELAY_ZERO). Then `check_preempt_wakeup_fair`.
+    /// more (DELAY_ZERO). Then `check_preempt_wakeup_fair`. A frozen process
+    /// stays out until its thaw.
     fn make_ready<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32) {
+        if engine.proc(p).sched.frozen {
+            engine.proc_mut(p).sched.runnable_when_thawed = true; // the thaw wakes it
+            return;
+        }
         let c = engine.proc(p).cpu;
         update_running(engine, c);
         if engine.proc(p).sched.delayed {
