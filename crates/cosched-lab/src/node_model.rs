@@ -216,8 +216,9 @@ fn scheme_for(set: &ProcessSet) -> Result<Scheme, String> {
     }
 }
 
-/// The set's jobs, in set order of their first process; a barrier group must be one job's tasks.
-fn set_jobs(set: &ProcessSet, cpus: u32) -> Result<Vec<SetJob>, String> {
+/// The set's jobs, in set order of their first process; a barrier group must be one job's tasks (more of them
+/// than CPUs are dealt over the CPUs in blocks, as the engine deals an oversubscribed job's).
+fn set_jobs(set: &ProcessSet) -> Result<Vec<SetJob>, String> {
     let groups = set.barrier_groups();
     let mut jobs = Vec::new();
     for (index, p) in set.processes.iter().enumerate() {
@@ -228,13 +229,6 @@ fn set_jobs(set: &ProcessSet, cpus: u32) -> Result<Vec<SetJob>, String> {
         let (group, members) = groups.iter().find(|(g, _)| *g == member.group).ok_or("a group without members")?;
         if members[0] != index {
             continue;
-        }
-        if members.len() as u32 > cpus {
-            return Err(format!(
-                "barrier group {group} has {} members on {cpus} CPU{}: the engine puts a job's tasks on distinct CPUs",
-                members.len(),
-                if cpus == 1 { "" } else { "s" }
-            ));
         }
         let first = &set.processes[index];
         let alike = |q: &ProcessSpec| {
@@ -260,7 +254,7 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
     }
     let cpus = distinct_cpus(&set.processes)?;
     let scheme = scheme_for(set)?;
-    let mut set_jobs = set_jobs(set, cpus)?;
+    let mut set_jobs = set_jobs(set)?;
     // The engine takes jobs in order of arrival (a stable sort: processes starting together keep set order).
     set_jobs.sort_by_key(|job| set.processes[job.members[0]].start_ns);
     let span_ns = set.warm_up_ns + set.window_ns;
@@ -275,7 +269,7 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
                 job_number: i as u64,
                 arrival: SimTime(p.start_ns),
                 tasks: job.members.len() as u32,
-                cpus: job.members.len() as u32,
+                cpus: (job.members.len() as u32).min(cpus),
                 program: Program {
                     compute_ns: p.compute_ns,
                     io_ns: p.sleep_ns,
@@ -666,7 +660,7 @@ mod tests {
         wake_ns: 40_000,
         wake_busy_ns: None,
         tick_ns: 4_000_000,
-        // This VM's: a slice of 1.5 ms whatever the scenario's CPUs.
+        // This VM's: a slice of 1.4 ms whatever the scenario's CPUs.
         machine_cpus: 2,
         housekeeping_wake_interval_ns: 0,
         background_migration_interval_ns: 0,
@@ -799,8 +793,13 @@ mod tests {
     #[test]
     fn barrier_groups_of_an_example_file() {
         let scenarios = example("barriers.json");
-        let why = predict(&scenarios[0], &INPUTS).unwrap_err();
-        assert!(why.contains("4 members on 2 CPUs"), "{why}");
+        // Four spinning members on two CPUs, dealt two per CPU: a member that has done its work spins, reading
+        // no CPU clock, to the next tick, when its CPU's other member runs: a phase takes a tick (the kernel
+        // measured 4.0 ms).
+        let four = predict(&scenarios[0], &INPUTS).unwrap();
+        let phase_us = value(&four, "barrier phase mean g");
+        assert!((3500.0..=4500.0).contains(&phase_us), "{four:?}");
+        assert!((value(&four, "share sum") - 200.0).abs() < 0.5, "{four:?}");
         // The members time their work with their CPU clock, so a member computing is rescheduled when its
         // slice is used up, while one that finished first spins, reading no CPU clock, and keeps its CPU to the
         // next tick: the two CPUs fall out of step, and a phase of 1 ms of work takes about a tick (4 ms; the
@@ -818,7 +817,7 @@ mod tests {
         assert!(block.iter().all(|p| !p.quantity.starts_with("wake latency")), "{block:?}");
         let table = prediction_table(&scenarios, &INPUTS);
         assert!(table.contains("| two-spin-pairs | barrier phase mean a |"), "{table}");
-        assert!(table.contains("Not predicted: spin4-on-2cpus: barrier group g has 4 members"), "{table}");
+        assert!(table.contains("| spin4-on-2cpus | barrier phase mean g |"), "{table}");
     }
 
     /// Spinning and blocking groups in one scenario need two receive waits, which one run of the model has not.

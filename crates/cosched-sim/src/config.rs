@@ -189,7 +189,7 @@ pub struct NodeSchedulerConfig {
     pub housekeeping_wake_interval_ns: u64,
     /// EEVDF: the CPUs the kernel counted for its base slice at boot (`update_sysctl`: the online
     /// CPUs of the whole machine, not of a task's affinity); 0: the node's. A node of one CPU measured
-    /// on a machine of two has the two-CPU slice (1.5 ms).
+    /// on a machine of two has the two-CPU slice (1.4 ms).
     #[serde(skip_serializing_if = "is_zero_u32")]
     pub base_slice_cpus: u32,
 }

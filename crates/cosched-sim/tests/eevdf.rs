@@ -1,6 +1,6 @@
 //! The EEVDF node scheduler's rules, on timelines computed by hand (see
 //! docs/model.md, "The EEVDF node scheduler"). One CPU per node: the base
-//! slice is 0.75 ms; the tick is 1 ms (HZ=1000) unless said; switches are
+//! slice is 0.70 ms; the tick is 1 ms (HZ=1000) unless said; switches are
 //! free so that instants stay round.
 
 mod common;
@@ -33,7 +33,7 @@ fn dispatches(result: &cosched_sim::RunResult) -> Vec<(u64, u32)> {
 }
 
 /// Two CPU-bound processes that arrive together: both start at the average
-/// (0) with half a slice (0.375 ms) to their deadline; the first queued wins
+/// (0) with half a slice (0.35 ms) to their deadline; the first queued wins
 /// the tie. At each tick the running one has used its slice and is past the
 /// average, so the other, eligible, runs: they take turns every tick, and
 /// 10 ms of work each ends at 19 and 20 ms.
@@ -66,9 +66,9 @@ fn a_slice_ends_at_the_first_tick_after_it() {
 
 /// A process that reads its own CPU clock all along runs the kernel's
 /// `update_curr` at every read, so its slice ends when used up, not at the
-/// next tick (here 4 ms away). Both start with half a slice (0.375 ms): the
+/// next tick (here 4 ms away). Both start with half a slice (0.35 ms): the
 /// first runs it, then the second; from then on each runs a whole slice
-/// (0.75 ms), so 8 ms of work each ends at 16 ms.
+/// (0.70 ms), so 8 ms of work each ends at 16 ms.
 #[test]
 fn a_process_reading_its_cpu_clock_ends_its_slice_when_used_up() {
     let mut cfg = eevdf(2);
@@ -81,13 +81,13 @@ fn a_process_reading_its_cpu_clock_ends_its_slice_when_used_up() {
     };
     let result = simulate(&cfg, vec![reader(1), reader(2)]);
     let turns: Vec<u64> = dispatches(&result).iter().map(|&(t, _)| t).collect();
-    assert_eq!(turns[..6], [0, 375, 750, 1500, 2250, 3000], "{turns:?}");
-    assert!(turns.windows(2).skip(2).all(|w| w[1] - w[0] <= 750), "{turns:?}");
+    assert_eq!(turns[..6], [0, 350, 700, 1400, 2100, 2800], "{turns:?}");
+    assert!(turns.windows(2).skip(2).all(|w| w[1] - w[0] <= 700), "{turns:?}");
     assert_eq!(finish_ns(&result, 1).max(finish_ns(&result, 2)), 16 * MS);
 }
 
 /// The kernel's base slice counts the machine's CPUs, not the node's: a
-/// one-CPU node of a two-CPU machine has slices of 1.5 ms.
+/// one-CPU node of a two-CPU machine has slices of 1.4 ms.
 #[test]
 fn the_base_slice_counts_the_machines_cpus_when_given() {
     let mut cfg = eevdf(2);
@@ -100,7 +100,7 @@ fn the_base_slice_counts_the_machines_cpus_when_given() {
         job
     };
     let turns: Vec<u64> = dispatches(&simulate(&cfg, vec![reader(1), reader(2)])).iter().map(|&(t, _)| t).collect();
-    assert_eq!(turns[..5], [0, 750, 1500, 3000, 4500], "{turns:?}");
+    assert_eq!(turns[..5], [0, 700, 1400, 2800, 4200], "{turns:?}");
 }
 
 /// Weights from nice values: nice 0 (1024) against nice 5 (335) share the
@@ -117,9 +117,9 @@ fn cpu_shares_follow_the_weights_of_nice_values() {
 /// A new task joins at the average with half a slice: it preempts the
 /// running one at once when that one has run past its own deadline. The
 /// first runs alone from 0; at 2.5 ms (deadline renewed at the ticks 1 and
-/// 2 ms to 2.75 ms, protection 0.375 ms long gone) the second arrives at the
-/// average 2.5 ms with deadline 2.875 ms. The running one, at the average
-/// too, is eligible, but its deadline (2.75 ms) is earlier: it keeps the CPU.
+/// 2 ms to 2.7 ms, protection 0.35 ms long gone) the second arrives at the
+/// average 2.5 ms with deadline 2.85 ms. The running one, at the average
+/// too, is eligible, but its deadline (2.7 ms) is earlier: it keeps the CPU.
 /// At the tick of 3 ms it is past the average (3 > 2.75) and not eligible:
 /// the newcomer runs.
 #[test]
@@ -130,19 +130,19 @@ fn a_newcomer_waits_for_an_earlier_deadline_then_runs_at_the_tick() {
 
 /// A sleeper's lag across its sleeps: a process that computes 0.2 ms then
 /// sleeps 3 ms beside a CPU-bound one (A).
-/// - Joins at 1.5 ms at the average (1.5) behind A's deadline 1.75: runs at
-///   the tick of 2 ms, when A is past the average. Leaves at 2.2 eligible,
-///   lag 0.15 ms (average 1.85, its own 1.7).
-/// - Wakes at 5.2 with that lag, scaled (x2): 4.7, deadline 5.45; A at 5.0
+/// - Joins at 1.5 ms at the average (1.5), deadline 1.85, behind A's deadline
+///   1.7: runs at the tick of 2 ms, when A is past the average. Leaves at 2.2
+///   eligible, lag 0.15 ms (average 1.85, its own 1.7).
+/// - Wakes at 5.2 with that lag, scaled (x2): 4.7, deadline 5.4; A at 5.0
 ///   is past the new average 4.85, not eligible: the sleeper preempts at once.
 ///   Leaves at 5.4 with lag 0.05.
 /// - Wakes at 8.4 at 7.9 (A at 8.0, average 7.95): preempts at once again.
 ///   Leaves at 8.6 at 8.1, past the average 8.05: not eligible, so it stays
-///   queued, delayed.
-/// - Wakes at 11.6 still queued, now behind the average (9.55): requeued at
-///   zero lag, at A's 11.0, deadline 11.75. A, eligible and with the earlier
-///   deadline (11.15), keeps the CPU; at the tick of 12 ms A is past the
-///   average and the sleeper runs.
+///   queued, delayed, until A's next pick (the tick of 9 ms, A past its
+///   protection) dequeues it at zero lag (DELAY_ZERO).
+/// - Wakes at 11.6 at that zero lag, at A's 11.0, deadline 11.7. A, eligible
+///   and with the earlier deadline (11.1), keeps the CPU; at the tick of 12 ms
+///   A is past the average and the sleeper runs.
 #[test]
 fn a_sleeper_keeps_its_lag_and_a_delayed_one_loses_it() {
     let result = simulate(&eevdf(2), vec![job(1, 0, 1, 100 * MS, 0, 1), job(2, 1500 * US, 1, 200 * US, 3 * MS, 10)]);
@@ -172,7 +172,7 @@ fn the_same_seed_gives_the_same_run() {
     }
 }
 
-// ---- a node of two CPUs: the base slice is 1.5 ms; the busy balance
+// ---- a node of two CPUs: the base slice is 1.4 ms; the busy balance
 // ---- interval 16 × 2 ms = 32 ms.
 
 fn two_cpu_node(mpl: u32) -> SimConfig {
@@ -250,7 +250,7 @@ fn balancing_gives_the_heavy_process_a_cpu_of_its_own() {
 
 /// p2 arrives at 2.5 ms and is placed on CPU 0 beside p0 (the coscheduler
 /// counts residents, and p1 on CPU 1 is in a 10 ms I/O). Its deadline
-/// (2.5 + 0.75 ms) is earlier than p0's (renewed at 2.5 ms to 4 ms): it
+/// (2.5 + 0.7 ms) is earlier than p0's (renewed at 2.5 ms to 3.9 ms): it
 /// preempts, and the queued p0 moves to the idle CPU 1 at CPU 0's next
 /// tick, 3 ms. p2 ends at 7.5 ms; p1 wakes at 10.5 ms with its CPU busy
 /// and CPU 0 idle, and wakes there.
@@ -316,7 +316,7 @@ fn background_moves_mix_the_pairs_on_busy_cpus() {
 /// Two CPU-bound processes on one CPU at HZ=250 turn only at ticks; with
 /// housekeeping wakes, some turns start between ticks, and only once the
 /// running process is past the protection it was picked with (the base
-/// slice of 0.75 ms here): never earlier than that into a turn.
+/// slice of 0.70 ms here): never earlier than that into a turn.
 #[test]
 fn housekeeping_wakes_end_turns_between_ticks_past_protection() {
     let mut cfg = eevdf(2);
@@ -331,6 +331,6 @@ fn housekeeping_wakes_end_turns_between_ticks_past_protection() {
     // 1 s of span, a wake every 20 ms: some 50 wakes, of which those past protection end a turn.
     assert!((10..=60).contains(&between_ticks.len()), "{} turns began between ticks", between_ticks.len());
     for w in between_ticks {
-        assert!(w[1].0 - w[0].0 >= 750, "a turn ended by a wake after {} µs: {w:?}", w[1].0 - w[0].0);
+        assert!(w[1].0 - w[0].0 >= 700, "a turn ended by a wake after {} µs: {w:?}", w[1].0 - w[0].0);
     }
 }

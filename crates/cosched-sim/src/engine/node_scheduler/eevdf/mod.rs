@@ -34,9 +34,12 @@ const WEIGHT_BY_NICE: [u32; 40] = [
 ];
 const NICE_0_WEIGHT: u64 = 1024;
 
-/// `normalized_sysctl_sched_base_slice`: 0.75 ms, scaled by 1 + log2 of
-/// the CPU count (at most 8) as `update_sysctl` does at boot.
-const NORMALIZED_BASE_SLICE_NS: u64 = 750_000;
+/// `normalized_sysctl_sched_base_slice`: 0.70 ms since Linux 6.15 (commit
+/// 2ae891b82695, "sched: Reduce the default slice to avoid tasks getting an
+/// extra tick"; 0.75 ms before), scaled by 1 + log2 of the CPU count (at
+/// most 8) as `update_sysctl` does at boot: 1.4 ms on this machine's two
+/// CPUs, as its /sys/kernel/debug/sched/debug says.
+const NORMALIZED_BASE_SLICE_NS: u64 = 700_000;
 
 /// The base slice on a node of `cpus` CPUs (`get_update_sysctl_factor`,
 /// SCHED_TUNABLESCALING_LOG).
