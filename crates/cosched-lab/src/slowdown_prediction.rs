@@ -16,8 +16,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// Runs averaged per point when the machine file has background events (`bench background`: housekeeping
-/// wakes, moves): each run draws them from its own seed, as each measured repeat met its own.
-const SEEDS_WITH_BACKGROUND_EVENTS: u64 = 8;
+/// wakes, moves): each run draws them from its own seed, as each measured repeat met its own. Where ranks
+/// share CPUs (spin barriers, mpi_lu under local) one point's seeds spread over a factor of 2 to 3, so the
+/// mean of 8 (until 2026-11-27) was itself uncertain by some 5-10 %; 32 halve that.
+const SEEDS_WITH_BACKGROUND_EVENTS: u64 = 32;
 
 /// Largest `j` simulated, the most task-exchanges and scheduler instants
 /// (ticks and slices of every CPU over the simulated span) one simulation may
@@ -140,7 +142,7 @@ fn check_layout(report: &SlowdownReport, tasks: u32) -> Result<(), String> {
 }
 
 /// The simulation `predict` runs for `copies` copies of the report's program under `policy` (its first seed; with
-/// background rates in the machine file it averages seeds 1 to 8): to look inside one, with a trace.
+/// background rates in the machine file it averages seeds 1 to 32): to look inside one, with a trace.
 pub fn simulation(
     report: &SlowdownReport,
     machine: &MachineModel,

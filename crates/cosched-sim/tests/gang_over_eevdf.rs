@@ -5,6 +5,7 @@
 mod common;
 
 use common::{config, events, job, simulate, MS};
+use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::run::{run, RunOptions};
 use cosched_sim::trace::TraceKind;
 use cosched_sim::{OsScheduler, Scheme, SimConfig, SimJob};
@@ -77,6 +78,9 @@ fn a_thaw_wakes_the_ranks_through_the_wake_placement() {
 
 #[test]
 fn gang_slots_over_eevdf_need_eevdf_and_the_gang_cell_still_refuses_more_tasks_than_cpus() {
+    let fast = RunOptions { fast: Some(FastSettings::default()), ..RunOptions::default() };
+    let refused = run(&node(Scheme::COSCHED_GANG_KERNEL, 2), vec![four_on_two(1, 4, 0)], &fast, |_| {});
+    assert!(refused.err().map(|e| e.to_string()).unwrap_or_default().contains("fast mode is validated"));
     let mlfq = SimConfig { node_scheduler: OsScheduler::Mlfq, ..node(Scheme::COSCHED_GANG_KERNEL, 2) };
     let error = run(&mlfq, vec![four_on_two(1, 4, 0)], &RunOptions::default(), |_| {}).err().map(|e| e.to_string());
     assert!(error.unwrap_or_default().contains("--node-scheduler eevdf"));
