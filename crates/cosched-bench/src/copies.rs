@@ -16,12 +16,14 @@
 //! with "mkdir ... File exists" (open-mpi/ompi#8510).
 
 use crate::overlap::{marker_value, OverlapCount, OverlapSampler, COPY_MARKER};
+use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -75,6 +77,13 @@ pub fn run_copies(
             return Err(e);
         }
     }
+    let ended = match start_waiters(&held) {
+        Ok(ended) => ended,
+        Err(e) => {
+            kill_all(&mut held);
+            return Err(e);
+        }
+    };
     let cpu_before_s = children_cpu_s();
     let roots: Vec<u32> = held.iter().map(|c| c.child.id()).collect();
     let sampler = spec.sample_memory.then(|| MemorySampler::start(roots));
@@ -86,7 +95,7 @@ pub fn run_copies(
             let _ = stdin.write_all(b"go\n");
         }
     }
-    let ends = wait_all(&mut held, start, spec);
+    let ends = wait_all(&mut held, &ended, start, spec);
     let peak_rss_bytes = sampler.map(MemorySampler::stop);
     let overlap = overlap_sampler.map(OverlapSampler::stop);
     let ends = ends?;
@@ -135,32 +144,86 @@ fn spawn_held(spec: &CopySpec, run: &str, index: u32) -> Result<HeldCopy, String
     Ok(HeldCopy { child, stderr_log, _scratch: scratch })
 }
 
-/// Wait for every copy; returns each one's end (seconds since `start`) and exit status.
-fn wait_all(held: &mut [HeldCopy], start: Instant, spec: &CopySpec) -> Result<Vec<(f64, ExitStatus)>, String> {
-    let mut ends: Vec<Option<(f64, ExitStatus)>> = vec![None; held.len()];
-    let mut poll = Duration::from_micros(200);
+/// Threads that each sleep in `waitid` until one copy ends, without reaping it, and send its index, the instant
+/// and how the wait went. No poll wakes on the CPUs the copies share: a wake there every 2 ms (as before
+/// 2026-11-27) ended their turns between ticks and sped up programs that spin.
+fn start_waiters(held: &[HeldCopy]) -> Result<mpsc::Receiver<CopyEnded>, String> {
+    let (ended_tx, ended_rx) = mpsc::channel();
+    for (index, copy) in held.iter().enumerate() {
+        let pid = nix::unistd::Pid::from_raw(copy.child.id() as i32);
+        let ended = ended_tx.clone();
+        std::thread::Builder::new()
+            .name("copy-wait".into())
+            .spawn(move || {
+                let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT;
+                let outcome = loop {
+                    match waitid(Id::Pid(pid), flags) {
+                        Err(nix::errno::Errno::EINTR) => continue,
+                        outcome => break outcome.map(drop),
+                    }
+                };
+                let _ = ended.send(CopyEnded { index, at: Instant::now(), outcome });
+            })
+            .map_err(|e| format!("starting a thread to wait for copy {index}: {e}"))?;
+    }
+    Ok(ended_rx)
+}
+
+struct CopyEnded {
+    index: usize,
+    at: Instant,
+    outcome: nix::Result<()>,
+}
+
+/// Wait for every copy; returns each one's end (seconds since `start`) and exit status. On any error every copy is
+/// killed.
+fn wait_all(
+    held: &mut [HeldCopy],
+    ended: &mpsc::Receiver<CopyEnded>,
+    start: Instant,
+    spec: &CopySpec,
+) -> Result<Vec<(f64, ExitStatus)>, String> {
+    let result = wait_for_ends(held.len(), ended, start, spec).and_then(|ends| reap(held, ends));
+    if result.is_err() {
+        kill_all(held);
+    }
+    result
+}
+
+fn wait_for_ends(
+    count: usize,
+    ended: &mpsc::Receiver<CopyEnded>,
+    start: Instant,
+    spec: &CopySpec,
+) -> Result<Vec<f64>, String> {
+    let mut ends: Vec<Option<f64>> = vec![None; count];
     while ends.iter().any(Option::is_none) {
-        for (copy, end) in held.iter_mut().zip(ends.iter_mut()).filter(|(_, e)| e.is_none()) {
-            if let Some(status) = copy.child.try_wait().map_err(|e| format!("waiting for a copy: {e}"))? {
-                *end = Some((start.elapsed().as_secs_f64(), status));
-            }
+        match ended.recv_timeout(STOP_CHECK_PERIOD) {
+            Ok(CopyEnded { index, outcome: Err(e), .. }) => return Err(format!("waiting for copy {index}: {e}")),
+            Ok(CopyEnded { index, at, outcome: Ok(()) }) => ends[index] = Some((at - start).as_secs_f64()),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Err("the copies' waiting threads ended early".into()),
         }
         if start.elapsed() > spec.timeout {
-            kill_all(held);
             return Err(format!(
                 "the copies were still running after the {:.0} s timeout; killed",
                 spec.timeout.as_secs_f64()
             ));
         }
         if spec.stop.load(Ordering::Relaxed) {
-            kill_all(held);
             return Err("interrupted; the copies were killed".into());
         }
-        std::thread::sleep(poll);
-        // Fine-grained while short runs end, then 2 ms: ends are timed to the poll period.
-        poll = (poll * 2).min(Duration::from_millis(2));
     }
     Ok(ends.into_iter().flatten().collect())
+}
+
+/// Reap the copies once all have ended: until then each is a zombie, so its pid and process group cannot be
+/// reused, and `kill_all` signals only the copies' own groups.
+fn reap(held: &mut [HeldCopy], ends: Vec<f64>) -> Result<Vec<(f64, ExitStatus)>, String> {
+    let reaped = held.iter_mut().zip(ends).enumerate().map(|(index, (copy, at))| {
+        copy.child.wait().map(|status| (at, status)).map_err(|e| format!("reaping copy {index}: {e}"))
+    });
+    reaped.collect()
 }
 
 fn check_exits(held: &[HeldCopy], ends: &[(f64, ExitStatus)]) -> Result<(), String> {
@@ -200,14 +263,16 @@ fn children_cpu_s() -> f64 {
     crate::os::children_user_sys_s().map_or(0.0, |(user, sys)| user + sys)
 }
 
-/// Samples the resident memory of the copies' process trees every 20 ms.
+/// Samples the resident memory of the copies' process trees every 100 ms (few wakes on the copies' CPUs).
 struct MemorySampler {
     stop: Arc<AtomicBool>,
     peak_bytes: Arc<AtomicU64>,
     thread: std::thread::JoinHandle<()>,
 }
 
-const MEMORY_SAMPLE_PERIOD: Duration = Duration::from_millis(20);
+const MEMORY_SAMPLE_PERIOD: Duration = Duration::from_millis(100);
+/// How often the wait for the copies looks at the timeout and at Ctrl-C.
+const STOP_CHECK_PERIOD: Duration = Duration::from_millis(100);
 
 impl MemorySampler {
     fn start(roots: Vec<u32>) -> MemorySampler {

@@ -26,9 +26,11 @@ use std::time::{Duration, Instant};
 pub const COPY_MARKER: &str = "COSCHED_BENCH_COPY";
 
 const SCAN_PERIOD: Duration = Duration::from_millis(100);
-/// Samples come every 2 to 4 ms, never in step with clock-aligned slices.
-const SAMPLE_PERIOD_MIN_US: u64 = 2000;
-const SAMPLE_PERIOD_SPREAD_US: u64 = 2000;
+/// Samples come every 10 to 20 ms, never in step with clock-aligned slices. Each wakes on a CPU the copies
+/// share and may end a copy's turn between ticks: every 2 to 4 ms (as before 2026-11-27) that changed what spinning
+/// programs measured (docs/reproduction-real.md, "What the bench itself does to the node").
+const SAMPLE_PERIOD_MIN_US: u64 = 10_000;
+const SAMPLE_PERIOD_SPREAD_US: u64 = 10_000;
 
 /// The samples of one run.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -280,6 +280,8 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
                     rounds: cosched_sim::Rounds::NONE,
                     // Its worker times its work with its CPU clock (`compute` of `__node-proc`).
                     reads_cpu_clock: true,
+                    // A group's members each wait for a message from every other member.
+                    barrier: p.barrier.is_some(),
                 },
                 label: job.label.clone(),
                 nice: p.nice.clamp(-20, 19) as i8,
@@ -327,12 +329,12 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
     predicted.push(Predicted { quantity: "share sum".into(), value: share_sum });
     let deposits = deposits_in(&result, window);
     for (group, members) in set.barrier_groups() {
-        // Each task hears from its ring neighbours once per iteration: one of them in a pair, two in a larger group.
-        let neighbours = if members.len() == 2 { 1.0 } else { 2.0 };
+        // Each member gets one deposit per phase: its partner's message in a pair, the barrier's release in a
+        // larger group.
         let phases = members
             .iter()
             .filter_map(|&m| process_of[m])
-            .map(|p| deposits.get(&p).copied().unwrap_or(0) as f64 / neighbours)
+            .map(|p| deposits.get(&p).copied().unwrap_or(0) as f64)
             .sum::<f64>()
             / members.len() as f64;
         if phases > 0.0 {
@@ -397,6 +399,7 @@ pub fn predict_spin_barrier(
                     working_set_bytes: 0,
                     rounds: cosched_sim::Rounds::NONE,
                     reads_cpu_clock: false,
+                    barrier: true,
                 },
                 label: format!("copy{j}"),
                 nice: 0,

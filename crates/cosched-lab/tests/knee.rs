@@ -40,6 +40,7 @@ fn job(number: u64, arrival_ns: u64, tasks: u32) -> SimJob {
             working_set_bytes: 0,
             rounds: cosched_sim::Rounds::NONE,
             reads_cpu_clock: false,
+            barrier: false,
         },
         label: format!("job{number}"),
         nice: 0,

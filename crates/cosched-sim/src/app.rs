@@ -111,6 +111,11 @@ pub struct Program {
     /// next tick; its receives spin without reading it.
     #[serde(skip_serializing_if = "is_false")]
     pub reads_cpu_clock: bool,
+    /// Its exchange is a barrier of all the job's tasks: each waits until every task has arrived (a
+    /// spinbarrier's threads), where the study's jobs exchange with their ring neighbours only. With two tasks
+    /// the two are the same; with more, a ring lets a task go on before the tasks across the ring arrive.
+    #[serde(skip_serializing_if = "is_false")]
+    pub barrier: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -251,6 +256,7 @@ pub fn program_for(job_type: JobType, tasks: u32, nominal_ns: u64, net: &Network
         working_set_bytes: 0,
         rounds: Rounds::NONE,
         reads_cpu_clock: false,
+        barrier: false,
     }
 }
 
@@ -302,6 +308,7 @@ mod tests {
             working_set_bytes: 0,
             rounds,
             reads_cpu_clock: false,
+            barrier: false,
         };
         let computes: Vec<u64> = (0..10).map(|i| program.compute_ns_of(i)).collect();
         // R = 3 rounds, Σ m² = 0 + 1 + 4 = 5: round 0 (m = 2) 1000·3·4/5, round 1 (m = 1) 1000·3/5.

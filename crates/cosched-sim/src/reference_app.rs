@@ -198,6 +198,7 @@ impl ReferenceProgram {
             working_set_bytes: structure.working_set_bytes,
             rounds,
             reads_cpu_clock: false,
+            barrier: matches!(self, ReferenceProgram::SpinBarrier { .. }),
         };
         Ok((structure, program))
     }

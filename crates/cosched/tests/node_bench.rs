@@ -616,6 +616,7 @@ fn scenario_files_are_predicted_from_a_machine_file() {
         repo_file("docs/node-bench/scenarios/late-sleeper.json"),
         repo_file("docs/node-bench/scenarios/nice-sleeper-spinner.json"),
         repo_file("docs/node-bench/scenarios/barriers.json"),
+        repo_file("docs/node-bench/scenarios/spin-barrier-copies.json"),
     ]
     .join(",");
     let o = cosched(&["bench", "node", "--predict-from", &machine, "--scenario-file", &files]);
@@ -628,6 +629,7 @@ fn scenario_files_are_predicted_from_a_machine_file() {
         "| two-spin-pairs | barrier phase mean b |",
         "| block-pair-and-hog | barrier phase mean p |",
         "| spin4-on-2cpus | barrier phase mean g |",
+        "| spin4x3-2cpus-100us | barrier phase mean c |",
     ] {
         assert!(stdout.contains(row), "{row}:\n{stdout}");
     }

@@ -55,6 +55,7 @@ fn scenario() -> (SimConfig, Vec<SimJob>) {
                 working_set_bytes: 0,
                 rounds: cosched_sim::Rounds::NONE,
                 reads_cpu_clock: false,
+                barrier: false,
             },
             label: format!("j{i}"),
             nice: 0,

@@ -22,6 +22,9 @@ use std::thread::JoinHandle;
 /// The gang slice's bounds are the policy's, shared with the simulator and the bench.
 pub use cosched_policy::slice::{check_slice_ns, slice_ns_from_ms, DEFAULT_SLICE_NS, MAX_SLICE_NS, MIN_SLICE_NS};
 
+/// With fewer than two rows the switching threads sleep until a change is posted, and look again this often: one
+/// doorbell wakes whichever thread reads it first, and the others join the rotation by this bound.
+const IDLE_RECHECK_NS: u64 = 100_000_000;
 /// Keep this many recent samples of each measurement (a ring: constant memory and constant cost per switch in an
 /// agent that runs for months).
 const SAMPLES_KEPT: usize = 100_000;
@@ -309,11 +312,16 @@ impl Switcher {
             }
         }
         loop {
-            // Before the first schedule (slice 0) the thread wakes at the shortest slice; every schedule it
-            // switches by passed `check_slice_ns`.
-            let slice_ns = self.state.lock().unwrap().schedule.slice_ns.max(MIN_SLICE_NS);
+            // Every schedule it switches by passed `check_slice_ns` (the first, before any schedule, has no rows).
+            let (slice_ns, rotates) = {
+                let state = self.state.lock().unwrap();
+                (state.schedule.slice_ns.max(MIN_SLICE_NS), state.schedule.rows.len() >= 2)
+            };
             let boundary = (realtime_ns() / slice_ns + 1) * slice_ns;
-            self.wait_for_boundary_or_doorbell(boundary);
+            // With nothing to rotate a boundary has nothing to do: a change rings the doorbell. A wake at every
+            // boundary would end the turns of the node's processes between ticks for nothing.
+            let wake_at = if rotates { boundary } else { realtime_ns() + IDLE_RECHECK_NS };
+            self.wait_for_boundary_or_doorbell(wake_at);
             let woke = realtime_ns();
             let mut state = self.state.lock().unwrap();
             if self.stopped.load(Ordering::SeqCst) {
@@ -321,7 +329,9 @@ impl Switcher {
                 return;
             }
             self.make_posted_changes(&mut state);
-            if woke >= boundary && state.schedule.slice_ns == slice_ns {
+            // (A thread that slept idle has no boundary of its own to switch at: the schedule it woke to was
+            // applied with the posted changes.)
+            if rotates && woke >= boundary && state.schedule.slice_ns == slice_ns {
                 self.switch_at(&mut state, boundary, woke);
             }
             self.publish(&mut state, false);

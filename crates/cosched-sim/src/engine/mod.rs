@@ -75,6 +75,8 @@ struct JobState {
     finish: Option<SimTime>,
     first_proc: u32,
     tasks_done: u32,
+    /// Its tasks at the barrier of the current iteration (a job whose exchange is a barrier).
+    barrier_arrivals: u32,
     placement: Option<Placement>,
     /// Its CPUs, noted at its start for its record.
     cpus: CpuSet,
@@ -324,6 +326,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 finish: None,
                 first_proc: NO_PROC,
                 tasks_done: 0,
+                barrier_arrivals: 0,
                 placement: None,
                 cpus: CpuSet::default(),
             })
@@ -629,7 +632,10 @@ impl<'a, P: Parts> Engine<'a, P> {
             let (program, nice) = (self.jobs[j as usize].spec.program, self.jobs[j as usize].spec.nice);
             let compute_ns = skewed(self.cfg.skew, program.compute_ns_of(0), &mut rng) + program.prologue.compute_ns;
             let io_next_ns = skewed(self.cfg.skew, program.io_ns, &mut rng) + program.prologue.blocked_ns;
-            let (neighbours, neighbour_count) = ring_neighbours(first_proc, rank, tasks);
+            // With two tasks the ring is the barrier.
+            let barrier = program.barrier && tasks > 2;
+            let (neighbours, neighbour_count) =
+                if barrier { ([NO_PROC; 2], 1) } else { ring_neighbours(first_proc, rank, tasks) };
             let node_of = |neighbour: u32| {
                 let rank = neighbour.wrapping_sub(first_proc);
                 if rank < tasks {
@@ -658,6 +664,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 next_compute_ns: 0,
                 next_io_ns: 0,
                 undecided: [0; 2],
+                barrier,
                 rng,
             });
             let residents = &mut self.cpus[cpu as usize].residents;
@@ -1012,37 +1019,69 @@ impl<'a, P: Parts> Engine<'a, P> {
         latest
     }
 
-    /// Send one message to each neighbour: left first, then right.
+    /// Send one message to each neighbour: left first, then right; or arrive at the job's barrier.
     fn send_messages(&mut self, p: u32, now: SimTime) {
         let proc = &self.procs[p as usize];
+        if proc.barrier {
+            self.arrive_at_barrier(p, now);
+            return;
+        }
         let (neighbours, dest_nodes, count) = (proc.neighbours, proc.neighbour_nodes, proc.neighbour_count);
         let node = self.cpus[proc.cpu as usize].node;
         for (side, (&dest, &dest_node)) in neighbours.iter().zip(&dest_nodes).enumerate().take(count as usize) {
             // With two neighbours, what I send left arrives on their right side.
             let dest_side = if count == 2 { 1 - side as u8 } else { 0 };
-            debug_assert_eq!(dest_node, self.cpus[self.procs[dest as usize].cpu as usize].node);
-            if dest_node == node {
-                self.deliver(dest, dest_side, now + self.shm_latency_ns, now);
+            self.send_one(node, dest, dest_node, dest_side, now);
+        }
+    }
+
+    /// `p` arrives at its job's barrier. The last task to arrive releases them all: a message from it to each
+    /// other task (through shared memory or the network, as any message), and its own release at once.
+    fn arrive_at_barrier(&mut self, p: u32, now: SimTime) {
+        let (job, cpu) = (self.procs[p as usize].job, self.procs[p as usize].cpu);
+        let job = &mut self.jobs[job as usize];
+        job.barrier_arrivals += 1;
+        if job.barrier_arrivals < job.spec.tasks {
+            return;
+        }
+        job.barrier_arrivals = 0;
+        let (first, tasks) = (job.first_proc, job.spec.tasks);
+        let node = self.cpus[cpu as usize].node;
+        for dest in first..first + tasks {
+            if dest == p {
+                self.record(now, cpu, TraceKind::Deposit { process: p });
+                self.procs[p as usize].inbox[0].push(now);
                 continue;
             }
-            let occupancy = self.cfg.network.nic_ns_per_message;
-            let leaves = self.nics[node as usize].start_send(now, occupancy);
-            let arrives = leaves + self.latency_ns;
-            let receiver = &mut self.nics[dest_node as usize];
-            // (`&`: both are at hand, and a branch fewer is cheaper than the call it may spare.)
-            if (leaves == now) & receiver.can_decide_at_send(arrives) {
-                let at = receiver.deposit_time(arrives, occupancy);
-                self.deliver(dest, dest_side, at, now);
-            } else {
-                receiver.add_undecided(Undecided { arrival: arrives, dest, side: dest_side });
-                let proc = &mut self.procs[dest as usize];
-                proc.undecided[dest_side as usize] += 1;
-                let queued_behind = !proc.inbox[dest_side as usize].is_empty();
-                if Self::DEPOSIT_EVENTS {
-                    self.queue.schedule(arrives, Event::Decide { node: dest_node });
-                }
-                self.notify_spinning_receiver(dest, queued_behind, now);
+            let dest_node = self.cpus[self.procs[dest as usize].cpu as usize].node;
+            self.send_one(node, dest, dest_node, 0, now);
+        }
+    }
+
+    /// Send one message from `node` to endpoint `dest_side` of `dest`, on `dest_node`.
+    fn send_one(&mut self, node: u32, dest: u32, dest_node: u32, dest_side: u8, now: SimTime) {
+        debug_assert_eq!(dest_node, self.cpus[self.procs[dest as usize].cpu as usize].node);
+        if dest_node == node {
+            self.deliver(dest, dest_side, now + self.shm_latency_ns, now);
+            return;
+        }
+        let occupancy = self.cfg.network.nic_ns_per_message;
+        let leaves = self.nics[node as usize].start_send(now, occupancy);
+        let arrives = leaves + self.latency_ns;
+        let receiver = &mut self.nics[dest_node as usize];
+        // (`&`: both are at hand, and a branch fewer is cheaper than the call it may spare.)
+        if (leaves == now) & receiver.can_decide_at_send(arrives) {
+            let at = receiver.deposit_time(arrives, occupancy);
+            self.deliver(dest, dest_side, at, now);
+        } else {
+            receiver.add_undecided(Undecided { arrival: arrives, dest, side: dest_side });
+            let proc = &mut self.procs[dest as usize];
+            proc.undecided[dest_side as usize] += 1;
+            let queued_behind = !proc.inbox[dest_side as usize].is_empty();
+            if Self::DEPOSIT_EVENTS {
+                self.queue.schedule(arrives, Event::Decide { node: dest_node });
             }
+            self.notify_spinning_receiver(dest, queued_behind, now);
         }
     }
 

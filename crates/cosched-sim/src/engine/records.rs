@@ -54,6 +54,8 @@ pub(crate) struct Proc<NodeProc, WaitProc> {
     /// Messages to each endpoint sent but still undecided at the node's
     /// interface. (A message is unsent, then undecided, then in the endpoint.)
     pub(crate) undecided: [u8; 2],
+    /// Its exchange is its job's barrier (one endpoint: the release), not the ring.
+    pub(crate) barrier: bool,
     // -- read and written by a visit to the running process
     /// The receive wait's record of the process.
     pub(crate) wait: WaitProc,

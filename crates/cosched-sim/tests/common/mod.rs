@@ -31,6 +31,7 @@ pub fn job(number: u64, arrival_ns: u64, tasks: u32, compute_ns: u64, io_ns: u64
             working_set_bytes: 0,
             rounds: cosched_sim::Rounds::NONE,
             reads_cpu_clock: false,
+            barrier: false,
         },
         label: format!("test{number}"),
         nice: 0,
