@@ -7,7 +7,7 @@
 use crate::runtime::tail;
 use cosched_munge::testing::PrivateMunged;
 use cosched_runtime::wire::client::{CallError, Client};
-use cosched_runtime::wire::protocol::{LogFile, StatusJob, SubmitRequest};
+use cosched_runtime::wire::protocol::{HistoryRequest, LogFile, StatusJob, SubmitRequest};
 use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -256,12 +256,15 @@ impl ClusterInstance {
         Ok(Client::local(&self.socket).submit(request).map_err(refused)?.job)
     }
 
-    /// The jobs' records, once every one is over; `None` while one still runs.
+    /// The jobs' records, once every one is over; `None` while one still runs. Asked of the history by the jobs'
+    /// numbers: `status` lists an ended job only for `--keep-finished-s` after its end on the wall clock, which a
+    /// step of the clock can pass at once.
     pub fn ended(&self, jobs: &[u64]) -> Result<Option<Vec<StatusJob>>, String> {
-        let status = Client::local(&self.socket).status().map_err(refused)?;
-        let records: Vec<StatusJob> = status.jobs.into_iter().filter(|j| jobs.contains(&j.id)).collect();
+        let request =
+            HistoryRequest { jobs: jobs.to_vec(), limit: Some(jobs.len() as u32), ..HistoryRequest::default() };
+        let records = Client::local(&self.socket).history(request).map_err(refused)?.jobs;
         if records.len() != jobs.len() {
-            return Err(format!("the controller no longer shows every job of {jobs:?}"));
+            return Err(format!("the controller's history no longer holds every job of {jobs:?}"));
         }
         Ok(records.iter().all(|j| j.state.is_over()).then_some(records))
     }

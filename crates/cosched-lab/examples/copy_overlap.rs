@@ -6,29 +6,17 @@
 //!
 //! cargo run --release -p cosched-lab --example copy_overlap -- MACHINE.json REPORT.json POLICY J [SEED]
 
-use cosched_bench_report::slowdown::SlowdownReport;
-use cosched_lab::slowdown_prediction::simulation;
-use cosched_sim::machine::MachineModel;
+use cosched_lab::slowdown_prediction::traced_simulation_from_args;
 use cosched_sim::run::{run, RunOptions};
 use cosched_sim::trace::{TraceEvent, TraceKind};
-use cosched_sim::SimConfig;
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [machine, report, policy, copies, rest @ ..] = args.as_slice() else {
-        return Err("usage: copy_overlap MACHINE.json REPORT.json POLICY J [SEED]".into());
-    };
-    let read = |path: &String| std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"));
-    let machine = MachineModel::parse(&read(machine)?)?;
-    let report: SlowdownReport = serde_json::from_str(&read(report)?).map_err(|e| e.to_string())?;
-    let copies: u32 = copies.parse().map_err(|_| "J is a whole number")?;
-    let seed: u64 = rest.first().map_or(Ok(1), |s| s.parse()).map_err(|_| "SEED is a whole number")?;
-    let (cfg, jobs) = simulation(&report, &machine, policy, copies)?;
-    let tasks = jobs[0].tasks as usize;
-    let cfg = SimConfig { seed, ..cfg };
+    let (cfg, jobs) = traced_simulation_from_args(&args, "copy_overlap")?;
+    let (tasks, copies, seed) = (jobs[0].tasks as usize, jobs.len(), cfg.seed);
     let options = RunOptions { record_trace: true, ..RunOptions::default() };
     let result = run(&cfg, jobs, &options, |_| {}).map_err(|e| e.to_string())?;
-    let mut overlap = Overlap::of(&result.trace, copies as usize, tasks, cfg.cpu_count() as usize);
+    let mut overlap = Overlap::of(&result.trace, copies, tasks, cfg.cpu_count() as usize);
     let span_s = result.trace.last().map_or(0.0, |e| e.time_ns as f64 / 1e9);
     let (stretches, median_s, longest_s) = overlap.stretches();
     println!(

@@ -160,6 +160,21 @@ pub fn simulation(
     copies_simulation(&inputs, scheme, copies)
 }
 
+/// For the examples that look inside a prediction: `MACHINE.json REPORT.json POLICY J [SEED]` read into the
+/// traced simulation `predict` runs for `J` copies under `POLICY`, with that seed (1 by default).
+pub fn traced_simulation_from_args(args: &[String], usage: &str) -> Result<(SimConfig, Vec<SimJob>), String> {
+    let [machine, report, policy, copies, rest @ ..] = args else {
+        return Err(format!("usage: {usage} MACHINE.json REPORT.json POLICY J [SEED]"));
+    };
+    let read = |path: &String| std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"));
+    let machine = MachineModel::parse(&read(machine)?)?;
+    let report: SlowdownReport = serde_json::from_str(&read(report)?).map_err(|e| format!("{report}: {e}"))?;
+    let copies: u32 = copies.parse().map_err(|_| "J is a whole number")?;
+    let seed: u64 = rest.first().map_or(Ok(1), |s| s.parse()).map_err(|_| "SEED is a whole number")?;
+    let (cfg, jobs) = simulation(&report, &machine, policy, copies)?;
+    Ok((SimConfig { seed, ..cfg }, jobs))
+}
+
 /// `copies` copies of the program arriving together on the machine as `inputs` lay it out, under `scheme`.
 fn copies_simulation(
     inputs: &Inputs,

@@ -11,7 +11,7 @@ use crate::engine::view::Host;
 use cosched_core::{SimTime, StreamSeed};
 
 /// One uniform draw in [0, 2^64) for `purpose` at CPU `c`, the `index`-th (a tick window, a gap).
-fn draw<H: Host>(engine: &H, purpose: &str, c: u32, index: u64) -> u64 {
+pub(super) fn draw<H: Host>(engine: &H, purpose: &str, c: u32, index: u64) -> u64 {
     StreamSeed(engine.cfg().seed).substream(purpose, ((c as u64) << 40) ^ index).next_u64()
 }
 

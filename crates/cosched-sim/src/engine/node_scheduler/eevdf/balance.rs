@@ -7,6 +7,7 @@
 use super::{avg_vruntime, check_preempt_wakeup, place, update_running, EevdfCpu, EevdfProc, Placement};
 use crate::engine::view::Host;
 use super::background::background_move_due;
+use super::pelt::{affine_to_waker, idle_scan_cpus};
 use cosched_core::SimTime;
 
 /// `imbalance_pct` of the CPUs sharing a cache (`sd_init`, SD_SHARE_LLC):
@@ -50,6 +51,68 @@ pub(super) fn wake_cpu<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine
         return own;
     }
     siblings(engine, own).find(|&d| is_idle(engine, d)).unwrap_or(own)
+}
+
+/// The CPU a thaw wakes `p` on: `select_task_rq_fair` for a wake by a task (the agent's thread that thaws, on
+/// `waker`, busy until its switch is done) rather than by an interrupt. Unless `p` was last on the waker's CPU,
+/// `wake_affine` chooses between the two: its own CPU if idle, else the waker's if `wake_affine_weight` says so on
+/// the decayed loads. Then `select_idle_sibling`: that target if idle, its own CPU if idle, the CPU of its last
+/// thaw if idle, the idle CPUs after the target only as far as SIS_UTIL's scan reaches (none on a busy node), else
+/// the target. So a thaw keeps the ranks where they were, or stacks them on the waker's CPU, while a sibling idles.
+/// A delayed process is still queued and wakes where it is (`ttwu_runnable`).
+pub(super) fn thaw_cpu<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(
+    engine: &H,
+    p: u32,
+    waker: u32,
+    now: SimTime,
+) -> u32 {
+    let prev = engine.proc(p).cpu;
+    if engine.cfg().cpus_per_node == 1 || engine.proc(p).sched.delayed {
+        return prev;
+    }
+    // Frozen processes left queued delayed are gone by the thaw: the CPU picked them after the freeze.
+    let idle = |c: u32| c != waker && engine.cpu(c).running.is_none() && ready(engine, c).next().is_none();
+    let target = if prev == waker || idle(prev) {
+        prev
+    } else {
+        let (waker_load, prev_load) = (cpu_decayed_load(engine, waker, now.0), cpu_decayed_load(engine, prev, now.0));
+        match affine_to_waker(waker_load, prev_load, decayed_load(engine, p, now.0)) {
+            true => waker,
+            false => prev,
+        }
+    };
+    if idle(target) {
+        return target;
+    }
+    if idle(prev) {
+        return prev;
+    }
+    if let Some(recent) = engine.proc(p).sched.recent_used_cpu.filter(|&r| r != prev && r != target && idle(r)) {
+        return recent;
+    }
+    let scan = idle_scan_cpus(engine.cfg().cpus_per_node, node_utilization(engine, target, now.0));
+    siblings(engine, target).take(scan as usize).find(|&c| idle(c)).unwrap_or(target)
+}
+
+/// `p`'s decayed load: its weight times its runnable average.
+fn decayed_load<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, p: u32, now_ns: u64) -> f64 {
+    let sched = &engine.proc(p).sched;
+    sched.weight as f64 * sched.runnable_average.at(now_ns)
+}
+
+/// `cpu_load`: the decayed loads of the processes placed on `c`, blocked and frozen ones included.
+fn cpu_decayed_load<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32, now_ns: u64) -> f64 {
+    engine.cpu(c).residents.iter().map(|&q| decayed_load(engine, q, now_ns)).sum()
+}
+
+/// The mean utilization of `c`'s node in [0, 1]: each CPU's summed runnable averages, at most 1 (the utilization a
+/// CPU's runnable processes give it, as `cpu_util_cfs` bounds it by the capacity).
+fn node_utilization<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &H, c: u32, now_ns: u64) -> f64 {
+    let per_node = engine.cfg().cpus_per_node;
+    let busy_of = |d: u32| -> f64 {
+        engine.cpu(d).residents.iter().map(|&q| engine.proc(q).sched.runnable_average.at(now_ns)).sum::<f64>().min(1.0)
+    };
+    (std::iter::once(c).chain(siblings(engine, c)).map(busy_of).sum::<f64>()) / per_node as f64
 }
 
 /// The queued processes of a CPU that runs one that may move, in the

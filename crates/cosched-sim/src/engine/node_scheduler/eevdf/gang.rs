@@ -2,10 +2,13 @@
 //! (`GangQuantum`, the gang cell's) picks the row that runs; the jobs of every other row are frozen, as the
 //! runtime's freezer leaves them, and EEVDF shares each CPU among the running row's processes, however many a
 //! job runs per CPU. Freezing is a sleep to the kernel (the frozen task dequeues as a sleeping one does, and may
-//! stay queued delayed); a thaw wakes each process in its job's order, through the wake placement
-//! (`select_idle_sibling`), so the ranks of a job thawed onto busy CPUs can share one until a balance parts
-//! them. Every other rule is EEVDF's own (`mod.rs`).
+//! stay queued delayed); a thaw is the agent's wake of each process in its job's order, placed as the kernel
+//! places a task's wake of another (`balance::thaw_cpu`: toward the agent's CPU by the decayed loads the gate
+//! keeps, no idle scan on a busy node), so the ranks of a job can share one CPU until a balance parts them.
+//! Every other rule is EEVDF's own (`mod.rs`).
 
+use super::background::draw;
+use super::pelt::RunnableAverage;
 use super::{avg_vruntime, eligible, update_running, Eevdf, EevdfCpu, EevdfProc};
 use crate::config::SimConfig;
 use crate::engine::node_scheduler::gang_cell::{
@@ -62,6 +65,9 @@ impl NodeScheduler for GangEevdf {
     /// they are frozen at once (where the plan is realigned after every start, `plan_changed` decides).
     fn job_started<H: GateHost>(engine: &mut H, rows: &[u32], cpus: &[u32], first_proc: u32, tasks: u32, now: SimTime) {
         let waits = engine.cfg().costs.gang_start_waits_for_quantum;
+        for p in first_proc..first_proc + tasks {
+            engine.proc_mut(p).sched.runnable_average = RunnableAverage::started(now.0);
+        }
         let runs_now = engine.node_machine_mut().quantum.place(rows, cpus, first_proc, waits);
         if runs_now {
             note_jobs_on_cpus(engine, cpus, first_proc);
@@ -235,7 +241,8 @@ fn switch_to_row<H: GateHost>(engine: &mut H, row: Option<u32>, now: SimTime, sw
     charge_switch(engine, row, &jobs, now, switch_ns);
     for (_, first_proc, tasks, _) in jobs.iter().filter(|job| job.0) {
         for p in *first_proc..first_proc + tasks {
-            thaw(engine, p, now);
+            let waker = thawing_cpu(engine, engine.proc(p).cpu, now);
+            thaw(engine, p, waker, now);
         }
     }
     for c in 0..engine.cfg().cpu_count() {
@@ -270,6 +277,14 @@ fn charge_switch<H: GateHost>(
     }
 }
 
+/// The CPU of the agent's thread that switches `c`'s node at `now`: the agent has one on each CPU and the first to
+/// wake at the boundary switches, so any of them, drawn from the seed.
+fn thawing_cpu<H: GateHost>(engine: &H, c: u32, now: SimTime) -> u32 {
+    let per_node = engine.cfg().cpus_per_node;
+    let first = c / per_node * per_node;
+    first + (draw(engine, "thawing-cpu", first, now.0) % per_node as u64) as u32
+}
+
 /// The freezer stops `p` (nothing if it has exited or is frozen): running, it sleeps at once; queued, it leaves
 /// its queue as a sleeper does (or stays delayed, not eligible); blocked, its wake will leave it frozen.
 fn freeze<H: GateHost>(engine: &mut H, p: u32, now: SimTime) {
@@ -296,19 +311,29 @@ fn freeze<H: GateHost>(engine: &mut H, p: u32, now: SimTime) {
     let sched = &mut engine.proc_mut(p).sched;
     sched.frozen = true;
     sched.runnable_when_thawed = runnable;
+    sched.runnable_average.set_runnable(now.0, false);
 }
 
-/// The thaw of `p`: if it would be runnable, it wakes (placed as any wake is); else its own wake comes later.
-fn thaw<H: GateHost>(engine: &mut H, p: u32, now: SimTime) {
+/// The thaw of `p` by the agent's thread on CPU `waker`: if it would be runnable, it wakes, placed as the kernel
+/// places a task's wake of another (`balance::thaw_cpu`); else its own wake comes later. Its runnable average
+/// counts it runnable from the thaw (a process that blocks within its slot is counted runnable: our
+/// simplification, docs/model.md).
+fn thaw<H: GateHost>(engine: &mut H, p: u32, waker: u32, now: SimTime) {
     let sched = &mut engine.proc_mut(p).sched;
     if !sched.frozen {
         return;
     }
     sched.frozen = false;
     if std::mem::take(&mut sched.runnable_when_thawed) {
+        sched.runnable_average.set_runnable(now.0, true);
+        sched.thawed_from = Some(waker);
+        let prev = engine.proc(p).cpu;
         // A process that woke while frozen is marked ready by the engine; the thaw is its wake.
         engine.proc_mut(p).state = ProcState::Blocked;
         engine.wake(p, now);
+        let sched = &mut engine.proc_mut(p).sched;
+        sched.thawed_from = None;
+        sched.recent_used_cpu = Some(prev);
     }
 }
 

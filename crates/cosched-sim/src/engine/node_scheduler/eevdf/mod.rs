@@ -13,6 +13,7 @@
 mod background;
 mod balance;
 mod gang;
+mod pelt;
 
 pub(crate) use gang::GangEevdf;
 
@@ -112,6 +113,12 @@ pub(crate) struct EevdfProc {
     frozen: bool,
     /// Frozen, it would be runnable: it was when frozen, or woke since. Its thaw wakes it.
     runnable_when_thawed: bool,
+    /// Its decayed runnable average, kept by the gang gate (frozen or thawed: `gang.rs`).
+    runnable_average: pelt::RunnableAverage,
+    /// While its thaw wakes it: the CPU of the thread that thaws it (the waker, for the wake placement).
+    thawed_from: Option<u32>,
+    /// The CPU it was on at its last thaw's wake (`p->recent_used_cpu`).
+    recent_used_cpu: Option<u32>,
 }
 
 impl EevdfProc {
@@ -151,6 +158,9 @@ impl NodeScheduler for Eevdf {
             reads_cpu_clock,
             frozen: false,
             runnable_when_thawed: false,
+            runnable_average: pelt::RunnableAverage::default(),
+            thawed_from: None,
+            recent_used_cpu: None,
         }
     }
 
@@ -348,9 +358,13 @@ impl NodeScheduler for Eevdf {
         check_preempt_wakeup(engine, c, p);
     }
 
-    /// On an idle CPU of the node if its own is busy (`select_idle_sibling`).
-    fn wake_cpu<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, p: u32, _now: SimTime) -> u32 {
-        balance::wake_cpu(engine, p)
+    /// On an idle CPU of the node if its own is busy (`select_idle_sibling`); a thaw's wake as the kernel places a
+    /// task's wake of another (`balance::thaw_cpu`).
+    fn wake_cpu<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, p: u32, now: SimTime) -> u32 {
+        match engine.proc(p).sched.thawed_from {
+            Some(waker) => balance::thaw_cpu(engine, p, waker, now),
+            None => balance::wake_cpu(engine, p),
+        }
     }
 
     fn wakes_may_move<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H) -> bool {
