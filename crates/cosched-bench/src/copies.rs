@@ -67,6 +67,7 @@ pub fn run_copies(
     mut before_release: impl FnMut(u32) -> Result<(), String>,
 ) -> Result<CopiesRun, String> {
     let run = new_run_name()?;
+    refuse_if_sigchld_ignored()?;
     let mut held = Vec::new();
     for index in 0..count {
         held.push(spawn_held(spec, &run, index)?);
@@ -183,11 +184,45 @@ fn wait_all(
     start: Instant,
     spec: &CopySpec,
 ) -> Result<Vec<(f64, ExitStatus)>, String> {
-    let result = wait_for_ends(held.len(), ended, start, spec).and_then(|ends| reap(held, ends));
+    let result = wait_for_ends(held.len(), ended, start, spec).and_then(|ends| {
+        end_what_they_left(held);
+        reap(held, ends)
+    });
     if result.is_err() {
         kill_all(held);
     }
     result
+}
+
+/// A copy's run ends with it: whatever it left running in its process group (a background child, a daemon
+/// that kept the group) is killed before the copies are reaped, while each group is still its copy's, so it
+/// neither outlives the bench as root nor holds a registered job's cgroup into the next run. (A process that
+/// left the group with `setsid` is out of reach here; under local and gang scheduling the job's cgroup still
+/// holds it.)
+fn end_what_they_left(held: &[HeldCopy]) {
+    for copy in held {
+        let group = nix::unistd::Pid::from_raw(-(copy.child.id() as i32));
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// The copies' waits and kills rely on each copy staying a zombie until reaped. A process that ignores SIGCHLD
+/// (inherited: some launchers pass it on) has the kernel reap its children at once: the waits would fail and a
+/// kill could reach a pid another process has taken. So such a bench refuses to start.
+fn refuse_if_sigchld_ignored() -> Result<(), String> {
+    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| format!("/proc/self/status: {e}"))?;
+    if ignores_sigchld(&status) {
+        return Err("this process ignores SIGCHLD (its parent left it so): the copies would be reaped before they \
+                    could be waited for; run it from a shell that does not ignore SIGCHLD"
+            .into());
+    }
+    Ok(())
+}
+
+/// Whether `/proc/PID/status` text says SIGCHLD (17) is ignored (`SigIgn`, a hexadecimal mask, bit 16).
+fn ignores_sigchld(status: &str) -> bool {
+    let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:")).map(str::trim);
+    mask.and_then(|m| u64::from_str_radix(m, 16).ok()).is_some_and(|m| m & (1 << 16) != 0)
 }
 
 fn wait_for_ends(
@@ -342,6 +377,14 @@ mod tests {
     use super::*;
 
     /// Copies released together each see their own empty TMPDIR, and the folders are gone after the run.
+    #[test]
+    fn a_process_ignoring_sigchld_is_told_apart() {
+        assert!(ignores_sigchld("Name:\tx\nSigIgn:\t0000000000010000\nSigCgt:\t0\n"));
+        assert!(!ignores_sigchld("SigIgn:\t0000000000001000\n"));
+        assert!(!ignores_sigchld("SigIgn:\tzz\n"));
+        assert!(!ignores_sigchld(""));
+    }
+
     #[test]
     fn each_copy_has_its_own_empty_tmpdir_removed_after_the_run() {
         let logs = tempfile::tempdir().unwrap();

@@ -127,6 +127,49 @@ fn a_failing_copy_is_reported_with_its_output_and_nothing_measured_is_lost() {
     remove_out(&out);
 }
 
+/// What a copy leaves running in its process group ends with the run: root's bench leaves no stray processes.
+#[test]
+fn a_copy_leaves_nothing_running_after_the_run() {
+    let out = fresh_out("leftover");
+    let pid_file = out.with_extension("pid");
+    let script = "sleep 300 & echo $! > \"$0\"";
+    let output = slowdown(
+        &out,
+        &["--jobs", "1", "--repeat", "1", "--policy", "none", "--warmup", "0"],
+        &["sh", "-c", script, pid_file.to_str().unwrap()],
+    );
+    report(&output);
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    let _ = std::fs::remove_file(&pid_file);
+    let still_sleeping = || std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep\x00300"));
+    // The kill is sent before the bench returns; the process's end is the kernel's, a moment later (up to 10 s).
+    for _ in 0..500 {
+        if !still_sleeping() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!still_sleeping(), "the copy's background sleep (pid {pid}) outlived the bench");
+    remove_out(&out);
+}
+
+/// A bench started with SIGCHLD ignored could not wait for its copies (the kernel reaps them at once): it says so
+/// and runs nothing, rather than failing each run and signalling pids that may be another process's by then.
+#[test]
+fn a_bench_that_ignores_sigchld_refuses_to_start_copies() {
+    let out = fresh_out("sigchld");
+    let ignoring =
+        "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])";
+    let output = Command::new("python3")
+        .args(["-c", ignoring, COSCHED, "bench", "slowdown", "--out", out.to_str().unwrap()])
+        .args(["--jobs", "1", "--repeat", "1", "--policy", "none", "--warmup", "0", "--", "true"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && stderr.contains("ignores SIGCHLD"), "{stderr}");
+    remove_out(&out);
+}
+
 /// A warm-up run is timed and thrown away; one that fails is named as the warm-up, and nothing is measured.
 #[test]
 fn a_warm_up_run_is_not_measured_and_its_failure_says_so() {
