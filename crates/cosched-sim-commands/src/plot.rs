@@ -180,7 +180,13 @@ pub fn nice_ticks(low: f64, high: f64) -> Vec<f64> {
 /// spans at most two and a half decades.
 fn log_ticks(low: f64, high: f64) -> Vec<f64> {
     let (d0, d1) = (low.log10().floor() as i32, high.log10().ceil() as i32);
-    let multiples: &[f64] = if (high / low).log10() <= 2.5 { &[1.0, 2.0, 5.0] } else { &[1.0] };
+    // Within a decade 1, 2, 5 would leave a range such as 0.8 to 4.5 with two labels: every step of a unit then.
+    let decades = (high / low).log10();
+    let multiples: &[f64] = match decades {
+        d if d <= 1.0 => &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0],
+        d if d <= 2.5 => &[1.0, 2.0, 5.0],
+        _ => &[1.0],
+    };
     let mut ticks = Vec::new();
     for decade in d0..=d1 {
         for m in multiples {
@@ -687,6 +693,7 @@ mod tests {
         assert_eq!(labels(nice_ticks(0.0, 0.83)), "0 0.2 0.4 0.6 0.8 1");
         assert_eq!(labels(nice_ticks(0.0, 37.0)), "0 5 10 15 20 25 30 35 40");
         assert_eq!(labels(log_ticks(0.5, 20.0)), "0.5 1 2 5 10 20");
+        assert_eq!(labels(log_ticks(0.8, 4.5)), "0.8 0.9 1 2 3 4");
         assert_eq!(labels(log_ticks(0.01, 100.0)), "0.01 0.1 1 10 100");
         assert_eq!(labels(log_ticks(0.0001, 0.01)), "0.0001 0.0002 0.0005 0.001 0.002 0.005 0.01");
     }
