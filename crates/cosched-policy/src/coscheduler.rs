@@ -169,7 +169,12 @@ impl Coscheduler {
         let held: BTreeMap<JobId, u32> =
             self.replanned().1.jobs.iter().filter_map(|j| Some((j.id, j.own_row?))).collect();
         self.shape = shape;
-        let jobs = jobs.into_iter().map(|job| PlanJob { row_held: held.get(&job.id).copied(), ..job }).collect();
+        // The row this coscheduler gave the job last, or else the one its caller says it held (a restarted
+        // controller's, from its records).
+        let jobs = jobs
+            .into_iter()
+            .map(|job| PlanJob { row_held: held.get(&job.id).copied().or(job.row_held), ..job })
+            .collect();
         self.book = Book::Replanned { jobs, plan: Plan::EMPTY };
         self.replan()
     }

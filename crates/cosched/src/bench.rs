@@ -34,6 +34,10 @@ pub enum BenchCommand {
     /// throughput of CPU-bound gangs at several slice lengths against no switching, and slice-start skew between
     /// agent processes. Two jobs of --procs-per-job CPU-bound processes each; see docs/performance.md.
     Switch(crate::bench_switch::BenchSwitchArgs),
+    /// The controller's core as the cluster grows (32 to 4,096 simulated agents, in this process): the cost of
+    /// an agent's hello, a submit, an agent's report, a job's end (replan and tell every agent), a status; the
+    /// messages and bytes a replan sends. Median and range over --runs, and growth against the smallest size.
+    Controller(crate::bench_controller::BenchControllerArgs),
     /// Slowdown of j simultaneous copies of any command under each policy.
     ///
     /// Starts j copies at the same moment on the same CPUs (through a private
@@ -277,6 +281,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
     match cmd {
         BenchCommand::Sim(args) => bench_sim(args),
         BenchCommand::Switch(args) => crate::bench_switch::run(args),
+        BenchCommand::Controller(args) => crate::bench_controller::run(args),
         BenchCommand::Fast(args) => crate::bench_fast::run_fast_check(args),
         BenchCommand::Site(args) => crate::bench_fast::run_site(args),
         BenchCommand::Scaling(args) => crate::bench_scaling::run(args),

@@ -5,6 +5,7 @@
 //! settings and give the same errors.
 
 pub mod bench;
+pub mod bench_controller;
 pub mod bench_fast;
 pub mod bench_micro;
 pub mod bench_node;
@@ -20,6 +21,7 @@ pub mod model_cmd;
 pub mod pipeline_cmd;
 pub mod predict_cmd;
 pub mod runtime_cmd;
+pub mod simtest_cmd;
 pub mod slurm_cmd;
 pub mod status_view;
 pub mod trusted_source;

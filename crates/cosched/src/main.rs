@@ -3,8 +3,8 @@
 
 use clap::{CommandFactory, Parser, Subcommand};
 use cosched::{
-    bench, calibrate_cmd, history_cmd, manual, model_cmd, pipeline_cmd, predict_cmd, runtime_cmd, sim_cmd, slurm_cmd,
-    status_view, study, workload_cmd,
+    bench, calibrate_cmd, history_cmd, manual, model_cmd, pipeline_cmd, predict_cmd, runtime_cmd, sim_cmd, simtest_cmd,
+    slurm_cmd, status_view, study, workload_cmd,
 };
 use cosched_runtime::wire::protocol::{
     ClassReply, JobStateReply, KillReply, KillState, PidReply, RegisterRequest, Request, SignalReply, SubmitReply,
@@ -175,6 +175,13 @@ enum Command {
     /// Slurm jobs gang scheduled by cosched: what the SPANK plugin runs, and a check of the set-up.
     #[command(subcommand)]
     Slurm(slurm_cmd::SlurmCommand),
+    /// Test the controller's decisions under simulated agents, users, network and faults: from each seed, the real
+    /// controller core with N agents, users submitting, killing and suspending, links that drop, partitions,
+    /// crashes of the controller and of agents, failing writes and clock steps, its invariants checked after every
+    /// step. A failure prints its seed and the inputs before it; --seed replays it exactly.
+    ///
+    /// Example: cosched simtest --seeds 1000 --agents 64
+    Simtest(simtest_cmd::SimtestArgs),
     /// Write man pages for cosched and each of its commands: cosched man --out /usr/local/share/man/man1
     Man(manual::ManArgs),
     /// Print a shell completion script: cosched completions bash > /etc/bash_completion.d/cosched
@@ -338,6 +345,7 @@ fn main() -> ExitCode {
             };
         }
         Command::Slurm(command) => slurm_cmd::run(&command),
+        Command::Simtest(args) => simtest_cmd::run_command(&args),
         Command::Man(args) => manual::write_man_pages(Cli::command(), &args),
         Command::Completions(args) => manual::print_completions(Cli::command(), &args),
         Command::Launch => {

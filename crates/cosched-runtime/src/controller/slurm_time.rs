@@ -1,89 +1,17 @@
-//! The controller's side of Slurm time limits (`crate::slurm_time`): how long each Slurm job has been out of its
-//! slots, accrued under the lock before every change of the plan (arithmetic only), and the periodic pass that adds
-//! it to the job's Slurm end time, whose commands run without the lock.
-//!
-//! The time out of its slots is the plan's, integrated over wall time: between two changes of the plan a job runs
-//! in the share of the cycle's slots the plan gives it, and the switchers of every node run exactly those slots on
-//! the clock's slice boundaries. Nothing an agent reports enters it, so no agent can stretch another job's limit.
+//! The shell's side of Slurm time limits: the periodic pass runs squeue and scontrol (which may take seconds)
+//! without the controller's lock; what to send and what its outcome means are the core's (`core::slurm_time`).
 
-use super::{Controller, JobLive, State};
-use crate::slurm_time::{decide, read_jobs, update_limit, LimitUpdate, SlurmJobView, SlurmTimeSettings, TimeCredit};
-use crate::wire::jobs::{JobRecord, JobState};
-use crate::wire::protocol::SlurmTimeStatus;
-use cosched_core::JobId;
-use std::time::{Duration, Instant};
-
-/// A Slurm job's time out of its slots not yet in its Slurm end time. In memory only: a restarted controller loses
-/// what accrued since the last pass (the job is granted less, never twice).
-#[derive(Default)]
-pub(super) struct OutOfSlot {
-    owed_ns: u64,
-    /// Since when the job has run in cosched under the plan's share (`None`: not running).
-    since: Option<Instant>,
-    /// An update whose command failed: whether Slurm made it anyway is read at the next pass.
-    unconfirmed: Option<Unconfirmed>,
-    /// Why the last pass did not extend the job's end time.
-    error: Option<String>,
-}
-
-#[derive(Clone, Copy)]
-struct Unconfirmed {
-    /// Slurm's end time before the update.
-    end_before_s: i64,
-    before: TimeCredit,
-    after: TimeCredit,
-    settled_ms: u64,
-}
-
-/// Add to each running Slurm job the time it was out of its slots since it was last accrued, under the plan that
-/// held meanwhile.
-pub(super) fn accrue(state: &mut State, now: Instant) {
-    let Some(plan) = state.cosched.plan() else { return };
-    let slots = plan.rows.len();
-    for job in state.jobs.values().filter(|j| j.slurm_job.is_some() && !j.state.is_over()) {
-        let out = &mut state.live.entry(job.id).or_default().slurm_time;
-        if let Some(since) = out.since {
-            // A job the plan does not hold is given nothing: only time known to be out of its slots counts.
-            let share = plan.job(JobId(job.id)).map_or(1.0, |p| p.slice_share(slots));
-            out.owed_ns = out.owed_ns.saturating_add(out_of_slot_ns(now.saturating_duration_since(since), share));
-        }
-        out.since = (job.state == JobState::Running).then_some(now);
-    }
-}
-
-/// The part of `elapsed` a job with `share` of the slots spent out of them.
-fn out_of_slot_ns(elapsed: Duration, share: f64) -> u64 {
-    (elapsed.as_nanos() as f64 * (1.0 - share.clamp(0.0, 1.0))) as u64
-}
-
-/// What `status` shows of a Slurm job's time limit.
-pub(super) fn status(job: &JobRecord, live: Option<&JobLive>) -> SlurmTimeStatus {
-    SlurmTimeStatus { extended_s: job.slurm_time.extended_s, error: live.and_then(|l| l.slurm_time.error.clone()) }
-}
-
-/// A job whose Slurm record the pass reads.
-struct Candidate {
-    id: u64,
-    slurm_job: u32,
-}
-
-/// An update about to be sent, with Slurm's end time and the credit before it, and the credit after.
-struct Prepared {
-    update: LimitUpdate,
-    end_before_s: i64,
-    before: TimeCredit,
-    after: TimeCredit,
-    settled_ms: u64,
-}
+use super::Controller;
+use crate::slurm_time::{read_jobs, update_limit, SlurmTimeSettings};
 
 impl Controller {
     /// One pass (every `SlurmTimeSettings::period`): read what Slurm shows of the running Slurm jobs that are owed
     /// time or were granted some (for a resume by Slurm), and add to each end time the time out of its slots.
-    /// squeue and scontrol run without the controller's lock, one squeue for all jobs and one scontrol per job
-    /// extended; a failure is shown in the job's status and logged, and the time stays owed.
+    /// One squeue for all jobs and one scontrol per job extended; a failure is shown in the job's status and
+    /// logged, and the time stays owed.
     pub fn keep_slurm_time_limits(&self) {
         let Some(settings) = &self.settings.slurm_time else { return };
-        let jobs = self.jobs_to_extend();
+        let jobs = self.with_core(|core, now| core.slurm_jobs_to_extend(now));
         if jobs.is_empty() {
             return;
         }
@@ -96,133 +24,19 @@ impl Controller {
                     self.extend_one(settings, job, views.get(&job.slurm_job), now_s);
                 }
             }
-            Err(e) => {
-                let mut state = self.state.lock().unwrap();
-                for job in &jobs {
-                    set_error(&mut state, job, Some(e.clone()));
-                }
-            }
+            Err(e) => self.with_core(|core, now| core.slurm_read_failed(now, &jobs, &e)),
         }
     }
 
-    fn jobs_to_extend(&self) -> Vec<Candidate> {
-        let mut state = self.state.lock().unwrap();
-        accrue(&mut state, Instant::now());
-        let owes = |j: &JobRecord| {
-            let out = state.live.get(&j.id).map(|l| &l.slurm_time);
-            let owed_ms = out.map_or(0, |o| o.owed_ns / 1_000_000);
-            owed_ms >= 1_000 || !j.slurm_time.is_zero() || out.is_some_and(|o| o.unconfirmed.is_some())
-        };
-        let running = state.jobs.values().filter(|j| j.state == JobState::Running);
-        running.filter(|j| owes(j)).filter_map(|j| Some(Candidate { id: j.id, slurm_job: j.slurm_job? })).collect()
-    }
-
-    fn extend_one(&self, settings: &SlurmTimeSettings, job: &Candidate, view: Option<&SlurmJobView>, now_s: i64) {
-        let prepared = {
-            let mut state = self.state.lock().unwrap();
-            prepare(&mut state, job, view, now_s)
-        };
-        let Some(p) = prepared else { return };
-        let result = update_limit(settings, job.slurm_job, p.update);
-        let mut state = self.state.lock().unwrap();
-        if result.is_err() {
-            let unconfirmed = Unconfirmed {
-                end_before_s: p.end_before_s,
-                before: p.before,
-                after: p.after,
-                settled_ms: p.settled_ms,
-            };
-            state.live.entry(job.id).or_default().slurm_time.unconfirmed = Some(unconfirmed);
-        }
-        set_error(&mut state, job, result.err());
-    }
-}
-
-/// Under the lock: settle a failed update of the last pass, decide this pass's, and record its credit before the
-/// command runs (a controller that stops between the two has granted less, never twice). `None`: nothing to send.
-fn prepare(state: &mut State, c: &Candidate, view: Option<&SlurmJobView>, now_s: i64) -> Option<Prepared> {
-    let job = state.jobs.get(&c.id).filter(|j| j.slurm_job == Some(c.slurm_job) && j.state == JobState::Running)?;
-    let mut credit = job.slurm_time;
-    let out = &mut state.live.entry(c.id).or_default().slurm_time;
-    if let Some(u) = out.unconfirmed.take() {
-        // Slurm did not make the update if the end time is still what it was: the credit goes back and the time is
-        // owed again. Otherwise it is taken as made (at worst the job is granted less, never twice).
-        if view.is_some_and(|v| v.end_s == u.end_before_s) && credit == u.after {
-            credit = u.before;
-            out.owed_ns = out.owed_ns.saturating_add(u.settled_ms * 1_000_000);
-        }
-    }
-    let Some(view) = view else {
-        // Slurm no longer lists the job: there is nothing left to extend.
-        out.owed_ns = 0;
-        let why = format!("Slurm does not list job {}", c.slurm_job);
-        set_credit(state, c.id, credit, false).ok()?;
-        set_error(state, c, Some(why));
-        return None;
-    };
-    let decision = decide(view, credit, out.owed_ns / 1_000_000, now_s);
-    out.owed_ns = out.owed_ns.saturating_sub(decision.settled_ms * 1_000_000);
-    if let Err(e) = set_credit(state, c.id, decision.credit, decision.update.is_some()) {
-        let out = &mut state.live.entry(c.id).or_default().slurm_time;
-        out.owed_ns = out.owed_ns.saturating_add(decision.settled_ms * 1_000_000);
-        set_error(state, c, Some(e));
-        return None;
-    }
-    let Some(update) = decision.update else {
-        set_error(state, c, None);
-        return None;
-    };
-    Some(Prepared {
-        update,
-        end_before_s: view.end_s,
-        before: credit,
-        after: decision.credit,
-        settled_ms: decision.settled_ms,
-    })
-}
-
-/// Record a job's credit: written before an update is sent (`must_persist`: or the update is not sent), otherwise
-/// now or once storage works again.
-fn set_credit(state: &mut State, id: u64, credit: TimeCredit, must_persist: bool) -> Result<(), String> {
-    let Some(job) = state.jobs.get(&id).filter(|j| j.slurm_time != credit) else { return Ok(()) };
-    let mut job = job.clone();
-    job.slurm_time = credit;
-    if must_persist {
-        state.storage.save_job(&job)?;
-    } else {
-        state.storage.save_job_or_hold(&job);
-    }
-    state.jobs.insert(id, job);
-    state.status_changes += 1;
-    Ok(())
-}
-
-/// Show why the job's end time was not extended (or that it is again), and log each change of it.
-fn set_error(state: &mut State, c: &Candidate, error: Option<String>) {
-    let out = &mut state.live.entry(c.id).or_default().slurm_time;
-    if out.error == error {
-        return;
-    }
-    match &error {
-        Some(e) => eprintln!("cosched controller: Slurm job {}: end time not extended: {e}", c.slurm_job),
-        None => eprintln!("cosched controller: Slurm job {}: end time extended again", c.slurm_job),
-    }
-    out.error = error;
-    state.status_changes += 1;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_job_is_owed_the_part_of_the_time_out_of_its_slots() {
-        let minute = Duration::from_secs(60);
-        assert_eq!(out_of_slot_ns(minute, 1.0 / 3.0), 40_000_000_000);
-        assert_eq!(out_of_slot_ns(minute, 1.0), 0);
-        assert_eq!(out_of_slot_ns(minute, 0.25), 45_000_000_000);
-        // A share outside [0, 1] never gives more than the time itself, nor less than nothing.
-        assert_eq!(out_of_slot_ns(minute, -1.0), 60_000_000_000);
-        assert_eq!(out_of_slot_ns(minute, 2.0), 0);
+    fn extend_one(
+        &self,
+        settings: &SlurmTimeSettings,
+        job: &super::core::slurm_time::Candidate,
+        view: Option<&crate::slurm_time::SlurmJobView>,
+        now_s: i64,
+    ) {
+        let Some(prepared) = self.with_core(|core, now| core.slurm_prepare(now, job, view, now_s)) else { return };
+        let result = update_limit(settings, job.slurm_job, prepared.update);
+        self.with_core(|core, now| core.slurm_updated(now, job, &prepared, result));
     }
 }

@@ -20,6 +20,7 @@
 //! write-ahead log says there was one, with a message that says what to do: starting empty there would forget
 //! every job.
 
+use crate::controller::core::{Loaded, Records};
 use crate::controller::db::{remove_if_present, with_suffix, Db, NodeRow};
 use crate::wire::jobs::{unix_ms_now, JobRecord};
 use crate::wire::protocol::{BackupStatus, StorageState, StorageStatus};
@@ -88,14 +89,6 @@ pub struct Storage {
     backups: Backups,
     /// The lowest id no removed record had: kept when the file is written anew, so that ids are never reused.
     next_job_id: u64,
-}
-
-/// What the database held when the daemon started.
-pub struct Loaded {
-    pub jobs: Vec<JobRecord>,
-    pub nodes: Vec<NodeRow>,
-    /// The lowest id no job has had, as far as removed records tell (0 when none was removed).
-    pub next_job_id: u64,
 }
 
 impl Storage {
@@ -462,6 +455,31 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// The daemon's records: the SQLite database and its backups.
+impl Records for Storage {
+    fn insert_job(&mut self, job: &JobRecord) -> Result<(), String> {
+        Storage::insert_job(self, job)
+    }
+    fn save_job(&mut self, job: &JobRecord) -> Result<(), String> {
+        Storage::save_job(self, job)
+    }
+    fn save_job_or_hold(&mut self, job: &JobRecord) {
+        Storage::save_job_or_hold(self, job)
+    }
+    fn delete_jobs(&mut self, ids: &[u64], next_job_id: u64) {
+        Storage::delete_jobs(self, ids, next_job_id)
+    }
+    fn save_node_or_hold(&mut self, node: &NodeRow) {
+        Storage::save_node_or_hold(self, node)
+    }
+    fn maintain(&mut self, jobs: &BTreeMap<u64, JobRecord>, nodes: &[NodeRow]) {
+        Storage::maintain(self, jobs, nodes)
+    }
+    fn status(&self) -> StorageStatus {
+        Storage::status(self)
+    }
 }
 
 #[cfg(test)]

@@ -125,6 +125,10 @@ pub struct JobRecord {
     /// time it was running. Saved at least every `time_limit::SAVE_EVERY`.
     #[serde(default)]
     pub in_slot_ms: u64,
+    /// The matrix row it owns (a started gang job): written when it changes, so that a controller that restarts
+    /// gives every running job the row it had, and none is left out of the cycle by a new packing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_held: Option<u32>,
     /// Where its tasks write stdout and stderr, when its owner said (`submit -o`/`-e`); dropped at its end.
     #[serde(default, skip_serializing_if = "crate::wire::output_files::OutputFiles::is_empty")]
     pub output_files: crate::wire::output_files::OutputFiles,
@@ -170,9 +174,9 @@ impl JobRecord {
     /// which only starting it needed, goes, and the command line is cut to `ENDED_COMMAND_BYTES` (a user's short
     /// jobs with environments near the request's 1 MiB once grew the daemon's memory and database by that much
     /// each, for ever).
-    pub fn end(&mut self, state: JobState) {
+    pub fn end(&mut self, state: JobState, now_unix_ms: u64) {
         self.state = state;
-        self.ended_unix_ms = Some(unix_ms_now());
+        self.ended_unix_ms = Some(now_unix_ms);
         self.env = Vec::new();
         self.output_files = Default::default();
         let mut kept = 0;
@@ -187,7 +191,8 @@ impl JobRecord {
         }
     }
 
-    /// A queued job of `who` with nothing placed or measured yet.
+    /// A queued job of `who` with nothing placed or measured yet; the controller sets when it was submitted and its
+    /// secret token.
     pub fn new(id: u64, who: &Identity, class: JobClass, local: bool, tasks: u32) -> JobRecord {
         JobRecord {
             id,
@@ -205,7 +210,7 @@ impl JobRecord {
             env: vec![],
             state: JobState::Queued,
             placement: vec![],
-            submitted_unix_ms: unix_ms_now(),
+            submitted_unix_ms: 0,
             started_unix_ms: None,
             ended_unix_ms: None,
             exit_code: None,
@@ -217,12 +222,13 @@ impl JobRecord {
             error: None,
             held_by_admin: false,
             left_behind: None,
-            token: crate::job_tag::random_hex(16).unwrap_or_default(),
+            token: String::new(),
             cpu_ns: 0,
             slice_share: 0.0,
             name: String::new(),
             time_limit_s: None,
             in_slot_ms: 0,
+            row_held: None,
             output_files: Default::default(),
             umask: None,
         }
@@ -340,7 +346,7 @@ mod tests {
         let owner = Identity { uid: 1, gid: 1, admin: false };
         let mut job = JobRecord::new(1, &owner, JobClass::Batch, false, 1);
         job.argv = vec!["prog".into(), "\u{1}".repeat(1_000), "x".into()];
-        job.end(JobState::Killed);
+        job.end(JobState::Killed, 1);
         assert_eq!(job.argv, ["prog", "…"], "1,000 control characters are 6,000 bytes of JSON");
     }
 }

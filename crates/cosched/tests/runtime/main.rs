@@ -608,19 +608,6 @@ fn a_job_that_cannot_start_or_exits_non_zero_is_failed_with_its_reason() {
     assert!(!bad.status.success() && said.contains("unknown job state 'pending'"), "{said}");
 }
 
-#[test]
-fn finished_jobs_leave_status_after_the_keep_time_but_stay_in_the_database() {
-    if skip_unless_root("finished_jobs_leave_status") {
-        return;
-    }
-    let daemon = Daemon::up(&["--slice-ms", "50", "--keep-finished-s", "1"]);
-    let job = daemon.submit(&["--", "true"]);
-    wait_for("the job to leave status", Duration::from_secs(20), || {
-        daemon.status().is_some_and(|status| status.jobs.iter().all(|j| j.id != job))
-    });
-    assert!(daemon.stored_rows().iter().any(|(id, state, _)| *id == job as i64 && state == "finished"));
-}
-
 mod attacks;
 mod c_client;
 mod delegated;

@@ -19,31 +19,6 @@ fn submit_json_as(daemon: &Daemon, uid: u32, args: &[&str]) -> Result<u64, Strin
     Ok(serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job)
 }
 
-#[test]
-fn a_user_queues_at_most_the_per_user_limit_and_all_users_the_total() {
-    if skip_unless_root("a_user_queues_at_most_the_per_user_limit") {
-        return;
-    }
-    let daemon = Daemon::up(&["--slice-ms", "50", "--max-jobs-per-user", "3", "--max-jobs", "5"]);
-    let sleep = ["--", "sleep", "300"];
-    let mine: Vec<u64> = (0..3).map(|_| submit_json_as(&daemon, ATTACKER, &sleep).unwrap()).collect();
-    let refused = submit_json_as(&daemon, ATTACKER, &sleep).unwrap_err();
-    assert!(refused.contains("--max-jobs-per-user 3"), "{refused}");
-    let out = daemon.client_as(ATTACKER, &["register", "--cpus", "1"]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--max-jobs-per-user 3"), "{out:?}");
-    for _ in 0..2 {
-        submit_json_as(&daemon, OTHER_USER, &sleep).unwrap();
-    }
-    let refused = submit_json_as(&daemon, OTHER_USER, &sleep).unwrap_err();
-    assert!(refused.contains("--max-jobs 5"), "{refused}");
-    // A job that is over no longer counts.
-    assert!(daemon.client_as(ATTACKER, &["kill", &mine[0].to_string()]).status.success());
-    wait_for("the killed job to end", Duration::from_secs(20), || {
-        daemon.job(mine[0]).is_some_and(|j| j.state.is_over())
-    });
-    submit_json_as(&daemon, ATTACKER, &sleep).unwrap();
-}
-
 /// The status document's inode: each write renames a new file over it.
 fn status_inode(daemon: &Daemon) -> Option<u64> {
     std::fs::metadata(daemon.dir.join("status.json")).ok().map(|m| m.ino())

@@ -3,26 +3,59 @@
 //! between job steps, and the epilog waits until its node has ended what is left of the job. Only administrators
 //! (root in Slurm's prolog, slurmstepd and epilog) may call these.
 
-use super::{node_index, send_to, AgentAnswerData, AnswerKind, Controller, Outcome, State, AGENT_ANSWER_TIMEOUT};
+use super::{node_index, send_to, ControllerCore, Now, Outcome, Rules, State};
 use crate::slurm::{expand_cpus_per_node, expand_hostlist};
 use crate::wire::jobs::{Identity, JobRecord, JobState};
 use crate::wire::protocol::{JobStateReply, SlurmBeginRequest, SlurmEndRequest, SubmitReply, ToAgent};
 use cosched_policy::cluster::JobClass;
 
-impl Controller {
-    pub(super) fn slurm_begin(&self, state: &mut State, who: &Identity, r: SlurmBeginRequest) -> Outcome {
+impl ControllerCore {
+    /// Check a task's attach to its Slurm job: the cosched job's id and owner (whose task alone its agent moves).
+    pub fn slurm_attach_target(
+        &mut self,
+        now: Now,
+        who: &Identity,
+        slurm_job: u32,
+        pid: i32,
+        node: &str,
+    ) -> Result<(u64, u32), String> {
+        require_admin(who)?;
+        let (_, state) = self.at(now);
+        let job = live_slurm_job(state, slurm_job).ok_or_else(|| no_job_for(state, slurm_job))?;
+        let (id, owner) = (job.id, job.uid);
+        Rules::pid_change_node(state, who, id, pid, Some(node.to_string()))?;
+        Ok((id, owner))
+    }
+
+    /// The Slurm job is over (its epilog on `r.node`): end its cosched job, if it is not over yet, and tell its
+    /// other nodes to end what is left. The epilog then waits for its own node (`ask` a `Forget`).
+    pub fn end_slurm_job(&mut self, now: Now, who: &Identity, r: &SlurmEndRequest) -> Result<JobStateReply, String> {
+        require_admin(who)?;
+        let (rules, state) = self.at(now);
+        rules.end_slurm_job(state, r)
+    }
+}
+
+impl Rules {
+    pub(super) fn slurm_begin(
+        &self,
+        state: &mut State,
+        who: &Identity,
+        r: SlurmBeginRequest,
+        token: String,
+    ) -> Outcome {
         require_admin(who)?;
         if let Some(job) = live_slurm_job(state, r.slurm_job) {
             return Ok(SubmitReply { job: job.id, state: job.state }.into());
         }
-        let outcome = self.register_slurm_job(state, &r);
+        let outcome = self.register_slurm_job(state, &r, token);
         if let Err(reason) = &outcome {
             remember_refusal(state, r.slurm_job, reason);
         }
         outcome
     }
 
-    fn register_slurm_job(&self, state: &mut State, r: &SlurmBeginRequest) -> Outcome {
+    fn register_slurm_job(&self, state: &mut State, r: &SlurmBeginRequest, token: String) -> Outcome {
         let nodes = expand_hostlist(&r.nodelist)?;
         let cpus = expand_cpus_per_node(&r.cpus_per_node, nodes.len())?;
         if !nodes.contains(&r.node) {
@@ -43,7 +76,7 @@ impl Controller {
             ));
         }
         let owner = Identity { uid: r.uid, gid: r.gid, admin: false };
-        let mut job = JobRecord::new(state.next_job, &owner, JobClass::Batch, false, cpus.iter().sum());
+        let mut job = self.new_job(state, &owner, JobClass::Batch, false, cpus.iter().sum(), token);
         job.nodes = Some(nodes.len() as u32);
         job.registered = true;
         job.slurm_job = Some(r.slurm_job);
@@ -58,42 +91,6 @@ impl Controller {
         Ok(reply.into())
     }
 
-    /// Move a task into its Slurm job's cgroup on its node; answered once the agent has moved it.
-    pub(super) fn slurm_attach(&self, who: &Identity, slurm_job: u32, pid: i32, node: String) -> Outcome {
-        require_admin(who)?;
-        let (id, owner) = {
-            let state = self.state.lock().unwrap();
-            let job = live_slurm_job(&state, slurm_job).ok_or_else(|| no_job_for(&state, slurm_job))?;
-            Self::pid_change_node(&state, who, job.id, pid, Some(node.clone()))?;
-            (job.id, job.uid)
-        };
-        // slurmstepd has made the task its user's before it runs: a pid of anybody else is refused by the agent.
-        self.move_pid(id, pid, node, Some(owner), true)
-    }
-
-    /// The Slurm job is over: its epilog runs on each of its nodes, and the first one ends the cosched job. Each
-    /// node's agent then kills whatever is left in the job's cgroup there and removes it: Slurm has ended its own
-    /// processes, but a command of `cosched rsh` (started by the agent) or a process added to the job is
-    /// cosched's to end. Each epilog waits for its own node, within the kill's bound: processes that survive
-    /// SIGKILL make the answer an error (slurmd logs it), and the agent keeps their cgroup and retries.
-    pub(super) fn slurm_end(&self, who: &Identity, r: SlurmEndRequest) -> Outcome {
-        require_admin(who)?;
-        let ended = self.end_slurm_job(&mut self.state.lock().unwrap(), &r)?;
-        let wait = crate::agent::ender::KILL_BOUND + AGENT_ANSWER_TIMEOUT;
-        let forget = |ack| ToAgent::Forget { job: ended.job, ack: Some(ack) };
-        let what = format!("Slurm job {}: cosched job {} {}", r.slurm_job, ended.job, ended.state.name());
-        match self.ask_agent_within(&r.node, AnswerKind::Forgotten, wait, forget) {
-            Ok(AgentAnswerData::Forgotten(None)) => Ok(ended.into()),
-            Ok(AgentAnswerData::Forgotten(Some(stuck))) => Err(format!(
-                "{what}, but on node {}: {}; the agent keeps their cgroup and retries, cosched status lists them",
-                r.node,
-                stuck.describe()
-            )),
-            Ok(_) => Err(format!("{what}; node {}: an answer to another request", r.node)),
-            Err(e) => Err(format!("{what}; node {} did not confirm that its processes ended: {e}", r.node)),
-        }
-    }
-
     /// End the cosched job of a Slurm job, if it is not over yet; its nodes other than `r.node` (whose epilog waits
     /// for its own) are told to end what is left there.
     fn end_slurm_job(&self, state: &mut State, r: &SlurmEndRequest) -> Result<JobStateReply, String> {
@@ -104,12 +101,12 @@ impl Controller {
             job.error = error;
             job.exit_code = r.exit_code;
             self.keep_usage(state, &mut job);
-            job.end(ended);
+            job.end(ended, state.now.unix_ms);
             job.ended_on = job.placement.iter().map(|p| p.node.clone()).collect();
             for node in job.ended_on.iter().filter(|&node| *node != r.node) {
-                let _ = send_to(state, node, &ToAgent::Forget { job: job.id, ack: None });
+                let _ = send_to(state, node, ToAgent::Forget { job: job.id, ack: None });
             }
-            state.storage.save_job_or_hold(&job);
+            state.records.save_job_or_hold(&job);
             state.jobs.insert(job.id, job.clone());
             self.replan(state);
         }

@@ -1,0 +1,250 @@
+//! The core's rules, tested as decisions: inputs at chosen times in, state and effects out, in milliseconds.
+
+use super::*;
+use crate::wire::protocol::AdoptedJob;
+
+pub(crate) const OWNER: Identity = Identity { uid: 1000, gid: 1000, admin: false };
+const OTHER: Identity = Identity { uid: 1001, gid: 1001, admin: false };
+const ADMIN: Identity = Identity { uid: 0, gid: 0, admin: true };
+const S: u64 = 1_000_000_000;
+
+pub(crate) fn at(seconds: u64) -> Now {
+    Now { mono_ns: seconds * S, unix_ms: 1_700_000_000_000 + seconds * 1000 }
+}
+
+pub(crate) fn hello(node: &str, cpus: u32, adopted: Vec<AdoptedJob>) -> AgentHello {
+    AgentHello {
+        node: node.into(),
+        cpus,
+        mem_bytes: 1 << 30,
+        adopted,
+        freezer: "test".into(),
+        features: vec![crate::wire::protocol::FEATURE_OUTPUT_FILES.into()],
+    }
+}
+
+fn core_with(settings: ControllerSettings, nodes: &[(&str, u32)]) -> ControllerCore {
+    let settings = ControllerSettings { nodes: nodes.iter().map(|(n, _)| n.to_string()).collect(), ..settings };
+    let mut core = ControllerCore::open(settings, Box::<MemoryRecords>::default(), Loaded::default(), at(0));
+    for (node, cpus) in nodes {
+        core.agent_connected(at(0), &hello(node, *cpus, vec![])).unwrap();
+    }
+    core
+}
+
+/// A core with one node `n0` of `cpus` CPUs whose agent is connected.
+pub(crate) fn one_node_core(cpus: u32) -> ControllerCore {
+    core_with(ControllerSettings::default(), &[("n0", cpus)])
+}
+
+pub(crate) fn submit_as(core: &mut ControllerCore, who: &Identity, time_limit_s: Option<u64>) -> u64 {
+    let request = SubmitRequest { time_limit_s, ..SubmitRequest::new(vec!["prog".into()], "/".into()) };
+    let now = core.state.now;
+    match core.handle(now, who, Request::Submit(request), format!("token-{}", core.state.next_job)) {
+        Ok(ReplyData::Submit(reply)) => reply.job,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The messages queued for agents since the last call.
+pub(crate) fn agent_messages(core: &mut ControllerCore) -> Vec<(String, ToAgent)> {
+    core.take_effects().to_agents
+}
+
+fn report(job: u64, cpu_ns: u64) -> FromAgent {
+    FromAgent::Report {
+        jobs: vec![JobUsage { job, cpu_ns, pids: vec![4242], frozen: false }],
+        load_avg: 1.0,
+        switches: 0,
+        switch_errors: 0,
+        slice_starts: vec![],
+        switch_latencies_ns: vec![],
+        stuck_jobs: vec![],
+    }
+}
+
+/// The core's files name no clock, socket, file, thread, process or random source: everything it knows comes in
+/// through its inputs, so a simulation can drive it and a seed replays it.
+#[test]
+fn the_core_does_no_io() {
+    const PATHS: [&str; 9] =
+        ["std::fs", "std::net", "std::os", "std::thread", "std::process", "std::io", "rand::", "eprintln!", "println!"];
+    const NAMES: [&str; 14] = [
+        "Instant",
+        "SystemTime",
+        "unix_ms_now",
+        "Mutex",
+        "mpsc",
+        "random_hex",
+        "getrandom",
+        "Storage",
+        "File",
+        "TcpStream",
+        "UnixStream",
+        "Command",
+        "spawn",
+        "sleep",
+    ];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controller/core");
+    let mut files = vec![dir.with_extension("rs")];
+    files.extend(std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| !p.ends_with("tests.rs")));
+    assert!(files.len() >= 5, "{files:?}");
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]\nmod tests {").next().unwrap();
+        for (line_number, line) in code.lines().enumerate() {
+            let code_part = line.split("//").next().unwrap();
+            let mut names = code_part.split(|c: char| !(c.is_alphanumeric() || c == '_'));
+            let named =
+                PATHS.iter().find(|p| code_part.contains(*p)).or(NAMES.iter().find(|n| names.any(|w| w == **n)));
+            if let Some(what) = named {
+                panic!("{}:{}: the core names {what}: {line}", file.display(), line_number + 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_request_whose_record_cannot_be_written_changes_nothing_and_says_so() {
+    let mut core = one_node_core(2);
+    let first = submit_as(&mut core, &OWNER, None);
+    let mut failing = MemoryRecords::default();
+    failing.failing = Some("disk full".into());
+    core.state.records = Box::new(failing);
+    let request = Request::Submit(SubmitRequest::new(vec!["prog".into()], "/".into()));
+    let refused = core.handle(at(1), &OWNER, request, "t".into()).unwrap_err();
+    assert!(refused.contains("disk full") && refused.contains("nothing was changed"), "{refused}");
+    assert_eq!(core.jobs().keys().copied().collect::<Vec<_>>(), [first]);
+    let kill = core.handle(at(1), &OWNER, Request::Kill { job: first }, String::new()).unwrap_err();
+    assert!(kill.contains("disk full"), "{kill}");
+    assert_eq!(core.jobs()[&first].error, None, "a kill not written is not made");
+}
+
+#[test]
+fn a_user_acts_only_on_their_own_jobs_and_sees_no_other_commands() {
+    let mut core = one_node_core(2);
+    let theirs = submit_as(&mut core, &OTHER, None);
+    let mine = submit_as(&mut core, &OWNER, None);
+    for request in [Request::Kill { job: theirs }, Request::Suspend { job: theirs }, Request::Usage { job: theirs }] {
+        let refused = core.handle(at(1), &OWNER, request, String::new()).unwrap_err();
+        assert!(refused.contains("permission denied"), "{refused}");
+    }
+    let Ok(ReplyData::Status(status)) = core.handle(at(1), &OWNER, Request::Status {}, String::new()) else {
+        panic!("no status")
+    };
+    let shown = |id: u64| status.jobs.iter().find(|j| j.id == id).unwrap().command.clone();
+    assert_eq!((shown(mine).as_str(), shown(theirs).as_str()), ("prog", HIDDEN));
+    assert!(core.handle(at(1), &ADMIN, Request::Kill { job: theirs }, String::new()).is_ok());
+}
+
+/// The LLNL rule: a gang job that uses no CPU for `idle_revert` leaves the matrix, and comes back when it uses
+/// CPU again; after `idle_forget` it is local for good.
+#[test]
+fn an_idle_gang_leaves_the_matrix_and_comes_back_when_it_computes() {
+    let settings = ControllerSettings {
+        idle_revert: Duration::from_secs(600),
+        idle_forget: Duration::from_secs(7200),
+        ..ControllerSettings::default()
+    };
+    let mut core = core_with(settings, &[("n0", 1)]);
+    let job = submit_as(&mut core, &OWNER, None);
+    core.agent_event(at(1), "n0", report(job, 0));
+    core.agent_event(at(599), "n0", report(job, 1_000));
+    assert!(!core.jobs()[&job].idle, "599 s quiet");
+    core.agent_event(at(602), "n0", report(job, 2_000));
+    assert!(core.jobs()[&job].idle, "over 600 s with under 1 % of a CPU");
+    core.agent_event(at(700), "n0", report(job, 2_000 + 50 * S));
+    assert!(!core.jobs()[&job].idle, "it computed again");
+    core.agent_event(at(8_000), "n0", report(job, 2_000 + 50 * S));
+    let record = &core.jobs()[&job];
+    assert_eq!((record.mode, record.idle), (Mode::Local, false), "forgotten after two hours");
+}
+
+#[test]
+fn ended_jobs_leave_status_then_history_at_their_retention() {
+    let settings = ControllerSettings {
+        keep_finished: Duration::from_secs(300),
+        keep_history: Duration::from_secs(3600),
+        ..ControllerSettings::default()
+    };
+    let mut core = core_with(settings, &[("n0", 1)]);
+    let job = submit_as(&mut core, &OWNER, None);
+    core.agent_event(at(10), "n0", FromAgent::Ended { job, exit_code: Some(0), error: None, cpu_ns: Some(S) });
+    assert_eq!(core.jobs()[&job].state, JobState::Finished);
+    let listed = |core: &mut ControllerCore, s| core.status(at(s)).jobs.iter().any(|j| j.id == job);
+    assert!(listed(&mut core, 309) && !listed(&mut core, 311));
+    core.tick(at(3_609));
+    assert!(core.jobs().contains_key(&job));
+    core.tick(at(3_611));
+    assert!(!core.jobs().contains_key(&job), "past the history's retention");
+    let next = submit_as(&mut core, &OWNER, None);
+    assert!(next > job, "ids are never reused");
+}
+
+#[test]
+fn an_answer_counts_only_from_the_agent_asked_and_the_agent_leaving_fails_it() {
+    let mut core = core_with(ControllerSettings::default(), &[("n0", 1), ("n1", 1)]);
+    let job = submit_as(&mut core, &OWNER, None);
+    let ack = core.ask(at(1), "n0", AnswerKind::PidMoved, 0, |ack| ToAgent::AddPid { job, pid: 7, ack, owner: None });
+    let ack = ack.unwrap();
+    let _ = core.take_effects();
+    core.agent_event(at(1), "n1", FromAgent::PidMoved { ack, error: None });
+    assert!(core.take_effects().answers.is_empty(), "n1 was not asked");
+    core.agent_disconnected(at(2), "n0");
+    let answers = core.take_effects().answers;
+    assert!(matches!(answers.as_slice(), [(a, Err(e))] if *a == ack && e.contains("went away")), "{answers:?}");
+}
+
+#[test]
+fn the_clock_stepping_back_does_not_move_monotonic_time() {
+    let mut core = one_node_core(1);
+    core.tick(at(100));
+    core.tick(Now { mono_ns: 5, unix_ms: 0 });
+    assert_eq!(core.state.now.mono_ns, 100 * S);
+    assert_eq!(core.state.now.unix_ms, 0, "the wall clock is taken as it is");
+}
+
+/// Slurm's MaxSubmitJobs and MaxJobCount: a user queues at most the per-user bound, all users together at most the
+/// total, registrations count too, and a job that is over no longer counts.
+#[test]
+fn a_user_holds_at_most_the_per_user_bound_of_jobs_and_all_users_the_total() {
+    let limits = super::super::JobLimits { per_user: 3, total: 5, ..super::super::JobLimits::default() };
+    let mut core = core_with(ControllerSettings { job_limits: limits, ..ControllerSettings::default() }, &[("n0", 1)]);
+    let mine: Vec<u64> = (0..3).map(|_| submit_as(&mut core, &OWNER, None)).collect();
+    let submit = |core: &mut ControllerCore, who: &Identity| {
+        let request = Request::Submit(SubmitRequest::new(vec!["prog".into()], "/".into()));
+        core.handle(at(1), who, request, "t".into())
+    };
+    let refused = submit(&mut core, &OWNER).unwrap_err();
+    assert!(refused.contains("--max-jobs-per-user 3"), "{refused}");
+    let register: RegisterRequest = serde_json::from_str(r#"{"cpus_per_node": 1}"#).unwrap();
+    let refused = core.handle(at(1), &OWNER, Request::Register(register), "t".into()).unwrap_err();
+    assert!(refused.contains("--max-jobs-per-user 3"), "{refused}");
+    for _ in 0..2 {
+        submit(&mut core, &OTHER).unwrap();
+    }
+    let refused = submit(&mut core, &OTHER).unwrap_err();
+    assert!(refused.contains("--max-jobs 5"), "{refused}");
+    core.handle(at(2), &OWNER, Request::Kill { job: mine[0] }, String::new()).unwrap();
+    assert!(submit(&mut core, &OWNER).is_err(), "a job being killed still counts");
+    core.agent_event(at(3), "n0", FromAgent::Ended { job: mine[0], exit_code: Some(143), error: None, cpu_ns: None });
+    assert_eq!(core.jobs()[&mine[0]].state, JobState::Killed);
+    assert!(submit(&mut core, &OWNER).is_ok(), "a job that is over no longer counts");
+}
+
+/// A job over leaves `status` after `keep_finished`, and its record stays (for the history).
+#[test]
+fn a_finished_job_leaves_status_after_the_keep_time_and_its_record_stays() {
+    let settings = ControllerSettings { keep_finished: Duration::from_secs(1), ..ControllerSettings::default() };
+    let mut core = core_with(settings, &[("n0", 1)]);
+    let job = submit_as(&mut core, &OWNER, None);
+    core.agent_event(at(1), "n0", FromAgent::Ended { job, exit_code: Some(0), error: None, cpu_ns: None });
+    assert!(core.status(at(1)).jobs.iter().any(|j| j.id == job && j.state == JobState::Finished));
+    assert!(core.status(at(3)).jobs.iter().all(|j| j.id != job));
+    let Ok(ReplyData::History(history)) =
+        core.handle(at(3), &OWNER, Request::History(HistoryRequest::default()), String::new())
+    else {
+        panic!("no history")
+    };
+    assert!(history.jobs.iter().any(|j| j.id == job && j.state == JobState::Finished));
+}
