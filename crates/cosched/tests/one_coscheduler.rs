@@ -6,21 +6,22 @@
 //!
 //! The simulator runs cosched's own gang scheme (`GS-cosched`); its trace says
 //! what it decided. The same arrivals and finishes are then replayed, in the
-//! simulator's order, to a controller in this process whose agents are
-//! capture buffers; what it tells the agents is compared with the trace.
+//! simulator's order and at the simulator's times, to the controller's core
+//! (`ControllerCore`, the daemon's decisions, with its default settings: the idle
+//! rule and the history's retention on), with every node reporting its jobs'
+//! CPU time as busy jobs use it; what it tells the agents is compared with the
+//! trace.
 
 use cosched_core::SimTime;
 use cosched_runtime::agent::switcher::target_jobs;
-use cosched_runtime::controller::{Controller, ControllerSettings};
+use cosched_runtime::controller::core::{ControllerCore, Loaded, MemoryRecords, Now};
+use cosched_runtime::controller::ControllerSettings;
 use cosched_runtime::wire::jobs::Identity;
 use cosched_runtime::wire::protocol::{AgentHello, FromAgent, Request, Schedule, SubmitRequest, ToAgent};
 use cosched_sim::run::{run, RunOptions};
 use cosched_sim::trace::TraceKind;
 use cosched_sim::{Program, Prologue, Scheme, SimConfig, SimJob};
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const MS: u64 = 1_000_000;
 const NODES: u32 = 4;
@@ -108,68 +109,37 @@ fn simulate(cfg: &SimConfig, jobs: &[SimJob]) -> SimDecisions {
     sim
 }
 
-/// An agent's connection: every line the controller sends, kept.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Capture {
-    fn take_messages(&self) -> Vec<ToAgent> {
-        let bytes = std::mem::take(&mut *self.0.lock().unwrap());
-        let text = String::from_utf8(bytes).expect("JSON lines");
-        text.lines().map(|line| serde_json::from_str(line).expect("a message to an agent")).collect()
-    }
-}
-
-/// The controller and what it has told each node so far.
+/// The controller's core and what it has told each node so far.
 struct Runtime {
-    controller: Controller,
-    agents: Vec<Capture>,
+    core: ControllerCore,
+    nodes: u32,
     schedules: Vec<Option<Schedule>>,
     /// Per runtime job id: (node, CPUs of that node) of each node it started on.
     cpus: BTreeMap<u64, Vec<(u32, Vec<u32>)>>,
-    _state_dir: TempDir,
-}
-
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    /// Per running job: when it started (ns), for the CPU time its nodes report.
+    started_ns: BTreeMap<u64, u64>,
+    now_ns: u64,
 }
 
 impl Runtime {
     fn new(cfg: &SimConfig) -> Runtime {
-        let dir = tempfile::Builder::new().prefix("cosched-one-coscheduler-").tempdir().unwrap().keep();
         let settings = ControllerSettings {
-            state_dir: dir.clone(),
             slice_ns: cfg.costs.gang_quantum_ns,
             plan: cfg.plan_settings(),
-            idle_revert: Duration::from_secs(86_400),
-            idle_forget: Duration::from_secs(2 * 86_400),
-            admin_uids: vec![],
-            kill_wait: Duration::from_secs(1),
-            keep_finished: Duration::from_secs(86_400),
-            keep_history: Duration::from_secs(30 * 86_400),
             private_data: false,
-            metrics: cosched_runtime::controller::metrics::MetricsAccess::Off,
             nodes: (0..cfg.nodes).map(|node| format!("n{node}")).collect(),
-            job_limits: cosched_runtime::controller::JobLimits::default(),
-            empty_job_grace: Duration::from_secs(86_400),
             slurm_time: None,
+            ..ControllerSettings::default()
         };
-        let controller = Controller::open(settings).expect("a controller on a fresh state directory");
-        let mut agents = Vec::new();
+        let core = ControllerCore::open(settings, Box::<MemoryRecords>::default(), Loaded::default(), Now::default());
+        let mut runtime = Runtime {
+            core,
+            nodes: cfg.nodes,
+            schedules: vec![None; cfg.nodes as usize],
+            cpus: BTreeMap::new(),
+            started_ns: BTreeMap::new(),
+            now_ns: 0,
+        };
         for node in 0..cfg.nodes {
             let hello = AgentHello {
                 node: format!("n{node}"),
@@ -179,29 +149,50 @@ impl Runtime {
                 freezer: "test".into(),
                 features: vec![],
             };
-            let capture = Capture::default();
-            controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(capture.clone())))).expect("agent");
-            agents.push(capture);
+            runtime.core.agent_connected(Now::default(), &hello).expect("agent");
         }
-        let schedules = vec![None; cfg.nodes as usize];
-        let mut runtime = Runtime { controller, agents, schedules, cpus: BTreeMap::new(), _state_dir: TempDir(dir) };
         runtime.read_agents();
         runtime
+    }
+
+    fn now(&self) -> Now {
+        Now { mono_ns: self.now_ns, unix_ms: 1_700_000_000_000 + self.now_ns / 1_000_000 }
+    }
+
+    /// Time moves to `t_ns`: every node reports its jobs busy since they started (so the idle rule, on, finds
+    /// none idle), as an agent reports once a second.
+    fn advance_to(&mut self, t_ns: u64) {
+        self.now_ns = self.now_ns.max(t_ns);
+        let now = self.now();
+        for node in 0..self.nodes {
+            let jobs = self
+                .cpus
+                .iter()
+                .filter(|(id, _)| self.started_ns.contains_key(id))
+                .filter_map(|(&job, places)| {
+                    let cpus = places.iter().find(|(n, _)| *n == node)?.1.len() as u64;
+                    let cpu_ns = (self.now_ns - self.started_ns[&job]) * cpus;
+                    Some(cosched_runtime::wire::protocol::JobUsage { job, cpu_ns, pids: vec![1], frozen: false })
+                })
+                .collect();
+            self.core.agent_event(now, &format!("n{node}"), report(jobs));
+        }
+        self.read_agents();
     }
 
     /// Jobs started since the last look.
     fn read_agents(&mut self) -> Vec<u64> {
         let mut started = Vec::new();
-        for (node, agent) in self.agents.iter().enumerate() {
-            for message in agent.take_messages() {
-                match message {
-                    ToAgent::Schedule(schedule) => self.schedules[node] = Some(schedule),
-                    ToAgent::Start(start) => {
-                        self.cpus.entry(start.job).or_default().push((node as u32, start.cpus));
-                        started.push(start.job);
-                    }
-                    _ => {}
+        for (node, message) in self.core.take_effects().to_agents {
+            let node: usize = node[1..].parse().expect("a node named n<i>");
+            match message {
+                ToAgent::Schedule(schedule) => self.schedules[node] = Some(schedule),
+                ToAgent::Start(start) => {
+                    self.cpus.entry(start.job).or_default().push((node as u32, start.cpus));
+                    self.started_ns.insert(start.job, self.now_ns);
+                    started.push(start.job);
                 }
+                _ => {}
             }
         }
         started.sort_unstable();
@@ -213,17 +204,17 @@ impl Runtime {
         let user = Identity { uid: 1000, gid: 1000, admin: false };
         let request =
             Request::Submit(SubmitRequest { tasks, ..SubmitRequest::new(vec!["/bin/true".into()], "/".into()) });
-        let reply = self.controller.handle(&user, request);
-        assert!(reply.ok, "submit refused: {:?}", reply.error);
+        let reply = self.core.handle(self.now(), &user, request, "token".into());
+        assert!(reply.is_ok(), "submit refused: {reply:?}");
     }
 
     fn finish(&mut self, id: u64) {
+        let now = self.now();
         for (node, _) in self.cpus[&id].clone() {
-            self.controller.agent_event(
-                &format!("n{node}"),
-                FromAgent::Ended { job: id, exit_code: Some(0), error: None, cpu_ns: None },
-            );
+            let ended = FromAgent::Ended { job: id, exit_code: Some(0), error: None, cpu_ns: None };
+            self.core.agent_event(now, &format!("n{node}"), ended);
         }
+        self.started_ns.remove(&id);
     }
 
     /// The job CPU `cpu` of `node` runs in clock slice `slice`, as its agent decides.
@@ -258,6 +249,7 @@ fn the_simulator_and_the_runtime_make_the_same_placement_and_slot_decisions() {
             slices_compared += 1;
             switches.next();
         }
+        runtime.advance_to(t);
         if arrived {
             runtime.submit(jobs[j as usize].tasks);
         } else {
@@ -291,26 +283,29 @@ fn a_nodes_cpu_time_at_the_end_of_a_job_is_kept() {
     runtime.submit(2);
     let job = runtime.read_agents()[0];
     let usage = |cpu_ns| cosched_runtime::wire::protocol::JobUsage { job, cpu_ns, pids: vec![], frozen: false };
-    let report = |cpu_ns| FromAgent::Report {
-        jobs: vec![usage(cpu_ns)],
+    let now = runtime.now();
+    runtime.core.agent_event(now, "n0", report(vec![usage(100)]));
+    runtime.core.agent_event(now, "n1", report(vec![usage(900)]));
+    let ended = |cpu_ns| FromAgent::Ended { job, exit_code: Some(0), error: None, cpu_ns: Some(cpu_ns) };
+    runtime.core.agent_event(now, "n0", ended(400));
+    runtime.core.agent_event(now, "n1", ended(700)); // below its report: the report stands
+    let user = Identity { uid: 1000, gid: 1000, admin: false };
+    let reply = runtime.core.handle(now, &user, Request::Status {}, String::new());
+    let Ok(cosched_runtime::wire::protocol::ReplyData::Status(status)) = reply else { panic!("{reply:?}") };
+    let record = status.jobs.iter().find(|j| j.id == job).unwrap();
+    assert!(record.state.is_over(), "{record:?}");
+    assert_eq!(record.cpu_ns, 400 + 900, "{record:?}");
+}
+
+/// A node's periodic report of its jobs' usage.
+fn report(jobs: Vec<cosched_runtime::wire::protocol::JobUsage>) -> FromAgent {
+    FromAgent::Report {
+        jobs,
         load_avg: 0.0,
         switches: 0,
         switch_errors: 0,
         slice_starts: vec![],
         switch_latencies_ns: vec![],
         stuck_jobs: vec![],
-    };
-    runtime.controller.agent_event("n0", report(100));
-    runtime.controller.agent_event("n1", report(900));
-    let ended = |cpu_ns| FromAgent::Ended { job, exit_code: Some(0), error: None, cpu_ns: Some(cpu_ns) };
-    runtime.controller.agent_event("n0", ended(400));
-    runtime.controller.agent_event("n1", ended(700)); // below its report: the report stands
-    let user = Identity { uid: 1000, gid: 1000, admin: false };
-    let reply = runtime.controller.handle(&user, Request::Status {});
-    let Some(cosched_runtime::wire::protocol::ReplyData::Status(status)) = reply.data else {
-        panic!("{:?}", reply.error)
-    };
-    let record = status.jobs.iter().find(|j| j.id == job).unwrap();
-    assert!(record.state.is_over(), "{record:?}");
-    assert_eq!(record.cpu_ns, 400 + 900, "{record:?}");
+    }
 }

@@ -18,7 +18,8 @@
 //!
 //! The invariants (`World::check`): no CPU of a node in two jobs of one slot; every job the core accepted has a
 //! record, and a request's change is in the records when its reply leaves; the records hold what memory holds
-//! once storage works again; no job left frozen that its user did not suspend for longer than
+//! once storage works again; no job left frozen that its user did not suspend (or put in the standby class, which
+//! runs only in cells left free) for longer than
 //! `FROZEN_BOUND_NS` (a lost controller must not leave jobs frozen: its agents keep switching on their last
 //! schedule, so this holds only if every schedule sent runs each job); a user is refused others' jobs and sees
 //! no other user's command; each job with a time limit is charged, in its slots, exactly the share of the time
@@ -35,6 +36,7 @@ use crate::wire::protocol::{
     AdoptedJob, AgentHello, FromAgent, JobUsage, ReplyData, Request, Schedule, StorageStatus, SubmitRequest, ToAgent,
 };
 use cosched_core::rng::{Rng, StreamSeed};
+use cosched_policy::cluster::JobClass;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -254,11 +256,18 @@ enum Act {
     Kill,
     Suspend,
     Resume,
+    /// SIGTERM, by `kill --signal`.
+    Signal,
+    /// Another class (raising one is an administrator's).
+    Class(&'static str),
+    Usage,
 }
 
 /// A request on a job and what the job was before it.
 struct RequestCheck {
     id: u64,
+    /// The request changes the job (its change must be written before the reply).
+    changes: bool,
     owner: Option<u32>,
     who: Identity,
     ok: bool,
@@ -357,6 +366,9 @@ impl World {
     /// Hand the core's messages to the network, on each node's current link.
     fn send_effects(&mut self) {
         let effects = self.core.take_effects();
+        for line in effects.logs {
+            self.note(format!("(log) {}", line.trim_start_matches("cosched controller: ")));
+        }
         for (node, message) in effects.to_agents {
             let Some(index) = self.agents.iter().position(|a| a.name == node) else { continue };
             let Some(link) = self.agents[index].link else { continue };
@@ -497,7 +509,8 @@ impl World {
             Ok(_) => {
                 self.next_link += 1;
                 self.agents[node].link = Some(self.next_link);
-                self.note(format!("{name} hello ({} jobs): accepted", hello.adopted.len()));
+                let ids: Vec<u64> = hello.adopted.iter().map(|a| a.job).collect();
+                self.note(format!("{name} hello with jobs {ids:?}: accepted"));
                 for event in self.agents[node].ends_sent.clone() {
                     self.agent_says(node, &event);
                 }
@@ -526,9 +539,15 @@ impl World {
         let faults = self.settings.faults;
         match self.rng.below(1000) {
             0..=299 => self.submit(),
-            300..=399 => self.act_on_a_job(Act::Kill),
-            400..=479 => self.act_on_a_job(Act::Suspend),
-            480..=559 => self.act_on_a_job(Act::Resume),
+            300..=369 => self.act_on_a_job(Act::Kill),
+            370..=439 => self.act_on_a_job(Act::Suspend),
+            440..=509 => self.act_on_a_job(Act::Resume),
+            510..=524 => self.act_on_a_job(Act::Signal),
+            525..=534 => {
+                let class = ["standby", "batch", "interactive"][self.rng.below(3) as usize];
+                self.act_on_a_job(Act::Class(class));
+            }
+            535..=559 => self.act_on_a_job(Act::Usage),
             560..=659 => self.read_status(),
             660..=679 if faults => {
                 let node = self.rng.below(self.agents.len() as u32) as usize;
@@ -595,6 +614,9 @@ impl World {
             Act::Kill => Request::Kill { job: id },
             Act::Suspend => Request::Suspend { job: id },
             Act::Resume => Request::Resume { job: id },
+            Act::Signal => Request::Signal { job: id, signal: "TERM".into() },
+            Act::Class(class) => Request::SetClass { job: id, class: class.into() },
+            Act::Usage => Request::Usage { job: id },
         };
         self.summary.requests += 1;
         let before = self.core.jobs().get(&id).cloned();
@@ -610,7 +632,8 @@ impl World {
             _ => {}
         }
         self.send_effects();
-        self.pending_check = Some(RequestCheck { id, owner, who, ok: reply.is_ok(), before });
+        let changes = !matches!(act, Act::Signal | Act::Usage);
+        self.pending_check = Some(RequestCheck { id, changes, owner, who, ok: reply.is_ok(), before });
     }
 
     fn read_status(&mut self) {
@@ -711,16 +734,23 @@ impl World {
             return Err(format!("uid {} acted on job {} of uid {:?}", c.who.uid, c.id, c.owner));
         }
         if !c.ok {
-            let same = |a: &JobRecord, b: &JobRecord| a.state == b.state && a.error == b.error;
+            let same = |a: &JobRecord, b: &JobRecord| (a.state, &a.error, a.class) == (b.state, &b.error, b.class);
             if c.before.as_ref().zip(now).is_some_and(|(a, b)| !same(a, b)) {
                 return Err(format!("a refused request changed job {}", c.id));
             }
             return Ok(());
         }
+        if !c.changes {
+            return Ok(());
+        }
         let records = self.records.0.lock().unwrap();
         let saved = records.jobs.get(&c.id);
         match (now, saved) {
-            (Some(now), Some(saved)) if now.state == saved.state && now.error == saved.error => Ok(()),
+            (Some(now), Some(saved))
+                if (now.state, &now.error, now.class) == (saved.state, &saved.error, saved.class) =>
+            {
+                Ok(())
+            }
             _ => Err(format!("job {}: the reply left before its change was written", c.id)),
         }
     }
@@ -796,7 +826,9 @@ impl World {
             for (id, job) in &agent.jobs {
                 let Some(since) = job.frozen_since_ns else { continue };
                 let since = since.max(self.resumed_at_ns.get(id).copied().unwrap_or(0));
-                let over = self.core.jobs().get(id).is_none_or(|j| j.state.is_over() || j.error.is_some());
+                // A standby job runs only in cells the others leave free: it may wait as long as they run.
+                let exempt = |j: &JobRecord| j.state.is_over() || j.error.is_some() || j.class == JobClass::Standby;
+                let over = self.core.jobs().get(id).is_none_or(exempt);
                 if self.now_ns - since > FROZEN_BOUND_NS && !over && !self.suspended_by_user.contains(id) {
                     let state = self.core.jobs().get(id).map(|j| j.state.name());
                     return Err(format!(

@@ -31,8 +31,38 @@ impl Rules {
         Ok(index as u32)
     }
 
+    /// Cgroups of jobs whose records do not place them on this node: a start the records never got (storage failed,
+    /// then the controller was lost). No slot runs them, and a new start there would adopt their processes on the CPUs
+    /// they had, beside whatever the plan gives those CPUs now; so, before anything of the hello is planned, such a
+    /// job fails with that reason and its cgroup here ends.
+    fn end_unplaced(&self, state: &mut State, hello: &AgentHello) {
+        let unplaced: Vec<u64> = hello
+            .adopted
+            .iter()
+            .filter(|a| state.jobs.get(&a.job).is_some_and(|j| !j.state.is_over() && j.on_node(&hello.node).is_none()))
+            .map(|a| a.job)
+            .collect();
+        let now_ms = state.now.unix_ms;
+        // All of them first, with no plan in between: a plan made while one is still queued could start it on this
+        // very node, where the agent would adopt the old processes on their old CPUs.
+        for id in unplaced {
+            let reason = format!(
+                "node {} ran it, but its start there was not written before the controller was lost: ended",
+                hello.node
+            );
+            log(state, format!("cosched controller: job {id}: {reason}"));
+            if let Some(job) = state.jobs.get_mut(&id) {
+                job.error.get_or_insert(reason);
+                job.end(JobState::Failed, now_ms);
+                state.records.save_job_or_hold(job);
+            }
+            let _ = send_to(state, &hello.node, ToAgent::Forget { job: id, ack: None });
+        }
+    }
+
     /// Jobs the database runs on this node but the agent does not have are over there.
     pub(super) fn reconcile_adopted(&self, state: &mut State, hello: &AgentHello) {
+        self.end_unplaced(state, hello);
         let gone: Vec<u64> = state
             .jobs
             .values()
@@ -53,24 +83,6 @@ impl Rules {
             .map(|a| a.job)
             .collect();
         for job in over {
-            let _ = send_to(state, &hello.node, ToAgent::Forget { job, ack: None });
-        }
-        // Cgroups of jobs whose records do not place them there: a start the records never got (storage failed,
-        // then the controller was lost). No slot of the plan runs them, so they would stay frozen: they end, and
-        // the job starts again as its record says.
-        let unplaced: Vec<u64> = hello
-            .adopted
-            .iter()
-            .filter(|a| state.jobs.get(&a.job).is_some_and(|j| !j.state.is_over() && j.on_node(&hello.node).is_none()))
-            .map(|a| a.job)
-            .collect();
-        for job in unplaced {
-            let line = format!(
-                "cosched controller: job {job}: node {} runs it but its record never placed it there (its start was \
-                 not written): ended there, it starts again as its record says",
-                hello.node
-            );
-            log(state, line);
             let _ = send_to(state, &hello.node, ToAgent::Forget { job, ack: None });
         }
         let killing: Vec<JobRecord> = state
