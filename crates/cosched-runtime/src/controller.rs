@@ -160,15 +160,31 @@ impl Shell {
 
     /// Do what the core asked: its messages go out on the agents' links, its answers to the requests waiting.
     fn carry_out(&mut self) {
-        let Effects { to_agents, answers, logs } = self.core.take_effects();
+        loop {
+            let effects = self.core.take_effects();
+            if effects.to_agents.is_empty() && effects.answers.is_empty() && effects.logs.is_empty() {
+                return;
+            }
+            self.carry_out_once(effects);
+        }
+    }
+
+    fn carry_out_once(&mut self, effects: Effects) {
+        let Effects { to_agents, answers, logs } = effects;
         for line in logs {
             eprintln!("{line}");
         }
         for (node, message) in to_agents {
-            let Some(link) = self.links.get(&node) else { continue };
-            // A failed write ends the link: its reader then reports the agent gone.
-            if let Err(e) = write_message(&mut *link.lock().unwrap(), &message) {
-                eprintln!("cosched controller: node {node}: {e}");
+            let Some(link) = self.links.get(&node).cloned() else { continue };
+            // A link that takes no more writes is gone: the agent is away from now on (what was asked of it fails),
+            // and its reader, finding its link no longer the node's, closes the connection (the agent says hello
+            // again).
+            let written = write_message(&mut *link.lock().unwrap(), &message);
+            if let Err(e) = written {
+                eprintln!("cosched controller: node {node}: {e}; its link is closed");
+                self.links.remove(&node);
+                let now = self.now();
+                self.core.agent_disconnected(now, &node);
             }
         }
         for (ack, answer) in answers {
@@ -234,10 +250,14 @@ impl Controller {
             Request::SlurmAttach { slurm_job, pid, node } => self.slurm_attach(who, slurm_job, pid, node),
             Request::SlurmEnd(r) => self.slurm_end(who, r),
             Request::MonitorToken {} => self.monitor_token(who),
-            other => match crate::job_tag::random_hex(16) {
-                Ok(token) => self.with_core(|core, now| core.handle(now, who, other, token)),
-                Err(e) => Err(format!("no random token for a job: {e}")),
-            },
+            other => {
+                // The secret a new job's cgroup is tagged with; only a request that makes a job needs one.
+                let makes_a_job = matches!(other, Request::Submit(_) | Request::Register(_) | Request::SlurmBegin(_));
+                match if makes_a_job { crate::job_tag::random_hex(16) } else { Ok(String::new()) } {
+                    Ok(token) => self.with_core(|core, now| core.handle(now, who, other, token)),
+                    Err(e) => Err(format!("no random token for a job: {e}")),
+                }
+            }
         };
         match outcome {
             Ok(data) => Reply::ok(data),
@@ -295,7 +315,8 @@ impl Controller {
             let mut shell = self.shell.lock().unwrap();
             shell.waiters.remove(&ack);
             shell.core.forget_ask(ack);
-            Err(format!("no answer within {} s", timeout.as_secs()))
+            // An answer that came between the timeout and the lock counts.
+            answer.try_recv().unwrap_or_else(|_| Err(format!("no answer within {} s", timeout.as_secs())))
         })
     }
 
@@ -387,17 +408,35 @@ impl Controller {
         accepted
     }
 
-    pub fn agent_disconnected(&self, node: &str) {
+    /// The link `node`'s agent is connected on, if any.
+    pub fn link_of(&self, node: &str) -> Option<AgentWriter> {
+        self.shell.lock().unwrap().links.get(node).cloned()
+    }
+
+    /// `link`, `node`'s, is closed. Nothing changes if it is no longer the node's link (closed already after a
+    /// failed write, the agent perhaps connected again on another).
+    pub fn agent_disconnected(&self, node: &str, link: &AgentWriter) {
         let mut shell = self.shell.lock().unwrap();
+        if !shell.links.get(node).is_some_and(|current| Arc::ptr_eq(current, link)) {
+            return;
+        }
         shell.links.remove(node);
         let now = shell.now();
         shell.core.agent_disconnected(now, node);
         shell.carry_out();
     }
 
-    /// What an agent says (the link it came on proved its node).
-    pub fn agent_event(&self, node: &str, event: FromAgent) {
-        self.with_core(|core, now| core.agent_event(now, node, event))
+    /// What an agent says on `link` (which proved its node). False when `link` is no longer the node's: the event
+    /// is not heard, and the reader should close the connection.
+    pub fn agent_event(&self, node: &str, link: &AgentWriter, event: FromAgent) -> bool {
+        let mut shell = self.shell.lock().unwrap();
+        if !shell.links.get(node).is_some_and(|current| Arc::ptr_eq(current, link)) {
+            return false;
+        }
+        let now = shell.now();
+        shell.core.agent_event(now, node, event);
+        shell.carry_out();
+        true
     }
 
     /// Periodic work: the core's (storage, history, time limits, empty registrations), and the status document

@@ -60,9 +60,9 @@ fn end(controller: &Controller, job: u64, cpu_ns: u64, exit_code: i32) {
         switch_latencies_ns: vec![],
         stuck_jobs: vec![],
     };
-    controller.agent_event("n0", report);
+    hear(controller, report);
     let ended = FromAgent::Ended { job, exit_code: Some(exit_code), error: None, cpu_ns: Some(cpu_ns) };
-    controller.agent_event("n0", ended);
+    hear(controller, ended);
 }
 
 fn history(controller: &Controller, who: &Identity, request: HistoryRequest) -> HistoryReply {
@@ -184,7 +184,7 @@ fn jobs_past_the_retention_leave_memory_and_the_database_and_their_ids_are_never
     assert_eq!(third, second + 1, "the removed ids are not given again");
     // Its node's agent away, an ended job may still have its cgroup there: it stays until the agent is back.
     end(&restarted, third, 1, 0);
-    restarted.agent_disconnected("n0");
+    restarted.agent_disconnected("n0", &restarted.link_of("n0").expect("a link"));
     std::thread::sleep(Duration::from_millis(1_100)); // the next look for old jobs
     restarted.tick();
     assert_eq!(ids(&history(&restarted, &ALICE, HistoryRequest::default()).jobs), [third]);
@@ -202,7 +202,7 @@ fn the_switch_times_an_agent_reports_are_counted_for_its_node() {
         switch_latencies_ns: vec![90_000, 3_100_000],
         stuck_jobs: vec![],
     };
-    controller.agent_event("n0", report);
+    hear(&controller, report);
     let metrics = controller.metrics();
     let node = &metrics.nodes[0];
     assert_eq!((node.switch_lateness.count(), node.switch_latency.count()), (2, 2));
@@ -237,9 +237,9 @@ fn a_report_counts_each_slice_once_and_at_most_what_an_agent_keeps() {
         slice_starts,
         stuck_jobs: vec![],
     };
-    controller.agent_event("n0", report(vec![(10, 40_000), (10, 40_000), (11, 50_000)]));
+    hear(&controller, report(vec![(10, 40_000), (10, 40_000), (11, 50_000)]));
     assert_eq!(controller.metrics().nodes[0].switch_lateness.count(), 2);
-    controller.agent_event("n0", report((100..100_100).map(|slice| (slice, 1_000)).collect()));
+    hear(&controller, report((100..100_100).map(|slice| (slice, 1_000)).collect()));
     let node = &controller.metrics().nodes[0];
     assert_eq!((node.switch_lateness.count(), node.switch_latency.count()), (2 + 4_096, 3 + 4_096));
 }
@@ -264,4 +264,57 @@ fn a_job_with_output_files_never_starts_on_an_agent_that_would_ignore_them() {
         other => panic!("{other:?}"),
     };
     assert_eq!(status.jobs.iter().find(|j| j.id == plain).map(|j| j.state), Some(JobState::Running));
+}
+
+/// What node n0's agent says, on its link.
+fn hear(controller: &Controller, event: cosched_runtime::wire::protocol::FromAgent) {
+    let link = controller.link_of("n0").expect("n0's link");
+    assert!(controller.agent_event("n0", &link, event), "n0's link is current");
+}
+
+/// A writer whose every write fails, as a connection whose peer is gone.
+struct Broken;
+
+impl std::io::Write for Broken {
+    fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+        Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A link that takes no more writes is closed at once: the node is away (its waiting requests fail rather than
+/// wait), what its old reader hears is refused so that it closes the connection, and the agent may connect again.
+#[test]
+fn a_link_that_takes_no_writes_is_closed_and_the_agent_may_connect_again() {
+    let dir = state_dir();
+    let controller = open(&dir, Duration::from_secs(3600));
+    let old = controller.link_of("n0").expect("n0's link");
+    controller.agent_disconnected("n0", &old);
+    let hello = AgentHello {
+        node: "n0".into(),
+        cpus: 8,
+        mem_bytes: 1 << 30,
+        adopted: vec![],
+        freezer: "test".into(),
+        features: vec![],
+    };
+    let broken: cosched_runtime::controller::AgentWriter = Arc::new(Mutex::new(Box::new(Broken)));
+    controller.agent_connected(&hello, broken.clone()).expect("accepted");
+    assert!(controller.link_of("n0").is_none(), "the welcome could not be written: the link is closed");
+    assert!(controller.status().nodes.iter().all(|n| !n.connected));
+    let report = FromAgent::Report {
+        jobs: vec![],
+        load_avg: 0.0,
+        switches: 0,
+        switch_errors: 0,
+        slice_starts: vec![],
+        switch_latencies_ns: vec![],
+        stuck_jobs: vec![],
+    };
+    assert!(!controller.agent_event("n0", &broken, report), "the old link is not heard");
+    controller.agent_disconnected("n0", &broken); // its reader's end changes nothing
+    controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(std::io::sink())))).expect("connected again");
+    assert!(controller.status().nodes.iter().all(|n| n.connected));
 }

@@ -402,7 +402,12 @@ impl AgentLink {
         eprintln!("cosched controller: agent {node} connected ({} CPUs, freezer {})", hello.cpus, hello.freezer);
         loop {
             match self.next_event() {
-                Ok(Some(event)) => controller.agent_event(&node, event),
+                Ok(Some(event)) => {
+                    if !controller.agent_event(&node, &link, event) {
+                        eprintln!("cosched controller: agent {node}: its link was closed after a failed write");
+                        break;
+                    }
+                }
                 Ok(None) => break,
                 Err(e) => {
                     eprintln!("cosched controller: agent {node}: {e}");
@@ -412,7 +417,7 @@ impl AgentLink {
         }
         self.stream.shutdown();
         eprintln!("cosched controller: agent {node} disconnected");
-        controller.agent_disconnected(&node);
+        controller.agent_disconnected(&node, &link);
     }
 
     /// The agent's next event; an unreadable one is logged and skipped, a line whose seal is wrong ends the link.

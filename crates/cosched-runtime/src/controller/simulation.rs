@@ -421,6 +421,7 @@ impl World {
 
     fn agent_receives(&mut self, node: usize, message: ToAgent) {
         let now_ns = self.now_ns;
+        let mut unreported = Vec::new();
         let answer = {
             let agent = &mut self.agents[node];
             match message {
@@ -448,7 +449,15 @@ impl World {
                     None
                 }
                 ToAgent::Forget { job, ack } => {
-                    agent.jobs.remove(&job);
+                    // As the real agent: a job whose end it has not reported yet says so, with its CPU time.
+                    if let Some(ended) = agent.jobs.remove(&job) {
+                        unreported.push(FromAgent::Ended {
+                            job,
+                            exit_code: None,
+                            error: None,
+                            cpu_ns: Some(ended.cpu_ns),
+                        });
+                    }
                     ack.map(|ack| FromAgent::Forgotten { ack, stuck: None })
                 }
                 ToAgent::AddPid { ack, .. } | ToAgent::RemovePid { ack, .. } => {
@@ -459,8 +468,8 @@ impl World {
                 _ => None,
             }
         };
-        if let Some(event) = answer {
-            self.agent_says(node, &event);
+        for event in unreported.iter().chain(&answer) {
+            self.agent_says(node, event);
         }
     }
 

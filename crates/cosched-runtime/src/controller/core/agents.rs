@@ -31,23 +31,28 @@ impl Rules {
         Ok(index as u32)
     }
 
-    /// Cgroups of jobs whose records do not place them on this node: a start the records never got (storage failed,
-    /// then the controller was lost). No slot runs them, and a new start there would adopt their processes on the CPUs
-    /// they had, beside whatever the plan gives those CPUs now; so, before anything of the hello is planned, such a
-    /// job fails with that reason and its cgroup here ends.
+    /// Cgroups of jobs whose records do not place them on this node. They end there: no slot of this node runs
+    /// them, and a new start of the job there would adopt the old processes on their old CPUs. A job the records
+    /// have not started at all (its start was not written before the controller was lost, or the records were
+    /// restored from before it) fails with that reason, before anything of the hello is planned, and only on a
+    /// claim that names the record's owner and token; a job placed elsewhere (started again since) runs on there.
     fn end_unplaced(&self, state: &mut State, hello: &AgentHello) {
-        let unplaced: Vec<u64> = hello
-            .adopted
+        let not_here = |j: &JobRecord| !j.state.is_over() && j.on_node(&hello.node).is_none();
+        let stale: Vec<&crate::wire::protocol::AdoptedJob> =
+            hello.adopted.iter().filter(|a| state.jobs.get(&a.job).is_some_and(not_here)).collect();
+        let never_started: Vec<u64> = stale
             .iter()
-            .filter(|a| state.jobs.get(&a.job).is_some_and(|j| !j.state.is_over() && j.on_node(&hello.node).is_none()))
+            .filter(|a| state.jobs.get(&a.job).is_some_and(|j| j.placement.is_empty() && claims_own(j, a)))
             .map(|a| a.job)
             .collect();
+        let forget: Vec<u64> = stale.iter().map(|a| a.job).collect();
         let now_ms = state.now.unix_ms;
         // All of them first, with no plan in between: a plan made while one is still queued could start it on this
-        // very node, where the agent would adopt the old processes on their old CPUs.
-        for id in unplaced {
+        // very node.
+        for id in never_started {
             let reason = format!(
-                "node {} ran it, but its start there was not written before the controller was lost: ended",
+                "node {} ran it, but its record has it queued (its start was not written before the controller \
+                 stopped, or the records were restored from before it): ended",
                 hello.node
             );
             log(state, format!("cosched controller: job {id}: {reason}"));
@@ -56,6 +61,8 @@ impl Rules {
                 job.end(JobState::Failed, now_ms);
                 state.records.save_job_or_hold(job);
             }
+        }
+        for id in forget {
             let _ = send_to(state, &hello.node, ToAgent::Forget { job: id, ack: None });
         }
     }
@@ -201,9 +208,10 @@ impl Rules {
             state.slice_starts.add(slice, offset_ns);
         }
         let count = jobs.len();
-        let reported: Vec<u64> = jobs.iter().map(|u| u.job).collect();
         let now_ns = state.now.mono_ns;
         let ours: Vec<JobUsage> = jobs.into_iter().filter(|u| runs_on(state, u.job, node)).collect();
+        // Each job once, and only this node's: a report naming a job many times must not cost many replans.
+        let reported: Vec<u64> = ours.iter().map(|u| u.job).collect::<BTreeSet<u64>>().into_iter().collect();
         let all_ours = ours.len() == count;
         for usage in ours {
             let running = state.jobs.get(&usage.job).is_some_and(|j| j.state == JobState::Running);
@@ -429,6 +437,10 @@ pub(super) fn check_hello(state: &State, configured: &[String], hello: &AgentHel
     if hello.cpus == 0 || hello.cpus > MAX_CPUS_PER_NODE {
         return Err(format!("an agent must offer 1 to {MAX_CPUS_PER_NODE} CPUs, not {}", hello.cpus));
     }
+    let mut seen = BTreeSet::new();
+    if let Some(twice) = hello.adopted.iter().find(|a| !seen.insert(a.job)) {
+        return Err(format!("the hello of node {} names job {} twice", hello.node, twice.job));
+    }
     refuse_orphans(state, hello)?;
     Ok(index)
 }
@@ -468,6 +480,13 @@ pub(super) fn refuse_orphans(state: &State, hello: &AgentHello) -> Result<(), St
         orphans.join(", ")
     );
     Err(reason)
+}
+
+/// Does an agent's claim name the record's owner and token (not an untagged cgroup that matches any old record)?
+fn claims_own(record: &JobRecord, cgroup: &crate::wire::protocol::AdoptedJob) -> bool {
+    !record.token.is_empty()
+        && cgroup.token.as_deref() == Some(record.token.as_str())
+        && cgroup.owner == Some(record.uid)
 }
 
 /// Is this cgroup the record's? Records and cgroups from before tags existed match by id and owner alone.

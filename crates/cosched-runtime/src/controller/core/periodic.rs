@@ -12,7 +12,10 @@ impl Rules {
         let mut changes: Vec<(u64, bool, bool)> = Vec::new();
         let ids: Vec<u64> = only.map_or_else(|| state.jobs.keys().copied().collect(), <[u64]>::to_vec);
         let running_gang = |j: &&JobRecord| j.state == JobState::Running && j.mode == Mode::Gang;
-        for job in ids.iter().filter_map(|id| state.jobs.get(id).filter(running_gang)) {
+        // A job with a node away is not judged: nothing says what it does there.
+        let connected: BTreeSet<&str> = state.nodes.iter().filter(|n| n.connected).map(|n| n.name.as_str()).collect();
+        let all_heard = |j: &&JobRecord| j.placement.iter().all(|p| connected.contains(p.node.as_str()));
+        for job in ids.iter().filter_map(|id| state.jobs.get(id).filter(running_gang).filter(all_heard)) {
             let live = state.live.entry(job.id).or_default();
             let cpu_ns = live.total_cpu_ns();
             // "No CPU" means under 1 % of one CPU since the last progress: a

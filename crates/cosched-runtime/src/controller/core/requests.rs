@@ -118,6 +118,9 @@ impl Rules {
     /// must not be used up, and no record may have it; the job must fit within the limits of jobs not over.
     pub(super) fn insert_job(&self, state: &mut State, job: JobRecord) -> Result<SubmitReply, String> {
         let id = job.id;
+        if job.token.is_empty() {
+            return Err("a new job needs a token (its cgroup's tag): nothing was changed".into());
+        }
         if id > MAX_JOB_ID {
             return Err(format!(
                 "no new job can be recorded: every job id up to {MAX_JOB_ID} has been given out; nothing was changed"

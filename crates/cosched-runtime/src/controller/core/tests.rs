@@ -1,6 +1,7 @@
 //! The core's rules, tested as decisions: inputs at chosen times in, state and effects out, in milliseconds.
 
 use super::*;
+use crate::controller::db::NodeRow;
 use crate::wire::protocol::AdoptedJob;
 
 pub(crate) const OWNER: Identity = Identity { uid: 1000, gid: 1000, admin: false };
@@ -247,4 +248,72 @@ fn a_finished_job_leaves_status_after_the_keep_time_and_its_record_stays() {
         panic!("no history")
     };
     assert!(history.jobs.iter().any(|j| j.id == job && j.state == JobState::Finished));
+}
+
+/// A core restarted from records in which job 1 (owner's, token "tok", one task) is queued, on nodes n0 and n1.
+fn restarted_with_a_queued_job() -> ControllerCore {
+    let mut job = JobRecord::new(1, &OWNER, cosched_policy::cluster::JobClass::Batch, false, 1);
+    job.token = "tok".into();
+    job.argv = vec!["prog".into()];
+    let nodes = ["n0", "n1"].map(|n| NodeRow { name: n.into(), cpus: 1, mem_bytes: 1 << 30 }).to_vec();
+    let loaded = Loaded { jobs: vec![job], nodes, next_job_id: 2 };
+    let settings = ControllerSettings { nodes: vec!["n0".into(), "n1".into()], ..ControllerSettings::default() };
+    ControllerCore::open(settings, Box::<MemoryRecords>::default(), loaded, at(0))
+}
+
+fn adopted(job: u64, token: Option<&str>) -> AdoptedJob {
+    AdoptedJob { job, pids: vec![7], owner: Some(OWNER.uid), token: token.map(str::to_string) }
+}
+
+/// A job whose start the records lost runs on a node: it fails there before anything of the hello is planned, its
+/// cgroup there ends, and it is not started again on that node over its old processes.
+#[test]
+fn a_job_the_records_have_queued_but_a_node_runs_fails_with_the_reason() {
+    let mut core = restarted_with_a_queued_job();
+    core.agent_connected(at(1), &hello("n0", 1, vec![adopted(1, Some("tok"))])).unwrap();
+    let record = &core.jobs()[&1];
+    assert_eq!(record.state, JobState::Failed);
+    assert!(record.error.as_deref().is_some_and(|e| e.contains("its record has it queued")), "{record:?}");
+    let sent = agent_messages(&mut core);
+    assert!(sent.iter().any(|(n, m)| n == "n0" && matches!(m, ToAgent::Forget { job: 1, .. })), "{sent:?}");
+    assert!(!sent.iter().any(|(_, m)| matches!(m, ToAgent::Start(_))), "{sent:?}");
+}
+
+/// The job was started again on another node since: it runs on there, and only the old cgroup ends.
+#[test]
+fn a_job_started_again_elsewhere_keeps_running_and_only_its_old_cgroup_ends() {
+    let mut core = restarted_with_a_queued_job();
+    core.agent_connected(at(1), &hello("n1", 1, vec![])).unwrap();
+    assert_eq!(core.jobs()[&1].placement[0].node, "n1", "started again on n1");
+    let _ = agent_messages(&mut core);
+    core.agent_connected(at(2), &hello("n0", 1, vec![adopted(1, Some("tok"))])).unwrap();
+    assert_eq!(core.jobs()[&1].state, JobState::Running, "it runs on n1");
+    let sent = agent_messages(&mut core);
+    assert!(sent.iter().any(|(n, m)| n == "n0" && matches!(m, ToAgent::Forget { job: 1, .. })), "{sent:?}");
+    assert!(!sent.iter().any(|(n, m)| n == "n1" && matches!(m, ToAgent::Forget { .. } | ToAgent::Terminate { .. })));
+}
+
+/// A claim without the record's token (an untagged cgroup) ends nothing, and a hello naming a job twice is refused.
+#[test]
+fn an_untagged_or_repeated_claim_ends_nothing() {
+    let mut core = restarted_with_a_queued_job();
+    let twice = hello("n0", 1, vec![adopted(1, Some("tok")), adopted(1, Some("tok"))]);
+    let refused = core.agent_connected(at(1), &twice).unwrap_err();
+    assert!(refused.contains("names job 1 twice"), "{refused}");
+    assert_eq!(core.jobs()[&1].state, JobState::Queued, "a refused hello changes nothing");
+    let untagged = core.agent_connected(at(1), &hello("n0", 1, vec![adopted(1, None)])).unwrap_err();
+    assert!(untagged.contains("does not know"), "{untagged}");
+    assert_eq!(core.jobs()[&1].state, JobState::Queued);
+}
+
+/// A job whose node is away is not judged idle, however long: nothing says what it does there.
+#[test]
+fn a_job_whose_node_is_away_is_not_judged_idle() {
+    let mut core = one_node_core(1);
+    let job = submit_as(&mut core, &OWNER, None);
+    core.agent_event(at(1), "n0", report(job, 0));
+    core.agent_disconnected(at(2), "n0");
+    core.tick(at(10_000));
+    let record = &core.jobs()[&job];
+    assert_eq!((record.mode, record.idle), (Mode::Gang, false), "{record:?}");
 }
