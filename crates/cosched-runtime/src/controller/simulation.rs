@@ -20,7 +20,7 @@
 //! record, and a request's change is in the records when its reply leaves; the records hold what memory holds
 //! once storage works again; no job left frozen that its user did not suspend (or put in the standby class, which
 //! runs only in cells left free) for longer than
-//! `FROZEN_BOUND_NS` (a lost controller must not leave jobs frozen: its agents keep switching on their last
+//! `FROZEN_BOUND_NS` after its node's agent is connected (a lost controller must not leave jobs frozen: its agents keep switching on their last
 //! schedule, so this holds only if every schedule sent runs each job); a user is refused others' jobs and sees
 //! no other user's command; each job with a time limit is charged, in its slots, exactly the share of the time
 //! the plan gave it (less what a restart loses: at most `time_limit::SAVE_EVERY`), and is ended at its limit.
@@ -201,6 +201,8 @@ struct Agent {
     /// Ends it has sent, said again on a new link (at least once).
     ends_sent: Vec<FromAgent>,
     ran_until_ns: u64,
+    /// When its current link was accepted.
+    connected_since_ns: u64,
 }
 
 struct AgentJob {
@@ -518,6 +520,7 @@ impl World {
             Ok(_) => {
                 self.next_link += 1;
                 self.agents[node].link = Some(self.next_link);
+                self.agents[node].connected_since_ns = self.now_ns;
                 let ids: Vec<u64> = hello.adopted.iter().map(|a| a.job).collect();
                 self.note(format!("{name} hello with jobs {ids:?}: accepted"));
                 for event in self.agents[node].ends_sent.clone() {
@@ -831,10 +834,11 @@ impl World {
 
     /// No job its user did not suspend stays frozen on a node beyond the bound (unless it is over).
     fn check_frozen(&self) -> Result<(), String> {
-        for agent in &self.agents {
+        // An agent away cannot be told to thaw a job: the bound counts from its (re)connection.
+        for agent in self.agents.iter().filter(|a| a.link.is_some()) {
             for (id, job) in &agent.jobs {
                 let Some(since) = job.frozen_since_ns else { continue };
-                let since = since.max(self.resumed_at_ns.get(id).copied().unwrap_or(0));
+                let since = since.max(self.resumed_at_ns.get(id).copied().unwrap_or(0)).max(agent.connected_since_ns);
                 // A standby job runs only in cells the others leave free: it may wait as long as they run.
                 let exempt = |j: &JobRecord| j.state.is_over() || j.error.is_some() || j.class == JobClass::Standby;
                 let over = self.core.jobs().get(id).is_none_or(exempt);
@@ -889,6 +893,7 @@ impl Agent {
             next_report_ns: REPORT_PERIOD_NS,
             ends_sent: Vec::new(),
             ran_until_ns: 0,
+            connected_since_ns: 0,
         }
     }
 
