@@ -51,15 +51,7 @@ fn submit(controller: &Controller, who: &Identity, command: &str) -> u64 {
 /// The job ran `cpu_ns` on its node and exited with `exit_code`.
 fn end(controller: &Controller, job: u64, cpu_ns: u64, exit_code: i32) {
     let usage = JobUsage { job, cpu_ns: cpu_ns / 2, pids: vec![], frozen: false };
-    let report = FromAgent::Report {
-        jobs: vec![usage],
-        load_avg: 0.0,
-        switches: 0,
-        switch_errors: 0,
-        slice_starts: vec![],
-        switch_latencies_ns: vec![],
-        stuck_jobs: vec![],
-    };
+    let report = FromAgent::usage_report(vec![usage]);
     hear(controller, report);
     let ended = FromAgent::Ended { job, exit_code: Some(exit_code), error: None, cpu_ns: Some(cpu_ns) };
     hear(controller, ended);
@@ -304,15 +296,7 @@ fn a_link_that_takes_no_writes_is_closed_and_the_agent_may_connect_again() {
     controller.agent_connected(&hello, broken.clone()).expect("accepted");
     assert!(controller.link_of("n0").is_none(), "the welcome could not be written: the link is closed");
     assert!(controller.status().nodes.iter().all(|n| !n.connected));
-    let report = FromAgent::Report {
-        jobs: vec![],
-        load_avg: 0.0,
-        switches: 0,
-        switch_errors: 0,
-        slice_starts: vec![],
-        switch_latencies_ns: vec![],
-        stuck_jobs: vec![],
-    };
+    let report = FromAgent::usage_report(vec![]);
     assert!(!controller.agent_event("n0", &broken, report), "the old link is not heard");
     controller.agent_disconnected("n0", &broken); // its reader's end changes nothing
     controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(std::io::sink())))).expect("connected again");

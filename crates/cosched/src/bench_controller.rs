@@ -141,15 +141,7 @@ fn report(running: &[(u64, Vec<String>)], node: &str) -> FromAgent {
         .filter(|(_, nodes)| nodes.iter().any(|n| n == node))
         .map(|(job, _)| JobUsage { job: *job, cpu_ns: 1_000_000_000, pids: vec![1, 2], frozen: false })
         .collect();
-    FromAgent::Report {
-        jobs,
-        load_avg: 1.0,
-        switches: 10,
-        switch_errors: 0,
-        slice_starts: vec![],
-        switch_latencies_ns: vec![],
-        stuck_jobs: vec![],
-    }
+    FromAgent::usage_report(jobs)
 }
 
 fn median_and_range(values: &mut [f64]) -> (f64, f64, f64) {

@@ -299,13 +299,5 @@ fn a_nodes_cpu_time_at_the_end_of_a_job_is_kept() {
 
 /// A node's periodic report of its jobs' usage.
 fn report(jobs: Vec<cosched_runtime::wire::protocol::JobUsage>) -> FromAgent {
-    FromAgent::Report {
-        jobs,
-        load_avg: 0.0,
-        switches: 0,
-        switch_errors: 0,
-        slice_starts: vec![],
-        switch_latencies_ns: vec![],
-        stuck_jobs: vec![],
-    }
+    FromAgent::usage_report(jobs)
 }

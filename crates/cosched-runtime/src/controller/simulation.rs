@@ -957,19 +957,12 @@ impl Agent {
     }
 
     fn report(&self) -> FromAgent {
-        FromAgent::Report {
-            jobs: self
-                .jobs
+        FromAgent::usage_report(
+            self.jobs
                 .iter()
                 .map(|(&job, j)| JobUsage { job, cpu_ns: j.cpu_ns, pids: vec![1], frozen: j.frozen_since_ns.is_some() })
                 .collect(),
-            load_avg: 1.0,
-            switches: 0,
-            switch_errors: 0,
-            slice_starts: vec![],
-            switch_latencies_ns: vec![],
-            stuck_jobs: vec![],
-        }
+        )
     }
 }
 

@@ -559,6 +559,22 @@ pub enum FromAgent {
     },
 }
 
+impl FromAgent {
+    /// A report of its jobs' usage alone (no switches, slice starts or stuck cgroups), as simulations and tests
+    /// send one.
+    pub fn usage_report(jobs: Vec<JobUsage>) -> FromAgent {
+        FromAgent::Report {
+            jobs,
+            load_avg: 0.0,
+            switches: 0,
+            switch_errors: 0,
+            slice_starts: vec![],
+            switch_latencies_ns: vec![],
+            stuck_jobs: vec![],
+        }
+    }
+}
+
 /// The end of one task's stdout or stderr on its node.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct LogTail {

@@ -212,8 +212,12 @@ pub(super) fn keep_rows_held(state: &mut State) {
 
 /// The share of the cycle's slots the plan gives job `id` (`None`: not in the plan).
 pub(super) fn planned_share(state: &State, id: u64) -> Option<f64> {
-    let plan = full_plan(state);
-    let job = plan.jobs.get(*state.plan_index.get(&id)?).filter(|j| j.id.0 == id)?;
+    share_in(full_plan(state), &state.plan_index, id)
+}
+
+/// Job `id`'s share of `plan`'s slots, found through `index` (the plan's `jobs` by id).
+pub(super) fn share_in(plan: &cosched_policy::cluster::Plan, index: &BTreeMap<u64, usize>, id: u64) -> Option<f64> {
+    let job = plan.jobs.get(*index.get(&id)?).filter(|j| j.id.0 == id)?;
     Some(job.slice_share(plan.rows.len()))
 }
 

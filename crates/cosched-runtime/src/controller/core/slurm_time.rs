@@ -10,7 +10,6 @@ use super::{log, ControllerCore, JobLive, Now, State};
 use crate::slurm_time::{decide, LimitUpdate, SlurmJobView, TimeCredit};
 use crate::wire::jobs::{JobRecord, JobState};
 use crate::wire::protocol::SlurmTimeStatus;
-use cosched_core::JobId;
 
 /// A Slurm job's time out of its slots not yet in its Slurm end time. In memory only: a restarted controller loses
 /// what accrued since the last pass (the job is granted less, never twice).
@@ -38,17 +37,11 @@ struct Unconfirmed {
 /// held meanwhile.
 pub(super) fn accrue(state: &mut State, now_ns: u64) {
     let Some(plan) = state.cosched.plan() else { return };
-    let slots = plan.rows.len();
     for job in state.jobs.values().filter(|j| j.slurm_job.is_some() && !j.state.is_over()) {
         let out = &mut state.live.entry(job.id).or_default().slurm_time;
         if let Some(since_ns) = out.since_ns {
             // A job the plan does not hold is given nothing: only time known to be out of its slots counts.
-            let share = state
-                .plan_index
-                .get(&job.id)
-                .and_then(|&i| plan.jobs.get(i))
-                .filter(|p| p.id == JobId(job.id))
-                .map_or(1.0, |p| p.slice_share(slots));
+            let share = super::plan::share_in(plan, &state.plan_index, job.id).unwrap_or(1.0);
             out.owed_ns = out.owed_ns.saturating_add(out_of_slot_ns(now_ns.saturating_sub(since_ns), share));
         }
         out.since_ns = (job.state == JobState::Running).then_some(now_ns);

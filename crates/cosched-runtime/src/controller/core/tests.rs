@@ -53,15 +53,7 @@ pub(crate) fn agent_messages(core: &mut ControllerCore) -> Vec<(String, ToAgent)
 }
 
 fn report(job: u64, cpu_ns: u64) -> FromAgent {
-    FromAgent::Report {
-        jobs: vec![JobUsage { job, cpu_ns, pids: vec![4242], frozen: false }],
-        load_avg: 1.0,
-        switches: 0,
-        switch_errors: 0,
-        slice_starts: vec![],
-        switch_latencies_ns: vec![],
-        stuck_jobs: vec![],
-    }
+    FromAgent::usage_report(vec![JobUsage { job, cpu_ns, pids: vec![4242], frozen: false }])
 }
 
 /// The core's files name no clock, socket, file, thread, process or random source: everything it knows comes in

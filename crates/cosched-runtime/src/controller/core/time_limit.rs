@@ -6,7 +6,6 @@
 
 use super::{Rules, State};
 use crate::wire::jobs::JobState;
-use cosched_core::JobId;
 use std::time::Duration;
 
 /// The time in its slots is saved at least this often: a controller that stops loses at most this much of it (the
@@ -17,18 +16,11 @@ pub(super) const SAVE_EVERY: Duration = Duration::from_secs(60);
 /// meanwhile.
 pub(super) fn accrue(state: &mut State, now_ns: u64) {
     let Some(plan) = state.cosched.plan() else { return };
-    let slots = plan.rows.len();
     let limited = state.jobs.values_mut().filter(|j| j.time_limit_s.is_some() && !j.state.is_over());
     for job in limited {
         let live = state.live.entry(job.id).or_default();
         if let Some(since_ns) = live.in_slot_since_ns {
-            let share = state
-                .plan_index
-                .get(&job.id)
-                .and_then(|&i| plan.jobs.get(i))
-                .filter(|p| p.id == JobId(job.id))
-                .map_or(1.0, |p| p.slice_share(slots))
-                .clamp(0.0, 1.0);
+            let share = super::plan::share_in(plan, &state.plan_index, job.id).unwrap_or(1.0).clamp(0.0, 1.0);
             // In ns, the part below a millisecond carried to the next accrual: accruals come every tick and at
             // every change of the plan, and rounding each down would charge a job less than its share.
             let in_slot_ns = now_ns.saturating_sub(since_ns) as f64 * share;
