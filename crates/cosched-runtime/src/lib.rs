@@ -32,7 +32,7 @@ pub mod daemon;
 pub mod gate;
 pub mod job_tag;
 pub mod private_dir;
-pub mod slurm;
+pub use cosched_control::slurm;
 pub mod slurm_time;
 pub mod systemd_notify;
 pub mod testing;

@@ -7,6 +7,6 @@ pub mod client;
 pub mod conn;
 pub mod http;
 pub mod jobs;
-pub mod output_files;
+pub use cosched_control::wire::output_files;
 pub mod protocol;
 pub mod seal;

@@ -524,19 +524,8 @@ fn current_slice(schedule: &Schedule, now_ns: u64) -> Option<u64> {
     (schedule.slice_ns > 0).then(|| now_ns / schedule.slice_ns)
 }
 
-/// The jobs that run during `slice`: its slot's and the always-running ones,
-/// never a suspended one.
-pub fn target_jobs(schedule: &Schedule, slice: Option<u64>) -> BTreeSet<u64> {
-    let mut target: BTreeSet<u64> = schedule.always.iter().copied().collect();
-    if !schedule.rows.is_empty() {
-        let slot = slice.map_or(0, |s| cosched_policy::cluster::slot_for_slice(s, schedule.rows.len()));
-        target.extend(schedule.rows[slot].iter().copied());
-    }
-    for job in &schedule.suspended {
-        target.remove(job);
-    }
-    target
-}
+/// The jobs that run during a slice: the rule is shared with the simulator's nodes.
+pub use cosched_control::schedule::target_jobs;
 
 /// The CPUs this process may run on.
 fn allowed_cpus() -> Vec<usize> {

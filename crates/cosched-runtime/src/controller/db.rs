@@ -20,12 +20,7 @@ pub struct Db {
     conn: Connection,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeRow {
-    pub name: String,
-    pub cpus: u32,
-    pub mem_bytes: u64,
-}
+pub use cosched_control::controller::core::NodeRow;
 
 const SCHEMA: &str = "
     CREATE TABLE IF NOT EXISTS jobs (

@@ -297,7 +297,7 @@ fn metrics_response(controller: &Controller, method: &str) -> HttpResponse {
     }
     // Names are looked up outside the controller's lock: the password database may be a network service.
     let snapshot = controller.metrics();
-    let body = crate::controller::metrics::render(&snapshot, &crate::controller::metrics::user_names(&snapshot));
+    let body = crate::controller::metrics::render(&snapshot, &crate::wire::jobs::user_names(&snapshot));
     let mut headers = vec![("Content-Type".to_string(), crate::controller::metrics::CONTENT_TYPE.to_string())];
     headers.extend(security_headers(API_POLICY));
     HttpResponse { status: 200, headers, body: body.into_bytes() }

@@ -9,7 +9,6 @@
 //! It reads no clock, owns no socket, file, thread or random source (`tests::the_core_does_no_io` holds it to that).
 
 use super::{ControllerSettings, MAX_CPUS_PER_NODE, MAX_JOB_ID};
-use crate::controller::db::NodeRow;
 use crate::controller::metrics::{Histogram, JobFigures, MetricsSnapshot, NodeFigures, MAX_JOB_SERIES};
 use crate::controller::skew::SliceStartSkew;
 use crate::wire::jobs::{Identity, JobRecord, JobState, NodePlacement};
@@ -71,7 +70,7 @@ use planted::Bug;
 mod time_limit;
 
 use plan::*;
-pub use records::{Loaded, MemoryRecords, Records};
+pub use records::{Loaded, MemoryRecords, NodeRow, Records};
 use status::*;
 
 /// The time of an input: a monotonic clock for durations (never steps), and the wall clock for what records and

@@ -1,10 +1,17 @@
 //! Where the core's records go. The daemon's are the SQLite database (`controller::storage`); a simulation's are
 //! in memory (`MemoryRecords`), where a test can make writes fail and restart a core from what was written.
 
-use crate::controller::db::NodeRow;
 use crate::wire::jobs::JobRecord;
 use crate::wire::protocol::{BackupStatus, StorageState, StorageStatus};
 use std::collections::BTreeMap;
+
+/// A node as the records keep it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeRow {
+    pub name: String,
+    pub cpus: u32,
+    pub mem_bytes: u64,
+}
 
 /// The records a core writes through. Every call returns only once the write is done or known to have failed:
 /// a reply that depends on a record is built after the record is written.

@@ -1,7 +1,7 @@
 //! The core's rules, tested as decisions: inputs at chosen times in, state and effects out, in milliseconds.
 
 use super::*;
-use crate::controller::db::NodeRow;
+use crate::controller::core::NodeRow;
 use crate::wire::protocol::AdoptedJob;
 
 pub(crate) const OWNER: Identity = Identity { uid: 1000, gid: 1000, admin: false };

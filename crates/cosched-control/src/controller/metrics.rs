@@ -399,13 +399,6 @@ fn escape(text: &str) -> String {
     escaped
 }
 
-/// The user name of each uid of the snapshot's jobs, looked up once per uid (the password database may be a
-/// network service); a uid without a name is left out and shown as its number.
-pub fn user_names(snapshot: &MetricsSnapshot) -> BTreeMap<u32, String> {
-    let uids: std::collections::BTreeSet<u32> = snapshot.jobs.iter().map(|j| j.uid).collect();
-    uids.into_iter().filter_map(|uid| Some((uid, crate::wire::jobs::user_name(uid)?))).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,8 +28,8 @@
 //! A failure names the seed, the step and the invariant, and prints the last inputs: the same seed replays it
 //! exactly (`cosched simtest --seed`).
 
+use crate::controller::core::NodeRow;
 use crate::controller::core::{ControllerCore, Loaded, MemoryRecords, Now, Records};
-use crate::controller::db::NodeRow;
 use crate::controller::ControllerSettings;
 use crate::wire::jobs::{Identity, JobRecord, JobState};
 use crate::wire::protocol::{
