@@ -103,6 +103,12 @@ impl Default for ControllerSettings {
 }
 
 impl ControllerSettings {
+    /// How often the controller does its periodic work (`ControllerCore::tick`): every slice, but not more often
+    /// than every 50 ms.
+    pub fn tick_period(&self) -> Duration {
+        Duration::from_nanos(self.slice_ns.max(50_000_000))
+    }
+
     pub fn status_path(&self) -> PathBuf {
         self.state_dir.join("status.json")
     }

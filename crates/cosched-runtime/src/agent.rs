@@ -642,7 +642,7 @@ impl Agent {
     /// Every 100 ms: CPU use of each job, and jobs with no process left.
     fn report_loop(&self) {
         loop {
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(crate::wire::protocol::REPORT_PERIOD);
             let (usage, ended) = self.survey();
             for (job, exit_code, error) in ended {
                 let cpu_ns = self.groups.cpu_usage_ns(job).ok();

@@ -44,8 +44,7 @@ pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen)
         std::fs::write(controller.settings.state_dir.join("monitor.addr"), bound.to_string())?;
     }
     let ticking = controller.clone();
-    // The status document every slice, but not more often than every 50 ms.
-    let period = Duration::from_nanos(ticking.settings.slice_ns.max(50_000_000));
+    let period = ticking.settings.tick_period();
     std::thread::Builder::new().name("controller-tick".into()).spawn(move || loop {
         ticking.tick();
         std::thread::sleep(period);

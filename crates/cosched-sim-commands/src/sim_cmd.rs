@@ -479,6 +479,7 @@ pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) 
         visit_every_tick: false,
         stop: Some(stop),
         fast,
+        plan_model_only: false,
     };
     let results = prepared.run(&options, &BatchProgress::new(!args.quiet))?;
     Ok(SimOutcome { prepared, results })

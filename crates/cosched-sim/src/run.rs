@@ -30,6 +30,10 @@ pub struct RunOptions {
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Fast mode: skip the stationary stretches between changes (`None`: exact).
     pub fast: Option<FastSettings>,
+    /// Testing aid: decide with the model of the plan alone (`Coscheduler`) where the scheme runs the controller's
+    /// core; the two must decide alike while the core's own rules (the idle rule, time limits) do not act.
+    #[doc(hidden)]
+    pub plan_model_only: bool,
 }
 
 impl Default for RunOptions {
@@ -41,6 +45,7 @@ impl Default for RunOptions {
             visit_every_tick: false,
             stop: None,
             fast: None,
+            plan_model_only: false,
         }
     }
 }
@@ -113,6 +118,7 @@ pub fn run(
         progress_every_events: options.progress_every_events,
         stop: options.stop.as_deref(),
         fast: options.fast,
+        plan_model_only: options.plan_model_only,
         progress: &mut progress,
     };
     let outcome = crate::scheme::run_scheme(cfg.scheme, engine_run);

@@ -247,7 +247,8 @@ pub struct BenchSimArgs {
     /// Also print the results as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Run only these scenarios (full, light, pb-sb).
+    /// Run only these scenarios (full, light, pb-sb, gs-cosched, gs-cosched-model: GS-cosched decided by the
+    /// controller's core, and by the plan's model alone).
     #[arg(long, value_delimiter = ',')]
     pub only: Option<Vec<String>>,
 }
@@ -298,8 +299,8 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
 }
 
 /// One timed run: wall seconds and events over the timed window.
-fn timed_run(cfg: &SimConfig, jobs: Vec<cosched_sim::SimJob>) -> Result<(f64, u64), String> {
-    let options = RunOptions { progress_every_events: 1 << 14, ..RunOptions::default() };
+fn timed_run(cfg: &SimConfig, jobs: Vec<cosched_sim::SimJob>, plan_model_only: bool) -> Result<(f64, u64), String> {
+    let options = RunOptions { progress_every_events: 1 << 14, plan_model_only, ..RunOptions::default() };
     let start = Instant::now();
     let mut warm: Option<(Instant, u64)> = None;
     let result = run_sim(cfg, jobs, &options, |p| {
@@ -319,10 +320,17 @@ fn timed_run(cfg: &SimConfig, jobs: Vec<cosched_sim::SimJob>) -> Result<(f64, u6
     Ok(((end - warm_at).as_secs_f64(), result.summary.events - warm_events))
 }
 
-fn scenario(
+/// One scenario of `bench sim`: a scheme at an offered load; `plan_model_only` decides GS-cosched with the plan's
+/// model instead of the controller's core (the difference is what driving the core costs).
+struct SimScenario {
     name: &'static str,
     scheme: Scheme,
     load: f64,
+    plan_model_only: bool,
+}
+
+fn scenario(
+    SimScenario { name, scheme, load, plan_model_only }: SimScenario,
     repeat: u32,
     baseline: f64,
 ) -> Result<ScenarioResult, String> {
@@ -353,7 +361,7 @@ fn scenario(
     let mut walls = Vec::new();
     let mut events = 0;
     for round in 0..repeat {
-        let (wall, timed_events) = timed_run(&cfg, sim_jobs(&requests, &plan, &cfg))?;
+        let (wall, timed_events) = timed_run(&cfg, sim_jobs(&requests, &plan, &cfg), plan_model_only)?;
         eprintln!("{name} round {}: {:.2} s wall for {TIMED_S} simulated s, {} events", round + 1, wall, timed_events);
         walls.push(wall);
         events = timed_events;
@@ -382,17 +390,25 @@ fn bench_sim(args: &BenchSimArgs) -> Result<(), String> {
     }
     let baseline = baseline_queue_ops_per_s();
     let pb_sb: Scheme = "PB-SB".parse().expect("a known scheme");
-    let all = [("full", Scheme::LOCAL, 10.0), ("light", Scheme::LOCAL, 0.9), ("pb-sb", pb_sb, 10.0)];
+    let sim = |name, scheme, load| SimScenario { name, scheme, load, plan_model_only: false };
+    let all = [
+        sim("full", Scheme::LOCAL, 10.0),
+        sim("light", Scheme::LOCAL, 0.9),
+        sim("pb-sb", pb_sb, 10.0),
+        sim("gs-cosched", Scheme::COSCHED_GANG, 0.9),
+        SimScenario { plan_model_only: true, ..sim("gs-cosched-model", Scheme::COSCHED_GANG, 0.9) },
+    ];
+    let names: Vec<&str> = all.iter().map(|s| s.name).collect();
     if let Some(only) = &args.only {
-        if let Some(unknown) = only.iter().find(|o| !all.iter().any(|(n, _, _)| n == o)) {
-            return Err(format!("unknown scenario '{unknown}'; known: full, light, pb-sb"));
+        if let Some(unknown) = only.iter().find(|o| !names.contains(&o.as_str())) {
+            return Err(format!("unknown scenario '{unknown}'; known: {}", names.join(", ")));
         }
     }
     let wanted = |name: &str| args.only.as_ref().is_none_or(|only| only.iter().any(|o| o == name));
     let mut scenarios = Vec::new();
-    for (name, scheme, load) in all {
-        if wanted(name) {
-            scenarios.push(scenario(name, scheme, load, args.repeat, baseline)?);
+    for s in all {
+        if wanted(s.name) {
+            scenarios.push(scenario(s, args.repeat, baseline)?);
         }
     }
     println!("baseline (bare radix heap, 4096 pending): {:.2} M push+pop/s", baseline / 1e6);

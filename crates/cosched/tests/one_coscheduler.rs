@@ -1,16 +1,14 @@
-//! One coscheduler, two drivers. The simulator's engine (simulated time) and
-//! the runtime's controller with the agents' slot choice (real time) are given
-//! the same job sequence, and must make the same decisions: which jobs start
-//! after each arrival and finish, on which CPUs, and which job every CPU runs
-//! in every gang slice.
-//!
-//! The simulator runs cosched's own gang scheme (`GS-cosched`); its trace says
-//! what it decided. The same arrivals and finishes are then replayed, in the
-//! simulator's order and at the simulator's times, to the controller's core
-//! (`ControllerCore`, the daemon's decisions, with its default settings: the idle
-//! rule and the history's retention on), with every node reporting its jobs'
-//! CPU time as busy jobs use it; what it tells the agents is compared with the
-//! trace.
+//! One coscheduler, two drivers. Under `GS-cosched` the simulator's engine
+//! drives the controller's core (`ControllerCore`, with its default settings:
+//! the idle rule and the history's retention on), the simulated nodes acting
+//! as its agents; `cosched-sim`'s `controller_decides` test checks on drawn
+//! workloads that it decides as the plan's model does. Here the other half:
+//! what the nodes did, read from the simulator's trace, must be what the
+//! daemon's agents would do. The same arrivals and finishes are replayed, in
+//! the simulator's order and at its times, to a second core, with every node
+//! reporting its jobs' CPU time as busy jobs use it; the CPUs it tells the
+//! agents to start each job on, and the job each agent's switcher runs in
+//! every clock slice (`target_jobs`), are compared with the trace.
 
 use cosched_core::SimTime;
 use cosched_runtime::agent::switcher::target_jobs;

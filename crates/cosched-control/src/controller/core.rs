@@ -178,6 +178,8 @@ struct State {
     jobs: BTreeMap<u64, JobRecord>,
     live: BTreeMap<u64, JobLive>,
     nodes: Vec<Node>,
+    /// Each node's index in `nodes` by name (a report names its node: thousands of nodes are not scanned).
+    node_by_name: BTreeMap<String, usize>,
     next_job: u64,
     /// The policy: the plan of every job not over, kept in step with `jobs`.
     cosched: Coscheduler,
@@ -291,6 +293,7 @@ impl ControllerCore {
             records,
             jobs,
             live: BTreeMap::new(),
+            node_by_name: nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect(),
             nodes,
             next_job,
             cosched,
@@ -452,6 +455,11 @@ impl ControllerCore {
     pub fn plan(&self) -> &cosched_policy::cluster::Plan {
         full_plan(&self.state)
     }
+
+    /// The coscheduler that holds the plan (read-only: a simulated node reads its rules and rotation).
+    pub fn coscheduler(&self) -> &Coscheduler {
+        &self.state.cosched
+    }
 }
 
 /// The nodes recorded in the database (their CPUs and memory as last seen) that the configuration lists; rows of
@@ -474,7 +482,7 @@ fn send_to(state: &mut State, node: &str, message: ToAgent) -> Result<(), String
 }
 
 fn node_index(state: &State, name: &str) -> Option<usize> {
-    state.nodes.iter().position(|n| n.name == name)
+    state.node_by_name.get(name).copied()
 }
 
 /// What a user sees of another user's command line under `private_data`.

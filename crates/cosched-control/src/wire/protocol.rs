@@ -496,6 +496,9 @@ pub struct StartJob {
     pub umask: Option<u32>,
 }
 
+/// How often an agent surveys its jobs and reports their use (`FromAgent::Report`).
+pub const REPORT_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// What an agent tells the controller.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "event", rename_all = "snake_case")]

@@ -25,8 +25,9 @@ use crate::metrics::{Breakdown, JobRecord};
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::MessageArrival;
-use cosched_core::{EventQueue, JobId, Rng, SimTime, StreamSeed, TimerTree};
-use cosched_policy::cluster::{JobStatus, PlanJob};
+use coordinator::Coordinator;
+use cosched_core::{EventQueue, Rng, SimTime, StreamSeed, TimerTree};
+use cosched_policy::cluster::JobStatus;
 use cosched_policy::Coscheduler;
 use fast::{FastReport, FastSettings, FastState};
 use node_scheduler::NodeScheduler;
@@ -39,6 +40,7 @@ use std::marker::PhantomData;
 use view::{Host, RecordsMut};
 
 pub(crate) mod arrival;
+pub(crate) mod coordinator;
 pub mod fast;
 pub(crate) mod node_scheduler;
 pub(crate) mod parts;
@@ -219,8 +221,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// Work of the released processes, summed in number order (the arrival window's sum goes on from it).
     released_delivered_ns: f64,
     jobs: Vec<JobState>,
-    /// The cluster-level policy: placement, matrix rows and the cycle.
-    cosched: Coscheduler,
+    /// The cluster-level policy: placement, matrix rows and the cycle (the model's, or the controller's).
+    coordinator: Coordinator,
     /// Jobs that arrived and have not started.
     waiting: usize,
     longest_queue: usize,
@@ -297,8 +299,8 @@ impl<'a, P: Parts> Engine<'a, P> {
             jobs.iter().all(|j| (1..=j.tasks).contains(&j.cpus) && j.cpus as usize <= cpu_count),
             "every job must fit the machine"
         );
-        let cosched = Coscheduler::new(cfg.plan_settings(), cfg.cluster_shape());
-        let node_machine = P::Node::new_machine(cfg, &cosched);
+        let coordinator = Coordinator::for_run(cfg);
+        let node_machine = P::Node::new_machine(cfg, coordinator.coscheduler());
         let cpus = (0..cpu_count as u32)
             .map(|c| records::Cpu {
                 node: c / cfg.cpus_per_node,
@@ -345,7 +347,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             started: std::collections::VecDeque::new(),
             released_delivered_ns: 0.0,
             jobs,
-            cosched,
+            coordinator,
             waiting: 0,
             longest_queue: 0,
             running: 0,
@@ -386,6 +388,13 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// Skip the stationary stretches between changes (see [`fast`]).
     pub fn with_fast_mode(mut self, settings: FastSettings) -> Self {
         self.fast = Some(FastState::new(settings, self.cpus.len(), self.row_measures()));
+        self
+    }
+
+    /// Decide with the model of the plan even where the scheme runs the controller (`RunOptions::plan_model_only`).
+    pub fn with_plan_model_only(mut self) -> Self {
+        self.coordinator =
+            Coordinator::Model(Box::new(Coscheduler::new(self.cfg.plan_settings(), self.cfg.cluster_shape())));
         self
     }
 
@@ -561,7 +570,8 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         self.waiting += 1;
         self.longest_queue = self.longest_queue.max(self.waiting);
-        let to_start = self.cosched.arrive(self.plan_job(j));
+        let (mode, cpus, run_ns) = (self.cfg.scheme.mode(), self.jobs[j as usize].spec.cpus, self.run_clock(now).ns());
+        let to_start = self.coordinator.arrive(j, mode, cpus, run_ns);
         self.start_jobs(&to_start, now);
         self.jobs_in_system.push((self.run_clock(now), (next - self.completed) as u32));
         if next == self.jobs.len() {
@@ -596,28 +606,15 @@ impl<'a, P: Parts> Engine<'a, P> {
         WorkMark { at: self.run_clock(now), compute_ns: self.cpus.iter().map(|c| c.time.useful_ns).sum(), delivered_ns }
     }
 
-    /// Job `j` as the coscheduler sees it: one batch job, its mode the scheme's.
-    fn plan_job(&self, j: u32) -> PlanJob {
-        PlanJob::new(JobId(j.into()), self.cfg.scheme.mode(), self.jobs[j as usize].spec.cpus)
-    }
-
-    /// Start the jobs the coscheduler placed, in its order; then follow the plan's other changes.
-    fn start_jobs(&mut self, placed: &[JobId], now: SimTime) {
-        for &id in placed {
-            self.cosched.started(id);
-            let placement = self.placement_of(id);
+    /// Start the jobs the coordinator placed, in its order; then follow the plan's other changes.
+    fn start_jobs(&mut self, placed: &[u32], now: SimTime) {
+        for &j in placed {
+            self.coordinator.started(j);
+            let (cpus, rows) = self.coordinator.placement(j, self.cfg.cpus_per_node);
             self.waiting -= 1;
-            self.start_job(id.0 as u32, placement, now);
+            self.start_job(j, Placement { cpus, rows }, now);
         }
         P::Node::plan_changed(self, now);
-    }
-
-    /// The coscheduler's placement of job `id`, as CPU indices of the machine.
-    fn placement_of(&self, id: JobId) -> Placement {
-        let (node_cpus, rows) = self.cosched.placement(id).expect("a placed job");
-        let cpus =
-            node_cpus.iter().flat_map(|nc| nc.cpus.iter().map(|&c| nc.node * self.cfg.cpus_per_node + c)).collect();
-        Placement { cpus, rows }
     }
 
     fn start_job(&mut self, j: u32, placement: Placement, now: SimTime) {
@@ -666,6 +663,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 undecided: [0; 2],
                 barrier,
                 rng,
+                cpu_ns: 0,
             });
             let residents = &mut self.cpus[cpu as usize].residents;
             residents.push(first_proc + rank);
@@ -709,6 +707,7 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     fn job_finished(&mut self, j: u32, now: SimTime) {
         let placement = self.jobs[j as usize].placement.take().expect("a running job has a placement");
+        let cpu_ns_by_node = self.cpu_ns_by_node(j, &placement.cpus, now);
         self.jobs[j as usize].finish = Some(self.run_clock(now));
         self.running -= 1;
         P::Node::job_finished(self, &placement.rows, &placement.cpus, self.running);
@@ -718,7 +717,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let cpus = std::mem::take(&mut self.jobs[j as usize].cpus);
         self.records.push(self.job_record(j, cpus));
         self.release_finished_processes();
-        let to_start = self.cosched.finish(JobId(j.into()));
+        let to_start = self.coordinator.finish(j, self.run_clock(now).ns(), &cpu_ns_by_node);
         if self.fast.is_some() {
             self.fast_note_change(j, &placement.cpus, &placement.rows, false, now);
         }
@@ -777,6 +776,61 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.fast_quantum_ends(now);
         }
         P::Node::on_event(self, now);
+        let run_ns = self.run_clock(now).ns();
+        if self.coordinator.next_report_ns().is_some_and(|due_ns| run_ns >= due_ns) {
+            self.report_to_controller(now, run_ns);
+        }
+    }
+
+    // ---- the controller's agents (schemes that run the controller) -----------------
+
+    /// The nodes report their jobs' CPU time, as agents do at every report period (read at the first gang quantum's
+    /// end on or after it: the nodes' reports and the controller's tick come in between quanta), and the
+    /// controller does its periodic work. Reading changes nothing in the simulation.
+    fn report_to_controller(&mut self, now: SimTime, run_ns: u64) {
+        let mut usage = coordinator::UsageByNode::new();
+        for &j in &self.started {
+            let job = &self.jobs[j as usize];
+            let Some(placement) = &job.placement else { continue };
+            for (node, cpu_ns) in self.cpu_ns_by_node(j, &placement.cpus, now) {
+                let on_node = |&p: &u32| {
+                    let proc = &self.procs[p as usize];
+                    proc.state != ProcState::Exited && self.cpus[proc.cpu as usize].node == node
+                };
+                let pids =
+                    (job.first_proc..job.first_proc + job.spec.tasks).filter(on_node).map(|p| p as i32).collect();
+                usage.entry(node).or_default().push((j, cpu_ns, pids));
+            }
+        }
+        if self.coordinator.report(run_ns, &usage) {
+            P::Node::plan_changed(self, now);
+        }
+    }
+
+    /// The CPU time job `j`'s processes used by `now` on each of its nodes (its `cpus`' nodes, in their order):
+    /// what each agent reads from the job's cgroup. The time since a CPU was last accounted is read, not charged.
+    fn cpu_ns_by_node(&self, j: u32, cpus: &[u32], now: SimTime) -> Vec<(u32, u64)> {
+        let mut by_node: Vec<(u32, u64)> = Vec::new();
+        for &c in cpus {
+            let node = self.cpus[c as usize].node;
+            if !by_node.iter().any(|&(n, _)| n == node) {
+                by_node.push((node, 0));
+            }
+        }
+        let job = &self.jobs[j as usize];
+        for p in job.first_proc..job.first_proc + job.spec.tasks {
+            let proc = &self.procs[p as usize];
+            let cpu = &self.cpus[proc.cpu as usize];
+            let unaccounted_ns = if cpu.running == Some(p) {
+                now.ns().saturating_sub(cpu.accounted_until.max(cpu.switch_until).ns())
+            } else {
+                0
+            };
+            if let Some(entry) = by_node.iter_mut().find(|(n, _)| *n == cpu.node) {
+                entry.1 += proc.cpu_ns + unaccounted_ns;
+            }
+        }
+        by_node
     }
 
     /// Each placed job's rows, CPUs and first process (see `Host::placed_jobs`).
@@ -791,20 +845,22 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// (job, matrix rows it runs in) of every placed job, from the full plan when there is one (one pass).
     fn running_jobs_rows(&self) -> Vec<(u32, Vec<u32>)> {
-        match self.cosched.plan() {
+        let cosched = self.coordinator.coscheduler();
+        match cosched.plan() {
             Some(plan) => plan
                 .jobs
                 .iter()
                 .filter_map(|planned| match &planned.status {
-                    JobStatus::Placed { rows: slots, .. } => {
-                        Some((planned.id.0 as u32, slots.iter().filter_map(|&s| plan.slot_rows[s as usize]).collect()))
-                    }
+                    JobStatus::Placed { rows: slots, .. } => Some((
+                        self.coordinator.sim_job(planned.id),
+                        slots.iter().filter_map(|&s| plan.slot_rows[s as usize]).collect(),
+                    )),
                     JobStatus::Queued => None,
                 })
                 .collect(),
             None => (0..self.jobs.len() as u32)
                 .filter(|&j| self.jobs[j as usize].placement.is_some())
-                .map(|j| (j, self.cosched.placement(JobId(j.into())).expect("a running job is placed").1))
+                .map(|j| (j, self.coordinator.placement(j, self.cfg.cpus_per_node).1))
                 .collect(),
         }
     }
@@ -1275,6 +1331,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             let cpu = &mut self.cpus[c as usize];
             let proc = &mut self.procs[p as usize];
             let computing = matches!(phase, Phase::Compute { .. });
+            proc.cpu_ns += ran;
             P::Node::charge(&mut cpu.sched, &mut proc.sched, ran, until, computing);
             from = until;
             match phase {
@@ -1652,7 +1709,7 @@ impl<P: Parts> Host for Engine<'_, P> {
     }
     #[inline(always)]
     fn coscheduler(&self) -> &Coscheduler {
-        &self.cosched
+        self.coordinator.coscheduler()
     }
 
     #[inline(always)]

@@ -81,6 +81,8 @@ pub(crate) struct Proc<NodeProc, WaitProc> {
     pub(crate) nominal_compute_ns: u64,
     pub(crate) nominal_io_ns: u64,
     pub(crate) rng: Rng,
+    /// CPU time it used: computing and spinning (what its cgroup's `cpu.stat` counts; kernel switches aside).
+    pub(crate) cpu_ns: u64,
 }
 
 impl<NodeProc, WaitProc> Proc<NodeProc, WaitProc> {

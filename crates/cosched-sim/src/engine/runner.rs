@@ -24,6 +24,7 @@ pub(crate) struct EngineRun<'a, 'p> {
     pub progress_every_events: u64,
     pub stop: Option<&'a AtomicBool>,
     pub fast: Option<FastSettings>,
+    pub plan_model_only: bool,
     pub progress: &'p mut dyn FnMut(&Progress),
 }
 
@@ -33,6 +34,9 @@ impl EngineRun<'_, '_> {
         let mut engine = Engine::<P>::new(self.cfg, self.jobs, self.bounded_slowdown_threshold_s, self.record_trace);
         if self.visit_every_tick {
             engine = engine.with_visits_every_tick();
+        }
+        if self.plan_model_only {
+            engine = engine.with_plan_model_only();
         }
         if let Some(settings) = self.fast {
             engine = engine.with_fast_mode(settings);

@@ -77,6 +77,12 @@ impl Scheme {
     pub fn plan_rules(self) -> PlanRules {
         self.rules
     }
+
+    /// Whether runs are decided by cosched's controller core, the daemon's own decisions, rather than by the
+    /// model of the scheme's plan: the schemes whose rules are the runtime's.
+    pub fn runs_the_controller(self) -> bool {
+        self.rules == PlanRules::COSCHED
+    }
 }
 
 /// Names are unique (a test checks it), so a scheme is its name.

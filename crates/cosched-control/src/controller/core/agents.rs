@@ -11,6 +11,7 @@ impl Rules {
             Some(index) => index,
             None => {
                 state.nodes.push(Node::new(hello.node.clone(), hello.cpus, hello.mem_bytes));
+                state.node_by_name.insert(hello.node.clone(), state.nodes.len() - 1);
                 state.nodes.len() - 1
             }
         };

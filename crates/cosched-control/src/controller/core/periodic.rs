@@ -13,8 +13,9 @@ impl Rules {
         let ids: Vec<u64> = only.map_or_else(|| state.jobs.keys().copied().collect(), <[u64]>::to_vec);
         let running_gang = |j: &&JobRecord| j.state == JobState::Running && j.mode == Mode::Gang;
         // A job with a node away is not judged: nothing says what it does there.
-        let connected: BTreeSet<&str> = state.nodes.iter().filter(|n| n.connected).map(|n| n.name.as_str()).collect();
-        let all_heard = |j: &&JobRecord| j.placement.iter().all(|p| connected.contains(p.node.as_str()));
+        let (nodes, node_by_name) = (&state.nodes, &state.node_by_name);
+        let connected = |name: &str| node_by_name.get(name).is_some_and(|&i| nodes[i].connected);
+        let all_heard = |j: &&JobRecord| j.placement.iter().all(|p| connected(&p.node));
         for job in ids.iter().filter_map(|id| state.jobs.get(id).filter(running_gang).filter(all_heard)) {
             let live = state.live.entry(job.id).or_default();
             let cpu_ns = live.total_cpu_ns();
@@ -98,7 +99,7 @@ impl Rules {
         // (it may come back with the cgroup, which only a known job's record lets it keep).
         let may_have_cgroup = |j: &JobRecord| {
             j.placement.iter().any(|p| {
-                let node = state.nodes.iter().find(|n| n.name == p.node);
+                let node = node_index(state, &p.node).map(|i| &state.nodes[i]);
                 node.is_none_or(|n| !n.connected || n.stuck_jobs.iter().any(|s| s.job == j.id))
             })
         };

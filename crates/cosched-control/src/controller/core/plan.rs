@@ -76,9 +76,7 @@ impl Rules {
         }
         state.status_changes += 1;
         let shape = self.shape(state);
-        let names: BTreeMap<&str, u32> =
-            state.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i as u32)).collect();
-        let plan_jobs = plan_jobs(state, |name: &str| names.get(name).copied());
+        let plan_jobs = plan_jobs(state, |name: &str| node_index(state, name).map(|i| i as u32));
         state.cosched.sync(shape, plan_jobs);
         state.plan_index = full_plan(state).jobs.iter().enumerate().map(|(i, j)| (j.id.0, i)).collect();
         keep_rows_held(state);
@@ -124,7 +122,7 @@ impl Rules {
 
     /// Every node's schedule, in the order of `state.nodes`, from one pass over the jobs and the plan.
     pub(super) fn schedules(&self, state: &State) -> Vec<Schedule> {
-        let index: BTreeMap<&str, usize> = state.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let index = &state.node_by_name;
         let plan = full_plan(state);
         let mut schedules: Vec<Schedule> = state
             .nodes

@@ -14,7 +14,7 @@ impl<P: Parts> Engine<'_, P> {
     /// Measures per row when the scheme allows them (see the module doc).
     pub(in crate::engine) fn row_measures(&self) -> Option<RowMeasures> {
         let costs = &self.cfg.costs;
-        let rules = self.cosched.settings().rules;
+        let rules = self.coordinator.coscheduler().settings().rules;
         // Rows never move and take turns in order: a job keeps its row's quanta.
         let one_row_each = rules.rotation == Rotation::NextOccupiedRow && !rules.fill_free_cells;
         (Self::RUNS_ROWS && one_row_each && costs.gang_switch_every_quantum).then(|| {

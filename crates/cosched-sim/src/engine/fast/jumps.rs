@@ -29,7 +29,7 @@ impl<P: Parts> Engine<'_, P> {
         started: bool,
         now: SimTime,
     ) {
-        let rows = if Self::RUNS_ROWS { self.cosched.slot_count() } else { 0 };
+        let rows = if Self::RUNS_ROWS { self.coordinator.coscheduler().slot_count() } else { 0 };
         // When the running row empties, its quantum plays out idle, and the
         // next row starts after a gang switch.
         let (quantum_ns, switch_ns) = (self.cfg.costs.gang_quantum_ns, self.cfg.costs.gang_switch_ns);
@@ -126,7 +126,7 @@ impl<P: Parts> Engine<'_, P> {
 
     /// One turn of every occupied row of the matrix, a quantum each.
     pub(super) fn gang_cycle_ns(&self) -> u64 {
-        self.cosched.slot_count().max(1) as u64 * self.cfg.costs.gang_quantum_ns
+        self.coordinator.coscheduler().slot_count().max(1) as u64 * self.cfg.costs.gang_quantum_ns
     }
 
     /// The window's time is up at `until`: add what it saw to every job's and
@@ -266,8 +266,16 @@ impl<P: Parts> Engine<'_, P> {
                 ((per_ns * jump_ns as f64).round() as u64).min(self.iterations_left(rate.job).saturating_sub(1));
             let job = &self.jobs[rate.job as usize];
             let first = job.first_proc as usize;
-            for proc in &mut self.procs[first..first + job.spec.tasks as usize] {
+            let procs = &mut self.procs[first..first + job.spec.tasks as usize];
+            // CPU time goes with the iterations, at the job's CPU time per iteration so far (what its nodes report
+            // to the controller under the schemes that run it).
+            let (cpu_ns, iterations) = procs
+                .iter()
+                .fold((0u128, 0u128), |(c, i), p| (c + u128::from(p.cpu_ns), i + u128::from(p.iterations_done)));
+            let cpu_credit_ns = (cpu_ns * u128::from(credit)).checked_div(iterations).unwrap_or(0) as u64;
+            for proc in procs {
                 proc.iterations_done += credit as u32;
+                proc.cpu_ns += cpu_credit_ns;
             }
         }
         let skipped: Vec<Breakdown> = match self.fast().rows {
