@@ -309,6 +309,7 @@ impl ControllerCore {
             #[cfg(test)]
             restored: BTreeSet::new(),
         };
+        debug_assert_eq!(state.node_by_name.len(), state.nodes.len(), "node names are unique");
         #[cfg(test)]
         if planted::is(Bug::ThawForgotten) {
             state.restored = state.jobs.values().filter(|j| j.state == JobState::Running).map(|j| j.id).collect();

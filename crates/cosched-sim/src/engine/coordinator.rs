@@ -20,6 +20,9 @@ use std::collections::BTreeMap;
 /// The wall clock a simulated controller reads at simulated time 0 (any fixed instant: runs must replay).
 const EPOCH_UNIX_MS: u64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 
+/// How long the simulated controller keeps an ended job.
+const HISTORY_KEPT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The one user who submits a simulated workload.
 const SUBMITTER: Identity = Identity { uid: 1000, gid: 1000, admin: false };
 
@@ -77,11 +80,11 @@ impl Coordinator {
     /// The CPUs (numbered across the machine, in rank order) and matrix rows of running job `j`.
     pub(crate) fn placement(&self, j: u32, cpus_per_node: u32) -> (Vec<u32>, Vec<u32>) {
         let (node_cpus, rows) = self.coscheduler().placement(self.plan_id(j)).expect("a placed job");
+        #[cfg(debug_assertions)]
         if let Coordinator::Controller(driver) = self {
             // The agents were told which CPUs to start it on: they must be the plan's.
-            let told = &driver.started_on[&j];
             let planned: Vec<(u32, Vec<u32>)> = node_cpus.iter().map(|nc| (nc.node, nc.cpus.clone())).collect();
-            debug_assert_eq!(told, &planned, "job {j}: the agents were told other CPUs than the plan's");
+            assert_eq!(driver.started_on[&j], planned, "job {j}: the agents were told other CPUs than the plan's");
         }
         let cpus = node_cpus.iter().flat_map(|nc| nc.cpus.iter().map(|&c| nc.node * cpus_per_node + c)).collect();
         (cpus, rows)
@@ -143,6 +146,10 @@ impl ControllerDriver {
             nodes: (0..cfg.nodes).map(node_name).collect(),
             // A trace's jobs were all accepted by its site: no bound on the jobs queued.
             job_limits: JobLimits { per_user: usize::MAX, total: usize::MAX, ..JobLimits::default() },
+            // Ended jobs leave the core within a second (the run keeps its own records): the daemon's month of
+            // history would make every tick walk every job of the trace so far. Retention decides nothing else.
+            keep_finished: HISTORY_KEPT,
+            keep_history: HISTORY_KEPT,
             slurm_time: None,
             ..ControllerSettings::default()
         };
@@ -232,8 +239,8 @@ impl ControllerDriver {
             self.next_tick_ns = next_after(self.next_tick_ns, run_ns, self.tick_period_ns);
         }
         let started = self.follow_effects();
-        assert!(started.is_empty(), "jobs {started:?} started without an arrival or an end");
         self.refuse_idle_jobs();
+        assert!(started.is_empty(), "jobs {started:?} started without an arrival or an end");
         self.core.coscheduler().slot_count() != rows_before || self.placed_jobs() != placed_before
     }
 
@@ -250,8 +257,8 @@ impl ControllerDriver {
     /// simulated nodes do not model: say so rather than leave it stopped. (A simulated job uses no CPU for
     /// `idle_revert`, ten minutes, only if its program sleeps that long.)
     fn refuse_idle_jobs(&self) {
-        let idle: Vec<u64> =
-            self.core.jobs().values().filter(|job| job.idle || job.mode == Mode::Local).map(|job| job.id).collect();
+        let running = self.started_on.keys().filter_map(|&j| self.core.jobs().get(&Self::controller_id(j)));
+        let idle: Vec<u64> = running.filter(|job| job.idle || job.mode == Mode::Local).map(|job| job.id).collect();
         assert!(
             idle.is_empty(),
             "jobs {idle:?} used no CPU for the idle rule's {} s and would run outside the matrix, which the \

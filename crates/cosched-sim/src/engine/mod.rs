@@ -36,6 +36,7 @@ use proc_table::ProcTable;
 use receive::ReceiveWait;
 use records::{Phase, ProcState, NO_PROC};
 use scheduler_clock::SchedulerClock;
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use view::{Host, RecordsMut};
 
@@ -707,7 +708,8 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     fn job_finished(&mut self, j: u32, now: SimTime) {
         let placement = self.jobs[j as usize].placement.take().expect("a running job has a placement");
-        let cpu_ns_by_node = self.cpu_ns_by_node(j, &placement.cpus, now);
+        let cpu_ns_by_node: Vec<(u32, u64)> =
+            self.job_on_nodes(j, now).into_iter().map(|(node, cpu_ns, _)| (node, cpu_ns)).collect();
         self.jobs[j as usize].finish = Some(self.run_clock(now));
         self.running -= 1;
         P::Node::job_finished(self, &placement.rows, &placement.cpus, self.running);
@@ -790,16 +792,10 @@ impl<'a, P: Parts> Engine<'a, P> {
     fn report_to_controller(&mut self, now: SimTime, run_ns: u64) {
         let mut usage = coordinator::UsageByNode::new();
         for &j in &self.started {
-            let job = &self.jobs[j as usize];
-            let Some(placement) = &job.placement else { continue };
-            for (node, cpu_ns) in self.cpu_ns_by_node(j, &placement.cpus, now) {
-                let on_node = |&p: &u32| {
-                    let proc = &self.procs[p as usize];
-                    proc.state != ProcState::Exited && self.cpus[proc.cpu as usize].node == node
-                };
-                let pids =
-                    (job.first_proc..job.first_proc + job.spec.tasks).filter(on_node).map(|p| p as i32).collect();
-                usage.entry(node).or_default().push((j, cpu_ns, pids));
+            if self.jobs[j as usize].placement.is_some() {
+                for (node, cpu_ns, pids) in self.job_on_nodes(j, now) {
+                    usage.entry(node).or_default().push((j, cpu_ns, pids));
+                }
             }
         }
         if self.coordinator.report(run_ns, &usage) {
@@ -807,30 +803,34 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
     }
 
-    /// The CPU time job `j`'s processes used by `now` on each of its nodes (its `cpus`' nodes, in their order):
-    /// what each agent reads from the job's cgroup. The time since a CPU was last accounted is read, not charged.
-    fn cpu_ns_by_node(&self, j: u32, cpus: &[u32], now: SimTime) -> Vec<(u32, u64)> {
-        let mut by_node: Vec<(u32, u64)> = Vec::new();
-        for &c in cpus {
-            let node = self.cpus[c as usize].node;
-            if !by_node.iter().any(|&(n, _)| n == node) {
-                by_node.push((node, 0));
-            }
-        }
+    /// What each node of job `j` reads of it by `now` from its cgroup, in one pass over its processes: the CPU
+    /// time its processes used there and those still alive, its nodes in the order its ranks reach them. The time
+    /// since a CPU was last accounted is read, not charged, and only to the end of a compute phase (past it the
+    /// process may be in I/O).
+    fn job_on_nodes(&self, j: u32, now: SimTime) -> Vec<(u32, u64, Vec<i32>)> {
         let job = &self.jobs[j as usize];
+        let mut on_nodes: Vec<(u32, u64, Vec<i32>)> = Vec::new();
+        let mut index_of_node: BTreeMap<u32, usize> = BTreeMap::new();
         for p in job.first_proc..job.first_proc + job.spec.tasks {
             let proc = &self.procs[p as usize];
             let cpu = &self.cpus[proc.cpu as usize];
-            let unaccounted_ns = if cpu.running == Some(p) {
-                now.ns().saturating_sub(cpu.accounted_until.max(cpu.switch_until).ns())
-            } else {
-                0
+            let since_accounted_ns = now.ns().saturating_sub(cpu.accounted_until.max(cpu.switch_until).ns());
+            let unaccounted_ns = match proc.phase {
+                _ if cpu.running != Some(p) => 0,
+                Phase::Compute { remaining_ns } => since_accounted_ns.min(remaining_ns),
+                Phase::Recv => since_accounted_ns,
+                _ => 0,
             };
-            if let Some(entry) = by_node.iter_mut().find(|(n, _)| *n == cpu.node) {
-                entry.1 += proc.cpu_ns + unaccounted_ns;
+            let i = *index_of_node.entry(cpu.node).or_insert_with(|| {
+                on_nodes.push((cpu.node, 0, Vec::new()));
+                on_nodes.len() - 1
+            });
+            on_nodes[i].1 += proc.cpu_ns + unaccounted_ns;
+            if proc.state != ProcState::Exited {
+                on_nodes[i].2.push(p as i32);
             }
         }
-        by_node
+        on_nodes
     }
 
     /// Each placed job's rows, CPUs and first process (see `Host::placed_jobs`).
