@@ -28,14 +28,7 @@ fn open(dir: &Path, keep_history: Duration) -> Controller {
         ..ControllerSettings::default()
     };
     let controller = Controller::open(settings).expect("a controller");
-    let hello = AgentHello {
-        node: "n0".into(),
-        cpus: 8,
-        mem_bytes: 1 << 30,
-        adopted: vec![],
-        freezer: "test".into(),
-        features: vec![],
-    };
+    let hello = older_agents_hello();
     controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(std::io::sink())))).expect("the agent");
     controller
 }
@@ -284,14 +277,7 @@ fn a_link_that_takes_no_writes_is_closed_and_the_agent_may_connect_again() {
     let controller = open(&dir, Duration::from_secs(3600));
     let old = controller.link_of("n0").expect("n0's link");
     controller.agent_disconnected("n0", &old);
-    let hello = AgentHello {
-        node: "n0".into(),
-        cpus: 8,
-        mem_bytes: 1 << 30,
-        adopted: vec![],
-        freezer: "test".into(),
-        features: vec![],
-    };
+    let hello = older_agents_hello();
     let broken: cosched_runtime::controller::AgentWriter = Arc::new(Mutex::new(Box::new(Broken)));
     controller.agent_connected(&hello, broken.clone()).expect("accepted");
     assert!(controller.link_of("n0").is_none(), "the welcome could not be written: the link is closed");
@@ -301,4 +287,9 @@ fn a_link_that_takes_no_writes_is_closed_and_the_agent_may_connect_again() {
     controller.agent_disconnected("n0", &broken); // its reader's end changes nothing
     controller.agent_connected(&hello, Arc::new(Mutex::new(Box::new(std::io::sink())))).expect("connected again");
     assert!(controller.status().nodes.iter().all(|n| n.connected));
+}
+
+/// The hello of node n0's agent of a version before agents had features (it would ignore output files).
+fn older_agents_hello() -> AgentHello {
+    AgentHello { features: vec![], ..AgentHello::new("n0", 8, 1 << 30, "test") }
 }

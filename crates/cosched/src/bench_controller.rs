@@ -74,14 +74,7 @@ fn measure(agents: u32, args: &BenchControllerArgs, run: u64) -> Costs {
     let clock = Instant::now;
     let started = clock();
     for name in &names {
-        let hello = AgentHello {
-            node: name.clone(),
-            cpus: args.cpus,
-            mem_bytes: 256 << 30,
-            adopted: vec![],
-            freezer: "bench".into(),
-            features: vec![cosched_runtime::wire::protocol::FEATURE_OUTPUT_FILES.into()],
-        };
+        let hello = AgentHello::new(name, args.cpus, 256 << 30, "bench");
         core.agent_connected(now_at(1), &hello).expect("a configured node");
     }
     costs.connect_s = started.elapsed().as_secs_f64() / f64::from(agents);

@@ -139,14 +139,7 @@ impl Runtime {
             now_ns: 0,
         };
         for node in 0..cfg.nodes {
-            let hello = AgentHello {
-                node: format!("n{node}"),
-                cpus: cfg.cpus_per_node,
-                mem_bytes: 1 << 30,
-                adopted: vec![],
-                freezer: "test".into(),
-                features: vec![],
-            };
+            let hello = AgentHello::new(&format!("n{node}"), cfg.cpus_per_node, 1 << 30, "test");
             runtime.core.agent_connected(Now::default(), &hello).expect("agent");
         }
         runtime.read_agents();

@@ -502,18 +502,13 @@ impl World {
     fn hello(&mut self, node: usize) {
         let agent = &mut self.agents[node];
         agent.hello_at_ns = None;
-        let hello = AgentHello {
-            node: agent.name.clone(),
-            cpus: self.settings.cpus_per_agent,
-            mem_bytes: 64 << 30,
-            adopted: agent
-                .jobs
-                .iter()
-                .map(|(&job, j)| AdoptedJob { job, pids: vec![1], owner: Some(j.owner), token: Some(j.token.clone()) })
-                .collect(),
-            freezer: "simulated".into(),
-            features: vec![crate::wire::protocol::FEATURE_OUTPUT_FILES.into()],
-        };
+        let adopted = agent
+            .jobs
+            .iter()
+            .map(|(&job, j)| AdoptedJob { job, pids: vec![1], owner: Some(j.owner), token: Some(j.token.clone()) })
+            .collect();
+        let hello =
+            AgentHello { adopted, ..AgentHello::new(&agent.name, self.settings.cpus_per_agent, 64 << 30, "simulated") };
         let name = agent.name.clone();
         let now = self.now();
         match self.core.agent_connected(now, &hello) {

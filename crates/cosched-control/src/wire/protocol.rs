@@ -291,6 +291,21 @@ pub struct AgentHello {
     pub features: Vec<String>,
 }
 
+impl AgentHello {
+    /// This version's agent's hello from a node with no job to adopt: what simulated agents, benchmarks and tests
+    /// say (each changes what it needs, `AgentHello { adopted, ..AgentHello::new(...) }`).
+    pub fn new(node: &str, cpus: u32, mem_bytes: u64, freezer: &str) -> AgentHello {
+        AgentHello {
+            node: node.into(),
+            cpus,
+            mem_bytes,
+            adopted: vec![],
+            freezer: freezer.into(),
+            features: AGENT_FEATURES.iter().map(|f| f.to_string()).collect(),
+        }
+    }
+}
+
 /// The features of this version's agent (`AgentHello::features`).
 pub const AGENT_FEATURES: &[&str] = &[FEATURE_OUTPUT_FILES];
 /// Opens `submit -o`/`-e` files (`StartJob::output_files`) and sets the submitter's umask.

@@ -164,15 +164,8 @@ impl ControllerDriver {
             tick_period_ns,
         };
         for node in 0..cfg.nodes {
-            let hello = AgentHello {
-                node: node_name(node),
-                cpus: cfg.cpus_per_node,
-                // The model has no memory limits, and jobs ask for none.
-                mem_bytes: u64::MAX / 2,
-                adopted: vec![],
-                freezer: "simulated".into(),
-                features: vec![],
-            };
+            // The model has no memory limits, and jobs ask for none.
+            let hello = AgentHello::new(&node_name(node), cfg.cpus_per_node, u64::MAX / 2, "simulated");
             driver.core.agent_connected(now_at(0), &hello).expect("a configured node's agent is accepted");
         }
         driver.follow_effects();

@@ -14,14 +14,7 @@ pub(crate) fn at(seconds: u64) -> Now {
 }
 
 pub(crate) fn hello(node: &str, cpus: u32, adopted: Vec<AdoptedJob>) -> AgentHello {
-    AgentHello {
-        node: node.into(),
-        cpus,
-        mem_bytes: 1 << 30,
-        adopted,
-        freezer: "test".into(),
-        features: vec![crate::wire::protocol::FEATURE_OUTPUT_FILES.into()],
-    }
+    AgentHello { adopted, ..AgentHello::new(node, cpus, 1 << 30, "test") }
 }
 
 fn core_with(settings: ControllerSettings, nodes: &[(&str, u32)]) -> ControllerCore {
