@@ -100,3 +100,18 @@ make_root_only_output() {
         mkdir -p -- "$out"
     fi
 }
+
+# Die when run as root from a checkout another user could change: root would build and run their code (build
+# scripts, Makefiles, the programs the scripts start; docs/security.md, "Programs root runs on a user's behalf").
+# The checkout (the folder above scripts/) must be root-only all the way up, and nothing in it another user's or
+# writable by group or others. The build folder's contents are not walked: only root writes in a root-only folder.
+need_root_only_checkout() {
+    ((EUID == 0)) || return 0
+    local checkout found
+    checkout=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd -P)
+    need_root_only_dir "$checkout"
+    found=$(find "$checkout" -xdev -path "$checkout/target/*" -prune -o \
+        \( ! -uid 0 -o \( ! -type l -perm /022 \) \) -print -quit)
+    [[ -z $found ]] || die "$found is another user's, or writable by group or others (mode $(stat -c %a -- "$found")):" \
+        "root would run what they put in this checkout; run from a checkout only root can change"
+}

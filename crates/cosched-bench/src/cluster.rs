@@ -6,6 +6,7 @@
 
 use crate::runtime::tail;
 use cosched_munge::testing::PrivateMunged;
+use cosched_runtime::trusted_source::CheckedCommand;
 use cosched_runtime::wire::client::{CallError, Client};
 use cosched_runtime::wire::protocol::{HistoryRequest, LogFile, StatusJob, SubmitRequest};
 use std::ffi::OsStr;
@@ -242,16 +243,18 @@ impl ClusterInstance {
         tail(&std::fs::read_to_string(self.dir.join(name)).unwrap_or_default(), 2000).to_string()
     }
 
-    /// Submit `argv` as an MPI job of one task on each node, run as this process's user in `cwd`.
-    pub fn submit_mpi(&self, argv: &[String], cwd: &Path, local: bool) -> Result<u64, String> {
-        let cwd = cwd.to_str().ok_or("the folder the copies run in is not UTF-8")?.to_string();
+    /// Submit `command` as an MPI job of one task on each node, run as this process's user in `cwd`, with
+    /// `tmpdir` as its `TMPDIR`.
+    pub fn submit_mpi(&self, command: &CheckedCommand, cwd: &Path, tmpdir: &Path, local: bool) -> Result<u64, String> {
+        let utf8 = |path: &Path, what: &str| path.to_str().map(String::from).ok_or(format!("{what} is not UTF-8"));
+        let cwd = utf8(cwd, "the folder the copies run in")?;
         let request = SubmitRequest {
             tasks: self.nodes.len() as u32,
             nodes: Some(self.nodes.len() as u32),
             local,
             mpi: true,
-            env: MPI_ENVIRONMENT.iter().filter_map(|&k| Some((k.to_string(), std::env::var(k).ok()?))).collect(),
-            ..SubmitRequest::new(argv.to_vec(), cwd)
+            env: mpi_environment(command, utf8(tmpdir, "a copy's TMPDIR")?),
+            ..SubmitRequest::new(command.argv().to_vec(), cwd)
         };
         Ok(Client::local(&self.socket).submit(request).map_err(refused)?.job)
     }
@@ -320,6 +323,22 @@ impl ClusterInstance {
 
 /// What an MPI launcher needs of the caller's environment: where its programs are, and the BLAS threads.
 const MPI_ENVIRONMENT: &[&str] = &["PATH", "OPENBLAS_NUM_THREADS", "LD_LIBRARY_PATH"];
+
+/// [`MPI_ENVIRONMENT`] as the checked command gives it (as root, only folders nobody else could change), and
+/// the copy's `TMPDIR`.
+fn mpi_environment(command: &CheckedCommand, tmpdir: String) -> Vec<(String, String)> {
+    let mut environment: Vec<(String, String)> = Vec::new();
+    for &name in MPI_ENVIRONMENT {
+        let checked = command.environment().iter().find(|(n, _)| n == name);
+        let value = match checked {
+            Some((_, value)) => value.clone(),
+            None => std::env::var(name).ok(),
+        };
+        environment.extend(value.map(|v| (name.to_string(), v)));
+    }
+    environment.push(("TMPDIR".into(), tmpdir));
+    environment
+}
 
 /// The controller's port on the bridge, which only this cluster's namespaces reach.
 const CONTROLLER_PORT: u16 = 7007;

@@ -16,6 +16,7 @@
 //! with "mkdir ... File exists" (open-mpi/ompi#8510).
 
 use crate::overlap::{marker_value, OverlapCount, OverlapSampler, COPY_MARKER};
+use cosched_runtime::trusted_source::CheckedCommand;
 use nix::sys::wait::{waitid, Id, WaitPidFlag};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -44,7 +45,8 @@ pub struct CopiesRun {
 
 /// How a copy's process is started, before the hold is released.
 pub struct CopySpec<'a> {
-    pub argv: &'a [String],
+    /// What each copy runs; as root, checked for root to run (`CheckedCommand`), with the environment it gives.
+    pub command: &'a CheckedCommand,
     pub log_dir: &'a Path,
     pub timeout: Duration,
     pub sample_memory: bool,
@@ -128,11 +130,13 @@ fn spawn_held(spec: &CopySpec, run: &str, index: u32) -> Result<HeldCopy, String
         .prefix(&format!("cosched-copy-{index}-"))
         .tempdir()
         .map_err(|e| format!("creating copy {index}'s TMPDIR in {}: {e}", std::env::temp_dir().display()))?;
-    let child = Command::new("sh")
+    let child = spec
+        .command
+        .apply_environment(&mut Command::new("/bin/sh"))
         .arg("-c")
         .arg("read _ && exec \"$@\"")
         .arg("cosched-copy")
-        .args(spec.argv)
+        .args(spec.command.argv())
         .env(COPY_MARKER, marker_value(run, index))
         .env("TMPDIR", scratch.path())
         .stdin(Stdio::piped())
@@ -141,7 +145,7 @@ fn spawn_held(spec: &CopySpec, run: &str, index: u32) -> Result<HeldCopy, String
         // Its own process group, so a timeout can kill everything it started.
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("starting sh for {:?}: {e}", spec.argv))?;
+        .map_err(|e| format!("starting sh for {:?}: {e}", spec.command.argv()))?;
     Ok(HeldCopy { child, stderr_log, _scratch: scratch })
 }
 
@@ -393,8 +397,9 @@ mod tests {
                 .map(String::from)
                 .into();
         let stop = AtomicBool::new(false);
+        let command = CheckedCommand::check(&argv, Path::new("/"), "test").unwrap();
         let spec = CopySpec {
-            argv: &argv,
+            command: &command,
             log_dir: logs.path(),
             timeout: Duration::from_secs(120),
             sample_memory: false,

@@ -7,6 +7,7 @@ use crate::policy::Policy;
 use crate::runtime::RuntimeInstance;
 use crate::slurm::{SlurmInstance, SlurmSetup};
 pub use cosched_bench_report::slowdown::{summarize, Point, Sample, SlowdownReport};
+use cosched_runtime::trusted_source::{check_file_nobody_else_could_change, CheckedCommand};
 use cosched_runtime::wire::protocol::StatusJob;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,7 +16,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub struct SlowdownConfig {
-    pub command: Vec<String>,
+    /// What each copy runs, checked for root to run where root runs it (`CheckedCommand`).
+    pub command: CheckedCommand,
+    /// The folder the copies run in, which the command was checked in.
+    pub cwd: PathBuf,
     /// Numbers of simultaneous copies; must include 1 (the baseline `t_1`).
     pub jobs: Vec<u32>,
     pub repeat: u32,
@@ -43,7 +47,7 @@ pub struct SlowdownConfig {
 
 impl SlowdownConfig {
     pub fn validate(&self) -> Result<(), String> {
-        if self.command.is_empty() {
+        if self.command.argv().is_empty() {
             return Err("no command to run (give it after --)".into());
         }
         if !self.jobs.contains(&1) {
@@ -98,6 +102,15 @@ impl SlowdownConfig {
                 if path.to_string_lossy().contains(char::is_whitespace) {
                     return Err(format!("{}: a plugstack.conf line cannot hold a path with spaces", path.display()));
                 }
+            }
+        }
+        if nix::unistd::geteuid().is_root() {
+            // Root runs the script and Slurm's daemons load the plugin as root: the one rule of CheckedCommand.
+            if self.policies.iter().any(Policy::uses_slurm) {
+                check_file_nobody_else_could_change(&self.slurm_script, "--slurm-script")?;
+            }
+            if self.policies.iter().any(|p| matches!(p, Policy::SlurmCosched { .. })) {
+                check_file_nobody_else_could_change(&self.spank_plugin, "--spank-plugin")?;
             }
         }
         Ok(())
@@ -202,13 +215,21 @@ pub fn run(config: &SlowdownConfig, mut progress: impl FnMut(&Sample, Step)) -> 
     }
     drop(slurm);
     Ok(SlowdownReport {
-        command: config.command.clone(),
+        command: config.command.argv().to_vec(),
         cpus_per_job: config.cpus_per_job,
         nodes: config.nodes,
         repeat: config.repeat,
         points: summarize(&config.policies, &config.jobs, &samples),
         samples,
     })
+}
+
+/// A copy's `TMPDIR` on the cluster's nodes (one host): made with a random name that must not exist yet, 0700.
+fn copy_scratch(index: u32) -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix(&format!("cosched-copy-{index}-"))
+        .tempdir()
+        .map_err(|e| format!("creating copy {index}'s TMPDIR in {}: {e}", std::env::temp_dir().display()))
 }
 
 /// A new folder for a private `cosched up` (state, socket, log), made with a random name that must not exist
@@ -261,12 +282,14 @@ fn run_one(
 ) -> Result<Sample, String> {
     let log_dir = config.work_dir.join(format!("{}-j{jobs}-r{}", safe_name(&policy.to_string()), repeat + 1));
     std::fs::create_dir_all(&log_dir).map_err(|e| format!("creating {}: {e}", log_dir.display()))?;
-    let argv = match slurm {
-        Some(slurm) if policy.uses_slurm() => slurm.run_argv(config.cpus_per_job, &config.command),
+    let command = match slurm {
+        Some(slurm) if policy.uses_slurm() => {
+            CheckedCommand::check(&slurm.run_argv(config.cpus_per_job, config.command.argv()), &config.cwd, "srun")?
+        }
         _ => config.command.clone(),
     };
     let spec = CopySpec {
-        argv: &argv,
+        command: &command,
         log_dir: &log_dir,
         timeout: config.timeout,
         sample_memory: jobs == 1,
@@ -316,11 +339,13 @@ fn run_on_cluster(
 ) -> Result<Sample, String> {
     cluster.wait_idle(PREVIOUS_RUN_END_TIMEOUT)?;
     let local = policy.cosched_mode() == Some(cosched_policy::Mode::Local);
-    let cwd = std::env::current_dir().map_err(|e| format!("this process's folder: {e}"))?;
     let machine_before = crate::os::MachineCpuTicks::read()?;
     let mut ids = Vec::new();
-    for _ in 0..jobs {
-        match cluster.submit_mpi(&config.command, &cwd, local) {
+    // Each copy's own empty TMPDIR, as on one node: root's launchers would otherwise share /tmp, where anyone
+    // may make the session folder their predictable names ask for (`ompi.<node>.0`) first.
+    let scratch = (0..jobs).map(|index| copy_scratch(index)).collect::<Result<Vec<_>, String>>()?;
+    for copy_tmp in &scratch {
+        match cluster.submit_mpi(&config.command, &config.cwd, copy_tmp.path(), local) {
             Ok(id) => ids.push(id),
             Err(e) => {
                 cluster.kill(&ids);
@@ -416,7 +441,8 @@ mod tests {
     #[test]
     fn schedule_interleaves_and_rotates_policies() {
         let config = SlowdownConfig {
-            command: vec!["true".into()],
+            command: CheckedCommand::check(&["true".into()], std::path::Path::new("/"), "test").unwrap(),
+            cwd: "/".into(),
             jobs: vec![1, 2],
             repeat: 2,
             warmup: 1,

@@ -36,4 +36,5 @@ pub use cosched_control::slurm;
 pub mod slurm_time;
 pub mod systemd_notify;
 pub mod testing;
+pub mod trusted_source;
 pub mod wire;

@@ -23,12 +23,25 @@ const MAX_LINKS: usize = 40;
 /// Make `dir` if missing and check that nobody but root or this process's user can change it or anything above
 /// it; the error names the first directory that fails and why. `what` names the directory in messages.
 pub fn ensure(dir: &Path, what: &str) -> io::Result<()> {
-    resolve_private(dir).map(|_| ()).map_err(|why| io::Error::other(format!("{what} {}: {why}", dir.display())))
+    resolve_private(dir, Missing::Make)
+        .map(|_| ())
+        .map_err(|why| io::Error::other(format!("{what} {}: {why}", dir.display())))
+}
+
+/// The real path of the existing directory `dir`, once checked as [`ensure`] checks it; nothing is made.
+pub fn check_existing(dir: &Path, what: &str) -> io::Result<PathBuf> {
+    resolve_private(dir, Missing::Refuse).map_err(|why| io::Error::other(format!("{what} {}: {why}", dir.display())))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    Make,
+    Refuse,
 }
 
 /// Walk `dir` from `/`, one name at a time, links resolved by hand so that each is checked where it lies.
 /// Returns the real path.
-fn resolve_private(dir: &Path) -> Result<PathBuf, String> {
+fn resolve_private(dir: &Path, missing: Missing) -> Result<PathBuf, String> {
     let absolute = if dir.is_absolute() {
         dir.to_path_buf()
     } else {
@@ -45,7 +58,7 @@ fn resolve_private(dir: &Path) -> Result<PathBuf, String> {
         }
         let next = at.join(&name);
         let meta = match std::fs::symlink_metadata(&next) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => make_directory(&next)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && missing == Missing::Make => make_directory(&next)?,
             other => other.map_err(|e| format!("{}: {e}", next.display()))?,
         };
         if meta.file_type().is_symlink() {

@@ -6,6 +6,7 @@ use crate::plot::{indexed_style, svg_to_png, LineChart, Marker, Series, Style};
 use clap::Args;
 use cosched_bench::policy::Policy;
 use cosched_bench::slowdown::{self, Point, Sample, SlowdownConfig, SlowdownReport};
+use cosched_runtime::trusted_source::CheckedCommand;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -66,8 +67,6 @@ pub struct BenchSlowdownArgs {
 }
 
 pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
-    let config = config_from(args)?;
-    config.validate()?;
     let machine = args.predict_with.as_deref().map(crate::sim_cmd::read_machine).transpose()?;
     if let Some(machine) = &machine {
         // Refused before anything is measured: what the simulator could not take after it.
@@ -75,10 +74,12 @@ pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
         let layout = Layout::new(args.nodes, machine);
         let program = predictable_program(&args.command).map_err(|e| format!("--predict-with: {e}"))?;
         let tasks = program.structure().map_err(|e| format!("--predict-with: {e}"))?.tasks;
-        for policy in &config.policies {
+        for policy in &args.policy {
             scheme_for_tasks(&policy.to_string(), tasks, layout).map_err(|e| format!("--predict-with: {e}"))?;
         }
     }
+    let config = config_from(args)?;
+    config.validate()?;
     OutputDir::check(&args.out)?;
     if nix::unistd::geteuid().is_root() {
         // Root writes its files by name in --out: nobody else may have made it, or be able to change it or a
@@ -138,8 +139,10 @@ fn config_from(args: &BenchSlowdownArgs) -> Result<SlowdownConfig, String> {
             policies.push(*p);
         }
     }
+    let cwd = std::env::current_dir().map_err(|e| format!("this process's folder: {e}"))?;
     Ok(SlowdownConfig {
-        command: args.command.clone(),
+        command: CheckedCommand::check(&args.command, &cwd, "the command")?,
+        cwd,
         jobs: args.jobs.clone(),
         repeat: args.repeat,
         warmup: args.warmup,

@@ -24,7 +24,7 @@ pub mod runtime_cmd;
 pub mod simtest_cmd;
 pub mod slurm_cmd;
 pub mod status_view;
-pub mod trusted_source;
+pub use cosched_runtime::trusted_source;
 
 /// The simulation commands live in `cosched-sim-commands`, shared with the Python package.
 pub use cosched_sim_commands::{interrupt, output, plot, progress, sim_cmd, study, workload_cmd};

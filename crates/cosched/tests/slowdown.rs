@@ -328,3 +328,68 @@ fn predict_with_refuses_an_unpredictable_command_before_measuring() {
     }
     remove_out(&out);
 }
+
+/// Root runs only what nobody else could change (`CheckedCommand`): a program of another user's is refused before
+/// anything runs — started from their folder, named by its full path, given to a launcher as a file, or found
+/// through their folder on PATH — on one node and across namespace nodes. Root's own program in root's folder
+/// runs (so the rule does not refuse everything). Run by another user, the bench runs that user's command as
+/// them: nothing is gained, and the rule is root's.
+#[test]
+fn root_runs_no_program_another_user_could_change() {
+    let name = "root_runs_no_program_another_user_could_change";
+    if !nix::unistd::geteuid().is_root() {
+        cosched_runtime::testing::say_skipped(name, "needs root: the rule is what root runs");
+        return;
+    }
+    let base = tempfile::Builder::new().prefix("cosched-root-runs-").tempdir().unwrap();
+    let ran = base.path().join("ran");
+    let users = base.path().join("users-folder");
+    std::fs::create_dir(&users).unwrap();
+    let script = format!("#!/bin/sh\nid -u >> {}\n", ran.display());
+    let write_program = |path: &Path, owner: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, &script).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        nix::unistd::chown(path, Some(nix::unistd::Uid::from_raw(owner)), None).unwrap();
+    };
+    write_program(&users.join("prog"), 65534);
+    nix::unistd::chown(&users, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let roots = base.path().join("roots-folder");
+    std::fs::create_dir(&roots).unwrap();
+    write_program(&roots.join("prog"), 0);
+    let theirs = users.join("prog").to_str().unwrap().to_string();
+    let their_path = format!("{}:{}", users.display(), std::env::var("PATH").unwrap_or_default());
+    let once = ["--policy", "none", "--jobs", "1", "--repeat", "1", "--warmup", "0"];
+    let cluster = ["--nodes", "2", "--cpus", "2", "--policy", "local", "--jobs", "1", "--repeat", "1"];
+    let cases: [(&str, &Path, &[&str], Vec<&str>, &str); 5] = [
+        ("their folder", &users, &once, vec!["./prog"], "the folder the command runs in"),
+        ("their folder, across nodes", &users, &cluster, vec!["./prog"], "the folder the command runs in"),
+        ("their program by path", &roots, &once, vec![theirs.as_str()], "belongs to nobody"),
+        ("their file given to a launcher", &roots, &once, vec!["sh", theirs.as_str()], "belongs to nobody"),
+        ("their folder on PATH", &roots, &once, vec!["prog"], "not found in the folders of PATH"),
+    ];
+    let out = base.path().join("out");
+    for (what, cwd, args, command, refusal) in cases {
+        let o = Command::new(COSCHED)
+            .current_dir(cwd)
+            .env("PATH", &their_path)
+            .args(["bench", "slowdown", "--out", out.to_str().unwrap()])
+            .args(args)
+            .arg("--")
+            .args(&command)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(refusal), "{what}: expected a refusal naming {refusal:?}:\n{err}");
+        assert!(!ran.exists(), "{what}: their program ran as root");
+    }
+    let o = Command::new(COSCHED)
+        .current_dir(&roots)
+        .args(["bench", "slowdown", "--out", out.to_str().unwrap()])
+        .args(once)
+        .args(["--", "./prog"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "root's own program: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "0\n", "root's program ran once, as root");
+}

@@ -6,6 +6,7 @@ use super::{ContextSwitchProbe, ProcessSet, Scenario, ScenarioKind, SpinBarrierS
 use crate::copies::{run_copies, CopySpec};
 use crate::ctxswitch::{self, CtxSwitchConfig};
 use crate::os;
+use cosched_runtime::trusted_source::CheckedCommand;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -269,14 +270,21 @@ pub fn run_spinbarrier(
     for &cpu in &set.cpus {
         cpus.set(cpu).map_err(|e| format!("CPU {cpu}: {e}"))?;
     }
+    let cwd = std::env::current_dir().map_err(|e| format!("this process's folder: {e}"))?;
+    let command = CheckedCommand::check(&argv, &cwd, "--spinbarrier")?;
     let mut points = Vec::new();
     for &copies in &set.copies {
         let log_dir = tempfile::Builder::new()
             .prefix(&format!("spinbarrier-{copies}-"))
             .tempdir_in(&launcher.scratch)
             .map_err(|e| format!("a log folder in {}: {e}", launcher.scratch.display()))?;
-        let spec =
-            CopySpec { argv: &argv, log_dir: log_dir.path(), timeout: launcher.timeout, sample_memory: false, stop };
+        let spec = CopySpec {
+            command: &command,
+            log_dir: log_dir.path(),
+            timeout: launcher.timeout,
+            sample_memory: false,
+            stop,
+        };
         // Set on each copy's shell before it execs the program: its threads inherit the affinity.
         let run = run_copies(&spec, copies, |pid| {
             nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(pid as i32), &cpus)

@@ -10,7 +10,7 @@
 //! | `relay` | a user on the port an agent or a remote user dials, relaying the handshake, then injecting or reflecting lines |
 //! | `lifetime` | processes that outlive their job: daemons a task leaves, remote commands still running when the tasks end, a job killed while frozen, a process that survives SIGKILL |
 //! | `ownership` | moving, freezing, suspending or ending other users' processes and jobs; the daemon's own processes; reused job ids |
-//! | `paths` | directories root writes in, made first or linked elsewhere by a user: the private Slurm's directory (`scripts/slurm`), a `jobs` link swapped in during `start`, links in `jobs/` that `stop` would write through, the daemon's state and socket directories |
+//! | `paths` | directories root writes in, made first or linked elsewhere by a user: the private Slurm's directory (`scripts/slurm`), a `jobs` link swapped in during `start`, links in `jobs/` that `stop` would write through, the daemon's state and socket directories; a checkout another user could change, from which a script run as root would build and run their code |
 //! | `secrets` | reading other users' environments, command lines, logs and the database |
 //! | `exhaustion` | connection floods, idle and slow clients, descriptor exhaustion, failed authentications, hoarded pre-authentication and monitor places |
 //! | `sizes` | oversized requests, lines, environments and logs |

@@ -312,3 +312,54 @@ fn the_daemon_refuses_state_and_socket_directories_another_user_made() {
     }
     let _ = std::fs::remove_dir_all(&own);
 }
+
+/// A script run as root builds and runs its checkout's code: from a checkout another user could change (theirs, a
+/// file of theirs in it, a file anyone may write), a script stops before doing anything, naming what fails; from a
+/// root-only copy of the same scripts it runs.
+#[test]
+fn a_script_root_runs_refuses_a_checkout_another_user_could_change() {
+    let scripts = Path::new(SLURM_SCRIPT).parent().unwrap();
+    let run_help = |checkout: &Path, script: &str| {
+        Command::new("timeout").arg("60").arg(checkout.join("scripts").join(script)).arg("--help").output().unwrap()
+    };
+    let fresh_checkout = || {
+        let base = root_only_dir();
+        let copied = Command::new("cp").arg("-a").arg(scripts).arg(base.path().join("scripts")).status().unwrap();
+        assert!(copied.success(), "copying scripts/");
+        base
+    };
+    let clean = fresh_checkout();
+    let out = run_help(clean.path(), "slurm");
+    assert!(out.status.success(), "slurm from a root-only checkout: {}", String::from_utf8_lossy(&out.stderr));
+    let theirs = |checkout: &Path| {
+        let planted = checkout.join("Makefile");
+        std::fs::write(&planted, "all:\n").unwrap();
+        std::os::unix::fs::chown(&planted, Some(ATTACKER), None).unwrap();
+        planted
+    };
+    let anyones = |checkout: &Path| {
+        let planted = checkout.join("scripts").join("lib").join("extra.sh");
+        std::fs::write(&planted, "true\n").unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).unwrap();
+        planted
+    };
+    let their_checkout = |checkout: &Path| {
+        std::os::unix::fs::chown(checkout, Some(ATTACKER), None).unwrap();
+        checkout.to_path_buf()
+    };
+    let plants: [(&str, &dyn Fn(&Path) -> PathBuf); 3] =
+        [("a file of theirs", &theirs), ("a file anyone may write", &anyones), ("their checkout", &their_checkout)];
+    for (what, plant) in plants {
+        let checkout = fresh_checkout();
+        let named = plant(checkout.path());
+        for script in ["slurm", "bench-controller-daemon"] {
+            let out = run_help(checkout.path(), script);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && stderr.contains(named.to_str().unwrap()),
+                "{script} ran as root from a checkout with {what} ({}):\n{stderr}",
+                named.display()
+            );
+        }
+    }
+}
