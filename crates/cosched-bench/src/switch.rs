@@ -355,6 +355,13 @@ pub struct Window {
     pub steal: f64,
 }
 
+impl Window {
+    /// Iterations per second of CPU time the jobs had.
+    pub fn iterations_per_cpu_s(&self) -> f64 {
+        self.iterations_per_s / self.cpus_used.max(f64::MIN_POSITIVE)
+    }
+}
+
 fn measure_window(gangs: &Gangs, duration: Duration) -> Window {
     let ticks = crate::os::MachineCpuTicks::read().ok();
     let (start, iterations, cpu_ns) = (Instant::now(), gangs.iterations(), gangs.cpu_ns());
@@ -403,6 +410,11 @@ pub struct SliceResult {
     pub window: Window,
     /// Iterations per second over the mean of the two baselines.
     pub ratio: f64,
+    /// Iterations per CPU-second of the jobs over the baselines': what switching costs the work itself, apart from
+    /// the share of the machine the jobs get. Each task is a session of its own, so on a machine with other work
+    /// the kernel's autogroups give a gang that has half its tasks stopped a smaller share, and `ratio` falls with
+    /// the other work's load while this one does not (docs/performance.md, "Switching").
+    pub ratio_per_cpu: f64,
     #[serde(skip)]
     pub latency_ns: Vec<u64>,
 }
@@ -422,6 +434,7 @@ fn measure_slice(gangs: &Gangs, slice_ms: u64, duration: Duration, switch: Switc
         phases: Phases::of(&stats),
         window,
         ratio: 0.0,
+        ratio_per_cpu: 0.0,
         latency_ns: stats.latency_ns.into(),
     }
 }
@@ -688,9 +701,11 @@ fn run_local(settings: &SwitchBenchSettings, duration: Duration) -> Result<Repor
     let mut slices: Vec<SliceResult> =
         settings.slices_ms.iter().map(|&s| measure_slice(&gangs, s, duration, switch)).collect();
     baselines.push(measure_baseline(&gangs, duration)?);
-    let base = baselines.iter().map(|w| w.iterations_per_s).sum::<f64>() / baselines.len() as f64;
+    let mean = |of: fn(&Window) -> f64| baselines.iter().map(of).sum::<f64>() / baselines.len() as f64;
+    let (base, base_per_cpu) = (mean(|w| w.iterations_per_s), mean(Window::iterations_per_cpu_s));
     for slice in &mut slices {
         slice.ratio = slice.window.iterations_per_s / base;
+        slice.ratio_per_cpu = slice.window.iterations_per_cpu_s() / base_per_cpu;
     }
     let pooled: Vec<u64> = slices.iter().flat_map(|s| s.latency_ns.iter().copied()).collect();
     Ok(Report {

@@ -171,16 +171,24 @@ fn print_summary(report: &Report) {
         verdict(o.overlaps == 0),
     );
     for s in &report.slices {
+        // The targets are on the work done per CPU-second: the plain ratio also holds the share of the machine
+        // that other work took while half the tasks were stopped (docs/performance.md, "Switching").
         let (target, result) = match s.slice_ms {
-            2 => ("≥ 90 %", verdict(s.ratio >= 0.90)),
-            5 => ("≥ 95 %", verdict(s.ratio >= 0.95)),
+            2 => ("≥ 90 %", verdict(s.ratio_per_cpu >= 0.90)),
+            5 => ("≥ 95 %", verdict(s.ratio_per_cpu >= 0.95)),
             _ => ("", ""),
         };
         print_row(
-            &format!("throughput at {} ms / no switching", s.slice_ms),
-            format!("{:.1} %", s.ratio * 100.0),
+            &format!("throughput per CPU-second at {} ms / none", s.slice_ms),
+            format!("{:.1} %", s.ratio_per_cpu * 100.0),
             target,
             result,
+        );
+        print_row(
+            &format!("  throughput at {} ms / none (other work too)", s.slice_ms),
+            format!("{:.1} %", s.ratio * 100.0),
+            "",
+            "",
         );
     }
     if let Some(k) = &report.skew {

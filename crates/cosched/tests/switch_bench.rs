@@ -26,6 +26,9 @@ fn check_report(report: &serde_json::Value) {
     // The phases of every switch come in order: woke, asked the outgoing gang to stop, confirmed (or gave up).
     assert!(phases["woke"]["p50_ns"].as_u64() <= phases["requested"]["p50_ns"].as_u64(), "{phases}");
     assert!(phases["requested"]["p50_ns"].as_u64() <= phases["confirmed"]["p50_ns"].as_u64(), "{phases}");
+    // Work per CPU-second can only be compared when both windows had CPU time.
+    let per_cpu = slice["ratio_per_cpu"].as_f64().unwrap();
+    assert!(per_cpu.is_finite() && per_cpu > 0.0, "{slice}");
     let steal = slice["window"]["steal"].as_f64().unwrap();
     assert!((0.0..=1.0).contains(&steal), "{steal}");
 }
