@@ -343,7 +343,7 @@ fn run_on_cluster(
     let mut ids = Vec::new();
     // Each copy's own empty TMPDIR, as on one node: root's launchers would otherwise share /tmp, where anyone
     // may make the session folder their predictable names ask for (`ompi.<node>.0`) first.
-    let scratch = (0..jobs).map(|index| copy_scratch(index)).collect::<Result<Vec<_>, String>>()?;
+    let scratch = (0..jobs).map(copy_scratch).collect::<Result<Vec<_>, String>>()?;
     for copy_tmp in &scratch {
         match cluster.submit_mpi(&config.command, &config.cwd, copy_tmp.path(), local) {
             Ok(id) => ids.push(id),

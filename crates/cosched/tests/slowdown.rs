@@ -361,7 +361,9 @@ fn root_runs_no_program_another_user_could_change() {
     let their_path = format!("{}:{}", users.display(), std::env::var("PATH").unwrap_or_default());
     let once = ["--policy", "none", "--jobs", "1", "--repeat", "1", "--warmup", "0"];
     let cluster = ["--nodes", "2", "--cpus", "2", "--policy", "local", "--jobs", "1", "--repeat", "1"];
-    let cases: [(&str, &Path, &[&str], Vec<&str>, &str); 5] = [
+    // What the case is, the folder root runs in, the bench's options, the command, what the refusal says.
+    type Case<'a> = (&'a str, &'a Path, &'a [&'a str], Vec<&'a str>, &'a str);
+    let cases: [Case; 5] = [
         ("their folder", &users, &once, vec!["./prog"], "the folder the command runs in"),
         ("their folder, across nodes", &users, &cluster, vec!["./prog"], "the folder the command runs in"),
         ("their program by path", &roots, &once, vec![theirs.as_str()], "belongs to nobody"),

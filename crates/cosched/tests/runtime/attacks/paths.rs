@@ -347,7 +347,8 @@ fn a_script_root_runs_refuses_a_checkout_another_user_could_change() {
         std::os::unix::fs::chown(checkout, Some(ATTACKER), None).unwrap();
         checkout.to_path_buf()
     };
-    let plants: [(&str, &dyn Fn(&Path) -> PathBuf); 3] =
+    type Plant<'a> = (&'a str, &'a dyn Fn(&Path) -> PathBuf);
+    let plants: [Plant; 3] =
         [("a file of theirs", &theirs), ("a file anyone may write", &anyones), ("their checkout", &their_checkout)];
     for (what, plant) in plants {
         let checkout = fresh_checkout();
