@@ -92,11 +92,16 @@ impl PrivateSlurm {
 
     /// `sbatch` with more of sbatch's options.
     pub(crate) fn sbatch_with(&self, options: &[&str], tasks: &str, script: &str) -> u32 {
+        self.sbatch_as(NOBODY, options, tasks, script)
+    }
+
+    /// `sbatch_with` as user `uid` (with the group of the same number).
+    pub(crate) fn sbatch_as(&self, uid: u32, options: &[&str], tasks: &str, script: &str) -> u32 {
         let out_file = format!("{}/jobs/job-%j.out", self.dir.display());
         let mut args = vec!["--parsable", "-n", tasks, "-o", &out_file, "--chdir", "/tmp"];
         args.extend(options);
         args.extend(["--wrap", script]);
-        let out = self.command("sbatch", &args, Some(NOBODY));
+        let out = self.command("sbatch", &args, Some(uid));
         assert!(out.status.success(), "sbatch: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).trim().split(';').next().unwrap().parse().unwrap()
     }
@@ -383,7 +388,8 @@ pub fn a_slurm_job_sliced_three_ways_keeps_its_time_limit() {
     let slurm = PrivateSlurm::start_in(dir, &daemon.node, "off", &format!("socket={}", daemon.socket.display()));
     // 35 s of CPU whatever the machine's speed, counted by the job itself.
     let work = "python3 -c 'import time\nwhile time.process_time() < 35: pass\nprint(\"done\", time.process_time())'";
-    let jobs: Vec<u32> = (0..3).map(|_| slurm.sbatch_with(&["--time=1"], "1", work)).collect();
+    // Three users: only another user's job earns a job time (`slurm_time`), as with Slurm's own gang scheduler.
+    let jobs: Vec<u32> = OTHER_USERS.iter().map(|&uid| slurm.sbatch_as(uid, &["--time=1"], "1", work)).collect();
     wait_for("the three Slurm jobs to share cosched's CPU", Duration::from_secs(60), || {
         jobs.iter().all(|&j| cosched_job(&daemon, j).is_some_and(|c| (c.slice_share - 1.0 / 3.0).abs() < 1e-9))
     });
@@ -429,6 +435,49 @@ pub fn a_slurm_job_sliced_three_ways_keeps_its_time_limit() {
         let summary = format!("Slurm job {job}: ran {run_s} s, limit {limit_s} s, {extended_s} s added");
         assert!(run_s > 90 && extended_s > 0 && extended_s * 3 <= run_s * 2 + 3, "{summary}");
         assert!((limit_s as i64 - 60 - extended_s as i64).abs() <= 30, "{summary}");
+    }
+}
+
+/// Users with a passwd entry, for Slurm jobs of distinct owners: `nobody`, `daemon` and `bin`.
+const OTHER_USERS: [u32; 3] = [NOBODY, 1, 2];
+
+/// A Slurm job's owner cannot stretch its time limit with gangs of their own: three idle jobs of the same user
+/// beside it cut its share to a quarter, and its end time is not moved; the same three jobs of another user are
+/// time another job took, and its end time moves out.
+#[test]
+fn a_slurm_jobs_owner_earns_no_time_with_gangs_of_their_own() {
+    if skip_unless_root("a_slurm_jobs_owner_earns_no_time_with_gangs_of_their_own") {
+        return;
+    }
+    let _machine = whole_machine();
+    let dir = fresh_dir("cosched-slurm-own");
+    let conf = dir.join("slurm.conf");
+    let period = ["--slurm-time-period-s", "1", "--slurm-conf", conf.to_str().unwrap()];
+    let daemon = Daemon::up(&[&["--slice-ms", "20", "--cpus", "1"][..], &period].concat());
+    let slurm = PrivateSlurm::start_in(dir, &daemon.node, "off", &format!("socket={}", daemon.socket.display()));
+    let job = slurm.sbatch_as(NOBODY, &["--time=5"], "1", "sleep 120");
+    wait_for("the Slurm job to run in cosched", Duration::from_secs(60), || {
+        cosched_job(&daemon, job).is_some_and(|c| !c.pids.is_empty())
+    });
+    let gangs_of =
+        |uid: u32| -> Vec<u64> { (0..3).map(|_| daemon.submit_as(Some(uid), &["--", "sleep", "120"])).collect() };
+    let share_is_a_quarter = || cosched_job(&daemon, job).is_some_and(|c| (c.slice_share - 0.25).abs() < 1e-9);
+    let extended_s = || cosched_job(&daemon, job).and_then(|c| c.slurm_time).map_or(0, |t| t.extended_s);
+
+    let own = gangs_of(NOBODY);
+    wait_for("three gangs of the owner beside the Slurm job", Duration::from_secs(30), share_is_a_quarter);
+    // Six seconds at a quarter share: four and a half out of its slots, all to its owner's own gangs.
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(extended_s(), 0, "the owner's own gangs stretched the Slurm job's end time");
+    for id in own {
+        assert!(daemon.client(&["kill", &id.to_string()]).status.success());
+    }
+
+    let others = gangs_of(OTHER_USERS[1]);
+    wait_for("three gangs of another user beside the Slurm job", Duration::from_secs(30), share_is_a_quarter);
+    wait_for("another user's gangs to earn the Slurm job time", Duration::from_secs(30), || extended_s() > 0);
+    for id in others {
+        let _ = daemon.client(&["kill", &id.to_string()]);
     }
 }
 

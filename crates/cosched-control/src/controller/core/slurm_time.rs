@@ -5,11 +5,19 @@
 //! The time out of its slots is the plan's, integrated over wall time: between two changes of the plan a job runs
 //! in the share of the cycle's slots the plan gives it, and the switchers of every node run exactly those slots on
 //! the clock's slice boundaries. Nothing an agent reports enters it, so no agent can stretch another job's limit.
+//!
+//! Only a slot another user's job takes on one of the job's nodes is credited, as Slurm's own gang scheduler
+//! credits only the time another job took: a slot of the owner's own gangs, or one that leaves the job's nodes
+//! idle, earns nothing. Otherwise a user could stretch their Slurm job's limit up to `rows` times with idle gangs of
+//! their own (`credited_share`).
 
 use super::{log, ControllerCore, JobLive, Now, State};
 use crate::slurm_time::{decide, LimitUpdate, SlurmJobView, TimeCredit};
 use crate::wire::jobs::{JobRecord, JobState};
 use crate::wire::protocol::SlurmTimeStatus;
+use cosched_core::JobId;
+use cosched_policy::cluster::{JobStatus, Plan};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A Slurm job's time out of its slots not yet in its Slurm end time. In memory only: a restarted controller loses
 /// what accrued since the last pass (the job is granted less, never twice).
@@ -37,20 +45,48 @@ struct Unconfirmed {
 /// held meanwhile.
 pub(super) fn accrue(state: &mut State, now_ns: u64) {
     let Some(plan) = state.cosched.plan() else { return };
+    let owner = |id: u64| state.jobs.get(&id).map(|j| j.uid);
     for job in state.jobs.values().filter(|j| j.slurm_job.is_some() && !j.state.is_over()) {
         let out = &mut state.live.entry(job.id).or_default().slurm_time;
         if let Some(since_ns) = out.since_ns {
-            // A job the plan does not hold is given nothing: only time known to be out of its slots counts.
-            let share = super::plan::share_in(plan, &state.plan_index, job.id).unwrap_or(1.0);
-            out.owed_ns = out.owed_ns.saturating_add(out_of_slot_ns(now_ns.saturating_sub(since_ns), share));
+            // A job the plan does not hold is given nothing: only time known to be taken by others counts.
+            let credited = credited_share(plan, &state.plan_index, job.id, owner);
+            out.owed_ns = out.owed_ns.saturating_add(credited_ns(now_ns.saturating_sub(since_ns), credited));
         }
         out.since_ns = (job.state == JobState::Running).then_some(now_ns);
     }
 }
 
-/// The part of `elapsed_ns` a job with `share` of the slots spent out of them.
-fn out_of_slot_ns(elapsed_ns: u64, share: f64) -> u64 {
-    (elapsed_ns as f64 * (1.0 - share.clamp(0.0, 1.0))) as u64
+/// The part of `elapsed_ns` that `share` of the cycle's slots took.
+fn credited_ns(elapsed_ns: u64, share: f64) -> u64 {
+    (elapsed_ns as f64 * share.clamp(0.0, 1.0)) as u64
+}
+
+/// The share of `plan`'s slots in which job `id` is out of its slots while a job of another owner (`owner` gives a
+/// job's uid) runs on one of its nodes: in a matrix row, that row's gangs; in a slot left to the local jobs, those
+/// that run all the time. 0 for a job the plan does not hold, or holds all the time.
+fn credited_share(plan: &Plan, index: &BTreeMap<u64, usize>, id: u64, owner: impl Fn(u64) -> Option<u32>) -> f64 {
+    let Some(JobStatus::Placed { cpus, rows, always: false }) = placed(plan, index, id) else { return 0.0 };
+    let Some(its_owner) = owner(id) else { return 0.0 };
+    let its_nodes: BTreeSet<u32> = cpus.iter().map(|c| c.node).collect();
+    let anothers_on_its_nodes = |other: &JobId| {
+        owner(other.0).is_some_and(|uid| uid != its_owner)
+            && matches!(placed(plan, index, other.0), Some(JobStatus::Placed { cpus, .. })
+                if cpus.iter().any(|c| its_nodes.contains(&c.node)))
+    };
+    let credited = (0..plan.rows.len())
+        .filter(|slot| !rows.contains(&(*slot as u32)))
+        .filter(|&slot| match plan.slot_rows.get(slot) {
+            Some(Some(_)) => plan.rows[slot].iter().any(anothers_on_its_nodes),
+            _ => plan.always.iter().any(anothers_on_its_nodes),
+        })
+        .count();
+    credited as f64 / plan.rows.len().max(1) as f64
+}
+
+/// Where `plan` holds job `id`, found through `index` (the plan's `jobs` by id).
+fn placed<'p>(plan: &'p Plan, index: &BTreeMap<u64, usize>, id: u64) -> Option<&'p JobStatus> {
+    plan.jobs.get(*index.get(&id)?).filter(|j| j.id.0 == id).map(|j| &j.status)
 }
 
 /// What `status` shows of a Slurm job's time limit.
@@ -203,14 +239,53 @@ fn set_error(state: &mut State, c: &Candidate, error: Option<String>) {
 mod tests {
     use super::*;
 
+    use cosched_policy::cluster::{JobPlan, NodeCpus};
+
     #[test]
-    fn a_job_is_owed_the_part_of_the_time_out_of_its_slots() {
+    fn a_job_is_owed_the_part_of_the_time_others_took() {
         let minute = 60_000_000_000;
-        assert_eq!(out_of_slot_ns(minute, 1.0 / 3.0), 40_000_000_000);
-        assert_eq!(out_of_slot_ns(minute, 1.0), 0);
-        assert_eq!(out_of_slot_ns(minute, 0.25), 45_000_000_000);
+        assert_eq!(credited_ns(minute, 2.0 / 3.0), 40_000_000_000);
+        assert_eq!(credited_ns(minute, 0.0), 0);
+        assert_eq!(credited_ns(minute, 0.75), 45_000_000_000);
         // A share outside [0, 1] never gives more than the time itself, nor less than nothing.
-        assert_eq!(out_of_slot_ns(minute, -1.0), 60_000_000_000);
-        assert_eq!(out_of_slot_ns(minute, 2.0), 0);
+        assert_eq!(credited_ns(minute, 2.0), 60_000_000_000);
+        assert_eq!(credited_ns(minute, -1.0), 0);
+    }
+
+    /// A plan of one gang per matrix row: `(job, nodes)`, each job in row `job - 1`.
+    fn one_gang_per_row(gangs: &[(u64, &[u32])]) -> (Plan, BTreeMap<u64, usize>) {
+        let jobs = gangs.iter().enumerate().map(|(row, (id, nodes))| JobPlan {
+            id: JobId(*id),
+            status: JobStatus::Placed {
+                cpus: nodes.iter().map(|&node| NodeCpus { node, cpus: vec![0] }).collect(),
+                rows: vec![row as u32],
+                always: false,
+            },
+            own_row: Some(row as u32),
+        });
+        let plan = Plan {
+            rows: gangs.iter().map(|(id, _)| vec![JobId(*id)]).collect(),
+            slot_rows: (0..gangs.len() as u32).map(Some).collect(),
+            always: vec![],
+            jobs: jobs.collect(),
+        };
+        let index = gangs.iter().enumerate().map(|(i, (id, _))| (*id, i)).collect();
+        (plan, index)
+    }
+
+    #[test]
+    fn only_slots_another_users_job_takes_on_the_jobs_nodes_are_credited() {
+        let (alice, bob) = (1000, 1001);
+        // Job 1 is alice's Slurm job on node 0; jobs 2-4 are the other rows.
+        let (plan, index) = one_gang_per_row(&[(1, &[0]), (2, &[0]), (3, &[0, 1]), (4, &[1])]);
+        let owners = |of: [u32; 4]| move |id: u64| of.get(id as usize - 1).copied();
+        // Three idle gangs of her own: a quarter of the time, and not a second of it credited.
+        assert_eq!(credited_share(&plan, &index, 1, owners([alice; 4])), 0.0);
+        // Bob's gangs on her node take two slots of four; his gang on another node takes nothing of hers.
+        assert_eq!(credited_share(&plan, &index, 1, owners([alice, bob, bob, bob])), 0.5);
+        assert_eq!(credited_share(&plan, &index, 1, owners([alice, alice, bob, alice])), 0.25);
+        // A job the plan does not hold, or whose owner is unknown, is credited nothing.
+        assert_eq!(credited_share(&plan, &index, 9, owners([alice, bob, bob, bob])), 0.0);
+        assert_eq!(credited_share(&plan, &index, 1, |_| None), 0.0);
     }
 }
