@@ -151,7 +151,9 @@ struct Session {
     sealer: Option<Arc<Mutex<Sealer>>>,
     opener: Option<Opener>,
     /// Lines read so far.
-    lines_read: u64,
+    /// Requests read (blank lines are none), and when the last one came (at first, when the peer connected).
+    requests_read: u64,
+    last_request: Instant,
     opened: Instant,
 }
 
@@ -174,7 +176,8 @@ impl Session {
             proved_agent: None,
             sealer: None,
             opener: None,
-            lines_read: 0,
+            requests_read: 0,
+            last_request: Instant::now(),
             opened: Instant::now(),
         }
     }
@@ -188,8 +191,14 @@ impl Session {
                 Ok(None) => return,
                 Err(reply) => return self.reply_and_close(&reply),
             };
+            // A blank line is no request: it neither counts as the peer's first words nor keeps it connected.
             if line.trim().is_empty() {
                 continue;
+            }
+            self.requests_read += 1;
+            self.last_request = Instant::now();
+            if self.requests_read == 1 {
+                self.pass.spoke();
             }
             let request = match parse_request(&line) {
                 Ok(request) => request,
@@ -237,10 +246,6 @@ impl Session {
             Ok(None) => return Ok(None),
             Err(e) => return Err(Reply::error(format!("bad request: {e}"))),
         };
-        self.lines_read += 1;
-        if self.lines_read == 1 {
-            self.pass.spoke();
-        }
         let Some(opener) = &mut self.opener else { return Ok(Some(line)) };
         match opener.open(&line) {
             Ok(payload) => Ok(Some(payload)),
@@ -259,18 +264,24 @@ impl Session {
         }
     }
 
-    /// An authenticated peer may idle; one that has not must say its first line at once and authenticate within
-    /// the request time.
+    /// An authenticated peer may idle for the idle time after it connected or made its last request; one that has
+    /// not must make its first request at once and authenticate within the request time. Blank lines are no
+    /// request: they move none of these clocks.
     fn line_bounds(&self) -> LineBounds {
         let limits = self.listening.gate.limits();
         let authenticated = self.who.is_some() || matches!(self.peer, Peer::Local(_));
-        let idle = if authenticated {
-            limits.idle_timeout
+        let left = if authenticated {
+            limits.idle_timeout.saturating_sub(self.last_request.elapsed())
         } else {
             let left = limits.request_timeout.saturating_sub(self.opened.elapsed());
-            let left = if self.lines_read == 0 { left.min(FIRST_WORDS_WITHIN) } else { left };
-            left.max(Duration::from_millis(1))
+            let first_words_left = FIRST_WORDS_WITHIN.saturating_sub(self.opened.elapsed());
+            if self.requests_read == 0 {
+                left.min(first_words_left)
+            } else {
+                left
+            }
         };
+        let idle = left.max(Duration::from_millis(1));
         let seal = if self.opener.is_some() { SEAL_BYTES } else { 0 };
         LineBounds { max_bytes: MAX_LINE_BYTES + seal, idle: Some(idle), complete_within: limits.request_timeout }
     }

@@ -253,3 +253,45 @@ fn idle_monitor_connections_never_keep_a_scrape_of_metrics_out() {
     });
     assert!(reopened, "the scrapes displaced no idle connection: {before:?} {during:?} {after:?}");
 }
+
+/// Seconds until the server closes `stream` while it is sent a blank line every 200 ms (at most `limit`).
+fn kept_open_by_blank_lines(stream: &mut std::os::unix::net::UnixStream, limit: Duration) -> Option<Duration> {
+    stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let start = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    while start.elapsed() < limit {
+        if stream.write_all(b"\n").is_err() {
+            return Some(start.elapsed());
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(start.elapsed()),
+            Ok(_) => {} // the server's last word before it closes
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return Some(start.elapsed()),
+        }
+    }
+    None
+}
+
+/// Blank lines are no request: a connection that sends nothing else is closed as a silent one is, and after a
+/// request they do not keep it past the idle time. Before, each blank line held the connection for another idle
+/// time (600 s by default), and over TCP a blank line counted as the peer's first words, which keep a connection
+/// from being displaced before the silent ones.
+#[test]
+fn blank_lines_keep_no_connection_open() {
+    if skip_unless_root("blank_lines_keep_no_connection_open") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50", "--idle-timeout-s", "3"]);
+    let limit = Duration::from_secs(30);
+    let mut blank_only = std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap();
+    let closed = kept_open_by_blank_lines(&mut blank_only, limit);
+    assert!(closed.is_some(), "a connection sending only blank lines was still open after {limit:?}");
+    let mut after_request = std::os::unix::net::UnixStream::connect(&daemon.socket).unwrap();
+    after_request.write_all(b"{\"op\":\"status\"}\n").unwrap();
+    let mut reply = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(&after_request), &mut reply).unwrap();
+    assert!(reply.contains("\"ok\":true"), "{reply}");
+    let closed = kept_open_by_blank_lines(&mut after_request, limit);
+    assert!(closed.is_some(), "blank lines after a request kept the connection open past the idle time (3 s)");
+}
