@@ -363,8 +363,20 @@ pub struct ReadOptions {
 /// Why a trace could not be read.
 #[derive(Debug)]
 pub enum SwfError {
-    Io { path: String, source: io::Error },
-    Malformed { path: String, line: u64, message: String },
+    Io {
+        path: String,
+        source: io::Error,
+    },
+    Malformed {
+        path: String,
+        line: u64,
+        message: String,
+    },
+    /// The file is no text (a program, an archive): `what` it looks like.
+    NotText {
+        path: String,
+        what: &'static str,
+    },
 }
 
 impl fmt::Display for SwfError {
@@ -375,6 +387,9 @@ impl fmt::Display for SwfError {
                 let path = printable(path);
                 write!(f, "{path}:{line}: {message} (use --skip-bad-lines to skip malformed lines)")
             }
+            SwfError::NotText { path, what } => {
+                write!(f, "{}: this is {what}, not an SWF trace (plain text, gzip-compressed or not)", printable(path))
+            }
         }
     }
 }
@@ -383,7 +398,7 @@ impl std::error::Error for SwfError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             SwfError::Io { source, .. } => Some(source),
-            SwfError::Malformed { .. } => None,
+            SwfError::Malformed { .. } | SwfError::NotText { .. } => None,
         }
     }
 }
@@ -409,6 +424,10 @@ pub fn read_any(mut reader: impl BufRead, source_name: &str, opts: ReadOptions) 
 /// Read a plain-text trace. `source_name` is used in error messages.
 pub fn read_from(mut reader: impl BufRead, source_name: &str, opts: ReadOptions) -> Result<Workload, SwfError> {
     let io_error = |source| SwfError::Io { path: source_name.to_string(), source };
+    let head = reader.fill_buf().map_err(io_error)?;
+    if let Some(what) = binary_kind(&head[..head.len().min(BINARY_SNIFF_BYTES)]) {
+        return Err(SwfError::NotText { path: source_name.to_string(), what });
+    }
     let mut workload = Workload::default();
     let mut seen = Seen::default();
     let mut buf = Vec::new();
@@ -438,6 +457,25 @@ pub fn read_from(mut reader: impl BufRead, source_name: &str, opts: ReadOptions)
 
 const UTF8_BOM: &[u8] = b"\xef\xbb\xbf";
 
+/// How much of a file's start is looked at for signs of a binary file.
+const BINARY_SNIFF_BYTES: usize = 4096;
+
+/// What a file that is no text at its start looks like (a program, an archive, a first line with NUL bytes), so
+/// that it is named as such rather than its first line's fields reported as numbers that do not parse.
+fn binary_kind(head: &[u8]) -> Option<&'static str> {
+    const KNOWN: [(&[u8], &str); 6] = [
+        (b"\x7fELF", "an ELF program"),
+        (b"PK\x03\x04", "a zip archive"),
+        (b"\xfd7zXZ\x00", "an xz archive"),
+        (b"BZh9", "a bzip2 archive"),
+        (b"\x28\xb5\x2f\xfd", "a zstd archive"),
+        (b"%PDF-", "a PDF document"),
+    ];
+    let what = KNOWN.iter().find(|(magic, _)| head.starts_with(magic)).map(|(_, what)| *what);
+    let first_line = head.split(|&b| b == b'\n').next().unwrap_or(head);
+    what.or_else(|| first_line.contains(&0).then_some("a binary file (its first line holds NUL bytes)"))
+}
+
 /// Skip to the next line without keeping what is read.
 fn discard_rest_of_line(reader: &mut impl BufRead) -> io::Result<()> {
     loop {
@@ -464,6 +502,8 @@ struct Seen {
     /// Where each job number was first seen, to refuse a second use.
     first_line_of_job: BTreeMap<u64, u64>,
     header_bytes: usize,
+    /// The latest submit time of a job so far, and its line: SWF lists jobs in order of submission.
+    latest_submit: Option<(f64, u64)>,
 }
 
 /// Add one line (a comment, a job or nothing) to `workload`, or say why it is malformed.
@@ -499,6 +539,16 @@ fn read_line(bytes: &[u8], line_no: u64, workload: &mut Workload, seen: &mut See
         }
         Entry::Vacant(slot) => slot.insert(line_no),
     };
+    if let Parsed::Job(job) = &parsed {
+        if let Some((latest_s, latest_line)) = seen.latest_submit.filter(|(latest_s, _)| job.submit_s < *latest_s) {
+            return Err(format!(
+                "field 2 (submit time) {} is before {latest_s} on line {latest_line}: SWF lists jobs in order of \
+                 submission (sort the file by field 2)",
+                job.submit_s
+            ));
+        }
+        seen.latest_submit = Some((job.submit_s, line_no));
+    }
     match parsed {
         Parsed::Job(job) => workload.jobs.push(job),
         Parsed::Unusable(job_number, reason) => workload.unusable.push((job_number, reason)),
@@ -902,6 +952,29 @@ mod tests {
         assert_eq!(w.max_procs(), Some(128));
         let w = read_str(&format!(";MaxProcs: -5\n{GOOD}\n"), ReadOptions { skip_bad_lines: true }).unwrap();
         assert_eq!((w.max_procs(), w.skipped_bad_lines.clone()), (None, vec![1]));
+    }
+
+    #[test]
+    fn a_binary_file_is_named_as_such() {
+        for (head, what) in [
+            (&b"\x7fELF\x02\x01\x01\x00\x00"[..], "this is an ELF program, not an SWF trace"),
+            (b"PK\x03\x04\x14\x00", "this is a zip archive"),
+            (b"\xfd7zXZ\x00\x00", "this is an xz archive"),
+            (b"1 0 5\x00\x00 100", "this is a binary file (its first line holds NUL bytes)"),
+        ] {
+            let msg = read_from(head, "trace.swf", ReadOptions::default()).unwrap_err().to_string();
+            assert!(msg.starts_with(&format!("trace.swf: {what}")), "{msg}");
+        }
+    }
+
+    #[test]
+    fn jobs_out_of_submission_order_are_refused_naming_both_lines() {
+        let text = format!("{}\n{}\n{}\n", job(1), good_with_all(&[(1, "2"), (2, "50")]), good_with(1, "3"));
+        let msg = error_of(&text);
+        let want = "trace.swf:3: field 2 (submit time) 0 is before 50 on line 2: SWF lists jobs in order of submission";
+        assert!(msg.starts_with(want), "{msg}");
+        // Equal submit times are in order.
+        assert_eq!(read_str(&format!("{}\n{}\n", job(1), job(2)), ReadOptions::default()).unwrap().jobs.len(), 2);
     }
 
     #[test]

@@ -214,7 +214,11 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn any_jobs_survive_a_round_trip(jobs in proptest::collection::vec(job_strategy(), 0..40)) {
+    fn any_jobs_survive_a_round_trip(jobs in proptest::collection::vec(job_strategy(), 0..40).prop_map(|mut jobs| {
+        // SWF lists jobs in order of submission; the reader refuses any other order.
+        jobs.sort_by(|a, b| a.submit_s.total_cmp(&b.submit_s));
+        jobs
+    })) {
         let w = Workload { jobs, ..Default::default() };
         let mut bytes = Vec::new();
         write_to(&mut bytes, &w).unwrap();

@@ -1,7 +1,7 @@
 //! The `cosched` command. Glue only: parse and validate arguments into
 //! settings, call the library crates, present the results.
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use cosched::{
     bench, calibrate_cmd, history_cmd, manual, model_cmd, pipeline_cmd, predict_cmd, runtime_cmd, sim_cmd, simtest_cmd,
     slurm_cmd, status_view, study, workload_cmd,
@@ -248,6 +248,15 @@ fn stdout_reader_gone() -> bool {
     poll(&mut fds, PollTimeout::ZERO).is_ok() && fds[0].revents().is_some_and(|r| r.intersects(closed))
 }
 
+/// The command line, where a value may be a negative number (`--load -0.5` is then refused by the option's own
+/// check, naming the load, instead of read as an unknown flag `-0`).
+fn command_line() -> clap::Command {
+    fn allowing_negative_numbers(command: clap::Command) -> clap::Command {
+        command.allow_negative_numbers(true).mut_subcommands(allowing_negative_numbers)
+    }
+    allowing_negative_numbers(Cli::command())
+}
+
 fn main() -> ExitCode {
     end_quietly_when_stdout_is_closed();
     let argv = match cosched::config_file::with_file_settings(std::env::args_os().collect(), &Cli::command()) {
@@ -257,7 +266,8 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let cli = Cli::parse_from(argv);
+    let matches = command_line().get_matches_from(argv);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let outcome = match cli.command {
         Command::Sim(args) => sim_cmd::run(&args),
         Command::Study(cmd) => study::run(&cmd),

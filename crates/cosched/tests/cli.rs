@@ -310,6 +310,9 @@ fn impossible_configurations_and_unknown_values_are_refused() {
         (&["--quanta-ms", "1,2,3"][..], "--quanta-ms needs 6 values"),
         (&["--runtime-scale", "0"][..], "--runtime-scale must be positive"),
         (&["--horizon-s", "0"][..], "--horizon-s must be positive"),
+        // A negative number is the option's value, refused by its own check (not taken for a flag `-0`).
+        (&["--load", "-0.5"][..], "--load must be positive, got -0.5"),
+        (&["--horizon-s", "-3"][..], "--horizon-s must be a finite non-negative number, got -3"),
         (&["--raise-period-ms", "20"][..], "must be longer than the top level's quantum (20 ms)"),
         // 20 ms is 133.3 ticks of 150 µs: its end is noticed at the 134th, the raise boundary itself.
         (&["--tick-ms", "0.15", "--raise-period-ms", "20.1"][..], "rounded up to a whole tick (20.1 ms)"),
