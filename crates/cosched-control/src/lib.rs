@@ -11,6 +11,7 @@
 //!
 //! What does I/O — sockets, SQLite, the clock, cgroups, running Slurm's commands — is `cosched-runtime`'s.
 
+pub mod calendar;
 pub mod controller;
 pub mod schedule;
 pub mod slurm;

@@ -125,7 +125,7 @@ impl Agent {
         // A watchdog that died with the previous agent thawed nothing: let every job run now, before the controller
         // is reached (it may be away); the first schedule stops whichever jobs it must.
         if let Err(e) = crate::agent::freezer::thaw_unsuspended_under(&settings.node, parent) {
-            eprintln!("cosched agent {}: thawing the jobs found at start: {e}", settings.node);
+            crate::log_line!("cosched agent {}: thawing the jobs found at start: {e}", settings.node);
         }
         let groups = Arc::new(JobGroups::open_in(&settings.node, settings.freezer, parent)?);
         let switcher = Arc::new(Switcher::new(groups.clone(), settings.confirm_wait));
@@ -133,7 +133,7 @@ impl Agent {
         let mut jobs = BTreeMap::new();
         for id in groups.existing_jobs()? {
             if let Err(e) = groups.mark_how_stopped(id) {
-                eprintln!("cosched agent {}: job {id}: {e}", settings.node);
+                crate::log_line!("cosched agent {}: job {id}: {e}", settings.node);
             }
             jobs.insert(id, LocalJob::new(true));
         }
@@ -159,7 +159,7 @@ impl Agent {
     pub fn stop_switching_and_thaw(&self) {
         self.switcher.stop();
         if let Err(e) = self.groups.thaw_all() {
-            eprintln!("cosched agent {}: thawing every job: {e}", self.settings.node);
+            crate::log_line!("cosched agent {}: thawing every job: {e}", self.settings.node);
         }
     }
 
@@ -183,7 +183,7 @@ impl Agent {
         })?;
         loop {
             if let Err(e) = self.serve_link() {
-                eprintln!("cosched agent {}: controller link: {e}; retrying", self.settings.node);
+                crate::log_line!("cosched agent {}: controller link: {e}; retrying", self.settings.node);
             }
             self.shared.lock().unwrap().writer = None;
             std::thread::sleep(Duration::from_secs(1));
@@ -203,7 +203,7 @@ impl Agent {
         while let Some(line) = connection.read_line(None).map_err(std::io::Error::other)? {
             match serde_json::from_str::<ToAgent>(&line) {
                 Ok(message) => self.obey(message),
-                Err(e) => eprintln!("cosched agent: bad message from the controller: {e}: {line}"),
+                Err(e) => crate::log_line!("cosched agent: bad message from the controller: {e}: {line}"),
             }
         }
         Err(std::io::Error::other("the controller closed the connection"))
@@ -278,7 +278,7 @@ impl Agent {
             }
         };
         if let Err(e) = result {
-            eprintln!("cosched agent {}: {e}", self.settings.node);
+            crate::log_line!("cosched agent {}: {e}", self.settings.node);
         }
     }
 

@@ -71,7 +71,7 @@ impl Shell {
     fn carry_out_once(&mut self, effects: Effects) {
         let Effects { to_agents, answers, logs } = effects;
         for line in logs {
-            eprintln!("{line}");
+            crate::log_line!("{line}");
         }
         for (node, message) in to_agents {
             let Some(link) = self.links.get(&node).cloned() else { continue };
@@ -80,7 +80,7 @@ impl Shell {
             // again).
             let written = write_message(&mut *link.lock().unwrap(), &message);
             if let Err(e) = written {
-                eprintln!("cosched controller: node {node}: {e}; its link is closed");
+                crate::log_line!("cosched controller: node {node}: {e}; its link is closed");
                 self.links.remove(&node);
                 let now = self.now();
                 self.core.agent_disconnected(now, &node);
@@ -301,7 +301,7 @@ impl Controller {
             Ok(_) => {
                 shell.links.insert(hello.node.clone(), writer);
             }
-            Err(reason) => eprintln!("cosched controller: refusing agent {}: {reason}", hello.node),
+            Err(reason) => crate::log_line!("cosched controller: refusing agent {}: {reason}", hello.node),
         }
         shell.carry_out();
         accepted
@@ -350,7 +350,7 @@ impl Controller {
                 .and_then(|_| std::fs::rename(&tmp, &path));
         match written {
             Ok(()) => self.shell.lock().unwrap().core.status_written(fingerprint),
-            Err(e) => eprintln!("cosched controller: status document {}: {e}", path.display()),
+            Err(e) => crate::log_line!("cosched controller: status document {}: {e}", path.display()),
         }
     }
 

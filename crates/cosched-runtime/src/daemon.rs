@@ -33,14 +33,14 @@ pub fn start_controller(settings: ControllerSettings, listen: &ControllerListen)
     let gate = Gate::new(listen.limits.clone(), raise_descriptor_limit());
     let listening = Listening { controller: controller.clone(), gate, credentials: listen.credentials.clone() };
     crate::controller::server::listen_unix(listening.clone(), &listen.socket)?;
-    eprintln!("cosched controller: listening on {}", listen.socket.display());
+    crate::log_line!("cosched controller: listening on {}", listen.socket.display());
     if let Some(address) = &listen.tcp {
         let bound = crate::controller::server::listen_tcp(listening.clone(), address)?;
-        eprintln!("cosched controller: listening on tcp {bound}");
+        crate::log_line!("cosched controller: listening on tcp {bound}");
     }
     if let Some(address) = &listen.monitor {
         let bound = crate::controller::monitor::serve(listening, address, &listen.monitor_names)?;
-        eprintln!("cosched controller: monitor at http://{bound}/ (get a URL with a token: cosched monitor)");
+        crate::log_line!("cosched controller: monitor at http://{bound}/ (get a URL with a token: cosched monitor)");
         std::fs::write(controller.settings.state_dir.join("monitor.addr"), bound.to_string())?;
     }
     let ticking = controller.clone();
@@ -92,7 +92,7 @@ fn prepare_agent(settings: AgentSettings) -> std::io::Result<Arc<Agent>> {
     // Started first so the agent knows its pid (never movable into a job); lives as long as the agent.
     let watchdog = start_watchdog(&settings.helper_program, &settings.node, &parent)?;
     let agent = Agent::new(settings.clone(), &parent, &[watchdog.pid() as i32])?;
-    eprintln!("cosched agent {}: {}", settings.node, agent.groups().describe());
+    crate::log_line!("cosched agent {}: {}", settings.node, agent.groups().describe());
     supervise_watchdog(watchdog, settings, parent, agent.clone())?;
     Ok(agent)
 }
@@ -113,11 +113,11 @@ fn supervise_watchdog(
         if !watchdog.has_exited() {
             continue;
         }
-        eprintln!("cosched agent {}: the watchdog died; starting another", settings.node);
+        crate::log_line!("cosched agent {}: the watchdog died; starting another", settings.node);
         match start_watchdog(&settings.helper_program, &settings.node, &parent) {
             Ok(fresh) => watchdog = fresh,
             Err(e) => {
-                eprintln!(
+                crate::log_line!(
                     "cosched agent {}: no watchdog ({e}): switching stops and every job is thawed",
                     settings.node
                 );
@@ -149,7 +149,7 @@ pub fn start_up(
     let running = agent.clone();
     std::thread::Builder::new().name("agent".into()).spawn(move || {
         if let Err(e) = running.run() {
-            eprintln!("cosched agent: {e}");
+            crate::log_line!("cosched agent: {e}");
         }
     })?;
     Ok((controller, agent))

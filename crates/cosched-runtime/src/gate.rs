@@ -190,7 +190,7 @@ impl Gate {
     pub fn new(mut limits: Limits, descriptor_limit: u64) -> Arc<Gate> {
         let budget = descriptor_limit.saturating_sub(RESERVED_DESCRIPTORS).max(16) as usize;
         if limits.connections > budget {
-            eprintln!(
+            crate::log_line!(
                 "cosched controller: at most {budget} connections at once (open-file limit {descriptor_limit} less \
                  {RESERVED_DESCRIPTORS} kept for switching), not {}",
                 limits.connections

@@ -9,9 +9,9 @@ use std::os::unix::net::UnixDatagram;
 /// never fatal: a daemon that runs must not stop because its supervisor's socket is gone.
 pub fn ready(who: &str) {
     match notify("READY=1") {
-        Ok(true) => eprintln!("{who}: ready (told systemd)"),
+        Ok(true) => crate::log_line!("{who}: ready (told systemd)"),
         Ok(false) => {}
-        Err(e) => eprintln!("{who}: could not tell systemd it is ready: {e}"),
+        Err(e) => crate::log_line!("{who}: could not tell systemd it is ready: {e}"),
     }
 }
 

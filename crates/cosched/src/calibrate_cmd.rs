@@ -219,19 +219,11 @@ fn measured_now() -> SystemTime {
     SystemTime::now()
 }
 
-/// `2026-11-26T10:00:00Z` for a time after 1970 (the civil-from-days calendar arithmetic).
+/// `2026-11-26T10:00:00Z` for a time after 1970.
 fn utc_rfc3339(time: SystemTime) -> String {
     let secs = time.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::calendar::date_of_day(secs / 86_400);
+    let rest = secs % 86_400;
     format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
 }
 

@@ -12,7 +12,7 @@ pub mod bench_node;
 pub mod bench_scaling;
 pub mod bench_slowdown;
 pub mod bench_switch;
-pub mod calendar;
+pub use cosched_runtime::calendar;
 pub mod calibrate_cmd;
 pub mod config_file;
 pub mod history_cmd;

@@ -263,7 +263,9 @@ fn controller_credentials(args: &ControllerArgs) -> Result<Credentials, String> 
     let munge = match (open_munge(args.munge.munge_socket.as_deref()), &agent_key) {
         (Ok(munge), _) => Some(munge),
         (Err(e), Some(_)) => {
-            eprintln!("cosched controller: WARNING: {e}: users of other hosts cannot authenticate; agents use the key");
+            cosched_runtime::log_line!(
+                "cosched controller: WARNING: {e}: users of other hosts cannot authenticate; agents use the key"
+            );
             None
         }
         (Err(e), None) => return Err(format!("--tcp needs MUNGE or --key-file: {e}")),
@@ -478,7 +480,7 @@ pub fn up(controller: &ControllerArgs, agent: &AgentArgs) -> Result<(), String> 
 pub fn controller(args: &ControllerArgs) -> Result<(), String> {
     let (settings, listen) = controller_settings(args)?;
     if settings.nodes.is_empty() {
-        eprintln!("cosched controller: WARNING: no --nodes given: no agent will be accepted");
+        cosched_runtime::log_line!("cosched controller: WARNING: no --nodes given: no agent will be accepted");
     }
     cosched_runtime::daemon::run_controller(settings, &listen).map_err(|e| e.to_string())
 }

@@ -117,7 +117,7 @@ impl Ender {
                 continue;
             }
             if let Err(e) = self.groups.kill_all(job) {
-                eprintln!("cosched agent {}: killing what is left of job {job}: {e}", self.node);
+                crate::log_line!("cosched agent {}: killing what is left of job {job}: {e}", self.node);
             }
             if now < kill_at + KILL_BOUND {
                 next_round = FRESH_ROUND;
@@ -130,7 +130,7 @@ impl Ender {
 
     /// Remove the job's empty cgroup; false (retried next round) if the kernel still holds it.
     fn remove(&self, job: u64) -> bool {
-        self.groups.remove(job).map_err(|e| eprintln!("cosched agent {}: {e}; retrying", self.node)).is_ok()
+        self.groups.remove(job).map_err(|e| crate::log_line!("cosched agent {}: {e}; retrying", self.node)).is_ok()
     }
 
     /// The job's cgroup is empty (and `removed`, if that was asked when the round began): done with it, unless
@@ -144,7 +144,10 @@ impl Ender {
         drop(jobs);
         if let Some(stuck) = &ending.stuck {
             let seconds = crate::wire::jobs::unix_ms_now().saturating_sub(stuck.since_unix_ms) / 1000;
-            eprintln!("cosched agent {}: job {job}: its last processes ended after {seconds} s stuck", self.node);
+            crate::log_line!(
+                "cosched agent {}: job {job}: its last processes ended after {seconds} s stuck",
+                self.node
+            );
         }
         ending.waiting.into_iter().map(|ack| EndAnswer { ack, job, stuck: None }).collect()
     }
@@ -157,7 +160,7 @@ impl Ender {
         match &mut ending.stuck {
             Some(stuck) => stuck.pids = pids,
             None => {
-                eprintln!(
+                crate::log_line!(
                     "cosched agent {}: job {job}: {} could not be killed within {} s (pids {}, {}): its cgroup is \
                      kept and the kill retried every {} s",
                     self.node,

@@ -146,7 +146,7 @@ fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &B
         remove(&files.remove(i).path);
     }
     if total(&files) > user_bytes {
-        eprintln!(
+        crate::log_line!(
             "cosched agent: the logs of uid {uid} take {} bytes on this node, over the bound of {user_bytes}, in \
              files of running jobs only (each cut to its tail)",
             total(&files)

@@ -303,12 +303,12 @@ impl Switcher {
     pub fn run(&self, cpu: Option<usize>, realtime: bool) {
         if let Some(cpu) = cpu {
             if let Err(e) = pin_to(cpu) {
-                eprintln!("cosched agent: switching thread not kept on CPU {cpu}: {e}");
+                crate::log_line!("cosched agent: switching thread not kept on CPU {cpu}: {e}");
             }
         }
         if realtime {
             if let Err(e) = enter_realtime_class() {
-                eprintln!("cosched agent: switching thread stays in the normal class: {e}");
+                crate::log_line!("cosched agent: switching thread stays in the normal class: {e}");
             }
         }
         loop {
@@ -479,7 +479,7 @@ impl Switcher {
                     asked.push(job);
                 }
                 Err(e) => {
-                    eprintln!("cosched agent: {e}");
+                    crate::log_line!("cosched agent: {e}");
                     refused = true;
                 }
             }
@@ -494,7 +494,7 @@ impl Switcher {
             let known = state.schedule.jobs.contains(&job);
             let wanted = target.contains(&job) || !known && !state.pending.contains(&job);
             if !state.running[&job] && wanted {
-                failed |= self.groups.thaw(job).map_err(|e| eprintln!("cosched agent: {e}")).is_err();
+                failed |= self.groups.thaw(job).map_err(|e| crate::log_line!("cosched agent: {e}")).is_err();
                 state.running.insert(job, true);
             }
         }

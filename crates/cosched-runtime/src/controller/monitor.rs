@@ -143,7 +143,7 @@ fn admit(listening: &Listening, names: &Arc<MonitorNames>, stream: std::net::Tcp
         },
     );
     if let Err(e) = spawned {
-        eprintln!("cosched controller: no thread for a monitor connection: {e}");
+        crate::log_line!("cosched controller: no thread for a monitor connection: {e}");
     }
 }
 

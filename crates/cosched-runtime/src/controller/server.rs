@@ -73,7 +73,7 @@ pub(crate) fn accept_forever<T>(what: &str, mut accept: impl FnMut() -> std::io:
         match accept() {
             Ok(connection) => {
                 if !pause.is_zero() {
-                    eprintln!("cosched controller: accepting on the {what} again");
+                    crate::log_line!("cosched controller: accepting on the {what} again");
                 }
                 pause = Duration::ZERO;
                 admit(connection);
@@ -81,7 +81,7 @@ pub(crate) fn accept_forever<T>(what: &str, mut accept: impl FnMut() -> std::io:
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => {
                 if pause.is_zero() {
-                    eprintln!("cosched controller: accepting on the {what}: {e}; backing off");
+                    crate::log_line!("cosched controller: accepting on the {what}: {e}; backing off");
                 }
                 pause = (pause * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
                 std::thread::sleep(pause);
@@ -125,7 +125,7 @@ fn spawn_session(name: &str, session: Session) {
     let spawned =
         std::thread::Builder::new().name(name.into()).stack_size(CONNECTION_STACK_BYTES).spawn(move || session.serve());
     if let Err(e) = spawned {
-        eprintln!("cosched controller: no thread for a connection: {e}");
+        crate::log_line!("cosched controller: no thread for a connection: {e}");
     }
 }
 
@@ -250,7 +250,7 @@ impl Session {
         match opener.open(&line) {
             Ok(payload) => Ok(Some(payload)),
             Err(e) => {
-                eprintln!("cosched controller: {}: {e}: the connection is closed", self.peer_name());
+                crate::log_line!("cosched controller: {}: {e}: the connection is closed", self.peer_name());
                 self.stream.shutdown();
                 Ok(None)
             }
@@ -359,7 +359,7 @@ impl Session {
     /// `refusal` and close. The address is not barred: its agent and its other users go on.
     fn authentication_failed(self, reason: &str, refusal: &impl serde::Serialize) {
         if let Peer::Remote(address) = self.peer {
-            eprintln!("cosched controller: authentication failed from {address}: {reason}");
+            crate::log_line!("cosched controller: authentication failed from {address}: {reason}");
             std::thread::sleep(FAILURE_PAUSE);
         }
         let _ = write_message(&mut &*self.stream, refusal);
@@ -410,24 +410,24 @@ impl AgentLink {
             let _ = write_message(&mut *link.lock().unwrap(), &ToAgent::Refused { reason });
             return;
         }
-        eprintln!("cosched controller: agent {node} connected ({} CPUs, freezer {})", hello.cpus, hello.freezer);
+        crate::log_line!("cosched controller: agent {node} connected ({} CPUs, freezer {})", hello.cpus, hello.freezer);
         loop {
             match self.next_event() {
                 Ok(Some(event)) => {
                     if !controller.agent_event(&node, &link, event) {
-                        eprintln!("cosched controller: agent {node}: its link was closed after a failed write");
+                        crate::log_line!("cosched controller: agent {node}: its link was closed after a failed write");
                         break;
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    eprintln!("cosched controller: agent {node}: {e}");
+                    crate::log_line!("cosched controller: agent {node}: {e}");
                     break;
                 }
             }
         }
         self.stream.shutdown();
-        eprintln!("cosched controller: agent {node} disconnected");
+        crate::log_line!("cosched controller: agent {node} disconnected");
         controller.agent_disconnected(&node, &link);
     }
 
@@ -448,7 +448,7 @@ impl AgentLink {
             };
             match serde_json::from_str::<FromAgent>(&payload) {
                 Ok(event) => return Ok(Some(event)),
-                Err(e) => eprintln!("cosched controller: bad message from an agent: {e}"),
+                Err(e) => crate::log_line!("cosched controller: bad message from an agent: {e}"),
             }
         }
     }

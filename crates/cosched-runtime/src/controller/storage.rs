@@ -221,7 +221,7 @@ impl Storage {
     fn repair(&mut self, jobs: &BTreeMap<u64, JobRecord>, nodes: &[NodeRow]) {
         match self.rewrite(jobs, nodes) {
             Ok(()) => {
-                eprintln!(
+                crate::log_line!(
                     "cosched controller: storage works again: {} written anew from memory ({} jobs, {} nodes; {} \
                      changes had been held)",
                     self.path.display(),
@@ -238,7 +238,7 @@ impl Storage {
             Err(e) => {
                 let Some(fault) = self.fault.as_mut() else { return };
                 if fault.retry_error.as_deref() != Some(e.as_str()) {
-                    eprintln!("cosched controller: storage still at fault (retrying every second): {e}");
+                    crate::log_line!("cosched controller: storage still at fault (retrying every second): {e}");
                     fault.retry_error = Some(e);
                 }
             }
@@ -274,7 +274,7 @@ impl Storage {
         if self.fault.is_some() {
             return;
         }
-        eprintln!(
+        crate::log_line!(
             "cosched controller: storage fault: {cause}; requests that change anything are refused and events are \
              kept in memory until the database can be written again"
         );
@@ -296,8 +296,10 @@ impl Storage {
         self.backups.tried_at = Some(now);
         let taken = self.take_backup();
         match (&taken, &self.backups.error) {
-            (Err(e), previous) if previous.as_ref() != Some(e) => eprintln!("cosched controller: backup failed: {e}"),
-            (Ok(()), Some(_)) => eprintln!("cosched controller: backups work again"),
+            (Err(e), previous) if previous.as_ref() != Some(e) => {
+                crate::log_line!("cosched controller: backup failed: {e}")
+            }
+            (Ok(()), Some(_)) => crate::log_line!("cosched controller: backups work again"),
             _ => {}
         }
         match taken {

@@ -737,3 +737,30 @@ fn output_files_are_the_users_and_opened_as_the_user() {
     let (code, said) = submit("-o 'x%A' -- true");
     assert_eq!(code, Some(1), "{said}");
 }
+
+/// Every line of the daemon's log starts with the time it was written, in UTC to the millisecond, as Slurm's
+/// daemons stamp theirs (`[2026-11-28T08:30:00.123Z] cosched controller: ...`).
+#[test]
+fn every_daemon_log_line_is_stamped_with_the_time() {
+    if skip_unless_root("every_daemon_log_line_is_stamped_with_the_time") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let job = daemon.submit(&["-n", "1", "--", "true"]);
+    wait_for("the job to end", Duration::from_secs(20), || daemon.job(job).is_some_and(|j| j.state.is_over()));
+    let log = daemon.log();
+    let stamped = |line: &str| {
+        let bytes = line.as_bytes();
+        line.len() > 27
+            && line.starts_with('[')
+            && &line[25..27] == "] "
+            && bytes[5] == b'-'
+            && bytes[11] == b'T'
+            && bytes[20] == b'.'
+            && bytes[24] == b'Z'
+            && line[1..5].chars().all(|c| c.is_ascii_digit())
+    };
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 2, "{log}");
+    assert!(lines.iter().all(|l| stamped(l)), "a line without its time:\n{log}");
+}

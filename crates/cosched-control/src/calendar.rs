@@ -20,6 +20,15 @@ pub fn date_of_day(day: u64) -> (u64, u32, u32) {
     (year, month, day_of_month)
 }
 
+/// A Unix time in milliseconds as UTC `YYYY-MM-DDTHH:MM:SS.mmmZ` (RFC 3339, as the daemon stamps its log lines).
+pub fn utc_millis_text(unix_ms: u64) -> String {
+    let seconds = unix_ms / 1000;
+    let (year, month, day) = date_of_day(seconds / 86_400);
+    let s = seconds % 86_400;
+    let ms = unix_ms % 1000;
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{ms:03}Z", s / 3600, s / 60 % 60, s % 60)
+}
+
 /// The day, counted from 1970-01-01, of a UTC date; `None` for a date that does not exist or is before 1970.
 pub fn day_of_date(year: u64, month: u32, day: u32) -> Option<u64> {
     let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
@@ -86,6 +95,13 @@ fn relative(offset: &str, now_unix_ms: u64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_stamp_is_utc_to_the_millisecond() {
+        assert_eq!(utc_millis_text(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc_millis_text(1_764_318_600_123), "2025-11-28T08:30:00.123Z");
+        assert_eq!(utc_millis_text(951_825_599_999), "2000-02-29T11:59:59.999Z");
+    }
 
     #[test]
     fn dates_round_trip_over_four_centuries_and_known_days_are_right() {
