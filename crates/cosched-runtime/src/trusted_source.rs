@@ -112,10 +112,12 @@ pub struct CheckedCommand {
 }
 
 impl CheckedCommand {
-    /// `argv` as this process's user would run it in folder `cwd`. As root, refused unless `cwd`, the program
-    /// (found through the folders of `PATH` nobody else could change, the only ones kept) and every file or folder
-    /// an argument names (`--opt=value` included) are beyond other users' reach; `LD_LIBRARY_PATH` keeps such
-    /// folders only, and files `LD_PRELOAD` or `LD_AUDIT` name must pass too.
+    /// `argv` as this process's user would run it in folder `cwd`. As root, refused unless `cwd` with everything
+    /// in it, the program (found through the folders of `PATH` nobody else could change, the only ones kept) and
+    /// every existing file or folder an argument is (`--opt=value` included) are beyond other users' reach;
+    /// `LD_LIBRARY_PATH` keeps such folders only, and files `LD_PRELOAD` or `LD_AUDIT` name must pass too. What
+    /// root wrote inside an argument (`sh -c "..."`), a file that does not exist yet, and the rest of root's
+    /// environment are root's own choice: the arguments are read as paths, not understood.
     pub fn check(argv: &[String], cwd: &Path, flag: &str) -> Result<CheckedCommand, String> {
         if argv.is_empty() {
             return Err(format!("{flag}: no command"));
@@ -128,6 +130,9 @@ impl CheckedCommand {
         }
         let cwd = crate::private_dir::check_existing(cwd, "the folder the command runs in (as root)")
             .map_err(|e| format!("{flag}: {e}"))?;
+        // Everything in it too: a program reads what it finds there unasked (make's Makefile, a script's
+        // modules), and a file of another user's there would run as root.
+        check_nobody_else_could_change(&cwd, "the folder the command runs in (as root), with everything in it")?;
         let search = trusted_folders(std::env::var("PATH").as_deref().unwrap_or(DEFAULT_SEARCH_PATH));
         let libraries = trusted_folders(std::env::var("LD_LIBRARY_PATH").as_deref().unwrap_or(""));
         let program = find_program(&argv[0], &cwd, &search).ok_or_else(|| {

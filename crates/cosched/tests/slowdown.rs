@@ -330,8 +330,9 @@ fn predict_with_refuses_an_unpredictable_command_before_measuring() {
 }
 
 /// Root runs only what nobody else could change (`CheckedCommand`): a program of another user's is refused before
-/// anything runs — started from their folder, named by its full path, given to a launcher as a file, or found
-/// through their folder on PATH — on one node and across namespace nodes. Root's own program in root's folder
+/// anything runs — started from their folder, named by its full path, given to a launcher as a file, found
+/// through their folder on PATH, or read unasked from root's folder (a Makefile) — on one node and across
+/// namespace nodes. Root's own program in root's folder
 /// runs (so the rule does not refuse everything). Run by another user, the bench runs that user's command as
 /// them: nothing is gained, and the rule is root's.
 #[test]
@@ -361,14 +362,20 @@ fn root_runs_no_program_another_user_could_change() {
     let their_path = format!("{}:{}", users.display(), std::env::var("PATH").unwrap_or_default());
     let once = ["--policy", "none", "--jobs", "1", "--repeat", "1", "--warmup", "0"];
     let cluster = ["--nodes", "2", "--cpus", "2", "--policy", "local", "--jobs", "1", "--repeat", "1"];
+    // A folder of root's holding a file of theirs that the program reads unasked (make's Makefile).
+    let with_theirs = base.path().join("roots-folder-with-theirs");
+    std::fs::create_dir(&with_theirs).unwrap();
+    std::fs::write(with_theirs.join("Makefile"), format!("all:\n\tid -u >> {}\n", ran.display())).unwrap();
+    nix::unistd::chown(&with_theirs.join("Makefile"), Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
     // What the case is, the folder root runs in, the bench's options, the command, what the refusal says.
     type Case<'a> = (&'a str, &'a Path, &'a [&'a str], Vec<&'a str>, &'a str);
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         ("their folder", &users, &once, vec!["./prog"], "the folder the command runs in"),
         ("their folder, across nodes", &users, &cluster, vec!["./prog"], "the folder the command runs in"),
         ("their program by path", &roots, &once, vec![theirs.as_str()], "belongs to nobody"),
         ("their file given to a launcher", &roots, &once, vec!["sh", theirs.as_str()], "belongs to nobody"),
         ("their folder on PATH", &roots, &once, vec!["prog"], "not found in the folders of PATH"),
+        ("their Makefile in root's folder", &with_theirs, &once, vec!["make"], "another user's (uid 65534)"),
     ];
     let out = base.path().join("out");
     for (what, cwd, args, command, refusal) in cases {
