@@ -5,9 +5,12 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Write one line of the daemon's log, stamped with the time.
+/// Write one line of the daemon's log, stamped with the time, in one write: a reader of the log (or another
+/// thread's line) never sees it in pieces, as it could the several writes of `eprintln!` on unbuffered stderr.
 pub fn write(args: std::fmt::Arguments) {
-    eprintln!("{} {args}", stamp(SystemTime::now()));
+    use std::io::Write;
+    let line = format!("{} {args}\n", stamp(SystemTime::now()));
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// `[YYYY-MM-DDTHH:MM:SS.mmmZ]` for `time`.

@@ -498,8 +498,9 @@ fn a_slurm_configuration_a_user_could_change_is_never_used() {
     // The private Slurm's own configuration, in a file the user nobody owns.
     std::fs::copy(&slurm.conf, &forged).unwrap();
     std::os::unix::fs::chown(&forged, Some(NOBODY), Some(NOBODY)).unwrap();
-    let jobs: Vec<u32> =
-        (0..2).map(|_| slurm.sbatch_with(&["--time=1"], "1", "timeout 60 sh -c 'while :; do :; done'")).collect();
+    // Two users' jobs: only time another user's job took is owed, and only time owed sends the pass to Slurm.
+    let spin = "timeout 60 sh -c 'while :; do :; done'";
+    let jobs: Vec<u32> = OTHER_USERS[..2].iter().map(|&uid| slurm.sbatch_as(uid, &["--time=1"], "1", spin)).collect();
     let mut why = String::new();
     wait_for("the job's status to say why its end time is not extended", Duration::from_secs(60), || {
         let time = cosched_job(&daemon, jobs[0]).and_then(|j| j.slurm_time);
