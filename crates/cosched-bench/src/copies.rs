@@ -397,7 +397,9 @@ mod tests {
                 .map(String::from)
                 .into();
         let stop = AtomicBool::new(false);
-        let command = CheckedCommand::check(&argv, Path::new("/"), "test").unwrap();
+        // The copies run in a fresh folder of this user's: as root, the folder is checked with all it holds.
+        let cwd = tempfile::tempdir().unwrap();
+        let command = CheckedCommand::check(&argv, cwd.path(), "test").unwrap();
         let spec = CopySpec {
             command: &command,
             log_dir: logs.path(),

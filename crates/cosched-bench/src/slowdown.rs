@@ -440,9 +440,10 @@ mod tests {
 
     #[test]
     fn schedule_interleaves_and_rotates_policies() {
+        let cwd = tempfile::tempdir().unwrap();
         let config = SlowdownConfig {
-            command: CheckedCommand::check(&["true".into()], std::path::Path::new("/"), "test").unwrap(),
-            cwd: "/".into(),
+            command: CheckedCommand::check(&["true".into()], cwd.path(), "test").unwrap(),
+            cwd: cwd.path().into(),
             jobs: vec![1, 2],
             repeat: 2,
             warmup: 1,
