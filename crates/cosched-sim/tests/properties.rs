@@ -205,3 +205,47 @@ fn a_cpu_reached_at_a_tick_from_a_higher_numbered_one_waits_for_its_next_tick() 
     assert_eq!(ticked.trace, tickless.trace);
     assert_eq!(ticked.jobs, tickless.jobs);
 }
+
+/// Found by the test above (GS-cosched-kernel, 10 µs tick): a gang switch
+/// freezes CPU 0's process and charges CPU 0 the switch, so the CPU goes
+/// idle inside kernel work and its visit then stops short of looking for a
+/// sibling's process to take. A run visited at every tick takes none at the
+/// work's end (none is movable then) and is done with it; the tickless
+/// engine, which did not visit then, took one 15 ms later at an unrelated
+/// visit, while the CPU had been idle all along.
+#[test]
+fn a_cpu_left_idle_inside_kernel_work_looks_for_work_when_it_ends() {
+    let specs = [
+        (1, 36_400_000, 3, 6_793_000, 0, 4),
+        (2, 58_000_000, 8, 27_112_000, 2_587_000, 2),
+        (3, 84_200_000, 3, 893_000, 0, 6),
+        (4, 88_600_000, 3, 21_954_000, 2_208_000, 5),
+        (5, 109_200_000, 7, 1_633_000, 1_542_000, 6),
+        (6, 140_100_000, 7, 18_282_000, 0, 7),
+        (7, 159_600_000, 7, 1_000, 0, 1),
+        (8, 194_500_000, 7, 1_000, 0, 1),
+        (9, 208_600_000, 2, 6_713_000, 0, 3),
+    ];
+    let jobs: Vec<SimJob> = specs
+        .iter()
+        .map(|&(n, at, tasks, compute, io, iterations)| job(n, at, tasks, compute, io, iterations))
+        .collect();
+    let mut cfg = SimConfig {
+        scheme: "GS-cosched-kernel".parse().unwrap(),
+        node_scheduler: OsScheduler::Eevdf,
+        nodes: 3,
+        cpus_per_node: 3,
+        mpl: 2,
+        skew: 0.15,
+        seed: 635,
+        ..SimConfig::default()
+    };
+    cfg.scheduler.tick_ns = 10 * US;
+    let top_quantum = cfg.scheduler.quantum_ns(cosched_sim::config::TOP_LEVEL);
+    cfg.scheduler.raise_period_ns = (top_quantum.div_ceil(cfg.scheduler.tick_ns) + 1) * cfg.scheduler.tick_ns;
+    let options = RunOptions { record_trace: true, ..RunOptions::default() };
+    let tickless = run(&cfg, jobs.clone(), &options, |_| {}).unwrap();
+    let ticked = run(&cfg, jobs, &RunOptions { visit_every_tick: true, ..options }, |_| {}).unwrap();
+    assert_eq!(ticked.trace, tickless.trace);
+    assert_eq!(ticked.jobs, tickless.jobs);
+}

@@ -1535,9 +1535,11 @@ impl<'a, P: Parts> Engine<'a, P> {
             // system call needs no visit.
             // (Unless a wake may go to another CPU: then it matters at once.)
             let may_move = P::Node::wakes_may_move(self);
+            // (A CPU left idle inside kernel work may take a sibling's
+            // process once the work ends: that end matters too.)
             let idle_next = if !switching {
                 wake_matters_at
-            } else if P::Node::has_ready(self, c) {
+            } else if P::Node::has_ready(self, c) || P::Node::pulls_when_free(self, c) {
                 if may_move {
                     cpu.switch_until.min(io_end)
                 } else {

@@ -214,6 +214,13 @@ pub(crate) trait NodeScheduler: 'static {
         false
     }
 
+    /// Whether CPU `c`, idle, will try `pull_when_idle` once it is free
+    /// (it became idle inside kernel work, whose end then matters). By
+    /// default it never pulls.
+    fn pulls_when_free<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_engine: &H, _c: u32) -> bool {
+        false
+    }
+
     /// A woken process (already marked ready) joins the scheduler.
     fn make_ready<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32);
 

@@ -185,6 +185,10 @@ impl NodeScheduler for GangEevdf {
         Eevdf::pull_when_idle(engine, c, now)
     }
 
+    fn pulls_when_free<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool {
+        Eevdf::pulls_when_free(engine, c)
+    }
+
     fn make_ready<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32) {
         Eevdf::make_ready(engine, p);
     }

@@ -317,6 +317,10 @@ impl NodeScheduler for Eevdf {
         engine.cpu(c).sched.queue.iter().any(|&q| !engine.proc(q).sched.delayed)
     }
 
+    fn pulls_when_free<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32) -> bool {
+        engine.cpu(c).sched.newly_idle && engine.cfg().cpus_per_node > 1
+    }
+
     /// `pick_next_entity` on a free CPU: a delayed process picked leaves
     /// the queue then (its lag, if positive, zeroed: DELAY_ZERO), and the
     /// pick goes on.
