@@ -8,6 +8,7 @@
 pub mod ender;
 pub mod freezer;
 pub mod launch;
+pub mod log_pump;
 pub mod logs;
 pub mod mpi;
 pub mod pid_guard;
@@ -89,12 +90,16 @@ struct Shared {
     writer: Option<Box<dyn std::io::Write + Send>>,
     /// Commands started for `Exec`, by its acknowledgement number, until they end.
     execs: BTreeMap<u64, ExecRun>,
+    /// The copies of ended commands' output, until the last process holding it closes it.
+    draining_pumps: Vec<Child>,
 }
 
-/// A command started for `Exec`: its job (for its logs) and its shim.
+/// A command started for `Exec`: its job and owner (for its logs), its shim, and the copies of its output.
 struct ExecRun {
     job: u64,
+    uid: u32,
     shim: crate::agent::launch::Shim,
+    pumps: Vec<Child>,
 }
 
 pub struct Agent {
@@ -106,8 +111,6 @@ pub struct Agent {
     ender: Ender,
     shared: Mutex<Shared>,
     connected: (Mutex<bool>, Condvar),
-    /// Its own open file on every log of its jobs, so that no owner can take a lease on one (`crate::agent::logs`).
-    held_logs: crate::agent::logs::HeldLogs,
 }
 
 impl Agent {
@@ -137,7 +140,7 @@ impl Agent {
             }
             jobs.insert(id, LocalJob::new(true));
         }
-        let shared = Mutex::new(Shared { jobs, writer: None, execs: BTreeMap::new() });
+        let shared = Mutex::new(Shared { jobs, writer: None, execs: BTreeMap::new(), draining_pumps: Vec::new() });
         let guard = PidGuard::new(protected.iter().copied());
         Ok(Arc::new(Agent {
             settings,
@@ -147,7 +150,6 @@ impl Agent {
             ender,
             shared,
             connected: (Mutex::new(false), Condvar::new()),
-            held_logs: crate::agent::logs::HeldLogs::default(),
         }))
     }
 
@@ -316,23 +318,20 @@ impl Agent {
         self.groups.procs_files(job).first().and_then(|f| f.parent()).map(PathBuf::from)
     }
 
-    fn log_path(&self, job: u64, rank: u32, stream: &str) -> PathBuf {
-        self.settings.log_dir.join(format!("job-{job}.{rank}.{stream}"))
+    fn log_path(&self, job: u64, uid: u32, task: &str, stream: &str) -> PathBuf {
+        self.settings.log_dir.join(crate::agent::logs::log_name(job, uid, task, stream))
     }
 
-    /// The tails of the job's logs, each only if the job's owner owns the file.
+    /// The tails of the job's logs: the files of its owner's name, which only root writes.
     fn log_tails(&self, job: u64, ranks: &[u32], owner: Option<u32>) -> Vec<LogTail> {
         let mut files = Vec::new();
         let per_file = LOG_TAIL_BYTES.min(LOGS_REPLY_BYTES / (2 * ranks.len().max(1) as u64));
         for &rank in ranks {
             for stream in ["out", "err"] {
-                let path = self.log_path(job, rank, stream);
-                let owned = owner.is_some_and(|uid| {
-                    use std::os::unix::fs::MetadataExt;
-                    path.symlink_metadata().is_ok_and(|m| m.file_type().is_file() && m.uid() == uid)
-                });
-                let text = if owned { read_tail(&path, per_file) } else { String::new() };
-                files.push(LogTail { rank, stream: stream.into(), path: path.display().to_string(), text });
+                let path = owner.map(|uid| self.log_path(job, uid, &rank.to_string(), stream));
+                let text = path.as_deref().map_or_else(String::new, |path| read_tail(path, per_file));
+                let path = path.map_or_else(String::new, |path| path.display().to_string());
+                files.push(LogTail { rank, stream: stream.into(), path, text });
             }
         }
         files
@@ -477,25 +476,33 @@ impl Agent {
             ("COSCHED_JOB_ID".to_string(), job.to_string()),
             ("COSCHED_NODE".to_string(), self.settings.node.clone()),
         ]);
-        let log = |stream: &str| {
-            let path = self.exec_log_path(job, ack, stream);
-            let file = private_log_file(&path, spec.uid, spec.gid)
-                .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))?;
-            self.held_logs.hold(&path);
-            Ok::<_, std::io::Error>(file)
+        let pump = |stream: &str| {
+            let path = self.exec_log_path(job, spec.uid, ack, stream);
+            let file =
+                root_log_file(&path).map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))?;
+            crate::agent::log_pump::spawn_pump(&self.settings.helper_program, file, self.settings.logs.pump())
         };
-        let (out, err) = (log("out")?, log("err")?);
+        let mut pumps = vec![pump("out")?];
+        pumps.push(pump("err")?);
+        let (out, err) = (pumps[0].stdin.take(), pumps[1].stdin.take());
+        let (Some(out), Some(err)) = (out, err) else { unreachable!("a pump is spawned with a pipe") };
         let shim = crate::agent::launch::spawn_shim(&self.settings.helper_program, spec, |command| {
             command.stdout(out).stderr(err);
-        })
-        .map_err(|e| std::io::Error::other(format!("starting a command of job {job}: {e}")))?;
-        self.shared.lock().unwrap().execs.insert(ack, ExecRun { job, shim });
+        });
+        let shim = match shim {
+            Ok(shim) => shim,
+            Err(e) => {
+                self.shared.lock().unwrap().draining_pumps.append(&mut pumps);
+                return Err(std::io::Error::other(format!("starting a command of job {job}: {e}")));
+            }
+        };
+        self.shared.lock().unwrap().execs.insert(ack, ExecRun { job, uid: spec.uid, shim, pumps });
         self.mark_has_processes(job);
         Ok(())
     }
 
-    fn exec_log_path(&self, job: u64, ack: u64, stream: &str) -> PathBuf {
-        self.settings.log_dir.join(format!("job-{job}.exec-{ack}.{stream}"))
+    fn exec_log_path(&self, job: u64, uid: u32, ack: u64, stream: &str) -> PathBuf {
+        self.log_path(job, uid, &format!("exec-{ack}"), stream)
     }
 
     /// The `Exec` commands that have ended: their exit codes, or why they never started. Their empty logs go
@@ -510,23 +517,25 @@ impl Agent {
             })
             .collect();
         let mut ended = Vec::new();
+        shared.draining_pumps.retain_mut(|pump| pump.try_wait().is_ok_and(|status| status.is_none()));
         for (ack, code) in done {
             let Some(mut run) = shared.execs.remove(&ack) else { continue };
+            shared.draining_pumps.append(&mut run.pumps);
             let outcome = match run.shim.launch_failure() {
                 Some(failure) => {
                     Err(format!("the command could not start on {}: {}", self.settings.node, failure.reason()))
                 }
                 None => Ok(code),
             };
-            ended.push((ack, run.job, outcome));
+            ended.push((ack, run.job, run.uid, outcome));
         }
         drop(shared);
-        for (ack, job, _) in &ended {
+        for (ack, job, uid, _) in &ended {
             for stream in ["out", "err"] {
-                crate::agent::logs::remove_if_empty(&self.exec_log_path(*job, *ack, stream));
+                crate::agent::logs::remove_if_empty(&self.exec_log_path(*job, *uid, *ack, stream));
             }
         }
-        ended.into_iter().map(|(ack, _, outcome)| (ack, outcome)).collect()
+        ended.into_iter().map(|(ack, _, _, outcome)| (ack, outcome)).collect()
     }
 
     /// Every second: keep the logs within their bounds (`crate::agent::logs`); the jobs this agent runs keep theirs.
@@ -534,7 +543,7 @@ impl Agent {
         loop {
             std::thread::sleep(crate::agent::logs::KEEPING_PERIOD);
             let live: std::collections::BTreeSet<u64> = self.shared.lock().unwrap().jobs.keys().copied().collect();
-            crate::agent::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &live, &self.held_logs);
+            crate::agent::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &live);
         }
     }
 
@@ -564,14 +573,11 @@ impl Agent {
             umask: start.umask,
         };
         let log = |stream: &str| {
-            let path = self.log_path(start.job, rank, stream);
-            let file = private_log_file(&path, start.uid, start.gid)
-                .map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))?;
-            self.held_logs.hold(&path);
-            Ok::<_, std::io::Error>(file)
+            let path = self.log_path(start.job, start.uid, &rank.to_string(), stream);
+            root_log_file(&path).map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))
         };
         let (out, err) = (log("out")?, log("err")?);
-        let task = SupervisedTask { rank, launch: spec };
+        let task = SupervisedTask { rank, launch: spec, logs: self.settings.logs.pump() };
         spawn_supervisor(&self.settings.helper_program, &task, |command| {
             command.stdout(out).stderr(err);
         })
@@ -604,13 +610,13 @@ impl Agent {
     }
 
     /// An MPI launcher's environment (`crate::agent::mpi`), with Hydra's host file written beside the job's logs: the
-    /// log folder is root's, so only the agent makes files there, each readable by its job's owner alone.
+    /// log folder is root's, so only the agent makes files there. The file is root's and readable by all (the
+    /// launcher runs as the job's owner): it names the job's nodes, which `status` shows everyone.
     fn mpi_launcher_environment(&self, start: &StartJob) -> std::io::Result<Vec<(String, String)>> {
         let host_file = self.settings.log_dir.join(format!("job-{}.hosts", start.job));
-        private_log_file(&host_file, start.uid, start.gid)
+        new_root_file(&host_file, 0o644)
             .and_then(|mut file| file.write_all(crate::agent::mpi::hydra_host_file(&start.mpi_hosts).as_bytes()))
             .map_err(|e| std::io::Error::other(format!("MPI host file {}: {e}", host_file.display())))?;
-        self.held_logs.hold(&host_file);
         let interface = crate::agent::mpi::launcher_interface(&start.env, &self.settings.controller);
         let node = crate::agent::mpi::LauncherNode {
             program: &self.settings.helper_program,
@@ -754,16 +760,21 @@ enum JobEnd {
 /// A job that has ended on this node: its id, its exit code, and why it failed when no task's exit code says so.
 type EndedHere = (u64, Option<i32>, Option<String>);
 
-/// A new, empty log file owned by the job's user and readable by nobody else.
-fn private_log_file(path: &std::path::Path, uid: u32, gid: u32) -> std::io::Result<std::fs::File> {
+/// A new, empty log file, root's and readable by nobody else: only a root copy of the task's output writes it
+/// (`crate::agent::log_pump`).
+fn root_log_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    new_root_file(path, 0o600)
+}
+
+/// A new file of root's with `mode`, opened to append: every writer of one log (a launcher, the `cosched rsh` it
+/// runs) adds at the end instead of overwriting another's lines from its own offset.
+fn new_root_file(path: &std::path::Path, mode: u32) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
-    // Never reuse a file someone else may hold open or own.
+    // Never reuse a file someone else may hold open.
     let _ = std::fs::remove_file(path);
-    // Appending: every writer of one log (a launcher, the `cosched rsh` it runs that reopens its stderr) adds at the
-    // end instead of overwriting another's lines from its own offset.
     let file = std::fs::OpenOptions::new().append(true).create_new(true).mode(0o600).open(path)?;
-    let (uid, gid) = (nix::unistd::Uid::from_raw(uid), nix::unistd::Gid::from_raw(gid));
-    nix::unistd::fchown(std::os::fd::AsRawFd::as_raw_fd(&file), Some(uid), Some(gid)).map_err(std::io::Error::from)?;
+    // (The mode asked at creation is masked by the daemon's umask.)
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
     Ok(file)
 }
 

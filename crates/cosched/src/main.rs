@@ -190,6 +190,8 @@ enum Command {
     Launch,
     #[command(name = "__supervise", hide = true)]
     Supervise,
+    #[command(name = "__pump", hide = true)]
+    Pump { bounds: Vec<String> },
     #[command(name = "__watchdog", hide = true)]
     Watchdog {
         agent: String,
@@ -366,6 +368,9 @@ fn main() -> ExitCode {
         Command::Supervise => {
             let code = cosched_runtime::agent::supervisor::run_supervisor_from_stdin();
             return ExitCode::from(u8::try_from(code).unwrap_or(127));
+        }
+        Command::Pump { bounds } => {
+            return ExitCode::from(cosched_runtime::agent::log_pump::run_pump(&bounds) as u8);
         }
         Command::Watchdog { agent, cgroup_parent } => {
             use cosched_runtime::agent::freezer::CgroupParent;

@@ -207,6 +207,10 @@ pub struct AgentArgs {
     /// Seconds the logs of a job stay on this node after it ended there (after their last write).
     #[arg(long, default_value_t = LogBounds::default().retention.as_secs_f64())]
     pub log_retention_s: f64,
+    /// What the file system of the logs (and of the database, on the controller's node) keeps free of jobs' output:
+    /// output that would go below it is dropped, with a line in the log saying so.
+    #[arg(long, default_value_t = ByteSize(LogBounds::default().reserve_bytes))]
+    pub log_reserve_bytes: ByteSize,
 }
 
 #[derive(Args, Clone, Debug)]
@@ -423,6 +427,7 @@ fn log_bounds(args: &AgentArgs) -> Result<LogBounds, String> {
         file_bytes: args.max_log_bytes.0,
         user_bytes: args.max_user_log_bytes.0,
         retention: Duration::from_secs_f64(args.log_retention_s),
+        reserve_bytes: args.log_reserve_bytes.0,
     })
 }
 

@@ -1,31 +1,27 @@
 //! Keeping the jobs' logs within bounds on a node.
 //!
 //! The logs live in `<state-dir>/logs`, on the file system that also holds the controller's database (on the
-//! controller's node). A user whose job writes without end must not fill it: once full, every user's submit is
-//! refused. So every `KEEPING_PERIOD` the agent looks at the folder and
+//! controller's node). Each is root's (0600) and written only by a root copy of the task's output
+//! (`crate::agent::log_pump`), which keeps a reserve free on the file system and each log within `file_bytes` at
+//! every write; users read them through `cosched logs`. Every `KEEPING_PERIOD` the agent also looks at the folder
+//! and
 //!
 //! - frees the head of any log that takes more than `file_bytes` on disk, keeping its tail (what `cosched logs`
-//!   shows): `fallocate(PUNCH_HOLE)` releases the blocks while the task goes on writing at its offset, and the file
+//!   shows): `fallocate(PUNCH_HOLE)` releases the blocks while the copy goes on writing at the end, and the file
 //!   reads as zeros before the tail; where the file system cannot punch holes the file is emptied instead;
 //! - does the same to a user's largest logs while all that user's logs on the node take more than `user_bytes`,
 //!   and then removes that user's logs of jobs no longer running here, oldest first;
 //! - removes the logs of jobs that no longer run here once they were last written `retention` ago.
 //!
-//! Sizes are what the files take on disk (their blocks), not their apparent length. A task that writes faster than
-//! the disk between two looks can go past the bounds by what it writes in a period.
-//!
-//! A log belongs to its job's owner (a task may reopen `/dev/stderr`), and an owner may take a lease on a file
-//! (`F_SETLEASE`): every later open of it, root's included, then waits until the lease is broken (45 s by default),
-//! which would stall the agent for every user and let a log outgrow its bounds. So the agent keeps an open file of
-//! its own on every log of a job it runs ([`HeldLogs`]): while another open file writes it, no lease can be taken.
-//! Every open the agent makes in the folder is non-blocking as well, so a lease on an ended job's log (its owner
-//! opened it again by name) fails the open at once and never waits.
+//! Sizes are what the files take on disk (their blocks), not their apparent length. A log's owner is in its name
+//! (`job-<id>.u<uid>.<rank>.out`), which only root chooses: the files themselves are all root's, so that no user
+//! can write one, take a lease on one (`F_SETLEASE`, which would make root's every open wait for its break) or
+//! change its mode. Every open the agent makes in the folder is non-blocking and never follows a link all the same.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 /// How often the agent keeps its logs within their bounds.
@@ -42,11 +38,25 @@ pub struct LogBounds {
     pub user_bytes: u64,
     /// How long the logs of a job that no longer runs on the node stay (after their last write).
     pub retention: Duration,
+    /// What the logs' file system keeps free of jobs' output (`crate::agent::log_pump`).
+    pub reserve_bytes: u64,
 }
 
 impl Default for LogBounds {
     fn default() -> LogBounds {
-        LogBounds { file_bytes: 64 << 20, user_bytes: 1 << 30, retention: Duration::from_secs(86_400) }
+        LogBounds {
+            file_bytes: 64 << 20,
+            user_bytes: 1 << 30,
+            retention: Duration::from_secs(86_400),
+            reserve_bytes: 64 << 20,
+        }
+    }
+}
+
+impl LogBounds {
+    /// What each copy of a task's output keeps to.
+    pub fn pump(&self) -> crate::agent::log_pump::PumpBounds {
+        crate::agent::log_pump::PumpBounds { file_bytes: self.file_bytes, reserve_bytes: self.reserve_bytes }
     }
 }
 
@@ -69,36 +79,6 @@ impl LogFile {
     }
 }
 
-/// The agent's own open files on the logs of the jobs it runs, by path (see the module's notes on leases).
-#[derive(Debug, Default)]
-pub struct HeldLogs(Mutex<BTreeMap<PathBuf, File>>);
-
-impl HeldLogs {
-    /// Open `path` again and keep it open: a file of our own, not a copy of the task's (a lease counts open files).
-    pub fn hold(&self, path: &Path) {
-        if let Ok(file) = open_log(path) {
-            self.0.lock().unwrap().insert(path.to_path_buf(), file);
-        }
-    }
-
-    /// Hold every log of a running job not yet held (one made before a restart, or whose open had to wait); let go
-    /// of the others.
-    fn refresh(&self, files: &[LogFile], live: &BTreeSet<u64>) {
-        let running: BTreeSet<&Path> =
-            files.iter().filter(|f| !f.of_ended_job(live) && f.job.is_some()).map(|f| f.path.as_path()).collect();
-        self.0.lock().unwrap().retain(|path, _| running.contains(path.as_path()));
-        for path in running {
-            if !self.0.lock().unwrap().contains_key(path) {
-                self.hold(path);
-            }
-        }
-    }
-
-    fn handle(&self, path: &Path) -> Option<File> {
-        self.0.lock().unwrap().get(path).and_then(|file| file.try_clone().ok())
-    }
-}
-
 /// A log opened for writing by the agent: never through a link, never waiting for a lease's break.
 fn open_log(path: &Path) -> std::io::Result<File> {
     let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
@@ -106,29 +86,28 @@ fn open_log(path: &Path) -> std::io::Result<File> {
 }
 
 /// Apply the bounds to the files of `dir`; `live` are the jobs that run on this node (their logs may be written).
-pub fn keep_within_bounds(dir: &Path, bounds: &LogBounds, live: &BTreeSet<u64>, held: &HeldLogs) {
+pub fn keep_within_bounds(dir: &Path, bounds: &LogBounds, live: &BTreeSet<u64>) {
     let now = SystemTime::now();
     let mut files = log_files(dir);
     files.retain(|f| {
         let expired = f.of_ended_job(live) && now.duration_since(f.modified).is_ok_and(|age| age >= bounds.retention);
         !(expired && remove(&f.path))
     });
-    held.refresh(&files, live);
     for file in files.iter_mut().filter(|f| f.allocated > bounds.file_bytes) {
-        cut_head(file, held);
+        cut_head(file);
     }
     let mut by_user: BTreeMap<u32, Vec<LogFile>> = BTreeMap::new();
     for file in files {
         by_user.entry(file.uid).or_default().push(file);
     }
     for (uid, files) in by_user {
-        keep_user_within(uid, files, bounds.user_bytes, live, held);
+        keep_user_within(uid, files, bounds.user_bytes, live);
     }
 }
 
 /// Bring one user's logs under `user_bytes`: free the heads of the largest first, then remove the oldest logs of
 /// jobs no longer running here.
-fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &BTreeSet<u64>, held: &HeldLogs) {
+fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &BTreeSet<u64>) {
     let total = |files: &[LogFile]| files.iter().map(|f| f.allocated).sum::<u64>();
     if total(&files) <= user_bytes {
         return;
@@ -138,7 +117,7 @@ fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &B
         if total(&files) <= user_bytes {
             return;
         }
-        cut_head(&mut files[i], held);
+        cut_head(&mut files[i]);
     }
     files.sort_by_key(|f| f.modified);
     while total(&files) > user_bytes {
@@ -163,7 +142,7 @@ fn log_files(dir: &Path) -> Vec<LogFile> {
             let name = entry.file_name().into_string().ok()?;
             Some(LogFile {
                 path: entry.path(),
-                uid: meta.uid(),
+                uid: owner_of_name(&name).unwrap_or(meta.uid()),
                 allocated: meta.blocks() * 512,
                 len: meta.len(),
                 modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
@@ -173,29 +152,44 @@ fn log_files(dir: &Path) -> Vec<LogFile> {
         .collect()
 }
 
-/// The job of a log's name: `job-<id>.<rank>.out`, `job-<id>.exec-<n>.err`, `job-<id>.hosts`.
+/// The job of a log's name: `job-<id>.u<uid>.<rank>.out`, `job-<id>.u<uid>.exec-<n>.err`, `job-<id>.hosts`.
 fn job_of_name(name: &str) -> Option<u64> {
     name.strip_prefix("job-")?.split('.').next()?.parse().ok()
 }
 
-/// Free the head of a log, keeping its last `TAIL_KEPT_BYTES` (rounded to whole blocks); empty it where the file
-/// system cannot punch holes. The writer goes on at the end either way (logs are opened to append).
-fn cut_head(file: &mut LogFile, held: &HeldLogs) {
-    use nix::fcntl::{fallocate, FallocateFlags};
-    use std::os::fd::AsRawFd;
-    let block = 4096;
-    let Some(handle) = held.handle(&file.path).or_else(|| open_log(&file.path).ok()) else { return };
-    // Its size now, not at the look: it may have grown since.
-    let Ok(meta) = handle.metadata() else { return };
-    let head = meta.len().saturating_sub(TAIL_KEPT_BYTES) / block * block;
-    let punch = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
-    let freed = head > 0 && fallocate(handle.as_raw_fd(), punch, 0, head as i64).is_ok();
-    if !freed && meta.blocks() * 512 > TAIL_KEPT_BYTES + block {
-        let _ = handle.set_len(0);
-    }
+/// The owner a log's name gives (`job-<id>.u<uid>.…`).
+fn owner_of_name(name: &str) -> Option<u32> {
+    name.strip_prefix("job-")?.split('.').nth(1)?.strip_prefix('u')?.parse().ok()
+}
+
+/// The name of the log of `stream` ("out", "err") of `job`'s task `task` (its rank, or `exec-<n>`), owned by `uid`.
+pub fn log_name(job: u64, uid: u32, task: &str, stream: &str) -> String {
+    format!("job-{job}.u{uid}.{task}.{stream}")
+}
+
+/// Free the head of a log (see [`free_head`]) and note what it takes now.
+fn cut_head(file: &mut LogFile) {
+    let Ok(handle) = open_log(&file.path) else { return };
+    free_head(&handle);
     if let Ok(meta) = handle.metadata() {
         file.allocated = meta.blocks() * 512;
         file.len = meta.len();
+    }
+}
+
+/// Free the head of the open log `file`, keeping its last `TAIL_KEPT_BYTES` (rounded to whole blocks); empty it
+/// where the file system cannot punch holes. Its writer goes on at the end either way (logs are opened to append).
+pub(crate) fn free_head(file: &File) {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    use std::os::fd::AsRawFd;
+    let block = 4096;
+    // Its size now, not at the look: it may have grown since.
+    let Ok(meta) = file.metadata() else { return };
+    let head = meta.len().saturating_sub(TAIL_KEPT_BYTES) / block * block;
+    let punch = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
+    let freed = head > 0 && fallocate(file.as_raw_fd(), punch, 0, head as i64).is_ok();
+    if !freed && meta.blocks() * 512 > TAIL_KEPT_BYTES + block {
+        let _ = file.set_len(0);
     }
 }
 
@@ -245,8 +239,9 @@ mod tests {
         let (long, old) = (dir.join("job-1.0.out"), dir.join("job-2.0.out"));
         write(&long, 4 << 20, "the end\n");
         write(&old, 10, "");
-        let bounds = LogBounds { file_bytes: 1 << 20, user_bytes: 1 << 40, retention: Duration::ZERO };
-        keep_within_bounds(&dir, &bounds, &BTreeSet::from([1]), &HeldLogs::default());
+        let bounds =
+            LogBounds { file_bytes: 1 << 20, user_bytes: 1 << 40, retention: Duration::ZERO, reserve_bytes: 0 };
+        keep_within_bounds(&dir, &bounds, &BTreeSet::from([1]));
         assert!(!old.exists(), "the ended job's log stayed");
         assert!(on_disk(&long) <= 2 * TAIL_KEPT_BYTES, "{} bytes on disk", on_disk(&long));
         let text = std::fs::read(&long).unwrap();
@@ -261,12 +256,19 @@ mod tests {
         for job in 1..=4 {
             write(&dir.join(format!("job-{job}.0.out")), 512 << 10, "tail\n");
         }
-        let bounds = LogBounds { file_bytes: 1 << 30, user_bytes: 200 << 10, retention: Duration::from_secs(3600) };
-        keep_within_bounds(&dir, &bounds, &BTreeSet::from([4]), &HeldLogs::default());
+        let bounds = LogBounds {
+            file_bytes: 1 << 30,
+            user_bytes: 200 << 10,
+            retention: Duration::from_secs(3600),
+            reserve_bytes: 0,
+        };
+        keep_within_bounds(&dir, &bounds, &BTreeSet::from([4]));
         let left: u64 = (1..=4).map(|job| on_disk(&dir.join(format!("job-{job}.0.out")))).sum();
         assert!(left <= 200 << 10, "{left} bytes left");
         assert!(dir.join("job-4.0.out").exists(), "a running job's log was removed");
-        assert_eq!(job_of_name("job-12.exec-3.err"), Some(12));
+        assert_eq!(job_of_name("job-12.u7.exec-3.err"), Some(12));
+        assert_eq!(owner_of_name("job-12.u7.exec-3.err"), Some(7));
+        assert_eq!(owner_of_name("job-12.hosts"), None);
         assert_eq!(job_of_name("notes"), None);
         let _ = std::fs::remove_dir_all(&dir);
     }

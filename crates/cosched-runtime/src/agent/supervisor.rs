@@ -19,11 +19,15 @@
 //! is removed only when the controller has the job's end (`Forget`), and the watchdog leaves it in place.
 
 use crate::agent::launch::{read_spec_from_stdin, spawn_shim, spawn_with_spec, LaunchSpec};
+use crate::agent::log_pump::{pump, PumpBounds};
 use crate::job_tag::{write_task_status, TaskStatus};
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// The subcommand of the agent's binary that runs [`run_supervisor_from_stdin`].
 pub const SUPERVISE_SUBCOMMAND: &str = "__supervise";
@@ -34,10 +38,12 @@ pub struct SupervisedTask {
     /// The task's global rank: the name of its status on the job's cgroup.
     pub rank: u32,
     pub launch: LaunchSpec,
+    /// How the task's output is copied into the supervisor's stdout and stderr, its logs.
+    pub logs: PumpBounds,
 }
 
-/// Spawn the supervisor of one task: `<program> __supervise`. `setup` sets its stdout and stderr, which the task
-/// inherits.
+/// Spawn the supervisor of one task: `<program> __supervise`. `setup` sets its stdout and stderr, the task's logs:
+/// the supervisor copies the task's output into them (`crate::agent::log_pump`).
 pub fn spawn_supervisor(program: &Path, task: &SupervisedTask, setup: impl FnOnce(&mut Command)) -> io::Result<Child> {
     let (child, _) = spawn_with_spec(program, SUPERVISE_SUBCOMMAND, task, |command| {
         command.process_group(0);
@@ -65,14 +71,28 @@ fn supervise() -> io::Result<i32> {
     // Before the task exists, so its cgroup never looks finished while this process still has a status to write.
     write_task_status(&cgroup, task.rank, TaskStatus::Running { pid: me, start_ticks })?;
     let shim = std::env::current_exe()?;
-    let mut shim = spawn_shim(&shim, &task.launch, |_| {})?;
+    let (out, err) = (std::io::pipe()?, std::io::pipe()?);
+    let mut shim = spawn_shim(&shim, &task.launch, |command| {
+        command.stdout(out.1).stderr(err.1);
+    })?;
+    let task_ended = Arc::new(AtomicBool::new(false));
+    let pumps = [(out.0, std::io::stdout().as_fd()), (err.0, std::io::stderr().as_fd())].map(|(from, to)| {
+        let to = std::fs::File::from(to.try_clone_to_owned().expect("a copy of the supervisor's own output"));
+        let task_ended = task_ended.clone();
+        std::thread::spawn(move || pump(from, to, task.logs, &task_ended))
+    });
     let code = exit_code(shim.child.wait()?);
+    task_ended.store(true, Ordering::Release);
     let unix_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let status = match shim.launch_failure() {
         Some(failure) => TaskStatus::Unstarted { failure, unix_ns },
         None => TaskStatus::Exited { code, unix_ns },
     };
     write_task_status(&cgroup, task.rank, status)?;
+    // What the task wrote before it ended; a process it left behind ends with the job.
+    for pump in pumps {
+        let _ = pump.join();
+    }
     Ok(code)
 }
 

@@ -64,8 +64,16 @@ impl Daemon {
 
     /// `cosched up` started through `wrapper` (e.g. `prlimit --nofile=300:300 --`).
     pub fn up_under(wrapper: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Daemon {
+        Daemon::up_in_under(fresh_dir("cosched-test"), wrapper, extra, env)
+    }
+
+    /// `cosched up` with `dir` (root's, 0755) as its state folder.
+    pub fn up_in(dir: PathBuf, extra: &[&str]) -> Daemon {
+        Daemon::up_in_under(dir, &[], extra, &[])
+    }
+
+    fn up_in_under(dir: PathBuf, wrapper: &[&str], extra: &[&str], env: &[(&str, &str)]) -> Daemon {
         let node = unique("t");
-        let dir = fresh_dir("cosched-test");
         let socket = dir.join("sock");
         let mut args = vec!["up", "--node", &node];
         // No monitor unless the test asks for one.

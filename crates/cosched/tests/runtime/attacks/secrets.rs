@@ -99,7 +99,7 @@ fn other_users_cannot_read_the_database_the_status_document_or_a_log() {
         daemon.job(job).is_some_and(|j| j.state == JobState::Finished)
     });
     wait_for("the status document", Duration::from_secs(10), || daemon.dir.join("status.json").exists());
-    let log = daemon.dir.join("logs").join(format!("job-{job}.0.out"));
+    let log = daemon.dir.join("logs").join(format!("job-{job}.u0.0.out"));
     assert!(std::fs::read_to_string(&log).unwrap().contains("secret-output"));
     let backup = daemon.dir.join("backup").join("cosched.db");
     for file in

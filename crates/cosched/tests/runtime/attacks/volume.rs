@@ -56,11 +56,15 @@ fn an_idle_daemon_leaves_its_status_document_alone_and_writes_each_change() {
     });
 }
 
-/// Bytes the files of `uid` in the node's log folder take on disk: (all together, the largest).
+/// Bytes the logs of `uid` (`job-<id>.u<uid>.…`) in the node's log folder take on disk: (all together, the largest).
 fn log_bytes_of(daemon: &Daemon, uid: u32) -> (u64, u64) {
     let files = std::fs::read_dir(daemon.dir.join("logs")).into_iter().flatten().flatten();
-    let sizes: Vec<u64> =
-        files.filter_map(|f| f.metadata().ok()).filter(|m| m.uid() == uid).map(|m| m.blocks() * 512).collect();
+    let owned = |name: &str| name.split('.').nth(1) == Some(&format!("u{uid}"));
+    let sizes: Vec<u64> = files
+        .filter(|f| f.file_name().to_str().is_some_and(owned))
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.blocks() * 512)
+        .collect();
     (sizes.iter().sum(), sizes.iter().copied().max().unwrap_or(0))
 }
 
@@ -85,6 +89,76 @@ fn a_job_that_writes_without_end_keeps_within_its_log_bounds_and_its_tail() {
     submit_json_as(&daemon, OTHER_USER, &["--", "true"]).unwrap();
 }
 
+/// A small file system of its own (tmpfs) for a daemon's state, unmounted when dropped (after the daemon: declare
+/// it first).
+struct SmallFileSystem(std::path::PathBuf);
+
+impl SmallFileSystem {
+    fn mount(megabytes: u32) -> Result<SmallFileSystem, String> {
+        let dir = fresh_dir("cosched-small-fs");
+        let size = format!("size={megabytes}m,mode=0755");
+        let out = Command::new("mount").args(["-t", "tmpfs", "-o", &size, "cosched-test"]).arg(&dir).output();
+        match out {
+            Ok(out) if out.status.success() => Ok(SmallFileSystem(dir)),
+            Ok(out) => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Bytes unprivileged users may still take.
+    fn free_bytes(&self) -> u64 {
+        let stats = nix::sys::statvfs::statvfs(&self.0).unwrap();
+        stats.blocks_available() as u64 * stats.fragment_size() as u64
+    }
+}
+
+impl Drop for SmallFileSystem {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Before, a task wrote its log itself and the agent cut logs back once a second: a task writing at disk speed
+/// filled a small state file system between two looks, and other users' submits were refused ("database or disk
+/// is full"). Now only a root copy writes a log, and it never writes into the reserve.
+#[test]
+fn one_users_output_never_fills_the_file_system_of_the_database() {
+    if skip_unless_root("one_users_output_never_fills_the_file_system_of_the_database") {
+        return;
+    }
+    let fs = match SmallFileSystem::mount(48) {
+        Ok(fs) => fs,
+        Err(e) => {
+            eprintln!("SKIPPED one_users_output_never_fills_the_file_system_of_the_database: no tmpfs to mount: {e}");
+            return;
+        }
+    };
+    // Bounds far above the file system: only the reserve stands between the writers and the database.
+    let bounds = ["--max-log-bytes", "1G", "--max-user-log-bytes", "1G", "--log-reserve-bytes", "16M"];
+    let mut flags = vec!["--slice-ms", "50"];
+    flags.extend(bounds);
+    let daemon = Daemon::up_in(fs.0.clone(), &flags);
+    let writer = "cat /dev/zero & cat /dev/zero >&2 & wait";
+    let job = daemon.submit_as(Some(ATTACKER), &["-n", "2", "--", "sh", "-c", writer]);
+    wait_for("the writers to reach the reserve", Duration::from_secs(60), || fs.free_bytes() < 17 << 20);
+    std::thread::sleep(Duration::from_secs(2));
+    let free = fs.free_bytes();
+    assert!(free >= 15 << 20, "the writers went into the reserve: {free} bytes left");
+    for _ in 0..40 {
+        submit_json_as(&daemon, OTHER_USER, &["--", "true"]).expect("another user's submit while the logs are full");
+    }
+    let logs = String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).into_owned();
+    assert!(logs.contains("output dropped here"), "the logs do not say where output was dropped");
+    // Nor can the writer reach its log some other way: it is root's.
+    let log = fs.0.join("logs").join(format!("job-{job}.u{ATTACKER}.0.out"));
+    assert_eq!(std::fs::metadata(&log).unwrap().uid(), 0, "{} is not root's", log.display());
+    let to_log = format!("echo more >> {}", log.display());
+    let append = Command::new("sh").args(["-c", &to_log]).uid(ATTACKER).gid(ATTACKER).output().unwrap();
+    assert!(!append.status.success(), "uid {ATTACKER} could write its log");
+    assert!(daemon.client(&["kill", &job.to_string()]).status.success());
+}
+
 /// `cosched rsh NODE WORDS` as `uid` in job `job`, started (not awaited).
 fn rsh(daemon: &Daemon, uid: u32, job: u64, words: &str) -> Child {
     let mut command = Command::new(COSCHED);
@@ -100,12 +174,14 @@ fn rsh(daemon: &Daemon, uid: u32, job: u64, words: &str) -> Child {
     command.spawn().unwrap()
 }
 
-/// The log files of job `job` in the node's log folder whose names start with `job-<job>.` and then `infix`.
-fn job_logs(daemon: &Daemon, job: u64, infix: &str) -> Vec<String> {
-    let prefix = format!("job-{job}.{infix}");
+/// The log files of job `job` in the node's log folder whose task part (`job-<job>.u<uid>.<task>.<stream>`) starts
+/// with `task`.
+fn job_logs(daemon: &Daemon, job: u64, task: &str) -> Vec<String> {
+    let prefix = format!("job-{job}.");
+    let of_task =
+        |name: &String| name.starts_with(&prefix) && name.split('.').nth(2).is_some_and(|t| t.starts_with(task));
     let files = std::fs::read_dir(daemon.dir.join("logs")).into_iter().flatten().flatten();
-    let mut names: Vec<String> =
-        files.filter_map(|f| f.file_name().into_string().ok()).filter(|n| n.starts_with(&prefix)).collect();
+    let mut names: Vec<String> = files.filter_map(|f| f.file_name().into_string().ok()).filter(of_task).collect();
     names.sort();
     names
 }
