@@ -90,9 +90,15 @@ struct Shared {
     writer: Option<Box<dyn std::io::Write + Send>>,
     /// Commands started for `Exec`, by its acknowledgement number, until they end.
     execs: BTreeMap<u64, ExecRun>,
-    /// The copies of ended commands' output, until the last process holding it closes it.
-    draining_pumps: Vec<Child>,
+    /// The copies of ended commands' output, each with when its command ended: it takes what the command wrote
+    /// before it ended, then is ended itself (`PUMP_DRAIN`).
+    draining_pumps: Vec<(Child, std::time::Instant)>,
 }
+
+/// How long the copy of an ended command's output goes on: what the command wrote before it ended is in the pipe
+/// already; a process it left behind, or one it passed the pipe to, no longer keeps a root process copying (nor
+/// alive) once this is up.
+const PUMP_DRAIN: Duration = Duration::from_secs(2);
 
 /// A command started for `Exec`: its job and owner (for its logs), its shim, and the copies of its output.
 struct ExecRun {
@@ -492,7 +498,8 @@ impl Agent {
         let shim = match shim {
             Ok(shim) => shim,
             Err(e) => {
-                self.shared.lock().unwrap().draining_pumps.append(&mut pumps);
+                let now = std::time::Instant::now();
+                self.shared.lock().unwrap().draining_pumps.extend(pumps.into_iter().map(|pump| (pump, now)));
                 return Err(std::io::Error::other(format!("starting a command of job {job}: {e}")));
             }
         };
@@ -517,10 +524,16 @@ impl Agent {
             })
             .collect();
         let mut ended = Vec::new();
-        shared.draining_pumps.retain_mut(|pump| pump.try_wait().is_ok_and(|status| status.is_none()));
+        let now = std::time::Instant::now();
+        shared.draining_pumps.retain_mut(|(pump, ended)| {
+            if now.duration_since(*ended) >= PUMP_DRAIN {
+                let _ = pump.kill();
+            }
+            pump.try_wait().is_ok_and(|status| status.is_none())
+        });
         for (ack, code) in done {
             let Some(mut run) = shared.execs.remove(&ack) else { continue };
-            shared.draining_pumps.append(&mut run.pumps);
+            shared.draining_pumps.extend(run.pumps.drain(..).map(|pump| (pump, now)));
             let outcome = match run.shim.launch_failure() {
                 Some(failure) => {
                     Err(format!("the command could not start on {}: {}", self.settings.node, failure.reason()))

@@ -103,6 +103,36 @@ pub fn keep_within_bounds(dir: &Path, bounds: &LogBounds, live: &BTreeSet<u64>) 
     for (uid, files) in by_user {
         keep_user_within(uid, files, bounds.user_bytes, live);
     }
+    make_room_for_others(dir, bounds.reserve_bytes, live);
+}
+
+/// While the file system holds less than twice the reserve free, remove the logs of ended jobs, of the user whose
+/// logs take the most first, oldest first: one user's ended jobs must not leave everyone else's output dropped
+/// until their retention is up.
+fn make_room_for_others(dir: &Path, reserve_bytes: u64, live: &BTreeSet<u64>) {
+    let wanted = reserve_bytes.saturating_mul(2);
+    if free_bytes(dir).is_none_or(|free| free >= wanted) {
+        return;
+    }
+    let mut ended: Vec<LogFile> = log_files(dir).into_iter().filter(|f| f.of_ended_job(live)).collect();
+    let mut by_user: BTreeMap<u32, u64> = BTreeMap::new();
+    for file in &ended {
+        *by_user.entry(file.uid).or_default() += file.allocated;
+    }
+    // The heaviest user's files first, each user's oldest first.
+    ended.sort_by_key(|f| (std::cmp::Reverse(by_user[&f.uid]), f.uid, f.modified));
+    for file in ended {
+        if free_bytes(dir).is_none_or(|free| free >= wanted) {
+            return;
+        }
+        remove(&file.path);
+    }
+}
+
+/// Bytes of `path`'s file system that unprivileged users may still take.
+pub(crate) fn free_bytes(path: &Path) -> Option<u64> {
+    let stats = nix::sys::statvfs::statvfs(path).ok()?;
+    Some((stats.blocks_available() as u64).saturating_mul(stats.fragment_size() as u64))
 }
 
 /// Bring one user's logs under `user_bytes`: free the heads of the largest first, then remove the oldest logs of
@@ -247,6 +277,27 @@ mod tests {
         let text = std::fs::read(&long).unwrap();
         assert_eq!(text.len(), (4 << 20) + 8, "the length stays, the head reads as zeros");
         assert!(text.ends_with(b"xthe end\n"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_system_near_its_reserve_loses_the_logs_of_ended_jobs_and_keeps_the_running_ones() {
+        let dir = folder("pressure");
+        let (running, ended) = (dir.join("job-1.u7.0.out"), dir.join("job-2.u7.0.out"));
+        write(&running, 4096, "");
+        write(&ended, 4096, "");
+        let free = free_bytes(&dir).unwrap();
+        let bounds = |reserve_bytes| LogBounds {
+            file_bytes: 1 << 30,
+            user_bytes: 1 << 40,
+            retention: Duration::from_secs(3600),
+            reserve_bytes,
+        };
+        keep_within_bounds(&dir, &bounds(0), &BTreeSet::from([1]));
+        assert!(ended.exists(), "removed with room to spare");
+        // A reserve beyond what the file system has: it is under pressure whatever is removed.
+        keep_within_bounds(&dir, &bounds(free + (1 << 40)), &BTreeSet::from([1]));
+        assert!(!ended.exists() && running.exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

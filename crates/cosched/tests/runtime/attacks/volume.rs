@@ -157,6 +157,19 @@ fn one_users_output_never_fills_the_file_system_of_the_database() {
     let append = Command::new("sh").args(["-c", &to_log]).uid(ATTACKER).gid(ATTACKER).output().unwrap();
     assert!(!append.status.success(), "uid {ATTACKER} could write its log");
     assert!(daemon.client(&["kill", &job.to_string()]).status.success());
+    wait_for("the writers' job to end", Duration::from_secs(30), || daemon.job(job).is_some_and(|j| j.state.is_over()));
+    // Its ended logs make room for others' output, not hold the file system at its reserve for their retention.
+    wait_for("room beyond the reserve", Duration::from_secs(30), || fs.free_bytes() >= 32 << 20);
+    let other = submit_json_as(&daemon, OTHER_USER, &["--", "seq", "1", "100000"]).unwrap();
+    wait_for("the other user's job to end", Duration::from_secs(30), || {
+        daemon.job(other).is_some_and(|j| j.state.is_over())
+    });
+    let text = String::from_utf8_lossy(&daemon.client(&["logs", &other.to_string()]).stdout).into_owned();
+    assert!(
+        text.trim_end().ends_with("\n100000") && !text.contains("dropped"),
+        "{}",
+        &text[text.len().saturating_sub(300)..]
+    );
 }
 
 /// `cosched rsh NODE WORDS` as `uid` in job `job`, started (not awaited).
@@ -205,6 +218,35 @@ fn a_remote_command_leaves_no_empty_log_behind() {
     assert!(kept[0].ends_with(".out"), "{kept:?}");
     let text = std::fs::read_to_string(daemon.dir.join("logs").join(&kept[0])).unwrap();
     assert_eq!(text, "kept\n");
+}
+
+/// The root copies of output that write into `daemon`'s logs (`__pump`s, by what their stdout is).
+fn pumps_into(daemon: &Daemon) -> usize {
+    let logs = daemon.dir.join("logs");
+    let processes = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+    processes
+        .filter(|p| std::fs::read(p.path().join("cmdline")).is_ok_and(|c| c.windows(6).any(|w| w == b"__pump")))
+        .filter(|p| std::fs::read_link(p.path().join("fd/1")).is_ok_and(|target| target.starts_with(&logs)))
+        .count()
+}
+
+/// Found in review: a remote command's copy of its output ran until every holder of the pipe closed it, so a
+/// process the command left behind (or one it passed the pipe to, outside the job) kept a root process alive and
+/// copying after the job ended: 600 of them from one user. The copy now ends soon after its command.
+#[test]
+fn a_remote_commands_output_copy_ends_soon_after_the_command_whoever_holds_the_pipe() {
+    if skip_unless_root("a_remote_commands_output_copy_ends_soon_after_the_command") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let job = daemon.submit_as(Some(OTHER_USER), &["--", "sleep", "300"]);
+    daemon.pids(job, 1);
+    let out = rsh(&daemon, OTHER_USER, job, "sleep 120 & echo started").wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    wait_for("the command's output copies to end", Duration::from_secs(20), || pumps_into(&daemon) == 0);
+    let kept = job_logs(&daemon, job, "exec-");
+    let text = std::fs::read_to_string(daemon.dir.join("logs").join(&kept[0])).unwrap();
+    assert_eq!(text, "started\n", "what the command wrote before it ended is kept");
 }
 
 #[test]
