@@ -86,8 +86,9 @@ enum Command {
         /// script, use --json (commands and reasons hold spaces).
         #[arg(long)]
         noheader: bool,
-        #[arg(short = 'o', long, default_value = status_view::Format::STATUS, long_help = status_view::Format::help())]
-        format: status_view::Format,
+        /// The jobs' columns alone (no node table), as squeue -o prints them.
+        #[arg(short = 'o', long, long_help = status_view::Format::help())]
+        format: Option<status_view::Format>,
     },
     /// Jobs as sacct lists them, ended ones included: cosched history -S now-7days -u alice -s failed.
     History {
@@ -108,11 +109,11 @@ enum Command {
         #[command(flatten)]
         client: runtime_cmd::ClientArgs,
     },
-    /// End a job: SIGTERM to all its processes, SIGKILL after the controller's --kill-wait-s.
+    /// End jobs, by id or as scancel picks them (-u, -t, -n, -w): SIGTERM to all their processes, SIGKILL after the
+    /// controller's --kill-wait-s. Each is killed (or signalled) in turn; one refused does not stop the others.
     Kill {
-        /// The jobs, each killed (or signalled) in turn; one refused does not stop the others.
-        #[arg(required = true, value_name = "JOBID")]
-        jobs: Vec<u64>,
+        #[command(flatten)]
+        filter: status_view::StatusFilter,
         /// Only send this signal (e.g. USR1, HUP, INT) to every process of the job.
         #[arg(long, short = 's')]
         signal: Option<String>,
@@ -292,22 +293,27 @@ fn main() -> ExitCode {
             };
         }
         Command::Status { client, filter, noheader, format } => {
-            runtime_cmd::status(&client, &filter, &format, noheader)
+            runtime_cmd::status(&client, &filter, format.as_ref(), noheader)
         }
         Command::History { client, args } => history_cmd::history(&client, &args),
         Command::Suspend { job, client } => runtime_cmd::run_client(&client, Request::Suspend { job }, job_state_line),
         Command::Resume { job, client } => runtime_cmd::run_client(&client, Request::Resume { job }, job_state_line),
-        Command::Kill { jobs, signal: None, client } => runtime_cmd::each_job(&jobs, |job| {
-            runtime_cmd::run_client(&client, Request::Kill { job }, |r: &KillReply| {
-                let state = match r.state {
-                    KillState::Killed => "killed",
-                    KillState::Killing => "killing",
-                };
-                format!("job {}, state {state}", r.job)
+        Command::Kill { filter, signal: None, client } => {
+            runtime_cmd::jobs_to_kill(&client, &filter).and_then(|jobs| {
+                runtime_cmd::each_job(&jobs, |job| {
+                    runtime_cmd::run_client(&client, Request::Kill { job }, |r: &KillReply| {
+                        let state = match r.state {
+                            KillState::Killed => "killed",
+                            KillState::Killing => "killing",
+                        };
+                        format!("job {}, state {state}", r.job)
+                    })
+                })
             })
-        }),
-        Command::Kill { jobs, signal: Some(signal), client } => {
+        }
+        Command::Kill { filter, signal: Some(signal), client } => {
             cosched_runtime::wire::protocol::checks::parse_signal(&signal).and_then(|_| {
+                let jobs = runtime_cmd::jobs_to_kill(&client, &filter)?;
                 runtime_cmd::each_job(&jobs, |job| {
                     runtime_cmd::run_client(
                         &client,

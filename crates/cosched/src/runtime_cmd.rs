@@ -917,16 +917,43 @@ const MIN_KEEP_HISTORY: Duration = Duration::from_secs(3600);
 const WAIT_LINK_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// `status`: the reply filtered by `filter`, as JSON or as tables.
-pub fn status(client: &ClientArgs, filter: &StatusFilter, format: &Format, noheader: bool) -> Result<(), String> {
+/// `status`: nodes and jobs; with `--format`, or `--noheader`, the jobs' lines alone (as squeue prints them).
+pub fn status(
+    client: &ClientArgs,
+    filter: &StatusFilter,
+    format: Option<&Format>,
+    noheader: bool,
+) -> Result<(), String> {
     let mut reply: StatusReply = ask(client, &Request::Status {})?;
     filter.apply(&mut reply)?;
     let now_unix_ms = cosched_runtime::wire::jobs::unix_ms_now();
-    match (client.json, noheader) {
-        (true, _) => println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default()),
-        (false, true) => print!("{}", crate::status_view::job_table(&reply.jobs, format, now_unix_ms, false)),
-        (false, false) => println!("{}", status_table(&reply, format, now_unix_ms)),
+    let default_format: Format = Format::STATUS.parse().expect("status's own columns");
+    let columns = format.unwrap_or(&default_format);
+    match (client.json, noheader, format.is_some()) {
+        (true, _, _) => println!("{}", serde_json::to_string_pretty(&reply).unwrap_or_default()),
+        (false, true, _) => print!("{}", crate::status_view::job_table(&reply.jobs, columns, now_unix_ms, false)),
+        (false, false, true) => print!("{}", crate::status_view::job_table(&reply.jobs, columns, now_unix_ms, true)),
+        (false, false, false) => println!("{}", status_table(&reply, columns, now_unix_ms)),
     }
     Ok(())
+}
+
+/// The jobs `kill` ends: the ids given alone, or, with a filter (`-u`, `-t`, `-n`, `-w`), the jobs not over that
+/// match it, as scancel picks them.
+pub fn jobs_to_kill(client: &ClientArgs, filter: &StatusFilter) -> Result<Vec<u64>, String> {
+    if filter.picks_by_ids_alone() {
+        return match filter.jobs.is_empty() {
+            true => Err("name the jobs to kill, or pick them with -u USER, -t STATE, -n NAME or -w NODE".into()),
+            false => Ok(filter.jobs.clone()),
+        };
+    }
+    let mut reply: StatusReply = ask(client, &Request::Status {})?;
+    filter.apply(&mut reply)?;
+    let jobs: Vec<u64> = reply.jobs.iter().filter(|j| !j.state.is_over()).map(|j| j.id).collect();
+    if jobs.is_empty() {
+        eprintln!("no job to kill matches");
+    }
+    Ok(jobs)
 }
 
 pub fn monitor_url(client: &ClientArgs) -> Result<(), String> {

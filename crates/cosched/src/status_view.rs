@@ -17,9 +17,13 @@ pub struct StatusFilter {
     /// Only jobs of these users (names or uids).
     #[arg(short = 'u', long = "user", value_delimiter = ',')]
     pub users: Vec<String>,
-    /// Only jobs in these states: queued, running, suspended, finished, killed, failed, or active (the first three).
+    /// Only jobs in these states: queued, running, suspended, finished, killed, failed, timeout, or active (the
+    /// first three) and ended (the others); Slurm's names and codes are taken too (PD,R,S,CD,CA,F,TO; PENDING...).
     #[arg(short = 't', long = "state", value_delimiter = ',')]
     pub states: Vec<String>,
+    /// Only jobs of these names (`submit -J`).
+    #[arg(short = 'n', long = "name", value_delimiter = ',')]
+    pub names: Vec<String>,
     /// Only jobs with CPUs on these nodes.
     #[arg(short = 'w', long = "node", value_delimiter = ',')]
     pub nodes: Vec<String>,
@@ -28,12 +32,18 @@ pub struct StatusFilter {
 /// A filter whose names have been checked.
 struct Wanted {
     ids: Vec<u64>,
+    names: Vec<String>,
     uids: Vec<u32>,
     states: Vec<JobState>,
     nodes: Vec<String>,
 }
 
 impl StatusFilter {
+    /// Whether only ids are given (no user, state, name or node).
+    pub fn picks_by_ids_alone(&self) -> bool {
+        self.users.is_empty() && self.states.is_empty() && self.names.is_empty() && self.nodes.is_empty()
+    }
+
     /// Keep only the jobs the filter asks for; an unknown user, state or node is an error naming it.
     pub fn apply(&self, status: &mut StatusReply) -> Result<(), String> {
         let wanted = self.checked(status)?;
@@ -53,13 +63,14 @@ impl StatusFilter {
         if !missing.is_empty() {
             return Err(format!("no job {} (ended jobs leave after --keep-finished-s)", missing.join(", ")));
         }
-        Ok(Wanted { ids: self.jobs.clone(), uids, states, nodes: self.nodes.clone() })
+        Ok(Wanted { ids: self.jobs.clone(), names: self.names.clone(), uids, states, nodes: self.nodes.clone() })
     }
 }
 
 impl Wanted {
     fn keeps(&self, job: &StatusJob) -> bool {
         (self.ids.is_empty() || self.ids.contains(&job.id))
+            && (self.names.is_empty() || self.names.contains(&job.name))
             && (self.uids.is_empty() || self.uids.contains(&job.uid))
             && (self.states.is_empty() || self.states.contains(&job.state))
             && (self.nodes.is_empty() || job.placement.iter().any(|p| self.nodes.contains(&p.node)))
@@ -152,7 +163,7 @@ struct Field {
 }
 
 /// Every column `--format` knows, in the order `--help` lists them.
-const FIELDS: [Field; 20] = [
+const FIELDS: [Field; 21] = [
     Field { name: "jobid", header: "job", about: "the job's id", cell: |j, _| j.id.to_string() },
     Field { name: "name", header: "name", about: "the name given with -J", cell: |j, _| name_cell(j) },
     Field { name: "user", header: "user", about: "its owner's name", cell: |j, _| user_name(j.uid) },
@@ -160,6 +171,12 @@ const FIELDS: [Field; 20] = [
     Field { name: "class", header: "class", about: "its class", cell: |j, _| j.class.name().to_string() },
     Field { name: "mode", header: "mode", about: "gang or local", cell: |j, _| mode_text(j.mode).to_string() },
     Field { name: "state", header: "state", about: "its state", cell: |j, _| j.state.name().to_string() },
+    Field {
+        name: "st",
+        header: "st",
+        about: "its state as Slurm's code (PD, R, S, CD, CA, F, TO)",
+        cell: |j, _| j.state.slurm_names().1.to_string(),
+    },
     Field { name: "exitcode", header: "exit", about: "its exit status", cell: |j, _| optional(j.exit_code) },
     Field {
         name: "submit",
@@ -528,9 +545,24 @@ mod tests {
     #[test]
     fn states_are_read_by_name_and_group() {
         let names = |v: &[&str]| states_of(&list(v)).map(|s| s.iter().map(|s| s.name()).collect::<Vec<_>>());
-        assert_eq!(names(&["ended"]).unwrap(), ["finished", "killed", "failed"]);
+        assert_eq!(names(&["ended"]).unwrap(), ["finished", "killed", "failed", "timeout"]);
         assert_eq!(names(&["Failed", "active", "failed"]).unwrap(), ["queued", "running", "suspended", "failed"]);
         assert!(names(&["done"]).unwrap_err().contains("active, ended"));
+    }
+
+    #[test]
+    fn states_are_read_by_slurms_names_and_codes() {
+        let names = |v: &[&str]| states_of(&list(v)).map(|s| s.iter().map(|s| s.name()).collect::<Vec<_>>());
+        assert_eq!(names(&["R", "pd"]).unwrap(), ["queued", "running"]);
+        assert_eq!(
+            names(&["S", "CD", "CA", "F", "TO"]).unwrap(),
+            ["suspended", "finished", "killed", "failed", "timeout"]
+        );
+        assert_eq!(names(&["PENDING", "Running", "COMPLETED", "CANCELLED", "TIMEOUT"]).unwrap().len(), 5);
+        for state in JobState::ALL {
+            let (long, code) = state.slurm_names();
+            assert_eq!((JobState::from_name(long), JobState::from_name(code)), (Some(state), Some(state)));
+        }
     }
 
     fn kept(filter: StatusFilter) -> Result<Vec<u64>, String> {
@@ -551,17 +583,28 @@ mod tests {
         assert_eq!(kept(StatusFilter { states: list(&["active"]), ..Default::default() }).unwrap(), [1, 2]);
         assert_eq!(kept(StatusFilter { states: list(&["FINISHED", "queued"]), ..Default::default() }).unwrap(), [2, 3]);
         assert_eq!(kept(StatusFilter { nodes: list(&["b"]), ..Default::default() }).unwrap(), [3]);
-        let all =
-            StatusFilter { users: list(&["root"]), states: list(&["running"]), nodes: list(&["a"]), jobs: vec![] };
+        let all = StatusFilter {
+            users: list(&["root"]),
+            states: list(&["running"]),
+            nodes: list(&["a"]),
+            ..Default::default()
+        };
         assert_eq!(kept(all).unwrap(), [1]);
+        assert_eq!(kept(StatusFilter { states: list(&["R", "PD"]), ..Default::default() }).unwrap(), [1, 2]);
+        let named = |name: &str| {
+            let mut s = status();
+            s.jobs[1].name = "nightly".into();
+            StatusFilter { names: list(&[name]), ..Default::default() }.apply(&mut s).map(|()| s.jobs.len())
+        };
+        assert_eq!((named("nightly"), named("other")), (Ok(1), Ok(0)));
     }
 
     #[test]
     fn an_unknown_user_state_or_node_is_named() {
         let e = kept(StatusFilter { users: list(&["no-such-user-here"]), ..Default::default() }).unwrap_err();
         assert!(e.contains("unknown user 'no-such-user-here'"), "{e}");
-        let e = kept(StatusFilter { states: list(&["pending"]), ..Default::default() }).unwrap_err();
-        assert!(e.contains("unknown job state 'pending'") && e.contains("queued"), "{e}");
+        let e = kept(StatusFilter { states: list(&["sleeping"]), ..Default::default() }).unwrap_err();
+        assert!(e.contains("unknown job state 'sleeping'") && e.contains("queued"), "{e}");
         let e = kept(StatusFilter { nodes: list(&["c"]), ..Default::default() }).unwrap_err();
         assert_eq!(e, "no node 'c'; nodes: a, b");
     }

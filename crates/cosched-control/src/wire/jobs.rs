@@ -13,16 +13,20 @@ pub enum JobState {
     Finished,
     Killed,
     Failed,
+    /// Ended at its time limit (`submit --time`), as Slurm's `TIMEOUT`.
+    #[serde(rename = "timeout")]
+    TimedOut,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 6] = [
+    pub const ALL: [JobState; 7] = [
         JobState::Queued,
         JobState::Running,
         JobState::Suspended,
         JobState::Finished,
         JobState::Killed,
         JobState::Failed,
+        JobState::TimedOut,
     ];
 
     pub fn name(self) -> &'static str {
@@ -33,16 +37,34 @@ impl JobState {
             JobState::Finished => "finished",
             JobState::Killed => "killed",
             JobState::Failed => "failed",
+            JobState::TimedOut => "timeout",
         }
     }
 
-    /// The state of a name `name()` gives (any case).
+    /// Slurm's name of the state (`squeue -t`, `sacct -s`) and its compact code (`squeue %t`).
+    pub fn slurm_names(self) -> (&'static str, &'static str) {
+        match self {
+            JobState::Queued => ("PENDING", "PD"),
+            JobState::Running => ("RUNNING", "R"),
+            JobState::Suspended => ("SUSPENDED", "S"),
+            JobState::Finished => ("COMPLETED", "CD"),
+            JobState::Killed => ("CANCELLED", "CA"),
+            JobState::Failed => ("FAILED", "F"),
+            JobState::TimedOut => ("TIMEOUT", "TO"),
+        }
+    }
+
+    /// The state of a name: `name()`, Slurm's name or its code (any case).
     pub fn from_name(text: &str) -> Option<JobState> {
-        JobState::ALL.into_iter().find(|s| s.name().eq_ignore_ascii_case(text.trim()))
+        let text = text.trim();
+        JobState::ALL.into_iter().find(|s| {
+            let (long, code) = s.slurm_names();
+            [s.name(), long, code].iter().any(|name| name.eq_ignore_ascii_case(text))
+        })
     }
 
     pub fn is_over(self) -> bool {
-        matches!(self, JobState::Finished | JobState::Killed | JobState::Failed)
+        matches!(self, JobState::Finished | JobState::Killed | JobState::Failed | JobState::TimedOut)
     }
 }
 

@@ -87,6 +87,40 @@ fn history_lists_ended_jobs_after_they_leave_status_and_after_a_restart() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("--starttime 'last tuesday'"), "{refused:?}");
 }
 
+/// `kill` picks jobs as scancel does (`-u`, `-t`, `-n`, states by Slurm's codes), and `status -o` prints the jobs'
+/// columns alone, as squeue does.
+#[test]
+fn kill_and_status_pick_jobs_as_scancel_and_squeue_do() {
+    if skip_unless_root("kill_and_status_pick_jobs_as_scancel_and_squeue_do") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50", "--rows", "1", "--cpus", "1"]);
+    let nobody = 65534;
+    let sleep = |uid: Option<u32>, name: &str| daemon.submit_as(uid, &["-J", name, "--", "sleep", "300"]);
+    let (running, queued, other_name, roots) =
+        (sleep(Some(nobody), "sweep"), sleep(Some(nobody), "sweep"), sleep(Some(nobody), "plot"), sleep(None, "sweep"));
+    wait_for("the first job to run", Duration::from_secs(20), || {
+        daemon.job(running).is_some_and(|j| j.state == JobState::Running)
+    });
+    let table = daemon.client(&["status", "-t", "R,PD", "-o", "jobid,st,name"]);
+    let text = String::from_utf8_lossy(&table.stdout).into_owned();
+    assert!(text.starts_with("job") && !text.contains("connected"), "no node table with -o:\n{text}");
+    assert!(text.contains(&format!("{running} R ")) || text.contains(&format!("{running}  R")), "{text}");
+    let nothing = daemon.client(&["kill"]);
+    assert!(String::from_utf8_lossy(&nothing.stderr).contains("-u USER"), "{nothing:?}");
+    let killed = daemon.client_as(nobody, &["kill", "-u", "nobody", "-n", "sweep", "-t", "PD,R"]);
+    assert!(killed.status.success(), "{killed:?}");
+    wait_for("the user's two sweeps to end", Duration::from_secs(20), || {
+        [running, queued].iter().all(|&id| daemon.job(id).is_some_and(|j| j.state.is_over()))
+    });
+    for id in [other_name, roots] {
+        assert!(!daemon.job(id).unwrap().state.is_over(), "job {id} was killed: not theirs, or not named so");
+    }
+    // Another user's jobs picked by a filter are refused one by one, and stay.
+    let refused = daemon.client_as(nobody, &["kill", "-u", "root"]);
+    assert!(!refused.status.success() && !daemon.job(roots).unwrap().state.is_over(), "{refused:?}");
+}
+
 /// `submit -t` ends a job once it has run its limit in its slots, as Slurm ends a job at its time limit, and `-J`
 /// names it in the history.
 #[test]
@@ -100,7 +134,7 @@ fn a_job_is_ended_at_its_time_limit_and_keeps_its_name() {
     let out = daemon.client(&["history", "--json"]);
     let reply: cosched_runtime::wire::protocol::HistoryReply = serde_json::from_slice(&out.stdout).unwrap();
     let job = &reply.jobs[0];
-    assert_eq!((job.name.as_str(), job.state, job.time_limit_s), ("nightly", JobState::Failed, Some(2)), "{job:?}");
+    assert_eq!((job.name.as_str(), job.state, job.time_limit_s), ("nightly", JobState::TimedOut, Some(2)), "{job:?}");
     assert!(job.error.as_deref().unwrap_or("").contains("time limit: 2 s"), "{job:?}");
     assert!(job.in_slot_ms >= 2_000, "{job:?}");
     let ran_ms = job.ended_unix_ms.unwrap() - job.started_unix_ms.unwrap();

@@ -285,6 +285,7 @@ impl Rules {
         if job.placement.iter().all(|p| job.ended_on.contains(&p.node)) {
             let ended = match (&job.error, job.exit_code) {
                 (Some(e), _) if e == KILLED => JobState::Killed,
+                (Some(_), _) if super::time_limit::ended_at_its_limit(&job) => JobState::TimedOut,
                 (Some(_), _) => JobState::Failed,
                 (None, Some(code)) if code != 0 => {
                     job.error = Some(exit_reason(code));

@@ -2,7 +2,7 @@
 //! changes of the plan it runs in the share of the cycle the plan gives it, so its time in its slots grows by that
 //! share of the wall time while it runs, and not at all while it is queued or suspended. This is the complement of
 //! what `slurm_time` adds to a Slurm job's end time, and, like it, comes from the plan alone: nothing an agent says
-//! enters it. A job whose time is up is ended as `kill` ends it, with the reason "time limit".
+//! enters it. A job whose time is up is ended as `kill` ends it, with the reason "time limit", in state `timeout`.
 
 use super::{Rules, State};
 use crate::wire::jobs::JobState;
@@ -59,7 +59,7 @@ impl Rules {
         for (id, limit_s) in over {
             // The first reason stays (a node's failure, a kill); the limit still ends the job.
             self.update_job_or_hold(state, id, |j| {
-                j.error.get_or_insert_with(|| format!("time limit: {limit_s} s in its slots"));
+                j.error.get_or_insert_with(|| format!("{TIME_LIMIT_REASON}{limit_s} s in its slots"));
             });
             state.live.entry(id).or_default().time_limit_sent = true;
             let job = state.jobs[&id].clone();
@@ -67,6 +67,14 @@ impl Rules {
         }
     }
 }
+
+/// The job was ended because its time was up: its first reason is its limit (a node's failure or a kill that came
+/// first stays what ended it).
+pub(super) fn ended_at_its_limit(job: &crate::wire::jobs::JobRecord) -> bool {
+    timed_out(job) && job.error.as_deref().is_some_and(|e| e.starts_with(TIME_LIMIT_REASON))
+}
+
+const TIME_LIMIT_REASON: &str = "time limit: ";
 
 /// The job has run its time limit in its slots.
 pub(super) fn timed_out(job: &crate::wire::jobs::JobRecord) -> bool {
