@@ -71,12 +71,19 @@ impl Daemon {
 
     /// A client command against this daemon; its stdout, or an error with its stderr.
     fn client(&self, args: &[&str]) -> Result<String, String> {
+        self.client_as(None, args)
+    }
+
+    /// `client` as user `uid` (root when `None`).
+    fn client_as(&self, uid: Option<u32>, args: &[&str]) -> Result<String, String> {
+        use std::os::unix::process::CommandExt;
         let (command, rest) = args.split_first().unwrap();
-        let o: Output = Command::new(env!("CARGO_BIN_EXE_cosched"))
-            .args([command, "--socket", self.socket.to_str().unwrap()])
-            .args(rest)
-            .output()
-            .map_err(|e| e.to_string())?;
+        let mut client = Command::new(env!("CARGO_BIN_EXE_cosched"));
+        client.args([command, "--socket", self.socket.to_str().unwrap()]).args(rest).current_dir("/tmp");
+        if let Some(uid) = uid {
+            client.uid(uid).gid(uid);
+        }
+        let o: Output = client.output().map_err(|e| e.to_string())?;
         match o.status.success() {
             true => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
             false => Err(format!("cosched {}: {}", args.join(" "), String::from_utf8_lossy(&o.stderr).trim())),
@@ -240,7 +247,13 @@ fn suspend_button_suspends_the_job() {
     for program in [CHROMIUM, CHROMEDRIVER] {
         assert!(Path::new(program).exists(), "{program} is missing: run scripts/setup (as root) to install it");
     }
-    let dir = tempfile::Builder::new().prefix("cosched-monitor-").tempdir().unwrap().keep();
+    // Others may pass through it, to the socket: a second viewer is another user.
+    let dir = tempfile::Builder::new()
+        .prefix("cosched-monitor-")
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .tempdir()
+        .unwrap()
+        .keep();
     let mut daemon = Daemon::start(&dir);
     let submitted: Value = serde_json::from_str(
         &daemon.client(&["submit", "--json", "-n", "1", "--", "sleep", "300"]).expect("the job is accepted"),
@@ -258,7 +271,7 @@ fn suspend_button_suspends_the_job() {
     let shown = poll("the job in the matrix", WAIT, || driver.text(&cell));
     assert_eq!(shown, format!("J{job}"));
     // Its user by name, as `cosched status` shows it (the job is root's).
-    let user = poll("the job's row", WAIT, || driver.text(&format!("tr#job-{job} td:nth-child(2)")));
+    let user = poll("the job's row", WAIT, || driver.text(&format!("tr#job-{job} td:nth-child(3)")));
     assert_eq!(user, "root");
     // The token left the URL at its first use; the browser holds a session cookie no script of the page can read.
     let address_bar = driver.get("/url").expect("the page's URL");
@@ -293,6 +306,24 @@ fn suspend_button_suspends_the_job() {
         s if s == "suspended" => Ok(()),
         s => Err(format!("the page shows {s:?}")),
     });
+
+    // Another user sees root's job with no button (the server would refuse them all), and their own with kill.
+    let nobody = 65534;
+    let theirs: Value = serde_json::from_str(
+        &daemon.client_as(Some(nobody), &["submit", "--json", "-J", "theirs", "--", "sleep", "300"]).expect("accepted"),
+    )
+    .unwrap();
+    let theirs = theirs["job"].as_u64().expect("a job id");
+    let their_url = daemon.client_as(Some(nobody), &["monitor"]).expect("a monitor URL").trim().to_string();
+    driver.post("/url", json!({ "url": their_url })).expect("their page loads");
+    let their_kill = format!("button[data-action=\"kill\"][data-job=\"{theirs}\"]");
+    poll("their own job's kill button", WAIT, || driver.find(&their_kill));
+    let name = poll("their job's name", WAIT, || driver.text(&format!("tr#job-{theirs} td:nth-child(2)")));
+    assert_eq!(name, "theirs");
+    poll("root's job in their page", WAIT, || driver.find(&format!("tr#job-{job}")));
+    let roots_buttons = format!("button[data-job=\"{job}\"]");
+    assert!(driver.find(&roots_buttons).is_err(), "another user is offered actions on root's job");
+    let _ = daemon.client(&["kill", &theirs.to_string()]);
 
     let screenshot = driver.get("/screenshot").expect("a screenshot");
     let png = base64_decode(screenshot.as_str().expect("base64 text")).expect("valid base64");

@@ -201,7 +201,7 @@ fn answer(controller: &Controller, names: &MonitorNames, request: &HttpRequest) 
     let (status, reply) = match api_identity(controller, names, request) {
         Err(message) => (403, Reply::error(message)),
         Ok(who) => match route(&request.method, path, &body) {
-            Ok(Request::Status {}) => return with_user_names(controller.handle(&who, Request::Status {})),
+            Ok(Request::Status {}) => return with_user_names(controller.handle(&who, Request::Status {}), &who),
             Ok(req) => (200, controller.handle(&who, req)),
             Err(message) => (400, Reply::error(message)),
         },
@@ -210,9 +210,10 @@ fn answer(controller: &Controller, names: &MonitorNames, request: &HttpRequest) 
 }
 
 /// The status with `user_names` beside its jobs (uid → name on the controller's host), so that the page shows
-/// users as `cosched status` does. Looked up after the controller's lock is released: the password database may be
-/// a network service.
-fn with_user_names(reply: Reply) -> HttpResponse {
+/// users as `cosched status` does, and the `viewer` (uid, administrator or not), so that it offers only the actions
+/// the server would allow. Names are looked up after the controller's lock is released: the password database may
+/// be a network service.
+fn with_user_names(reply: Reply, viewer: &Identity) -> HttpResponse {
     let mut value = serde_json::to_value(&reply).unwrap_or_default();
     let uids: std::collections::BTreeSet<u64> =
         value["data"]["jobs"].as_array().into_iter().flatten().filter_map(|job| job["uid"].as_u64()).collect();
@@ -222,6 +223,7 @@ fn with_user_names(reply: Reply) -> HttpResponse {
         .collect();
     if let Some(data) = value.get_mut("data").and_then(|d| d.as_object_mut()) {
         data.insert("user_names".into(), names.into());
+        data.insert("viewer".into(), serde_json::json!({ "uid": viewer.uid, "admin": viewer.admin }));
     }
     json_body(200, serde_json::to_vec(&value).unwrap_or_default())
 }
