@@ -191,7 +191,11 @@ fn the_switch_times_an_agent_reports_are_counted_for_its_node() {
     let metrics = controller.metrics();
     let node = &metrics.nodes[0];
     assert_eq!((node.switch_lateness.count(), node.switch_latency.count()), (2, 2));
-    let text = cosched_runtime::controller::metrics::render(&metrics, &Default::default());
+    let text = cosched_runtime::controller::metrics::render(
+        &metrics,
+        &Default::default(),
+        cosched_runtime::controller::metrics::Syntax::OpenMetrics,
+    );
     let line = |prefix: &str| text.lines().find(|l| l.starts_with(prefix)).unwrap_or_default().to_string();
     assert_eq!(
         line("cosched_switch_lateness_seconds_bucket{node=\"n0\",le=\"0.00005\"}"),

@@ -75,7 +75,7 @@ fn exposition() -> String {
         jobs: vec![job],
         jobs_omitted: 0,
     };
-    render(&snapshot, &Default::default())
+    render(&snapshot, &Default::default(), cosched_runtime::controller::metrics::Syntax::OpenMetrics)
 }
 
 /// The names of the series an exposition has samples of.

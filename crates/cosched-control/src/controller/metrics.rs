@@ -10,8 +10,30 @@ use cosched_policy::cluster::{JobClass, Mode};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// The content type of the answer (OpenMetrics 1.0 text).
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The two text formats served: OpenMetrics 1.0, and Prometheus's own (0.0.4) for a reader that does not ask for
+/// OpenMetrics (`curl`, `promtool check metrics`). They differ only in the families' headers and the end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syntax {
+    OpenMetrics,
+    Prometheus,
+}
+
+impl Syntax {
+    /// The one an `Accept` header asks for: OpenMetrics when it is named (as Prometheus names it), else Prometheus's.
+    pub fn for_accept(accept: Option<&str>) -> Syntax {
+        match accept.is_some_and(|a| a.contains("application/openmetrics-text")) {
+            true => Syntax::OpenMetrics,
+            false => Syntax::Prometheus,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Syntax::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Syntax::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
 
 /// Jobs given per-job series in one answer. The controller does not bound its jobs, and each job costs about a
 /// kilobyte of text, so a queue of a million jobs would make a gigabyte answer; beyond the cap the jobs still count
@@ -143,6 +165,8 @@ enum Kind {
     Gauge,
     Counter,
     Histogram,
+    /// Labels that describe a job, on one series of value 1 (OpenMetrics' info; a gauge to Prometheus's format).
+    Info,
 }
 
 /// A metric family: its name carries its unit as a suffix (OpenMetrics requires it when `unit` is given); a
@@ -160,6 +184,10 @@ const fn gauge(name: &'static str, unit: Option<&'static str>, help: &'static st
 
 const fn counter(name: &'static str, unit: Option<&'static str>, help: &'static str) -> Family {
     Family { name, kind: Kind::Counter, unit, help }
+}
+
+const fn info(name: &'static str, help: &'static str) -> Family {
+    Family { name, kind: Kind::Info, unit: None, help }
 }
 
 const fn histogram(name: &'static str, help: &'static str) -> Family {
@@ -202,6 +230,11 @@ const NODE_SWITCH_LATENCY: Family = histogram(
     "Slice boundary to the incoming gang thawed on the node, per switch (lateness plus the switch itself).",
 );
 
+const JOB_INFO: Family = info(
+    "cosched_job",
+    "A job's class, mode and state, which change during its life: on this series alone, so that the job's other \
+     series stay one each (join on job_id).",
+);
 const JOB_CPUS: Family = gauge("cosched_job_cpus", None, "CPUs the job holds over all its nodes.");
 const JOB_CPU: Family =
     counter("cosched_job_cpu_seconds", Some("seconds"), "CPU time of the job's processes, over all its nodes.");
@@ -244,17 +277,19 @@ fn seconds_of_ns(ns: u64) -> Value {
 
 /// The exposition: cluster, node and job families, then `# EOF`. `names` gives each job's user name by uid (a uid
 /// without one is shown as its number).
-pub fn render(snapshot: &MetricsSnapshot, names: &BTreeMap<u32, String>) -> String {
+pub fn render(snapshot: &MetricsSnapshot, names: &BTreeMap<u32, String>, syntax: Syntax) -> String {
     let mut out = String::new();
-    write_cluster(&mut out, snapshot);
-    write_nodes(&mut out, &snapshot.nodes);
-    write_jobs(&mut out, &snapshot.jobs, names);
-    out.push_str("# EOF\n");
+    write_cluster(&mut out, snapshot, syntax);
+    write_nodes(&mut out, &snapshot.nodes, syntax);
+    write_jobs(&mut out, &snapshot.jobs, names, syntax);
+    if syntax == Syntax::OpenMetrics {
+        out.push_str("# EOF\n");
+    }
     out
 }
 
-fn write_cluster(out: &mut String, s: &MetricsSnapshot) {
-    header(out, &JOBS);
+fn write_cluster(out: &mut String, s: &MetricsSnapshot, syntax: Syntax) {
+    header(out, &JOBS, syntax);
     for (state, count) in &s.jobs_by_state {
         sample(out, &JOBS, &labels(&[("state", state.name())]), Value::Int(*count));
     }
@@ -266,10 +301,10 @@ fn write_cluster(out: &mut String, s: &MetricsSnapshot) {
         (&STORAGE_HEALTHY, flag(s.storage_ok)),
         (&JOBS_OMITTED, Value::Int(s.jobs_omitted)),
     ] {
-        header(out, family);
+        header(out, family, syntax);
         sample(out, family, "", value);
     }
-    header(out, &SLICE_START_SKEW);
+    header(out, &SLICE_START_SKEW, syntax);
     histogram_samples(out, &SLICE_START_SKEW, &[], &s.slice_start_skew);
 }
 
@@ -291,7 +326,7 @@ type NodeHistogram = (&'static Family, fn(&NodeFigures) -> &Histogram);
 /// A job family and its value for one job, if the job has one.
 type JobFamily = (&'static Family, fn(&JobFigures) -> Option<Value>);
 
-fn write_nodes(out: &mut String, nodes: &[NodeFigures]) {
+fn write_nodes(out: &mut String, nodes: &[NodeFigures], syntax: Syntax) {
     let node_labels: Vec<String> = nodes.iter().map(|n| labels(&[("node", &n.name)])).collect();
     let families: [NodeFamily; 9] = [
         (&NODE_CPUS, |n| Value::Int(n.cpus.into())),
@@ -305,7 +340,7 @@ fn write_nodes(out: &mut String, nodes: &[NodeFigures]) {
         (&NODE_STUCK_PROCESSES, |n| Value::Int(n.stuck_processes)),
     ];
     for (family, value) in families {
-        header(out, family);
+        header(out, family, syntax);
         for (node, text) in nodes.iter().zip(&node_labels) {
             sample(out, family, text, value(node));
         }
@@ -313,14 +348,25 @@ fn write_nodes(out: &mut String, nodes: &[NodeFigures]) {
     let histograms: [NodeHistogram; 2] =
         [(&NODE_SWITCH_LATENESS, |n| &n.switch_lateness), (&NODE_SWITCH_LATENCY, |n| &n.switch_latency)];
     for (family, histogram) in histograms {
-        header(out, family);
+        header(out, family, syntax);
         for node in nodes {
             histogram_samples(out, family, &[("node", &node.name)], histogram(node));
         }
     }
 }
 
-fn write_jobs(out: &mut String, jobs: &[JobFigures], names: &BTreeMap<u32, String>) {
+fn write_jobs(out: &mut String, jobs: &[JobFigures], names: &BTreeMap<u32, String>, syntax: Syntax) {
+    header(out, &JOB_INFO, syntax);
+    for job in jobs {
+        let id = job.id.to_string();
+        let described = [
+            ("job_id", id.as_str()),
+            ("class", job.class.name()),
+            ("mode", mode_text(job.mode)),
+            ("state", job.state.name()),
+        ];
+        sample(out, &JOB_INFO, &labels(&described), Value::Int(1));
+    }
     let job_labels: Vec<String> = jobs.iter().map(|j| job_labels(j, names)).collect();
     let families: [JobFamily; 6] = [
         (&JOB_CPUS, |j| Some(Value::Int(j.cpus.into()))),
@@ -332,7 +378,7 @@ fn write_jobs(out: &mut String, jobs: &[JobFigures], names: &BTreeMap<u32, Strin
         (&JOB_FROZEN, |j| j.frozen_ms.map(|ms| Value::Float(ms as f64 / 1e3))),
     ];
     for (family, value) in families {
-        header(out, family);
+        header(out, family, syntax);
         for (job, text) in jobs.iter().zip(&job_labels) {
             if let Some(value) = value(job) {
                 sample(out, family, text, value);
@@ -342,36 +388,44 @@ fn write_jobs(out: &mut String, jobs: &[JobFigures], names: &BTreeMap<u32, Strin
 }
 
 /// `job_id`, not `job`: Prometheus sets `job` on every series it scrapes (the scrape job's name) and would rename
-/// ours to `exported_job`.
+/// ours to `exported_job`. Only what never changes in a job's life: its class, mode and state are on its info
+/// series.
 fn job_labels(j: &JobFigures, names: &BTreeMap<u32, String>) -> String {
     let user = names.get(&j.uid).cloned().unwrap_or_else(|| j.uid.to_string());
-    labels(&[
-        ("job_id", &j.id.to_string()),
-        ("user", &user),
-        ("class", j.class.name()),
-        ("mode", mode_text(j.mode)),
-        ("state", j.state.name()),
-    ])
+    labels(&[("job_id", &j.id.to_string()), ("user", &user)])
 }
 
-fn header(out: &mut String, family: &Family) {
-    let kind = match family.kind {
-        Kind::Gauge => "gauge",
-        Kind::Counter => "counter",
-        Kind::Histogram => "histogram",
+/// A family's header. OpenMetrics names the family, and has units and info; Prometheus's format names the
+/// samples (a counter's `_total`), and has neither.
+fn header(out: &mut String, family: &Family, syntax: Syntax) {
+    let kind = match (&family.kind, syntax) {
+        (Kind::Gauge, _) | (Kind::Info, Syntax::Prometheus) => "gauge",
+        (Kind::Counter, _) => "counter",
+        (Kind::Histogram, _) => "histogram",
+        (Kind::Info, Syntax::OpenMetrics) => "info",
     };
-    let _ = writeln!(out, "# TYPE {} {kind}", family.name);
-    if let Some(unit) = family.unit {
-        let _ = writeln!(out, "# UNIT {} {unit}", family.name);
+    let name = match syntax {
+        Syntax::OpenMetrics => family.name.to_string(),
+        Syntax::Prometheus => format!("{}{}", family.name, sample_suffix(family)),
+    };
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    if let (Some(unit), Syntax::OpenMetrics) = (family.unit, syntax) {
+        let _ = writeln!(out, "# UNIT {name} {unit}");
     }
-    let _ = writeln!(out, "# HELP {} {}", family.name, escape(family.help));
+    let _ = writeln!(out, "# HELP {name} {}", escape(family.help));
+}
+
+/// What a family's samples add to its name.
+fn sample_suffix(family: &Family) -> &'static str {
+    match family.kind {
+        Kind::Gauge | Kind::Histogram => "",
+        Kind::Counter => "_total",
+        Kind::Info => "_info",
+    }
 }
 
 fn sample(out: &mut String, family: &Family, labels: &str, value: Value) {
-    let suffix = match family.kind {
-        Kind::Gauge | Kind::Histogram => "",
-        Kind::Counter => "_total",
-    };
+    let suffix = sample_suffix(family);
     let _ = writeln!(out, "{}{suffix}{labels} {value}", family.name);
 }
 
@@ -446,8 +500,12 @@ mod tests {
     }
 
     fn rendered() -> String {
+        rendered_in(Syntax::OpenMetrics)
+    }
+
+    fn rendered_in(syntax: Syntax) -> String {
         let names = BTreeMap::from([(1000, "al\\ice \"the\"\nadmin".to_string())]);
-        render(&snapshot(), &names)
+        render(&snapshot(), &names, syntax)
     }
 
     #[test]
@@ -483,11 +541,12 @@ mod tests {
             let expected: Vec<String> = match kind.as_str() {
                 "counter" => vec![format!("{family}_total")],
                 "histogram" => ["_bucket", "_count", "_sum"].iter().map(|s| format!("{family}{s}")).collect(),
+                "info" => vec![format!("{family}_info")],
                 _ => vec![family.clone()],
             };
             assert!(expected.iter().any(|e| e == series), "{line} under {family}");
         }
-        assert!(declared.iter().all(|(_, kind)| ["gauge", "counter", "histogram"].contains(&kind.as_str())));
+        assert!(declared.iter().all(|(_, kind)| ["gauge", "counter", "histogram", "info"].contains(&kind.as_str())));
     }
 
     #[test]
@@ -496,7 +555,10 @@ mod tests {
         for expected in [
             "# TYPE cosched_job_cpu_seconds counter",
             "# UNIT cosched_job_cpu_seconds seconds",
-            "cosched_job_cpu_seconds_total{job_id=\"7\",user=\"al\\\\ice \\\"the\\\"\\nadmin\",class=\"batch\",mode=\"gang\",state=\"running\"} 1.5",
+            "cosched_job_cpu_seconds_total{job_id=\"7\",user=\"al\\\\ice \\\"the\\\"\\nadmin\"} 1.5",
+            "# TYPE cosched_job info",
+            "cosched_job_info{job_id=\"7\",class=\"batch\",mode=\"gang\",state=\"running\"} 1",
+            "cosched_job_info{job_id=\"8\",class=\"batch\",mode=\"gang\",state=\"queued\"} 1",
             "# UNIT cosched_node_memory_bytes bytes",
             "cosched_node_memory_bytes{node=\"n1\"} 1073741824",
             "cosched_node_switches_total{node=\"n1\"} 300",
@@ -504,7 +566,7 @@ mod tests {
             "cosched_node_stuck_processes{node=\"n1\"} 3",
             "cosched_jobs{state=\"queued\"} 1",
             "cosched_slice_seconds 0.01",
-            "cosched_job_elapsed_seconds{job_id=\"7\",user=\"al\\\\ice \\\"the\\\"\\nadmin\",class=\"batch\",mode=\"gang\",state=\"running\"} 2.5",
+            "cosched_job_elapsed_seconds{job_id=\"7\",user=\"al\\\\ice \\\"the\\\"\\nadmin\"} 2.5",
         ] {
             assert!(text.lines().any(|l| l == expected), "{expected} missing from\n{text}");
         }
@@ -553,6 +615,44 @@ mod tests {
         assert_eq!(MetricsAccess::parse("off"), Ok(MetricsAccess::Off));
         assert_eq!(MetricsAccess::parse("Public"), Ok(MetricsAccess::Public));
         assert!(MetricsAccess::parse("token").is_err());
+    }
+
+    /// Prometheus's own format, for a reader that does not ask for OpenMetrics: samples' names in the headers, no
+    /// units, info as a gauge, no `# EOF`; `promtool check metrics` (Debian's prometheus, from `scripts/setup`)
+    /// accepts it.
+    #[test]
+    fn prometheus_text_is_served_to_a_reader_that_does_not_ask_for_openmetrics() {
+        assert_eq!(Syntax::for_accept(None), Syntax::Prometheus);
+        assert_eq!(
+            Syntax::for_accept(Some("application/openmetrics-text;version=1.0.0,*/*;q=0.1")),
+            Syntax::OpenMetrics
+        );
+        let text = rendered_in(Syntax::Prometheus);
+        for expected in [
+            "# TYPE cosched_job_cpu_seconds_total counter",
+            "# TYPE cosched_job_info gauge",
+            "cosched_job_info{job_id=\"7\",class=\"batch\",mode=\"gang\",state=\"running\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == expected), "{expected} missing from\n{text}");
+        }
+        assert!(!text.contains("# UNIT") && !text.contains("# EOF"), "{text}");
+        let promtool = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn();
+        let Ok(mut promtool) = promtool else {
+            return crate::testing::say_skipped(
+                "prometheus_text_is_served_to_a_reader_that_does_not_ask_for_openmetrics",
+                "promtool is not installed (scripts/setup installs Debian's prometheus package)",
+            );
+        };
+        use std::io::Write;
+        promtool.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = promtool.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "promtool check metrics refused it:\n{said}\n{text}");
     }
 
     /// The reference parser (Debian's `python3-prometheus-client`, installed by `scripts/setup`) reads the whole

@@ -195,7 +195,7 @@ fn answer(controller: &Controller, names: &MonitorNames, request: &HttpRequest) 
         };
     }
     if path == "/metrics" {
-        return metrics_response(controller, &request.method);
+        return metrics_response(controller, request);
     }
     let body = String::from_utf8_lossy(&request.body);
     let (status, reply) = match api_identity(controller, names, request) {
@@ -284,7 +284,9 @@ fn api_identity(controller: &Controller, names: &MonitorNames, request: &HttpReq
 }
 
 /// `/metrics`: the exposition to a GET; 404 when turned off, 405 (with `Allow: GET`) to any other method.
-fn metrics_response(controller: &Controller, method: &str) -> HttpResponse {
+/// `/metrics` in the syntax the reader asks for (`Accept`): OpenMetrics for Prometheus, its own format else.
+fn metrics_response(controller: &Controller, request: &HttpRequest) -> HttpResponse {
+    let method = request.method.as_str();
     if controller.settings.metrics == MetricsAccess::Off {
         return json_response(404, &Reply::error("/metrics is turned off (the controller's --metrics off)"));
     }
@@ -299,8 +301,9 @@ fn metrics_response(controller: &Controller, method: &str) -> HttpResponse {
     }
     // Names are looked up outside the controller's lock: the password database may be a network service.
     let snapshot = controller.metrics();
-    let body = crate::controller::metrics::render(&snapshot, &crate::wire::jobs::user_names(&snapshot));
-    let mut headers = vec![("Content-Type".to_string(), crate::controller::metrics::CONTENT_TYPE.to_string())];
+    let syntax = crate::controller::metrics::Syntax::for_accept(request.header("accept"));
+    let body = crate::controller::metrics::render(&snapshot, &crate::wire::jobs::user_names(&snapshot), syntax);
+    let mut headers = vec![("Content-Type".to_string(), syntax.content_type().to_string())];
     headers.extend(security_headers(API_POLICY));
     HttpResponse { status: 200, headers, body: body.into_bytes() }
 }

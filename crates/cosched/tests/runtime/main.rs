@@ -637,9 +637,9 @@ fn a_job_that_cannot_start_or_exits_non_zero_is_failed_with_its_reason() {
     let failed = String::from_utf8_lossy(&daemon.client(&["status", "-t", "failed", "-u", "root"]).stdout).into_owned();
     let listed = |job: u64| failed.lines().any(|l| l.split_whitespace().next() == Some(job.to_string().as_str()));
     assert!(listed(missing) && listed(three) && !listed(fine), "{failed}");
-    let bad = daemon.client(&["status", "--state", "pending"]);
+    let bad = daemon.client(&["status", "--state", "sleeping"]);
     let said = String::from_utf8_lossy(&bad.stderr).into_owned();
-    assert!(!bad.status.success() && said.contains("unknown job state 'pending'"), "{said}");
+    assert!(!bad.status.success() && said.contains("unknown job state 'sleeping'"), "{said}");
 }
 
 mod attacks;

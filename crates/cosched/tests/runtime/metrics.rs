@@ -53,11 +53,15 @@ fn metrics_show_jobs_and_nodes_without_a_token_and_never_a_command_or_environmen
         daemon.job(job).is_some_and(|j| j.state == JobState::Running && !j.pids.is_empty())
     });
 
-    let (status, head, text) = http(&address, "GET", "/metrics");
+    // As Prometheus asks for it.
+    let accept = ("Accept", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5");
+    let (status, head, text) = http_exchange(&address, "GET", "/metrics", &[("Host", &address), accept]);
     assert_eq!(status, 200, "{head}\n{text}");
     assert!(head.contains("Content-Type: application/openmetrics-text; version=1.0.0; charset=utf-8"), "{head}");
     assert!(text.ends_with("\n# EOF\n"), "{text}");
-    let job_labels = format!("{{job_id=\"{job}\",user=\"nobody\",class=\"batch\",mode=\"gang\",state=\"running\"}}");
+    let job_labels = format!("{{job_id=\"{job}\",user=\"nobody\"}}");
+    let info = format!("cosched_job_info{{job_id=\"{job}\",class=\"batch\",mode=\"gang\",state=\"running\"}} ");
+    assert_eq!(value_of(&text, &info), 1.0);
     assert_eq!(value_of(&text, &format!("cosched_job_cpus{job_labels} ")), 1.0);
     assert!(value_of(&text, &format!("cosched_job_processes{job_labels} ")) >= 1.0);
     assert!(value_of(&text, &format!("cosched_job_cpu_seconds_total{job_labels} ")) >= 0.0);
@@ -77,6 +81,12 @@ fn metrics_show_jobs_and_nodes_without_a_token_and_never_a_command_or_environmen
             "no prometheus_client for /usr/bin/python3 (scripts/setup installs python3-prometheus-client)",
         ),
     }
+
+    // Asked for nothing in particular (curl): Prometheus's own format, the same figures.
+    let (_, plain_head, plain) = http(&address, "GET", "/metrics");
+    assert!(plain_head.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8"), "{plain_head}");
+    assert!(!plain.contains("# EOF") && plain.contains("# TYPE cosched_job_info gauge"), "{plain}");
+    assert_eq!(value_of(&plain, &format!("cosched_job_cpus{job_labels} ")), 1.0);
 
     // Every other path still needs its token; other methods on /metrics get a clear refusal.
     assert_eq!(http(&address, "GET", "/api/status").0, 403);
