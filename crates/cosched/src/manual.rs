@@ -32,9 +32,27 @@ pub fn write_man_pages(command: Command, args: &ManArgs) -> Result<(), String> {
         }
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
     }
+    add_common_exit_status(&args.out)?;
     eprintln!("man pages written to {} (read one with: man -l {}/cosched.1)", args.out.display(), args.out.display());
     Ok(())
 }
+
+/// Every page that says nothing of its exit status gets the one every command shares.
+fn add_common_exit_status(dir: &std::path::Path) -> Result<(), String> {
+    let pages = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for page in pages.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "1")) {
+        let mut text = std::fs::read_to_string(&page).map_err(|e| format!("{}: {e}", page.display()))?;
+        if !text.contains(".SH EXIT STATUS") {
+            text += &roff_section("EXIT STATUS", COMMON_EXIT_STATUS);
+            std::fs::write(&page, text).map_err(|e| format!("{}: {e}", page.display()))?;
+        }
+    }
+    Ok(())
+}
+
+const COMMON_EXIT_STATUS: &str = "0 when the command did what was asked; 1 when it failed, with the reason on \
+    standard error; 2 for a usage error (an unknown flag, a value out of range). Interrupted by SIGINT or SIGTERM, \
+    it cleans up and ends by that signal (130 or 143 in a shell).";
 
 /// A section: paragraphs separated by blank lines; a paragraph whose lines all begin with `$ ` is an example, shown
 /// as typed (without the `$ `).
@@ -129,6 +147,68 @@ const EXTRA_SECTIONS: &[(&str, &[(&str, &str)])] = &[
             ),
             ("SEE ALSO", SEE_ALSO_RUNTIME),
         ],
+    ),
+    (
+        "cosched-kill",
+        &[
+            (
+                "EXAMPLES",
+                "$ cosched kill 41 42\n$ cosched kill -u alice -t PD -n sweep\n$ cosched kill 41 --signal USR1\n\n\
+                 The second kills, as scancel would, alice's queued jobs named sweep; the third only sends SIGUSR1 \
+                 to every process of job 41.",
+            ),
+            (
+                "EXIT STATUS",
+                "0 when every job named or picked was killed (or signalled); 1 when any was refused (each refusal \
+                 on standard error; the others are killed all the same) or when nothing names a job.",
+            ),
+            ("SEE ALSO", SEE_ALSO_RUNTIME),
+        ],
+    ),
+    (
+        "cosched-logs",
+        &[(
+            "EXAMPLES",
+            "$ cosched logs 41\n$ cosched logs 41 | less -R\n\nThe end (64 KiB) of each task's standard output \
+             and error, gathered from every node of the job; whole files are root's, under the state folder.",
+        )],
+    ),
+    (
+        "cosched-suspend",
+        &[("EXAMPLES", "$ cosched suspend 41\n$ cosched resume 41\n\nA job an administrator suspended stays so until an administrator resumes it.")],
+    ),
+    (
+        "cosched-class",
+        &[("EXAMPLES", "$ cosched class 41 standby\n\nUsers may only lower a class (express, interactive, batch, standby); administrators set any.")],
+    ),
+    (
+        "cosched-sim",
+        &[(
+            "EXAMPLES",
+            "$ cosched sim\n$ cosched sim --schemes GS,SB,PB-SB --nodes 64 --jobs 400 --load 0.8 --out runs/a\n\
+             $ cosched sim --trace site.swf.gz --schemes GS,Local --out runs/site\n\nThe first runs every scheme \
+             on the embedded defaults; the others choose schemes, machine and load, or replay a site's SWF trace.",
+        )],
+    ),
+    (
+        "cosched-study-e1",
+        &[(
+            "EXAMPLES",
+            "$ cosched study e1 --out runs/e1\n$ cosched study e1 --schemes GS,SB --replications 3 --out runs/e1-gs-sb",
+        )],
+    ),
+    (
+        "cosched-bench-slowdown",
+        &[(
+            "EXAMPLES",
+            "$ cosched bench slowdown --jobs 2 --policy local -- ./prog\n\
+             $ sudo cosched bench slowdown --nodes 2 --cpus 2 --policy gang -- ./prog\n\nAs root, the program, \
+             its folder and every file it names must be root's all the way up (docs/security.md).",
+        )],
+    ),
+    (
+        "cosched-workload-generate",
+        &[("EXAMPLES", "$ cosched workload generate --procs 128 --jobs 1000 --load 0.7 --out wl.swf\n$ cosched workload inspect wl.swf")],
     ),
     (
         "cosched-history",

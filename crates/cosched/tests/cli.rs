@@ -695,6 +695,15 @@ fn man_pages_cover_every_command_and_man_renders_them() {
     for section in ["EXIT STATUS", "ENVIRONMENT", "COSCHED_SOCKET", "FILES", "/var/lib/cosched", "SEE ALSO"] {
         assert!(text.contains(section), "cosched(1) lacks {section}:\n{text}");
     }
+    // Every page says how the command exits; the commands users type most show examples.
+    for page in std::fs::read_dir(&dir).unwrap().flatten() {
+        let text = std::fs::read_to_string(page.path()).unwrap();
+        assert!(text.contains(".SH EXIT STATUS"), "{} says nothing of its exit status", page.path().display());
+    }
+    for page in ["cosched-kill.1", "cosched-logs.1", "cosched-sim.1", "cosched-bench-slowdown.1"] {
+        let text = std::fs::read_to_string(dir.join(page)).unwrap();
+        assert!(text.contains(".SH EXAMPLES"), "{page} has no examples");
+    }
 }
 
 /// What bash completes after `words` (the last one being typed), with the script `completions bash` prints.
