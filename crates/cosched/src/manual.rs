@@ -260,10 +260,14 @@ pub fn print_completions(command: Command, args: &CompletionsArgs) -> Result<(),
     Ok(())
 }
 
-/// Every value but a path's gets the hint "other", for which the shells offer no file names.
+/// Every value but a path's gets the hint "other", for which the shells offer no file names; the values of a known
+/// vocabulary (`offered_values`) are offered. (This command only writes the script: parsing is unchanged.)
 fn no_file_names_for_values(command: Command) -> Command {
     command
         .mut_args(|arg| {
+            if let Some(values) = arg.get_long().and_then(offered_values) {
+                return arg.value_parser(clap::builder::PossibleValuesParser::new(values));
+            }
             let path = arg.get_value_parser().type_id() == std::any::TypeId::of::<PathBuf>();
             match arg.get_action().takes_values() && !path && arg.get_value_hint() == clap::ValueHint::Unknown {
                 true => arg.value_hint(clap::ValueHint::Other),
@@ -271,6 +275,20 @@ fn no_file_names_for_values(command: Command) -> Command {
             }
         })
         .mut_subcommands(no_file_names_for_values)
+}
+
+/// The words a flag (by its long name) takes, to offer in completion: job states, schemes, classes.
+fn offered_values(long: &str) -> Option<Vec<&'static str>> {
+    use cosched_runtime::wire::jobs::JobState;
+    match long {
+        "state" => {
+            let names = JobState::ALL.iter().flat_map(|s| [s.name(), s.slurm_names().1]);
+            Some(names.chain(["active", "ended"]).collect())
+        }
+        "schemes" => Some(cosched_sim::Scheme::all_names()),
+        "class" => Some(cosched_policy::cluster::JobClass::ALL.iter().map(|c| c.name()).collect()),
+        _ => None,
+    }
 }
 
 /// The commands whose arguments are job ids.

@@ -737,6 +737,13 @@ fn bash_completes_commands_and_their_flags() {
         let values = bash_completes(words);
         assert!(!values.contains("Cargo.toml"), "{words}: {values}");
     }
+    // The words of a known vocabulary are offered: states (Slurm's codes too), schemes, classes.
+    let states = bash_completes("cosched status -t ''");
+    assert!(["running", "timeout", "PD", "active"].iter().all(|s| states.lines().any(|l| l == *s)), "{states}");
+    let schemes = bash_completes("cosched sim --schemes ''");
+    assert!(["GS", "PB-SB", "Local"].iter().all(|s| schemes.lines().any(|l| l == *s)), "{schemes}");
+    let classes = bash_completes("cosched submit --class ''");
+    assert!(classes.lines().any(|l| l == "standby"), "{classes}");
     // Job ids come from the controller; with none answering, the flags alone, and nothing on stderr.
     let ids = bash_completes("cosched kill --");
     assert!(ids.lines().any(|l| l == "--signal"), "{ids}");
