@@ -137,10 +137,34 @@ fn attach(client: &ClientArgs, slurm_job: u32, node: &str, pids: &[i32]) -> Resu
     let mut connection = runtime_cmd::client_for(client)?.connect()?;
     for &pid in pids {
         let request = Request::SlurmAttach { slurm_job, pid, node: node.to_string() };
-        let reply: PidReply = connection.ask(&request).map_err(|e| format!("pid {pid}: {e}"))?;
+        let reply: PidReply =
+            ask_while_becoming_the_owner(&mut connection, &request).map_err(|e| format!("pid {pid}: {e}"))?;
         println!("Slurm job {slurm_job}: pid {pid} in cosched job {} on {}", reply.job, reply.node);
     }
     Ok(())
+}
+
+/// How long a task may take to become its owner's.
+const OWNER_CHANGE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Ask, and ask again while the agent refuses the task for not being its owner's yet: slurmstepd's child drops
+/// root in steps (real uid still root, effective uid the owner's) while the plugin runs, and the agent takes only
+/// a process whose uids are all the owner's (found on a busy machine: one task of a step refused, its job left
+/// unfrozen). Any other refusal, or the same one after `OWNER_CHANGE_WAIT`, stands.
+fn ask_while_becoming_the_owner(
+    connection: &mut cosched_runtime::wire::client::Connection,
+    request: &Request,
+) -> Result<PidReply, String> {
+    #[allow(clippy::disallowed_methods)] // how long the task takes, in wall time
+    let started = std::time::Instant::now();
+    loop {
+        match connection.ask::<PidReply>(request) {
+            Err(e) if e.to_string().contains("does not belong to uid") && started.elapsed() < OWNER_CHANGE_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.map_err(|e| e.to_string()),
+        }
+    }
 }
 
 fn parse_exit_signal(text: &str) -> Result<(i32, i32), String> {
