@@ -184,10 +184,7 @@ fn a_cpu_reached_at_a_tick_from_a_higher_numbered_one_waits_for_its_next_tick() 
         (5, 21_000_000, 7, 8_494_000, 0, 6),
         (6, 21_000_000, 4, 3_984_000, 0, 2),
     ];
-    let jobs: Vec<SimJob> = specs
-        .iter()
-        .map(|&(n, at, tasks, compute, io, iterations)| job(n, at, tasks, compute, io, iterations))
-        .collect();
+    let jobs = jobs_of(&specs);
     let mut cfg = SimConfig {
         scheme: Scheme::LOCAL,
         nodes: 4,
@@ -199,11 +196,7 @@ fn a_cpu_reached_at_a_tick_from_a_higher_numbered_one_waits_for_its_next_tick() 
     };
     cfg.scheduler.tick_ns = 50 * US;
     cfg.scheduler.raise_period_ns = 1_000 * cfg.scheduler.tick_ns;
-    let options = RunOptions { record_trace: true, ..RunOptions::default() };
-    let tickless = run(&cfg, jobs.clone(), &options, |_| {}).unwrap();
-    let ticked = run(&cfg, jobs, &RunOptions { visit_every_tick: true, ..options }, |_| {}).unwrap();
-    assert_eq!(ticked.trace, tickless.trace);
-    assert_eq!(ticked.jobs, tickless.jobs);
+    assert_ticked_run_is_tickless_run(&cfg, jobs);
 }
 
 /// Found by the test above (GS-cosched-kernel, 10 µs tick): a gang switch
@@ -226,10 +219,7 @@ fn a_cpu_left_idle_inside_kernel_work_looks_for_work_when_it_ends() {
         (8, 194_500_000, 7, 1_000, 0, 1),
         (9, 208_600_000, 2, 6_713_000, 0, 3),
     ];
-    let jobs: Vec<SimJob> = specs
-        .iter()
-        .map(|&(n, at, tasks, compute, io, iterations)| job(n, at, tasks, compute, io, iterations))
-        .collect();
+    let jobs = jobs_of(&specs);
     let mut cfg = SimConfig {
         scheme: "GS-cosched-kernel".parse().unwrap(),
         node_scheduler: OsScheduler::Eevdf,
@@ -243,9 +233,19 @@ fn a_cpu_left_idle_inside_kernel_work_looks_for_work_when_it_ends() {
     cfg.scheduler.tick_ns = 10 * US;
     let top_quantum = cfg.scheduler.quantum_ns(cosched_sim::config::TOP_LEVEL);
     cfg.scheduler.raise_period_ns = (top_quantum.div_ceil(cfg.scheduler.tick_ns) + 1) * cfg.scheduler.tick_ns;
+    assert_ticked_run_is_tickless_run(&cfg, jobs);
+}
+
+/// Jobs of (number, arrival ns, tasks, compute ns, I/O ns, iterations).
+fn jobs_of(specs: &[(u64, u64, u32, u64, u64, u32)]) -> Vec<SimJob> {
+    specs.iter().map(|&(n, at, tasks, compute, io, iterations)| job(n, at, tasks, compute, io, iterations)).collect()
+}
+
+/// A run visited at every tick decides, event for event, what the tickless run does.
+fn assert_ticked_run_is_tickless_run(cfg: &SimConfig, jobs: Vec<SimJob>) {
     let options = RunOptions { record_trace: true, ..RunOptions::default() };
-    let tickless = run(&cfg, jobs.clone(), &options, |_| {}).unwrap();
-    let ticked = run(&cfg, jobs, &RunOptions { visit_every_tick: true, ..options }, |_| {}).unwrap();
+    let tickless = run(cfg, jobs.clone(), &options, |_| {}).unwrap();
+    let ticked = run(cfg, jobs, &RunOptions { visit_every_tick: true, ..options }, |_| {}).unwrap();
     assert_eq!(ticked.trace, tickless.trace);
     assert_eq!(ticked.jobs, tickless.jobs);
 }
