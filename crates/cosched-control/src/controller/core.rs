@@ -217,6 +217,8 @@ struct Pending {
     kind: AnswerKind,
     /// Who asked, for the bound on waiting remote commands.
     requester: u32,
+    /// The job a process is moved into (`AddPid`): once moved, the job has had a process.
+    joins: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! What agents say: a hello (checked whole before anything of it is used), reports, ends and answers, each only
 //! for the agent's own node.
 
+use super::periodic::awaiting_first_process;
 use super::*;
 
 impl Rules {
@@ -164,7 +165,13 @@ impl Rules {
             }
             FromAgent::Ended { .. } | FromAgent::Failed { .. } => false,
             FromAgent::PidMoved { ack, error } => {
-                answer(state, node, ack, AnswerKind::PidMoved, error.map_or(Ok(AgentAnswerData::PidMoved), Err))
+                let joined = state.pending_answers.get(&ack).and_then(|p| p.joins).filter(|_| error.is_none());
+                let heard =
+                    answer(state, node, ack, AnswerKind::PidMoved, error.map_or(Ok(AgentAnswerData::PidMoved), Err));
+                if let Some(job) = joined.filter(|_| heard) {
+                    self.process_joined(state, job);
+                }
+                heard
             }
             FromAgent::Logs { ack, files } => {
                 answer(state, node, ack, AnswerKind::Logs, Ok(AgentAnswerData::Logs(files)))
@@ -214,6 +221,7 @@ impl Rules {
         // Each job once, and only this node's: a report naming a job many times must not cost many replans.
         let reported: Vec<u64> = ours.iter().map(|u| u.job).collect::<BTreeSet<u64>>().into_iter().collect();
         let all_ours = ours.len() == count;
+        let awaited_before = awaiting_first_process(state, &reported);
         for usage in ours {
             let running = state.jobs.get(&usage.job).is_some_and(|j| j.state == JobState::Running);
             let live = state.live.entry(usage.job).or_default();
@@ -229,7 +237,20 @@ impl Rules {
             state.status_changes += 1;
         }
         self.track_idle(state, Some(&reported));
+        if awaiting_first_process(state, &reported) != awaited_before {
+            self.replan(state);
+        }
         all_ours
+    }
+
+    /// A process was moved into job `id`: a registration that waited for its first one runs in its row from now on,
+    /// without waiting for the node's next report.
+    pub(super) fn process_joined(&self, state: &mut State, id: u64) {
+        let awaited = awaiting_first_process(state, &[id]);
+        state.live.entry(id).or_default().had_process = true;
+        if awaiting_first_process(state, &[id]) != awaited {
+            self.replan(state);
+        }
     }
 
     /// What a node says of the cgroups it could not empty, for jobs placed there (others are ignored): kept with

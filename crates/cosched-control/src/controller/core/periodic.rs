@@ -72,9 +72,8 @@ impl Rules {
         let empty: Vec<JobRecord> = state
             .jobs
             .values()
-            .filter(|j| j.registered && j.slurm_job.is_none() && !j.state.is_over() && j.error.is_none())
+            .filter(|j| j.error.is_none() && awaits_first_process(state, j))
             .filter(|j| j.started_unix_ms.is_some_and(|started| now_ms.saturating_sub(started) >= grace_ms))
-            .filter(|j| never_joined(state, j))
             .cloned()
             .collect();
         let reason = format!(
@@ -129,6 +128,18 @@ pub(super) fn maintain_storage(state: &mut State) {
 }
 
 /// Has no process of this registered job ever shown, while every node of it reported the job?
+/// A registration (not Slurm's, whose steps come and go) that every node has reported without a process, and that
+/// never had one. It keeps its row, so admission still counts it, but runs in no slot: an empty registration takes
+/// no time from the jobs beside it, and ends after `empty_job_grace`.
+pub(super) fn awaits_first_process(state: &State, job: &JobRecord) -> bool {
+    job.registered && job.slurm_job.is_none() && !job.state.is_over() && never_joined(state, job)
+}
+
+/// Which of jobs `ids` await their first process (`awaits_first_process`).
+pub(super) fn awaiting_first_process(state: &State, ids: &[u64]) -> Vec<bool> {
+    ids.iter().map(|id| state.jobs.get(id).is_some_and(|j| awaits_first_process(state, j))).collect()
+}
+
 pub(super) fn never_joined(state: &State, job: &JobRecord) -> bool {
     let Some(live) = state.live.get(&job.id) else { return false };
     let reported = job.placement.iter().all(|p| {

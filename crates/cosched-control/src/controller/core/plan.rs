@@ -1,5 +1,6 @@
 //! The plan: recomputed after every change, its placements turned into started jobs, and each node's schedule.
 
+use super::periodic::awaits_first_process;
 use super::*;
 
 impl Rules {
@@ -94,7 +95,7 @@ impl Rules {
         let names: Vec<String> = state.nodes.iter().map(|n| n.name.clone()).collect();
         let mut shape = self.shape(state);
         shape.accepting = (0..names.len()).map(|i| nodes.contains(&i) && shape.accepting[i]).collect();
-        match state.cosched.probe(shape, plan_job(job, None)) {
+        match state.cosched.probe(shape, plan_job(job, None, false)) {
             JobStatus::Placed { cpus, .. } => Ok(with_ranks(&cpus, &names)),
             _ => {
                 let wanted: Vec<&str> = nodes.iter().map(|&i| names[i].as_str()).collect();
@@ -242,13 +243,18 @@ pub(super) fn plan_jobs(state: &State, node_index: impl Fn(&str) -> Option<u32>)
         .filter(|j| !(j.state.is_over() || j.registered && j.placement.is_empty()))
         .filter_map(|j| {
             let placed = j.placement_for_plan(&node_index);
-            (j.placement.is_empty() || placed.is_some()).then(|| plan_job(j, placed))
+            (j.placement.is_empty() || placed.is_some()).then(|| plan_job(j, placed, awaits_first_process(state, j)))
         })
         .collect()
 }
 
-/// A job as the coscheduler sees it; the row it holds is the coscheduler's to remember.
-pub(super) fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::cluster::NodeCpus>>) -> PlanJob {
+/// A job as the coscheduler sees it; the row it holds is the coscheduler's to remember. A registration that
+/// awaits its first process holds its row as a suspended job does, and runs in no slot.
+pub(super) fn plan_job(
+    job: &JobRecord,
+    placed: Option<Vec<cosched_policy::cluster::NodeCpus>>,
+    awaits_process: bool,
+) -> PlanJob {
     PlanJob {
         id: JobId(job.id),
         class: job.class,
@@ -258,7 +264,7 @@ pub(super) fn plan_job(job: &JobRecord, placed: Option<Vec<cosched_policy::clust
         mem_bytes_per_node: job.mem_bytes,
         row_held: placed.as_ref().and(job.row_held),
         placed,
-        suspended: job.state == JobState::Suspended,
+        suspended: job.state == JobState::Suspended || awaits_process,
         idle: job.idle && job.planned_mode() == Mode::Gang,
     }
 }

@@ -165,7 +165,7 @@ impl Rules {
         }
         let mut shape = self.shape(state);
         shape.accepting = vec![true; shape.accepting.len()];
-        match state.cosched.probe_alone(shape.clone(), plan_job(job, None)) {
+        match state.cosched.probe_alone(shape.clone(), plan_job(job, None, false)) {
             JobStatus::Queued => Err(format!(
                 "the job can never run here: {} tasks{} with {} bytes per node on {} nodes of {:?} CPUs",
                 job.tasks,
@@ -198,9 +198,14 @@ impl Rules {
             self.check_waiting_execs(state, requester)?;
         }
         let ack = state.next_ack;
-        send_to(state, node, message(ack))?;
+        let message = message(ack);
+        let joins = match &message {
+            ToAgent::AddPid { job, .. } => Some(*job),
+            _ => None,
+        };
+        send_to(state, node, message)?;
         state.next_ack += 1;
-        state.pending_answers.insert(ack, Pending { node: node.to_string(), kind, requester });
+        state.pending_answers.insert(ack, Pending { node: node.to_string(), kind, requester, joins });
         Ok(ack)
     }
 

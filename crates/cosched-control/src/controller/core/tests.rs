@@ -302,3 +302,32 @@ fn a_job_whose_node_is_away_is_not_judged_idle() {
     let record = &core.jobs()[&job];
     assert_eq!((record.mode, record.idle), (Mode::Gang, false), "{record:?}");
 }
+
+/// An empty registration holds its row (admission counts it) but runs in no slot, so it takes no time from the
+/// job beside it; its first process brings it into the cycle at once, without waiting for a report.
+#[test]
+fn an_empty_registration_holds_its_row_and_takes_no_time_until_a_process_joins() {
+    let mut settings = ControllerSettings::default();
+    settings.plan.rows = 2;
+    let mut core = core_with(settings, &[("n0", 1)]);
+    let running = submit_as(&mut core, &OWNER, None);
+    let register: RegisterRequest = serde_json::from_str(r#"{"cpus_per_node": 1}"#).unwrap();
+    let Ok(ReplyData::Submit(reply)) = core.handle(at(1), &OTHER, Request::Register(register.clone()), "r".into())
+    else {
+        panic!("the registration was refused")
+    };
+    let empty = reply.job;
+    let share = |core: &mut ControllerCore, id: u64, s| {
+        core.status(at(s)).jobs.iter().find(|j| j.id == id).unwrap().slice_share
+    };
+    let usage = |job: u64, pids: Vec<i32>| JobUsage { job, cpu_ns: 0, pids, frozen: false };
+    let reported = FromAgent::usage_report(vec![usage(running, vec![4242]), usage(empty, vec![])]);
+    core.agent_event(at(2), "n0", reported);
+    assert_eq!((share(&mut core, running, 2), share(&mut core, empty, 2)), (1.0, 0.0));
+    let refused = core.handle(at(2), &OTHER, Request::Register(register), "r2".into()).unwrap_err();
+    assert!(refused.contains("no room"), "the empty registration's row was given away: {refused}");
+    let ack =
+        core.ask(at(3), "n0", AnswerKind::PidMoved, 0, |ack| ToAgent::AddPid { job: empty, pid: 7, ack, owner: None });
+    core.agent_event(at(3), "n0", FromAgent::PidMoved { ack: ack.unwrap(), error: None });
+    assert_eq!((share(&mut core, running, 3), share(&mut core, empty, 3)), (0.5, 0.5));
+}

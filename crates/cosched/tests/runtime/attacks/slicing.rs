@@ -1,6 +1,6 @@
 #![allow(clippy::disallowed_methods)] // tests of the real runtime read the real clock
 //! Attacks on one's share of the CPUs: tasks taken out of their job (or moved into another job) to escape
-//! slicing, empty registrations that hold matrix rows, and rows taken from a suspended job. See `mod.rs`.
+//! slicing, empty registrations that hold matrix rows or take slots, and rows taken from a suspended job. See `mod.rs`.
 
 use super::{ATTACKER, OTHER_USER};
 use crate::harness::*;
@@ -103,6 +103,39 @@ fn a_suspended_job_keeps_its_row_so_other_users_registrations_cannot_starve_it_a
         daemon.job(victim).is_some_and(|j| j.slice_share >= 0.5)
     });
     assert!(all_progress(&spinners, Duration::from_secs(2)), "the resumed job does not run");
+}
+
+/// Before, each empty registration took its row's slots: two users' registrations cut root's running job to a
+/// third of the time for the grace, and could be renewed. Now they hold their rows and run in no slot.
+#[test]
+fn empty_registrations_take_no_time_from_a_running_job_and_a_joining_process_runs() {
+    if skip_unless_root("empty_registrations_take_no_time_from_a_running_job") {
+        return;
+    }
+    let _machine = whole_machine();
+    let daemon = Daemon::up(&["--slice-ms", "50", "--cpus", "2", "--rows", "4"]);
+    let running = daemon.submit(&SPIN_TWO);
+    let spinners = daemon.spinners(running, 2);
+    let theirs = register_as(&daemon, ATTACKER, &["--cpus", "2"]).unwrap();
+    let others = register_as(&daemon, OTHER_USER, &["--cpus", "2"]).unwrap();
+    wait_for("the running job to keep all the time", Duration::from_secs(10), || {
+        daemon.job(running).is_some_and(|j| j.slice_share >= 0.99)
+    });
+    assert!(all_progress(&spinners, Duration::from_secs(2)), "the running job was frozen");
+    for job in [theirs, others] {
+        assert_eq!(daemon.job(job).map(|j| j.slice_share), Some(0.0), "empty job {job} holds slots");
+    }
+    // A process that joins is in the cycle at once (its job's share), and runs.
+    let mut command = Command::new("sh");
+    command.args(["-c", "while :; do :; done"]).uid(OTHER_USER).gid(OTHER_USER);
+    let joining = Reaped(command.stdin(Stdio::null()).spawn().unwrap());
+    let pid = joining.0.id().to_string();
+    let out = daemon.client_as(OTHER_USER, &["add-pid", &others.to_string(), &pid]);
+    assert!(out.status.success(), "{out:?}");
+    let share = daemon.job(others).map_or(0.0, |j| j.slice_share);
+    assert!(share >= 0.49, "the job that a process joined has share {share} right after the join");
+    assert!(all_progress(&[joining.0.id() as i32], Duration::from_secs(3)), "the joined process never ran");
+    assert_eq!(daemon.job(theirs).map(|j| j.slice_share), Some(0.0));
 }
 
 #[test]
