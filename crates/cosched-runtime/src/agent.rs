@@ -551,12 +551,19 @@ impl Agent {
         ended.into_iter().map(|(ack, _, _, outcome)| (ack, outcome)).collect()
     }
 
-    /// Every second: keep the logs within their bounds (`crate::agent::logs`); the jobs this agent runs keep theirs.
+    /// Every second: keep the logs within their bounds (`crate::agent::logs`); the jobs this agent runs and its
+    /// running remote commands keep theirs.
     fn log_loop(&self) {
         loop {
             std::thread::sleep(crate::agent::logs::KEEPING_PERIOD);
-            let live: std::collections::BTreeSet<u64> = self.shared.lock().unwrap().jobs.keys().copied().collect();
-            crate::agent::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &live);
+            let writers = {
+                let shared = self.shared.lock().unwrap();
+                crate::agent::logs::Writers {
+                    jobs: shared.jobs.keys().copied().collect(),
+                    execs: shared.execs.keys().copied().collect(),
+                }
+            };
+            crate::agent::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &writers);
         }
     }
 

@@ -116,7 +116,7 @@ fn uid_of(user: &str) -> Result<u32, String> {
 /// a file read whole at each lookup, or a network service).
 fn user_name(uid: u32) -> String {
     thread_local! {
-        static NAMES: std::cell::RefCell<std::collections::HashMap<u32, String>> = Default::default();
+        static NAMES: std::cell::RefCell<std::collections::BTreeMap<u32, String>> = Default::default();
     }
     NAMES.with_borrow_mut(|names| {
         names

@@ -71,11 +71,32 @@ struct LogFile {
     modified: SystemTime,
     /// The job it belongs to (`job-<id>.…`), if its name says.
     job: Option<u64>,
+    /// The remote command it is the log of (`….exec-<n>.…`), if any.
+    exec: Option<u64>,
+}
+
+/// What may still write logs on this node: the jobs that run here, and the remote commands still running (by their
+/// number, the `<n>` of `exec-<n>`).
+#[derive(Clone, Debug, Default)]
+pub struct Writers {
+    pub jobs: BTreeSet<u64>,
+    pub execs: BTreeSet<u64>,
+}
+
+impl Writers {
+    /// Only jobs run (no remote command).
+    pub fn jobs(jobs: impl IntoIterator<Item = u64>) -> Writers {
+        Writers { jobs: jobs.into_iter().collect(), execs: BTreeSet::new() }
+    }
 }
 
 impl LogFile {
-    fn of_ended_job(&self, live: &BTreeSet<u64>) -> bool {
-        self.job.is_some_and(|job| !live.contains(&job))
+    /// Nothing writes it any more: its job ended here, or it is the log of a remote command that ended. A running
+    /// job's ended commands count too: otherwise one job and many short commands would keep a 64 KiB tail each,
+    /// beyond the user's bound (a reviewer kept 2.2 MiB under a 1 MiB bound).
+    fn is_done(&self, writers: &Writers) -> bool {
+        let job_ended = self.job.is_some_and(|job| !writers.jobs.contains(&job));
+        job_ended || self.exec.is_some_and(|exec| !writers.execs.contains(&exec))
     }
 }
 
@@ -85,12 +106,12 @@ fn open_log(path: &Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new().write(true).custom_flags(flags.bits()).open(path)
 }
 
-/// Apply the bounds to the files of `dir`; `live` are the jobs that run on this node (their logs may be written).
-pub fn keep_within_bounds(dir: &Path, bounds: &LogBounds, live: &BTreeSet<u64>) {
+/// Apply the bounds to the files of `dir`; `live` says what may still write there.
+pub fn keep_within_bounds(dir: &Path, bounds: &LogBounds, live: &Writers) {
     let now = SystemTime::now();
     let mut files = log_files(dir);
     files.retain(|f| {
-        let expired = f.of_ended_job(live) && now.duration_since(f.modified).is_ok_and(|age| age >= bounds.retention);
+        let expired = f.is_done(live) && now.duration_since(f.modified).is_ok_and(|age| age >= bounds.retention);
         !(expired && remove(&f.path))
     });
     for file in files.iter_mut().filter(|f| f.allocated > bounds.file_bytes) {
@@ -109,12 +130,12 @@ pub fn keep_within_bounds(dir: &Path, bounds: &LogBounds, live: &BTreeSet<u64>) 
 /// While the file system holds less than twice the reserve free, remove the logs of ended jobs, of the user whose
 /// logs take the most first, oldest first: one user's ended jobs must not leave everyone else's output dropped
 /// until their retention is up.
-fn make_room_for_others(dir: &Path, reserve_bytes: u64, live: &BTreeSet<u64>) {
+fn make_room_for_others(dir: &Path, reserve_bytes: u64, live: &Writers) {
     let wanted = reserve_bytes.saturating_mul(2);
     if free_bytes(dir).is_none_or(|free| free >= wanted) {
         return;
     }
-    let mut ended: Vec<LogFile> = log_files(dir).into_iter().filter(|f| f.of_ended_job(live)).collect();
+    let mut ended: Vec<LogFile> = log_files(dir).into_iter().filter(|f| f.is_done(live)).collect();
     let mut by_user: BTreeMap<u32, u64> = BTreeMap::new();
     for file in &ended {
         *by_user.entry(file.uid).or_default() += file.allocated;
@@ -137,7 +158,7 @@ pub(crate) fn free_bytes(path: &Path) -> Option<u64> {
 
 /// Bring one user's logs under `user_bytes`: free the heads of the largest first, then remove the oldest logs of
 /// jobs no longer running here.
-fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &BTreeSet<u64>) {
+fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &Writers) {
     let total = |files: &[LogFile]| files.iter().map(|f| f.allocated).sum::<u64>();
     if total(&files) <= user_bytes {
         return;
@@ -151,7 +172,7 @@ fn keep_user_within(uid: u32, mut files: Vec<LogFile>, user_bytes: u64, live: &B
     }
     files.sort_by_key(|f| f.modified);
     while total(&files) > user_bytes {
-        let Some(i) = files.iter().position(|f| f.of_ended_job(live)) else { break };
+        let Some(i) = files.iter().position(|f| f.is_done(live)) else { break };
         remove(&files.remove(i).path);
     }
     if total(&files) > user_bytes {
@@ -177,6 +198,7 @@ fn log_files(dir: &Path) -> Vec<LogFile> {
                 len: meta.len(),
                 modified: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
                 job: job_of_name(&name),
+                exec: exec_of_name(&name),
             })
         })
         .collect()
@@ -185,6 +207,11 @@ fn log_files(dir: &Path) -> Vec<LogFile> {
 /// The job of a log's name: `job-<id>.u<uid>.<rank>.out`, `job-<id>.u<uid>.exec-<n>.err`, `job-<id>.hosts`.
 fn job_of_name(name: &str) -> Option<u64> {
     name.strip_prefix("job-")?.split('.').next()?.parse().ok()
+}
+
+/// The remote command of a log's name: `job-<id>.u<uid>.exec-<n>.<stream>`.
+fn exec_of_name(name: &str) -> Option<u64> {
+    name.strip_prefix("job-")?.split('.').nth(2)?.strip_prefix("exec-")?.parse().ok()
 }
 
 /// The owner a log's name gives (`job-<id>.u<uid>.…`).
@@ -271,7 +298,7 @@ mod tests {
         write(&old, 10, "");
         let bounds =
             LogBounds { file_bytes: 1 << 20, user_bytes: 1 << 40, retention: Duration::ZERO, reserve_bytes: 0 };
-        keep_within_bounds(&dir, &bounds, &BTreeSet::from([1]));
+        keep_within_bounds(&dir, &bounds, &Writers::jobs([1]));
         assert!(!old.exists(), "the ended job's log stayed");
         assert!(on_disk(&long) <= 2 * TAIL_KEPT_BYTES, "{} bytes on disk", on_disk(&long));
         let text = std::fs::read(&long).unwrap();
@@ -293,10 +320,10 @@ mod tests {
             retention: Duration::from_secs(3600),
             reserve_bytes,
         };
-        keep_within_bounds(&dir, &bounds(0), &BTreeSet::from([1]));
+        keep_within_bounds(&dir, &bounds(0), &Writers::jobs([1]));
         assert!(ended.exists(), "removed with room to spare");
         // A reserve beyond what the file system has: it is under pressure whatever is removed.
-        keep_within_bounds(&dir, &bounds(free + (1 << 40)), &BTreeSet::from([1]));
+        keep_within_bounds(&dir, &bounds(free + (1 << 40)), &Writers::jobs([1]));
         assert!(!ended.exists() && running.exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -313,7 +340,7 @@ mod tests {
             retention: Duration::from_secs(3600),
             reserve_bytes: 0,
         };
-        keep_within_bounds(&dir, &bounds, &BTreeSet::from([4]));
+        keep_within_bounds(&dir, &bounds, &Writers::jobs([4]));
         let left: u64 = (1..=4).map(|job| on_disk(&dir.join(format!("job-{job}.0.out")))).sum();
         assert!(left <= 200 << 10, "{left} bytes left");
         assert!(dir.join("job-4.0.out").exists(), "a running job's log was removed");
@@ -321,6 +348,32 @@ mod tests {
         assert_eq!(owner_of_name("job-12.u7.exec-3.err"), Some(7));
         assert_eq!(owner_of_name("job-12.hosts"), None);
         assert_eq!(job_of_name("notes"), None);
+        assert_eq!(exec_of_name("job-12.u7.exec-3.err"), Some(3));
+        assert_eq!(exec_of_name("job-12.u7.0.err"), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Found by a reviewer: one running job and many short remote commands kept a tail per command, beyond the
+    /// user's bound. The logs of commands that ended go (oldest first); the running command's and the task's stay.
+    #[test]
+    fn a_running_jobs_ended_commands_give_their_logs_up_to_the_users_bound() {
+        let dir = folder("execs");
+        let task = dir.join("job-1.u7.0.out");
+        write(&task, 64 << 10, "");
+        for exec in 1..=8 {
+            write(&dir.join(format!("job-1.u7.exec-{exec}.out")), 64 << 10, "");
+        }
+        let bounds = LogBounds {
+            file_bytes: 1 << 30,
+            user_bytes: 256 << 10,
+            retention: Duration::from_secs(3600),
+            reserve_bytes: 0,
+        };
+        let writers = Writers { jobs: BTreeSet::from([1]), execs: BTreeSet::from([8]) };
+        keep_within_bounds(&dir, &bounds, &writers);
+        let left: u64 = log_files(&dir).iter().map(|f| f.allocated).sum();
+        assert!(left <= 256 << 10, "{left} bytes left");
+        assert!(task.exists() && dir.join("job-1.u7.exec-8.out").exists(), "a log still written was removed");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

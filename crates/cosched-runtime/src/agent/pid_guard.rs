@@ -3,8 +3,10 @@
 //! The agent runs as root and a pid is only a number: the controller cannot know who owns pid 4242 on another
 //! host, so every check happens here, at the moment of the move. Nobody — administrators included — may put pid 1,
 //! a kernel thread or one of cosched's own daemons into a job (freezing them would hang the node or the
-//! coscheduler itself). A user may move only processes that are theirs by every uid the kernel keeps (real,
-//! effective, saved, filesystem), so a set-uid program a user started is not theirs to freeze.
+//! coscheduler itself). A user may move only processes that are theirs by every uid and gid the kernel keeps (real,
+//! effective, saved, filesystem) in every thread: a set-uid or set-gid program a user started is not theirs to
+//! freeze, nor is a process one of whose threads took the user's uids (credentials are per thread, and a move takes
+//! the whole process). A thread's id names its process: the checks are of the process, whichever id is given.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -20,8 +22,10 @@ const DAEMON_ROLES: [&str; 5] = ["up", "controller", "agent", "__watchdog", "__s
 pub struct ProcessFacts {
     /// The thread group (a tid names its whole process in `cgroup.procs`).
     pub tgid: i32,
-    /// Real, effective, saved and filesystem uid.
+    /// Real, effective, saved and filesystem uid of the process's main thread.
     pub uids: [u32; 4],
+    /// Real, effective, saved and filesystem gid of the process's main thread.
+    pub gids: [u32; 4],
     pub kernel_thread: bool,
     /// Start time in clock ticks since boot: tells a process from a later one that reuses its pid.
     pub start_ticks: u64,
@@ -36,13 +40,37 @@ impl ProcessFacts {
         let (flags, start_ticks) = parse_stat_flags_and_start(&stat).ok_or_else(malformed)?;
         Ok(ProcessFacts {
             tgid: status_field(&status, "Tgid:").and_then(|v| v.first().copied()).ok_or_else(malformed)? as i32,
-            uids: status_field(&status, "Uid:")
-                .and_then(|v| <[u32; 4]>::try_from(v.get(..4)?).ok())
-                .ok_or_else(malformed)?,
+            uids: four_ids(&status, "Uid:").ok_or_else(malformed)?,
+            gids: four_ids(&status, "Gid:").ok_or_else(malformed)?,
             kernel_thread: flags & PF_KTHREAD != 0,
             start_ticks,
         })
     }
+}
+
+/// Real, effective, saved and filesystem ids on a `Uid:` or `Gid:` line of `/proc/<pid>/status`.
+fn four_ids(status: &str, name: &str) -> Option<[u32; 4]> {
+    <[u32; 4]>::try_from(status_field(status, name)?.get(..4)?).ok()
+}
+
+/// Is every thread of process `tgid` owned by `uid` by all four uids, with one gid for all four gids (no set-gid)?
+/// A thread that ends meanwhile is not judged; an unreadable one is not owned.
+fn every_thread_owned_by(tgid: i32, uid: u32) -> Result<(), String> {
+    let tasks = fs::read_dir(format!("/proc/{tgid}/task")).map_err(|_| format!("no process {tgid} on this node"))?;
+    for task in tasks.flatten() {
+        let Ok(status) = fs::read_to_string(task.path().join("status")) else { continue };
+        let (uids, gids) = (four_ids(&status, "Uid:"), four_ids(&status, "Gid:"));
+        let owned =
+            uids.is_some_and(|u| u.iter().all(|&id| id == uid)) && gids.is_some_and(|g| g.iter().all(|&id| id == g[0]));
+        if !owned {
+            return Err(format!(
+                "permission denied: process {tgid} does not belong to uid {uid} (thread {}: uids {uids:?}, gids \
+                 {gids:?})",
+                task.file_name().to_string_lossy()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The numbers on a `Name:\t1\t2...` line of `/proc/<pid>/status`.
@@ -77,7 +105,9 @@ impl PidGuard {
         if pid <= 1 {
             return Err(format!("pid {pid} is never moved into or out of a job"));
         }
-        let facts = ProcessFacts::read(pid)?;
+        // What is checked and moved is the process: a thread's id is resolved to its process first.
+        let tgid = ProcessFacts::read(pid)?.tgid;
+        let facts = ProcessFacts::read(tgid)?;
         if facts.kernel_thread {
             return Err(format!("process {pid} is a kernel thread: never moved into a job"));
         }
@@ -85,12 +115,7 @@ impl PidGuard {
             return Err(format!("process {pid} is part of cosched itself: never moved into a job"));
         }
         if let Some(uid) = owner {
-            if facts.uids.iter().any(|&u| u != uid) {
-                return Err(format!(
-                    "permission denied: process {pid} does not belong to uid {uid} (its uids are {:?})",
-                    facts.uids
-                ));
-            }
+            every_thread_owned_by(tgid, uid).map_err(|e| format!("{e} (asked for pid {pid})"))?;
         }
         Ok(facts)
     }

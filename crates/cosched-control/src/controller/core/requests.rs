@@ -298,8 +298,18 @@ impl Rules {
         if job.state != JobState::Queued && cpus.is_some_and(|c| c != job.tasks) {
             return Err(format!("job {id} has started: its CPU count cannot change now"));
         }
+        // A started job was admitted with its memory: more now is admitted again, against what the other jobs on
+        // its nodes hold (a reviewer raised two running jobs to 70 GB on a 25 GB node and kept others queued).
+        if let Some(more) = mem.filter(|&m| job.state != JobState::Queued && m > job.mem_bytes) {
+            memory_free_for(state, job, more)?;
+        }
         if cpus == Some(0) {
             return Err("a job needs at least one CPU".into());
+        }
+        if let (Some(c), Some(n)) = (cpus, job.nodes) {
+            if n > c {
+                return Err(format!("job {id} asks for {n} nodes: it needs at least {n} CPUs"));
+            }
         }
         let mut changed = job.clone();
         if let Some(c) = cpus {
@@ -413,4 +423,22 @@ impl Rules {
         state.jobs.insert(id, job);
         self.replan(state);
     }
+}
+
+/// Has every node of started job `job` `mem_bytes` free beside the memory the other jobs placed there hold?
+fn memory_free_for(state: &State, job: &JobRecord, mem_bytes: u64) -> Result<(), String> {
+    for p in &job.placement {
+        let Some(node) = node_index(state, &p.node).map(|i| &state.nodes[i]) else { continue };
+        let others =
+            state.jobs.values().filter(|j| j.id != job.id && !j.state.is_over() && j.on_node(&p.node).is_some());
+        let held: u64 = others.map(|j| j.mem_bytes).sum();
+        if held.saturating_add(mem_bytes) > node.mem_bytes {
+            return Err(format!(
+                "job {} has started: node {} has {} bytes, other jobs hold {held}, so {mem_bytes} do not fit; nothing \
+                 was changed",
+                job.id, p.node, node.mem_bytes
+            ));
+        }
+    }
+    Ok(())
 }

@@ -3,15 +3,17 @@
 use super::*;
 
 impl Rules {
-    /// The status as `who` may see it: with `private_data`, other users' commands are hidden from non-admins.
+    /// The status as `who` may see it: with `private_data`, other users' commands, names and pids are hidden from
+    /// non-admins.
     pub(super) fn status_for(&self, state: &State, who: &Identity) -> StatusReply {
         let mut status = self.status_of(state);
-        self.hide_others_commands(who, &mut status.jobs);
+        self.hide_others_private_data(who, &mut status.jobs);
         status
     }
 
-    /// With `private_data`, other users' commands are hidden from non-admins.
-    pub(super) fn hide_others_commands(&self, who: &Identity, jobs: &mut [StatusJob]) {
+    /// With `private_data`, other users' commands, names and pids are hidden from non-admins (pids would undo
+    /// `hidepid` on `/proc`, and tell what another user runs).
+    pub(super) fn hide_others_private_data(&self, who: &Identity, jobs: &mut [StatusJob]) {
         if self.settings.private_data && !who.admin {
             #[cfg(test)]
             let shown_bug = planted::is(Bug::OthersShown);
@@ -21,6 +23,7 @@ impl Rules {
                 job.command = HIDDEN.into();
                 // Named or not: an empty name left as it is would tell which jobs have one.
                 job.name = HIDDEN.into();
+                job.pids.clear();
             }
         }
     }
@@ -44,7 +47,7 @@ impl Rules {
             let mut job = self.status_job(state, record);
             // Whole commands are for `status`: the history lists each as an ended job's record keeps it.
             job.command = crate::wire::jobs::cut_to_json_bytes(&job.command, crate::wire::jobs::ENDED_COMMAND_BYTES);
-            self.hide_others_commands(who, std::slice::from_mut(&mut job));
+            self.hide_others_private_data(who, std::slice::from_mut(&mut job));
             bytes += serde_json::to_vec(&job).map_or(0, |json| json.len());
             if jobs.len() == limit || bytes > MAX_HISTORY_REPLY_BYTES {
                 more = true;

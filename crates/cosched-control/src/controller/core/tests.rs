@@ -107,7 +107,7 @@ fn a_request_whose_record_cannot_be_written_changes_nothing_and_says_so() {
 }
 
 #[test]
-fn a_user_acts_only_on_their_own_jobs_and_sees_no_other_commands() {
+fn a_user_acts_only_on_their_own_jobs_and_sees_no_other_commands_or_pids() {
     let mut core = one_node_core(2);
     let theirs = submit_as(&mut core, &OTHER, None);
     let mine = submit_as(&mut core, &OWNER, None);
@@ -115,11 +115,15 @@ fn a_user_acts_only_on_their_own_jobs_and_sees_no_other_commands() {
         let refused = core.handle(at(1), &OWNER, request, String::new()).unwrap_err();
         assert!(refused.contains("permission denied"), "{refused}");
     }
+    let usage = |job| JobUsage { job, cpu_ns: 1, pids: vec![4000 + job as i32], frozen: false };
+    core.agent_event(at(1), "n0", FromAgent::usage_report(vec![usage(theirs), usage(mine)]));
     let Ok(ReplyData::Status(status)) = core.handle(at(1), &OWNER, Request::Status {}, String::new()) else {
         panic!("no status")
     };
-    let shown = |id: u64| status.jobs.iter().find(|j| j.id == id).unwrap().command.clone();
-    assert_eq!((shown(mine).as_str(), shown(theirs).as_str()), ("prog", HIDDEN));
+    let shown = |id: u64| status.jobs.iter().find(|j| j.id == id).unwrap().clone();
+    assert_eq!((shown(mine).command.as_str(), shown(theirs).command.as_str()), ("prog", HIDDEN));
+    // A reviewer found other users' pids listed: they would undo `hidepid` on /proc.
+    assert_eq!((shown(mine).pids.len(), shown(theirs).pids.len()), (1, 0));
     assert!(core.handle(at(1), &ADMIN, Request::Kill { job: theirs }, String::new()).is_ok());
 }
 
@@ -330,4 +334,37 @@ fn an_empty_registration_holds_its_row_and_takes_no_time_until_a_process_joins()
         core.ask(at(3), "n0", AnswerKind::PidMoved, 0, |ack| ToAgent::AddPid { job: empty, pid: 7, ack, owner: None });
     core.agent_event(at(3), "n0", FromAgent::PidMoved { ack: ack.unwrap(), error: None });
     assert_eq!((share(&mut core, running, 3), share(&mut core, empty, 3)), (0.5, 0.5));
+}
+
+/// Found by a reviewer: a running job's memory raised past admission (70 GB admitted on a 25 GB node) kept other
+/// users' jobs queued. A started job gets more memory only where its nodes have it free beside the other jobs; a
+/// queued job keeps at least a CPU per node.
+#[test]
+fn a_started_jobs_memory_is_admitted_again_and_a_queued_job_keeps_a_cpu_per_node() {
+    let mut core = one_node_core(2);
+    let (running, beside) = (submit_as(&mut core, &OWNER, None), submit_as(&mut core, &OTHER, None));
+    let set = |job, cpus_per_node, mem_bytes| Request::SetResources { job, cpus_per_node, mem_bytes };
+    assert!(core.handle(at(1), &OTHER, set(beside, None, Some(1 << 29)), String::new()).is_ok());
+    let refused = core.handle(at(1), &OWNER, set(running, None, Some((1 << 29) + 1)), String::new()).unwrap_err();
+    assert!(refused.contains("do not fit"), "{refused}");
+    assert!(core.handle(at(1), &OWNER, set(running, None, Some(1 << 29)), String::new()).is_ok(), "what is free");
+    assert_eq!(core.jobs()[&running].mem_bytes, 1 << 29);
+    // The first job takes both nodes' memory, so the second waits in the queue.
+    let mut two_nodes = core_with(ControllerSettings::default(), &[("n0", 2), ("n1", 2)]);
+    let mut submitted = Vec::new();
+    for _ in 0..2 {
+        let request = SubmitRequest {
+            tasks: 2,
+            nodes: Some(2),
+            mem_bytes: 1 << 30,
+            ..SubmitRequest::new(vec!["prog".into()], "/".into())
+        };
+        let Ok(ReplyData::Submit(reply)) = two_nodes.handle(at(1), &OWNER, Request::Submit(request), "t".into()) else {
+            panic!("refused")
+        };
+        submitted.push(reply);
+    }
+    assert_eq!(submitted[1].state, JobState::Queued);
+    let refused = two_nodes.handle(at(2), &OWNER, set(submitted[1].job, Some(1), None), String::new()).unwrap_err();
+    assert!(refused.contains("at least 2 CPUs"), "{refused}");
 }

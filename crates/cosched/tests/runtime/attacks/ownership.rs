@@ -102,6 +102,70 @@ fn a_user_cannot_add_another_users_process_or_a_set_uid_one() {
     assert!(cgroup_of(mine.0.id() as i32).ends_with(&format!("job-{own}")));
 }
 
+/// A process whose second thread prints its id and sleeps: `switch` has that thread alone take uid 65534 (a raw
+/// setresuid changes one thread's credentials), `setgid` has the whole process keep gid 0 saved (as a set-gid
+/// program would) under uid 65534, `plain` changes nothing.
+const THREADED: &str = r#"
+import ctypes, os, sys, threading, time
+how, setresuid = sys.argv[1], int(sys.argv[2])
+if how == "setgid":
+    os.setgroups([])
+    os.setresgid(65534, 65534, 0)
+    os.setresuid(65534, 65534, 65534)
+def second():
+    if how == "switch" and ctypes.CDLL(None, use_errno=True).syscall(setresuid, 65534, 65534, 65534) != 0:
+        sys.exit("setresuid failed")
+    print(threading.get_native_id(), flush=True)
+    time.sleep(300)
+threading.Thread(target=second, daemon=True).start()
+time.sleep(300)
+"#;
+
+/// Start `THREADED` (as `uid`, or root) and return it with its second thread's id.
+fn threaded(how: &str, uid: Option<u32>) -> (Reaped, i32) {
+    use std::io::BufRead;
+    let mut command = Command::new("python3");
+    command.args(["-c", THREADED, how, &nix::libc::SYS_setresuid.to_string()]);
+    command.stdin(Stdio::null()).stdout(Stdio::piped());
+    if let Some(uid) = uid {
+        command.uid(uid).gid(uid);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let tid = line.trim().parse().unwrap_or_else(|_| panic!("no thread id from python: {line:?}"));
+    (Reaped(child), tid)
+}
+
+/// Found by a reviewer: credentials are per thread, and a move takes the whole process. Naming a root process's
+/// thread that had taken the user's uids moved that process out of its cgroup (and into the agent's); a set-gid
+/// process passed the uid check. Now every thread's uids and gids are judged, and a thread id names its process.
+#[test]
+fn a_user_cannot_move_a_process_through_one_of_its_threads_or_a_set_gid_one() {
+    if skip_unless_root("a_user_cannot_move_a_process_through_one_of_its_threads") {
+        return;
+    }
+    let daemon = Daemon::up(&["--slice-ms", "50"]);
+    let theirs = register(&daemon, Some(ATTACKER), &["--cpus", "1"]).unwrap().to_string();
+    let (root_process, switched_thread) = threaded("switch", None);
+    let (set_gid, set_gid_thread) = threaded("setgid", None);
+    for (process, thread) in [(&root_process, switched_thread), (&set_gid, set_gid_thread)] {
+        let pid = process.0.id() as i32;
+        let before = cgroup_of(pid);
+        for named in [pid, thread] {
+            let out = daemon.client_as(ATTACKER, &["add-pid", &theirs, &named.to_string()]);
+            assert!(refusal(&out).contains("permission denied"), "{out:?}");
+            assert_eq!(cgroup_of(pid), before, "process {pid} was moved when {named} was named");
+        }
+    }
+    // Another user's job can take their own threaded process, named by a thread: the whole process moves.
+    let others = register(&daemon, Some(OTHER_USER), &["--cpus", "1"]).unwrap().to_string();
+    let (own, own_thread) = threaded("plain", Some(OTHER_USER));
+    let out = daemon.client_as(OTHER_USER, &["add-pid", &others, &own_thread.to_string()]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(cgroup_of(own.0.id() as i32).ends_with(&format!("job-{others}")), "{}", cgroup_of(own.0.id() as i32));
+}
+
 #[test]
 fn nobody_not_even_root_can_put_pid_1_a_kernel_thread_or_the_daemon_into_a_job() {
     if skip_unless_root("nobody_can_put_pid_1_or_the_daemon_into_a_job") {

@@ -295,18 +295,10 @@ fn daemon_footprint(daemon: &Daemon) -> (u64, u64) {
 }
 
 /// The job limits bound the jobs that are not over, and a request is at most 1 MiB; but every ended job kept its
-/// whole request, environment included, in the controller's memory and its database for ever. A user who submits
-/// short jobs with a large environment, never holding more than a few at once, grows the root daemon and the state
-/// file system without bound: 600 jobs of 0.9 MB in 18 s made 568 MB of memory and 1.3 GB of state files (the
-/// daemon is the last the OOM killer picks, and a full state file system refuses every user's submit).
-///
-/// Recommended fix (issue 39 review): an ended job keeps only what its record shows — its environment goes, its
-/// command is cut to a bounded length — and ended records leave the controller's memory after `--keep-finished-s`
-/// (Slurm's `MinJobAge`; the database keeps them, read when an agent reports a cgroup of an old job), with a
-/// retention for the database's records (Slurm's `PurgeJobAfter`); and a per-user bound on the bytes of the jobs
-/// not over (1,000 jobs of 1 MiB are a GiB per user).
+/// whole request, environment included, in the controller's memory and its database: 600 jobs of 0.9 MB in 18 s
+/// made 568 MB of memory and 1.3 GB of state files. An ended job now keeps only what its record shows
+/// (`JobRecord::end`: the environment goes, the command is cut), and history leaves after `--keep-history`.
 #[test]
-#[ignore = "ended records stay in memory and the database for ever (issue 43: history with a retention)"]
 fn short_jobs_with_large_environments_never_grow_the_daemon_without_bound() {
     if skip_unless_root("short_jobs_with_large_environments_never_grow_the_daemon_without_bound") {
         return;
@@ -339,8 +331,8 @@ fn short_jobs_with_large_environments_never_grow_the_daemon_without_bound() {
 }
 
 /// A lease (`F_SETLEASE`) its owner took on a log would make every open of it by root wait for the lease's break
-/// (45 s by default): `cosched logs` and the log bounds would stall the agent for every user. The agent keeps an
-/// open file of its own on each log of a running job, so no lease can be taken on one.
+/// (45 s by default): `cosched logs` and the log bounds would stall the agent for every user. A task's output is a
+/// pipe that its root supervisor copies into a log of root's, so the task has no log file to take a lease on.
 #[test]
 fn a_job_cannot_take_a_lease_on_its_logs() {
     if skip_unless_root("a_job_cannot_take_a_lease_on_its_logs") {
