@@ -93,6 +93,9 @@ fn prepare_agent(settings: AgentSettings) -> std::io::Result<Arc<Agent>> {
     let watchdog = start_watchdog(&settings.helper_program, &settings.node, &parent)?;
     let agent = Agent::new(settings.clone(), &parent, &[watchdog.pid() as i32])?;
     crate::log_line!("cosched agent {}: {}", settings.node, agent.groups().describe());
+    if let Some(hint) = agent.groups().favordynmods_hint() {
+        crate::log_line!("cosched agent {}: {hint}", settings.node);
+    }
     supervise_watchdog(watchdog, settings, parent, agent.clone())?;
     Ok(agent)
 }

@@ -71,6 +71,19 @@ impl Mount {
     }
 }
 
+/// The hint of `Groups::favordynmods_hint` for a cgroup2 mount, if it lacks the option.
+fn favordynmods_hint_for(mount: &Mount) -> Option<String> {
+    if !mount.v2 || mount.has("favordynmods") {
+        return None;
+    }
+    let at = mount.mount_point.display();
+    Some(format!(
+        "cgroup2 at {at} is mounted without favordynmods: slice switches may wait for a task joining a job (10-15 ms \
+         at times here); an administrator may `mount -o remount,favordynmods {at}` with the mount's other options \
+         (docs/runtime.md, \"Switches that wait for the kernel\")"
+    ))
+}
+
 /// The monotonic clock, for timeouts of waits on the kernel. The workspace bans `Instant::now` because the simulator
 /// must not read clocks; the runtime works in real time, so it opts out here, in one place.
 #[allow(clippy::disallowed_methods)]
@@ -666,6 +679,15 @@ impl JobGroups {
         format!("freezer {:?} for agent {:?}: {}; cpu time from {cpu}", self.kind, self.agent_name, places.join(", "))
     }
 
+    /// What to tell an administrator when the cgroup2 mount lacks `favordynmods`. Without it, every task that
+    /// joins a job (a write to `cgroup.procs`) takes the kernel's global threadgroup lock for writing, which waits
+    /// for an RCU grace period while holding the cgroup mutex that every freeze and thaw also takes: under jobs
+    /// coming and going, 1 % of slice switches here waited 10-15 ms for it (docs/runtime.md, "Switches that wait
+    /// for the kernel").
+    pub fn favordynmods_hint(&self) -> Option<String> {
+        self.hierarchies.iter().find(|h| h.mount.v2).and_then(|h| favordynmods_hint_for(&h.mount))
+    }
+
     fn primary(&self) -> &Hierarchy {
         &self.hierarchies[0]
     }
@@ -1047,6 +1069,17 @@ pub fn thaw_all_under(agent_name: &str, parent: &CgroupParent) -> io::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cgroup2_mount_without_favordynmods_gets_a_hint_and_one_with_it_none() {
+        let without = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw";
+        let with = "41 31 0:38 / /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw,nsdelegate,favordynmods";
+        let v1 = "33 31 0:30 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu";
+        let hint = parse_mountinfo_line(without).and_then(|m| favordynmods_hint_for(&m)).unwrap();
+        assert!(hint.contains("remount,favordynmods /sys/fs/cgroup/unified"), "{hint}");
+        assert_eq!(parse_mountinfo_line(with).and_then(|m| favordynmods_hint_for(&m)), None);
+        assert_eq!(parse_mountinfo_line(v1).and_then(|m| favordynmods_hint_for(&m)), None);
+    }
 
     const HYBRID: &str = "\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
