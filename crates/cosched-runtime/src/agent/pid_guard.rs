@@ -54,7 +54,7 @@ fn four_ids(status: &str, name: &str) -> Option<[u32; 4]> {
 }
 
 /// Is every thread of process `tgid` owned by `uid` by all four uids, with one gid for all four gids (no set-gid)?
-/// A thread that ends meanwhile is not judged; an unreadable one is not owned.
+/// A thread that ends meanwhile (its status gone) is not judged.
 fn every_thread_owned_by(tgid: i32, uid: u32) -> Result<(), String> {
     let tasks = fs::read_dir(format!("/proc/{tgid}/task")).map_err(|_| format!("no process {tgid} on this node"))?;
     for task in tasks.flatten() {

@@ -127,7 +127,6 @@ pub(super) fn maintain_storage(state: &mut State) {
     state.records.maintain(&state.jobs, &nodes);
 }
 
-/// Has no process of this registered job ever shown, while every node of it reported the job?
 /// A registration (not Slurm's, whose steps come and go) that every node has reported without a process, and that
 /// never had one. It keeps its row, so admission still counts it, but runs in no slot: an empty registration takes
 /// no time from the jobs beside it, and ends after `empty_job_grace`.
@@ -140,6 +139,7 @@ pub(super) fn awaiting_first_process(state: &State, ids: &[u64]) -> Vec<bool> {
     ids.iter().map(|id| state.jobs.get(id).is_some_and(|j| awaits_first_process(state, j))).collect()
 }
 
+/// Has no process of this registered job ever shown, while every node of it reported the job?
 pub(super) fn never_joined(state: &State, job: &JobRecord) -> bool {
     let Some(live) = state.live.get(&job.id) else { return false };
     let reported = job.placement.iter().all(|p| {
