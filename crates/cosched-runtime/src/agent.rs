@@ -358,9 +358,10 @@ impl Agent {
                  administrator's remove-pid"
             )));
         }
+        let places = self.groups.places_of(checked.tgid)?;
         self.groups.add_pid(job, checked.tgid)?;
         if crate::agent::pid_guard::ProcessFacts::read(checked.tgid).ok().as_ref() != Some(&checked) {
-            let _ = self.groups.remove_pid(job, checked.tgid);
+            let _ = self.groups.put_back(checked.tgid, &places);
             return Err(std::io::Error::other(format!("process {pid} changed while it was being moved")));
         }
         self.mark_has_processes(job);

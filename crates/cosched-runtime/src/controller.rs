@@ -169,11 +169,12 @@ impl Controller {
     fn pid_change(&self, who: &Identity, id: u64, pid: i32, node: Option<String>, add: bool) -> Outcome {
         let node = self.with_core(|core, now| core.pid_change_node(now, who, id, pid, node, add))?;
         // Who owns the pid is checked by the agent of the node where it lives, never here.
-        self.move_pid(id, pid, node, (!who.admin).then_some(who.uid), add)
+        self.move_pid(id, pid, node, (!who.admin).then_some(who.uid), who.uid, add)
     }
 
-    /// Have `node`'s agent move `pid` (which must belong to `owner`, if given) into or out of job `id`.
-    fn move_pid(&self, id: u64, pid: i32, node: String, owner: Option<u32>, add: bool) -> Outcome {
+    /// Have `node`'s agent move `pid` (which must belong to `owner`, if given) into or out of job `id`, for
+    /// `requester` (whose moves waiting at once are bounded, root's aside).
+    fn move_pid(&self, id: u64, pid: i32, node: String, owner: Option<u32>, requester: u32, add: bool) -> Outcome {
         let message = |ack| {
             if add {
                 ToAgent::AddPid { job: id, pid, ack, owner }
@@ -181,7 +182,7 @@ impl Controller {
                 ToAgent::RemovePid { job: id, pid, ack, owner }
             }
         };
-        self.ask_agent(&node, AnswerKind::PidMoved, 0, Some(AGENT_ANSWER_TIMEOUT), message)
+        self.ask_agent(&node, AnswerKind::PidMoved, requester, Some(AGENT_ANSWER_TIMEOUT), message)
             .map_err(|e| format!("node {node}: {e}"))?;
         Ok(PidReply { job: id, pid, node }.into())
     }
@@ -255,7 +256,7 @@ impl Controller {
     fn slurm_attach(&self, who: &Identity, slurm_job: u32, pid: i32, node: String) -> Outcome {
         let (id, owner) = self.with_core(|core, now| core.slurm_attach_target(now, who, slurm_job, pid, &node))?;
         // slurmstepd has made the task its user's before it runs: a pid of anybody else is refused by the agent.
-        self.move_pid(id, pid, node, Some(owner), true)
+        self.move_pid(id, pid, node, Some(owner), who.uid, true)
     }
 
     /// The Slurm job is over: its epilog runs on each of its nodes, and the first one ends the cosched job. Each

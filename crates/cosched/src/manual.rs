@@ -254,7 +254,7 @@ pub fn print_completions(command: Command, args: &CompletionsArgs) -> Result<(),
     clap_complete::generate(args.shell, &mut command, name, &mut script);
     let mut script = String::from_utf8(script).map_err(|e| format!("the completion script: {e}"))?;
     if args.shell == Shell::Bash {
-        script = with_job_ids(&script);
+        script = with_value_lists(&with_job_ids(&script));
     }
     print!("{script}");
     Ok(())
@@ -289,6 +289,30 @@ fn offered_values(long: &str) -> Option<Vec<&'static str>> {
         "class" => Some(cosched_policy::cluster::JobClass::ALL.iter().map(|c| c.name()).collect()),
         _ => None,
     }
+}
+
+/// The bash script with each vocabulary's words also offered after a comma (`-t R,<TAB>` offers `R,PD` ...), as
+/// the flags that take them take comma-separated lists.
+fn with_value_lists(script: &str) -> String {
+    const LIST: &str = "_cosched_list() {\n    if [[ \"$2\" == *,* ]]; then\n        \
+                        compgen -W \"$1\" -P \"${2%,*},\" -- \"${2##*,}\"\n    else\n        \
+                        compgen -W \"$1\" -- \"$2\"\n    fi\n}\n\n";
+    let mut out = String::from(LIST);
+    for line in script.lines() {
+        let words = line.trim_start().strip_prefix("COMPREPLY=($(compgen -W \"").and_then(|rest| {
+            let words = rest.strip_suffix("\" -- \"${cur}\"))")?;
+            (!words.contains('$')).then_some(words)
+        });
+        match words {
+            Some(words) => {
+                let indent = &line[..line.len() - line.trim_start().len()];
+                out += &format!("{indent}COMPREPLY=($(_cosched_list \"{words}\" \"${{cur}}\"))");
+            }
+            None => out += line,
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The commands whose arguments are job ids.

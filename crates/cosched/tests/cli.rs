@@ -744,6 +744,11 @@ fn bash_completes_commands_and_their_flags() {
     assert!(["GS", "PB-SB", "Local"].iter().all(|s| schemes.lines().any(|l| l == *s)), "{schemes}");
     let classes = bash_completes("cosched submit --class ''");
     assert!(classes.lines().any(|l| l == "standby"), "{classes}");
+    // Lists, as the flags take them: after a comma, the next word.
+    let after_comma = bash_completes("cosched status -t R,ru");
+    assert_eq!(after_comma.trim(), "R,running", "{after_comma}");
+    let schemes = bash_completes("cosched sim --schemes GS,PB-");
+    assert!(schemes.lines().any(|l| l == "GS,PB-SB") && schemes.lines().all(|l| l.starts_with("GS,PB-")), "{schemes}");
     // Job ids come from the controller; with none answering, the flags alone, and nothing on stderr.
     let ids = bash_completes("cosched kill --");
     assert!(ids.lines().any(|l| l == "--signal"), "{ids}");

@@ -730,6 +730,24 @@ impl JobGroups {
         Ok(())
     }
 
+    /// Where process `pid` is now in each hierarchy (in the order of `put_back`), read before a move that may
+    /// have to be undone.
+    pub fn places_of(&self, pid: i32) -> io::Result<Vec<PathBuf>> {
+        let text = fs::read_to_string(format!("/proc/{pid}/cgroup"))?;
+        Ok(self.hierarchies.iter().map(|h| own_cgroup_dir(&h.mount, &text)).collect())
+    }
+
+    /// Undo a move of `pid`: back into the cgroups `places_of` read, not the agent's own (which would take it out
+    /// of its user's slice and into the daemon's).
+    pub fn put_back(&self, pid: i32, places: &[PathBuf]) -> io::Result<()> {
+        for place in places {
+            write_control(&place.join("cgroup.procs"), &pid.to_string()).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot put pid {pid} back in {}: {e}", place.display()))
+            })?;
+        }
+        Ok(())
+    }
+
     /// Move a process out of the job, back into the cgroup the agent itself is in (in each hierarchy).
     pub fn remove_pid(&self, job: u64, pid: i32) -> io::Result<()> {
         for h in &self.hierarchies {

@@ -194,8 +194,10 @@ impl Rules {
         requester: u32,
         message: impl FnOnce(u64) -> ToAgent,
     ) -> Result<u64, String> {
-        if kind == AnswerKind::ExecEnded {
-            self.check_waiting_execs(state, requester)?;
+        match kind {
+            AnswerKind::ExecEnded => self.check_waiting_execs(state, requester)?,
+            AnswerKind::PidMoved => check_waiting_moves(state, requester)?,
+            _ => {}
         }
         let ack = state.next_ack;
         let message = message(ack);
@@ -439,6 +441,26 @@ fn memory_free_for(state: &State, job: &JobRecord, mem_bytes: u64) -> Result<(),
                 job.id, p.node, node.mem_bytes
             ));
         }
+    }
+    Ok(())
+}
+
+/// Moves of processes one user may have waiting on the agents: each costs the agent a look at every thread of the
+/// process on its message loop, so a user's many requests at once must not hold every user's starts and kills back.
+/// Root's (Slurm's attach of every task of a step at once) are not bounded.
+const WAITING_MOVES_PER_USER: usize = 8;
+
+fn check_waiting_moves(state: &State, requester: u32) -> Result<(), String> {
+    if requester == 0 {
+        return Ok(());
+    }
+    let waiting =
+        state.pending_answers.values().filter(|p| p.kind == AnswerKind::PidMoved && p.requester == requester).count();
+    if waiting >= WAITING_MOVES_PER_USER {
+        return Err(format!(
+            "uid {requester} has {waiting} process moves waiting for their node, the most one user may: ask again \
+             when one is answered"
+        ));
     }
     Ok(())
 }

@@ -8,6 +8,12 @@ impl Rules {
     pub(super) fn status_for(&self, state: &State, who: &Identity) -> StatusReply {
         let mut status = self.status_of(state);
         self.hide_others_private_data(who, &mut status.jobs);
+        if self.settings.private_data && !who.admin {
+            // Processes a kill could not end are listed under their node too: only the job's owner sees which.
+            let mine = |job: u64| state.jobs.get(&job).is_some_and(|j| j.uid == who.uid);
+            let stuck = status.nodes.iter_mut().flat_map(|n| n.stuck_jobs.iter_mut());
+            stuck.filter(|s| !mine(s.job)).for_each(|s| s.pids.clear());
+        }
         status
     }
 
@@ -24,6 +30,10 @@ impl Rules {
                 // Named or not: an empty name left as it is would tell which jobs have one.
                 job.name = HIDDEN.into();
                 job.pids.clear();
+                // It names the pids a kill could not end.
+                if job.left_behind.is_some() {
+                    job.left_behind = Some(HIDDEN.into());
+                }
             }
         }
     }

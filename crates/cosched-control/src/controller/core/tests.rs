@@ -124,7 +124,23 @@ fn a_user_acts_only_on_their_own_jobs_and_sees_no_other_commands_or_pids() {
     assert_eq!((shown(mine).command.as_str(), shown(theirs).command.as_str()), ("prog", HIDDEN));
     // A reviewer found other users' pids listed: they would undo `hidepid` on /proc.
     assert_eq!((shown(mine).pids.len(), shown(theirs).pids.len()), (1, 0));
-    assert!(core.handle(at(1), &ADMIN, Request::Kill { job: theirs }, String::new()).is_ok());
+    // Nor the pids a kill could not end, under the node or in the job's note (a node reports all its stuck jobs).
+    let mut report = FromAgent::usage_report(vec![]);
+    for (job, pid) in [(theirs, 77), (mine, 78)] {
+        core.handle(at(2), &ADMIN, Request::Kill { job }, String::new()).unwrap();
+        if let FromAgent::Report { stuck_jobs, .. } = &mut report {
+            stuck_jobs.push(StuckJob { job, processes: 1, pids: vec![pid], since_unix_ms: 0 });
+        }
+    }
+    core.agent_event(at(3), "n0", report);
+    let Ok(ReplyData::Status(status)) = core.handle(at(3), &OWNER, Request::Status {}, String::new()) else {
+        panic!("no status")
+    };
+    let stuck_pids: Vec<(u64, Vec<i32>)> = status.nodes[0].stuck_jobs.iter().map(|s| (s.job, s.pids.clone())).collect();
+    assert!(stuck_pids.contains(&(theirs, vec![])) && stuck_pids.contains(&(mine, vec![78])), "{stuck_pids:?}");
+    let note = |id: u64| status.jobs.iter().find(|j| j.id == id).and_then(|j| j.left_behind.clone());
+    assert_eq!(note(theirs).as_deref(), Some(HIDDEN), "{:?}", note(theirs));
+    assert!(note(mine).is_some_and(|n| n.contains("78")), "{:?}", note(mine));
 }
 
 /// The LLNL rule: a gang job that uses no CPU for `idle_revert` leaves the matrix, and comes back when it uses

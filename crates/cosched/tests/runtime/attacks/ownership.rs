@@ -104,10 +104,11 @@ fn a_user_cannot_add_another_users_process_or_a_set_uid_one() {
 
 /// A process whose second thread prints its id and sleeps: `switch` has that thread alone take uid 65534 (a raw
 /// setresuid changes one thread's credentials), `setgid` has the whole process keep gid 0 saved (as a set-gid
-/// program would) under uid 65534, `plain` changes nothing.
+/// program would) under uid 65534, `leaderless` ends the main thread alone (`pthread_exit`), `plain` changes nothing.
 const THREADED: &str = r#"
 import ctypes, os, sys, threading, time
 how, setresuid = sys.argv[1], int(sys.argv[2])
+printed = threading.Event()
 if how == "setgid":
     os.setgroups([])
     os.setresgid(65534, 65534, 0)
@@ -116,8 +117,12 @@ def second():
     if how == "switch" and ctypes.CDLL(None, use_errno=True).syscall(setresuid, 65534, 65534, 65534) != 0:
         sys.exit("setresuid failed")
     print(threading.get_native_id(), flush=True)
+    printed.set()
     time.sleep(300)
 threading.Thread(target=second, daemon=True).start()
+printed.wait()
+if how == "leaderless":
+    ctypes.CDLL(None).pthread_exit(None)
 time.sleep(300)
 "#;
 
@@ -141,7 +146,7 @@ fn threaded(how: &str, uid: Option<u32>) -> (Reaped, i32) {
 /// thread that had taken the user's uids moved that process out of its cgroup (and into the agent's); a set-gid
 /// process passed the uid check. Now every thread's uids and gids are judged, and a thread id names its process.
 #[test]
-fn a_user_cannot_move_a_process_through_one_of_its_threads_or_a_set_gid_one() {
+fn a_user_cannot_move_a_process_through_one_of_its_threads_a_set_gid_one_or_one_without_its_leader() {
     if skip_unless_root("a_user_cannot_move_a_process_through_one_of_its_threads") {
         return;
     }
@@ -158,6 +163,15 @@ fn a_user_cannot_move_a_process_through_one_of_its_threads_or_a_set_gid_one() {
             assert_eq!(cgroup_of(pid), before, "process {pid} was moved when {named} was named");
         }
     }
+    // A process whose main thread has ended: the kernel would move its other threads without it, where the job's
+    // `cgroup.procs` lists none of them, so nothing could freeze or kill them with the job (a reviewer's find).
+    let (leaderless, _) = threaded("leaderless", Some(ATTACKER));
+    let leader = leaderless.0.id() as i32;
+    wait_for("the main thread to end", Duration::from_secs(10), || process_state(leader) == Some('Z'));
+    let before = cgroup_of(leader);
+    let out = daemon.client_as(ATTACKER, &["add-pid", &theirs, &leader.to_string()]);
+    assert!(refusal(&out).contains("exiting"), "{out:?}");
+    assert_eq!(cgroup_of(leader), before);
     // Another user's job can take their own threaded process, named by a thread: the whole process moves.
     let others = register(&daemon, Some(OTHER_USER), &["--cpus", "1"]).unwrap().to_string();
     let (own, own_thread) = threaded("plain", Some(OTHER_USER));
