@@ -92,7 +92,27 @@ struct Shared {
     execs: BTreeMap<u64, ExecRun>,
     /// The copies of ended commands' output, each with when its command ended: it takes what the command wrote
     /// before it ended, then is ended itself (`PUMP_DRAIN`).
-    draining_pumps: Vec<(Child, std::time::Instant)>,
+    draining_pumps: Vec<(Pump, std::time::Instant)>,
+}
+
+/// A root copy of a remote command's output into its log.
+struct Pump {
+    child: Child,
+    /// The command's acknowledgement number: its logs are written while any copy of its output runs.
+    ack: u64,
+    log: PathBuf,
+}
+
+impl Pump {
+    /// Whether the copy still runs; once it has ended, its log goes if nothing was written to it. Only then: a
+    /// command ends before its copy has taken what it wrote, so an empty log at the command's end may yet fill.
+    fn still_runs(&mut self) -> bool {
+        let runs = self.child.try_wait().is_ok_and(|status| status.is_none());
+        if !runs {
+            crate::agent::logs::remove_if_empty(&self.log);
+        }
+        runs
+    }
 }
 
 /// How long the copy of an ended command's output goes on: what the command wrote before it ended is in the pipe
@@ -100,12 +120,10 @@ struct Shared {
 /// alive) once this is up.
 const PUMP_DRAIN: Duration = Duration::from_secs(2);
 
-/// A command started for `Exec`: its job and owner (for its logs), its shim, and the copies of its output.
+/// A command started for `Exec`: its shim and the copies of its output.
 struct ExecRun {
-    job: u64,
-    uid: u32,
     shim: crate::agent::launch::Shim,
-    pumps: Vec<Child>,
+    pumps: Vec<Pump>,
 }
 
 pub struct Agent {
@@ -487,11 +505,13 @@ impl Agent {
             let path = self.exec_log_path(job, spec.uid, ack, stream);
             let file =
                 root_log_file(&path).map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))?;
-            crate::agent::log_pump::spawn_pump(&self.settings.helper_program, file, self.settings.logs.pump())
+            let child =
+                crate::agent::log_pump::spawn_pump(&self.settings.helper_program, file, self.settings.logs.pump())?;
+            Ok::<_, std::io::Error>(Pump { child, ack, log: path })
         };
         let mut pumps = vec![pump("out")?];
         pumps.push(pump("err")?);
-        let (out, err) = (pumps[0].stdin.take(), pumps[1].stdin.take());
+        let (out, err) = (pumps[0].child.stdin.take(), pumps[1].child.stdin.take());
         let (Some(out), Some(err)) = (out, err) else { unreachable!("a pump is spawned with a pipe") };
         let shim = crate::agent::launch::spawn_shim(&self.settings.helper_program, spec, |command| {
             command.stdout(out).stderr(err);
@@ -504,7 +524,7 @@ impl Agent {
                 return Err(std::io::Error::other(format!("starting a command of job {job}: {e}")));
             }
         };
-        self.shared.lock().unwrap().execs.insert(ack, ExecRun { job, uid: spec.uid, shim, pumps });
+        self.shared.lock().unwrap().execs.insert(ack, ExecRun { shim, pumps });
         self.mark_has_processes(job);
         Ok(())
     }
@@ -513,8 +533,8 @@ impl Agent {
         self.log_path(job, uid, &format!("exec-{ack}"), stream)
     }
 
-    /// The `Exec` commands that have ended: their exit codes, or why they never started. Their empty logs go
-    /// (each command left two files for ever, most of them empty).
+    /// The `Exec` commands that have ended: their exit codes, or why they never started. Their logs go with their
+    /// copies if empty (each command left two files for ever, most of them empty).
     fn ended_execs(&self) -> Vec<(u64, Result<i32, String>)> {
         let mut shared = self.shared.lock().unwrap();
         let done: Vec<(u64, i32)> = shared
@@ -528,9 +548,9 @@ impl Agent {
         let now = std::time::Instant::now();
         shared.draining_pumps.retain_mut(|(pump, ended)| {
             if now.duration_since(*ended) >= PUMP_DRAIN {
-                let _ = pump.kill();
+                let _ = pump.child.kill();
             }
-            pump.try_wait().is_ok_and(|status| status.is_none())
+            pump.still_runs()
         });
         for (ack, code) in done {
             let Some(mut run) = shared.execs.remove(&ack) else { continue };
@@ -541,19 +561,13 @@ impl Agent {
                 }
                 None => Ok(code),
             };
-            ended.push((ack, run.job, run.uid, outcome));
+            ended.push((ack, outcome));
         }
-        drop(shared);
-        for (ack, job, uid, _) in &ended {
-            for stream in ["out", "err"] {
-                crate::agent::logs::remove_if_empty(&self.exec_log_path(*job, *uid, *ack, stream));
-            }
-        }
-        ended.into_iter().map(|(ack, _, _, outcome)| (ack, outcome)).collect()
+        ended
     }
 
     /// Every second: keep the logs within their bounds (`crate::agent::logs`); the jobs this agent runs and its
-    /// running remote commands keep theirs.
+    /// remote commands whose output is still copied keep theirs.
     fn log_loop(&self) {
         loop {
             std::thread::sleep(crate::agent::logs::KEEPING_PERIOD);
@@ -561,7 +575,12 @@ impl Agent {
                 let shared = self.shared.lock().unwrap();
                 crate::agent::logs::Writers {
                     jobs: shared.jobs.keys().copied().collect(),
-                    execs: shared.execs.keys().copied().collect(),
+                    execs: shared
+                        .execs
+                        .keys()
+                        .copied()
+                        .chain(shared.draining_pumps.iter().map(|(p, _)| p.ack))
+                        .collect(),
                 }
             };
             crate::agent::logs::keep_within_bounds(&self.settings.log_dir, &self.settings.logs, &writers);

@@ -286,6 +286,11 @@ mod tests {
         file.sync_all().unwrap();
     }
 
+    /// Bounds where only a user's total can bind.
+    fn user_bound(user_bytes: u64) -> LogBounds {
+        LogBounds { file_bytes: 1 << 30, user_bytes, retention: Duration::from_secs(3600), reserve_bytes: 0 }
+    }
+
     fn on_disk(path: &Path) -> u64 {
         std::fs::metadata(path).map_or(0, |m| m.blocks() * 512)
     }
@@ -334,12 +339,7 @@ mod tests {
         for job in 1..=4 {
             write(&dir.join(format!("job-{job}.0.out")), 512 << 10, "tail\n");
         }
-        let bounds = LogBounds {
-            file_bytes: 1 << 30,
-            user_bytes: 200 << 10,
-            retention: Duration::from_secs(3600),
-            reserve_bytes: 0,
-        };
+        let bounds = user_bound(200 << 10);
         keep_within_bounds(&dir, &bounds, &Writers::jobs([4]));
         let left: u64 = (1..=4).map(|job| on_disk(&dir.join(format!("job-{job}.0.out")))).sum();
         assert!(left <= 200 << 10, "{left} bytes left");
@@ -363,12 +363,7 @@ mod tests {
         for exec in 1..=8 {
             write(&dir.join(format!("job-1.u7.exec-{exec}.out")), 64 << 10, "");
         }
-        let bounds = LogBounds {
-            file_bytes: 1 << 30,
-            user_bytes: 256 << 10,
-            retention: Duration::from_secs(3600),
-            reserve_bytes: 0,
-        };
+        let bounds = user_bound(256 << 10);
         let writers = Writers { jobs: BTreeSet::from([1]), execs: BTreeSet::from([8]) };
         keep_within_bounds(&dir, &bounds, &writers);
         let left: u64 = log_files(&dir).iter().map(|f| f.allocated).sum();

@@ -244,7 +244,12 @@ fn a_remote_commands_output_copy_ends_soon_after_the_command_whoever_holds_the_p
     let out = rsh(&daemon, OTHER_USER, job, "sleep 120 & echo started").wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     wait_for("the command's output copies to end", Duration::from_secs(20), || pumps_into(&daemon) == 0);
+    // The empty error log goes once its copy has ended (not before: the copy may not have taken what was written).
+    wait_for("only the command's output log to stay", Duration::from_secs(10), || {
+        job_logs(&daemon, job, "exec-").len() == 1
+    });
     let kept = job_logs(&daemon, job, "exec-");
+    assert!(kept[0].ends_with(".out"), "{kept:?}");
     let text = std::fs::read_to_string(daemon.dir.join("logs").join(&kept[0])).unwrap();
     assert_eq!(text, "started\n", "what the command wrote before it ended is kept");
 }
