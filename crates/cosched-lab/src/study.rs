@@ -12,7 +12,7 @@ use crate::batch::{run_all, BatchWatch};
 use crate::csv::{csv_field, flag, float, int, kinds, num, text, to_csv, Column, ColumnKinds};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, JobSizes, WorkloadSpec};
 use cosched_core::stats::Estimate;
-use cosched_sim::config::{BoostWalk, CostConfig};
+use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, CostConfig, YieldCycle};
 use cosched_sim::exact_f64;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
 use cosched_sim::metrics::SaturationVerdict;
@@ -129,6 +129,15 @@ pub struct ModelChoices {
     pub gang_start_waits_for_quantum: bool,
     /// When periodic boost's walk runs.
     pub boost_walk: BoostWalk,
+    /// When a receive is a candidate of the boost walk (absent: whole, so that earlier documents read the same).
+    #[serde(default, skip_serializing_if = "BoostReceive::is_default")]
+    pub boost_receive: BoostReceive,
+    /// Which running process a boost displaces (absent: any).
+    #[serde(default, skip_serializing_if = "BoostDisplaces::is_default")]
+    pub boost_displaces: BoostDisplaces,
+    /// Spin-yield's cycle (absent: once).
+    #[serde(default, skip_serializing_if = "YieldCycle::is_default")]
+    pub yield_cycle: YieldCycle,
     /// The OS scheduler of the nodes of every scheme but GS (absent: the
     /// study's MLFQ, so that earlier documents read the same).
     #[serde(default, skip_serializing_if = "OsScheduler::is_default")]
@@ -143,6 +152,9 @@ impl Default for ModelChoices {
             io_keeps_cpu_below_ns: costs.io_keeps_cpu_below_ns,
             gang_start_waits_for_quantum: costs.gang_start_waits_for_quantum,
             boost_walk: costs.boost_walk,
+            boost_receive: costs.boost_receive,
+            boost_displaces: costs.boost_displaces,
+            yield_cycle: costs.yield_cycle,
             node_scheduler: OsScheduler::default(),
         }
     }
@@ -156,20 +168,24 @@ impl ModelChoices {
         config.costs.io_keeps_cpu_below_ns = self.io_keeps_cpu_below_ns;
         config.costs.gang_start_waits_for_quantum = self.gang_start_waits_for_quantum;
         config.costs.boost_walk = self.boost_walk;
+        config.costs.boost_receive = self.boost_receive;
+        config.costs.boost_displaces = self.boost_displaces;
+        config.costs.yield_cycle = self.yield_cycle;
         config.node_scheduler = self.node_scheduler;
         config
     }
 
-    /// E1s's variants: these choices, then each open choice turned the other way.
+    /// E1s's variants: these choices, then each open choice turned the other way, then the two cost choices
+    /// and the three readings of periodic boost and spin-yield turned together.
     pub fn sensitivity_variants(&self) -> Vec<(String, ModelChoices)> {
         let stock = self.clone();
         let cs_us = self.context_switch_ns / 1_000;
         let other_cs_ns = if self.context_switch_ns == 100_000 { 200_000 } else { 100_000 };
         let io_keeps = if self.io_keeps_cpu_below_ns == 0 { self.context_switch_ns } else { 0 };
-        let walk = match self.boost_walk {
-            BoostWalk::TickBefore => BoostWalk::SameTick,
-            BoostWalk::SameTick => BoostWalk::TickBefore,
-        };
+        let walk = other_of(self.boost_walk, [BoostWalk::TickBefore, BoostWalk::SameTick]);
+        let receive = other_of(self.boost_receive, [BoostReceive::Whole, BoostReceive::PerMessage]);
+        let displaces = other_of(self.boost_displaces, [BoostDisplaces::Any, BoostDisplaces::Spinning]);
+        let cycle = other_of(self.yield_cycle, [YieldCycle::Once, YieldCycle::Repeated]);
         vec![
             ("as set".into(), stock.clone()),
             (
@@ -184,8 +200,34 @@ impl ModelChoices {
                 if self.gang_start_waits_for_quantum { "GS start mid-quantum" } else { "GS start next quantum" }.into(),
                 ModelChoices { gang_start_waits_for_quantum: !self.gang_start_waits_for_quantum, ..stock.clone() },
             ),
-            (format!("PB walk {}", walk.name()), ModelChoices { boost_walk: walk, ..stock }),
+            (format!("PB walk {}", walk.name()), ModelChoices { boost_walk: walk, ..stock.clone() }),
+            (format!("receive {}", receive.name()), ModelChoices { boost_receive: receive, ..stock.clone() }),
+            (
+                format!("boost displaces {}", displaces.name()),
+                ModelChoices { boost_displaces: displaces, ..stock.clone() },
+            ),
+            (format!("SY yields {}", cycle.name()), ModelChoices { yield_cycle: cycle, ..stock.clone() }),
+            (
+                "CS, I/O and readings turned".into(),
+                ModelChoices {
+                    context_switch_ns: other_cs_ns,
+                    io_keeps_cpu_below_ns: if io_keeps > 0 { other_cs_ns } else { 0 },
+                    boost_receive: receive,
+                    boost_displaces: displaces,
+                    yield_cycle: cycle,
+                    ..stock
+                },
+            ),
         ]
+    }
+}
+
+/// Of a choice's two readings, the one that is not `current`.
+fn other_of<T: PartialEq + Copy>(current: T, both: [T; 2]) -> T {
+    if current == both[0] {
+        both[1]
+    } else {
+        both[0]
     }
 }
 
@@ -1286,17 +1328,33 @@ mod tests {
         let settings = StudySettings { replications: 2, ..tiny_e1() };
         let specs = design(Experiment::E1s, &settings);
         assert_eq!(specs.len(), design_len(Experiment::E1s, &settings));
-        assert_eq!(specs.len(), 2 * 2 * 5 * 5, "seeds x schemes x variants x (capacity + 4 mixes)");
+        assert_eq!(specs.len(), 2 * 2 * 9 * 5, "seeds x schemes x variants x (capacity + 4 mixes)");
         let variants: Vec<&str> = first_seen_specs(&specs);
         assert_eq!(
             variants,
-            ["as set", "CS 100 µs", "I/O < 200 µs keeps CPU", "GS start next quantum", "PB walk same-tick"]
+            [
+                "as set",
+                "CS 100 µs",
+                "I/O < 200 µs keeps CPU",
+                "GS start next quantum",
+                "PB walk same-tick",
+                "receive per-message",
+                "boost displaces spinning",
+                "SY yields repeated",
+                "CS, I/O and readings turned"
+            ]
         );
         let turned = |label: &str| specs.iter().find(|s| s.variant == label).unwrap().config.costs.clone();
         assert_eq!(turned("CS 100 µs").context_switch_ns, 100_000);
         assert_eq!(turned("I/O < 200 µs keeps CPU").io_keeps_cpu_below_ns, 200_000);
         assert!(turned("GS start next quantum").gang_start_waits_for_quantum);
         assert_eq!(turned("PB walk same-tick").boost_walk, BoostWalk::SameTick);
+        assert_eq!(turned("receive per-message").boost_receive, BoostReceive::PerMessage);
+        assert_eq!(turned("boost displaces spinning").boost_displaces, BoostDisplaces::Spinning);
+        assert_eq!(turned("SY yields repeated").yield_cycle, YieldCycle::Repeated);
+        let all = turned("CS, I/O and readings turned");
+        assert_eq!((all.context_switch_ns, all.io_keeps_cpu_below_ns), (100_000, 100_000));
+        assert_eq!((all.boost_receive, all.boost_walk), (BoostReceive::PerMessage, BoostWalk::TickBefore));
         let stock = CostConfig::default();
         let as_set = turned("as set");
         assert_eq!(

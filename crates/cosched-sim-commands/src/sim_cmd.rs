@@ -10,7 +10,10 @@ use cosched_lab::workload::{
     bounded_slowdown_threshold_s, JobSizes, WorkloadReport, WorkloadSpec, DEFAULT_JOBS, DEFAULT_RUNTIME_SCALE,
     DEFAULT_TARGET_LOAD,
 };
-use cosched_sim::config::{quantum_table_from_bands_ms, BoostWalk, CostConfig, NetworkConfig, NodeSchedulerConfig};
+use cosched_sim::config::{
+    quantum_table_from_bands_ms, BoostDisplaces, BoostReceive, BoostWalk, CostConfig, NetworkConfig,
+    NodeSchedulerConfig, YieldCycle,
+};
 use cosched_sim::cost::RunCost;
 use cosched_sim::engine::fast::{FastSettings, ACCEPTED_ERROR};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
@@ -85,10 +88,6 @@ fn default_bands_ms() -> Vec<u64> {
 fn default_load_text() -> &'static str {
     static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TEXT.get_or_init(|| DEFAULT_TARGET_LOAD.to_string())
-}
-
-fn boost_walk_name(walk: BoostWalk) -> &'static str {
-    BoostWalk::NAMES.into_iter().find(|name| name.parse() == Ok(walk)).expect("every timing is named")
 }
 
 fn scheme_help() -> String {
@@ -224,8 +223,21 @@ pub struct SimArgs {
     /// When periodic boost's 1 ms walk runs: a tick before the scheduler acts on its
     /// boost (tick-before: the study's "at the next millisecond boundary") or just
     /// before it at the same boundary (same-tick). See docs/model.md.
-    #[arg(long, default_value = boost_walk_name(costs().boost_walk), help_heading = "Node scheduler")]
+    #[arg(long, default_value = costs().boost_walk.name(), help_heading = "Node scheduler")]
     pub boost_walk: BoostWalk,
+    /// When a process inside a receive is a candidate of the boost walk (PB, SY's pick): whole (one receive
+    /// awaits every neighbour's message: a candidate once all are in) or per-message (a receive per neighbour,
+    /// taken as they land: a candidate once one it has not taken is in). See docs/model.md.
+    #[arg(long, default_value = costs().boost_receive.name(), help_heading = "Node scheduler")]
+    pub boost_receive: BoostReceive,
+    /// Which running process a periodic boost displaces: any (the study's "pre-empt the current process") or
+    /// spinning (only one inside a receive; a computing process keeps its CPU). See docs/model.md.
+    #[arg(long, default_value = costs().boost_displaces.name(), help_heading = "Node scheduler")]
+    pub boost_displaces: BoostDisplaces,
+    /// Spin-yield: yield once per receive, then spin to its end (once, the study's "then keeps spinning"), or
+    /// again after every spin time (repeated). See docs/model.md.
+    #[arg(long, default_value = costs().yield_cycle.name(), help_heading = "Node scheduler")]
+    pub yield_cycle: YieldCycle,
     /// GS: no gang switch cost at a quantum's end while one row holds every job
     /// (default: charged at the end of every quantum, as the study says).
     #[arg(long, help_heading = "Costs")]
@@ -316,6 +328,9 @@ impl SimArgs {
                 spin_factor: self.spin_factor,
                 boost_keeps_quantum: self.boost_keeps_quantum,
                 boost_walk: self.boost_walk,
+                boost_receive: self.boost_receive,
+                boost_displaces: self.boost_displaces,
+                yield_cycle: self.yield_cycle,
                 gang_switch_every_quantum: !self.gang_free_same_row,
                 io_keeps_cpu_below_ns: MICROSECONDS.ns(self.io_keeps_cpu_below_us, "--io-keeps-cpu-below-us")?,
                 gang_start_waits_for_quantum: self.gang_start_next_quantum,

@@ -19,7 +19,7 @@ use cosched_lab::study::{
     FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE, KNEE_RESPONSE_FACTOR,
 };
 use cosched_lab::workload::JobSizes;
-use cosched_sim::config::BoostWalk;
+use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, YieldCycle};
 use cosched_sim::{OsScheduler, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -114,6 +114,15 @@ pub struct StudyArgs {
     /// When periodic boost's walk runs: tick-before (default) or same-tick (docs/model.md).
     #[arg(long, default_value = defaults().model.boost_walk.name(), help_heading = "Open choices")]
     pub boost_walk: BoostWalk,
+    /// When a receive is a candidate of the boost walk: whole (default) or per-message (docs/model.md).
+    #[arg(long, default_value = defaults().model.boost_receive.name(), help_heading = "Open choices")]
+    pub boost_receive: BoostReceive,
+    /// Which running process a periodic boost displaces: any (default) or spinning (docs/model.md).
+    #[arg(long, default_value = defaults().model.boost_displaces.name(), help_heading = "Open choices")]
+    pub boost_displaces: BoostDisplaces,
+    /// Spin-yield yields once per receive (default) or repeated after every spin time (docs/model.md).
+    #[arg(long, default_value = defaults().model.yield_cycle.name(), help_heading = "Open choices")]
+    pub yield_cycle: YieldCycle,
     /// The OS scheduler of every node of the schemes that have one (all but GS): mlfq, the study's; eevdf,
     /// Linux's since 6.6 at HZ=1000 (docs/model.md).
     #[arg(long, default_value = "mlfq", help_heading = "Open choices")]
@@ -198,6 +207,9 @@ impl StudyArgs {
             io_keeps_cpu_below_ns: microseconds_ns(self.io_keeps_cpu_below_us, "--io-keeps-cpu-below-us")?,
             gang_start_waits_for_quantum: self.gang_start_next_quantum,
             boost_walk: self.boost_walk,
+            boost_receive: self.boost_receive,
+            boost_displaces: self.boost_displaces,
+            yield_cycle: self.yield_cycle,
             node_scheduler: self.node_scheduler,
         };
         Ok(StudySettings {
@@ -259,6 +271,15 @@ pub fn canonical_command(experiment: Experiment, settings: &StudySettings) -> St
     }
     if model.boost_walk != stock.boost_walk {
         command += &format!(" --boost-walk {}", model.boost_walk.name());
+    }
+    if !model.boost_receive.is_default() {
+        command += &format!(" --boost-receive {}", model.boost_receive.name());
+    }
+    if !model.boost_displaces.is_default() {
+        command += &format!(" --boost-displaces {}", model.boost_displaces.name());
+    }
+    if !model.yield_cycle.is_default() {
+        command += &format!(" --yield-cycle {}", model.yield_cycle.name());
     }
     if !model.node_scheduler.is_default() {
         command += &format!(" --node-scheduler {}", model.node_scheduler);
@@ -1000,8 +1021,10 @@ mod tests {
         let sizes = ["--job-sizes", "lublin:256"];
         let model = ["--cs-us", "100", "--io-keeps-cpu-below-us", "200", "--gang-start-next-quantum"];
         let more = ["--boost-walk", "same-tick", "--capacity-load", "1.5", "--capacity-jobs", "600"];
-        let settings =
-            args_of(&[&flags[..], &extra[..], &sizes[..], &model[..], &more[..]].concat()).settings().unwrap();
+        let readings = ["--boost-receive", "per-message", "--boost-displaces", "spinning", "--yield-cycle", "repeated"];
+        let settings = args_of(&[&flags[..], &extra[..], &sizes[..], &model[..], &more[..], &readings[..]].concat())
+            .settings()
+            .unwrap();
         assert_eq!(settings.job_sizes, JobSizes::Lublin(256));
         let command = canonical_command(Experiment::E4, &settings);
         assert!(command.starts_with("cosched study e4 --jobs 1000 --runtime-scale 0.01 --loads 0.25,0.0000001 "));

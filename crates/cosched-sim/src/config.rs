@@ -69,6 +69,15 @@ pub struct CostConfig {
     /// Whether periodic boost's walk runs a tick before the scheduler acts
     /// on its boost or just before it at the same boundary (not stated in the study).
     pub boost_walk: BoostWalk,
+    /// When a receive is a candidate of the walk (not stated in the study).
+    #[serde(skip_serializing_if = "BoostReceive::is_default")]
+    pub boost_receive: BoostReceive,
+    /// Whether a boost displaces a computing process (the study: "pre-empt the current process").
+    #[serde(skip_serializing_if = "BoostDisplaces::is_default")]
+    pub boost_displaces: BoostDisplaces,
+    /// Whether spin-yield yields once per receive or after every spin time.
+    #[serde(skip_serializing_if = "YieldCycle::is_default")]
+    pub yield_cycle: YieldCycle,
     /// GS pays the gang switch at the end of every quantum, also while one
     /// row holds every job and the rows do not change (the study's reading).
     pub gang_switch_every_quantum: bool,
@@ -112,40 +121,86 @@ impl CostConfig {
     }
 }
 
-/// When periodic boost's 1 ms walk runs relative to the scheduler that
-/// preempts in favour of the boosted process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum BoostWalk {
-    /// The walk runs at one 1 ms boundary and the scheduler acts on its
-    /// boost at the next ("at the next millisecond boundary"; default).
-    TickBefore,
-    /// The walk runs just before the scheduler at the same boundary.
-    SameTick,
-}
-
-impl BoostWalk {
-    pub const NAMES: [&'static str; 2] = ["tick-before", "same-tick"];
-
-    /// Its name, as `--boost-walk` takes it.
-    pub fn name(self) -> &'static str {
-        match self {
-            BoostWalk::TickBefore => "tick-before",
-            BoostWalk::SameTick => "same-tick",
+/// An open choice of the model: an enum whose variants have the names the command line and the documents use.
+macro_rules! named_choice {
+    ($(#[$doc:meta])* $name:ident, $what:literal { $($(#[$vdoc:meta])* $variant:ident = $text:literal,)+ }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub enum $name {
+            #[default]
+            $($(#[$vdoc])* #[serde(rename = $text)] $variant,)+
         }
-    }
+
+        impl $name {
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
+            /// Its name, as the command line takes it.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            pub fn is_default(&self) -> bool {
+                *self == $name::default()
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!("unknown {} '{other}' (known: {})", $what, $name::NAMES.join(", "))),
+                }
+            }
+        }
+    };
 }
 
-impl std::str::FromStr for BoostWalk {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "tick-before" => Ok(BoostWalk::TickBefore),
-            "same-tick" => Ok(BoostWalk::SameTick),
-            other => Err(format!("unknown boost walk timing '{other}' (known: {})", BoostWalk::NAMES.join(", "))),
-        }
+named_choice!(
+    /// When periodic boost's 1 ms walk runs relative to the scheduler that
+    /// preempts in favour of the boosted process.
+    BoostWalk, "boost walk timing" {
+        /// The walk runs at one 1 ms boundary and the scheduler acts on its
+        /// boost at the next ("at the next millisecond boundary"; default).
+        TickBefore = "tick-before",
+        /// The walk runs just before the scheduler at the same boundary.
+        SameTick = "same-tick",
     }
-}
+);
+
+named_choice!(
+    /// When a process inside a receive is a candidate of the boost walk (periodic boost, spin-yield's pick).
+    BoostReceive, "receive reading" {
+        /// One receive awaits a message from each neighbour: a candidate once all are in (default).
+        Whole = "whole",
+        /// Each neighbour's message is a receive of its own, taken in the order they land: a candidate
+        /// once a message it has not yet taken is in (one that landed while it was on the CPU, it took).
+        PerMessage = "per-message",
+    }
+);
+
+named_choice!(
+    /// Which running process a periodic boost displaces at the scheduler's next activity.
+    BoostDisplaces, "boost displacement" {
+        /// Whatever it does ("pre-empt the current process"; default).
+        Any = "any",
+        /// Only one inside a receive (spinning) or none: a computing process keeps its CPU, and the
+        /// boosted process, first in line, runs when it leaves.
+        Spinning = "spinning",
+    }
+);
+
+named_choice!(
+    /// How often a spin-yield receive yields.
+    YieldCycle, "spin-yield cycle" {
+        /// Once: spin, yield, then spin until the messages are in ("then keeps spinning"; default).
+        Once = "once",
+        /// Again after every spin time without its messages.
+        Repeated = "repeated",
+    }
+);
 
 impl Default for CostConfig {
     fn default() -> Self {
@@ -160,6 +215,9 @@ impl Default for CostConfig {
             spin_factor: 1.1,
             boost_keeps_quantum: false,
             boost_walk: BoostWalk::TickBefore,
+            boost_receive: BoostReceive::Whole,
+            boost_displaces: BoostDisplaces::Any,
+            yield_cycle: YieldCycle::Once,
             gang_switch_every_quantum: true,
             io_keeps_cpu_below_ns: 0,
             gang_start_waits_for_quantum: false,

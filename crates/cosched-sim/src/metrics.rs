@@ -38,6 +38,39 @@ impl Breakdown {
     }
 }
 
+/// What the running process was doing when a boost (periodic boost's, spin-yield's pick) chose another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Displaced {
+    Computing,
+    /// Inside a receive: spinning, or yielding its CPU (spin-yield).
+    Spinning,
+    /// The CPU ran nobody.
+    Nothing,
+}
+
+/// Boosts that chose another process than the running one, by what the running one was doing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BoostCounts {
+    pub displacing_computing: u64,
+    pub displacing_spinning: u64,
+    pub on_an_idle_cpu: u64,
+}
+
+impl BoostCounts {
+    pub fn count(&mut self, displaced: Displaced) {
+        *match displaced {
+            Displaced::Computing => &mut self.displacing_computing,
+            Displaced::Spinning => &mut self.displacing_spinning,
+            Displaced::Nothing => &mut self.on_an_idle_cpu,
+        } += 1;
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == BoostCounts::default()
+    }
+}
+
 /// One job's life.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct JobRecord {
@@ -103,6 +136,9 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_at_s: Option<f64>,
     pub cpu_time: Breakdown,
+    /// Boosts by what they displaced (schemes that boost only).
+    #[serde(skip_serializing_if = "BoostCounts::is_zero")]
+    pub boosts: BoostCounts,
     pub events: u64,
     /// Fast mode's settings and what it skipped (absent: the exact engine alone).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -184,6 +184,7 @@ pub fn run(
         peak_processes_per_cpu: outcome.peak_processes_per_cpu,
         interrupted_at_s: outcome.stopped_early.then_some(span_s),
         cpu_time: outcome.cpu_time,
+        boosts: outcome.boosts,
         events: outcome.events,
         fast_mode,
     };

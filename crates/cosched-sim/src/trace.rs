@@ -66,6 +66,8 @@ pub enum TraceKind {
     /// Periodic boost (or a yield) puts `process` at the head of level 59.
     Boost {
         process: u32,
+        /// What the running process was doing.
+        displaced: crate::metrics::Displaced,
     },
     /// Spin-yield: `process` drops itself to `level`.
     Yield {

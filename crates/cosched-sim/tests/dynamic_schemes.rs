@@ -9,7 +9,8 @@
 
 mod common;
 use common::*;
-use cosched_sim::config::BoostWalk;
+use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, YieldCycle};
+use cosched_sim::metrics::{BoostCounts, Displaced};
 use cosched_sim::run::RunResult;
 use cosched_sim::trace::TraceKind;
 use cosched_sim::{Scheme, SimJob};
@@ -90,7 +91,7 @@ fn spin_yield_drops_below_the_others_and_boosts_the_next_runnable_process() {
         &[
             // C is at level 59: A0 drops to 58 and boosts C (the only candidate).
             (yielded, 0, TraceKind::Yield { process: A0, level: 58 }),
-            (yielded, 0, TraceKind::Boost { process: C }),
+            (yielded, 0, TraceKind::Boost { process: C, displaced: Displaced::Spinning }),
             // The drop takes effect at the next tick.
             (3 * MS, 0, TraceKind::Preempt { process: A0 }),
             (3 * MS, 0, TraceKind::Dispatch { process: C, switch_cost: true }),
@@ -101,6 +102,23 @@ fn spin_yield_drops_below_the_others_and_boosts_the_next_runnable_process() {
     let yield_cost = SYSCALL + QUEUE_MOVE + CHECK + QUEUE_MOVE;
     assert_eq!(r.per_cpu_time[0].overhead_ns, yield_cost);
     assert!(events(&r, |k| matches!(k, TraceKind::Yield { .. })).len() == 1, "one yield per receive");
+}
+
+#[test]
+fn spin_yield_yields_after_every_spin_time_when_its_cycle_repeats() {
+    // Alone on CPU 0 from 2.2 ms, A0 waits for A1's message until 6.2 ms + L: its yields drop it below nobody
+    // and boost nobody, each costing the call and the walk's look at its own endpoint.
+    let each_yield = SYSCALL + CHECK;
+    let once = simulate(&config(scheme("SY"), 2, 3), jobs(false));
+    assert_eq!(once.per_cpu_time[0].overhead_ns, each_yield);
+    let mut cfg = config(scheme("SY"), 2, 3);
+    cfg.costs.yield_cycle = YieldCycle::Repeated;
+    let repeated = simulate(&cfg, jobs(false));
+    let overhead = repeated.per_cpu_time[0].overhead_ns;
+    // One yield per spin time (plus the yields' own time) of the 4.185 ms wait: 20.
+    assert_eq!(overhead % each_yield, 0, "{overhead}");
+    let waited = 4_000 * US + L;
+    assert_eq!(overhead / each_yield, waited / (SPIN + each_yield), "{overhead}");
 }
 
 #[test]
@@ -143,6 +161,68 @@ fn periodic_boost_run(walk: BoostWalk) -> RunResult {
     simulate(&cfg, jobs(true))
 }
 
+#[test]
+fn boosts_are_counted_by_what_they_displaced() {
+    let r = periodic_boost_run(BoostWalk::TickBefore);
+    // C displaced spinning A0 at 3 ms; A0 displaced computing C at 7 ms.
+    let counts = BoostCounts { displacing_computing: 1, displacing_spinning: 1, on_an_idle_cpu: 0 };
+    assert_eq!(r.summary.boosts, counts);
+}
+
+#[test]
+fn a_computing_process_keeps_its_cpu_when_boosts_displace_only_spinners() {
+    let mut cfg = config(scheme("PB"), 2, 3);
+    cfg.costs.boost_displaces = BoostDisplaces::Spinning;
+    let r = simulate(&cfg, jobs(true));
+    // As by default C displaces spinning A0 (boosted at 3 ms, runs at 4 ms)...
+    assert_eq!(on_cpu0(&r, 3, 4)[1], (4 * MS, 0, TraceKind::Preempt { process: A0 }));
+    // ...but A0, boosted at 7 ms while C computes, waits at the head of the top level until C's 20 ms quantum
+    // runs out (at 24 ms plus the walks' time, seen at the 25 ms tick): no preemption at 8 ms.
+    let a0 = on_cpu0(&r, 7, 25);
+    assert_eq!(a0[0], (7 * MS, 0, TraceKind::Boost { process: A0, displaced: Displaced::Computing }));
+    assert!(!a0.iter().any(|e| matches!(e.2, TraceKind::Preempt { .. })), "{a0:?}");
+    assert_eq!(a0.last(), Some(&(25 * MS, 0, TraceKind::Dispatch { process: A0, switch_cost: true })));
+    // (The 25 ms walk looks into A0's endpoint after the dispatch: A0 is found, nothing changes.)
+    assert_eq!(finish_ns(&r, 3), 25 * MS + CS + CHECK);
+}
+
+/// Three nodes: B1 (1 ms), B2 (5 ms), B3 (9 ms) one per CPU, then A (3 tasks: 1 ms compute, one iteration) over
+/// CPUs 0-2, then C (30 ms) on CPU 0. Process ids: B1..B3 = 0..2, A0..A2 = 3..5, C = 6. A0 computes 1.2-2.2 ms
+/// and waits for A1 (runs 5.2-6.2 ms) and A2 (9.2-10.2 ms); C takes CPU 0 from spinning A0 at 4 ms.
+fn one_message_of_two_run(receive: BoostReceive) -> RunResult {
+    let mut cfg = config(scheme("PB"), 3, 3);
+    cfg.costs.boost_receive = receive;
+    let jobs = vec![
+        job(1, 0, 1, MS, 0, 1),
+        job(2, 0, 1, 5 * MS, 0, 1),
+        job(3, 0, 1, 9 * MS, 0, 1),
+        job(4, 0, 3, MS, 0, 1),
+        job(5, 0, 1, 30 * MS, 0, 1),
+    ];
+    simulate(&cfg, jobs)
+}
+
+#[test]
+fn a_receiver_with_one_of_its_two_messages_is_a_candidate_only_per_message() {
+    const RING_A0: u32 = 3;
+    let boosts_of_a0 = |r: &RunResult| {
+        events(r, |k| matches!(k, TraceKind::Boost { process: RING_A0, .. }))
+            .into_iter()
+            .filter(|&(t, cpu, _)| cpu == 0 && (5 * MS..=10 * MS).contains(&t))
+            .collect::<Vec<_>>()
+    };
+    // A1's message lands in A0's endpoint at 6.2 ms + L; A2's not before 10.2 ms.
+    let whole = one_message_of_two_run(BoostReceive::Whole);
+    assert_eq!(boosts_of_a0(&whole), vec![], "one receive waits for both messages");
+    let per_message = one_message_of_two_run(BoostReceive::PerMessage);
+    let boost = (7 * MS, 0, TraceKind::Boost { process: RING_A0, displaced: Displaced::Computing });
+    assert_eq!(boosts_of_a0(&per_message), vec![boost], "A1's message is a receive of its own");
+    // A0 then takes A1's message and spins for A2's: the walks that follow start with A0, which has taken all
+    // that is in, and find C (outside a receive) again.
+    let c_again = events(&per_message, |k| matches!(k, TraceKind::Boost { process: 6, .. }));
+    assert!(c_again.iter().any(|&(t, _, _)| (8 * MS..10 * MS).contains(&t)), "{c_again:?}");
+}
+
 fn on_cpu0(r: &RunResult, from_ms: u64, to_ms: u64) -> Vec<(u64, u32, TraceKind)> {
     events(r, |k| matches!(k, TraceKind::Boost { .. } | TraceKind::Preempt { .. } | TraceKind::Dispatch { .. }))
         .into_iter()
@@ -158,7 +238,7 @@ fn a_periodic_boost_displaces_a_spinner_at_the_same_level_at_the_next_tick() {
         vec![
             // The 3 ms walk starts with A0, spinning: its endpoint has nothing;
             // the second pass finds C, outside a receive, and boosts it...
-            (3 * MS, 0, TraceKind::Boost { process: C }),
+            (3 * MS, 0, TraceKind::Boost { process: C, displaced: Displaced::Spinning }),
             // ...and the scheduler, at the next boundary, runs C in place of A0,
             // though both are at level 59.
             (4 * MS, 0, TraceKind::Preempt { process: A0 }),
@@ -170,7 +250,7 @@ fn a_periodic_boost_displaces_a_spinner_at_the_same_level_at_the_next_tick() {
     assert_eq!(
         on_cpu0(&r, 5, 8),
         vec![
-            (7 * MS, 0, TraceKind::Boost { process: A0 }),
+            (7 * MS, 0, TraceKind::Boost { process: A0, displaced: Displaced::Computing }),
             (8 * MS, 0, TraceKind::Preempt { process: C }),
             (8 * MS, 0, TraceKind::Dispatch { process: A0, switch_cost: true }),
         ]
@@ -204,13 +284,13 @@ fn with_the_walk_at_the_same_tick_the_boost_takes_effect_at_once() {
     assert_eq!(
         on_cpu0(&r, 2, 4),
         vec![
-            (3 * MS, 0, TraceKind::Boost { process: C }),
+            (3 * MS, 0, TraceKind::Boost { process: C, displaced: Displaced::Spinning }),
             (3 * MS, 0, TraceKind::Preempt { process: A0 }),
             (3 * MS, 0, TraceKind::Dispatch { process: C, switch_cost: true }),
         ]
     );
     let boosted_a0 = on_cpu0(&r, 5, 8);
-    assert_eq!(boosted_a0[0], (7 * MS, 0, TraceKind::Boost { process: A0 }));
+    assert_eq!(boosted_a0[0], (7 * MS, 0, TraceKind::Boost { process: A0, displaced: Displaced::Computing }));
     assert_eq!(boosted_a0[1], (7 * MS, 0, TraceKind::Preempt { process: C }));
     // The walk runs before the switch to A0 (A0's endpoint, its queue move); A0 ends after the switch.
     assert_eq!(finish_ns(&r, 3), 7 * MS + CHECK + QUEUE_MOVE + CS);

@@ -849,7 +849,7 @@ fn the_sensitivity_study_in_shards_merges_into_the_bytes_of_the_study_run_whole(
     let shards: Vec<PathBuf> = (1..=2).map(|i| dir.join(format!("shard-{i}"))).collect();
     for (i, shard) in shards.iter().enumerate() {
         let o = study_into(&words(flags), shard, &["--shard", &format!("{}/2", i + 1)]);
-        assert!(stderr(&o).contains("ran 50 of the design's 100 runs"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("ran 90 of the design's 180 runs"), "{}", stderr(&o));
     }
     let merged = dir.join("merged");
     assert!(merge_into(&[&shards[1], &shards[0]], &merged).status.success());

@@ -21,7 +21,7 @@ use crate::app::{dedicated_ns, Program};
 use crate::config::SimConfig;
 use crate::cpu_set::CpuSet;
 use crate::endpoint::Inbox;
-use crate::metrics::{Breakdown, JobRecord};
+use crate::metrics::{BoostCounts, Breakdown, Displaced, JobRecord};
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::MessageArrival;
@@ -166,6 +166,8 @@ pub struct EngineOutcome {
     pub trace: Vec<TraceEvent>,
     /// Events handled, by kind (see `EVENT_KIND_NAMES`).
     pub event_counts: [u64; EVENT_KINDS],
+    /// Boosts by what they displaced.
+    pub boosts: BoostCounts,
     /// The work done and offered from time 0 to the last arrival.
     pub arrival_window: ArrivalWindow,
     /// The run was asked to stop before its last job finished (`end` is when).
@@ -250,6 +252,7 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// record (see `Engine::visit_cpu`).
     running_on: Vec<u32>,
     events_handled: u64,
+    boosts: BoostCounts,
     /// Iterations of the processes of the finished jobs, and of every job (for progress reports).
     finished_iterations: u64,
     total_iterations: u64,
@@ -365,6 +368,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             visits: TimerTree::new(cpu_count),
             running_on: vec![NO_PROC; cpu_count],
             events_handled: 0,
+            boosts: BoostCounts::default(),
             finished_iterations: 0,
             total_iterations,
             stopped_early: false,
@@ -529,6 +533,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             jobs_submitted: self.jobs.len(),
             trace: self.trace.unwrap_or_default(),
             event_counts: self.event_counts,
+            boosts: self.boosts,
             arrival_window: self.arrival_window,
             peak_processes_per_cpu: self.peak_processes_per_cpu,
             jobs_in_system: self.jobs_in_system,
@@ -665,6 +670,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 barrier,
                 rng,
                 cpu_ns: 0,
+                off_cpu_since_ns: 0,
             });
             let residents = &mut self.cpus[cpu as usize].residents;
             residents.push(first_proc + rank);
@@ -1471,6 +1477,9 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// Set what CPU `c` runs from `at` on.
     fn set_running(&mut self, c: u32, at: SimTime, process: Option<u32>) {
         P::Arrival::before_running_changes(self, c, at);
+        if let Some(leaving) = self.cpus[c as usize].running.filter(|&r| Some(r) != process) {
+            self.procs[leaving as usize].off_cpu_since_ns = at.ns();
+        }
         self.cpus[c as usize].running = process;
         self.running_on[c as usize] = process.unwrap_or(NO_PROC);
     }
@@ -1721,6 +1730,14 @@ impl<P: Parts> Host for Engine<'_, P> {
     #[inline(always)]
     fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64) {
         Engine::charge_kernel(self, c, now, ns);
+    }
+    fn count_boost(&mut self, displaced: Displaced) {
+        self.boosts.count(displaced);
+    }
+    fn has_unseen_message(&self, p: u32, now: SimTime) -> bool {
+        let proc = &self.procs[p as usize];
+        let unseen = |inbox: &Inbox| (proc.off_cpu_since_ns + 1..=now.ns()).contains(&inbox.front_ns());
+        proc.inbox[..proc.neighbour_count as usize].iter().any(unseen)
     }
     fn cache_refill_ns(&self, p: u32) -> u64 {
         let job = &self.jobs[self.procs[p as usize].job as usize];

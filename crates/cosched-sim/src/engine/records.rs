@@ -83,6 +83,8 @@ pub(crate) struct Proc<NodeProc, WaitProc> {
     pub(crate) rng: Rng,
     /// CPU time it used: computing and spinning (what its cgroup's `cpu.stat` counts; kernel switches aside).
     pub(crate) cpu_ns: u64,
+    /// When it last left its CPU: a message that landed since, it has not seen (`BoostReceive::PerMessage`).
+    pub(crate) off_cpu_since_ns: u64,
 }
 
 impl<NodeProc, WaitProc> Proc<NodeProc, WaitProc> {

@@ -55,6 +55,10 @@ pub(crate) trait Host {
     /// Kernel work of `ns` on CPU `c`, accounted up to `now`: it delays the
     /// running process, and counts as overhead.
     fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64);
+    /// A boost chose another process than the running one, which was doing `displaced`.
+    fn count_boost(&mut self, displaced: crate::metrics::Displaced);
+    /// Whether a message landed in `p`'s endpoint since it last left its CPU, by `now`: one it has not yet taken.
+    fn has_unseen_message(&self, p: u32, now: SimTime) -> bool;
     /// What process `p` pays to refill the caches when its job takes a CPU back from another.
     fn cache_refill_ns(&self, p: u32) -> u64;
     /// The blocked process `p` becomes runnable at `when` and joins its node scheduler.

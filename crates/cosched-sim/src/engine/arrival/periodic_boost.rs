@@ -4,9 +4,10 @@
 //! process preempts the running one when the scheduler next acts.
 
 use super::MessageArrival;
-use crate::config::{BoostWalk, SimConfig};
+use crate::config::{BoostDisplaces, BoostReceive, BoostWalk, SimConfig};
 use crate::engine::records::{Phase, ProcState};
 use crate::engine::view::Host;
+use crate::metrics::Displaced;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
 use cosched_policy::{periodic_boost_choice, BoostCandidate};
@@ -68,45 +69,61 @@ fn walk<H: Host<Arrival = PeriodicBoost>>(engine: &mut H, c: u32, now: SimTime) 
     let mut candidates = std::mem::take(&mut engine.arrival_mut().candidates);
     let (cost_ns, boosted) = boost_by_choice(engine, c, start_with, now, &mut candidates);
     engine.arrival_mut().candidates = candidates;
-    if let Some(q) = boosted {
-        engine.preempt_for(c, q);
+    if let Some((q, displaced)) = boosted {
+        if displaced != Displaced::Computing || engine.cfg().costs.boost_displaces == BoostDisplaces::Any {
+            engine.preempt_for(c, q);
+        }
     }
     engine.charge_kernel(c, now, cost_ns);
 }
 
 /// Walk the CPU's processes starting with `start_with` and have the node
 /// scheduler favour the chosen one, unless it is `start_with` itself.
-/// Returns the kernel time it took and whom it boosted. (Spin-yield's pick
-/// too.) `candidates` is the caller's buffer, reused between walks: no
-/// allocation per tick.
+/// Returns the kernel time it took, whom it boosted and what the running
+/// process was doing. (Spin-yield's pick too.) `candidates` is the caller's
+/// buffer, reused between walks: no allocation per tick.
 pub(crate) fn boost_by_choice<H: Host>(
     engine: &mut H,
     c: u32,
     start_with: Option<u32>,
     now: SimTime,
     candidates: &mut Vec<BoostCandidate>,
-) -> (u64, Option<u32>) {
+) -> (u64, Option<(u32, Displaced)>) {
     candidates.clear();
-    let residents = &engine.cpu(c).residents;
+    let per_message = engine.cfg().costs.boost_receive == BoostReceive::PerMessage;
+    let cpu = engine.cpu(c);
+    let (residents, running) = (&cpu.residents, cpu.running);
     debug_assert!(residents.is_sorted(), "the walk goes in process order");
     candidates.extend(residents.iter().map(|&r| {
         let proc = &engine.proc(r);
+        let in_receive = matches!(proc.phase, Phase::Recv);
+        // (`&`, not `&&`: both are loads of this record, and one branch fewer is cheaper.)
+        let complete = in_receive & engine.has_all_messages(r, now);
+        // A receive per message: one it has not taken yet makes it a candidate (the running process has
+        // taken every message in).
+        let unseen = per_message && in_receive && Some(r) != running && engine.has_unseen_message(r, now);
         BoostCandidate {
             id: r,
             runnable: matches!(proc.state, ProcState::Ready | ProcState::Running),
-            in_receive: matches!(proc.phase, Phase::Recv),
-            // (`&`, not `&&`: both are loads of this record, and one branch fewer is cheaper.)
-            message_ready: matches!(proc.phase, Phase::Recv) & engine.has_all_messages(r, now),
+            in_receive,
+            message_ready: complete || unseen,
         }
     }));
     let choice = periodic_boost_choice(candidates, start_with);
     let costs = &engine.cfg().costs;
     let mut cost_ns = choice.endpoints_checked as u64 * costs.endpoint_check_ns;
     let boosted = choice.chosen.filter(|&q| engine.proc(q).state == ProcState::Ready);
-    if let Some(q) = boosted {
-        cost_ns += costs.queue_move_ns;
-        engine.favour(q);
-        engine.record(now, c, TraceKind::Boost { process: q });
-    }
-    (cost_ns, boosted)
+    let Some(q) = boosted else {
+        return (cost_ns, None);
+    };
+    cost_ns += costs.queue_move_ns;
+    let displaced = match running.map(|r| engine.proc(r).phase) {
+        None => Displaced::Nothing,
+        Some(Phase::Recv) => Displaced::Spinning,
+        Some(_) => Displaced::Computing,
+    };
+    engine.favour(q);
+    engine.count_boost(displaced);
+    engine.record(now, c, TraceKind::Boost { process: q, displaced });
+    (cost_ns, Some((q, displaced)))
 }

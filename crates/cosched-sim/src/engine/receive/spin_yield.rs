@@ -1,9 +1,10 @@
-//! Spin-yield: spin for the spin time, then (once per receive) drop below
-//! every other process of the CPU, boost one other as periodic boost would
-//! choose, and spin on.
+//! Spin-yield: spin for the spin time, then drop below every other process
+//! of the CPU, boost one other as periodic boost would choose, and spin on:
+//! to the end of the receive (the default), or to the next yield after
+//! another spin time (`YieldCycle::Repeated`).
 
 use super::{spin_ns, ReceiveWait};
-use crate::config::SimConfig;
+use crate::config::{SimConfig, YieldCycle};
 use crate::engine::arrival::boost_by_choice;
 use crate::engine::view::Host;
 use crate::trace::TraceKind;
@@ -13,6 +14,8 @@ use cosched_policy::BoostCandidate;
 pub(crate) struct SpinYield {
     /// The spin time before yielding.
     spin_ns: u64,
+    /// It yields after every spin time (`YieldCycle::Repeated`), not once per receive.
+    repeats: bool,
     /// The pick's candidates, kept to reuse their allocation.
     candidates: Vec<BoostCandidate>,
 }
@@ -31,7 +34,10 @@ impl ReceiveWait for SpinYield {
     const REACTS_TO_DEPOSITS: bool = false;
 
     fn new(cfg: &SimConfig) -> SpinYield {
-        SpinYield { spin_ns: spin_ns(cfg), candidates: Vec::new() }
+        let spin_ns = spin_ns(cfg);
+        // (With no spin time, yields would follow one another at one instant.)
+        let repeats = cfg.costs.yield_cycle == YieldCycle::Repeated && spin_ns > 0;
+        SpinYield { spin_ns, repeats, candidates: Vec::new() }
     }
 
     fn start_receive(&self, proc: &mut SpinOnce) {
@@ -72,7 +78,14 @@ fn spin_yield<H: Host<WaitProc = SpinOnce, Wait = SpinYield>>(engine: &mut H, p:
         cost_ns += engine.cfg().costs.queue_move_ns;
         engine.record(now, cpu, TraceKind::Yield { process: p, level });
     }
-    engine.proc_mut(p).wait.yielded = true;
+    // Yield again after another spin time, or spin on to the end.
+    let (repeats, again_ns) = (engine.wait().repeats, engine.wait().spin_ns);
+    let proc = &mut engine.proc_mut(p).wait;
+    if repeats {
+        proc.spin_left_ns = again_ns;
+    } else {
+        proc.yielded = true;
+    }
     let mut candidates = std::mem::take(&mut engine.wait_mut().candidates);
     let (walk_cost_ns, _) = boost_by_choice(engine, cpu, Some(p), now, &mut candidates);
     engine.wait_mut().candidates = candidates;
