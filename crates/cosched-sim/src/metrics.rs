@@ -55,19 +55,66 @@ pub struct BoostCounts {
     pub displacing_computing: u64,
     pub displacing_spinning: u64,
     pub on_an_idle_cpu: u64,
+    /// Of those that displaced a process, the ones whose process had a ring neighbour running at the walk: the
+    /// boost ends a coscheduled pair.
+    pub breaking_a_coscheduled_pair: u64,
 }
 
 impl BoostCounts {
-    pub fn count(&mut self, displaced: Displaced) {
+    pub fn count(&mut self, displaced: Displaced, breaks_a_pair: bool) {
         *match displaced {
             Displaced::Computing => &mut self.displacing_computing,
             Displaced::Spinning => &mut self.displacing_spinning,
             Displaced::Nothing => &mut self.on_an_idle_cpu,
         } += 1;
+        self.breaking_a_coscheduled_pair += breaks_a_pair as u64;
     }
 
     pub fn is_zero(&self) -> bool {
         *self == BoostCounts::default()
+    }
+}
+
+/// Why a CPU's process left it, for the context switch that follows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SwitchCause {
+    /// The node scheduler at a tick: a quantum ran out, a higher level (a woken, interrupted or yielded-to
+    /// process) or, on EEVDF, another pick.
+    #[default]
+    Tick,
+    /// Periodic boost's preemption in favour of the process it boosted.
+    Boost,
+    /// The process blocked: for I/O, or spin-block's block in a receive.
+    Block,
+    /// The process ended.
+    Exit,
+    /// A gang slot changed.
+    Gang,
+}
+
+/// Context switches charged at a dispatch, by why the CPU's last process left it (each costs `CS`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SwitchCounts {
+    pub after_a_tick: u64,
+    pub after_a_boost: u64,
+    pub after_a_block: u64,
+    pub after_an_exit: u64,
+    pub after_a_gang_switch: u64,
+}
+
+impl SwitchCounts {
+    pub fn count(&mut self, cause: SwitchCause) {
+        *match cause {
+            SwitchCause::Tick => &mut self.after_a_tick,
+            SwitchCause::Boost => &mut self.after_a_boost,
+            SwitchCause::Block => &mut self.after_a_block,
+            SwitchCause::Exit => &mut self.after_an_exit,
+            SwitchCause::Gang => &mut self.after_a_gang_switch,
+        } += 1;
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == SwitchCounts::default()
     }
 }
 
@@ -139,6 +186,9 @@ pub struct Summary {
     /// Boosts by what they displaced (schemes that boost only).
     #[serde(skip_serializing_if = "BoostCounts::is_zero")]
     pub boosts: BoostCounts,
+    /// Context switches by cause (schemes with a node scheduler of their own).
+    #[serde(skip_serializing_if = "SwitchCounts::is_zero")]
+    pub switches: SwitchCounts,
     pub events: u64,
     /// Fast mode's settings and what it skipped (absent: the exact engine alone).
     #[serde(skip_serializing_if = "Option::is_none")]

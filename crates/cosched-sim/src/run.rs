@@ -185,6 +185,7 @@ pub fn run(
         interrupted_at_s: outcome.stopped_early.then_some(span_s),
         cpu_time: outcome.cpu_time,
         boosts: outcome.boosts,
+        switches: outcome.switches,
         events: outcome.events,
         fast_mode,
     };

@@ -10,7 +10,7 @@
 mod common;
 use common::*;
 use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, YieldCycle};
-use cosched_sim::metrics::{BoostCounts, Displaced};
+use cosched_sim::metrics::{BoostCounts, Displaced, SwitchCounts};
 use cosched_sim::run::RunResult;
 use cosched_sim::trace::TraceKind;
 use cosched_sim::{Scheme, SimJob};
@@ -165,8 +165,30 @@ fn periodic_boost_run(walk: BoostWalk) -> RunResult {
 fn boosts_are_counted_by_what_they_displaced() {
     let r = periodic_boost_run(BoostWalk::TickBefore);
     // C displaced spinning A0 at 3 ms; A0 displaced computing C at 7 ms.
-    let counts = BoostCounts { displacing_computing: 1, displacing_spinning: 1, on_an_idle_cpu: 0 };
+    // At 3 ms A0's partner A1 is not running yet (B2 holds CPU 1 until 5 ms): no pair is broken.
+    let counts = BoostCounts {
+        displacing_computing: 1,
+        displacing_spinning: 1,
+        on_an_idle_cpu: 0,
+        breaking_a_coscheduled_pair: 0,
+    };
     assert_eq!(r.summary.boosts, counts);
+}
+
+#[test]
+fn context_switches_are_counted_by_why_the_last_process_left() {
+    let r = periodic_boost_run(BoostWalk::TickBefore);
+    let switches = r.summary.switches;
+    // CPU 0: B1 ends (1 ms, to A0), C's boost (4 ms), A0's boost (8 ms), A0 ends (to C). CPU 1: B2 ends (5 ms,
+    // to A1). A1's and C's ends leave their CPUs idle: no switch follows.
+    let expected =
+        SwitchCounts { after_a_tick: 0, after_a_boost: 2, after_a_block: 0, after_an_exit: 3, after_a_gang_switch: 0 };
+    assert_eq!(switches, expected);
+    let charged = events(&r, |k| matches!(k, TraceKind::Dispatch { switch_cost: true, .. })).len() as u64;
+    assert_eq!(charged, 5, "every charged switch has one cause");
+    // Spin-block's block is a cause of its own.
+    let sb = simulate(&config(scheme("SB"), 2, 3), jobs(true));
+    assert!(sb.summary.switches.after_a_block >= 1, "{:?}", sb.summary.switches);
 }
 
 #[test]
@@ -294,4 +316,17 @@ fn with_the_walk_at_the_same_tick_the_boost_takes_effect_at_once() {
     assert_eq!(boosted_a0[1], (7 * MS, 0, TraceKind::Preempt { process: C }));
     // The walk runs before the switch to A0 (A0's endpoint, its queue move); A0 ends after the switch.
     assert_eq!(finish_ns(&r, 3), 7 * MS + CHECK + QUEUE_MOVE + CS);
+}
+
+#[test]
+fn a_boost_breaks_a_pair_only_where_the_displaced_process_has_a_partner_running() {
+    // Two two-task jobs of short iterations sharing two CPUs: their processes are often coscheduled.
+    let pairs =
+        simulate(&config(scheme("PB"), 2, 2), vec![job(1, 0, 2, 300 * US, 0, 40), job(2, 0, 2, 300 * US, 0, 40)]);
+    let boosts = pairs.summary.boosts;
+    let displacing = boosts.displacing_computing + boosts.displacing_spinning;
+    assert!(boosts.breaking_a_coscheduled_pair > 0 && boosts.breaking_a_coscheduled_pair <= displacing, "{boosts:?}");
+    // A job alone on the CPUs is never displaced, so no pair of its is broken.
+    let alone = simulate(&config(scheme("PB"), 2, 2), vec![job(1, 0, 2, 300 * US, 0, 40)]).summary.boosts;
+    assert_eq!(alone.breaking_a_coscheduled_pair, 0, "{alone:?}");
 }

@@ -21,7 +21,7 @@ use crate::app::{dedicated_ns, Program};
 use crate::config::SimConfig;
 use crate::cpu_set::CpuSet;
 use crate::endpoint::Inbox;
-use crate::metrics::{BoostCounts, Breakdown, Displaced, JobRecord};
+use crate::metrics::{BoostCounts, Breakdown, Displaced, JobRecord, SwitchCause, SwitchCounts};
 use crate::net::{Nic, Undecided};
 use crate::trace::{TraceEvent, TraceKind};
 use arrival::MessageArrival;
@@ -168,6 +168,8 @@ pub struct EngineOutcome {
     pub event_counts: [u64; EVENT_KINDS],
     /// Boosts by what they displaced.
     pub boosts: BoostCounts,
+    /// Context switches by cause.
+    pub switches: SwitchCounts,
     /// The work done and offered from time 0 to the last arrival.
     pub arrival_window: ArrivalWindow,
     /// The run was asked to stop before its last job finished (`end` is when).
@@ -253,6 +255,7 @@ pub(crate) struct Engine<'a, P: Parts> {
     running_on: Vec<u32>,
     events_handled: u64,
     boosts: BoostCounts,
+    switches: SwitchCounts,
     /// Iterations of the processes of the finished jobs, and of every job (for progress reports).
     finished_iterations: u64,
     total_iterations: u64,
@@ -312,6 +315,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 switch_until: SimTime::ZERO,
                 overhead_pending_ns: 0,
                 last_process: None,
+                left_because: SwitchCause::default(),
                 residents: Vec::new(),
                 in_io: Vec::new(),
                 earliest_io_end: SimTime::MAX,
@@ -369,6 +373,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             running_on: vec![NO_PROC; cpu_count],
             events_handled: 0,
             boosts: BoostCounts::default(),
+            switches: SwitchCounts::default(),
             finished_iterations: 0,
             total_iterations,
             stopped_early: false,
@@ -534,6 +539,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             trace: self.trace.unwrap_or_default(),
             event_counts: self.event_counts,
             boosts: self.boosts,
+            switches: self.switches,
             arrival_window: self.arrival_window,
             peak_processes_per_cpu: self.peak_processes_per_cpu,
             jobs_in_system: self.jobs_in_system,
@@ -1183,7 +1189,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                     let proc = &mut self.procs[p as usize];
                     debug_assert!(proc.inbox.iter().all(Inbox::is_empty), "every message is consumed");
                     proc.state = ProcState::Exited;
-                    self.set_running(cpu, now, None);
+                    self.leave_cpu(cpu, now, SwitchCause::Exit);
                     let c = &mut self.cpus[cpu as usize];
                     c.residents.retain(|&r| r != p);
                     P::Node::exited(&mut c.sched, p);
@@ -1248,7 +1254,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         let proc = &mut self.procs[p as usize];
         proc.state = ProcState::Blocked;
         P::Node::blocked(self, cpu, p);
-        self.set_running(cpu, now, None);
+        self.leave_cpu(cpu, now, SwitchCause::Block);
         self.charge_kernel(cpu, now, self.cfg.costs.syscall_ns);
         self.record(now, cpu, TraceKind::Block { process: p });
     }
@@ -1267,7 +1273,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         in_io.insert(place, io);
         self.cpus[cpu as usize].earliest_io_end = in_io[0].0;
         P::Node::blocked(self, cpu, p);
-        self.set_running(cpu, at, None);
+        self.leave_cpu(cpu, at, SwitchCause::Block);
         self.record(at, cpu, TraceKind::Block { process: p });
     }
 
@@ -1464,6 +1470,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             let cpu = &mut self.cpus[c as usize];
             if switching {
                 cpu.add_kernel_work(now, self.cfg.costs.context_switch_ns);
+                self.switches.count(cpu.left_because);
             }
             self.record(now, c, TraceKind::Dispatch { process: p, switch_cost: switching });
             if switching {
@@ -1472,6 +1479,12 @@ impl<'a, P: Parts> Engine<'a, P> {
             self.advance_running(p, now);
         }
         panic!("CPU {c} dispatched {MAX_DISPATCHES_PER_VISIT} times at {now}: a process loops without using time");
+    }
+
+    /// CPU `c`'s process leaves it at `at`, for `cause`.
+    fn leave_cpu(&mut self, c: u32, at: SimTime, cause: SwitchCause) {
+        self.cpus[c as usize].left_because = cause;
+        self.set_running(c, at, None);
     }
 
     /// Set what CPU `c` runs from `at` on.
@@ -1731,8 +1744,8 @@ impl<P: Parts> Host for Engine<'_, P> {
     fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64) {
         Engine::charge_kernel(self, c, now, ns);
     }
-    fn count_boost(&mut self, displaced: Displaced) {
-        self.boosts.count(displaced);
+    fn count_boost(&mut self, displaced: Displaced, breaks_a_pair: bool) {
+        self.boosts.count(displaced, breaks_a_pair);
     }
     fn has_unseen_message(&self, p: u32, now: SimTime) -> bool {
         let proc = &self.procs[p as usize];
@@ -1752,8 +1765,8 @@ impl<P: Parts> Host for Engine<'_, P> {
         Engine::block_in_recv(self, p, now);
     }
     #[inline(always)]
-    fn release_cpu(&mut self, c: u32, at: SimTime) {
-        self.set_running(c, at, None);
+    fn release_cpu(&mut self, c: u32, at: SimTime, cause: SwitchCause) {
+        self.leave_cpu(c, at, cause);
     }
     #[inline(always)]
     fn dispatch(&mut self, c: u32, now: SimTime) {

@@ -110,6 +110,8 @@ pub(crate) struct Cpu<NodeCpu, ArrivalCpu> {
     /// Part of the kernel period still to come that is overhead, not switching.
     pub(crate) overhead_pending_ns: u64,
     pub(crate) last_process: Option<u32>,
+    /// Why `last_process` left the CPU (for the switch to the next).
+    pub(crate) left_because: crate::metrics::SwitchCause,
     /// Processes placed on this CPU that have not exited (at most MPL), in
     /// increasing order (processes are numbered as they start).
     pub(crate) residents: Vec<u32>,

@@ -55,8 +55,9 @@ pub(crate) trait Host {
     /// Kernel work of `ns` on CPU `c`, accounted up to `now`: it delays the
     /// running process, and counts as overhead.
     fn charge_kernel(&mut self, c: u32, now: SimTime, ns: u64);
-    /// A boost chose another process than the running one, which was doing `displaced`.
-    fn count_boost(&mut self, displaced: crate::metrics::Displaced);
+    /// A boost chose another process than the running one, which was doing `displaced` (and had a ring
+    /// neighbour running: `breaks_a_pair`).
+    fn count_boost(&mut self, displaced: crate::metrics::Displaced, breaks_a_pair: bool);
     /// Whether a message landed in `p`'s endpoint since it last left its CPU, by `now`: one it has not yet taken.
     fn has_unseen_message(&self, p: u32, now: SimTime) -> bool;
     /// What process `p` pays to refill the caches when its job takes a CPU back from another.
@@ -66,7 +67,7 @@ pub(crate) trait Host {
     /// The running receiver `p` blocks with a system call.
     fn block_in_recv(&mut self, p: u32, now: SimTime);
     /// CPU `c` runs nothing from `at` on (its process was put back by its scheduler).
-    fn release_cpu(&mut self, c: u32, at: SimTime);
+    fn release_cpu(&mut self, c: u32, at: SimTime, cause: crate::metrics::SwitchCause);
     /// While CPU `c` is free, give it to the next process.
     fn dispatch(&mut self, c: u32, now: SimTime);
     /// Whether every message `p` awaits is in its endpoints at `now`.

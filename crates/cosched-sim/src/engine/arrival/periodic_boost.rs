@@ -123,7 +123,13 @@ pub(crate) fn boost_by_choice<H: Host>(
         Some(_) => Displaced::Computing,
     };
     engine.favour(q);
-    engine.count_boost(displaced);
+    engine.count_boost(displaced, running.is_some_and(|r| has_a_running_neighbour(engine, r)));
     engine.record(now, c, TraceKind::Boost { process: q, displaced });
     (cost_ns, Some((q, displaced)))
+}
+
+/// Whether a ring neighbour of `p` runs (on its own CPU): `p` and it are coscheduled.
+fn has_a_running_neighbour<H: Host>(engine: &H, p: u32) -> bool {
+    let proc = engine.proc(p);
+    proc.neighbours[..proc.neighbour_count as usize].iter().any(|&n| engine.proc(n).state == ProcState::Running)
 }

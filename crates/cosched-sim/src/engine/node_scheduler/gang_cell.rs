@@ -256,7 +256,7 @@ pub(crate) fn row_at_boundary<H: Host<NodeMachine: HoldsQuantum>>(engine: &mut H
 fn put_on_cell<H: GangHost>(engine: &mut H, c: u32, cell: Option<u32>, now: SimTime) {
     if let Some(p) = engine.cpu(c).running {
         engine.proc_mut(p).state = ProcState::Ready;
-        engine.release_cpu(c, now);
+        engine.release_cpu(c, now, crate::metrics::SwitchCause::Gang);
     }
     engine.cpu_mut(c).sched.cell = cell;
 }

@@ -9,6 +9,7 @@ use crate::config::{SimConfig, TOP_LEVEL};
 use crate::engine::records::ProcState;
 use crate::engine::view::Host;
 use crate::mlfq::ReadyQueue;
+use crate::metrics::SwitchCause;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
 use cosched_policy::Mode;
@@ -132,6 +133,7 @@ impl NodeScheduler for Mlfq {
         let proc = &mut records.procs[p as usize];
         let (state, proc) = (&mut proc.state, &mut proc.sched);
         let cpu = &mut records.cpus[c as usize].sched;
+        let cause = if boosted.is_some() { SwitchCause::Boost } else { SwitchCause::Tick };
         let trace = if proc.quantum_left_ns == 0 {
             proc.level = proc.level.saturating_sub(1);
             proc.quantum_left_ns = records.cfg.scheduler.quantum_ns(proc.level);
@@ -152,7 +154,7 @@ impl NodeScheduler for Mlfq {
             ready.remove(q);
             ready.push_head(q, level);
         }
-        engine.release_cpu(c, now);
+        engine.release_cpu(c, now, cause);
         engine.record(now, c, trace);
     }
 

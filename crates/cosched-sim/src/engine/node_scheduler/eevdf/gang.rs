@@ -301,7 +301,7 @@ fn freeze<H: GateHost>(engine: &mut H, p: u32, now: SimTime) {
         ProcState::Running => {
             engine.proc_mut(p).state = ProcState::Blocked;
             Eevdf::blocked(engine, c, p);
-            engine.release_cpu(c, now);
+            engine.release_cpu(c, now, crate::metrics::SwitchCause::Block);
             engine.record(now, c, TraceKind::Block { process: p });
             true
         }

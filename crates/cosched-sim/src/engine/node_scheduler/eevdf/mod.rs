@@ -19,6 +19,7 @@ pub(crate) use gang::GangEevdf;
 
 use super::{first_tick_after, tick_at_or_after, NodeScheduler};
 use crate::config::SimConfig;
+use crate::metrics::SwitchCause;
 use crate::engine::records::{Phase, ProcState};
 use crate::engine::view::Host;
 use crate::trace::TraceKind;
@@ -595,15 +596,17 @@ fn check_preempt_wakeup<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engin
 /// pick meets leave the queue.
 fn reschedule<H: Host<NodeCpu = EevdfCpu, NodeProc = EevdfProc>>(engine: &mut H, c: u32, now: SimTime) {
     let Some(running) = engine.cpu(c).running else { return };
-    loop {
+    let next = loop {
         match pick_eevdf(engine, c, Some(running)) {
             Some(q) if q != running && engine.proc(q).sched.delayed => finish_delayed_dequeue(engine, c, q),
-            Some(q) if q != running => break,
+            Some(q) if q != running => break q,
             _ => return,
         }
-    }
+    };
+    // A boost makes its process the next buddy: the pick that follows it is the boost's doing.
+    let cause = if engine.cpu(c).sched.next_buddy == Some(next) { SwitchCause::Boost } else { SwitchCause::Tick };
     engine.proc_mut(running).state = ProcState::Ready;
     engine.cpu_mut(c).sched.queue.push(running);
-    engine.release_cpu(c, now);
+    engine.release_cpu(c, now, cause);
     engine.record(now, c, TraceKind::Preempt { process: running });
 }
