@@ -106,6 +106,14 @@ pub struct StudySettings {
     /// The model's open choices every run starts from (docs/model.md).
     #[serde(default)]
     pub model: ModelChoices,
+    /// E3: run each scheme and workload at this fraction of its own capacity at MPL 2, measured first (0: every
+    /// run at the experiment's offered load; absent from documents then).
+    #[serde(default, skip_serializing_if = "is_zero", with = "exact_f64")]
+    pub e3_load_fraction: f64,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 fn default_capacity_load() -> f64 {
@@ -246,6 +254,7 @@ impl Default for StudySettings {
             capacity_load: default_capacity_load(),
             capacity_jobs: default_capacity_jobs(),
             model: ModelChoices::default(),
+            e3_load_fraction: 0.0,
         }
     }
 }
@@ -285,6 +294,9 @@ impl StudySettings {
         if self.capacity_jobs < 10 {
             return Err("--capacity-jobs must be at least 10".into());
         }
+        if !(0.0..1.0).contains(&self.e3_load_fraction) || self.e3_load_fraction.is_nan() {
+            return Err("--e3-load-fraction must be at least 0 and below 1 (0: the fixed offered load)".into());
+        }
         if self.model.context_switch_ns == 0 {
             // (A free switch lets a process send while it is being switched in: the engine refuses it.)
             return Err("--cs-us must be positive".into());
@@ -294,6 +306,11 @@ impl StudySettings {
             return Err(format!("{runs} runs: a study may hold at most {MAX_DESIGN_RUNS}"));
         }
         Ok(())
+    }
+
+    /// E3 runs each scheme at a fraction of its own capacity.
+    pub fn e3_at_own_capacity(&self) -> bool {
+        self.e3_load_fraction > 0.0
     }
 
     fn single_load(&self, default: f64) -> f64 {
@@ -308,6 +325,11 @@ const E1_LOADS: [f64; 9] = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
 const E2_LOAD: f64 = 0.5;
 const E2_MIXES: [&str; 4] = ["WL4", "WL5", "WL2", "WL3"];
 const E3_TO_E5_LOAD: f64 = 0.9;
+const E3_MIXES: [&str; 3] = ["WL2", "WL4", "WL5"];
+/// E3's multiprogramming levels, the baseline first.
+const E3_MPLS: [u32; 3] = [2, 5, 16];
+const TWO_STEPS: &str = "--e3-load-fraction runs in two steps, the second at loads the first measures: it cannot \
+                         run in shards or by index";
 
 /// The machine and cost model every run of a study starts from.
 pub fn base_config(scheme: Scheme, seed: u64) -> SimConfig {
@@ -441,6 +463,7 @@ pub fn run_study<W: BatchWatch>(
 ) -> Result<Vec<RunRow>, String> {
     match experiment {
         Experiment::E1 => execute_e1(settings, watch),
+        Experiment::E3 if settings.e3_at_own_capacity() => execute_e3_at_own_capacity(settings, watch),
         _ => execute(&plan(experiment, settings), settings, watch),
     }
 }
@@ -464,6 +487,7 @@ pub fn design(experiment: Experiment, settings: &StudySettings) -> Vec<RunSpec> 
 pub fn design_len(experiment: Experiment, settings: &StudySettings) -> usize {
     let per_scheme_and_replication = match experiment {
         Experiment::E1 => 1 + settings.loads.as_ref().map_or(E1_LOADS.len(), Vec::len),
+        Experiment::E3 if settings.e3_at_own_capacity() => E3_MIXES.len() * (1 + E3_MPLS.len()),
         _ => settings.schemes.first().map_or(0, |&s| variants(experiment, settings, &base_config(s, 0), 0).len()),
     };
     per_scheme_and_replication.saturating_mul(settings.schemes.len()).saturating_mul(settings.replications as usize)
@@ -479,6 +503,9 @@ pub fn run_selected<W: BatchWatch>(
     watch: &W,
 ) -> Result<Vec<(usize, RunRow)>, String> {
     settings.check(experiment)?;
+    if experiment == Experiment::E3 && settings.e3_at_own_capacity() {
+        return Err(TWO_STEPS.into());
+    }
     let design = design(experiment, settings);
     IndexAudit::of(indices, design.len(), |_| true).refuse_extra(&the_design(design.len()))?;
     if indices.is_empty() {
@@ -630,8 +657,69 @@ fn e1_capacity_runs(settings: &StudySettings) -> Vec<RunSpec> {
 
 /// A capacity run: WL7 at the settings' overload.
 fn capacity_run(settings: &StudySettings, variant: String, replication: usize, config: SimConfig) -> RunSpec {
+    capacity_run_of(settings, "WL7", variant, replication, config)
+}
+
+/// A capacity run of workload `mix_name` at the settings' overload.
+fn capacity_run_of(
+    settings: &StudySettings,
+    mix_name: &str,
+    variant: String,
+    replication: usize,
+    config: SimConfig,
+) -> RunSpec {
     let (load, jobs) = (settings.capacity_load, settings.capacity_jobs);
-    spec(CAPACITY_GROUP.into(), variant, mix("WL7"), load, jobs, replication, config)
+    spec(CAPACITY_GROUP.into(), variant, mix(mix_name), load, jobs, replication, config)
+}
+
+/// E3's first step at its own capacity: every scheme's capacity on each workload at the baseline MPL.
+fn e3_capacity_runs(settings: &StudySettings) -> Vec<RunSpec> {
+    let mut specs = Vec::new();
+    for (k, seed) in settings.seeds().into_iter().enumerate() {
+        for &s in &settings.schemes {
+            for wl in E3_MIXES {
+                let config = SimConfig { mpl: E3_MPLS[0], ..study_config(settings, s, seed) };
+                specs.push(capacity_run_of(settings, wl, E3_MPLS[0].to_string(), k, config));
+            }
+        }
+    }
+    specs
+}
+
+/// E3's second step: each scheme on each workload at `e3_load_fraction` of its mean capacity over the
+/// replications (`capacity_rows`), at every MPL; the same jobs for every MPL of a replication.
+fn e3_runs_at_own_capacity(settings: &StudySettings, capacity_rows: &[RunRow]) -> Result<Vec<RunSpec>, String> {
+    let mut specs = Vec::new();
+    for (k, seed) in settings.seeds().into_iter().enumerate() {
+        for &s in &settings.schemes {
+            for wl in E3_MIXES {
+                let measured: Vec<f64> =
+                    capacity_rows.iter().filter(|r| r.scheme == s.name() && r.mix == wl).map(capacity_of).collect();
+                let capacity = measured.iter().sum::<f64>() / measured.len().max(1) as f64;
+                if capacity.is_nan() || capacity <= 0.0 {
+                    return Err(format!(
+                        "{} delivered nothing on {wl} at MPL {}: no load to run it at",
+                        s.name(),
+                        E3_MPLS[0]
+                    ));
+                }
+                let load = settings.e3_load_fraction * capacity;
+                for mpl in E3_MPLS {
+                    let config = SimConfig { mpl, ..study_config(settings, s, seed) };
+                    specs.push(spec(wl.into(), mpl.to_string(), mix(wl), load, settings.jobs_per_run, k, config));
+                }
+            }
+        }
+    }
+    Ok(specs)
+}
+
+/// E3 at each scheme's own capacity: the capacities first, then the runs at loads they give.
+fn execute_e3_at_own_capacity<W: BatchWatch>(settings: &StudySettings, watch: &W) -> Result<Vec<RunRow>, String> {
+    let mut rows = execute(&e3_capacity_runs(settings), settings, watch)?;
+    let specs = e3_runs_at_own_capacity(settings, &rows)?;
+    rows.extend(execute(&specs, settings, watch)?);
+    Ok(rows)
 }
 
 /// E1's rule: a scheme that saturated at one load (in most of its
@@ -734,8 +822,8 @@ fn variants(experiment: Experiment, settings: &StudySettings, base: &SimConfig, 
             }
         }
         Experiment::E3 => {
-            for wl in ["WL2", "WL4", "WL5"] {
-                for mpl in [2, 5, 16] {
+            for wl in E3_MIXES {
+                for mpl in E3_MPLS {
                     let config = SimConfig { mpl, ..base.clone() };
                     add(wl, mpl.to_string(), wl, settings.single_load(E3_TO_E5_LOAD), config);
                 }
@@ -1252,6 +1340,48 @@ mod tests {
             capacity_jobs: 20,
             ..StudySettings::default()
         }
+    }
+
+    #[test]
+    fn e3_at_its_own_capacity_runs_each_scheme_at_the_fraction_of_its_mean_capacity() {
+        let settings = StudySettings { replications: 2, e3_load_fraction: 0.8, ..tiny_e1() };
+        let capacity_specs = e3_capacity_runs(&settings);
+        assert_eq!(capacity_specs.len(), 2 * 2 * 3, "seeds x schemes x workloads");
+        assert!(capacity_specs.iter().all(|s| s.group == CAPACITY_GROUP && s.config.mpl == 2));
+        // GS delivers 0.5 and 0.7 on every workload, Local 0.2 and 0.4.
+        let delivered = |s: &RunSpec| {
+            let base = if s.config.scheme.name() == "GS" { 0.5 } else { 0.2 };
+            base + 0.2 * s.replication as f64
+        };
+        let rows: Vec<RunRow> = capacity_specs.iter().map(|s| made_up::row_of(s, delivered(s), true)).collect();
+        let specs = e3_runs_at_own_capacity(&settings, &rows).unwrap();
+        assert_eq!(specs.len(), 2 * 2 * 3 * 3, "seeds x schemes x workloads x MPLs");
+        let loads = |scheme: &str| -> Vec<f64> {
+            specs.iter().filter(|s| s.config.scheme.name() == scheme).map(|s| s.load).collect()
+        };
+        assert!(loads("GS").iter().all(|&l| (l - 0.8 * 0.6).abs() < 1e-12), "{:?}", loads("GS"));
+        assert!(loads("Local").iter().all(|&l| (l - 0.8 * 0.3).abs() < 1e-12), "{:?}", loads("Local"));
+        let mpls: Vec<u32> = specs.iter().take(3).map(|s| s.config.mpl).collect();
+        assert_eq!(mpls, E3_MPLS);
+        // A scheme that delivered nothing has no load to run at.
+        let nothing: Vec<RunRow> = capacity_specs.iter().map(|s| made_up::row_of(s, 0.0, true)).collect();
+        assert!(e3_runs_at_own_capacity(&settings, &nothing).unwrap_err().contains("delivered nothing"));
+        // The second step depends on the first: no shards.
+        let refused = run_selected(Experiment::E3, &settings, &[0], &crate::batch::Unwatched).unwrap_err();
+        assert!(refused.contains("cannot run in shards"), "{refused}");
+        assert_eq!(design_len(Experiment::E3, &settings), 2 * 2 * (3 + 9));
+    }
+
+    #[test]
+    fn e3_at_its_own_capacity_runs_its_capacities_then_the_mpls() {
+        let settings =
+            StudySettings { jobs_per_run: 10, schemes: vec![Scheme::GANG], e3_load_fraction: 0.8, ..tiny_e1() };
+        let rows = run_study(Experiment::E3, &settings, &crate::batch::Unwatched).unwrap();
+        assert_eq!(rows.len(), 3 + 9);
+        let capacity = capacity_of(&rows[0]);
+        assert!(capacity > 0.0 && rows[..3].iter().all(|r| r.group == CAPACITY_GROUP));
+        let wl2: Vec<&RunRow> = rows[3..].iter().filter(|r| r.mix == "WL2").collect();
+        assert!(wl2.iter().all(|r| (r.load - 0.8 * capacity).abs() < 1e-12), "{wl2:?}");
     }
 
     /// Rows as written: NaN is not equal to itself, its text is.

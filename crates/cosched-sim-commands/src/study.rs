@@ -14,9 +14,9 @@ use clap::{Args, Subcommand};
 use cosched_core::stats::Estimate;
 use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
 use cosched_lab::study::{
-    capacities, curve, first_seen, paired_effect, points, points_csv, run_study, runs_csv, schemes_in_order,
-    study_config, Capacity, Curve, Experiment, ModelChoices, Point, RunRow, StudySettings, CAPACITY_GROUP,
-    FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE, KNEE_RESPONSE_FACTOR,
+    capacities, capacity_of, curve, first_seen, paired_effect, points, points_csv, run_study, runs_csv,
+    schemes_in_order, study_config, Capacity, Curve, Experiment, ModelChoices, Point, RunRow, StudySettings,
+    CAPACITY_GROUP, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE, KNEE_RESPONSE_FACTOR,
 };
 use cosched_lab::workload::JobSizes;
 use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, YieldCycle};
@@ -30,16 +30,18 @@ pub enum StudyCommand {
     E1(StudyArgs),
     /// E2, nature of the workload: WL4 (CPU), WL5 (communication), WL2 (I/O), WL3 (balanced); wait and execution per scheme.
     E2(StudyArgs),
-    /// E3, multiprogramming level: response at MPL 5 and 16 relative to MPL 2, for WL2, WL4, WL5 (at a load where jobs queue).
+    /// E3, multiprogramming level: response at MPL 5 and 16 relative to MPL 2, for WL2, WL4, WL5 (at a load where jobs
+    /// queue: offered load 0.9, or with --e3-load-fraction each scheme at that fraction of its own capacity).
     E3(StudyArgs),
+    /// E1's sensitivity to the open choices of the model (CS 200/100 µs, a short I/O keeping the CPU, a GS job's
+    /// start in the running row, PB's walk timing, its receive and displacement readings, spin-yield's cycle, and
+    /// the last three with the first two together): each one's effect on every scheme's capacity and on E2's
+    /// ranking, paired on the same seeds.
+    E1s(StudyArgs),
     /// E4, skew: WL4 at s = 20 % and 150 %.
     E4(StudyArgs),
     /// E5, system overheads: WL5 with cheaper switches, quanta and interrupts, normalised to the defaults.
     E5(StudyArgs),
-    /// E1's sensitivity to the open choices of the model (CS 200/100 µs, a short I/O keeping the CPU, a GS job's
-    /// start in the running row, PB's walk timing): each one's effect on every scheme's capacity and on E2's
-    /// ranking, paired on the same seeds.
-    E1s(StudyArgs),
     /// Merge a study's shards (`study eN --shard I/N`) into the files the study run whole writes, byte for byte.
     ///
     /// Every shard 1 to N must be given once, all of one experiment, settings and cosched version. E1's shards
@@ -98,10 +100,15 @@ pub struct StudyArgs {
     /// E1, E1s: offered load of the capacity runs (overloaded: the queue never empties).
     #[arg(long, default_value_t = defaults().capacity_load)]
     pub capacity_load: f64,
-    /// E1, E1s: jobs per capacity run; capacity is the delivered utilization over the second half of their
-    /// arrivals.
+    /// E1, E1s, E3 with --e3-load-fraction: jobs per capacity run; capacity is the delivered utilization over the
+    /// second half of their arrivals.
     #[arg(long, default_value_t = defaults().capacity_jobs)]
     pub capacity_jobs: usize,
+    /// E3: first measure each scheme's capacity on each workload at MPL 2 (capacity runs), then run it at this
+    /// fraction of that capacity, so that jobs queue at MPL 2 without a backlog (0: every scheme at offered load
+    /// 0.9). Runs whole only (no --shard). docs/reproduction.md, E3.
+    #[arg(long, default_value_t = 0.0)]
+    pub e3_load_fraction: f64,
     /// Context switch CS of every run, µs (E5 sets its own).
     #[arg(long, default_value_t = defaults().model.context_switch_ns as f64 / 1e3, help_heading = "Open choices")]
     pub cs_us: f64,
@@ -225,6 +232,7 @@ impl StudyArgs {
             capacity_load: self.capacity_load,
             capacity_jobs: self.capacity_jobs,
             model,
+            e3_load_fraction: self.e3_load_fraction,
         })
     }
 }
@@ -280,6 +288,9 @@ pub fn canonical_command(experiment: Experiment, settings: &StudySettings) -> St
     }
     if !model.yield_cycle.is_default() {
         command += &format!(" --yield-cycle {}", model.yield_cycle.name());
+    }
+    if settings.e3_load_fraction != 0.0 {
+        command += &format!(" --e3-load-fraction {}", settings.e3_load_fraction);
     }
     if !model.node_scheduler.is_default() {
         command += &format!(" --node-scheduler {}", model.node_scheduler);
@@ -395,7 +406,7 @@ type Figures = Vec<(String, String)>;
 pub fn report(experiment: Experiment, rows: &[RunRow]) -> (String, Figures) {
     match experiment {
         Experiment::E1 => report_e1(rows),
-        Experiment::E3 => report_ratio(rows, "MPL", "2", "e3"),
+        Experiment::E3 => report_e3(rows),
         Experiment::E5 => report_ratio(rows, "costs", "defaults", "e5"),
         Experiment::E2 | Experiment::E4 => report_bars(rows),
         Experiment::E1s => report_e1s(rows),
@@ -894,11 +905,16 @@ fn experiment_of(row: &RunRow) -> &'static str {
 /// others context switch and interrupt); the chart's k-th bar of a scheme is
 /// its k-th variant, and the legend names what that is for each kind.
 fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -> (String, Figures) {
+    let first_load = rows.first().map_or(0.0, |r| r.load);
+    let load = if rows.iter().all(|r| r.load == first_load) {
+        format!("Offered load {first_load}")
+    } else {
+        "Offered load: each scheme's own, per workload (above)".into()
+    };
     let mut table = format!(
-        "Offered load {}. Ratios are taken per replication (the same jobs under both settings); means with 95 % \
+        "{load}. Ratios are taken per replication (the same jobs under both settings); means with 95 % \
          confidence intervals.\n\n| workload | scheme | {what} | mean response (s) | relative to {baseline} | \
-         saturated replications | peak processes per CPU | mean wait (s) |\n|---|---|---|---|---|---|---|---|\n",
-        rows.first().map_or(0.0, |r| r.load)
+         saturated replications | peak processes per CPU | mean wait (s) |\n|---|---|---|---|---|---|---|---|\n"
     );
     let mut figures = Vec::new();
     let schemes = schemes_in_order(rows);
@@ -951,6 +967,29 @@ fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -
         figures.push((m.to_lowercase(), chart.to_svg()));
     }
     (table, figures)
+}
+
+/// E3: the capacities at MPL 2 first when the loads came from them, then the responses relative to MPL 2.
+fn report_e3(rows: &[RunRow]) -> (String, Figures) {
+    let (capacity_rows, runs): (Vec<RunRow>, Vec<RunRow>) =
+        rows.iter().cloned().partition(|r| r.group == CAPACITY_GROUP);
+    let (table, figures) = report_ratio(&runs, "MPL", "2", "e3");
+    if capacity_rows.is_empty() {
+        return (table, figures);
+    }
+    let mut head = String::from(
+        "Each scheme ran each workload at a fraction of its own capacity at MPL 2, measured first (capacity runs: \
+         delivered utilization over the second half of the arrivals, overloaded); offered load below is that \
+         fraction of the mean capacity.\n\n| workload | scheme | capacity at MPL 2 | offered load |\n|---|---|---|---|\n",
+    );
+    for m in first_seen(&capacity_rows, |r| r.mix.as_str()) {
+        for scheme in schemes_in_order(&capacity_rows) {
+            let point = Point { runs: capacity_rows.iter().filter(|r| r.mix == m && r.scheme == scheme).collect() };
+            let load = runs.iter().find(|r| r.mix == m && r.scheme == scheme).map_or(f64::NAN, |r| r.load);
+            head += &format!("| {m} | {scheme} | {} | {load:.3} |\n", with_ci(&point.estimate(capacity_of), 3));
+        }
+    }
+    (head + "\n" + &table, figures)
 }
 
 /// The k-th non-baseline variant's names across schemes, joined: "MPL 5", or
@@ -1022,9 +1061,11 @@ mod tests {
         let model = ["--cs-us", "100", "--io-keeps-cpu-below-us", "200", "--gang-start-next-quantum"];
         let more = ["--boost-walk", "same-tick", "--capacity-load", "1.5", "--capacity-jobs", "600"];
         let readings = ["--boost-receive", "per-message", "--boost-displaces", "spinning", "--yield-cycle", "repeated"];
-        let settings = args_of(&[&flags[..], &extra[..], &sizes[..], &model[..], &more[..], &readings[..]].concat())
-            .settings()
-            .unwrap();
+        let e3 = ["--e3-load-fraction", "0.8"];
+        let settings =
+            args_of(&[&flags[..], &extra[..], &sizes[..], &model[..], &more[..], &readings[..], &e3[..]].concat())
+                .settings()
+                .unwrap();
         assert_eq!(settings.job_sizes, JobSizes::Lublin(256));
         let command = canonical_command(Experiment::E4, &settings);
         assert!(command.starts_with("cosched study e4 --jobs 1000 --runtime-scale 0.01 --loads 0.25,0.0000001 "));
