@@ -297,6 +297,9 @@ impl StudySettings {
         if !(0.0..1.0).contains(&self.e3_load_fraction) || self.e3_load_fraction.is_nan() {
             return Err("--e3-load-fraction must be at least 0 and below 1 (0: the fixed offered load)".into());
         }
+        if self.e3_at_own_capacity() && (experiment != Experiment::E3 || self.loads.is_some()) {
+            return Err("--e3-load-fraction is E3's alone, and sets its loads: not with --loads".into());
+        }
         if self.model.context_switch_ns == 0 {
             // (A free switch lets a process send while it is being switched in: the engine refuses it.)
             return Err("--cs-us must be positive".into());
@@ -1344,7 +1347,7 @@ mod tests {
 
     #[test]
     fn e3_at_its_own_capacity_runs_each_scheme_at_the_fraction_of_its_mean_capacity() {
-        let settings = StudySettings { replications: 2, e3_load_fraction: 0.8, ..tiny_e1() };
+        let settings = StudySettings { replications: 2, e3_load_fraction: 0.8, loads: None, ..tiny_e1() };
         let capacity_specs = e3_capacity_runs(&settings);
         assert_eq!(capacity_specs.len(), 2 * 2 * 3, "seeds x schemes x workloads");
         assert!(capacity_specs.iter().all(|s| s.group == CAPACITY_GROUP && s.config.mpl == 2));
@@ -1366,6 +1369,9 @@ mod tests {
         // A scheme that delivered nothing has no load to run at.
         let nothing: Vec<RunRow> = capacity_specs.iter().map(|s| made_up::row_of(s, 0.0, true)).collect();
         assert!(e3_runs_at_own_capacity(&settings, &nothing).unwrap_err().contains("delivered nothing"));
+        let with_loads = StudySettings { loads: Some(vec![0.5]), ..settings.clone() };
+        assert!(with_loads.check(Experiment::E3).unwrap_err().contains("not with --loads"));
+        assert!(settings.check(Experiment::E2).unwrap_err().contains("E3's alone"));
         // The second step depends on the first: no shards.
         let refused = run_selected(Experiment::E3, &settings, &[0], &crate::batch::Unwatched).unwrap_err();
         assert!(refused.contains("cannot run in shards"), "{refused}");
@@ -1374,8 +1380,13 @@ mod tests {
 
     #[test]
     fn e3_at_its_own_capacity_runs_its_capacities_then_the_mpls() {
-        let settings =
-            StudySettings { jobs_per_run: 10, schemes: vec![Scheme::GANG], e3_load_fraction: 0.8, ..tiny_e1() };
+        let settings = StudySettings {
+            jobs_per_run: 10,
+            schemes: vec![Scheme::GANG],
+            e3_load_fraction: 0.8,
+            loads: None,
+            ..tiny_e1()
+        };
         let rows = run_study(Experiment::E3, &settings, &crate::batch::Unwatched).unwrap();
         assert_eq!(rows.len(), 3 + 9);
         let capacity = capacity_of(&rows[0]);
