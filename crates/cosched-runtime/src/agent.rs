@@ -100,18 +100,14 @@ struct Pump {
     child: Child,
     /// The command's acknowledgement number: its logs are written while any copy of its output runs.
     ack: u64,
-    log: PathBuf,
+    log: crate::agent::logs::MadeLog,
 }
 
 impl Pump {
-    /// Whether the copy still runs; once it has ended, its log goes if nothing was written to it. Only then: a
-    /// command ends before its copy has taken what it wrote, so an empty log at the command's end may yet fill.
+    /// Whether the copy still runs. Once it has ended, its log may go if nothing was written to it; only then, for
+    /// a command ends before its copy has taken what it wrote, so an empty log at the command's end may yet fill.
     fn still_runs(&mut self) -> bool {
-        let runs = self.child.try_wait().is_ok_and(|status| status.is_none());
-        if !runs {
-            crate::agent::logs::remove_if_empty(&self.log);
-        }
-        runs
+        self.child.try_wait().is_ok_and(|status| status.is_none())
     }
 }
 
@@ -505,12 +501,27 @@ impl Agent {
             let path = self.exec_log_path(job, spec.uid, ack, stream);
             let file =
                 root_log_file(&path).map_err(|e| std::io::Error::other(format!("log file {}: {e}", path.display())))?;
+            let log = crate::agent::logs::MadeLog::of(path, &file)?;
             let child =
                 crate::agent::log_pump::spawn_pump(&self.settings.helper_program, file, self.settings.logs.pump())?;
-            Ok::<_, std::io::Error>(Pump { child, ack, log: path })
+            Ok::<_, std::io::Error>(Pump { child, ack, log })
         };
+        if self.shared.lock().unwrap().execs.contains_key(&ack) {
+            // (The controller numbers commands anew when it starts again; the older command still runs.)
+            return Err(std::io::Error::other(format!(
+                "a command numbered {ack} still runs on {}",
+                self.settings.node
+            )));
+        }
         let mut pumps = vec![pump("out")?];
-        pumps.push(pump("err")?);
+        match pump("err") {
+            Ok(err) => pumps.push(err),
+            Err(e) => {
+                let now = std::time::Instant::now();
+                self.shared.lock().unwrap().draining_pumps.extend(pumps.into_iter().map(|pump| (pump, now)));
+                return Err(e);
+            }
+        }
         let (out, err) = (pumps[0].child.stdin.take(), pumps[1].child.stdin.take());
         let (Some(out), Some(err)) = (out, err) else { unreachable!("a pump is spawned with a pipe") };
         let shim = crate::agent::launch::spawn_shim(&self.settings.helper_program, spec, |command| {
@@ -546,11 +557,16 @@ impl Agent {
             .collect();
         let mut ended = Vec::new();
         let now = std::time::Instant::now();
+        let mut copied = Vec::new();
         shared.draining_pumps.retain_mut(|(pump, ended)| {
             if now.duration_since(*ended) >= PUMP_DRAIN {
                 let _ = pump.child.kill();
             }
-            pump.still_runs()
+            let runs = pump.still_runs();
+            if !runs {
+                copied.push(pump.log.clone());
+            }
+            runs
         });
         for (ack, code) in done {
             let Some(mut run) = shared.execs.remove(&ack) else { continue };
@@ -562,6 +578,11 @@ impl Agent {
                 None => Ok(code),
             };
             ended.push((ack, outcome));
+        }
+        drop(shared);
+        // (Outside the lock: the link to the controller waits on it, and a file system may be slow.)
+        for log in copied {
+            log.remove_if_empty();
         }
         ended
     }

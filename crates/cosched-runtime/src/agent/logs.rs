@@ -262,10 +262,27 @@ pub fn remove_job_files(dir: &Path, job: u64) {
     }
 }
 
-/// Remove a log nothing was written to (an `exec` that printed nothing).
-pub fn remove_if_empty(path: &Path) {
-    if path.symlink_metadata().is_ok_and(|m| m.file_type().is_file() && m.len() == 0) {
-        let _ = std::fs::remove_file(path);
+/// One log file, known by its path and by the file it named when it was made: a later file at the same path
+/// (a command numbered again after the controller started anew) is another log.
+#[derive(Clone, Debug)]
+pub struct MadeLog {
+    path: PathBuf,
+    device: u64,
+    inode: u64,
+}
+
+impl MadeLog {
+    pub fn of(path: PathBuf, file: &std::fs::File) -> std::io::Result<MadeLog> {
+        let made = file.metadata()?;
+        Ok(MadeLog { path, device: made.dev(), inode: made.ino() })
+    }
+
+    /// Remove the log if nothing was written to it (an `exec` that printed nothing) and the path still names it.
+    pub fn remove_if_empty(&self) {
+        let still_it = |m: &std::fs::Metadata| m.dev() == self.device && m.ino() == self.inode;
+        if self.path.symlink_metadata().is_ok_and(|m| m.file_type().is_file() && m.len() == 0 && still_it(&m)) {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -350,6 +367,32 @@ mod tests {
         assert_eq!(job_of_name("notes"), None);
         assert_eq!(exec_of_name("job-12.u7.exec-3.err"), Some(3));
         assert_eq!(exec_of_name("job-12.u7.0.err"), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Found by a reviewer: a command numbered again (the controller started anew) makes its log at the path of
+    /// an older command's whose copy still drains; the older copy's end must not remove the newer, empty log.
+    #[test]
+    fn an_empty_log_goes_only_while_its_path_still_names_it() {
+        let dir = folder("made");
+        let path = dir.join("job-1.u7.exec-3.out");
+        let made = |path: &Path| {
+            let file = File::create(path).unwrap();
+            (MadeLog::of(path.to_path_buf(), &file).unwrap(), file)
+        };
+        // The older copy holds its file open when the newer is made (so the two are different files).
+        let (older, held) = made(&path);
+        let _ = std::fs::remove_file(&path);
+        let (newer, _) = made(&path);
+        drop(held);
+        older.remove_if_empty();
+        assert!(path.exists(), "the older log's end removed the newer log");
+        write(&path, 3, "");
+        newer.remove_if_empty();
+        assert!(path.exists(), "a log with output was removed");
+        std::fs::File::create(&path).unwrap();
+        newer.remove_if_empty();
+        assert!(!path.exists(), "the empty log stayed");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
