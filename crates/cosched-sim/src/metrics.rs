@@ -82,7 +82,8 @@ pub enum SwitchCause {
     /// process) or, on EEVDF, another pick.
     #[default]
     Tick,
-    /// Periodic boost's preemption in favour of the process it boosted.
+    /// Periodic boost's preemption in favour of the process it boosted (on EEVDF: a switch to any favoured
+    /// process, the next buddy, which an interrupt or a yield's pick also sets).
     Boost,
     /// The process blocked: for I/O, or spin-block's block in a receive.
     Block,

@@ -330,3 +330,25 @@ fn a_boost_breaks_a_pair_only_where_the_displaced_process_has_a_partner_running(
     let alone = simulate(&config(scheme("PB"), 2, 2), vec![job(1, 0, 2, 300 * US, 0, 40)]).summary.boosts;
     assert_eq!(alone.breaking_a_coscheduled_pair, 0, "{alone:?}");
 }
+
+/// On EEVDF favouring a process preempts at once (the next buddy with a reschedule): a boost that may not
+/// displace a computing process must leave out the reschedule, or the reading changes nothing there.
+#[test]
+fn on_eevdf_too_a_boost_that_displaces_only_spinners_changes_the_run() {
+    let run = |displaces| {
+        let mut cfg = config(scheme("PB"), 4, 3);
+        cfg.node_scheduler = cosched_sim::OsScheduler::Eevdf;
+        cfg.costs.boost_displaces = displaces;
+        let jobs = vec![
+            job(1, 0, 4, 300 * US, 100 * US, 60),
+            job(2, 0, 4, 700 * US, 0, 40),
+            job(3, 0, 2, 2 * MS, 0, 20),
+            job(4, 0, 1, 30 * MS, 0, 1),
+            job(5, MS, 3, 500 * US, 200 * US, 40),
+        ];
+        simulate(&cfg, jobs)
+    };
+    let (any, spinning) = (run(BoostDisplaces::Any), run(BoostDisplaces::Spinning));
+    assert!(any.summary.boosts.displacing_computing > 0, "{:?}", any.summary.boosts);
+    assert_ne!(any.jobs, spinning.jobs, "sparing computing processes changed nothing on EEVDF");
+}

@@ -2,7 +2,10 @@
 
 mod common;
 use common::*;
-use cosched_sim::run::{run, RunOptions};
+use cosched_sim::config::{BoostDisplaces, BoostReceive, YieldCycle};
+use cosched_sim::metrics::Displaced;
+use cosched_sim::run::{run, RunOptions, RunResult};
+use cosched_sim::trace::TraceKind;
 use cosched_sim::{NodeKind, OsScheduler, Scheme, SimConfig, SimJob};
 use proptest::prelude::*;
 
@@ -61,7 +64,7 @@ proptest! {
     #[test]
     fn every_job_completes_and_cpu_time_adds_up(
         (mut cfg, jobs) in small_runs(),
-        options in 0u8..128,
+        options in 0u16..1024,
         // Short raise periods (just above the top quantum, 20 ticks) put
         // raises inside kernel work in short runs.
         raise_ticks in prop_oneof![Just(1000u64), 21u64..60],
@@ -99,6 +102,16 @@ proptest! {
                 job.program.prologue = cosched_sim::Prologue { compute_ns: 1_500_000, blocked_ns: 2_500_000 };
             }
         }
+        // Periodic boost's and spin-yield's open readings (docs/model.md).
+        if options & 128 == 128 {
+            cfg.costs.boost_receive = BoostReceive::PerMessage;
+        }
+        if options & 256 == 256 {
+            cfg.costs.boost_displaces = BoostDisplaces::Spinning;
+        }
+        if options & 512 == 512 {
+            cfg.costs.yield_cycle = YieldCycle::Repeated;
+        }
         cfg.scheduler.raise_period_ns = raise_ticks * cfg.scheduler.tick_ns;
         let n = jobs.len();
         let result = run(&cfg, jobs.clone(), &RunOptions::default(), |_| {}).unwrap();
@@ -124,6 +137,11 @@ proptest! {
         let traced = run(&cfg, jobs.clone(), &RunOptions { record_trace: true, ..RunOptions::default() }, |_| {}).unwrap();
         prop_assert_eq!(&traced.jobs, &result.jobs, "recording the trace changed the outcome");
         prop_assert!(traced.trace.windows(2).all(|w| w[0].time_ns <= w[1].time_ns), "the trace is out of time order");
+        assert_counts_match_the_trace(&traced)?;
+        // (On EEVDF a switch to any favoured process counts: an interrupted or yielded-to one too.)
+        if cfg.node_scheduler == OsScheduler::Mlfq && !cfg.scheme.to_string().starts_with("PB") {
+            prop_assert_eq!(traced.summary.switches.after_a_boost, 0, "only periodic boost preempts for a boost");
+        }
         // Useful work is exactly the sum of the compute the jobs asked for (with no skew).
         if no_skew {
             let asked: u64 = jobs
@@ -133,6 +151,31 @@ proptest! {
             prop_assert_eq!(result.summary.cpu_time.useful_ns, asked);
         }
     }
+}
+
+/// The summary's switch and boost counts are what the trace shows: one cause per charged dispatch, each boost
+/// counted once by what it displaced, and a pair broken only where a process was displaced.
+fn assert_counts_match_the_trace(traced: &RunResult) -> Result<(), TestCaseError> {
+    let charged =
+        traced.trace.iter().filter(|e| matches!(e.kind, TraceKind::Dispatch { switch_cost: true, .. })).count();
+    let s = traced.summary.switches;
+    let by_cause = s.after_a_tick + s.after_a_boost + s.after_a_block + s.after_an_exit + s.after_a_gang_switch;
+    prop_assert_eq!(by_cause, charged as u64, "switches by cause {:?}", s);
+    let mut traced_boosts = [0u64; 3];
+    for event in &traced.trace {
+        if let TraceKind::Boost { displaced, .. } = event.kind {
+            let column = match displaced {
+                Displaced::Computing => 0,
+                Displaced::Spinning => 1,
+                Displaced::Nothing => 2,
+            };
+            traced_boosts[column] += 1;
+        }
+    }
+    let b = traced.summary.boosts;
+    prop_assert_eq!([b.displacing_computing, b.displacing_spinning, b.on_an_idle_cpu], traced_boosts);
+    prop_assert!(b.breaking_a_coscheduled_pair <= b.displacing_computing + b.displacing_spinning, "{:?}", b);
+    Ok(())
 }
 
 proptest! {

@@ -1803,6 +1803,10 @@ impl<P: Parts> Host for Engine<'_, P> {
         P::Node::favour(self, p);
     }
     #[inline(always)]
+    fn favour_without_preempting(&mut self, p: u32) {
+        P::Node::favour_without_preempting(self, p);
+    }
+    #[inline(always)]
     fn preempt_for(&mut self, c: u32, p: u32) {
         P::Node::preempt_for(&mut self.cpus[c as usize].sched, p);
     }

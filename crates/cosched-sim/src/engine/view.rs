@@ -94,6 +94,8 @@ pub(crate) trait Host {
 
     /// The node scheduler favours the ready process `p`: it runs next.
     fn favour(&mut self, p: u32);
+    /// The node scheduler favours `p` but lets the running process keep its CPU until it gives it up.
+    fn favour_without_preempting(&mut self, p: u32);
     /// The favoured `p` takes CPU `c` when its scheduler next acts.
     fn preempt_for(&mut self, c: u32, p: u32);
     /// The running `p` drops below every other process of CPU `c`: its new level, if there is another.

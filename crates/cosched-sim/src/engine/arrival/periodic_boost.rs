@@ -70,7 +70,7 @@ fn walk<H: Host<Arrival = PeriodicBoost>>(engine: &mut H, c: u32, now: SimTime) 
     let (cost_ns, boosted) = boost_by_choice(engine, c, start_with, now, &mut candidates);
     engine.arrival_mut().candidates = candidates;
     if let Some((q, displaced)) = boosted {
-        if displaced != Displaced::Computing || engine.cfg().costs.boost_displaces == BoostDisplaces::Any {
+        if displaces(engine.cfg(), displaced) {
             engine.preempt_for(c, q);
         }
     }
@@ -122,10 +122,19 @@ pub(crate) fn boost_by_choice<H: Host>(
         Some(Phase::Recv) => Displaced::Spinning,
         Some(_) => Displaced::Computing,
     };
-    engine.favour(q);
+    if displaces(engine.cfg(), displaced) {
+        engine.favour(q);
+    } else {
+        engine.favour_without_preempting(q);
+    }
     engine.count_boost(displaced, running.is_some_and(|r| has_a_running_neighbour(engine, r)));
     engine.record(now, c, TraceKind::Boost { process: q, displaced });
     (cost_ns, Some((q, displaced)))
+}
+
+/// Whether a boost may take the CPU from a process doing `displaced` (`--boost-displaces`).
+fn displaces(cfg: &SimConfig, displaced: Displaced) -> bool {
+    displaced != Displaced::Computing || cfg.costs.boost_displaces == BoostDisplaces::Any
 }
 
 /// Whether a ring neighbour of `p` runs (on its own CPU): `p` and it are coscheduled.

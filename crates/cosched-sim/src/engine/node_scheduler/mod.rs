@@ -228,6 +228,13 @@ pub(crate) trait NodeScheduler: 'static {
     /// periodic boost).
     fn favour<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32);
 
+    /// Favour a ready process without preempting the running one: it runs when the CPU is next given up (a
+    /// periodic boost that may not displace a computing process). Where favouring never preempts by itself,
+    /// `favour`.
+    fn favour_without_preempting<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32) {
+        Self::favour(engine, p);
+    }
+
     /// When a wake at `wake_at` on a busy CPU can change anything.
     fn wake_noticed_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(
         engine: &H,

@@ -197,6 +197,10 @@ impl NodeScheduler for GangEevdf {
         Eevdf::favour(engine, p);
     }
 
+    fn favour_without_preempting<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32) {
+        Eevdf::favour_without_preempting(engine, p);
+    }
+
     fn wake_noticed_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &H, c: u32, wake_at: SimTime) -> SimTime {
         Eevdf::wake_noticed_at(engine, c, wake_at)
     }

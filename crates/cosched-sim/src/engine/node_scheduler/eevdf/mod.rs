@@ -392,6 +392,12 @@ impl NodeScheduler for Eevdf {
         Self::preempt_for(&mut engine.cpu_mut(c).sched, p);
     }
 
+    /// The next buddy, picked if eligible at the CPU's next pick, without a reschedule now.
+    fn favour_without_preempting<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, p: u32) {
+        let c = engine.proc(p).cpu;
+        engine.cpu_mut(c).sched.next_buddy = Some(p);
+    }
+
     /// Wake-up preemption acts at the wake.
     fn wake_noticed_at<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(_: &H, _: u32, wake_at: SimTime) -> SimTime {
         wake_at
