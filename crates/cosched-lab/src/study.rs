@@ -110,6 +110,9 @@ pub struct StudySettings {
     /// run at the experiment's offered load; absent from documents then).
     #[serde(default, skip_serializing_if = "is_zero", with = "exact_f64")]
     pub e3_load_fraction: f64,
+    /// E1s: the keys of the variants to run beside the model as set (`ModelChoices::SENSITIVITY_KEYS`); empty: all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub e1s_variants: Vec<String>,
 }
 
 fn is_zero(value: &f64) -> bool {
@@ -183,9 +186,14 @@ impl ModelChoices {
         config
     }
 
-    /// E1s's variants: these choices, then each open choice turned the other way, then the two cost choices
-    /// and the three readings of periodic boost and spin-yield turned together.
-    pub fn sensitivity_variants(&self) -> Vec<(String, ModelChoices)> {
+    /// The keys of E1s's variants after the first (`--variants`), in their order.
+    pub const SENSITIVITY_KEYS: [&'static str; 8] =
+        ["cs", "io", "gang-start", "walk", "receive", "displaces", "yield", "together"];
+
+    /// E1s's variants, each with its key: these choices ("as-set"), then each open choice turned the other way
+    /// (`SENSITIVITY_KEYS` in order), then the two cost choices and the three readings of periodic boost and
+    /// spin-yield turned together.
+    pub fn sensitivity_variants(&self) -> Vec<(&'static str, String, ModelChoices)> {
         let stock = self.clone();
         let cs_us = self.context_switch_ns / 1_000;
         let other_cs_ns = if self.context_switch_ns == 100_000 { 200_000 } else { 100_000 };
@@ -194,8 +202,7 @@ impl ModelChoices {
         let receive = other_of(self.boost_receive, [BoostReceive::Whole, BoostReceive::PerMessage]);
         let displaces = other_of(self.boost_displaces, [BoostDisplaces::Any, BoostDisplaces::Spinning]);
         let cycle = other_of(self.yield_cycle, [YieldCycle::Once, YieldCycle::Repeated]);
-        vec![
-            ("as set".into(), stock.clone()),
+        let turned = vec![
             (
                 format!("CS {} µs", other_cs_ns / 1_000),
                 ModelChoices { context_switch_ns: other_cs_ns, ..stock.clone() },
@@ -223,10 +230,12 @@ impl ModelChoices {
                     boost_receive: receive,
                     boost_displaces: displaces,
                     yield_cycle: cycle,
-                    ..stock
+                    ..stock.clone()
                 },
             ),
-        ]
+        ];
+        let keyed = Self::SENSITIVITY_KEYS.into_iter().zip(turned).map(|(key, (label, choices))| (key, label, choices));
+        std::iter::once(("as-set", "as set".into(), stock)).chain(keyed).collect()
     }
 }
 
@@ -255,6 +264,7 @@ impl Default for StudySettings {
             capacity_jobs: default_capacity_jobs(),
             model: ModelChoices::default(),
             e3_load_fraction: 0.0,
+            e1s_variants: Vec::new(),
         }
     }
 }
@@ -299,6 +309,14 @@ impl StudySettings {
         }
         if self.e3_at_own_capacity() && (experiment != Experiment::E3 || self.loads.is_some()) {
             return Err("--e3-load-fraction is E3's alone, and sets its loads: not with --loads".into());
+        }
+        if !self.e1s_variants.is_empty() && experiment != Experiment::E1s {
+            return Err("--variants is E1s's alone".into());
+        }
+        if let Some(unknown) = self.e1s_variants.iter().find(|k| !ModelChoices::SENSITIVITY_KEYS.contains(&k.as_str()))
+        {
+            let known = ModelChoices::SENSITIVITY_KEYS.join(", ");
+            return Err(format!("--variants: no variant {unknown:?} (the variants: {known})"));
         }
         if self.model.context_switch_ns == 0 {
             // (A free switch lets a process send while it is being switched in: the engine refuses it.)
@@ -815,7 +833,11 @@ fn variants(experiment: Experiment, settings: &StudySettings, base: &SimConfig, 
             }
         }
         Experiment::E1s => {
-            for (label, choices) in settings.model.sensitivity_variants() {
+            let chosen = |key: &str| {
+                key == "as-set" || settings.e1s_variants.is_empty() || settings.e1s_variants.iter().any(|k| k == key)
+            };
+            for (_, label, choices) in settings.model.sensitivity_variants().into_iter().filter(|(key, ..)| chosen(key))
+            {
                 let config = choices.applied(base.clone());
                 let capacity = capacity_run(settings, label.clone(), k, config.clone());
                 add(&capacity.group, label.clone(), "WL7", capacity.load, config.clone());
@@ -1505,6 +1527,29 @@ mod tests {
         assert_eq!(as_set.boost_walk, stock.boost_walk);
         let capacity = specs.iter().find(|s| s.group == CAPACITY_GROUP).unwrap();
         assert_eq!((capacity.load, capacity.jobs), (settings.capacity_load, settings.capacity_jobs));
+    }
+
+    #[test]
+    fn e1s_runs_the_chosen_variants_beside_the_model_as_set_as_the_whole_study_would() {
+        let whole = design(Experiment::E1s, &StudySettings { replications: 2, ..tiny_e1() });
+        let settings =
+            StudySettings { replications: 2, e1s_variants: vec!["yield".into(), "receive".into()], ..tiny_e1() };
+        settings.check(Experiment::E1s).unwrap();
+        let chosen = design(Experiment::E1s, &settings);
+        assert_eq!(chosen.len(), design_len(Experiment::E1s, &settings));
+        // In the study's order, whatever order they were asked in.
+        assert_eq!(first_seen_specs(&chosen), ["as set", "receive per-message", "SY yields repeated"]);
+        for spec in &chosen {
+            let same = whole.iter().find(|w| w.label() == spec.label()).expect("a run of the whole study");
+            assert_eq!(format!("{:?}", same.config), format!("{:?}", spec.config), "{}", spec.label());
+        }
+        let refused = |variants: &[&str], experiment| {
+            let settings =
+                StudySettings { e1s_variants: variants.iter().map(|v| v.to_string()).collect(), ..tiny_e1() };
+            settings.check(experiment).unwrap_err()
+        };
+        assert!(refused(&["yields"], Experiment::E1s).contains("no variant \"yields\""));
+        assert!(refused(&["yield"], Experiment::E2).contains("E1s's alone"));
     }
 
     fn first_seen_specs(specs: &[RunSpec]) -> Vec<&str> {

@@ -109,6 +109,10 @@ pub struct StudyArgs {
     /// 0.9). Runs whole only (no --shard). docs/reproduction.md, E3.
     #[arg(long, default_value_t = 0.0)]
     pub e3_load_fraction: f64,
+    /// E1s: run only these variants beside the model as set (default: all): cs, io, gang-start, walk, receive,
+    /// displaces, yield, together (CS, I/O and the three readings turned together).
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<String>,
     /// Context switch CS of every run, µs (E5 sets its own).
     #[arg(long, default_value_t = defaults().model.context_switch_ns as f64 / 1e3, help_heading = "Open choices")]
     pub cs_us: f64,
@@ -233,6 +237,7 @@ impl StudyArgs {
             capacity_jobs: self.capacity_jobs,
             model,
             e3_load_fraction: self.e3_load_fraction,
+            e1s_variants: self.variants.clone(),
         })
     }
 }
@@ -294,6 +299,9 @@ pub fn canonical_command(experiment: Experiment, settings: &StudySettings) -> St
     }
     if !model.node_scheduler.is_default() {
         command += &format!(" --node-scheduler {}", model.node_scheduler);
+    }
+    if !settings.e1s_variants.is_empty() {
+        command += &format!(" --variants {}", settings.e1s_variants.join(","));
     }
     command
 }
