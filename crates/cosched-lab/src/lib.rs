@@ -10,6 +10,7 @@ pub mod batch;
 pub mod batsim;
 pub mod csv;
 pub mod fast_check;
+pub mod journal;
 pub mod node_model;
 pub mod shard;
 pub mod sim;

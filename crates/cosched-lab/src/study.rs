@@ -8,15 +8,16 @@
 //! [`run_selected`] runs any subset of it (a shard, a worker's share) and
 //! [`assemble`] puts the pieces together into exactly `run_study`'s rows.
 
-use crate::batch::{run_all, BatchWatch};
+use crate::batch::{run_all, BatchWatch, RunWatch};
 use crate::csv::{csv_field, flag, float, int, kinds, num, text, to_csv, Column, ColumnKinds};
+use crate::journal::Journal;
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, JobSizes, WorkloadSpec};
 use cosched_core::stats::Estimate;
 use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, CostConfig, YieldCycle};
 use cosched_sim::exact_f64;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
 use cosched_sim::metrics::SaturationVerdict;
-use cosched_sim::run::RunOptions;
+use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::{Mix, OsScheduler, Scheme, SimConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -481,11 +482,12 @@ pub fn run_study<W: BatchWatch>(
     experiment: Experiment,
     settings: &StudySettings,
     watch: &W,
+    journal: &Journal,
 ) -> Result<Vec<RunRow>, String> {
     match experiment {
-        Experiment::E1 => execute_e1(settings, watch),
-        Experiment::E3 if settings.e3_at_own_capacity() => execute_e3_at_own_capacity(settings, watch),
-        _ => execute(&plan(experiment, settings), settings, watch),
+        Experiment::E1 => execute_e1(settings, watch, journal),
+        Experiment::E3 if settings.e3_at_own_capacity() => execute_e3_at_own_capacity(settings, watch, journal),
+        _ => execute(&plan(experiment, settings), settings, watch, journal),
     }
 }
 
@@ -533,7 +535,7 @@ pub fn run_selected<W: BatchWatch>(
         return Ok(Vec::new());
     }
     let specs: Vec<RunSpec> = indices.iter().map(|&i| design[i].clone()).collect();
-    let rows = execute(&specs, settings, watch)?;
+    let rows = execute(&specs, settings, watch, &Journal::none())?;
     Ok(indices.iter().copied().zip(rows).collect())
 }
 
@@ -736,10 +738,14 @@ fn e3_runs_at_own_capacity(settings: &StudySettings, capacity_rows: &[RunRow]) -
 }
 
 /// E3 at each scheme's own capacity: the capacities first, then the runs at loads they give.
-fn execute_e3_at_own_capacity<W: BatchWatch>(settings: &StudySettings, watch: &W) -> Result<Vec<RunRow>, String> {
-    let mut rows = execute(&e3_capacity_runs(settings), settings, watch)?;
+fn execute_e3_at_own_capacity<W: BatchWatch>(
+    settings: &StudySettings,
+    watch: &W,
+    journal: &Journal,
+) -> Result<Vec<RunRow>, String> {
+    let mut rows = execute(&e3_capacity_runs(settings), settings, watch, journal)?;
     let specs = e3_runs_at_own_capacity(settings, &rows)?;
-    rows.extend(execute(&specs, settings, watch)?);
+    rows.extend(execute(&specs, settings, watch, journal)?);
     Ok(rows)
 }
 
@@ -770,15 +776,15 @@ impl Climb {
 }
 
 /// E1 climbs the loads, running at each only the schemes still climbing.
-fn execute_e1<W: BatchWatch>(settings: &StudySettings, watch: &W) -> Result<Vec<RunRow>, String> {
+fn execute_e1<W: BatchWatch>(settings: &StudySettings, watch: &W, journal: &Journal) -> Result<Vec<RunRow>, String> {
     let mut climb = Climb::new(settings);
-    let mut rows: Vec<RunRow> = execute(&e1_capacity_runs(settings), settings, watch)?;
+    let mut rows: Vec<RunRow> = execute(&e1_capacity_runs(settings), settings, watch, journal)?;
     for step in e1_steps(settings) {
         let specs: Vec<RunSpec> = step.into_iter().filter(|s| climb.runs(s.config.scheme.name())).collect();
         if specs.is_empty() {
             break;
         }
-        rows.extend(execute(&specs, settings, watch)?);
+        rows.extend(execute(&specs, settings, watch, journal)?);
         climb.next_load(&rows);
     }
     Ok(rows)
@@ -925,8 +931,29 @@ fn workloads_of(specs: &[RunSpec], settings: &StudySettings) -> Result<BTreeMap<
     Ok(workloads)
 }
 
-/// Run everything in parallel.
-fn execute<W: BatchWatch>(specs: &[RunSpec], settings: &StudySettings, watch: &W) -> Result<Vec<RunRow>, String> {
+/// Run in parallel every run `journal` has not kept, keeping each as it ends; the rows in `specs`' order.
+fn execute<W: BatchWatch>(
+    specs: &[RunSpec],
+    settings: &StudySettings,
+    watch: &W,
+    journal: &Journal,
+) -> Result<Vec<RunRow>, String> {
+    let mut rows: Vec<Option<RunRow>> = specs.iter().map(|spec| journal.kept(spec)).collect();
+    let to_run: Vec<RunSpec> =
+        specs.iter().zip(&rows).filter(|(_, kept)| kept.is_none()).map(|(s, _)| s.clone()).collect();
+    let mut ran = run_specs(&to_run, settings, watch, journal)?.into_iter();
+    for row in rows.iter_mut().filter(|row| row.is_none()) {
+        *row = ran.next();
+    }
+    Ok(rows.into_iter().map(|row| row.expect("every run kept or run")).collect())
+}
+
+fn run_specs<W: BatchWatch>(
+    specs: &[RunSpec],
+    settings: &StudySettings,
+    watch: &W,
+    journal: &Journal,
+) -> Result<Vec<RunRow>, String> {
     let workloads = workloads_of(specs, settings)?;
     let configs: Vec<SimConfig> = specs
         .iter()
@@ -948,6 +975,8 @@ fn execute<W: BatchWatch>(specs: &[RunSpec], settings: &StudySettings, watch: &W
         ..RunOptions::default()
     };
     let labels: Vec<String> = specs.iter().map(RunSpec::label).collect();
+    let offered_loads: Vec<f64> = specs.iter().map(|spec| workloads[&workload_key(spec)].1).collect();
+    let keeping = KeepingWatch { inner: watch, specs, offered_loads: &offered_loads, journal };
     let results = run_all(
         &configs,
         &labels,
@@ -956,39 +985,97 @@ fn execute<W: BatchWatch>(specs: &[RunSpec], settings: &StudySettings, watch: &W
             sim_jobs(requests, &WorkloadPlan { mix: specs[i].mix, runtime_scale: 1.0 }, &configs[i])
         },
         &options,
-        watch,
+        &keeping,
     )?;
-    Ok(specs
-        .iter()
-        .zip(results)
-        .map(|(spec, r)| {
-            let s = &r.summary;
-            RunRow {
-                group: spec.group.clone(),
-                variant: spec.variant.clone(),
-                scheme: s.scheme.clone(),
-                mix: spec.mix.to_string(),
-                load: spec.load,
-                replication: spec.replication,
-                seed: spec.config.seed,
-                mpl: spec.config.mpl,
-                skew: spec.config.skew,
-                offered_load: workloads[&workload_key(spec)].1,
-                jobs: s.jobs_submitted,
-                completed: s.jobs_completed,
-                delivered_utilization: s.delivered_utilization_during_arrivals,
-                compute_utilization: s.compute_utilization_during_arrivals,
-                delivered_utilization_second_half: s.delivered_utilization_second_half,
-                compute_utilization_second_half: s.compute_utilization_second_half,
-                mean_response_s: s.mean_response_s,
-                mean_wait_s: s.mean_wait_s,
-                mean_execution_s: s.mean_execution_s,
-                mean_slowdown: s.mean_slowdown,
-                peak_processes_per_cpu: s.peak_processes_per_cpu,
-                saturation: s.saturation.clone(),
+    journal.check()?;
+    if keeping.stopped() {
+        return Err(INTERRUPTED.into());
+    }
+    Ok(specs.iter().zip(results).zip(&offered_loads).map(|((spec, r), &offered)| row_of(spec, &r, offered)).collect())
+}
+
+/// What a study's run gives when its stop flag ended it.
+pub const INTERRUPTED: &str = "interrupted";
+
+/// A run's row, from its spec, its result and its workload's offered load.
+fn row_of(spec: &RunSpec, result: &RunResult, offered_load: f64) -> RunRow {
+    let s = &result.summary;
+    RunRow {
+        group: spec.group.clone(),
+        variant: spec.variant.clone(),
+        scheme: s.scheme.clone(),
+        mix: spec.mix.to_string(),
+        load: spec.load,
+        replication: spec.replication,
+        seed: spec.config.seed,
+        mpl: spec.config.mpl,
+        skew: spec.config.skew,
+        offered_load,
+        jobs: s.jobs_submitted,
+        completed: s.jobs_completed,
+        delivered_utilization: s.delivered_utilization_during_arrivals,
+        compute_utilization: s.compute_utilization_during_arrivals,
+        delivered_utilization_second_half: s.delivered_utilization_second_half,
+        compute_utilization_second_half: s.compute_utilization_second_half,
+        mean_response_s: s.mean_response_s,
+        mean_wait_s: s.mean_wait_s,
+        mean_execution_s: s.mean_execution_s,
+        mean_slowdown: s.mean_slowdown,
+        peak_processes_per_cpu: s.peak_processes_per_cpu,
+        saturation: s.saturation.clone(),
+    }
+}
+
+/// The caller's watch, and each run's row kept in the journal as the run ends (unless the stop flag ended it).
+struct KeepingWatch<'a, W> {
+    inner: &'a W,
+    specs: &'a [RunSpec],
+    offered_loads: &'a [f64],
+    journal: &'a Journal,
+}
+
+impl<W: BatchWatch> KeepingWatch<'_, W> {
+    fn stopped(&self) -> bool {
+        self.inner.stop().is_some_and(|stop| stop.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+struct KeepingRun<'a, R> {
+    inner: R,
+    keep: Box<dyn Fn(&RunResult) + Send + 'a>,
+}
+
+impl<R: RunWatch> RunWatch for KeepingRun<'_, R> {
+    fn progress(&mut self, progress: &cosched_sim::Progress) {
+        self.inner.progress(progress);
+    }
+    fn finished(self, result: &Result<RunResult, String>) {
+        if let Ok(r) = result {
+            (self.keep)(r);
+        }
+        self.inner.finished(result);
+    }
+}
+
+impl<'a, W: BatchWatch> BatchWatch for KeepingWatch<'a, W> {
+    type Run = KeepingRun<'a, W::Run>;
+    fn batch_started(&self, runs: usize) {
+        self.inner.batch_started(runs);
+    }
+    fn run_started(&self, index: usize, label: &str) -> Self::Run {
+        let (spec, offered, journal, stop) =
+            (&self.specs[index], self.offered_loads[index], self.journal, self.inner.stop());
+        let keep = move |r: &RunResult| {
+            // A run the stop flag ended is not the run's outcome: it runs again on resume.
+            if !stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst)) {
+                journal.keep(&row_of(spec, r, offered));
             }
-        })
-        .collect())
+        };
+        KeepingRun { inner: self.inner.run_started(index, label), keep: Box::new(keep) }
+    }
+    fn stop(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+        self.inner.stop()
+    }
 }
 
 /// Long enough for the longest job to time-share with MPL others after the last arrival.
@@ -1409,7 +1496,7 @@ mod tests {
             loads: None,
             ..tiny_e1()
         };
-        let rows = run_study(Experiment::E3, &settings, &crate::batch::Unwatched).unwrap();
+        let rows = run_study(Experiment::E3, &settings, &crate::batch::Unwatched, &Journal::none()).unwrap();
         assert_eq!(rows.len(), 3 + 9);
         let capacity = capacity_of(&rows[0]);
         assert!(capacity > 0.0 && rows[..3].iter().all(|r| r.group == CAPACITY_GROUP));
@@ -1425,7 +1512,7 @@ mod tests {
     #[test]
     fn e1s_full_grid_assembled_is_what_its_climb_runs() {
         let settings = tiny_e1();
-        let climbed = run_study(Experiment::E1, &settings, &crate::batch::Unwatched).unwrap();
+        let climbed = run_study(Experiment::E1, &settings, &crate::batch::Unwatched, &Journal::none()).unwrap();
         let every_run: Vec<usize> = (0..design(Experiment::E1, &settings).len()).rev().collect();
         let grid = run_selected(Experiment::E1, &settings, &every_run, &crate::batch::Unwatched).unwrap();
         assert_eq!(grid.len(), 10, "2 capacity runs, then 8 of the climb");

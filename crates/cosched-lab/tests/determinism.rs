@@ -50,7 +50,8 @@ fn small_study(first_seed: u64) -> StudySettings {
 }
 
 fn study_outputs(settings: &StudySettings) -> [String; 2] {
-    let rows = run_study(Experiment::E4, settings, &Unwatched).expect("runs finish");
+    let rows =
+        run_study(Experiment::E4, settings, &Unwatched, &cosched_lab::journal::Journal::none()).expect("runs finish");
     [runs_csv(&rows), points_csv(&rows)]
 }
 

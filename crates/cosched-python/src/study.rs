@@ -3,6 +3,7 @@
 //! tasks) and merge into the same rows.
 
 use crate::{parse_flags, refused, run_interruptible};
+use cosched_lab::journal::Journal;
 use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
 use cosched_lab::study::{
     design_len, points_csv, run_study, runs_and_points_kinds, runs_csv, Experiment, RunRow, StudySettings,
@@ -70,7 +71,8 @@ fn study(
     let (experiment, settings) = study_settings(experiment, flags)?;
     let stop = Arc::new(AtomicBool::new(false));
     let watch = BatchProgress::announcing(settings.jobs_per_run, progress).stopped_by(stop.clone());
-    let rows = run_interruptible(py, &stop, || run_study(experiment, &settings, &watch))?.map_err(refused)?;
+    let rows = run_interruptible(py, &stop, || run_study(experiment, &settings, &watch, &Journal::none()))?
+        .map_err(refused)?;
     texts(experiment, &settings, &rows, out)
 }
 

@@ -12,11 +12,12 @@ use crate::plot::{scheme_style, svg_to_png, GroupedBarChart, LineChart, Series, 
 use crate::progress::BatchProgress;
 use clap::{Args, Subcommand};
 use cosched_core::stats::Estimate;
+use cosched_lab::journal::Journal;
 use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
 use cosched_lab::study::{
     capacities, capacity_of, curve, first_seen, paired_effect, points, points_csv, run_study, runs_csv,
     schemes_in_order, study_config, Capacity, Curve, Experiment, ModelChoices, Point, RunRow, StudySettings,
-    CAPACITY_GROUP, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE, KNEE_RESPONSE_FACTOR,
+    CAPACITY_GROUP, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE, INTERRUPTED, KNEE_RESPONSE_FACTOR,
 };
 use cosched_lab::workload::JobSizes;
 use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, YieldCycle};
@@ -109,6 +110,10 @@ pub struct StudyArgs {
     /// 0.9). Runs whole only (no --shard). docs/reproduction.md, E3.
     #[arg(long, default_value_t = 0.0)]
     pub e3_load_fraction: f64,
+    /// Finish a study that was interrupted (Ctrl-C, a kill, a crash): the runs it finished are kept in
+    /// OUT.journal as they end, and only the others run. The files are those an uninterrupted run writes.
+    #[arg(long)]
+    pub resume: bool,
     /// E1s: run only these variants beside the model as set (default: all): cs, io, gang-start, walk, receive,
     /// displaces, yield, together (CS, I/O and the three readings turned together).
     #[arg(long, value_delimiter = ',')]
@@ -330,10 +335,50 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
     let out_path = args.out.clone().unwrap_or_else(|| default_out(experiment, args.shard));
     OutputDir::check(&out_path)?;
     let watch = BatchProgress::announcing(settings.jobs_per_run, !args.quiet);
-    match args.shard {
-        Some(shard) => write_shard(&run_shard(experiment, &settings, shard, &watch)?, &out_path),
-        None => write_study(experiment, &settings, &run_study(experiment, &settings, &watch)?, &out_path),
+    if let Some(shard) = args.shard {
+        if args.resume {
+            return Err("--resume finishes a whole study; a shard is run again whole".into());
+        }
+        return write_shard(&run_shard(experiment, &settings, shard, &watch)?, &out_path);
     }
+    let journal_path = journal_path(&out_path);
+    if let Some(parent) = journal_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    let journal = if args.resume {
+        Journal::resume(&journal_path, experiment, &settings)?
+    } else {
+        Journal::create(&journal_path, experiment, &settings)?
+    };
+    if journal.kept_before() > 0 {
+        eprintln!("resuming: {} finished runs kept in {}", journal.kept_before(), journal_path.display());
+    }
+    let watch = watch.stopped_by(crate::interrupt::stop_on_interrupt()?);
+    let rows = run_study(experiment, &settings, &watch, &journal).map_err(|e| {
+        if e != INTERRUPTED {
+            // (A journal that kept nothing would only stop the next start.)
+            if journal.kept_count() == 0 {
+                let _ = std::fs::remove_file(&journal_path);
+            }
+            return e;
+        }
+        let command = canonical_command(experiment, &settings);
+        format!(
+            "study {} interrupted: {} finished runs kept in {}; `{command} --out {} --resume` finishes it",
+            experiment.name(),
+            journal.kept_count(),
+            journal_path.display(),
+            out_path.display()
+        )
+    })?;
+    write_study(experiment, &settings, &rows, &out_path)?;
+    journal.finish()
+}
+
+/// Where a whole study keeps its finished runs until its files are written: beside its output folder.
+fn journal_path(out_path: &Path) -> PathBuf {
+    let name = out_path.file_name().map_or_else(|| "study".into(), |n| n.to_string_lossy().to_string());
+    out_path.with_file_name(format!("{name}.journal"))
 }
 
 /// The shard document alone, `shard.json`, all-or-nothing like any output.

@@ -983,3 +983,52 @@ fn eevdf_nodes_at_measured_costs_run_a_whole_workload() {
     let jobs = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
     assert_eq!(jobs.lines().count(), 101, "every job finished");
 }
+
+/// Ctrl-C in a study keeps every finished run in OUT.journal and ends by SIGINT; `--resume` runs only the rest
+/// and writes the files an uninterrupted study writes, byte for byte.
+#[test]
+fn an_interrupted_study_resumes_to_the_same_files() {
+    use std::io::BufRead;
+    let dir = scratch("resume");
+    let (whole, part) = (dir.join("whole"), dir.join("part"));
+    let study = ["study", "e2", "--jobs", "30", "--replications", "3", "--schemes", "GS,Local,SB"];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(study)
+        .args(["--out", part.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Interrupted once a run has finished (its line "[k/36] ...: 30 jobs, simulated ..."), well before the last.
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let finished = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with('[') && l.contains(" jobs, simulated "));
+    assert!(finished.is_some(), "no run finished");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(2), "{status:?}: {rest:?}");
+    let said = rest.iter().find(|l| l.contains("interrupted:")).unwrap_or_else(|| panic!("{rest:?}"));
+    assert!(said.contains("--resume` finishes it"), "{said}");
+    let journal = dir.join("part.journal");
+    let kept = std::fs::read_to_string(&journal).unwrap().lines().count() - 1;
+    assert!(kept >= 1 && said.contains(&format!("{kept} finished runs kept")), "{kept}: {said}");
+    assert!(!part.exists(), "no study files before it ends");
+    // Started again without --resume, it refuses to lose what was kept.
+    let again = cosched(&[&study[..], &["-q", "--out", part.to_str().unwrap()]].concat());
+    assert!(!again.status.success() && stderr(&again).contains("add --resume"), "{}", stderr(&again));
+    let resumed = cosched(&[&study[..], &["--out", part.to_str().unwrap(), "--resume"]].concat());
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert!(stderr(&resumed).contains(&format!("resuming: {kept} finished runs kept")), "{}", stderr(&resumed));
+    let ran_now = stderr(&resumed).lines().filter(|l| l.starts_with('[') && l.contains(" jobs, simulated ")).count();
+    assert_eq!(ran_now, 36 - kept, "only the runs not kept ran");
+    assert!(!journal.exists(), "the journal goes once the files are written");
+    let o = cosched(&[&study[..], &["-q", "--out", whole.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let files = |d: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names.into_iter().map(|n| (n.clone(), read(&d.join(&n)))).collect()
+    };
+    assert_eq!(files(&part), files(&whole), "resumed and whole studies differ");
+}

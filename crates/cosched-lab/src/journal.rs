@@ -1,0 +1,301 @@
+//! A study's finished runs, each kept as it ends, so that a study stopped
+//! (Ctrl-C, a kill, a crash) resumes where it stopped and ends with the
+//! files an uninterrupted run writes, byte for byte.
+//!
+//! The journal is a text file of JSON lines: a heading naming the study
+//! (experiment, settings, cosched version), then one run's row per line,
+//! each written whole and synced before the run counts as kept. A line cut
+//! short by a crash can only be the last; it is left out on resume (that run
+//! runs again). A run's row is a pure function of its spec, so a kept row is
+//! the row the run would give again.
+
+use crate::study::{Experiment, RunRow, RunSpec, StudySettings};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+const FORMAT: &str = "cosched study journal";
+const FORMAT_VERSION: u32 = 1;
+/// The largest journal read back (a full study's rows are a few MiB).
+pub const MAX_JOURNAL_BYTES: u64 = 256 << 20;
+
+#[derive(Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct Heading {
+    format: String,
+    format_version: u32,
+    cosched_version: String,
+    experiment: Experiment,
+    settings: StudySettings,
+}
+
+impl Heading {
+    fn of(experiment: Experiment, settings: &StudySettings) -> Heading {
+        Heading {
+            format: FORMAT.into(),
+            format_version: FORMAT_VERSION,
+            cosched_version: env!("CARGO_PKG_VERSION").into(),
+            experiment,
+            settings: settings.clone(),
+        }
+    }
+}
+
+/// Where finished runs are kept, and the rows kept by an earlier, interrupted run of the same study.
+pub struct Journal {
+    path: Option<PathBuf>,
+    kept_by_label: BTreeMap<String, Vec<RunRow>>,
+    file: Option<Mutex<File>>,
+    kept_now: AtomicUsize,
+    first_error: Mutex<Option<String>>,
+}
+
+impl Journal {
+    /// No journal: every run runs and nothing is kept (shards, tests, Python).
+    pub fn none() -> Journal {
+        Journal {
+            path: None,
+            kept_by_label: BTreeMap::new(),
+            file: None,
+            kept_now: AtomicUsize::new(0),
+            first_error: Mutex::new(None),
+        }
+    }
+
+    /// A new journal at `path` for this study; refused if a file is there (a study to resume, or to remove).
+    pub fn create(path: &Path, experiment: Experiment, settings: &StudySettings) -> Result<Journal, String> {
+        let mut file = OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                format!(
+                    "{}: an interrupted study's runs are kept there: add --resume to finish it, or remove the file",
+                    path.display()
+                )
+            } else {
+                format!("cannot create {}: {e}", path.display())
+            }
+        })?;
+        let heading = serde_json::to_string(&Heading::of(experiment, settings)).expect("plain data serializes");
+        write_line(&mut file, &heading).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Journal { path: Some(path.into()), file: Some(Mutex::new(file)), ..Journal::none() })
+    }
+
+    /// The journal at `path` of an interrupted run of this very study (same experiment, settings and cosched
+    /// version), its kept rows read back, open to keep the rest.
+    pub fn resume(path: &Path, experiment: Experiment, settings: &StudySettings) -> Result<Journal, String> {
+        let in_file = |e: String| format!("{}: {e}", path.display());
+        let mut file = OpenOptions::new().read(true).append(true).open(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                in_file("no interrupted study to resume (its runs would be kept in this file)".into())
+            } else {
+                in_file(e.to_string())
+            }
+        })?;
+        let mut bytes = Vec::new();
+        (&mut file).take(MAX_JOURNAL_BYTES + 1).read_to_end(&mut bytes).map_err(|e| in_file(e.to_string()))?;
+        if bytes.len() as u64 > MAX_JOURNAL_BYTES {
+            return Err(in_file(format!("larger than the {} MiB a journal may be", MAX_JOURNAL_BYTES >> 20)));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| in_file("not UTF-8 text".into()))?;
+        let rows = read_rows(&text, &Heading::of(experiment, settings)).map_err(in_file)?;
+        let mut kept_by_label: BTreeMap<String, Vec<RunRow>> = BTreeMap::new();
+        for row in rows {
+            kept_by_label.entry(row.label()).or_default().push(row);
+        }
+        // A line cut short goes: the next row starts where it began.
+        let complete_bytes = text.rfind('\n').map_or(0, |end| end + 1);
+        file.set_len(complete_bytes as u64).map_err(|e| in_file(e.to_string()))?;
+        Ok(Journal { path: Some(path.into()), kept_by_label, file: Some(Mutex::new(file)), ..Journal::none() })
+    }
+
+    /// The kept row that is the outcome of `spec`, if any.
+    pub fn kept(&self, spec: &RunSpec) -> Option<RunRow> {
+        self.kept_by_label.get(&spec.label())?.iter().find(|row| row.is_of(spec)).cloned()
+    }
+
+    /// How many rows an earlier run kept.
+    pub fn kept_before(&self) -> usize {
+        self.kept_by_label.values().map(Vec::len).sum()
+    }
+
+    /// How many rows the journal holds: kept before and since.
+    pub fn kept_count(&self) -> usize {
+        self.kept_before() + self.kept_now.load(Ordering::Relaxed)
+    }
+
+    /// Keep a finished run's row. A failure is kept too and given by [`Journal::check`]: the study goes on,
+    /// and stops with the error when its batch ends.
+    pub fn keep(&self, row: &RunRow) {
+        let Some(file) = &self.file else { return };
+        let line = serde_json::to_string(row).expect("plain data serializes");
+        let written = write_line(&mut file.lock().expect("no panics while holding the lock"), &line);
+        if written.is_ok() {
+            self.kept_now.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Err(e) = written {
+            let path = self.path.as_deref().map_or_else(String::new, |p| p.display().to_string());
+            self.first_error
+                .lock()
+                .expect("no panics while holding the lock")
+                .get_or_insert(format!("cannot keep a finished run in {path}: {e}"));
+        }
+    }
+
+    /// The first failure to keep a row, if any.
+    pub fn check(&self) -> Result<(), String> {
+        match self.first_error.lock().expect("no panics while holding the lock").clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// The study ended and its files are written: the journal goes.
+    pub fn finish(self) -> Result<(), String> {
+        match &self.path {
+            Some(path) => std::fs::remove_file(path).map_err(|e| format!("cannot remove {}: {e}", path.display())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One line, written whole and synced to the disk before it counts.
+fn write_line(file: &mut File, line: &str) -> std::io::Result<()> {
+    file.write_all(format!("{line}\n").as_bytes())?;
+    file.sync_data()
+}
+
+/// The rows of a journal whose heading must be `expected`; a last line cut short is left out.
+fn read_rows(text: &str, expected: &Heading) -> Result<Vec<RunRow>, String> {
+    let mut lines = text.split_inclusive('\n').enumerate();
+    let (_, first) = lines.next().ok_or("empty: not a study journal")?;
+    let heading: Heading = serde_json::from_str(first).map_err(|e| format!("line 1: not a study journal: {e}"))?;
+    if heading.format != FORMAT || heading.format_version != FORMAT_VERSION {
+        return Err(format!("line 1: not a version {FORMAT_VERSION} study journal"));
+    }
+    if heading.cosched_version != expected.cosched_version {
+        return Err(format!(
+            "kept by cosched {}; this is {} (its runs might differ): remove the file to start again",
+            heading.cosched_version, expected.cosched_version
+        ));
+    }
+    if heading != *expected {
+        return Err(format!(
+            "kept for another study ({} with other settings): resume with the same flags, or remove the file",
+            heading.experiment.name()
+        ));
+    }
+    let mut rows = Vec::new();
+    for (index, line) in lines {
+        if !line.ends_with('\n') {
+            break;
+        }
+        rows.push(serde_json::from_str(line).map_err(|e| format!("line {}: not a run's row: {e}", index + 1))?);
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{BatchWatch, Unwatched};
+    use crate::study::run_study;
+    use std::sync::atomic::AtomicUsize;
+
+    fn settings() -> StudySettings {
+        StudySettings {
+            jobs_per_run: 20,
+            runtime_scale: 0.0005,
+            schemes: vec!["GS".parse().unwrap(), "Local".parse().unwrap()],
+            replications: 1,
+            capacity_jobs: 20,
+            loads: Some(vec![1.6, 0.3, 0.8]),
+            ..StudySettings::default()
+        }
+    }
+
+    /// Counts the runs that start.
+    #[derive(Default)]
+    struct Counting(AtomicUsize);
+
+    impl BatchWatch for Counting {
+        type Run = Unwatched;
+        fn batch_started(&self, _: usize) {}
+        fn run_started(&self, _: usize, _: &str) -> Unwatched {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Unwatched
+        }
+    }
+
+    fn scratch() -> tempfile::TempDir {
+        tempfile::Builder::new().prefix("cosched-journal-").tempdir().unwrap()
+    }
+
+    #[test]
+    fn a_resumed_study_runs_only_what_was_not_kept_and_gives_the_same_rows() {
+        let dir = scratch();
+        let path = dir.path().join("e1.journal");
+        let settings = settings();
+        // E1: capacity runs, then a climb whose steps depend on the rows before.
+        let whole = run_study(
+            Experiment::E1,
+            &settings,
+            &Unwatched,
+            &Journal::create(&path, Experiment::E1, &settings).unwrap(),
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 1 + whole.len(), "a heading and one line per run");
+        // Interrupted after three runs, the fourth's line cut short by the crash.
+        let lines: Vec<&str> = text.lines().collect();
+        let cut = format!("{}\n{}", lines[..4].join("\n"), &lines[4][..lines[4].len() / 2]);
+        std::fs::write(&path, cut).unwrap();
+        let journal = Journal::resume(&path, Experiment::E1, &settings).unwrap();
+        assert_eq!(journal.kept_before(), 3);
+        let counting = Counting::default();
+        let resumed = run_study(Experiment::E1, &settings, &counting, &journal).unwrap();
+        assert_eq!(resumed, whole);
+        assert_eq!(counting.0.load(Ordering::Relaxed), whole.len() - 3);
+        // The journal now holds every run once, the cut line ended: a second resume runs nothing.
+        let again = Journal::resume(&path, Experiment::E1, &settings).unwrap();
+        assert_eq!(again.kept_before(), whole.len());
+        let counting = Counting::default();
+        assert_eq!(run_study(Experiment::E1, &settings, &counting, &again).unwrap(), whole);
+        assert_eq!(counting.0.load(Ordering::Relaxed), 0);
+        again.finish().unwrap();
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_journal_of_another_study_or_a_damaged_one_is_refused_and_left_as_it_is() {
+        let dir = scratch();
+        let path = dir.path().join("e2.journal");
+        let settings = settings();
+        let journal = Journal::create(&path, Experiment::E2, &settings).unwrap();
+        let first = run_study(Experiment::E2, &settings, &Unwatched, &journal).unwrap();
+        drop(journal);
+        let refused =
+            |experiment, settings: &StudySettings| Journal::resume(&path, experiment, settings).err().unwrap();
+        // A second start without --resume would lose what was kept.
+        let again = Journal::create(&path, Experiment::E2, &settings).err().unwrap();
+        assert!(again.contains("--resume"), "{again}");
+        assert!(refused(Experiment::E4, &settings).contains("another study"));
+        let other = StudySettings { first_seed: 9, ..settings.clone() };
+        assert!(refused(Experiment::E2, &other).contains("another study"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        // A damaged line other than the last is an error naming the line, not a run left out.
+        let mut lines: Vec<String> = text.lines().map(String::from).collect();
+        lines[2] = lines[2].replacen("\"seed\"", "\"seeed\"", 1);
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let damaged = refused(Experiment::E2, &settings);
+        assert!(damaged.contains("line 3: not a run's row"), "{damaged}");
+        std::fs::write(&path, "{\"format\": \"something else\"}\n").unwrap();
+        assert!(refused(Experiment::E2, &settings).contains("not a study journal"));
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(Journal::resume(&path, Experiment::E2, &settings).unwrap().kept_before(), first.len());
+        let missing = dir.path().join("none.journal");
+        assert!(Journal::resume(&missing, Experiment::E2, &settings).err().unwrap().contains("no interrupted study"));
+    }
+}
