@@ -662,8 +662,10 @@ fn batsim_jobs_file(scheme: &str) -> String {
     format!("batsim/{scheme}_jobs.csv")
 }
 
-/// Mean response per scheme, split into wait and execution.
+/// Mean response per scheme, split into wait and execution; a saturated scheme starred (its mean is of the jobs
+/// that finished, and grows with the run).
 fn response_chart(results: &[RunResult]) -> StackedBarChart {
+    let saturated = |r: &RunResult| r.summary.saturation.saturated;
     StackedBarChart {
         title: "Mean response time".into(),
         unit: "seconds (simulated)".into(),
@@ -671,12 +673,15 @@ fn response_chart(results: &[RunResult]) -> StackedBarChart {
         bars: results
             .iter()
             .map(|r| StackedBar {
-                label: r.summary.scheme.clone(),
+                label: format!("{}{}", r.summary.scheme, if saturated(r) { "*" } else { "" }),
                 segments: vec![r.summary.mean_wait_s, r.summary.mean_execution_s],
                 error: 0.0,
             })
             .collect(),
-        note: None,
+        note: results
+            .iter()
+            .any(saturated)
+            .then(|| "* saturated: the mean is of the jobs that finished, and grows the longer the run".into()),
     }
 }
 

@@ -888,15 +888,19 @@ fn report_bars(rows: &[RunRow]) -> (String, Figures) {
          |---|---|---|---|---|---|---|---|\n",
     );
     let mut figures = Vec::new();
+    let mut any_saturated = false;
     for group in first_seen(rows, |r| r.group.as_str()) {
         let group_points: Vec<Point> = points(rows).into_iter().filter(|p| p.first().group == group).collect();
+        let group_saturated = group_points.iter().any(Point::saturated);
+        any_saturated |= group_saturated;
         let mut bars = Vec::new();
         for p in &group_points {
             let response = p.estimate(|r| r.mean_response_s);
             let to_gs = paired_difference_to_gs(rows, p);
             table += &format!(
-                "| {group} | {} | {} | {} | {} | {} | {} | {} of {} |\n",
+                "| {group} | {}{} | {} | {} | {} | {} | {} | {} of {} |\n",
                 p.first().scheme,
+                saturated_mark(p),
                 with_ci(&p.estimate(|r| r.mean_wait_s), 2),
                 with_ci(&p.estimate(|r| r.mean_execution_s), 2),
                 with_ci(&response, 2),
@@ -917,12 +921,17 @@ fn report_bars(rows: &[RunRow]) -> (String, Figures) {
             unit: "seconds (simulated)".into(),
             segment_names: vec!["wait in the arrival queue".into(), "execution".into()],
             bars,
-            note: Some("whiskers: 95 % confidence interval of the response; * saturated in most replications".into()),
+            note: Some(format!(
+                "whiskers: 95 % confidence interval of the response{}",
+                if group_saturated { "; * saturated in most replications" } else { "" }
+            )),
         };
         let file = group.to_lowercase().replace([' ', '='], "").replace('.', "_");
         figures.push((file, chart.to_svg()));
     }
-    table += "\n\\* saturated in most replications.\n";
+    if any_saturated {
+        table += "\n\\* saturated in most replications.\n";
+    }
     (table, figures)
 }
 
@@ -1086,6 +1095,7 @@ fn series_names<'a>(
 mod tests {
     use super::*;
     use clap::Parser;
+    use cosched_sim::metrics::SaturationVerdict;
 
     #[derive(Parser)]
     struct Study {
@@ -1172,6 +1182,25 @@ mod tests {
         assert!(table.starts_with("> **Warning:** two replications"), "{table}");
         let six: Vec<RunRow> = (0..6).map(|k| climb_row("GS", k, 1.0)).collect();
         assert!(!report(Experiment::E1, &six).0.contains("Warning"));
+    }
+
+    #[test]
+    fn the_saturated_mark_and_its_note_appear_only_where_a_point_saturated() {
+        let e2_row = |scheme: &str, k: u32, saturated: bool| RunRow {
+            group: "WL5".into(),
+            mix: "WL5".into(),
+            saturation: SaturationVerdict { saturated, ..climb_row(scheme, k, 1.0).saturation },
+            ..climb_row(scheme, k, 1.0)
+        };
+        let calm: Vec<RunRow> = ["GS", "PB"].iter().flat_map(|s| (0..3).map(move |k| e2_row(s, k, false))).collect();
+        let (table, figures) = report(Experiment::E2, &calm);
+        assert!(!table.contains('*') && !figures[0].1.contains("saturated"), "{table}");
+        let mut pb_saturated = calm.clone();
+        pb_saturated.iter_mut().filter(|r| r.scheme == "PB").take(2).for_each(|r| r.saturation.saturated = true);
+        let (table, figures) = report(Experiment::E2, &pb_saturated);
+        assert!(table.contains("| WL5 | PB* |") && table.contains("| WL5 | GS |"), "{table}");
+        assert!(table.contains("\\* saturated in most replications"), "{table}");
+        assert!(figures[0].1.contains("PB*") && figures[0].1.contains("* saturated in most replications"));
     }
 
     #[test]

@@ -637,6 +637,10 @@ fn sim_warns_when_a_scheme_saturates_and_says_why() {
     for column in ["delivered_utilization", "compute_utilization", "saturated", "backlog_growth"] {
         assert!(header.contains(&column), "{column} missing from {header:?}");
     }
+    // The figure marks it too (its bar is a mean of the jobs that finished), and only it.
+    let figure = std::fs::read_to_string(out.join("response.svg")).unwrap();
+    assert!(figure.contains(">Local*<") && !figure.contains(">GS*<"), "{figure}");
+    assert!(figure.contains("* saturated: the mean is of the jobs that finished"), "{figure}");
 }
 
 #[test]
