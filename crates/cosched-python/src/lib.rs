@@ -99,7 +99,7 @@ fn simulate(py: Python<'_>, flags: Vec<String>) -> PyResult<SimTexts> {
     let args: SimArgs = parse_flags("cosched sim", flags.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
     let outcome = run_interruptible(py, &stop, || simulate_flags(&args, stop.clone(), !args.quiet))?;
-    let SimOutcome { prepared, results } = outcome.map_err(refused)?;
+    let SimOutcome { prepared, results, .. } = outcome.map_err(refused)?;
     let command = std::iter::once("cosched sim".to_string()).chain(flags).collect::<Vec<_>>().join(" ");
     Ok(SimTexts {
         summary_csv: summary_csv(&results),

@@ -7,6 +7,7 @@ pub mod interrupt;
 pub mod output;
 pub mod plot;
 pub mod progress;
+pub mod run_info;
 pub mod sim_cmd;
 pub mod study;
 pub mod workload_cmd;

@@ -6,8 +6,9 @@
 use cosched_lab::batch::{BatchWatch, RunWatch};
 use cosched_sim::run::RunResult;
 use cosched_sim::Progress;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub struct ProgressLine {
@@ -63,6 +64,8 @@ pub struct BatchProgress {
 struct BatchCounts {
     runs: AtomicUsize,
     finished: AtomicUsize,
+    /// Each finished run's wall seconds, by its index in the batch.
+    wall_s: Mutex<BTreeMap<usize, f64>>,
 }
 
 impl BatchProgress {
@@ -75,6 +78,11 @@ impl BatchProgress {
         BatchProgress { jobs_per_run: Some(jobs_per_run), ..BatchProgress::new(enabled) }
     }
 
+    /// The wall seconds of the last batch's finished runs, in the batch's order.
+    pub fn run_wall_s(&self) -> Vec<f64> {
+        self.counts.wall_s.lock().expect("no panics while holding the lock").values().copied().collect()
+    }
+
     /// Also hand the runs this stop flag (see [`BatchWatch::stop`]).
     pub fn stopped_by(self, stop: Arc<AtomicBool>) -> BatchProgress {
         BatchProgress { stop: Some(stop), ..self }
@@ -85,6 +93,7 @@ impl BatchProgress {
 pub struct RunProgress {
     line: ProgressLine,
     counts: Arc<BatchCounts>,
+    index: usize,
 }
 
 impl BatchWatch for BatchProgress {
@@ -103,8 +112,8 @@ impl BatchWatch for BatchProgress {
         }
     }
 
-    fn run_started(&self, _: usize, label: &str) -> RunProgress {
-        RunProgress { line: ProgressLine::new(label, self.enabled), counts: self.counts.clone() }
+    fn run_started(&self, index: usize, label: &str) -> RunProgress {
+        RunProgress { line: ProgressLine::new(label, self.enabled), counts: self.counts.clone(), index }
     }
 }
 
@@ -115,6 +124,7 @@ impl RunWatch for RunProgress {
 
     fn finished(self, result: &Result<RunResult, String>) {
         let done = self.counts.finished.fetch_add(1, Ordering::Relaxed) + 1;
+        self.counts.wall_s.lock().expect("no panics while holding the lock").insert(self.index, self.line.elapsed_s());
         let (true, Ok(r)) = (self.line.enabled, result) else { return };
         let interrupted = if r.summary.interrupted_at_s.is_some() { " (interrupted)" } else { "" };
         eprintln!(

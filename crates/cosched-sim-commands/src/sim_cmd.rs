@@ -464,6 +464,8 @@ struct SummaryDocument<'a> {
 pub struct SimOutcome {
     pub prepared: PreparedSim,
     pub results: Vec<RunResult>,
+    /// Each run's wall seconds (`run.json`).
+    pub run_wall_s: Vec<f64>,
 }
 
 /// Simulate what the flags describe, writing nothing: the CLI and the Python package share this.
@@ -496,8 +498,9 @@ pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) 
         fast,
         plan_model_only: false,
     };
-    let results = prepared.run(&options, &BatchProgress::new(!args.quiet))?;
-    Ok(SimOutcome { prepared, results })
+    let progress = BatchProgress::new(!args.quiet);
+    let results = prepared.run(&options, &progress)?;
+    Ok(SimOutcome { prepared, results, run_wall_s: progress.run_wall_s() })
 }
 
 /// What each run will cost, said before it starts (docs/model.md, "What a run costs").
@@ -517,15 +520,17 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     args.fast_settings()?;
     OutputDir::check(&args.out)?;
     let interrupted = crate::interrupt::stop_on_interrupt()?;
-    let SimOutcome { prepared, results } = simulate(args, interrupted.clone(), true)?;
+    let SimOutcome { prepared, results, run_wall_s } = simulate(args, interrupted.clone(), true)?;
     print_table(&results);
     let out = OutputDir::begin(&args.out)?;
     write_outputs(&out, args, &prepared.configs, &prepared.loaded.report, &results)?;
+    out.write("run.json", &crate::run_info::run_json(&results, &run_wall_s))?;
     cosched_workload::swf::write_path(&out.file("workload.swf"), &prepared.loaded.workload)
         .map_err(|e| format!("cannot write workload.swf: {e}"))?;
     let path = out.commit()?;
     eprintln!(
-        "results in {}/ (summary.csv, jobs.csv, batsim/, summary.json, response.svg, cpu-time.svg, workload.swf)",
+        "results in {}/ (summary.csv, jobs.csv, batsim/, summary.json, response.svg, cpu-time.svg, workload.swf, \
+         run.json)",
         path.display()
     );
     if interrupted.load(Ordering::Relaxed) {

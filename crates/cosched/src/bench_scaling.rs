@@ -154,8 +154,4 @@ pub fn run_point(args: &ScalingPointArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// This process's peak resident set, KiB (VmHWM).
-pub fn peak_rss_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
-}
+pub use cosched_sim_commands::run_info::peak_rss_kib;

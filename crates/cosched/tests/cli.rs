@@ -78,6 +78,16 @@ fn sim_writes_csv_and_json_for_each_scheme() {
     assert_eq!(json["seed"], 1);
     assert!(json["command"].as_str().unwrap().contains("--jobs 40"));
     assert!(out.join("workload.swf").exists());
+    // What the runs cost, beside the results (which stay byte-identical run to run).
+    let run: serde_json::Value = serde_json::from_slice(&read(&out.join("run.json"))).unwrap();
+    assert_eq!(run["cosched_version"], env!("CARGO_PKG_VERSION"));
+    assert!(run["peak_memory_mib"].as_f64().is_some_and(|m| m > 1.0), "{run}");
+    let runs = run["runs"].as_array().unwrap();
+    assert_eq!(runs.iter().map(|r| r["scheme"].as_str().unwrap()).collect::<Vec<_>>(), ["Local", "GS"]);
+    for (r, result) in runs.iter().zip(json["results"].as_array().unwrap()) {
+        assert_eq!(r["events"], result["events"], "{r}");
+        assert!(r["wall_s"].as_f64().is_some_and(|s| s > 0.0) && r["events_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
     for chart in ["response.svg", "cpu-time.svg"] {
         let svg = String::from_utf8(read(&out.join(chart))).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains(">Local<") && svg.contains(">GS<"), "{chart}");
