@@ -7,7 +7,9 @@
 //! each written whole and synced before the run counts as kept. A line cut
 //! short by a crash can only be the last; it is left out on resume (that run
 //! runs again). A run's row is a pure function of its spec, so a kept row is
-//! the row the run would give again.
+//! the row the run would give again. The process that writes a journal holds
+//! an exclusive lock on it: a second study on the same output waits for
+//! nothing and is refused.
 
 use crate::study::{Experiment, RunRow, RunSpec, StudySettings};
 use serde::{Deserialize, Serialize};
@@ -49,9 +51,60 @@ impl Heading {
 pub struct Journal {
     path: Option<PathBuf>,
     kept_by_label: BTreeMap<String, Vec<RunRow>>,
-    file: Option<Mutex<File>>,
+    file: Option<Mutex<Appender>>,
     kept_now: AtomicUsize,
     first_error: Mutex<Option<String>>,
+}
+
+/// The journal's file and the length of its complete lines: a failed write is cut back to it, and nothing more
+/// is written after one (the rows after it run again on resume).
+struct Appender {
+    file: File,
+    good_len: u64,
+    failed: bool,
+}
+
+impl Appender {
+    fn new(file: File, good_len: u64) -> Appender {
+        Appender { file, good_len, failed: false }
+    }
+
+    /// One line, written whole and synced to the disk before it counts.
+    fn append(&mut self, line: &str) -> std::io::Result<()> {
+        if self.failed {
+            return Err(std::io::Error::other("an earlier write failed"));
+        }
+        let bytes = format!("{line}\n");
+        let written = self.file.write_all(bytes.as_bytes()).and_then(|_| self.file.sync_data());
+        match written {
+            Ok(()) => self.good_len += bytes.len() as u64,
+            Err(_) => {
+                self.failed = true;
+                let _ = self.file.set_len(self.good_len);
+            }
+        }
+        written
+    }
+}
+
+/// Take the journal for this process alone.
+fn lock(file: &File, path: &Path) -> Result<(), String> {
+    file.try_lock().map_err(|e| match e {
+        std::fs::TryLockError::WouldBlock => {
+            format!("{}: another study is running with this journal (same --out); wait for it to end", path.display())
+        }
+        std::fs::TryLockError::Error(e) => format!("cannot lock {}: {e}", path.display()),
+    })
+}
+
+/// Open `path` as a regular file, not through a symbolic link (a FIFO would block the read).
+fn open_regular(options: &mut OpenOptions, path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
 }
 
 impl Journal {
@@ -68,7 +121,8 @@ impl Journal {
 
     /// A new journal at `path` for this study; refused if a file is there (a study to resume, or to remove).
     pub fn create(path: &Path, experiment: Experiment, settings: &StudySettings) -> Result<Journal, String> {
-        let mut file = OpenOptions::new().write(true).create_new(true).open(path).map_err(|e| {
+        let mut options = OpenOptions::new();
+        let file = open_regular(options.append(true).create_new(true), path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 format!(
                     "{}: an interrupted study's runs are kept there: add --resume to finish it, or remove the file",
@@ -78,37 +132,48 @@ impl Journal {
                 format!("cannot create {}: {e}", path.display())
             }
         })?;
+        lock(&file, path)?;
         let heading = serde_json::to_string(&Heading::of(experiment, settings)).expect("plain data serializes");
-        write_line(&mut file, &heading).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Journal { path: Some(path.into()), file: Some(Mutex::new(file)), ..Journal::none() })
+        let mut appender = Appender::new(file, 0);
+        appender.append(&heading).map_err(|e| format!("{}: {e}", path.display()))?;
+        // The new name synced too: a power loss must not lose the file with the runs it then keeps.
+        if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            File::open(folder).and_then(|f| f.sync_all()).map_err(|e| format!("{}: {e}", folder.display()))?;
+        }
+        Ok(Journal { path: Some(path.into()), file: Some(Mutex::new(appender)), ..Journal::none() })
     }
 
     /// The journal at `path` of an interrupted run of this very study (same experiment, settings and cosched
     /// version), its kept rows read back, open to keep the rest.
     pub fn resume(path: &Path, experiment: Experiment, settings: &StudySettings) -> Result<Journal, String> {
         let in_file = |e: String| format!("{}: {e}", path.display());
-        let mut file = OpenOptions::new().read(true).append(true).open(path).map_err(|e| {
+        let mut options = OpenOptions::new();
+        let mut file = open_regular(options.read(true).append(true), path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 in_file("no interrupted study to resume (its runs would be kept in this file)".into())
             } else {
                 in_file(e.to_string())
             }
         })?;
+        lock(&file, path)?;
         let mut bytes = Vec::new();
         (&mut file).take(MAX_JOURNAL_BYTES + 1).read_to_end(&mut bytes).map_err(|e| in_file(e.to_string()))?;
         if bytes.len() as u64 > MAX_JOURNAL_BYTES {
             return Err(in_file(format!("larger than the {} MiB a journal may be", MAX_JOURNAL_BYTES >> 20)));
         }
+        // A line cut short (a crash, a full disk) goes, wherever in a character it was cut: the next row starts
+        // where it began.
+        let complete_len = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |end| end + 1);
+        bytes.truncate(complete_len);
         let text = String::from_utf8(bytes).map_err(|_| in_file("not UTF-8 text".into()))?;
         let rows = read_rows(&text, &Heading::of(experiment, settings)).map_err(in_file)?;
         let mut kept_by_label: BTreeMap<String, Vec<RunRow>> = BTreeMap::new();
         for row in rows {
             kept_by_label.entry(row.label()).or_default().push(row);
         }
-        // A line cut short goes: the next row starts where it began.
-        let complete_bytes = text.rfind('\n').map_or(0, |end| end + 1);
-        file.set_len(complete_bytes as u64).map_err(|e| in_file(e.to_string()))?;
-        Ok(Journal { path: Some(path.into()), kept_by_label, file: Some(Mutex::new(file)), ..Journal::none() })
+        file.set_len(complete_len as u64).map_err(|e| in_file(e.to_string()))?;
+        let appender = Appender::new(file, complete_len as u64);
+        Ok(Journal { path: Some(path.into()), kept_by_label, file: Some(Mutex::new(appender)), ..Journal::none() })
     }
 
     /// The kept row that is the outcome of `spec`, if any.
@@ -131,7 +196,7 @@ impl Journal {
     pub fn keep(&self, row: &RunRow) {
         let Some(file) = &self.file else { return };
         let line = serde_json::to_string(row).expect("plain data serializes");
-        let written = write_line(&mut file.lock().expect("no panics while holding the lock"), &line);
+        let written = file.lock().expect("no panics while holding the lock").append(&line);
         if written.is_ok() {
             self.kept_now.fetch_add(1, Ordering::Relaxed);
         }
@@ -152,19 +217,18 @@ impl Journal {
         }
     }
 
-    /// The study ended and its files are written: the journal goes.
+    /// The study ended and its files are written, or it kept nothing: the journal goes.
     pub fn finish(self) -> Result<(), String> {
         match &self.path {
-            Some(path) => std::fs::remove_file(path).map_err(|e| format!("cannot remove {}: {e}", path.display())),
+            Some(path) => match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(format!("cannot remove {}: {e}", path.display()))
+                }
+                _ => Ok(()),
+            },
             None => Ok(()),
         }
     }
-}
-
-/// One line, written whole and synced to the disk before it counts.
-fn write_line(file: &mut File, line: &str) -> std::io::Result<()> {
-    file.write_all(format!("{line}\n").as_bytes())?;
-    file.sync_data()
 }
 
 /// The rows of a journal whose heading must be `expected`; a last line cut short is left out.
@@ -258,6 +322,10 @@ mod tests {
         let resumed = run_study(Experiment::E1, &settings, &counting, &journal).unwrap();
         assert_eq!(resumed, whole);
         assert_eq!(counting.0.load(Ordering::Relaxed), whole.len() - 3);
+        // While one process holds it, another study on the same output is refused.
+        let busy = Journal::resume(&path, Experiment::E1, &settings).err().unwrap();
+        assert!(busy.contains("another study is running"), "{busy}");
+        drop(journal);
         // The journal now holds every run once, the cut line ended: a second resume runs nothing.
         let again = Journal::resume(&path, Experiment::E1, &settings).unwrap();
         assert_eq!(again.kept_before(), whole.len());
@@ -295,6 +363,18 @@ mod tests {
         assert!(refused(Experiment::E2, &settings).contains("not a study journal"));
         std::fs::write(&path, &text).unwrap();
         assert_eq!(Journal::resume(&path, Experiment::E2, &settings).unwrap().kept_before(), first.len());
+        // A last line cut inside a character (the variants' "µs") is a line cut short, not a damaged journal.
+        let e5 = StudySettings { schemes: vec!["Local".parse().unwrap()], ..settings.clone() };
+        let e5_path = dir.path().join("e5.journal");
+        let journal = Journal::create(&e5_path, Experiment::E5, &e5).unwrap();
+        let rows = run_study(Experiment::E5, &e5, &Unwatched, &journal).unwrap();
+        drop(journal);
+        let bytes = std::fs::read(&e5_path).unwrap();
+        let last_start = bytes[..bytes.len() - 1].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+        let micro = last_start + bytes[last_start..].windows(2).position(|w| w == "µ".as_bytes()).unwrap();
+        std::fs::write(&e5_path, &bytes[..micro + 1]).unwrap();
+        assert_eq!(Journal::resume(&e5_path, Experiment::E5, &e5).unwrap().kept_before(), rows.len() - 1);
+        assert_eq!(std::fs::read(&e5_path).unwrap(), bytes[..last_start], "the cut line is gone");
         let missing = dir.path().join("none.journal");
         assert!(Journal::resume(&missing, Experiment::E2, &settings).err().unwrap().contains("no interrupted study"));
     }

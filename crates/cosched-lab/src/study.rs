@@ -941,6 +941,9 @@ fn execute<W: BatchWatch>(
     let mut rows: Vec<Option<RunRow>> = specs.iter().map(|spec| journal.kept(spec)).collect();
     let to_run: Vec<RunSpec> =
         specs.iter().zip(&rows).filter(|(_, kept)| kept.is_none()).map(|(s, _)| s.clone()).collect();
+    if to_run.is_empty() {
+        return Ok(rows.into_iter().flatten().collect());
+    }
     let mut ran = run_specs(&to_run, settings, watch, journal)?.into_iter();
     for row in rows.iter_mut().filter(|row| row.is_none()) {
         *row = ran.next();
@@ -1063,11 +1066,10 @@ impl<'a, W: BatchWatch> BatchWatch for KeepingWatch<'a, W> {
         self.inner.batch_started(runs);
     }
     fn run_started(&self, index: usize, label: &str) -> Self::Run {
-        let (spec, offered, journal, stop) =
-            (&self.specs[index], self.offered_loads[index], self.journal, self.inner.stop());
+        let (spec, offered, journal) = (&self.specs[index], self.offered_loads[index], self.journal);
         let keep = move |r: &RunResult| {
             // A run the stop flag ended is not the run's outcome: it runs again on resume.
-            if !stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst)) {
+            if r.summary.interrupted_at_s.is_none() {
                 journal.keep(&row_of(spec, r, offered));
             }
         };

@@ -355,11 +355,11 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
     }
     let watch = watch.stopped_by(crate::interrupt::stop_on_interrupt()?);
     let rows = run_study(experiment, &settings, &watch, &journal).map_err(|e| {
-        if e != INTERRUPTED {
+        if journal.kept_count() == 0 {
             // (A journal that kept nothing would only stop the next start.)
-            if journal.kept_count() == 0 {
-                let _ = std::fs::remove_file(&journal_path);
-            }
+            let _ = std::fs::remove_file(&journal_path);
+        }
+        if e != INTERRUPTED {
             return e;
         }
         let command = canonical_command(experiment, &settings);
