@@ -28,20 +28,39 @@ use std::path::{Path, PathBuf};
 #[derive(Subcommand, Debug)]
 pub enum StudyCommand {
     /// E1, load: WL7, p = 32, MPL 5, s = 20 %; mean response against delivered utilization per scheme as load rises.
+    ///
+    /// At its defaults about 15 minutes on a 2-vCPU VM. Ctrl-C keeps the finished runs in OUT.journal; `--resume` runs
+    /// the rest.
     E1(StudyArgs),
     /// E2, nature of the workload: WL4 (CPU), WL5 (communication), WL2 (I/O), WL3 (balanced); wait and execution per scheme.
+    ///
+    /// At its defaults about 3 minutes on a 2-vCPU VM (161 s, 2026-11-28). Ctrl-C keeps the finished runs in
+    /// OUT.journal; `--resume` runs the rest.
     E2(StudyArgs),
     /// E3, multiprogramming level: response at MPL 5 and 16 relative to MPL 2, for WL2, WL4, WL5 (at a load where jobs
     /// queue: offered load 0.9, or with --e3-load-fraction each scheme at that fraction of its own capacity).
+    ///
+    /// At its defaults about 6 minutes on a 2-vCPU VM (348 s, 2026-11-28); with --e3-load-fraction 0.8 and six
+    /// seeds, 11 minutes. Ctrl-C keeps the finished runs in OUT.journal; `--resume` runs the rest.
     E3(StudyArgs),
     /// E1's sensitivity to the open choices of the model (CS 200/100 µs, a short I/O keeping the CPU, a GS job's
     /// start in the running row, PB's walk timing, its receive and displacement readings, spin-yield's cycle, and
     /// the last three with the first two together): each one's effect on every scheme's capacity and on E2's
     /// ranking, paired on the same seeds.
+    ///
+    /// At its defaults (all nine variants, three seeds) about half an hour on a 2-vCPU VM (estimated); --variants and
+    /// --schemes take part of it (five schemes, five variants, six seeds: 21.5 minutes). Ctrl-C keeps the finished runs
+    /// in OUT.journal; `--resume` runs the rest.
     E1s(StudyArgs),
     /// E4, skew: WL4 at s = 20 % and 150 %.
+    ///
+    /// At its defaults about 20 seconds on a 2-vCPU VM (2026-11-28). Ctrl-C keeps the finished runs in OUT.journal;
+    /// `--resume` runs the rest.
     E4(StudyArgs),
     /// E5, system overheads: WL5 with cheaper switches, quanta and interrupts, normalised to the defaults.
+    ///
+    /// At its defaults about 4.5 minutes on a 2-vCPU VM (267 s, 2026-11-28). Ctrl-C keeps the finished runs in
+    /// OUT.journal; `--resume` runs the rest.
     E5(StudyArgs),
     /// Merge a study's shards (`study eN --shard I/N`) into the files the study run whole writes, byte for byte.
     ///
