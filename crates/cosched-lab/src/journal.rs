@@ -123,13 +123,17 @@ impl Journal {
     pub fn create(path: &Path, experiment: Experiment, settings: &StudySettings) -> Result<Journal, String> {
         let mut options = OpenOptions::new();
         let file = open_regular(options.append(true).create_new(true), path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                format!(
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                return format!("cannot create {}: {e}", path.display());
+            }
+            // Still locked: its study is running; else it was interrupted.
+            let running = open_regular(OpenOptions::new().read(true), path).map(|f| lock(&f, path));
+            match running {
+                Ok(Err(busy)) => busy,
+                _ => format!(
                     "{}: an interrupted study's runs are kept there: add --resume to finish it, or remove the file",
                     path.display()
-                )
-            } else {
-                format!("cannot create {}: {e}", path.display())
+                ),
             }
         })?;
         lock(&file, path)?;
@@ -322,8 +326,10 @@ mod tests {
         let resumed = run_study(Experiment::E1, &settings, &counting, &journal).unwrap();
         assert_eq!(resumed, whole);
         assert_eq!(counting.0.load(Ordering::Relaxed), whole.len() - 3);
-        // While one process holds it, another study on the same output is refused.
+        // While one process holds it, another study on the same output is refused, resumed or not.
         let busy = Journal::resume(&path, Experiment::E1, &settings).err().unwrap();
+        assert!(busy.contains("another study is running"), "{busy}");
+        let busy = Journal::create(&path, Experiment::E1, &settings).err().unwrap();
         assert!(busy.contains("another study is running"), "{busy}");
         drop(journal);
         // The journal now holds every run once, the cut line ended: a second resume runs nothing.
