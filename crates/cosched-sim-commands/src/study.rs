@@ -360,6 +360,7 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
         }
         return write_shard(&run_shard(experiment, &settings, shard, &watch)?, &out_path);
     }
+    let watch = watch.stopped_by(crate::interrupt::stop_on_interrupt()?);
     let journal_path = journal_path(&out_path);
     if let Some(parent) = journal_path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
@@ -372,7 +373,6 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
     if journal.kept_before() > 0 {
         eprintln!("resuming: {} finished runs kept in {}", journal.kept_before(), journal_path.display());
     }
-    let watch = watch.stopped_by(crate::interrupt::stop_on_interrupt()?);
     let rows = run_study(experiment, &settings, &watch, &journal).map_err(|e| {
         if journal.kept_count() == 0 {
             // (A journal that kept nothing would only stop the next start.)
@@ -380,6 +380,9 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
         }
         if e != INTERRUPTED {
             return e;
+        }
+        if journal.kept_count() == 0 {
+            return format!("study {} interrupted before any run finished: nothing kept", experiment.name());
         }
         let command = canonical_command(experiment, &settings);
         format!(
