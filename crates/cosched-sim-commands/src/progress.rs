@@ -17,12 +17,24 @@ pub struct ProgressLine {
     last_print: Instant,
     every: Duration,
     enabled: bool,
+    ctrl_c: &'static str,
 }
+
+/// What Ctrl-C does, said on each progress line: `sim` keeps the jobs that finished, a study the runs.
+const CTRL_C_KEEPS_JOBS: &str = "Ctrl-C: stop and keep the finished jobs";
+const CTRL_C_KEEPS_RUNS: &str = "Ctrl-C: stop and keep the finished runs";
 
 impl ProgressLine {
     pub fn new(label: &str, enabled: bool) -> ProgressLine {
         let now = Instant::now();
-        ProgressLine { label: label.to_string(), started: now, last_print: now, every: Duration::from_secs(3), enabled }
+        ProgressLine {
+            label: label.to_string(),
+            started: now,
+            last_print: now,
+            every: Duration::from_secs(3),
+            enabled,
+            ctrl_c: CTRL_C_KEEPS_JOBS,
+        }
     }
 
     pub fn update(&mut self, p: &Progress) {
@@ -32,8 +44,7 @@ impl ProgressLine {
         self.last_print = Instant::now();
         let elapsed_s = self.started.elapsed().as_secs_f64();
         eprintln!(
-            "[{}] {:>6.1} s wall: simulated {:.1} s, {}/{} jobs done, {} queued, {:.1} M events, {} \
-             (Ctrl-C: stop and keep the finished jobs)",
+            "[{}] {:>6.1} s wall: simulated {:.1} s, {}/{} jobs done, {} queued, {:.1} M events, {} ({})",
             self.label,
             elapsed_s,
             p.now.as_secs_f64(),
@@ -41,7 +52,8 @@ impl ProgressLine {
             p.jobs_total,
             p.queued,
             p.events as f64 / 1e6,
-            eta(elapsed_s, p)
+            eta(elapsed_s, p),
+            self.ctrl_c
         );
     }
 
@@ -57,6 +69,7 @@ pub struct BatchProgress {
     jobs_per_run: Option<usize>,
     counts: Arc<BatchCounts>,
     stop: Option<Arc<AtomicBool>>,
+    ctrl_c: &'static str,
 }
 
 /// Runs in the batch and runs finished, shared with each run's watcher.
@@ -70,7 +83,7 @@ struct BatchCounts {
 
 impl BatchProgress {
     pub fn new(enabled: bool) -> BatchProgress {
-        BatchProgress { enabled, jobs_per_run: None, counts: Arc::default(), stop: None }
+        BatchProgress { enabled, jobs_per_run: None, counts: Arc::default(), stop: None, ctrl_c: CTRL_C_KEEPS_JOBS }
     }
 
     /// Also say, as each batch begins, how many runs of how many jobs it holds.
@@ -81,6 +94,11 @@ impl BatchProgress {
     /// The wall seconds of the last batch's finished runs, in the batch's order.
     pub fn run_wall_s(&self) -> Vec<f64> {
         self.counts.wall_s.lock().expect("no panics while holding the lock").values().copied().collect()
+    }
+
+    /// Say on each progress line that Ctrl-C keeps the finished runs (a study's journal).
+    pub fn keeping_runs(self) -> BatchProgress {
+        BatchProgress { ctrl_c: CTRL_C_KEEPS_RUNS, ..self }
     }
 
     /// Also hand the runs this stop flag (see [`BatchWatch::stop`]).
@@ -113,7 +131,8 @@ impl BatchWatch for BatchProgress {
     }
 
     fn run_started(&self, index: usize, label: &str) -> RunProgress {
-        RunProgress { line: ProgressLine::new(label, self.enabled), counts: self.counts.clone(), index }
+        let line = ProgressLine { ctrl_c: self.ctrl_c, ..ProgressLine::new(label, self.enabled) };
+        RunProgress { line, counts: self.counts.clone(), index }
     }
 }
 

@@ -360,7 +360,7 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
         }
         return write_shard(&run_shard(experiment, &settings, shard, &watch)?, &out_path);
     }
-    let watch = watch.stopped_by(crate::interrupt::stop_on_interrupt()?);
+    let watch = watch.keeping_runs().stopped_by(crate::interrupt::stop_on_interrupt()?);
     let journal_path = journal_path(&out_path);
     if let Some(parent) = journal_path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
