@@ -1010,11 +1010,14 @@ fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -
     };
     for m in first_seen(rows, |r| r.mix.as_str()) {
         let mut values = Vec::new();
+        let mut categories = Vec::new();
         for scheme in &schemes {
             let mine: Vec<&RunRow> = rows.iter().filter(|r| r.mix == m && &r.scheme == scheme).collect();
             let mut cells = Vec::new();
+            let mut saturated_somewhere = false;
             for variant in variants_of(scheme) {
                 let point = Point { runs: mine.iter().copied().filter(|r| r.variant == variant).collect() };
+                saturated_somewhere |= point.saturated();
                 let ratios: Vec<f64> = point
                     .runs
                     .iter()
@@ -1038,15 +1041,24 @@ fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -
                 }
             }
             values.push(cells);
+            categories.push(format!("{scheme}{}", if saturated_somewhere { "*" } else { "" }));
         }
+        let any_saturated = categories.iter().any(|c| c.ends_with('*'));
         let chart = GroupedBarChart {
             title: format!("{}: {m}, mean response relative to {what} {baseline}", experiment.to_uppercase()),
             unit: format!("response / response at {what} {baseline} (1 = no change)"),
-            categories: schemes.clone(),
+            categories,
             series_names: series_names(&schemes, &variants_of, what, baseline),
             values,
             reference: Some(1.0),
-            note: Some("whiskers: 95 % confidence intervals of the per-replication ratios".into()),
+            note: Some(format!(
+                "whiskers: 95 % confidence intervals of the per-replication ratios{}",
+                if any_saturated {
+                    format!("; * saturated in most replications at some {what}")
+                } else {
+                    String::new()
+                }
+            )),
         };
         figures.push((m.to_lowercase(), chart.to_svg()));
     }
@@ -1223,6 +1235,32 @@ mod tests {
         assert!(table.contains("| WL5 | PB* |") && table.contains("| WL5 | GS |"), "{table}");
         assert!(table.contains("\\* saturated in most replications"), "{table}");
         assert!(figures[0].1.contains("PB*") && figures[0].1.contains("* saturated in most replications"));
+    }
+
+    #[test]
+    fn a_ratio_chart_stars_a_scheme_saturated_at_some_mpl() {
+        let row = |scheme: &str, mpl: &str, k: u32, saturated: bool| {
+            let base = climb_row(scheme, k, 1.0);
+            RunRow {
+                group: "WL5".into(),
+                mix: "WL5".into(),
+                variant: mpl.into(),
+                saturation: SaturationVerdict { saturated, ..base.saturation.clone() },
+                ..base
+            }
+        };
+        let mut rows = Vec::new();
+        for scheme in ["GS", "PB"] {
+            for mpl in ["2", "5"] {
+                rows.extend((0..3).map(|k| row(scheme, mpl, k, scheme == "PB" && mpl == "5" && k > 0)));
+            }
+        }
+        let (_, figures) = report(Experiment::E3, &rows);
+        let svg = &figures[0].1;
+        assert!(svg.contains(">PB*<") && svg.contains(">GS<"), "{svg}");
+        assert!(svg.contains("* saturated in most replications at some MPL"), "{svg}");
+        rows.iter_mut().for_each(|r| r.saturation.saturated = false);
+        assert!(!report(Experiment::E3, &rows).1[0].1.contains("saturated"));
     }
 
     #[test]
