@@ -7,7 +7,7 @@ pub mod simulation;
 pub mod skew;
 
 use crate::controller::metrics::MetricsAccess;
-use cosched_policy::cluster::PlanSettings;
+use cosched_policy::cluster::{Backfill, PlanSettings};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -81,6 +81,7 @@ impl Default for ControllerSettings {
                 local_mpl: 4,
                 gang_cpu_share: 1.0,
                 over_allocation: 0.0,
+                backfill: Backfill::None,
             },
             // The LLNL gang scheduler's: 10 minutes without CPU use reverts, 2 hours forgets.
             idle_revert: Duration::from_secs(600),

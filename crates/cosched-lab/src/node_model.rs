@@ -285,6 +285,7 @@ fn predict_process_set(set: &ProcessSet, inputs: &MachineInputs) -> Result<Vec<P
                 },
                 label: job.label.clone(),
                 nice: p.nice.clamp(-20, 19) as i8,
+                requested_ns: None,
             }
         })
         .collect();
@@ -403,6 +404,7 @@ pub fn predict_spin_barrier(
                 },
                 label: format!("copy{j}"),
                 nice: 0,
+                requested_ns: None,
             })
             .collect();
         let cfg = node_config(set.threads, copies.max(1), inputs);

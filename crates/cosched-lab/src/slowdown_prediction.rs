@@ -195,6 +195,7 @@ fn copies_simulation(
             program,
             label: format!("copy{j}"),
             nice: 0,
+            requested_ns: None,
         })
         .collect();
     Ok((cfg, jobs))

@@ -153,7 +153,13 @@ impl LoadedWorkload {
         self.workload
             .jobs
             .iter()
-            .map(|j| JobRequest { job_number: j.job_number, submit_s: j.submit_s, run_s: j.run_s, procs: j.procs })
+            .map(|j| JobRequest {
+                job_number: j.job_number,
+                submit_s: j.submit_s,
+                run_s: j.run_s,
+                procs: j.procs,
+                requested_s: j.requested_s(),
+            })
             .collect()
     }
 }

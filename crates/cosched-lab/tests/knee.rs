@@ -44,6 +44,7 @@ fn job(number: u64, arrival_ns: u64, tasks: u32) -> SimJob {
         },
         label: format!("job{number}"),
         nice: 0,
+        requested_ns: None,
     }
 }
 

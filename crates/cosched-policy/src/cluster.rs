@@ -109,6 +109,9 @@ pub struct PlanJob {
     pub idle: bool,
     /// The matrix row the job owned in the previous plan (`JobPlan::own_row`): kept if still free.
     pub row_held: Option<u32>,
+    /// The wall time the job asked for (its estimate): what a backfilling queue expects it to hold its
+    /// CPUs; `None`: unknown, held for ever.
+    pub requested_ns: Option<u64>,
 }
 
 impl PlanJob {
@@ -126,6 +129,7 @@ impl PlanJob {
             suspended: false,
             idle: false,
             row_held: None,
+            requested_ns: None,
         }
     }
 }
@@ -228,6 +232,39 @@ pub struct PlanSettings {
     pub gang_cpu_share: f64,
     /// Extra cells per task for auxiliary threads (0.25: one more cell per four tasks).
     pub over_allocation: f64,
+    /// Whether later jobs may start before a waiting one that does not fit (under strict FCFS only).
+    pub backfill: Backfill,
+}
+
+/// How jobs behind a waiting one that does not fit may start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backfill {
+    /// The rules' own queue: strict FCFS waits, cosched's passes over.
+    #[default]
+    None,
+    /// EASY (the first waiting job gets a reservation at the earliest instant the requested times say it
+    /// fits; a later job starts now if it fits now and does not delay that reservation).
+    Easy,
+}
+
+impl Backfill {
+    pub const ALL: [Backfill; 2] = [Backfill::None, Backfill::Easy];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backfill::None => "none",
+            Backfill::Easy => "easy",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Backfill> {
+        Backfill::ALL.into_iter().find(|b| b.name().eq_ignore_ascii_case(text.trim()))
+    }
+
+    pub fn is_none(&self) -> bool {
+        *self == Backfill::None
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -515,6 +552,35 @@ impl Planner {
             }
             (Mode::Gang, None) => {}
         }
+    }
+
+    /// Take exactly what `place_new` gave `job` (`cpus`, `row`): the inverse of `unplace`.
+    pub(crate) fn take_placement(&mut self, job: &PlanJob, cpus: &[NodeCpus], row: Option<u32>) {
+        for nc in cpus {
+            self.mem_free[nc.node as usize] -= job.mem_bytes_per_node;
+        }
+        let columns = self.columns.of(cpus);
+        match (job.mode, row) {
+            (Mode::Local, _) => self.take_local(cpus, false),
+            (Mode::Gang, Some(row)) => {
+                self.matrix.take(job.id, row, &columns);
+                self.occupancy.take(row as usize, &columns);
+            }
+            (Mode::Gang, None) => {}
+        }
+    }
+
+    /// Whether a job that does not fit rules out every larger job of its mode: so when any CPUs of the machine
+    /// will do (a node count asked for, or whole nodes, break the order).
+    pub(crate) fn fit_grows_with_size(&self) -> bool {
+        self.settings.rules.spread == Spread::AnyCpus
+    }
+
+    /// Whether `job` would be placed now; nothing changes.
+    pub(crate) fn fits(&mut self, job: &PlanJob) -> bool {
+        let Some((cpus, row)) = self.place_new(job) else { return false };
+        self.unplace(job, &cpus, row);
+        true
     }
 
     pub(crate) fn matrix(&self) -> &GangMatrix {

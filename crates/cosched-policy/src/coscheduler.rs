@@ -15,8 +15,11 @@
 //! knows (a class, idle, suspension, a new shape) turns it into a full plan
 //! for good.
 
+mod easy;
+
 use crate::cluster::{
-    plan, slot_for_slice, ClusterShape, JobClass, JobStatus, NodeCpus, Plan, PlanJob, PlanSettings, Planner, Rotation,
+    plan, slot_for_slice, Backfill, ClusterShape, JobClass, JobStatus, NodeCpus, Plan, PlanJob, PlanSettings, Planner,
+    Rotation,
 };
 use cosched_core::JobId;
 use std::collections::{BTreeMap, VecDeque};
@@ -38,15 +41,33 @@ enum Book {
     Standing(Box<Standing>),
 }
 
-/// Placed jobs keep their CPUs and rows; the queue is served from its head.
+/// Placed jobs keep their CPUs and rows; the queue is served from its head (and, backfilling, from behind it).
 #[derive(Clone, Debug)]
 struct Standing {
     planner: Planner,
-    /// By submission number: the job, its CPUs and its own row.
-    placed: BTreeMap<u64, (PlanJob, Vec<NodeCpus>, Option<u32>)>,
+    /// By submission number.
+    placed: BTreeMap<u64, Placed>,
     numbers: BTreeMap<JobId, u64>,
     waiting: VecDeque<(u64, PlanJob)>,
     next_number: u64,
+    backfill: Backfill,
+}
+
+/// A job the standing book placed: its CPUs, the row it owns, and when it started.
+#[derive(Clone, Debug)]
+struct Placed {
+    job: PlanJob,
+    cpus: Vec<NodeCpus>,
+    row: Option<u32>,
+    start_ns: u64,
+}
+
+impl Placed {
+    /// When its requested time says it ends, seen at `now_ns`: a job past its estimate may end at any moment,
+    /// so now; `None`: no estimate, never.
+    fn estimated_end_ns(&self, now_ns: u64) -> Option<u64> {
+        Some(self.start_ns.saturating_add(self.job.requested_ns?).max(now_ns))
+    }
 }
 
 impl Coscheduler {
@@ -63,6 +84,10 @@ impl Coscheduler {
     }
 
     fn build(settings: PlanSettings, shape: ClusterShape, standing: bool) -> Coscheduler {
+        assert!(
+            standing || settings.backfill == Backfill::None,
+            "backfilling needs rules under which a placed job never moves and the queue is strict FCFS"
+        );
         let book = if standing {
             Book::Standing(Box::new(Standing {
                 planner: Planner::new(&settings, &shape, 0),
@@ -70,6 +95,7 @@ impl Coscheduler {
                 numbers: BTreeMap::new(),
                 waiting: VecDeque::new(),
                 next_number: 0,
+                backfill: settings.backfill,
             }))
         } else {
             Book::Replanned { jobs: Vec::new(), plan: Plan::EMPTY }
@@ -94,9 +120,9 @@ impl Coscheduler {
         self.replanned().0
     }
 
-    /// A new job, after every job already in. Returns the jobs placed and not
-    /// started, in submission order: the driver starts them and says `started`.
-    pub fn arrive(&mut self, job: PlanJob) -> Vec<JobId> {
+    /// A new job, after every job already in, at `now_ns` (read only by a backfilling queue). Returns the jobs
+    /// placed and not started, in the order placed: the driver starts them and says `started`.
+    pub fn arrive(&mut self, job: PlanJob, now_ns: u64) -> Vec<JobId> {
         match &mut self.book {
             Book::Standing(standing) => {
                 assert!(!standing.numbers.contains_key(&job.id), "{} arrives twice", job.id);
@@ -104,7 +130,7 @@ impl Coscheduler {
                 standing.next_number += 1;
                 standing.numbers.insert(job.id, number);
                 standing.waiting.push_back((number, job));
-                standing.admit()
+                standing.admit(now_ns)
             }
             Book::Replanned { jobs, .. } => {
                 assert!(jobs.iter().all(|j| j.id != job.id), "{} arrives twice", job.id);
@@ -119,8 +145,8 @@ impl Coscheduler {
         match &mut self.book {
             Book::Standing(standing) => {
                 let number = standing.numbers[&id];
-                let (job, cpus, _) = standing.placed.get_mut(&number).expect("a started job is placed");
-                job.placed = Some(cpus.clone());
+                let placed = standing.placed.get_mut(&number).expect("a started job is placed");
+                placed.job.placed = Some(placed.cpus.clone());
             }
             Book::Replanned { jobs, plan } => {
                 let i = jobs.iter().position(|j| j.id == id).expect("a started job is known");
@@ -130,10 +156,10 @@ impl Coscheduler {
         }
     }
 
-    /// The job is over. Returns the jobs placed and not started.
-    pub fn finish(&mut self, id: JobId) -> Vec<JobId> {
+    /// The job is over at `now_ns`. Returns the jobs placed and not started.
+    pub fn finish(&mut self, id: JobId, now_ns: u64) -> Vec<JobId> {
         match &mut self.book {
-            Book::Standing(standing) => standing.finish(id),
+            Book::Standing(standing) => standing.finish(id, now_ns),
             Book::Replanned { jobs, plan } => {
                 let i = jobs.iter().position(|j| j.id == id).expect("a finishing job is known");
                 jobs.remove(i);
@@ -229,8 +255,8 @@ impl Coscheduler {
     pub fn placement(&self, id: JobId) -> Option<(Vec<NodeCpus>, Vec<u32>)> {
         match &self.book {
             Book::Standing(standing) => {
-                let (_, cpus, row) = standing.placed.get(standing.numbers.get(&id)?)?;
-                Some((cpus.clone(), row.iter().copied().collect()))
+                let placed = standing.placed.get(standing.numbers.get(&id)?)?;
+                Some((placed.cpus.clone(), placed.row.iter().copied().collect()))
             }
             Book::Replanned { jobs, plan } => {
                 let i = jobs.iter().position(|j| j.id == id)?;
@@ -301,31 +327,37 @@ impl Coscheduler {
 }
 
 impl Standing {
-    /// Place jobs from the head of the queue while they fit; the ones placed.
-    fn admit(&mut self) -> Vec<JobId> {
+    /// Place jobs from the head of the queue while they fit, then backfill behind it; the ones placed.
+    fn admit(&mut self, now_ns: u64) -> Vec<JobId> {
         let mut placed = Vec::new();
-        while let Some((number, job)) = self.waiting.front() {
+        while let Some((_, job)) = self.waiting.front() {
             let Some((cpus, row)) = self.planner.place_new(job) else { break };
-            let (number, mut job) = (*number, job.clone());
-            self.waiting.pop_front();
-            job.row_held = row;
+            let (number, job) = self.waiting.pop_front().expect("the front job");
             placed.push(job.id);
-            self.placed.insert(number, (job, cpus, row));
+            self.record_placed(number, job, cpus, row, now_ns);
+        }
+        if self.backfill == Backfill::Easy && !self.waiting.is_empty() {
+            placed.extend(self.backfill_easy(now_ns));
         }
         placed
     }
 
-    fn finish(&mut self, id: JobId) -> Vec<JobId> {
+    fn record_placed(&mut self, number: u64, mut job: PlanJob, cpus: Vec<NodeCpus>, row: Option<u32>, now_ns: u64) {
+        job.row_held = row;
+        self.placed.insert(number, Placed { job, cpus, row, start_ns: now_ns });
+    }
+
+    fn finish(&mut self, id: JobId, now_ns: u64) -> Vec<JobId> {
         let number = self.numbers.remove(&id).expect("a finishing job is known");
         match self.placed.remove(&number) {
-            Some((job, cpus, row)) => self.planner.unplace(&job, &cpus, row),
+            Some(p) => self.planner.unplace(&p.job, &p.cpus, p.row),
             None => self.waiting.retain(|(n, _)| *n != number),
         }
-        self.admit()
+        self.admit(now_ns)
     }
 
     fn jobs_in_order(&self) -> Vec<PlanJob> {
-        let placed = self.placed.iter().map(|(&n, (job, _, _))| (n, job.clone()));
+        let placed = self.placed.iter().map(|(&n, p)| (n, p.job.clone()));
         let mut jobs: Vec<(u64, PlanJob)> = placed.chain(self.waiting.iter().cloned()).collect();
         jobs.sort_by_key(|(n, _)| *n);
         jobs.into_iter().map(|(_, job)| job).collect()
@@ -343,7 +375,14 @@ mod tests {
     const CPUS: u32 = 4;
 
     fn coscheduler(rules: PlanRules) -> Coscheduler {
-        let settings = PlanSettings { rules, rows: 3, local_mpl: 2, gang_cpu_share: 1.0, over_allocation: 0.0 };
+        let settings = PlanSettings {
+            rules,
+            rows: 3,
+            local_mpl: 2,
+            gang_cpu_share: 1.0,
+            over_allocation: 0.0,
+            backfill: Backfill::None,
+        };
         let shape = ClusterShape {
             cpus_per_node: vec![CPUS; NODES],
             mem_bytes_per_node: vec![1 << 30; NODES],
@@ -382,9 +421,9 @@ mod tests {
             Op::Arrive { tasks, gang } => {
                 *next_id += 1;
                 let mode = if gang { Mode::Gang } else { Mode::Local };
-                c.arrive(job(*next_id, tasks, mode))
+                c.arrive(job(*next_id, tasks, mode), 0)
             }
-            Op::Finish(k) => pick(c, k).map(|id| c.finish(id)).unwrap_or_default(),
+            Op::Finish(k) => pick(c, k).map(|id| c.finish(id, 0)).unwrap_or_default(),
             // The study has no classes or idle jobs: it only arrives and finishes.
             Op::Lower(_) | Op::Idle(..) if study => vec![],
             Op::Lower(k) => pick(c, k).map(|id| c.set_class(id, JobClass::Standby)).unwrap_or_default(),
@@ -471,7 +510,7 @@ mod tests {
     fn the_study_preset_places_first_fit_across_nodes_and_rotates_through_occupied_rows() {
         let mut c = coscheduler(PlanRules::STUDY);
         let arrive = |c: &mut Coscheduler, id, tasks| {
-            for started in c.arrive(job(id, tasks, Mode::Gang)) {
+            for started in c.arrive(job(id, tasks, Mode::Gang), 0) {
                 c.started(started);
             }
         };
@@ -490,13 +529,13 @@ mod tests {
         assert_eq!(c.row_to_run(Some(0), 0), Some(1));
         assert_eq!(c.row_to_run(Some(2), 0), Some(0), "round robin");
         for id in [2, 5] {
-            for started in c.finish(JobId(id)) {
+            for started in c.finish(JobId(id), 0) {
                 c.started(started);
             }
         }
         assert_eq!(placed(&c, 6).map(|p| p.1), Some(vec![1]), "the freed row 1 takes job 6");
         assert_eq!(placed(&c, 7), None, "every row is full");
-        for started in c.finish(JobId(4)) {
+        for started in c.finish(JobId(4), 0) {
             c.started(started);
         }
         assert_eq!(placed(&c, 7), Some((vec![nc(0, &[0])], vec![2])));

@@ -11,7 +11,7 @@ use cosched_lab::workload::{
     DEFAULT_TARGET_LOAD,
 };
 use cosched_sim::config::{
-    quantum_table_from_bands_ms, BoostDisplaces, BoostReceive, BoostWalk, CostConfig, NetworkConfig,
+    quantum_table_from_bands_ms, Backfill, BoostDisplaces, BoostReceive, BoostWalk, CostConfig, NetworkConfig,
     NodeSchedulerConfig, YieldCycle,
 };
 use cosched_sim::cost::RunCost;
@@ -171,6 +171,12 @@ pub struct SimArgs {
     /// Seed of every random stream (workload, job types, skew).
     #[arg(long, default_value_t = machine().seed, help_heading = "Machine")]
     pub seed: u64,
+    /// The queue behind a job that does not fit: none, strict FCFS (the study's); easy, EASY backfilling: the
+    /// first waiting job gets a reservation from the running jobs' requested times, and a later job starts now
+    /// if it fits now and does not delay it. A job's requested time is the trace's field 9, or else its run time
+    /// alone on the machine (an exact estimate). Not GS-cosched, whose queue is cosched's own (docs/model.md).
+    #[arg(long, default_value = "none", value_parser = parse_backfill, help_heading = "Machine")]
+    pub backfill: Backfill,
 
     // ---- network --------------------------------------------------------------
     /// Message latency L(n) = a + b n: the constant a, in µs.
@@ -350,6 +356,7 @@ impl SimArgs {
             },
             node_scheduler: self.node_scheduler,
             horizon_ns: self.horizon_s.map(|h| SECONDS.ns(h, "--horizon-s")).transpose()?,
+            backfill: self.backfill,
         };
         if let Some(path) = &self.machine {
             read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(&mut cfg);
@@ -721,6 +728,13 @@ pub fn read_machine(path: &Path) -> Result<MachineModel, String> {
     let file = if path.is_dir() { path.join("machine.json") } else { path.to_path_buf() };
     let text = read_bounded(&file, MAX_FILE_BYTES)?;
     MachineModel::parse(&text).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+fn parse_backfill(text: &str) -> Result<Backfill, String> {
+    Backfill::parse(text).ok_or_else(|| {
+        let names: Vec<&str> = Backfill::ALL.iter().map(|b| b.name()).collect();
+        format!("unknown backfilling {text:?}; one of: {}", names.join(", "))
+    })
 }
 
 #[cfg(test)]

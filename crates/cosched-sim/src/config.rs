@@ -4,6 +4,7 @@
 use crate::engine::node_scheduler::os::OsScheduler;
 use crate::scheme::policy::Scheme;
 use cosched_core::time::{NS_PER_MS, NS_PER_S, NS_PER_US};
+pub use cosched_policy::cluster::Backfill;
 use cosched_policy::cluster::{ClusterShape, PlanSettings};
 use serde::{Deserialize, Serialize};
 
@@ -296,6 +297,9 @@ pub struct SimConfig {
     pub node_scheduler: OsScheduler,
     /// Stop at this simulated time even if jobs remain (benchmarks).
     pub horizon_ns: Option<u64>,
+    /// Whether jobs may start past a waiting one (EASY); written in a run's record only when on.
+    #[serde(skip_serializing_if = "Backfill::is_none")]
+    pub backfill: Backfill,
 }
 
 impl Default for SimConfig {
@@ -312,6 +316,7 @@ impl Default for SimConfig {
             scheduler: NodeSchedulerConfig::default(),
             node_scheduler: OsScheduler::default(),
             horizon_ns: None,
+            backfill: Backfill::None,
         }
     }
 }
@@ -342,6 +347,7 @@ impl SimConfig {
             local_mpl: self.mpl,
             gang_cpu_share: 1.0,
             over_allocation: 0.0,
+            backfill: self.backfill,
         }
     }
 
@@ -368,6 +374,14 @@ impl SimConfig {
         }
         if self.mpl == 0 {
             return fail("--mpl must be at least 1 (0 would admit no job at all)".into());
+        }
+        if !self.backfill.is_none() && self.scheme.runs_the_controller() {
+            return fail(format!(
+                "--backfill {}: {} runs cosched's own queue, which passes over a job that does not fit \
+                 without reservations; backfilling applies to the study's schemes",
+                self.backfill.name(),
+                self.scheme
+            ));
         }
         if self.mpl > 1024 {
             return fail(format!("--mpl {} is above the supported 1024", self.mpl));

@@ -122,6 +122,7 @@ mod tests {
             program,
             label: "J3".into(),
             nice: 0,
+            requested_ns: None,
         }
     }
 

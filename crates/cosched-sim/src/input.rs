@@ -15,6 +15,8 @@ pub struct JobRequest {
     pub submit_s: f64,
     pub run_s: f64,
     pub procs: u32,
+    /// The wall time asked for (SWF field 9), if the workload says.
+    pub requested_s: Option<f64>,
 }
 
 /// How a workload becomes simulator jobs.
@@ -38,7 +40,8 @@ pub fn sim_jobs(requests: &[JobRequest], plan: &WorkloadPlan, cfg: &SimConfig) -
         .into_iter()
         .map(|r| {
             let job_type = plan.mix.draw(&mut types);
-            let nominal_ns = (r.run_s * plan.runtime_scale * 1e9).round().max(1.0) as u64;
+            let scaled_ns = |s: f64| (s * plan.runtime_scale * 1e9).round().max(1.0) as u64;
+            let nominal_ns = scaled_ns(r.run_s);
             SimJob {
                 job_number: r.job_number,
                 arrival: SimTime::from_secs_f64(r.submit_s - first_submit),
@@ -47,6 +50,7 @@ pub fn sim_jobs(requests: &[JobRequest], plan: &WorkloadPlan, cfg: &SimConfig) -
                 program: program_for(job_type, r.procs, nominal_ns, &cfg.network),
                 label: job_type.to_string(),
                 nice: 0,
+                requested_ns: r.requested_s.map(scaled_ns),
             }
         })
         .collect()

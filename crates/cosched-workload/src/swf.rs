@@ -213,6 +213,12 @@ impl TraceJob {
         TraceJob { job_number, submit_s, wait_s: -1.0, run_s, procs, queue, source_line: 0, fields }
     }
 
+    /// SWF field 9, the wall time the user asked for, if recorded (above 0).
+    pub fn requested_s(&self) -> Option<f64> {
+        let requested = self.fields[F_REQ_TIME];
+        (requested > 0.0).then_some(requested)
+    }
+
     /// SWF field 11, what became of the job: see [`status_name`].
     pub fn status(&self) -> i64 {
         self.fields[F_STATUS] as i64

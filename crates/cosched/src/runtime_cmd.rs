@@ -4,7 +4,7 @@
 use crate::status_view::{status_table, Format, StatusFilter};
 use clap::Args;
 use cosched_munge::Munge;
-use cosched_policy::cluster::{PlanRules, PlanSettings};
+use cosched_policy::cluster::{Backfill, PlanRules, PlanSettings};
 use cosched_runtime::agent::freezer::FreezerKind;
 use cosched_runtime::agent::logs::LogBounds;
 use cosched_runtime::agent::mpi::{remote_environment, remote_shell_argv};
@@ -346,6 +346,7 @@ fn controller_settings(args: &ControllerArgs) -> Result<(ControllerSettings, Con
             local_mpl: args.local_mpl,
             gang_cpu_share: args.gang_cpu_share,
             over_allocation: args.over_allocation.max(0.0),
+            backfill: Backfill::None,
         },
         idle_revert: Duration::from_secs_f64(args.idle_revert_s.max(0.0)),
         idle_forget: Duration::from_secs_f64(args.idle_forget_s.max(0.0)),

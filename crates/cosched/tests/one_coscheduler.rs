@@ -58,6 +58,7 @@ fn scenario() -> (SimConfig, Vec<SimJob>) {
             },
             label: format!("j{i}"),
             nice: 0,
+            requested_ns: None,
         })
         .collect();
     (cfg, jobs)

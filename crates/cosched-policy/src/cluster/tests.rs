@@ -2,7 +2,14 @@ use super::*;
 use proptest::prelude::*;
 
 fn settings() -> PlanSettings {
-    PlanSettings { rules: PlanRules::COSCHED, rows: 4, local_mpl: 2, gang_cpu_share: 1.0, over_allocation: 0.0 }
+    PlanSettings {
+        rules: PlanRules::COSCHED,
+        rows: 4,
+        local_mpl: 2,
+        gang_cpu_share: 1.0,
+        over_allocation: 0.0,
+        backfill: Backfill::None,
+    }
 }
 
 fn shape(nodes: usize, cpus: u32) -> ClusterShape {

@@ -54,10 +54,14 @@ impl Coordinator {
         }
     }
 
-    /// Job `j` (`cpus` CPUs) arrives at `run_ns`: the jobs that start, in the order they start.
-    pub(crate) fn arrive(&mut self, j: u32, mode: Mode, cpus: u32, run_ns: u64) -> Vec<u32> {
+    /// Job `j` (`cpus` CPUs, asking for `requested_ns` of wall time) arrives at `run_ns`: the jobs that start, in
+    /// the order they start.
+    pub(crate) fn arrive(&mut self, j: u32, mode: Mode, cpus: u32, requested_ns: u64, run_ns: u64) -> Vec<u32> {
         match self {
-            Coordinator::Model(cosched) => sim_jobs(cosched.arrive(PlanJob::new(JobId(j.into()), mode, cpus))),
+            Coordinator::Model(cosched) => {
+                let job = PlanJob { requested_ns: Some(requested_ns), ..PlanJob::new(JobId(j.into()), mode, cpus) };
+                sim_jobs(cosched.arrive(job, run_ns))
+            }
             Coordinator::Controller(driver) => driver.submit(j, mode, cpus, run_ns),
         }
     }
@@ -65,7 +69,7 @@ impl Coordinator {
     /// Job `j` ended at `run_ns`, having used `cpu_ns_by_node` on each of its nodes: the jobs that start.
     pub(crate) fn finish(&mut self, j: u32, run_ns: u64, cpu_ns_by_node: &[(u32, u64)]) -> Vec<u32> {
         match self {
-            Coordinator::Model(cosched) => sim_jobs(cosched.finish(JobId(j.into()))),
+            Coordinator::Model(cosched) => sim_jobs(cosched.finish(JobId(j.into()), run_ns)),
             Coordinator::Controller(driver) => driver.ended(j, run_ns, cpu_ns_by_node),
         }
     }

@@ -69,6 +69,9 @@ pub struct SimJob {
     /// The nice value of its processes (only a node scheduler with weights
     /// reads it; 0 for every job of a workload).
     pub nice: i8,
+    /// The wall time it asked for, a backfilling queue's estimate; `None`: its run time alone on the machine
+    /// (an exact estimate).
+    pub requested_ns: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -582,8 +585,10 @@ impl<'a, P: Parts> Engine<'a, P> {
         }
         self.waiting += 1;
         self.longest_queue = self.longest_queue.max(self.waiting);
-        let (mode, cpus, run_ns) = (self.cfg.scheme.mode(), self.jobs[j as usize].spec.cpus, self.run_clock(now).ns());
-        let to_start = self.coordinator.arrive(j, mode, cpus, run_ns);
+        let job = &self.jobs[j as usize];
+        let (mode, cpus, run_ns) = (self.cfg.scheme.mode(), job.spec.cpus, self.run_clock(now).ns());
+        let requested_ns = job.spec.requested_ns.unwrap_or(job.dedicated_ns);
+        let to_start = self.coordinator.arrive(j, mode, cpus, requested_ns, run_ns);
         self.start_jobs(&to_start, now);
         self.jobs_in_system.push((self.run_clock(now), (next - self.completed) as u32));
         if next == self.jobs.len() {

@@ -35,6 +35,7 @@ pub fn job(number: u64, arrival_ns: u64, tasks: u32, compute_ns: u64, io_ns: u64
         },
         label: format!("test{number}"),
         nice: 0,
+        requested_ns: None,
     }
 }
 

@@ -266,6 +266,8 @@ pub(super) fn plan_job(
         placed,
         suspended: job.state == JobState::Suspended || awaits_process,
         idle: job.idle && job.planned_mode() == Mode::Gang,
+        // The daemon's queue does not backfill, so it needs no estimate.
+        requested_ns: None,
     }
 }
 
