@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 const FORMAT: &str = "cosched study journal";
-const FORMAT_VERSION: u32 = 1;
+const FORMAT_VERSION: u32 = 2;
 /// The largest journal read back (a full study's rows are a few MiB).
 pub const MAX_JOURNAL_BYTES: u64 = 256 << 20;
 
@@ -31,6 +31,8 @@ struct Heading {
     format: String,
     format_version: u32,
     cosched_version: String,
+    /// The commit of the build that kept the rows: another build's runs might differ.
+    cosched_build: String,
     experiment: Experiment,
     settings: StudySettings,
 }
@@ -41,6 +43,7 @@ impl Heading {
             format: FORMAT.into(),
             format_version: FORMAT_VERSION,
             cosched_version: env!("CARGO_PKG_VERSION").into(),
+            cosched_build: crate::BUILD_COMMIT.into(),
             experiment,
             settings: settings.clone(),
         }
@@ -249,6 +252,14 @@ fn read_rows(text: &str, expected: &Heading) -> Result<Vec<RunRow>, String> {
             heading.cosched_version, expected.cosched_version
         ));
     }
+    if heading.cosched_build != expected.cosched_build {
+        return Err(format!(
+            "kept by the build of commit {}; this is {} (its runs might differ): rebuild that commit to resume, or \
+             remove the file to start again",
+            crate::short_commit(&heading.cosched_build),
+            crate::short_commit(&expected.cosched_build)
+        ));
+    }
     if heading != *expected {
         return Err(format!(
             "kept for another study ({} with other settings): resume with the same flags, or remove the file",
@@ -367,6 +378,12 @@ mod tests {
         assert!(damaged.contains("line 3: not a run's row"), "{damaged}");
         std::fs::write(&path, "{\"format\": \"something else\"}\n").unwrap();
         assert!(refused(Experiment::E2, &settings).contains("not a study journal"));
+        // Kept by the build of another commit: its runs might differ.
+        let other_build = text.replacen(crate::BUILD_COMMIT, "0123456789abcdef0123", 1);
+        assert_ne!(other_build, text, "the heading names this build's commit");
+        std::fs::write(&path, &other_build).unwrap();
+        let foreign = refused(Experiment::E2, &settings);
+        assert!(foreign.contains("kept by the build of commit 0123456789ab"), "{foreign}");
         std::fs::write(&path, &text).unwrap();
         assert_eq!(Journal::resume(&path, Experiment::E2, &settings).unwrap().kept_before(), first.len());
         // A last line cut inside a character (the variants' "µs") is a line cut short, not a damaged journal.

@@ -6,6 +6,14 @@
 //! Settings come in as plain structs; flags, printing, plots and output
 //! folders belong to the binary.
 
+/// The commit this build was made from ("unknown" outside a git checkout; see build.rs).
+pub const BUILD_COMMIT: &str = env!("COSCHED_BUILD_COMMIT");
+
+/// A commit as people read it: its first 12 hex digits.
+pub fn short_commit(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
 pub mod batch;
 pub mod batsim;
 pub mod csv;

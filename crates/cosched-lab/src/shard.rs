@@ -104,6 +104,9 @@ pub struct ShardDocument {
     pub format: String,
     pub format_version: u32,
     pub cosched_version: String,
+    /// The commit of the build that ran it (`BUILD_COMMIT`): shards of other builds are not merged.
+    #[serde(default)]
+    pub cosched_build: String,
     pub experiment: Experiment,
     pub settings: StudySettings,
     pub shard: Shard,
@@ -127,6 +130,7 @@ pub fn run_shard<W: BatchWatch>(
         format: FORMAT.into(),
         format_version: FORMAT_VERSION,
         cosched_version: env!("CARGO_PKG_VERSION").into(),
+        cosched_build: crate::BUILD_COMMIT.into(),
         experiment,
         settings: settings.clone(),
         shard,
@@ -216,6 +220,12 @@ pub fn merge(shards: Vec<(String, ShardDocument)>) -> Result<MergedStudy, String
             "{first_name}: made by cosched {made_by}, merged by {version}; merge with the shards' own"
         ));
     }
+    if first.cosched_build != crate::BUILD_COMMIT {
+        let (made_by, merging) = (crate::short_commit(&first.cosched_build), crate::short_commit(crate::BUILD_COMMIT));
+        return Err(format!(
+            "{first_name}: run by the build of commit {made_by:?}, merged by {merging}; merge with that build"
+        ));
+    }
     first.settings.check(first.experiment).map_err(|e| format!("{first_name}: settings: {e}"))?;
     for (name, doc) in &shards {
         Shard::new(doc.shard.index, doc.shard.count).map_err(|e| format!("{name}: {e}"))?;
@@ -244,6 +254,9 @@ pub fn merge(shards: Vec<(String, ShardDocument)>) -> Result<MergedStudy, String
 fn same_study(a: &ShardDocument, b: &ShardDocument) -> Result<(), String> {
     if a.cosched_version != b.cosched_version {
         return Err(format!("made by cosched {} and {}", a.cosched_version, b.cosched_version));
+    }
+    if a.cosched_build != b.cosched_build {
+        return Err(format!("run by the builds of commits {} and {}", a.cosched_build, b.cosched_build));
     }
     if a.experiment != b.experiment {
         return Err(format!("experiments {} and {}", a.experiment.name(), b.experiment.name()));
@@ -342,6 +355,7 @@ mod tests {
             format: FORMAT.into(),
             format_version: FORMAT_VERSION,
             cosched_version: env!("CARGO_PKG_VERSION").into(),
+            cosched_build: crate::BUILD_COMMIT.into(),
             experiment: Experiment::E1,
             design_runs: specs.len(),
             settings,
@@ -435,5 +449,10 @@ mod tests {
         older[0].1.cosched_version = "0.0.9".into();
         let says = format!("made by cosched 0.0.9, merged by {}; merge", env!("CARGO_PKG_VERSION"));
         assert!(merge(older).unwrap_err().contains(&says));
+        let mut rebuilt = named(shards(2));
+        rebuilt[1].1.cosched_build = "0123456789abcdef".into();
+        assert!(merge(rebuilt.clone()).unwrap_err().contains("run by the builds of commits"));
+        rebuilt.swap(0, 1);
+        assert!(merge(rebuilt).unwrap_err().contains("run by the build of commit \"0123456789ab\""));
     }
 }
