@@ -20,6 +20,7 @@ pub mod csv;
 pub mod fast_check;
 pub mod journal;
 pub mod node_model;
+pub mod series;
 pub mod shard;
 pub mod sim;
 pub mod slowdown_prediction;

@@ -244,7 +244,7 @@ pub enum Backfill {
     #[default]
     None,
     /// EASY (the first waiting job gets a reservation at the earliest instant the requested times say it
-    /// fits; a later job starts now if it fits now and does not delay that reservation).
+    /// fits; a later job starts now if it fits now and, by what it asked for, does not delay that reservation).
     Easy,
 }
 

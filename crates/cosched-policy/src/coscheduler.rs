@@ -301,6 +301,8 @@ impl Coscheduler {
 
     fn replanned_mut(&mut self) -> (&mut Vec<PlanJob>, &mut Plan) {
         if let Book::Standing(standing) = &self.book {
+            // The full plan has no backfilling: it would drop the queue's rule silently.
+            assert!(standing.backfill == Backfill::None, "a backfilling coscheduler keeps its planner standing");
             let jobs = standing.jobs_in_order();
             self.book = Book::Replanned { jobs, plan: Plan::EMPTY };
             self.replan();

@@ -1,10 +1,11 @@
 //! `cosched sim`: simulate schemes side by side on one workload.
 
 use crate::output::{read_bounded, OutputDir};
-use crate::plot::{StackedBar, StackedBarChart};
+use crate::plot::{scheme_style, LineChart, Series, StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
 use clap::Args;
 use cosched_lab::batsim::batsim_jobs_csv;
+use cosched_lab::series::{runs_over_time, series_csv, Stretch};
 use cosched_lab::sim::{jobs_csv, prepare, summary_csv, PreparedSim, SimSettings};
 use cosched_lab::workload::{
     bounded_slowdown_threshold_s, JobSizes, WorkloadReport, WorkloadSpec, DEFAULT_JOBS, DEFAULT_RUNTIME_SCALE,
@@ -173,8 +174,9 @@ pub struct SimArgs {
     pub seed: u64,
     /// The queue behind a job that does not fit: none, strict FCFS (the study's); easy, EASY backfilling: the
     /// first waiting job gets a reservation from the running jobs' requested times, and a later job starts now
-    /// if it fits now and does not delay it. A job's requested time is the trace's field 9, or else its run time
-    /// alone on the machine (an exact estimate). Not GS-cosched, whose queue is cosched's own (docs/model.md).
+    /// if it fits now and would not delay it by what it asked for. A job's requested time is the trace's field 9, or
+    /// else its dedicated time (alone on the machine, no skew, no switches: close to, not above, what it takes).
+    /// Nothing is killed at its request. Not GS-cosched, whose queue is cosched's own (docs/model.md).
     #[arg(long, default_value = "none", value_parser = parse_backfill, help_heading = "Machine")]
     pub backfill: Backfill,
 
@@ -536,8 +538,8 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot write workload.swf: {e}"))?;
     let path = out.commit()?;
     eprintln!(
-        "results in {}/ (summary.csv, jobs.csv, batsim/, summary.json, response.svg, cpu-time.svg, workload.swf, \
-         run.json)",
+        "results in {}/ (summary.csv, jobs.csv, series.csv, batsim/, summary.json, response.svg, cpu-time.svg, \
+         queue.svg, workload.swf, run.json)",
         path.display()
     );
     if interrupted.load(Ordering::Relaxed) {
@@ -656,6 +658,10 @@ fn write_outputs(
     out.write("response.svg", &response_chart(results).to_svg())?;
     out.write("cpu-time.svg", &cpu_time_chart(results).to_svg())?;
     out.write("jobs.csv", &jobs_csv(results))?;
+    let cpus: Vec<u32> = configs.iter().map(SimConfig::cpu_count).collect();
+    let over_time = runs_over_time(results, &cpus);
+    out.write("series.csv", &series_csv(&over_time))?;
+    out.write("queue.svg", &queue_chart(results, &over_time).to_svg())?;
     for r in results {
         out.write(&batsim_jobs_file(&r.summary.scheme), &batsim_jobs_csv(r))?;
     }
@@ -666,6 +672,40 @@ fn write_outputs(
         }
     }
     Ok(())
+}
+
+/// Jobs waiting over time, per scheme (`series.csv`'s means over each stretch); a saturated scheme starred.
+fn queue_chart(results: &[RunResult], over_time: &[(String, Vec<Stretch>)]) -> LineChart {
+    let saturated = |r: &RunResult| r.summary.saturation.saturated;
+    let series: Vec<Series> = results
+        .iter()
+        .zip(over_time)
+        .enumerate()
+        .map(|(i, (r, (scheme, stretches)))| Series {
+            name: format!("{scheme}{}", if saturated(r) { "*" } else { "" }),
+            style: scheme_style(scheme, i),
+            points: stretches.iter().map(|s| ((s.from_s + s.to_s) / 2.0, s.waiting_jobs)).collect(),
+            clipped_from: None,
+            y_errors: Vec::new(),
+            x_errors: Vec::new(),
+            y_intervals: Vec::new(),
+        })
+        .collect();
+    let most = |f: fn(&Stretch) -> f64| over_time.iter().flat_map(|(_, s)| s.iter().map(f)).fold(0.0, f64::max);
+    let mut legend_notes = vec!["each point: the mean over 1/200".into(), "of the run (series.csv)".into()];
+    if results.iter().any(saturated) {
+        legend_notes.push("* saturated: the queue grows".into());
+    }
+    LineChart {
+        title: "Jobs waiting over time".into(),
+        x_label: "simulated time, s".into(),
+        y_label: "jobs waiting".into(),
+        x_range: (0.0, most(|s| s.to_s).max(1e-9)),
+        y_range: (0.0, most(|s| s.waiting_jobs).max(1.0)),
+        log_y: false,
+        series,
+        legend_notes,
+    }
 }
 
 /// Where a scheme's jobs go in Batsim's format: Batsim names its file PREFIX_jobs.csv, a run's prefix here is its

@@ -88,7 +88,7 @@ fn sim_writes_csv_and_json_for_each_scheme() {
         assert_eq!(r["events"], result["events"], "{r}");
         assert!(r["wall_s"].as_f64().is_some_and(|s| s > 0.0) && r["events_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
-    for chart in ["response.svg", "cpu-time.svg"] {
+    for chart in ["response.svg", "cpu-time.svg", "queue.svg"] {
         let svg = String::from_utf8(read(&out.join(chart))).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains(">Local<") && svg.contains(">GS<"), "{chart}");
     }
@@ -108,6 +108,8 @@ fn same_seed_gives_identical_bytes_and_other_seeds_differ() {
         "workload.swf",
         "response.svg",
         "cpu-time.svg",
+        "series.csv",
+        "queue.svg",
     ];
     assert!(small_sim(&out, &["--seed", "7"]).status.success());
     let first: Vec<Vec<u8>> = files.iter().map(|f| read(&out.join(f))).collect();
@@ -326,6 +328,8 @@ fn impossible_configurations_and_unknown_values_are_refused() {
         (&["--raise-period-ms", "20"][..], "must be longer than the top level's quantum (20 ms)"),
         // 20 ms is 133.3 ticks of 150 µs: its end is noticed at the 134th, the raise boundary itself.
         (&["--tick-ms", "0.15", "--raise-period-ms", "20.1"][..], "rounded up to a whole tick (20.1 ms)"),
+        (&["--backfill", "conservative"][..], "unknown backfilling \"conservative\"; one of: none, easy"),
+        (&["--backfill", "easy", "--schemes", "GS,GS-cosched"][..], "--backfill easy: GS-cosched runs cosched's own"),
     ] {
         let mut args = vec!["sim", "-q", "--jobs", "10", "--out", out.to_str().unwrap()];
         args.extend_from_slice(extra);

@@ -123,13 +123,20 @@ impl SmallestUnfit {
         }
     }
 
+    /// Memory is chosen after the CPUs, so a job asking for memory may fail where a larger one asking none fits:
+    /// only jobs asking for none are noted or ruled out.
     fn note(&mut self, job: &PlanJob) {
+        if job.mem_bytes_per_node > 0 || job.tasks == 0 {
+            return;
+        }
         let slot = self.slot(job.mode);
         *slot = Some(slot.map_or(job.tasks, |t| t.min(job.tasks)));
     }
 
     fn rules_out(&mut self, job: &PlanJob, planner: &Planner) -> bool {
-        planner.fit_grows_with_size() && self.slot(job.mode).is_some_and(|t| job.tasks >= t)
+        planner.fit_grows_with_size()
+            && job.mem_bytes_per_node == 0
+            && self.slot(job.mode).is_some_and(|t| job.tasks >= t)
     }
 }
 
