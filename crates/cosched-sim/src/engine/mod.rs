@@ -69,8 +69,8 @@ pub struct SimJob {
     /// The nice value of its processes (only a node scheduler with weights
     /// reads it; 0 for every job of a workload).
     pub nice: i8,
-    /// The wall time it asked for, a backfilling queue's estimate; `None`: its run time alone on the machine
-    /// (an exact estimate).
+    /// The wall time it asked for, a backfilling queue's estimate; `None`: its dedicated time (alone on the
+    /// machine, no skew, no switches: close to, not above, what it takes).
     pub requested_ns: Option<u64>,
 }
 
