@@ -14,6 +14,7 @@ in-process with the GIL released; Ctrl-C stops them.
 - :func:`study`: an experiment of the reference study (``cosched study eN``);
   :func:`cosched.dask.study` spreads its runs over a Dask cluster.
 - :mod:`cosched.workload`: SWF traces read, written, generated, summarised, fitted.
+- :mod:`cosched.gym`: admission decided in Python, as a callback or a Gymnasium environment.
 """
 
 from __future__ import annotations
@@ -73,6 +74,18 @@ class SimResult:
     #: evalys reads (``JobSet.from_csv``); docs/batsim.md says what its columns mean when jobs share CPUs.
     batsim_csv: dict[str, str] = field(default_factory=dict, repr=False)
 
+    @staticmethod
+    def _of(texts: Any, **document_extra: Any) -> SimResult:
+        """The result of the native module's texts; ``document_extra`` adds entries to ``summary.json``'s."""
+        return SimResult(
+            summary=_frame(texts.summary_csv, texts.summary_kinds),
+            jobs=_frame(texts.jobs_csv, texts.jobs_kinds),
+            document={**json.loads(texts.summary_json), **document_extra},
+            summary_csv=texts.summary_csv,
+            jobs_csv=texts.jobs_csv,
+            batsim_csv=dict(texts.batsim_jobs_csv),
+        )
+
     def batsim(self, scheme: str) -> pd.DataFrame:
         """A scheme's jobs in Batsim's ``jobs.csv`` format (``allocated_resources`` as text, e.g. ``0-3 8``)."""
         if scheme not in self.batsim_csv:
@@ -96,15 +109,7 @@ def simulate(*, args: Sequence[str] = (), progress: bool = False, **settings: Se
     flags = [*args, *to_flags(settings)]
     if not progress and "--quiet" not in flags:
         flags.append("--quiet")
-    texts = _native.simulate(flags)
-    return SimResult(
-        summary=_frame(texts.summary_csv, texts.summary_kinds),
-        jobs=_frame(texts.jobs_csv, texts.jobs_kinds),
-        document=json.loads(texts.summary_json),
-        summary_csv=texts.summary_csv,
-        jobs_csv=texts.jobs_csv,
-        batsim_csv=dict(texts.batsim_jobs_csv),
-    )
+    return SimResult._of(_native.simulate(flags))
 
 
 @dataclass(frozen=True)

@@ -46,3 +46,17 @@ def test_the_dask_example_runs_as_a_script(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"python3 example.py failed:\n{done.stdout}\n{done.stderr}"
     assert "mean_response_s" in done.stdout, done.stdout
+
+
+def test_the_policy_examples_run_as_scripts(tmp_path: Path) -> None:
+    # Each saved alone and run with python3: a policy's example needs nothing from the blocks before it.
+    blocks = [block for block in python_blocks(PAGE.read_text()) if "cosched.gym" in block]
+    assert len(blocks) == 2, "the page lost its policy examples"
+    outputs = []
+    for number, block in enumerate(blocks, start=1):
+        script = tmp_path / f"policy{number}.py"
+        script.write_text(block)
+        done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"python3 {script.name} failed:\n{done.stdout}\n{done.stderr}"
+        outputs.append(done.stdout)
+    assert "shortest first" in outputs[0] and "total reward" in outputs[1], outputs

@@ -212,6 +212,12 @@ impl PlanRules {
         rotation: Rotation::NextOccupiedRow,
         switching: Switching::EveryCpu,
     };
+
+    /// Whether a placed job never moves and the queue is strict FCFS: the coscheduler can then keep its planner
+    /// standing, which backfilling and a chosen admission need.
+    pub fn keep_placed_jobs(&self) -> bool {
+        self.strict_fcfs && !self.fill_free_cells && !self.thread_shares
+    }
 }
 
 /// The slot of a cycle of `slot_count` slots that runs in slice `slice` of the
@@ -523,13 +529,22 @@ impl Planner {
     /// Place a new job against what is placed now (for rules under which a placed job never moves): its CPUs
     /// and the row it owns, taken; `None` when there is no room now. The same choice `plan` makes.
     pub(crate) fn place_new(&mut self, job: &PlanJob) -> Option<(Vec<NodeCpus>, Option<u32>)> {
+        self.place_new_in(job, None)
+    }
+
+    /// `place_new`, a gang job only in matrix row `only_row` when one is named.
+    pub(crate) fn place_new_in(
+        &mut self,
+        job: &PlanJob,
+        only_row: Option<u32>,
+    ) -> Option<(Vec<NodeCpus>, Option<u32>)> {
         debug_assert!(job.class == JobClass::Batch && !job.suspended && !job.idle, "only plain jobs stand");
-        let cpus = self.choose_cpus(job)?;
+        let cpus = self.choose_cpus_in(job, only_row)?;
         let row = match job.mode {
             Mode::Local => None,
             Mode::Gang => {
                 let columns = self.columns.of(&cpus);
-                Some(self.own_row(job.id, &columns, None).expect("the cells were chosen free in a row"))
+                Some(self.own_row(job.id, &columns, only_row).expect("the cells were chosen free in a row"))
             }
         };
         Some((cpus, row))
@@ -585,6 +600,11 @@ impl Planner {
 
     pub(crate) fn matrix(&self) -> &GangMatrix {
         &self.matrix
+    }
+
+    /// The matrix's column of each of `cpus`, in order.
+    pub(crate) fn columns_of(&self, cpus: &[NodeCpus]) -> Vec<u32> {
+        self.columns.of(cpus)
     }
 
     /// Started jobs hold their memory and their local CPU slots whatever else happens.
@@ -680,10 +700,19 @@ impl Planner {
     /// CPUs for a job that has not started, or `None` if there is no room now.
     /// A gang job's cells on all its nodes must be free in one row.
     fn choose_cpus(&mut self, job: &PlanJob) -> Option<Vec<NodeCpus>> {
+        self.choose_cpus_in(job, None)
+    }
+
+    /// `choose_cpus`, a gang job's cells only in row `only_row` when one is named.
+    fn choose_cpus_in(&mut self, job: &PlanJob, only_row: Option<u32>) -> Option<Vec<NodeCpus>> {
         let in_one_row = job.mode == Mode::Gang && job.class != JobClass::Express;
         // A standby job starts only where it can run now: a free cell in a row
         // of the cycle.
-        let rows = if job.class == JobClass::Standby { self.cycle_rows() } else { (0..self.matrix.rows()).collect() };
+        let mut rows =
+            if job.class == JobClass::Standby { self.cycle_rows() } else { (0..self.matrix.rows()).collect() };
+        if let Some(only) = only_row {
+            rows.retain(|&r| r == only as usize);
+        }
         let choose = |row: Option<usize>| match self.settings.rules.spread {
             Spread::WholeNodes => self.choose_nodes(job, row),
             Spread::AnyCpus => self.choose_any_cpus(job, row),

@@ -16,6 +16,7 @@
 //! for good.
 
 mod easy;
+pub mod external;
 
 use crate::cluster::{
     plan, slot_for_slice, Backfill, ClusterShape, JobClass, JobStatus, NodeCpus, Plan, PlanJob, PlanSettings, Planner,
@@ -51,6 +52,8 @@ struct Standing {
     waiting: VecDeque<(u64, PlanJob)>,
     next_number: u64,
     backfill: Backfill,
+    /// Admission chosen outside (`external`): then neither FCFS nor backfilling decides.
+    external: Option<external::External>,
 }
 
 /// A job the standing book placed: its CPUs, the row it owns, and when it started.
@@ -73,8 +76,8 @@ impl Placed {
 impl Coscheduler {
     /// A coscheduler that keeps its planner standing when the rules allow it (see the module doc).
     pub fn new(settings: PlanSettings, shape: ClusterShape) -> Coscheduler {
-        let rules = settings.rules;
-        Coscheduler::build(settings, shape, rules.strict_fcfs && !rules.fill_free_cells && !rules.thread_shares)
+        let standing = settings.rules.keep_placed_jobs();
+        Coscheduler::build(settings, shape, standing)
     }
 
     /// A coscheduler that makes the full plan at every change, whatever the rules: for a driver that reads
@@ -96,11 +99,22 @@ impl Coscheduler {
                 waiting: VecDeque::new(),
                 next_number: 0,
                 backfill: settings.backfill,
+                external: None,
             }))
         } else {
             Book::Replanned { jobs: Vec::new(), plan: Plan::EMPTY }
         };
         Coscheduler { settings, shape, book }
+    }
+
+    /// Admission decided by `chooser`: for the study's rules (a standing planner) without backfilling.
+    pub fn with_chooser(mut self, chooser: external::SharedChooser) -> Coscheduler {
+        let Book::Standing(standing) = &mut self.book else {
+            panic!("a chosen admission needs rules under which a placed job never moves")
+        };
+        assert!(standing.backfill == Backfill::None, "a chosen admission replaces backfilling");
+        standing.external = Some(external::External::new(chooser));
+        self
     }
 
     pub fn settings(&self) -> &PlanSettings {
@@ -130,6 +144,9 @@ impl Coscheduler {
                 standing.next_number += 1;
                 standing.numbers.insert(job.id, number);
                 standing.waiting.push_back((number, job));
+                if let Some(external) = &mut standing.external {
+                    external.arrived(number, now_ns);
+                }
                 standing.admit(now_ns)
             }
             Book::Replanned { jobs, .. } => {
@@ -301,8 +318,9 @@ impl Coscheduler {
 
     fn replanned_mut(&mut self) -> (&mut Vec<PlanJob>, &mut Plan) {
         if let Book::Standing(standing) = &self.book {
-            // The full plan has no backfilling: it would drop the queue's rule silently.
+            // The full plan has no backfilling nor chooser: it would drop the queue's rule silently.
             assert!(standing.backfill == Backfill::None, "a backfilling coscheduler keeps its planner standing");
+            assert!(standing.external.is_none(), "a coscheduler with a chooser keeps its planner standing");
             let jobs = standing.jobs_in_order();
             self.book = Book::Replanned { jobs, plan: Plan::EMPTY };
             self.replan();
@@ -331,6 +349,9 @@ impl Coscheduler {
 impl Standing {
     /// Place jobs from the head of the queue while they fit, then backfill behind it; the ones placed.
     fn admit(&mut self, now_ns: u64) -> Vec<JobId> {
+        if self.external.is_some() {
+            return self.admit_chosen(now_ns);
+        }
         let mut placed = Vec::new();
         while let Some((_, job)) = self.waiting.front() {
             let Some((cpus, row)) = self.planner.place_new(job) else { break };
@@ -353,7 +374,12 @@ impl Standing {
         let number = self.numbers.remove(&id).expect("a finishing job is known");
         match self.placed.remove(&number) {
             Some(p) => self.planner.unplace(&p.job, &p.cpus, p.row),
-            None => self.waiting.retain(|(n, _)| *n != number),
+            None => {
+                self.waiting.retain(|(n, _)| *n != number);
+                if let Some(external) = &mut self.external {
+                    external.left_queue(number, now_ns, false);
+                }
+            }
         }
         self.admit(now_ns)
     }

@@ -6,6 +6,7 @@
 //! layer turns into DataFrames: a DataFrame holds exactly what the CLI's file
 //! holds. Simulations run with the GIL released; Ctrl-C stops them.
 
+mod gym;
 mod study;
 mod workload;
 
@@ -99,15 +100,19 @@ fn simulate(py: Python<'_>, flags: Vec<String>) -> PyResult<SimTexts> {
     let args: SimArgs = parse_flags("cosched sim", flags.clone())?;
     let stop = Arc::new(AtomicBool::new(false));
     let outcome = run_interruptible(py, &stop, || simulate_flags(&args, stop.clone(), !args.quiet))?;
-    let SimOutcome { prepared, results, .. } = outcome.map_err(refused)?;
+    sim_texts(&args, flags, outcome.map_err(refused)?).map_err(refused)
+}
+
+/// The texts of a simulation's outcome, as `cosched sim FLAGS…` would write them.
+pub(crate) fn sim_texts(args: &SimArgs, flags: Vec<String>, outcome: SimOutcome) -> Result<SimTexts, String> {
+    let SimOutcome { prepared, results, .. } = outcome;
     let command = std::iter::once("cosched sim".to_string()).chain(flags).collect::<Vec<_>>().join(" ");
     Ok(SimTexts {
         summary_csv: summary_csv(&results),
         jobs_csv: jobs_csv(&results),
         summary_kinds: summary_kinds(&results),
         jobs_kinds: jobs_kinds(),
-        summary_json: summary_json(&args, &command, &prepared.configs, &prepared.loaded.report, &results)
-            .map_err(refused)?,
+        summary_json: summary_json(args, &command, &prepared.configs, &prepared.loaded.report, &results)?,
         batsim_jobs_csv: results.iter().map(|r| (r.summary.scheme.clone(), batsim_jobs_csv(r))).collect(),
     })
 }
@@ -148,6 +153,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate, m)?)?;
     m.add_function(wrap_pyfunction!(flag_table, m)?)?;
     workload::register(m)?;
+    gym::register(m)?;
     study::register(m)?;
     Ok(())
 }

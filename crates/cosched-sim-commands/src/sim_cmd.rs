@@ -18,7 +18,7 @@ use cosched_sim::config::{
 use cosched_sim::cost::RunCost;
 use cosched_sim::engine::fast::{FastSettings, ACCEPTED_ERROR};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
-use cosched_sim::run::{RunOptions, RunResult};
+use cosched_sim::run::{RunOptions, RunResult, SharedChooser};
 use cosched_sim::trace::TraceEvent;
 use cosched_sim::{Mix, OsScheduler, Scheme, SimConfig};
 use serde::Serialize;
@@ -481,12 +481,31 @@ pub struct SimOutcome {
 /// `stop` ends the runs early at their next progress report, keeping the jobs finished by then.
 /// `describe_workload`: say on stderr what workload was made (the CLI always does, even with --quiet).
 pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) -> Result<SimOutcome, String> {
+    simulate_chosen(args, stop, describe_workload, None)
+}
+
+/// `simulate`, admission decided by `chooser` when one is given (one scheme only: a chooser decides one run).
+pub fn simulate_chosen(
+    args: &SimArgs,
+    stop: Arc<AtomicBool>,
+    describe_workload: bool,
+    chooser: Option<SharedChooser>,
+) -> Result<SimOutcome, String> {
     let settings = args.settings()?;
+    if chooser.is_some() && settings.schemes.len() != 1 {
+        return Err(format!(
+            "a policy of your own decides one run: name one scheme, not {}",
+            settings.schemes.iter().map(|s| s.name()).collect::<Vec<_>>().join(",")
+        ));
+    }
     let fast = args.fast_settings()?;
-    if fast.is_some() {
-        // Each run refuses it too: said here before any run starts rather than after the first ones.
-        for cfg in settings.configs()? {
+    // Each run refuses these too: said here before any run starts rather than after the first ones.
+    for cfg in settings.configs()? {
+        if fast.is_some() {
             cosched_sim::run::check_fast_mode_validated(&cfg).map_err(|e| e.to_string())?;
+        }
+        if chooser.is_some() {
+            cosched_sim::run::check_chooser_allowed(&cfg, fast.is_some()).map_err(|e| e.to_string())?;
         }
     }
     let prepared = prepare(&settings)?;
@@ -506,6 +525,7 @@ pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) 
         stop: Some(stop),
         fast,
         plan_model_only: false,
+        chooser,
     };
     let progress = BatchProgress::new(!args.quiet);
     let results = prepared.run(&options, &progress)?;

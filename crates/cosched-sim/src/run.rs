@@ -8,6 +8,7 @@ use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, 
 use crate::scheme::NodeKind;
 use crate::trace::TraceEvent;
 use cosched_core::SimTime;
+pub use cosched_policy::coscheduler::external::{Choice, Chooser, QueueView, SharedChooser, WaitingJob};
 
 pub struct RunResult {
     pub summary: Summary,
@@ -34,6 +35,9 @@ pub struct RunOptions {
     /// core; the two must decide alike while the core's own rules (the idle rule, time limits) do not act.
     #[doc(hidden)]
     pub plan_model_only: bool,
+    /// Admission decided outside the engine (the gym interface): for the study's schemes, exact, without
+    /// backfilling (`check_chooser_allowed`).
+    pub chooser: Option<SharedChooser>,
 }
 
 impl Default for RunOptions {
@@ -46,6 +50,7 @@ impl Default for RunOptions {
             stop: None,
             fast: None,
             plan_model_only: false,
+            chooser: None,
         }
     }
 }
@@ -64,6 +69,25 @@ pub fn check_fast_mode_validated(cfg: &SimConfig) -> Result<(), ConfigError> {
     )))
 }
 
+/// Whether admission may be chosen outside the engine in this run: only where the plan's model decides, over a
+/// standing planner, and the run is exact.
+pub fn check_chooser_allowed(cfg: &SimConfig, fast: bool) -> Result<(), ConfigError> {
+    let refuse = |why: &str| Err(ConfigError(format!("a policy of your own cannot decide {why}")));
+    if cfg.scheme.runs_the_controller() {
+        return refuse(&format!("under {}: cosched's controller admits its jobs itself", cfg.scheme.name()));
+    }
+    if !cfg.plan_settings().rules.keep_placed_jobs() {
+        return refuse(&format!("under {}: its rules move placed jobs or pass over the queue", cfg.scheme.name()));
+    }
+    if !cfg.backfill.is_none() {
+        return refuse("beside --backfill: the policy is the queue's rule (leave --backfill none)");
+    }
+    if fast {
+        return refuse("in fast mode, which is validated under the study's FCFS queue only: run without --fast");
+    }
+    Ok(())
+}
+
 /// Tasks of one job per CPU it holds, at most: the node scheduler's work grows fast with its queues.
 pub const MAX_TASKS_PER_CPU: u32 = 8;
 
@@ -75,6 +99,9 @@ pub fn run(
     progress: impl FnMut(&Progress),
 ) -> Result<RunResult, ConfigError> {
     cfg.validate()?;
+    if options.chooser.is_some() {
+        check_chooser_allowed(cfg, options.fast.is_some())?;
+    }
     if let Some(fast) = &options.fast {
         fast.validate().map_err(ConfigError)?;
         check_fast_mode_validated(cfg)?;
@@ -119,6 +146,7 @@ pub fn run(
         stop: options.stop.as_deref(),
         fast: options.fast,
         plan_model_only: options.plan_model_only,
+        chooser: options.chooser.clone(),
         progress: &mut progress,
     };
     let outcome = crate::scheme::run_scheme(cfg.scheme, engine_run);

@@ -6,57 +6,8 @@ use cosched_sim::config::{BoostDisplaces, BoostReceive, YieldCycle};
 use cosched_sim::metrics::Displaced;
 use cosched_sim::run::{run, RunOptions, RunResult};
 use cosched_sim::trace::TraceKind;
-use cosched_sim::{NodeKind, OsScheduler, Scheme, SimConfig, SimJob};
+use cosched_sim::{OsScheduler, Scheme, SimConfig, SimJob};
 use proptest::prelude::*;
-
-fn jobs_strategy(max_tasks: u32) -> impl Strategy<Value = Vec<SimJob>> {
-    // Compute long enough for quanta to expire; I/O sometimes absent.
-    let io = prop_oneof![Just(0u64), 0u64..5_000];
-    // At least 1 µs of compute: a one-task job with no work has no slowdown
-    // (0/0), and NaN equals nothing, not even the same run's.
-    let one = (0u64..400, 1..=max_tasks, 1u64..30_000, io, 1u32..8);
-    proptest::collection::vec(one, 1..12).prop_map(|specs| {
-        let mut arrival = 0;
-        specs
-            .into_iter()
-            .enumerate()
-            .map(|(i, (gap_ms, tasks, compute_us, io_us, iterations))| {
-                arrival += gap_ms * MS / 10;
-                job(i as u64 + 1, arrival, tasks, compute_us * US, io_us * US, iterations)
-            })
-            .collect()
-    })
-}
-
-/// A small machine (1–4 nodes of 1–4 CPUs, MPL 1–3) under any scheme and
-/// any OS scheduler, with any skew and seed, and the jobs that fit it (at
-/// least one).
-fn small_runs() -> impl Strategy<Value = (SimConfig, Vec<SimJob>)> {
-    let machine = (1u32..5, 1u32..5, 1u32..4, 0u32..150, 0usize..Scheme::all_names().len(), 0u64..1_000);
-    let node_scheduler = prop_oneof![Just(OsScheduler::Mlfq), Just(OsScheduler::Eevdf)];
-    (machine, node_scheduler, jobs_strategy(8))
-        .prop_map(|((nodes, cpus_per_node, mpl, skew_pct, scheme_index, seed), node_scheduler, jobs)| {
-            let scheme: Scheme = Scheme::all_names()[scheme_index].parse().unwrap();
-            // Gang slots over EEVDF run on EEVDF only.
-            let node_scheduler = match scheme.node() {
-                NodeKind::GangSlotsOverEevdf => OsScheduler::Eevdf,
-                _ => node_scheduler,
-            };
-            let cfg = SimConfig {
-                scheme,
-                node_scheduler,
-                nodes,
-                cpus_per_node,
-                mpl,
-                skew: skew_pct as f64 / 100.0,
-                seed,
-                ..SimConfig::default()
-            };
-            let jobs: Vec<SimJob> = jobs.into_iter().filter(|j| j.tasks <= nodes * cpus_per_node).collect();
-            (cfg, jobs)
-        })
-        .prop_filter("no job fits the machine", |(_, jobs)| !jobs.is_empty())
-}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, failure_persistence: None, ..ProptestConfig::default() })]

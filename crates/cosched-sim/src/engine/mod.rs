@@ -28,6 +28,7 @@ use arrival::MessageArrival;
 use coordinator::Coordinator;
 use cosched_core::{EventQueue, Rng, SimTime, StreamSeed, TimerTree};
 use cosched_policy::cluster::JobStatus;
+use cosched_policy::coscheduler::external::SharedChooser;
 use cosched_policy::Coscheduler;
 use fast::{FastReport, FastSettings, FastState};
 use node_scheduler::NodeScheduler;
@@ -408,6 +409,13 @@ impl<'a, P: Parts> Engine<'a, P> {
     pub fn with_plan_model_only(mut self) -> Self {
         self.coordinator =
             Coordinator::Model(Box::new(Coscheduler::new(self.cfg.plan_settings(), self.cfg.cluster_shape())));
+        self
+    }
+
+    /// Admission decided by `chooser` (`RunOptions::chooser`).
+    pub fn with_chooser(mut self, chooser: SharedChooser) -> Self {
+        let cosched = Coscheduler::new(self.cfg.plan_settings(), self.cfg.cluster_shape());
+        self.coordinator = Coordinator::Model(Box::new(cosched.with_chooser(chooser)));
         self
     }
 

@@ -11,6 +11,7 @@ use super::receive::ReceiveWait;
 use super::{Engine, EngineOutcome, Progress, SimJob};
 use crate::config::SimConfig;
 use crate::scheme::NodeKind;
+use cosched_policy::coscheduler::external::SharedChooser;
 use cosched_policy::Mode;
 use std::sync::atomic::AtomicBool;
 
@@ -25,6 +26,7 @@ pub(crate) struct EngineRun<'a, 'p> {
     pub stop: Option<&'a AtomicBool>,
     pub fast: Option<FastSettings>,
     pub plan_model_only: bool,
+    pub chooser: Option<SharedChooser>,
     pub progress: &'p mut dyn FnMut(&Progress),
 }
 
@@ -37,6 +39,9 @@ impl EngineRun<'_, '_> {
         }
         if self.plan_model_only {
             engine = engine.with_plan_model_only();
+        }
+        if let Some(chooser) = self.chooser {
+            engine = engine.with_chooser(chooser);
         }
         if let Some(settings) = self.fast {
             engine = engine.with_fast_mode(settings);
