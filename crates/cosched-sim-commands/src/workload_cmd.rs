@@ -1,10 +1,10 @@
-//! `cosched workload generate|inspect`.
+//! `cosched workload generate|inspect|fit|import`.
 
 use clap::{Args, Subcommand};
 use cosched_lab::workload::{load_workload, JobSizes, LoadedWorkload, WorkloadSpec};
 use cosched_workload::hyper_erlang::HyperErlangModel;
 use cosched_workload::trace_model::{FittedModel, TraceModel};
-use cosched_workload::{inspect, swf, ReadOptions, Workload};
+use cosched_workload::{alibaba_gpu, inspect, swf, ReadOptions, Workload};
 use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
@@ -16,6 +16,27 @@ pub enum WorkloadCommand {
     /// Fit a model to a trace and save it: shared arrivals with the trace's daily cycle and
     /// sizes and run times per size class (default), or Jann et al.'s per-class model.
     Fit(FitArgs),
+    /// Convert a public cluster trace of another format to SWF. alibaba-gpu-2023: the pod lists
+    /// (openb_pod_list_*.csv) of Alibaba's GPU cluster trace of 2023 (github.com/alibaba/clusterdata,
+    /// for research or study use); a pod becomes a job of its GPUs (or CPUs), submitted at creation,
+    /// started when scheduled, ended when deleted (docs/workloads.md).
+    Import(ImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The trace's format.
+    #[arg(value_parser = ["alibaba-gpu-2023"])]
+    pub format: String,
+    /// The trace file (plain or gzip).
+    pub input: PathBuf,
+    /// What a job's processors are: gpu (the pod's GPUs; CPU-only pods are left out) or cpu (its CPUs,
+    /// rounded up).
+    #[arg(long, default_value = "gpu", value_parser = ["gpu", "cpu"])]
+    pub resource: String,
+    /// Output file; gzip-compressed if it ends in .gz.
+    #[arg(long, short, value_name = "FILE.swf")]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -95,7 +116,19 @@ pub fn run(cmd: &WorkloadCommand) -> Result<(), String> {
         WorkloadCommand::Generate(args) => generate(args),
         WorkloadCommand::Inspect(args) => inspect_trace(args),
         WorkloadCommand::Fit(args) => fit_trace(args),
+        WorkloadCommand::Import(args) => import_trace(args),
     }
+}
+
+fn import_trace(args: &ImportArgs) -> Result<(), String> {
+    let resource = alibaba_gpu::Resource::parse(&args.resource).ok_or("--resource must be gpu or cpu")?;
+    let imported = alibaba_gpu::read_pod_list_path(&args.input, resource)?;
+    if imported.workload.jobs.is_empty() {
+        return Err(format!("{}: no job to write ({})", args.input.display(), imported.describe()));
+    }
+    write_atomically(&args.out, &imported.workload)?;
+    eprintln!("{} -> {}", imported.describe(), args.out.display());
+    Ok(())
 }
 
 /// The workload the flags describe, its header noting how it was made.

@@ -3,6 +3,8 @@
 //!
 //! - [`swf`]: Standard Workload Format traces, read (plain or gzip) and
 //!   written, losing none of the 18 fields.
+//! - [`alibaba_gpu`]: Alibaba's GPU cluster trace of 2023 (its pod lists) read
+//!   as an SWF workload.
 //! - [`lublin`]: the Lublin–Feitelson (2003) model, the default generator.
 //! - [`hyper_erlang`]: the hyper-Erlang model of common order (Jann et al.
 //!   1997), fitted per size class to a trace, saved as text and generated from.
@@ -15,6 +17,7 @@
 //! streams, so the same seed gives the same jobs byte for byte, whatever else
 //! the run draws.
 
+pub mod alibaba_gpu;
 #[doc(hidden)]
 pub mod fuzz_check;
 pub mod hyper_erlang;

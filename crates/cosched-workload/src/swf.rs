@@ -73,13 +73,15 @@ const F_RUN: usize = 3;
 const F_ALLOC: usize = 4;
 /// Average CPU time used per processor (s), -1 unknown.
 pub(crate) const F_CPU_TIME: usize = 5;
-const F_REQ_PROCS: usize = 7;
+pub(crate) const F_REQ_PROCS: usize = 7;
 /// Requested time (s), -1 unknown.
 pub(crate) const F_REQ_TIME: usize = 8;
+pub(crate) const F_REQ_MEMORY: usize = 9;
 /// Wait time (s), -1 unknown.
 pub(crate) const F_WAIT_TIME: usize = F_WAIT;
-const F_STATUS: usize = 10;
+pub(crate) const F_STATUS: usize = 10;
 const F_QUEUE: usize = 14;
+pub(crate) const F_PARTITION: usize = 15;
 
 /// The largest submit, wait or run time accepted, in seconds: 1e9 s is 31.7
 /// years, longer than any archive trace spans, and leaves the simulator's
@@ -438,15 +440,9 @@ pub fn read_from(mut reader: impl BufRead, source_name: &str, opts: ReadOptions)
     let mut seen = Seen::default();
     let mut buf = Vec::new();
     let mut line_no: u64 = 0;
-    loop {
-        buf.clear();
-        let n = reader.by_ref().take(MAX_LINE_BYTES as u64 + 1).read_until(b'\n', &mut buf).map_err(io_error)?;
-        if n == 0 {
-            break;
-        }
+    while let Some(line) = next_line(&mut reader, &mut buf, MAX_LINE_BYTES).map_err(io_error)? {
         line_no += 1;
-        let outcome = if buf.len() > MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
-            discard_rest_of_line(&mut reader).map_err(io_error)?;
+        let outcome = if line == Line::TooLong {
             Err(format!("line longer than {MAX_LINE_BYTES} bytes"))
         } else {
             let bytes = if line_no == 1 { buf.strip_prefix(UTF8_BOM).unwrap_or(&buf) } else { &buf };
@@ -468,7 +464,7 @@ const BINARY_SNIFF_BYTES: usize = 4096;
 
 /// What a file that is no text at its start looks like (a program, an archive, a first line with NUL bytes), so
 /// that it is named as such rather than its first line's fields reported as numbers that do not parse.
-fn binary_kind(head: &[u8]) -> Option<&'static str> {
+pub(crate) fn binary_kind(head: &[u8]) -> Option<&'static str> {
     const KNOWN: [(&[u8], &str); 6] = [
         (b"\x7fELF", "an ELF program"),
         (b"PK\x03\x04", "a zip archive"),
@@ -480,6 +476,29 @@ fn binary_kind(head: &[u8]) -> Option<&'static str> {
     let what = KNOWN.iter().find(|(magic, _)| head.starts_with(magic)).map(|(_, what)| *what);
     let first_line = head.split(|&b| b == b'\n').next().unwrap_or(head);
     what.or_else(|| first_line.contains(&0).then_some("a binary file (its first line holds NUL bytes)"))
+}
+
+/// What [`next_line`] read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// In the buffer, with its newline if it had one.
+    Read,
+    /// Longer than the bound: skipped to its end, the buffer holding its start.
+    TooLong,
+}
+
+/// Read the next line into `buf` (cleared first), holding at most `max_bytes` of it in memory; `None` at the end.
+pub(crate) fn next_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, max_bytes: usize) -> io::Result<Option<Line>> {
+    buf.clear();
+    let n = reader.by_ref().take(max_bytes as u64 + 1).read_until(b'\n', buf)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.len() > max_bytes && buf.last() != Some(&b'\n') {
+        discard_rest_of_line(reader)?;
+        return Ok(Some(Line::TooLong));
+    }
+    Ok(Some(Line::Read))
 }
 
 /// Skip to the next line without keeping what is read.

@@ -389,6 +389,66 @@ fn generated_workloads_round_trip_through_inspect_and_sim() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// The first 600 pods of Alibaba's GPU cluster trace of 2023 (test-data/alibaba-gpu-2023/README.md).
+const ALIBABA_PODS: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../test-data/alibaba-gpu-2023/openb_pod_list_default-first600.csv");
+
+#[test]
+fn a_gpu_clusters_pods_import_inspect_and_simulate() {
+    let dir = scratch("import");
+    let trace = dir.join("pods.swf");
+    let o = cosched(&["workload", "import", "alibaba-gpu-2023", ALIBABA_PODS, "-o", trace.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Counted from the excerpt apart (README.md there): 45 Pending; 40 without a GPU, 4 of them also Pending.
+    let said = stderr(&o);
+    assert!(said.contains("600 pods read, 519 jobs written"), "{said}");
+    assert!(said.contains("36 left out: asks for no GPU") && said.contains("45 left out: never started"), "{said}");
+    let swf = String::from_utf8(read(&trace)).unwrap();
+    assert!(swf.contains("; MaxProcs: 6212") && swf.contains("research or study"), "{swf}");
+    // Pod 0: created and scheduled at 0, deleted at 12537496 s, one GPU, 16384 MiB, LS, Running.
+    assert!(swf.contains("\n1 0 0 12537496 1 -1 -1 1 -1 16777216 -1 -1 -1 -1 -1 1 -1 -1\n"), "{swf}");
+    let o = cosched(&["workload", "inspect", trace.to_str().unwrap()]);
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && report.contains("jobs: 519 usable"), "{report}{}", stderr(&o));
+    let out = dir.join("run");
+    let sim = ["sim", "-q", "--trace", trace.to_str().unwrap(), "--jobs", "40", "--nodes", "8", "--schemes", "gs,sb"];
+    let o = cosched(&[&sim[..], &["--runtime-scale", "0.00005", "--out", out.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8(read(&out.join("jobs.csv"))).unwrap().lines().count(), 1 + 2 * 40);
+    // The same file gzip-compressed imports to the same bytes.
+    let gz = dir.join("pods.csv.gz");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut encoder, &read(Path::new(ALIBABA_PODS))).unwrap();
+    std::fs::write(&gz, encoder.finish().unwrap()).unwrap();
+    let again = dir.join("again.swf");
+    let o = cosched(&["workload", "import", "alibaba-gpu-2023", gz.to_str().unwrap(), "-o", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read(&again), read(&trace));
+}
+
+#[test]
+fn a_pod_list_that_is_not_one_is_refused_naming_the_line_and_nothing_is_written() {
+    let dir = scratch("import-bad");
+    let out = dir.join("out.swf");
+    for (text, expected) in [
+        ("a,b\n1,2\n", ":1: the header has no column `name`"),
+        (
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,qos,pod_phase,creation_time,deletion_time,scheduled_time\n\
+          p,1000,1,1,1000,LS,Running,5,9,-3\n",
+            ":2: `scheduled_time` is -3 s",
+        ),
+    ] {
+        let input = dir.join("pods.csv");
+        std::fs::write(&input, text).unwrap();
+        let o =
+            cosched(&["workload", "import", "alibaba-gpu-2023", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        assert!(!o.status.success() && stderr(&o).contains(expected), "{}", stderr(&o));
+        assert!(!out.exists(), "nothing is written");
+    }
+    let o = cosched(&["workload", "import", "philly", ALIBABA_PODS, "-o", out.to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("alibaba-gpu-2023"), "{}", stderr(&o));
+}
+
 fn mean_response(summary_csv: &str, scheme: &str) -> f64 {
     let header: Vec<&str> = summary_csv.lines().next().unwrap().split(',').collect();
     let col = header.iter().position(|h| *h == "mean_response_s").unwrap();
