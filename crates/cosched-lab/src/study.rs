@@ -13,7 +13,7 @@ use crate::csv::{csv_field, flag, float, int, kinds, num, text, to_csv, Column, 
 use crate::journal::Journal;
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, JobSizes, WorkloadSpec};
 use cosched_core::stats::Estimate;
-use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, CostConfig, YieldCycle};
+use cosched_sim::config::{Backfill, BoostDisplaces, BoostReceive, BoostWalk, CostConfig, YieldCycle};
 use cosched_sim::exact_f64;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
 use cosched_sim::metrics::SaturationVerdict;
@@ -154,6 +154,10 @@ pub struct ModelChoices {
     /// study's MLFQ, so that earlier documents read the same).
     #[serde(default, skip_serializing_if = "OsScheduler::is_default")]
     pub node_scheduler: OsScheduler,
+    /// The queue behind a job that does not fit (absent: the study's strict FCFS, so that earlier documents
+    /// read the same).
+    #[serde(default, skip_serializing_if = "Backfill::is_none")]
+    pub backfill: Backfill,
 }
 
 impl Default for ModelChoices {
@@ -168,6 +172,7 @@ impl Default for ModelChoices {
             boost_displaces: costs.boost_displaces,
             yield_cycle: costs.yield_cycle,
             node_scheduler: OsScheduler::default(),
+            backfill: Backfill::None,
         }
     }
 }
@@ -184,6 +189,7 @@ impl ModelChoices {
         config.costs.boost_displaces = self.boost_displaces;
         config.costs.yield_cycle = self.yield_cycle;
         config.node_scheduler = self.node_scheduler;
+        config.backfill = self.backfill;
         config
     }
 

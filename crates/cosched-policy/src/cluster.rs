@@ -243,7 +243,7 @@ pub struct PlanSettings {
 }
 
 /// How jobs behind a waiting one that does not fit may start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backfill {
     /// The rules' own queue: strict FCFS waits, cosched's passes over.

@@ -790,7 +790,7 @@ pub fn read_machine(path: &Path) -> Result<MachineModel, String> {
     MachineModel::parse(&text).map_err(|e| format!("{}: {e}", file.display()))
 }
 
-fn parse_backfill(text: &str) -> Result<Backfill, String> {
+pub(crate) fn parse_backfill(text: &str) -> Result<Backfill, String> {
     Backfill::parse(text).ok_or_else(|| {
         let names: Vec<&str> = Backfill::ALL.iter().map(|b| b.name()).collect();
         format!("unknown backfilling {text:?}; one of: {}", names.join(", "))

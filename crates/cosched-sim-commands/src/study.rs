@@ -20,7 +20,7 @@ use cosched_lab::study::{
     CAPACITY_GROUP, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE, INTERRUPTED, KNEE_RESPONSE_FACTOR,
 };
 use cosched_lab::workload::JobSizes;
-use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, YieldCycle};
+use cosched_sim::config::{Backfill, BoostDisplaces, BoostReceive, BoostWalk, YieldCycle};
 use cosched_sim::{OsScheduler, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -162,6 +162,10 @@ pub struct StudyArgs {
     /// Linux's since 6.6 at HZ=1000 (docs/model.md).
     #[arg(long, default_value = "mlfq", help_heading = "Open choices")]
     pub node_scheduler: OsScheduler,
+    /// The queue behind a job that does not fit: none, the study's strict FCFS; easy, EASY backfilling on each
+    /// job's dedicated time as its request (`cosched sim --backfill`, docs/model.md). Not in the study.
+    #[arg(long, default_value = "none", value_parser = crate::sim_cmd::parse_backfill)]
+    pub backfill: Backfill,
     /// Output folder (default: cosched-out/study-eN, or with --shard cosched-out/study-eN-shard-I-of-N).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -246,6 +250,7 @@ impl StudyArgs {
             boost_displaces: self.boost_displaces,
             yield_cycle: self.yield_cycle,
             node_scheduler: self.node_scheduler,
+            backfill: self.backfill,
         };
         Ok(StudySettings {
             jobs_per_run,
@@ -323,6 +328,9 @@ pub fn canonical_command(experiment: Experiment, settings: &StudySettings) -> St
     }
     if !model.node_scheduler.is_default() {
         command += &format!(" --node-scheduler {}", model.node_scheduler);
+    }
+    if !model.backfill.is_none() {
+        command += &format!(" --backfill {}", model.backfill.name());
     }
     if !settings.e1s_variants.is_empty() {
         command += &format!(" --variants {}", settings.e1s_variants.join(","));
