@@ -148,13 +148,22 @@ mod tests {
 
     /// A study machine of `cpus` CPUs on one node, `rows` matrix rows, EASY.
     fn easy(cpus: u32, rows: u32) -> Coscheduler {
+        study_queue(cpus, rows, Backfill::Easy)
+    }
+
+    /// The same machine, its queue strict FCFS.
+    fn fcfs(cpus: u32, rows: u32) -> Coscheduler {
+        study_queue(cpus, rows, Backfill::None)
+    }
+
+    fn study_queue(cpus: u32, rows: u32, backfill: Backfill) -> Coscheduler {
         let settings = PlanSettings {
             rules: PlanRules::STUDY,
             rows,
             local_mpl: rows,
             gang_cpu_share: 1.0,
             over_allocation: 0.0,
-            backfill: Backfill::Easy,
+            backfill,
         };
         let shape = ClusterShape { cpus_per_node: vec![cpus], mem_bytes_per_node: vec![0], accepting: vec![true] };
         Coscheduler::new(settings, shape)
@@ -213,13 +222,7 @@ mod tests {
     /// Without backfilling the same arrivals wait behind B.
     #[test]
     fn the_same_arrivals_under_strict_fcfs_wait_behind_the_first() {
-        let mut c = easy(8, 1);
-        let mut settings = c.settings().clone();
-        settings.backfill = Backfill::None;
-        c = Coscheduler::new(
-            settings,
-            ClusterShape { cpus_per_node: vec![8], mem_bytes_per_node: vec![0], accepting: vec![true] },
-        );
+        let mut c = fcfs(8, 1);
         let events = [
             (0, Ok(job(1, 4, 10))),
             (0, Ok(job(2, 6, 10))),
@@ -254,6 +257,33 @@ mod tests {
         assert_eq!(row_of(&c, 3), Some(vec![0]), "C in the row A left");
         assert_eq!(c.placement(JobId(5)), None, "E waits: both rows are full");
         let _ = NodeCpus { node: 0, cpus: vec![] };
+    }
+
+    /// Local scheduling with backfilling: the resource is a slot under the MPL on each CPU, not a CPU. Two CPUs,
+    /// MPL 2 (each CPU holds two processes):
+    /// - 0: A (2 tasks, 100 s) takes a slot on each CPU; 1: B (1, 100 s) the second slot of CPU 0.
+    /// - 2: C (2) needs a slot on two CPUs: only CPU 1 has one; waits, its reservation at 100 (A's end).
+    /// - 3: D (1, 200 s) fits on CPU 1 and ends long after 100, but at 100 B and D hold one slot each, which
+    ///   leaves C a slot on both CPUs: starts (a processor count would have held it back).
+    /// - 4: E (1, 10 s): no slot free; waits.
+    /// - 100: A ends; C starts. 101: B ends; E starts.
+    #[test]
+    fn local_backfilling_counts_slots_under_the_mpl() {
+        let local = |id, tasks, requested_s: u64| PlanJob {
+            requested_ns: Some(requested_s * 1_000_000_000),
+            ..PlanJob::new(JobId(id), Mode::Local, tasks)
+        };
+        let events = [
+            (0, Ok(local(1, 2, 100))),
+            (1, Ok(local(2, 1, 100))),
+            (2, Ok(local(3, 2, 100))),
+            (3, Ok(local(4, 1, 200))),
+            (4, Ok(local(5, 1, 10))),
+            (100, Err(1)),
+            (101, Err(2)),
+        ];
+        assert_eq!(starts(&mut easy(2, 2), &events), vec![(1, 0), (2, 1), (3, 100), (4, 3), (5, 101)]);
+        assert_eq!(starts(&mut fcfs(2, 2), &events[..6]), vec![(1, 0), (2, 1), (3, 100), (4, 100)], "D waits behind C");
     }
 
     /// A job of the property test: (arrival gap s, CPUs, requested s, run s, which is at most requested).
