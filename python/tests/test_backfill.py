@@ -1,7 +1,8 @@
-"""EASY backfilling in the simulator against EASY computed apart, here, by the textbook's processor counts.
+"""Backfilling in the simulator against backfilling computed apart, here, by the textbook: EASY by processor
+counts, conservative by the lowest processors free for a job's whole requested time.
 
-On one matrix row (`--mpl 1`) gang scheduling is space sharing, so the engine's EASY over the matrix must start
-every job when the textbook rule does, given what the run says each job asked for (its dedicated time, the
+On one matrix row (`--mpl 1`) gang scheduling is space sharing, so the engine's backfilling over the matrix must
+start every job when the textbook rule does, given what the run says each job asked for (its dedicated time, the
 estimate when the trace has none) and how long it then ran.
 """
 
@@ -77,6 +78,54 @@ def textbook_easy(jobs: list[dict], cpus: int) -> dict[int, int]:
     return start
 
 
+def textbook_conservative(jobs: list[dict], cpus: int) -> dict[int, int]:
+    """Start instant (ns) of each job under conservative backfilling: at every arrival and end, each waiting job
+    in queue order is reserved the earliest of now and the estimated ends of what runs or is reserved at which
+    the lowest processors free for its whole requested time suffice; it starts if that is now. A job at or past
+    its estimate has left by the instant now, but holds its processors at now itself, the only instant a job
+    starts at."""
+    events: list[tuple[int, int, int]] = [(job["arrival"], 0, i) for i, job in enumerate(jobs)]
+    heapq.heapify(events)
+    queue: list[int] = []
+    running: dict[int, int] = {}  # job -> processors held, as bits
+    start: dict[int, int] = {}
+    while events:
+        now, kind, i = heapq.heappop(events)
+        if kind == 0:
+            queue.append(i)
+        else:
+            del running[i]
+        held_now = 0
+        for mask in running.values():
+            held_now |= mask
+        held = [(now, max(start[r] + jobs[r]["requested"], now), mask) for r, mask in running.items()]
+        k = 0
+        while k < len(queue):
+            j = queue[k]
+            tasks, requested = jobs[j]["tasks"], max(jobs[j]["requested"], 1)
+            for instant in [None, *sorted({until for _, until, _ in held})]:
+                t = now if instant is None else instant
+                taken = held_now if instant is None else 0
+                for since, until, mask in held:
+                    if since < t + requested and until > t:
+                        taken |= mask
+                free = [c for c in range(cpus) if not taken >> c & 1][:tasks]
+                if len(free) == tasks:
+                    break
+            else:
+                raise AssertionError(f"job {j} fits at no instant")
+            mask = sum(1 << c for c in free)
+            held.append((t, t + requested, mask))
+            if instant is None:
+                queue.pop(k)
+                running[j] = mask
+                start[j] = now
+                heapq.heappush(events, (now + jobs[j]["run"], 1, j))
+            else:
+                k += 1
+    return start
+
+
 def simulated_jobs(run_cli, out: Path, backfill: str) -> list[dict]:
     done = run_cli(
         "sim", "--trace", str(NASA), "--jobs", "200", "--nodes", str(NODES), "--mpl", "1", "--schemes", "GS",
@@ -106,6 +155,19 @@ def test_easy_on_one_row_starts_every_nasa_job_when_the_textbook_rule_does(run_c
     assert not mismatched, f"{len(mismatched)} of {len(jobs)} jobs start elsewhere (job, engine, textbook): {mismatched[:5]}"
     passed = sum(1 for a, b in zip(jobs, jobs[1:]) if b["start"] < a["start"])
     assert passed > 0, "no job started before one that arrived earlier: the case tests no backfilling"
+
+
+def test_conservative_on_one_row_starts_every_nasa_job_when_the_textbook_rule_does(run_cli, tmp_path):
+    jobs = simulated_jobs(run_cli, tmp_path / "conservative", "conservative")
+    ends = [job["start"] + job["run"] for job in jobs]
+    assert len(set(ends)) == len(ends), "two jobs end at one instant: their order would be the engine's CPU order"
+    expected = textbook_conservative(jobs, NODES)
+    mismatched = [(i, job["start"], expected[i]) for i, job in enumerate(jobs) if job["start"] != expected[i]]
+    assert not mismatched, f"{len(mismatched)} of {len(jobs)} jobs start elsewhere (job, engine, textbook): {mismatched[:5]}"
+    passed = sum(1 for a, b in zip(jobs, jobs[1:]) if b["start"] < a["start"])
+    assert passed > 0, "no job started before one that arrived earlier: the case tests no backfilling"
+    easy = simulated_jobs(run_cli, tmp_path / "easy", "easy")
+    assert [job["start"] for job in easy] != [job["start"] for job in jobs], "conservative and EASY start alike"
 
 
 def test_strict_fcfs_starts_the_same_jobs_in_arrival_order(run_cli, tmp_path):

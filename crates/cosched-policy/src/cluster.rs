@@ -252,15 +252,20 @@ pub enum Backfill {
     /// EASY (the first waiting job gets a reservation at the earliest instant the requested times say it
     /// fits; a later job starts now if it fits now and, by what it asked for, does not delay that reservation).
     Easy,
+    /// Conservative (every waiting job, in queue order, gets a reservation at the earliest instant it fits for its
+    /// whole requested time beside the placed jobs and the reservations before it; a job whose reservation is now
+    /// starts now).
+    Conservative,
 }
 
 impl Backfill {
-    pub const ALL: [Backfill; 2] = [Backfill::None, Backfill::Easy];
+    pub const ALL: [Backfill; 3] = [Backfill::None, Backfill::Easy, Backfill::Conservative];
 
     pub fn name(self) -> &'static str {
         match self {
             Backfill::None => "none",
             Backfill::Easy => "easy",
+            Backfill::Conservative => "conservative",
         }
     }
 
@@ -448,6 +453,24 @@ impl Occupancy {
             *cell = false;
         }
     }
+    /// Take every cell `other` has taken too.
+    fn take_also(&mut self, other: &Occupancy) {
+        let rows = self.rows.iter_mut().zip(&other.rows).zip(&mut self.taken_in_row).zip(&other.taken_in_row);
+        for (((cells, other_cells), taken), &other_taken) in rows {
+            if other_taken == 0 {
+                continue;
+            }
+            // Two plain passes the compiler vectorizes.
+            cells.iter_mut().zip(other_cells).for_each(|(cell, &other_cell)| *cell |= other_cell);
+            *taken = cells.iter().filter(|&&cell| cell).count();
+        }
+    }
+    /// Become a copy of `other`, reusing what is allocated.
+    fn copy_from(&mut self, other: &Occupancy) {
+        self.rows.clone_from(&other.rows);
+        self.taken_in_row.clone_from(&other.taken_in_row);
+        self.blocked.clone_from(&other.blocked);
+    }
 }
 
 /// A placed job's CPUs, matrix rows, and whether it runs all the time.
@@ -582,6 +605,46 @@ impl Planner {
                 self.occupancy.take(row as usize, &columns);
             }
             (Mode::Gang, None) => {}
+        }
+    }
+
+    /// Become a copy of `other` (a planner of the same machine and settings), reusing what is allocated: a
+    /// scratch planner copied many times a pass allocates nothing.
+    pub(crate) fn copy_from(&mut self, other: &Planner) {
+        self.matrix.copy_from(&other.matrix);
+        self.occupancy.copy_from(&other.occupancy);
+        for (local, other_local) in self.local.iter_mut().zip(&other.local) {
+            local.copy_from(other_local);
+        }
+        self.local_any.copy_from(&other.local_any);
+        self.mem_free.clone_from(&other.mem_free);
+        self.result.clone_from(&other.result);
+        self.own_rows.clone_from(&other.own_rows);
+    }
+
+    /// Hold, besides what it holds, whatever `other` (the same machine) holds: a job then placed here finds only
+    /// cells, slots and memory free in both. The matrix keeps only its own jobs; it is not read to choose.
+    pub(crate) fn take_also(&mut self, other: &Planner) {
+        self.occupancy.take_also(&other.occupancy);
+        for (local, other_local) in self.local.iter_mut().zip(&other.local) {
+            local.load_at_least(other_local);
+        }
+        self.local_any.load_at_least(&other.local_any);
+        for (free, &other_free) in self.mem_free.iter_mut().zip(&other.mem_free) {
+            *free = (*free).min(other_free);
+        }
+    }
+
+    /// Whether `job` might be placed now, by counts alone (cells left in a row, CPUs below the MPL): when not,
+    /// it is not; when so, it may still not be.
+    pub(crate) fn may_fit(&self, job: &PlanJob) -> bool {
+        let tasks = job.tasks as usize;
+        match job.mode {
+            Mode::Gang => (0..self.matrix.rows()).any(|row| self.occupancy.may_hold(row, tasks)),
+            Mode::Local => match self.settings.rules.spread {
+                Spread::AnyCpus => self.local_any.cpus_with_room() >= tasks,
+                Spread::WholeNodes => self.local.iter().map(LocalPlacement::cpus_with_room).sum::<usize>() >= tasks,
+            },
         }
     }
 

@@ -15,8 +15,11 @@
 //! knows (a class, idle, suspension, a new shape) turns it into a full plan
 //! for good.
 
+mod conservative;
 mod easy;
 pub mod external;
+#[cfg(test)]
+mod queue_tests;
 
 use crate::cluster::{
     plan, slot_for_slice, Backfill, ClusterShape, JobClass, JobStatus, NodeCpus, Plan, PlanJob, PlanSettings, Planner,
@@ -54,6 +57,10 @@ struct Standing {
     backfill: Backfill,
     /// Admission chosen outside (`external`): then neither FCFS nor backfilling decides.
     external: Option<external::External>,
+    /// Placements and ends so far: what a pass kept holds only while none happens.
+    changes: u64,
+    /// Conservative backfilling's last profile, kept for arrivals at the same instant.
+    kept_profile: Option<conservative::KeptProfile>,
 }
 
 /// A job the standing book placed: its CPUs, the row it owns, and when it started.
@@ -100,6 +107,8 @@ impl Coscheduler {
                 next_number: 0,
                 backfill: settings.backfill,
                 external: None,
+                changes: 0,
+                kept_profile: None,
             }))
         } else {
             Book::Replanned { jobs: Vec::new(), plan: Plan::EMPTY }
@@ -359,18 +368,24 @@ impl Standing {
             placed.push(job.id);
             self.record_placed(number, job, cpus, row, now_ns);
         }
-        if self.backfill == Backfill::Easy && !self.waiting.is_empty() {
-            placed.extend(self.backfill_easy(now_ns));
+        if !self.waiting.is_empty() {
+            match self.backfill {
+                Backfill::None => {}
+                Backfill::Easy => placed.extend(self.backfill_easy(now_ns)),
+                Backfill::Conservative => placed.extend(self.backfill_conservative(now_ns)),
+            }
         }
         placed
     }
 
     fn record_placed(&mut self, number: u64, mut job: PlanJob, cpus: Vec<NodeCpus>, row: Option<u32>, now_ns: u64) {
+        self.changes += 1;
         job.row_held = row;
         self.placed.insert(number, Placed { job, cpus, row, start_ns: now_ns });
     }
 
     fn finish(&mut self, id: JobId, now_ns: u64) -> Vec<JobId> {
+        self.changes += 1;
         let number = self.numbers.remove(&id).expect("a finishing job is known");
         match self.placed.remove(&number) {
             Some(p) => self.planner.unplace(&p.job, &p.cpus, p.row),

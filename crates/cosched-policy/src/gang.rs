@@ -37,6 +37,13 @@ impl GangMatrix {
         row as usize * self.columns + column as usize
     }
 
+    /// Become a copy of `other`, reusing what is allocated.
+    pub fn copy_from(&mut self, other: &GangMatrix) {
+        (self.rows, self.columns) = (other.rows, other.columns);
+        self.cells.clone_from(&other.cells);
+        self.free_in_row.clone_from(&other.free_in_row);
+    }
+
     pub fn take(&mut self, job: JobId, row: u32, columns: &[u32]) {
         for &column in columns {
             let i = self.index(row, column);

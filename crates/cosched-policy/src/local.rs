@@ -5,13 +5,15 @@
 pub struct LocalPlacement {
     mpl: u32,
     processes_per_cpu: Vec<u32>,
+    /// The sum of `processes_per_cpu`: an empty placement is known without a scan.
+    processes: u64,
 }
 
 impl LocalPlacement {
     pub fn new(cpu_count: usize, mpl: u32) -> LocalPlacement {
         assert!(mpl >= 1, "MPL must be at least 1");
         assert!(cpu_count >= 1, "need at least one CPU");
-        LocalPlacement { mpl, processes_per_cpu: vec![0; cpu_count] }
+        LocalPlacement { mpl, processes_per_cpu: vec![0; cpu_count], processes: 0 }
     }
 
     pub fn cpu_count(&self) -> usize {
@@ -46,6 +48,30 @@ impl LocalPlacement {
             let load = &mut self.processes_per_cpu[cpu as usize];
             assert!(*load < self.mpl, "CPU {cpu} is already at MPL {}", self.mpl);
             *load += 1;
+            self.processes += 1;
+        }
+    }
+
+    /// Become a copy of `other`, reusing what is allocated.
+    pub fn copy_from(&mut self, other: &LocalPlacement) {
+        self.mpl = other.mpl;
+        self.processes_per_cpu.clone_from(&other.processes_per_cpu);
+        self.processes = other.processes;
+    }
+
+    /// How many CPUs are below the MPL.
+    pub fn cpus_with_room(&self) -> usize {
+        self.processes_per_cpu.iter().filter(|&&load| load < self.mpl).count()
+    }
+
+    /// Raise each CPU's load to `other`'s where that is higher.
+    pub fn load_at_least(&mut self, other: &LocalPlacement) {
+        if other.processes == 0 {
+            return;
+        }
+        for (load, &other_load) in self.processes_per_cpu.iter_mut().zip(&other.processes_per_cpu) {
+            self.processes += u64::from(other_load.saturating_sub(*load));
+            *load = (*load).max(other_load);
         }
     }
 
@@ -54,6 +80,7 @@ impl LocalPlacement {
             let load = &mut self.processes_per_cpu[cpu as usize];
             assert!(*load > 0, "CPU {cpu} gives back a process it does not hold");
             *load -= 1;
+            self.processes -= 1;
         }
     }
 }

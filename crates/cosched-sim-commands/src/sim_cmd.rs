@@ -174,7 +174,9 @@ pub struct SimArgs {
     pub seed: u64,
     /// The queue behind a job that does not fit: none, strict FCFS (the study's); easy, EASY backfilling: the
     /// first waiting job gets a reservation from the running jobs' requested times, and a later job starts now
-    /// if it fits now and would not delay it by what it asked for. A job's requested time is the trace's field 9, or
+    /// if it fits now and would not delay it by what it asked for; conservative: every waiting job, in queue order,
+    /// gets such a reservation, and a job starts now only if it delays none of those before it. A job's requested
+    /// time is the trace's field 9, or
     /// else its dedicated time (alone on the machine, no skew, no switches: close to, not above, what it takes).
     /// Nothing is killed at its request. Not GS-cosched, whose queue is cosched's own (docs/model.md).
     #[arg(long, default_value = "none", value_parser = parse_backfill, help_heading = "Machine")]

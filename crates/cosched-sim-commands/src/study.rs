@@ -162,8 +162,8 @@ pub struct StudyArgs {
     /// Linux's since 6.6 at HZ=1000 (docs/model.md).
     #[arg(long, default_value = "mlfq", help_heading = "Open choices")]
     pub node_scheduler: OsScheduler,
-    /// The queue behind a job that does not fit: none, the study's strict FCFS; easy, EASY backfilling on each
-    /// job's dedicated time as its request (`cosched sim --backfill`, docs/model.md). Not in the study.
+    /// The queue behind a job that does not fit: none, the study's strict FCFS; easy or conservative backfilling
+    /// on each job's dedicated time as its request (`cosched sim --backfill`, docs/model.md). Not in the study.
     #[arg(long, default_value = "none", value_parser = crate::sim_cmd::parse_backfill)]
     pub backfill: Backfill,
     /// Output folder (default: cosched-out/study-eN, or with --shard cosched-out/study-eN-shard-I-of-N).

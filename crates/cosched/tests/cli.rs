@@ -605,14 +605,28 @@ fn a_study_writes_table_figures_and_manifest_and_is_reproducible() {
     assert_eq!(read(&out.join("runs.csv")), runs, "same seed, same runs");
 }
 
-/// `study --backfill easy`: every run of the study backfills, and the manifest and its command say so.
+/// `study --backfill easy|conservative`: every run of the study backfills, and the manifest and its command say so.
 #[test]
 fn a_study_backfills_when_asked_and_says_so() {
     let dir = scratch("study-backfill");
     let study = |queue: &str, out: &Path| {
-        // E1's capacity run (load 2) queues jobs: backfilling shows there.
-        let args =
-            ["study", "e1", "-q", "--jobs", "40", "--runtime-scale", "0.0005", "--schemes", "GS", "--loads", "0.9"];
+        // E1's capacity run (load 2) queues jobs: backfilling shows there. Conservative backfilling's passes grow
+        // with the square of the queue: a short capacity run keeps the test fast.
+        let args = [
+            "study",
+            "e1",
+            "-q",
+            "--jobs",
+            "40",
+            "--runtime-scale",
+            "0.0005",
+            "--schemes",
+            "GS",
+            "--loads",
+            "0.9",
+            "--capacity-jobs",
+            "150",
+        ];
         let o = cosched(&[&args[..], &["--backfill", queue, "--out", out.to_str().unwrap()]].concat());
         assert!(o.status.success(), "{}", stderr(&o));
         let manifest: serde_json::Value = serde_json::from_slice(&read(&out.join("manifest.json"))).unwrap();
@@ -623,8 +637,11 @@ fn a_study_backfills_when_asked_and_says_so() {
     assert!(!fcfs["command"].as_str().unwrap().contains("--backfill"), "{fcfs}");
     assert!(easy["command"].as_str().unwrap().contains("--backfill easy"), "{easy}");
     assert_ne!(fcfs_runs, easy_runs, "a queue that backfills starts jobs earlier");
-    let o = cosched(&["study", "e1", "--backfill", "conservative"]);
-    assert!(!o.status.success() && stderr(&o).contains("one of: none, easy"), "{}", stderr(&o));
+    let (conservative, conservative_runs) = study("conservative", &dir.join("conservative"));
+    assert!(conservative["command"].as_str().unwrap().contains("--backfill conservative"), "{conservative}");
+    assert_ne!(fcfs_runs, conservative_runs, "a queue that backfills starts jobs earlier");
+    let o = cosched(&["study", "e1", "--backfill", "eager"]);
+    assert!(!o.status.success() && stderr(&o).contains("one of: none, easy, conservative"), "{}", stderr(&o));
 }
 
 #[test]

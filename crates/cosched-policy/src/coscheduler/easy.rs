@@ -110,7 +110,7 @@ impl Reservation {
 /// The fewest tasks, per mode, of a job that did not fit now in this pass: a larger job of the same mode does
 /// not fit either, while nothing is given back (the pass only takes), when any CPUs of the machine will do.
 #[derive(Default)]
-struct SmallestUnfit {
+pub(super) struct SmallestUnfit {
     gang: Option<u32>,
     local: Option<u32>,
 }
@@ -125,7 +125,7 @@ impl SmallestUnfit {
 
     /// Memory is chosen after the CPUs, so a job asking for memory may fail where a larger one asking none fits:
     /// only jobs asking for none are noted or ruled out.
-    fn note(&mut self, job: &PlanJob) {
+    pub(super) fn note(&mut self, job: &PlanJob) {
         if job.mem_bytes_per_node > 0 || job.tasks == 0 {
             return;
         }
@@ -133,7 +133,7 @@ impl SmallestUnfit {
         *slot = Some(slot.map_or(job.tasks, |t| t.min(job.tasks)));
     }
 
-    fn rules_out(&mut self, job: &PlanJob, planner: &Planner) -> bool {
+    pub(super) fn rules_out(&mut self, job: &PlanJob, planner: &Planner) -> bool {
         planner.fit_grows_with_size()
             && job.mem_bytes_per_node == 0
             && self.slot(job.mode).is_some_and(|t| job.tasks >= t)
@@ -142,7 +142,8 @@ impl SmallestUnfit {
 
 #[cfg(test)]
 mod tests {
-    use crate::cluster::{Backfill, ClusterShape, Mode, NodeCpus, PlanJob, PlanRules, PlanSettings};
+    use super::super::queue_tests::{job, simulate, starts, study_queue, Drawn};
+    use crate::cluster::{Backfill, Mode, NodeCpus, PlanJob};
     use crate::Coscheduler;
     use cosched_core::JobId;
 
@@ -154,42 +155,6 @@ mod tests {
     /// The same machine, its queue strict FCFS.
     fn fcfs(cpus: u32, rows: u32) -> Coscheduler {
         study_queue(cpus, rows, Backfill::None)
-    }
-
-    fn study_queue(cpus: u32, rows: u32, backfill: Backfill) -> Coscheduler {
-        let settings = PlanSettings {
-            rules: PlanRules::STUDY,
-            rows,
-            local_mpl: rows,
-            gang_cpu_share: 1.0,
-            over_allocation: 0.0,
-            backfill,
-        };
-        let shape = ClusterShape { cpus_per_node: vec![cpus], mem_bytes_per_node: vec![0], accepting: vec![true] };
-        Coscheduler::new(settings, shape)
-    }
-
-    fn job(id: u64, tasks: u32, requested_s: u64) -> PlanJob {
-        PlanJob { requested_ns: Some(requested_s * 1_000_000_000), ..PlanJob::new(JobId(id), Mode::Gang, tasks) }
-    }
-
-    /// Drive `c` through arrivals and ends (each `(instant s, job or end)`), starting what it places; the start
-    /// instant of each job.
-    fn starts(c: &mut Coscheduler, events: &[(u64, Result<PlanJob, u64>)]) -> Vec<(u64, u64)> {
-        let mut started = Vec::new();
-        for (at_s, event) in events {
-            let now_ns = at_s * 1_000_000_000;
-            let placed = match event {
-                Ok(job) => c.arrive(job.clone(), now_ns),
-                Err(id) => c.finish(JobId(*id), now_ns),
-            };
-            for id in placed {
-                c.started(id);
-                started.push((id.0, *at_s));
-            }
-        }
-        started.sort_unstable();
-        started
     }
 
     /// Worked by hand, one row of 8 CPUs (space sharing), every job ending at its requested time:
@@ -285,34 +250,6 @@ mod tests {
         assert_eq!(starts(&mut easy(2, 2), &events), vec![(1, 0), (2, 1), (3, 100), (4, 3), (5, 101)]);
         assert_eq!(starts(&mut fcfs(2, 2), &events[..6]), vec![(1, 0), (2, 1), (3, 100), (4, 100)], "D waits behind C");
     }
-
-    /// A job of the property test: (arrival gap s, CPUs, requested s, run s, which is at most requested).
-    type Drawn = (u64, u32, u64, u64);
-
-    /// Run `drawn` on `c` (8 CPUs, one row), each job ending `run` after it starts; the start of each job. At
-    /// one instant ends come before arrivals, and ends and arrivals in job order.
-    fn simulate(c: &mut Coscheduler, drawn: &[Drawn]) -> Vec<u64> {
-        let mut events: std::collections::BTreeSet<(u64, u8, u64)> = std::collections::BTreeSet::new();
-        let mut at = 0;
-        for (i, &(gap, ..)) in drawn.iter().enumerate() {
-            at += gap;
-            events.insert((at, 1, i as u64));
-        }
-        let mut start = vec![u64::MAX; drawn.len()];
-        while let Some((now, kind, i)) = events.pop_first() {
-            let (_, tasks, requested, _) = drawn[i as usize];
-            let placed =
-                if kind == 1 { c.arrive(job(i, tasks, requested), now * NS) } else { c.finish(JobId(i), now * NS) };
-            for id in placed {
-                c.started(id);
-                start[id.0 as usize] = now;
-                events.insert((now + drawn[id.0 as usize].3, 0, id.0));
-            }
-        }
-        start
-    }
-
-    const NS: u64 = 1_000_000_000;
 
     /// EASY as the textbook counts it, written apart from the planner: free processors now, and at the first
     /// waiting job's reservation the processors to spare.
