@@ -5,13 +5,14 @@
 //!
 //! The resource is the planner's (a gang job's cells in one row, a local job's slots under the MPL, memory), kept
 //! as a profile: the planner as it will be over each stretch between the instants something ends or a reservation
-//! starts. A job fits from an instant if the planner holding, cell by cell, what any stretch of its span holds
-//! still places it: a job does not move once started, so its cells must be free throughout.
+//! starts. A job fits from an instant if it fits then and the planner holding, cell by cell, what any stretch of
+//! its span holds still places it: a job does not move once started, so its cells must be free throughout.
 //!
 //! Reservations are made anew at every arrival and end (our choice): when a job ends before its requested time,
 //! the jobs behind it move forward at once, as the paper's compression does, in queue order.
 //!
-//! A pass's profile is kept for the next arrivals while nothing is placed or ends: a made-anew pass would give the
+//! A pass's profile that started no job is kept for the next arrivals while nothing is placed or ends: a made-anew
+//! pass would give the
 //! earlier jobs the same reservations, so only the new jobs are reserved, and a deep queue costs one reservation
 //! per arrival, not one per waiting job. At the same instant that is plain. At a later one, before the profile's
 //! next stretch, only a job's reservation from now could differ, and it cannot: its span from now covers at least
@@ -84,8 +85,12 @@ impl Standing {
                 None => break,
             }
         }
-        self.kept_profile =
-            Some(KeptProfile { at_ns: now_ns, changes: self.changes, reserved: k, profile, fit_is_monotone });
+        // A job started now was placed after the reservations before it were made: a pass made anew would make them
+        // beside it, on other CPUs where it breaks a tie of loads, so the profile is not kept.
+        if started.is_empty() {
+            self.kept_profile =
+                Some(KeptProfile { at_ns: now_ns, changes: self.changes, reserved: k, profile, fit_is_monotone });
+        }
         started
     }
 
@@ -183,7 +188,7 @@ impl Profile {
 
 #[cfg(test)]
 mod tests {
-    use super::super::queue_tests::{job, simulate, starts, study_queue, Drawn};
+    use super::super::queue_tests::{job, simulate, starts, study_queue, Drawn, NS};
     use crate::cluster::{Backfill, Mode, PlanJob};
     use crate::Coscheduler;
     use cosched_core::JobId;
@@ -271,6 +276,32 @@ mod tests {
         assert_eq!(starts(&mut conservative(2, 2), &events), vec![(1, 0), (2, 0), (3, 50), (4, 100), (5, 100)]);
     }
 
+    /// A pass that starts a job behind a reserved one keeps no profile: made anew, the reservation is made beside
+    /// the started job, on other CPUs where that job breaks a tie of loads. Four CPUs, MPL 2, local jobs
+    /// (found by a review's random search):
+    /// - at 2, F's arrival reserves E (3 tasks) from 3 and starts F; G (1 task, 2 s) arrives at the same instant.
+    ///   With the pass's profile kept, E's reservation leaves G no CPU until 3; made anew, G starts at 2.
+    #[test]
+    fn a_pass_that_starts_a_job_keeps_no_profile() {
+        let local = |id, tasks, requested_s: u64| PlanJob {
+            requested_ns: Some(requested_s * 1_000_000_000),
+            ..PlanJob::new(JobId(id), Mode::Local, tasks)
+        };
+        let events = [
+            (0, Ok(local(1, 4, 1))),
+            (0, Ok(local(2, 3, 3))),
+            (0, Ok(local(3, 2, 1))),
+            (1, Err(1)),
+            (1, Ok(local(4, 2, 3))),
+            (1, Ok(local(5, 3, 1))),
+            (2, Err(3)),
+            (2, Ok(local(6, 2, 2))),
+            (2, Ok(local(7, 1, 2))),
+        ];
+        let started = starts(&mut conservative(4, 2), &events);
+        assert!(started.contains(&(6, 2)) && started.contains(&(7, 2)), "{started:?}");
+    }
+
     /// Conservative backfilling as the paper states it, written apart from the planner over explicit CPUs (a job
     /// takes the lowest CPUs free for its whole requested time): every waiting job in order reserved at the
     /// earliest of now and the ends of what runs or is reserved.
@@ -327,6 +358,32 @@ mod tests {
         start
     }
 
+    /// Run `drawn` as jobs of `mode` on `c`, as `simulate` does; with `forget`, the kept profile is dropped before
+    /// every arrival and end, so every pass is made anew.
+    fn simulate_mode(c: &mut Coscheduler, drawn: &[Drawn], mode: Mode, forget: bool) -> Vec<u64> {
+        let mut events: std::collections::BTreeSet<(u64, u8, u64)> = std::collections::BTreeSet::new();
+        let mut at = 0;
+        for (i, &(gap, ..)) in drawn.iter().enumerate() {
+            at += gap;
+            events.insert((at, 1, i as u64));
+        }
+        let mut start = vec![u64::MAX; drawn.len()];
+        while let Some((now, kind, i)) = events.pop_first() {
+            if let (true, crate::coscheduler::Book::Standing(standing)) = (forget, &mut c.book) {
+                standing.kept_profile = None;
+            }
+            let (_, tasks, requested, _) = drawn[i as usize];
+            let job = PlanJob { requested_ns: Some(requested * NS), ..PlanJob::new(JobId(i), mode, tasks) };
+            let placed = if kind == 1 { c.arrive(job, now * NS) } else { c.finish(JobId(i), now * NS) };
+            for id in placed {
+                c.started(id);
+                start[id.0 as usize] = now;
+                events.insert((now + drawn[id.0 as usize].3, 0, id.0));
+            }
+        }
+        start
+    }
+
     proptest::proptest! {
         /// On one row (space sharing), the planner's conservative backfilling starts every job when the textbook's
         /// does.
@@ -336,6 +393,19 @@ mod tests {
         ) {
             let drawn: Vec<Drawn> = drawn.into_iter().map(|(gap, tasks, req, run)| (gap, tasks, req, 1 + run % req)).collect();
             proptest::prop_assert_eq!(simulate(&mut conservative(8, 1), &drawn), textbook_conservative(&drawn, 8));
+        }
+
+        /// Keeping a pass's profile for later arrivals changes no start: local jobs (ties of loads) and gang jobs
+        /// in two rows, against every pass made anew.
+        #[test]
+        fn a_kept_profile_starts_every_job_when_a_pass_made_anew_does(
+            drawn in proptest::collection::vec((0u64..3, 1u32..=4, 1u64..6, 0u64..6), 1..30),
+            local in proptest::bool::ANY,
+        ) {
+            let drawn: Vec<Drawn> = drawn.into_iter().map(|(gap, tasks, req, run)| (gap, tasks, req, 1 + run % (2 * req))).collect();
+            let mode = if local { Mode::Local } else { Mode::Gang };
+            let kept = simulate_mode(&mut conservative(4, 2), &drawn, mode, false);
+            proptest::prop_assert_eq!(kept, simulate_mode(&mut conservative(4, 2), &drawn, mode, true));
         }
     }
 }
