@@ -188,7 +188,7 @@ impl Profile {
 
 #[cfg(test)]
 mod tests {
-    use super::super::queue_tests::{job, simulate, starts, study_queue, Drawn, NS};
+    use super::super::queue_tests::{job, local_job as local, simulate, simulate_with, starts, study_queue, Drawn};
     use crate::cluster::{Backfill, Mode, PlanJob};
     use crate::Coscheduler;
     use cosched_core::JobId;
@@ -260,10 +260,6 @@ mod tests {
     /// - 50: B ends, C starts; 100: A ends, D and E start.
     #[test]
     fn local_backfilling_counts_slots_under_the_mpl_over_the_whole_span() {
-        let local = |id, tasks, requested_s: u64| PlanJob {
-            requested_ns: Some(requested_s * 1_000_000_000),
-            ..PlanJob::new(JobId(id), Mode::Local, tasks)
-        };
         let events = [
             (0, Ok(local(1, 2, 100))),
             (0, Ok(local(2, 2, 50))),
@@ -283,10 +279,6 @@ mod tests {
     ///   With the pass's profile kept, E's reservation leaves G no CPU until 3; made anew, G starts at 2.
     #[test]
     fn a_pass_that_starts_a_job_keeps_no_profile() {
-        let local = |id, tasks, requested_s: u64| PlanJob {
-            requested_ns: Some(requested_s * 1_000_000_000),
-            ..PlanJob::new(JobId(id), Mode::Local, tasks)
-        };
         let events = [
             (0, Ok(local(1, 4, 1))),
             (0, Ok(local(2, 3, 3))),
@@ -358,30 +350,13 @@ mod tests {
         start
     }
 
-    /// Run `drawn` as jobs of `mode` on `c`, as `simulate` does; with `forget`, the kept profile is dropped before
-    /// every arrival and end, so every pass is made anew.
+    /// `simulate` with jobs of `mode`; with `forget`, every pass is made anew (the kept profile dropped first).
     fn simulate_mode(c: &mut Coscheduler, drawn: &[Drawn], mode: Mode, forget: bool) -> Vec<u64> {
-        let mut events: std::collections::BTreeSet<(u64, u8, u64)> = std::collections::BTreeSet::new();
-        let mut at = 0;
-        for (i, &(gap, ..)) in drawn.iter().enumerate() {
-            at += gap;
-            events.insert((at, 1, i as u64));
-        }
-        let mut start = vec![u64::MAX; drawn.len()];
-        while let Some((now, kind, i)) = events.pop_first() {
+        simulate_with(c, drawn, mode, |c| {
             if let (true, crate::coscheduler::Book::Standing(standing)) = (forget, &mut c.book) {
                 standing.kept_profile = None;
             }
-            let (_, tasks, requested, _) = drawn[i as usize];
-            let job = PlanJob { requested_ns: Some(requested * NS), ..PlanJob::new(JobId(i), mode, tasks) };
-            let placed = if kind == 1 { c.arrive(job, now * NS) } else { c.finish(JobId(i), now * NS) };
-            for id in placed {
-                c.started(id);
-                start[id.0 as usize] = now;
-                events.insert((now + drawn[id.0 as usize].3, 0, id.0));
-            }
-        }
-        start
+        })
     }
 
     proptest::proptest! {

@@ -142,8 +142,8 @@ impl SmallestUnfit {
 
 #[cfg(test)]
 mod tests {
-    use super::super::queue_tests::{job, simulate, starts, study_queue, Drawn};
-    use crate::cluster::{Backfill, Mode, NodeCpus, PlanJob};
+    use super::super::queue_tests::{job, local_job as local, simulate, starts, study_queue, Drawn};
+    use crate::cluster::{Backfill, NodeCpus};
     use crate::Coscheduler;
     use cosched_core::JobId;
 
@@ -234,10 +234,6 @@ mod tests {
     /// - 100: A ends; C starts. 101: B ends; E starts.
     #[test]
     fn local_backfilling_counts_slots_under_the_mpl() {
-        let local = |id, tasks, requested_s: u64| PlanJob {
-            requested_ns: Some(requested_s * 1_000_000_000),
-            ..PlanJob::new(JobId(id), Mode::Local, tasks)
-        };
         let events = [
             (0, Ok(local(1, 2, 100))),
             (1, Ok(local(2, 1, 100))),

@@ -20,7 +20,15 @@ pub(super) fn study_queue(cpus: u32, rows: u32, backfill: Backfill) -> Coschedul
 }
 
 pub(super) fn job(id: u64, tasks: u32, requested_s: u64) -> PlanJob {
-    PlanJob { requested_ns: Some(requested_s * 1_000_000_000), ..PlanJob::new(JobId(id), Mode::Gang, tasks) }
+    job_of(Mode::Gang, id, tasks, requested_s)
+}
+
+pub(super) fn local_job(id: u64, tasks: u32, requested_s: u64) -> PlanJob {
+    job_of(Mode::Local, id, tasks, requested_s)
+}
+
+fn job_of(mode: Mode, id: u64, tasks: u32, requested_s: u64) -> PlanJob {
+    PlanJob { requested_ns: Some(requested_s * NS), ..PlanJob::new(JobId(id), mode, tasks) }
 }
 
 /// Drive `c` through arrivals and ends (each `(instant s, job or end)`), starting what it places; the start
@@ -45,9 +53,19 @@ pub(super) fn starts(c: &mut Coscheduler, events: &[(u64, Result<PlanJob, u64>)]
 /// A job of the property test: (arrival gap s, CPUs, requested s, run s, which is at most requested).
 pub(super) type Drawn = (u64, u32, u64, u64);
 
-/// Run `drawn` on `c` (8 CPUs, one row), each job ending `run` after it starts; the start of each job. At
-/// one instant ends come before arrivals, and ends and arrivals in job order.
+/// Run `drawn` on `c` as gang jobs, each ending `run` after it starts; the start of each job. At one instant ends
+/// come before arrivals, and ends and arrivals in job order.
 pub(super) fn simulate(c: &mut Coscheduler, drawn: &[Drawn]) -> Vec<u64> {
+    simulate_with(c, drawn, Mode::Gang, |_| {})
+}
+
+/// `simulate` with jobs of `mode`, `before_each` called on `c` before every arrival and end.
+pub(super) fn simulate_with(
+    c: &mut Coscheduler,
+    drawn: &[Drawn],
+    mode: Mode,
+    mut before_each: impl FnMut(&mut Coscheduler),
+) -> Vec<u64> {
     let mut events: std::collections::BTreeSet<(u64, u8, u64)> = std::collections::BTreeSet::new();
     let mut at = 0;
     for (i, &(gap, ..)) in drawn.iter().enumerate() {
@@ -56,9 +74,13 @@ pub(super) fn simulate(c: &mut Coscheduler, drawn: &[Drawn]) -> Vec<u64> {
     }
     let mut start = vec![u64::MAX; drawn.len()];
     while let Some((now, kind, i)) = events.pop_first() {
+        before_each(c);
         let (_, tasks, requested, _) = drawn[i as usize];
-        let placed =
-            if kind == 1 { c.arrive(job(i, tasks, requested), now * NS) } else { c.finish(JobId(i), now * NS) };
+        let placed = if kind == 1 {
+            c.arrive(job_of(mode, i, tasks, requested), now * NS)
+        } else {
+            c.finish(JobId(i), now * NS)
+        };
         for id in placed {
             c.started(id);
             start[id.0 as usize] = now;
