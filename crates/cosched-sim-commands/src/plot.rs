@@ -482,6 +482,9 @@ pub struct LineChart {
     pub series: Vec<Series>,
     /// Lines under the legend saying what other marks mean.
     pub legend_notes: Vec<String>,
+    /// At most this many markers per series, evenly spaced, the line carrying the points between (`None`: a
+    /// marker at every point): a series of hundreds of points reads as a line, not a band of markers.
+    pub max_markers: Option<usize>,
 }
 
 impl LineChart {
@@ -616,6 +619,7 @@ impl LineChart {
             path.join(" ")
         );
         debug_assert!(!self.log_y || series.y_errors.is_empty(), "symmetric errors on a log axis");
+        let marker_step = self.max_markers.map_or(1, |most| shown.div_ceil(most.max(1)).max(1));
         for (k, &(x, y)) in series.points[..shown].iter().enumerate().filter(|(k, _)| !is_clipped(*k)) {
             let interval = series.y_intervals.get(k).copied().filter(|(low, high)| high > low);
             let interval = interval.or_else(|| series.y_errors.get(k).filter(|e| **e > 0.0).map(|&e| (y - e, y + e)));
@@ -638,6 +642,9 @@ impl LineChart {
                     py(y),
                     px(x + e)
                 );
+            }
+            if k % marker_step != 0 {
+                continue;
             }
             let _ = writeln!(
                 svg,
@@ -711,6 +718,36 @@ mod tests {
         }
         // Whatever else a figure holds, a scheme keeps its style.
         assert_eq!(scheme_style("PB", 0), scheme_style("PB", 7));
+    }
+
+    #[test]
+    fn a_long_series_draws_at_most_the_markers_asked_for_and_its_whole_line() {
+        let chart = |max_markers| LineChart {
+            title: "queue".into(),
+            x_label: "s".into(),
+            y_label: "jobs".into(),
+            x_range: (0.0, 200.0),
+            y_range: (0.0, 10.0),
+            log_y: false,
+            series: vec![Series {
+                name: "GS".into(),
+                style: scheme_style("GS", 0),
+                points: (0..200).map(|k| (k as f64, (k % 10) as f64)).collect(),
+                clipped_from: None,
+                y_errors: Vec::new(),
+                x_errors: Vec::new(),
+                y_intervals: Vec::new(),
+            }],
+            legend_notes: Vec::new(),
+            max_markers,
+        };
+        // One marker more in the legend; every point stays on the line.
+        let markers = |svg: &str| svg.matches("<title>GS: ").count();
+        let line_points =
+            |svg: &str| svg.split("<polyline points=\"").nth(1).unwrap().split('"').next().unwrap().split(' ').count();
+        let (every, thinned) = (chart(None).to_svg(), chart(Some(20)).to_svg());
+        assert_eq!((markers(&every), markers(&thinned)), (200, 20));
+        assert_eq!((line_points(&every), line_points(&thinned)), (200, 200));
     }
 
     #[test]

@@ -697,6 +697,9 @@ fn write_outputs(
 }
 
 /// Jobs waiting over time, per scheme (`series.csv`'s means over each stretch); a saturated scheme starred.
+/// Markers per scheme in `queue.svg`: enough to tell the schemes apart along 200 points.
+const QUEUE_CHART_MARKERS: usize = 20;
+
 fn queue_chart(results: &[RunResult], over_time: &[(String, Vec<Stretch>)]) -> LineChart {
     let saturated = |r: &RunResult| r.summary.saturation.saturated;
     let series: Vec<Series> = results
@@ -714,7 +717,11 @@ fn queue_chart(results: &[RunResult], over_time: &[(String, Vec<Stretch>)]) -> L
         })
         .collect();
     let most = |f: fn(&Stretch) -> f64| over_time.iter().flat_map(|(_, s)| s.iter().map(f)).fold(0.0, f64::max);
-    let mut legend_notes = vec!["each point: the mean over 1/200".into(), "of the run (series.csv)".into()];
+    let mut legend_notes = vec![
+        "the line: the mean over each 1/200".into(),
+        "of the run (series.csv); a marker".into(),
+        "every 10th".into(),
+    ];
     if results.iter().any(saturated) {
         legend_notes.push("* saturated: the queue grows".into());
     }
@@ -727,6 +734,7 @@ fn queue_chart(results: &[RunResult], over_time: &[(String, Vec<Stretch>)]) -> L
         log_y: false,
         series,
         legend_notes,
+        max_markers: Some(QUEUE_CHART_MARKERS),
     }
 }
 

@@ -905,6 +905,7 @@ fn e1_chart(curves: &[Curve], replications: u32) -> String {
             "▲ at the top: first saturated".into(),
             "point, at its utilization".into(),
         ],
+        max_markers: None,
     }
     .to_svg()
 }

@@ -306,6 +306,7 @@ pub fn chart(report: &SlowdownReport) -> LineChart {
         log_y: false,
         series,
         legend_notes: vec!["bars: ± one standard error".into()],
+        max_markers: None,
     }
 }
 

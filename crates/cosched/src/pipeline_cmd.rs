@@ -419,6 +419,7 @@ fn runs_chart(result: &StudyResult) -> LineChart {
         log_y: false,
         series,
         legend_notes: Vec::new(),
+        max_markers: None,
     }
 }
 

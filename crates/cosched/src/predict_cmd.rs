@@ -130,6 +130,7 @@ fn chart(name: &str, prediction: &SlowdownPrediction) -> LineChart {
         log_y: true,
         series,
         legend_notes: vec!["bars: the runs' range,".into(), "and the simulator's seeds'".into()],
+        max_markers: None,
     }
 }
 
