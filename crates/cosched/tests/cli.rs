@@ -328,7 +328,7 @@ fn impossible_configurations_and_unknown_values_are_refused() {
         (&["--raise-period-ms", "20"][..], "must be longer than the top level's quantum (20 ms)"),
         // 20 ms is 133.3 ticks of 150 µs: its end is noticed at the 134th, the raise boundary itself.
         (&["--tick-ms", "0.15", "--raise-period-ms", "20.1"][..], "rounded up to a whole tick (20.1 ms)"),
-        (&["--backfill", "conservative"][..], "unknown backfilling \"conservative\"; one of: none, easy"),
+        (&["--backfill", "eager"][..], "unknown backfilling \"eager\"; one of: none, easy, conservative"),
         (&["--backfill", "easy", "--schemes", "GS,GS-cosched"][..], "--backfill easy: GS-cosched runs cosched's own"),
     ] {
         let mut args = vec!["sim", "-q", "--jobs", "10", "--out", out.to_str().unwrap()];
