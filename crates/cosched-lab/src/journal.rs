@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 const FORMAT: &str = "cosched study journal";
@@ -55,7 +54,8 @@ pub struct Journal {
     path: Option<PathBuf>,
     kept_by_label: BTreeMap<String, Vec<RunRow>>,
     file: Option<Mutex<Appender>>,
-    kept_now: AtomicUsize,
+    /// The rows kept by this process, in the order they ended.
+    kept_now: Mutex<Vec<RunRow>>,
     first_error: Mutex<Option<String>>,
 }
 
@@ -117,7 +117,7 @@ impl Journal {
             path: None,
             kept_by_label: BTreeMap::new(),
             file: None,
-            kept_now: AtomicUsize::new(0),
+            kept_now: Mutex::new(Vec::new()),
             first_error: Mutex::new(None),
         }
     }
@@ -195,7 +195,13 @@ impl Journal {
 
     /// How many rows the journal holds: kept before and since.
     pub fn kept_count(&self) -> usize {
-        self.kept_before() + self.kept_now.load(Ordering::Relaxed)
+        self.kept_before() + self.kept_now.lock().expect("no panics while holding the lock").len()
+    }
+
+    /// Every row the journal holds, kept before and since (in no particular order).
+    pub fn rows(&self) -> Vec<RunRow> {
+        let now = self.kept_now.lock().expect("no panics while holding the lock");
+        self.kept_by_label.values().flatten().chain(now.iter()).cloned().collect()
     }
 
     /// Keep a finished run's row. A failure is kept too and given by [`Journal::check`]: the study goes on,
@@ -205,7 +211,7 @@ impl Journal {
         let line = serde_json::to_string(row).expect("plain data serializes");
         let written = file.lock().expect("no panics while holding the lock").append(&line);
         if written.is_ok() {
-            self.kept_now.fetch_add(1, Ordering::Relaxed);
+            self.kept_now.lock().expect("no panics while holding the lock").push(row.clone());
         }
         if let Err(e) = written {
             let path = self.path.as_deref().map_or_else(String::new, |p| p.display().to_string());
@@ -280,8 +286,8 @@ fn read_rows(text: &str, expected: &Heading) -> Result<Vec<RunRow>, String> {
 mod tests {
     use super::*;
     use crate::batch::{BatchWatch, Unwatched};
-    use crate::study::run_study;
-    use std::sync::atomic::AtomicUsize;
+    use crate::study::{in_study_order, run_study};
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn settings() -> StudySettings {
         StudySettings {
@@ -310,6 +316,41 @@ mod tests {
 
     fn scratch() -> tempfile::TempDir {
         tempfile::Builder::new().prefix("cosched-journal-").tempdir().unwrap()
+    }
+
+    /// Any of a study's finished runs, kept in any order, are laid out as the whole study lists them: E1's climb,
+    /// E2's grid and E3's two steps at each scheme's own capacity.
+    #[test]
+    fn an_interrupted_studys_rows_take_the_whole_studys_order() {
+        let e3_settings = StudySettings { e3_load_fraction: 0.8, loads: None, ..settings() };
+        for (experiment, settings) in
+            [(Experiment::E1, settings()), (Experiment::E2, settings()), (Experiment::E3, e3_settings)]
+        {
+            let dir = scratch();
+            let journal = Journal::create(&dir.path().join("j"), experiment, &settings).unwrap();
+            let whole = run_study(experiment, &settings, &Unwatched, &journal).unwrap();
+            let mut kept = journal.rows();
+            assert_eq!(kept.len(), whole.len(), "{experiment:?}: every run kept once");
+            // Subsets drawn by a fixed linear congruential sequence, each kept in a scrambled order.
+            let mut state = 0x2545_f491_u64;
+            for _ in 0..8 {
+                let mut draw = || {
+                    state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    state >> 33
+                };
+                // (E3's second step runs only once every capacity is kept.)
+                let first_step = |r: &RunRow| experiment == Experiment::E3 && r.group == "capacity";
+                let chosen: Vec<bool> = whole.iter().map(|r| draw() % 3 != 0 || first_step(r)).collect();
+                for i in (1..kept.len()).rev() {
+                    kept.swap(i, (draw() % (i as u64 + 1)) as usize);
+                }
+                let subset: Vec<RunRow> =
+                    kept.iter().filter(|r| chosen[whole.iter().position(|w| w == *r).unwrap()]).cloned().collect();
+                let expected: Vec<RunRow> =
+                    whole.iter().zip(&chosen).filter(|(_, &c)| c).map(|(r, _)| r.clone()).collect();
+                assert_eq!(in_study_order(experiment, &settings, subset), expected, "{experiment:?}");
+            }
+        }
     }
 
     #[test]

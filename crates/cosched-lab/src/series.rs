@@ -1,9 +1,12 @@
-//! Results over time, from a run's job records: jobs waiting, jobs running and processes per CPU, each the mean
-//! over one of equal stretches of the run. Each is a step function of the records (a job waits from its arrival
-//! to its start, runs from its start to its finish), integrated exactly over each stretch, so the mean of a
-//! column over the stretches is the run's own time average: jobs waiting on average = Σ wait / span (Little's
-//! law), jobs running = Σ execution / span, processes per CPU = Σ tasks × execution / (CPUs × span). Only
-//! finished jobs have records: a run cut short leaves out the jobs still in the machine.
+//! Results over time, from a run's job records: jobs waiting, jobs running, processes per CPU and delivered
+//! utilization, each the mean over one of equal stretches of the run. Each is a step function of the records (a
+//! job waits from its arrival to its start, runs from its start to its finish), integrated exactly over each
+//! stretch, so the mean of a column over the stretches is the run's own time average: jobs waiting on average =
+//! Σ wait / span (Little's law), jobs running = Σ execution / span, processes per CPU = Σ tasks × execution /
+//! (CPUs × span), delivered utilization = Σ tasks × dedicated time / (CPUs × span), the summary's. A job's
+//! delivered work is spread evenly over its execution: the records say how much it got, not when (a
+//! time-shared job's share varies within its run). Only finished jobs have records: a run cut short leaves out
+//! the jobs still in the machine.
 
 use crate::csv::{float, num, text, to_csv, Column};
 use cosched_sim::metrics::JobRecord;
@@ -20,6 +23,8 @@ pub struct Stretch {
     pub waiting_jobs: f64,
     pub running_jobs: f64,
     pub processes_per_cpu: f64,
+    /// Work delivered (tasks × dedicated time) per CPU-second.
+    pub delivered_utilization: f64,
 }
 
 /// The run from 0 to `span_s` cut into `stretches` equal stretches; each column the mean over its stretch.
@@ -29,11 +34,16 @@ pub fn over_time(jobs: &[JobRecord], cpus: u32, span_s: f64, stretches: usize) -
     let mut waiting = vec![0.0; stretches];
     let mut running = vec![0.0; stretches];
     let mut processes = vec![0.0; stretches];
+    let mut delivered = vec![0.0; stretches];
     if width_s > 0.0 {
         for job in jobs {
             spread(&mut waiting, width_s, job.arrival_s, job.start_s, 1.0);
             spread(&mut running, width_s, job.start_s, job.finish_s, 1.0);
             spread(&mut processes, width_s, job.start_s, job.finish_s, f64::from(job.tasks) / f64::from(cpus));
+            if job.finish_s > job.start_s {
+                let work_per_s = f64::from(job.tasks) * job.dedicated_s / (job.finish_s - job.start_s);
+                spread(&mut delivered, width_s, job.start_s, job.finish_s, work_per_s / f64::from(cpus));
+            }
         }
     }
     let mean = |total: f64| if width_s > 0.0 { total / width_s } else { 0.0 };
@@ -44,6 +54,7 @@ pub fn over_time(jobs: &[JobRecord], cpus: u32, span_s: f64, stretches: usize) -
             waiting_jobs: mean(waiting[k]),
             running_jobs: mean(running[k]),
             processes_per_cpu: mean(processes[k]),
+            delivered_utilization: mean(delivered[k]),
         })
         .collect()
 }
@@ -79,6 +90,7 @@ fn series_columns<'a>() -> Vec<Column<SeriesRow<'a>>> {
         float("waiting_jobs", |r| num(r.stretch.waiting_jobs)),
         float("running_jobs", |r| num(r.stretch.running_jobs)),
         float("processes_per_cpu", |r| num(r.stretch.processes_per_cpu)),
+        float("delivered_utilization", |r| num(r.stretch.delivered_utilization)),
     ]
 }
 
@@ -125,8 +137,9 @@ mod tests {
 
     #[test]
     fn a_hand_worked_run_gives_each_stretch_its_mean() {
-        // Four CPUs, 0..4 s in four stretches: A (2 tasks) runs 0..3; B (4 tasks) waits 1..3, runs 3..4.
-        let jobs = [record(0.0, 0.0, 3.0, 2), record(1.0, 3.0, 4.0, 4)];
+        // Four CPUs, 0..4 s in four stretches: A (2 tasks) runs 0..3; B (4 tasks) waits 1..3, runs 3..4 (a 0.5 s
+        // job slowed twofold).
+        let jobs = [record(0.0, 0.0, 3.0, 2), JobRecord { dedicated_s: 0.5, ..record(1.0, 3.0, 4.0, 4) }];
         let got = over_time(&jobs, 4, 4.0, 4);
         let waiting: Vec<f64> = got.iter().map(|s| s.waiting_jobs).collect();
         let running: Vec<f64> = got.iter().map(|s| s.running_jobs).collect();
@@ -134,6 +147,8 @@ mod tests {
         assert_eq!(waiting, [0.0, 1.0, 1.0, 0.0]);
         assert_eq!(running, [1.0, 1.0, 1.0, 1.0]);
         assert_eq!(per_cpu, [0.5, 0.5, 0.5, 1.0]);
+        let delivered: Vec<f64> = got.iter().map(|s| s.delivered_utilization).collect();
+        assert_eq!(delivered, [0.5, 0.5, 0.5, 0.5]);
         assert_eq!((got[3].from_s, got[3].to_s), (3.0, 4.0));
     }
 }

@@ -567,6 +567,26 @@ pub fn assemble(
     })
 }
 
+/// The finished runs of an interrupted study (`kept`, in any order) in the order [`run_study`] lists them, so
+/// that a partial study's tables lay out as the whole one's. A row that is the outcome of no run of the
+/// study is left out.
+pub fn in_study_order(experiment: Experiment, settings: &StudySettings, kept: Vec<RunRow>) -> Vec<RunRow> {
+    let mut kept: Vec<Option<RunRow>> = kept.into_iter().map(Some).collect();
+    let mut take_in_order = |specs: &[RunSpec]| -> Vec<RunRow> {
+        let take = |spec: &RunSpec| kept.iter_mut().find(|r| r.as_ref().is_some_and(|r| r.is_of(spec)))?.take();
+        specs.iter().filter_map(take).collect()
+    };
+    if experiment == Experiment::E3 && settings.e3_at_own_capacity() {
+        let mut rows = take_in_order(&e3_capacity_runs(settings));
+        // The second step ran only once every capacity was kept; its loads come from them.
+        if let Ok(specs) = e3_runs_at_own_capacity(settings, &rows) {
+            rows.extend(take_in_order(&specs));
+        }
+        return rows;
+    }
+    take_in_order(&design(experiment, settings))
+}
+
 /// Every row is the outcome of the design's run at its index.
 pub(crate) fn check_runs_match(design: &[RunSpec], results: &[(usize, RunRow)]) -> Result<(), String> {
     for (index, row) in results {

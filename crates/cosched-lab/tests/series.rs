@@ -1,4 +1,5 @@
-//! Results over time: each run's stretches average to the run's own means (Little's law on the job records),
+//! Results over time: each run's stretches average to the run's own means (Little's law on the job records, and
+//! the summary's delivered utilization),
 //! under FCFS and under EASY backfilling, on a saturated machine and a quiet one.
 
 use cosched_lab::batch::Unwatched;
@@ -40,6 +41,7 @@ fn the_stretches_average_to_the_runs_own_means() {
             assert!(close(mean(|x| x.running_jobs), jobs * s.mean_execution_s / s.span_s), "running, {what}");
             let process_s: f64 = r.jobs.iter().map(|j| f64::from(j.tasks) * j.execution_s).sum();
             assert!(close(mean(|x| x.processes_per_cpu), process_s / (8.0 * s.span_s)), "per CPU, {what}");
+            assert!(close(mean(|x| x.delivered_utilization), s.delivered_utilization), "delivered, {what}");
             waited |= stretches.iter().any(|x| x.waiting_jobs > 0.5);
         }
         assert!(waited || load < 1.0, "at load {load} some scheme's queue builds");

@@ -561,7 +561,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     let path = out.commit()?;
     eprintln!(
         "results in {}/ (summary.csv, jobs.csv, series.csv, batsim/, summary.json, response.svg, cpu-time.svg, \
-         queue.svg, workload.swf, run.json)",
+         queue.svg, utilization.svg, workload.swf, run.json)",
         path.display()
     );
     if interrupted.load(Ordering::Relaxed) {
@@ -683,7 +683,8 @@ fn write_outputs(
     let cpus: Vec<u32> = configs.iter().map(SimConfig::cpu_count).collect();
     let over_time = runs_over_time(results, &cpus);
     out.write("series.csv", &series_csv(&over_time))?;
-    out.write("queue.svg", &queue_chart(results, &over_time).to_svg())?;
+    out.write("queue.svg", &over_time_chart(results, &over_time, &QUEUE_OVER_TIME).to_svg())?;
+    out.write("utilization.svg", &over_time_chart(results, &over_time, &UTILIZATION_OVER_TIME).to_svg())?;
     for r in results {
         out.write(&batsim_jobs_file(&r.summary.scheme), &batsim_jobs_csv(r))?;
     }
@@ -696,11 +697,34 @@ fn write_outputs(
     Ok(())
 }
 
-/// Jobs waiting over time, per scheme (`series.csv`'s means over each stretch); a saturated scheme starred.
-/// Markers per scheme in `queue.svg`: enough to tell the schemes apart along 200 points.
-const QUEUE_CHART_MARKERS: usize = 20;
+/// Markers per scheme in the charts over time: enough to tell the schemes apart along 200 points.
+const OVER_TIME_CHART_MARKERS: usize = 20;
 
-fn queue_chart(results: &[RunResult], over_time: &[(String, Vec<Stretch>)]) -> LineChart {
+/// One column of `series.csv` drawn over time.
+struct OverTime {
+    title: &'static str,
+    y_label: &'static str,
+    value: fn(&Stretch) -> f64,
+    /// The top of the y axis at least (a flat zero line still gets an axis).
+    y_top_at_least: f64,
+}
+
+const QUEUE_OVER_TIME: OverTime = OverTime {
+    title: "Jobs waiting over time",
+    y_label: "jobs waiting",
+    value: |s| s.waiting_jobs,
+    y_top_at_least: 1.0,
+};
+
+const UTILIZATION_OVER_TIME: OverTime = OverTime {
+    title: "Delivered utilization over time",
+    y_label: "work delivered per CPU-second",
+    value: |s| s.delivered_utilization,
+    y_top_at_least: 1.0,
+};
+
+/// A column of `series.csv` per scheme (the means over each stretch); a saturated scheme starred.
+fn over_time_chart(results: &[RunResult], over_time: &[(String, Vec<Stretch>)], what: &OverTime) -> LineChart {
     let saturated = |r: &RunResult| r.summary.saturation.saturated;
     let series: Vec<Series> = results
         .iter()
@@ -709,14 +733,14 @@ fn queue_chart(results: &[RunResult], over_time: &[(String, Vec<Stretch>)]) -> L
         .map(|(i, (r, (scheme, stretches)))| Series {
             name: format!("{scheme}{}", if saturated(r) { "*" } else { "" }),
             style: scheme_style(scheme, i),
-            points: stretches.iter().map(|s| ((s.from_s + s.to_s) / 2.0, s.waiting_jobs)).collect(),
+            points: stretches.iter().map(|s| ((s.from_s + s.to_s) / 2.0, (what.value)(s))).collect(),
             clipped_from: None,
             y_errors: Vec::new(),
             x_errors: Vec::new(),
             y_intervals: Vec::new(),
         })
         .collect();
-    let most = |f: fn(&Stretch) -> f64| over_time.iter().flat_map(|(_, s)| s.iter().map(f)).fold(0.0, f64::max);
+    let most = |f: &dyn Fn(&Stretch) -> f64| over_time.iter().flat_map(|(_, s)| s.iter().map(f)).fold(0.0, f64::max);
     let mut legend_notes = vec![
         "the line: the mean over each 1/200".into(),
         "of the run (series.csv); a marker".into(),
@@ -726,15 +750,15 @@ fn queue_chart(results: &[RunResult], over_time: &[(String, Vec<Stretch>)]) -> L
         legend_notes.push("* saturated: the queue grows".into());
     }
     LineChart {
-        title: "Jobs waiting over time".into(),
+        title: what.title.into(),
         x_label: "simulated time, s".into(),
-        y_label: "jobs waiting".into(),
-        x_range: (0.0, most(|s| s.to_s).max(1e-9)),
-        y_range: (0.0, most(|s| s.waiting_jobs).max(1.0)),
+        y_label: what.y_label.into(),
+        x_range: (0.0, most(&|s| s.to_s).max(1e-9)),
+        y_range: (0.0, most(&what.value).max(what.y_top_at_least)),
         log_y: false,
         series,
         legend_notes,
-        max_markers: Some(QUEUE_CHART_MARKERS),
+        max_markers: Some(OVER_TIME_CHART_MARKERS),
     }
 }
 

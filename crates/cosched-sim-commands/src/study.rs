@@ -15,9 +15,9 @@ use cosched_core::stats::Estimate;
 use cosched_lab::journal::Journal;
 use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
 use cosched_lab::study::{
-    capacities, capacity_of, curve, first_seen, paired_effect, points, points_csv, run_study, runs_csv,
-    schemes_in_order, study_config, Capacity, Curve, Experiment, ModelChoices, Point, RunRow, StudySettings,
-    CAPACITY_GROUP, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE, INTERRUPTED, KNEE_RESPONSE_FACTOR,
+    capacities, capacity_of, curve, design_len, first_seen, in_study_order, paired_effect, points, points_csv,
+    run_study, runs_csv, schemes_in_order, study_config, Capacity, Curve, Experiment, ModelChoices, Point, RunRow,
+    StudySettings, CAPACITY_GROUP, FULL_JOBS_PER_RUN, FULL_RUNTIME_SCALE, INTERRUPTED, KNEE_RESPONSE_FACTOR,
 };
 use cosched_lab::workload::JobSizes;
 use cosched_sim::config::{Backfill, BoostDisplaces, BoostReceive, BoostWalk, YieldCycle};
@@ -29,19 +29,20 @@ use std::path::{Path, PathBuf};
 pub enum StudyCommand {
     /// E1, load: WL7, p = 32, MPL 5, s = 20 %; mean response against delivered utilization per scheme as load rises.
     ///
-    /// At its defaults about 15 minutes on a 2-vCPU VM. Ctrl-C keeps the finished runs in OUT.journal; `--resume` runs
-    /// the rest.
+    /// At its defaults about 15 minutes on a 2-vCPU VM. Ctrl-C keeps the finished runs in OUT.journal and their tables
+    /// in OUT, marked partial; `--resume` runs the rest.
     E1(StudyArgs),
     /// E2, nature of the workload: WL4 (CPU), WL5 (communication), WL2 (I/O), WL3 (balanced); wait and execution per scheme.
     ///
     /// At its defaults about 3 minutes on a 2-vCPU VM (161 s, 2026-11-28). Ctrl-C keeps the finished runs in
-    /// OUT.journal; `--resume` runs the rest.
+    /// OUT.journal and their tables in OUT, marked partial; `--resume` runs the rest.
     E2(StudyArgs),
     /// E3, multiprogramming level: response at MPL 5 and 16 relative to MPL 2, for WL2, WL4, WL5 (at a load where jobs
     /// queue: offered load 0.9, or with --e3-load-fraction each scheme at that fraction of its own capacity).
     ///
-    /// At its defaults about 6 minutes on a 2-vCPU VM (348 s, 2026-11-28); with --e3-load-fraction 0.8 and six
-    /// seeds, 11 minutes. Ctrl-C keeps the finished runs in OUT.journal; `--resume` runs the rest.
+    /// At its defaults about 6 minutes on a 2-vCPU VM (348 s, 2026-11-28); with --e3-load-fraction 0.8 and six seeds,
+    /// 11 minutes. Ctrl-C keeps the finished runs in OUT.journal and their tables in OUT, marked partial; `--resume`
+    /// runs the rest.
     E3(StudyArgs),
     /// E1's sensitivity to the open choices of the model (CS 200/100 µs, a short I/O keeping the CPU, a GS job's
     /// start in the running row, PB's walk timing, its receive and displacement readings, spin-yield's cycle, and
@@ -50,17 +51,17 @@ pub enum StudyCommand {
     ///
     /// At its defaults (all nine variants, three seeds) about half an hour on a 2-vCPU VM (estimated); --variants and
     /// --schemes take part of it (five schemes, five variants, six seeds: 21.5 minutes). Ctrl-C keeps the finished runs
-    /// in OUT.journal; `--resume` runs the rest.
+    /// in OUT.journal and their tables in OUT, marked partial; `--resume` runs the rest.
     E1s(StudyArgs),
     /// E4, skew: WL4 at s = 20 % and 150 %.
     ///
-    /// At its defaults about 20 seconds on a 2-vCPU VM (2026-11-28). Ctrl-C keeps the finished runs in OUT.journal;
-    /// `--resume` runs the rest.
+    /// At its defaults about 20 seconds on a 2-vCPU VM (2026-11-28). Ctrl-C keeps the finished runs in OUT.journal and
+    /// their tables in OUT, marked partial; `--resume` runs the rest.
     E4(StudyArgs),
     /// E5, system overheads: WL5 with cheaper switches, quanta and interrupts, normalised to the defaults.
     ///
     /// At its defaults about 4.5 minutes on a 2-vCPU VM (267 s, 2026-11-28). Ctrl-C keeps the finished runs in
-    /// OUT.journal; `--resume` runs the rest.
+    /// OUT.journal and their tables in OUT, marked partial; `--resume` runs the rest.
     E5(StudyArgs),
     /// Merge a study's shards (`study eN --shard I/N`) into the files the study run whole writes, byte for byte.
     ///
@@ -226,6 +227,9 @@ struct Manifest<'a> {
     /// Every run's scheme, workload and machine parameters are in runs.csv;
     /// this is the machine and cost model every run starts from.
     base_config: SimConfig,
+    /// Present only in an interrupted study's files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partial: Option<PartialStudy>,
 }
 
 /// Whole nanoseconds from a flag in µs, refusing what is not a time.
@@ -393,8 +397,12 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
             return format!("study {} interrupted before any run finished: nothing kept", experiment.name());
         }
         let command = canonical_command(experiment, &settings);
+        let partial = match write_partial_study(experiment, &settings, &journal, &out_path) {
+            Ok(()) => format!("their tables in {}/", out_path.display()),
+            Err(e) => format!("no partial tables ({e})"),
+        };
         format!(
-            "study {} interrupted: {} finished runs kept in {}; `{command} --out {} --resume` finishes it",
+            "study {} interrupted: {} finished runs kept in {}, {partial}; `{command} --out {} --resume` finishes it",
             experiment.name(),
             journal.kept_count(),
             journal_path.display(),
@@ -450,11 +458,54 @@ pub fn write_study(
     rows: &[RunRow],
     out_path: &Path,
 ) -> Result<(), String> {
+    write_study_files(experiment, settings, rows, None, out_path)?;
+    eprintln!("study {}: {} runs; results in {}/", experiment.name(), rows.len(), out_path.display());
+    Ok(())
+}
+
+/// What an interrupted study has so far: the files of its finished runs, marked as a part (the table's first
+/// line, the manifest's `partial`). `--resume` replaces them with the whole study's.
+fn write_partial_study(
+    experiment: Experiment,
+    settings: &StudySettings,
+    journal: &Journal,
+    out_path: &Path,
+) -> Result<(), String> {
+    let rows = in_study_order(experiment, settings, journal.rows());
+    let partial = PartialStudy { finished_runs: rows.len(), design_runs: design_len(experiment, settings) };
+    write_study_files(experiment, settings, &rows, Some(partial), out_path)
+}
+
+/// How much of an interrupted study a partial one holds.
+#[derive(Clone, Copy, Serialize)]
+struct PartialStudy {
+    finished_runs: usize,
+    /// The runs of the design (E1: every load, of which a whole study leaves out those above saturation).
+    design_runs: usize,
+}
+
+fn write_study_files(
+    experiment: Experiment,
+    settings: &StudySettings,
+    rows: &[RunRow],
+    partial: Option<PartialStudy>,
+    out_path: &Path,
+) -> Result<(), String> {
     let name = experiment.name();
     let out = OutputDir::begin(out_path)?;
     out.write("runs.csv", &runs_csv(rows))?;
     out.write("points.csv", &points_csv(rows))?;
-    let (table, figures) = report(experiment, rows);
+    let (mut table, figures) = report(experiment, rows);
+    if let Some(p) = partial {
+        table = format!(
+            "> **Partial:** the study was interrupted; these are its {} finished runs (of the design's {}). \
+             `{} --out {} --resume` finishes it.\n\n{table}",
+            p.finished_runs,
+            p.design_runs,
+            canonical_command(experiment, settings),
+            out_path.display()
+        );
+    }
     out.write("table.md", &table)?;
     for (file, svg) in &figures {
         out.write(&format!("{file}.svg"), svg)?;
@@ -475,11 +526,13 @@ pub fn write_study(
             settings.job_sizes.describe()
         ),
         base_config: study_config(settings, Scheme::LOCAL, settings.first_seed),
+        partial,
     };
     out.write("manifest.json", &(serde_json::to_string_pretty(&manifest).map_err(|e| e.to_string())? + "\n"))?;
-    print!("{table}");
-    let path = out.commit()?;
-    eprintln!("study {name}: {} runs; results in {}/", rows.len(), path.display());
+    if partial.is_none() {
+        print!("{table}");
+    }
+    out.commit()?;
     Ok(())
 }
 

@@ -88,7 +88,7 @@ fn sim_writes_csv_and_json_for_each_scheme() {
         assert_eq!(r["events"], result["events"], "{r}");
         assert!(r["wall_s"].as_f64().is_some_and(|s| s > 0.0) && r["events_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
-    for chart in ["response.svg", "cpu-time.svg", "queue.svg"] {
+    for chart in ["response.svg", "cpu-time.svg", "queue.svg", "utilization.svg"] {
         let svg = String::from_utf8(read(&out.join(chart))).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains(">Local<") && svg.contains(">GS<"), "{chart}");
     }
@@ -110,6 +110,7 @@ fn same_seed_gives_identical_bytes_and_other_seeds_differ() {
         "cpu-time.svg",
         "series.csv",
         "queue.svg",
+        "utilization.svg",
     ];
     assert!(small_sim(&out, &["--seed", "7"]).status.success());
     let first: Vec<Vec<u8>> = files.iter().map(|f| read(&out.join(f))).collect();
@@ -1101,8 +1102,8 @@ fn eevdf_nodes_at_measured_costs_run_a_whole_workload() {
     assert_eq!(jobs.lines().count(), 101, "every job finished");
 }
 
-/// Ctrl-C in a study keeps every finished run in OUT.journal and ends by SIGINT; `--resume` runs only the rest
-/// and writes the files an uninterrupted study writes, byte for byte.
+/// Ctrl-C in a study keeps every finished run in OUT.journal, writes their tables to OUT marked partial, and ends
+/// by SIGINT; `--resume` runs only the rest and writes the files an uninterrupted study writes, byte for byte.
 #[test]
 fn an_interrupted_study_resumes_to_the_same_files() {
     use std::io::BufRead;
@@ -1129,7 +1130,18 @@ fn an_interrupted_study_resumes_to_the_same_files() {
     let journal = dir.join("part.journal");
     let kept = std::fs::read_to_string(&journal).unwrap().lines().count() - 1;
     assert!(kept >= 1 && said.contains(&format!("{kept} finished runs kept")), "{kept}: {said}");
-    assert!(!part.exists(), "no study files before it ends");
+    // The finished runs' tables are there, marked as a part of the study.
+    let table = std::fs::read_to_string(part.join("table.md")).unwrap();
+    assert!(
+        table.starts_with(&format!(
+            "> **Partial:** the study was interrupted; these are its {kept} finished runs (of the design's 36)"
+        )),
+        "{table}"
+    );
+    assert_eq!(std::fs::read_to_string(part.join("runs.csv")).unwrap().lines().count(), 1 + kept);
+    let manifest: serde_json::Value = serde_json::from_slice(&read(&part.join("manifest.json"))).unwrap();
+    assert_eq!(manifest["partial"]["finished_runs"], kept, "{manifest}");
+    assert!(said.contains(&format!("their tables in {}/", part.display())), "{said}");
     // Started again without --resume, it refuses to lose what was kept.
     let again = cosched(&[&study[..], &["-q", "--out", part.to_str().unwrap()]].concat());
     assert!(!again.status.success() && stderr(&again).contains("add --resume"), "{}", stderr(&again));
