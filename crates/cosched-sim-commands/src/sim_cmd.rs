@@ -538,7 +538,9 @@ pub fn simulate_chosen(
 fn describe_cost(cost: &RunCost, fast: bool) -> String {
     let iterations = format!("{:.2e}", cost.process_iterations as f64);
     let work = match fast {
-        true => format!("at most {iterations} process iterations simulated step by step per run in fast mode"),
+        true => {
+            format!("about {iterations} process iterations simulated step by step per run in fast mode (an estimate)")
+        }
         false => format!("{iterations} process iterations simulated step by step per run"),
     };
     let beyond = if cost.beyond_budget() { " (beyond the bound: --allow-long-run)" } else { "" };

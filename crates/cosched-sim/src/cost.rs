@@ -8,12 +8,13 @@
 //! under SB and 5.2 under PB-SB (their ticks and spins included). Every job's
 //! program fixes how many iterations its processes run, so the work is known
 //! before the run: in exact mode all of them (up to the horizon); in fast
-//! mode at most those of the exact stretches around each change, the rest
-//! being skipped.
+//! mode about those of the exact stretches around each change, the rest
+//! being skipped (an estimate: fast mode decides where to run exactly as it
+//! goes).
 
 use crate::app::dedicated_ns;
 use crate::config::SimConfig;
-use crate::engine::fast::FastSettings;
+use crate::engine::fast::{FastSettings, MAX_WINDOW_GROWTH};
 use crate::engine::SimJob;
 
 /// The most process iterations `cosched sim` simulates step by step in one
@@ -26,8 +27,8 @@ pub const ITERATION_BUDGET: u64 = 2_000_000_000;
 /// A run's cost, before it starts.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RunCost {
-    /// Process iterations the engine simulates step by step (fast mode: at
-    /// most, when it can skip; see [`FastSettings::exact_ns_per_change`]).
+    /// Process iterations the engine simulates step by step (fast mode: an
+    /// estimate, see `FastExactTime`).
     pub process_iterations: u64,
     /// The job with the most of them (`None`: no job).
     pub heaviest: Option<JobCost>,
@@ -63,10 +64,12 @@ impl RunCost {
 
 /// The cost of running `jobs` under `cfg`, exact (`fast: None`) or in fast mode.
 pub fn estimate(cfg: &SimConfig, jobs: &[SimJob], fast: Option<&FastSettings>) -> RunCost {
-    let exact_stretch_ns = fast.map(|settings| fast_exact_stretch_ns(cfg, settings, jobs.len()));
+    let dedicated: Vec<u64> = jobs.iter().map(|job| dedicated_ns(&job.program, job.tasks, &cfg.network)).collect();
+    let exact_in_life = fast.map(|settings| FastExactTime::of(cfg, settings, jobs, &dedicated));
     let mut cost = RunCost { process_iterations: 0, heaviest: None, least_span_ns: 0 };
-    for job in jobs {
-        let job_cost = job_cost(cfg, job, exact_stretch_ns);
+    for (job, &dedicated_ns) in jobs.iter().zip(&dedicated) {
+        let exact_ns = exact_in_life.as_ref().map(|exact| exact.in_life_of(dedicated_ns));
+        let job_cost = job_cost(cfg, job, dedicated_ns, exact_ns);
         cost.process_iterations = cost.process_iterations.saturating_add(job_cost.process_iterations);
         if cost.heaviest.is_none_or(|heaviest| job_cost.process_iterations > heaviest.process_iterations) {
             cost.heaviest = Some(job_cost);
@@ -76,24 +79,63 @@ pub fn estimate(cfg: &SimConfig, jobs: &[SimJob], fast: Option<&FastSettings>) -
     cost
 }
 
-/// The simulated time fast mode runs exactly in all, at most: around each
-/// start and finish, and each gap between arrivals too short to jump.
-fn fast_exact_stretch_ns(cfg: &SimConfig, settings: &FastSettings, jobs: usize) -> u64 {
-    let gang_cycle_ns = if cfg.scheme.is_gang() { cfg.mpl as u64 * cfg.costs.gang_quantum_ns } else { 0 };
-    let per_job_ns = settings.exact_ns_per_change(gang_cycle_ns).saturating_mul(2).saturating_add(settings.min_jump_ns);
-    per_job_ns.saturating_mul(jobs as u64)
+/// Fast mode's exact simulation, estimated (not bounded: a late change is measured again, changes overlap).
+/// It runs exactly around each change (a start or an end): a warm-up, a window (at its longest if it grows;
+/// under gang schemes whole cycles of the occupied rows, as many as the offered load fills) and the guard
+/// before a predicted end; and it runs
+/// on through gaps between arrivals too short to jump. A job is therefore simulated exactly around its own start
+/// and end, and around the others' changes while it runs, which come at the run's mean rate of changes. A job
+/// slowed by time-sharing sees more changes, but progresses the slower in each: the product is its dedicated
+/// time's.
+struct FastExactTime {
+    per_change_ns: f64,
+    changes_per_ns: f64,
+    /// A job's own start and end, and the gap before its arrival.
+    own_ns: f64,
+}
+
+impl FastExactTime {
+    fn of(cfg: &SimConfig, settings: &FastSettings, jobs: &[SimJob], dedicated: &[u64]) -> FastExactTime {
+        let first = jobs.iter().map(|j| j.arrival.ns()).min().unwrap_or(0);
+        let last_end = jobs.iter().zip(dedicated).map(|(j, &d)| j.arrival.ns().saturating_add(d)).max().unwrap_or(0);
+        let span_ns = last_end.saturating_sub(first).max(1) as f64;
+        let cpus = f64::from(cfg.cpu_count().max(1));
+        let offered_per_cpu =
+            jobs.iter().zip(dedicated).map(|(j, &d)| f64::from(j.tasks) * d as f64).sum::<f64>() / (cpus * span_ns);
+        // A window that grows until a count is reached is taken at its longest.
+        let growth = if settings.min_iterations > 0 { MAX_WINDOW_GROWTH } else { 1 };
+        let set_window_ns = settings.window_ns.saturating_mul(growth);
+        let window_ns = if cfg.scheme.is_gang() {
+            let rows = (offered_per_cpu.ceil() as u64).clamp(1, u64::from(cfg.mpl.max(1)));
+            let cycle_ns = (rows * cfg.costs.gang_quantum_ns).max(1);
+            set_window_ns.div_ceil(cycle_ns) * cycle_ns
+        } else {
+            set_window_ns
+        };
+        let per_change_ns = (settings.warmup_ns + window_ns + settings.guard_ns) as f64;
+        FastExactTime {
+            per_change_ns,
+            changes_per_ns: 2.0 * jobs.len() as f64 / span_ns,
+            own_ns: 2.0 * per_change_ns + settings.min_jump_ns as f64,
+        }
+    }
+
+    /// The simulated time a job of `dedicated_ns` alone on the machine runs exactly.
+    fn in_life_of(&self, dedicated_ns: u64) -> u64 {
+        let others_ns = self.changes_per_ns * dedicated_ns as f64 * self.per_change_ns;
+        ((self.own_ns + others_ns).ceil() as u64).min(dedicated_ns)
+    }
 }
 
 /// One job's process iterations: all of its program's, or those it can do by
-/// the horizon or within fast mode's exact stretches, at its fastest pace.
-fn job_cost(cfg: &SimConfig, job: &SimJob, exact_stretch_ns: Option<u64>) -> JobCost {
-    let dedicated_ns = dedicated_ns(&job.program, job.tasks, &cfg.network);
+/// the horizon or within fast mode's exact time (`exact_ns`), at its fastest pace.
+fn job_cost(cfg: &SimConfig, job: &SimJob, dedicated_ns: u64, exact_ns: Option<u64>) -> JobCost {
     let iterations = job.program.iterations as u64;
     // Skew shortens an iteration by up to half its spread.
     let fastest_iteration_ns = ((dedicated_ns / iterations.max(1)) as f64 * (1.0 - cfg.skew / 2.0)).max(1.0);
     let reachable = |ns: u64| (ns as f64 / fastest_iteration_ns).ceil() as u64;
     let by_horizon = cfg.horizon_ns.map_or(u64::MAX, |h| reachable(h.saturating_sub(job.arrival.ns())));
-    let by_fast_mode = exact_stretch_ns.map_or(u64::MAX, reachable);
+    let by_fast_mode = exact_ns.map_or(u64::MAX, reachable);
     let per_process = iterations.min(by_horizon).min(by_fast_mode);
     JobCost {
         job_number: job.job_number,
@@ -163,14 +205,37 @@ mod tests {
         let exact = estimate(&config, &jobs, None);
         let fast = estimate(&config, &jobs, Some(&FastSettings::default()));
         assert!(exact.beyond_budget() && !fast.beyond_budget(), "{exact:?} {fast:?}");
-        // Short jobs run whole; the long one only for the exact stretches of 20 jobs' changes.
-        let stretch_ns = fast_exact_stretch_ns(&config, &FastSettings::default(), jobs.len());
-        assert_eq!(stretch_ns, 20 * (2 * 520 + 100) * 1_000_000, "a warm-up, a window, a guard and a re-measure");
+        assert_eq!(fast.least_span_ns, exact.least_span_ns);
+        // The long job runs exactly around its own start and end (a warm-up, a window and a guard each, 270 ms,
+        // and a gap too short to jump, 100 ms) and around the others' 38 changes while it runs.
         let fast_long = fast.heaviest.unwrap();
         assert_eq!(fast_long.job_number, 7);
-        assert!(fast_long.process_iterations < iterations(&jobs[6]) / 1000, "{fast_long:?}");
-        assert_eq!(fast.least_span_ns, exact.least_span_ns);
-        let gang = SimConfig { scheme: crate::Scheme::GANG, ..SimConfig::default() };
-        assert!(fast_exact_stretch_ns(&gang, &FastSettings::default(), 20) > stretch_ns, "gang cycles add");
+        let per_process_s = jobs[6].program.iterations as f64 / 2e6;
+        let exact_s = fast_long.process_iterations as f64 / 4.0 / per_process_s;
+        let span_s = 7.0 * 60.0 + 2e6 - 60.0;
+        let expected_s = 2.0 * 0.27 + 0.1 + 40.0 / span_s * 2e6 * 0.27;
+        assert!(exact_s >= expected_s && exact_s <= expected_s / 0.9 + 0.01, "{exact_s} s, not {expected_s} s");
+        // A short job runs exactly for its own changes' 640 ms of its 10 s, and a little more for the others'.
+        let short = job_cost(&config, &jobs[0], dedicated_ns(&jobs[0].program, 4, &config.network), Some(640_000_000));
+        let short_in_fast = fast.process_iterations - fast_long.process_iterations;
+        assert!(short_in_fast >= 19 * short.process_iterations, "{short_in_fast} {short:?}");
+        assert!(short_in_fast < 19 * short.process_iterations * 101 / 100, "{short_in_fast} {short:?}");
+        assert!(short.process_iterations < iterations(&jobs[0]) / 10, "{short:?}");
+    }
+
+    #[test]
+    fn a_gang_window_holds_whole_cycles_of_the_rows_the_load_fills() {
+        // 8 CPUs offered 3 processes per CPU: three rows of 200 ms quanta, so a 600 ms window.
+        let jobs: Vec<SimJob> = (0..3).map(|n| job(n, 0, 100, 8)).collect();
+        let gang = SimConfig { scheme: crate::Scheme::GANG, nodes: 8, ..SimConfig::default() };
+        let dedicated: Vec<u64> = jobs.iter().map(|j| dedicated_ns(&j.program, j.tasks, &gang.network)).collect();
+        let settings = FastSettings::default();
+        let gang_exact = FastExactTime::of(&gang, &settings, &jobs, &dedicated);
+        assert_eq!(gang_exact.per_change_ns, (50 + 600 + 20) as f64 * 1e6);
+        let local = SimConfig { scheme: crate::Scheme::LOCAL, ..gang.clone() };
+        assert_eq!(FastExactTime::of(&local, &settings, &jobs, &dedicated).per_change_ns, 270e6);
+        // A window that grows until a count is reached is taken at its longest, 16 times: 3.2 s, six cycles.
+        let growing = FastSettings { min_iterations: 20, ..settings };
+        assert_eq!(FastExactTime::of(&gang, &growing, &jobs, &dedicated).per_change_ns, (50 + 3600 + 20) as f64 * 1e6);
     }
 }

@@ -1,4 +1,4 @@
-//! Conservative backfilling over the standing planner (Mu'alem and Feitelson's rule): every waiting job, in queue
+//! Conservative backfilling over the standing planner (as Mu'alem and Feitelson state it): every waiting job, in queue
 //! order, gets a reservation, the earliest instant at which it fits for the whole of its requested time beside
 //! the placed jobs (each until its requested time says it ends) and the reservations made before it. A job whose
 //! reservation is now starts now; so no job starts ahead of one queued before it if that would delay it.

@@ -46,20 +46,6 @@ impl FastSettings {
         }
         Ok(())
     }
-
-    /// The most simulated time the exact engine runs around one change (a
-    /// job's start or finish) before fast mode jumps again, when it can: a
-    /// warm-up and the longest window, the guard before a predicted end, and
-    /// once more a warm-up and a window when the change a jump expected is
-    /// late (see `try_jump`). Under gang schemes (`gang_cycle_ns`: a quantum
-    /// of every row) a cycle more for each window's rounding, for the rows to
-    /// settle and for a row's turn.
-    pub fn exact_ns_per_change(&self, gang_cycle_ns: u64) -> u64 {
-        let growth = if self.min_iterations > 0 { MAX_WINDOW_GROWTH } else { 1 };
-        let window_ns = self.window_ns.saturating_mul(growth).saturating_add(gang_cycle_ns);
-        let measure_ns = self.warmup_ns.saturating_add(window_ns);
-        measure_ns.saturating_mul(2).saturating_add(self.guard_ns).saturating_add(gang_cycle_ns.saturating_mul(2))
-    }
 }
 
 /// A window grows to at most this many times its set length.
