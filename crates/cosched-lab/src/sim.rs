@@ -106,9 +106,10 @@ impl PreparedSim {
 
     fn too_costly(&self, cost: &RunCost, fast: bool, trace: Option<&Path>) -> String {
         let mode = if fast { "even in fast mode, " } else { "" };
+        let about = if fast { "about " } else { "" };
         let mut text = format!(
-            "{mode}each run would simulate {:.1e} process iterations step by step, beyond the {:.0e} `cosched sim` \
-             starts without --allow-long-run (docs/model.md, \"What a run costs\")",
+            "{mode}each run would simulate {about}{:.1e} process iterations step by step, beyond the {:.0e} `cosched \
+             sim` starts without --allow-long-run (docs/model.md, \"What a run costs\")",
             cost.process_iterations as f64, ITERATION_BUDGET as f64
         );
         let heaviest = cost.heaviest.expect("a costly run has jobs");
@@ -116,15 +117,16 @@ impl PreparedSim {
         text += &format!("; {:.1} % of them are {}", 100.0 * share, self.describe_job(&heaviest, trace));
         text +=
             &format!(", and the run spans at least {} s of simulated time", approx(cost.least_span_ns as f64 / 1e9));
-        // (In fast mode the work does not follow the run times in proportion: a job's own changes cost the same.)
-        let mut remedies = vec![if fast {
-            "scale run times down (--runtime-scale)".to_string()
+        // In fast mode the work follows the changes and their exact stretches, not the run times (a scale also
+        // shortens the gaps between arrivals).
+        let mut remedies = if fast {
+            vec!["shorten fast mode's exact stretches (--fast-window-ms, --fast-warmup-ms)".to_string()]
         } else {
-            format!("scale run times down (--runtime-scale {} brings it within)", self.scale_within(cost))
-        }];
-        if !fast {
-            remedies.push("use fast mode (--fast)".into());
-        }
+            vec![
+                format!("scale run times down (--runtime-scale {} brings it within)", self.scale_within(cost)),
+                "use fast mode (--fast)".into(),
+            ]
+        };
         remedies.push(if share >= 0.5 {
             format!(
                 "leave job {} out of the {}",

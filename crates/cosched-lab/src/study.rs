@@ -571,10 +571,17 @@ pub fn assemble(
 /// that a partial study's tables lay out as the whole one's. A row that is the outcome of no run of the
 /// study is left out.
 pub fn in_study_order(experiment: Experiment, settings: &StudySettings, kept: Vec<RunRow>) -> Vec<RunRow> {
-    let mut kept: Vec<Option<RunRow>> = kept.into_iter().map(Some).collect();
+    let mut kept_by_label: BTreeMap<String, Vec<RunRow>> = BTreeMap::new();
+    for row in kept {
+        kept_by_label.entry(row.label()).or_default().push(row);
+    }
     let mut take_in_order = |specs: &[RunSpec]| -> Vec<RunRow> {
-        let take = |spec: &RunSpec| kept.iter_mut().find(|r| r.as_ref().is_some_and(|r| r.is_of(spec)))?.take();
-        specs.iter().filter_map(take).collect()
+        let mut take = |spec: &RunSpec| {
+            let same_label = kept_by_label.get_mut(&spec.label())?;
+            let at = same_label.iter().position(|r| r.is_of(spec))?;
+            Some(same_label.swap_remove(at))
+        };
+        specs.iter().filter_map(&mut take).collect()
     };
     if experiment == Experiment::E3 && settings.e3_at_own_capacity() {
         let mut rows = take_in_order(&e3_capacity_runs(settings));

@@ -1,6 +1,7 @@
 //! Writing result files all-or-nothing: everything goes to a scratch folder
 //! beside the destination, which replaces the destination only when complete.
-//! A failed run therefore leaves no partial output behind.
+//! A failed run therefore leaves no partial output behind (an interrupted
+//! study writes its finished runs' files on purpose, marked partial).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -63,14 +64,33 @@ impl OutputDir {
         fs::write(path, contents).map_err(|e| format!("cannot write {name}: {e}"))
     }
 
-    /// Put the finished folder in place of the destination.
+    /// Put the finished folder in place of the destination. The old one is first moved aside whole, then
+    /// removed: a kill half-way leaves the destination whole, old or new, or absent, never half-deleted.
     pub fn commit(self) -> Result<PathBuf, String> {
-        if self.final_path.exists() {
-            fs::remove_dir_all(&self.final_path)
-                .map_err(|e| format!("cannot replace {}: {e}", self.final_path.display()))?;
+        let replacing = |e: std::io::Error| format!("cannot replace {}: {e}", self.final_path.display());
+        let old = if self.final_path.exists() {
+            // Onto an empty folder made new with a random name (a directory may be renamed over an empty one):
+            // a fixed name could be another user's.
+            let parent = self.scratch.parent().unwrap_or(Path::new("."));
+            let aside =
+                tempfile::Builder::new().prefix(".cosched-replaced-").tempdir_in(parent).map_err(replacing)?.keep();
+            fs::rename(&self.final_path, &aside).map_err(|e| {
+                let _ = fs::remove_dir(&aside);
+                replacing(e)
+            })?;
+            Some(aside)
+        } else {
+            None
+        };
+        if let Err(e) = fs::rename(&self.scratch, &self.final_path) {
+            if let Some(aside) = &old {
+                let _ = fs::rename(aside, &self.final_path);
+            }
+            return Err(format!("cannot move results to {}: {e}", self.final_path.display()));
         }
-        fs::rename(&self.scratch, &self.final_path)
-            .map_err(|e| format!("cannot move results to {}: {e}", self.final_path.display()))?;
+        if let Some(aside) = old {
+            fs::remove_dir_all(&aside).map_err(replacing)?;
+        }
         Ok(self.final_path.clone())
     }
 }

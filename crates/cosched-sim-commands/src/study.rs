@@ -397,17 +397,22 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
             return format!("study {} interrupted before any run finished: nothing kept", experiment.name());
         }
         let command = canonical_command(experiment, &settings);
-        let partial = match write_partial_study(experiment, &settings, &journal, &out_path) {
-            Ok(()) => format!("their tables in {}/", out_path.display()),
-            Err(e) => format!("no partial tables ({e})"),
-        };
-        format!(
-            "study {} interrupted: {} finished runs kept in {}, {partial}; `{command} --out {} --resume` finishes it",
+        // Said before the partial files are written: a second Ctrl-C quits at once.
+        eprintln!(
+            "study {} interrupted: {} finished runs kept in {}; `{command} --out {} --resume` finishes it",
             experiment.name(),
             journal.kept_count(),
             journal_path.display(),
             out_path.display()
-        )
+        );
+        let out = out_path.display();
+        match write_partial_study(experiment, &settings, &journal, &out_path) {
+            Ok(true) => format!("interrupted: the finished runs' tables are in {out}/, marked partial"),
+            Ok(false) => {
+                format!("interrupted: {out} holds a whole study's files, left as they were (no partial tables)")
+            }
+            Err(e) => format!("interrupted: no partial tables ({e})"),
+        }
     })?;
     write_study(experiment, &settings, &rows, &out_path)?;
     journal.finish()
@@ -465,22 +470,37 @@ pub fn write_study(
 
 /// What an interrupted study has so far: the files of its finished runs, marked as a part (the table's first
 /// line, the manifest's `partial`). `--resume` replaces them with the whole study's.
+/// A whole study's files already in OUT (an earlier run's) are not replaced by a part of another: false.
 fn write_partial_study(
     experiment: Experiment,
     settings: &StudySettings,
     journal: &Journal,
     out_path: &Path,
-) -> Result<(), String> {
+) -> Result<bool, String> {
+    if holds_whole_study(out_path) {
+        return Ok(false);
+    }
     let rows = in_study_order(experiment, settings, journal.rows());
     let partial = PartialStudy { finished_runs: rows.len(), design_runs: design_len(experiment, settings) };
-    write_study_files(experiment, settings, &rows, Some(partial), out_path)
+    write_study_files(experiment, settings, &rows, Some(partial), out_path)?;
+    Ok(true)
+}
+
+/// Whether `out_path` holds a study's files that are not partial (a manifest without `partial`).
+fn holds_whole_study(out_path: &Path) -> bool {
+    const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+    let Ok(text) = crate::output::read_bounded(&out_path.join("manifest.json"), MAX_MANIFEST_BYTES) else {
+        return false;
+    };
+    serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|manifest| manifest.get("partial").is_none())
 }
 
 /// How much of an interrupted study a partial one holds.
 #[derive(Clone, Copy, Serialize)]
 struct PartialStudy {
     finished_runs: usize,
-    /// The runs of the design (E1: every load, of which a whole study leaves out those above saturation).
+    /// The runs of the design (E1: every load, of which a whole study leaves out those above saturation; its
+    /// table says "at most").
     design_runs: usize,
 }
 
@@ -495,17 +515,23 @@ fn write_study_files(
     let out = OutputDir::begin(out_path)?;
     out.write("runs.csv", &runs_csv(rows))?;
     out.write("points.csv", &points_csv(rows))?;
-    let (mut table, figures) = report(experiment, rows);
-    if let Some(p) = partial {
-        table = format!(
-            "> **Partial:** the study was interrupted; these are its {} finished runs (of the design's {}). \
-             `{} --out {} --resume` finishes it.\n\n{table}",
-            p.finished_runs,
-            p.design_runs,
-            canonical_command(experiment, settings),
-            out_path.display()
-        );
-    }
+    let (table, figures) = match partial {
+        None => report(experiment, rows),
+        Some(p) => {
+            // (The warning about few replications is the study's, not the finished runs'.)
+            let (body, figures) = report_body(experiment, rows).with_warning(settings.replications);
+            let of = if experiment == Experiment::E1 { "at most" } else { "the study's" };
+            let head = format!(
+                "> **Partial:** the study was interrupted; these are its {} finished runs, of {of} {}. \
+                 `{} --out {} --resume` finishes it.\n\n",
+                p.finished_runs,
+                p.design_runs,
+                canonical_command(experiment, settings),
+                out_path.display()
+            );
+            (head + &body, figures)
+        }
+    };
     out.write("table.md", &table)?;
     for (file, svg) in &figures {
         out.write(&format!("{file}.svg"), svg)?;
@@ -540,6 +566,12 @@ type Figures = Vec<(String, String)>;
 
 /// A study's table (Markdown) and figures (name, SVG) from its rows.
 pub fn report(experiment: Experiment, rows: &[RunRow]) -> (String, Figures) {
+    let replications = rows.iter().map(|r| r.replication + 1).max().unwrap_or(0);
+    report_body(experiment, rows).with_warning(replications)
+}
+
+/// The tables and figures without the warning about few replications.
+fn report_body(experiment: Experiment, rows: &[RunRow]) -> (String, Figures) {
     match experiment {
         Experiment::E1 => report_e1(rows),
         Experiment::E3 => report_e3(rows),
@@ -547,24 +579,23 @@ pub fn report(experiment: Experiment, rows: &[RunRow]) -> (String, Figures) {
         Experiment::E2 | Experiment::E4 => report_bars(rows),
         Experiment::E1s => report_e1s(rows),
     }
-    .with_warning(rows)
 }
 
 trait WithWarning {
-    fn with_warning(self, rows: &[RunRow]) -> Self;
+    fn with_warning(self, replications: u32) -> Self;
 }
 
 impl WithWarning for (String, Figures) {
     /// A table from fewer than three replications says how little its intervals mean.
-    fn with_warning(self, rows: &[RunRow]) -> Self {
+    fn with_warning(self, replications: u32) -> Self {
         let (table, figures) = self;
-        (few_replications_warning(rows).map_or(String::new(), |w| format!("> **Warning:** {w}\n\n")) + &table, figures)
+        let warning = few_replications_warning(replications);
+        (warning.map_or(String::new(), |w| format!("> **Warning:** {w}\n\n")) + &table, figures)
     }
 }
 
 /// What fewer than three replications mean for a 95 % interval, if there are.
-pub fn few_replications_warning(rows: &[RunRow]) -> Option<String> {
-    let replications = rows.iter().map(|r| r.replication + 1).max().unwrap_or(0);
+pub fn few_replications_warning(replications: u32) -> Option<String> {
     match replications {
         0 | 1 => Some("one replication: no interval can be given. Run --replications 6 or more.".into()),
         2 => Some(
@@ -1079,6 +1110,13 @@ fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -
             let mut saturated_somewhere = false;
             for variant in variants_of(scheme) {
                 let point = Point { runs: mine.iter().copied().filter(|r| r.variant == variant).collect() };
+                if point.runs.is_empty() {
+                    // (Only in a partial study: this workload's runs of the variant had not finished.)
+                    if variant != baseline {
+                        cells.push((f64::NAN, 0.0));
+                    }
+                    continue;
+                }
                 saturated_somewhere |= point.saturated();
                 let ratios: Vec<f64> = point
                     .runs
@@ -1143,6 +1181,9 @@ fn report_e3(rows: &[RunRow]) -> (String, Figures) {
     for m in first_seen(&capacity_rows, |r| r.mix.as_str()) {
         for scheme in schemes_in_order(&capacity_rows) {
             let point = Point { runs: capacity_rows.iter().filter(|r| r.mix == m && r.scheme == scheme).collect() };
+            if point.runs.is_empty() {
+                continue;
+            }
             let load = runs.iter().find(|r| r.mix == m && r.scheme == scheme).map_or(f64::NAN, |r| r.load);
             head += &format!("| {m} | {scheme} | {} | {load:.3} |\n", with_ci(&point.estimate(capacity_of), 3));
         }
@@ -1204,6 +1245,46 @@ mod tests {
         match Study::try_parse_from(argv).expect("flags parse").command {
             StudyCommand::E4(args) => args,
             _ => unreachable!("parsed e4"),
+        }
+    }
+
+    /// An interrupted study reports whichever of its runs finished (any of them, in the study's order): a cell
+    /// with no finished run is left out or shown as "—", never a panic.
+    #[test]
+    fn every_experiment_reports_any_part_of_its_runs() {
+        let small = StudySettings {
+            jobs_per_run: 20,
+            runtime_scale: 0.0005,
+            schemes: vec![Scheme::GANG, Scheme::LOCAL],
+            replications: 2,
+            capacity_jobs: 20,
+            loads: Some(vec![1.6, 0.3]),
+            ..StudySettings::default()
+        };
+        let own_capacity = StudySettings { e3_load_fraction: 0.8, loads: None, ..small.clone() };
+        let e1s = StudySettings { e1s_variants: vec!["cs".into(), "walk".into()], ..small.clone() };
+        let cases = [
+            (Experiment::E1, &small),
+            (Experiment::E2, &small),
+            (Experiment::E3, &small),
+            (Experiment::E3, &own_capacity),
+            (Experiment::E4, &small),
+            (Experiment::E5, &small),
+            (Experiment::E1s, &e1s),
+        ];
+        // Subsets drawn by a fixed linear congruential sequence.
+        let mut state = 0x9e37_79b9_u64;
+        let mut draw = move || {
+            state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            state >> 33
+        };
+        for (experiment, settings) in cases {
+            let rows = run_study(experiment, settings, &cosched_lab::batch::Unwatched, &Journal::none()).unwrap();
+            for keep_one_in in [2, 3, 5, 9] {
+                let part: Vec<RunRow> = rows.iter().filter(|_| draw() % keep_one_in == 0).cloned().collect();
+                let (table, figures) = report(experiment, &part);
+                assert!(!table.is_empty() && figures.iter().all(|(_, svg)| svg.starts_with("<svg")), "{experiment:?}");
+            }
         }
     }
 

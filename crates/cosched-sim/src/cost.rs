@@ -98,21 +98,24 @@ impl FastExactTime {
     fn of(cfg: &SimConfig, settings: &FastSettings, jobs: &[SimJob], dedicated: &[u64]) -> FastExactTime {
         let first = jobs.iter().map(|j| j.arrival.ns()).min().unwrap_or(0);
         let last_end = jobs.iter().zip(dedicated).map(|(j, &d)| j.arrival.ns().saturating_add(d)).max().unwrap_or(0);
-        let span_ns = last_end.saturating_sub(first).max(1) as f64;
         let cpus = f64::from(cfg.cpu_count().max(1));
-        let offered_per_cpu =
-            jobs.iter().zip(dedicated).map(|(j, &d)| f64::from(j.tasks) * d as f64).sum::<f64>() / (cpus * span_ns);
+        let work_ns = jobs.iter().zip(dedicated).map(|(j, &d)| f64::from(j.tasks) * d as f64).sum::<f64>();
+        let arrivals_span_ns = (last_end.saturating_sub(first) as f64).max(1.0);
+        // Offered beyond the CPUs, processes share them (the rows fill, up to the MPL); jobs that arrive faster
+        // than the machine serves them stretch the run to their work at the least.
+        let offered_per_cpu = work_ns / (cpus * arrivals_span_ns);
+        let span_ns = arrivals_span_ns.max(work_ns / cpus);
         // A window that grows until a count is reached is taken at its longest.
         let growth = if settings.min_iterations > 0 { MAX_WINDOW_GROWTH } else { 1 };
-        let set_window_ns = settings.window_ns.saturating_mul(growth);
+        let set_window_ns = settings.window_ns.saturating_mul(growth) as f64;
         let window_ns = if cfg.scheme.is_gang() {
-            let rows = (offered_per_cpu.ceil() as u64).clamp(1, u64::from(cfg.mpl.max(1)));
-            let cycle_ns = (rows * cfg.costs.gang_quantum_ns).max(1);
-            set_window_ns.div_ceil(cycle_ns) * cycle_ns
+            let rows = offered_per_cpu.ceil().clamp(1.0, f64::from(cfg.mpl.max(1)));
+            let cycle_ns = (rows * cfg.costs.gang_quantum_ns as f64).max(1.0);
+            (set_window_ns / cycle_ns).ceil() * cycle_ns
         } else {
             set_window_ns
         };
-        let per_change_ns = (settings.warmup_ns + window_ns + settings.guard_ns) as f64;
+        let per_change_ns = settings.warmup_ns as f64 + window_ns + settings.guard_ns as f64;
         FastExactTime {
             per_change_ns,
             changes_per_ns: 2.0 * jobs.len() as f64 / span_ns,
@@ -123,6 +126,7 @@ impl FastExactTime {
     /// The simulated time a job of `dedicated_ns` alone on the machine runs exactly.
     fn in_life_of(&self, dedicated_ns: u64) -> u64 {
         let others_ns = self.changes_per_ns * dedicated_ns as f64 * self.per_change_ns;
+        // (A float beyond u64 saturates in the cast.)
         ((self.own_ns + others_ns).ceil() as u64).min(dedicated_ns)
     }
 }
@@ -207,7 +211,8 @@ mod tests {
         assert!(exact.beyond_budget() && !fast.beyond_budget(), "{exact:?} {fast:?}");
         assert_eq!(fast.least_span_ns, exact.least_span_ns);
         // The long job runs exactly around its own start and end (a warm-up, a window and a guard each, 270 ms,
-        // and a gap too short to jump, 100 ms) and around the others' 38 changes while it runs.
+        // and a gap too short to jump, 100 ms) and around the changes while it runs, at the run's mean rate of
+        // its 40 changes (its own two among them: an estimate).
         let fast_long = fast.heaviest.unwrap();
         assert_eq!(fast_long.job_number, 7);
         let per_process_s = jobs[6].program.iterations as f64 / 2e6;
@@ -221,6 +226,21 @@ mod tests {
         assert!(short_in_fast >= 19 * short.process_iterations, "{short_in_fast} {short:?}");
         assert!(short_in_fast < 19 * short.process_iterations * 101 / 100, "{short_in_fast} {short:?}");
         assert!(short.process_iterations < iterations(&jobs[0]) / 10, "{short:?}");
+    }
+
+    #[test]
+    fn jobs_that_arrive_at_once_stretch_the_run_to_their_work() {
+        // 1,000 jobs of 100 s on 4 CPUs each, at once on 32 CPUs: the run spans 12,500 s at the least, not 100 s,
+        // so a job sees 0.16 changes per second, not 20.
+        let jobs: Vec<SimJob> = (0..1000).map(|n| job(n, 0, 100, 4)).collect();
+        let config = SimConfig::default();
+        let dedicated: Vec<u64> = jobs.iter().map(|j| dedicated_ns(&j.program, j.tasks, &config.network)).collect();
+        let exact = FastExactTime::of(&config, &FastSettings::default(), &jobs, &dedicated);
+        let span_s = 1000.0 * 4.0 * dedicated[0] as f64 / 1e9 / 32.0;
+        assert!((exact.changes_per_ns * 1e9 - 2000.0 / span_s).abs() < 1e-9, "{}", exact.changes_per_ns * 1e9);
+        let fast = estimate(&config, &jobs, Some(&FastSettings::default()));
+        assert!(fast.process_iterations < estimate(&config, &jobs, None).process_iterations / 2, "{fast:?}");
+        assert_eq!(estimate(&config, &[], Some(&FastSettings::default())).process_iterations, 0);
     }
 
     #[test]

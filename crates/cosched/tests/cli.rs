@@ -1106,25 +1106,10 @@ fn eevdf_nodes_at_measured_costs_run_a_whole_workload() {
 /// by SIGINT; `--resume` runs only the rest and writes the files an uninterrupted study writes, byte for byte.
 #[test]
 fn an_interrupted_study_resumes_to_the_same_files() {
-    use std::io::BufRead;
     let dir = scratch("resume");
     let (whole, part) = (dir.join("whole"), dir.join("part"));
     let study = ["study", "e2", "--jobs", "30", "--replications", "3", "--schemes", "GS,Local,SB"];
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
-        .args(study)
-        .args(["--out", part.to_str().unwrap()])
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Interrupted once a run has finished (its line "[k/36] ...: 30 jobs, simulated ..."), well before the last.
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let finished = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with('[') && l.contains(" jobs, simulated "));
-    assert!(finished.is_some(), "no run finished");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let status = child.wait().unwrap();
-    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(2), "{status:?}: {rest:?}");
+    let rest = interrupt_after_a_run(&study, &part);
     let said = rest.iter().find(|l| l.contains("interrupted:")).unwrap_or_else(|| panic!("{rest:?}"));
     assert!(said.contains("--resume` finishes it"), "{said}");
     let journal = dir.join("part.journal");
@@ -1132,16 +1117,17 @@ fn an_interrupted_study_resumes_to_the_same_files() {
     assert!(kept >= 1 && said.contains(&format!("{kept} finished runs kept")), "{kept}: {said}");
     // The finished runs' tables are there, marked as a part of the study.
     let table = std::fs::read_to_string(part.join("table.md")).unwrap();
-    assert!(
-        table.starts_with(&format!(
-            "> **Partial:** the study was interrupted; these are its {kept} finished runs (of the design's 36)"
-        )),
-        "{table}"
-    );
+    let head =
+        format!("> **Partial:** the study was interrupted; these are its {kept} finished runs, of the study's 36.");
+    assert!(table.starts_with(&head), "{table}");
+    assert!(!table.contains("Warning"), "three replications were asked for: {table}");
     assert_eq!(std::fs::read_to_string(part.join("runs.csv")).unwrap().lines().count(), 1 + kept);
     let manifest: serde_json::Value = serde_json::from_slice(&read(&part.join("manifest.json"))).unwrap();
     assert_eq!(manifest["partial"]["finished_runs"], kept, "{manifest}");
-    assert!(said.contains(&format!("their tables in {}/", part.display())), "{said}");
+    let written = format!("the finished runs' tables are in {}/, marked partial", part.display());
+    assert!(rest.iter().any(|l| l.contains(&written)), "{rest:?}");
+    let beside: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(beside.len(), 2, "the folder and its journal, no scratch left: {beside:?}");
     // Started again without --resume, it refuses to lose what was kept.
     let again = cosched(&[&study[..], &["-q", "--out", part.to_str().unwrap()]].concat());
     assert!(!again.status.success() && stderr(&again).contains("add --resume"), "{}", stderr(&again));
@@ -1160,4 +1146,29 @@ fn an_interrupted_study_resumes_to_the_same_files() {
         names.into_iter().map(|n| (n.clone(), read(&d.join(&n)))).collect()
     };
     assert_eq!(files(&part), files(&whole), "resumed and whole studies differ");
+    // Interrupted again, a new run over the whole study's folder leaves its files as they were.
+    let rest = interrupt_after_a_run(&study, &part);
+    assert!(rest.iter().any(|l| l.contains("holds a whole study's files, left as they were")), "{rest:?}");
+    assert_eq!(files(&part), files(&whole), "a whole study replaced by a part of another");
+}
+
+/// Run `cosched study` into `out`, send SIGINT once a run has finished (its line "[k/N] ...: J jobs, simulated
+/// ..."), and check that it ends by SIGINT: its stderr from there on.
+fn interrupt_after_a_run(study: &[&str], out: &Path) -> Vec<String> {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
+        .args(study)
+        .args(["--out", out.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let finished = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with('[') && l.contains(" jobs, simulated "));
+    assert!(finished.is_some(), "no run finished");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(2), "{status:?}: {rest:?}");
+    rest
 }
