@@ -682,26 +682,13 @@ fn a_slice_the_switcher_cannot_honour_is_refused_before_the_daemon_starts() {
 /// (a shell reports 130), so a script sees an interruption, not a failure.
 #[test]
 fn an_interrupted_simulation_keeps_the_finished_jobs_records() {
-    use std::io::BufRead;
     let dir = scratch("interrupt");
     let out = dir.join("run");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
-        .args(["sim", "--nodes", "128", "--jobs", "20000", "--schemes", "Local", "--allow-long-run"])
-        .args(["--out", out.to_str().unwrap()])
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     // The first progress line (after 3 s of wall time) says the run is under way: a whole run takes minutes (2.1e9
     // process iterations, past the bound `sim` starts without --allow-long-run).
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let progress = lines.by_ref().map_while(Result::ok).find(|l| l.contains("jobs done"));
-    assert!(progress.is_some_and(|l| l.contains("left") || l.contains("no ETA")), "no progress line with an ETA");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
-    let status = child.wait().unwrap();
-    // Ended by SIGINT itself once it has cleaned up, as a shell expects (a script stops there too).
-    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(2), "{status:?}: {rest:?}");
+    let sim = ["sim", "--nodes", "128", "--jobs", "20000", "--schemes", "Local", "--allow-long-run"];
+    let (progress, rest) = interrupt_once(&sim, &out, |l| l.contains("jobs done"));
+    assert!(progress.contains("left") || progress.contains("no ETA"), "no progress line with an ETA: {progress}");
     assert!(rest.iter().any(|l| l.contains("interrupted:")), "{rest:?}");
     let summary: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
     let result = &summary["results"][0];
@@ -1152,23 +1139,28 @@ fn an_interrupted_study_resumes_to_the_same_files() {
     assert_eq!(files(&part), files(&whole), "a whole study replaced by a part of another");
 }
 
-/// Run `cosched study` into `out`, send SIGINT once a run has finished (its line "[k/N] ...: J jobs, simulated
-/// ..."), and check that it ends by SIGINT: its stderr from there on.
-fn interrupt_after_a_run(study: &[&str], out: &Path) -> Vec<String> {
+/// Run `cosched ARGS --out OUT`, send SIGINT at the first stderr line that `says`, and check that it ends by
+/// SIGINT itself once it has cleaned up, as a shell expects (a script stops there too): that line, and stderr's
+/// lines from there on.
+fn interrupt_once(args: &[&str], out: &Path, says: impl Fn(&str) -> bool) -> (String, Vec<String>) {
     use std::io::BufRead;
     let mut child = Command::new(env!("CARGO_BIN_EXE_cosched"))
-        .args(study)
+        .args(args)
         .args(["--out", out.to_str().unwrap()])
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let finished = lines.by_ref().map_while(Result::ok).find(|l| l.starts_with('[') && l.contains(" jobs, simulated "));
-    assert!(finished.is_some(), "no run finished");
+    let trigger = lines.by_ref().map_while(Result::ok).find(|l| says(l)).expect("the line to interrupt at");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT).unwrap();
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
     assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(2), "{status:?}: {rest:?}");
-    rest
+    (trigger, rest)
+}
+
+/// A study interrupted once a run has finished (its line "[k/N] ...: J jobs, simulated ...").
+fn interrupt_after_a_run(study: &[&str], out: &Path) -> Vec<String> {
+    interrupt_once(study, out, |l| l.starts_with('[') && l.contains(" jobs, simulated ")).1
 }
