@@ -82,11 +82,10 @@ pub fn estimate(cfg: &SimConfig, jobs: &[SimJob], fast: Option<&FastSettings>) -
 /// Fast mode's exact simulation, estimated (not bounded: a late change is measured again, changes overlap).
 /// It runs exactly around each change (a start or an end): a warm-up, a window (at its longest if it grows;
 /// under gang schemes whole cycles of the occupied rows, as many as the offered load fills) and the guard
-/// before a predicted end; and it runs
-/// on through gaps between arrivals too short to jump. A job is therefore simulated exactly around its own start
-/// and end, and around the others' changes while it runs, which come at the run's mean rate of changes. A job
-/// slowed by time-sharing sees more changes, but progresses the slower in each: the product is its dedicated
-/// time's.
+/// before a predicted end; and it runs on through gaps between arrivals too short to jump. A job is therefore
+/// simulated exactly around its own start and end, and around the others' changes while it runs, which come at
+/// the run's mean rate of changes. A job slowed by time-sharing sees more changes, but progresses the slower in
+/// each: the product is its dedicated time's.
 struct FastExactTime {
     per_change_ns: f64,
     changes_per_ns: f64,

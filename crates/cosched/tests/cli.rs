@@ -294,6 +294,28 @@ fn a_run_too_long_to_finish_is_refused_before_it_starts_naming_the_job_behind_it
     assert!(summary.lines().skip(1).all(|l| l.split(',').nth(2) == Some("20")), "every job finished:\n{summary}");
 }
 
+/// Fast mode's work is an estimate from its changes: a log of 20,000 wide jobs of a day each, one a second, is
+/// still too much (each job runs exactly around its own and the others' changes); the refusal says "about" and
+/// points at fast mode's stretches, not at a run-time scale.
+#[test]
+fn a_run_too_long_even_in_fast_mode_is_refused_with_fast_modes_remedies() {
+    let dir = scratch("fast-cost");
+    let mut lines = vec!["; MaxProcs: 32".to_string()];
+    lines.extend((1..=20_000).map(|job| format!("{job} {job} 0 86400 32 -1 -1 32 -1 -1 1 1 1 -1 1 -1 -1 -1")));
+    let trace = dir.join("wide.swf");
+    std::fs::write(&trace, lines.join("\n") + "\n").unwrap();
+    let out = dir.join("run");
+    let (trace, out_arg) = (trace.to_str().unwrap(), out.to_str().unwrap());
+    let o = cosched(&["sim", "--fast", "--natural-load", "--runtime-scale", "1", "--trace", trace, "--out", out_arg]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let said = stderr(&o);
+    for want in ["even in fast mode, each run would simulate about ", "--fast-window-ms", "--allow-long-run"] {
+        assert!(said.contains(want), "{want:?} missing from {said}");
+    }
+    assert!(!said.contains("--runtime-scale 0"), "{said}");
+    assert!(!out.exists());
+}
+
 #[test]
 fn a_job_wider_than_the_machine_is_an_error_unless_dropped() {
     let dir = scratch("oversized");
