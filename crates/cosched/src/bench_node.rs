@@ -200,7 +200,7 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         print!("{}", prediction_text(&report, machine.as_ref())?);
         return Ok(());
     }
-    crate::output::OutputDir::check(&args.out)?;
+    check_root_out(&args.out)?;
     // Read before anything runs: a bad machine file is refused, not found out after the measurements.
     let machine = args.machine.as_deref().map(read_machine).transpose()?;
     let report = measure(args)?;
@@ -422,4 +422,20 @@ fn write_results(out: &Path, report: &NodeReport, text: &str) -> Result<(), Stri
     dir.write("node.json", &format!("{json}\n"))?;
     dir.write("table.txt", text)?;
     dir.commit().map(|_| ())
+}
+
+/// `--out` of a command root runs, checked before any work: a folder cosched may replace, in a folder that
+/// nobody but root can change, nor anything above it (`private_dir`). The files are written beside it and it is
+/// replaced by name, so a user who could change its folder could swap a link in and have root write or delete
+/// elsewhere.
+pub fn check_root_out(out: &std::path::Path) -> Result<(), String> {
+    crate::output::OutputDir::check(out)?;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let folder = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    cosched_runtime::private_dir::ensure(folder, "--out's folder").map_err(|e| e.to_string())
 }

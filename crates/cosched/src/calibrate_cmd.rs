@@ -48,7 +48,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
     if !nix::unistd::geteuid().is_root() {
         return Err("calibrate measures the gang switch with real job cgroups and the freezer: run it as root".into());
     }
-    crate::output::OutputDir::check(&args.out)?;
+    crate::bench_node::check_root_out(&args.out)?;
     let switch_settings = switch_settings(args.switch_window_s)?;
     let background_window = background_window(args.background_window_s, "--background-window-s")?;
     let repeat = args.repeat.to_string();

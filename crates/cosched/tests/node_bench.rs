@@ -184,6 +184,32 @@ fn a_link_in_an_out_folder_someone_else_made_is_never_written_through() {
     assert!(out.join("node.json").is_file());
 }
 
+/// An --out inside a folder another user owns (a checkout of theirs, a folder of theirs in /tmp): that user could
+/// swap the folder root writes its files into for a link, or a folder elsewhere for the one root replaces, so
+/// root refuses it before measuring anything; in a folder only root can change, the same run goes on.
+#[test]
+fn an_out_in_a_folder_another_user_owns_is_refused_as_root() {
+    let _machine = cosched_runtime::testing::whole_machine();
+    if !is_root() {
+        eprintln!("SKIPPED an_out_in_a_folder_another_user_owns_is_refused_as_root: needs root (chown)");
+        return;
+    }
+    let folder = tempfile::Builder::new().prefix("cosched-node-theirs-").tempdir().unwrap();
+    let theirs = folder.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    nix::unistd::chown(&theirs, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+    let out = theirs.join("node");
+    let o = tiny_run(&["--no-cpu-group", "--out", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && stderr.contains("--out's folder") && stderr.contains("uid 65534"), "{stderr}");
+    assert!(!out.exists() && std::fs::read_dir(&theirs).unwrap().next().is_none(), "nothing written: {stderr}");
+    // calibrate, which writes its machine files the same way, too.
+    let o = cosched(&["calibrate", "--out", theirs.join("machine").to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && stderr.contains("--out's folder") && stderr.contains("uid 65534"), "{stderr}");
+    assert!(std::fs::read_dir(&theirs).unwrap().next().is_none(), "nothing written: {stderr}");
+}
+
 /// An apps folder that another user owns (a checkout of theirs): root never runs its Makefile nor builds its
 /// sources, and says to give --spinbarrier instead.
 #[test]
