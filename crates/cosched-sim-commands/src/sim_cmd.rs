@@ -558,7 +558,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     let out = OutputDir::begin(&args.out)?;
     write_outputs(&out, args, &prepared.configs, &prepared.loaded.report, &results)?;
     out.write("run.json", &crate::run_info::run_json(&results, &run_wall_s))?;
-    cosched_workload::swf::write_path(&out.file("workload.swf"), &prepared.loaded.workload)
+    cosched_workload::swf::write_file(&out.create("workload.swf")?, false, &prepared.loaded.workload)
         .map_err(|e| format!("cannot write workload.swf: {e}"))?;
     let path = out.commit()?;
     eprintln!(

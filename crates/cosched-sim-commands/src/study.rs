@@ -535,7 +535,7 @@ fn write_study_files(
     out.write("table.md", &table)?;
     for (file, svg) in &figures {
         out.write(&format!("{file}.svg"), svg)?;
-        std::fs::write(out.file(&format!("{file}.png")), svg_to_png(svg)?).map_err(|e| e.to_string())?;
+        out.write_bytes(&format!("{file}.png"), &svg_to_png(svg)?)?;
     }
     let manifest = Manifest {
         experiment: name,

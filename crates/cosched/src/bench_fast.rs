@@ -267,7 +267,7 @@ pub fn run_site(args: &BenchSiteArgs) -> Result<(), String> {
     }
     print_site(&runs);
     let out = OutputDir::begin(&args.out)?;
-    cosched_workload::swf::write_path(&out.file("site.swf"), &loaded.workload)
+    cosched_workload::swf::write_file(&out.create("site.swf")?, false, &loaded.workload)
         .map_err(|e| format!("cannot write site.swf: {e}"))?;
     out.write("summary.csv", &summary_csv(&results))?;
     out.write("jobs.csv", &jobs_csv(&results))?;

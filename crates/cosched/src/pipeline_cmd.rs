@@ -378,7 +378,7 @@ fn write_study(out: &Path, table: &str, result: &StudyResult) -> Result<(), Stri
 
 fn write_png(dir: &OutputDir, name: &str, svg: &str) -> Result<(), String> {
     dir.write(&format!("{name}.svg"), svg)?;
-    std::fs::write(dir.file(&format!("{name}.png")), svg_to_png(svg)?).map_err(|e| e.to_string())
+    dir.write_bytes(&format!("{name}.png"), &svg_to_png(svg)?)
 }
 
 fn y_range(values: impl Iterator<Item = f64> + Clone) -> (f64, f64) {

@@ -164,10 +164,10 @@ fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// An --out folder another user made in a shared folder, its marker a link to a file of root's: root's run
-/// writes nothing through the link (it replaces the folder, as every --out of cosched).
+/// An --out folder another user made in a shared folder, its marker a link to a file of root's: a marker that is a
+/// link is not cosched's, so the folder is refused, and nothing is written through the links.
 #[test]
-fn a_link_in_an_out_folder_someone_else_made_is_never_written_through() {
+fn an_out_folder_whose_marker_is_a_link_is_refused_and_never_written_through() {
     // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
     let _machine = cosched_runtime::testing::whole_machine();
     let folder = tempfile::Builder::new().prefix("cosched-node-out-").tempdir().unwrap();
@@ -178,10 +178,12 @@ fn a_link_in_an_out_folder_someone_else_made_is_never_written_through() {
     std::os::unix::fs::symlink(&victim, out.join(".cosched-output")).unwrap();
     std::os::unix::fs::symlink(&victim, out.join("table.txt")).unwrap();
     let o = tiny_run(&["--no-cpu-group", "--out", out.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!o.status.success(), "a folder with a linked marker was taken");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("holds files that cosched did not write"), "{err}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "written through a link");
-    assert!(!out.join(".cosched-output").symlink_metadata().unwrap().file_type().is_symlink());
-    assert!(out.join("node.json").is_file());
+    assert!(out.join(".cosched-output").symlink_metadata().unwrap().file_type().is_symlink());
+    assert!(!out.join("node.json").exists());
 }
 
 /// An --out inside a folder another user owns (a checkout of theirs, a folder of theirs in /tmp): that user could
