@@ -46,6 +46,7 @@ fn texts(
     out: Option<PathBuf>,
 ) -> PyResult<StudyTexts> {
     if let Some(out) = out {
+        let out = cosched_sim_commands::output::OutputDir::check(&out).map_err(refused)?;
         write_study(experiment, settings, rows, &out).map_err(refused)?;
     }
     let (runs_kinds, points_kinds) = runs_and_points_kinds();

@@ -14,7 +14,6 @@ use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{fstat, mkdirat, openat, renameat, renameat_with, statat, unlinkat, AtFlags, FileType};
@@ -27,9 +26,33 @@ const MARKER: &str = ".cosched-output";
 /// Folders nested deeper than this in an old output folder are not removed (cosched writes two levels).
 const MAX_REMOVE_DEPTH: usize = 32;
 
+/// What [`OutputDir::check`] found at the destination, looked for again at the swap: the output replaces only
+/// what was checked (a destination absent then must still be absent; a folder must be the same folder, by inode).
+#[derive(Clone, Debug)]
+pub struct CheckedOut {
+    path: PathBuf,
+    found: Option<Identity>,
+}
+
+impl std::ops::Deref for CheckedOut {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A file's device and inode.
+type Identity = (u64, u64);
+
+fn identity(stat: &Stat) -> Identity {
+    (stat.st_dev, stat.st_ino)
+}
+
 pub struct OutputDir {
     final_path: PathBuf,
     final_name: OsString,
+    /// What the destination was when checked.
+    found: Option<Identity>,
     /// The destination's folder, opened once.
     parent: OwnedFd,
     scratch_name: OsString,
@@ -38,51 +61,48 @@ pub struct OutputDir {
 }
 
 impl OutputDir {
-    /// Check that `path` can be (re)written, before any work is done: absent, or a folder (not a link, not a
-    /// mount point) that is empty or holds cosched's output.
-    pub fn check(path: &Path) -> Result<(), String> {
+    /// Check that `path` can be (re)written, before any work is done: absent, or a folder of this user's (not a
+    /// link, not a mount point) that is empty or holds cosched's output. What was found is looked for again at
+    /// the swap.
+    pub fn check(path: &Path) -> Result<CheckedOut, String> {
         let refuse = |why: &str| Err(format!("--out {}: {why}", path.display()));
-        if destination_name(path).is_none() {
+        let Some(name) = destination_name(path) else {
             return refuse("name a folder to write, not `.`, `..` or `/`");
-        }
-        let meta = match fs::symlink_metadata(path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return refuse(&e.to_string()),
         };
-        if meta.file_type().is_symlink() {
-            return refuse("is a symbolic link; cosched replaces the folder itself, so give the folder it points to");
-        }
-        if !meta.is_dir() {
-            return refuse("exists and is not a folder");
-        }
-        let parent = fs::metadata(parent_of(path)).map_err(|e| format!("--out {}: {e}", path.display()))?;
-        if meta.dev() != parent.dev() {
-            return refuse("is a mount point; cosched replaces the folder whole, so choose a folder inside it");
-        }
-        let dir = open_dir(CWD, path.as_os_str()).map_err(|e| format!("--out {}: {e}", path.display()))?;
-        match replaceable(dir.as_fd()) {
-            Ok(true) => Ok(()),
-            Ok(false) => refuse("the folder holds files that cosched did not write; choose another folder"),
-            Err(e) => refuse(&e.to_string()),
+        let parent = match open_parent(&parent_of(path)) {
+            Ok(parent) => parent,
+            Err(Errno::NOENT) => return Ok(CheckedOut { path: path.to_path_buf(), found: None }),
+            Err(e) => return refuse(&format!("its folder: {e}")),
+        };
+        match destination_state(parent.as_fd(), &name) {
+            Ok(found) => Ok(CheckedOut { path: path.to_path_buf(), found }),
+            Err(why) => refuse(&why),
         }
     }
 
-    pub fn begin(path: &Path) -> Result<OutputDir, String> {
-        OutputDir::check(path)?;
+    /// Make the scratch folder beside the destination `checked` names. The destination itself is checked
+    /// again only at the swap, which keeps the results if it changed.
+    pub fn begin(checked: &CheckedOut) -> Result<OutputDir, String> {
+        let path = &checked.path;
         let final_name =
             destination_name(path).ok_or_else(|| format!("--out {}: not a folder name", path.display()))?;
         let parent_path = parent_of(path);
         fs::create_dir_all(&parent_path).map_err(|e| format!("cannot create {}: {e}", parent_path.display()))?;
-        let parent = open_dir(CWD, parent_path.as_os_str())
-            .map_err(|e| format!("cannot open {}: {e}", parent_path.display()))?;
+        let parent = open_parent(&parent_path).map_err(|e| format!("cannot open {}: {e}", parent_path.display()))?;
         let mut prefix = OsString::from(".");
         prefix.push(&final_name);
         prefix.push(".partial-");
         let (scratch_name, scratch) = make_private_dir(parent.as_fd(), &prefix)
             .map_err(|e| format!("cannot create a scratch folder in {}: {e}", parent_path.display()))?;
-        let dir =
-            OutputDir { final_path: path.to_path_buf(), final_name, parent, scratch_name, scratch, committed: false };
+        let dir = OutputDir {
+            final_path: path.to_path_buf(),
+            final_name,
+            found: checked.found,
+            parent,
+            scratch_name,
+            scratch,
+            committed: false,
+        };
         dir.write(MARKER, "written by cosched\n")?;
         Ok(dir)
     }
@@ -127,74 +147,76 @@ impl OutputDir {
                 // Kept, not removed: a long run's results must not be lost to a folder that changed meanwhile.
                 self.committed = true;
                 return Err(format!(
-                    "cannot replace {} (it must be a folder, empty or cosched's output, not a link): {}; \
-                     the results are kept in {}",
+                    "cannot replace {}: {}; the results are kept in {}",
                     self.final_path.display(),
                     describe(e),
-                    parent_of(&self.final_path).join(&self.scratch_name).display()
+                    self.scratch_whereabouts()
                 ));
             }
         };
         self.committed = true;
-        if let Some((name, checked)) = old {
-            if let Err(e) = remove_checked(self.parent.as_fd(), &name, &checked) {
+        if !self.scratch_is_named(&self.final_name) {
+            eprintln!(
+                "warning: someone else renamed names in {} during the swap: {} may not hold these results",
+                parent_of(&self.final_path).display(),
+                self.final_path.display()
+            );
+        }
+        if let Some(name) = old {
+            if let Err(e) = remove_checked(self.parent.as_fd(), &name, self.found) {
                 eprintln!(
-                    "warning: the results are in {}, but the old folder moved aside as {} was not removed: {e}",
+                    "warning: the results are in {}, but the old folder moved aside as {} was not removed: {}",
                     self.final_path.display(),
-                    parent_of(&self.final_path).join(&name).display()
+                    parent_of(&self.final_path).join(&name).display(),
+                    describe(e)
                 );
             }
         }
         Ok(self.final_path.clone())
     }
 
-    /// Swap the scratch folder in; returns where the old output now lies and what was checked of it.
-    fn put_in_place(&self) -> Result<Option<(OsString, Stat)>, Errno> {
+    /// Swap the scratch folder in; returns where the old output now lies, if there was one.
+    fn put_in_place(&self) -> Result<Option<OsString>, Errno> {
         // The name must still be the scratch folder's: someone who may rename in the destination's folder could
         // have put a link or their own folder there, which would then take the destination's name.
-        let ours = fstat(&self.scratch)?;
-        let named = statat(&self.parent, &self.scratch_name, AtFlags::SYMLINK_NOFOLLOW)?;
-        if (named.st_dev, named.st_ino) != (ours.st_dev, ours.st_ino) {
+        if !self.scratch_is_named(&self.scratch_name) {
             return Err(Errno::STALE);
         }
-        rustix::fs::fchmod(&self.scratch, Mode::from_bits_truncate(0o777 & !process_umask()))?;
+        let ours = fstat(&self.scratch)?;
+        let setgid = ours.st_mode & 0o2000;
+        rustix::fs::fchmod(&self.scratch, Mode::from_bits_truncate((0o777 & !process_umask()) | setgid))?;
         let parent = &self.parent;
-        match renameat_with(parent, &self.scratch_name, parent, &self.final_name, RenameFlags::NOREPLACE) {
-            Ok(()) => Ok(None),
-            Err(Errno::INVAL | Errno::NOSYS) => self.commit_without_flags(),
-            Err(Errno::EXIST) => self.swap_with_old().map(Some),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The destination exists: check it again, then exchange it with the scratch folder. The old output is left
-    /// under the scratch folder's name; returns that name and what was checked.
-    fn swap_with_old(&self) -> Result<(OsString, Stat), Errno> {
-        let checked = self.check_destination_again()?;
-        let parent = &self.parent;
-        match renameat_with(parent, &self.scratch_name, parent, &self.final_name, RenameFlags::EXCHANGE) {
-            Ok(()) => Ok((self.scratch_name.clone(), checked)),
-            Err(Errno::INVAL | Errno::NOSYS) => self.move_aside_then_rename(checked),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// A file system without rename flags (NFS, for one): whether the destination exists is asked first.
-    fn commit_without_flags(&self) -> Result<Option<(OsString, Stat)>, Errno> {
-        match statat(&self.parent, &self.final_name, AtFlags::SYMLINK_NOFOLLOW) {
-            Err(Errno::NOENT) => {
-                // A plain rename replaces at most an empty folder made meanwhile.
-                let parent = &self.parent;
-                renameat(parent, &self.scratch_name, parent, &self.final_name).map(|()| None)
+        match self.found {
+            None => match renameat_with(parent, &self.scratch_name, parent, &self.final_name, RenameFlags::NOREPLACE) {
+                Ok(()) => Ok(None),
+                Err(Errno::EXIST) => Err(Errno::EXIST),
+                Err(Errno::INVAL | Errno::NOSYS) => self.rename_onto_absent().map(|()| None),
+                Err(e) => Err(e),
+            },
+            Some(_) => {
+                self.check_destination_again()?;
+                match renameat_with(parent, &self.scratch_name, parent, &self.final_name, RenameFlags::EXCHANGE) {
+                    Ok(()) => Ok(Some(self.scratch_name.clone())),
+                    Err(Errno::INVAL | Errno::NOSYS) => self.move_aside_then_rename().map(Some),
+                    Err(e) => Err(e),
+                }
             }
-            Ok(_) => self.move_aside_then_rename(self.check_destination_again()?).map(Some),
+        }
+    }
+
+    /// A file system without rename flags (NFS, for one), the destination absent when checked: it must still be.
+    fn rename_onto_absent(&self) -> Result<(), Errno> {
+        match statat(&self.parent, &self.final_name, AtFlags::SYMLINK_NOFOLLOW) {
+            // A plain rename replaces at most an empty folder made meanwhile.
+            Err(Errno::NOENT) => renameat(&self.parent, &self.scratch_name, &self.parent, &self.final_name),
+            Ok(_) => Err(Errno::EXIST),
             Err(e) => Err(e),
         }
     }
 
     /// Move the old output onto a fresh empty folder (a folder may be renamed over an empty one), then the
     /// scratch folder into its place; on failure the old one goes back.
-    fn move_aside_then_rename(&self, checked: Stat) -> Result<(OsString, Stat), Errno> {
+    fn move_aside_then_rename(&self) -> Result<OsString, Errno> {
         let mut prefix = OsString::from(".");
         prefix.push(&self.final_name);
         prefix.push(".replaced-");
@@ -208,17 +230,43 @@ impl OutputDir {
             let _ = renameat(parent, &aside, parent, &self.final_name);
             return Err(e);
         }
-        Ok((aside, checked))
+        Ok(aside)
     }
 
-    /// The destination as it is now: a real folder, empty or holding the marker (it may have changed since the
-    /// run began). Returns its identity, so that only that folder is removed later.
-    fn check_destination_again(&self) -> Result<Stat, Errno> {
+    /// The destination as it is now must be the folder checked before the run, still fit to replace.
+    fn check_destination_again(&self) -> Result<(), Errno> {
         let dir = open_dir(&self.parent, &self.final_name)?;
-        if !replaceable(dir.as_fd())? {
+        let stat = fstat(&dir)?;
+        if Some(identity(&stat)) != self.found {
+            return Err(Errno::STALE);
+        }
+        if stat.st_uid != rustix::process::geteuid().as_raw() || !replaceable(dir.as_fd())? {
             return Err(Errno::NOTEMPTY);
         }
-        fstat(&dir)
+        Ok(())
+    }
+
+    /// Whether `name` in the destination's folder is the scratch folder.
+    fn scratch_is_named(&self, name: &OsStr) -> bool {
+        let (Ok(ours), Ok(named)) = (fstat(&self.scratch), statat(&self.parent, name, AtFlags::SYMLINK_NOFOLLOW))
+        else {
+            return false;
+        };
+        identity(&ours) == identity(&named)
+    }
+
+    /// Where the scratch folder is now, for a message: looked up by inode, as someone may have renamed it.
+    fn scratch_whereabouts(&self) -> String {
+        let folder = parent_of(&self.final_path);
+        let ours = fstat(&self.scratch).map(|s| identity(&s));
+        let names = entries(self.parent.as_fd()).unwrap_or_default();
+        let found = names
+            .into_iter()
+            .find(|name| statat(&self.parent, name, AtFlags::SYMLINK_NOFOLLOW).is_ok_and(|s| Ok(identity(&s)) == ours));
+        match found {
+            Some(name) => folder.join(name).display().to_string(),
+            None => format!("a folder renamed away from {} by someone else", folder.display()),
+        }
     }
 }
 
@@ -227,7 +275,7 @@ impl Drop for OutputDir {
         // Not committed (an error on the way): leave nothing behind.
         if !self.committed {
             if let Ok(made) = fstat(&self.scratch) {
-                let _ = remove_checked(self.parent.as_fd(), &self.scratch_name, &made);
+                let _ = remove_checked(self.parent.as_fd(), &self.scratch_name, Some(identity(&made)));
             }
         }
     }
@@ -237,7 +285,8 @@ impl Drop for OutputDir {
 fn describe(e: Errno) -> String {
     match e {
         Errno::STALE => "someone else renamed the scratch folder or the destination meanwhile".into(),
-        Errno::NOTEMPTY => "it now holds files that cosched did not write".into(),
+        Errno::EXIST => "someone made it meanwhile".into(),
+        Errno::NOTEMPTY => "it is not this user's, or now holds files that cosched did not write".into(),
         Errno::LOOP | Errno::NOTDIR => "it is now a link or not a folder".into(),
         e => e.to_string(),
     }
@@ -255,6 +304,40 @@ fn parent_of(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
+    }
+}
+
+/// The destination's folder, opened once; links on its way are followed (they are the path the user gave).
+fn open_parent(path: &Path) -> Result<OwnedFd, Errno> {
+    openat(CWD, path, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// The destination `name` in its opened folder: absent (`None`), or a folder fit to replace (its identity), or
+/// why not.
+fn destination_state(parent: BorrowedFd, name: &OsStr) -> Result<Option<Identity>, String> {
+    let stat = match statat(parent, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Symlink => {
+            return Err("is a symbolic link; cosched replaces the folder itself, so give the folder it points to".into())
+        }
+        FileType::Directory => {}
+        _ => return Err("exists and is not a folder".into()),
+    }
+    if stat.st_dev != fstat(parent).map_err(|e| e.to_string())?.st_dev {
+        return Err("is a mount point; cosched replaces the folder whole, so choose a folder inside it".into());
+    }
+    if stat.st_uid != rustix::process::geteuid().as_raw() {
+        return Err("belongs to another user; cosched replaces only a folder of its own user's".into());
+    }
+    let dir = open_dir(parent, name).map_err(|e| e.to_string())?;
+    match replaceable(dir.as_fd()) {
+        Ok(true) => Ok(Some(identity(&stat))),
+        Ok(false) => Err("the folder holds files that cosched did not write; choose another folder".into()),
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -289,8 +372,11 @@ fn make_private_dir(parent: BorrowedFd, prefix: &OsStr) -> Result<(OsString, Own
             Err(e) => return Err(e),
         }
         let dir = open_dir(parent, &name)?;
-        if fstat(&dir)?.st_uid != rustix::process::geteuid().as_raw() {
-            return Err(Errno::PERM);
+        // The folder just made: ours, private, empty (not one of ours swapped in under its name meanwhile).
+        let stat = fstat(&dir)?;
+        let fresh = stat.st_uid == rustix::process::geteuid().as_raw() && stat.st_mode & 0o777 == 0o700;
+        if !fresh || stat.st_nlink != 2 || !entries(dir.as_fd())?.is_empty() {
+            return Err(Errno::STALE);
         }
         return Ok((name, dir));
     }
@@ -320,27 +406,39 @@ fn entries(dir: BorrowedFd) -> Result<Vec<OsString>, Errno> {
     Ok(names)
 }
 
-/// Remove the folder `name` in `parent` with all it holds, if it is still the folder `expected` (same device
-/// and inode); links in it are removed, never followed.
-fn remove_checked(parent: BorrowedFd, name: &OsStr, expected: &Stat) -> Result<(), Errno> {
+/// Remove the folder `name` in `parent` with what it holds, if it is still the folder `expected` (same device
+/// and inode). Links in it are removed, never followed; only this user's entries are removed, and only this
+/// user's folders on the same device entered, so nothing another user moved in is lost (the folder then stays).
+fn remove_checked(parent: BorrowedFd, name: &OsStr, expected: Option<Identity>) -> Result<(), Errno> {
     let dir = open_dir(parent, name)?;
     let found = fstat(&dir)?;
-    if (found.st_dev, found.st_ino) != (expected.st_dev, expected.st_ino) {
+    if Some(identity(&found)) != expected {
         return Err(Errno::STALE);
     }
-    remove_contents(dir.as_fd(), 0)?;
+    remove_own_contents(dir.as_fd(), found.st_dev, 0)?;
     unlinkat(parent, name, AtFlags::REMOVEDIR)
 }
 
-fn remove_contents(dir: BorrowedFd, depth: usize) -> Result<(), Errno> {
+fn remove_own_contents(dir: BorrowedFd, device: u64, depth: usize) -> Result<(), Errno> {
     if depth > MAX_REMOVE_DEPTH {
         return Err(Errno::LOOP);
     }
+    let me = rustix::process::geteuid().as_raw();
     for name in entries(dir)? {
         let stat = statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW)?;
+        if stat.st_uid != me {
+            continue;
+        }
         if FileType::from_raw_mode(stat.st_mode) == FileType::Directory {
-            remove_contents(open_dir(dir, &name)?.as_fd(), depth + 1)?;
-            unlinkat(dir, &name, AtFlags::REMOVEDIR)?;
+            if stat.st_dev != device {
+                continue;
+            }
+            remove_own_contents(open_dir(dir, &name)?.as_fd(), device, depth + 1)?;
+            // Not empty: it holds another user's entries, which stay (and so does the folder above).
+            match unlinkat(dir, &name, AtFlags::REMOVEDIR) {
+                Ok(()) | Err(Errno::NOTEMPTY) => {}
+                Err(e) => return Err(e),
+            }
         } else {
             unlinkat(dir, &name, AtFlags::empty())?;
         }
@@ -357,7 +455,8 @@ fn process_umask() -> u32 {
                 .lines()
                 .find_map(|line| line.strip_prefix("Umask:").and_then(|v| u32::from_str_radix(v.trim(), 8).ok()))
         })
-        .unwrap_or(0o022)
+        // Unknown: the narrowest.
+        .unwrap_or(0o077)
 }
 
 /// Write the file `path` all-or-nothing: into a new file beside it, renamed over it once complete. The new file
@@ -385,12 +484,23 @@ pub use cosched_lab::csv::{csv_field, num, push_row};
 /// A regular file of at most `max_bytes`, refused before it is read whole (a result file, a machine file,
 /// perhaps another user's).
 pub fn read_bounded(path: &Path, max_bytes: u64) -> Result<String, String> {
+    read_bounded_with(path, max_bytes, 0)
+}
+
+/// As [`read_bounded`], but never through a link at the last step (a file in a folder others may change).
+pub fn read_bounded_no_link(path: &Path, max_bytes: u64) -> Result<String, String> {
+    read_bounded_with(path, max_bytes, nix::fcntl::OFlag::O_NOFOLLOW.bits())
+}
+
+fn read_bounded_with(path: &Path, max_bytes: u64, extra_flags: i32) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    // Not blocking in open: a FIFO in the file's place would wait for a writer forever.
+    // Not blocking in open: a FIFO in the file's place would wait for a writer forever; and never taking a
+    // terminal as the controlling one.
+    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .custom_flags(flags.bits() | extra_flags)
         .open(path)
         .map_err(|e| format!("reading {}: {e}", path.display()))?;
     if !file.metadata().is_ok_and(|m| m.is_file()) {
@@ -410,6 +520,10 @@ mod tests {
     //! run's start and its commit (the test plays them).
     use super::*;
     use std::os::unix::fs::{symlink, PermissionsExt};
+
+    fn begin(path: &Path) -> OutputDir {
+        OutputDir::begin(&OutputDir::check(path).unwrap()).unwrap()
+    }
 
     fn names_in(folder: &Path) -> Vec<String> {
         let mut names: Vec<String> =
@@ -434,7 +548,7 @@ mod tests {
     fn a_new_folder_gets_the_files_the_marker_and_the_usual_mode_and_nothing_is_left_beside_it() {
         let folder = tempfile::tempdir().unwrap();
         let out = folder.path().join("out");
-        let dir = OutputDir::begin(&out).unwrap();
+        let dir = begin(&out);
         let scratch = scratch_path(folder.path());
         assert_eq!(fs::metadata(&scratch).unwrap().permissions().mode() & 0o777, 0o700, "scratch not private");
         dir.write("a.csv", "x\n").unwrap();
@@ -452,11 +566,11 @@ mod tests {
     fn an_old_output_is_replaced_whole_and_nothing_is_left_beside_it() {
         let folder = tempfile::tempdir().unwrap();
         let out = folder.path().join("out");
-        let first = OutputDir::begin(&out).unwrap();
+        let first = begin(&out);
         first.write("old.csv", "old\n").unwrap();
         first.write("sub/old.csv", "old\n").unwrap();
         first.commit().unwrap();
-        let second = OutputDir::begin(&out).unwrap();
+        let second = begin(&out);
         second.write("new.csv", "new\n").unwrap();
         second.commit().unwrap();
         assert_eq!(names_in(&out), [MARKER, "new.csv"]);
@@ -466,7 +580,7 @@ mod tests {
     #[test]
     fn an_unfinished_run_leaves_nothing() {
         let folder = tempfile::tempdir().unwrap();
-        let dir = OutputDir::begin(&folder.path().join("out")).unwrap();
+        let dir = begin(&folder.path().join("out"));
         dir.write("a.csv", "x\n").unwrap();
         drop(dir);
         assert!(names_in(folder.path()).is_empty());
@@ -486,6 +600,7 @@ mod tests {
         fs::create_dir(&linked_marker).unwrap();
         symlink(foreign.join("precious"), linked_marker.join(MARKER)).unwrap();
         for (path, why) in [
+            (link.join(""), "symbolic link"),
             (link, "symbolic link"),
             (file, "not a folder"),
             (foreign, "did not write"),
@@ -497,7 +612,6 @@ mod tests {
         ] {
             let err = OutputDir::check(&path).expect_err(&path.display().to_string());
             assert!(err.contains(why), "{}: {err}", path.display());
-            assert!(OutputDir::begin(&path).is_err());
         }
         assert!(OutputDir::check(&empty).is_ok());
         assert_eq!(
@@ -510,7 +624,7 @@ mod tests {
     #[test]
     fn names_inside_the_output_cannot_leave_it() {
         let folder = tempfile::tempdir().unwrap();
-        let dir = OutputDir::begin(&folder.path().join("out")).unwrap();
+        let dir = begin(&folder.path().join("out"));
         for name in ["../escaped", "/tmp/escaped", "a/../../escaped", "", "."] {
             assert!(dir.write(name, "x").is_err(), "{name:?} was written");
         }
@@ -523,7 +637,7 @@ mod tests {
         let out = folder.path().join("out");
         fs::create_dir(&out).unwrap();
         let victim = victim(folder.path());
-        let dir = OutputDir::begin(&out).unwrap();
+        let dir = begin(&out);
         dir.write("a.csv", "x\n").unwrap();
         fs::remove_dir(&out).unwrap();
         symlink(&victim, &out).unwrap();
@@ -538,12 +652,13 @@ mod tests {
     fn a_foreign_folder_swapped_in_for_the_destination_meanwhile_is_never_removed() {
         let folder = tempfile::tempdir().unwrap();
         let out = folder.path().join("out");
-        OutputDir::begin(&out).unwrap().commit().unwrap();
-        let dir = OutputDir::begin(&out).unwrap();
+        begin(&out).commit().unwrap();
+        let dir = begin(&out);
         fs::remove_dir_all(&out).unwrap();
         fs::rename(victim(folder.path()), &out).unwrap();
+        // (Refused by its inode, or, where the file system gave the freed inode to the new folder, by its files.)
         let err = dir.commit().expect_err("replaced a foreign folder");
-        assert!(err.contains("files that cosched did not write"), "{err}");
+        assert!(err.contains("the results are kept in"), "{err}");
         assert_eq!(fs::read_to_string(out.join("precious")).unwrap(), "precious\n");
     }
 
@@ -551,11 +666,11 @@ mod tests {
     fn links_inside_an_old_output_are_removed_not_followed() {
         let folder = tempfile::tempdir().unwrap();
         let out = folder.path().join("out");
-        OutputDir::begin(&out).unwrap().commit().unwrap();
+        begin(&out).commit().unwrap();
         let victim = victim(folder.path());
         symlink(&victim, out.join("to-folder")).unwrap();
         symlink(victim.join("precious"), out.join("to-file")).unwrap();
-        OutputDir::begin(&out).unwrap().commit().unwrap();
+        begin(&out).commit().unwrap();
         assert_eq!(names_in(&out), [MARKER]);
         assert_eq!(fs::read_to_string(victim.join("precious")).unwrap(), "precious\n");
     }
@@ -563,7 +678,7 @@ mod tests {
     #[test]
     fn a_folder_swapped_in_for_the_scratch_of_an_unfinished_run_is_not_removed() {
         let folder = tempfile::tempdir().unwrap();
-        let dir = OutputDir::begin(&folder.path().join("out")).unwrap();
+        let dir = begin(&folder.path().join("out"));
         let scratch = scratch_path(folder.path());
         fs::rename(&scratch, folder.path().join("moved")).unwrap();
         fs::rename(victim(folder.path()), &scratch).unwrap();
@@ -574,7 +689,7 @@ mod tests {
     #[test]
     fn files_are_written_into_the_scratch_folder_even_if_its_name_is_taken_meanwhile() {
         let folder = tempfile::tempdir().unwrap();
-        let dir = OutputDir::begin(&folder.path().join("out")).unwrap();
+        let dir = begin(&folder.path().join("out"));
         let scratch = scratch_path(folder.path());
         let moved = folder.path().join("moved");
         fs::rename(&scratch, &moved).unwrap();
@@ -594,14 +709,17 @@ mod tests {
         let folder = tempfile::tempdir().unwrap();
         let out = folder.path().join("out");
         for round in ["first", "second"] {
-            let mut dir = OutputDir::begin(&out).unwrap();
+            let mut dir = begin(&out);
             dir.write("round", round).unwrap();
-            let old = dir.commit_without_flags().unwrap();
-            dir.committed = true;
-            if let Some((name, checked)) = old {
+            if dir.found.is_none() {
+                dir.rename_onto_absent().unwrap();
+            } else {
+                dir.check_destination_again().unwrap();
+                let name = dir.move_aside_then_rename().unwrap();
                 assert!(name.to_string_lossy().contains(".replaced-"));
-                remove_checked(dir.parent.as_fd(), &name, &checked).unwrap();
+                remove_checked(dir.parent.as_fd(), &name, dir.found).unwrap();
             }
+            dir.committed = true;
             assert_eq!(fs::read_to_string(out.join("round")).unwrap(), round);
             assert_eq!(names_in(folder.path()), ["out"]);
         }
@@ -624,5 +742,102 @@ mod tests {
         let checked = OutputDir::check(&mount);
         let _ = std::process::Command::new("umount").arg(&mount).status();
         assert!(checked.expect_err("a mount point was taken").contains("mount point"));
+    }
+
+    #[test]
+    fn a_destination_made_meanwhile_is_not_replaced_even_if_it_looks_like_cosched_output() {
+        let folder = tempfile::tempdir().unwrap();
+        let out = folder.path().join("out");
+        let dir = begin(&out);
+        dir.write("new", "new\n").unwrap();
+        let other = begin(&folder.path().join("elsewhere"));
+        other.write("precious", "precious\n").unwrap();
+        other.commit().unwrap();
+        fs::rename(folder.path().join("elsewhere"), &out).unwrap();
+        let err = dir.commit().expect_err("replaced a folder made meanwhile");
+        assert!(err.contains("someone made it meanwhile"), "{err}");
+        assert_eq!(fs::read_to_string(out.join("precious")).unwrap(), "precious\n");
+    }
+
+    /// The other user renames one of the victim's earlier outputs onto the destination's name: replaced, its
+    /// files would go, though the other user could not remove them.
+    #[test]
+    fn another_output_renamed_onto_the_destination_meanwhile_is_not_removed() {
+        let folder = tempfile::tempdir().unwrap();
+        let (run1, run2) = (folder.path().join("run1"), folder.path().join("run2"));
+        let first = begin(&run1);
+        first.write("precious", "precious\n").unwrap();
+        first.commit().unwrap();
+        begin(&run2).commit().unwrap();
+        let dir = begin(&run2);
+        fs::remove_dir_all(&run2).unwrap();
+        fs::rename(&run1, &run2).unwrap();
+        assert!(dir.commit().is_err());
+        assert_eq!(fs::read_to_string(run2.join("precious")).unwrap(), "precious\n");
+    }
+
+    #[test]
+    fn begin_takes_a_destination_changed_since_the_check_and_the_commit_keeps_the_results() {
+        let folder = tempfile::tempdir().unwrap();
+        let out = folder.path().join("out");
+        let checked = OutputDir::check(&out).unwrap();
+        fs::create_dir(&out).unwrap();
+        fs::write(out.join("theirs"), "").unwrap();
+        let dir = OutputDir::begin(&checked).expect("begin refused after a long run");
+        dir.write("a.csv", "x\n").unwrap();
+        let err = dir.commit().expect_err("replaced a folder made meanwhile");
+        let kept = scratch_path(folder.path());
+        assert!(err.contains(&kept.display().to_string()), "{err}");
+        assert_eq!(fs::read_to_string(kept.join("a.csv")).unwrap(), "x\n");
+    }
+
+    #[test]
+    fn a_linked_folder_on_the_way_is_followed() {
+        let folder = tempfile::tempdir().unwrap();
+        fs::create_dir(folder.path().join("real")).unwrap();
+        symlink(folder.path().join("real"), folder.path().join("link")).unwrap();
+        let dir = begin(&folder.path().join("link/out"));
+        dir.write("a.csv", "x\n").unwrap();
+        dir.commit().unwrap();
+        assert!(folder.path().join("real/out/a.csv").is_file());
+    }
+
+    #[test]
+    fn the_folders_setgid_bit_is_kept() {
+        let folder = tempfile::tempdir().unwrap();
+        let shared = folder.path().join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o2775)).unwrap();
+        if fs::metadata(&shared).unwrap().permissions().mode() & 0o2000 == 0 {
+            eprintln!("SKIPPED the_folders_setgid_bit_is_kept: this file system drops the setgid bit");
+            return;
+        }
+        begin(&shared.join("out")).commit().unwrap();
+        assert_ne!(fs::metadata(shared.join("out")).unwrap().permissions().mode() & 0o2000, 0);
+    }
+
+    /// Another user moves a folder of theirs into the victim's old output: replacing the output must not remove
+    /// it (the victim's removal would reach what its owner's rules protect).
+    #[test]
+    fn another_users_entries_in_an_old_output_are_left() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("SKIPPED another_users_entries_in_an_old_output_are_left: giving a file away needs root");
+            return;
+        }
+        let folder = tempfile::tempdir().unwrap();
+        let out = folder.path().join("out");
+        begin(&out).commit().unwrap();
+        fs::create_dir(out.join("theirs")).unwrap();
+        fs::write(out.join("theirs/precious"), "precious\n").unwrap();
+        let nobody = Some(rustix::process::Uid::from_raw(65534));
+        for path in [out.join("theirs"), out.join("theirs/precious")] {
+            rustix::fs::chown(&path, nobody, None).unwrap();
+        }
+        let dir = begin(&out);
+        dir.write("new", "").unwrap();
+        dir.commit().unwrap();
+        assert_eq!(names_in(&out), [MARKER, "new"]);
+        let aside = scratch_path(folder.path());
+        assert_eq!(fs::read_to_string(aside.join("theirs/precious")).unwrap(), "precious\n");
     }
 }

@@ -551,11 +551,11 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     // Validate everything before doing any work or touching the output folder.
     args.settings()?;
     args.fast_settings()?;
-    OutputDir::check(&args.out)?;
+    let checked_out = OutputDir::check(&args.out)?;
     let interrupted = crate::interrupt::stop_on_interrupt()?;
     let SimOutcome { prepared, results, run_wall_s } = simulate(args, interrupted.clone(), true)?;
     print_table(&results);
-    let out = OutputDir::begin(&args.out)?;
+    let out = OutputDir::begin(&checked_out)?;
     write_outputs(&out, args, &prepared.configs, &prepared.loaded.report, &results)?;
     out.write("run.json", &crate::run_info::run_json(&results, &run_wall_s))?;
     cosched_workload::swf::write_file(&out.create("workload.swf")?, false, &prepared.loaded.workload)

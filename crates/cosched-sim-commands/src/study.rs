@@ -7,7 +7,7 @@
 //! writing a shard document, which `cosched study merge` turns into the same
 //! files, byte for byte.
 
-use crate::output::OutputDir;
+use crate::output::{CheckedOut, OutputDir};
 use crate::plot::{scheme_style, svg_to_png, GroupedBarChart, LineChart, Series, StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
 use clap::{Args, Subcommand};
@@ -364,7 +364,7 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
     let settings = args.settings()?;
     settings.check(experiment)?;
     let out_path = args.out.clone().unwrap_or_else(|| default_out(experiment, args.shard));
-    OutputDir::check(&out_path)?;
+    let out_path = OutputDir::check(&out_path)?;
     let watch = BatchProgress::announcing(settings.jobs_per_run, !args.quiet);
     if let Some(shard) = args.shard {
         if args.resume {
@@ -425,7 +425,7 @@ fn journal_path(out_path: &Path) -> PathBuf {
 }
 
 /// The shard document alone, `shard.json`, all-or-nothing like any output.
-fn write_shard(doc: &ShardDocument, out_path: &Path) -> Result<(), String> {
+fn write_shard(doc: &ShardDocument, out_path: &CheckedOut) -> Result<(), String> {
     let out = OutputDir::begin(out_path)?;
     out.write(SHARD_FILE, &doc.to_text())?;
     let path = out.commit()?;
@@ -451,7 +451,7 @@ fn run_merge(args: &MergeArgs) -> Result<(), String> {
     }
     let experiment = shards.first().map(|(_, doc)| doc.experiment).ok_or("no shards to merge")?;
     let out_path = args.out.clone().unwrap_or_else(|| default_out(experiment, None));
-    OutputDir::check(&out_path)?;
+    let out_path = OutputDir::check(&out_path)?;
     let merged = merge(shards)?;
     write_study(merged.experiment, &merged.settings, &merged.rows, &out_path)
 }
@@ -461,7 +461,7 @@ pub fn write_study(
     experiment: Experiment,
     settings: &StudySettings,
     rows: &[RunRow],
-    out_path: &Path,
+    out_path: &CheckedOut,
 ) -> Result<(), String> {
     write_study_files(experiment, settings, rows, None, out_path)?;
     eprintln!("study {}: {} runs; results in {}/", experiment.name(), rows.len(), out_path.display());
@@ -475,7 +475,7 @@ fn write_partial_study(
     experiment: Experiment,
     settings: &StudySettings,
     journal: &Journal,
-    out_path: &Path,
+    out_path: &CheckedOut,
 ) -> Result<bool, String> {
     if holds_whole_study(out_path) {
         return Ok(false);
@@ -489,7 +489,7 @@ fn write_partial_study(
 /// Whether `out_path` holds a study's files that are not partial (a manifest without `partial`).
 fn holds_whole_study(out_path: &Path) -> bool {
     const MAX_MANIFEST_BYTES: u64 = 1 << 20;
-    let Ok(text) = crate::output::read_bounded(&out_path.join("manifest.json"), MAX_MANIFEST_BYTES) else {
+    let Ok(text) = crate::output::read_bounded_no_link(&out_path.join("manifest.json"), MAX_MANIFEST_BYTES) else {
         return false;
     };
     serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|manifest| manifest.get("partial").is_none())
@@ -509,7 +509,7 @@ fn write_study_files(
     settings: &StudySettings,
     rows: &[RunRow],
     partial: Option<PartialStudy>,
-    out_path: &Path,
+    out_path: &CheckedOut,
 ) -> Result<(), String> {
     let name = experiment.name();
     let out = OutputDir::begin(out_path)?;

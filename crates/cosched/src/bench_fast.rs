@@ -84,7 +84,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     if settings.seeds.is_empty() {
         return Err("--seeds needs at least one seed".into());
     }
-    OutputDir::check(&args.out)?;
+    let checked_out = OutputDir::check(&args.out)?;
     let started = Instant::now();
     let mut fast_started = None;
     let exact_watch = BatchProgress::new(true);
@@ -101,7 +101,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
         Vec::new()
     };
     print_saturation_points(&points);
-    let out = OutputDir::begin(&args.out)?;
+    let out = OutputDir::begin(&checked_out)?;
     out.write("pairs.csv", &pairs_csv(&pairs))?;
     let report = FastCheckReport {
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -226,7 +226,7 @@ struct SiteRun {
 
 pub fn run_site(args: &BenchSiteArgs) -> Result<(), String> {
     let fast = args.fast.settings()?;
-    OutputDir::check(&args.out)?;
+    let checked_out = OutputDir::check(&args.out)?;
     let machine = SimConfig { nodes: args.nodes, mpl: args.mpl, ..SimConfig::default() };
     let spec = WorkloadSpec {
         trace: args.trace.clone(),
@@ -266,7 +266,7 @@ pub fn run_site(args: &BenchSiteArgs) -> Result<(), String> {
         }
     }
     print_site(&runs);
-    let out = OutputDir::begin(&args.out)?;
+    let out = OutputDir::begin(&checked_out)?;
     cosched_workload::swf::write_file(&out.create("site.swf")?, false, &loaded.workload)
         .map_err(|e| format!("cannot write site.swf: {e}"))?;
     out.write("summary.csv", &summary_csv(&results))?;

@@ -200,7 +200,7 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         print!("{}", prediction_text(&report, machine.as_ref())?);
         return Ok(());
     }
-    check_root_out(&args.out)?;
+    let checked_out = check_root_out(&args.out)?;
     // Read before anything runs: a bad machine file is refused, not found out after the measurements.
     let machine = args.machine.as_deref().map(read_machine).transpose()?;
     let report = measure(args)?;
@@ -213,7 +213,7 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         Err(why) => text += &format!("\nNo prediction: {why}\n"),
     }
     print!("{text}");
-    write_results(&args.out, &report, &text)
+    write_results(&checked_out, &report, &text)
 }
 
 /// The standard scenarios `--scenario` names (all of them when neither it nor a scenario file is given).
@@ -416,7 +416,7 @@ fn predict_only(args: &BenchNodeArgs, path: &Path, text: &str) -> Result<String,
 /// node.json and table.txt, through a scratch folder beside `out` that replaces it when complete (as every
 /// `--out` of cosched): nothing is written by its name inside a folder that may be another user's, whose
 /// marker or files could be links to root's files.
-fn write_results(out: &Path, report: &NodeReport, text: &str) -> Result<(), String> {
+fn write_results(out: &crate::output::CheckedOut, report: &NodeReport, text: &str) -> Result<(), String> {
     let dir = crate::output::OutputDir::begin(out)?;
     let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
     dir.write("node.json", &format!("{json}\n"))?;
@@ -428,14 +428,15 @@ fn write_results(out: &Path, report: &NodeReport, text: &str) -> Result<(), Stri
 /// nobody but root can change, nor anything above it (`private_dir`). The files are written beside it and it is
 /// replaced by name, so a user who could change its folder could swap a link in and have root write or delete
 /// elsewhere.
-pub fn check_root_out(out: &std::path::Path) -> Result<(), String> {
-    crate::output::OutputDir::check(out)?;
+pub fn check_root_out(out: &std::path::Path) -> Result<crate::output::CheckedOut, String> {
+    let checked = crate::output::OutputDir::check(out)?;
     if !nix::unistd::geteuid().is_root() {
-        return Ok(());
+        return Ok(checked);
     }
     let folder = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => std::path::Path::new("."),
     };
-    cosched_runtime::private_dir::ensure(folder, "--out's folder").map_err(|e| e.to_string())
+    cosched_runtime::private_dir::ensure(folder, "--out's folder").map_err(|e| e.to_string())?;
+    Ok(checked)
 }

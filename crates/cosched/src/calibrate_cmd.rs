@@ -48,7 +48,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
     if !nix::unistd::geteuid().is_root() {
         return Err("calibrate measures the gang switch with real job cgroups and the freezer: run it as root".into());
     }
-    crate::bench_node::check_root_out(&args.out)?;
+    let checked_out = crate::bench_node::check_root_out(&args.out)?;
     let switch_settings = switch_settings(args.switch_window_s)?;
     let background_window = background_window(args.background_window_s, "--background-window-s")?;
     let repeat = args.repeat.to_string();
@@ -98,7 +98,7 @@ pub fn run(args: &CalibrateArgs) -> Result<(), String> {
         ],
     };
     model.check().map_err(|e| format!("the measurements do not make a machine model: {e}"))?;
-    let dir = crate::output::OutputDir::begin(&args.out)?;
+    let dir = crate::output::OutputDir::begin(&checked_out)?;
     dir.write("machine.json", &json(&model)?)?;
     dir.write("node.json", &json(&node)?)?;
     dir.write("pingpong.json", &json(&pings)?)?;

@@ -248,7 +248,7 @@ fn bench_cmd(args: &PipelineBenchArgs) -> Result<(), String> {
         Variant::Io => 2 << 20,
     });
     columnsort::shape_for(records, &config)?;
-    OutputDir::check(&args.out)?;
+    let checked_out = OutputDir::check(&args.out)?;
     let mut extra_args =
         vec!["--pool".to_string(), args.sort.pool.to_string(), "--sort-copies".into(), config.sort_copies.to_string()];
     if let Some(rows) = args.sort.rows {
@@ -287,7 +287,7 @@ fn bench_cmd(args: &PipelineBenchArgs) -> Result<(), String> {
     let result = result?;
     let table = study_table(&study_config, &result);
     print!("{table}");
-    write_study(&args.out, &table, &result)
+    write_study(&checked_out, &table, &result)
 }
 
 fn pm(e: &cosched_bench::stats::Estimate, digits: usize) -> String {
@@ -338,7 +338,7 @@ fn study_table(config: &StudyConfig, result: &StudyResult) -> String {
     t
 }
 
-fn write_study(out: &Path, table: &str, result: &StudyResult) -> Result<(), String> {
+fn write_study(out: &crate::output::CheckedOut, table: &str, result: &StudyResult) -> Result<(), String> {
     let dir = OutputDir::begin(out)?;
     dir.write("table.txt", table)?;
     let mut samples = "policy,repeat,user_s,sys_s,wall_s,cpu_percent\n".to_string();
@@ -440,6 +440,7 @@ fn overhead_cmd(args: &OverheadArgs) -> Result<(), String> {
     if args.stages.iter().any(|&s| s < 2) || args.pool == 0 || args.items == 0 || args.repeats == 0 {
         return Err("--stages must each be at least 2, and --pool, --items and --repeats at least 1".into());
     }
+    let checked_out = args.out.as_deref().map(OutputDir::check).transpose()?;
     let tbb = ensure_tbb(&args.tbb)?;
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let config = OverheadConfig {
@@ -453,7 +454,7 @@ fn overhead_cmd(args: &OverheadArgs) -> Result<(), String> {
     let rows = study::run_overhead(&config, |done, total| eprintln!("[{done}/{total}] rounds measured"))?;
     let table = overhead_table(&config, &rows);
     print!("{table}");
-    if let Some(out) = &args.out {
+    if let Some(out) = &checked_out {
         let dir = OutputDir::begin(out)?;
         dir.write("table.txt", &table)?;
         let mut csv = "stages,framework,threads,ns_per_buffer,se,min,max,n\n".to_string();
