@@ -183,9 +183,10 @@ pub fn run(
     };
     let saturation = judge_saturation(&records, submitted, backlog, outcome.stopped_early);
     // Fast mode's validated error is the one of the regime the run was in.
-    let fast_mode = outcome
-        .fast
-        .map(|f| FastReport { validated_error: validated_error(cfg.scheme.name(), saturation.saturated), ..f });
+    let fast_mode = outcome.fast.map(|f| {
+        let window_ns = options.fast.map_or(0, |settings| settings.window_ns);
+        FastReport { validated_error: validated_error(cfg.scheme.name(), saturation.saturated, window_ns), ..f }
+    });
     let summary = Summary {
         scheme: cfg.scheme.name().to_string(),
         jobs_submitted: submitted,

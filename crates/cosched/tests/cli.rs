@@ -897,7 +897,7 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
         "--runtime-scale",
         "0.02",
         "--schemes",
-        "GS,Local",
+        "GS,Local,PB-SY",
         "--fast",
         "--out",
         out.to_str().unwrap(),
@@ -908,6 +908,10 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     // The validated error is the run's regime's; Local's is far above 5 % in either.
     assert!(printed.contains(" stable runs") || printed.contains(" saturated runs"), "{printed}");
     assert!(stderr(&o).contains("not known to be within 5 % of the exact engine for Local in "), "{}", stderr(&o));
+    // PB-SY is validated within 5 % with longer windows in stable runs: its warning names them.
+    let pb_sy = printed.lines().find(|l| l.starts_with("PB-SY: FAST MODE")).expect("PB-SY's fast-mode line");
+    let names_window = stderr(&o).contains("with --fast-window-ms 3000 it is validated within 4.2 % in stable runs");
+    assert_eq!(names_window, pb_sy.contains("stable runs"), "{pb_sy}\n{}", stderr(&o));
     let summary = String::from_utf8(read(&out.join("summary.csv"))).unwrap();
     let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
     let mode = header.iter().position(|&c| c == "mode").expect("a mode column");
