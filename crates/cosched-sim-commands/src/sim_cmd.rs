@@ -527,6 +527,7 @@ pub fn simulate_chosen(
         stop: Some(stop),
         fast,
         plan_model_only: false,
+        event_log_from_ns: None,
         chooser,
     };
     let progress = BatchProgress::new(!args.quiet);

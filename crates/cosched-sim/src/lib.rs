@@ -18,6 +18,7 @@ pub mod machine;
 pub mod metrics;
 pub mod mlfq;
 pub mod net;
+pub mod partition;
 pub mod reference_app;
 pub mod run;
 pub mod scheme;

@@ -17,6 +17,8 @@ pub struct RunResult {
     pub trace: Vec<TraceEvent>,
     /// Events handled, by kind (names in `engine::EVENT_KIND_NAMES`).
     pub event_counts: [u64; crate::engine::EVENT_KINDS],
+    /// Where each event took place, from `RunOptions::event_log_from_ns` on (empty unless asked for).
+    pub event_log: Vec<crate::engine::LoggedEvent>,
 }
 
 /// Options of a run that are not part of the machine model.
@@ -38,6 +40,9 @@ pub struct RunOptions {
     /// Admission decided outside the engine (the gym interface): for the study's schemes, exact, without
     /// backfilling (`check_chooser_allowed`).
     pub chooser: Option<SharedChooser>,
+    /// Record where each event from this simulated time on takes place (`cosched bench partition`); exact runs
+    /// only, and the results do not change.
+    pub event_log_from_ns: Option<u64>,
 }
 
 impl Default for RunOptions {
@@ -51,6 +56,7 @@ impl Default for RunOptions {
             fast: None,
             plan_model_only: false,
             chooser: None,
+            event_log_from_ns: None,
         }
     }
 }
@@ -146,6 +152,7 @@ pub fn run(
         stop: options.stop.as_deref(),
         fast: options.fast,
         plan_model_only: options.plan_model_only,
+        event_log_from_ns: options.event_log_from_ns.filter(|_| options.fast.is_none()),
         chooser: options.chooser.clone(),
         progress: &mut progress,
     };
@@ -224,6 +231,7 @@ pub fn run(
         per_cpu_time: outcome.per_cpu_time,
         trace: outcome.trace,
         event_counts: outcome.event_counts,
+        event_log: outcome.event_log,
     })
 }
 

@@ -153,6 +153,13 @@ pub enum BenchCommand {
     /// 4: every CPU holds four processes) at another size, run in a child
     /// process so its peak memory is its own; timed after 3 simulated seconds.
     Scaling(crate::bench_scaling::BenchScalingArgs),
+    /// What one run would gain split across threads by node (a conservative partition, the network's latency as
+    /// lookahead).
+    ///
+    /// Times the sequential engine on the `full` scenario at several sizes, records where each event takes
+    /// place, counts the rounds a partition would need and their busiest thread's events, measures a barrier
+    /// among the threads on this machine, and predicts the speed-up. Builds nothing parallel.
+    Partition(crate::bench_partition::BenchPartitionArgs),
     #[command(name = "scaling-point", hide = true)]
     ScalingPoint(crate::bench_scaling::ScalingPointArgs),
     #[command(name = "ctxswitch-worker", hide = true)]
@@ -286,6 +293,7 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
         BenchCommand::Fast(args) => crate::bench_fast::run_fast_check(args),
         BenchCommand::Site(args) => crate::bench_fast::run_site(args),
         BenchCommand::Scaling(args) => crate::bench_scaling::run(args),
+        BenchCommand::Partition(args) => crate::bench_partition::run(args),
         BenchCommand::ScalingPoint(args) => crate::bench_scaling::run_point(args),
         BenchCommand::Slowdown(args) => crate::bench_slowdown::run(args),
         BenchCommand::CtxSwitch(args) => crate::bench_micro::run_ctxswitch(args),

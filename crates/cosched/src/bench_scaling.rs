@@ -7,7 +7,7 @@ use clap::Args;
 use cosched_lab::workload::{load_workload, WorkloadSpec};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions};
-use cosched_sim::{Mix, Scheme, SimConfig};
+use cosched_sim::{Mix, Scheme, SimConfig, SimJob};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
@@ -115,26 +115,7 @@ pub fn run(args: &BenchScalingArgs) -> Result<(), String> {
 /// The child: a saturated machine (offered load 10, MPL 4, the `full` scenario of `bench sim` at another size),
 /// timed after the warm-up; prints one JSON line.
 pub fn run_point(args: &ScalingPointArgs) -> Result<(), String> {
-    let horizon_s = WARM_UP_S + args.timed_s;
-    let spec = WorkloadSpec {
-        // Enough jobs to keep the machine full to the horizon at load 10 (jobs last about 3 s at this scale).
-        jobs: Some((4.0 * args.nodes as f64 * horizon_s).ceil() as usize + 1_000),
-        model_procs: args.nodes.min(64),
-        runtime_scale: 0.002,
-        target_load: Some(10.0),
-        seed: 1,
-        ..WorkloadSpec::default()
-    };
-    let loaded = load_workload(&spec, args.nodes)?;
-    let cfg = SimConfig {
-        scheme: args.scheme,
-        nodes: args.nodes,
-        mpl: 4,
-        seed: 1,
-        horizon_ns: Some((horizon_s * 1e9) as u64),
-        ..SimConfig::default()
-    };
-    let jobs = sim_jobs(&loaded.requests(), &WorkloadPlan { mix: Mix { number: 7 }, runtime_scale: 1.0 }, &cfg);
+    let (cfg, jobs) = saturated_machine(args.scheme, args.nodes, WARM_UP_S + args.timed_s)?;
     let options = RunOptions { progress_every_events: 1 << 14, ..RunOptions::default() };
     let mut warm: Option<(Instant, u64)> = None;
     let start = Instant::now();
@@ -152,6 +133,31 @@ pub fn run_point(args: &ScalingPointArgs) -> Result<(), String> {
     };
     println!("{}", serde_json::to_string(&point).map_err(|e| e.to_string())?);
     Ok(())
+}
+
+/// The `full` scenario of `bench sim` at `nodes` one-CPU nodes under `scheme`, to `horizon_s`: offered load 10,
+/// MPL 4, so every CPU holds four processes once the machine has filled (about 3 simulated seconds).
+pub fn saturated_machine(scheme: Scheme, nodes: u32, horizon_s: f64) -> Result<(SimConfig, Vec<SimJob>), String> {
+    let spec = WorkloadSpec {
+        // Enough jobs to keep the machine full to the horizon at load 10 (jobs last about 3 s at this scale).
+        jobs: Some((4.0 * nodes as f64 * horizon_s).ceil() as usize + 1_000),
+        model_procs: nodes.min(64),
+        runtime_scale: 0.002,
+        target_load: Some(10.0),
+        seed: 1,
+        ..WorkloadSpec::default()
+    };
+    let loaded = load_workload(&spec, nodes)?;
+    let cfg = SimConfig {
+        scheme,
+        nodes,
+        mpl: 4,
+        seed: 1,
+        horizon_ns: Some((horizon_s * 1e9) as u64),
+        ..SimConfig::default()
+    };
+    let jobs = sim_jobs(&loaded.requests(), &WorkloadPlan { mix: Mix { number: 7 }, runtime_scale: 1.0 }, &cfg);
+    Ok((cfg, jobs))
 }
 
 pub use cosched_sim_commands::run_info::peak_rss_kib;

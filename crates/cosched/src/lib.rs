@@ -9,6 +9,7 @@ pub mod bench_controller;
 pub mod bench_fast;
 pub mod bench_micro;
 pub mod bench_node;
+pub mod bench_partition;
 pub mod bench_scaling;
 pub mod bench_slowdown;
 pub mod bench_switch;

@@ -1190,3 +1190,25 @@ fn interrupt_once(args: &[&str], out: &Path, says: impl Fn(&str) -> bool) -> (St
 fn interrupt_after_a_run(study: &[&str], out: &Path) -> Vec<String> {
     interrupt_once(study, out, |l| l.starts_with('[') && l.contains(" jobs, simulated ")).1
 }
+
+/// `bench partition` runs end to end on a small machine and says what it predicts; bad settings are refused
+/// before anything runs. (Its figures are the benchmark's, not checked here.)
+#[test]
+fn bench_partition_predicts_on_a_small_machine_and_refuses_bad_settings() {
+    let args =
+        ["bench", "partition", "--nodes", "8", "--schemes", "Local", "--timed-s", "0.2", "--barrier-repeat", "1"];
+    let o = cosched(&[&args[..], &["--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.lines().any(|l| l.starts_with("Local") && l.contains(" 8 ") && l.ends_with('x')), "{printed}");
+    let json: serde_json::Value = serde_json::from_str(&printed[printed.find('{').unwrap()..]).unwrap();
+    let point = &json["points"][0];
+    assert_eq!(point["rounds"]["threads"], 2);
+    let (rounds, events) = (point["rounds"]["rounds"].as_u64().unwrap(), point["rounds"]["events"].as_u64().unwrap());
+    assert!(rounds > 0 && rounds <= events, "{point}");
+    for bad in [&["--threads", "1"][..], &["--timed-s", "0"], &["--nodes", "1"], &["--lookahead-us", "0"]] {
+        let o = cosched(&[&args[..], bad].concat());
+        assert!(!o.status.success(), "{bad:?} was taken");
+        assert!(stderr(&o).contains(bad[0]), "{bad:?}: {}", stderr(&o));
+    }
+}

@@ -184,7 +184,32 @@ pub struct EngineOutcome {
     pub jobs_in_system: Vec<(SimTime, u32)>,
     /// What fast mode did (`None`: the exact engine alone).
     pub fast: Option<FastReport>,
+    /// Where each event took place (empty unless asked for).
+    pub event_log: Vec<LoggedEvent>,
 }
+
+/// The events of a run with where they took place: what a partition of the nodes across threads would have to
+/// synchronise (`cosched bench partition`).
+pub(crate) struct EventLog {
+    from_ns: u64,
+    events: Vec<LoggedEvent>,
+}
+
+impl EventLog {
+    /// An event that acts on every node: an arrival, a gang quantum, a job's end (the coordinator may start jobs
+    /// anywhere).
+    pub const WHOLE_MACHINE: u32 = u32::MAX;
+}
+
+/// One event: when, and on which node ([`EventLog::WHOLE_MACHINE`]: on all).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoggedEvent {
+    pub time_ns: u64,
+    pub node: u32,
+}
+
+/// The node value of an event that acts on every node.
+pub const WHOLE_MACHINE: u32 = EventLog::WHOLE_MACHINE;
 
 /// What happened from time 0 to the last arrival, while jobs kept coming: the
 /// window in which a scheme shows the utilization it sustains.
@@ -272,6 +297,8 @@ pub(crate) struct Engine<'a, P: Parts> {
     /// Testing aid: also visit every CPU at every tick and at the end of its
     /// kernel work (where a tick inside it acts). A correct tickless engine
     /// gives exactly the same results either way.
+    /// Where each event took place, for the partition study (`None`: not recorded; see [`EventLog`]).
+    event_log: Option<EventLog>,
     visit_every_tick: bool,
     /// The receive wait's settings.
     wait: P::Wait,
@@ -386,6 +413,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             jobs_in_system: Vec::new(),
             clock: SchedulerClock::new(cfg.scheduler.tick_ns, cfg.scheduler.raise_period_ns),
             visit_every_tick: false,
+            event_log: None,
             wait: P::Wait::new(cfg),
             // Under GS nothing else may use a blocked process's CPU: keeping it changes nothing.
             io_keeps_cpu_below_ns: match <P::Node as NodeScheduler>::MODE {
@@ -402,6 +430,12 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// Skip the stationary stretches between changes (see [`fast`]).
     pub fn with_fast_mode(mut self, settings: FastSettings) -> Self {
         self.fast = Some(FastState::new(settings, self.cpus.len(), self.row_measures()));
+        self
+    }
+
+    /// Record where each event from `from_ns` on takes place (`RunOptions::event_log_from_ns`).
+    pub fn with_event_log(mut self, from_ns: u64) -> Self {
+        self.event_log = Some(EventLog { from_ns, events: Vec::new() });
         self
     }
 
@@ -473,15 +507,24 @@ impl<'a, P: Parts> Engine<'a, P> {
                     self.check_judged_quiet(dest);
                     continue;
                 }
+                // (Only when logging: the place of a deposit is a load from the process table.)
+                let logged = self.event_log.is_some().then(|| (self.event_place(&event), self.completed));
                 self.handle(now, event);
+                if let Some((place, completed)) = logged {
+                    self.log_event(now, place, completed);
+                }
             } else {
                 // The visit re-arms the CPU's timer when it books the next one.
                 let (_, cpu) = visit.expect("a visit is due");
                 self.event_counts[CPU_VISIT] += 1;
                 self.visited_through = (now, cpu);
                 self.visiting = Some(cpu);
+                let logged = self.event_log.is_some().then_some(self.completed);
                 self.visit_cpu(cpu, now);
                 self.visiting = None;
+                if let Some(completed) = logged {
+                    self.log_event(now, cpu / self.cfg.cpus_per_node, completed);
+                }
             }
             self.events_handled += 1;
             until_progress -= 1;
@@ -495,6 +538,27 @@ impl<'a, P: Parts> Engine<'a, P> {
             }
         }
         self.finish(end)
+    }
+
+    /// The node an event acts on, or [`EventLog::WHOLE_MACHINE`] (arrivals and the gang cell's quanta act on all).
+    fn event_place(&self, event: &Event) -> u32 {
+        match *event {
+            Event::Arrival(_) | Event::Scheduler => EventLog::WHOLE_MACHINE,
+            Event::Deposit { dest, .. } => self.procs[dest as usize].cpu / self.cfg.cpus_per_node,
+            Event::Decide { node } => node,
+        }
+    }
+
+    /// Log an event at `place`; one that ended a job acted on the whole machine (the coordinator starts others).
+    #[cold]
+    #[inline(never)]
+    fn log_event(&mut self, now: SimTime, place: u32, completed_before: usize) {
+        if let Some(log) = &mut self.event_log {
+            if now.ns() >= log.from_ns {
+                let node = if self.completed != completed_before { EventLog::WHOLE_MACHINE } else { place };
+                log.events.push(LoggedEvent { time_ns: now.ns(), node });
+            }
+        }
     }
 
     fn progress(&self, now: SimTime) -> Progress {
@@ -555,6 +619,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             peak_processes_per_cpu: self.peak_processes_per_cpu,
             jobs_in_system: self.jobs_in_system,
             stopped_early: self.stopped_early,
+            event_log: self.event_log.map(|log| log.events).unwrap_or_default(),
         }
     }
 

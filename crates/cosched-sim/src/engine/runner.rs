@@ -26,6 +26,7 @@ pub(crate) struct EngineRun<'a, 'p> {
     pub stop: Option<&'a AtomicBool>,
     pub fast: Option<FastSettings>,
     pub plan_model_only: bool,
+    pub event_log_from_ns: Option<u64>,
     pub chooser: Option<SharedChooser>,
     pub progress: &'p mut dyn FnMut(&Progress),
 }
@@ -39,6 +40,9 @@ impl EngineRun<'_, '_> {
         }
         if self.plan_model_only {
             engine = engine.with_plan_model_only();
+        }
+        if let Some(from_ns) = self.event_log_from_ns {
+            engine = engine.with_event_log(from_ns);
         }
         if let Some(chooser) = self.chooser {
             engine = engine.with_chooser(chooser);
