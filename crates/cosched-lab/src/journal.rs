@@ -100,12 +100,18 @@ fn lock(file: &File, path: &Path) -> Result<(), String> {
     })
 }
 
-/// Open `path` as a regular file, not through a symbolic link (a FIFO would block the read).
+/// Open `path` as a regular file of this user's that nobody else may write, not through a symbolic link (a FIFO
+/// would block the read); one made is never writable by group or others. The journal sits beside the study's
+/// output, perhaps in a shared folder: rows someone else could have written would be reported as results.
 fn open_regular(options: &mut OpenOptions, path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path)?;
-    if !file.metadata()?.is_file() {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).mode(0o644).open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.uid() != rustix::process::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
+        return Err(std::io::Error::other("another user owns it or may write it; a study's journal must be its own"));
     }
     Ok(file)
 }
@@ -426,6 +432,11 @@ mod tests {
         let foreign = refused(Experiment::E2, &settings);
         assert!(foreign.contains("kept by the build of commit 0123456789ab"), "{foreign}");
         std::fs::write(&path, &text).unwrap();
+        // One others may write (or another user's) could hold rows someone else made up.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o664)).unwrap();
+        assert!(refused(Experiment::E2, &settings).contains("another user owns it or may write it"));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(Journal::resume(&path, Experiment::E2, &settings).unwrap().kept_before(), first.len());
         // A last line cut inside a character (the variants' "µs") is a line cut short, not a damaged journal.
         let e5 = StudySettings { schemes: vec!["Local".parse().unwrap()], ..settings.clone() };

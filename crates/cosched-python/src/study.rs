@@ -8,6 +8,7 @@ use cosched_lab::shard::{merge, run_shard, Shard, ShardDocument};
 use cosched_lab::study::{
     design_len, points_csv, run_study, runs_and_points_kinds, runs_csv, Experiment, RunRow, StudySettings,
 };
+use cosched_sim_commands::output::{CheckedOut, OutputDir};
 use cosched_sim_commands::progress::BatchProgress;
 use cosched_sim_commands::study::{report, write_study, StudyArgs};
 use pyo3::prelude::*;
@@ -38,15 +39,18 @@ struct StudyTexts {
     table_md: String,
 }
 
+fn checked_out(out: Option<PathBuf>) -> PyResult<Option<CheckedOut>> {
+    out.map(|out| OutputDir::check(&out)).transpose().map_err(refused)
+}
+
 /// The texts of a study's rows; with `out`, also the folder `cosched study` writes.
 fn texts(
     experiment: Experiment,
     settings: &StudySettings,
     rows: &[RunRow],
-    out: Option<PathBuf>,
+    out: Option<CheckedOut>,
 ) -> PyResult<StudyTexts> {
     if let Some(out) = out {
-        let out = cosched_sim_commands::output::OutputDir::check(&out).map_err(refused)?;
         write_study(experiment, settings, rows, &out).map_err(refused)?;
     }
     let (runs_kinds, points_kinds) = runs_and_points_kinds();
@@ -70,6 +74,8 @@ fn study(
     out: Option<PathBuf>,
 ) -> PyResult<StudyTexts> {
     let (experiment, settings) = study_settings(experiment, flags)?;
+    // Checked before the runs, as the CLI does: a refused folder must not cost the study.
+    let out = checked_out(out)?;
     let stop = Arc::new(AtomicBool::new(false));
     let watch = BatchProgress::announcing(settings.jobs_per_run, progress).stopped_by(stop.clone());
     let rows = run_interruptible(py, &stop, || run_study(experiment, &settings, &watch, &Journal::none()))?
@@ -100,6 +106,7 @@ fn study_shard(py: Python<'_>, experiment: &str, flags: Vec<String>, index: u32,
 #[pyfunction]
 #[pyo3(signature = (documents, out=None))]
 fn study_merge(documents: Vec<String>, out: Option<PathBuf>) -> PyResult<StudyTexts> {
+    let out = checked_out(out)?;
     let mut shards = Vec::with_capacity(documents.len());
     for (k, text) in documents.iter().enumerate() {
         let name = format!("shard document {}", k + 1);
