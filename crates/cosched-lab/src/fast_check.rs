@@ -168,7 +168,8 @@ pub fn run_pairs<W: BatchWatch>(
         progress_every_events: 1 << 18,
         ..RunOptions::default()
     };
-    let fast_options = RunOptions { fast: Some(settings.fast), ..exact_options.clone() };
+    // Validation runs fast mode wherever it is not validated yet.
+    let fast_options = RunOptions { fast: Some(settings.fast), fast_unvalidated: true, ..exact_options.clone() };
     let exact = run_all(&configs, &labels, jobs_for, &exact_options, exact_watch)?;
     between();
     let fast = run_all(&configs, &labels, jobs_for, &fast_options, fast_watch)?;

@@ -528,6 +528,7 @@ pub fn simulate_chosen(
         fast,
         plan_model_only: false,
         event_log_from_ns: None,
+        fast_unvalidated: false,
         chooser,
     };
     let progress = BatchProgress::new(!args.quiet);

@@ -40,6 +40,9 @@ pub struct RunOptions {
     /// Admission decided outside the engine (the gym interface): for the study's schemes, exact, without
     /// backfilling (`check_chooser_allowed`).
     pub chooser: Option<SharedChooser>,
+    /// Fast mode even where it is not validated (`check_fast_mode_validated`): for the runs that validate it
+    /// (`cosched bench fast`), never for a result.
+    pub fast_unvalidated: bool,
     /// Record where each event from this simulated time on takes place (`cosched bench partition`); exact runs
     /// only, and the results do not change.
     pub event_log_from_ns: Option<u64>,
@@ -57,6 +60,7 @@ impl Default for RunOptions {
             plan_model_only: false,
             chooser: None,
             event_log_from_ns: None,
+            fast_unvalidated: false,
         }
     }
 }
@@ -110,7 +114,9 @@ pub fn run(
     }
     if let Some(fast) = &options.fast {
         fast.validate().map_err(ConfigError)?;
-        check_fast_mode_validated(cfg)?;
+        if !options.fast_unvalidated {
+            check_fast_mode_validated(cfg)?;
+        }
         if let Some(job) = jobs.iter().find(|j| !j.program.rounds.is_none()) {
             return Err(ConfigError(format!(
                 "job {}'s iterations come in rounds: fast mode extrapolates uniform iterations only; run without --fast",

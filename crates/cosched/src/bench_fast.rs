@@ -14,7 +14,7 @@ use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, Workloa
 use cosched_sim::engine::fast::ACCEPTED_ERROR;
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
-use cosched_sim::{Mix, Scheme, SimConfig};
+use cosched_sim::{Mix, OsScheduler, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -49,6 +49,9 @@ pub struct BenchFastArgs {
     /// Folder for pairs.csv and checks.json.
     #[arg(long, default_value = "cosched-out/bench-fast")]
     pub out: PathBuf,
+    /// The nodes' OS scheduler: fast mode is validated with the study's MLFQ; this checks it with another.
+    #[arg(long, default_value = "mlfq")]
+    pub node_scheduler: OsScheduler,
 }
 
 #[derive(Serialize)]
@@ -71,7 +74,12 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
         },
         loads: args.loads.clone(),
         seeds: args.seeds.clone(),
-        machine: SimConfig { nodes: args.nodes, mpl: args.mpl, ..SimConfig::default() },
+        machine: SimConfig {
+            nodes: args.nodes,
+            mpl: args.mpl,
+            node_scheduler: args.node_scheduler,
+            ..SimConfig::default()
+        },
         workload: WorkloadSpec {
             jobs: Some(args.jobs),
             model_procs: args.nodes,
