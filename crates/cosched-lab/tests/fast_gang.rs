@@ -34,16 +34,16 @@ fn a_row_that_empties_does_not_slow_the_rates_fast_mode_measures() {
     }
 }
 
-/// The validation runs fast mode where `cosched sim` refuses it (a scheme of the OS's scheduler on EEVDF), so
-/// that it can be measured there.
+/// The validation runs fast mode where `cosched sim` refuses it (a scheme never measured on EEVDF), so that it
+/// can be measured there.
 #[test]
 fn the_validation_runs_fast_mode_where_it_is_not_validated_yet() {
     let machine = SimConfig { nodes: 4, mpl: 2, node_scheduler: OsScheduler::Eevdf, ..SimConfig::default() };
-    let local: cosched_sim::Scheme = "Local".parse().unwrap();
-    let refused = SimConfig { scheme: local, ..machine.clone() };
-    assert!(cosched_sim::run::check_fast_mode_validated(&refused).is_err(), "Local on EEVDF is validated now");
+    let unmeasured: cosched_sim::Scheme = "IB".parse().unwrap();
+    let refused = SimConfig { scheme: unmeasured, ..machine.clone() };
+    assert!(cosched_sim::run::check_fast_mode_validated(&refused).is_err(), "IB on EEVDF is measured now");
     let settings = FastCheckSettings {
-        schemes: vec![local],
+        schemes: vec![unmeasured],
         loads: vec![0.4],
         seeds: vec![1],
         machine,

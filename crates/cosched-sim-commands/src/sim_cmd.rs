@@ -16,7 +16,7 @@ use cosched_sim::config::{
     NodeSchedulerConfig, YieldCycle,
 };
 use cosched_sim::cost::RunCost;
-use cosched_sim::engine::fast::{better_window, FastSettings, ACCEPTED_ERROR};
+use cosched_sim::engine::fast::{FastSettings, ACCEPTED_ERROR};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
 use cosched_sim::run::{RunOptions, RunResult, SharedChooser};
 use cosched_sim::trace::TraceEvent;
@@ -642,7 +642,7 @@ fn print_fast_mode(results: &[RunResult]) {
             100.0 * skipped
         );
         if fast.validated_error.is_none_or(|e| e > ACCEPTED_ERROR) {
-            let remedy = match better_window(&s.scheme) {
+            let remedy = match fast.better_window {
                 Some((window_ns, error)) if !s.saturation.saturated => format!(
                     "; with --fast-window-ms {} it is validated within {:.1} % in stable runs",
                     window_ns / 1_000_000,

@@ -1,7 +1,7 @@
 //! One simulation run from configuration and jobs to records and summary.
 
 use crate::config::{ConfigError, SimConfig};
-use crate::engine::fast::{validated_error, FastReport, FastSettings};
+use crate::engine::fast::{better_window, fast_mode_measured, validated_error, FastReport, FastSettings};
 use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
@@ -65,15 +65,15 @@ impl Default for RunOptions {
     }
 }
 
-/// Fast mode is validated against the exact engine with the study's MLFQ (and under the gang cell, which has
-/// no node scheduler): refused for anything else.
+/// Fast mode is measured against the exact engine under the gang cell (which has no node scheduler) and for the
+/// OS scheduler's schemes on MLFQ and EEVDF (`engine::fast`'s tables): refused for anything else.
 pub fn check_fast_mode_validated(cfg: &SimConfig) -> Result<(), ConfigError> {
-    if cfg.scheme.node() == NodeKind::GangCell || (cfg.node_scheduler.is_default() && !cfg.scheme.is_gang()) {
+    if cfg.scheme.node() == NodeKind::GangCell || fast_mode_measured(cfg) {
         return Ok(());
     }
     Err(ConfigError(format!(
-        "fast mode is validated against the exact engine with the study's MLFQ only, not with {} on \
-         --node-scheduler {} (docs/fast-mode.md): run without --fast",
+        "fast mode was never measured against the exact engine for {} on --node-scheduler {} \
+         (docs/fast-mode.md): run without --fast",
         cfg.scheme.name(),
         cfg.node_scheduler
     )))
@@ -198,7 +198,8 @@ pub fn run(
     // Fast mode's validated error is the one of the regime the run was in.
     let fast_mode = outcome.fast.map(|f| {
         let window_ns = options.fast.map_or(0, |settings| settings.window_ns);
-        FastReport { validated_error: validated_error(cfg.scheme.name(), saturation.saturated, window_ns), ..f }
+        let validated_error = validated_error(cfg, saturation.saturated, window_ns);
+        FastReport { validated_error, better_window: better_window(cfg), ..f }
     });
     let summary = Summary {
         scheme: cfg.scheme.name().to_string(),

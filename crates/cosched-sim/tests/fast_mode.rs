@@ -122,3 +122,17 @@ fn a_jump_never_passes_the_horizon() {
     assert!(result.summary.span_s <= 30.0 + 1e-9, "span {}", result.summary.span_s);
     assert!(result.jobs.iter().all(|r| r.finish_s <= 30.0));
 }
+
+/// On EEVDF nodes fast mode runs the schemes measured there, with their own bounds, and refuses the others.
+#[test]
+fn on_eevdf_fast_mode_takes_the_measured_schemes_with_their_bounds() {
+    let on_eevdf =
+        |name: &str| SimConfig { node_scheduler: cosched_sim::OsScheduler::Eevdf, ..config(scheme(name), 8, 3) };
+    let result = simulate(&on_eevdf("PB-SB"), Some(FastSettings::default()));
+    let report = result.summary.fast_mode.expect("a fast run says so");
+    let expected = if result.summary.saturation.saturated { None } else { Some(0.040) };
+    assert_eq!(report.validated_error, expected, "PB-SB's bound on EEVDF");
+    let options = RunOptions { fast: Some(FastSettings::default()), ..RunOptions::default() };
+    let refused = run(&on_eevdf("IB"), long_jobs(), &options, |_| {}).err().expect("IB on EEVDF was never measured");
+    assert!(refused.to_string().contains("never measured"), "{refused}");
+}

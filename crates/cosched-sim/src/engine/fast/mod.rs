@@ -27,7 +27,9 @@ mod gang_rows;
 mod jumps;
 pub mod settings;
 
-pub use settings::{better_window, validated_error, FastReport, FastSettings, ACCEPTED_ERROR, MAX_WINDOW_GROWTH};
+pub use settings::{
+    better_window, fast_mode_measured, validated_error, FastReport, FastSettings, ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
+};
 
 use crate::metrics::Breakdown;
 use cosched_core::SimTime;
