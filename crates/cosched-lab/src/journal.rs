@@ -111,7 +111,9 @@ fn open_regular(options: &mut OpenOptions, path: &Path) -> std::io::Result<File>
         return Err(std::io::Error::other("not a regular file"));
     }
     if meta.uid() != rustix::process::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
-        return Err(std::io::Error::other("another user owns it or may write it; a study's journal must be its own"));
+        return Err(std::io::Error::other(
+            "another user owns it or may write it; a study's journal must be its own (if it is yours, `chmod go-w` it)",
+        ));
     }
     Ok(file)
 }
@@ -132,6 +134,16 @@ impl Journal {
     pub fn create(path: &Path, experiment: Experiment, settings: &StudySettings) -> Result<Journal, String> {
         let mut options = OpenOptions::new();
         let file = open_regular(options.append(true).create_new(true), path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::Other {
+                // Made here, but not as asked (a share that maps owners or fixes modes): not left behind to be
+                // mistaken for an interrupted study.
+                let _ = std::fs::remove_file(path);
+                return format!(
+                    "cannot keep a journal at {}: {e}; this file system does not keep the owner or mode a file is \
+                     made with",
+                    path.display()
+                );
+            }
             if e.kind() != std::io::ErrorKind::AlreadyExists {
                 return format!("cannot create {}: {e}", path.display());
             }

@@ -429,14 +429,13 @@ fn write_results(out: &crate::output::CheckedOut, report: &NodeReport, text: &st
 /// replaced by name, so a user who could change its folder could swap a link in and have root write or delete
 /// elsewhere.
 pub fn check_root_out(out: &std::path::Path) -> Result<crate::output::CheckedOut, String> {
-    let checked = crate::output::OutputDir::check(out)?;
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(checked);
+    if nix::unistd::geteuid().is_root() {
+        // First: the output check makes missing folders, which must not be made through another user's link.
+        let folder = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        cosched_runtime::private_dir::ensure(folder, "--out's folder").map_err(|e| e.to_string())?;
     }
-    let folder = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => std::path::Path::new("."),
-    };
-    cosched_runtime::private_dir::ensure(folder, "--out's folder").map_err(|e| e.to_string())?;
-    Ok(checked)
+    crate::output::OutputDir::check(out)
 }

@@ -80,12 +80,13 @@ pub fn run(args: &BenchSlowdownArgs) -> Result<(), String> {
     }
     let config = config_from(args)?;
     config.validate()?;
-    OutputDir::check(&args.out)?;
     if nix::unistd::geteuid().is_root() {
         // Root writes its files by name in --out: nobody else may have made it, or be able to change it or a
-        // folder above it, or they could put a link where root writes.
+        // folder above it, or they could put a link where root writes. Checked first: the output check makes
+        // missing folders.
         cosched_runtime::private_dir::ensure(&args.out, "--out").map_err(|e| e.to_string())?;
     }
+    OutputDir::check(&args.out)?;
     std::fs::create_dir_all(&args.out).map_err(|e| format!("creating {}: {e}", args.out.display()))?;
     std::fs::write(args.out.join(".cosched-output"), "written by cosched\n").map_err(|e| e.to_string())?;
     let samples_path = args.out.join("samples.csv");

@@ -212,6 +212,30 @@ fn an_out_in_a_folder_another_user_owns_is_refused_as_root() {
     assert!(std::fs::read_dir(&theirs).unwrap().next().is_none(), "nothing written: {stderr}");
 }
 
+/// Missing folders on the way to --out, under a link another user planted: root refuses before it makes any,
+/// so no folder of root's appears where the link points.
+#[test]
+fn root_makes_no_folder_through_a_link_on_the_way_to_out() {
+    let _machine = cosched_runtime::testing::whole_machine();
+    if !is_root() {
+        eprintln!("SKIPPED root_makes_no_folder_through_a_link_on_the_way_to_out: needs root (chown)");
+        return;
+    }
+    let folder = tempfile::Builder::new().prefix("cosched-node-link-").tempdir().unwrap();
+    let (shared, target) = (folder.path().join("shared"), folder.path().join("target"));
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::create_dir(&target).unwrap();
+    let nobody = Some(nix::unistd::Uid::from_raw(65534));
+    nix::unistd::chown(&shared, nobody, None).unwrap();
+    std::os::unix::fs::symlink(&target, shared.join("runs")).unwrap();
+    nix::unistd::fchownat(None, &shared.join("runs"), nobody, None, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).unwrap();
+    let out = shared.join("runs/2026/node");
+    let o = tiny_run(&["--no-cpu-group", "--out", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "taken: {stderr}");
+    assert!(std::fs::read_dir(&target).unwrap().next().is_none(), "made through the link: {stderr}");
+}
+
 /// An apps folder that another user owns (a checkout of theirs): root never runs its Makefile nor builds its
 /// sources, and says to give --spinbarrier instead.
 #[test]

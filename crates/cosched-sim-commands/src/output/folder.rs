@@ -113,6 +113,10 @@ impl OutputDir {
         fs::create_dir_all(&parent_path).map_err(|e| refuse(&format!("cannot create its folder: {e}")))?;
         let parent = open_parent(&parent_path).map_err(|e| refuse(&format!("its folder: {e}")))?;
         let found = destination_state(parent.as_fd(), &name).map_err(|why| refuse(&why))?;
+        // A scratch folder made and removed now: a folder where none can be made fails before the run, not after.
+        let (trial, made) = make_private_dir(parent.as_fd(), OsStr::new(".cosched-trial-"))
+            .map_err(|e| refuse(&format!("cannot make a scratch folder beside it: {}", scratch_failure(e))))?;
+        let _ = remove_checked(parent.as_fd(), &trial, identity(&fstat(&made).map_err(|e| refuse(&e.to_string()))?));
         Ok(CheckedOut { path: path.to_path_buf(), parent, found })
     }
 
@@ -120,7 +124,8 @@ impl OutputDir {
     /// again only at the swap, which keeps the results if it changed.
     pub fn begin(checked: &CheckedOut) -> Result<OutputDir, String> {
         let path = &checked.path;
-        let failed = |e: Errno| format!("cannot create a scratch folder beside {}: {e}", path.display());
+        let failed =
+            |e: Errno| format!("cannot create a scratch folder beside {}: {}", path.display(), scratch_failure(e));
         let final_name =
             destination_name(path).ok_or_else(|| format!("--out {}: not a folder name", path.display()))?;
         let parent = checked.parent.try_clone().map_err(|e| failed(io_errno(&e)))?;
@@ -417,16 +422,34 @@ fn make_private_dir(parent: BorrowedFd, prefix: &OsStr) -> Result<(OsString, Own
             last = Errno::STALE;
             continue;
         };
-        let stat = fstat(&dir)?;
-        let fresh = stat.st_uid == my_uid() && stat.st_mode & 0o777 == 0o700 && entries(dir.as_fd())?.is_empty();
-        if !fresh {
+        if !entries(dir.as_fd())?.is_empty() {
             last = Errno::STALE;
             continue;
+        }
+        // Some file systems give a new folder a mode or an owner of their own (CIFS, vfat, NFS squashing).
+        let mut stat = fstat(&dir)?;
+        if stat.st_mode & 0o777 != 0o700 {
+            let _ = rustix::fs::fchmod(&dir, Mode::from_bits_truncate(0o700));
+            stat = fstat(&dir)?;
+        }
+        if stat.st_uid != my_uid() || stat.st_mode & 0o777 != 0o700 {
+            let _ = remove_checked(parent, &name, identity(&stat));
+            return Err(Errno::NOTSUP);
         }
         drop_acls(dir.as_fd());
         return Ok((name, dir));
     }
     Err(last)
+}
+
+/// Why a scratch folder could not be made, in words.
+fn scratch_failure(e: Errno) -> String {
+    match e {
+        Errno::NOTSUP => "this file system does not keep the owner and mode (0700) a new folder is made with, which \
+                          keeps the results private until they are complete; choose a folder on another file system"
+            .into(),
+        e => e.to_string(),
+    }
 }
 
 /// Remove the folder's ACLs: a default ACL inherited from the destination's folder (perhaps another user's)
