@@ -110,7 +110,7 @@ fn open_regular(options: &mut OpenOptions, path: &Path) -> std::io::Result<File>
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    if meta.uid() != rustix::process::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
+    if meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0 {
         return Err(std::io::Error::other(
             "another user owns it or may write it; a study's journal must be its own (if it is yours, `chmod go-w` it)",
         ));
