@@ -309,23 +309,45 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
 /// One timed run: wall seconds and events over the timed window.
 fn timed_run(cfg: &SimConfig, jobs: Vec<cosched_sim::SimJob>, plan_model_only: bool) -> Result<(f64, u64), String> {
     let options = RunOptions { progress_every_events: 1 << 14, plan_model_only, ..RunOptions::default() };
-    let start = Instant::now();
+    let timed = run_after_warm_up(cfg, jobs, &options, WARM_UP_S)?;
+    let kinds: Vec<String> = cosched_sim::engine::EVENT_KIND_NAMES
+        .iter()
+        .zip(timed.outcome.event_counts)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    eprintln!("events by kind over the whole run: {}", kinds.join(", "));
+    Ok((timed.wall_s, timed.events))
+}
+
+/// A run timed from the first progress report at or past `warm_up_s` simulated seconds to its end.
+pub struct TimedRun {
+    pub wall_s: f64,
+    /// Events after the warm-up.
+    pub events: u64,
+    pub outcome: cosched_sim::run::RunResult,
+}
+
+/// Run `jobs` and time what follows the warm-up, so that filling the machine does not count. The warm-up's end is
+/// seen at a progress report: `options.progress_every_events` sets how close to it the timing starts.
+pub fn run_after_warm_up(
+    cfg: &SimConfig,
+    jobs: Vec<cosched_sim::SimJob>,
+    options: &RunOptions,
+    warm_up_s: f64,
+) -> Result<TimedRun, String> {
     let mut warm: Option<(Instant, u64)> = None;
-    let result = run_sim(cfg, jobs, &options, |p| {
-        if warm.is_none() && p.now.as_secs_f64() >= WARM_UP_S {
+    let outcome = run_sim(cfg, jobs, options, |p| {
+        if warm.is_none() && p.now.as_secs_f64() >= warm_up_s {
             warm = Some((Instant::now(), p.events));
         }
     })
     .map_err(|e| e.to_string())?;
-    let end = Instant::now();
-    let (warm_at, warm_events) = warm.unwrap_or((start, 0));
-    let kinds: Vec<String> = cosched_sim::engine::EVENT_KIND_NAMES
-        .iter()
-        .zip(result.event_counts)
-        .map(|(name, n)| format!("{name} {n}"))
-        .collect();
-    eprintln!("events by kind over the whole run: {}", kinds.join(", "));
-    Ok(((end - warm_at).as_secs_f64(), result.summary.events - warm_events))
+    let (warm_at, warm_events) = warm.ok_or("the run ended before its warm-up")?;
+    Ok(TimedRun {
+        wall_s: warm_at.elapsed().as_secs_f64(),
+        events: outcome.summary.events.saturating_sub(warm_events),
+        outcome,
+    })
 }
 
 /// One scenario of `bench sim`: a scheme at an offered load; `plan_model_only` decides GS-cosched with the plan's

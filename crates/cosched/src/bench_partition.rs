@@ -5,6 +5,7 @@
 //! speed-up from the three. Nothing is built in parallel: the prediction says whether it would pay.
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
+use crate::bench::run_after_warm_up;
 use clap::Args;
 use cosched_sim::partition::{partition_rounds, PartitionRounds};
 use cosched_sim::run::{run as run_sim, RunOptions};
@@ -132,16 +133,8 @@ fn measure_point(
 fn sequential_ns_per_event(cfg: &cosched_sim::SimConfig, jobs: Vec<cosched_sim::SimJob>) -> Result<f64, String> {
     // Often enough for a small machine to report past its warm-up.
     let options = RunOptions { progress_every_events: 1 << 10, ..RunOptions::default() };
-    let mut warm: Option<(Instant, u64)> = None;
-    let result = run_sim(cfg, jobs, &options, |p| {
-        if warm.is_none() && p.now.as_secs_f64() >= WARM_UP_S {
-            warm = Some((Instant::now(), p.events));
-        }
-    })
-    .map_err(|e| e.to_string())?;
-    let (warm_at, warm_events) = warm.ok_or("the run ended before its warm-up")?;
-    let events = result.summary.events.saturating_sub(warm_events).max(1);
-    Ok(warm_at.elapsed().as_secs_f64() * 1e9 / events as f64)
+    let timed = run_after_warm_up(cfg, jobs, &options, WARM_UP_S)?;
+    Ok(timed.wall_s * 1e9 / timed.events.max(1) as f64)
 }
 
 fn print_point(p: &PartitionPoint, header: bool) {

@@ -3,13 +3,13 @@
 //! (`cosched bench scaling-point`), so its peak memory is its own.
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
+use crate::bench::run_after_warm_up;
 use clap::Args;
 use cosched_lab::workload::{load_workload, WorkloadSpec};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
-use cosched_sim::run::{run as run_sim, RunOptions};
+use cosched_sim::run::RunOptions;
 use cosched_sim::{Mix, Scheme, SimConfig, SimJob};
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
 
 /// Simulated seconds before the timing starts: the machine fills to its MPL.
 const WARM_UP_S: f64 = 3.0;
@@ -117,20 +117,8 @@ pub fn run(args: &BenchScalingArgs) -> Result<(), String> {
 pub fn run_point(args: &ScalingPointArgs) -> Result<(), String> {
     let (cfg, jobs) = saturated_machine(args.scheme, args.nodes, WARM_UP_S + args.timed_s)?;
     let options = RunOptions { progress_every_events: 1 << 14, ..RunOptions::default() };
-    let mut warm: Option<(Instant, u64)> = None;
-    let start = Instant::now();
-    let result = run_sim(&cfg, jobs, &options, |p| {
-        if warm.is_none() && p.now.as_secs_f64() >= WARM_UP_S {
-            warm = Some((Instant::now(), p.events));
-        }
-    })
-    .map_err(|e| e.to_string())?;
-    let (warm_at, warm_events) = warm.unwrap_or((start, 0));
-    let point = PointResult {
-        wall_s: warm_at.elapsed().as_secs_f64(),
-        events: result.summary.events - warm_events,
-        peak_rss_kib: peak_rss_kib().unwrap_or(0),
-    };
+    let timed = run_after_warm_up(&cfg, jobs, &options, WARM_UP_S)?;
+    let point = PointResult { wall_s: timed.wall_s, events: timed.events, peak_rss_kib: peak_rss_kib().unwrap_or(0) };
     println!("{}", serde_json::to_string(&point).map_err(|e| e.to_string())?);
     Ok(())
 }

@@ -135,10 +135,8 @@ impl OutputDir {
             }
             None => None,
         };
-        let mut prefix = OsString::from(".");
-        prefix.push(&final_name);
-        prefix.push(".partial-");
-        let (scratch_name, scratch) = make_private_dir(parent.as_fd(), &prefix).map_err(failed)?;
+        let (scratch_name, scratch) =
+            make_private_dir(parent.as_fd(), &side_prefix(&final_name, "partial")).map_err(failed)?;
         let dir = OutputDir {
             final_path: path.to_path_buf(),
             final_name,
@@ -259,10 +257,7 @@ impl OutputDir {
     /// Move the old output onto a fresh empty folder (a folder may be renamed over an empty one), then the
     /// scratch folder into its place; on failure the old one goes back.
     fn move_aside_then_rename(&self) -> Result<OsString, Refusal> {
-        let mut prefix = OsString::from(".");
-        prefix.push(&self.final_name);
-        prefix.push(".replaced-");
-        let (aside, _) = make_private_dir(self.parent.as_fd(), &prefix)?;
+        let (aside, _) = make_private_dir(self.parent.as_fd(), &side_prefix(&self.final_name, "replaced"))?;
         let parent = &self.parent;
         if let Err(e) = renameat(parent, &self.final_name, parent, &aside) {
             let _ = unlinkat(parent, &aside, AtFlags::REMOVEDIR);
@@ -400,6 +395,15 @@ fn relative_parts(name: &str) -> Option<Vec<&OsStr>> {
 /// Open the folder `name` (relative to `at`), never through a link at its last step.
 fn open_dir(at: impl AsFd, name: &OsStr) -> Result<OwnedFd, Errno> {
     openat(at, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
+}
+
+/// The hidden name prefix `.NAME.KIND-` of a folder kept beside the destination `NAME` (its scratch folder, an
+/// old output moved aside).
+fn side_prefix(final_name: &OsStr, kind: &str) -> OsString {
+    let mut prefix = OsString::from(".");
+    prefix.push(final_name);
+    prefix.push(format!(".{kind}-"));
+    prefix
 }
 
 /// Make a new folder, mode 0700 and without ACLs, with `prefix` and a random suffix in `parent`; returns its
