@@ -134,6 +134,20 @@ fn workloads(settings: &FastCheckSettings) -> Result<Vec<Vec<JobRequest>>, Strin
     Ok(all)
 }
 
+/// The loads and seeds, checked before anything runs or is written.
+pub fn check_settings(settings: &FastCheckSettings) -> Result<(), String> {
+    check_loads(&settings.loads)?;
+    check_seeds(&settings.seeds)
+}
+
+/// Each seed once: a repeated seed would count its workload twice.
+fn check_seeds(seeds: &[u64]) -> Result<(), String> {
+    if let Some((i, seed)) = seeds.iter().enumerate().find(|(i, s)| seeds[..*i].contains(s)) {
+        return Err(format!("seed {seed} is given twice (position {})", i + 1));
+    }
+    Ok(())
+}
+
 /// Positive, finite and each once: a repeated load would count its seeds twice.
 fn check_loads(loads: &[f64]) -> Result<(), String> {
     if loads.is_empty() {
@@ -156,7 +170,7 @@ pub fn run_pairs<W: BatchWatch>(
     fast_watch: &W,
     between: impl FnOnce(),
 ) -> Result<Vec<PairedRun>, String> {
-    check_loads(&settings.loads)?;
+    check_settings(settings)?;
     let runs = grid(settings)?;
     let configs: Vec<SimConfig> = runs.iter().map(|r| r.config.clone()).collect();
     let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
@@ -208,6 +222,15 @@ fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
         }
     }
     distinct
+}
+
+/// The error bound `scheme` carries in stable runs on this validation set's machine and window (its nodes'
+/// scheduler's table): what a check on fresh workloads puts to the test. `None`: fast mode has no bound for it
+/// there.
+pub fn validated_bound(settings: &FastCheckSettings, scheme: &str) -> Option<f64> {
+    let scheme: Scheme = scheme.parse().ok()?;
+    let config = SimConfig { scheme, ..settings.machine.clone() };
+    cosched_sim::engine::fast::validated_error(&config, false, settings.fast.window_ns)
 }
 
 /// Per scheme and load, in the order first seen.
@@ -369,5 +392,11 @@ mod tests {
         assert!(check_loads(&[0.6, 0.0]).is_err());
         assert!(check_loads(&[0.6, f64::NAN]).is_err());
         assert!(check_loads(&[0.6, 0.8, 0.6]).unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn seeds_are_each_given_once() {
+        assert!(check_seeds(&[1, 2, 3]).is_ok());
+        assert_eq!(check_seeds(&[1, 2, 1]).unwrap_err(), "seed 1 is given twice (position 3)");
     }
 }

@@ -130,7 +130,7 @@ fn on_eevdf_fast_mode_takes_the_measured_schemes_with_their_bounds() {
         |name: &str| SimConfig { node_scheduler: cosched_sim::OsScheduler::Eevdf, ..config(scheme(name), 8, 3) };
     let result = simulate(&on_eevdf("PB-SB"), Some(FastSettings::default()));
     let report = result.summary.fast_mode.expect("a fast run says so");
-    let expected = if result.summary.saturation.saturated { None } else { Some(0.040) };
+    let expected = if result.summary.saturation.saturated { None } else { Some(0.377) };
     assert_eq!(report.validated_error, expected, "PB-SB's bound on EEVDF");
     let options = RunOptions { fast: Some(FastSettings::default()), ..RunOptions::default() };
     let refused = run(&on_eevdf("IB"), long_jobs(), &options, |_| {}).err().expect("IB on EEVDF was never measured");

@@ -342,7 +342,12 @@ pub fn run_after_warm_up(
         }
     })
     .map_err(|e| e.to_string())?;
-    let (warm_at, warm_events) = warm.ok_or("the run ended before its warm-up")?;
+    let (warm_at, warm_events) = warm.ok_or_else(|| {
+        format!(
+            "no progress report came past the warm-up ({warm_up_s} simulated s) before the run ended: \
+             time a longer stretch"
+        )
+    })?;
     Ok(TimedRun {
         wall_s: warm_at.elapsed().as_secs_f64(),
         events: outcome.summary.events.saturating_sub(warm_events),

@@ -7,7 +7,8 @@ use crate::progress::{BatchProgress, ProgressLine};
 use crate::sim_cmd::FastFlags;
 use clap::Args;
 use cosched_lab::fast_check::{
-    by_scheme_and_load, pairs_csv, run_pairs, saturation_points, FastCheckSettings, SaturationPointCheck, SchemeCheck,
+    by_scheme_and_load, check_settings, pairs_csv, run_pairs, saturation_points, validated_bound, FastCheckSettings,
+    SaturationPointCheck, SchemeCheck,
 };
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
@@ -25,8 +26,12 @@ pub struct BenchFastArgs {
     #[arg(long, value_delimiter = ',')]
     pub schemes: Option<Vec<Scheme>>,
     /// One workload per seed; every scheme runs on each, exact and fast.
-    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 2, 3])]
+    #[arg(long, value_delimiter = ',', default_values_t = [1u64, 2, 3], conflicts_with = "draw_seeds")]
     pub seeds: Vec<u64>,
+    /// Draw this many seeds at random instead (at least 2; printed, and kept in checks.json, to run again with
+    /// --seeds): checks the validated bounds on workloads nobody chose.
+    #[arg(long, value_name = "N")]
+    pub draw_seeds: Option<usize>,
     /// One-CPU nodes.
     #[arg(long, default_value_t = 32)]
     pub nodes: u32,
@@ -58,6 +63,11 @@ pub struct BenchFastArgs {
 struct FastCheckReport<'a> {
     command: String,
     accepted_error: f64,
+    seeds: &'a [u64],
+    /// Per scheme and load: the scheme's bound for stable runs on these nodes with this window (taken, as the
+    /// bounds were measured, over the seeds whatever their verdict), and whether this check's intervals lie within
+    /// it (`None`: no bound).
+    validated_bounds: Vec<BoundCheck>,
     exact_wall_s: f64,
     fast_wall_s: f64,
     schemes: &'a [SchemeCheck],
@@ -66,14 +76,31 @@ struct FastCheckReport<'a> {
     saturation_points: &'a [SaturationPointCheck],
 }
 
+#[derive(Serialize)]
+struct BoundCheck {
+    scheme: String,
+    load: f64,
+    bound: Option<f64>,
+    within_bound: Option<bool>,
+}
+
 pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
+    let seeds = match args.draw_seeds {
+        Some(count) => {
+            let drawn = draw_seeds(count)?;
+            let listed: Vec<String> = drawn.iter().map(u64::to_string).collect();
+            eprintln!("seeds drawn at random: {} (again with --seeds {})", listed.join(", "), listed.join(","));
+            drawn
+        }
+        None => args.seeds.clone(),
+    };
     let settings = FastCheckSettings {
         schemes: match &args.schemes {
             Some(schemes) => schemes.clone(),
             None => Scheme::study_names().into_iter().map(|n| n.parse()).collect::<Result<_, _>>()?,
         },
         loads: args.loads.clone(),
-        seeds: args.seeds.clone(),
+        seeds,
         machine: SimConfig {
             nodes: args.nodes,
             mpl: args.mpl,
@@ -92,6 +119,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     if settings.seeds.is_empty() {
         return Err("--seeds needs at least one seed".into());
     }
+    check_settings(&settings)?;
     let checked_out = OutputDir::check(&args.out)?;
     let started = Instant::now();
     let mut fast_started = None;
@@ -102,7 +130,14 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     let exact_wall_s = (fast_started - started).as_secs_f64();
     let fast_wall_s = fast_started.elapsed().as_secs_f64();
     let checks = by_scheme_and_load(&pairs);
-    print_checks(&checks, exact_wall_s, fast_wall_s);
+    let bounds: Vec<BoundCheck> = checks
+        .iter()
+        .map(|c| {
+            let bound = validated_bound(&settings, &c.scheme);
+            BoundCheck { scheme: c.scheme.clone(), load: c.load, bound, within_bound: bound.map(|b| c.within(b)) }
+        })
+        .collect();
+    print_checks(&checks, &bounds, exact_wall_s, fast_wall_s);
     let points = if args.loads.len() > 1 {
         saturation_points(&pairs.iter().map(|p| p.verdicts()).collect::<Vec<_>>())
     } else {
@@ -114,6 +149,8 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     let report = FastCheckReport {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         accepted_error: ACCEPTED_ERROR,
+        seeds: &settings.seeds,
+        validated_bounds: bounds,
         exact_wall_s,
         fast_wall_s,
         schemes: &checks,
@@ -125,10 +162,30 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn print_checks(checks: &[SchemeCheck], exact_wall_s: f64, fast_wall_s: f64) {
+/// `count` seeds from the operating system's randomness, each below 2^32 (short enough to type again), distinct.
+fn draw_seeds(count: usize) -> Result<Vec<u64>, String> {
+    use std::io::Read;
+    // One seed has no interval to check.
+    if !(2..=1_000).contains(&count) {
+        return Err(format!("--draw-seeds {count}: give 2 to 1000"));
+    }
+    let mut urandom = std::fs::File::open("/dev/urandom").map_err(|e| format!("/dev/urandom: {e}"))?;
+    let mut seeds = Vec::with_capacity(count);
+    while seeds.len() < count {
+        let mut bytes = [0u8; 4];
+        urandom.read_exact(&mut bytes).map_err(|e| format!("/dev/urandom: {e}"))?;
+        let seed = u64::from(u32::from_le_bytes(bytes));
+        if !seeds.contains(&seed) {
+            seeds.push(seed);
+        }
+    }
+    Ok(seeds)
+}
+
+fn print_checks(checks: &[SchemeCheck], bounds: &[BoundCheck], exact_wall_s: f64, fast_wall_s: f64) {
     println!("fast mode against exact: fast / exact - 1, mean over seeds ± 95 % interval");
     println!(
-        "{:<10} {:>5} {:>18} {:>18} {:>18} {:>10} {:>8} {:>7} {:>14}",
+        "{:<10} {:>5} {:>18} {:>18} {:>18} {:>10} {:>8} {:>7} {:>14} {:>9} {:>8}",
         "scheme",
         "load",
         "mean response",
@@ -137,14 +194,16 @@ fn print_checks(checks: &[SchemeCheck], exact_wall_s: f64, fast_wall_s: f64) {
         "saturated",
         "skipped",
         "within",
-        "job p50/p90**"
+        "job p50/p90**",
+        "bound***",
+        "in bound"
     );
-    for c in checks {
+    for (c, b) in checks.iter().zip(bounds) {
         let pct = |e: &cosched_bench::stats::Estimate| {
             format!("{:+.2} ± {:.2} %", 100.0 * e.mean, 100.0 * e.ci95_half_width())
         };
         println!(
-            "{:<10} {:>5} {:>18} {:>18} {:>18} {:>10} {:>7.1}% {:>7} {:>6.1}/{:.1} %",
+            "{:<10} {:>5} {:>18} {:>18} {:>18} {:>10} {:>7.1}% {:>7} {:>14} {:>9} {:>8}",
             c.scheme,
             c.load,
             pct(&c.response),
@@ -153,12 +212,19 @@ fn print_checks(checks: &[SchemeCheck], exact_wall_s: f64, fast_wall_s: f64) {
             format!("{}/{} agree", c.saturation_agreements, c.runs),
             100.0 * c.skipped_share.mean,
             if c.within(ACCEPTED_ERROR) { "yes" } else { "NO" },
-            100.0 * c.job_error_p50,
-            100.0 * c.job_error_p90
+            format!("{:.1}/{:.1} %", 100.0 * c.job_error_p50, 100.0 * c.job_error_p90),
+            b.bound.map_or("none".to_string(), |b| format!("{:.1} %", 100.0 * b)),
+            match b.within_bound {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "-",
+            }
         );
     }
     println!("* wait: the difference as a share of the exact mean response");
     println!("** single jobs' response: median and 90th percentile of |fast / exact - 1|");
+    println!("*** the scheme's bound for stable runs on these nodes with this window (a saturated run reports");
+    println!("    the larger of it and the saturated bound); in bound: both intervals lie within it");
     println!(
         "wall time: exact {exact_wall_s:.1} s, fast {fast_wall_s:.1} s ({:.1}x)",
         exact_wall_s / fast_wall_s.max(1e-9)
