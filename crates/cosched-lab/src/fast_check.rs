@@ -8,6 +8,7 @@ use crate::batch::{run_all, BatchWatch};
 use crate::csv::{csv_field, flag, float, int, num, text, to_csv, Column};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_core::stats::Estimate;
+use cosched_sim::cost::estimate;
 use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
 use cosched_sim::run::{RunOptions, RunResult};
@@ -40,6 +41,24 @@ pub struct PairedRun {
     /// Each job's response, fast / exact - 1 (jobs finished both ways).
     #[serde(skip)]
     pub job_errors: Vec<f64>,
+    /// The process iterations `cost::estimate` gives before the run, exact (every one) and in fast mode (those of
+    /// its exact stretches): what decides whether a run needs --allow-long-run.
+    pub estimated_iterations: Estimated,
+}
+
+/// A run's work as estimated before it starts, both ways.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Estimated {
+    pub exact: u64,
+    pub fast: u64,
+}
+
+impl Estimated {
+    /// The fast run's events over those its estimate gives at the exact run's events per estimated iteration.
+    fn ratio(&self, exact_events: u64, fast_events: u64) -> f64 {
+        let events_per_iteration = exact_events as f64 / self.exact.max(1) as f64;
+        fast_events as f64 / (events_per_iteration * self.fast.max(1) as f64)
+    }
 }
 
 impl PairedRun {
@@ -66,6 +85,12 @@ impl PairedRun {
             fast: self.fast.saturation.saturated,
         }
     }
+    /// Fast mode's work, measured over estimated: its events over what the estimated iterations give at the exact
+    /// run's events per iteration (the exact estimate counts every iteration, so that rate is measured).
+    pub fn estimate_ratio(&self) -> f64 {
+        self.estimated_iterations.ratio(self.exact.events, self.fast.events)
+    }
+
     /// Share of the run's simulated time fast mode skipped.
     pub fn skipped_share(&self) -> f64 {
         let skipped_ns = self.fast.fast_mode.map_or(0, |f| f.skipped_ns);
@@ -84,6 +109,8 @@ pub struct SchemeCheck {
     pub saturation_agreements: usize,
     pub runs: usize,
     pub skipped_share: Estimate,
+    /// Fast mode's events over those its estimate gives ([`PairedRun::estimate_ratio`]).
+    pub estimate_ratio: Estimate,
     /// Single jobs' response errors, pooled over seeds: the median and the 90th percentile of |fast / exact - 1|.
     pub job_error_p50: f64,
     pub job_error_p90: f64,
@@ -189,8 +216,16 @@ pub fn run_pairs<W: BatchWatch>(
     let fast = run_all(&configs, &labels, jobs_for, &fast_options, fast_watch)?;
     Ok(runs
         .iter()
+        .enumerate()
         .zip(exact.into_iter().zip(fast))
-        .map(|(run, (exact, fast)): (&GridRun, (RunResult, RunResult))| PairedRun {
+        .map(|((i, run), (exact, fast)): ((usize, &GridRun), (RunResult, RunResult))| PairedRun {
+            estimated_iterations: {
+                let jobs = jobs_for(i);
+                Estimated {
+                    exact: estimate(&run.config, &jobs, None).process_iterations,
+                    fast: estimate(&run.config, &jobs, Some(&settings.fast)).process_iterations,
+                }
+            },
             scheme: run.config.scheme.name().to_string(),
             load: run.load,
             seed: run.config.seed,
@@ -255,6 +290,7 @@ pub fn by_scheme_and_load(pairs: &[PairedRun]) -> Vec<SchemeCheck> {
                 saturation_agreements: runs.iter().filter(|p| p.saturation_agrees()).count(),
                 runs: runs.len(),
                 skipped_share: estimate(PairedRun::skipped_share),
+                estimate_ratio: estimate(PairedRun::estimate_ratio),
             }
         })
         .collect()
@@ -339,6 +375,9 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         float("skipped_share", |p| num(p.skipped_share())),
         int("exact_events", |p| p.exact.events.to_string()),
         int("fast_events", |p| p.fast.events.to_string()),
+        int("estimated_exact_iterations", |p| p.estimated_iterations.exact.to_string()),
+        int("estimated_fast_iterations", |p| p.estimated_iterations.fast.to_string()),
+        float("fast_estimate_ratio", |p| num(p.estimate_ratio())),
     ]
 }
 
@@ -392,6 +431,13 @@ mod tests {
         assert!(check_loads(&[0.6, 0.0]).is_err());
         assert!(check_loads(&[0.6, f64::NAN]).is_err());
         assert!(check_loads(&[0.6, 0.8, 0.6]).unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn fast_work_is_weighed_at_the_exact_runs_events_per_iteration() {
+        // 2 events per iteration exact; 100 iterations estimated fast give 200 events; 300 came.
+        assert_eq!(Estimated { exact: 500, fast: 100 }.ratio(1_000, 300), 1.5);
+        assert_eq!(Estimated { exact: 500, fast: 100 }.ratio(1_000, 200), 1.0);
     }
 
     #[test]

@@ -143,6 +143,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     } else {
         Vec::new()
     };
+    print_estimate_ratios(&checks);
     print_saturation_points(&points);
     let out = OutputDir::begin(&checked_out)?;
     out.write("pairs.csv", &pairs_csv(&pairs))?;
@@ -229,6 +230,17 @@ fn print_checks(checks: &[SchemeCheck], bounds: &[BoundCheck], exact_wall_s: f64
         "wall time: exact {exact_wall_s:.1} s, fast {fast_wall_s:.1} s ({:.1}x)",
         exact_wall_s / fast_wall_s.max(1e-9)
     );
+}
+
+/// How far fast mode's work estimate (what decides whether a run needs --allow-long-run) was from its work.
+fn print_estimate_ratios(checks: &[SchemeCheck]) {
+    println!("fast mode's work against its estimate before the run: events / estimated events*, mean [min - max]");
+    for c in checks {
+        let r = &c.estimate_ratio;
+        println!("{:<10} {:>5} {:>8.2} [{:.2} - {:.2}]", c.scheme, c.load, r.mean, r.min, r.max);
+    }
+    println!("* estimated process iterations (docs/model.md, \"What a run costs\") times the exact run's events");
+    println!("  per iteration");
 }
 
 fn print_saturation_points(points: &[SaturationPointCheck]) {

@@ -1238,6 +1238,14 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
     let gs_row: Vec<&str> =
         printed.lines().find(|l| l.starts_with("GS ")).expect("GS's row").split_whitespace().collect();
     assert_eq!(gs_row[gs_row.len() - 3..gs_row.len() - 1], ["0.7", "%"], "the bound column: {gs_row:?}");
+    // Fast mode's work against its estimate before the run: a positive ratio per scheme and per pair.
+    let estimates = printed.split("fast mode's work against its estimate").nth(1).expect("the estimate's table");
+    let gs_estimate = estimates.lines().find(|l| l.starts_with("GS ")).expect("GS's estimate");
+    let gs_ratio: f64 = gs_estimate.split_whitespace().nth(2).unwrap().parse().unwrap();
+    assert!(gs_ratio.is_finite() && gs_ratio > 0.0, "{estimates}");
+    let pairs = String::from_utf8(read(&dir.join("first").join("pairs.csv"))).unwrap();
+    let header = pairs.lines().next().unwrap();
+    assert!(header.ends_with(",estimated_exact_iterations,estimated_fast_iterations,fast_estimate_ratio"), "{header}");
 
     // A bound holds for its window only: with another, no scheme has one to check.
     let other_window = dir.join("other-window");
