@@ -179,6 +179,20 @@ def test_a_run_closed_midway_makes_room_for_the_next():
     assert len(result.jobs) == 30
 
 
+def test_the_native_run_answers_only_in_turn():
+    """A second next() would wait forever for a decision the engine never sends; a choice before the first
+    decision would answer nothing. Both are refused at once, and the run goes on."""
+    env = SchedulingEnv(**{**GANG, "jobs": 30})
+    env.reset(seed=1)
+    with pytest.raises(CoschedError, match="first decision only"):
+        env._run.next()
+    env.step(0)
+    run = env._run
+    env.close()
+    with pytest.raises(CoschedError, match="ended"):
+        run.choose(None)
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [

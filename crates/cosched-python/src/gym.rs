@@ -104,6 +104,7 @@ impl GymView {
 /// gives the next; either gives the run's texts when it ends.
 #[pyclass(module = "cosched._native")]
 struct GymRun {
+    stage: Mutex<Stage>,
     stop: Arc<AtomicBool>,
     to_engine: Mutex<Option<Sender<Choice>>>,
     from_engine: Mutex<Receiver<FromEngine>>,
@@ -133,6 +134,7 @@ impl GymRun {
             let _ = to_python.try_send(FromEngine::Done(Box::new(texts)));
         });
         Ok(GymRun {
+            stage: Mutex::new(Stage::NotStarted),
             stop,
             to_engine: Mutex::new(Some(to_engine)),
             from_engine: Mutex::new(from_engine),
@@ -140,8 +142,12 @@ impl GymRun {
         })
     }
 
-    /// The first decision (a `GymView`), or the run's `SimTexts` if it ends without one.
+    /// The first decision (a `GymView`), or the run's `SimTexts` if it ends without one. Once only: the engine
+    /// then waits for `choose`.
     fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if *self.stage.lock().expect("never poisoned") != Stage::NotStarted {
+            return Err(refused("next() gives the first decision only: answer it with choose()"));
+        }
         self.receive(py)
     }
 
@@ -149,6 +155,11 @@ impl GymRun {
     /// or the run's texts. A choice the last view refuses raises `CoschedError` and changes nothing.
     #[pyo3(signature = (job, row=None))]
     fn choose(&self, py: Python<'_>, job: Option<u64>, row: Option<u32>) -> PyResult<Py<PyAny>> {
+        match *self.stage.lock().expect("never poisoned") {
+            Stage::Deciding => {}
+            Stage::NotStarted => return Err(refused("no decision yet: next() gives the first")),
+            Stage::Ended => return Err(refused("this run has ended: reset() starts another")),
+        }
         let choice = match job {
             Some(job) => Choice::Start { job: JobId(job), row },
             None => Choice::Wait,
@@ -162,6 +173,7 @@ impl GymRun {
 
     /// End the run now (its thread finishes on its own, quickly).
     fn close(&self) {
+        *self.stage.lock().expect("never poisoned") = Stage::Ended;
         self.stop.store(true, Ordering::Relaxed);
         self.to_engine.lock().expect("never poisoned").take();
     }
@@ -174,7 +186,10 @@ impl GymRun {
             let received =
                 py.detach(|| self.from_engine.lock().expect("never poisoned").recv_timeout(Duration::from_millis(100)));
             match received {
-                Ok(FromEngine::Decide(view)) => return Ok(Py::new(py, GymView::of(&view))?.into_any()),
+                Ok(FromEngine::Decide(view)) => {
+                    *self.stage.lock().expect("never poisoned") = Stage::Deciding;
+                    return Ok(Py::new(py, GymView::of(&view))?.into_any());
+                }
                 Ok(FromEngine::Refused(why)) => return Err(refused(why)),
                 Ok(FromEngine::Done(texts)) => {
                     self.close();
@@ -200,6 +215,15 @@ impl GymRun {
             py.detach(|| engine.join()).ok();
         }
     }
+}
+
+/// Where a run is in its exchange with Python: a second `next()` would wait for a decision the engine never
+/// sends (it waits for a choice), and a choice before the first decision would answer nothing.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    NotStarted,
+    Deciding,
+    Ended,
 }
 
 impl Drop for GymRun {
