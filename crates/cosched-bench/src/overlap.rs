@@ -337,9 +337,8 @@ mod tests {
     fn a_copys_threads_on_one_cpu_are_seen_colocated() {
         let cpus = crate::os::allowed_cpus().unwrap();
         if cpus.len() < 2 {
-            eprintln!(
-                "SKIPPED a_copys_threads_on_one_cpu_are_seen_colocated: needs two CPUs, this process may use one"
-            );
+            let why = "needs two CPUs, this process may use one";
+            cosched_runtime::testing::say_skipped("a_copys_threads_on_one_cpu_are_seen_colocated", why);
             return;
         }
         let colocated_on = |first: usize, second: usize| {

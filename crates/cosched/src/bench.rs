@@ -306,8 +306,8 @@ pub fn run(cmd: &BenchCommand) -> Result<(), String> {
     }
 }
 
-/// One timed run: wall seconds and events over the timed window.
-fn timed_run(cfg: &SimConfig, jobs: Vec<cosched_sim::SimJob>, plan_model_only: bool) -> Result<(f64, u64), String> {
+/// One timed run: wall seconds, simulated seconds and events over the timed window.
+fn timed_run(cfg: &SimConfig, jobs: Vec<cosched_sim::SimJob>, plan_model_only: bool) -> Result<TimedRun, String> {
     let options = RunOptions { progress_every_events: 1 << 14, plan_model_only, ..RunOptions::default() };
     let timed = run_after_warm_up(cfg, jobs, &options, WARM_UP_S)?;
     let kinds: Vec<String> = cosched_sim::engine::EVENT_KIND_NAMES
@@ -316,12 +316,14 @@ fn timed_run(cfg: &SimConfig, jobs: Vec<cosched_sim::SimJob>, plan_model_only: b
         .map(|(name, n)| format!("{name} {n}"))
         .collect();
     eprintln!("events by kind over the whole run: {}", kinds.join(", "));
-    Ok((timed.wall_s, timed.events))
+    Ok(timed)
 }
 
 /// A run timed from the first progress report at or past `warm_up_s` simulated seconds to its end.
 pub struct TimedRun {
     pub wall_s: f64,
+    /// Simulated seconds timed: from the report that started the timing to the horizon.
+    pub timed_sim_s: f64,
     /// Events after the warm-up.
     pub events: u64,
     pub outcome: cosched_sim::run::RunResult,
@@ -335,14 +337,15 @@ pub fn run_after_warm_up(
     options: &RunOptions,
     warm_up_s: f64,
 ) -> Result<TimedRun, String> {
-    let mut warm: Option<(Instant, u64)> = None;
+    let horizon_s = cfg.horizon_ns.ok_or("a timed run needs a horizon: it times up to it")? as f64 / 1e9;
+    let mut warm: Option<(Instant, u64, f64)> = None;
     let outcome = run_sim(cfg, jobs, options, |p| {
         if warm.is_none() && p.now.as_secs_f64() >= warm_up_s {
-            warm = Some((Instant::now(), p.events));
+            warm = Some((Instant::now(), p.events, p.now.as_secs_f64()));
         }
     })
     .map_err(|e| e.to_string())?;
-    let (warm_at, warm_events) = warm.ok_or_else(|| {
+    let (warm_at, warm_events, warm_sim_s) = warm.ok_or_else(|| {
         format!(
             "no progress report came past the warm-up ({warm_up_s} simulated s) before the run ended: \
              time a longer stretch"
@@ -350,6 +353,8 @@ pub fn run_after_warm_up(
     })?;
     Ok(TimedRun {
         wall_s: warm_at.elapsed().as_secs_f64(),
+        // The report comes up to one interval after the warm-up; what precedes it is not timed.
+        timed_sim_s: horizon_s - warm_sim_s,
         events: outcome.summary.events.saturating_sub(warm_events),
         outcome,
     })
@@ -394,12 +399,18 @@ fn scenario(
         ..SimConfig::default()
     };
     let mut walls = Vec::new();
-    let mut events = 0;
+    let (mut events, mut timed_sim_s) = (0, TIMED_S);
     for round in 0..repeat {
-        let (wall, timed_events) = timed_run(&cfg, sim_jobs(&requests, &plan, &cfg), plan_model_only)?;
-        eprintln!("{name} round {}: {:.2} s wall for {TIMED_S} simulated s, {} events", round + 1, wall, timed_events);
-        walls.push(wall);
-        events = timed_events;
+        let timed = timed_run(&cfg, sim_jobs(&requests, &plan, &cfg), plan_model_only)?;
+        eprintln!(
+            "{name} round {}: {:.2} s wall for {:.3} simulated s, {} events",
+            round + 1,
+            timed.wall_s,
+            timed.timed_sim_s,
+            timed.events
+        );
+        walls.push(timed.wall_s);
+        (events, timed_sim_s) = (timed.events, timed.timed_sim_s);
     }
     let best = walls.iter().copied().fold(f64::INFINITY, f64::min);
     let worst = walls.iter().copied().fold(0.0, f64::max);
@@ -408,13 +419,13 @@ fn scenario(
         scenario: name,
         scheme: scheme.name().to_string(),
         offered_load: load,
-        simulated_s: TIMED_S,
+        simulated_s: timed_sim_s,
         wall_s_best: best,
         wall_s_worst: worst,
         events,
         events_per_s,
-        node_seconds_per_wall_s: NODES as f64 * TIMED_S / best,
-        events_per_node_second: events as f64 / (NODES as f64 * TIMED_S),
+        node_seconds_per_wall_s: NODES as f64 * timed_sim_s / best,
+        events_per_node_second: events as f64 / (NODES as f64 * timed_sim_s),
         events_per_s_over_baseline: events_per_s / baseline,
     })
 }

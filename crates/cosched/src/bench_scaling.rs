@@ -45,6 +45,7 @@ pub struct ScalingPointArgs {
 #[derive(Serialize, Deserialize, Debug)]
 struct PointResult {
     wall_s: f64,
+    timed_sim_s: f64,
     events: u64,
     peak_rss_kib: u64,
 }
@@ -57,6 +58,8 @@ struct ScalingPoint {
     wall_s: f64,
     node_seconds_per_wall_s: f64,
     events_per_node_second: f64,
+    /// Events handled per wall second: the engine's speed without the workload's density.
+    events_per_wall_s: f64,
     peak_rss_mib: f64,
 }
 
@@ -67,8 +70,8 @@ pub fn run(args: &BenchScalingArgs) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the cosched binary: {e}"))?;
     let mut points = Vec::new();
     println!(
-        "{:<7} {:>6} {:>8} {:>8} {:>17} {:>14} {:>9}",
-        "scheme", "nodes", "timed s", "wall s", "node-s per wall s", "ev per node-s", "peak MiB"
+        "{:<7} {:>6} {:>8} {:>8} {:>17} {:>14} {:>12} {:>9}",
+        "scheme", "nodes", "timed s", "wall s", "node-s per wall s", "ev per node-s", "M ev per s", "peak MiB"
     );
     for scheme in &args.schemes {
         for &nodes in &args.nodes {
@@ -87,20 +90,22 @@ pub fn run(args: &BenchScalingArgs) -> Result<(), String> {
             let result = ScalingPoint {
                 scheme: scheme.name().to_string(),
                 nodes,
-                timed_s,
+                timed_s: point.timed_sim_s,
                 wall_s: point.wall_s,
-                node_seconds_per_wall_s: nodes as f64 * timed_s / point.wall_s,
-                events_per_node_second: point.events as f64 / (nodes as f64 * timed_s),
+                node_seconds_per_wall_s: nodes as f64 * point.timed_sim_s / point.wall_s,
+                events_per_node_second: point.events as f64 / (nodes as f64 * point.timed_sim_s),
+                events_per_wall_s: point.events as f64 / point.wall_s,
                 peak_rss_mib: point.peak_rss_kib as f64 / 1024.0,
             };
             println!(
-                "{:<7} {:>6} {:>8.1} {:>8.2} {:>17.0} {:>14.0} {:>9.1}",
+                "{:<7} {:>6} {:>8.1} {:>8.2} {:>17.0} {:>14.0} {:>12.2} {:>9.1}",
                 result.scheme,
                 nodes,
-                timed_s,
+                result.timed_s,
                 result.wall_s,
                 result.node_seconds_per_wall_s,
                 result.events_per_node_second,
+                result.events_per_wall_s / 1e6,
                 result.peak_rss_mib
             );
             points.push(result);
@@ -116,9 +121,16 @@ pub fn run(args: &BenchScalingArgs) -> Result<(), String> {
 /// timed after the warm-up; prints one JSON line.
 pub fn run_point(args: &ScalingPointArgs) -> Result<(), String> {
     let (cfg, jobs) = saturated_machine(args.scheme, args.nodes, WARM_UP_S + args.timed_s)?;
-    let options = RunOptions { progress_every_events: 1 << 14, ..RunOptions::default() };
+    // About 16 events per node between reports: the timing starts close to the warm-up's end at every size.
+    let progress_every_events = (16 * args.nodes as u64).clamp(1 << 8, 1 << 14);
+    let options = RunOptions { progress_every_events, ..RunOptions::default() };
     let timed = run_after_warm_up(&cfg, jobs, &options, WARM_UP_S)?;
-    let point = PointResult { wall_s: timed.wall_s, events: timed.events, peak_rss_kib: peak_rss_kib().unwrap_or(0) };
+    let point = PointResult {
+        wall_s: timed.wall_s,
+        timed_sim_s: timed.timed_sim_s,
+        events: timed.events,
+        peak_rss_kib: peak_rss_kib().unwrap_or(0),
+    };
     println!("{}", serde_json::to_string(&point).map_err(|e| e.to_string())?);
     Ok(())
 }

@@ -1212,6 +1212,28 @@ fn bench_partition_predicts_on_a_small_machine_and_refuses_bad_settings() {
     }
 }
 
+/// `bench scaling` times each point in a child of its own and gives events per wall second beside node-seconds
+/// per wall second, the two consistent with the events it counted; bad settings are refused before any point runs.
+#[test]
+fn bench_scaling_gives_events_per_second_beside_node_seconds_per_second() {
+    let args = ["bench", "scaling", "--nodes", "8", "--schemes", "GS", "--node-seconds", "8"];
+    let o = cosched(&[&args[..], &["--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.lines().next().is_some_and(|l| l.contains("M ev per s")), "{printed}");
+    let json: serde_json::Value = serde_json::from_str(&printed[printed.find('[').unwrap()..]).unwrap();
+    let point = &json[0];
+    let number = |key: &str| point[key].as_f64().unwrap_or_else(|| panic!("no {key}: {point}"));
+    let events = number("events_per_node_second") * 8.0 * number("timed_s");
+    assert!(events > 0.0, "{point}");
+    let per_wall_s = events / number("wall_s");
+    assert!((number("events_per_wall_s") / per_wall_s - 1.0).abs() < 1e-9, "{point}");
+    for bad in [&["--nodes", "0"][..], &["--node-seconds", "0"]] {
+        let o = cosched(&[&args[..2], bad].concat());
+        assert!(!o.status.success() && stderr(&o).contains(bad[0]), "{bad:?}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound() {
     let dir = scratch("bench-fast-drawn");

@@ -164,6 +164,15 @@ fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// True, after saying so where the harness cannot hide it, when the test needs root and this is not root.
+fn skipped_unless_root(test: &str, why: &str) -> bool {
+    let skip = !is_root();
+    if skip {
+        cosched_runtime::testing::say_skipped(test, why);
+    }
+    skip
+}
+
 /// An --out folder another user made in a shared folder, its marker a link to a file of root's: a marker that is a
 /// link is not cosched's, so the folder is refused, and nothing is written through the links.
 #[test]
@@ -192,8 +201,7 @@ fn an_out_folder_whose_marker_is_a_link_is_refused_and_never_written_through() {
 #[test]
 fn an_out_in_a_folder_another_user_owns_is_refused_as_root() {
     let _machine = cosched_runtime::testing::whole_machine();
-    if !is_root() {
-        eprintln!("SKIPPED an_out_in_a_folder_another_user_owns_is_refused_as_root: needs root (chown)");
+    if skipped_unless_root("an_out_in_a_folder_another_user_owns_is_refused_as_root", "needs root (chown)") {
         return;
     }
     let folder = tempfile::Builder::new().prefix("cosched-node-theirs-").tempdir().unwrap();
@@ -217,8 +225,7 @@ fn an_out_in_a_folder_another_user_owns_is_refused_as_root() {
 #[test]
 fn root_makes_no_folder_through_a_link_on_the_way_to_out() {
     let _machine = cosched_runtime::testing::whole_machine();
-    if !is_root() {
-        eprintln!("SKIPPED root_makes_no_folder_through_a_link_on_the_way_to_out: needs root (chown)");
+    if skipped_unless_root("root_makes_no_folder_through_a_link_on_the_way_to_out", "needs root (chown)") {
         return;
     }
     let folder = tempfile::Builder::new().prefix("cosched-node-link-").tempdir().unwrap();
@@ -242,8 +249,7 @@ fn root_makes_no_folder_through_a_link_on_the_way_to_out() {
 fn an_apps_folder_another_user_could_change_is_never_built_by_root() {
     // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
     let _machine = cosched_runtime::testing::whole_machine();
-    if !is_root() {
-        eprintln!("SKIPPED an_apps_folder_another_user_could_change_is_never_built_by_root: needs root (chown)");
+    if skipped_unless_root("an_apps_folder_another_user_could_change_is_never_built_by_root", "needs root (chown)") {
         return;
     }
     let folder = tempfile::Builder::new().prefix("cosched-node-apps-").tempdir().unwrap();
@@ -290,7 +296,7 @@ fn sleeper_busy_without_real_time_time_is_refused_with_the_reason() {
     let root_budget = Path::new(CPU_MOUNT).join("cpu.rt_runtime_us");
     if !is_root() || !root_budget.exists() {
         let why = "needs root and real-time group scheduling in a v1 cpu hierarchy";
-        eprintln!("SKIPPED sleeper_busy_without_real_time_time_is_refused_with_the_reason: {why}");
+        cosched_runtime::testing::say_skipped("sleeper_busy_without_real_time_time_is_refused_with_the_reason", why);
         return;
     }
     let parent: u64 = std::fs::read_to_string(&root_budget).unwrap().trim().parse().unwrap();
@@ -338,9 +344,8 @@ fn cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run() {
     // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
     let _machine = cosched_runtime::testing::whole_machine();
     if !is_root() || !Path::new(CPU_MOUNT).join("cpu.shares").exists() {
-        eprintln!(
-            "SKIPPED cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run: needs root and a v1 cpu hierarchy"
-        );
+        let why = "needs root and a v1 cpu hierarchy";
+        cosched_runtime::testing::say_skipped("cpu_groups_left_by_killed_runs_are_cleaned_by_the_next_run", why);
         return;
     }
     let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
@@ -541,8 +546,8 @@ fn a_scenario_process_of_hostile_sizes_never_panics() {
 fn a_spinbarrier_program_another_user_could_change_is_never_run_by_root() {
     // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
     let _machine = cosched_runtime::testing::whole_machine();
-    if !is_root() {
-        eprintln!("SKIPPED a_spinbarrier_program_another_user_could_change_is_never_run_by_root: needs root (chown)");
+    if skipped_unless_root("a_spinbarrier_program_another_user_could_change_is_never_run_by_root", "needs root (chown)")
+    {
         return;
     }
     let folder = tempfile::Builder::new().prefix("cosched-node-program-").tempdir().unwrap();

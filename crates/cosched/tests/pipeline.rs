@@ -229,7 +229,10 @@ fn refused_controls_are_reported_not_skipped() {
 #[test]
 fn a_tbb_program_another_user_could_change_is_never_run() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIPPED a_tbb_program_another_user_could_change_is_never_run: needs root (chown)");
+        cosched_runtime::testing::say_skipped(
+            "a_tbb_program_another_user_could_change_is_never_run",
+            "needs root (chown)",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -4,6 +4,20 @@
 use super::*;
 use std::os::unix::fs::{symlink, PermissionsExt};
 
+/// Said straight to stderr: the harness hides `eprintln!` of a passing test, and a skip must be seen.
+fn say_skipped(test: &str, why: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "SKIPPED: {test}: {why}");
+}
+
+fn skipped_unless_root(test: &str, why: &str) -> bool {
+    let skip = !rustix::process::geteuid().is_root();
+    if skip {
+        say_skipped(test, why);
+    }
+    skip
+}
+
 fn begin(path: &Path) -> OutputDir {
     OutputDir::begin(&OutputDir::check(path).unwrap()).unwrap()
 }
@@ -207,8 +221,7 @@ fn without_rename_flags_an_old_output_is_moved_aside_then_removed() {
 
 #[test]
 fn a_mount_point_is_refused() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED a_mount_point_is_refused: mounting needs root");
+    if skipped_unless_root("a_mount_point_is_refused", "mounting needs root") {
         return;
     }
     let folder = tempfile::tempdir().unwrap();
@@ -289,7 +302,7 @@ fn the_folders_setgid_bit_is_kept() {
     fs::create_dir(&shared).unwrap();
     fs::set_permissions(&shared, fs::Permissions::from_mode(0o2775)).unwrap();
     if fs::metadata(&shared).unwrap().permissions().mode() & 0o2000 == 0 {
-        eprintln!("SKIPPED the_folders_setgid_bit_is_kept: this file system drops the setgid bit");
+        say_skipped("the_folders_setgid_bit_is_kept", "this file system drops the setgid bit");
         return;
     }
     begin(&shared.join("out")).commit().unwrap();
@@ -300,8 +313,7 @@ fn the_folders_setgid_bit_is_kept() {
 /// it (the victim's removal would reach what its owner's rules protect).
 #[test]
 fn another_users_entries_in_an_old_output_are_left() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED another_users_entries_in_an_old_output_are_left: giving a file away needs root");
+    if skipped_unless_root("another_users_entries_in_an_old_output_are_left", "giving a file away needs root") {
         return;
     }
     let folder = tempfile::tempdir().unwrap();
@@ -380,7 +392,7 @@ fn a_default_acl_of_the_folder_does_not_reach_the_output() {
     let folder = tempfile::tempdir().unwrap();
     let acl = std::process::Command::new("setfacl").args(["-d", "-m", "u:65534:rwx"]).arg(folder.path()).status();
     if !acl.is_ok_and(|s| s.success()) {
-        eprintln!("SKIPPED a_default_acl_of_the_folder_does_not_reach_the_output: setfacl is missing or refused");
+        say_skipped("a_default_acl_of_the_folder_does_not_reach_the_output", "setfacl is missing or refused");
         return;
     }
     let out = folder.path().join("out");
@@ -397,8 +409,7 @@ fn a_default_acl_of_the_folder_does_not_reach_the_output() {
 /// A marker another user planted does not make a folder cosched's.
 #[test]
 fn a_marker_of_another_users_is_not_cosched_output() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("SKIPPED a_marker_of_another_users_is_not_cosched_output: giving a file away needs root");
+    if skipped_unless_root("a_marker_of_another_users_is_not_cosched_output", "giving a file away needs root") {
         return;
     }
     let folder = tempfile::tempdir().unwrap();

@@ -130,7 +130,8 @@ fn one_users_output_never_fills_the_file_system_of_the_database() {
     let fs = match SmallFileSystem::mount(48) {
         Ok(fs) => fs,
         Err(e) => {
-            eprintln!("SKIPPED one_users_output_never_fills_the_file_system_of_the_database: no tmpfs to mount: {e}");
+            let test = "one_users_output_never_fills_the_file_system_of_the_database";
+            cosched_runtime::testing::say_skipped(test, &format!("no tmpfs to mount: {e}"));
             return;
         }
     };
