@@ -121,7 +121,8 @@ pub fn run(args: &BenchScalingArgs) -> Result<(), String> {
 /// timed after the warm-up; prints one JSON line.
 pub fn run_point(args: &ScalingPointArgs) -> Result<(), String> {
     let (cfg, jobs) = saturated_machine(args.scheme, args.nodes, WARM_UP_S + args.timed_s)?;
-    // About 16 events per node between reports: the timing starts close to the warm-up's end at every size.
+    // 16 events per node between reports (at least 256, at most 16,384: 4 per node at 4,096 nodes), so that a small
+    // machine reports past its warm-up and the timing starts close to the warm-up's end at every size.
     let progress_every_events = (16 * args.nodes as u64).clamp(1 << 8, 1 << 14);
     let options = RunOptions { progress_every_events, ..RunOptions::default() };
     let timed = run_after_warm_up(&cfg, jobs, &options, WARM_UP_S)?;
