@@ -72,23 +72,25 @@ pub const MAX_WINDOW_GROWTH: u64 = 16;
 /// sweep of docs/fast-mode.md (loads 0.8-2.0, seeds 1-4, where only seed 3
 /// saturates): the bound is over the loads from that seed's saturation point
 /// up, every seed. GS's also covers seeds 5-8 of that sweep (seed 6 saturates
-/// from 0.8). A saturated run reports the larger of this and the stable bound
-/// (SB's and GS-cosched's stable bounds are now the larger). These sweeps
-/// predate the engine fixes and are not run again
-/// yet. The other schemes are not validated there. Bounds are rounded up.
+/// from 0.8). On 2026-11-29 the sweep ran again on four seeds drawn at random,
+/// after the engine fixes: its loads below every seed's saturation point count
+/// for the stable bounds (GS's and GS-cosched's grew, to 21.1 % and 13.7 %, at
+/// loads 1.0 and 1.05, where placements part), the others for the saturated
+/// ones (PB-SB's grew to 13.3 %). A saturated run reports the larger of this and
+/// the stable bound. The other schemes are not validated there. Bounds are rounded up.
 ///
 /// These hold for the default window; a run with another window is not validated, but for a scheme validated
 /// at that length too (`at_window`, stable runs only; measured 2026-11-29 on the same three sets).
 const VALIDATED_ERRORS: &[Validated] = &[
     Validated { scheme: "Local", stable: 6.694, saturated: None, at_window: None },
-    Validated { scheme: "GS", stable: 0.007, saturated: Some(0.093), at_window: None },
+    Validated { scheme: "GS", stable: 0.211, saturated: Some(0.093), at_window: None },
     Validated { scheme: "SB", stable: 0.424, saturated: Some(0.167), at_window: None },
     Validated { scheme: "SY", stable: 0.144, saturated: None, at_window: None },
     Validated { scheme: "DCS", stable: 3.786, saturated: None, at_window: None },
     Validated { scheme: "PB", stable: 0.040, saturated: None, at_window: None },
     Validated { scheme: "DCS-SB", stable: 0.017, saturated: None, at_window: None },
     Validated { scheme: "DCS-SY", stable: 0.173, saturated: None, at_window: None },
-    Validated { scheme: "PB-SB", stable: 0.033, saturated: Some(0.037), at_window: None },
+    Validated { scheme: "PB-SB", stable: 0.033, saturated: Some(0.133), at_window: None },
     Validated {
         scheme: "PB-SY",
         stable: 0.113,
@@ -97,7 +99,7 @@ const VALIDATED_ERRORS: &[Validated] = &[
         // drawn at random (docs/fast-mode.md).
         at_window: Some(AtWindow { window_ns: 3_000_000_000, stable: 0.110 }),
     },
-    Validated { scheme: "GS-cosched", stable: 0.015, saturated: Some(0.006), at_window: None },
+    Validated { scheme: "GS-cosched", stable: 0.137, saturated: Some(0.006), at_window: None },
     Validated { scheme: "IB", stable: 0.018, saturated: None, at_window: None },
 ];
 
@@ -230,11 +232,11 @@ mod tests {
     #[test]
     fn the_validated_error_follows_the_regime() {
         let default = FastSettings::default().window_ns;
-        assert_eq!(validated_error(&run_of("GS"), false, default), Some(0.007));
-        assert_eq!(validated_error(&run_of("GS"), true, default), Some(0.093));
+        assert_eq!(validated_error(&run_of("GS"), false, default), Some(0.211));
+        assert_eq!(validated_error(&run_of("GS"), true, default), Some(0.211), "no tighter than the stable bound");
         assert_eq!(validated_error(&run_of("Local"), true, default), None, "Local is not validated in saturated runs");
         assert_eq!(validated_error(&run_of("SB"), true, default), Some(0.424), "no tighter than the stable bound");
-        assert_eq!(validated_error(&run_of("PB-SB"), true, default), Some(0.037));
+        assert_eq!(validated_error(&run_of("PB-SB"), true, default), Some(0.133));
     }
 
     fn run_of(scheme: &str) -> SimConfig {
@@ -251,7 +253,7 @@ mod tests {
         assert_eq!(validated_error(&on_eevdf_nodes("SB"), false, default), Some(EEVDF_SB));
         assert_eq!(validated_error(&on_eevdf_nodes("SB"), true, default), None, "saturated runs not measured");
         // The gang cell does not run on the node's scheduler.
-        assert_eq!(validated_error(&on_eevdf_nodes("GS"), false, default), Some(0.007));
+        assert_eq!(validated_error(&on_eevdf_nodes("GS"), false, default), Some(0.211));
         assert_eq!(validated_error(&on_eevdf_nodes("GS-cosched-kernel"), false, default), None);
         assert!(fast_mode_measured(&on_eevdf_nodes("Local")) && !fast_mode_measured(&on_eevdf_nodes("IB")));
         for v in VALIDATED_ON_EEVDF {
