@@ -124,6 +124,8 @@ impl BatchWatch for BatchProgress {
     fn batch_started(&self, runs: usize) {
         self.counts.runs.store(runs, Ordering::Relaxed);
         self.counts.finished.store(0, Ordering::Relaxed);
+        // `run_wall_s` speaks of the last batch only.
+        self.counts.wall_s.lock().expect("no panics while holding the lock").clear();
         if let (true, Some(jobs)) = (self.enabled, self.jobs_per_run) {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             eprintln!("{runs} runs of {jobs} jobs each on {cores} cores");
@@ -180,7 +182,21 @@ fn eta(elapsed_s: f64, p: &Progress) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::eta;
+    use super::{eta, BatchProgress, BatchWatch, RunWatch};
+
+    /// A second batch's wall times do not carry the first's.
+    #[test]
+    fn the_wall_times_are_the_last_batchs() {
+        let progress = BatchProgress::new(false);
+        progress.batch_started(2);
+        for index in 0..2 {
+            progress.run_started(index, "first").finished(&Err("not run".into()));
+        }
+        assert_eq!(progress.run_wall_s().len(), 2);
+        progress.batch_started(1);
+        progress.run_started(0, "second").finished(&Err("not run".into()));
+        assert_eq!(progress.run_wall_s().len(), 1);
+    }
     use cosched_core::SimTime;
     use cosched_sim::Progress;
 

@@ -1262,6 +1262,8 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
     let bounds = report["validated_bounds"].as_array().unwrap();
     let gs = bounds.iter().find(|b| b["scheme"] == "GS").expect("GS's bound");
     assert_eq!(gs["bound"].as_f64(), Some(0.211), "GS's stable bound on the MLFQ at the default window");
+    let local = bounds.iter().find(|b| b["scheme"] == "Local").expect("Local's bound");
+    assert_eq!(local["bound"].as_f64(), Some(6.694), "Local's stable bound (it has none for saturated runs)");
     let gs_row: Vec<&str> =
         printed.lines().find(|l| l.starts_with("GS ")).expect("GS's row").split_whitespace().collect();
     assert_eq!(gs_row[gs_row.len() - 3..gs_row.len() - 1], ["21.1", "%"], "the bound column: {gs_row:?}");
