@@ -183,6 +183,8 @@ fn eta(elapsed_s: f64, p: &Progress) -> String {
 #[cfg(test)]
 mod tests {
     use super::{eta, BatchProgress, BatchWatch, RunWatch};
+    use cosched_core::SimTime;
+    use cosched_sim::Progress;
 
     /// A second batch's wall times do not carry the first's.
     #[test]
@@ -197,8 +199,6 @@ mod tests {
         progress.run_started(0, "second").finished(&Err("not run".into()));
         assert_eq!(progress.run_wall_s().len(), 1);
     }
-    use cosched_core::SimTime;
-    use cosched_sim::Progress;
 
     fn progress(jobs_completed: usize, jobs_total: usize, iterations_done: u64, iterations_total: u64) -> Progress {
         Progress {
