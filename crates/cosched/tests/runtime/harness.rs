@@ -190,7 +190,23 @@ impl Daemon {
 
     pub fn wait_ready(&self) {
         wait_for("the daemon to answer status", Duration::from_secs(10), || self.client(&["status"]).status.success());
-        wait_for("the agent to connect", Duration::from_secs(10), || self.any_node_connected());
+        wait_for_explained(
+            "the agent to connect",
+            Duration::from_secs(10),
+            || self.any_node_connected(),
+            || self.last_log_lines(5),
+        );
+    }
+
+    /// The end of the log an agent writes to (a restart's `up2.log`, a split agent's `agent.log`, else `up.log`),
+    /// to say why a wait failed.
+    fn last_log_lines(&self, count: usize) -> String {
+        let newest = ["up2.log", "agent.log", "up.log"]
+            .iter()
+            .find_map(|name| std::fs::read_to_string(self.dir.join(name)).ok());
+        let text = newest.unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        format!("; the daemon's log ends:\n{}", lines[lines.len().saturating_sub(count)..].join("\n"))
     }
 
     pub fn client(&self, args: &[&str]) -> Output {
@@ -244,6 +260,14 @@ impl Daemon {
     /// The shells of a job of `tasks` tasks each running `sh` under `timeout` (as `SPIN`), once all have started.
     pub fn spinners(&self, job: u64, tasks: usize) -> Vec<i32> {
         self.pids(job, 2 * tasks).into_iter().filter(|&p| is_shell(p)).collect()
+    }
+
+    /// Wait until the job's cgroup is gone. The agent removes it once the controller has the job's end, which comes
+    /// after the job's record says it is over.
+    pub fn wait_cgroup_gone(&self, job: u64) {
+        wait_for(&format!("job {job}'s cgroup to go"), Duration::from_secs(30), || {
+            !job_cgroups(&self.node).contains(&job)
+        });
     }
 
     pub fn kill_hard(&mut self) {

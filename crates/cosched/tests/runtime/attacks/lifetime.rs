@@ -15,14 +15,6 @@ fn wait_over(daemon: &Daemon, job: u64) -> StatusJob {
     daemon.job(job).unwrap()
 }
 
-/// The agent removes a job's cgroup once the controller has the job's end, which comes after the job's record says
-/// it is over.
-fn wait_cgroup_gone(daemon: &Daemon, job: u64) {
-    wait_for(&format!("job {job}'s cgroup to go"), Duration::from_secs(30), || {
-        !job_cgroups(&daemon.node).contains(&job)
-    });
-}
-
 /// The tails of the job's logs, as its owner reads them.
 fn logs_of(daemon: &Daemon, job: u64) -> String {
     String::from_utf8_lossy(&daemon.client(&["logs", &job.to_string()]).stdout).into_owned()
@@ -51,7 +43,7 @@ fn a_daemon_a_task_leaves_behind_ends_with_its_job() {
     assert!(logs_of(&daemon, job).contains("daemon-pid="), "the daemon never started: {}", logs_of(&daemon, job));
     assert_eq!(record.state, JobState::Finished, "{record:?}");
     assert_eq!(sleeps_of(86401), Vec::<i32>::new(), "the daemon outlived its job");
-    wait_cgroup_gone(&daemon, job);
+    daemon.wait_cgroup_gone(job);
 }
 
 #[test]
@@ -66,7 +58,7 @@ fn a_remote_command_still_running_when_the_tasks_end_ends_with_the_job() {
     assert!(logs_of(&daemon, job).contains("remote-started"), "no remote command ran: {}", logs_of(&daemon, job));
     assert_eq!(record.state, JobState::Finished, "{record:?}");
     assert_eq!(sleeps_of(86402), Vec::<i32>::new(), "the remote command outlived its job");
-    wait_cgroup_gone(&daemon, job);
+    daemon.wait_cgroup_gone(job);
 }
 
 #[test]
@@ -98,7 +90,7 @@ fn a_job_killed_while_frozen_leaves_nothing_running_under_every_freezer() {
         for sleep in seconds + 1..=seconds + 3 {
             assert_eq!(sleeps_of(sleep), Vec::<i32>::new(), "{freezer}: sleep {sleep} outlived its killed job");
         }
-        wait_cgroup_gone(&daemon, job);
+        daemon.wait_cgroup_gone(job);
     }
 }
 

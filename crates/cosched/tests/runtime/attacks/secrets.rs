@@ -188,6 +188,9 @@ fn a_job_given_an_old_jobs_number_after_a_lost_database_never_shows_that_jobs_lo
     let mut daemon = Daemon::up(&["--slice-ms", "50"]);
     let old = daemon.submit_as(Some(OTHER_USER), &["--", "sh", "-c", "echo the-old-jobs-secret"]);
     wait_for("the old job to end", Duration::from_secs(20), || daemon.job(old).is_some_and(|j| j.state.is_over()));
+    // Its cgroup goes a moment after its record ends. Left behind, a lost database would refuse the agent (an
+    // orphan cgroup); that refusal is tested elsewhere, and this test is about the logs left on the node.
+    daemon.wait_cgroup_gone(old);
     daemon.kill_hard();
     // The database lost with its backup: numbers start again, and the old job's logs are still on the node.
     for file in ["cosched.db", "cosched.db-wal", "cosched.db-shm", "backup/cosched.db"] {
