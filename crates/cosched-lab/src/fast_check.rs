@@ -11,6 +11,7 @@ use cosched_core::stats::Estimate;
 use cosched_sim::cost::estimate;
 use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
+use cosched_sim::metrics::JobRecord;
 use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::{Mix, Scheme, SimConfig, SimJob, Summary};
 use serde::Serialize;
@@ -41,6 +42,8 @@ pub struct PairedRun {
     /// Each job's response, fast / exact - 1 (jobs finished both ways).
     #[serde(skip)]
     pub job_errors: Vec<f64>,
+    /// Where the fast run placed jobs on other CPUs than the exact run did.
+    pub parting: Parting,
     /// The process iterations `cost::estimate` gives before the run, exact (every one) and in fast mode (those of
     /// its exact stretches): what decides whether a run needs --allow-long-run.
     pub estimated_iterations: Estimated,
@@ -61,6 +64,41 @@ impl Estimated {
     }
 }
 
+/// Where two runs of one workload part: a job placed on other CPUs changes who shares CPUs with whom from then on,
+/// so what follows is another schedule, not the same one measured less exactly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Parting {
+    /// Jobs finished both ways whose CPUs differ.
+    pub placed_otherwise: usize,
+    /// The first of them by its start in the exact run: its number and that start.
+    pub first_job: Option<u64>,
+    pub first_start_s: Option<f64>,
+}
+
+impl Parting {
+    /// Compare the placements of the jobs both runs finished (each run's records sorted by job number).
+    pub fn of(exact: &[JobRecord], fast: &[JobRecord]) -> Parting {
+        let otherwise: Vec<&JobRecord> = exact
+            .iter()
+            .filter(|e| {
+                let found = fast.binary_search_by_key(&e.job_number, |f| f.job_number);
+                found.is_ok_and(|i| fast[i].cpus != e.cpus)
+            })
+            .collect();
+        let first =
+            otherwise.iter().min_by(|a, b| a.start_s.total_cmp(&b.start_s).then(a.job_number.cmp(&b.job_number)));
+        Parting {
+            placed_otherwise: otherwise.len(),
+            first_job: first.map(|j| j.job_number),
+            first_start_s: first.map(|j| j.start_s),
+        }
+    }
+
+    pub fn parted(&self) -> bool {
+        self.placed_otherwise > 0
+    }
+}
+
 impl PairedRun {
     /// Fast over exact, minus one.
     pub fn response_error(&self) -> f64 {
@@ -72,6 +110,10 @@ impl PairedRun {
     }
     pub fn utilization_error(&self) -> f64 {
         self.fast.delivered_utilization / self.exact.delivered_utilization - 1.0
+    }
+    /// The larger of this pair's |response error| and |utilization error|: the two figures the bounds hold.
+    pub fn largest_error(&self) -> f64 {
+        self.response_error().abs().max(self.utilization_error().abs())
     }
     pub fn saturation_agrees(&self) -> bool {
         self.fast.saturation.saturated == self.exact.saturation.saturated
@@ -114,6 +156,8 @@ pub struct SchemeCheck {
     /// Single jobs' response errors, pooled over seeds: the median and the 90th percentile of |fast / exact - 1|.
     pub job_error_p50: f64,
     pub job_error_p90: f64,
+    /// Runs in which the fast run placed some job on other CPUs than the exact one ([`Parting`]).
+    pub parted_runs: usize,
 }
 
 impl SchemeCheck {
@@ -230,6 +274,7 @@ pub fn run_pairs<W: BatchWatch>(
             load: run.load,
             seed: run.config.seed,
             job_errors: job_errors(&exact, &fast),
+            parting: Parting::of(&exact.jobs, &fast.jobs),
             exact: exact.summary,
             fast: fast.summary,
         })
@@ -290,7 +335,52 @@ pub fn by_scheme_and_load(pairs: &[PairedRun]) -> Vec<SchemeCheck> {
                 saturation_agreements: runs.iter().filter(|p| p.saturation_agrees()).count(),
                 runs: runs.len(),
                 skipped_share: estimate(PairedRun::skipped_share),
+                parted_runs: runs.iter().filter(|p| p.parting.parted()).count(),
                 estimate_ratio: estimate(PairedRun::estimate_ratio),
+            }
+        })
+        .collect()
+}
+
+// ---- placements that part ------------------------------------------------------------
+
+/// A scheme's pairs split by whether their placements parted, with each side's largest single-pair error.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PartingSplit {
+    pub scheme: String,
+    pub runs: usize,
+    pub parted_runs: usize,
+    /// Over the runs whose placements all agree: the largest [`PairedRun::largest_error`], and its load and seed.
+    pub largest_agreeing: Option<PairError>,
+    /// The same over the runs in which some job was placed otherwise.
+    pub largest_parted: Option<PairError>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PairError {
+    pub error: f64,
+    pub load: f64,
+    pub seed: u64,
+}
+
+/// Per scheme, in the order first seen, over all its loads.
+pub fn parting_splits(pairs: &[PairedRun]) -> Vec<PartingSplit> {
+    first_seen(pairs.iter().map(|p| p.scheme.as_str()))
+        .into_iter()
+        .map(|scheme| {
+            let runs: Vec<&PairedRun> = pairs.iter().filter(|p| p.scheme == scheme).collect();
+            let largest = |parted: bool| {
+                runs.iter()
+                    .filter(|p| p.parting.parted() == parted)
+                    .map(|p| PairError { error: p.largest_error(), load: p.load, seed: p.seed })
+                    .max_by(|a, b| a.error.total_cmp(&b.error))
+            };
+            PartingSplit {
+                scheme: scheme.to_string(),
+                runs: runs.len(),
+                parted_runs: runs.iter().filter(|p| p.parting.parted()).count(),
+                largest_agreeing: largest(false),
+                largest_parted: largest(true),
             }
         })
         .collect()
@@ -378,6 +468,9 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         int("estimated_exact_iterations", |p| p.estimated_iterations.exact.to_string()),
         int("estimated_fast_iterations", |p| p.estimated_iterations.fast.to_string()),
         float("fast_estimate_ratio", |p| num(p.estimate_ratio())),
+        int("placed_otherwise", |p| p.parting.placed_otherwise.to_string()),
+        int("first_placed_otherwise", |p| p.parting.first_job.map_or(String::new(), |j| j.to_string())),
+        float("first_placed_otherwise_start_s", |p| p.parting.first_start_s.map_or(String::new(), num)),
     ]
 }
 
@@ -444,5 +537,36 @@ mod tests {
     fn seeds_are_each_given_once() {
         assert!(check_seeds(&[1, 2, 3]).is_ok());
         assert_eq!(check_seeds(&[1, 2, 1]).unwrap_err(), "seed 1 is given twice (position 3)");
+    }
+
+    fn placed(job_number: u64, start_s: f64, cpus: &[u32]) -> JobRecord {
+        JobRecord {
+            job_number,
+            job_type: "ring".into(),
+            tasks: cpus.len() as u32,
+            iterations: 1,
+            arrival_s: 0.0,
+            start_s,
+            finish_s: start_s + 1.0,
+            wait_s: start_s,
+            execution_s: 1.0,
+            response_s: start_s + 1.0,
+            dedicated_s: 1.0,
+            slowdown: 1.0,
+            bounded_slowdown: 1.0,
+            cpus: cosched_sim::CpuSet::from_cpus(cpus.iter().copied()),
+        }
+    }
+
+    #[test]
+    fn a_parting_is_the_earliest_exact_start_of_a_job_placed_on_other_cpus() {
+        let exact = [placed(1, 0.0, &[0, 1]), placed(2, 5.0, &[2]), placed(3, 3.0, &[3]), placed(4, 1.0, &[0])];
+        // Job 2 and job 3 move; job 4 is not finished in the fast run; job 1 starts later on the same CPUs.
+        let fast = [placed(1, 0.5, &[0, 1]), placed(2, 5.0, &[3]), placed(3, 3.0, &[2])];
+        let parting = Parting::of(&exact, &fast);
+        assert_eq!(parting, Parting { placed_otherwise: 2, first_job: Some(3), first_start_s: Some(3.0) });
+        assert!(parting.parted());
+        assert!(!Parting::of(&exact, &exact).parted());
+        assert_eq!(Parting::of(&exact, &[]), Parting::default());
     }
 }

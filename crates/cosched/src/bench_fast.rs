@@ -7,8 +7,8 @@ use crate::progress::{BatchProgress, ProgressLine};
 use crate::sim_cmd::FastFlags;
 use clap::Args;
 use cosched_lab::fast_check::{
-    by_scheme_and_load, check_settings, pairs_csv, run_pairs, saturation_points, validated_bound, FastCheckSettings,
-    SaturationPointCheck, SchemeCheck,
+    by_scheme_and_load, check_settings, pairs_csv, parting_splits, run_pairs, saturation_points, validated_bound,
+    FastCheckSettings, PairError, PartingSplit, SaturationPointCheck, SchemeCheck,
 };
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
@@ -74,6 +74,8 @@ struct FastCheckReport<'a> {
     /// Only with more than one load.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     saturation_points: &'a [SaturationPointCheck],
+    /// Per scheme: the runs in which some job was placed on other CPUs, and the largest error with and without.
+    placements: &'a [PartingSplit],
 }
 
 #[derive(Serialize)]
@@ -145,6 +147,8 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     };
     print_estimate_ratios(&checks);
     print_saturation_points(&points);
+    let splits = parting_splits(&pairs);
+    print_parting_splits(&splits);
     let out = OutputDir::begin(&checked_out)?;
     out.write("pairs.csv", &pairs_csv(&pairs))?;
     let report = FastCheckReport {
@@ -156,6 +160,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
         fast_wall_s,
         schemes: &checks,
         saturation_points: &points,
+        placements: &splits,
     };
     out.write("checks.json", &(serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"))?;
     let path = out.commit()?;
@@ -263,6 +268,30 @@ fn print_saturation_points(points: &[SaturationPointCheck]) {
             p.both_saturated
         );
     }
+}
+
+/// How many runs placed some job on other CPUs in the fast run than in the exact one, and the largest error with and
+/// without such a parting: a run whose placements part follows another schedule from then on, which no rate measured
+/// better mends.
+fn print_parting_splits(splits: &[PartingSplit]) {
+    println!(
+        "placements: runs in which fast mode placed some job on other CPUs than exact (pairs.csv: placed_otherwise)"
+    );
+    println!("and the largest error of one run*, without and with such a parting (load, seed)");
+    let largest = |e: Option<PairError>| {
+        e.map_or("-".to_string(), |e| format!("{:.1} % ({}, {})", 100.0 * e.error, e.load, e.seed))
+    };
+    for s in splits {
+        println!(
+            "{:<10} parted {:>3}/{:<3} placements agree: {:<28} parted: {}",
+            s.scheme,
+            s.parted_runs,
+            s.runs,
+            largest(s.largest_agreeing),
+            largest(s.largest_parted)
+        );
+    }
+    println!("* the larger of |fast / exact - 1| of mean response and of delivered utilization, one seed's run");
 }
 
 // ---- the site-scale benchmark ---------------------------------------------------

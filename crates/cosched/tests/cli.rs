@@ -930,6 +930,24 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     assert!(!refused.exists(), "nothing written for refused settings");
 }
 
+/// Found by `bench fast` on a drawn load sweep: under a gang cell, a process blocked for I/O with no visit of its
+/// own after another row's process had ended its I/O unnoticed; a visit then booked for that past instant ran the
+/// engine's clock backwards, which a debug build (this one) stops at.
+#[test]
+fn a_gang_cell_books_no_visit_in_the_past() {
+    let out = scratch("gang-cell-past-wake").join("run");
+    let o = cosched(
+        &[
+            &["sim", "--nodes", "16", "--jobs", "60", "--runtime-scale", "0.05", "--mpl", "2", "--load", "1.15"][..],
+            &["--seed", "1544928062", "--schemes", "GS-cosched", "--fast", "--out", out.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
+    assert!(json["results"][0]["fast_mode"]["jumps"].as_u64() > Some(0), "the run jumps, as when it was found");
+}
+
 /// A tiny E1 where Local saturates at 0.4 and GS and SB at 0.8, so merging must leave runs out as a whole run does.
 const TINY_E1: &str = "study e1 -q --jobs 20 --runtime-scale 0.0005 --schemes gs,sb,local --replications 1 --seed 3 \
                        --loads 0.2,0.4,0.8,1.6 --capacity-jobs 20";
@@ -1274,7 +1292,26 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
     assert!(gs_ratio.is_finite() && gs_ratio > 0.0, "{estimates}");
     let pairs = String::from_utf8(read(&dir.join("first").join("pairs.csv"))).unwrap();
     let header = pairs.lines().next().unwrap();
-    assert!(header.ends_with(",estimated_exact_iterations,estimated_fast_iterations,fast_estimate_ratio"), "{header}");
+    let placement_columns = ",placed_otherwise,first_placed_otherwise,first_placed_otherwise_start_s";
+    assert!(header.ends_with(&format!(",fast_estimate_ratio{placement_columns}")), "{header}");
+    // Each pair's parting: a count, and the first job placed otherwise exactly when there is one; per scheme, the
+    // runs that parted, as pairs.csv has them.
+    let parted_in_pairs = |scheme: &str| {
+        let rows = pairs.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()).filter(|r| r[0] == scheme);
+        rows.filter(|r| {
+            let (count, first) = (r[r.len() - 3], r[r.len() - 2]);
+            assert_eq!(count == "0", first.is_empty(), "{r:?}");
+            count != "0"
+        })
+        .count()
+    };
+    let placements = report["placements"].as_array().unwrap();
+    for scheme in ["GS", "Local"] {
+        let split = placements.iter().find(|p| p["scheme"] == scheme).expect("the scheme's placements");
+        assert_eq!(split["parted_runs"].as_u64(), Some(parted_in_pairs(scheme) as u64), "{split}");
+        let said = format!("parted {:>3}/{:<3}", split["parted_runs"].as_u64().unwrap(), 2);
+        assert!(printed.lines().any(|l| l.starts_with(scheme) && l.contains(&said)), "{said}: {printed}");
+    }
 
     // A bound holds for its window only: with another, no scheme has one to check.
     let other_window = dir.join("other-window");

@@ -1622,8 +1622,13 @@ impl<'a, P: Parts> Engine<'a, P> {
         let busy = cpu.switch_until > now || cpu.running.is_some();
         // A wake on a busy CPU changes nothing before its node scheduler
         // notices it. Waiting for that instant saves a visit per I/O.
-        let wake_matters_at =
-            if !busy || io_end == SimTime::MAX { io_end } else { P::Node::wake_noticed_at(self, c, io_end.max(now)) };
+        // An I/O may have ended while the CPU ran a process of another row (a gang cell never notices such a wake),
+        // which then blocked with no visit of its own: on the now idle CPU that wake matters at once, not in the past.
+        let wake_matters_at = if !busy || io_end == SimTime::MAX {
+            io_end.max(now)
+        } else {
+            P::Node::wake_noticed_at(self, c, io_end.max(now))
+        };
         let switching = cpu.switch_until > now;
         // The parts' own instants (periodic boost's tick, the raise), which
         // kernel work does not put off.
@@ -1737,6 +1742,7 @@ impl<'a, P: Parts> Engine<'a, P> {
     fn book_next_visit(&mut self, c: u32, now: SimTime) {
         debug_assert_eq!(self.cpus[c as usize].accounted_until, now);
         let mut at = self.next_change(c, now);
+        debug_assert!(at >= now, "CPU {c}'s next change ({at:?}) comes before now ({now:?})");
         if self.visit_every_tick {
             at = at.min(now.next_multiple_after(self.cfg.scheduler.tick_ns));
             let kernel_end = self.cpus[c as usize].switch_until;
