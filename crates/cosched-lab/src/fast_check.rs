@@ -76,8 +76,10 @@ pub struct Parting {
 }
 
 impl Parting {
-    /// Compare the placements of the jobs both runs finished (each run's records sorted by job number).
+    /// Compare the placements of the jobs both runs finished: their CPU sets (a gang job on the same CPUs in
+    /// another row counts as placed alike). Each run's records sorted by job number, as `RunResult::jobs` are.
     pub fn of(exact: &[JobRecord], fast: &[JobRecord]) -> Parting {
+        debug_assert!(fast.is_sorted_by_key(|f| f.job_number), "records sorted by job number");
         let otherwise: Vec<&JobRecord> = exact
             .iter()
             .filter(|e| {
@@ -469,7 +471,7 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         int("estimated_fast_iterations", |p| p.estimated_iterations.fast.to_string()),
         float("fast_estimate_ratio", |p| num(p.estimate_ratio())),
         int("placed_otherwise", |p| p.parting.placed_otherwise.to_string()),
-        int("first_placed_otherwise", |p| p.parting.first_job.map_or(String::new(), |j| j.to_string())),
+        int("first_job_placed_otherwise", |p| p.parting.first_job.map_or(String::new(), |j| j.to_string())),
         float("first_placed_otherwise_start_s", |p| p.parting.first_start_s.map_or(String::new(), num)),
     ]
 }

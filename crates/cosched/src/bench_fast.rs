@@ -271,8 +271,8 @@ fn print_saturation_points(points: &[SaturationPointCheck]) {
 }
 
 /// How many runs placed some job on other CPUs in the fast run than in the exact one, and the largest error with and
-/// without such a parting: a run whose placements part follows another schedule from then on, which no rate measured
-/// better mends.
+/// without such a parting: a run whose placements part follows another schedule from then on, so a small error of
+/// rate can grow into a large one.
 fn print_parting_splits(splits: &[PartingSplit]) {
     println!(
         "placements: runs in which fast mode placed some job on other CPUs than exact (pairs.csv: placed_otherwise)"

@@ -1292,7 +1292,7 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
     assert!(gs_ratio.is_finite() && gs_ratio > 0.0, "{estimates}");
     let pairs = String::from_utf8(read(&dir.join("first").join("pairs.csv"))).unwrap();
     let header = pairs.lines().next().unwrap();
-    let placement_columns = ",placed_otherwise,first_placed_otherwise,first_placed_otherwise_start_s";
+    let placement_columns = ",placed_otherwise,first_job_placed_otherwise,first_placed_otherwise_start_s";
     assert!(header.ends_with(&format!(",fast_estimate_ratio{placement_columns}")), "{header}");
     // Each pair's parting: a count, and the first job placed otherwise exactly when there is one; per scheme, the
     // runs that parted, as pairs.csv has them.

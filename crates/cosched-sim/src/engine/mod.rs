@@ -1617,18 +1617,16 @@ impl<'a, P: Parts> Engine<'a, P> {
     /// reaction when it acts by itself.
     fn next_change(&self, c: u32, now: SimTime) -> SimTime {
         let cpu = &self.cpus[c as usize];
-        let io_end = cpu.earliest_io_end;
+        // An I/O may have ended unnoticed while the CPU ran another process (a gang cell notices another row's
+        // wake only at a later visit), and that process may then have blocked in the accounting with no visit of
+        // its own: on the idle CPU the wake matters at once, never at its past instant.
+        let io_end = cpu.earliest_io_end.max(now);
         debug_assert!(self.in_io_is_consistent(c));
         let busy = cpu.switch_until > now || cpu.running.is_some();
         // A wake on a busy CPU changes nothing before its node scheduler
         // notices it. Waiting for that instant saves a visit per I/O.
-        // An I/O may have ended while the CPU ran a process of another row (a gang cell never notices such a wake),
-        // which then blocked with no visit of its own: on the now idle CPU that wake matters at once, not in the past.
-        let wake_matters_at = if !busy || io_end == SimTime::MAX {
-            io_end.max(now)
-        } else {
-            P::Node::wake_noticed_at(self, c, io_end.max(now))
-        };
+        let wake_matters_at =
+            if !busy || io_end == SimTime::MAX { io_end } else { P::Node::wake_noticed_at(self, c, io_end) };
         let switching = cpu.switch_until > now;
         // The parts' own instants (periodic boost's tick, the raise), which
         // kernel work does not put off.

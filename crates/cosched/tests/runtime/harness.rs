@@ -198,15 +198,17 @@ impl Daemon {
         );
     }
 
-    /// The end of the log an agent writes to (a restart's `up2.log`, a split agent's `agent.log`, else `up.log`),
-    /// to say why a wait failed.
+    /// The end of the log the agent writes to (a split daemon's `agent.log`; an `up` daemon's `up2.log` after a
+    /// restart, else `up.log`), to say why a wait failed.
     fn last_log_lines(&self, count: usize) -> String {
-        let newest = ["up2.log", "agent.log", "up.log"]
-            .iter()
-            .find_map(|name| std::fs::read_to_string(self.dir.join(name)).ok());
-        let text = newest.unwrap_or_default();
+        let names: &[&str] = if self.agent.is_some() { &["agent.log"] } else { &["up2.log", "up.log"] };
+        let Some((name, text)) =
+            names.iter().find_map(|name| Some((name, std::fs::read_to_string(self.dir.join(name)).ok()?)))
+        else {
+            return "; no daemon log".into();
+        };
         let lines: Vec<&str> = text.lines().collect();
-        format!("; the daemon's log ends:\n{}", lines[lines.len().saturating_sub(count)..].join("\n"))
+        format!("; {name} ends:\n{}", lines[lines.len().saturating_sub(count)..].join("\n"))
     }
 
     pub fn client(&self, args: &[&str]) -> Output {
@@ -263,7 +265,8 @@ impl Daemon {
     }
 
     /// Wait until the job's cgroup is gone. The agent removes it once the controller has the job's end, which comes
-    /// after the job's record says it is over.
+    /// after the job's record says it is over. (It looks where job cgroups go by default, not under a service's
+    /// delegated cgroup.)
     pub fn wait_cgroup_gone(&self, job: u64) {
         wait_for(&format!("job {job}'s cgroup to go"), Duration::from_secs(30), || {
             !job_cgroups(&self.node).contains(&job)
