@@ -226,6 +226,50 @@ fn format_value(v: f64) -> String {
     }
 }
 
+/// A chart of any kind, kept as data until it is drawn, so that whoever holds it can still mark it (a partial
+/// study's figures say so in their title).
+pub enum Chart {
+    Line(LineChart),
+    GroupedBars(GroupedBarChart),
+    StackedBars(StackedBarChart),
+}
+
+impl Chart {
+    pub fn to_svg(&self) -> String {
+        match self {
+            Chart::Line(chart) => chart.to_svg(),
+            Chart::GroupedBars(chart) => chart.to_svg(),
+            Chart::StackedBars(chart) => chart.to_svg(),
+        }
+    }
+
+    pub fn title_mut(&mut self) -> &mut String {
+        match self {
+            Chart::Line(chart) => &mut chart.title,
+            Chart::GroupedBars(chart) => &mut chart.title,
+            Chart::StackedBars(chart) => &mut chart.title,
+        }
+    }
+}
+
+impl From<LineChart> for Chart {
+    fn from(chart: LineChart) -> Self {
+        Chart::Line(chart)
+    }
+}
+
+impl From<GroupedBarChart> for Chart {
+    fn from(chart: GroupedBarChart) -> Self {
+        Chart::GroupedBars(chart)
+    }
+}
+
+impl From<StackedBarChart> for Chart {
+    fn from(chart: StackedBarChart) -> Self {
+        Chart::StackedBars(chart)
+    }
+}
+
 /// One bar made of stacked segments (values in the chart's unit), with the
 /// half-width of a confidence interval of its total (0: none drawn).
 pub struct StackedBar {

@@ -8,7 +8,7 @@
 //! files, byte for byte.
 
 use crate::output::{CheckedOut, OutputDir};
-use crate::plot::{scheme_style, svg_to_png, GroupedBarChart, LineChart, Series, StackedBar, StackedBarChart};
+use crate::plot::{scheme_style, svg_to_png, Chart, GroupedBarChart, LineChart, Series, StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
 use clap::{Args, Subcommand};
 use cosched_core::stats::Estimate;
@@ -495,6 +495,12 @@ fn holds_whole_study(out_path: &Path) -> bool {
     serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|manifest| manifest.get("partial").is_none())
 }
 
+/// A partial study's figure opens its title with how much of the study it shows.
+fn mark_partial(chart: &mut Chart, partial: PartialStudy) {
+    let title = chart.title_mut();
+    *title = format!("PARTIAL ({} of {} runs): {title}", partial.finished_runs, partial.design_runs);
+}
+
 /// How much of an interrupted study a partial one holds.
 #[derive(Clone, Copy, Serialize)]
 struct PartialStudy {
@@ -519,7 +525,11 @@ fn write_study_files(
         None => report(experiment, rows),
         Some(p) => {
             // (The warning about few replications is the study's, not the finished runs'.)
-            let (body, figures) = report_body(experiment, rows).with_warning(settings.replications);
+            let (body, mut figures) = report_body(experiment, rows).with_warning(settings.replications);
+            // A figure travels without its table: it says for itself that it is a part.
+            for (_, chart) in &mut figures {
+                mark_partial(chart, p);
+            }
             let of = if experiment == Experiment::E1 { "at most" } else { "the study's" };
             let head = format!(
                 "> **Partial:** the study was interrupted; these are its {} finished runs, of {of} {}. \
@@ -533,9 +543,10 @@ fn write_study_files(
         }
     };
     out.write("table.md", &table)?;
-    for (file, svg) in &figures {
-        out.write(&format!("{file}.svg"), svg)?;
-        out.write_bytes(&format!("{file}.png"), &svg_to_png(svg)?)?;
+    for (file, chart) in &figures {
+        let svg = chart.to_svg();
+        out.write(&format!("{file}.svg"), &svg)?;
+        out.write_bytes(&format!("{file}.png"), &svg_to_png(&svg)?)?;
     }
     let manifest = Manifest {
         experiment: name,
@@ -562,7 +573,7 @@ fn write_study_files(
     Ok(())
 }
 
-type Figures = Vec<(String, String)>;
+type Figures = Vec<(String, Chart)>;
 
 /// A study's table (Markdown) and figures (name, SVG) from its rows.
 pub fn report(experiment: Experiment, rows: &[RunRow]) -> (String, Figures) {
@@ -651,7 +662,7 @@ fn capacity_ratio_line(capacities: &[Capacity]) -> String {
 }
 
 /// A grouped bar chart of capacities: schemes by series (variants).
-fn capacity_chart(capacities: &[Capacity], title: &str) -> String {
+fn capacity_chart(capacities: &[Capacity], title: &str) -> Chart {
     let schemes: Vec<String> = first_seen_strings(capacities.iter().map(|c| c.scheme.as_str()));
     let variants: Vec<String> = first_seen_strings(capacities.iter().map(|c| c.variant.as_str()));
     let values = schemes
@@ -678,7 +689,7 @@ fn capacity_chart(capacities: &[Capacity], title: &str) -> String {
         reference: None,
         note: Some("whiskers: 95 % t-intervals over the seeds".into()),
     }
-    .to_svg()
+    .into()
 }
 
 fn ci95(e: &Estimate) -> f64 {
@@ -942,7 +953,7 @@ fn log_scale_interval(p: &Point) -> (f64, (f64, f64)) {
     (logs.mean.exp(), ((logs.mean - half).exp(), (logs.mean + half).exp()))
 }
 
-fn e1_chart(curves: &[Curve], replications: u32) -> String {
+fn e1_chart(curves: &[Curve], replications: u32) -> Chart {
     let mut series = Vec::new();
     let (mut low, mut high, mut max_util) = (f64::INFINITY, 1e-3f64, 0.0f64);
     for (i, c) in curves.iter().enumerate() {
@@ -991,7 +1002,7 @@ fn e1_chart(curves: &[Curve], replications: u32) -> String {
         ],
         max_markers: None,
     }
-    .to_svg()
+    .into()
 }
 
 /// Wait and execution per scheme, one chart per group (E2, E4).
@@ -1042,7 +1053,7 @@ fn report_bars(rows: &[RunRow]) -> (String, Figures) {
             )),
         };
         let file = group.to_lowercase().replace([' ', '='], "").replace('.', "_");
-        figures.push((file, chart.to_svg()));
+        figures.push((file, chart.into()));
     }
     if any_saturated {
         table += "\n\\* saturated in most replications.\n";
@@ -1160,7 +1171,7 @@ fn report_ratio(rows: &[RunRow], what: &str, baseline: &str, experiment: &str) -
                 }
             )),
         };
-        figures.push((m.to_lowercase(), chart.to_svg()));
+        figures.push((m.to_lowercase(), chart.into()));
     }
     (table, figures)
 }
@@ -1283,7 +1294,8 @@ mod tests {
             for keep_one_in in [2, 3, 5, 9] {
                 let part: Vec<RunRow> = rows.iter().filter(|_| draw() % keep_one_in == 0).cloned().collect();
                 let (table, figures) = report(experiment, &part);
-                assert!(!table.is_empty() && figures.iter().all(|(_, svg)| svg.starts_with("<svg")), "{experiment:?}");
+                let drawn = figures.iter().all(|(_, chart)| chart.to_svg().starts_with("<svg"));
+                assert!(!table.is_empty() && drawn, "{experiment:?}");
             }
         }
     }
@@ -1371,13 +1383,14 @@ mod tests {
         };
         let calm: Vec<RunRow> = ["GS", "PB"].iter().flat_map(|s| (0..3).map(move |k| e2_row(s, k, false))).collect();
         let (table, figures) = report(Experiment::E2, &calm);
-        assert!(!table.contains('*') && !figures[0].1.contains("saturated"), "{table}");
+        assert!(!table.contains('*') && !figures[0].1.to_svg().contains("saturated"), "{table}");
         let mut pb_saturated = calm.clone();
         pb_saturated.iter_mut().filter(|r| r.scheme == "PB").take(2).for_each(|r| r.saturation.saturated = true);
         let (table, figures) = report(Experiment::E2, &pb_saturated);
         assert!(table.contains("| WL5 | PB* |") && table.contains("| WL5 | GS |"), "{table}");
         assert!(table.contains("\\* saturated in most replications"), "{table}");
-        assert!(figures[0].1.contains("PB*") && figures[0].1.contains("* saturated in most replications"));
+        let svg = figures[0].1.to_svg();
+        assert!(svg.contains("PB*") && svg.contains("* saturated in most replications"));
     }
 
     #[test]
@@ -1399,11 +1412,11 @@ mod tests {
             }
         }
         let (_, figures) = report(Experiment::E3, &rows);
-        let svg = &figures[0].1;
+        let svg = &figures[0].1.to_svg();
         assert!(svg.contains(">PB*<") && svg.contains(">GS<"), "{svg}");
         assert!(svg.contains("* saturated in most replications at some MPL"), "{svg}");
         rows.iter_mut().for_each(|r| r.saturation.saturated = false);
-        assert!(!report(Experiment::E3, &rows).1[0].1.contains("saturated"));
+        assert!(!report(Experiment::E3, &rows).1[0].1.to_svg().contains("saturated"));
     }
 
     #[test]

@@ -1151,6 +1151,10 @@ fn an_interrupted_study_resumes_to_the_same_files() {
         format!("> **Partial:** the study was interrupted; these are its {kept} finished runs, of the study's 36.");
     assert!(table.starts_with(&head), "{table}");
     assert!(!table.contains("Warning"), "three replications were asked for: {table}");
+    // So are its figures, which travel without the table.
+    let figures = svg_files(&part);
+    let mark = format!("PARTIAL ({kept} of 36 runs): ");
+    assert!(!figures.is_empty() && figures.iter().all(|svg| svg.contains(&mark)), "{mark}");
     assert_eq!(std::fs::read_to_string(part.join("runs.csv")).unwrap().lines().count(), 1 + kept);
     let manifest: serde_json::Value = serde_json::from_slice(&read(&part.join("manifest.json"))).unwrap();
     assert_eq!(manifest["partial"]["finished_runs"], kept, "{manifest}");
@@ -1176,10 +1180,17 @@ fn an_interrupted_study_resumes_to_the_same_files() {
         names.into_iter().map(|n| (n.clone(), read(&d.join(&n)))).collect()
     };
     assert_eq!(files(&part), files(&whole), "resumed and whole studies differ");
+    assert!(svg_files(&whole).iter().all(|svg| !svg.contains("PARTIAL")), "a whole study's figures are unmarked");
     // Interrupted again, a new run over the whole study's folder leaves its files as they were.
     let rest = interrupt_after_a_run(&study, &part);
     assert!(rest.iter().any(|l| l.contains("holds a whole study's files, left as they were")), "{rest:?}");
     assert_eq!(files(&part), files(&whole), "a whole study replaced by a part of another");
+}
+
+/// The SVG figures in `dir`.
+fn svg_files(dir: &Path) -> Vec<String> {
+    let paths = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path());
+    paths.filter(|p| p.extension().is_some_and(|x| x == "svg")).map(|p| std::fs::read_to_string(p).unwrap()).collect()
 }
 
 /// Run `cosched ARGS --out OUT`, send SIGINT at the first stderr line that `says`, and check that it ends by
