@@ -498,6 +498,7 @@ impl<'a, P: Parts> Engine<'a, P> {
                 end = SimTime(horizon.ns() - self.run_clock(SimTime::ZERO).ns());
                 break;
             }
+            check_clock_forward(end, now, self.events_handled);
             end = now;
             if queued == Some(now) {
                 let (_, event) = self.queue.pop().expect("peeked");
@@ -1906,6 +1907,25 @@ impl<P: Parts> Host for Engine<'_, P> {
     }
 }
 
+/// Stop a run whose clock went back: a visit or event booked in the past breaks the model's invariants, and a run
+/// that went on would report wrong numbers without a sign. Kept in release builds (one comparison per event), so
+/// that such a fault on a user's run is a report, not a result.
+#[inline(always)]
+fn check_clock_forward(previous: SimTime, now: SimTime, events_handled: u64) {
+    if now < previous {
+        clock_went_back(previous, now, events_handled);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn clock_went_back(previous: SimTime, now: SimTime, events_handled: u64) -> ! {
+    panic!(
+        "internal error: the simulated clock went back from {previous:?} to {now:?} after {events_handled} events; \
+         the run's results would be wrong, so it stops. Please report it with the command (its seed and flags)"
+    )
+}
+
 /// Work a process delivered: its iterations at its job's dedicated time (CPU-ns).
 fn delivered_work_ns<N, W>(jobs: &[JobState], p: &records::Proc<N, W>) -> f64 {
     let job = &jobs[p.job as usize];
@@ -1964,7 +1984,20 @@ fn ring_neighbours(first_proc: u32, rank: u32, tasks: u32) -> ([u32; 2], u8) {
 
 #[cfg(test)]
 mod tests {
-    use super::round_to_u64;
+    use super::{check_clock_forward, round_to_u64};
+    use cosched_core::SimTime;
+
+    #[test]
+    fn a_clock_that_stays_or_moves_on_passes() {
+        check_clock_forward(SimTime(5), SimTime(5), 1);
+        check_clock_forward(SimTime(5), SimTime(6), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "the simulated clock went back from")]
+    fn a_clock_that_goes_back_stops_the_run() {
+        check_clock_forward(SimTime(6), SimTime(5), 3);
+    }
 
     #[test]
     fn rounds_as_the_library_does() {
