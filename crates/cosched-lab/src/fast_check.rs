@@ -79,14 +79,8 @@ impl Parting {
     /// Compare the placements of the jobs both runs finished: their CPU sets (a gang job on the same CPUs in
     /// another row counts as placed alike). Each run's records sorted by job number, as `RunResult::jobs` are.
     pub fn of(exact: &[JobRecord], fast: &[JobRecord]) -> Parting {
-        debug_assert!(fast.is_sorted_by_key(|f| f.job_number), "records sorted by job number");
-        let otherwise: Vec<&JobRecord> = exact
-            .iter()
-            .filter(|e| {
-                let found = fast.binary_search_by_key(&e.job_number, |f| f.job_number);
-                found.is_ok_and(|i| fast[i].cpus != e.cpus)
-            })
-            .collect();
+        let otherwise: Vec<&JobRecord> =
+            exact.iter().filter(|e| same_job(fast, e).is_some_and(|f| f.cpus != e.cpus)).collect();
         let first =
             otherwise.iter().min_by(|a, b| a.start_s.total_cmp(&b.start_s).then(a.job_number.cmp(&b.job_number)));
         Parting {
@@ -285,14 +279,14 @@ pub fn run_pairs<W: BatchWatch>(
 
 /// Each job's response error, for the jobs both runs finished (records are sorted by job number).
 fn job_errors(exact: &RunResult, fast: &RunResult) -> Vec<f64> {
-    exact
-        .jobs
-        .iter()
-        .filter_map(|e| {
-            let f = fast.jobs.iter().find(|f| f.job_number == e.job_number)?;
-            Some(f.response_s / e.response_s - 1.0)
-        })
-        .collect()
+    let error = |e: &JobRecord| same_job(&fast.jobs, e).map(|f| f.response_s / e.response_s - 1.0);
+    exact.jobs.iter().filter_map(error).collect()
+}
+
+/// The record in `records` (a run's, sorted by job number) of the same job as `job`.
+fn same_job<'a>(records: &'a [JobRecord], job: &JobRecord) -> Option<&'a JobRecord> {
+    debug_assert!(records.is_sorted_by_key(|r| r.job_number), "records sorted by job number");
+    records.binary_search_by_key(&job.job_number, |r| r.job_number).ok().map(|i| &records[i])
 }
 
 /// The distinct items, in the order first seen.

@@ -30,19 +30,19 @@ pub enum StudyCommand {
     /// E1, load: WL7, p = 32, MPL 5, s = 20 %; mean response against delivered utilization per scheme as load rises.
     ///
     /// At its defaults about 15 minutes on a 2-vCPU VM. Ctrl-C keeps the finished runs in OUT.journal and their tables
-    /// in OUT, marked partial; `--resume` runs the rest.
+    /// and figures in OUT, marked partial; `--resume` runs the rest.
     E1(StudyArgs),
     /// E2, nature of the workload: WL4 (CPU), WL5 (communication), WL2 (I/O), WL3 (balanced); wait and execution per scheme.
     ///
     /// At its defaults about 3 minutes on a 2-vCPU VM (161 s, 2026-11-28). Ctrl-C keeps the finished runs in
-    /// OUT.journal and their tables in OUT, marked partial; `--resume` runs the rest.
+    /// OUT.journal and their tables and figures in OUT, marked partial; `--resume` runs the rest.
     E2(StudyArgs),
     /// E3, multiprogramming level: response at MPL 5 and 16 relative to MPL 2, for WL2, WL4, WL5 (at a load where jobs
     /// queue: offered load 0.9, or with --e3-load-fraction each scheme at that fraction of its own capacity).
     ///
     /// At its defaults about 6 minutes on a 2-vCPU VM (348 s, 2026-11-28); with --e3-load-fraction 0.8 and six seeds,
-    /// 11 minutes. Ctrl-C keeps the finished runs in OUT.journal and their tables in OUT, marked partial; `--resume`
-    /// runs the rest.
+    /// 11 minutes. Ctrl-C keeps the finished runs in OUT.journal and their tables and figures in OUT, marked
+    /// partial; `--resume` runs the rest.
     E3(StudyArgs),
     /// E1's sensitivity to the open choices of the model (CS 200/100 µs, a short I/O keeping the CPU, a GS job's
     /// start in the running row, PB's walk timing, its receive and displacement readings, spin-yield's cycle, and
@@ -51,17 +51,17 @@ pub enum StudyCommand {
     ///
     /// At its defaults (all nine variants, three seeds) about half an hour on a 2-vCPU VM (estimated); --variants and
     /// --schemes take part of it (five schemes, five variants, six seeds: 21.5 minutes). Ctrl-C keeps the finished runs
-    /// in OUT.journal and their tables in OUT, marked partial; `--resume` runs the rest.
+    /// in OUT.journal and their tables and figures in OUT, marked partial; `--resume` runs the rest.
     E1s(StudyArgs),
     /// E4, skew: WL4 at s = 20 % and 150 %.
     ///
     /// At its defaults about 20 seconds on a 2-vCPU VM (2026-11-28). Ctrl-C keeps the finished runs in OUT.journal and
-    /// their tables in OUT, marked partial; `--resume` runs the rest.
+    /// their tables and figures in OUT, marked partial; `--resume` runs the rest.
     E4(StudyArgs),
     /// E5, system overheads: WL5 with cheaper switches, quanta and interrupts, normalised to the defaults.
     ///
     /// At its defaults about 4.5 minutes on a 2-vCPU VM (267 s, 2026-11-28). Ctrl-C keeps the finished runs in
-    /// OUT.journal and their tables in OUT, marked partial; `--resume` runs the rest.
+    /// OUT.journal and their tables and figures in OUT, marked partial; `--resume` runs the rest.
     E5(StudyArgs),
     /// Merge a study's shards (`study eN --shard I/N`) into the files the study run whole writes, byte for byte.
     ///
@@ -407,7 +407,7 @@ pub fn run(cmd: &StudyCommand) -> Result<(), String> {
         );
         let out = out_path.display();
         match write_partial_study(experiment, &settings, &journal, &out_path) {
-            Ok(true) => format!("interrupted: the finished runs' tables are in {out}/, marked partial"),
+            Ok(true) => format!("interrupted: the finished runs' tables and figures are in {out}/, marked partial"),
             Ok(false) => {
                 format!("interrupted: {out} holds a whole study's files, left as they were (no partial tables)")
             }
@@ -469,7 +469,7 @@ pub fn write_study(
 }
 
 /// What an interrupted study has so far: the files of its finished runs, marked as a part (the table's first
-/// line, the manifest's `partial`). `--resume` replaces them with the whole study's.
+/// line, each figure's title, the manifest's `partial`). `--resume` replaces them with the whole study's.
 /// A whole study's files already in OUT (an earlier run's) are not replaced by a part of another: false.
 fn write_partial_study(
     experiment: Experiment,
@@ -495,10 +495,12 @@ fn holds_whole_study(out_path: &Path) -> bool {
     serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|manifest| manifest.get("partial").is_none())
 }
 
-/// A partial study's figure opens its title with how much of the study it shows.
-fn mark_partial(chart: &mut Chart, partial: PartialStudy) {
+/// A partial study's figure opens its title with how much of the study it shows (E1's design counts loads
+/// that a whole study leaves out above saturation, hence "at most").
+fn mark_partial(chart: &mut Chart, partial: PartialStudy, experiment: Experiment) {
+    let at_most = if experiment == Experiment::E1 { "at most " } else { "" };
     let title = chart.title_mut();
-    *title = format!("PARTIAL ({} of {} runs): {title}", partial.finished_runs, partial.design_runs);
+    *title = format!("PARTIAL ({} of {at_most}{} runs): {title}", partial.finished_runs, partial.design_runs);
 }
 
 /// How much of an interrupted study a partial one holds.
@@ -526,11 +528,11 @@ fn write_study_files(
         Some(p) => {
             // (The warning about few replications is the study's, not the finished runs'.)
             let (body, mut figures) = report_body(experiment, rows).with_warning(settings.replications);
+            let of = if experiment == Experiment::E1 { "at most" } else { "the study's" };
             // A figure travels without its table: it says for itself that it is a part.
             for (_, chart) in &mut figures {
-                mark_partial(chart, p);
+                mark_partial(chart, p, experiment);
             }
-            let of = if experiment == Experiment::E1 { "at most" } else { "the study's" };
             let head = format!(
                 "> **Partial:** the study was interrupted; these are its {} finished runs, of {of} {}. \
                  `{} --out {} --resume` finishes it.\n\n",

@@ -1158,7 +1158,7 @@ fn an_interrupted_study_resumes_to_the_same_files() {
     assert_eq!(std::fs::read_to_string(part.join("runs.csv")).unwrap().lines().count(), 1 + kept);
     let manifest: serde_json::Value = serde_json::from_slice(&read(&part.join("manifest.json"))).unwrap();
     assert_eq!(manifest["partial"]["finished_runs"], kept, "{manifest}");
-    let written = format!("the finished runs' tables are in {}/, marked partial", part.display());
+    let written = format!("the finished runs' tables and figures are in {}/, marked partial", part.display());
     assert!(rest.iter().any(|l| l.contains(&written)), "{rest:?}");
     let beside: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(beside.len(), 2, "the folder and its journal, no scratch left: {beside:?}");
@@ -1292,7 +1292,7 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
     let gs = bounds.iter().find(|b| b["scheme"] == "GS").expect("GS's bound");
     assert_eq!(gs["bound"].as_f64(), Some(0.211), "GS's stable bound on the MLFQ at the default window");
     let local = bounds.iter().find(|b| b["scheme"] == "Local").expect("Local's bound");
-    assert_eq!(local["bound"].as_f64(), Some(6.694), "Local's stable bound (it has none for saturated runs)");
+    assert_eq!(local["bound"].as_f64(), Some(6.694), "Local's stable bound");
     let gs_row: Vec<&str> =
         printed.lines().find(|l| l.starts_with("GS ")).expect("GS's row").split_whitespace().collect();
     assert_eq!(gs_row[gs_row.len() - 3..gs_row.len() - 1], ["21.1", "%"], "the bound column: {gs_row:?}");

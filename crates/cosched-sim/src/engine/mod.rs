@@ -490,6 +490,8 @@ impl<'a, P: Parts> Engine<'a, P> {
                 (None, Some((t, _))) => t,
                 (Some(q), Some((v, _))) => q.min(v),
             };
+            // Before fast mode's bookkeeping, which subtracts instants.
+            check_clock_forward(end, now, self.events_handled);
             if self.fast.is_some() && self.fast_checkpoint(now) {
                 continue;
             }
@@ -498,7 +500,6 @@ impl<'a, P: Parts> Engine<'a, P> {
                 end = SimTime(horizon.ns() - self.run_clock(SimTime::ZERO).ns());
                 break;
             }
-            check_clock_forward(end, now, self.events_handled);
             end = now;
             if queued == Some(now) {
                 let (_, event) = self.queue.pop().expect("peeked");
