@@ -1173,18 +1173,47 @@ fn an_interrupted_study_resumes_to_the_same_files() {
     assert!(!journal.exists(), "the journal goes once the files are written");
     let o = cosched(&[&study[..], &["-q", "--out", whole.to_str().unwrap()]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
-    let files = |d: &Path| -> Vec<(String, Vec<u8>)> {
-        let mut names: Vec<String> =
-            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        names.sort();
-        names.into_iter().map(|n| (n.clone(), read(&d.join(&n)))).collect()
-    };
-    assert_eq!(files(&part), files(&whole), "resumed and whole studies differ");
+    assert_eq!(folder_files(&part), folder_files(&whole), "resumed and whole studies differ");
     assert!(svg_files(&whole).iter().all(|svg| !svg.contains("PARTIAL")), "a whole study's figures are unmarked");
     // Interrupted again, a new run over the whole study's folder leaves its files as they were.
     let rest = interrupt_after_a_run(&study, &part);
     assert!(rest.iter().any(|l| l.contains("holds a whole study's files, left as they were")), "{rest:?}");
-    assert_eq!(files(&part), files(&whole), "a whole study replaced by a part of another");
+    assert_eq!(folder_files(&part), folder_files(&whole), "a whole study replaced by a part of another");
+}
+
+/// E3 at each scheme's own capacity runs in two steps, the second's loads taken from the first's capacities.
+/// Interrupted in the second step, it resumes from the capacities its journal kept, runs only the rest, and writes
+/// the files an uninterrupted run writes, byte for byte.
+#[test]
+fn an_e3_study_at_own_capacity_resumes_in_its_second_step_to_the_same_files() {
+    let dir = scratch("resume-e3");
+    let (whole, part) = (dir.join("whole"), dir.join("part"));
+    let study =
+        ["study", "e3", "--jobs", "60", "--capacity-jobs", "60", "--replications", "2", "--schemes", "GS,Local"];
+    let study = [&study[..], &["--e3-load-fraction", "0.8"]].concat();
+    // 12 capacity runs (2 schemes, 3 workloads, 2 seeds), then 36 (each at MPL 2, 5 and 16).
+    let second_step = |l: &str| l.starts_with('[') && l.contains("/36] ") && l.contains(" jobs, simulated ");
+    let (_, rest) = interrupt_once(&study, &part, second_step);
+    let kept = std::fs::read_to_string(dir.join("part.journal")).unwrap().lines().count() - 1;
+    assert!((13..48).contains(&kept), "every capacity and some of the second step kept: {kept}: {rest:?}");
+    let table = std::fs::read_to_string(part.join("table.md")).unwrap();
+    assert!(table.starts_with(&format!("> **Partial:** the study was interrupted; these are its {kept} ")), "{table}");
+    assert!(table.contains("| capacity at MPL 2 | offered load |"), "the capacities kept are shown: {table}");
+    let resumed = cosched(&[&study[..], &["--out", part.to_str().unwrap(), "--resume"]].concat());
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let ran_now = stderr(&resumed).lines().filter(|l| l.starts_with('[') && l.contains(" jobs, simulated ")).count();
+    assert_eq!(ran_now, 48 - kept, "only the runs not kept ran: {}", stderr(&resumed));
+    let o = cosched(&[&study[..], &["-q", "--out", whole.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(folder_files(&part), folder_files(&whole), "resumed and whole studies differ");
+}
+
+/// Every file in `dir`, by name, with its bytes.
+fn folder_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names.into_iter().map(|n| (n.clone(), read(&dir.join(&n)))).collect()
 }
 
 /// The SVG figures in `dir`.
