@@ -1197,11 +1197,14 @@ fn an_e3_study_at_own_capacity_resumes_in_its_second_step_to_the_same_files() {
     let kept = std::fs::read_to_string(dir.join("part.journal")).unwrap().lines().count() - 1;
     assert!((13..48).contains(&kept), "every capacity and some of the second step kept: {kept}: {rest:?}");
     let table = std::fs::read_to_string(part.join("table.md")).unwrap();
-    assert!(table.starts_with(&format!("> **Partial:** the study was interrupted; these are its {kept} ")), "{table}");
+    let head =
+        format!("> **Partial:** the study was interrupted; these are its {kept} finished runs, of the study's 48.");
+    assert!(table.starts_with(&head), "{table}");
     assert!(table.contains("| capacity at MPL 2 | offered load |"), "the capacities kept are shown: {table}");
     let resumed = cosched(&[&study[..], &["--out", part.to_str().unwrap(), "--resume"]].concat());
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     let ran_now = stderr(&resumed).lines().filter(|l| l.starts_with('[') && l.contains(" jobs, simulated ")).count();
+    assert!(stderr(&resumed).contains(&format!("resuming: {kept} finished runs kept")), "{}", stderr(&resumed));
     assert_eq!(ran_now, 48 - kept, "only the runs not kept ran: {}", stderr(&resumed));
     let o = cosched(&[&study[..], &["-q", "--out", whole.to_str().unwrap()]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
