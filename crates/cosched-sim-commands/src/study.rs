@@ -1197,8 +1197,10 @@ fn report_e3(rows: &[RunRow]) -> (String, Figures) {
             if point.runs.is_empty() {
                 continue;
             }
-            let load = runs.iter().find(|r| r.mix == m && r.scheme == scheme).map_or(f64::NAN, |r| r.load);
-            head += &format!("| {m} | {scheme} | {} | {load:.3} |\n", with_ci(&point.estimate(capacity_of), 3));
+            // A partial study may hold a capacity whose runs have not started yet.
+            let run = runs.iter().find(|r| r.mix == m && r.scheme == scheme);
+            let load = run.map_or("—".to_string(), |r| format!("{:.3}", r.load));
+            head += &format!("| {m} | {scheme} | {} | {load} |\n", with_ci(&point.estimate(capacity_of), 3));
         }
     }
     (head + "\n" + &table, figures)
@@ -1352,6 +1354,16 @@ mod tests {
             replication + 1
         );
         serde_json::from_str(&text).expect("a row")
+    }
+
+    #[test]
+    fn a_capacity_without_runs_yet_shows_no_load() {
+        let capacity = |k| RunRow { group: CAPACITY_GROUP.into(), mix: "WL5".into(), ..climb_row("GS", k, 1.0) };
+        let run = |k| RunRow { group: "WL5".into(), mix: "WL5".into(), variant: "2".into(), ..climb_row("GS", k, 1.0) };
+        let (table, _) = report(Experiment::E3, &[capacity(0), capacity(1)]);
+        assert!(table.contains("| WL5 | GS | 0.500 ± 0.000 | — |"), "{table}");
+        let (table, _) = report(Experiment::E3, &[capacity(0), capacity(1), run(0), run(1)]);
+        assert!(table.contains("| WL5 | GS | 0.500 ± 0.000 | 0.500 |"), "{table}");
     }
 
     #[test]
