@@ -9,7 +9,7 @@ use cosched_lab::batch::Unwatched;
 use cosched_lab::fast_check::{run_pairs, FastCheckSettings};
 use cosched_lab::workload::WorkloadSpec;
 use cosched_sim::engine::fast::FastSettings;
-use cosched_sim::{Mix, OsScheduler, SimConfig};
+use cosched_sim::{Mix, SimConfig};
 
 #[test]
 fn a_row_that_empties_does_not_slow_the_rates_fast_mode_measures() {
@@ -32,25 +32,4 @@ fn a_row_that_empties_does_not_slow_the_rates_fast_mode_measures() {
             assert!(utilization.abs() < 0.02, "{run}: delivered utilization off by {:.1} %", 100.0 * utilization);
         }
     }
-}
-
-/// The validation runs fast mode where `cosched sim` refuses it (a scheme never measured on EEVDF), so that it
-/// can be measured there.
-#[test]
-fn the_validation_runs_fast_mode_where_it_is_not_validated_yet() {
-    let machine = SimConfig { nodes: 4, mpl: 2, node_scheduler: OsScheduler::Eevdf, ..SimConfig::default() };
-    let unmeasured: cosched_sim::Scheme = "IB".parse().unwrap();
-    let refused = SimConfig { scheme: unmeasured, ..machine.clone() };
-    assert!(cosched_sim::run::check_fast_mode_validated(&refused).is_err(), "IB on EEVDF is measured now");
-    let settings = FastCheckSettings {
-        schemes: vec![unmeasured],
-        loads: vec![0.4],
-        seeds: vec![1],
-        machine,
-        workload: WorkloadSpec { jobs: Some(8), model_procs: 4, runtime_scale: 0.02, ..WorkloadSpec::default() },
-        mix: Mix { number: 7 },
-        fast: FastSettings::default(),
-    };
-    let pairs = run_pairs(&settings, &Unwatched, &Unwatched, || {}).expect("the set runs");
-    assert!(pairs[0].exact.fast_mode.is_none() && pairs[0].fast.fast_mode.is_some());
 }
