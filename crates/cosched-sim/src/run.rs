@@ -65,8 +65,9 @@ impl Default for RunOptions {
     }
 }
 
-/// Fast mode is measured against the exact engine under the gang cell (which has no node scheduler) and for the
-/// OS scheduler's schemes on MLFQ and EEVDF (`engine::fast`'s tables): refused for anything else.
+/// Fast mode is measured against the exact engine under the gang cell (which has no node scheduler), for the OS
+/// scheduler's schemes on MLFQ and EEVDF, and for the gang slots over EEVDF (`engine::fast`'s tables): refused for
+/// anything else (a scheme added without bounds).
 pub fn check_fast_mode_validated(cfg: &SimConfig) -> Result<(), ConfigError> {
     if cfg.scheme.node() == NodeKind::GangCell || fast_mode_measured(cfg) {
         return Ok(());

@@ -54,7 +54,7 @@ pub struct BenchFastArgs {
     /// Folder for pairs.csv and checks.json.
     #[arg(long, default_value = "cosched-out/bench-fast")]
     pub out: PathBuf,
-    /// The nodes' OS scheduler: fast mode is validated with the study's MLFQ; this checks it with another.
+    /// The nodes' OS scheduler (mlfq, the study's, or eevdf): fast mode's bounds are kept for each.
     #[arg(long, default_value = "mlfq")]
     pub node_scheduler: OsScheduler,
 }

@@ -18,9 +18,10 @@ impl<P: Parts> Engine<'_, P> {
     }
 
     /// Job `j`, on `cpus` in matrix `rows`, started (`started`) or finished at
-    /// `now`: what the windows saw of it and of everything sharing its CPUs is
-    /// void (under gang schemes, of everything, when the number of rows
-    /// changed; measured per row, only of it and its cells).
+    /// `now`: what the windows saw of it and of everything linked to its CPUs
+    /// by shared CPUs is void (`coupled`; under gang schemes, of everything,
+    /// when the number of rows changed; measured per row, only of it and its
+    /// cells).
     pub(in crate::engine) fn fast_note_change(
         &mut self,
         j: u32,
@@ -60,8 +61,19 @@ impl<P: Parts> Engine<'_, P> {
             fast.forget_all();
             return;
         }
-        let (cpus_state, procs) = (&self.cpus, &self.procs);
-        fast.forget_around(cpus, |c| cpus_state[c as usize].residents.iter().map(|&p| procs[p as usize].job).collect());
+        let (coupled_cpus, coupled_jobs) = self.coupled_with(cpus);
+        self.fast_mut().forget(&coupled_cpus, &coupled_jobs);
+    }
+
+    /// The CPUs and jobs linked to `cpus` through jobs that share a CPU (see [`coupled`](super::coupled)).
+    fn coupled_with(&self, cpus: &[u32]) -> (Vec<u32>, Vec<u32>) {
+        let jobs_on = |c: u32| self.cpus[c as usize].residents.iter().map(|&p| self.procs[p as usize].job).collect();
+        let cpus_of = |j: u32| {
+            let job = &self.jobs[j as usize];
+            let first = job.first_proc as usize;
+            self.procs[first..first + job.spec.tasks as usize].iter().map(|p| p.cpu).collect()
+        };
+        super::coupled(self.cpus.len(), cpus, jobs_on, cpus_of)
     }
 
     /// Fast mode's work before the engine handles the events at `now`: open or
