@@ -79,6 +79,7 @@ impl Parting {
     /// Compare the placements of the jobs both runs finished: their CPU sets (a gang job on the same CPUs in
     /// another row counts as placed alike). Each run's records sorted by job number, as `RunResult::jobs` are.
     pub fn of(exact: &[JobRecord], fast: &[JobRecord]) -> Parting {
+        debug_assert_sorted_by_job(fast);
         let otherwise: Vec<&JobRecord> =
             exact.iter().filter(|e| same_job(fast, e).is_some_and(|f| f.cpus != e.cpus)).collect();
         let first =
@@ -279,13 +280,18 @@ pub fn run_pairs<W: BatchWatch>(
 
 /// Each job's response error, for the jobs both runs finished (records are sorted by job number).
 fn job_errors(exact: &RunResult, fast: &RunResult) -> Vec<f64> {
+    debug_assert_sorted_by_job(&fast.jobs);
     let error = |e: &JobRecord| same_job(&fast.jobs, e).map(|f| f.response_s / e.response_s - 1.0);
     exact.jobs.iter().filter_map(error).collect()
 }
 
+/// `same_job` looks records up by binary search; checked once per run, not per lookup.
+fn debug_assert_sorted_by_job(records: &[JobRecord]) {
+    debug_assert!(records.is_sorted_by_key(|r| r.job_number), "records sorted by job number");
+}
+
 /// The record in `records` (a run's, sorted by job number) of the same job as `job`.
 fn same_job<'a>(records: &'a [JobRecord], job: &JobRecord) -> Option<&'a JobRecord> {
-    debug_assert!(records.is_sorted_by_key(|r| r.job_number), "records sorted by job number");
     records.binary_search_by_key(&job.job_number, |r| r.job_number).ok().map(|i| &records[i])
 }
 

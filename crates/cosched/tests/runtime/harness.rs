@@ -761,6 +761,11 @@ pub fn v2_mount() -> PathBuf {
         .clone()
 }
 
+/// `/proc/PID/cgroup` as the kernel gives it, trimmed; empty for a process gone.
+pub fn cgroup_of(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default().trim().to_string()
+}
+
 /// The v2 cgroup of a process (`None` when it is gone).
 pub fn cgroup_dir_of(pid: i32) -> Option<PathBuf> {
     let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;

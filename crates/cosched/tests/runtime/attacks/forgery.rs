@@ -114,10 +114,6 @@ fn submit_json_as(daemon: &Daemon, uid: u32, args: &[&str]) -> Result<u64, Strin
     Ok(serde_json::from_slice::<SubmitReply>(&out.stdout).unwrap().job)
 }
 
-fn cgroup_of(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default().trim().to_string()
-}
-
 #[test]
 fn a_hello_claiming_job_id_u64_max_moves_no_counter_and_no_new_job_takes_over_old_processes() {
     if skip_unless_root("a_hello_claiming_job_id_u64_max") {

@@ -23,10 +23,6 @@ fn refusal(out: &std::process::Output) -> String {
 }
 
 /// The job cgroup a process is in (the last line of `/proc/<pid>/cgroup`), "" once it is gone.
-fn cgroup_of(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default().trim().to_string()
-}
-
 fn sleeper_as(uid: Option<u32>) -> Child {
     let mut command = Command::new("sleep");
     command.arg("300").stdin(Stdio::null());

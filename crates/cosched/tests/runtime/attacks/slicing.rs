@@ -25,10 +25,6 @@ fn refusal(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn cgroup_of(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default().trim().to_string()
-}
-
 struct Reaped(Child);
 impl Drop for Reaped {
     fn drop(&mut self) {
