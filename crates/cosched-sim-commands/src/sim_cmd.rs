@@ -16,7 +16,7 @@ use cosched_sim::config::{
     NodeSchedulerConfig, YieldCycle,
 };
 use cosched_sim::cost::RunCost;
-use cosched_sim::engine::fast::{FastSettings, ACCEPTED_ERROR};
+use cosched_sim::engine::fast::{FastSettings, NotValidated, ACCEPTED_ERROR};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
 use cosched_sim::run::{RunOptions, RunResult, SharedChooser};
 use cosched_sim::trace::TraceEvent;
@@ -632,9 +632,10 @@ fn print_fast_mode(results: &[RunResult]) {
         let Some(fast) = s.fast_mode else { continue };
         let skipped = fast.skipped_ns as f64 / 1e9 / s.span_s.max(f64::MIN_POSITIVE);
         let regime = if s.saturation.saturated { "saturated" } else { "stable" };
-        let error = match fast.validated_error {
-            Some(e) => format!("validated within {:.1} % of exact in {regime} runs", 100.0 * e),
-            None => format!("not validated for this scheme in {regime} runs"),
+        let error = match (fast.validated_error, fast.not_validated) {
+            (Some(e), _) => format!("validated within {:.1} % of exact in {regime} runs", 100.0 * e),
+            (None, Some(why)) => why.to_string(),
+            (None, None) => format!("not validated in {regime} runs"),
         };
         println!(
             "{}: FAST MODE, {:.1} % of simulated time skipped; {error} (docs/fast-mode.md)",
@@ -650,9 +651,14 @@ fn print_fast_mode(results: &[RunResult]) {
                 ),
                 _ => String::new(),
             };
+            let on_these_nodes = match fast.not_validated {
+                Some(NotValidated::CpusPerNode(cpus)) => format!(" --cpus-per-node {cpus}"),
+                _ => String::new(),
+            };
             eprintln!(
                 "warning: fast mode is not known to be within {:.0} % of the exact engine for {} in {regime} runs \
-                 with these windows; check with `cosched bench fast --schemes {}` or run without --fast{remedy}",
+                 with these windows on these nodes; check with `cosched bench fast --schemes {}{on_these_nodes}` \
+                 or run without --fast{remedy}",
                 100.0 * ACCEPTED_ERROR,
                 s.scheme,
                 s.scheme

@@ -1,11 +1,10 @@
 //! One simulation run from configuration and jobs to records and summary.
 
 use crate::config::{ConfigError, SimConfig};
-use crate::engine::fast::{better_window, fast_mode_measured, validated_error, FastReport, FastSettings};
+use crate::engine::fast::{better_window, fast_mode_measured, validation, FastReport, FastSettings};
 use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
-use crate::scheme::NodeKind;
 use crate::trace::TraceEvent;
 use cosched_core::SimTime;
 pub use cosched_policy::coscheduler::external::{Choice, Chooser, QueueView, SharedChooser, WaitingJob};
@@ -65,11 +64,10 @@ impl Default for RunOptions {
     }
 }
 
-/// Fast mode is measured against the exact engine under the gang cell (which has no node scheduler), for the OS
-/// scheduler's schemes on MLFQ and EEVDF, and for the gang slots over EEVDF (`engine::fast`'s tables): refused for
-/// anything else (a scheme added without bounds).
+/// Fast mode runs only where it was measured against the exact engine (`engine::fast`'s tables): refused for a
+/// scheme added without bounds.
 pub fn check_fast_mode_validated(cfg: &SimConfig) -> Result<(), ConfigError> {
-    if cfg.scheme.node() == NodeKind::GangCell || fast_mode_measured(cfg) {
+    if fast_mode_measured(cfg) {
         return Ok(());
     }
     Err(ConfigError(format!(
@@ -199,8 +197,13 @@ pub fn run(
     // Fast mode's validated error is the one of the regime the run was in.
     let fast_mode = outcome.fast.map(|f| {
         let window_ns = options.fast.map_or(0, |settings| settings.window_ns);
-        let validated_error = validated_error(cfg, saturation.saturated, window_ns);
-        FastReport { validated_error, better_window: better_window(cfg), ..f }
+        let validation = validation(cfg, saturation.saturated, window_ns);
+        FastReport {
+            validated_error: validation.ok(),
+            not_validated: validation.err(),
+            better_window: better_window(cfg),
+            ..f
+        }
     });
     let summary = Summary {
         scheme: cfg.scheme.name().to_string(),

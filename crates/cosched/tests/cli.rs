@@ -924,6 +924,14 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     let summary = String::from_utf8(read(&exact.join("summary.csv"))).unwrap();
     assert!(!summary.contains("mode") && !String::from_utf8_lossy(&o.stdout).contains("FAST"), "{summary}");
 
+    // On nodes of several CPUs no bound is claimed: they were measured on one-CPU nodes.
+    let o = small_sim(&dir.join("two-cpus"), &["--fast", "--cpus-per-node", "2", "--schemes", "SB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.contains("SB: FAST MODE") && printed.contains("not validated on nodes of 2 CPUs"), "{printed}");
+    assert!(!printed.contains("validated within"), "{printed}");
+    assert!(stderr(&o).contains("`cosched bench fast --schemes SB --cpus-per-node 2`"), "{}", stderr(&o));
+
     let refused = dir.join("refused");
     let o = small_sim(&refused, &["--fast", "--fast-window-ms", "0"]);
     assert!(!o.status.success() && stderr(&o).contains("window"), "{}", stderr(&o));
@@ -1304,9 +1312,9 @@ fn bench_scaling_gives_events_per_second_beside_node_seconds_per_second() {
 fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound() {
     let dir = scratch("bench-fast-drawn");
     let tiny = ["bench", "fast", "--nodes", "4", "--jobs", "6", "--runtime-scale", "0.01", "--schemes", "GS,Local"];
-    let draw = |name: &str| {
+    let draw = |name: &str, extra: &[&str]| {
         let out = dir.join(name);
-        let o = cosched(&[&tiny[..], &["--draw-seeds", "2", "--out", out.to_str().unwrap()]].concat());
+        let o = cosched(&[&tiny[..], extra, &["--draw-seeds", "2", "--out", out.to_str().unwrap()]].concat());
         assert!(o.status.success(), "{}", stderr(&o));
         let report: serde_json::Value = serde_json::from_slice(&read(&out.join("checks.json"))).unwrap();
         let seeds: Vec<u64> = report["seeds"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();
@@ -1315,8 +1323,12 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
         assert!(stderr(&o).lines().any(|l| l.starts_with("seeds drawn at random: ") && l.ends_with(&said)), "{said}");
         (seeds, report, String::from_utf8_lossy(&o.stdout).into_owned())
     };
-    let (first, report, printed) = draw("first");
-    let (second, _, _) = draw("second");
+    let (first, report, printed) = draw("first", &[]);
+    // On nodes of two CPUs: measured there, with no bound to hold it to (they were measured on one-CPU nodes).
+    let (second, on_two_cpus, _) = draw("second", &["--cpus-per-node", "2"]);
+    let bounds = on_two_cpus["validated_bounds"].as_array().unwrap();
+    assert!(bounds.len() == 2 && bounds.iter().all(|b| b["bound"].is_null()), "{bounds:?}");
+    assert!(on_two_cpus["command"].as_str().unwrap().contains("--cpus-per-node 2"));
     assert_eq!(first.len(), 2);
     // Two draws of 2 seeds below 2^32 coincide with odds of about 1 in 2^64.
     assert_ne!(first, second, "each run draws its own seeds");
@@ -1324,7 +1336,7 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
     let gs = bounds.iter().find(|b| b["scheme"] == "GS").expect("GS's bound");
     assert_eq!(gs["bound"].as_f64(), Some(0.211), "GS's stable bound on the MLFQ at the default window");
     let local = bounds.iter().find(|b| b["scheme"] == "Local").expect("Local's bound");
-    assert_eq!(local["bound"].as_f64(), Some(6.694), "Local's stable bound");
+    assert_eq!(local["bound"].as_f64(), Some(11.71), "Local's stable bound");
     let gs_row: Vec<&str> =
         printed.lines().find(|l| l.starts_with("GS ")).expect("GS's row").split_whitespace().collect();
     assert_eq!(gs_row[gs_row.len() - 3..gs_row.len() - 1], ["21.1", "%"], "the bound column: {gs_row:?}");

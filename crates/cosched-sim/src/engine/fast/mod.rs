@@ -28,7 +28,8 @@ mod jumps;
 pub mod settings;
 
 pub use settings::{
-    better_window, fast_mode_measured, validated_error, FastReport, FastSettings, ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
+    better_window, fast_mode_measured, validated_error, validation, FastReport, FastSettings, NotValidated,
+    ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
 };
 
 use crate::metrics::Breakdown;
@@ -149,6 +150,7 @@ fn coupled(
     let mut seen_cpu = vec![false; cpu_count];
     let mut cpus: Vec<u32> = Vec::new();
     let mut jobs: Vec<u32> = Vec::new();
+    let mut seen_job = std::collections::BTreeSet::new();
     let mut visit = |c: u32, cpus: &mut Vec<u32>| {
         if !std::mem::replace(&mut seen_cpu[c as usize], true) {
             cpus.push(c);
@@ -161,7 +163,7 @@ fn coupled(
     while let Some(&c) = cpus.get(next) {
         next += 1;
         for j in jobs_on(c) {
-            if !jobs.contains(&j) {
+            if seen_job.insert(j) {
                 jobs.push(j);
                 cpus_of(j).into_iter().for_each(|c| visit(c, &mut cpus));
             }
