@@ -556,7 +556,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     let checked_out = OutputDir::check(&args.out)?;
     let interrupted = crate::interrupt::stop_on_interrupt()?;
     let SimOutcome { prepared, results, run_wall_s } = simulate(args, interrupted.clone(), true)?;
-    print_table(&results);
+    print_table(&results, &prepared.configs);
     let out = OutputDir::begin(&checked_out)?;
     write_outputs(&out, args, &prepared.configs, &prepared.loaded.report, &results)?;
     out.write("run.json", &crate::run_info::run_json(&results, &run_wall_s))?;
@@ -577,7 +577,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn print_table(results: &[RunResult]) {
+fn print_table(results: &[RunResult], configs: &[SimConfig]) {
     let name_width = results.iter().map(|r| r.summary.scheme.len()).max().unwrap_or(0).max(8);
     println!(
         "{:<name_width$} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}",
@@ -616,7 +616,7 @@ fn print_table(results: &[RunResult]) {
         );
     }
     println!("delivered, compute: utilization by the work the jobs were given (the study's) and by compute time alone");
-    print_fast_mode(results);
+    print_fast_mode(results, configs);
     for s in results.iter().map(|r| &r.summary).filter(|s| s.saturation.saturated) {
         eprintln!(
             "warning: {} saturated the machine: {}; its means describe a growing backlog",
@@ -627,13 +627,14 @@ fn print_table(results: &[RunResult]) {
 
 /// Which runs fast mode made, what it skipped, and its validated error in the
 /// run's regime, stable or saturated (docs/fast-mode.md).
-fn print_fast_mode(results: &[RunResult]) {
-    for s in results.iter().map(|r| &r.summary) {
+fn print_fast_mode(results: &[RunResult], configs: &[SimConfig]) {
+    for (s, cfg) in results.iter().map(|r| &r.summary).zip(configs) {
         let Some(fast) = s.fast_mode else { continue };
         let skipped = fast.skipped_ns as f64 / 1e9 / s.span_s.max(f64::MIN_POSITIVE);
         let regime = if s.saturation.saturated { "saturated" } else { "stable" };
         let error = match (fast.validated_error, fast.not_validated) {
             (Some(e), _) => format!("validated within {:.1} % of exact in {regime} runs", 100.0 * e),
+            (None, Some(NotValidated::Window)) => format!("not validated with these windows in {regime} runs"),
             (None, Some(why)) => why.to_string(),
             (None, None) => format!("not validated in {regime} runs"),
         };
@@ -651,20 +652,27 @@ fn print_fast_mode(results: &[RunResult]) {
                 ),
                 _ => String::new(),
             };
-            let on_these_nodes = match fast.not_validated {
-                Some(NotValidated::CpusPerNode(cpus)) => format!(" --cpus-per-node {cpus}"),
-                _ => String::new(),
-            };
             eprintln!(
                 "warning: fast mode is not known to be within {:.0} % of the exact engine for {} in {regime} runs \
-                 with these windows on these nodes; check with `cosched bench fast --schemes {}{on_these_nodes}` \
-                 or run without --fast{remedy}",
+                 with these windows on these nodes; check with `{}` or run without --fast{remedy}",
                 100.0 * ACCEPTED_ERROR,
                 s.scheme,
-                s.scheme
+                bench_fast_command(cfg)
             );
         }
     }
+}
+
+/// The `bench fast` that measures fast mode on this run's nodes (their scheduler and CPUs; not its other costs).
+fn bench_fast_command(cfg: &SimConfig) -> String {
+    let mut command = format!("cosched bench fast --schemes {}", cfg.scheme.name());
+    if cfg.node_scheduler != SimConfig::default().node_scheduler {
+        command += &format!(" --node-scheduler {}", cfg.node_scheduler);
+    }
+    if cfg.cpus_per_node != 1 {
+        command += &format!(" --cpus-per-node {}", cfg.cpus_per_node);
+    }
+    command
 }
 
 /// `summary.json`: the machine-readable record of a run, everything needed to repeat it.

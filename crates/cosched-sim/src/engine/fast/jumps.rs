@@ -73,7 +73,7 @@ impl<P: Parts> Engine<'_, P> {
             let first = job.first_proc as usize;
             self.procs[first..first + job.spec.tasks as usize].iter().map(|p| p.cpu).collect()
         };
-        super::coupled(self.cpus.len(), cpus, jobs_on, cpus_of)
+        super::coupled(self.cfg.cpus_per_node, self.cpus.len(), cpus, jobs_on, cpus_of)
     }
 
     /// Fast mode's work before the engine handles the events at `now`: open or

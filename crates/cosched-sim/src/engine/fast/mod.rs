@@ -140,8 +140,11 @@ impl FastState {
 /// may alter. A job's rate depends on every job that shares one of its CPUs, and theirs on the jobs beside them:
 /// when a job leaves a CPU of another job, that job runs faster there and takes more from a third job on its
 /// other CPU. (Forgetting only the jobs on the changed CPUs kept the third job's old rate: on EEVDF nodes under
-/// IB, one job ran 25 % fast for 3,400 s of a stretch the exact run held stationary.)
+/// IB, one job ran 25 % fast for 3,400 s of a stretch the exact run held stationary.) A CPU brings its node's
+/// other CPUs (`cpus_per_node` of them from a multiple of it), since a node's scheduler may move a process between
+/// them: EEVDF's balancing pulled a process onto a CPU left empty and unmeasured by a job's end.
 fn coupled(
+    cpus_per_node: u32,
     cpu_count: usize,
     changed: &[u32],
     jobs_on: impl Fn(u32) -> Vec<u32>,
@@ -152,8 +155,11 @@ fn coupled(
     let mut jobs: Vec<u32> = Vec::new();
     let mut seen_job = std::collections::BTreeSet::new();
     let mut visit = |c: u32, cpus: &mut Vec<u32>| {
-        if !std::mem::replace(&mut seen_cpu[c as usize], true) {
-            cpus.push(c);
+        let first = c / cpus_per_node * cpus_per_node;
+        for sibling in first..first + cpus_per_node {
+            if !std::mem::replace(&mut seen_cpu[sibling as usize], true) {
+                cpus.push(sibling);
+            }
         }
     };
     for &c in changed {
@@ -214,12 +220,16 @@ mod tests {
         let placement: [(u32, &[u32]); 4] = [(0, &[0, 1]), (1, &[1, 2]), (2, &[2, 3]), (3, &[5, 6])];
         let jobs_on = |c: u32| placement.iter().filter(|(_, cpus)| cpus.contains(&c)).map(|&(j, _)| j).collect();
         let cpus_of = |j: u32| placement[j as usize].1.to_vec();
-        let (mut cpus, mut jobs) = coupled(8, &[3], jobs_on, cpus_of);
+        let (mut cpus, mut jobs) = coupled(1, 8, &[3], jobs_on, cpus_of);
         cpus.sort_unstable();
         jobs.sort_unstable();
         assert_eq!((cpus, jobs), (vec![0, 1, 2, 3], vec![0, 1, 2]));
-        let (cpus, jobs) = coupled(8, &[4, 4], jobs_on, cpus_of);
+        let (cpus, jobs) = coupled(1, 8, &[4, 4], jobs_on, cpus_of);
         assert_eq!((cpus, jobs), (vec![4], vec![]), "an empty CPU reaches nothing, once");
+        // On nodes of two CPUs, CPU 4's node holds CPU 5, and job 3 brings node 3 (CPUs 6-7).
+        let (mut cpus, jobs) = coupled(2, 8, &[4], jobs_on, cpus_of);
+        cpus.sort_unstable();
+        assert_eq!((cpus, jobs), (vec![4, 5, 6, 7], vec![3]), "a node's CPUs go together");
     }
 
     #[test]

@@ -22,7 +22,6 @@ fn refusal(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// The job cgroup a process is in (the last line of `/proc/<pid>/cgroup`), "" once it is gone.
 fn sleeper_as(uid: Option<u32>) -> Child {
     let mut command = Command::new("sleep");
     command.arg("300").stdin(Stdio::null());
