@@ -657,20 +657,35 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig]) {
                  with these windows on these nodes; check with `{}` or run without --fast{remedy}",
                 100.0 * ACCEPTED_ERROR,
                 s.scheme,
-                bench_fast_command(cfg)
+                bench_fast_command(cfg, fast.settings.unwrap_or_default())
             );
         }
     }
 }
 
-/// The `bench fast` that measures fast mode on this run's nodes (their scheduler and CPUs; not its other costs).
-fn bench_fast_command(cfg: &SimConfig) -> String {
+/// The `bench fast` that measures fast mode on this run's nodes (their scheduler and CPUs; not its other costs)
+/// with its fast settings.
+fn bench_fast_command(cfg: &SimConfig, fast: FastSettings) -> String {
     let mut command = format!("cosched bench fast --schemes {}", cfg.scheme.name());
     if cfg.node_scheduler != SimConfig::default().node_scheduler {
         command += &format!(" --node-scheduler {}", cfg.node_scheduler);
     }
     if cfg.cpus_per_node != 1 {
         command += &format!(" --cpus-per-node {}", cfg.cpus_per_node);
+    }
+    let default = FastSettings::default();
+    let ms = |ns: u64| ns as f64 / 1e6;
+    for (flag, value, default_value) in [
+        ("--fast-warmup-ms", fast.warmup_ns, default.warmup_ns),
+        ("--fast-window-ms", fast.window_ns, default.window_ns),
+        ("--fast-guard-ms", fast.guard_ns, default.guard_ns),
+    ] {
+        if value != default_value {
+            command += &format!(" {flag} {}", ms(value));
+        }
+    }
+    if fast.min_iterations != default.min_iterations {
+        command += &format!(" --fast-min-iterations {}", fast.min_iterations);
     }
     command
 }

@@ -115,7 +115,10 @@ fn gang_slots_over_eevdf_need_eevdf_and_the_gang_cell_still_refuses_more_tasks_t
     let fast_run = run(&node(Scheme::COSCHED_GANG_KERNEL, 2), vec![four_on_two(1, 4, 0)], &fast, |_| {});
     let report = fast_run.expect("fast mode is measured for the gang slots").summary.fast_mode.expect("a fast run");
     // Its bounds were measured on one-CPU nodes; these have two.
-    assert_eq!((report.validated_error, report.not_validated), (None, Some(NotValidated::CpusPerNode(2))));
+    assert_eq!(
+        (report.validated_error, report.not_validated),
+        (None, Some(NotValidated::CpusPerNode { cpus_per_node: 2 }))
+    );
     let mlfq = SimConfig { node_scheduler: OsScheduler::Mlfq, ..node(Scheme::COSCHED_GANG_KERNEL, 2) };
     let error = run(&mlfq, vec![four_on_two(1, 4, 0)], &RunOptions::default(), |_| {}).err().map(|e| e.to_string());
     assert!(error.unwrap_or_default().contains("--node-scheduler eevdf"));

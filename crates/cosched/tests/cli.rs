@@ -935,7 +935,15 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     let check = "`cosched bench fast --schemes SB --node-scheduler eevdf --cpus-per-node 2`";
     assert!(stderr(&o).contains(check), "{}", stderr(&o));
     let json: serde_json::Value = serde_json::from_slice(&read(&two_cpus.join("summary.json"))).unwrap();
-    assert_eq!(json["results"][0]["fast_mode"]["not_validated"], serde_json::json!({ "cpus_per_node": 2 }));
+    assert_eq!(
+        json["results"][0]["fast_mode"]["not_validated"],
+        serde_json::json!({ "reason": "cpus_per_node", "cpus_per_node": 2 })
+    );
+
+    // Another window: no bound, and the check suggested measures that window.
+    let o = small_sim(&dir.join("window"), &["--fast", "--fast-window-ms", "300", "--schemes", "SB"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("not validated with these windows in "), "{o:?}");
+    assert!(stderr(&o).contains("`cosched bench fast --schemes SB --fast-window-ms 300`"), "{}", stderr(&o));
 
     let refused = dir.join("refused");
     let o = small_sim(&refused, &["--fast", "--fast-window-ms", "0"]);

@@ -181,14 +181,15 @@ pub fn validated_error(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Opti
 /// there either.
 const MEASURED_CPUS_PER_NODE: u32 = 1;
 
-/// Why a fast run carries no validated error.
+/// Why a fast run carries no validated error; in summary.json an object with its `reason` (`scheme`,
+/// `cpus_per_node` with the nodes' CPUs, or `window`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(tag = "reason", rename_all = "snake_case")]
 pub enum NotValidated {
     /// The scheme was never measured on these nodes' scheduler.
     Scheme,
     /// The nodes have this many CPUs; the bounds were measured on one-CPU nodes.
-    CpusPerNode(u32),
+    CpusPerNode { cpus_per_node: u32 },
     /// Measured with other windows only (in stable runs, for the one scheme with another window).
     Window,
 }
@@ -197,8 +198,8 @@ impl std::fmt::Display for NotValidated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             NotValidated::Scheme => write!(f, "not validated for this scheme on this node scheduler"),
-            NotValidated::CpusPerNode(cpus) => {
-                write!(f, "not validated on nodes of {cpus} CPUs, only on one-CPU nodes")
+            NotValidated::CpusPerNode { cpus_per_node } => {
+                write!(f, "not validated on nodes of {cpus_per_node} CPUs, only on one-CPU nodes")
             }
             NotValidated::Window => write!(f, "not validated with these windows"),
         }
@@ -209,7 +210,7 @@ impl std::fmt::Display for NotValidated {
 pub fn validation(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Result<f64, NotValidated> {
     let validated = validated_row(cfg).ok_or(NotValidated::Scheme)?;
     if cfg.cpus_per_node != MEASURED_CPUS_PER_NODE {
-        return Err(NotValidated::CpusPerNode(cfg.cpus_per_node));
+        return Err(NotValidated::CpusPerNode { cpus_per_node: cfg.cpus_per_node });
     }
     match (saturated, window_ns == FastSettings::default().window_ns, validated.at_window) {
         // The stable bound takes its sets' seeds whatever their verdict: a saturated run's bound is no tighter.
@@ -331,13 +332,13 @@ mod tests {
     #[test]
     fn nodes_of_several_cpus_are_not_validated() {
         let default = FastSettings::default().window_ns;
-        for (cpus_per_node, expected) in [(1, Ok(0.211)), (2, Err(NotValidated::CpusPerNode(2)))] {
+        for (cpus_per_node, expected) in [(1, Ok(0.211)), (2, Err(NotValidated::CpusPerNode { cpus_per_node: 2 }))] {
             let cfg = SimConfig { cpus_per_node, ..run_of("GS") };
             assert_eq!(validation(&cfg, false, default), expected, "{cpus_per_node} CPUs per node");
             assert_eq!(validation(&cfg, true, default).is_ok(), cpus_per_node == 1);
         }
         let pb_sy = SimConfig { cpus_per_node: 4, ..run_of("PB-SY") };
-        assert_eq!(validation(&pb_sy, false, 3_000_000_000), Err(NotValidated::CpusPerNode(4)));
+        assert_eq!(validation(&pb_sy, false, 3_000_000_000), Err(NotValidated::CpusPerNode { cpus_per_node: 4 }));
         assert_eq!(validation(&run_of("PB-SY"), true, 3_000_000_000), Err(NotValidated::Window));
         assert_eq!(validation(&on_eevdf_nodes("GS-cosched-kernel"), true, default), Ok(0.016));
     }
