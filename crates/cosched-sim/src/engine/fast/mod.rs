@@ -130,7 +130,10 @@ impl FastState {
         for &c in cpus {
             self.cpu_time[c as usize] = Breakdown::default();
         }
-        for rate in self.running.iter_mut().filter(|r| jobs.contains(&r.job)) {
+        // Sorted once: a change can link many of many running jobs at a site's scale.
+        let mut jobs = jobs.to_vec();
+        jobs.sort_unstable();
+        for rate in self.running.iter_mut().filter(|r| jobs.binary_search(&r.job).is_ok()) {
             (rate.iterations, rate.measured_ns) = (0, 0);
         }
     }
