@@ -668,17 +668,27 @@ pub fn launcher_to_end_after_failed_rsh() -> Option<nix::unistd::Pid> {
     same_job.then_some(caller)
 }
 
-/// Says why on the launcher's own standard error (the job's log), then ends it. Our standard error is a pipe the
-/// launcher relays, and a launcher that dies of the signal never relays what is still in it.
+/// What of a failed `cosched rsh`'s message goes to the launcher, leaving room for the rest of the lines.
+const MOST_OF_PIPE_BUF_BYTES: usize = 3 << 10;
+
+/// Says why on the launcher's own standard error, then ends it. The launcher's standard error is the user's `-e`
+/// file, or a pipe of root's to the job's log that the user cannot reopen; ours is a pipe the launcher relays. A
+/// launcher ending on the signal never relays what is still in that pipe (MPICH's Hydra, failing to pass the
+/// signal on, printed its own errors and exited without it), so the signal waits until the launcher has read it.
 pub fn end_launcher_after_failed_rsh(launcher: nix::unistd::Pid, message: &str) {
     use std::io::Write;
+    // One write into a pipe goes in whole (PIPE_BUF is 4 KiB), whatever the daemon's error said.
+    let end = (0..=message.len().min(MOST_OF_PIPE_BUF_BYTES)).rev().find(|&end| message.is_char_boundary(end));
+    let message = &message[..end.unwrap_or(0)];
     let why = format!(
         "cosched rsh: {message}\ncosched rsh: ending the MPI launcher (pid {launcher}), which would wait for ever\n"
     );
     if append_to_launchers_log(launcher, why.as_bytes()).is_err() {
         // Never blocking on a pipe nobody reads: the launcher must end either way.
         let _ = nix::fcntl::fcntl(2, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
-        let _ = std::io::stderr().write_all(why.as_bytes());
+        if std::io::stderr().write_all(why.as_bytes()).is_ok() {
+            wait_until_stderr_is_read();
+        }
     }
     // Still our parent (not gone and its number reused since it was checked).
     if nix::unistd::getppid() == launcher {
@@ -686,9 +696,23 @@ pub fn end_launcher_after_failed_rsh(launcher: nix::unistd::Pid, message: &str) 
     }
 }
 
-/// Appends to the launcher's standard error if it is a regular file (a job's log), reopened as this process may:
-/// never as root (a reopen can write where the launcher could only read), never a pipe, FIFO or device (an open
-/// or a write that may wait, or act), and never waiting.
+/// Until our standard error, if a pipe, holds nothing unread, for five seconds at the most: a launcher that never
+/// reads it is ended all the same.
+fn wait_until_stderr_is_read() {
+    const POLL: std::time::Duration = std::time::Duration::from_millis(10);
+    for _ in 0..500 {
+        // Not a pipe (a file, a terminal) or nothing left: nothing to wait for.
+        if rustix::io::ioctl_fionread(std::io::stderr()).is_ok_and(|unread| unread > 0) {
+            std::thread::sleep(POLL);
+        } else {
+            return;
+        }
+    }
+}
+
+/// Appends to the launcher's standard error if it is a regular file (the user's `-e` file), reopened as this
+/// process may: never as root (a reopen can write where the launcher could only read), never a pipe, FIFO or
+/// device (an open or a write that may wait, or act), and never waiting.
 fn append_to_launchers_log(launcher: nix::unistd::Pid, text: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;

@@ -145,6 +145,15 @@ pub(crate) fn cosched_job(daemon: &Daemon, slurm_job: u32) -> Option<StatusJob> 
     daemon.status()?.jobs.into_iter().rfind(|j| j.command == name)
 }
 
+/// Where a Slurm job stands for Slurm and for cosched, for a failure's message.
+fn slurm_and_cosched_state(slurm: &PrivateSlurm, daemon: &Daemon, job: u32) -> String {
+    let cosched = cosched_job(daemon, job).map_or("no cosched job".into(), |c| {
+        format!("cosched job {} {:?}: pids {:?}, share {}, error {:?}", c.id, c.state, c.pids, c.slice_share, c.error)
+    });
+    let (state, reason) = (slurm.field(job, "JobState"), slurm.field(job, "Reason"));
+    format!("(Slurm job {job} {state}, reason {reason}; {cosched})")
+}
+
 fn cgroup_members(node: &str, job: u64) -> Vec<i32> {
     cosched_runtime::agent::freezer::JobGroups::open(node, None).unwrap().pids(job).unwrap_or_default()
 }
@@ -179,7 +188,7 @@ fn slurm_jobs_on_shared_cpus_take_turns_at_cosched_slices() {
     // The MPI program as a Slurm user runs it, unmodified; a second job's step (srun) on the same two CPUs.
     // The spinning job first, so that the MPI job, long enough to be sampled, runs beside it from its start.
     let spin = slurm.sbatch("2", "srun -n 2 timeout 300 sh -c 'while :; do :; done'");
-    slurm.wait_state(spin, "RUNNING", Duration::from_secs(60));
+    slurm.wait_state(spin, "RUNNING", Duration::from_secs(180));
     let program = format!("OPENBLAS_NUM_THREADS=1 mpirun --bind-to none {} --n 512 --repeat 600", mm.display());
     let mpi = slurm.sbatch("2", &program);
 
@@ -390,9 +399,13 @@ pub fn a_slurm_job_sliced_three_ways_keeps_its_time_limit() {
     let work = "python3 -c 'import time\nwhile time.process_time() < 35: pass\nprint(\"done\", time.process_time())'";
     // Three users: only another user's job earns a job time (`slurm_time`), as with Slurm's own gang scheduler.
     let jobs: Vec<u32> = OTHER_USERS.iter().map(|&uid| slurm.sbatch_as(uid, &["--time=1"], "1", work)).collect();
-    wait_for("the three Slurm jobs to share cosched's CPU", Duration::from_secs(60), || {
-        jobs.iter().all(|&j| cosched_job(&daemon, j).is_some_and(|c| (c.slice_share - 1.0 / 3.0).abs() < 1e-9))
-    });
+    // A bound for a loaded machine (Slurm schedules and starts three jobs), not a measure.
+    wait_for_explained(
+        "the three Slurm jobs to share cosched's CPU",
+        Duration::from_secs(180),
+        || jobs.iter().all(|&j| cosched_job(&daemon, j).is_some_and(|c| (c.slice_share - 1.0 / 3.0).abs() < 1e-9)),
+        || jobs.iter().map(|&j| slurm_and_cosched_state(&slurm, &daemon, j)).collect::<Vec<_>>().join(" "),
+    );
     // Slurm's limit counts wall time, and this machine runs other work a Slurm node would not: in its slots a job
     // got under half a CPU beside other sessions' builds and tests. The workers are put first (SCHED_RR) so that
     // their slots are theirs, as on a Slurm node; cosched's switching threads still come before them.
@@ -456,9 +469,13 @@ fn a_slurm_jobs_owner_earns_no_time_with_gangs_of_their_own() {
     let daemon = Daemon::up(&[&["--slice-ms", "20", "--cpus", "1"][..], &period].concat());
     let slurm = PrivateSlurm::start_in(dir, &daemon.node, "off", &format!("socket={}", daemon.socket.display()));
     let job = slurm.sbatch_as(NOBODY, &["--time=5"], "1", "sleep 120");
-    wait_for("the Slurm job to run in cosched", Duration::from_secs(60), || {
-        cosched_job(&daemon, job).is_some_and(|c| !c.pids.is_empty())
-    });
+    // A bound for a loaded machine (Slurm schedules and starts the job), not a measure.
+    wait_for_explained(
+        "the Slurm job to run in cosched",
+        Duration::from_secs(180),
+        || cosched_job(&daemon, job).is_some_and(|c| !c.pids.is_empty()),
+        || slurm_and_cosched_state(&slurm, &daemon, job),
+    );
     let gangs_of =
         |uid: u32| -> Vec<u64> { (0..3).map(|_| daemon.submit_as(Some(uid), &["--", "sleep", "120"])).collect() };
     let share_is_a_quarter = || cosched_job(&daemon, job).is_some_and(|c| (c.slice_share - 0.25).abs() < 1e-9);
@@ -502,7 +519,7 @@ fn a_slurm_configuration_a_user_could_change_is_never_used() {
     let spin = "timeout 60 sh -c 'while :; do :; done'";
     let jobs: Vec<u32> = OTHER_USERS[..2].iter().map(|&uid| slurm.sbatch_as(uid, &["--time=1"], "1", spin)).collect();
     let mut why = String::new();
-    wait_for("the job's status to say why its end time is not extended", Duration::from_secs(60), || {
+    wait_for("the job's status to say why its end time is not extended", Duration::from_secs(180), || {
         let time = cosched_job(&daemon, jobs[0]).and_then(|j| j.slurm_time);
         why = time.and_then(|t| t.error).unwrap_or_default();
         !why.is_empty()
