@@ -8,6 +8,7 @@ use crate::batch::{run_all, BatchWatch};
 use crate::csv::{csv_field, flag, float, int, num, text, to_csv, Column};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_core::stats::Estimate;
+use cosched_core::SimTime;
 use cosched_sim::cost::estimate;
 use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
@@ -29,6 +30,54 @@ pub struct FastCheckSettings {
     pub workload: WorkloadSpec,
     pub mix: Mix,
     pub fast: FastSettings,
+    /// The exact engine run again on each pair's workload with its arrivals moved a little, if asked.
+    pub jitter: Option<ArrivalJitter>,
+}
+
+/// The exact engine run again on each pair's workload, `draws` times, with every arrival moved by a uniform draw
+/// within ±`amplitude_s`: how far the model's own answer moves when nothing but the arrivals' last digits change.
+/// Where it moves as far as fast mode's does, fast mode's error there is the model's own spread (a schedule that
+/// flips between regimes), not a fault of fast mode.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ArrivalJitter {
+    pub draws: u32,
+    pub amplitude_s: f64,
+}
+
+impl ArrivalJitter {
+    pub const MOST_DRAWS: u32 = 32;
+    /// The most an arrival may move: an hour, far beyond what "a little" means for any workload.
+    pub const MOST_AMPLITUDE_S: f64 = 3600.0;
+
+    pub fn check(&self) -> Result<(), String> {
+        if !(1..=Self::MOST_DRAWS).contains(&self.draws) {
+            return Err(format!("{} jittered runs per pair: give 1 to {}", self.draws, Self::MOST_DRAWS));
+        }
+        if !(self.amplitude_s.is_finite() && self.amplitude_s > 0.0 && self.amplitude_s <= Self::MOST_AMPLITUDE_S) {
+            return Err(format!(
+                "arrival jitter of {} s: give a positive number of seconds up to {}",
+                self.amplitude_s,
+                Self::MOST_AMPLITUDE_S
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `jobs` with every arrival moved by a uniform draw within ±`amplitude_s` from the stream of `seed` for `draw`
+/// (none before time zero), sorted again by arrival (then number). Each job keeps its number, type and program,
+/// so that only the arrivals differ from the run it is compared with.
+pub fn jitter_arrivals(jobs: &[SimJob], amplitude_s: f64, seed: u64, draw: u32) -> Vec<SimJob> {
+    let mut moves = cosched_core::StreamSeed(seed).stream(&format!("arrival-jitter-{draw}"));
+    let mut moved: Vec<SimJob> = jobs
+        .iter()
+        .map(|job| {
+            let arrival_s = job.arrival.as_secs_f64() + moves.uniform_range(-amplitude_s, amplitude_s);
+            SimJob { arrival: SimTime::from_secs_f64(arrival_s.max(0.0)), ..job.clone() }
+        })
+        .collect();
+    moved.sort_by_key(|job| (job.arrival, job.job_number));
+    moved
 }
 
 /// One scheme on one seed's workload at one load, both ways.
@@ -47,6 +96,46 @@ pub struct PairedRun {
     /// The process iterations `cost::estimate` gives before the run, exact (every one) and in fast mode (those of
     /// its exact stretches): what decides whether a run needs --allow-long-run.
     pub estimated_iterations: Estimated,
+    /// The exact engine's answers with the arrivals jittered ([`ArrivalJitter`]), one per draw (none unless asked).
+    pub jittered_exact: Vec<ExactAnswer>,
+}
+
+/// The two figures the bounds hold, from one run.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ExactAnswer {
+    pub mean_response_s: f64,
+    pub delivered_utilization: f64,
+}
+
+impl ExactAnswer {
+    fn of(summary: &Summary) -> ExactAnswer {
+        ExactAnswer { mean_response_s: summary.mean_response_s, delivered_utilization: summary.delivered_utilization }
+    }
+}
+
+/// Where the exact engine's answers lie under arrival jitter, as errors against its answer on the workload as given
+/// (each figure's lowest and highest over the draws and that answer itself, so each range holds 0).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ExactSpread {
+    pub response_low: f64,
+    pub response_high: f64,
+    pub utilization_low: f64,
+    pub utilization_high: f64,
+}
+
+impl ExactSpread {
+    /// The largest move of either figure.
+    pub fn largest(&self) -> f64 {
+        [self.response_low, self.response_high, self.utilization_low, self.utilization_high]
+            .into_iter()
+            .fold(0.0, |most, e| most.max(e.abs()))
+    }
+
+    /// Both errors lie within the exact answers' ranges.
+    pub fn holds(&self, response_error: f64, utilization_error: f64) -> bool {
+        (self.response_low..=self.response_high).contains(&response_error)
+            && (self.utilization_low..=self.utilization_high).contains(&utilization_error)
+    }
 }
 
 /// A run's work as estimated before it starts, both ways.
@@ -130,6 +219,26 @@ impl PairedRun {
         self.estimated_iterations.ratio(self.exact.events, self.fast.events)
     }
 
+    /// The exact engine's own spread under arrival jitter; `None` without jittered runs.
+    pub fn exact_spread(&self) -> Option<ExactSpread> {
+        if self.jittered_exact.is_empty() {
+            return None;
+        }
+        let errors = |answer: fn(&ExactAnswer) -> f64| {
+            let given = answer(&ExactAnswer::of(&self.exact));
+            let moved = self.jittered_exact.iter().map(|a| answer(a) / given - 1.0);
+            moved.fold((0.0f64, 0.0f64), |(low, high), e| (low.min(e), high.max(e)))
+        };
+        let (response_low, response_high) = errors(|a| a.mean_response_s);
+        let (utilization_low, utilization_high) = errors(|a| a.delivered_utilization);
+        Some(ExactSpread { response_low, response_high, utilization_low, utilization_high })
+    }
+
+    /// Fast mode's answer lies within the exact engine's own spread under arrival jitter (`None` without it).
+    pub fn fast_within_exact_spread(&self) -> Option<bool> {
+        Some(self.exact_spread()?.holds(self.response_error(), self.utilization_error()))
+    }
+
     /// Share of the run's simulated time fast mode skipped.
     pub fn skipped_share(&self) -> f64 {
         let skipped_ns = self.fast.fast_mode.map_or(0, |f| f.skipped_ns);
@@ -155,6 +264,29 @@ pub struct SchemeCheck {
     pub job_error_p90: f64,
     /// Runs in which the fast run placed some job on other CPUs than the exact one ([`Parting`]).
     pub parted_runs: usize,
+    /// With jittered exact runs: the largest move of the exact engine's own answer over the seeds
+    /// ([`ExactSpread::largest`]), fast mode's largest error beside it, and the runs whose fast answer lies within
+    /// the exact answers' spread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub under_jitter: Option<JitterCheck>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct JitterCheck {
+    pub exact_largest_move: f64,
+    pub fast_largest_error: f64,
+    pub fast_within_exact_spread_runs: usize,
+}
+
+impl JitterCheck {
+    fn of(runs: &[&PairedRun]) -> Option<JitterCheck> {
+        let spreads: Vec<ExactSpread> = runs.iter().map(|p| p.exact_spread()).collect::<Option<_>>()?;
+        Some(JitterCheck {
+            exact_largest_move: spreads.iter().map(ExactSpread::largest).fold(0.0, f64::max),
+            fast_largest_error: runs.iter().map(|p| p.largest_error()).fold(0.0, f64::max),
+            fast_within_exact_spread_runs: runs.iter().filter(|p| p.fast_within_exact_spread() == Some(true)).count(),
+        })
+    }
 }
 
 impl SchemeCheck {
@@ -205,7 +337,8 @@ fn workloads(settings: &FastCheckSettings) -> Result<Vec<Vec<JobRequest>>, Strin
 /// The loads and seeds, checked before anything runs or is written.
 pub fn check_settings(settings: &FastCheckSettings) -> Result<(), String> {
     check_loads(&settings.loads)?;
-    check_seeds(&settings.seeds)
+    check_seeds(&settings.seeds)?;
+    settings.jitter.as_ref().map_or(Ok(()), ArrivalJitter::check)
 }
 
 /// Each seed once: a repeated seed would count its workload twice.
@@ -253,6 +386,7 @@ pub fn run_pairs<W: BatchWatch>(
     // Validation runs fast mode wherever it is not validated yet.
     let fast_options = RunOptions { fast: Some(settings.fast), fast_unvalidated: true, ..exact_options.clone() };
     let exact = run_all(&configs, &labels, jobs_for, &exact_options, exact_watch)?;
+    let mut jittered = jittered_exact_runs(settings, &runs, &configs, &labels, &jobs_for, &exact_options, exact_watch)?;
     between();
     let fast = run_all(&configs, &labels, jobs_for, &fast_options, fast_watch)?;
     Ok(runs
@@ -260,6 +394,7 @@ pub fn run_pairs<W: BatchWatch>(
         .enumerate()
         .zip(exact.into_iter().zip(fast))
         .map(|((i, run), (exact, fast)): ((usize, &GridRun), (RunResult, RunResult))| PairedRun {
+            jittered_exact: std::mem::take(&mut jittered[i]),
             estimated_iterations: {
                 let jobs = jobs_for(i);
                 Estimated {
@@ -276,6 +411,40 @@ pub fn run_pairs<W: BatchWatch>(
             fast: fast.summary,
         })
         .collect())
+}
+
+/// Per grid run, the exact engine's answers on its workload with the arrivals jittered, one per draw (empty
+/// without jitter); run as one batch, every draw of every run.
+fn jittered_exact_runs<W: BatchWatch>(
+    settings: &FastCheckSettings,
+    runs: &[GridRun],
+    configs: &[SimConfig],
+    labels: &[String],
+    jobs_for: &(impl Fn(usize) -> Vec<SimJob> + Sync),
+    options: &RunOptions,
+    watch: &W,
+) -> Result<Vec<Vec<ExactAnswer>>, String> {
+    let Some(jitter) = settings.jitter else { return Ok(vec![Vec::new(); runs.len()]) };
+    // Run j is draw j / runs of grid run j % runs.
+    let draw_of = |j: usize| ((j / runs.len()) as u32, j % runs.len());
+    let count = runs.len() * jitter.draws as usize;
+    let jittered_configs: Vec<SimConfig> = (0..count).map(|j| configs[draw_of(j).1].clone()).collect();
+    let jittered_labels: Vec<String> = (0..count)
+        .map(|j| {
+            let (draw, i) = draw_of(j);
+            format!("{}-jitter{draw}", labels[i])
+        })
+        .collect();
+    let jobs_of = |j: usize| {
+        let (draw, i) = draw_of(j);
+        jitter_arrivals(&jobs_for(i), jitter.amplitude_s, configs[i].seed, draw)
+    };
+    let results = run_all(&jittered_configs, &jittered_labels, jobs_of, options, watch)?;
+    let mut answers = vec![Vec::with_capacity(jitter.draws as usize); runs.len()];
+    for (j, result) in results.iter().enumerate() {
+        answers[draw_of(j).1].push(ExactAnswer::of(&result.summary));
+    }
+    Ok(answers)
 }
 
 /// Each job's response error, for the jobs both runs finished (records are sorted by job number).
@@ -339,6 +508,7 @@ pub fn by_scheme_and_load(pairs: &[PairedRun]) -> Vec<SchemeCheck> {
                 skipped_share: estimate(PairedRun::skipped_share),
                 parted_runs: runs.iter().filter(|p| p.parting.parted()).count(),
                 estimate_ratio: estimate(PairedRun::estimate_ratio),
+                under_jitter: JitterCheck::of(&runs),
             }
         })
         .collect()
@@ -473,6 +643,12 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         int("placed_otherwise", |p| p.parting.placed_otherwise.to_string()),
         int("first_job_placed_otherwise", |p| p.parting.first_job.map_or(String::new(), |j| j.to_string())),
         float("first_placed_otherwise_start_s", |p| p.parting.first_start_s.map_or(String::new(), num)),
+        float("exact_jitter_response_low", |p| p.exact_spread().map_or(String::new(), |s| num(s.response_low))),
+        float("exact_jitter_response_high", |p| p.exact_spread().map_or(String::new(), |s| num(s.response_high))),
+        float("exact_jitter_utilization_low", |p| p.exact_spread().map_or(String::new(), |s| num(s.utilization_low))),
+        float("exact_jitter_utilization_high", |p| p.exact_spread().map_or(String::new(), |s| num(s.utilization_high))),
+        // Empty without jittered runs, which a flag column does not admit.
+        text("fast_within_exact_spread", |p| p.fast_within_exact_spread().map_or(String::new(), |w| w.to_string())),
     ]
 }
 
@@ -539,6 +715,68 @@ mod tests {
     fn seeds_are_each_given_once() {
         assert!(check_seeds(&[1, 2, 3]).is_ok());
         assert_eq!(check_seeds(&[1, 2, 1]).unwrap_err(), "seed 1 is given twice (position 3)");
+    }
+
+    fn workload_of(arrivals_s: &[f64]) -> Vec<SimJob> {
+        let requests: Vec<JobRequest> = arrivals_s
+            .iter()
+            .enumerate()
+            .map(|(i, &submit_s)| JobRequest {
+                job_number: i as u64 + 1,
+                submit_s,
+                run_s: 10.0,
+                procs: 2,
+                requested_s: None,
+            })
+            .collect();
+        let config = SimConfig { nodes: 4, ..SimConfig::default() };
+        sim_jobs(&requests, &WorkloadPlan { mix: Mix { number: 7 }, runtime_scale: 1.0 }, &config)
+    }
+
+    #[test]
+    fn jittered_arrivals_move_within_the_amplitude_and_keep_each_jobs_type() {
+        let jobs = workload_of(&[0.0, 0.01, 0.02, 5.0, 5.03, 9.0, 100.0]);
+        let label_of = |jobs: &[SimJob], n: u64| jobs.iter().find(|j| j.job_number == n).unwrap().label.clone();
+        let moved = jitter_arrivals(&jobs, 0.05, 7, 0);
+        assert_eq!(moved.len(), jobs.len());
+        for job in &jobs {
+            let after = moved.iter().find(|j| j.job_number == job.job_number).expect("every job is kept");
+            let shift_s = after.arrival.as_secs_f64() - job.arrival.as_secs_f64();
+            // Moved within ±0.05 s, never before time zero.
+            assert!(shift_s.abs() <= 0.05 + 1e-9, "job {} moved {shift_s} s", job.job_number);
+            assert_eq!(after.label, label_of(&jobs, job.job_number), "its type stays with the job");
+            assert_eq!(after.tasks, job.tasks);
+        }
+        assert!(moved.is_sorted_by_key(|j| (j.arrival, j.job_number)), "sorted again by arrival");
+        // Arrivals moved (those 10 ms apart may swap: the workload is reordered, not re-typed).
+        assert_ne!(
+            moved.iter().map(|j| j.arrival).collect::<Vec<_>>(),
+            jobs.iter().map(|j| j.arrival).collect::<Vec<_>>()
+        );
+        let arrivals = |jobs: &[SimJob]| jobs.iter().map(|j| (j.job_number, j.arrival)).collect::<Vec<_>>();
+        assert_eq!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 7, 0)), "the same draw again");
+        assert_ne!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 7, 1)), "another draw");
+        assert_ne!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 8, 0)), "another seed");
+    }
+
+    #[test]
+    fn jitter_settings_are_bounded() {
+        assert!(ArrivalJitter { draws: 4, amplitude_s: 0.05 }.check().is_ok());
+        assert!(ArrivalJitter { draws: 0, amplitude_s: 0.05 }.check().unwrap_err().contains("give 1 to 32"));
+        assert!(ArrivalJitter { draws: 33, amplitude_s: 0.05 }.check().is_err());
+        for amplitude_s in [0.0, -1.0, f64::NAN, f64::INFINITY, 3601.0] {
+            assert!(ArrivalJitter { draws: 1, amplitude_s }.check().is_err(), "{amplitude_s}");
+        }
+    }
+
+    #[test]
+    fn the_exact_spread_holds_zero_and_judges_fast_mode_by_both_figures() {
+        let spread =
+            ExactSpread { response_low: -0.1, response_high: 0.0, utilization_low: 0.0, utilization_high: 0.02 };
+        assert!(spread.holds(-0.05, 0.01));
+        assert!(!spread.holds(0.01, 0.01), "response above every exact answer");
+        assert!(!spread.holds(-0.05, -0.001), "utilization below every exact answer");
+        assert_eq!(spread.largest(), 0.1);
     }
 
     fn placed(job_number: u64, start_s: f64, cpus: &[u32]) -> JobRecord {

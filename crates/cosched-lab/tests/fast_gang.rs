@@ -24,6 +24,7 @@ fn a_row_that_empties_does_not_slow_the_rates_fast_mode_measures() {
             workload: WorkloadSpec { jobs: Some(60), model_procs: 16, runtime_scale: 0.05, ..WorkloadSpec::default() },
             mix: Mix { number: 7 },
             fast: FastSettings::default(),
+            jitter: None,
         };
         for pair in run_pairs(&settings, &Unwatched, &Unwatched, || {}).expect("the set runs") {
             let (response, utilization) = (pair.response_error(), pair.utilization_error());

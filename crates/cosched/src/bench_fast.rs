@@ -8,7 +8,7 @@ use crate::sim_cmd::FastFlags;
 use clap::Args;
 use cosched_lab::fast_check::{
     by_scheme_and_load, check_settings, pairs_csv, parting_splits, run_pairs, saturation_points, validated_bound,
-    FastCheckSettings, PairError, PartingSplit, SaturationPointCheck, SchemeCheck,
+    ArrivalJitter, FastCheckSettings, PairError, PartingSplit, SaturationPointCheck, SchemeCheck,
 };
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
@@ -61,6 +61,14 @@ pub struct BenchFastArgs {
     /// The nodes' OS scheduler (mlfq, the study's, or eevdf): fast mode's bounds are kept for each.
     #[arg(long, default_value = "mlfq")]
     pub node_scheduler: OsScheduler,
+    /// Also run the exact engine this many more times on each workload with its arrivals jittered (--jitter-s),
+    /// and judge fast mode against the exact engine's own spread: where a schedule flips between regimes under a
+    /// few milliseconds of arrival noise, fast mode's error there is the model's, not fast mode's.
+    #[arg(long, value_name = "N")]
+    pub jitter_draws: Option<u32>,
+    /// How far each arrival may move in the jittered runs, in seconds either way (a uniform draw per job).
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.05, requires = "jitter_draws")]
+    pub jitter_s: f64,
 }
 
 #[derive(Serialize)]
@@ -122,6 +130,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
         },
         mix: Mix { number: 7 },
         fast: args.fast.settings()?,
+        jitter: args.jitter_draws.map(|draws| ArrivalJitter { draws, amplitude_s: args.jitter_s }),
     };
     if settings.seeds.is_empty() {
         return Err("--seeds needs at least one seed".into());
@@ -154,6 +163,9 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     print_saturation_points(&points);
     let splits = parting_splits(&pairs);
     print_parting_splits(&splits);
+    if let Some(jitter) = settings.jitter {
+        print_jitter_checks(&checks, jitter);
+    }
     let out = OutputDir::begin(&checked_out)?;
     out.write("pairs.csv", &pairs_csv(&pairs))?;
     let report = FastCheckReport {
@@ -278,6 +290,29 @@ fn print_saturation_points(points: &[SaturationPointCheck]) {
 /// How many runs placed some job on other CPUs in the fast run than in the exact one, and the largest error with and
 /// without such a parting: a run whose placements part follows another schedule from then on, so a small error of
 /// rate can grow into a large one.
+fn print_jitter_checks(checks: &[SchemeCheck], jitter: ArrivalJitter) {
+    println!();
+    println!(
+        "the exact engine again with every arrival moved within ±{} s, {} draws per run (pairs.csv: exact_jitter_*):",
+        jitter.amplitude_s, jitter.draws
+    );
+    println!("the largest move of its answer* beside fast mode's largest error*, and the runs whose fast answer lies");
+    println!("within the exact answers' spread (both figures between the lowest and highest exact answer)");
+    println!("{:<10} {:>5} {:>18} {:>18} {:>14}", "scheme", "load", "exact moves", "fast is off", "within spread");
+    for check in checks {
+        let Some(under) = check.under_jitter else { continue };
+        println!(
+            "{:<10} {:>5} {:>17.1}% {:>17.1}% {:>14}",
+            check.scheme,
+            check.load,
+            100.0 * under.exact_largest_move,
+            100.0 * under.fast_largest_error,
+            format!("{}/{}", under.fast_within_exact_spread_runs, check.runs)
+        );
+    }
+    println!("* mean response or delivered utilization, against the exact answer on the workload as given");
+}
+
 fn print_parting_splits(splits: &[PartingSplit]) {
     println!(
         "placements: runs in which fast mode placed some job on other CPUs than exact (pairs.csv: placed_otherwise)"

@@ -1321,6 +1321,67 @@ fn bench_scaling_gives_events_per_second_beside_node_seconds_per_second() {
     }
 }
 
+/// The exact engine run again with its arrivals jittered: each pair's spread holds the exact answer, fast mode is
+/// judged within it or not as the numbers say, the same seeds give the same table, and bad settings run nothing.
+#[test]
+fn bench_fast_judges_fast_mode_against_the_exact_engines_spread_under_arrival_jitter() {
+    let dir = scratch("bench-fast-jitter");
+    let tiny = ["bench", "fast", "--nodes", "4", "--jobs", "6", "--runtime-scale", "0.01", "--schemes", "GS,Local"];
+    let run = |name: &str| {
+        let out = dir.join(name);
+        let jitter = ["--seeds", "1,2", "--jitter-draws", "3", "--jitter-s", "0.05"];
+        let o = cosched(&[&tiny[..], &jitter, &["--out", out.to_str().unwrap()]].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let report: serde_json::Value = serde_json::from_slice(&read(&out.join("checks.json"))).unwrap();
+        (String::from_utf8(read(&out.join("pairs.csv"))).unwrap(), report, String::from_utf8(o.stdout).unwrap())
+    };
+    let (pairs, report, printed) = run("first");
+    assert!(printed.contains("every arrival moved within ±0.05 s, 3 draws per run"), "{printed}");
+    let header: Vec<&str> = pairs.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name}"));
+    let number = |row: &[&str], name: &str| row[column(name)].parse::<f64>().unwrap();
+    for row in pairs.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()) {
+        let [response_low, response_high, utilization_low, utilization_high] =
+            ["response_low", "response_high", "utilization_low", "utilization_high"]
+                .map(|figure| number(&row, &format!("exact_jitter_{figure}")));
+        assert!(response_low <= 0.0 && 0.0 <= response_high, "the range holds the exact answer: {row:?}");
+        assert!(utilization_low <= 0.0 && 0.0 <= utilization_high, "{row:?}");
+        let response = number(&row, "fast_mean_response_s") / number(&row, "exact_mean_response_s") - 1.0;
+        let utilization =
+            number(&row, "fast_delivered_utilization") / number(&row, "exact_delivered_utilization") - 1.0;
+        // The CSV rounds to nine significant digits: judge only where that cannot decide.
+        let margin = 1e-8;
+        let inside = (response_low + margin..=response_high - margin).contains(&response)
+            && (utilization_low + margin..=utilization_high - margin).contains(&utilization);
+        let outside = !(response_low - margin..=response_high + margin).contains(&response)
+            || !(utilization_low - margin..=utilization_high + margin).contains(&utilization);
+        let judged = row[column("fast_within_exact_spread")];
+        assert!(!inside || judged == "true", "{row:?}");
+        assert!(!outside || judged == "false", "{row:?}");
+    }
+    for scheme in report["schemes"].as_array().unwrap() {
+        let under = &scheme["under_jitter"];
+        let within = pairs.lines().filter(|l| l.starts_with(&format!("{},", scheme["scheme"].as_str().unwrap())));
+        let within = within.filter(|l| l.ends_with(",true")).count() as u64;
+        assert_eq!(under["fast_within_exact_spread_runs"].as_u64(), Some(within), "{scheme}");
+        assert!(under["exact_largest_move"].as_f64().unwrap() >= 0.0, "{scheme}");
+    }
+    assert_eq!(run("again").0, pairs, "the same seeds and draws give the same table");
+
+    for (flags, says) in [
+        (&["--jitter-draws", "33"][..], "33 jittered runs per pair: give 1 to 32"),
+        (&["--jitter-draws", "2", "--jitter-s", "0"][..], "arrival jitter of 0 s"),
+        (&["--jitter-draws", "2", "--jitter-s", "NaN"][..], "arrival jitter of NaN s"),
+        (&["--jitter-draws", "0"][..], "0 jittered runs per pair: give 1 to 32"),
+        (&["--jitter-s", "0.5"][..], "--jitter-draws <N>"),
+    ] {
+        let refused = dir.join("refused");
+        let o = cosched(&[&tiny[..], flags, &["--out", refused.to_str().unwrap()]].concat());
+        assert!(!o.status.success() && stderr(&o).contains(says), "{flags:?}: {}", stderr(&o));
+        assert!(!refused.exists(), "{flags:?}: nothing is written");
+    }
+}
+
 #[test]
 fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound() {
     let dir = scratch("bench-fast-drawn");
@@ -1361,13 +1422,22 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
     let pairs = String::from_utf8(read(&dir.join("first").join("pairs.csv"))).unwrap();
     let header = pairs.lines().next().unwrap();
     let placement_columns = ",placed_otherwise,first_job_placed_otherwise,first_placed_otherwise_start_s";
-    assert!(header.ends_with(&format!(",fast_estimate_ratio{placement_columns}")), "{header}");
+    assert!(header.contains(&format!(",fast_estimate_ratio{placement_columns},")), "{header}");
+    let column = |name: &str| header.split(',').position(|h| h == name).unwrap();
+    // Without jittered runs, their columns are empty and no scheme has a jitter check.
+    let jitter_columns = header.split(',').enumerate().filter(|(_, h)| h.contains("jitter") || h.contains("spread"));
+    let jitter_columns: Vec<usize> = jitter_columns.map(|(i, _)| i).collect();
+    assert_eq!(jitter_columns.len(), 5, "{header}");
+    for row in pairs.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()) {
+        assert!(jitter_columns.iter().all(|&i| row[i].is_empty()), "{row:?}");
+    }
+    assert!(report["schemes"].as_array().unwrap().iter().all(|s| s.get("under_jitter").is_none()), "{report}");
     // Each pair's parting: a count, and the first job placed otherwise exactly when there is one; per scheme, the
     // runs that parted, as pairs.csv has them.
     let parted_in_pairs = |scheme: &str| {
         let rows = pairs.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()).filter(|r| r[0] == scheme);
         rows.filter(|r| {
-            let (count, first) = (r[r.len() - 3], r[r.len() - 2]);
+            let (count, first) = (r[column("placed_otherwise")], r[column("first_job_placed_otherwise")]);
             assert_eq!(count == "0", first.is_empty(), "{r:?}");
             count != "0"
         })
