@@ -676,19 +676,13 @@ const MOST_OF_PIPE_BUF_BYTES: usize = 3 << 10;
 /// launcher ending on the signal never relays what is still in that pipe (MPICH's Hydra, failing to pass the
 /// signal on, printed its own errors and exited without it), so the signal waits until the launcher has read it.
 pub fn end_launcher_after_failed_rsh(launcher: nix::unistd::Pid, message: &str) {
-    use std::io::Write;
     // One write into a pipe goes in whole (PIPE_BUF is 4 KiB), whatever the daemon's error said.
-    let end = (0..=message.len().min(MOST_OF_PIPE_BUF_BYTES)).rev().find(|&end| message.is_char_boundary(end));
-    let message = &message[..end.unwrap_or(0)];
+    let message = cut_at_char_boundary(message, MOST_OF_PIPE_BUF_BYTES);
     let why = format!(
         "cosched rsh: {message}\ncosched rsh: ending the MPI launcher (pid {launcher}), which would wait for ever\n"
     );
-    if append_to_launchers_log(launcher, why.as_bytes()).is_err() {
-        // Never blocking on a pipe nobody reads: the launcher must end either way.
-        let _ = nix::fcntl::fcntl(2, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
-        if std::io::stderr().write_all(why.as_bytes()).is_ok() {
-            wait_until_stderr_is_read();
-        }
+    if append_to_launchers_log(launcher, why.as_bytes()).is_err() && write_to_stderr_without_waiting(&why) {
+        wait_until_stderr_is_read();
     }
     // Still our parent (not gone and its number reused since it was checked).
     if nix::unistd::getppid() == launcher {
@@ -696,17 +690,44 @@ pub fn end_launcher_after_failed_rsh(launcher: nix::unistd::Pid, message: &str) 
     }
 }
 
-/// Until our standard error, if a pipe, holds nothing unread, for five seconds at the most: a launcher that never
-/// reads it is ended all the same.
+/// The longest start of `text` of at most `bytes` bytes that ends between characters.
+fn cut_at_char_boundary(text: &str, bytes: usize) -> &str {
+    let end = (0..=text.len().min(bytes)).rev().find(|&end| text.is_char_boundary(end)).unwrap_or(0);
+    &text[..end]
+}
+
+/// Writes `text` on our standard error without ever blocking on a pipe nobody reads (the launcher must end either
+/// way), and puts the descriptor's flags back: it may be shared with the launcher, which must not find its own
+/// standard error non-blocking, or no longer appending. Whether it was all written.
+fn write_to_stderr_without_waiting(text: &str) -> bool {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    use std::io::Write;
+    let Ok(flags) = fcntl(2, FcntlArg::F_GETFL).map(OFlag::from_bits_truncate) else { return false };
+    if fcntl(2, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).is_err() {
+        return false;
+    }
+    let written = std::io::stderr().write_all(text.as_bytes()).is_ok();
+    let _ = fcntl(2, FcntlArg::F_SETFL(flags));
+    written
+}
+
+/// Until our standard error, if a pipe, holds nothing unread: 500 looks 10 ms apart at the most (about five
+/// seconds while the job runs; longer while it is frozen, when the launcher cannot read either), and a launcher that
+/// never reads it is ended all the same. Only a pipe: for a file, a terminal or a socket, FIONREAD counts something
+/// else. A pipe other writers share (the launcher's own standard error) may hold their bytes too, which costs only
+/// the wait.
 fn wait_until_stderr_is_read() {
+    use nix::sys::stat::{fstat, SFlag};
     const POLL: std::time::Duration = std::time::Duration::from_millis(10);
+    let kind = |mode| SFlag::from_bits_truncate(mode) & SFlag::S_IFMT;
+    if !fstat(2).is_ok_and(|stat| kind(stat.st_mode) == SFlag::S_IFIFO) {
+        return;
+    }
     for _ in 0..500 {
-        // Not a pipe (a file, a terminal) or nothing left: nothing to wait for.
-        if rustix::io::ioctl_fionread(std::io::stderr()).is_ok_and(|unread| unread > 0) {
-            std::thread::sleep(POLL);
-        } else {
+        if !rustix::io::ioctl_fionread(std::io::stderr()).is_ok_and(|unread| unread > 0) {
             return;
         }
+        std::thread::sleep(POLL);
     }
 }
 
@@ -1013,6 +1034,18 @@ pub fn log_tails(logs: &LogsReply) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_rshs_message_is_cut_between_characters() {
+        assert_eq!(cut_at_char_boundary("refused", 100), "refused");
+        assert_eq!(cut_at_char_boundary("refused", 3), "ref");
+        // "é" takes bytes 1 and 2: a cut at 2 falls inside it and keeps what comes before.
+        assert_eq!(cut_at_char_boundary("dé", 2), "d");
+        assert_eq!(cut_at_char_boundary("dé", 3), "dé");
+        assert_eq!(cut_at_char_boundary("é", 1), "");
+        let long = "ü".repeat(4_000);
+        assert_eq!(cut_at_char_boundary(&long, MOST_OF_PIPE_BUF_BYTES).len(), MOST_OF_PIPE_BUF_BYTES);
+    }
 
     #[test]
     fn time_limits_are_read_as_sbatch_reads_them() {

@@ -119,7 +119,12 @@ impl PrivateSlurm {
     }
 
     pub(crate) fn wait_state(&self, job: u32, state: &str, timeout: Duration) {
-        wait_for(&format!("Slurm job {job} to be {state}"), timeout, || self.field(job, "JobState") == state);
+        wait_for_explained(
+            &format!("Slurm job {job} to be {state}"),
+            timeout,
+            || self.field(job, "JobState") == state,
+            || format!("(it is {}, reason {})", self.field(job, "JobState"), self.field(job, "Reason")),
+        );
     }
 
     /// Slurm's completion record of the job (jobcomp/filetxt).
