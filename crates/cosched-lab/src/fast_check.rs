@@ -64,20 +64,21 @@ impl ArrivalJitter {
     }
 }
 
-/// `jobs` with every arrival moved by a uniform draw within ±`amplitude_s` from the stream of `seed` for `draw`
-/// (none before time zero), sorted again by arrival (then number). Each job keeps its number, type and program,
-/// so that only the arrivals differ from the run it is compared with.
+/// `jobs` (sorted by arrival) with every arrival moved by a uniform draw within ±`amplitude_s` from the stream of
+/// `seed` for `draw`, whole nanoseconds, but never before the job before it nor before time zero: the jobs keep
+/// their order, and with it every random stream the engine keys by a job's place in the list (its tasks' skews), and
+/// each keeps its number, type and program, so that only the arrivals differ from the run it is compared with.
 pub fn jitter_arrivals(jobs: &[SimJob], amplitude_s: f64, seed: u64, draw: u32) -> Vec<SimJob> {
     let mut moves = cosched_core::StreamSeed(seed).stream(&format!("arrival-jitter-{draw}"));
-    let mut moved: Vec<SimJob> = jobs
-        .iter()
+    let mut earliest_ns = 0u64;
+    jobs.iter()
         .map(|job| {
-            let arrival_s = job.arrival.as_secs_f64() + moves.uniform_range(-amplitude_s, amplitude_s);
-            SimJob { arrival: SimTime::from_secs_f64(arrival_s.max(0.0)), ..job.clone() }
+            let shift_ns = (moves.uniform_range(-amplitude_s, amplitude_s) * 1e9).round() as i64;
+            let arrival_ns = job.arrival.ns().saturating_add_signed(shift_ns).max(earliest_ns);
+            earliest_ns = arrival_ns;
+            SimJob { arrival: SimTime(arrival_ns), ..job.clone() }
         })
-        .collect();
-    moved.sort_by_key(|job| (job.arrival, job.job_number));
-    moved
+        .collect()
 }
 
 /// One scheme on one seed's workload at one load, both ways.
@@ -124,11 +125,11 @@ pub struct ExactSpread {
 }
 
 impl ExactSpread {
-    /// The largest move of either figure.
+    /// The largest move of either figure (NaN where a run gave no answer).
     pub fn largest(&self) -> f64 {
         [self.response_low, self.response_high, self.utilization_low, self.utilization_high]
             .into_iter()
-            .fold(0.0, |most, e| most.max(e.abs()))
+            .fold(0.0, |most, e| largest_known(most, e.abs()))
     }
 
     /// Both errors lie within the exact answers' ranges.
@@ -224,10 +225,15 @@ impl PairedRun {
         if self.jittered_exact.is_empty() {
             return None;
         }
+        // A run with no answer (no job finished: a NaN mean, or no utilization) leaves the spread unknown: NaN,
+        // which `largest` passes on and `holds` never admits, rather than a range that leaves the run out.
         let errors = |answer: fn(&ExactAnswer) -> f64| {
             let given = answer(&ExactAnswer::of(&self.exact));
             let moved = self.jittered_exact.iter().map(|a| answer(a) / given - 1.0);
-            moved.fold((0.0f64, 0.0f64), |(low, high), e| (low.min(e), high.max(e)))
+            moved.fold((0.0f64, 0.0f64), |(low, high), e| match e.is_finite() {
+                true => (low.min(e), high.max(e)),
+                false => (f64::NAN, f64::NAN),
+            })
         };
         let (response_low, response_high) = errors(|a| a.mean_response_s);
         let (utilization_low, utilization_high) = errors(|a| a.delivered_utilization);
@@ -271,6 +277,15 @@ pub struct SchemeCheck {
     pub under_jitter: Option<JitterCheck>,
 }
 
+/// The larger of two, NaN if either is: an unknown stays unknown (`f64::max` would drop it).
+fn largest_known(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct JitterCheck {
     pub exact_largest_move: f64,
@@ -282,8 +297,8 @@ impl JitterCheck {
     fn of(runs: &[&PairedRun]) -> Option<JitterCheck> {
         let spreads: Vec<ExactSpread> = runs.iter().map(|p| p.exact_spread()).collect::<Option<_>>()?;
         Some(JitterCheck {
-            exact_largest_move: spreads.iter().map(ExactSpread::largest).fold(0.0, f64::max),
-            fast_largest_error: runs.iter().map(|p| p.largest_error()).fold(0.0, f64::max),
+            exact_largest_move: spreads.iter().map(ExactSpread::largest).fold(0.0, largest_known),
+            fast_largest_error: runs.iter().map(|p| p.largest_error()).fold(0.0, largest_known),
             fast_within_exact_spread_runs: runs.iter().filter(|p| p.fast_within_exact_spread() == Some(true)).count(),
         })
     }
@@ -364,7 +379,8 @@ fn check_loads(loads: &[f64]) -> Result<(), String> {
 }
 
 /// Run the validation set both ways, exact first (`between` is called
-/// between the two batches, for timing); pairs in (scheme, load, seed) order.
+/// between the two batches, for timing), then the jittered exact runs if asked (with `exact_watch`); pairs in
+/// (scheme, load, seed) order.
 pub fn run_pairs<W: BatchWatch>(
     settings: &FastCheckSettings,
     exact_watch: &W,
@@ -386,9 +402,10 @@ pub fn run_pairs<W: BatchWatch>(
     // Validation runs fast mode wherever it is not validated yet.
     let fast_options = RunOptions { fast: Some(settings.fast), fast_unvalidated: true, ..exact_options.clone() };
     let exact = run_all(&configs, &labels, jobs_for, &exact_options, exact_watch)?;
-    let mut jittered = jittered_exact_runs(settings, &runs, &configs, &labels, &jobs_for, &exact_options, exact_watch)?;
     between();
     let fast = run_all(&configs, &labels, jobs_for, &fast_options, fast_watch)?;
+    // After the fast batch, so that the two batches' wall times compare like with like.
+    let mut jittered = jittered_exact_runs(settings, &runs, &configs, &labels, &jobs_for, &exact_options, exact_watch)?;
     Ok(runs
         .iter()
         .enumerate()
@@ -734,29 +751,28 @@ mod tests {
     }
 
     #[test]
-    fn jittered_arrivals_move_within_the_amplitude_and_keep_each_jobs_type() {
-        let jobs = workload_of(&[0.0, 0.01, 0.02, 5.0, 5.03, 9.0, 100.0]);
-        let label_of = |jobs: &[SimJob], n: u64| jobs.iter().find(|j| j.job_number == n).unwrap().label.clone();
+    fn jittered_arrivals_move_within_the_amplitude_and_keep_the_jobs_order() {
+        // Twenty arrivals 1 ms apart, which ±50 ms would all but surely reorder, then a few far apart.
+        let mut arrivals_s: Vec<f64> = (0..20).map(|i| f64::from(i) * 0.001).collect();
+        arrivals_s.extend([5.0, 5.03, 9.0, 100.0]);
+        let jobs = workload_of(&arrivals_s);
         let moved = jitter_arrivals(&jobs, 0.05, 7, 0);
-        assert_eq!(moved.len(), jobs.len());
-        for job in &jobs {
-            let after = moved.iter().find(|j| j.job_number == job.job_number).expect("every job is kept");
-            let shift_s = after.arrival.as_secs_f64() - job.arrival.as_secs_f64();
-            // Moved within ±0.05 s, never before time zero.
-            assert!(shift_s.abs() <= 0.05 + 1e-9, "job {} moved {shift_s} s", job.job_number);
-            assert_eq!(after.label, label_of(&jobs, job.job_number), "its type stays with the job");
-            assert_eq!(after.tasks, job.tasks);
+        let numbers = |jobs: &[SimJob]| jobs.iter().map(|j| j.job_number).collect::<Vec<_>>();
+        // Each job keeps its place, with its type and program.
+        assert_eq!(numbers(&moved), numbers(&jobs), "the order is kept");
+        assert!(moved.is_sorted_by_key(|j| j.arrival), "sorted by arrival, as the engine takes jobs");
+        for (before, after) in jobs.iter().zip(&moved) {
+            let shift_ns = after.arrival.ns() as i64 - before.arrival.ns() as i64;
+            assert!(shift_ns.abs() <= 50_000_000, "job {} moved {shift_ns} ns", before.job_number);
+            assert_eq!((&after.label, after.tasks), (&before.label, before.tasks));
         }
-        assert!(moved.is_sorted_by_key(|j| (j.arrival, j.job_number)), "sorted again by arrival");
-        // Arrivals moved (those 10 ms apart may swap: the workload is reordered, not re-typed).
-        assert_ne!(
-            moved.iter().map(|j| j.arrival).collect::<Vec<_>>(),
-            jobs.iter().map(|j| j.arrival).collect::<Vec<_>>()
-        );
-        let arrivals = |jobs: &[SimJob]| jobs.iter().map(|j| (j.job_number, j.arrival)).collect::<Vec<_>>();
+        let arrivals = |jobs: &[SimJob]| jobs.iter().map(|j| j.arrival).collect::<Vec<_>>();
+        assert_ne!(arrivals(&moved), arrivals(&jobs), "arrivals moved");
         assert_eq!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 7, 0)), "the same draw again");
         assert_ne!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 7, 1)), "another draw");
         assert_ne!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 8, 0)), "another seed");
+        // Under half a nanosecond, nothing moves at all.
+        assert_eq!(arrivals(&jitter_arrivals(&jobs, 4e-10, 7, 0)), arrivals(&jobs));
     }
 
     #[test]
@@ -777,6 +793,9 @@ mod tests {
         assert!(!spread.holds(0.01, 0.01), "response above every exact answer");
         assert!(!spread.holds(-0.05, -0.001), "utilization below every exact answer");
         assert_eq!(spread.largest(), 0.1);
+        let unknown = ExactSpread { utilization_high: f64::NAN, ..spread };
+        assert!(unknown.largest().is_nan(), "a run with no answer is not left out");
+        assert!(!unknown.holds(-0.05, 0.01));
     }
 
     fn placed(job_number: u64, start_s: f64, cpus: &[u32]) -> JobRecord {

@@ -287,9 +287,7 @@ fn print_saturation_points(points: &[SaturationPointCheck]) {
     }
 }
 
-/// How many runs placed some job on other CPUs in the fast run than in the exact one, and the largest error with and
-/// without such a parting: a run whose placements part follows another schedule from then on, so a small error of
-/// rate can grow into a large one.
+/// Per scheme and load, the exact engine's own spread under arrival jitter beside fast mode's error.
 fn print_jitter_checks(checks: &[SchemeCheck], jitter: ArrivalJitter) {
     println!();
     println!(
@@ -313,6 +311,9 @@ fn print_jitter_checks(checks: &[SchemeCheck], jitter: ArrivalJitter) {
     println!("* mean response or delivered utilization, against the exact answer on the workload as given");
 }
 
+/// How many runs placed some job on other CPUs in the fast run than in the exact one, and the largest error with and
+/// without such a parting: a run whose placements part follows another schedule from then on, so a small error of
+/// rate can grow into a large one.
 fn print_parting_splits(splits: &[PartingSplit]) {
     println!(
         "placements: runs in which fast mode placed some job on other CPUs than exact (pairs.csv: placed_otherwise)"

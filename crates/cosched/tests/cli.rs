@@ -1327,14 +1327,15 @@ fn bench_scaling_gives_events_per_second_beside_node_seconds_per_second() {
 fn bench_fast_judges_fast_mode_against_the_exact_engines_spread_under_arrival_jitter() {
     let dir = scratch("bench-fast-jitter");
     let tiny = ["bench", "fast", "--nodes", "4", "--jobs", "6", "--runtime-scale", "0.01", "--schemes", "GS,Local"];
-    let run = |name: &str| {
+    let run_with = |name: &str, amplitude_s: &str| {
         let out = dir.join(name);
-        let jitter = ["--seeds", "1,2", "--jitter-draws", "3", "--jitter-s", "0.05"];
+        let jitter = ["--seeds", "1,2", "--jitter-draws", "3", "--jitter-s", amplitude_s];
         let o = cosched(&[&tiny[..], &jitter, &["--out", out.to_str().unwrap()]].concat());
         assert!(o.status.success(), "{}", stderr(&o));
         let report: serde_json::Value = serde_json::from_slice(&read(&out.join("checks.json"))).unwrap();
         (String::from_utf8(read(&out.join("pairs.csv"))).unwrap(), report, String::from_utf8(o.stdout).unwrap())
     };
+    let run = |name: &str| run_with(name, "0.05");
     let (pairs, report, printed) = run("first");
     assert!(printed.contains("every arrival moved within ±0.05 s, 3 draws per run"), "{printed}");
     let header: Vec<&str> = pairs.lines().next().unwrap().split(',').collect();
@@ -1349,7 +1350,7 @@ fn bench_fast_judges_fast_mode_against_the_exact_engines_spread_under_arrival_ji
         let response = number(&row, "fast_mean_response_s") / number(&row, "exact_mean_response_s") - 1.0;
         let utilization =
             number(&row, "fast_delivered_utilization") / number(&row, "exact_delivered_utilization") - 1.0;
-        // The CSV rounds to nine significant digits: judge only where that cannot decide.
+        // The CSV rounds to nine decimal places: judge only where that cannot decide.
         let margin = 1e-8;
         let inside = (response_low + margin..=response_high - margin).contains(&response)
             && (utilization_low + margin..=utilization_high - margin).contains(&utilization);
@@ -1366,7 +1367,19 @@ fn bench_fast_judges_fast_mode_against_the_exact_engines_spread_under_arrival_ji
         assert_eq!(under["fast_within_exact_spread_runs"].as_u64(), Some(within), "{scheme}");
         assert!(under["exact_largest_move"].as_f64().unwrap() >= 0.0, "{scheme}");
     }
+    let moves = |pairs: &str| -> Vec<f64> {
+        let header: Vec<&str> = pairs.lines().next().unwrap().split(',').collect();
+        let spread = header.iter().enumerate().filter(|(_, h)| h.starts_with("exact_jitter_")).map(|(i, _)| i);
+        let spread: Vec<usize> = spread.collect();
+        let rows = pairs.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>());
+        rows.flat_map(|row| spread.iter().map(|&i| row[i].parse::<f64>().unwrap()).collect::<Vec<_>>()).collect()
+    };
+    assert!(moves(&pairs).iter().any(|m| *m != 0.0), "±50 ms moves some answer of these short jobs: {pairs}");
     assert_eq!(run("again").0, pairs, "the same seeds and draws give the same table");
+    // Under half a nanosecond no arrival moves: each jittered run is its pair's exact run again, so every spread is
+    // nought (a jittered run filed under another pair, or on another workload, would show).
+    let (unmoved, _, _) = run_with("unmoved", "0.0000000004");
+    assert!(moves(&unmoved).iter().all(|m| *m == 0.0), "{unmoved}");
 
     for (flags, says) in [
         (&["--jitter-draws", "33"][..], "33 jittered runs per pair: give 1 to 32"),
