@@ -378,14 +378,14 @@ fn check_loads(loads: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-/// Run the validation set both ways, exact first (`between` is called
-/// between the two batches, for timing), then the jittered exact runs if asked (with `exact_watch`); pairs in
-/// (scheme, load, seed) order.
+/// Run the validation set both ways, exact first, then the jittered exact runs if asked (with `exact_watch`);
+/// `batch_done` is called as each of the exact and the fast batch ends, for timing. Pairs in (scheme, load, seed)
+/// order.
 pub fn run_pairs<W: BatchWatch>(
     settings: &FastCheckSettings,
     exact_watch: &W,
     fast_watch: &W,
-    between: impl FnOnce(),
+    mut batch_done: impl FnMut(),
 ) -> Result<Vec<PairedRun>, String> {
     check_settings(settings)?;
     let runs = grid(settings)?;
@@ -402,8 +402,9 @@ pub fn run_pairs<W: BatchWatch>(
     // Validation runs fast mode wherever it is not validated yet.
     let fast_options = RunOptions { fast: Some(settings.fast), fast_unvalidated: true, ..exact_options.clone() };
     let exact = run_all(&configs, &labels, jobs_for, &exact_options, exact_watch)?;
-    between();
+    batch_done();
     let fast = run_all(&configs, &labels, jobs_for, &fast_options, fast_watch)?;
+    batch_done();
     // After the fast batch, so that the two batches' wall times compare like with like.
     let mut jittered = jittered_exact_runs(settings, &runs, &configs, &labels, &jobs_for, &exact_options, exact_watch)?;
     Ok(runs

@@ -1338,6 +1338,9 @@ fn bench_fast_judges_fast_mode_against_the_exact_engines_spread_under_arrival_ji
     let run = |name: &str| run_with(name, "0.05");
     let (pairs, report, printed) = run("first");
     assert!(printed.contains("every arrival moved within ±0.05 s, 3 draws per run"), "{printed}");
+    // Each batch timed on its own: the jittered runs (three times the exact ones) are not the exact batch's.
+    let wall_s = |name: &str| report[name].as_f64().unwrap_or_else(|| panic!("{name}: {report}"));
+    assert!(wall_s("exact_wall_s") > 0.0 && wall_s("fast_wall_s") > 0.0 && wall_s("jittered_wall_s") > 0.0);
     let header: Vec<&str> = pairs.lines().next().unwrap().split(',').collect();
     let column = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name}"));
     let number = |row: &[&str], name: &str| row[column(name)].parse::<f64>().unwrap();
@@ -1445,6 +1448,7 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
         assert!(jitter_columns.iter().all(|&i| row[i].is_empty()), "{row:?}");
     }
     assert!(report["schemes"].as_array().unwrap().iter().all(|s| s.get("under_jitter").is_none()), "{report}");
+    assert!(report.get("jittered_wall_s").is_none(), "{report}");
     // Each pair's parting: a count, and the first job placed otherwise exactly when there is one; per scheme, the
     // runs that parted, as pairs.csv has them.
     let parted_in_pairs = |scheme: &str| {
