@@ -446,6 +446,27 @@ pub struct FastFlags {
 }
 
 impl FastFlags {
+    /// The flags that give `fast` where it differs from the defaults, as a command line spells them (a unit test
+    /// reads them back through these flags, so that the two never drift apart).
+    pub fn arguments_for(fast: &FastSettings) -> Vec<String> {
+        let default = FastSettings::default();
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let mut words = Vec::new();
+        for (flag, value, default_value) in [
+            ("--fast-warmup-ms", fast.warmup_ns, default.warmup_ns),
+            ("--fast-window-ms", fast.window_ns, default.window_ns),
+            ("--fast-guard-ms", fast.guard_ns, default.guard_ns),
+        ] {
+            if value != default_value {
+                words.extend([flag.to_string(), ms(value).to_string()]);
+            }
+        }
+        if fast.min_iterations != default.min_iterations {
+            words.extend(["--fast-min-iterations".to_string(), fast.min_iterations.to_string()]);
+        }
+        words
+    }
+
     pub fn settings(&self) -> Result<FastSettings, String> {
         let settings = FastSettings {
             warmup_ns: MILLISECONDS.ns(self.fast_warmup_ms, "--fast-warmup-ms")?,
@@ -673,19 +694,8 @@ fn bench_fast_command(cfg: &SimConfig, fast: FastSettings) -> String {
     if cfg.cpus_per_node != 1 {
         command += &format!(" --cpus-per-node {}", cfg.cpus_per_node);
     }
-    let default = FastSettings::default();
-    let ms = |ns: u64| ns as f64 / 1e6;
-    for (flag, value, default_value) in [
-        ("--fast-warmup-ms", fast.warmup_ns, default.warmup_ns),
-        ("--fast-window-ms", fast.window_ns, default.window_ns),
-        ("--fast-guard-ms", fast.guard_ns, default.guard_ns),
-    ] {
-        if value != default_value {
-            command += &format!(" {flag} {}", ms(value));
-        }
-    }
-    if fast.min_iterations != default.min_iterations {
-        command += &format!(" --fast-min-iterations {}", fast.min_iterations);
+    for word in FastFlags::arguments_for(&fast) {
+        command += &format!(" {word}");
     }
     command
 }
@@ -885,6 +895,25 @@ mod tests {
 
     fn parse(flags: &[&str]) -> SimArgs {
         SimCommand::try_parse_from(std::iter::once("sim").chain(flags.iter().copied())).expect("flags parse").sim
+    }
+
+    #[test]
+    fn the_fast_flags_a_suggested_command_spells_read_back_as_the_same_settings() {
+        const MS: u64 = 1_000_000;
+        let default = FastSettings::default();
+        assert!(FastFlags::arguments_for(&default).is_empty(), "defaults need no flag");
+        let each_changed = [
+            FastSettings { warmup_ns: 75 * MS, ..default },
+            FastSettings { window_ns: 3_000 * MS, ..default },
+            FastSettings { guard_ns: 5 * MS / 2, ..default },
+            FastSettings { min_iterations: 8, ..default },
+            FastSettings { warmup_ns: 10 * MS, window_ns: 300 * MS, guard_ns: 40 * MS, min_iterations: 2, ..default },
+        ];
+        for fast in each_changed {
+            let words = FastFlags::arguments_for(&fast);
+            let flags: Vec<&str> = std::iter::once("--fast").chain(words.iter().map(String::as_str)).collect();
+            assert_eq!(parse(&flags).fast_settings(), Ok(Some(fast)), "{words:?}");
+        }
     }
 
     fn json(config: &SimConfig) -> serde_json::Value {
