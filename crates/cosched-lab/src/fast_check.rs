@@ -69,6 +69,8 @@ impl ArrivalJitter {
 /// their order, and with it every random stream the engine keys by a job's place in the list (its tasks' skews), and
 /// each keeps its number, type and program, so that only the arrivals differ from the run it is compared with.
 pub fn jitter_arrivals(jobs: &[SimJob], amplitude_s: f64, seed: u64, draw: u32) -> Vec<SimJob> {
+    // Sorted, the clamp keeps every move within ±amplitude_s.
+    debug_assert!(jobs.is_sorted_by_key(|j| j.arrival), "jobs sorted by arrival");
     let mut moves = cosched_core::StreamSeed(seed).stream(&format!("arrival-jitter-{draw}"));
     let mut earliest_ns = 0u64;
     jobs.iter()
@@ -125,6 +127,26 @@ pub struct ExactSpread {
 }
 
 impl ExactSpread {
+    /// The jittered answers against the answer on the workload as given; `None` without any.
+    pub fn of(given: ExactAnswer, jittered: &[ExactAnswer]) -> Option<ExactSpread> {
+        if jittered.is_empty() {
+            return None;
+        }
+        // A run with no answer (no job finished: a NaN mean, or no utilization) leaves the spread unknown: NaN,
+        // which `largest` passes on and `holds` never admits, rather than a range that leaves the run out.
+        let errors = |answer: fn(&ExactAnswer) -> f64| {
+            let moved = jittered.iter().map(|a| answer(a) / answer(&given) - 1.0);
+            // Once unknown, it stays so (`f64::min` would drop the NaN at the next answer).
+            moved.fold((0.0f64, 0.0f64), |(low, high), e| match e.is_finite() && !low.is_nan() {
+                true => (low.min(e), high.max(e)),
+                false => (f64::NAN, f64::NAN),
+            })
+        };
+        let (response_low, response_high) = errors(|a| a.mean_response_s);
+        let (utilization_low, utilization_high) = errors(|a| a.delivered_utilization);
+        Some(ExactSpread { response_low, response_high, utilization_low, utilization_high })
+    }
+
     /// The largest move of either figure (NaN where a run gave no answer).
     pub fn largest(&self) -> f64 {
         [self.response_low, self.response_high, self.utilization_low, self.utilization_high]
@@ -222,22 +244,7 @@ impl PairedRun {
 
     /// The exact engine's own spread under arrival jitter; `None` without jittered runs.
     pub fn exact_spread(&self) -> Option<ExactSpread> {
-        if self.jittered_exact.is_empty() {
-            return None;
-        }
-        // A run with no answer (no job finished: a NaN mean, or no utilization) leaves the spread unknown: NaN,
-        // which `largest` passes on and `holds` never admits, rather than a range that leaves the run out.
-        let errors = |answer: fn(&ExactAnswer) -> f64| {
-            let given = answer(&ExactAnswer::of(&self.exact));
-            let moved = self.jittered_exact.iter().map(|a| answer(a) / given - 1.0);
-            moved.fold((0.0f64, 0.0f64), |(low, high), e| match e.is_finite() {
-                true => (low.min(e), high.max(e)),
-                false => (f64::NAN, f64::NAN),
-            })
-        };
-        let (response_low, response_high) = errors(|a| a.mean_response_s);
-        let (utilization_low, utilization_high) = errors(|a| a.delivered_utilization);
-        Some(ExactSpread { response_low, response_high, utilization_low, utilization_high })
+        ExactSpread::of(ExactAnswer::of(&self.exact), &self.jittered_exact)
     }
 
     /// Fast mode's answer lies within the exact engine's own spread under arrival jitter (`None` without it).
@@ -797,6 +804,23 @@ mod tests {
         let unknown = ExactSpread { utilization_high: f64::NAN, ..spread };
         assert!(unknown.largest().is_nan(), "a run with no answer is not left out");
         assert!(!unknown.holds(-0.05, 0.01));
+    }
+
+    #[test]
+    fn a_jittered_run_with_no_answer_leaves_the_spread_unknown_whatever_follows() {
+        let answer = |mean_response_s, delivered_utilization| ExactAnswer { mean_response_s, delivered_utilization };
+        let given = answer(100.0, 0.5);
+        let known = ExactSpread::of(given, &[answer(120.0, 0.5), answer(90.0, 0.55)]).unwrap();
+        assert!((known.response_low - -0.1).abs() < 1e-12 && (known.response_high - 0.2).abs() < 1e-12);
+        assert!((known.utilization_high - 0.1).abs() < 1e-12 && known.utilization_low == 0.0, "{known:?}");
+        assert!(known.holds(0.1, 0.05) && !known.holds(0.1, -0.01));
+        // No job finished in the first draw (a NaN mean, no utilization), then answers: unknown, never "within".
+        for first in [answer(f64::NAN, 0.5), answer(100.0, f64::NAN), answer(f64::INFINITY, 0.5)] {
+            let unknown = ExactSpread::of(given, &[first, answer(120.0, 0.5)]).unwrap();
+            assert!(unknown.largest().is_nan(), "{first:?}: {unknown:?}");
+            assert!(!unknown.holds(0.1, 0.0), "{first:?}");
+        }
+        assert_eq!(ExactSpread::of(given, &[]), None);
     }
 
     fn placed(job_number: u64, start_s: f64, cpus: &[u32]) -> JobRecord {

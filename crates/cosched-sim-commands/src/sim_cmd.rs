@@ -450,7 +450,7 @@ impl FastFlags {
     /// reads them back through these flags, so that the two never drift apart).
     pub fn arguments_for(fast: &FastSettings) -> Vec<String> {
         let default = FastSettings::default();
-        let ms = |ns: u64| ns as f64 / 1e6;
+        let ms = |ns: u64| MILLISECONDS.of_ns(ns);
         let mut words = Vec::new();
         for (flag, value, default_value) in [
             ("--fast-warmup-ms", fast.warmup_ns, default.warmup_ns),
