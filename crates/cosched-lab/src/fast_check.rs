@@ -114,6 +114,18 @@ impl ExactAnswer {
     fn of(summary: &Summary) -> ExactAnswer {
         ExactAnswer { mean_response_s: summary.mean_response_s, delivered_utilization: summary.delivered_utilization }
     }
+
+    /// The larger of this answer's |self / other - 1| over the two figures, least over `others` (those that give a
+    /// number); `None` if none does.
+    pub fn error_to_nearest(&self, others: impl IntoIterator<Item = ExactAnswer>) -> Option<f64> {
+        let error_to = |other: ExactAnswer| {
+            let response = self.mean_response_s / other.mean_response_s - 1.0;
+            let utilization = self.delivered_utilization / other.delivered_utilization - 1.0;
+            // Not `f64::max`, which would let an unknown figure pass as the other's error.
+            largest_known(response.abs(), utilization.abs())
+        };
+        others.into_iter().map(error_to).filter(|e| e.is_finite()).min_by(f64::total_cmp)
+    }
 }
 
 /// Where the exact engine's answers lie under arrival jitter, as errors against its answer on the workload as given
@@ -252,6 +264,18 @@ impl PairedRun {
         Some(self.exact_spread()?.holds(self.response_error(), self.utilization_error()))
     }
 
+    /// Fast mode's error against the nearest of the exact answers (the one on the workload as given and the
+    /// jittered ones): the larger of |fast / exact - 1| of mean response and delivered utilization, least over the
+    /// answers. Where the exact engine flips between regimes and fast mode lands in one of them, this is small
+    /// though the error against the given answer is large. `None` without jittered runs or any known answer.
+    pub fn fast_error_to_nearest_exact(&self) -> Option<f64> {
+        if self.jittered_exact.is_empty() {
+            return None;
+        }
+        let answers = std::iter::once(ExactAnswer::of(&self.exact)).chain(self.jittered_exact.iter().copied());
+        ExactAnswer::of(&self.fast).error_to_nearest(answers)
+    }
+
     /// Share of the run's simulated time fast mode skipped.
     pub fn skipped_share(&self) -> f64 {
         let skipped_ns = self.fast.fast_mode.map_or(0, |f| f.skipped_ns);
@@ -297,6 +321,8 @@ fn largest_known(a: f64, b: f64) -> f64 {
 pub struct JitterCheck {
     pub exact_largest_move: f64,
     pub fast_largest_error: f64,
+    /// The largest over the runs of [`PairedRun::fast_error_to_nearest_exact`] (NaN if a run has none).
+    pub fast_largest_error_to_nearest: f64,
     pub fast_within_exact_spread_runs: usize,
 }
 
@@ -306,6 +332,10 @@ impl JitterCheck {
         Some(JitterCheck {
             exact_largest_move: spreads.iter().map(ExactSpread::largest).fold(0.0, largest_known),
             fast_largest_error: runs.iter().map(|p| p.largest_error()).fold(0.0, largest_known),
+            fast_largest_error_to_nearest: runs
+                .iter()
+                .map(|p| p.fast_error_to_nearest_exact().unwrap_or(f64::NAN))
+                .fold(0.0, largest_known),
             fast_within_exact_spread_runs: runs.iter().filter(|p| p.fast_within_exact_spread() == Some(true)).count(),
         })
     }
@@ -672,6 +702,7 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         float("exact_jitter_response_high", |p| p.exact_spread().map_or(String::new(), |s| num(s.response_high))),
         float("exact_jitter_utilization_low", |p| p.exact_spread().map_or(String::new(), |s| num(s.utilization_low))),
         float("exact_jitter_utilization_high", |p| p.exact_spread().map_or(String::new(), |s| num(s.utilization_high))),
+        float("fast_error_to_nearest_exact", |p| p.fast_error_to_nearest_exact().map_or(String::new(), num)),
         // Empty without jittered runs, which a flag column does not admit.
         text("fast_within_exact_spread", |p| p.fast_within_exact_spread().map_or(String::new(), |w| w.to_string())),
     ]
@@ -821,6 +852,19 @@ mod tests {
             assert!(!unknown.holds(0.1, 0.0), "{first:?}");
         }
         assert_eq!(ExactSpread::of(given, &[]), None);
+    }
+
+    #[test]
+    fn fast_mode_is_judged_against_the_nearest_exact_answer_too() {
+        let answer = |mean_response_s, delivered_utilization| ExactAnswer { mean_response_s, delivered_utilization };
+        // Fast lands in the other regime (60 s, 0.66) that one jittered exact run found: 1 % off it, 40 % off the
+        // answer on the workload as given.
+        let fast = answer(60.6, 0.66);
+        let exact = [answer(100.0, 0.5), answer(99.0, 0.5), answer(60.0, 0.66), answer(f64::NAN, 0.5)];
+        let nearest = fast.error_to_nearest(exact).unwrap();
+        assert!((nearest - 0.01).abs() < 1e-12, "{nearest}");
+        assert!((fast.error_to_nearest([exact[0]]).unwrap() - 0.394).abs() < 1e-12);
+        assert_eq!(fast.error_to_nearest([answer(f64::NAN, 0.5)]), None);
     }
 
     fn placed(job_number: u64, start_s: f64, cpus: &[u32]) -> JobRecord {

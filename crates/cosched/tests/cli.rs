@@ -1362,6 +1362,9 @@ fn bench_fast_judges_fast_mode_against_the_exact_engines_spread_under_arrival_ji
         let judged = row[column("fast_within_exact_spread")];
         assert!(!inside || judged == "true", "{row:?}");
         assert!(!outside || judged == "false", "{row:?}");
+        // The nearest exact answer is never farther than the one on the workload as given.
+        let nearest = number(&row, "fast_error_to_nearest_exact");
+        assert!(nearest >= 0.0 && nearest <= response.abs().max(utilization.abs()) + margin, "{row:?}");
     }
     for scheme in report["schemes"].as_array().unwrap() {
         let under = &scheme["under_jitter"];
@@ -1383,6 +1386,16 @@ fn bench_fast_judges_fast_mode_against_the_exact_engines_spread_under_arrival_ji
     // nought (a jittered run filed under another pair, or on another workload, would show).
     let (unmoved, _, _) = run_with("unmoved", "0.0000000004");
     assert!(moves(&unmoved).iter().all(|m| *m == 0.0), "{unmoved}");
+    // There every exact answer is the given one, so the nearest is it: fast mode's own error.
+    let header: Vec<&str> = unmoved.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    for row in unmoved.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()) {
+        let value = |name: &str| row[column(name)].parse::<f64>().unwrap();
+        let own = (value("fast_mean_response_s") / value("exact_mean_response_s") - 1.0)
+            .abs()
+            .max((value("fast_delivered_utilization") / value("exact_delivered_utilization") - 1.0).abs());
+        assert!((value("fast_error_to_nearest_exact") - own).abs() < 1e-6, "{row:?}");
+    }
 
     for (flags, says) in [
         (&["--jitter-draws", "33"][..], "33 jittered runs per pair: give 1 to 32"),
