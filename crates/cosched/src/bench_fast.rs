@@ -62,8 +62,8 @@ pub struct BenchFastArgs {
     #[arg(long, default_value = "mlfq")]
     pub node_scheduler: OsScheduler,
     /// Also run the exact engine this many more times on each workload with its arrivals jittered (--jitter-s),
-    /// and judge fast mode against the exact engine's own spread: where a schedule flips between regimes under a
-    /// few milliseconds of arrival noise, fast mode's error there is the model's, not fast mode's.
+    /// and judge fast mode against the exact engine's own spread: where a schedule flips between regimes under
+    /// tens of milliseconds of arrival noise, fast mode's error there is the model's, not fast mode's.
     #[arg(long, value_name = "N")]
     pub jitter_draws: Option<u32>,
     /// How far each arrival may move in the jittered runs, in seconds either way (a uniform draw per job).
