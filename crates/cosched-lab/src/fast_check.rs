@@ -118,13 +118,15 @@ impl ExactAnswer {
     /// The larger of this answer's |self / other - 1| over the two figures, least over `others` (those that give a
     /// number); `None` if none does.
     pub fn error_to_nearest(&self, others: impl IntoIterator<Item = ExactAnswer>) -> Option<f64> {
-        let error_to = |other: ExactAnswer| {
-            let response = self.mean_response_s / other.mean_response_s - 1.0;
-            let utilization = self.delivered_utilization / other.delivered_utilization - 1.0;
-            // Not `f64::max`, which would let an unknown figure pass as the other's error.
-            largest_known(response.abs(), utilization.abs())
-        };
-        others.into_iter().map(error_to).filter(|e| e.is_finite()).min_by(f64::total_cmp)
+        others.into_iter().map(|other| self.error_to(&other)).filter(|e| e.is_finite()).min_by(f64::total_cmp)
+    }
+
+    /// The larger of |self / other - 1| over mean response and delivered utilization: the two figures the bounds
+    /// hold. NaN if either is unknown (`f64::max` would let one figure pass as the other's error).
+    pub fn error_to(&self, other: &ExactAnswer) -> f64 {
+        let response = self.mean_response_s / other.mean_response_s - 1.0;
+        let utilization = self.delivered_utilization / other.delivered_utilization - 1.0;
+        largest_known(response.abs(), utilization.abs())
     }
 }
 
@@ -234,7 +236,7 @@ impl PairedRun {
     }
     /// The larger of this pair's |response error| and |utilization error|: the two figures the bounds hold.
     pub fn largest_error(&self) -> f64 {
-        self.response_error().abs().max(self.utilization_error().abs())
+        ExactAnswer::of(&self.fast).error_to(&ExactAnswer::of(&self.exact))
     }
     pub fn saturation_agrees(&self) -> bool {
         self.fast.saturation.saturated == self.exact.saturation.saturated
