@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -32,6 +33,20 @@ def test_the_dataframes_hold_what_the_cli_writes(run_cli, tmp_path: Path) -> Non
     assert gs["allocated_resources"].map(type).eq(str).all()
     with pytest.raises(cosched.CoschedError, match="no scheme 'PB'"):
         result.batsim("PB")
+
+
+def test_arrival_jitter_reaches_python_as_the_cli_writes_it(run_cli, tmp_path: Path) -> None:
+    flags = ["--schemes", "local,gs", "--jobs", "40", "--nodes", "8", "--runtime-scale", "0.0005", "--seed", "3"]
+    result = cosched.simulate(args=[*flags, "--jitter-draws", "2"])
+    jitter = result.document["arrival_jitter"]
+    assert jitter["jitter"] == {"draws": 2, "amplitude_s": 0.05}
+    assert [run["label"] for run in jitter["runs"]] == ["Local", "GS"]
+    assert all(len(run["draws"]) == 2 for run in jitter["runs"])
+    out = tmp_path / "out"
+    cli = run_cli("sim", *flags, "--jitter-draws", "2", "--quiet", "--out", str(out))
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads((out / "summary.json").read_text())["arrival_jitter"] == jitter
+    assert "arrival_jitter" not in cosched.simulate(args=flags).document
 
 
 def test_tables_are_typed_by_their_columns_not_their_values() -> None:

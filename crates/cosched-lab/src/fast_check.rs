@@ -6,9 +6,9 @@
 
 use crate::batch::{run_all, BatchWatch};
 use crate::csv::{csv_field, flag, float, int, num, text, to_csv, Column};
+use crate::jitter::{jittered_answers, largest_known, Answer, AnswerSpread, ArrivalJitter};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_core::stats::Estimate;
-use cosched_core::SimTime;
 use cosched_sim::cost::estimate;
 use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
@@ -34,55 +34,6 @@ pub struct FastCheckSettings {
     pub jitter: Option<ArrivalJitter>,
 }
 
-/// The exact engine run again on each pair's workload, `draws` times, with every arrival moved by a uniform draw
-/// within ±`amplitude_s`: how far the model's own answer moves when nothing but the arrivals' last digits change.
-/// Where it moves as far as fast mode's does, fast mode's error there is the model's own spread (a schedule that
-/// flips between regimes), not a fault of fast mode.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct ArrivalJitter {
-    pub draws: u32,
-    pub amplitude_s: f64,
-}
-
-impl ArrivalJitter {
-    pub const MOST_DRAWS: u32 = 32;
-    /// The most an arrival may move: an hour, far beyond what "a little" means for any workload.
-    pub const MOST_AMPLITUDE_S: f64 = 3600.0;
-
-    pub fn check(&self) -> Result<(), String> {
-        if !(1..=Self::MOST_DRAWS).contains(&self.draws) {
-            return Err(format!("{} jittered runs per pair: give 1 to {}", self.draws, Self::MOST_DRAWS));
-        }
-        if !(self.amplitude_s.is_finite() && self.amplitude_s > 0.0 && self.amplitude_s <= Self::MOST_AMPLITUDE_S) {
-            return Err(format!(
-                "arrival jitter of {} s: give a positive number of seconds up to {}",
-                self.amplitude_s,
-                Self::MOST_AMPLITUDE_S
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// `jobs` (sorted by arrival) with every arrival moved by a uniform draw within ±`amplitude_s` from the stream of
-/// `seed` for `draw`, whole nanoseconds, but never before the job before it nor before time zero: the jobs keep
-/// their order, and with it every random stream the engine keys by a job's place in the list (its tasks' skews), and
-/// each keeps its number, type and program, so that only the arrivals differ from the run it is compared with.
-pub fn jitter_arrivals(jobs: &[SimJob], amplitude_s: f64, seed: u64, draw: u32) -> Vec<SimJob> {
-    // Sorted, the clamp keeps every move within ±amplitude_s.
-    debug_assert!(jobs.is_sorted_by_key(|j| j.arrival), "jobs sorted by arrival");
-    let mut moves = cosched_core::StreamSeed(seed).stream(&format!("arrival-jitter-{draw}"));
-    let mut earliest_ns = 0u64;
-    jobs.iter()
-        .map(|job| {
-            let shift_ns = (moves.uniform_range(-amplitude_s, amplitude_s) * 1e9).round() as i64;
-            let arrival_ns = job.arrival.ns().saturating_add_signed(shift_ns).max(earliest_ns);
-            earliest_ns = arrival_ns;
-            SimJob { arrival: SimTime(arrival_ns), ..job.clone() }
-        })
-        .collect()
-}
-
 /// One scheme on one seed's workload at one load, both ways.
 #[derive(Clone, Debug, Serialize)]
 pub struct PairedRun {
@@ -100,79 +51,7 @@ pub struct PairedRun {
     /// its exact stretches): what decides whether a run needs --allow-long-run.
     pub estimated_iterations: Estimated,
     /// The exact engine's answers with the arrivals jittered ([`ArrivalJitter`]), one per draw (none unless asked).
-    pub jittered_exact: Vec<ExactAnswer>,
-}
-
-/// The two figures the bounds hold, from one run.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct ExactAnswer {
-    pub mean_response_s: f64,
-    pub delivered_utilization: f64,
-}
-
-impl ExactAnswer {
-    fn of(summary: &Summary) -> ExactAnswer {
-        ExactAnswer { mean_response_s: summary.mean_response_s, delivered_utilization: summary.delivered_utilization }
-    }
-
-    /// The larger of this answer's |self / other - 1| over the two figures, least over `others` (those that give a
-    /// number); `None` if none does.
-    pub fn error_to_nearest(&self, others: impl IntoIterator<Item = ExactAnswer>) -> Option<f64> {
-        others.into_iter().map(|other| self.error_to(&other)).filter(|e| e.is_finite()).min_by(f64::total_cmp)
-    }
-
-    /// The larger of |self / other - 1| over mean response and delivered utilization: the two figures the bounds
-    /// hold. NaN if either is unknown (`f64::max` would let one figure pass as the other's error).
-    pub fn error_to(&self, other: &ExactAnswer) -> f64 {
-        let response = self.mean_response_s / other.mean_response_s - 1.0;
-        let utilization = self.delivered_utilization / other.delivered_utilization - 1.0;
-        largest_known(response.abs(), utilization.abs())
-    }
-}
-
-/// Where the exact engine's answers lie under arrival jitter, as errors against its answer on the workload as given
-/// (each figure's lowest and highest over the draws and that answer itself, so each range holds 0).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct ExactSpread {
-    pub response_low: f64,
-    pub response_high: f64,
-    pub utilization_low: f64,
-    pub utilization_high: f64,
-}
-
-impl ExactSpread {
-    /// The jittered answers against the answer on the workload as given; `None` without any.
-    pub fn of(given: ExactAnswer, jittered: &[ExactAnswer]) -> Option<ExactSpread> {
-        if jittered.is_empty() {
-            return None;
-        }
-        // A run with no answer (no job finished: a NaN mean, or no utilization) leaves the spread unknown: NaN,
-        // which `largest` passes on and `holds` never admits, rather than a range that leaves the run out.
-        let errors = |answer: fn(&ExactAnswer) -> f64| {
-            let moved = jittered.iter().map(|a| answer(a) / answer(&given) - 1.0);
-            // Once unknown, it stays so (`f64::min` would drop the NaN at the next answer).
-            moved.fold((0.0f64, 0.0f64), |(low, high), e| match e.is_finite() && !low.is_nan() {
-                true => (low.min(e), high.max(e)),
-                false => (f64::NAN, f64::NAN),
-            })
-        };
-        let (response_low, response_high) = errors(|a| a.mean_response_s);
-        let (utilization_low, utilization_high) = errors(|a| a.delivered_utilization);
-        Some(ExactSpread { response_low, response_high, utilization_low, utilization_high })
-    }
-
-    /// The largest move of either figure (NaN where a run gave no answer).
-    pub fn largest(&self) -> f64 {
-        [self.response_low, self.response_high, self.utilization_low, self.utilization_high]
-            .into_iter()
-            .fold(0.0, |most, e| largest_known(most, e.abs()))
-    }
-
-    /// Both errors lie within the exact answers' ranges.
-    pub fn holds(&self, response_error: f64, utilization_error: f64) -> bool {
-        (self.response_low..=self.response_high).contains(&response_error)
-            && (self.utilization_low..=self.utilization_high).contains(&utilization_error)
-    }
+    pub jittered_exact: Vec<Answer>,
 }
 
 /// A run's work as estimated before it starts, both ways.
@@ -236,7 +115,7 @@ impl PairedRun {
     }
     /// The larger of this pair's |response error| and |utilization error|: the two figures the bounds hold.
     pub fn largest_error(&self) -> f64 {
-        ExactAnswer::of(&self.fast).error_to(&ExactAnswer::of(&self.exact))
+        Answer::of(&self.fast).error_to(&Answer::of(&self.exact))
     }
     pub fn saturation_agrees(&self) -> bool {
         self.fast.saturation.saturated == self.exact.saturation.saturated
@@ -257,8 +136,8 @@ impl PairedRun {
     }
 
     /// The exact engine's own spread under arrival jitter; `None` without jittered runs.
-    pub fn exact_spread(&self) -> Option<ExactSpread> {
-        ExactSpread::of(ExactAnswer::of(&self.exact), &self.jittered_exact)
+    pub fn exact_spread(&self) -> Option<AnswerSpread> {
+        AnswerSpread::of(Answer::of(&self.exact), &self.jittered_exact)
     }
 
     /// Fast mode's answer lies within the exact engine's own spread under arrival jitter (`None` without it).
@@ -274,8 +153,8 @@ impl PairedRun {
         if self.jittered_exact.is_empty() {
             return None;
         }
-        let answers = std::iter::once(ExactAnswer::of(&self.exact)).chain(self.jittered_exact.iter().copied());
-        ExactAnswer::of(&self.fast).error_to_nearest(answers)
+        let answers = std::iter::once(Answer::of(&self.exact)).chain(self.jittered_exact.iter().copied());
+        Answer::of(&self.fast).error_to_nearest(answers)
     }
 
     /// Share of the run's simulated time fast mode skipped.
@@ -304,19 +183,10 @@ pub struct SchemeCheck {
     /// Runs in which the fast run placed some job on other CPUs than the exact one ([`Parting`]).
     pub parted_runs: usize,
     /// With jittered exact runs: the largest move of the exact engine's own answer over the seeds
-    /// ([`ExactSpread::largest`]), fast mode's largest error beside it, and the runs whose fast answer lies within
+    /// ([`AnswerSpread::largest`]), fast mode's largest error beside it, and the runs whose fast answer lies within
     /// the exact answers' spread.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub under_jitter: Option<JitterCheck>,
-}
-
-/// The larger of two, NaN if either is: an unknown stays unknown (`f64::max` would drop it).
-fn largest_known(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else {
-        a.max(b)
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -330,9 +200,9 @@ pub struct JitterCheck {
 
 impl JitterCheck {
     fn of(runs: &[&PairedRun]) -> Option<JitterCheck> {
-        let spreads: Vec<ExactSpread> = runs.iter().map(|p| p.exact_spread()).collect::<Option<_>>()?;
+        let spreads: Vec<AnswerSpread> = runs.iter().map(|p| p.exact_spread()).collect::<Option<_>>()?;
         Some(JitterCheck {
-            exact_largest_move: spreads.iter().map(ExactSpread::largest).fold(0.0, largest_known),
+            exact_largest_move: spreads.iter().map(AnswerSpread::largest).fold(0.0, largest_known),
             fast_largest_error: runs.iter().map(|p| p.largest_error()).fold(0.0, largest_known),
             fast_largest_error_to_nearest: runs
                 .iter()
@@ -445,7 +315,10 @@ pub fn run_pairs<W: BatchWatch>(
     let fast = run_all(&configs, &labels, jobs_for, &fast_options, fast_watch)?;
     batch_done();
     // After the fast batch, so that the two batches' wall times compare like with like.
-    let mut jittered = jittered_exact_runs(settings, &runs, &configs, &labels, &jobs_for, &exact_options, exact_watch)?;
+    let mut jittered = match settings.jitter {
+        Some(jitter) => jittered_answers(jitter, &configs, &labels, &jobs_for, &exact_options, exact_watch)?,
+        None => vec![Vec::new(); runs.len()],
+    };
     Ok(runs
         .iter()
         .enumerate()
@@ -468,40 +341,6 @@ pub fn run_pairs<W: BatchWatch>(
             fast: fast.summary,
         })
         .collect())
-}
-
-/// Per grid run, the exact engine's answers on its workload with the arrivals jittered, one per draw (empty
-/// without jitter); run as one batch, every draw of every run.
-fn jittered_exact_runs<W: BatchWatch>(
-    settings: &FastCheckSettings,
-    runs: &[GridRun],
-    configs: &[SimConfig],
-    labels: &[String],
-    jobs_for: &(impl Fn(usize) -> Vec<SimJob> + Sync),
-    options: &RunOptions,
-    watch: &W,
-) -> Result<Vec<Vec<ExactAnswer>>, String> {
-    let Some(jitter) = settings.jitter else { return Ok(vec![Vec::new(); runs.len()]) };
-    // Run j is draw j / runs of grid run j % runs.
-    let draw_of = |j: usize| ((j / runs.len()) as u32, j % runs.len());
-    let count = runs.len() * jitter.draws as usize;
-    let jittered_configs: Vec<SimConfig> = (0..count).map(|j| configs[draw_of(j).1].clone()).collect();
-    let jittered_labels: Vec<String> = (0..count)
-        .map(|j| {
-            let (draw, i) = draw_of(j);
-            format!("{}-jitter{draw}", labels[i])
-        })
-        .collect();
-    let jobs_of = |j: usize| {
-        let (draw, i) = draw_of(j);
-        jitter_arrivals(&jobs_for(i), jitter.amplitude_s, configs[i].seed, draw)
-    };
-    let results = run_all(&jittered_configs, &jittered_labels, jobs_of, options, watch)?;
-    let mut answers = vec![Vec::with_capacity(jitter.draws as usize); runs.len()];
-    for (j, result) in results.iter().enumerate() {
-        answers[draw_of(j).1].push(ExactAnswer::of(&result.summary));
-    }
-    Ok(answers)
 }
 
 /// Each job's response error, for the jobs both runs finished (records are sorted by job number).
@@ -773,100 +612,6 @@ mod tests {
     fn seeds_are_each_given_once() {
         assert!(check_seeds(&[1, 2, 3]).is_ok());
         assert_eq!(check_seeds(&[1, 2, 1]).unwrap_err(), "seed 1 is given twice (position 3)");
-    }
-
-    fn workload_of(arrivals_s: &[f64]) -> Vec<SimJob> {
-        let requests: Vec<JobRequest> = arrivals_s
-            .iter()
-            .enumerate()
-            .map(|(i, &submit_s)| JobRequest {
-                job_number: i as u64 + 1,
-                submit_s,
-                run_s: 10.0,
-                procs: 2,
-                requested_s: None,
-            })
-            .collect();
-        let config = SimConfig { nodes: 4, ..SimConfig::default() };
-        sim_jobs(&requests, &WorkloadPlan { mix: Mix { number: 7 }, runtime_scale: 1.0 }, &config)
-    }
-
-    #[test]
-    fn jittered_arrivals_move_within_the_amplitude_and_keep_the_jobs_order() {
-        // Twenty arrivals 1 ms apart, which ±50 ms would all but surely reorder, then a few far apart.
-        let mut arrivals_s: Vec<f64> = (0..20).map(|i| f64::from(i) * 0.001).collect();
-        arrivals_s.extend([5.0, 5.03, 9.0, 100.0]);
-        let jobs = workload_of(&arrivals_s);
-        let moved = jitter_arrivals(&jobs, 0.05, 7, 0);
-        let numbers = |jobs: &[SimJob]| jobs.iter().map(|j| j.job_number).collect::<Vec<_>>();
-        // Each job keeps its place, with its type and program.
-        assert_eq!(numbers(&moved), numbers(&jobs), "the order is kept");
-        assert!(moved.is_sorted_by_key(|j| j.arrival), "sorted by arrival, as the engine takes jobs");
-        for (before, after) in jobs.iter().zip(&moved) {
-            let shift_ns = after.arrival.ns() as i64 - before.arrival.ns() as i64;
-            assert!(shift_ns.abs() <= 50_000_000, "job {} moved {shift_ns} ns", before.job_number);
-            assert_eq!((&after.label, after.tasks), (&before.label, before.tasks));
-        }
-        let arrivals = |jobs: &[SimJob]| jobs.iter().map(|j| j.arrival).collect::<Vec<_>>();
-        assert_ne!(arrivals(&moved), arrivals(&jobs), "arrivals moved");
-        assert_eq!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 7, 0)), "the same draw again");
-        assert_ne!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 7, 1)), "another draw");
-        assert_ne!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 8, 0)), "another seed");
-        // Under half a nanosecond, nothing moves at all.
-        assert_eq!(arrivals(&jitter_arrivals(&jobs, 4e-10, 7, 0)), arrivals(&jobs));
-    }
-
-    #[test]
-    fn jitter_settings_are_bounded() {
-        assert!(ArrivalJitter { draws: 4, amplitude_s: 0.05 }.check().is_ok());
-        assert!(ArrivalJitter { draws: 0, amplitude_s: 0.05 }.check().unwrap_err().contains("give 1 to 32"));
-        assert!(ArrivalJitter { draws: 33, amplitude_s: 0.05 }.check().is_err());
-        for amplitude_s in [0.0, -1.0, f64::NAN, f64::INFINITY, 3601.0] {
-            assert!(ArrivalJitter { draws: 1, amplitude_s }.check().is_err(), "{amplitude_s}");
-        }
-    }
-
-    #[test]
-    fn the_exact_spread_holds_zero_and_judges_fast_mode_by_both_figures() {
-        let spread =
-            ExactSpread { response_low: -0.1, response_high: 0.0, utilization_low: 0.0, utilization_high: 0.02 };
-        assert!(spread.holds(-0.05, 0.01));
-        assert!(!spread.holds(0.01, 0.01), "response above every exact answer");
-        assert!(!spread.holds(-0.05, -0.001), "utilization below every exact answer");
-        assert_eq!(spread.largest(), 0.1);
-        let unknown = ExactSpread { utilization_high: f64::NAN, ..spread };
-        assert!(unknown.largest().is_nan(), "a run with no answer is not left out");
-        assert!(!unknown.holds(-0.05, 0.01));
-    }
-
-    #[test]
-    fn a_jittered_run_with_no_answer_leaves_the_spread_unknown_whatever_follows() {
-        let answer = |mean_response_s, delivered_utilization| ExactAnswer { mean_response_s, delivered_utilization };
-        let given = answer(100.0, 0.5);
-        let known = ExactSpread::of(given, &[answer(120.0, 0.5), answer(90.0, 0.55)]).unwrap();
-        assert!((known.response_low - -0.1).abs() < 1e-12 && (known.response_high - 0.2).abs() < 1e-12);
-        assert!((known.utilization_high - 0.1).abs() < 1e-12 && known.utilization_low == 0.0, "{known:?}");
-        assert!(known.holds(0.1, 0.05) && !known.holds(0.1, -0.01));
-        // No job finished in the first draw (a NaN mean, no utilization), then answers: unknown, never "within".
-        for first in [answer(f64::NAN, 0.5), answer(100.0, f64::NAN), answer(f64::INFINITY, 0.5)] {
-            let unknown = ExactSpread::of(given, &[first, answer(120.0, 0.5)]).unwrap();
-            assert!(unknown.largest().is_nan(), "{first:?}: {unknown:?}");
-            assert!(!unknown.holds(0.1, 0.0), "{first:?}");
-        }
-        assert_eq!(ExactSpread::of(given, &[]), None);
-    }
-
-    #[test]
-    fn fast_mode_is_judged_against_the_nearest_exact_answer_too() {
-        let answer = |mean_response_s, delivered_utilization| ExactAnswer { mean_response_s, delivered_utilization };
-        // Fast lands in the other regime (60 s, 0.66) that one jittered exact run found: 1 % off it, 40 % off the
-        // answer on the workload as given.
-        let fast = answer(60.6, 0.66);
-        let exact = [answer(100.0, 0.5), answer(99.0, 0.5), answer(60.0, 0.66), answer(f64::NAN, 0.5)];
-        let nearest = fast.error_to_nearest(exact).unwrap();
-        assert!((nearest - 0.01).abs() < 1e-12, "{nearest}");
-        assert!((fast.error_to_nearest([exact[0]]).unwrap() - 0.394).abs() < 1e-12);
-        assert_eq!(fast.error_to_nearest([answer(f64::NAN, 0.5)]), None);
     }
 
     fn placed(job_number: u64, start_s: f64, cpus: &[u32]) -> JobRecord {

@@ -18,6 +18,7 @@ pub mod batch;
 pub mod batsim;
 pub mod csv;
 pub mod fast_check;
+pub mod jitter;
 pub mod journal;
 pub mod node_model;
 pub mod series;

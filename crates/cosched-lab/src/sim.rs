@@ -3,6 +3,7 @@
 
 use crate::batch::{run_all, BatchWatch};
 use crate::csv::{csv_field, flag, float, int, kinds, num, text, to_csv, Column, ColumnKinds};
+use crate::jitter::{jittered_answers, Answer, ArrivalJitter};
 use crate::workload::{load_workload, LoadedWorkload, WorkloadSpec};
 use cosched_sim::cost::{self, JobCost, RunCost, ITERATION_BUDGET};
 use cosched_sim::engine::fast::FastSettings;
@@ -80,6 +81,20 @@ impl PreparedSim {
         let requests = self.loaded.requests();
         let labels: Vec<String> = self.configs.iter().map(|c| c.scheme.name().to_string()).collect();
         run_all(&self.configs, &labels, |i| sim_jobs(&requests, &self.plan(), &self.configs[i]), options, watch)
+    }
+
+    /// Every scheme again, `jitter.draws` times, on the same jobs with their arrivals jittered (each draw the same
+    /// for every scheme, from the run's seed): per scheme, its answer in each draw.
+    pub fn run_jittered<W: BatchWatch>(
+        &self,
+        jitter: ArrivalJitter,
+        options: &RunOptions,
+        watch: &W,
+    ) -> Result<Vec<Vec<Answer>>, String> {
+        let requests = self.loaded.requests();
+        let labels: Vec<String> = self.configs.iter().map(|c| c.scheme.name().to_string()).collect();
+        let jobs_for = |i: usize| sim_jobs(&requests, &self.plan(), &self.configs[i]);
+        jittered_answers(jitter, &self.configs, &labels, &jobs_for, options, watch)
     }
 
     fn plan(&self) -> WorkloadPlan {

@@ -105,14 +105,21 @@ fn simulate(py: Python<'_>, flags: Vec<String>) -> PyResult<SimTexts> {
 
 /// The texts of a simulation's outcome, as `cosched sim FLAGS…` would write them.
 pub(crate) fn sim_texts(args: &SimArgs, flags: Vec<String>, outcome: SimOutcome) -> Result<SimTexts, String> {
-    let SimOutcome { prepared, results, .. } = outcome;
+    let SimOutcome { prepared, results, jitter, .. } = outcome;
     let command = std::iter::once("cosched sim".to_string()).chain(flags).collect::<Vec<_>>().join(" ");
     Ok(SimTexts {
         summary_csv: summary_csv(&results),
         jobs_csv: jobs_csv(&results),
         summary_kinds: summary_kinds(&results),
         jobs_kinds: jobs_kinds(),
-        summary_json: summary_json(args, &command, &prepared.configs, &prepared.loaded.report, &results)?,
+        summary_json: summary_json(
+            args,
+            &command,
+            &prepared.configs,
+            &prepared.loaded.report,
+            &results,
+            jitter.as_ref(),
+        )?,
         batsim_jobs_csv: results.iter().map(|r| (r.summary.scheme.clone(), batsim_jobs_csv(r))).collect(),
     })
 }

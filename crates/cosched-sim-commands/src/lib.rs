@@ -4,6 +4,7 @@
 //! and write byte-identical files; neither path links the runtime, SQLite or MUNGE through here.
 
 pub mod interrupt;
+pub mod jitter;
 pub mod output;
 pub mod plot;
 pub mod progress;

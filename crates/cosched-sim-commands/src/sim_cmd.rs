@@ -1,10 +1,12 @@
 //! `cosched sim`: simulate schemes side by side on one workload.
 
+use crate::jitter::{print_jitter, JitterFlags};
 use crate::output::{read_bounded, OutputDir};
 use crate::plot::{scheme_style, LineChart, Series, StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
 use clap::Args;
 use cosched_lab::batsim::batsim_jobs_csv;
+use cosched_lab::jitter::{jitter_csv, Answer, ArrivalJitter, JitterReport, RunJitter};
 use cosched_lab::series::{runs_over_time, series_csv, Stretch};
 use cosched_lab::sim::{jobs_csv, prepare, summary_csv, PreparedSim, SimSettings};
 use cosched_lab::workload::{
@@ -285,6 +287,8 @@ pub struct SimArgs {
     pub fast: bool,
     #[command(flatten)]
     pub fast_flags: FastFlags,
+    #[command(flatten)]
+    pub jitter: JitterFlags,
 
     // ---- output ---------------------------------------------------------------
     /// Folder for summary.csv, jobs.csv, batsim/SCHEME_jobs.csv, summary.json and workload.swf (replaced if it
@@ -490,6 +494,9 @@ struct SummaryDocument<'a> {
     mix: String,
     configs: Vec<SimConfig>,
     results: Vec<&'a cosched_sim::Summary>,
+    /// Every scheme's answers with the arrivals jittered (`--jitter-draws`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arrival_jitter: Option<&'a JitterReport>,
 }
 
 /// What `cosched sim` simulated: the checked configurations, the workload and every scheme's result.
@@ -498,6 +505,8 @@ pub struct SimOutcome {
     pub results: Vec<RunResult>,
     /// Each run's wall seconds (`run.json`).
     pub run_wall_s: Vec<f64>,
+    /// Every scheme again with its arrivals jittered, if asked (`--jitter-draws`) and not interrupted.
+    pub jitter: Option<JitterReport>,
 }
 
 /// Simulate what the flags describe, writing nothing: the CLI and the Python package share this.
@@ -522,6 +531,10 @@ pub fn simulate_chosen(
         ));
     }
     let fast = args.fast_settings()?;
+    let jitter = args.jitter.jitter()?;
+    if jitter.is_some() && chooser.is_some() {
+        return Err("--jitter-draws reruns every scheme; a policy of your own decides one run: not both".into());
+    }
     // Each run refuses these too: said here before any run starts rather than after the first ones.
     for cfg in settings.configs()? {
         if fast.is_some() {
@@ -554,7 +567,36 @@ pub fn simulate_chosen(
     };
     let progress = BatchProgress::new(!args.quiet);
     let results = prepared.run(&options, &progress)?;
-    Ok(SimOutcome { prepared, results, run_wall_s: progress.run_wall_s() })
+    let run_wall_s = progress.run_wall_s();
+    let stopped = options.stop.as_ref().is_some_and(|stop| stop.load(Ordering::Relaxed));
+    let jitter = match jitter {
+        Some(jitter) if !stopped => jittered(&prepared, &results, jitter, &options, &progress)?,
+        _ => None,
+    };
+    Ok(SimOutcome { prepared, results, run_wall_s, jitter })
+}
+
+/// Every scheme again on the jittered jobs, each answer beside its own on the jobs as given; `None` if stopped
+/// part way (a stopped run's answers would not compare).
+fn jittered(
+    prepared: &PreparedSim,
+    results: &[RunResult],
+    jitter: ArrivalJitter,
+    options: &RunOptions,
+    progress: &BatchProgress,
+) -> Result<Option<JitterReport>, String> {
+    let options = RunOptions { record_trace: false, ..options.clone() };
+    let draws = prepared.run_jittered(jitter, &options, progress)?;
+    let stopped = options.stop.as_ref().is_some_and(|stop| stop.load(Ordering::Relaxed));
+    if stopped {
+        return Ok(None);
+    }
+    let runs = results
+        .iter()
+        .zip(draws)
+        .map(|(r, draws)| RunJitter::of(&r.summary.scheme, Answer::of(&r.summary), draws))
+        .collect();
+    Ok(Some(JitterReport { jitter, runs }))
 }
 
 /// What each run will cost, said before it starts (docs/model.md, "What a run costs").
@@ -574,21 +616,29 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     // Validate everything before doing any work or touching the output folder.
     args.settings()?;
     args.fast_settings()?;
+    args.jitter.jitter()?;
     let checked_out = OutputDir::check(&args.out)?;
     let interrupted = crate::interrupt::stop_on_interrupt()?;
-    let SimOutcome { prepared, results, run_wall_s } = simulate(args, interrupted.clone(), true)?;
+    let SimOutcome { prepared, results, run_wall_s, jitter } = simulate(args, interrupted.clone(), true)?;
     print_table(&results, &prepared.configs);
+    if let Some(report) = &jitter {
+        print_jitter(report, if args.fast { "fast " } else { "" });
+    }
     let out = OutputDir::begin(&checked_out)?;
-    write_outputs(&out, args, &prepared.configs, &prepared.loaded.report, &results)?;
+    write_outputs(&out, args, &prepared.configs, &prepared.loaded.report, &results, jitter.as_ref())?;
     out.write("run.json", &crate::run_info::run_json(&results, &run_wall_s))?;
     cosched_workload::swf::write_file(&out.create("workload.swf")?, false, &prepared.loaded.workload)
         .map_err(|e| format!("cannot write workload.swf: {e}"))?;
     let path = out.commit()?;
     eprintln!(
         "results in {}/ (summary.csv, jobs.csv, series.csv, batsim/, summary.json, response.svg, cpu-time.svg, \
-         queue.svg, utilization.svg, workload.swf, run.json)",
-        path.display()
+         queue.svg, utilization.svg, workload.swf, run.json{})",
+        path.display(),
+        if jitter.is_some() { ", jitter.csv" } else { "" }
     );
+    if args.jitter.jitter_draws.is_some() && jitter.is_none() {
+        eprintln!("the jittered runs were interrupted: no jitter.csv, and no arrival_jitter in summary.json");
+    }
     if interrupted.load(Ordering::Relaxed) {
         return Err(format!(
             "interrupted: {} holds the records of the jobs finished by then (interrupted_at_s in summary.json)",
@@ -707,6 +757,7 @@ pub fn summary_json(
     configs: &[SimConfig],
     workload: &WorkloadReport,
     results: &[RunResult],
+    jitter: Option<&JitterReport>,
 ) -> Result<String, String> {
     let doc = SummaryDocument {
         cosched_version: env!("CARGO_PKG_VERSION"),
@@ -716,6 +767,7 @@ pub fn summary_json(
         mix: args.workload.to_string(),
         configs: configs.to_vec(),
         results: results.iter().map(|r| &r.summary).collect(),
+        arrival_jitter: jitter,
     };
     Ok(serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n")
 }
@@ -726,8 +778,12 @@ fn write_outputs(
     configs: &[SimConfig],
     workload: &WorkloadReport,
     results: &[RunResult],
+    jitter: Option<&JitterReport>,
 ) -> Result<(), String> {
     out.write("summary.csv", &summary_csv(results))?;
+    if let Some(report) = jitter {
+        out.write("jitter.csv", &jitter_csv(report))?;
+    }
     out.write("response.svg", &response_chart(results).to_svg())?;
     out.write("cpu-time.svg", &cpu_time_chart(results).to_svg())?;
     out.write("jobs.csv", &jobs_csv(results))?;
@@ -739,7 +795,7 @@ fn write_outputs(
     for r in results {
         out.write(&batsim_jobs_file(&r.summary.scheme), &batsim_jobs_csv(r))?;
     }
-    out.write("summary.json", &summary_json(args, &command_line(), configs, workload, results)?)?;
+    out.write("summary.json", &summary_json(args, &command_line(), configs, workload, results, jitter)?)?;
     if args.trace_events {
         for r in results {
             out.write(&format!("trace-{}.jsonl", r.summary.scheme), &trace_jsonl(&r.trace))?;

@@ -2,14 +2,16 @@
 //! bench site` (a production-sized trace at full run times in fast mode).
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
+use crate::jitter::JitterFlags;
 use crate::output::OutputDir;
 use crate::progress::{BatchProgress, ProgressLine};
 use crate::sim_cmd::FastFlags;
 use clap::Args;
 use cosched_lab::fast_check::{
     by_scheme_and_load, check_settings, pairs_csv, parting_splits, run_pairs, saturation_points, validated_bound,
-    ArrivalJitter, FastCheckSettings, PairError, PartingSplit, SaturationPointCheck, SchemeCheck,
+    FastCheckSettings, PairError, PartingSplit, SaturationPointCheck, SchemeCheck,
 };
+use cosched_lab::jitter::ArrivalJitter;
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_sim::engine::fast::ACCEPTED_ERROR;
@@ -61,14 +63,8 @@ pub struct BenchFastArgs {
     /// The nodes' OS scheduler (mlfq, the study's, or eevdf): fast mode's bounds are kept for each.
     #[arg(long, default_value = "mlfq")]
     pub node_scheduler: OsScheduler,
-    /// Also run the exact engine this many more times on each workload with its arrivals jittered (--jitter-s),
-    /// and judge fast mode against the exact engine's own spread: where a schedule flips between regimes under
-    /// tens of milliseconds of arrival noise, fast mode's error there is the model's, not fast mode's.
-    #[arg(long, value_name = "N")]
-    pub jitter_draws: Option<u32>,
-    /// How far each arrival may move in the jittered runs, in seconds either way (a uniform draw per job).
-    #[arg(long, value_name = "SECONDS", default_value_t = 0.05, requires = "jitter_draws")]
-    pub jitter_s: f64,
+    #[command(flatten)]
+    pub jitter: JitterFlags,
 }
 
 #[derive(Serialize)]
@@ -133,7 +129,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
         },
         mix: Mix { number: 7 },
         fast: args.fast.settings()?,
-        jitter: args.jitter_draws.map(|draws| ArrivalJitter { draws, amplitude_s: args.jitter_s }),
+        jitter: args.jitter.jitter()?,
     };
     if settings.seeds.is_empty() {
         return Err("--seeds needs at least one seed".into());

@@ -124,6 +124,77 @@ fn same_seed_gives_identical_bytes_and_other_seeds_differ() {
     assert_ne!(other, first[1], "another seed must give another run");
 }
 
+#[test]
+fn sim_reports_how_far_each_answer_moves_when_the_arrivals_move_a_little() {
+    let dir = scratch("sim-jitter");
+    let run_with = |name: &str, amplitude_s: &str| {
+        let out = dir.join(name);
+        let o = small_sim(&out, &["--seed", "3", "--jitter-draws", "3", "--jitter-s", amplitude_s]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let said = stderr(&o);
+        (out, String::from_utf8(o.stdout).unwrap(), said)
+    };
+    let (out, printed, said) = run_with("first", "0.05");
+    assert!(printed.contains("each run 3 more times with every arrival moved within ±0.05 s"), "{printed}");
+    assert!(said.contains("jitter.csv)"), "{said}");
+    let table = String::from_utf8(read(&out.join("jitter.csv"))).unwrap();
+    let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{name}"));
+    let rows: Vec<Vec<&str>> = table.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2 * 3, "a row per scheme (Local, GS) and draw: {table}");
+    let summary = String::from_utf8(read(&out.join("summary.csv"))).unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
+    let runs = report["arrival_jitter"]["runs"].as_array().unwrap_or_else(|| panic!("{report}"));
+    for row in &rows {
+        let number = |name: &str| row[column(name)].parse::<f64>().unwrap();
+        // Each answer beside the scheme's own on the jobs as given, the one summary.csv holds.
+        let given = format!("{},", row[column("given_mean_response_s")]);
+        let scheme_row = summary.lines().find(|l| l.starts_with(&format!("{},", row[0]))).unwrap();
+        assert!(scheme_row.contains(&given), "{row:?} against {scheme_row}");
+        let moved = number("mean_response_s") / number("given_mean_response_s") - 1.0;
+        assert!((moved - number("response_move")).abs() < 1e-8, "{row:?}");
+        let run = runs.iter().find(|r| r["label"] == row[0]).unwrap();
+        let draw = &run["draws"][row[column("draw")].parse::<usize>().unwrap()];
+        assert!((draw["mean_response_s"].as_f64().unwrap() - number("mean_response_s")).abs() < 1e-8, "{draw}");
+        let largest = run["largest_move"].as_f64().unwrap();
+        assert!(moved.abs() <= largest + 1e-8, "{row:?}: {run}");
+    }
+    let moves = |table: &str| -> Vec<f64> {
+        let rows = table.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>());
+        let at = [column("response_move"), column("utilization_move")];
+        rows.flat_map(|row| at.map(|i| row[i].parse::<f64>().unwrap())).collect()
+    };
+    assert!(moves(&table).iter().any(|m| *m != 0.0), "±50 ms moves some answer of these short jobs: {table}");
+    // The same seed gives the same draws, byte for byte (into the same folder: summary.json holds the command).
+    let files = ["jitter.csv", "summary.json", "summary.csv"];
+    let first: Vec<Vec<u8>> = files.iter().map(|f| read(&out.join(f))).collect();
+    run_with("first", "0.05");
+    for (file, bytes) in files.iter().zip(&first) {
+        assert!(read(&out.join(file)) == *bytes, "{file} differs between two runs with one seed");
+    }
+    // Under half a nanosecond no arrival moves: each draw is the run on the jobs as given, and nothing is warned of.
+    let (unmoved, _, said) = run_with("unmoved", "0.0000000004");
+    let unmoved_table = String::from_utf8(read(&unmoved.join("jitter.csv"))).unwrap();
+    assert!(moves(&unmoved_table).iter().all(|m| *m == 0.0), "{unmoved_table}");
+    assert!(!said.contains("turns on the arrivals' last digits"), "{said}");
+    // Without the flag, neither the file nor the record.
+    let plain = dir.join("plain");
+    assert!(small_sim(&plain, &["--seed", "3"]).status.success());
+    assert!(!plain.join("jitter.csv").exists());
+    let report: serde_json::Value = serde_json::from_slice(&read(&plain.join("summary.json"))).unwrap();
+    assert!(report.get("arrival_jitter").is_none(), "{report}");
+    for (flags, says) in [
+        (&["--jitter-draws", "33"][..], "--jitter-draws 33: give 1 to 32"),
+        (&["--jitter-draws", "2", "--jitter-s", "-0.1"][..], "--jitter-s -0.1: give a positive number"),
+        (&["--jitter-s", "0.5"][..], "--jitter-draws <N>"),
+    ] {
+        let refused = dir.join("refused");
+        let o = small_sim(&refused, flags);
+        assert!(!o.status.success() && stderr(&o).contains(says), "{flags:?}: {}", stderr(&o));
+        assert!(!refused.exists(), "{flags:?}: nothing is written");
+    }
+}
+
 fn write_trace(dir: &Path, lines: &[&str]) -> PathBuf {
     let path = dir.join("trace.swf");
     let mut text = String::from("; Version: 2.2\n; MaxProcs: 8\n");
@@ -1398,10 +1469,10 @@ fn bench_fast_judges_fast_mode_against_the_exact_engines_spread_under_arrival_ji
     }
 
     for (flags, says) in [
-        (&["--jitter-draws", "33"][..], "33 jittered runs per pair: give 1 to 32"),
-        (&["--jitter-draws", "2", "--jitter-s", "0"][..], "arrival jitter of 0 s"),
-        (&["--jitter-draws", "2", "--jitter-s", "NaN"][..], "arrival jitter of NaN s"),
-        (&["--jitter-draws", "0"][..], "0 jittered runs per pair: give 1 to 32"),
+        (&["--jitter-draws", "33"][..], "--jitter-draws 33: give 1 to 32"),
+        (&["--jitter-draws", "2", "--jitter-s", "0"][..], "--jitter-s 0: give a positive number"),
+        (&["--jitter-draws", "2", "--jitter-s", "NaN"][..], "--jitter-s NaN: give a positive number"),
+        (&["--jitter-draws", "0"][..], "--jitter-draws 0: give 1 to 32"),
         (&["--jitter-s", "0.5"][..], "--jitter-draws <N>"),
     ] {
         let refused = dir.join("refused");
