@@ -40,7 +40,7 @@ def test_arrival_jitter_reaches_python_as_the_cli_writes_it(run_cli, tmp_path: P
     result = cosched.simulate(args=[*flags, "--jitter-draws", "2"])
     jitter = result.document["arrival_jitter"]
     assert jitter["jitter"] == {"draws": 2, "amplitude_s": 0.05}
-    assert [run["label"] for run in jitter["runs"]] == ["Local", "GS"]
+    assert [run["scheme"] for run in jitter["runs"]] == ["Local", "GS"]
     assert all(len(run["draws"]) == 2 for run in jitter["runs"])
     out = tmp_path / "out"
     cli = run_cli("sim", *flags, "--jitter-draws", "2", "--quiet", "--out", str(out))

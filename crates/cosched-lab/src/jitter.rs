@@ -11,9 +11,8 @@ use cosched_sim::{SimConfig, SimJob, Summary};
 use serde::Serialize;
 
 /// A run again, `draws` times, with every arrival moved by a uniform draw within ±`amplitude_s`: how far the model's
-/// own answer moves when nothing but the arrivals' last digits change. Where the exact engine's moves as far as fast
-/// mode is off, fast mode's error there is the model's own spread (a schedule that flips between regimes), not a
-/// fault of fast mode.
+/// own answer moves when nothing but the arrivals' last digits change (a schedule that flips between regimes moves
+/// far).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct ArrivalJitter {
     pub draws: u32,
@@ -77,8 +76,8 @@ impl Answer {
         others.into_iter().map(|other| self.error_to(&other)).filter(|e| e.is_finite()).min_by(f64::total_cmp)
     }
 
-    /// The larger of |self / other - 1| over mean response and delivered utilization: the two figures the bounds
-    /// hold. NaN if either is unknown (`f64::max` would let one figure pass as the other's error).
+    /// The larger of |self / other - 1| over mean response and delivered utilization (the two figures fast mode's
+    /// bounds hold). NaN if either is unknown (`f64::max` would let one figure pass as the other's error).
     pub fn error_to(&self, other: &Answer) -> f64 {
         let response = self.mean_response_s / other.mean_response_s - 1.0;
         let utilization = self.delivered_utilization / other.delivered_utilization - 1.0;
@@ -124,7 +123,7 @@ impl AnswerSpread {
             .fold(0.0, |most, e| largest_known(most, e.abs()))
     }
 
-    /// Both errors lie within the exact answers' ranges.
+    /// Both errors (against the answer given) lie within the ranges.
     pub fn holds(&self, response_error: f64, utilization_error: f64) -> bool {
         (self.response_low..=self.response_high).contains(&response_error)
             && (self.utilization_low..=self.utilization_high).contains(&utilization_error)
@@ -176,8 +175,8 @@ pub fn jittered_answers<W: BatchWatch>(
 /// One run's answers under arrival jitter: on the jobs as given and in each draw.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunJitter {
-    /// The scheme (or the run's label).
-    pub label: String,
+    /// The scheme (or what else names the run).
+    pub scheme: String,
     pub given: Answer,
     pub draws: Vec<Answer>,
     /// Where the draws lie against the answer given (`None` without draws).
@@ -187,10 +186,10 @@ pub struct RunJitter {
 }
 
 impl RunJitter {
-    pub fn of(label: &str, given: Answer, draws: Vec<Answer>) -> RunJitter {
+    pub fn of(scheme: &str, given: Answer, draws: Vec<Answer>) -> RunJitter {
         let spread = AnswerSpread::of(given, &draws);
         let largest_move = spread.map_or(0.0, |s| s.largest());
-        RunJitter { label: label.to_string(), given, draws, spread, largest_move }
+        RunJitter { scheme: scheme.to_string(), given, draws, spread, largest_move }
     }
 
     /// A move beyond `accepted`, or unknown: a single answer of this run is not to be trusted as the answer.
@@ -221,7 +220,7 @@ impl DrawRow<'_> {
 
 fn draw_columns<'a>() -> Vec<Column<DrawRow<'a>>> {
     vec![
-        text("scheme", |r| csv_field(&r.run.label)),
+        text("scheme", |r| csv_field(&r.run.scheme)),
         int("draw", |r| r.draw.to_string()),
         float("jitter_s", |r| num(r.amplitude_s)),
         float("mean_response_s", |r| num(r.answer().mean_response_s)),

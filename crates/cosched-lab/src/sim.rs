@@ -79,8 +79,7 @@ impl PreparedSim {
     /// Every scheme on the same jobs, in parallel; results in the order of the schemes.
     pub fn run<W: BatchWatch>(&self, options: &RunOptions, watch: &W) -> Result<Vec<RunResult>, String> {
         let requests = self.loaded.requests();
-        let labels: Vec<String> = self.configs.iter().map(|c| c.scheme.name().to_string()).collect();
-        run_all(&self.configs, &labels, |i| sim_jobs(&requests, &self.plan(), &self.configs[i]), options, watch)
+        run_all(&self.configs, &self.labels(), |i| sim_jobs(&requests, &self.plan(), &self.configs[i]), options, watch)
     }
 
     /// Every scheme again, `jitter.draws` times, on the same jobs with their arrivals jittered (each draw the same
@@ -92,9 +91,13 @@ impl PreparedSim {
         watch: &W,
     ) -> Result<Vec<Vec<Answer>>, String> {
         let requests = self.loaded.requests();
-        let labels: Vec<String> = self.configs.iter().map(|c| c.scheme.name().to_string()).collect();
         let jobs_for = |i: usize| sim_jobs(&requests, &self.plan(), &self.configs[i]);
-        jittered_answers(jitter, &self.configs, &labels, &jobs_for, options, watch)
+        jittered_answers(jitter, &self.configs, &self.labels(), &jobs_for, options, watch)
+    }
+
+    /// Each run's name: its scheme's.
+    fn labels(&self) -> Vec<String> {
+        self.configs.iter().map(|c| c.scheme.name().to_string()).collect()
     }
 
     fn plan(&self) -> WorkloadPlan {

@@ -47,7 +47,7 @@ pub fn print_jitter(report: &JitterReport, mode: &str) {
         "under arrival jitter: each {mode}run {} more times with every arrival moved within ±{} s (jitter.csv):",
         jitter.draws, jitter.amplitude_s
     );
-    let name_width = report.runs.iter().map(|r| r.label.len()).max().unwrap_or(0).max(8);
+    let name_width = report.runs.iter().map(|r| r.scheme.len()).max().unwrap_or(0).max(8);
     println!("{:<name_width$} {:>21} {:>21} {:>9}", "scheme", "mean response", "delivered util.", "largest");
     for run in &report.runs {
         let range = |low: f64, high: f64| format!("{} .. {}", percent(low), percent(high));
@@ -57,7 +57,7 @@ pub fn print_jitter(report: &JitterReport, mode: &str) {
         };
         println!(
             "{:<name_width$} {response:>21} {utilization:>21} {:>9}",
-            run.label,
+            run.scheme,
             unsigned_percent(run.largest_move)
         );
     }
@@ -70,14 +70,14 @@ pub fn print_jitter(report: &JitterReport, mode: &str) {
 /// Why one answer of `run` is not to be read alone.
 fn sensitive_run(run: &RunJitter, jitter: ArrivalJitter) -> String {
     let moved = match run.largest_move.is_nan() {
-        true => "gives no answer in some draw".to_string(),
+        true => "cannot be compared (a run, given or jittered, finished no job)".to_string(),
         false => format!("moves by {}", unsigned_percent(run.largest_move)),
     };
     format!(
         "{}'s answer {moved} when the arrivals move by at most {} s: its schedule turns on the arrivals' last \
          digits, so read its figures as the range above, not as one value (docs/model.md, \"How far to believe one \
          answer\")",
-        run.label, jitter.amplitude_s
+        run.scheme, jitter.amplitude_s
     )
 }
 
@@ -111,7 +111,7 @@ mod tests {
         assert!(sensitive_run(&flips, jitter).contains("moves by 208.4 %"), "{}", sensitive_run(&flips, jitter));
         let none = RunJitter::of("DCS", answer(100.0, 0.5), vec![answer(f64::NAN, 0.5)]);
         assert!(none.moves_beyond(SENSITIVE_MOVE), "an unknown move is not a small one");
-        assert!(sensitive_run(&none, jitter).contains("gives no answer"));
+        assert!(sensitive_run(&none, jitter).contains("cannot be compared"));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub struct ProgressLine {
 /// What Ctrl-C does, said on each progress line: `sim` keeps the jobs that finished, a study the runs.
 const CTRL_C_KEEPS_JOBS: &str = "Ctrl-C: stop and keep the finished jobs";
 const CTRL_C_KEEPS_RUNS: &str = "Ctrl-C: stop and keep the finished runs";
+const CTRL_C_DROPS_JITTER: &str = "Ctrl-C: stop these jittered runs and keep the runs before them";
 
 impl ProgressLine {
     pub fn new(label: &str, enabled: bool) -> ProgressLine {
@@ -99,6 +100,11 @@ impl BatchProgress {
     /// Say on each progress line that Ctrl-C keeps the finished runs (a study's journal).
     pub fn keeping_runs(self) -> BatchProgress {
         BatchProgress { ctrl_c: CTRL_C_KEEPS_RUNS, ..self }
+    }
+
+    /// Say on each progress line that Ctrl-C drops these runs, keeping those before them (`--jitter-draws`).
+    pub fn dropping_jittered_runs(self) -> BatchProgress {
+        BatchProgress { ctrl_c: CTRL_C_DROPS_JITTER, ..self }
     }
 
     /// Also hand the runs this stop flag (see [`BatchWatch::stop`]).

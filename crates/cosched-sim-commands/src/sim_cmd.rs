@@ -552,6 +552,9 @@ pub fn simulate_chosen(
     if describe_workload {
         eprintln!("workload: {}, mix {}", prepared.loaded.report.describe(), args.workload);
         eprintln!("{}", describe_cost(&cost, fast.is_some()));
+        if let Some(jitter) = jitter {
+            eprintln!("then every scheme {} more times with its arrivals jittered (--jitter-draws)", jitter.draws);
+        }
     }
     let options = RunOptions {
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
@@ -568,9 +571,8 @@ pub fn simulate_chosen(
     let progress = BatchProgress::new(!args.quiet);
     let results = prepared.run(&options, &progress)?;
     let run_wall_s = progress.run_wall_s();
-    let stopped = options.stop.as_ref().is_some_and(|stop| stop.load(Ordering::Relaxed));
     let jitter = match jitter {
-        Some(jitter) if !stopped => jittered(&prepared, &results, jitter, &options, &progress)?,
+        Some(jitter) if !stopped(&options) => jittered(&prepared, &results, jitter, &options, !args.quiet)?,
         _ => None,
     };
     Ok(SimOutcome { prepared, results, run_wall_s, jitter })
@@ -583,12 +585,12 @@ fn jittered(
     results: &[RunResult],
     jitter: ArrivalJitter,
     options: &RunOptions,
-    progress: &BatchProgress,
+    show_progress: bool,
 ) -> Result<Option<JitterReport>, String> {
     let options = RunOptions { record_trace: false, ..options.clone() };
-    let draws = prepared.run_jittered(jitter, &options, progress)?;
-    let stopped = options.stop.as_ref().is_some_and(|stop| stop.load(Ordering::Relaxed));
-    if stopped {
+    let progress = BatchProgress::new(show_progress).dropping_jittered_runs();
+    let draws = prepared.run_jittered(jitter, &options, &progress)?;
+    if stopped(&options) {
         return Ok(None);
     }
     let runs = results
@@ -597,6 +599,11 @@ fn jittered(
         .map(|(r, draws)| RunJitter::of(&r.summary.scheme, Answer::of(&r.summary), draws))
         .collect();
     Ok(Some(JitterReport { jitter, runs }))
+}
+
+/// Ctrl-C (or Python's stop) ended the runs.
+fn stopped(options: &RunOptions) -> bool {
+    options.stop.as_ref().is_some_and(|stop| stop.load(Ordering::Relaxed))
 }
 
 /// What each run will cost, said before it starts (docs/model.md, "What a run costs").
@@ -636,8 +643,13 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
         path.display(),
         if jitter.is_some() { ", jitter.csv" } else { "" }
     );
-    if args.jitter.jitter_draws.is_some() && jitter.is_none() {
-        eprintln!("the jittered runs were interrupted: no jitter.csv, and no arrival_jitter in summary.json");
+    let main_runs_whole = results.iter().all(|r| r.summary.interrupted_at_s.is_none());
+    if interrupted.load(Ordering::Relaxed) && main_runs_whole {
+        return Err(format!(
+            "interrupted during the jittered runs: {} holds every scheme's whole run, without jitter.csv or \
+             arrival_jitter in summary.json",
+            path.display()
+        ));
     }
     if interrupted.load(Ordering::Relaxed) {
         return Err(format!(

@@ -148,12 +148,14 @@ fn sim_reports_how_far_each_answer_moves_when_the_arrivals_move_a_little() {
     for row in &rows {
         let number = |name: &str| row[column(name)].parse::<f64>().unwrap();
         // Each answer beside the scheme's own on the jobs as given, the one summary.csv holds.
-        let given = format!("{},", row[column("given_mean_response_s")]);
-        let scheme_row = summary.lines().find(|l| l.starts_with(&format!("{},", row[0]))).unwrap();
-        assert!(scheme_row.contains(&given), "{row:?} against {scheme_row}");
+        let summary_header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
+        let response_at = summary_header.iter().position(|h| *h == "mean_response_s").unwrap();
+        let scheme_row: Vec<&str> =
+            summary.lines().find(|l| l.starts_with(&format!("{},", row[0]))).unwrap().split(',').collect();
+        assert_eq!(scheme_row[response_at], row[column("given_mean_response_s")], "{row:?} against {scheme_row:?}");
         let moved = number("mean_response_s") / number("given_mean_response_s") - 1.0;
         assert!((moved - number("response_move")).abs() < 1e-8, "{row:?}");
-        let run = runs.iter().find(|r| r["label"] == row[0]).unwrap();
+        let run = runs.iter().find(|r| r["scheme"] == row[0]).unwrap();
         let draw = &run["draws"][row[column("draw")].parse::<usize>().unwrap()];
         assert!((draw["mean_response_s"].as_f64().unwrap() - number("mean_response_s")).abs() < 1e-8, "{draw}");
         let largest = run["largest_move"].as_f64().unwrap();
@@ -173,10 +175,16 @@ fn sim_reports_how_far_each_answer_moves_when_the_arrivals_move_a_little() {
         assert!(read(&out.join(file)) == *bytes, "{file} differs between two runs with one seed");
     }
     // Under half a nanosecond no arrival moves: each draw is the run on the jobs as given, and nothing is warned of.
-    let (unmoved, _, said) = run_with("unmoved", "0.0000000004");
-    let unmoved_table = String::from_utf8(read(&unmoved.join("jitter.csv"))).unwrap();
-    assert!(moves(&unmoved_table).iter().all(|m| *m == 0.0), "{unmoved_table}");
-    assert!(!said.contains("turns on the arrivals' last digits"), "{said}");
+    // So too in fast mode, whose settings the jittered runs must share.
+    for fast in [&[][..], &["--fast"]] {
+        let out = dir.join("unmoved");
+        let flags = [&["--seed", "3", "--jitter-draws", "2", "--jitter-s", "0.0000000004"][..], fast].concat();
+        let o = small_sim(&out, &flags);
+        assert!(o.status.success(), "{fast:?}: {}", stderr(&o));
+        let unmoved_table = String::from_utf8(read(&out.join("jitter.csv"))).unwrap();
+        assert!(moves(&unmoved_table).iter().all(|m| *m == 0.0), "{fast:?}: {unmoved_table}");
+        assert!(!stderr(&o).contains("turns on the arrivals' last digits"), "{}", stderr(&o));
+    }
     // Without the flag, neither the file nor the record.
     let plain = dir.join("plain");
     assert!(small_sim(&plain, &["--seed", "3"]).status.success());
@@ -982,6 +990,22 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     // PB-SY is warned for too, and no longer sent to 3 s windows: on seeds drawn at random they were 11 % off.
     assert!(stderr(&o).contains("of the exact engine for PB-SY in "), "{}", stderr(&o));
     assert!(!stderr(&o).contains("--fast-window-ms 3000"), "{}", stderr(&o));
+    // DCS on EEVDF nodes is validated with 1 s windows only: a stable run is sent there, and holds it there.
+    let dcs_on_eevdf = |window_ms: &str| {
+        let out = dir.join(format!("dcs-{window_ms}"));
+        let flags = ["--schemes", "DCS", "--node-scheduler", "eevdf", "--fast", "--fast-window-ms", window_ms];
+        let small = ["sim", "-q", "--jobs", "20", "--nodes", "8", "--runtime-scale", "0.02", "--out"];
+        let o = cosched(&[&small[..], &[out.to_str().unwrap()], &flags].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let said = stderr(&o);
+        (String::from_utf8(o.stdout).unwrap(), said)
+    };
+    let (printed, said) = dcs_on_eevdf("200");
+    assert!(printed.contains("validated within 32.3 % of exact in stable runs"), "{printed}");
+    assert!(said.contains("with --fast-window-ms 1000 it is validated within 1.0 % in stable runs"), "{said}");
+    let (printed, said) = dcs_on_eevdf("1000");
+    assert!(printed.contains("validated within 1.0 % of exact in stable runs"), "{printed}");
+    assert!(!said.contains("not known to be within 5 %"), "{said}");
     let summary = String::from_utf8(read(&out.join("summary.csv"))).unwrap();
     let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
     let mode = header.iter().position(|&c| c == "mode").expect("a mode column");
