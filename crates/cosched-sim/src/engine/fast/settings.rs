@@ -126,7 +126,8 @@ const VALIDATED_ON_EEVDF: &[Validated] = &[
         scheme: "DCS",
         stable: 0.323,
         saturated: 0.030,
-        // A 200 ms window can catch a passing regime of DCS's boosts and carry it through a long jump.
+        // Why 200 ms windows fail DCS there is not traced (docs/fast-mode.md, "Larger jitter, and two of fast
+        // mode's own errors traced").
         at_window: Some(AtWindow { window_ns: 1_000_000_000, stable: 0.010 }),
     },
     on_eevdf("PB", 0.049, 0.014),
