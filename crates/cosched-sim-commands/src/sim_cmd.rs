@@ -513,15 +513,17 @@ pub struct SimOutcome {
 /// `stop` ends the runs early at their next progress report, keeping the jobs finished by then.
 /// `describe_workload`: say on stderr what workload was made (the CLI always does, even with --quiet).
 pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) -> Result<SimOutcome, String> {
-    simulate_chosen(args, stop, describe_workload, None)
+    simulate_chosen(args, stop, describe_workload, None, |_, _| {})
 }
 
-/// `simulate`, admission decided by `chooser` when one is given (one scheme only: a chooser decides one run).
+/// `simulate`, admission decided by `chooser` when one is given (one scheme only: a chooser decides one run);
+/// `main_runs_done` sees the runs on the jobs as given before any jittered run starts.
 pub fn simulate_chosen(
     args: &SimArgs,
     stop: Arc<AtomicBool>,
     describe_workload: bool,
     chooser: Option<SharedChooser>,
+    main_runs_done: impl FnOnce(&PreparedSim, &[RunResult]),
 ) -> Result<SimOutcome, String> {
     let settings = args.settings()?;
     if chooser.is_some() && settings.schemes.len() != 1 {
@@ -571,6 +573,7 @@ pub fn simulate_chosen(
     let progress = BatchProgress::new(!args.quiet);
     let results = prepared.run(&options, &progress)?;
     let run_wall_s = progress.run_wall_s();
+    main_runs_done(&prepared, &results);
     let jitter = match jitter {
         Some(jitter) if !stopped(&options) => jittered(&prepared, &results, jitter, &options, !args.quiet)?,
         _ => None,
@@ -626,8 +629,10 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     args.jitter.jitter()?;
     let checked_out = OutputDir::check(&args.out)?;
     let interrupted = crate::interrupt::stop_on_interrupt()?;
-    let SimOutcome { prepared, results, run_wall_s, jitter } = simulate(args, interrupted.clone(), true)?;
-    print_table(&results, &prepared.configs);
+    // The table as soon as the runs it shows end, before the jittered runs (N times as long).
+    let show_table = |prepared: &PreparedSim, results: &[RunResult]| print_table(results, &prepared.configs);
+    let SimOutcome { prepared, results, run_wall_s, jitter } =
+        simulate_chosen(args, interrupted.clone(), true, None, show_table)?;
     if let Some(report) = &jitter {
         print_jitter(report, if args.fast { "fast " } else { "" });
     }
