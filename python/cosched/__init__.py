@@ -73,6 +73,9 @@ class SimResult:
     #: Per scheme, the exact text of ``batsim/SCHEME_jobs.csv``: its jobs in Batsim's ``jobs.csv`` format, which
     #: evalys reads (``JobSet.from_csv``); docs/batsim.md says what its columns mean when jobs share CPUs.
     batsim_csv: dict[str, str] = field(default_factory=dict, repr=False)
+    #: With ``jitter_draws=N``: ``jitter.csv``, each scheme's answer in each draw with its arrivals jittered, beside
+    #: its answer on the jobs as given (docs/model.md, "How far to believe one answer"); ``None`` without.
+    jitter: pd.DataFrame | None = field(default=None, repr=False)
 
     @staticmethod
     def _of(texts: Any, **document_extra: Any) -> SimResult:
@@ -84,6 +87,7 @@ class SimResult:
             summary_csv=texts.summary_csv,
             jobs_csv=texts.jobs_csv,
             batsim_csv=dict(texts.batsim_jobs_csv),
+            jitter=_frame(texts.jitter_csv, texts.jitter_kinds) if texts.jitter_csv else None,
         )
 
     def batsim(self, scheme: str) -> pd.DataFrame:

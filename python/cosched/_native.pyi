@@ -12,6 +12,8 @@ class SimTexts:
     jobs_kinds: list[tuple[str, str]]
     summary_json: str
     batsim_jobs_csv: list[tuple[str, str]]
+    jitter_csv: str
+    jitter_kinds: list[tuple[str, str]]
 
 class StudyTexts:
     runs_csv: str

@@ -46,7 +46,13 @@ def test_arrival_jitter_reaches_python_as_the_cli_writes_it(run_cli, tmp_path: P
     cli = run_cli("sim", *flags, "--jitter-draws", "2", "--quiet", "--out", str(out))
     assert cli.returncode == 0, cli.stderr
     assert json.loads((out / "summary.json").read_text())["arrival_jitter"] == jitter
-    assert "arrival_jitter" not in cosched.simulate(args=flags).document
+    table = result.jitter
+    assert list(table["scheme"]) == ["Local", "Local", "GS", "GS"] and str(table["draw"].dtype) == "Int64"
+    moved = table["mean_response_s"] / table["given_mean_response_s"] - 1
+    assert ((moved - table["response_move"]).abs() < 1e-8).all()
+    assert (out / "jitter.csv").read_text().splitlines()[0] == ",".join(table.columns)
+    plain = cosched.simulate(args=flags)
+    assert "arrival_jitter" not in plain.document and plain.jitter is None
 
 
 def test_tables_are_typed_by_their_columns_not_their_values() -> None:

@@ -4,7 +4,7 @@
 //! scheme, and `cosched bench fast --jitter-draws` judges fast mode against the exact engine's own spread.
 
 use crate::batch::{run_all, BatchWatch};
-use crate::csv::{csv_field, float, int, num, text, to_csv, Column};
+use crate::csv::{csv_field, float, int, kinds, num, text, to_csv, Column, ColumnKinds};
 use cosched_core::SimTime;
 use cosched_sim::run::RunOptions;
 use cosched_sim::{SimConfig, SimJob, Summary};
@@ -230,6 +230,11 @@ fn draw_columns<'a>() -> Vec<Column<DrawRow<'a>>> {
         float("response_move", |r| num(r.answer().mean_response_s / r.run.given.mean_response_s - 1.0)),
         float("utilization_move", |r| num(r.answer().delivered_utilization / r.run.given.delivered_utilization - 1.0)),
     ]
+}
+
+/// `jitter.csv`'s columns and what each holds.
+pub fn jitter_kinds() -> ColumnKinds {
+    kinds(&draw_columns())
 }
 
 /// `jitter.csv`: one row per run and draw, each answer beside the one on the jobs as given.

@@ -12,6 +12,7 @@ mod workload;
 
 use clap::{Args, CommandFactory, Parser};
 use cosched_lab::batsim::batsim_jobs_csv;
+use cosched_lab::jitter::{jitter_csv, jitter_kinds};
 use cosched_lab::sim::{jobs_csv, jobs_kinds, summary_csv, summary_kinds};
 use cosched_sim_commands::sim_cmd::{simulate as simulate_flags, summary_json, SimArgs, SimOutcome};
 use pyo3::create_exception;
@@ -92,6 +93,9 @@ struct SimTexts {
     summary_json: String,
     /// (scheme, its jobs in Batsim's jobs.csv format), in the order of the schemes.
     batsim_jobs_csv: Vec<(String, String)>,
+    /// jitter.csv (empty without --jitter-draws) and its columns' kinds.
+    jitter_csv: String,
+    jitter_kinds: Vec<(String, String)>,
 }
 
 /// Simulate as `cosched sim FLAGS…` does, writing nothing.
@@ -121,6 +125,8 @@ pub(crate) fn sim_texts(args: &SimArgs, flags: Vec<String>, outcome: SimOutcome)
             jitter.as_ref(),
         )?,
         batsim_jobs_csv: results.iter().map(|r| (r.summary.scheme.clone(), batsim_jobs_csv(r))).collect(),
+        jitter_csv: jitter.as_ref().map(jitter_csv).unwrap_or_default(),
+        jitter_kinds: jitter_kinds(),
     })
 }
 
