@@ -275,7 +275,9 @@ impl From<StackedBarChart> for Chart {
 pub struct StackedBar {
     pub label: String,
     pub segments: Vec<f64>,
-    pub error: f64,
+    /// How far the whisker reaches below and above the bar's end (a 95 % interval's half-width both ways, or
+    /// a range of answers); none at (0, 0).
+    pub whisker: (f64, f64),
 }
 
 pub struct StackedBarChart {
@@ -366,7 +368,7 @@ impl StackedBarChart {
         let note_h = if self.note.is_some() { 18.0 } else { 0.0 };
         let height = TOP + self.bars.len() as f64 * (BAR_H + GAP) + 78.0 + note_h;
         let total = |b: &StackedBar| b.segments.iter().filter(|v| v.is_finite()).sum::<f64>();
-        let max = nice_max(self.bars.iter().map(|b| total(b) + b.error).fold(0.0, f64::max));
+        let max = nice_max(self.bars.iter().map(|b| total(b) + b.whisker.1).fold(0.0, f64::max));
         let x = |v: f64| label_w + plot_w * (v / max).clamp(0.0, 1.0);
         let mut svg = svg_start(width, height, &self.title, 10.0, 22.0);
         for (i, bar) in self.bars.iter().enumerate() {
@@ -394,13 +396,14 @@ impl StackedBarChart {
                 );
                 start += v;
             }
-            if bar.error > 0.0 {
-                whisker(&mut svg, x(start - bar.error), x(start + bar.error), y + BAR_H / 2.0);
+            let (below, above) = bar.whisker;
+            if below > 0.0 || above > 0.0 {
+                whisker(&mut svg, x(start - below), x(start + above), y + BAR_H / 2.0);
             }
             let _ = writeln!(
                 svg,
                 r##"<text x="{:.1}" y="{:.1}" fill="#333">{}</text>"##,
-                x(start + bar.error) + 4.0,
+                x(start + above) + 4.0,
                 y + BAR_H * 0.68,
                 format_value(start)
             );
@@ -801,8 +804,8 @@ mod tests {
             unit: "seconds".into(),
             segment_names: vec!["wait".into(), "run".into()],
             bars: vec![
-                StackedBar { label: "Local".into(), segments: vec![5.0, 5.0], error: 0.0 },
-                StackedBar { label: "GS".into(), segments: vec![0.0, 2.5], error: 0.5 },
+                StackedBar { label: "Local".into(), segments: vec![5.0, 5.0], whisker: (0.0, 0.0) },
+                StackedBar { label: "GS".into(), segments: vec![0.0, 2.5], whisker: (0.5, 0.5) },
             ],
             note: Some("* saturated".into()),
         };
@@ -831,7 +834,7 @@ mod tests {
             title: title.into(),
             unit: "s".into(),
             segment_names: vec!["wait".into()],
-            bars: vec![StackedBar { label: "GS".into(), segments: vec![1.0], error: 0.0 }],
+            bars: vec![StackedBar { label: "GS".into(), segments: vec![1.0], whisker: (0.0, 0.0) }],
             note: None,
         };
         assert!(svg_width(&chart.to_svg()) >= text_width(title, 15.0) + 10.0);

@@ -801,7 +801,7 @@ fn write_outputs(
     if let Some(report) = jitter {
         out.write("jitter.csv", &jitter_csv(report))?;
     }
-    out.write("response.svg", &response_chart(results).to_svg())?;
+    out.write("response.svg", &response_chart(results, jitter).to_svg())?;
     out.write("cpu-time.svg", &cpu_time_chart(results).to_svg())?;
     out.write("jobs.csv", &jobs_csv(results))?;
     let cpus: Vec<u32> = configs.iter().map(SimConfig::cpu_count).collect();
@@ -894,24 +894,42 @@ fn batsim_jobs_file(scheme: &str) -> String {
 
 /// Mean response per scheme, split into wait and execution; a saturated scheme starred (its mean is of the jobs
 /// that finished, and grows with the run).
-fn response_chart(results: &[RunResult]) -> StackedBarChart {
+fn response_chart(results: &[RunResult], jitter: Option<&JitterReport>) -> StackedBarChart {
     let saturated = |r: &RunResult| r.summary.saturation.saturated;
+    // With jittered runs, each bar's whisker spans the lowest to the highest mean response over them.
+    let whisker = |i: usize| {
+        let Some(spread) = jitter.and_then(|j| j.runs[i].spread) else { return (0.0, 0.0) };
+        let given_s = results[i].summary.mean_response_s;
+        let seconds = |share: f64| if share.is_finite() { (share * given_s).abs() } else { 0.0 };
+        (seconds(spread.response_low), seconds(spread.response_high))
+    };
+    let notes = [
+        results
+            .iter()
+            .any(saturated)
+            .then(|| "* saturated: the mean is of the jobs that finished, and grows the longer the run".to_string()),
+        jitter.map(|j| {
+            format!(
+                "whiskers: the lowest to highest mean response over {} runs with every arrival moved within ±{} s",
+                j.jitter.draws, j.jitter.amplitude_s
+            )
+        }),
+    ];
+    let notes: Vec<String> = notes.into_iter().flatten().collect();
     StackedBarChart {
         title: "Mean response time".into(),
         unit: "seconds (simulated)".into(),
         segment_names: vec!["wait".into(), "execution".into()],
         bars: results
             .iter()
-            .map(|r| StackedBar {
+            .enumerate()
+            .map(|(i, r)| StackedBar {
                 label: format!("{}{}", r.summary.scheme, if saturated(r) { "*" } else { "" }),
                 segments: vec![r.summary.mean_wait_s, r.summary.mean_execution_s],
-                error: 0.0,
+                whisker: whisker(i),
             })
             .collect(),
-        note: results
-            .iter()
-            .any(saturated)
-            .then(|| "* saturated: the mean is of the jobs that finished, and grows the longer the run".into()),
+        note: (!notes.is_empty()).then(|| notes.join("; ")),
     }
 }
 
@@ -926,7 +944,7 @@ fn cpu_time_chart(results: &[RunResult]) -> StackedBarChart {
             .map(|r| StackedBar {
                 label: r.summary.scheme.clone(),
                 segments: r.summary.cpu_time.shares().iter().map(|s| 100.0 * s).collect(),
-                error: 0.0,
+                whisker: (0.0, 0.0),
             })
             .collect(),
         note: None,

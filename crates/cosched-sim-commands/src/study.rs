@@ -1040,7 +1040,7 @@ fn report_bars(rows: &[RunRow]) -> (String, Figures) {
             bars.push(StackedBar {
                 label: format!("{}{}", p.first().scheme, saturated_mark(p)),
                 segments: vec![p.estimate(|r| r.mean_wait_s).mean, p.estimate(|r| r.mean_execution_s).mean],
-                error: response.ci95_half_width(),
+                whisker: (response.ci95_half_width(), response.ci95_half_width()),
             });
         }
         let first = group_points[0].first();

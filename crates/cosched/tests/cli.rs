@@ -167,6 +167,8 @@ fn sim_reports_how_far_each_answer_moves_when_the_arrivals_move_a_little() {
         rows.flat_map(|row| at.map(|i| row[i].parse::<f64>().unwrap())).collect()
     };
     assert!(moves(&table).iter().any(|m| *m != 0.0), "±50 ms moves some answer of these short jobs: {table}");
+    let chart = String::from_utf8(read(&out.join("response.svg"))).unwrap();
+    assert!(chart.contains("whiskers: the lowest to highest mean response over 3 runs"), "{chart}");
     // The same seed gives the same draws, byte for byte (into the same folder: summary.json holds the command).
     let files = ["jitter.csv", "summary.json", "summary.csv"];
     let first: Vec<Vec<u8>> = files.iter().map(|f| read(&out.join(f))).collect();
@@ -191,6 +193,7 @@ fn sim_reports_how_far_each_answer_moves_when_the_arrivals_move_a_little() {
     assert!(!plain.join("jitter.csv").exists());
     let report: serde_json::Value = serde_json::from_slice(&read(&plain.join("summary.json"))).unwrap();
     assert!(report.get("arrival_jitter").is_none(), "{report}");
+    assert!(!String::from_utf8(read(&plain.join("response.svg"))).unwrap().contains("whiskers"));
     for (flags, says) in [
         (&["--jitter-draws", "33"][..], "--jitter-draws 33: give 1 to 32"),
         (&["--jitter-draws", "2", "--jitter-s", "-0.1"][..], "--jitter-s -0.1: give a positive number"),
