@@ -82,7 +82,7 @@ pub(crate) fn run_interruptible<T: Send>(
     })
 }
 
-/// What one simulation gives back: the CLI's summary.csv, jobs.csv, summary.json and batsim/*_jobs.csv.
+/// What one simulation gives back: the CLI's summary.csv, jobs.csv, summary.json, batsim/*_jobs.csv and jitter.csv.
 #[pyclass(frozen, get_all, module = "cosched._native")]
 struct SimTexts {
     summary_csv: String,

@@ -270,8 +270,8 @@ impl From<StackedBarChart> for Chart {
     }
 }
 
-/// One bar made of stacked segments (values in the chart's unit), with the
-/// half-width of a confidence interval of its total (0: none drawn).
+/// One bar made of stacked segments (values in the chart's unit), with a
+/// whisker across its total: a confidence interval, or a range of answers.
 pub struct StackedBar {
     pub label: String,
     pub segments: Vec<f64>,
@@ -285,7 +285,7 @@ pub struct StackedBarChart {
     pub unit: String,
     pub segment_names: Vec<String>,
     pub bars: Vec<StackedBar>,
-    /// A line under the legend saying what any other mark means.
+    /// Lines under the legend saying what any other mark means (one per line of the text).
     pub note: Option<String>,
 }
 
@@ -317,7 +317,7 @@ fn bar_axis(svg: &mut String, left: f64, plot_w: f64, axis_y: f64, max: f64, uni
     );
 }
 
-/// A confidence-interval whisker across a bar's end.
+/// A whisker across a bar's end (a confidence interval, or a range of answers).
 fn whisker(svg: &mut String, x_low: f64, x_high: f64, y_mid: f64) {
     let _ = writeln!(
         svg,
@@ -332,10 +332,18 @@ fn bar_footer(svg: &mut String, left: f64, axis_y: f64, names: &[String], note: 
     let entries: Vec<(String, &str)> =
         names.iter().enumerate().map(|(k, n)| (n.clone(), SEGMENT_COLOURS[k % SEGMENT_COLOURS.len()])).collect();
     legend_row(svg, left, axis_y + 58.0, &entries);
-    if let Some(note) = note {
-        let _ = writeln!(svg, r##"<text x="{left:.1}" y="{:.1}" fill="#333">{}</text>"##, axis_y + 76.0, escape(note));
+    for (i, line) in note_lines(note).enumerate() {
+        let y = axis_y + 76.0 + NOTE_LINE_H * i as f64;
+        let _ = writeln!(svg, r##"<text x="{left:.1}" y="{y:.1}" fill="#333">{}</text>"##, escape(line));
     }
     svg.push_str("</svg>\n");
+}
+
+/// A chart note's lines, each drawn under the one before.
+const NOTE_LINE_H: f64 = 18.0;
+
+fn note_lines(note: Option<&str>) -> impl Iterator<Item = &str> {
+    note.into_iter().flat_map(str::lines)
 }
 
 /// Width of a legend row of these names (see `legend_row`).
@@ -363,9 +371,10 @@ impl StackedBarChart {
         let label_w = self.bars.iter().map(|b| text_width(&b.label, 12.0)).fold(60.0, f64::max) + 16.0;
         let width = (label_w + 630.0)
             .max(text_width(&self.title, 15.0) + 20.0)
-            .max(label_w + legend_width(&self.segment_names) + 10.0);
+            .max(label_w + legend_width(&self.segment_names) + 10.0)
+            .max(label_w + note_lines(self.note.as_deref()).map(|l| text_width(l, 12.0)).fold(0.0, f64::max) + 10.0);
         let plot_w = width - label_w - 70.0;
-        let note_h = if self.note.is_some() { 18.0 } else { 0.0 };
+        let note_h = NOTE_LINE_H * note_lines(self.note.as_deref()).count() as f64;
         let height = TOP + self.bars.len() as f64 * (BAR_H + GAP) + 78.0 + note_h;
         let total = |b: &StackedBar| b.segments.iter().filter(|v| v.is_finite()).sum::<f64>();
         let max = nice_max(self.bars.iter().map(|b| total(b) + b.whisker.1).fold(0.0, f64::max));

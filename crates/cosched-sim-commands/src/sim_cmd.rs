@@ -909,9 +909,14 @@ fn response_chart(results: &[RunResult], jitter: Option<&JitterReport>) -> Stack
             .any(saturated)
             .then(|| "* saturated: the mean is of the jobs that finished, and grows the longer the run".to_string()),
         jitter.map(|j| {
+            let unknown =
+                j.runs.iter().any(|r| r.spread.is_none_or(|s| !(s.response_low + s.response_high).is_finite()));
             format!(
-                "whiskers: the lowest to highest mean response over {} runs with every arrival moved within ±{} s",
-                j.jitter.draws, j.jitter.amplitude_s
+                "whiskers: the lowest to highest mean response over the run as given and {} with every arrival moved \
+                 within ±{} s{}",
+                j.jitter.draws,
+                j.jitter.amplitude_s,
+                if unknown { " (none where a run finished no job)" } else { "" }
             )
         }),
     ];
@@ -929,7 +934,7 @@ fn response_chart(results: &[RunResult], jitter: Option<&JitterReport>) -> Stack
                 whisker: whisker(i),
             })
             .collect(),
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
+        note: (!notes.is_empty()).then(|| notes.join("\n")),
     }
 }
 
