@@ -79,9 +79,16 @@ impl Answer {
     /// The larger of |self / other - 1| over mean response and delivered utilization (the two figures fast mode's
     /// bounds hold). NaN if either is unknown (`f64::max` would let one figure pass as the other's error).
     pub fn error_to(&self, other: &Answer) -> f64 {
-        let response = self.mean_response_s / other.mean_response_s - 1.0;
-        let utilization = self.delivered_utilization / other.delivered_utilization - 1.0;
+        let (response, utilization) = self.moved_from(other);
         largest_known(response.abs(), utilization.abs())
+    }
+
+    /// Each figure's self / other - 1: (mean response, delivered utilization).
+    pub fn moved_from(&self, other: &Answer) -> (f64, f64) {
+        (
+            self.mean_response_s / other.mean_response_s - 1.0,
+            self.delivered_utilization / other.delivered_utilization - 1.0,
+        )
     }
 }
 
@@ -103,16 +110,16 @@ impl AnswerSpread {
         }
         // A run with no answer (no job finished: a NaN mean, or no utilization) leaves the spread unknown: NaN,
         // which `largest` passes on and `holds` never admits, rather than a range that leaves the run out.
-        let errors = |answer: fn(&Answer) -> f64| {
-            let moved = jittered.iter().map(|a| answer(a) / answer(&given) - 1.0);
+        let errors = |figure: fn((f64, f64)) -> f64| {
+            let moved = jittered.iter().map(|a| figure(a.moved_from(&given)));
             // Once unknown, it stays so (`f64::min` would drop the NaN at the next answer).
             moved.fold((0.0f64, 0.0f64), |(low, high), e| match e.is_finite() && !low.is_nan() {
                 true => (low.min(e), high.max(e)),
                 false => (f64::NAN, f64::NAN),
             })
         };
-        let (response_low, response_high) = errors(|a| a.mean_response_s);
-        let (utilization_low, utilization_high) = errors(|a| a.delivered_utilization);
+        let (response_low, response_high) = errors(|(response, _)| response);
+        let (utilization_low, utilization_high) = errors(|(_, utilization)| utilization);
         Some(AnswerSpread { response_low, response_high, utilization_low, utilization_high })
     }
 
@@ -227,8 +234,8 @@ fn draw_columns<'a>() -> Vec<Column<DrawRow<'a>>> {
         float("delivered_utilization", |r| num(r.answer().delivered_utilization)),
         float("given_mean_response_s", |r| num(r.run.given.mean_response_s)),
         float("given_delivered_utilization", |r| num(r.run.given.delivered_utilization)),
-        float("response_move", |r| num(r.answer().mean_response_s / r.run.given.mean_response_s - 1.0)),
-        float("utilization_move", |r| num(r.answer().delivered_utilization / r.run.given.delivered_utilization - 1.0)),
+        float("response_move", |r| num(r.answer().moved_from(&r.run.given).0)),
+        float("utilization_move", |r| num(r.answer().moved_from(&r.run.given).1)),
     ]
 }
 

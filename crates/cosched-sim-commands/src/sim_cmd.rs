@@ -909,8 +909,8 @@ fn response_chart(results: &[RunResult], jitter: Option<&JitterReport>) -> Stack
             .any(saturated)
             .then(|| "* saturated: the mean is of the jobs that finished, and grows the longer the run".to_string()),
         jitter.map(|j| {
-            let unknown =
-                j.runs.iter().any(|r| r.spread.is_none_or(|s| !(s.response_low + s.response_high).is_finite()));
+            // An unknown move is NaN at both ends (`AnswerSpread::of`).
+            let unknown = j.runs.iter().any(|r| r.spread.is_none_or(|s| s.response_low.is_nan()));
             format!(
                 "whiskers: the lowest to highest mean response over the run as given and {} with every arrival moved \
                  within ±{} s{}",
