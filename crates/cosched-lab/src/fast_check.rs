@@ -377,7 +377,7 @@ fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
 pub fn validated_bound(settings: &FastCheckSettings, scheme: &str) -> Option<f64> {
     let scheme: Scheme = scheme.parse().ok()?;
     let config = SimConfig { scheme, ..settings.machine.clone() };
-    cosched_sim::engine::fast::validated_error(&config, false, settings.fast.window_ns)
+    cosched_sim::engine::fast::validated_error(&config, false, settings.fast.for_run(&config).window_ns)
 }
 
 /// Per scheme and load, in the order first seen.

@@ -437,9 +437,11 @@ pub struct FastFlags {
     /// Fast mode: exact simulation after a change before the window opens, ms.
     #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().warmup_ns), help_heading = "Fast mode")]
     pub fast_warmup_ms: f64,
-    /// Fast mode: the measurement window, ms (gang schemes: rounded up to whole cycles of the rows).
-    #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().window_ns), help_heading = "Fast mode")]
-    pub fast_window_ms: f64,
+    /// Fast mode: the measurement window, ms (gang schemes: rounded up to whole cycles of the rows) [default:
+    /// 200, or the window a scheme is validated with where 200 ms is not: 1000 for DCS, SY and DCS-SY on EEVDF
+    /// nodes]
+    #[arg(long, help_heading = "Fast mode")]
+    pub fast_window_ms: Option<f64>,
     /// Fast mode: exact simulation kept before each job's predicted end, ms.
     #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().guard_ns), help_heading = "Fast mode")]
     pub fast_guard_ms: f64,
@@ -456,12 +458,14 @@ impl FastFlags {
         let default = FastSettings::default();
         let ms = |ns: u64| MILLISECONDS.of_ns(ns);
         let mut words = Vec::new();
-        for (flag, value, default_value) in [
-            ("--fast-warmup-ms", fast.warmup_ns, default.warmup_ns),
-            ("--fast-window-ms", fast.window_ns, default.window_ns),
-            ("--fast-guard-ms", fast.guard_ns, default.guard_ns),
+        // A window given by name is kept for every scheme, the default's length included.
+        let window_given = !fast.validated_window || fast.window_ns != default.window_ns;
+        for (flag, value, given) in [
+            ("--fast-warmup-ms", fast.warmup_ns, fast.warmup_ns != default.warmup_ns),
+            ("--fast-window-ms", fast.window_ns, window_given),
+            ("--fast-guard-ms", fast.guard_ns, fast.guard_ns != default.guard_ns),
         ] {
-            if value != default_value {
+            if given {
                 words.extend([flag.to_string(), ms(value).to_string()]);
             }
         }
@@ -474,7 +478,11 @@ impl FastFlags {
     pub fn settings(&self) -> Result<FastSettings, String> {
         let settings = FastSettings {
             warmup_ns: MILLISECONDS.ns(self.fast_warmup_ms, "--fast-warmup-ms")?,
-            window_ns: MILLISECONDS.ns(self.fast_window_ms, "--fast-window-ms")?,
+            window_ns: match self.fast_window_ms {
+                Some(window_ms) => MILLISECONDS.ns(window_ms, "--fast-window-ms")?,
+                None => fast_settings().window_ns,
+            },
+            validated_window: self.fast_window_ms.is_none(),
             guard_ns: MILLISECONDS.ns(self.fast_guard_ms, "--fast-guard-ms")?,
             min_iterations: self.fast_min_iterations,
             ..fast_settings()
@@ -726,8 +734,14 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig]) {
             (None, Some(why)) => why.to_string(),
             (None, None) => format!("not validated in {regime} runs"),
         };
+        let settings = fast.settings.unwrap_or_default();
+        let window = if settings.validated_window && settings.window_ns != fast_settings().window_ns {
+            format!(" with the {} ms windows it is validated with", settings.window_ns / 1_000_000)
+        } else {
+            String::new()
+        };
         println!(
-            "{}: FAST MODE, {:.1} % of simulated time skipped; {error} (docs/fast-mode.md)",
+            "{}: FAST MODE{window}, {:.1} % of simulated time skipped; {error} (docs/fast-mode.md)",
             s.scheme,
             100.0 * skipped
         );
@@ -745,7 +759,7 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig]) {
                  with these windows on these nodes; check with `{}` or run without --fast{remedy}",
                 100.0 * ACCEPTED_ERROR,
                 s.scheme,
-                bench_fast_command(cfg, fast.settings.unwrap_or_default())
+                bench_fast_command(cfg, settings)
             );
         }
     }
@@ -1000,10 +1014,18 @@ mod tests {
         assert!(FastFlags::arguments_for(&default).is_empty(), "defaults need no flag");
         let each_changed = [
             FastSettings { warmup_ns: 75 * MS, ..default },
-            FastSettings { window_ns: 3_000 * MS, ..default },
+            FastSettings { window_ns: 3_000 * MS, validated_window: false, ..default },
+            FastSettings { validated_window: false, ..default },
             FastSettings { guard_ns: 5 * MS / 2, ..default },
             FastSettings { min_iterations: 8, ..default },
-            FastSettings { warmup_ns: 10 * MS, window_ns: 300 * MS, guard_ns: 40 * MS, min_iterations: 2, ..default },
+            FastSettings {
+                warmup_ns: 10 * MS,
+                window_ns: 300 * MS,
+                guard_ns: 40 * MS,
+                min_iterations: 2,
+                validated_window: false,
+                ..default
+            },
         ];
         for fast in each_changed {
             let words = FastFlags::arguments_for(&fast);

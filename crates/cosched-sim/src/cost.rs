@@ -65,7 +65,7 @@ impl RunCost {
 /// The cost of running `jobs` under `cfg`, exact (`fast: None`) or in fast mode.
 pub fn estimate(cfg: &SimConfig, jobs: &[SimJob], fast: Option<&FastSettings>) -> RunCost {
     let dedicated: Vec<u64> = jobs.iter().map(|job| dedicated_ns(&job.program, job.tasks, &cfg.network)).collect();
-    let exact_in_life = fast.map(|settings| FastExactTime::of(cfg, settings, jobs, &dedicated));
+    let exact_in_life = fast.map(|settings| FastExactTime::of(cfg, &settings.for_run(cfg), jobs, &dedicated));
     let mut cost = RunCost { process_iterations: 0, heaviest: None, least_span_ns: 0 };
     for (job, &dedicated_ns) in jobs.iter().zip(&dedicated) {
         let exact_ns = exact_in_life.as_ref().map(|exact| exact.in_life_of(dedicated_ns));

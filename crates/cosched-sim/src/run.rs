@@ -111,7 +111,8 @@ pub fn run(
     if options.chooser.is_some() {
         check_chooser_allowed(cfg, options.fast.is_some())?;
     }
-    if let Some(fast) = &options.fast {
+    let fast_settings = options.fast.map(|settings| settings.for_run(cfg));
+    if let Some(fast) = &fast_settings {
         fast.validate().map_err(ConfigError)?;
         if !options.fast_unvalidated {
             check_fast_mode_validated(cfg)?;
@@ -155,7 +156,7 @@ pub fn run(
         visit_every_tick: options.visit_every_tick,
         progress_every_events: options.progress_every_events,
         stop: options.stop.as_deref(),
-        fast: options.fast,
+        fast: fast_settings,
         plan_model_only: options.plan_model_only,
         event_log_from_ns: options.event_log_from_ns.filter(|_| options.fast.is_none()),
         chooser: options.chooser.clone(),
@@ -196,7 +197,7 @@ pub fn run(
     let saturation = judge_saturation(&records, submitted, backlog, outcome.stopped_early);
     // Fast mode's validated error is the one of the regime the run was in.
     let fast_mode = outcome.fast.map(|f| {
-        let window_ns = options.fast.map_or(0, |settings| settings.window_ns);
+        let window_ns = fast_settings.map_or(0, |settings| settings.window_ns);
         let validation = validation(cfg, saturation.saturated, window_ns);
         FastReport {
             validated_error: validation.ok(),

@@ -996,22 +996,35 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     // PB-SY is warned for too, and no longer sent to 3 s windows: on seeds drawn at random they were 11 % off.
     assert!(stderr(&o).contains("of the exact engine for PB-SY in "), "{}", stderr(&o));
     assert!(!stderr(&o).contains("--fast-window-ms 3000"), "{}", stderr(&o));
-    // DCS on EEVDF nodes is validated with 1 s windows only: a stable run is sent there, and holds it there.
-    let dcs_on_eevdf = |window_ms: &str| {
-        let out = dir.join(format!("dcs-{window_ms}"));
-        let flags = ["--schemes", "DCS", "--node-scheduler", "eevdf", "--fast", "--fast-window-ms", window_ms];
+    // DCS on EEVDF nodes is validated with 1 s windows only: a run given no window takes them, a run given 200 ms
+    // is sent there, and a run given 1 s holds its bound.
+    let dcs_on_eevdf = |window_ms: Option<&str>| {
+        let out = dir.join(format!("dcs-{}", window_ms.unwrap_or("default")));
+        let mut flags = vec!["--schemes", "DCS", "--node-scheduler", "eevdf", "--fast"];
+        flags.extend(window_ms.map(|ms| ["--fast-window-ms", ms]).iter().flatten());
         let small = ["sim", "-q", "--jobs", "20", "--nodes", "8", "--runtime-scale", "0.02", "--out"];
         let o = cosched(&[&small[..], &[out.to_str().unwrap()], &flags].concat());
         assert!(o.status.success(), "{}", stderr(&o));
+        let json: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
+        let settings = json["results"][0]["fast_mode"]["settings"].clone();
         let said = stderr(&o);
-        (String::from_utf8(o.stdout).unwrap(), said)
+        (String::from_utf8(o.stdout).unwrap(), said, settings)
     };
-    let (printed, said) = dcs_on_eevdf("200");
+    let (printed, said, settings) = dcs_on_eevdf(Some("200"));
     assert!(printed.contains("validated within 32.3 % of exact in stable runs"), "{printed}");
     assert!(said.contains("with --fast-window-ms 1000 it is validated within 1.0 % in stable runs"), "{said}");
-    let (printed, said) = dcs_on_eevdf("1000");
-    assert!(printed.contains("validated within 1.0 % of exact in stable runs"), "{printed}");
-    assert!(!said.contains("not known to be within 5 %"), "{said}");
+    assert_eq!(
+        (settings["window_ns"].as_u64(), settings["validated_window"].as_bool()),
+        (Some(200_000_000), Some(false))
+    );
+    for window_ms in [Some("1000"), None] {
+        let (printed, said, settings) = dcs_on_eevdf(window_ms);
+        assert!(printed.contains("validated within 1.0 % of exact in stable runs"), "{printed}");
+        assert!(!said.contains("not known to be within 5 %"), "{said}");
+        assert_eq!(settings["window_ns"].as_u64(), Some(1_000_000_000), "{window_ms:?}");
+        let named = printed.contains("DCS: FAST MODE with the 1000 ms windows it is validated with,");
+        assert_eq!(named, window_ms.is_none(), "{printed}");
+    }
     let summary = String::from_utf8(read(&out.join("summary.csv"))).unwrap();
     let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
     let mode = header.iter().position(|&c| c == "mode").expect("a mode column");

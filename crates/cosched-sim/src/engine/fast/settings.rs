@@ -26,6 +26,9 @@ pub struct FastSettings {
     pub guard_ns: u64,
     /// Shorter jumps are not worth the bookkeeping: the engine just runs on.
     pub min_jump_ns: u64,
+    /// A run whose scheme is validated within [`ACCEPTED_ERROR`] with another window only (`better_window`) runs
+    /// with that window instead of `window_ns` ([`FastSettings::for_run`]); a window asked for by name clears it.
+    pub validated_window: bool,
 }
 
 impl Default for FastSettings {
@@ -37,11 +40,22 @@ impl Default for FastSettings {
             min_iterations: 0,
             guard_ns: 20 * MS,
             min_jump_ns: 100 * MS,
+            validated_window: true,
         }
     }
 }
 
 impl FastSettings {
+    /// The settings `cfg`'s run takes: with the window its scheme is validated with on its nodes where that is
+    /// not `window_ns` (and `validated_window` is set), so that a run given no window is within the accepted
+    /// error where some window is.
+    pub fn for_run(&self, cfg: &SimConfig) -> FastSettings {
+        match better_window(cfg) {
+            Some((window_ns, _)) if self.validated_window => FastSettings { window_ns, ..*self },
+            _ => *self,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.window_ns == 0 {
             return Err("fast mode: the measurement window must be longer than 0 ms".into());
@@ -393,5 +407,20 @@ mod tests {
         assert_eq!(better_window(&on_eevdf_nodes("SY")), Some((1_000_000_000, 0.012)));
         assert_eq!(better_window(&on_eevdf_nodes("DCS-SY")), Some((1_000_000_000, 0.043)));
         assert_eq!(better_window(&on_eevdf_nodes("PB-SY")), None, "1 s windows did not bring it within 5 %");
+    }
+
+    #[test]
+    fn a_run_given_no_window_takes_the_one_its_scheme_is_validated_with() {
+        let default = FastSettings::default();
+        let one_second = FastSettings { window_ns: 1_000_000_000, ..default };
+        assert_eq!(default.for_run(&on_eevdf_nodes("DCS")), one_second);
+        assert_eq!(default.for_run(&on_eevdf_nodes("DCS-SY")), one_second);
+        for kept in [run_of("DCS"), on_eevdf_nodes("SB"), on_eevdf_nodes("PB-SY")] {
+            assert_eq!(default.for_run(&kept), default, "{}: no better window", kept.scheme.name());
+        }
+        let four_cpus = SimConfig { cpus_per_node: 4, ..on_eevdf_nodes("DCS") };
+        assert_eq!(default.for_run(&four_cpus), default, "not validated on these nodes with any window");
+        let asked = FastSettings { validated_window: false, ..default };
+        assert_eq!(asked.for_run(&on_eevdf_nodes("DCS")), asked, "a window asked for is kept");
     }
 }
