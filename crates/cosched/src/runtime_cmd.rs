@@ -684,9 +684,18 @@ pub fn end_launcher_after_failed_rsh(launcher: nix::unistd::Pid, message: &str) 
     if append_to_launchers_log(launcher, why.as_bytes()).is_err() && write_to_stderr_without_waiting(&why) {
         wait_until_stderr_is_read();
     }
-    // Still our parent (not gone and its number reused since it was checked).
-    if nix::unistd::getppid() == launcher {
-        let _ = nix::sys::signal::kill(launcher, nix::sys::signal::Signal::SIGTERM);
+    signal_parent(launcher, rustix::process::Signal::TERM);
+}
+
+/// Signals `parent` if it is still our parent. A pidfd holds the very process: opened first, and the parent still
+/// `parent` after, it cannot name another process that took the number since (a parent that ends before the open
+/// leaves us another parent).
+fn signal_parent(parent: nix::unistd::Pid, signal: rustix::process::Signal) {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags};
+    let Some(pid) = Pid::from_raw(parent.as_raw()) else { return };
+    let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else { return };
+    if nix::unistd::getppid() == parent {
+        let _ = pidfd_send_signal(&pidfd, signal);
     }
 }
 
