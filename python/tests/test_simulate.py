@@ -39,7 +39,7 @@ def test_arrival_jitter_reaches_python_as_the_cli_writes_it(run_cli, tmp_path: P
     flags = ["--schemes", "local,gs", "--jobs", "40", "--nodes", "8", "--runtime-scale", "0.0005", "--seed", "3"]
     result = cosched.simulate(args=[*flags, "--jitter-draws", "2"])
     jitter = result.document["arrival_jitter"]
-    assert jitter["jitter"] == {"draws": 2, "amplitude_s": 0.05}
+    assert jitter["jitter"] == {"draws": 2, "jitter_s": 0.05}
     assert [run["scheme"] for run in jitter["runs"]] == ["Local", "GS"]
     assert all(len(run["draws"]) == 2 for run in jitter["runs"])
     out = tmp_path / "out"

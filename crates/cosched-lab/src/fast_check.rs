@@ -104,14 +104,18 @@ impl Parting {
 impl PairedRun {
     /// Fast over exact, minus one.
     pub fn response_error(&self) -> f64 {
-        self.fast.mean_response_s / self.exact.mean_response_s - 1.0
+        self.moved().0
     }
     /// The wait's difference as a share of the exact mean response (waits are often near 0).
     pub fn wait_error(&self) -> f64 {
         (self.fast.mean_wait_s - self.exact.mean_wait_s) / self.exact.mean_response_s
     }
     pub fn utilization_error(&self) -> f64 {
-        self.fast.delivered_utilization / self.exact.delivered_utilization - 1.0
+        self.moved().1
+    }
+    /// Fast mode's answer against the exact one, figure by figure: (mean response, delivered utilization).
+    fn moved(&self) -> (f64, f64) {
+        Answer::of(&self.fast).moved_from(&Answer::of(&self.exact))
     }
     /// The larger of this pair's |response error| and |utilization error|: the two figures the bounds hold.
     pub fn largest_error(&self) -> f64 {

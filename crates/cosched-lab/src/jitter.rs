@@ -10,47 +10,47 @@ use cosched_sim::run::RunOptions;
 use cosched_sim::{SimConfig, SimJob, Summary};
 use serde::Serialize;
 
-/// A run again, `draws` times, with every arrival moved by a uniform draw within ±`amplitude_s`: how far the model's
+/// A run again, `draws` times, with every arrival moved by a uniform draw within ±`jitter_s`: how far the model's
 /// own answer moves when nothing but the arrivals' last digits change (a schedule that flips between regimes moves
 /// far).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct ArrivalJitter {
     pub draws: u32,
-    pub amplitude_s: f64,
+    pub jitter_s: f64,
 }
 
 impl ArrivalJitter {
     pub const MOST_DRAWS: u32 = 32;
     /// The most an arrival may move: an hour, far beyond what "a little" means for any workload.
-    pub const MOST_AMPLITUDE_S: f64 = 3600.0;
+    pub const MOST_JITTER_S: f64 = 3600.0;
 
     pub fn check(&self) -> Result<(), String> {
         if !(1..=Self::MOST_DRAWS).contains(&self.draws) {
             return Err(format!("--jitter-draws {}: give 1 to {}", self.draws, Self::MOST_DRAWS));
         }
-        if !(self.amplitude_s.is_finite() && self.amplitude_s > 0.0 && self.amplitude_s <= Self::MOST_AMPLITUDE_S) {
+        if !(self.jitter_s.is_finite() && self.jitter_s > 0.0 && self.jitter_s <= Self::MOST_JITTER_S) {
             return Err(format!(
                 "--jitter-s {}: give a positive number of seconds up to {}",
-                self.amplitude_s,
-                Self::MOST_AMPLITUDE_S
+                self.jitter_s,
+                Self::MOST_JITTER_S
             ));
         }
         Ok(())
     }
 }
 
-/// `jobs` (sorted by arrival) with every arrival moved by a uniform draw within ±`amplitude_s` from the stream of
+/// `jobs` (sorted by arrival) with every arrival moved by a uniform draw within ±`jitter_s` from the stream of
 /// `seed` for `draw`, whole nanoseconds, but never before the job before it nor before time zero: the jobs keep
 /// their order, and with it every random stream the engine keys by a job's place in the list (its tasks' skews), and
 /// each keeps its number, type and program, so that only the arrivals differ from the run it is compared with.
-pub fn jitter_arrivals(jobs: &[SimJob], amplitude_s: f64, seed: u64, draw: u32) -> Vec<SimJob> {
-    // Sorted, the clamp keeps every move within ±amplitude_s.
+pub fn jitter_arrivals(jobs: &[SimJob], jitter_s: f64, seed: u64, draw: u32) -> Vec<SimJob> {
+    // Sorted, the clamp keeps every move within ±jitter_s.
     debug_assert!(jobs.is_sorted_by_key(|j| j.arrival), "jobs sorted by arrival");
     let mut moves = cosched_core::StreamSeed(seed).stream(&format!("arrival-jitter-{draw}"));
     let mut earliest_ns = 0u64;
     jobs.iter()
         .map(|job| {
-            let shift_ns = (moves.uniform_range(-amplitude_s, amplitude_s) * 1e9).round() as i64;
+            let shift_ns = (moves.uniform_range(-jitter_s, jitter_s) * 1e9).round() as i64;
             let arrival_ns = job.arrival.ns().saturating_add_signed(shift_ns).max(earliest_ns);
             earliest_ns = arrival_ns;
             SimJob { arrival: SimTime(arrival_ns), ..job.clone() }
@@ -169,7 +169,7 @@ pub fn jittered_answers<W: BatchWatch>(
         .collect();
     let jobs_of = |j: usize| {
         let (draw, i) = draw_of(j);
-        jitter_arrivals(&jobs_for(i), jitter.amplitude_s, configs[i].seed, draw)
+        jitter_arrivals(&jobs_for(i), jitter.jitter_s, configs[i].seed, draw)
     };
     let results = run_all(&jittered_configs, &jittered_labels, jobs_of, options, watch)?;
     let mut answers = vec![Vec::with_capacity(jitter.draws as usize); runs];
@@ -216,7 +216,7 @@ pub struct JitterReport {
 struct DrawRow<'a> {
     run: &'a RunJitter,
     draw: usize,
-    amplitude_s: f64,
+    jitter_s: f64,
 }
 
 impl DrawRow<'_> {
@@ -229,7 +229,7 @@ fn draw_columns<'a>() -> Vec<Column<DrawRow<'a>>> {
     vec![
         text("scheme", |r| csv_field(&r.run.scheme)),
         int("draw", |r| r.draw.to_string()),
-        float("jitter_s", |r| num(r.amplitude_s)),
+        float("jitter_s", |r| num(r.jitter_s)),
         float("mean_response_s", |r| num(r.answer().mean_response_s)),
         float("delivered_utilization", |r| num(r.answer().delivered_utilization)),
         float("given_mean_response_s", |r| num(r.run.given.mean_response_s)),
@@ -249,9 +249,7 @@ pub fn jitter_csv(report: &JitterReport) -> String {
     let rows: Vec<DrawRow> = report
         .runs
         .iter()
-        .flat_map(|run| {
-            (0..run.draws.len()).map(move |draw| DrawRow { run, draw, amplitude_s: report.jitter.amplitude_s })
-        })
+        .flat_map(|run| (0..run.draws.len()).map(move |draw| DrawRow { run, draw, jitter_s: report.jitter.jitter_s }))
         .collect();
     to_csv(&draw_columns(), rows.iter())
 }
@@ -305,11 +303,11 @@ mod tests {
 
     #[test]
     fn jitter_settings_are_bounded() {
-        assert!(ArrivalJitter { draws: 4, amplitude_s: 0.05 }.check().is_ok());
-        assert!(ArrivalJitter { draws: 0, amplitude_s: 0.05 }.check().unwrap_err().contains("give 1 to 32"));
-        assert!(ArrivalJitter { draws: 33, amplitude_s: 0.05 }.check().is_err());
-        for amplitude_s in [0.0, -1.0, f64::NAN, f64::INFINITY, 3601.0] {
-            assert!(ArrivalJitter { draws: 1, amplitude_s }.check().is_err(), "{amplitude_s}");
+        assert!(ArrivalJitter { draws: 4, jitter_s: 0.05 }.check().is_ok());
+        assert!(ArrivalJitter { draws: 0, jitter_s: 0.05 }.check().unwrap_err().contains("give 1 to 32"));
+        assert!(ArrivalJitter { draws: 33, jitter_s: 0.05 }.check().is_err());
+        for jitter_s in [0.0, -1.0, f64::NAN, f64::INFINITY, 3601.0] {
+            assert!(ArrivalJitter { draws: 1, jitter_s }.check().is_err(), "{jitter_s}");
         }
     }
 

@@ -30,7 +30,7 @@ impl JitterFlags {
     /// The jitter asked for, checked; `None` without `--jitter-draws`.
     pub fn jitter(&self) -> Result<Option<ArrivalJitter>, String> {
         let Some(draws) = self.jitter_draws else { return Ok(None) };
-        let jitter = ArrivalJitter { draws, amplitude_s: self.jitter_s };
+        let jitter = ArrivalJitter { draws, jitter_s: self.jitter_s };
         jitter.check()?;
         Ok(Some(jitter))
     }
@@ -45,7 +45,7 @@ pub fn print_jitter(report: &JitterReport, mode: &str) {
     let jitter = report.jitter;
     println!(
         "under arrival jitter: each {mode}run {} more times with every arrival moved within ±{} s (jitter.csv):",
-        jitter.draws, jitter.amplitude_s
+        jitter.draws, jitter.jitter_s
     );
     let name_width = report.runs.iter().map(|r| r.scheme.len()).max().unwrap_or(0).max(8);
     println!("{:<name_width$} {:>21} {:>21} {:>9}", "scheme", "mean response", "delivered util.", "largest");
@@ -77,7 +77,7 @@ fn sensitive_run(run: &RunJitter, jitter: ArrivalJitter) -> String {
         "{}'s answer {moved} when the arrivals move by at most {} s: its schedule turns on the arrivals' last \
          digits, so read its figures as the range above, not as one value (docs/model.md, \"How far to believe one \
          answer\")",
-        run.scheme, jitter.amplitude_s
+        run.scheme, jitter.jitter_s
     )
 }
 
@@ -103,7 +103,7 @@ mod tests {
     #[test]
     fn a_run_that_moves_beyond_the_threshold_or_gives_no_answer_is_warned_of() {
         let answer = |mean_response_s, delivered_utilization| Answer { mean_response_s, delivered_utilization };
-        let jitter = ArrivalJitter { draws: 2, amplitude_s: 0.05 };
+        let jitter = ArrivalJitter { draws: 2, jitter_s: 0.05 };
         let steady = RunJitter::of("GS", answer(100.0, 0.5), vec![answer(101.0, 0.5), answer(99.5, 0.5)]);
         assert!(!steady.moves_beyond(SENSITIVE_MOVE), "{steady:?}");
         let flips = RunJitter::of("Local", answer(100.0, 0.5), vec![answer(308.4, 0.45), answer(100.0, 0.5)]);
@@ -118,7 +118,7 @@ mod tests {
     fn the_flags_are_checked_and_name_themselves() {
         let flags = |draws, jitter_s| JitterFlags { jitter_draws: draws, jitter_s };
         assert_eq!(flags(None, 0.05).jitter(), Ok(None));
-        assert_eq!(flags(Some(3), 0.5).jitter(), Ok(Some(ArrivalJitter { draws: 3, amplitude_s: 0.5 })));
+        assert_eq!(flags(Some(3), 0.5).jitter(), Ok(Some(ArrivalJitter { draws: 3, jitter_s: 0.5 })));
         assert!(flags(Some(0), 0.05).jitter().unwrap_err().contains("--jitter-draws 0"));
         assert!(flags(Some(2), -1.0).jitter().unwrap_err().contains("--jitter-s -1"));
     }

@@ -747,8 +747,8 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig]) {
         );
         if fast.validated_error.is_none_or(|e| e > ACCEPTED_ERROR) {
             let remedy = match fast.better_window {
-                Some((window_ns, error)) if !s.saturation.saturated => format!(
-                    "; with --fast-window-ms {} it is validated within {:.1} % in stable runs",
+                Some((window_ns, error)) => format!(
+                    "; with --fast-window-ms {} it is validated within {:.1} % in {regime} runs",
                     window_ns / 1_000_000,
                     100.0 * error
                 ),
@@ -929,7 +929,7 @@ fn response_chart(results: &[RunResult], jitter: Option<&JitterReport>) -> Stack
                 "whiskers: the lowest to highest mean response over the run as given and {} with every arrival moved \
                  within ±{} s{}",
                 j.jitter.draws,
-                j.jitter.amplitude_s,
+                j.jitter.jitter_s,
                 if unknown { " (none where a run finished no job)" } else { "" }
             )
         }),

@@ -1,7 +1,7 @@
 //! One simulation run from configuration and jobs to records and summary.
 
 use crate::config::{ConfigError, SimConfig};
-use crate::engine::fast::{better_window, fast_mode_measured, validation, FastReport, FastSettings};
+use crate::engine::fast::{better_window_than, fast_mode_measured, validation, FastReport, FastSettings};
 use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
@@ -202,7 +202,7 @@ pub fn run(
         FastReport {
             validated_error: validation.ok(),
             not_validated: validation.err(),
-            better_window: better_window(cfg),
+            better_window: better_window_than(cfg, saturation.saturated, window_ns),
             ..f
         }
     });

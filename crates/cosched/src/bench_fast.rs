@@ -293,7 +293,7 @@ fn print_jitter_checks(checks: &[SchemeCheck], jitter: ArrivalJitter, wall_s: f6
     println!();
     println!(
         "the exact engine again with every arrival moved within ±{} s, {} draws per run (pairs.csv: exact_jitter_*):",
-        jitter.amplitude_s, jitter.draws
+        jitter.jitter_s, jitter.draws
     );
     println!("the largest move of its answer* beside fast mode's largest error*, fast mode's largest error against");
     println!("the nearest exact answer**, and the runs whose fast answer lies within the exact answers' spread");

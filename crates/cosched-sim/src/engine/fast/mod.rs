@@ -28,7 +28,7 @@ mod jumps;
 pub mod settings;
 
 pub use settings::{
-    better_window, fast_mode_measured, validated_error, validation, FastReport, FastSettings, NotValidated,
+    better_window_than, fast_mode_measured, validated_error, validation, FastReport, FastSettings, NotValidated,
     ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
 };
 
