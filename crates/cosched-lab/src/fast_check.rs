@@ -535,6 +535,10 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         flag("exact_saturated", |p| p.exact.saturation.saturated.to_string()),
         flag("fast_saturated", |p| p.fast.saturation.saturated.to_string()),
         float("skipped_share", |p| num(p.skipped_share())),
+        // The window the fast run took: a scheme may take the one it is validated with (`FastSettings::for_run`).
+        int("fast_window_ns", |p| {
+            p.fast.fast_mode.and_then(|f| f.settings).map_or(String::new(), |s| s.window_ns.to_string())
+        }),
         int("exact_events", |p| p.exact.events.to_string()),
         int("fast_events", |p| p.fast.events.to_string()),
         int("estimated_exact_iterations", |p| p.estimated_iterations.exact.to_string()),
@@ -594,6 +598,26 @@ mod tests {
         let all = verdicts("PB-SB", 1, &[(0.8, false, false), (1.0, true, false)]);
         let check = &saturation_points(&all)[0];
         assert_eq!((check.agreements, check.both_saturated, check.mean_difference), (0, 0, None));
+    }
+
+    #[test]
+    fn the_bound_checked_is_the_one_of_the_window_the_scheme_takes() {
+        let on_eevdf = SimConfig { node_scheduler: cosched_sim::OsScheduler::Eevdf, ..SimConfig::default() };
+        let check_with = |fast| FastCheckSettings {
+            schemes: vec![],
+            loads: vec![0.4],
+            seeds: vec![1],
+            machine: on_eevdf.clone(),
+            workload: WorkloadSpec::default(),
+            mix: Mix { number: 7 },
+            fast,
+            jitter: None,
+        };
+        let given_no_window = check_with(FastSettings::default());
+        assert_eq!(validated_bound(&given_no_window, "DCS"), Some(0.010), "1 s windows");
+        assert_eq!(validated_bound(&given_no_window, "SB"), Some(0.014), "the default window");
+        let given_200_ms = check_with(FastSettings { validated_window: false, ..FastSettings::default() });
+        assert_eq!(validated_bound(&given_200_ms, "DCS"), Some(0.323));
     }
 
     #[test]

@@ -104,7 +104,8 @@ impl PreparedSim {
         WorkloadPlan { mix: self.mix, runtime_scale: 1.0 }
     }
 
-    /// What the dearest of the runs will cost (the schemes' runs differ only in fast mode's gang cycles).
+    /// What the dearest of the runs will cost (the schemes' runs differ only in fast mode: its gang cycles and the
+    /// window a scheme takes).
     pub fn cost(&self, fast: Option<&FastSettings>) -> RunCost {
         let requests = self.loaded.requests();
         let cost_of = |config: &SimConfig| cost::estimate(config, &sim_jobs(&requests, &self.plan(), config), fast);
@@ -138,7 +139,9 @@ impl PreparedSim {
         // In fast mode the work follows the changes and their exact stretches, not the run times (a scale also
         // shortens the gaps between arrivals).
         let mut remedies = if fast {
-            vec!["shorten fast mode's exact stretches (--fast-window-ms, --fast-warmup-ms)".to_string()]
+            vec!["shorten fast mode's exact stretches (--fast-window-ms, --fast-warmup-ms; a scheme is validated with \
+                  its default window only)"
+                .to_string()]
         } else {
             vec![
                 format!("scale run times down (--runtime-scale {} brings it within)", self.scale_within(cost)),

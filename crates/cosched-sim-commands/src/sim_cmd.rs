@@ -438,8 +438,8 @@ pub struct FastFlags {
     #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().warmup_ns), help_heading = "Fast mode")]
     pub fast_warmup_ms: f64,
     /// Fast mode: the measurement window, ms (gang schemes: rounded up to whole cycles of the rows) [default:
-    /// 200, or the window a scheme is validated with where 200 ms is not: 1000 for DCS, SY and DCS-SY on EEVDF
-    /// nodes]
+    /// 200, or the window a scheme is validated with where 200 ms is not: 1000 for DCS, SY and DCS-SY on one-CPU
+    /// EEVDF nodes]
     #[arg(long, help_heading = "Fast mode")]
     pub fast_window_ms: Option<f64>,
     /// Fast mode: exact simulation kept before each job's predicted end, ms.
@@ -453,7 +453,8 @@ pub struct FastFlags {
 
 impl FastFlags {
     /// The flags that give `fast` where it differs from the defaults, as a command line spells them (a unit test
-    /// reads them back through these flags, so that the two never drift apart).
+    /// reads them back through these flags, so that the two never drift apart). A window a run took by
+    /// `FastSettings::for_run` is spelled out, and read back as given: the same run.
     pub fn arguments_for(fast: &FastSettings) -> Vec<String> {
         let default = FastSettings::default();
         let ms = |ns: u64| MILLISECONDS.of_ns(ns);
@@ -1032,6 +1033,14 @@ mod tests {
             let flags: Vec<&str> = std::iter::once("--fast").chain(words.iter().map(String::as_str)).collect();
             assert_eq!(parse(&flags).fast_settings(), Ok(Some(fast)), "{words:?}");
         }
+        // The settings a DCS run on EEVDF nodes took with no window given: 1 s, spelled out, the same run again.
+        let dcs =
+            SimConfig { scheme: "DCS".parse().unwrap(), node_scheduler: OsScheduler::Eevdf, ..Default::default() };
+        let took = default.for_run(&dcs);
+        let words = FastFlags::arguments_for(&took);
+        assert_eq!(words, ["--fast-window-ms", "1000"]);
+        let again = parse(&["--fast", "--fast-window-ms", "1000"]).fast_settings().unwrap().unwrap();
+        assert_eq!(again.for_run(&dcs).window_ns, took.window_ns);
     }
 
     fn json(config: &SimConfig) -> serde_json::Value {

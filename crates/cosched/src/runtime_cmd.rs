@@ -689,13 +689,21 @@ pub fn end_launcher_after_failed_rsh(launcher: nix::unistd::Pid, message: &str) 
 
 /// Signals `parent` if it is still our parent. A pidfd holds the very process: opened first, and the parent still
 /// `parent` after, it cannot name another process that took the number since (a parent that ends before the open
-/// leaves us another parent).
+/// leaves us another parent). Where pidfds are missing (Linux before 5.3, a seccomp filter) it signals by number
+/// right after the check, as before: a launcher left running would wait for ever.
 fn signal_parent(parent: nix::unistd::Pid, signal: rustix::process::Signal) {
     use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags};
     let Some(pid) = Pid::from_raw(parent.as_raw()) else { return };
-    let Ok(pidfd) = pidfd_open(pid, PidfdFlags::empty()) else { return };
-    if nix::unistd::getppid() == parent {
-        let _ = pidfd_send_signal(&pidfd, signal);
+    let still_parent = || nix::unistd::getppid() == parent;
+    match pidfd_open(pid, PidfdFlags::empty()) {
+        Ok(pidfd) if still_parent() => {
+            let _ = pidfd_send_signal(&pidfd, signal);
+        }
+        Ok(_) | Err(rustix::io::Errno::SRCH) => {}
+        Err(_) if still_parent() => {
+            let _ = rustix::process::kill_process(pid, signal);
+        }
+        Err(_) => {}
     }
 }
 

@@ -1025,6 +1025,23 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
         let named = printed.contains("DCS: FAST MODE with the 1000 ms windows it is validated with,");
         assert_eq!(named, window_ms.is_none(), "{printed}");
     }
+    // A saturated run has its own bound with 1 s windows, and a saturated run given 200 ms is pointed to them.
+    let saturated_dcs = |window: &[&str]| {
+        let out = dir.join(format!("dcs-saturated-{}", window.len()));
+        let heavy = ["--workload", "WL5", "--jobs", "80", "--runtime-scale", "0.001", "--load", "4", "--mpl", "1"];
+        let flags = ["--schemes", "DCS", "--node-scheduler", "eevdf", "--fast", "--out", out.to_str().unwrap()];
+        let o = cosched(&[&["sim", "-q"][..], &heavy, &flags, window].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let said = stderr(&o);
+        assert!(said.contains("warning: DCS saturated the machine"), "the run must saturate for this check: {said}");
+        (String::from_utf8(o.stdout).unwrap(), said)
+    };
+    let (printed, said) = saturated_dcs(&["--fast-window-ms", "200"]);
+    assert!(printed.contains("validated within 32.3 % of exact in saturated runs"), "{printed}");
+    assert!(said.contains("with --fast-window-ms 1000 it is validated within 3.0 % in saturated runs"), "{said}");
+    let (printed, said) = saturated_dcs(&[]);
+    assert!(printed.contains("validated within 3.0 % of exact in saturated runs"), "{printed}");
+    assert!(!said.contains("not known to be within 5 %"), "{said}");
     let summary = String::from_utf8(read(&out.join("summary.csv"))).unwrap();
     let header: Vec<&str> = summary.lines().next().unwrap().split(',').collect();
     let mode = header.iter().position(|&c| c == "mode").expect("a mode column");

@@ -265,7 +265,8 @@ pub fn validation(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Result<f6
 }
 
 /// A window with which the run's scheme is validated within [`ACCEPTED_ERROR`] in stable runs though it is not
-/// with the default one ([`validation`] gives the bound in either regime).
+/// with the default one, and measured in saturated runs too, since a run's regime is known only once it ends
+/// ([`validation`] gives the bound in either regime).
 pub fn better_window(cfg: &SimConfig) -> Option<u64> {
     better_window_of(cfg, validated_row(cfg)?)
 }
@@ -282,7 +283,8 @@ fn better_window_of(cfg: &SimConfig, validated: &Validated) -> Option<u64> {
     if cfg.cpus_per_node != MEASURED_CPUS_PER_NODE {
         return None;
     }
-    let at = validated.at_window.filter(|at| validated.stable > ACCEPTED_ERROR && at.stable <= ACCEPTED_ERROR)?;
+    let better = |at: &AtWindow| validated.stable > ACCEPTED_ERROR && at.stable <= ACCEPTED_ERROR;
+    let at = validated.at_window.filter(|at| better(at) && at.saturated.is_some())?;
     Some(at.window_ns)
 }
 
@@ -405,12 +407,14 @@ mod tests {
         // No scheme has a better window since the drawn seeds (PB-SY's 3 s: 11.0 %); the rule stands.
         assert_eq!(better_window(&run_of("PB-SY")), None);
         assert_eq!(better_window(&run_of("GS")), None);
-        let at_3_s = |stable| Some(AtWindow { window_ns: 3_000_000_000, stable, saturated: None });
+        let at_3_s = |stable| Some(AtWindow { window_ns: 3_000_000_000, stable, saturated: Some(0.02) });
         let row = |stable, at_window| Validated { scheme: "PB-SY", stable, saturated: 0.2, at_window };
         let one_cpu = run_of("PB-SY");
         assert_eq!(better_window_of(&one_cpu, &row(0.113, at_3_s(0.042))), Some(3_000_000_000));
         assert_eq!(better_window_of(&one_cpu, &row(0.113, at_3_s(0.110))), None, "not within 5 % either");
         assert_eq!(better_window_of(&one_cpu, &row(0.040, at_3_s(0.010))), None, "the default is within 5 % already");
+        let stable_only = Some(AtWindow { window_ns: 3_000_000_000, stable: 0.042, saturated: None });
+        assert_eq!(better_window_of(&one_cpu, &row(0.113, stable_only)), None, "not measured in saturated runs");
         let four_cpus = SimConfig { cpus_per_node: 4, ..run_of("PB-SY") };
         assert_eq!(better_window_of(&four_cpus, &row(0.113, at_3_s(0.042))), None, "measured on one-CPU nodes");
         // DCS on EEVDF nodes, with 1 s windows; on the MLFQ it has no other window.
