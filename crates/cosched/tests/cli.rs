@@ -1055,8 +1055,9 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     let summary = String::from_utf8(read(&exact.join("summary.csv"))).unwrap();
     assert!(!summary.contains("mode") && !String::from_utf8_lossy(&o.stdout).contains("FAST"), "{summary}");
 
-    // On nodes of several CPUs no bound is claimed: they were measured on one-CPU nodes. (This run also stopped at
-    // a debug assertion while a job's end left a CPU unmeasured for EEVDF's balancing to pull a process onto.)
+    // On nodes of two CPUs no bound is claimed: they were measured on nodes of one and of four. (This run also
+    // stopped at a debug assertion while a job's end left a CPU unmeasured for EEVDF's balancing to pull a process
+    // onto.)
     let two_cpus = dir.join("two-cpus");
     let o = small_sim(&two_cpus, &["--fast", "--cpus-per-node", "2", "--schemes", "SB", "--node-scheduler", "eevdf"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -1070,6 +1071,12 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
         json["results"][0]["fast_mode"]["not_validated"],
         serde_json::json!({ "reason": "cpus_per_node", "cpus_per_node": 2 })
     );
+    // On EEVDF nodes of four CPUs the bounds of their own hold.
+    let four_cpus = dir.join("four-cpus");
+    let o = small_sim(&four_cpus, &["--fast", "--cpus-per-node", "4", "--schemes", "SB", "--node-scheduler", "eevdf"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.contains("SB: FAST MODE, ") && printed.contains("validated within 1.5 % of exact in stable runs"));
 
     // Another window: no bound, and the check suggested measures that window.
     let o = small_sim(&dir.join("window"), &["--fast", "--fast-window-ms", "300", "--schemes", "SB"]);
