@@ -37,8 +37,8 @@ pub struct BenchFastArgs {
     /// Nodes.
     #[arg(long, default_value_t = 32)]
     pub nodes: u32,
-    /// CPUs per node: fast mode's bounds were measured on one-CPU nodes, and a run on other nodes reports none;
-    /// this measures it there.
+    /// CPUs per node: fast mode's bounds were measured on one-CPU nodes and on EEVDF nodes of four, and a run on
+    /// other nodes reports none; this measures it there.
     #[arg(long, default_value_t = 1)]
     pub cpus_per_node: u32,
     /// Multiprogramming level.
