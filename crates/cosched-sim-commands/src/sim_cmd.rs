@@ -439,7 +439,7 @@ pub struct FastFlags {
     pub fast_warmup_ms: f64,
     /// Fast mode: the measurement window, ms (gang schemes: rounded up to whole cycles of the rows) [default:
     /// 200, or the window a scheme is validated with where 200 ms is not: 1000 for DCS, SY and DCS-SY on one-CPU
-    /// EEVDF nodes]
+    /// EEVDF nodes, 30000 for DCS-SB on EEVDF nodes of four CPUs]
     #[arg(long, help_heading = "Fast mode")]
     pub fast_window_ms: Option<f64>,
     /// Fast mode: exact simulation kept before each job's predicted end, ms.

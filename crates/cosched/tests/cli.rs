@@ -1071,12 +1071,16 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
         json["results"][0]["fast_mode"]["not_validated"],
         serde_json::json!({ "reason": "cpus_per_node", "cpus_per_node": 2 })
     );
-    // On EEVDF nodes of four CPUs the bounds of their own hold.
+    // On EEVDF nodes of four CPUs the bounds of their own hold, and DCS-SB takes the 30 s windows it is
+    // validated with there.
     let four_cpus = dir.join("four-cpus");
-    let o = small_sim(&four_cpus, &["--fast", "--cpus-per-node", "4", "--schemes", "SB", "--node-scheduler", "eevdf"]);
+    let flags = ["--fast", "--cpus-per-node", "4", "--schemes", "SB,DCS-SB", "--node-scheduler", "eevdf"];
+    let o = small_sim(&four_cpus, &flags);
     assert!(o.status.success(), "{}", stderr(&o));
     let printed = String::from_utf8_lossy(&o.stdout);
     assert!(printed.contains("SB: FAST MODE, ") && printed.contains("validated within 1.5 % of exact in stable runs"));
+    let dcs_sb = "DCS-SB: FAST MODE with the 30000 ms windows it is validated with, ";
+    assert!(printed.contains(dcs_sb) && printed.contains("validated within 3.3 % of exact"), "{printed}");
 
     // Another window: no bound, and the check suggested measures that window.
     let o = small_sim(&dir.join("window"), &["--fast", "--fast-window-ms", "300", "--schemes", "SB"]);
