@@ -381,7 +381,7 @@ fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
 pub fn validated_bound(settings: &FastCheckSettings, scheme: &str) -> Option<f64> {
     let scheme: Scheme = scheme.parse().ok()?;
     let config = SimConfig { scheme, ..settings.machine.clone() };
-    cosched_sim::engine::fast::validated_error(&config, false, settings.fast.for_run(&config).window_ns)
+    cosched_sim::engine::fast::validation_with(&config, false, &settings.fast.for_run(&config)).ok()
 }
 
 /// Per scheme and load, in the order first seen.

@@ -757,7 +757,7 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig]) {
             };
             eprintln!(
                 "warning: fast mode is not known to be within {:.0} % of the exact engine for {} in {regime} runs \
-                 with these windows on these nodes; check with `{}` or run without --fast{remedy}",
+                 with these settings on these nodes; check with `{}` or run without --fast{remedy}",
                 100.0 * ACCEPTED_ERROR,
                 s.scheme,
                 bench_fast_command(cfg, settings)

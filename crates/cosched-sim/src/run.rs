@@ -1,7 +1,7 @@
 //! One simulation run from configuration and jobs to records and summary.
 
 use crate::config::{ConfigError, SimConfig};
-use crate::engine::fast::{better_window_than, fast_mode_measured, validation, FastReport, FastSettings};
+use crate::engine::fast::{better_window_than, fast_mode_measured, validation_with, FastReport, FastSettings};
 use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
@@ -197,14 +197,12 @@ pub fn run(
     let saturation = judge_saturation(&records, submitted, backlog, outcome.stopped_early);
     // Fast mode's validated error is the one of the regime the run was in.
     let fast_mode = outcome.fast.map(|f| {
-        let window_ns = fast_settings.map_or(0, |settings| settings.window_ns);
-        let validation = validation(cfg, saturation.saturated, window_ns);
-        FastReport {
-            validated_error: validation.ok(),
-            not_validated: validation.err(),
-            better_window: better_window_than(cfg, saturation.saturated, window_ns),
-            ..f
-        }
+        let settings = fast_settings.unwrap_or_default();
+        let validation = validation_with(cfg, saturation.saturated, &settings);
+        // A better window's bound, like every bound, holds with the other settings as measured.
+        let better_window =
+            better_window_than(cfg, saturation.saturated, settings.window_ns).filter(|_| settings.others_as_measured());
+        FastReport { validated_error: validation.ok(), not_validated: validation.err(), better_window, ..f }
     });
     let summary = Summary {
         scheme: cfg.scheme.name().to_string(),

@@ -1086,6 +1086,14 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     let json: serde_json::Value = serde_json::from_slice(&read(&four_cpus.join("summary.json"))).unwrap();
     assert_eq!(json["results"][1]["fast_mode"]["settings"]["window_ns"], 30_000_000_000u64);
 
+    // Another warm-up: no bound, since every bound was measured with the default one; the check measures it.
+    let o = small_sim(&dir.join("warmup"), &["--fast", "--fast-warmup-ms", "75", "--schemes", "SB"]);
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.contains("not validated with a warm-up, guard or least iterations other than"), "{printed}");
+    assert!(stderr(&o).contains("`cosched bench fast --schemes SB --fast-warmup-ms 75`"), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_slice(&read(&dir.join("warmup/summary.json"))).unwrap();
+    assert_eq!(json["results"][0]["fast_mode"]["not_validated"], serde_json::json!({ "reason": "settings" }));
+
     // Another window: no bound, and the check suggested measures that window.
     let o = small_sim(&dir.join("window"), &["--fast", "--fast-window-ms", "300", "--schemes", "SB"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("not validated with these windows in "), "{o:?}");

@@ -56,6 +56,12 @@ impl FastSettings {
         }
     }
 
+    /// Whether every setting but the window is the default's, as in every run the bounds were measured with.
+    pub fn others_as_measured(&self) -> bool {
+        let default = FastSettings::default();
+        FastSettings { window_ns: default.window_ns, validated_window: default.validated_window, ..*self } == default
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.window_ns == 0 {
             return Err("fast mode: the measurement window must be longer than 0 ms".into());
@@ -291,7 +297,7 @@ fn four_cpu_row(cfg: &SimConfig) -> Option<&'static Validated> {
 }
 
 /// Why a fast run carries no validated error; in summary.json an object with its `reason` (`scheme`,
-/// `cpus_per_node` with the nodes' CPUs, `window` or `saturated_runs`).
+/// `cpus_per_node` with the nodes' CPUs, `window`, `saturated_runs` or `settings`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum NotValidated {
@@ -303,6 +309,9 @@ pub enum NotValidated {
     Window,
     /// Measured in stable runs only on these nodes (no run of the load sweep saturated there).
     SaturatedRuns,
+    /// A warm-up, guard, shortest jump or least iterations other than the defaults: every bound was measured with
+    /// those.
+    Settings,
 }
 
 impl std::fmt::Display for NotValidated {
@@ -317,6 +326,9 @@ impl std::fmt::Display for NotValidated {
             NotValidated::Window => write!(f, "not validated with these windows"),
             NotValidated::SaturatedRuns => {
                 write!(f, "not validated in saturated runs on these nodes, only in stable ones")
+            }
+            NotValidated::Settings => {
+                write!(f, "not validated with a warm-up, guard or least iterations other than the defaults")
             }
         }
     }
@@ -336,6 +348,17 @@ pub fn validation(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Result<f6
             Ok(saturated.max(stable))
         }
         _ => Err(NotValidated::Window),
+    }
+}
+
+/// [`validation`] of a run with `settings`: the bounds hold only with the default settings but the window
+/// ([`FastSettings::others_as_measured`]); a reason found first (the scheme, the nodes, the window) is kept.
+pub fn validation_with(cfg: &SimConfig, saturated: bool, settings: &FastSettings) -> Result<f64, NotValidated> {
+    let bound = validation(cfg, saturated, settings.window_ns);
+    if settings.others_as_measured() {
+        bound
+    } else {
+        bound.and(Err(NotValidated::Settings))
     }
 }
 
@@ -447,6 +470,30 @@ mod tests {
             let want = if v.scheme == "DCS-SB" { thirty_s } else { default };
             assert_eq!(FastSettings::default().for_run(&cfg).window_ns, want, "{}", v.scheme);
         }
+    }
+
+    #[test]
+    fn other_settings_than_the_defaults_are_not_validated() {
+        const MS: u64 = 1_000_000;
+        let default = FastSettings::default();
+        let sb = run_of("SB");
+        assert_eq!(validation_with(&sb, false, &default), Ok(0.422));
+        for other in [
+            FastSettings { warmup_ns: 75 * MS, ..default },
+            FastSettings { guard_ns: 5 * MS, ..default },
+            FastSettings { min_iterations: 8, ..default },
+            FastSettings { min_jump_ns: 10 * MS, ..default },
+        ] {
+            assert!(!other.others_as_measured());
+            assert_eq!(validation_with(&sb, false, &other), Err(NotValidated::Settings), "{other:?}");
+        }
+        let window_only = FastSettings { window_ns: 300 * MS, validated_window: false, ..default };
+        assert!(window_only.others_as_measured(), "the window is judged on its own");
+        assert_eq!(validation_with(&sb, false, &window_only), Err(NotValidated::Window));
+        let other_nodes = SimConfig { cpus_per_node: 2, ..sb.clone() };
+        let warmup = FastSettings { warmup_ns: 75 * MS, ..default };
+        let first_reason = Err(NotValidated::CpusPerNode { cpus_per_node: 2 });
+        assert_eq!(validation_with(&other_nodes, false, &warmup), first_reason, "the first reason is kept");
     }
 
     #[test]
