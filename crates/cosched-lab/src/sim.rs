@@ -140,7 +140,7 @@ impl PreparedSim {
         // shortens the gaps between arrivals).
         let mut remedies = if fast {
             vec!["shorten fast mode's exact stretches (--fast-window-ms, --fast-warmup-ms; a scheme is validated with \
-                  its default window only)"
+                  its default warm-up only, and with its default window or the one it takes)"
                 .to_string()]
         } else {
             vec![

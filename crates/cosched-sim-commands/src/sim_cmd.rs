@@ -736,10 +736,11 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig]) {
             (None, None) => format!("not validated in {regime} runs"),
         };
         let settings = fast.settings.unwrap_or_default();
-        let window = if settings.validated_window && settings.window_ns != fast_settings().window_ns {
-            format!(" with the {} ms windows it is validated with", settings.window_ns / 1_000_000)
-        } else {
-            String::new()
+        let window_ms = settings.window_ns / 1_000_000;
+        let window = match settings.validated_window && settings.window_ns != fast_settings().window_ns {
+            true if settings.others_as_measured() => format!(" with the {window_ms} ms windows it is validated with"),
+            true => format!(" with {window_ms} ms windows"),
+            false => String::new(),
         };
         println!(
             "{}: FAST MODE{window}, {:.1} % of simulated time skipped; {error} (docs/fast-mode.md)",

@@ -72,7 +72,7 @@ struct FastCheckReport<'a> {
     command: String,
     accepted_error: f64,
     seeds: &'a [u64],
-    /// Per scheme and load: the scheme's bound for stable runs on these nodes with the window it ran with (taken, as the
+    /// Per scheme and load: the scheme's bound for stable runs on these nodes with the settings it ran with (taken, as the
     /// bounds were measured, over the seeds whatever their verdict), and whether this check's intervals lie within
     /// it (`None`: no bound).
     validated_bounds: Vec<BoundCheck>,
@@ -247,7 +247,7 @@ fn print_checks(checks: &[SchemeCheck], bounds: &[BoundCheck], exact_wall_s: f64
     }
     println!("* wait: the difference as a share of the exact mean response");
     println!("** single jobs' response: median and 90th percentile of |fast / exact - 1|");
-    println!("*** the scheme's bound for stable runs on these nodes with its window (a saturated run reports");
+    println!("*** the scheme's bound for stable runs on these nodes with these settings (a saturated run reports");
     println!("    the larger of it and the saturated bound); in bound: both intervals lie within it");
     println!(
         "wall time: exact {exact_wall_s:.1} s, fast {fast_wall_s:.1} s ({:.1}x)",

@@ -1088,6 +1088,7 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
 
     // Another warm-up: no bound, since every bound was measured with the default one; the check measures it.
     let o = small_sim(&dir.join("warmup"), &["--fast", "--fast-warmup-ms", "75", "--schemes", "SB"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     let printed = String::from_utf8_lossy(&o.stdout);
     assert!(printed.contains("not validated with a warm-up, guard or least iterations other than"), "{printed}");
     assert!(stderr(&o).contains("`cosched bench fast --schemes SB --fast-warmup-ms 75`"), "{}", stderr(&o));
