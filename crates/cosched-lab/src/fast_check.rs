@@ -618,6 +618,8 @@ mod tests {
         assert_eq!(validated_bound(&given_no_window, "SB"), Some(0.014), "the default window");
         let given_200_ms = check_with(FastSettings { validated_window: false, ..FastSettings::default() });
         assert_eq!(validated_bound(&given_200_ms, "DCS"), Some(0.323));
+        let given_another_guard = check_with(FastSettings { guard_ns: 5_000_000, ..FastSettings::default() });
+        assert_eq!(validated_bound(&given_another_guard, "SB"), None, "bounds hold with the default guard only");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::csv::{csv_field, flag, float, int, kinds, num, text, to_csv, Column, 
 use crate::jitter::{jittered_answers, Answer, ArrivalJitter};
 use crate::workload::{load_workload, LoadedWorkload, WorkloadSpec};
 use cosched_sim::cost::{self, JobCost, RunCost, ITERATION_BUDGET};
-use cosched_sim::engine::fast::FastSettings;
+use cosched_sim::engine::fast::{FastSettings, WindowMeasure};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{RunOptions, RunResult};
 use cosched_sim::{JobRecord, Mix, Scheme, SimConfig, Summary};
@@ -301,6 +301,47 @@ pub fn jobs_csv(results: &[RunResult]) -> String {
     let rows: Vec<JobRow> =
         results.iter().flat_map(|r| r.jobs.iter().map(|job| JobRow { scheme: &r.summary.scheme, job })).collect();
     to_csv(&job_columns(), &rows)
+}
+
+/// One window's measure of one job, with its run's scheme.
+struct WindowRow<'a> {
+    scheme: &'a str,
+    measure: &'a WindowMeasure,
+}
+
+fn window_columns<'a>() -> Vec<Column<WindowRow<'a>>> {
+    fn ms(ns: u64) -> String {
+        num(ns as f64 / 1e6)
+    }
+    vec![
+        text("scheme", |r| csv_field(r.scheme)),
+        float("closed_s", |r| num(r.measure.closed_ns as f64 / 1e9)),
+        float("skipped_s", |r| num(r.measure.skipped_ns as f64 / 1e9)),
+        int("job_number", |r| r.measure.job_number.to_string()),
+        int("tasks", |r| r.measure.tasks.to_string()),
+        int("row", |r| r.measure.row.map_or(String::new(), |row| row.to_string())),
+        float("window_ms", |r| ms(r.measure.window_ns)),
+        int("iterations", |r| r.measure.iterations.to_string()),
+        float("window_rate_per_ms", |r| {
+            let m = r.measure;
+            num(m.iterations as f64 / m.tasks.max(1) as f64 / (m.window_ns as f64 / 1e6))
+        }),
+        float("measured_ms", |r| ms(r.measure.measured_ns)),
+        int("measured_iterations", |r| r.measure.measured_iterations.to_string()),
+        float("rate_per_ms", |r| num(r.measure.rate_per_ns * 1e6)),
+    ]
+}
+
+/// `fast-windows.csv` (`cosched sim --fast --fast-windows`): every window's measure of every running job, runs in
+/// order. `window_rate_per_ms` is this window's iterations per process per ms of the job's time in it (empty where
+/// it had none: a row's window without its quanta); `rate_per_ms`, per ms of the run's clock over its measure
+/// since its surroundings last changed, is what a jump credits.
+pub fn fast_windows_csv(results: &[RunResult]) -> String {
+    let rows: Vec<WindowRow> = results
+        .iter()
+        .flat_map(|r| r.fast_windows.iter().map(|measure| WindowRow { scheme: &r.summary.scheme, measure }))
+        .collect();
+    to_csv(&window_columns(), &rows)
 }
 
 #[cfg(test)]

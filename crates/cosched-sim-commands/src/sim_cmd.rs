@@ -8,7 +8,7 @@ use clap::Args;
 use cosched_lab::batsim::batsim_jobs_csv;
 use cosched_lab::jitter::{jitter_csv, Answer, ArrivalJitter, JitterReport, RunJitter};
 use cosched_lab::series::{runs_over_time, series_csv, Stretch};
-use cosched_lab::sim::{jobs_csv, prepare, summary_csv, PreparedSim, SimSettings};
+use cosched_lab::sim::{fast_windows_csv, jobs_csv, prepare, summary_csv, PreparedSim, SimSettings};
 use cosched_lab::workload::{
     bounded_slowdown_threshold_s, JobSizes, WorkloadReport, WorkloadSpec, DEFAULT_JOBS, DEFAULT_RUNTIME_SCALE,
     DEFAULT_TARGET_LOAD,
@@ -304,6 +304,10 @@ pub struct SimArgs {
     /// Also write every scheduling decision to trace-SCHEME.jsonl, in time order, then CPU order (small runs only).
     #[arg(long, help_heading = "Output")]
     pub trace_events: bool,
+    /// With --fast: also write fast-windows.csv, what each measurement window saw of each running job and the
+    /// rate its jumps then credit it with, to trace where a fast answer parts from the exact one.
+    #[arg(long, requires = "fast", help_heading = "Output")]
+    pub fast_windows: bool,
     /// No progress lines.
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
@@ -570,6 +574,7 @@ pub fn simulate_chosen(
     let options = RunOptions {
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
         record_trace: args.trace_events,
+        record_fast_windows: args.fast_windows,
         progress_every_events: 1 << 18,
         visit_every_tick: false,
         stop: Some(stop),
@@ -599,7 +604,7 @@ fn jittered(
     options: &RunOptions,
     show_progress: bool,
 ) -> Result<Option<JitterReport>, String> {
-    let options = RunOptions { record_trace: false, ..options.clone() };
+    let options = RunOptions { record_trace: false, record_fast_windows: false, ..options.clone() };
     let progress = BatchProgress::new(show_progress).dropping_jittered_runs();
     let draws = prepared.run_jittered(jitter, &options, &progress)?;
     if stopped(&options) {
@@ -653,9 +658,11 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     let path = out.commit()?;
     eprintln!(
         "results in {}/ (summary.csv, jobs.csv, series.csv, batsim/, summary.json, response.svg, cpu-time.svg, \
-         queue.svg, utilization.svg, workload.swf, run.json{})",
+         queue.svg, utilization.svg, workload.swf, run.json{}{}{})",
         path.display(),
-        if jitter.is_some() { ", jitter.csv" } else { "" }
+        if jitter.is_some() { ", jitter.csv" } else { "" },
+        if args.fast_windows { ", fast-windows.csv" } else { "" },
+        if args.trace_events { ", trace-SCHEME.jsonl" } else { "" }
     );
     let main_runs_whole = results.iter().all(|r| r.summary.interrupted_at_s.is_none());
     if interrupted.load(Ordering::Relaxed) && main_runs_whole {
@@ -829,6 +836,9 @@ fn write_outputs(
         out.write(&batsim_jobs_file(&r.summary.scheme), &batsim_jobs_csv(r))?;
     }
     out.write("summary.json", &summary_json(args, &command_line(), configs, workload, results, jitter)?)?;
+    if args.fast_windows {
+        out.write("fast-windows.csv", &fast_windows_csv(results))?;
+    }
     if args.trace_events {
         for r in results {
             out.write(&format!("trace-{}.jsonl", r.summary.scheme), &trace_jsonl(&r.trace))?;

@@ -1,7 +1,9 @@
 //! One simulation run from configuration and jobs to records and summary.
 
 use crate::config::{ConfigError, SimConfig};
-use crate::engine::fast::{better_window_than, fast_mode_measured, validation_with, FastReport, FastSettings};
+use crate::engine::fast::{
+    better_window_than, fast_mode_measured, validation_with, FastReport, FastSettings, WindowMeasure,
+};
 use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
@@ -18,6 +20,8 @@ pub struct RunResult {
     pub event_counts: [u64; crate::engine::EVENT_KINDS],
     /// Where each event took place, from `RunOptions::event_log_from_ns` on (empty unless asked for).
     pub event_log: Vec<crate::engine::LoggedEvent>,
+    /// What each of fast mode's windows measured of each running job (`RunOptions::record_fast_windows`).
+    pub fast_windows: Vec<WindowMeasure>,
 }
 
 /// Options of a run that are not part of the machine model.
@@ -32,6 +36,8 @@ pub struct RunOptions {
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Fast mode: skip the stationary stretches between changes (`None`: exact).
     pub fast: Option<FastSettings>,
+    /// Fast mode: keep what each window measured (`RunResult::fast_windows`).
+    pub record_fast_windows: bool,
     /// Testing aid: decide with the model of the plan alone (`Coscheduler`) where the scheme runs the controller's
     /// core; the two must decide alike while the core's own rules (the idle rule, time limits) do not act.
     #[doc(hidden)]
@@ -56,6 +62,7 @@ impl Default for RunOptions {
             visit_every_tick: false,
             stop: None,
             fast: None,
+            record_fast_windows: false,
             plan_model_only: false,
             chooser: None,
             event_log_from_ns: None,
@@ -157,6 +164,7 @@ pub fn run(
         progress_every_events: options.progress_every_events,
         stop: options.stop.as_deref(),
         fast: fast_settings,
+        record_fast_windows: options.record_fast_windows,
         plan_model_only: options.plan_model_only,
         event_log_from_ns: options.event_log_from_ns.filter(|_| options.fast.is_none()),
         chooser: options.chooser.clone(),
@@ -199,9 +207,7 @@ pub fn run(
     let fast_mode = outcome.fast.map(|f| {
         let settings = fast_settings.unwrap_or_default();
         let validation = validation_with(cfg, saturation.saturated, &settings);
-        // A better window's bound, like every bound, holds with the other settings as measured.
-        let better_window =
-            better_window_than(cfg, saturation.saturated, settings.window_ns).filter(|_| settings.others_as_measured());
+        let better_window = better_window_than(cfg, saturation.saturated, &settings);
         FastReport { validated_error: validation.ok(), not_validated: validation.err(), better_window, ..f }
     });
     let summary = Summary {
@@ -242,6 +248,7 @@ pub fn run(
         trace: outcome.trace,
         event_counts: outcome.event_counts,
         event_log: outcome.event_log,
+        fast_windows: outcome.fast_windows,
     })
 }
 

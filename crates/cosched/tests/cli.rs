@@ -968,6 +968,58 @@ fn bash_completes_commands_and_their_flags() {
     assert!(!o.status.success() && stderr(&o).contains("invalid value 'tcsh'"), "{}", stderr(&o));
 }
 
+/// `--fast-windows` writes what every window measured, changes no result, and needs `--fast`.
+#[test]
+fn fast_windows_are_written_on_request_and_change_nothing() {
+    let dir = scratch("fast-windows");
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let args = ["sim", "-q", "--jobs", "20", "--nodes", "8", "--runtime-scale", "0.02", "--schemes", "GS,Local"];
+        let o = cosched(&[&args[..], extra, &["--out", out.to_str().unwrap()]].concat());
+        (o, out)
+    };
+    let (o, plain) = run("plain", &["--fast"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!plain.join("fast-windows.csv").exists(), "written only on request");
+    let (o, logged) = run("logged", &["--fast", "--fast-windows"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("fast-windows.csv"), "{}", stderr(&o));
+    for file in ["summary.csv", "jobs.csv"] {
+        assert_eq!(read(&plain.join(file)), read(&logged.join(file)), "{file}: recording changes nothing");
+    }
+    let text = String::from_utf8(read(&logged.join("fast-windows.csv"))).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    assert_eq!(
+        header,
+        "scheme,closed_s,skipped_s,job_number,tasks,row,window_ms,iterations,window_rate_per_ms,measured_ms,\
+         measured_iterations,rate_per_ms"
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let json: serde_json::Value = serde_json::from_slice(&read(&logged.join("summary.json"))).unwrap();
+    for (i, scheme) in ["GS", "Local"].into_iter().enumerate() {
+        let mine: Vec<&Vec<&str>> = rows.iter().filter(|r| r[0] == scheme).collect();
+        let windows = json["results"][i]["fast_mode"]["windows"].as_u64().unwrap();
+        assert!(windows > 0 && mine.len() as u64 >= windows, "{scheme}: {} rows, {windows} windows", mine.len());
+        for r in mine {
+            let f = |k: usize| r[k].parse::<f64>().unwrap();
+            assert!((1..=20).contains(&(f(3) as u64)), "{scheme}: a job of the workload: {r:?}");
+            assert_eq!(r[5].is_empty(), scheme == "Local", "GS is measured per row: {r:?}");
+            // Local's jumps credit its measure's rate over the run's clock; GS's, its row's share of it.
+            let own_rate = f(10) / f(4) / f(9);
+            let rate = f(11);
+            if scheme == "Local" {
+                assert!((rate - own_rate).abs() <= 1e-6 * own_rate.max(1e-9), "{r:?}");
+            } else {
+                assert!(rate <= own_rate * (1.0 + 1e-6), "{r:?}");
+            }
+        }
+    }
+    let (o, _) = run("without-fast", &["--fast-windows"]);
+    assert!(!o.status.success(), "--fast-windows needs --fast");
+    assert!(stderr(&o).contains("--fast"), "{}", stderr(&o));
+}
+
 #[test]
 fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     let dir = scratch("fast");
@@ -1090,7 +1142,10 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     let o = small_sim(&dir.join("warmup"), &["--fast", "--fast-warmup-ms", "75", "--schemes", "SB"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let printed = String::from_utf8_lossy(&o.stdout);
-    assert!(printed.contains("not validated with a warm-up, guard or least iterations other than"), "{printed}");
+    assert!(
+        printed.contains("not validated with a warm-up, guard, shortest jump or least iterations other than"),
+        "{printed}"
+    );
     assert!(stderr(&o).contains("`cosched bench fast --schemes SB --fast-warmup-ms 75`"), "{}", stderr(&o));
     let json: serde_json::Value = serde_json::from_slice(&read(&dir.join("warmup/summary.json"))).unwrap();
     assert_eq!(json["results"][0]["fast_mode"]["not_validated"], serde_json::json!({ "reason": "settings" }));

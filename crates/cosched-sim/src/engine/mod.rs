@@ -184,6 +184,8 @@ pub struct EngineOutcome {
     pub jobs_in_system: Vec<(SimTime, u32)>,
     /// What fast mode did (`None`: the exact engine alone).
     pub fast: Option<FastReport>,
+    /// What each of fast mode's windows measured (empty unless asked for).
+    pub fast_windows: Vec<fast::WindowMeasure>,
     /// Where each event took place (empty unless asked for).
     pub event_log: Vec<LoggedEvent>,
 }
@@ -428,8 +430,8 @@ impl<'a, P: Parts> Engine<'a, P> {
     }
 
     /// Skip the stationary stretches between changes (see [`fast`]).
-    pub fn with_fast_mode(mut self, settings: FastSettings) -> Self {
-        self.fast = Some(FastState::new(settings, self.cpus.len(), self.row_measures()));
+    pub fn with_fast_mode(mut self, settings: FastSettings, record_windows: bool) -> Self {
+        self.fast = Some(FastState::new(settings, self.cpus.len(), self.row_measures(), record_windows));
         self
     }
 
@@ -607,6 +609,7 @@ impl<'a, P: Parts> Engine<'a, P> {
         EngineOutcome {
             end: self.run_clock(end),
             fast: self.fast.as_ref().map(FastState::report),
+            fast_windows: self.fast.as_mut().map(FastState::take_window_log).unwrap_or_default(),
             records: self.records,
             per_cpu_time: self.cpus.iter().map(|c| c.time).collect(),
             cpu_time,

@@ -25,6 +25,7 @@ pub(crate) struct EngineRun<'a, 'p> {
     pub progress_every_events: u64,
     pub stop: Option<&'a AtomicBool>,
     pub fast: Option<FastSettings>,
+    pub record_fast_windows: bool,
     pub plan_model_only: bool,
     pub event_log_from_ns: Option<u64>,
     pub chooser: Option<SharedChooser>,
@@ -48,7 +49,7 @@ impl EngineRun<'_, '_> {
             engine = engine.with_chooser(chooser);
         }
         if let Some(settings) = self.fast {
-            engine = engine.with_fast_mode(settings);
+            engine = engine.with_fast_mode(settings, self.record_fast_windows);
         }
         engine.run(self.progress_every_events, self.stop, self.progress)
     }

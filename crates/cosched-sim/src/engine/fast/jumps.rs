@@ -2,7 +2,7 @@
 //! parent module). Fast mode's state lives in the parent; this file extends
 //! the engine with what acts on it.
 
-use super::{difference, scaled, FastState, JobRate, Window, MAX_WINDOW_GROWTH};
+use super::{difference, scaled, FastState, JobRate, Window, WindowMeasure, MAX_WINDOW_GROWTH};
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, Event, NO_ROW};
 use crate::metrics::Breakdown;
@@ -150,6 +150,7 @@ impl<P: Parts> Engine<'_, P> {
         let fast = self.fast.as_mut().expect("fast mode");
         let window = fast.window.take().expect("an open window");
         let length_ns = until - window.from;
+        let mut seen = Vec::with_capacity(fast.running.len());
         for (rate, (after, before)) in fast.running.iter_mut().zip(progress.iter().zip(&window.progress)) {
             let measured_ns = match &window.rows {
                 Some(rows) => rows.own_quanta_ns(rate.row),
@@ -158,6 +159,7 @@ impl<P: Parts> Engine<'_, P> {
             debug_assert!(measured_ns > 0 || after == before, "a job progresses only in its own quanta");
             rate.iterations += after - before;
             rate.measured_ns += measured_ns;
+            seen.push((after - before, measured_ns));
         }
         if window.rows.is_none() {
             for ((total, cpu), before) in fast.cpu_time.iter_mut().zip(&self.cpus).zip(&window.cpu_time) {
@@ -166,10 +168,37 @@ impl<P: Parts> Engine<'_, P> {
         }
         fast.report.windows += 1;
         fast.report.window_ns += length_ns;
+        if fast.window_log.is_some() {
+            self.log_window(until, &seen);
+        }
         let too_few = self.fast().running.iter().any(|r| self.wants_longer_window(r));
         if too_few {
             self.open_window(until, self.fast().settings.window_ns);
         }
+    }
+
+    /// Record what a window closing at engine instant `until` saw of each running job: (iterations, time), in the
+    /// order of `running`.
+    fn log_window(&mut self, until: SimTime, seen: &[(u64, u64)]) {
+        let closed_ns = self.run_clock(until).ns();
+        let measures: Vec<WindowMeasure> = (self.fast().running.iter().zip(seen))
+            .map(|(rate, &(iterations, window_ns))| {
+                let spec = &self.jobs[rate.job as usize].spec;
+                WindowMeasure {
+                    closed_ns,
+                    skipped_ns: self.fast().offset_ns,
+                    job_number: spec.job_number,
+                    tasks: spec.tasks,
+                    row: (rate.row != NO_ROW).then_some(rate.row),
+                    window_ns,
+                    iterations,
+                    measured_ns: rate.measured_ns,
+                    measured_iterations: rate.iterations,
+                    rate_per_ns: self.rate_per_ns(rate),
+                }
+            })
+            .collect();
+        self.fast_mut().window_log.get_or_insert_default().extend(measures);
     }
 
     /// Whether a measured job did too few iterations yet (see [`FastSettings::min_iterations`]).

@@ -28,13 +28,38 @@ mod jumps;
 pub mod settings;
 
 pub use settings::{
-    better_window_than, fast_mode_measured, validated_error, validation, validation_with, FastReport, FastSettings,
-    NotValidated, ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
+    better_window_than, fast_mode_measured, validation, validation_with, FastReport, FastSettings, NotValidated,
+    ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
 };
 
 use crate::metrics::Breakdown;
 use cosched_core::SimTime;
 use gang_rows::{RowMeasures, RowWindow};
+use serde::Serialize;
+
+/// What one window saw of one running job, and the rate a jump then credits it with (`fast-windows.csv` of
+/// `cosched sim --fast-windows`): the numbers behind fast mode's answer, for tracing where it parts from the
+/// exact engine's.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct WindowMeasure {
+    /// The run's clock when the window closed.
+    pub closed_ns: u64,
+    /// The run's clock less the engine's then: the simulated time skipped by the jumps so far.
+    pub skipped_ns: u64,
+    pub job_number: u64,
+    pub tasks: u32,
+    /// Its matrix row, where measures are kept per row (GS).
+    pub row: Option<u32>,
+    /// The job's time in this window: the window's length, or its own quanta in it when measured per row.
+    pub window_ns: u64,
+    /// Iterations its processes did together in this window.
+    pub iterations: u64,
+    /// Its measure since its surroundings last changed, this window included.
+    pub measured_ns: u64,
+    pub measured_iterations: u64,
+    /// Iterations per process per nanosecond of the run's clock that a jump credits it with.
+    pub rate_per_ns: f64,
+}
 
 /// Fast mode's state inside the engine.
 pub(crate) struct FastState {
@@ -65,6 +90,8 @@ pub(crate) struct FastState {
     report: FastReport,
     /// The engine instant of the last checkpoint.
     last_checkpoint: SimTime,
+    /// Every window's measures, when asked for (`RunOptions::record_fast_windows`).
+    window_log: Option<Vec<WindowMeasure>>,
 }
 
 /// A running job's rate as measured: iterations its processes did together
@@ -91,7 +118,12 @@ struct Window {
 }
 
 impl FastState {
-    pub(super) fn new(settings: FastSettings, cpu_count: usize, rows: Option<RowMeasures>) -> FastState {
+    pub(super) fn new(
+        settings: FastSettings,
+        cpu_count: usize,
+        rows: Option<RowMeasures>,
+        record_windows: bool,
+    ) -> FastState {
         FastState {
             settings,
             offset_ns: 0,
@@ -107,11 +139,17 @@ impl FastState {
             rows,
             report: FastReport { settings: Some(settings), ..FastReport::default() },
             last_checkpoint: SimTime::ZERO,
+            window_log: record_windows.then(Vec::new),
         }
     }
 
     pub(super) fn report(&self) -> FastReport {
         self.report
+    }
+
+    /// The windows' measures, if they were recorded.
+    pub(super) fn take_window_log(&mut self) -> Vec<WindowMeasure> {
+        self.window_log.take().unwrap_or_default()
     }
 
     /// Forget what the windows saw of every job and every CPU.

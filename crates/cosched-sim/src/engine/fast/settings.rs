@@ -262,13 +262,6 @@ struct AtWindow {
 /// The error bound fast mode is held to; schemes validated above it get a warning.
 pub const ACCEPTED_ERROR: f64 = 0.05;
 
-/// Fast mode's validated error for `scheme` in a run judged `saturated` or
-/// not, with windows of `window_ns` (see [`VALIDATED_ERRORS`]); `None`: not
-/// validated in that regime with that window on these nodes ([`validation`] says why).
-pub fn validated_error(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Option<f64> {
-    validation(cfg, saturated, window_ns).ok()
-}
-
 /// The nodes the bounds of [`VALIDATED_ERRORS`] and [`VALIDATED_ON_EEVDF`] were measured on: one CPU each, as the
 /// study's machine. No bound is claimed on other nodes until measured there ([`VALIDATED_ON_FOUR_CPU_NODES`] for
 /// four): on nodes of several CPUs EEVDF moves processes between a node's CPUs (`balance.rs`); the MLFQ does not,
@@ -328,13 +321,17 @@ impl std::fmt::Display for NotValidated {
                 write!(f, "not validated in saturated runs on these nodes, only in stable ones")
             }
             NotValidated::Settings => {
-                write!(f, "not validated with a warm-up, guard or least iterations other than the defaults")
+                write!(
+                    f,
+                    "not validated with a warm-up, guard, shortest jump or least iterations other than the defaults"
+                )
             }
         }
     }
 }
 
-/// [`validated_error`], or why there is none.
+/// Fast mode's validated error for the run's scheme on its nodes in a run judged `saturated` or not, with windows
+/// of `window_ns` and the other settings at their defaults (see [`VALIDATED_ERRORS`]), or why there is none.
 pub fn validation(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Result<f64, NotValidated> {
     let validated = bounds_on_these_nodes(cfg)?;
     match (saturated, window_ns == FastSettings::default().window_ns, validated.at_window) {
@@ -369,10 +366,14 @@ pub fn better_window(cfg: &SimConfig) -> Option<u64> {
     better_window_of(bounds_on_these_nodes(cfg).ok()?)
 }
 
-/// For a run with windows of `window_ns`, judged `saturated` or not: another window with which its scheme is
-/// validated within [`ACCEPTED_ERROR`] in that regime, for the warning: (window, bound).
-pub fn better_window_than(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Option<(u64, f64)> {
-    let better_ns = better_window(cfg).filter(|&better_ns| better_ns != window_ns)?;
+/// For a run with `settings`, judged `saturated` or not: another window with which its scheme is validated within
+/// [`ACCEPTED_ERROR`] in that regime, for the warning: (window, bound). None where the other settings are not the
+/// defaults, since every bound, a better window's too, holds only with those.
+pub fn better_window_than(cfg: &SimConfig, saturated: bool, settings: &FastSettings) -> Option<(u64, f64)> {
+    if !settings.others_as_measured() {
+        return None;
+    }
+    let better_ns = better_window(cfg).filter(|&better_ns| better_ns != settings.window_ns)?;
     let error = validation(cfg, saturated, better_ns).ok()?;
     (error <= ACCEPTED_ERROR).then_some((better_ns, error))
 }
@@ -457,8 +458,8 @@ mod tests {
         assert_eq!(validation(&dcs_sb, false, thirty_s), Ok(0.033));
         assert_eq!(validation(&dcs_sb, true, thirty_s), Ok(0.033), "no tighter than the stable bound");
         assert_eq!(validation(&on("SY", OsScheduler::Eevdf, 4), false, thirty_s), Ok(0.476));
-        assert_eq!(better_window_than(&dcs_sb, true, default), Some((thirty_s, 0.033)));
-        assert_eq!(better_window_than(&on("DCS", OsScheduler::Eevdf, 4), false, default), None);
+        assert_eq!(better_window_than(&dcs_sb, true, &windows_of(default)), Some((thirty_s, 0.033)));
+        assert_eq!(better_window_than(&on("DCS", OsScheduler::Eevdf, 4), false, &windows_of(default)), None);
         assert_eq!(validation(&on("SB", OsScheduler::Eevdf, 4), false, thirty_s), Err(NotValidated::Window));
         assert_eq!(validation(&on("DCS-SB", OsScheduler::Eevdf, 1), false, thirty_s), Err(NotValidated::Window));
         let on_the_mlfq = on("DCS-SB", OsScheduler::Mlfq, 4);
@@ -496,17 +497,26 @@ mod tests {
         assert_eq!(validation_with(&other_nodes, false, &warmup), first_reason, "the first reason is kept");
     }
 
+    /// The bound with windows of `window_ns` and the other settings as measured.
+    fn bound(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Option<f64> {
+        validation(cfg, saturated, window_ns).ok()
+    }
+
+    fn windows_of(window_ns: u64) -> FastSettings {
+        FastSettings { window_ns, ..FastSettings::default() }
+    }
+
     #[test]
     fn the_validated_error_follows_the_regime() {
         let default = FastSettings::default().window_ns;
-        assert_eq!(validated_error(&run_of("GS"), false, default), Some(0.211));
-        assert_eq!(validated_error(&run_of("GS"), true, default), Some(0.211), "no tighter than the stable bound");
-        assert_eq!(validated_error(&run_of("Local"), true, default), Some(11.710), "no tighter than the stable bound");
-        assert_eq!(validated_error(&run_of("DCS"), true, default), Some(11.117));
-        assert_eq!(validated_error(&run_of("IB"), true, default), Some(0.024), "no tighter than the stable bound");
-        assert_eq!(validated_error(&run_of("SB"), true, default), Some(0.422), "no tighter than the stable bound");
-        assert_eq!(validated_error(&run_of("PB-SB"), false, default), Some(0.009));
-        assert_eq!(validated_error(&run_of("PB-SB"), true, default), Some(0.130));
+        assert_eq!(bound(&run_of("GS"), false, default), Some(0.211));
+        assert_eq!(bound(&run_of("GS"), true, default), Some(0.211), "no tighter than the stable bound");
+        assert_eq!(bound(&run_of("Local"), true, default), Some(11.710), "no tighter than the stable bound");
+        assert_eq!(bound(&run_of("DCS"), true, default), Some(11.117));
+        assert_eq!(bound(&run_of("IB"), true, default), Some(0.024), "no tighter than the stable bound");
+        assert_eq!(bound(&run_of("SB"), true, default), Some(0.422), "no tighter than the stable bound");
+        assert_eq!(bound(&run_of("PB-SB"), false, default), Some(0.009));
+        assert_eq!(bound(&run_of("PB-SB"), true, default), Some(0.130));
     }
 
     fn run_of(scheme: &str) -> SimConfig {
@@ -520,14 +530,14 @@ mod tests {
     #[test]
     fn the_nodes_scheduler_picks_the_table() {
         let default = FastSettings::default().window_ns;
-        assert_eq!(validated_error(&on_eevdf_nodes("SB"), false, default), Some(0.014));
-        assert_eq!(validated_error(&on_eevdf_nodes("SB"), true, default), Some(0.040));
-        assert_eq!(validated_error(&on_eevdf_nodes("PB"), true, default), Some(0.049), "no tighter than stable");
-        assert_eq!(validated_error(&on_eevdf_nodes("IB"), false, default), Some(0.036));
-        assert_eq!(validated_error(&on_eevdf_nodes("IB"), true, default), Some(0.121));
+        assert_eq!(bound(&on_eevdf_nodes("SB"), false, default), Some(0.014));
+        assert_eq!(bound(&on_eevdf_nodes("SB"), true, default), Some(0.040));
+        assert_eq!(bound(&on_eevdf_nodes("PB"), true, default), Some(0.049), "no tighter than stable");
+        assert_eq!(bound(&on_eevdf_nodes("IB"), false, default), Some(0.036));
+        assert_eq!(bound(&on_eevdf_nodes("IB"), true, default), Some(0.121));
         // The gang cell does not run on the node's scheduler; the gang slots do.
-        assert_eq!(validated_error(&on_eevdf_nodes("GS"), false, default), Some(0.211));
-        assert_eq!(validated_error(&on_eevdf_nodes("GS-cosched-kernel"), false, default), Some(0.009));
+        assert_eq!(bound(&on_eevdf_nodes("GS"), false, default), Some(0.211));
+        assert_eq!(bound(&on_eevdf_nodes("GS-cosched-kernel"), false, default), Some(0.009));
         assert!(!fast_mode_measured(&run_of("GS-cosched-kernel")), "gang slots run over EEVDF only");
         for v in VALIDATED_ON_EEVDF {
             let node = v.scheme.parse::<crate::Scheme>().map(|s| s.node());
@@ -548,7 +558,7 @@ mod tests {
                 let cfg = SimConfig { node_scheduler, ..run_of(name) };
                 assert!(fast_mode_measured(&cfg), "{name} on {node_scheduler}");
                 let default = FastSettings::default().window_ns;
-                assert!(validated_error(&cfg, true, default).is_some(), "{name} saturated on {node_scheduler}");
+                assert!(bound(&cfg, true, default).is_some(), "{name} saturated on {node_scheduler}");
             }
         }
     }
@@ -571,11 +581,11 @@ mod tests {
     #[test]
     fn another_window_is_validated_only_where_measured() {
         let default = FastSettings::default().window_ns;
-        assert_eq!(validated_error(&run_of("GS"), false, 2 * default), None, "GS was measured with the default only");
-        assert_eq!(validated_error(&run_of("PB-SY"), false, default), Some(0.113));
-        assert_eq!(validated_error(&run_of("PB-SY"), false, 3_000_000_000), Some(0.110));
-        assert_eq!(validated_error(&run_of("PB-SY"), true, 3_000_000_000), None);
-        assert_eq!(validated_error(&run_of("PB-SY"), false, 1_000_000_000), None);
+        assert_eq!(bound(&run_of("GS"), false, 2 * default), None, "GS was measured with the default only");
+        assert_eq!(bound(&run_of("PB-SY"), false, default), Some(0.113));
+        assert_eq!(bound(&run_of("PB-SY"), false, 3_000_000_000), Some(0.110));
+        assert_eq!(bound(&run_of("PB-SY"), true, 3_000_000_000), None);
+        assert_eq!(bound(&run_of("PB-SY"), false, 1_000_000_000), None);
         // No scheme has a better window since the drawn seeds (PB-SY's 3 s: 11.0 %); the rule stands.
         assert_eq!(better_window(&run_of("PB-SY")), None);
         assert_eq!(better_window(&run_of("GS")), None);
@@ -590,13 +600,13 @@ mod tests {
         assert_eq!(better_window(&four_cpus), None, "the 1 s windows were measured on one-CPU nodes");
         // DCS on EEVDF nodes, with 1 s windows; on the MLFQ it has no other window.
         let dcs = on_eevdf_nodes("DCS");
-        assert_eq!(validated_error(&dcs, false, 1_000_000_000), Some(0.010));
-        assert_eq!(validated_error(&dcs, true, 1_000_000_000), Some(0.030), "from the MPL 2 sweep with 1 s windows");
+        assert_eq!(bound(&dcs, false, 1_000_000_000), Some(0.010));
+        assert_eq!(bound(&dcs, true, 1_000_000_000), Some(0.030), "from the MPL 2 sweep with 1 s windows");
         let sy = on_eevdf_nodes("SY");
-        assert_eq!(validated_error(&sy, true, 1_000_000_000), Some(0.012), "no tighter than the stable bound");
+        assert_eq!(bound(&sy, true, 1_000_000_000), Some(0.012), "no tighter than the stable bound");
         let pb_sy = run_of("PB-SY");
-        assert_eq!(validated_error(&pb_sy, true, 3_000_000_000), None, "no saturated sweep with 3 s windows");
-        assert_eq!(validated_error(&dcs, false, default), Some(0.323));
+        assert_eq!(bound(&pb_sy, true, 3_000_000_000), None, "no saturated sweep with 3 s windows");
+        assert_eq!(bound(&dcs, false, default), Some(0.323));
         assert_eq!(better_window(&dcs), Some(1_000_000_000));
         assert_eq!(better_window(&run_of("DCS")), None);
         assert_eq!(better_window(&on_eevdf_nodes("SY")), Some(1_000_000_000));
@@ -610,11 +620,17 @@ mod tests {
         for saturated in [false, true] {
             let (dcs, dcs_sy) = (on_eevdf_nodes("DCS"), on_eevdf_nodes("DCS-SY"));
             let want = if saturated { 0.030 } else { 0.010 };
-            assert_eq!(better_window_than(&dcs, saturated, default), Some((1_000_000_000, want)));
-            assert_eq!(better_window_than(&dcs_sy, saturated, default), Some((1_000_000_000, 0.043)));
-            assert_eq!(better_window_than(&dcs, saturated, 1_000_000_000), None, "the run has that window");
-            assert_eq!(better_window_than(&dcs, saturated, 500_000_000), Some((1_000_000_000, want)));
-            assert_eq!(better_window_than(&run_of("DCS"), saturated, default), None);
+            assert_eq!(better_window_than(&dcs, saturated, &windows_of(default)), Some((1_000_000_000, want)));
+            assert_eq!(better_window_than(&dcs_sy, saturated, &windows_of(default)), Some((1_000_000_000, 0.043)));
+            assert_eq!(
+                better_window_than(&dcs, saturated, &windows_of(1_000_000_000)),
+                None,
+                "the run has that window"
+            );
+            assert_eq!(better_window_than(&dcs, saturated, &windows_of(500_000_000)), Some((1_000_000_000, want)));
+            assert_eq!(better_window_than(&run_of("DCS"), saturated, &windows_of(default)), None);
+            let warmup = FastSettings { warmup_ns: 75_000_000, ..windows_of(default) };
+            assert_eq!(better_window_than(&dcs, saturated, &warmup), None, "no bound holds with another warm-up");
         }
     }
 
