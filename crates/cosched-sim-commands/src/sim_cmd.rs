@@ -304,9 +304,11 @@ pub struct SimArgs {
     /// Also write every scheduling decision to trace-SCHEME.jsonl, in time order, then CPU order (small runs only).
     #[arg(long, help_heading = "Output")]
     pub trace_events: bool,
-    /// With --fast: also write fast-windows.csv, what each measurement window saw of each running job and the
-    /// rate its jumps then credit it with, to trace where a fast answer parts from the exact one.
-    #[arg(long, requires = "fast", help_heading = "Output")]
+    /// Also write fast-windows.csv: what each of fast mode's windows saw of each running job, and the rate its
+    /// jumps then credit it with. Without --fast, the exact run is watched through such windows (--fast-warmup-ms,
+    /// --fast-window-ms), opened after every change and again after every warm-up and window, never jumping: what
+    /// fast mode would measure at every point, beside results that stay the exact run's.
+    #[arg(long, help_heading = "Output")]
     pub fast_windows: bool,
     /// No progress lines.
     #[arg(long, short, help_heading = "Output")]
@@ -424,10 +426,20 @@ impl SimArgs {
     /// Fast mode's settings, when asked for.
     pub fn fast_settings(&self) -> Result<Option<FastSettings>, String> {
         let settings = self.fast_flags.settings()?;
-        if !self.fast && settings != fast_settings() {
-            return Err("the --fast-... settings apply to fast mode only: add --fast".into());
+        if !self.fast && !self.fast_windows && settings != fast_settings() {
+            return Err(
+                "the --fast-... settings apply to fast mode only: add --fast (or --fast-windows, to watch the exact \
+                 run through such windows)"
+                    .into(),
+            );
         }
         Ok(self.fast.then_some(settings))
+    }
+
+    /// An exact run with `--fast-windows`: the windows it is watched through.
+    pub fn watch_windows(&self) -> Result<Option<FastSettings>, String> {
+        let watched = !self.fast && self.fast_windows;
+        Ok(if watched { Some(self.fast_flags.settings()?) } else { None })
     }
 
     fn bsld_threshold_s(&self) -> f64 {
@@ -575,6 +587,7 @@ pub fn simulate_chosen(
         bounded_slowdown_threshold_s: args.bsld_threshold_s(),
         record_trace: args.trace_events,
         record_fast_windows: args.fast_windows,
+        watch_windows: args.watch_windows()?,
         progress_every_events: 1 << 18,
         visit_every_tick: false,
         stop: Some(stop),
@@ -604,7 +617,8 @@ fn jittered(
     options: &RunOptions,
     show_progress: bool,
 ) -> Result<Option<JitterReport>, String> {
-    let options = RunOptions { record_trace: false, record_fast_windows: false, ..options.clone() };
+    let options =
+        RunOptions { record_trace: false, record_fast_windows: false, watch_windows: None, ..options.clone() };
     let progress = BatchProgress::new(show_progress).dropping_jittered_runs();
     let draws = prepared.run_jittered(jitter, &options, &progress)?;
     if stopped(&options) {

@@ -38,6 +38,10 @@ pub struct RunOptions {
     pub fast: Option<FastSettings>,
     /// Fast mode: keep what each window measured (`RunResult::fast_windows`).
     pub record_fast_windows: bool,
+    /// An exact run (`fast` is `None`) watched through fast mode's windows of these settings: opened after every
+    /// change and again after every warm-up and window, never followed by a jump. What they measured is kept in
+    /// `RunResult::fast_windows`; the results are the exact run's (a test checks it).
+    pub watch_windows: Option<FastSettings>,
     /// Testing aid: decide with the model of the plan alone (`Coscheduler`) where the scheme runs the controller's
     /// core; the two must decide alike while the core's own rules (the idle rule, time limits) do not act.
     #[doc(hidden)]
@@ -63,12 +67,22 @@ impl Default for RunOptions {
             stop: None,
             fast: None,
             record_fast_windows: false,
+            watch_windows: None,
             plan_model_only: false,
             chooser: None,
             event_log_from_ns: None,
             fast_unvalidated: false,
         }
     }
+}
+
+/// The settings an exact run is watched with (`RunOptions::watch_windows`): windows that never end in a jump.
+fn watching_settings(options: &RunOptions) -> Result<Option<FastSettings>, ConfigError> {
+    let Some(settings) = options.watch_windows.filter(|_| options.fast.is_none()) else {
+        return Ok(None);
+    };
+    settings.validate().map_err(ConfigError)?;
+    Ok(Some(FastSettings { min_jump_ns: u64::MAX, ..settings }))
 }
 
 /// Fast mode runs only where it was measured against the exact engine (`engine::fast`'s tables): refused for a
@@ -131,6 +145,7 @@ pub fn run(
             )));
         }
     }
+    let watching = watching_settings(options)?;
     let cpus = cfg.cpu_count();
     if let Some(job) = jobs.iter().find(|j| j.cpus == 0 || j.cpus > cpus) {
         return Err(ConfigError(format!(
@@ -163,8 +178,8 @@ pub fn run(
         visit_every_tick: options.visit_every_tick,
         progress_every_events: options.progress_every_events,
         stop: options.stop.as_deref(),
-        fast: fast_settings,
-        record_fast_windows: options.record_fast_windows,
+        fast: fast_settings.or(watching),
+        record_fast_windows: options.record_fast_windows || watching.is_some(),
         plan_model_only: options.plan_model_only,
         event_log_from_ns: options.event_log_from_ns.filter(|_| options.fast.is_none()),
         chooser: options.chooser.clone(),
@@ -204,7 +219,7 @@ pub fn run(
     };
     let saturation = judge_saturation(&records, submitted, backlog, outcome.stopped_early);
     // Fast mode's validated error is the one of the regime the run was in.
-    let fast_mode = outcome.fast.map(|f| {
+    let fast_mode = outcome.fast.filter(|_| watching.is_none()).map(|f| {
         let settings = fast_settings.unwrap_or_default();
         let validation = validation_with(cfg, saturation.saturated, &settings);
         let better_window = better_window_than(cfg, saturation.saturated, &settings);

@@ -3,10 +3,11 @@
 mod common;
 use common::*;
 use cosched_sim::config::{BoostDisplaces, BoostReceive, YieldCycle};
+use cosched_sim::engine::fast::FastSettings;
 use cosched_sim::metrics::Displaced;
 use cosched_sim::run::{run, RunOptions, RunResult};
 use cosched_sim::trace::TraceKind;
-use cosched_sim::{OsScheduler, Scheme, SimConfig, SimJob};
+use cosched_sim::{OsScheduler, Scheme, SimConfig, SimJob, Summary};
 use proptest::prelude::*;
 
 proptest! {
@@ -242,4 +243,32 @@ fn assert_ticked_run_is_tickless_run(cfg: &SimConfig, jobs: Vec<SimJob>) {
     let ticked = run(cfg, jobs, &RunOptions { visit_every_tick: true, ..options }, |_| {}).unwrap();
     assert_eq!(ticked.trace, tickless.trace);
     assert_eq!(ticked.jobs, tickless.jobs);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Fast mode's windows watch an exact run without touching it (`RunOptions::watch_windows`): every decision,
+    /// record and CPU's time is the exact run's. Short windows, so that they open and close many times in these
+    /// small runs.
+    #[test]
+    fn an_exact_run_watched_through_windows_is_the_exact_run(
+        (cfg, jobs) in small_runs(),
+        warmup_us in 0u64..5_000,
+        window_us in 100u64..20_000,
+    ) {
+        let exact = run(&cfg, jobs.clone(), &RunOptions { record_trace: true, ..RunOptions::default() }, |_| {}).unwrap();
+        let watch = FastSettings { warmup_ns: warmup_us * US, window_ns: window_us * US, ..FastSettings::default() };
+        let options = RunOptions { record_trace: true, watch_windows: Some(watch), ..RunOptions::default() };
+        let watched = run(&cfg, jobs, &options, |_| {}).unwrap();
+        prop_assert_eq!(&watched.jobs, &exact.jobs);
+        prop_assert_eq!(&watched.trace, &exact.trace);
+        prop_assert_eq!(&watched.per_cpu_time, &exact.per_cpu_time);
+        // Not the events handled: fast mode's windows keep every message's landing and every receiver's booking as
+        // an event, to act at its instant, where the exact engine drops those no part reacts to.
+        prop_assert!(watched.summary.fast_mode.is_none(), "a watched run is exact");
+        let measures = |r: &RunResult| serde_json::to_string(&Summary { events: 0, ..r.summary.clone() }).unwrap();
+        prop_assert_eq!(measures(&watched), measures(&exact));
+        prop_assert!(exact.fast_windows.is_empty());
+    }
 }

@@ -968,7 +968,8 @@ fn bash_completes_commands_and_their_flags() {
     assert!(!o.status.success() && stderr(&o).contains("invalid value 'tcsh'"), "{}", stderr(&o));
 }
 
-/// `--fast-windows` writes what every window measured, changes no result, and needs `--fast`.
+/// `--fast-windows` writes what every window measured and changes no result; without `--fast` it watches the exact
+/// run.
 #[test]
 fn fast_windows_are_written_on_request_and_change_nothing() {
     let dir = scratch("fast-windows");
@@ -1015,9 +1016,31 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
             }
         }
     }
-    let (o, _) = run("without-fast", &["--fast-windows"]);
-    assert!(!o.status.success(), "--fast-windows needs --fast");
-    assert!(stderr(&o).contains("--fast"), "{}", stderr(&o));
+    // Without --fast the exact run is watched through such windows: the same jobs and measures, no jump.
+    let (o, exact) = run("exact", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (o, watched) = run("watched", &["--fast-windows", "--fast-window-ms", "100"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("FAST MODE"), "an exact run");
+    for file in ["jobs.csv", "series.csv"] {
+        assert_eq!(read(&exact.join(file)), read(&watched.join(file)), "{file}: watching changes nothing");
+    }
+    let but_events = |dir: &Path| {
+        let text = String::from_utf8(read(&dir.join("summary.csv"))).unwrap();
+        let rows: Vec<Vec<String>> = text.lines().map(|l| l.split(',').map(String::from).collect()).collect();
+        let events = rows[0].iter().position(|h| h == "events").expect("an events column");
+        rows.into_iter().map(|mut r| (r.remove(events), r).1).collect::<Vec<_>>()
+    };
+    assert_eq!(but_events(&exact), but_events(&watched), "every measure but the events handled");
+    let json: serde_json::Value = serde_json::from_slice(&read(&watched.join("summary.json"))).unwrap();
+    assert!(json["results"][0].get("fast_mode").is_none(), "{}", json["results"][0]);
+    let text = String::from_utf8(read(&watched.join("fast-windows.csv"))).unwrap();
+    let windows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert!(windows.iter().any(|r| r[0] == "Local") && windows.iter().all(|r| r[2] == "0"), "no jump");
+    assert!(windows.iter().filter(|r| r[0] == "Local").all(|r| r[6] == "100"), "the window given");
+    let (o, _) = run("settings-alone", &["--fast-window-ms", "100"]);
+    assert!(!o.status.success(), "fast settings need --fast or --fast-windows");
+    assert!(stderr(&o).contains("add --fast (or --fast-windows"), "{}", stderr(&o));
 }
 
 #[test]
