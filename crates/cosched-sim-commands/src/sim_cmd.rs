@@ -18,7 +18,7 @@ use cosched_sim::config::{
     NodeSchedulerConfig, YieldCycle,
 };
 use cosched_sim::cost::RunCost;
-use cosched_sim::engine::fast::{FastSettings, NotValidated, ACCEPTED_ERROR};
+use cosched_sim::engine::fast::{machine_as_measured, FastSettings, NotValidated, ACCEPTED_ERROR};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
 use cosched_sim::run::{RunOptions, RunResult, SharedChooser};
 use cosched_sim::trace::TraceEvent;
@@ -658,7 +658,9 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     let checked_out = OutputDir::check(&args.out)?;
     let interrupted = crate::interrupt::stop_on_interrupt()?;
     // The table as soon as the runs it shows end, before the jittered runs (N times as long).
-    let show_table = |prepared: &PreparedSim, results: &[RunResult]| print_table(results, &prepared.configs);
+    let show_table = |prepared: &PreparedSim, results: &[RunResult]| {
+        print_table(results, &prepared.configs, args.machine.as_deref())
+    };
     let SimOutcome { prepared, results, run_wall_s, jitter } =
         simulate_chosen(args, interrupted.clone(), true, None, show_table)?;
     if let Some(report) = &jitter {
@@ -695,7 +697,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn print_table(results: &[RunResult], configs: &[SimConfig]) {
+fn print_table(results: &[RunResult], configs: &[SimConfig], machine: Option<&Path>) {
     let name_width = results.iter().map(|r| r.summary.scheme.len()).max().unwrap_or(0).max(8);
     println!(
         "{:<name_width$} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}",
@@ -734,7 +736,7 @@ fn print_table(results: &[RunResult], configs: &[SimConfig]) {
         );
     }
     println!("delivered, compute: utilization by the work the jobs were given (the study's) and by compute time alone");
-    print_fast_mode(results, configs);
+    print_fast_mode(results, configs, machine);
     for s in results.iter().map(|r| &r.summary).filter(|s| s.saturation.saturated) {
         eprintln!(
             "warning: {} saturated the machine: {}; its means describe a growing backlog",
@@ -744,8 +746,8 @@ fn print_table(results: &[RunResult], configs: &[SimConfig]) {
 }
 
 /// Which runs fast mode made, what it skipped, and its validated error in the
-/// run's regime, stable or saturated (docs/fast-mode.md).
-fn print_fast_mode(results: &[RunResult], configs: &[SimConfig]) {
+/// run's regime, stable or saturated (docs/fast-mode.md); `machine`: the run's machine file.
+fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option<&Path>) {
     for (s, cfg) in results.iter().map(|r| &r.summary).zip(configs) {
         let Some(fast) = s.fast_mode else { continue };
         let skipped = fast.skipped_ns as f64 / 1e9 / s.span_s.max(f64::MIN_POSITIVE);
@@ -779,24 +781,40 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig]) {
             };
             eprintln!(
                 "warning: fast mode is not known to be within {:.0} % of the exact engine for {} in {regime} runs \
-                 with these settings on these nodes; check with `{}` or run without --fast{remedy}",
+                 with these settings on these nodes; {} or run without --fast{remedy}",
                 100.0 * ACCEPTED_ERROR,
                 s.scheme,
-                bench_fast_command(cfg, settings)
+                how_to_check(cfg, settings, machine)
             );
         }
     }
 }
 
-/// The `bench fast` that measures fast mode on this run's nodes (their scheduler and CPUs; not its other costs)
-/// with its fast settings.
-fn bench_fast_command(cfg: &SimConfig, fast: FastSettings) -> String {
-    let mut command = format!("cosched bench fast --schemes {}", cfg.scheme.name());
-    if cfg.node_scheduler != SimConfig::default().node_scheduler {
-        command += &format!(" --node-scheduler {}", cfg.node_scheduler);
+/// How a user measures fast mode where this run has no bound: the `bench fast` that runs its machine (its nodes'
+/// scheduler and CPUs, or its machine file) with its fast settings, where one can.
+fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
+    if machine.is_none() && !machine_as_measured(cfg) {
+        return "`cosched bench fast` measures it on the default costs or on a machine file (--machine), not under \
+                other cost flags: write these costs to a machine file to check,"
+            .into();
     }
-    if cfg.cpus_per_node != 1 {
-        command += &format!(" --cpus-per-node {}", cfg.cpus_per_node);
+    format!("check with `{}`", bench_fast_command(cfg, fast, machine))
+}
+
+/// The `bench fast` that measures fast mode on this run's machine (its machine file, or its nodes' scheduler and
+/// CPUs) with its fast settings.
+fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
+    let mut command = format!("cosched bench fast --schemes {}", cfg.scheme.name());
+    match machine {
+        Some(path) => command += &format!(" --machine {}", shell_word(&path.display().to_string())),
+        None => {
+            if cfg.node_scheduler != SimConfig::default().node_scheduler {
+                command += &format!(" --node-scheduler {}", cfg.node_scheduler);
+            }
+            if cfg.cpus_per_node != 1 {
+                command += &format!(" --cpus-per-node {}", cfg.cpus_per_node);
+            }
+        }
     }
     for word in FastFlags::arguments_for(&fast) {
         command += &format!(" {word}");
@@ -997,7 +1015,16 @@ fn cpu_time_chart(results: &[RunResult]) -> StackedBarChart {
 }
 
 pub fn command_line() -> String {
-    std::env::args().map(|a| if a.contains(' ') { format!("'{a}'") } else { a }).collect::<Vec<_>>().join(" ")
+    std::env::args().map(|a| shell_word(&a)).collect::<Vec<_>>().join(" ")
+}
+
+/// A word of a command line as printed for a user to run again: quoted when it holds a space.
+fn shell_word(word: &str) -> String {
+    if word.contains(' ') {
+        format!("'{word}'")
+    } else {
+        word.to_string()
+    }
 }
 
 fn trace_jsonl(trace: &[TraceEvent]) -> String {
@@ -1031,6 +1058,18 @@ mod tests {
 
     fn parse(flags: &[&str]) -> SimArgs {
         SimCommand::try_parse_from(std::iter::once("sim").chain(flags.iter().copied())).expect("flags parse").sim
+    }
+
+    /// Fast mode's bounds hold on the machine model `bench fast` runs, `SimConfig`'s defaults: `sim`'s own defaults
+    /// must be that model to the bit, on either node scheduler, or no fast run of `sim` would have a bound.
+    #[test]
+    fn the_default_flags_give_the_machine_model_fast_mode_was_measured_on() {
+        for flags in [&[][..], &["--node-scheduler", "eevdf"], &["--cpus-per-node", "4", "--schemes", "GS,DCS"]] {
+            for cfg in parse(flags).settings().expect("valid flags").configs().expect("valid machine") {
+                assert!(machine_as_measured(&cfg), "{flags:?}: {cfg:?}");
+            }
+        }
+        assert!(!machine_as_measured(&parse(&["--tick-ms", "4"]).settings().unwrap().configs().unwrap()[0]));
     }
 
     #[test]

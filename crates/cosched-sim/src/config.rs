@@ -14,7 +14,7 @@ pub const TOP_LEVEL: u8 = (LEVELS - 1) as u8;
 
 /// Network and interface model. One-way latency of an `n`-byte message is
 /// `latency_base_ns + latency_ns_per_byte * n`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct NetworkConfig {
     pub latency_base_ns: f64,
     pub latency_ns_per_byte: f64,
@@ -49,7 +49,7 @@ impl NetworkConfig {
 }
 
 /// CPU-time costs of the scheduling mechanisms.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CostConfig {
     pub context_switch_ns: u64,
     pub gang_switch_ns: u64,
@@ -229,7 +229,7 @@ impl Default for CostConfig {
 }
 
 /// The Solaris-like multilevel feedback queue of every CPU.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct NodeSchedulerConfig {
     pub tick_ns: u64,
     pub raise_period_ns: u64,

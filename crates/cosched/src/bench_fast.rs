@@ -5,7 +5,7 @@
 use crate::jitter::JitterFlags;
 use crate::output::OutputDir;
 use crate::progress::{BatchProgress, ProgressLine};
-use crate::sim_cmd::FastFlags;
+use crate::sim_cmd::{read_machine, FastFlags};
 use clap::Args;
 use cosched_lab::fast_check::{
     by_scheme_and_load, check_settings, pairs_csv, parting_splits, run_pairs, saturation_points, validated_bound,
@@ -39,8 +39,13 @@ pub struct BenchFastArgs {
     pub nodes: u32,
     /// CPUs per node: fast mode's bounds were measured on one-CPU nodes and on EEVDF nodes of four, and a run on
     /// other nodes reports none; this measures it there.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "machine")]
     pub cpus_per_node: u32,
+    /// A machine file of `cosched calibrate` (its folder or machine.json): fast mode measured on that machine's
+    /// CPUs per node, tick, switch and message costs (EEVDF nodes), as `sim --machine` runs them. Every bound was
+    /// measured on the default machine model, so a fast run on another reports none; this measures it there.
+    #[arg(long, value_name = "FILE")]
+    pub machine: Option<PathBuf>,
     /// Multiprogramming level.
     #[arg(long, default_value_t = SimConfig::default().mpl)]
     pub mpl: u32,
@@ -61,7 +66,7 @@ pub struct BenchFastArgs {
     #[arg(long, default_value = "cosched-out/bench-fast")]
     pub out: PathBuf,
     /// The nodes' OS scheduler (mlfq, the study's, or eevdf): fast mode's bounds are kept for each.
-    #[arg(long, default_value = "mlfq")]
+    #[arg(long, default_value = "mlfq", conflicts_with = "machine")]
     pub node_scheduler: OsScheduler,
     #[command(flatten)]
     pub jitter: JitterFlags,
@@ -97,6 +102,21 @@ struct BoundCheck {
     within_bound: Option<bool>,
 }
 
+/// The machine the pairs run on: the flags' nodes, or the machine file's.
+fn machine_of(args: &BenchFastArgs) -> Result<SimConfig, String> {
+    let mut machine = SimConfig {
+        nodes: args.nodes,
+        cpus_per_node: args.cpus_per_node,
+        mpl: args.mpl,
+        node_scheduler: args.node_scheduler,
+        ..SimConfig::default()
+    };
+    if let Some(path) = &args.machine {
+        read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(&mut machine);
+    }
+    Ok(machine)
+}
+
 pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     let seeds = match args.draw_seeds {
         Some(count) => {
@@ -107,6 +127,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
         }
         None => args.seeds.clone(),
     };
+    let machine = machine_of(args)?;
     let settings = FastCheckSettings {
         schemes: match &args.schemes {
             Some(schemes) => schemes.clone(),
@@ -114,16 +135,10 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
         },
         loads: args.loads.clone(),
         seeds,
-        machine: SimConfig {
-            nodes: args.nodes,
-            cpus_per_node: args.cpus_per_node,
-            mpl: args.mpl,
-            node_scheduler: args.node_scheduler,
-            ..SimConfig::default()
-        },
+        machine: machine.clone(),
         workload: WorkloadSpec {
             jobs: Some(args.jobs),
-            model_procs: args.nodes.saturating_mul(args.cpus_per_node),
+            model_procs: args.nodes.saturating_mul(machine.cpus_per_node),
             runtime_scale: args.runtime_scale,
             ..WorkloadSpec::default()
         },

@@ -274,3 +274,42 @@ fn a_draw_never_writes_into_a_folder_another_user_made() {
     assert!(!o.status.success() && text(&o).contains("'..'"), "{}", text(&o));
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "root wrote into another user's folder through '..'");
 }
+
+/// Fast mode's bounds were measured on the default machine model: a fast run on a measured machine reports none,
+/// says why, and points to the `bench fast` that measures it there; cost flags alone cannot be checked so.
+#[test]
+fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = machine_file(dir.path(), |m| m["cpus_per_node"] = 1.into());
+    let small = ["-q", "--jobs", "20", "--nodes", "8", "--runtime-scale", "0.02", "--schemes", "SB", "--fast"];
+    let sim = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let o = cosched(&[&["sim"][..], &small, extra, &["--out", out.to_str().unwrap()]].concat());
+        assert!(o.status.success(), "{}", text(&o));
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+        (text(&o), json["results"][0]["fast_mode"]["not_validated"]["reason"].clone())
+    };
+    let (said, reason) = sim("measured", &["--machine", machine.to_str().unwrap()]);
+    assert_eq!(reason, "machine", "{said}");
+    assert!(said.contains("not validated on this machine model"), "{said}");
+    let check = format!("check with `cosched bench fast --schemes SB --machine {}`", machine.display());
+    assert!(said.contains(&check), "{said}");
+    let (said, reason) = sim("cheaper-switch", &["--node-scheduler", "eevdf", "--cs-us", "100"]);
+    assert_eq!(reason, "machine", "{said}");
+    assert!(said.contains("write these costs to a machine file"), "{said}");
+    let (said, reason) = sim("default", &["--node-scheduler", "eevdf"]);
+    assert_eq!(reason, serde_json::Value::Null, "the default machine model has a bound: {said}");
+
+    let out = dir.path().join("bench");
+    let bench = ["bench", "fast", "--schemes", "SB", "--seeds", "1", "--nodes", "8", "--jobs", "20"];
+    let on_the_machine = ["--runtime-scale", "0.02", "--machine", machine.to_str().unwrap()];
+    let o = cosched(&[&bench[..], &on_the_machine, &["--out", out.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let pairs = std::fs::read_to_string(out.join("pairs.csv")).unwrap();
+    assert_eq!(pairs.lines().count(), 2, "one pair: {pairs}");
+    let checks: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("checks.json")).unwrap()).unwrap();
+    assert_eq!(checks["validated_bounds"][0]["bound"], serde_json::Value::Null, "{}", checks["validated_bounds"]);
+    let o = cosched(&[&bench[..], &["--machine", machine.to_str().unwrap(), "--cpus-per-node", "2"]].concat());
+    assert!(!o.status.success() && text(&o).contains("--cpus-per-node"), "{}", text(&o));
+}

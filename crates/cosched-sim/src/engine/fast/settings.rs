@@ -290,7 +290,7 @@ fn four_cpu_row(cfg: &SimConfig) -> Option<&'static Validated> {
 }
 
 /// Why a fast run carries no validated error; in summary.json an object with its `reason` (`scheme`,
-/// `cpus_per_node` with the nodes' CPUs, `window`, `saturated_runs` or `settings`).
+/// `cpus_per_node` with the nodes' CPUs, `window`, `saturated_runs`, `machine` or `settings`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum NotValidated {
@@ -305,6 +305,9 @@ pub enum NotValidated {
     /// A warm-up, guard, shortest jump or least iterations other than the defaults: every bound was measured with
     /// those.
     Settings,
+    /// A machine model (network, costs, the node scheduler's tick, quanta and intervals) other than the defaults,
+    /// as a machine file or cost flags give: every bound was measured on the defaults.
+    Machine,
 }
 
 impl std::fmt::Display for NotValidated {
@@ -326,6 +329,11 @@ impl std::fmt::Display for NotValidated {
                     "not validated with a warm-up, guard, shortest jump or least iterations other than the defaults"
                 )
             }
+            NotValidated::Machine => write!(
+                f,
+                "not validated on this machine model, only on the default costs, network and tick (a machine file or \
+                 cost flags change them)"
+            ),
         }
     }
 }
@@ -348,15 +356,25 @@ pub fn validation(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Result<f6
     }
 }
 
-/// [`validation`] of a run with `settings`: the bounds hold only with the default settings but the window
-/// ([`FastSettings::others_as_measured`]); a reason found first (the scheme, the nodes, the window) is kept.
+/// [`validation`] of a run with `settings`: the bounds hold only on the default machine model
+/// ([`machine_as_measured`]) and with the default settings but the window ([`FastSettings::others_as_measured`]);
+/// a reason found first (the scheme, the nodes, the window) is kept.
 pub fn validation_with(cfg: &SimConfig, saturated: bool, settings: &FastSettings) -> Result<f64, NotValidated> {
-    let bound = validation(cfg, saturated, settings.window_ns);
-    if settings.others_as_measured() {
-        bound
-    } else {
-        bound.and(Err(NotValidated::Settings))
+    let bound = validation(cfg, saturated, settings.window_ns)?;
+    if !machine_as_measured(cfg) {
+        return Err(NotValidated::Machine);
     }
+    if !settings.others_as_measured() {
+        return Err(NotValidated::Settings);
+    }
+    Ok(bound)
+}
+
+/// Whether the run's machine model is the one every bound was measured on: the default network, costs and node
+/// scheduler settings (`bench fast` runs them, on the nodes and scheduler it is given).
+pub fn machine_as_measured(cfg: &SimConfig) -> bool {
+    let measured = SimConfig::default();
+    cfg.network == measured.network && cfg.costs == measured.costs && cfg.scheduler == measured.scheduler
 }
 
 /// A window with which the run's scheme is validated within [`ACCEPTED_ERROR`] in stable runs though it is not
@@ -367,10 +385,10 @@ pub fn better_window(cfg: &SimConfig) -> Option<u64> {
 }
 
 /// For a run with `settings`, judged `saturated` or not: another window with which its scheme is validated within
-/// [`ACCEPTED_ERROR`] in that regime, for the warning: (window, bound). None where the other settings are not the
-/// defaults, since every bound, a better window's too, holds only with those.
+/// [`ACCEPTED_ERROR`] in that regime, for the warning: (window, bound). None where the other settings or the
+/// machine model are not the defaults, since every bound, a better window's too, holds only with those.
 pub fn better_window_than(cfg: &SimConfig, saturated: bool, settings: &FastSettings) -> Option<(u64, f64)> {
-    if !settings.others_as_measured() {
+    if !settings.others_as_measured() || !machine_as_measured(cfg) {
         return None;
     }
     let better_ns = better_window(cfg).filter(|&better_ns| better_ns != settings.window_ns)?;
@@ -495,6 +513,32 @@ mod tests {
         let warmup = FastSettings { warmup_ns: 75 * MS, ..default };
         let first_reason = Err(NotValidated::CpusPerNode { cpus_per_node: 2 });
         assert_eq!(validation_with(&other_nodes, false, &warmup), first_reason, "the first reason is kept");
+    }
+
+    #[test]
+    fn another_machine_model_than_the_defaults_is_not_validated() {
+        let default = FastSettings::default();
+        let dcs = on_eevdf_nodes("DCS");
+        assert!(machine_as_measured(&dcs));
+        let mut cheaper_switch = dcs.clone();
+        cheaper_switch.costs.context_switch_ns /= 2;
+        let mut faster_network = dcs.clone();
+        faster_network.network.latency_base_ns /= 2.0;
+        let mut finer_tick = dcs.clone();
+        finer_tick.scheduler.tick_ns /= 4;
+        let mut migrating = dcs.clone();
+        migrating.scheduler.background_migration_interval_ns = 4_000_000;
+        for other in [cheaper_switch, faster_network, finer_tick, migrating] {
+            assert!(!machine_as_measured(&other));
+            assert_eq!(validation_with(&other, false, &default), Err(NotValidated::Machine));
+            assert_eq!(better_window_than(&other, false, &default), None, "no window's bound holds there");
+        }
+        assert_eq!(validation_with(&dcs, false, &windows_of(1_000_000_000)), Ok(0.010));
+        let mut other_nodes = dcs.clone();
+        other_nodes.costs.context_switch_ns /= 2;
+        other_nodes.cpus_per_node = 8;
+        let first_reason = Err(NotValidated::CpusPerNode { cpus_per_node: 8 });
+        assert_eq!(validation_with(&other_nodes, false, &default), first_reason, "the first reason is kept");
     }
 
     /// The bound with windows of `window_ns` and the other settings as measured.
