@@ -332,14 +332,14 @@ fn window_columns<'a>() -> Vec<Column<WindowRow<'a>>> {
     ]
 }
 
-/// `fast-windows.csv` (`cosched sim --fast --fast-windows`): every window's measure of every running job, runs in
-/// order. `window_rate_per_ms` is this window's iterations per process per ms of the job's time in it (empty where
-/// it had none: a row's window without its quanta); `rate_per_ms`, per ms of the run's clock over its measure
-/// since its surroundings last changed, is what a jump credits.
+/// `fast-windows.csv` (`cosched sim --fast-windows`, fast or watched): every window's measure of every running job,
+/// runs in order. `window_rate_per_ms` is this window's iterations per process per ms of the job's time in it
+/// (empty where it had none: a row's window without its quanta); `rate_per_ms`, per ms of the run's clock over its
+/// measure since its surroundings last changed, is what a jump would credit.
 pub fn fast_windows_csv(results: &[RunResult]) -> String {
     let rows: Vec<WindowRow> = results
         .iter()
-        .flat_map(|r| r.fast_windows.iter().map(|measure| WindowRow { scheme: &r.summary.scheme, measure }))
+        .flat_map(|r| r.fast_windows.measures.iter().map(|measure| WindowRow { scheme: &r.summary.scheme, measure }))
         .collect();
     to_csv(&window_columns(), &rows)
 }

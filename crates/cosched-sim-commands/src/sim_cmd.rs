@@ -305,9 +305,10 @@ pub struct SimArgs {
     #[arg(long, help_heading = "Output")]
     pub trace_events: bool,
     /// Also write fast-windows.csv: what each of fast mode's windows saw of each running job, and the rate its
-    /// jumps then credit it with. Without --fast, the exact run is watched through such windows (--fast-warmup-ms,
-    /// --fast-window-ms), opened after every change and again after every warm-up and window, never jumping: what
-    /// fast mode would measure at every point, beside results that stay the exact run's.
+    /// jumps then credit it with (at most 500000 rows per scheme). Without --fast, the exact run is watched
+    /// through the windows fast mode would take (--fast-warmup-ms, --fast-window-ms): one a warm-up after every
+    /// change, and after each the next a window and a warm-up later, never jumping; its jobs and measures stay the
+    /// exact run's.
     #[arg(long, help_heading = "Output")]
     pub fast_windows: bool,
     /// No progress lines.
@@ -461,7 +462,7 @@ pub struct FastFlags {
     /// Fast mode: exact simulation kept before each job's predicted end, ms.
     #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().guard_ns), help_heading = "Fast mode")]
     pub fast_guard_ms: f64,
-    /// Fast mode: a window grows (doubling, up to 16 times) until every job's processes did this many
+    /// Fast mode: a window grows (by its length at a time, up to 16 times it) until every job's processes did this many
     /// iterations in it, on average (0: windows keep their length; see docs/fast-mode.md).
     #[arg(long, default_value_t = fast_settings().min_iterations, help_heading = "Fast mode")]
     pub fast_min_iterations: u64,
@@ -737,11 +738,38 @@ fn print_table(results: &[RunResult], configs: &[SimConfig], machine: Option<&Pa
     }
     println!("delivered, compute: utilization by the work the jobs were given (the study's) and by compute time alone");
     print_fast_mode(results, configs, machine);
+    print_window_logs(results);
     for s in results.iter().map(|r| &r.summary).filter(|s| s.saturation.saturated) {
         eprintln!(
             "warning: {} saturated the machine: {}; its means describe a growing backlog",
             s.scheme, s.saturation.why
         );
+    }
+}
+
+/// Which runs were watched through fast mode's windows, and any window measures not kept (`--fast-windows`).
+fn print_window_logs(results: &[RunResult]) {
+    for r in results {
+        let s = &r.summary;
+        if let Some(watched) = s.watched_windows {
+            let ms = |ns: u64| ns as f64 / 1e6;
+            println!(
+                "{}: EXACT, watched through fast mode's {} ms windows (a {} ms warm-up before each) for \
+                 fast-windows.csv; no jump",
+                s.scheme,
+                ms(watched.window_ns),
+                ms(watched.warmup_ns)
+            );
+        }
+        if r.fast_windows.dropped > 0 {
+            eprintln!(
+                "warning: fast-windows.csv holds {}'s first {} window measures; {} more were not kept (longer \
+                 windows or a shorter run keep them all)",
+                s.scheme,
+                r.fast_windows.measures.len(),
+                r.fast_windows.dropped
+            );
+        }
     }
 }
 

@@ -194,6 +194,9 @@ pub struct Summary {
     /// Fast mode's settings and what it skipped (absent: the exact engine alone).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fast_mode: Option<crate::engine::fast::settings::FastReport>,
+    /// An exact run watched through fast mode's windows (`RunOptions::watch_windows`): their settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watched_windows: Option<crate::engine::fast::settings::FastSettings>,
 }
 
 pub fn mean(values: impl Iterator<Item = f64>) -> f64 {

@@ -2,7 +2,7 @@
 
 use crate::config::{ConfigError, SimConfig};
 use crate::engine::fast::{
-    better_window_than, fast_mode_measured, validation_with, FastReport, FastSettings, WindowMeasure,
+    better_window_than, fast_mode_measured, validation_with, FastReport, FastSettings, WindowLog,
 };
 use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
@@ -21,7 +21,7 @@ pub struct RunResult {
     /// Where each event took place, from `RunOptions::event_log_from_ns` on (empty unless asked for).
     pub event_log: Vec<crate::engine::LoggedEvent>,
     /// What each of fast mode's windows measured of each running job (`RunOptions::record_fast_windows`).
-    pub fast_windows: Vec<WindowMeasure>,
+    pub fast_windows: WindowLog,
 }
 
 /// Options of a run that are not part of the machine model.
@@ -36,11 +36,14 @@ pub struct RunOptions {
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Fast mode: skip the stationary stretches between changes (`None`: exact).
     pub fast: Option<FastSettings>,
-    /// Fast mode: keep what each window measured (`RunResult::fast_windows`).
+    /// Keep what each of fast mode's windows measured (`RunResult::fast_windows`), up to
+    /// [`MAX_WINDOW_MEASURES`](crate::engine::fast::MAX_WINDOW_MEASURES).
     pub record_fast_windows: bool,
-    /// An exact run (`fast` is `None`) watched through fast mode's windows of these settings: opened after every
-    /// change and again after every warm-up and window, never followed by a jump. What they measured is kept in
-    /// `RunResult::fast_windows`; the results are the exact run's (a test checks it).
+    /// An exact run (`fast` is `None`) watched through fast mode's windows of these settings, as the run's scheme
+    /// takes them (`FastSettings::for_run`): one a warm-up after every change, and after each the next a window and
+    /// a warm-up later (as fast mode waits after a jump too short to make), never followed by a jump. What they
+    /// measured is kept in `RunResult::fast_windows`; the jobs, decisions and CPU time are the exact run's (a
+    /// property test checks it).
     pub watch_windows: Option<FastSettings>,
     /// Testing aid: decide with the model of the plan alone (`Coscheduler`) where the scheme runs the controller's
     /// core; the two must decide alike while the core's own rules (the idle rule, time limits) do not act.
@@ -76,13 +79,14 @@ impl Default for RunOptions {
     }
 }
 
-/// The settings an exact run is watched with (`RunOptions::watch_windows`): windows that never end in a jump.
-fn watching_settings(options: &RunOptions) -> Result<Option<FastSettings>, ConfigError> {
+/// The settings an exact run is watched with (`RunOptions::watch_windows`): the windows a fast run of `cfg` would
+/// take, never followed by a jump.
+fn watching_settings(cfg: &SimConfig, options: &RunOptions) -> Result<Option<FastSettings>, ConfigError> {
     let Some(settings) = options.watch_windows.filter(|_| options.fast.is_none()) else {
         return Ok(None);
     };
     settings.validate().map_err(ConfigError)?;
-    Ok(Some(FastSettings { min_jump_ns: u64::MAX, ..settings }))
+    Ok(Some(FastSettings { min_jump_ns: u64::MAX, ..settings.for_run(cfg) }))
 }
 
 /// Fast mode runs only where it was measured against the exact engine (`engine::fast`'s tables): refused for a
@@ -145,7 +149,7 @@ pub fn run(
             )));
         }
     }
-    let watching = watching_settings(options)?;
+    let watching = watching_settings(cfg, options)?;
     let cpus = cfg.cpu_count();
     if let Some(job) = jobs.iter().find(|j| j.cpus == 0 || j.cpus > cpus) {
         return Err(ConfigError(format!(
@@ -181,7 +185,7 @@ pub fn run(
         fast: fast_settings.or(watching),
         record_fast_windows: options.record_fast_windows || watching.is_some(),
         plan_model_only: options.plan_model_only,
-        event_log_from_ns: options.event_log_from_ns.filter(|_| options.fast.is_none()),
+        event_log_from_ns: options.event_log_from_ns.filter(|_| fast_settings.is_none() && watching.is_none()),
         chooser: options.chooser.clone(),
         progress: &mut progress,
     };
@@ -255,6 +259,7 @@ pub fn run(
         switches: outcome.switches,
         events: outcome.events,
         fast_mode,
+        watched_windows: watching,
     };
     Ok(RunResult {
         summary,

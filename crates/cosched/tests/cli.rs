@@ -1021,7 +1021,9 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
     assert!(o.status.success(), "{}", stderr(&o));
     let (o, watched) = run("watched", &["--fast-windows", "--fast-window-ms", "100"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(!String::from_utf8_lossy(&o.stdout).contains("FAST MODE"), "an exact run");
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(!printed.contains("FAST MODE"), "an exact run: {printed}");
+    assert!(printed.contains("Local: EXACT, watched through fast mode's 100 ms windows"), "{printed}");
     for file in ["jobs.csv", "series.csv"] {
         assert_eq!(read(&exact.join(file)), read(&watched.join(file)), "{file}: watching changes nothing");
     }
@@ -1029,11 +1031,17 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
         let text = String::from_utf8(read(&dir.join("summary.csv"))).unwrap();
         let rows: Vec<Vec<String>> = text.lines().map(|l| l.split(',').map(String::from).collect()).collect();
         let events = rows[0].iter().position(|h| h == "events").expect("an events column");
-        rows.into_iter().map(|mut r| (r.remove(events), r).1).collect::<Vec<_>>()
+        rows.into_iter()
+            .map(|mut r| {
+                r.remove(events);
+                r
+            })
+            .collect::<Vec<_>>()
     };
     assert_eq!(but_events(&exact), but_events(&watched), "every measure but the events handled");
     let json: serde_json::Value = serde_json::from_slice(&read(&watched.join("summary.json"))).unwrap();
     assert!(json["results"][0].get("fast_mode").is_none(), "{}", json["results"][0]);
+    assert_eq!(json["results"][1]["watched_windows"]["window_ns"], 100_000_000, "{}", json["results"][1]);
     let text = String::from_utf8(read(&watched.join("fast-windows.csv"))).unwrap();
     let windows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
     assert!(windows.iter().any(|r| r[0] == "Local") && windows.iter().all(|r| r[2] == "0"), "no jump");

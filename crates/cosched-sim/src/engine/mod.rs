@@ -185,7 +185,7 @@ pub struct EngineOutcome {
     /// What fast mode did (`None`: the exact engine alone).
     pub fast: Option<FastReport>,
     /// What each of fast mode's windows measured (empty unless asked for).
-    pub fast_windows: Vec<fast::WindowMeasure>,
+    pub fast_windows: fast::WindowLog,
     /// Where each event took place (empty unless asked for).
     pub event_log: Vec<LoggedEvent>,
 }
@@ -494,13 +494,15 @@ impl<'a, P: Parts> Engine<'a, P> {
             };
             // Before fast mode's bookkeeping, which subtracts instants.
             check_clock_forward(end, now, self.events_handled);
-            if self.fast.is_some() && self.fast_checkpoint(now) {
-                continue;
-            }
+            // Before fast mode's checkpoint too: a window it closed or opened past the horizon would charge the CPUs
+            // beyond the run's end.
             if self.run_clock(now) > horizon {
                 // `end` is on the engine's clock.
                 end = SimTime(horizon.ns() - self.run_clock(SimTime::ZERO).ns());
                 break;
+            }
+            if self.fast.is_some() && self.fast_checkpoint(now) {
+                continue;
             }
             end = now;
             if queued == Some(now) {

@@ -150,7 +150,8 @@ impl<P: Parts> Engine<'_, P> {
         let fast = self.fast.as_mut().expect("fast mode");
         let window = fast.window.take().expect("an open window");
         let length_ns = until - window.from;
-        let mut seen = Vec::with_capacity(fast.running.len());
+        // (iterations, time) of each running job in this window, where they are recorded.
+        let mut seen = Vec::with_capacity(if fast.window_log.is_some() { fast.running.len() } else { 0 });
         for (rate, (after, before)) in fast.running.iter_mut().zip(progress.iter().zip(&window.progress)) {
             let measured_ns = match &window.rows {
                 Some(rows) => rows.own_quanta_ns(rate.row),
@@ -159,7 +160,9 @@ impl<P: Parts> Engine<'_, P> {
             debug_assert!(measured_ns > 0 || after == before, "a job progresses only in its own quanta");
             rate.iterations += after - before;
             rate.measured_ns += measured_ns;
-            seen.push((after - before, measured_ns));
+            if fast.window_log.is_some() {
+                seen.push((after - before, measured_ns));
+            }
         }
         if window.rows.is_none() {
             for ((total, cpu), before) in fast.cpu_time.iter_mut().zip(&self.cpus).zip(&window.cpu_time) {
@@ -198,7 +201,9 @@ impl<P: Parts> Engine<'_, P> {
                 }
             })
             .collect();
-        self.fast_mut().window_log.get_or_insert_default().extend(measures);
+        if let Some(log) = &mut self.fast_mut().window_log {
+            log.extend(measures.into_iter());
+        }
     }
 
     /// Whether a measured job did too few iterations yet (see [`FastSettings::min_iterations`]).

@@ -35,12 +35,11 @@ pub use settings::{
 use crate::metrics::Breakdown;
 use cosched_core::SimTime;
 use gang_rows::{RowMeasures, RowWindow};
-use serde::Serialize;
 
-/// What one window saw of one running job, and the rate a jump then credits it with (`fast-windows.csv` of
+/// What one window saw of one running job, and the rate a jump would then credit it with (`fast-windows.csv` of
 /// `cosched sim --fast-windows`): the numbers behind fast mode's answer, for tracing where it parts from the
 /// exact engine's.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WindowMeasure {
     /// The run's clock when the window closed.
     pub closed_ns: u64,
@@ -57,8 +56,29 @@ pub struct WindowMeasure {
     /// Its measure since its surroundings last changed, this window included.
     pub measured_ns: u64,
     pub measured_iterations: u64,
-    /// Iterations per process per nanosecond of the run's clock that a jump credits it with.
+    /// Iterations per process per nanosecond of the run's clock that a jump would credit it with (under GS, with
+    /// the rows occupied when the window closed).
     pub rate_per_ns: f64,
+}
+
+/// A run keeps at most this many window measures (one per window and running job; some 80 bytes each): enough
+/// for a site's months at the default windows, bounded where a tiny window would fill the memory.
+pub const MAX_WINDOW_MEASURES: usize = 500_000;
+
+/// The window measures a run kept, and how many it did not keep past [`MAX_WINDOW_MEASURES`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WindowLog {
+    pub measures: Vec<WindowMeasure>,
+    pub dropped: u64,
+}
+
+impl WindowLog {
+    fn extend(&mut self, measures: impl ExactSizeIterator<Item = WindowMeasure>) {
+        let room = MAX_WINDOW_MEASURES.saturating_sub(self.measures.len());
+        let count = measures.len();
+        self.measures.extend(measures.take(room));
+        self.dropped += count.saturating_sub(room) as u64;
+    }
 }
 
 /// Fast mode's state inside the engine.
@@ -91,7 +111,7 @@ pub(crate) struct FastState {
     /// The engine instant of the last checkpoint.
     last_checkpoint: SimTime,
     /// Every window's measures, when asked for (`RunOptions::record_fast_windows`).
-    window_log: Option<Vec<WindowMeasure>>,
+    window_log: Option<WindowLog>,
 }
 
 /// A running job's rate as measured: iterations its processes did together
@@ -139,7 +159,7 @@ impl FastState {
             rows,
             report: FastReport { settings: Some(settings), ..FastReport::default() },
             last_checkpoint: SimTime::ZERO,
-            window_log: record_windows.then(Vec::new),
+            window_log: record_windows.then(WindowLog::default),
         }
     }
 
@@ -148,7 +168,7 @@ impl FastState {
     }
 
     /// The windows' measures, if they were recorded.
-    pub(super) fn take_window_log(&mut self) -> Vec<WindowMeasure> {
+    pub(super) fn take_window_log(&mut self) -> WindowLog {
         self.window_log.take().unwrap_or_default()
     }
 
@@ -271,6 +291,29 @@ mod tests {
         let (mut cpus, jobs) = coupled(2, 8, &[4], jobs_on, cpus_of);
         cpus.sort_unstable();
         assert_eq!((cpus, jobs), (vec![4, 5, 6, 7], vec![3]), "a node's CPUs go together");
+    }
+
+    #[test]
+    fn a_window_log_keeps_at_most_its_bound_and_counts_the_rest() {
+        let measure = WindowMeasure {
+            closed_ns: 1,
+            skipped_ns: 0,
+            job_number: 1,
+            tasks: 2,
+            row: None,
+            window_ns: 200,
+            iterations: 10,
+            measured_ns: 200,
+            measured_iterations: 10,
+            rate_per_ns: 0.025,
+        };
+        let mut log = WindowLog::default();
+        log.extend(std::iter::repeat_n(measure, MAX_WINDOW_MEASURES - 1));
+        assert_eq!((log.measures.len(), log.dropped), (MAX_WINDOW_MEASURES - 1, 0));
+        log.extend(std::iter::repeat_n(measure, 3));
+        assert_eq!((log.measures.len(), log.dropped), (MAX_WINDOW_MEASURES, 2));
+        log.extend(std::iter::repeat_n(measure, 5));
+        assert_eq!((log.measures.len(), log.dropped), (MAX_WINDOW_MEASURES, 7));
     }
 
     #[test]

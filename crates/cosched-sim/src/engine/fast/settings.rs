@@ -15,8 +15,8 @@ pub struct FastSettings {
     /// The measurement window. Under gang schemes it is rounded up to whole
     /// cycles of the matrix's occupied rows, so every row gets its share.
     pub window_ns: u64,
-    /// A window grows (doubling, up to [`MAX_WINDOW_GROWTH`] times its
-    /// length) until every running job's processes did this many iterations
+    /// A window grows (by its length at a time, up to [`MAX_WINDOW_GROWTH`] times
+    /// its length) until every running job's processes did this many iterations
     /// in it, on average. 0 (the default): windows keep their length. A window
     /// that grows until a count is reached stops when the job happened to be
     /// fast, which overstates slow jobs' rates (docs/fast-mode.md).
