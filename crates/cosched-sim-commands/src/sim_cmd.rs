@@ -18,7 +18,7 @@ use cosched_sim::config::{
     NodeSchedulerConfig, YieldCycle,
 };
 use cosched_sim::cost::RunCost;
-use cosched_sim::engine::fast::{machine_as_measured, FastSettings, NotValidated, ACCEPTED_ERROR};
+use cosched_sim::engine::fast::{same_machine_model, FastSettings, NotValidated, ACCEPTED_ERROR};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
 use cosched_sim::run::{RunOptions, RunResult, SharedChooser};
 use cosched_sim::trace::TraceEvent;
@@ -789,7 +789,7 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
         let settings = fast.settings.unwrap_or_default();
         let window_ms = settings.window_ns / 1_000_000;
         let window = match settings.validated_window && settings.window_ns != fast_settings().window_ns {
-            true if settings.others_as_measured() => format!(" with the {window_ms} ms windows it is validated with"),
+            true if fast.validated_error.is_some() => format!(" with the {window_ms} ms windows it is validated with"),
             true => format!(" with {window_ms} ms windows"),
             false => String::new(),
         };
@@ -819,11 +819,20 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
 }
 
 /// How a user measures fast mode where this run has no bound: the `bench fast` that runs its machine (its nodes'
-/// scheduler and CPUs, or its machine file) with its fast settings, where one can.
+/// scheduler and CPUs, or its machine file), MPL and fast settings, where one can. `bench fast` takes no cost flags,
+/// skew or backfilling, and a machine file sets only some costs.
 fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
-    if machine.is_none() && !machine_as_measured(cfg) {
-        return "`cosched bench fast` measures it on the default costs or on a machine file (--machine), not under \
-                other cost flags: write these costs to a machine file to check,"
+    let default = SimConfig::default();
+    // What `bench fast` would run: the default machine model, with the machine file applied.
+    let mut benched = default.clone();
+    let file_read = machine.map(read_machine).transpose().map(|file| file.map(|f| f.apply(&mut benched)));
+    let benchable = file_read.is_ok()
+        && same_machine_model(cfg, &benched)
+        && cfg.skew == default.skew
+        && cfg.backfill == default.backfill;
+    if !benchable {
+        return "no `cosched bench fast` runs this model (it takes a machine file, the nodes and the MPL, not cost \
+                flags, skew or backfilling): compare with a run without --fast,"
             .into();
     }
     format!("check with `{}`", bench_fast_command(cfg, fast, machine))
@@ -833,6 +842,9 @@ fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> 
 /// CPUs) with its fast settings.
 fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
     let mut command = format!("cosched bench fast --schemes {}", cfg.scheme.name());
+    if cfg.mpl != SimConfig::default().mpl {
+        command += &format!(" --mpl {}", cfg.mpl);
+    }
     match machine {
         Some(path) => command += &format!(" --machine {}", shell_word(&path.display().to_string())),
         None => {
@@ -1046,12 +1058,14 @@ pub fn command_line() -> String {
     std::env::args().map(|a| shell_word(&a)).collect::<Vec<_>>().join(" ")
 }
 
-/// A word of a command line as printed for a user to run again: quoted when it holds a space.
+/// A word of a command line as printed for a user to run again: single-quoted (a quote in it closed, escaped and
+/// reopened) unless every character is one a shell takes as it is.
 fn shell_word(word: &str) -> String {
-    if word.contains(' ') {
-        format!("'{word}'")
-    } else {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
         word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -1088,10 +1102,21 @@ mod tests {
         SimCommand::try_parse_from(std::iter::once("sim").chain(flags.iter().copied())).expect("flags parse").sim
     }
 
+    #[test]
+    fn a_printed_word_runs_as_printed() {
+        assert_eq!(shell_word("--schemes"), "--schemes");
+        assert_eq!(shell_word("GS,PB-SB"), "GS,PB-SB");
+        assert_eq!(shell_word("/tmp/my machine"), "'/tmp/my machine'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("$HOME;rm *"), "'$HOME;rm *'");
+        assert_eq!(shell_word(""), "''");
+    }
+
     /// Fast mode's bounds hold on the machine model `bench fast` runs, `SimConfig`'s defaults: `sim`'s own defaults
     /// must be that model to the bit, on either node scheduler, or no fast run of `sim` would have a bound.
     #[test]
     fn the_default_flags_give_the_machine_model_fast_mode_was_measured_on() {
+        use cosched_sim::engine::fast::machine_as_measured;
         for flags in [&[][..], &["--node-scheduler", "eevdf"], &["--cpus-per-node", "4", "--schemes", "GS,DCS"]] {
             for cfg in parse(flags).settings().expect("valid flags").configs().expect("valid machine") {
                 assert!(machine_as_measured(&cfg), "{flags:?}: {cfg:?}");

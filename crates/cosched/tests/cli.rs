@@ -1111,7 +1111,7 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     // A saturated run has its own bound with 1 s windows, and a saturated run given 200 ms is pointed to them.
     let saturated_dcs = |window: &[&str]| {
         let out = dir.join(format!("dcs-saturated-{}", window.len()));
-        let heavy = ["--workload", "WL5", "--jobs", "80", "--runtime-scale", "0.001", "--load", "4", "--mpl", "1"];
+        let heavy = ["--workload", "WL5", "--jobs", "80", "--runtime-scale", "0.001", "--load", "4", "--mpl", "2"];
         let flags = ["--schemes", "DCS", "--node-scheduler", "eevdf", "--fast", "--out", out.to_str().unwrap()];
         let o = cosched(&[&["sim", "-q"][..], &heavy, &flags, window].concat());
         assert!(o.status.success(), "{}", stderr(&o));

@@ -275,8 +275,9 @@ fn a_draw_never_writes_into_a_folder_another_user_made() {
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "root wrote into another user's folder through '..'");
 }
 
-/// Fast mode's bounds were measured on the default machine model: a fast run on a measured machine reports none,
-/// says why, and points to the `bench fast` that measures it there; cost flags alone cannot be checked so.
+/// Fast mode's bounds were measured on the default machine model, FCFS, skew 0.2 and MPL 2 or 5: a fast run on a
+/// measured machine or with other such settings reports none, says why, and points to the `bench fast` that
+/// measures it there where one can.
 #[test]
 fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -295,9 +296,21 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     assert!(said.contains("not validated on this machine model"), "{said}");
     let check = format!("check with `cosched bench fast --schemes SB --machine {}`", machine.display());
     assert!(said.contains(&check), "{said}");
+    let no_command = "no `cosched bench fast` runs this model";
     let (said, reason) = sim("cheaper-switch", &["--node-scheduler", "eevdf", "--cs-us", "100"]);
     assert_eq!(reason, "machine", "{said}");
-    assert!(said.contains("write these costs to a machine file"), "{said}");
+    assert!(said.contains(no_command), "{said}");
+    let (said, reason) = sim("file-and-flag", &["--machine", machine.to_str().unwrap(), "--spin-factor", "2"]);
+    assert_eq!(reason, "machine", "{said}");
+    assert!(said.contains(no_command), "the machine file alone is another model: {said}");
+    // Settings of the run the validation sets held to a few values.
+    let (said, reason) = sim("mpl-3", &["--mpl", "3"]);
+    assert_eq!(reason, "unmeasured", "{said}");
+    assert!(said.contains("not validated at this MPL, only at 2 and 5"), "{said}");
+    assert!(said.contains("check with `cosched bench fast --schemes SB --mpl 3`"), "{said}");
+    let (said, reason) = sim("easy", &["--backfill", "easy"]);
+    assert_eq!(reason, "unmeasured", "{said}");
+    assert!(said.contains("only with the study's FCFS queue") && said.contains(no_command), "{said}");
     let (said, reason) = sim("default", &["--node-scheduler", "eevdf"]);
     assert_eq!(reason, serde_json::Value::Null, "the default machine model has a bound: {said}");
 

@@ -499,6 +499,7 @@ impl<'a, P: Parts> Engine<'a, P> {
             if self.run_clock(now) > horizon {
                 // `end` is on the engine's clock.
                 end = SimTime(horizon.ns() - self.run_clock(SimTime::ZERO).ns());
+                self.fast_note_end(end);
                 break;
             }
             if self.fast.is_some() && self.fast_checkpoint(now) {

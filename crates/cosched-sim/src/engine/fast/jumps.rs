@@ -79,6 +79,14 @@ impl<P: Parts> Engine<'_, P> {
     /// Fast mode's work before the engine handles the events at `now`: open or
     /// close a measurement window, or jump. True when it jumped (an arrival was
     /// booked earlier, so the next instant must be looked up again).
+    /// The run stops at engine instant `end`, a horizon between checkpoints: count the exact stretch up to it.
+    pub(in crate::engine) fn fast_note_end(&mut self, end: SimTime) {
+        let Some(fast) = &mut self.fast else { return };
+        if !fast.running.is_empty() && end > fast.last_checkpoint {
+            fast.report.exact_busy_ns += end - fast.last_checkpoint;
+        }
+    }
+
     pub(in crate::engine) fn fast_checkpoint(&mut self, now: SimTime) -> bool {
         let Some(fast) = &mut self.fast else { return false };
         if !fast.running.is_empty() {

@@ -28,8 +28,9 @@ mod jumps;
 pub mod settings;
 
 pub use settings::{
-    better_window_than, fast_mode_measured, machine_as_measured, validation, validation_with, FastReport, FastSettings,
-    NotValidated, ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
+    better_window_than, fast_mode_measured, machine_as_measured, same_machine_model, unmeasured_setting, validation,
+    validation_with, FastReport, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
+    MEASURED_MPLS,
 };
 
 use crate::metrics::Breakdown;

@@ -290,7 +290,8 @@ fn four_cpu_row(cfg: &SimConfig) -> Option<&'static Validated> {
 }
 
 /// Why a fast run carries no validated error; in summary.json an object with its `reason` (`scheme`,
-/// `cpus_per_node` with the nodes' CPUs, `window`, `saturated_runs`, `machine` or `settings`).
+/// `cpus_per_node` with the nodes' CPUs, `window`, `saturated_runs`, `machine`, `unmeasured` with the `setting`, or
+/// `settings`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum NotValidated {
@@ -308,7 +309,24 @@ pub enum NotValidated {
     /// A machine model (network, costs, the node scheduler's tick, quanta and intervals) other than the defaults,
     /// as a machine file or cost flags give: every bound was measured on the defaults.
     Machine,
+    /// A setting of the run that every bound was measured at one value or a few of only.
+    Unmeasured { setting: RunSetting },
 }
+
+/// Settings of a run, besides the machine model, that the validation sets held to a few values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunSetting {
+    /// Backfilling (`--backfill`): measured under the study's FCFS queue only.
+    Backfill,
+    /// The skew of compute and I/O (`--skew`): measured at the default, 0.2, only.
+    Skew,
+    /// The multiprogramming level (`--mpl`): measured at [`MEASURED_MPLS`] only.
+    Mpl,
+}
+
+/// The multiprogramming levels of the validation sets and load sweeps.
+pub const MEASURED_MPLS: [u32; 2] = [2, 5];
 
 impl std::fmt::Display for NotValidated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -334,6 +352,15 @@ impl std::fmt::Display for NotValidated {
                 "not validated on this machine model, only on the default costs, network and tick (a machine file or \
                  cost flags change them)"
             ),
+            NotValidated::Unmeasured { setting: RunSetting::Backfill } => {
+                write!(f, "not validated with backfilling, only with the study's FCFS queue")
+            }
+            NotValidated::Unmeasured { setting: RunSetting::Skew } => {
+                write!(f, "not validated with this skew, only with {}", SimConfig::default().skew)
+            }
+            NotValidated::Unmeasured { setting: RunSetting::Mpl } => {
+                write!(f, "not validated at this MPL, only at {} and {}", MEASURED_MPLS[0], MEASURED_MPLS[1])
+            }
         }
     }
 }
@@ -361,20 +388,48 @@ pub fn validation(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Result<f6
 /// a reason found first (the scheme, the nodes, the window) is kept.
 pub fn validation_with(cfg: &SimConfig, saturated: bool, settings: &FastSettings) -> Result<f64, NotValidated> {
     let bound = validation(cfg, saturated, settings.window_ns)?;
+    run_as_measured(cfg, settings)?;
+    Ok(bound)
+}
+
+/// Whether the run is like the runs every bound was measured with, but for its scheme, nodes and window: the
+/// default machine model, the measured settings of the run, and fast mode's other settings at their defaults.
+fn run_as_measured(cfg: &SimConfig, settings: &FastSettings) -> Result<(), NotValidated> {
     if !machine_as_measured(cfg) {
         return Err(NotValidated::Machine);
+    }
+    if let Some(setting) = unmeasured_setting(cfg) {
+        return Err(NotValidated::Unmeasured { setting });
     }
     if !settings.others_as_measured() {
         return Err(NotValidated::Settings);
     }
-    Ok(bound)
+    Ok(())
+}
+
+/// The first of the run's settings that the validation sets did not cover, if any.
+pub fn unmeasured_setting(cfg: &SimConfig) -> Option<RunSetting> {
+    let measured = SimConfig::default();
+    if cfg.backfill != measured.backfill {
+        Some(RunSetting::Backfill)
+    } else if cfg.skew != measured.skew {
+        Some(RunSetting::Skew)
+    } else if !MEASURED_MPLS.contains(&cfg.mpl) {
+        Some(RunSetting::Mpl)
+    } else {
+        None
+    }
 }
 
 /// Whether the run's machine model is the one every bound was measured on: the default network, costs and node
 /// scheduler settings (`bench fast` runs them, on the nodes and scheduler it is given).
 pub fn machine_as_measured(cfg: &SimConfig) -> bool {
-    let measured = SimConfig::default();
-    cfg.network == measured.network && cfg.costs == measured.costs && cfg.scheduler == measured.scheduler
+    same_machine_model(cfg, &SimConfig::default())
+}
+
+/// Whether two runs have the same machine model: network, costs and node scheduler settings.
+pub fn same_machine_model(a: &SimConfig, b: &SimConfig) -> bool {
+    a.network == b.network && a.costs == b.costs && a.scheduler == b.scheduler
 }
 
 /// A window with which the run's scheme is validated within [`ACCEPTED_ERROR`] in stable runs though it is not
@@ -386,11 +441,9 @@ pub fn better_window(cfg: &SimConfig) -> Option<u64> {
 
 /// For a run with `settings`, judged `saturated` or not: another window with which its scheme is validated within
 /// [`ACCEPTED_ERROR`] in that regime, for the warning: (window, bound). None where the other settings or the
-/// machine model are not the defaults, since every bound, a better window's too, holds only with those.
+/// run are not as measured (`run_as_measured`), since every bound, a better window's too, holds only with those.
 pub fn better_window_than(cfg: &SimConfig, saturated: bool, settings: &FastSettings) -> Option<(u64, f64)> {
-    if !settings.others_as_measured() || !machine_as_measured(cfg) {
-        return None;
-    }
+    run_as_measured(cfg, settings).ok()?;
     let better_ns = better_window(cfg).filter(|&better_ns| better_ns != settings.window_ns)?;
     let error = validation(cfg, saturated, better_ns).ok()?;
     (error <= ACCEPTED_ERROR).then_some((better_ns, error))
@@ -534,6 +587,15 @@ mod tests {
             assert_eq!(better_window_than(&other, false, &default), None, "no window's bound holds there");
         }
         assert_eq!(validation_with(&dcs, false, &windows_of(1_000_000_000)), Ok(0.010));
+        for (other, setting) in [
+            (SimConfig { backfill: crate::config::Backfill::Easy, ..dcs.clone() }, RunSetting::Backfill),
+            (SimConfig { skew: 0.5, ..dcs.clone() }, RunSetting::Skew),
+            (SimConfig { mpl: 3, ..dcs.clone() }, RunSetting::Mpl),
+        ] {
+            assert_eq!(validation_with(&other, false, &default), Err(NotValidated::Unmeasured { setting }));
+            assert_eq!(better_window_than(&other, false, &default), None);
+        }
+        assert_eq!(validation_with(&SimConfig { mpl: 2, ..dcs.clone() }, false, &windows_of(1_000_000_000)), Ok(0.010));
         let mut other_nodes = dcs.clone();
         other_nodes.costs.context_switch_ns /= 2;
         other_nodes.cpus_per_node = 8;
