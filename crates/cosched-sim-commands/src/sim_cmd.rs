@@ -829,10 +829,11 @@ fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> 
     let benchable = file_read.is_ok()
         && same_machine_model(cfg, &benched)
         && cfg.skew == default.skew
-        && cfg.backfill == default.backfill;
+        && cfg.backfill == default.backfill
+        && cfg.horizon_ns.is_none();
     if !benchable {
         return "no `cosched bench fast` runs this model (it takes a machine file, the nodes and the MPL, not cost \
-                flags, skew or backfilling): compare with a run without --fast,"
+                flags, skew, backfilling or a horizon): compare with a run without --fast,"
             .into();
     }
     format!("check with `{}`", bench_fast_command(cfg, fast, machine))

@@ -80,13 +80,18 @@ impl Default for RunOptions {
 }
 
 /// The settings an exact run is watched with (`RunOptions::watch_windows`): the windows a fast run of `cfg` would
-/// take, never followed by a jump.
+/// take (the engine then runs them [`never_jumping`]).
 fn watching_settings(cfg: &SimConfig, options: &RunOptions) -> Result<Option<FastSettings>, ConfigError> {
     let Some(settings) = options.watch_windows.filter(|_| options.fast.is_none()) else {
         return Ok(None);
     };
     settings.validate().map_err(ConfigError)?;
-    Ok(Some(FastSettings { min_jump_ns: u64::MAX, ..settings.for_run(cfg) }))
+    Ok(Some(settings.for_run(cfg)))
+}
+
+/// Fast mode's windows with no jump after them: no jump is ever long enough.
+fn never_jumping(settings: FastSettings) -> FastSettings {
+    FastSettings { min_jump_ns: u64::MAX, ..settings }
 }
 
 /// Fast mode runs only where it was measured against the exact engine (`engine::fast`'s tables): refused for a
@@ -182,7 +187,7 @@ pub fn run(
         visit_every_tick: options.visit_every_tick,
         progress_every_events: options.progress_every_events,
         stop: options.stop.as_deref(),
-        fast: fast_settings.or(watching),
+        fast: fast_settings.or(watching.map(never_jumping)),
         record_fast_windows: options.record_fast_windows || watching.is_some(),
         plan_model_only: options.plan_model_only,
         event_log_from_ns: options.event_log_from_ns.filter(|_| fast_settings.is_none() && watching.is_none()),

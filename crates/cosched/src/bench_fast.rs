@@ -5,7 +5,7 @@
 use crate::jitter::JitterFlags;
 use crate::output::OutputDir;
 use crate::progress::{BatchProgress, ProgressLine};
-use crate::sim_cmd::{read_machine, FastFlags};
+use crate::sim_cmd::{command_line, read_machine, FastFlags};
 use clap::Args;
 use cosched_lab::fast_check::{
     by_scheme_and_load, check_settings, pairs_csv, parting_splits, run_pairs, saturation_points, validated_bound,
@@ -184,7 +184,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     let out = OutputDir::begin(&checked_out)?;
     out.write("pairs.csv", &pairs_csv(&pairs))?;
     let report = FastCheckReport {
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: command_line(),
         accepted_error: ACCEPTED_ERROR,
         seeds: &settings.seeds,
         validated_bounds: bounds,

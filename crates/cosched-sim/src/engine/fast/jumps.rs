@@ -191,6 +191,10 @@ impl<P: Parts> Engine<'_, P> {
     /// Record what a window closing at engine instant `until` saw of each running job: (iterations, time), in the
     /// order of `running`.
     fn log_window(&mut self, until: SimTime, seen: &[(u64, u64)]) {
+        if let Some(log) = self.fast_mut().window_log.as_mut().filter(|log| log.is_full()) {
+            log.dropped += seen.len() as u64;
+            return;
+        }
         let closed_ns = self.run_clock(until).ns();
         let measures: Vec<WindowMeasure> = (self.fast().running.iter().zip(seen))
             .map(|(rate, &(iterations, window_ns))| {

@@ -74,6 +74,10 @@ pub struct WindowLog {
 }
 
 impl WindowLog {
+    fn is_full(&self) -> bool {
+        self.measures.len() >= MAX_WINDOW_MEASURES
+    }
+
     fn extend(&mut self, measures: impl ExactSizeIterator<Item = WindowMeasure>) {
         let room = MAX_WINDOW_MEASURES.saturating_sub(self.measures.len());
         let count = measures.len();

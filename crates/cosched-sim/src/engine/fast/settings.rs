@@ -323,6 +323,8 @@ pub enum RunSetting {
     Skew,
     /// The multiprogramming level (`--mpl`): measured at [`MEASURED_MPLS`] only.
     Mpl,
+    /// A run cut at a horizon (`--horizon-s`): every run of the sets ran to its last job's end.
+    Horizon,
 }
 
 /// The multiprogramming levels of the validation sets and load sweeps.
@@ -360,6 +362,9 @@ impl std::fmt::Display for NotValidated {
             }
             NotValidated::Unmeasured { setting: RunSetting::Mpl } => {
                 write!(f, "not validated at this MPL, only at {} and {}", MEASURED_MPLS[0], MEASURED_MPLS[1])
+            }
+            NotValidated::Unmeasured { setting: RunSetting::Horizon } => {
+                write!(f, "not validated in a run cut at a horizon, only in runs to their last job's end")
             }
         }
     }
@@ -416,6 +421,8 @@ pub fn unmeasured_setting(cfg: &SimConfig) -> Option<RunSetting> {
         Some(RunSetting::Skew)
     } else if !MEASURED_MPLS.contains(&cfg.mpl) {
         Some(RunSetting::Mpl)
+    } else if cfg.horizon_ns.is_some() {
+        Some(RunSetting::Horizon)
     } else {
         None
     }
@@ -591,6 +598,7 @@ mod tests {
             (SimConfig { backfill: crate::config::Backfill::Easy, ..dcs.clone() }, RunSetting::Backfill),
             (SimConfig { skew: 0.5, ..dcs.clone() }, RunSetting::Skew),
             (SimConfig { mpl: 3, ..dcs.clone() }, RunSetting::Mpl),
+            (SimConfig { horizon_ns: Some(60_000_000_000), ..dcs.clone() }, RunSetting::Horizon),
         ] {
             assert_eq!(validation_with(&other, false, &default), Err(NotValidated::Unmeasured { setting }));
             assert_eq!(better_window_than(&other, false, &default), None);
