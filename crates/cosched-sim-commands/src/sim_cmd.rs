@@ -18,7 +18,9 @@ use cosched_sim::config::{
     NodeSchedulerConfig, YieldCycle,
 };
 use cosched_sim::cost::RunCost;
-use cosched_sim::engine::fast::{same_machine_model, FastSettings, NotValidated, ACCEPTED_ERROR};
+use cosched_sim::engine::fast::{
+    same_machine_model, unmeasured_setting, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR,
+};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
 use cosched_sim::run::{RunOptions, RunResult, SharedChooser};
 use cosched_sim::trace::TraceEvent;
@@ -822,15 +824,12 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
 /// scheduler and CPUs, or its machine file), MPL and fast settings, where one can. `bench fast` takes no cost flags,
 /// skew or backfilling, and a machine file sets only some costs.
 fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
-    let default = SimConfig::default();
     // What `bench fast` would run: the default machine model, with the machine file applied.
-    let mut benched = default.clone();
+    let mut benched = SimConfig::default();
     let file_read = machine.map(read_machine).transpose().map(|file| file.map(|f| f.apply(&mut benched)));
-    let benchable = file_read.is_ok()
-        && same_machine_model(cfg, &benched)
-        && cfg.skew == default.skew
-        && cfg.backfill == default.backfill
-        && cfg.horizon_ns.is_none();
+    // Of the run's settings the sets held to a few values, `bench fast` takes the MPL only.
+    let settings_benchable = matches!(unmeasured_setting(cfg), None | Some(RunSetting::Mpl));
+    let benchable = file_read.is_ok() && same_machine_model(cfg, &benched) && settings_benchable;
     if !benchable {
         return "no `cosched bench fast` runs this model (it takes a machine file, the nodes and the MPL, not cost \
                 flags, skew, backfilling or a horizon): compare with a run without --fast,"
