@@ -127,7 +127,8 @@ pub(crate) fn boost_by_choice<H: Host>(
     } else {
         engine.favour_without_preempting(q);
     }
-    engine.count_boost(displaced, running.is_some_and(|r| has_a_running_neighbour(engine, r)));
+    let breaks_a_pair = running.is_some_and(|r| has_a_running_neighbour(engine, r, now));
+    engine.count_boost(displaced, breaks_a_pair);
     engine.record(now, c, TraceKind::Boost { process: q, displaced });
     (cost_ns, Some((q, displaced)))
 }
@@ -137,8 +138,15 @@ fn displaces(cfg: &SimConfig, displaced: Displaced) -> bool {
     displaced != Displaced::Computing || cfg.costs.boost_displaces == BoostDisplaces::Any
 }
 
-/// Whether a ring neighbour of `p` runs (on its own CPU): `p` and it are coscheduled.
-fn has_a_running_neighbour<H: Host>(engine: &H, p: u32) -> bool {
+/// Whether a ring neighbour of `p` runs at `now` (on its own CPU): `p` and it are coscheduled. The neighbour's CPU
+/// is charged up to `now` first: a compute phase that ended since its last charge, followed by I/O, leaves the CPU
+/// only when charged (`Engine::account`), so its recorded state may be stale. Charging changes nothing else; without
+/// it the count moved with when CPUs happened to be charged (fast mode's windows charge them all).
+fn has_a_running_neighbour<H: Host>(engine: &mut H, p: u32, now: SimTime) -> bool {
     let proc = engine.proc(p);
-    proc.neighbours[..proc.neighbour_count as usize].iter().any(|&n| engine.proc(n).state == ProcState::Running)
+    let (neighbours, count) = (proc.neighbours, proc.neighbour_count as usize);
+    neighbours[..count].iter().any(|&n| {
+        engine.account(engine.proc(n).cpu, now);
+        engine.proc(n).state == ProcState::Running
+    })
 }
