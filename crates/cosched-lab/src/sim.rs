@@ -320,11 +320,11 @@ fn window_columns<'a>() -> Vec<Column<WindowRow<'a>>> {
         int("job_number", |r| r.measure.job_number.to_string()),
         int("tasks", |r| r.measure.tasks.to_string()),
         int("row", |r| r.measure.row.map_or(String::new(), |row| row.to_string())),
-        float("window_ms", |r| ms(r.measure.window_ns)),
+        float("window_ms", |r| ms(r.measure.job_time_ns)),
         int("iterations", |r| r.measure.iterations.to_string()),
         float("window_rate_per_ms", |r| {
             let m = r.measure;
-            num(m.iterations as f64 / m.tasks.max(1) as f64 / (m.window_ns as f64 / 1e6))
+            num(m.iterations as f64 / m.tasks.max(1) as f64 / (m.job_time_ns as f64 / 1e6))
         }),
         float("measured_ms", |r| ms(r.measure.measured_ns)),
         int("measured_iterations", |r| r.measure.measured_iterations.to_string()),

@@ -291,6 +291,23 @@ proptest! {
     // Many cases: a run where the count once moved is about one draw in a hundred, and each takes milliseconds.
     #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
 
+    /// A run cut at a horizon keeps every window that closed by then, as the whole run has them: one whose end
+    /// falls before the horizon, with no event after it before the horizon, is closed at its end.
+    #[test]
+    fn a_horizon_keeps_the_windows_closed_before_it(
+        (mut cfg, jobs) in small_runs(),
+        window_us in 100u64..20_000,
+        horizon_us in 1u64..300_000,
+    ) {
+        let watch = FastSettings { warmup_ns: 0, window_ns: window_us * US, ..FastSettings::default() };
+        let options = RunOptions { watch_windows: Some(watch), ..RunOptions::default() };
+        let whole = run(&cfg, jobs.clone(), &options, |_| {}).unwrap().fast_windows.measures;
+        cfg.horizon_ns = Some(horizon_us * US);
+        let cut = run(&cfg, jobs, &options, |_| {}).unwrap().fast_windows.measures;
+        let closed_by_then: Vec<_> = whole.into_iter().filter(|m| m.closed_ns <= horizon_us * US).collect();
+        prop_assert_eq!(cut, closed_by_then);
+    }
+
     /// Under PB's schemes, whether a boost broke a coscheduled pair is read from the neighbours' state at the walk,
     /// whenever their CPUs were last charged: windows that charge every CPU at other instants leave the count as it
     /// is. (It once moved with them: a neighbour whose compute had ended before I/O still showed as running.)

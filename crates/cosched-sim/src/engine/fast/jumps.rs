@@ -80,10 +80,14 @@ impl<P: Parts> Engine<'_, P> {
     /// close a measurement window, or jump. True when it jumped (an arrival was
     /// booked earlier, so the next instant must be looked up again).
     /// The run stops at engine instant `end`, a horizon between checkpoints: count the exact stretch up to it.
+    /// A window that ended by then is whole, though no event came before the horizon to close it.
     pub(in crate::engine) fn fast_note_end(&mut self, end: SimTime) {
         let Some(fast) = &mut self.fast else { return };
         if !fast.running.is_empty() && end > fast.last_checkpoint {
             fast.report.exact_busy_ns += end - fast.last_checkpoint;
+        }
+        if let Some(until) = fast.window.as_ref().map(|w| w.until).filter(|&until| until <= end) {
+            self.close_window(until);
         }
     }
 
@@ -197,7 +201,7 @@ impl<P: Parts> Engine<'_, P> {
         }
         let closed_ns = self.run_clock(until).ns();
         let measures: Vec<WindowMeasure> = (self.fast().running.iter().zip(seen))
-            .map(|(rate, &(iterations, window_ns))| {
+            .map(|(rate, &(iterations, job_time_ns))| {
                 let spec = &self.jobs[rate.job as usize].spec;
                 WindowMeasure {
                     closed_ns,
@@ -205,7 +209,7 @@ impl<P: Parts> Engine<'_, P> {
                     job_number: spec.job_number,
                     tasks: spec.tasks,
                     row: (rate.row != NO_ROW).then_some(rate.row),
-                    window_ns,
+                    job_time_ns,
                     iterations,
                     measured_ns: rate.measured_ns,
                     measured_iterations: rate.iterations,

@@ -50,8 +50,9 @@ pub struct WindowMeasure {
     pub tasks: u32,
     /// Its matrix row, where measures are kept per row (GS).
     pub row: Option<u32>,
-    /// The job's time in this window: the window's length, or its own quanta in it when measured per row.
-    pub window_ns: u64,
+    /// The job's time in this window: the window's length, or its own quanta in it when measured per row
+    /// (`window_ms` in `fast-windows.csv`).
+    pub job_time_ns: u64,
     /// Iterations its processes did together in this window.
     pub iterations: u64,
     /// Its measure since its surroundings last changed, this window included.
@@ -306,7 +307,7 @@ mod tests {
             job_number: 1,
             tasks: 2,
             row: None,
-            window_ns: 200,
+            job_time_ns: 200,
             iterations: 10,
             measured_ns: 200,
             measured_iterations: 10,
