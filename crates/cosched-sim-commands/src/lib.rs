@@ -5,6 +5,7 @@
 
 pub mod interrupt;
 pub mod jitter;
+pub mod model_flags;
 pub mod output;
 pub mod plot;
 pub mod progress;

@@ -1,6 +1,7 @@
 //! `cosched sim`: simulate schemes side by side on one workload.
 
 use crate::jitter::{print_jitter, JitterFlags};
+use crate::model_flags::{ModelFlags, MILLISECONDS, SECONDS, SET_BY_MACHINE_FILE};
 use crate::output::{read_bounded, OutputDir};
 use crate::plot::{scheme_style, LineChart, Series, StackedBar, StackedBarChart};
 use crate::progress::BatchProgress;
@@ -13,80 +14,27 @@ use cosched_lab::workload::{
     bounded_slowdown_threshold_s, JobSizes, WorkloadReport, WorkloadSpec, DEFAULT_JOBS, DEFAULT_RUNTIME_SCALE,
     DEFAULT_TARGET_LOAD,
 };
-use cosched_sim::config::{
-    quantum_table_from_bands_ms, Backfill, BoostDisplaces, BoostReceive, BoostWalk, CostConfig, NetworkConfig,
-    NodeSchedulerConfig, YieldCycle,
-};
+use cosched_sim::config::Backfill;
 use cosched_sim::cost::RunCost;
-use cosched_sim::engine::fast::{
-    same_machine_model, unmeasured_setting, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR,
-};
+use cosched_sim::engine::fast::{unmeasured_setting, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
 use cosched_sim::run::{RunOptions, RunResult, SharedChooser};
 use cosched_sim::trace::TraceEvent;
-use cosched_sim::{Mix, OsScheduler, Scheme, SimConfig};
+use cosched_sim::{Mix, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// A flag's unit: values are given in it and kept in nanoseconds, converted here only.
-#[derive(Copy, Clone)]
-struct Unit {
-    ns_per_unit: f64,
-}
-
-const MICROSECONDS: Unit = Unit { ns_per_unit: 1e3 };
-const MILLISECONDS: Unit = Unit { ns_per_unit: 1e6 };
-const SECONDS: Unit = Unit { ns_per_unit: 1e9 };
-
-impl Unit {
-    /// A whole number of nanoseconds from a flag's value.
-    fn ns(self, value: f64, flag: &str) -> Result<u64, String> {
-        if !value.is_finite() || value < 0.0 {
-            return Err(format!("{flag} must be a finite non-negative number, got {value}"));
-        }
-        Ok((value * self.ns_per_unit).round() as u64)
-    }
-
-    /// Nanoseconds (or nanoseconds per byte) from a flag's value, as a rate or fractional time.
-    fn ns_f64(self, value: f64) -> f64 {
-        value * self.ns_per_unit
-    }
-
-    /// A library default in nanoseconds, in this unit: the flag's default.
-    fn of_ns(self, ns: u64) -> f64 {
-        ns as f64 / self.ns_per_unit
-    }
-
-    fn of_ns_f64(self, ns: f64) -> f64 {
-        ns / self.ns_per_unit
-    }
-}
-
 // The flags' defaults, taken from the library's so that each value is written once.
 fn machine() -> SimConfig {
     SimConfig::default()
-}
-fn network() -> NetworkConfig {
-    NetworkConfig::default()
-}
-fn costs() -> CostConfig {
-    CostConfig::default()
-}
-fn scheduler() -> NodeSchedulerConfig {
-    NodeSchedulerConfig::default()
 }
 fn fast_settings() -> FastSettings {
     FastSettings::default()
 }
 fn default_schemes() -> Vec<Scheme> {
     SimSettings::default().schemes
-}
-
-/// The quanta of the six 10-level bands (levels 0, 10, … 50), ms.
-fn default_bands_ms() -> Vec<u64> {
-    scheduler().quantum_ns_by_level.iter().step_by(10).map(|&ns| MILLISECONDS.of_ns(ns) as u64).collect()
 }
 
 /// `--load`'s default as text: the flag is optional (`--natural-load` leaves it out), so clap takes text.
@@ -162,10 +110,7 @@ pub struct SimArgs {
     /// A machine file of `cosched calibrate` (its folder or machine.json): CPUs per node, the tick, the
     /// context and gang switch costs and the message costs as measured there, every node on the EEVDF model.
     /// The flags it sets cannot be given with it.
-    #[arg(long, value_name = "FILE", help_heading = "Machine", conflicts_with_all = [
-        "cpus_per_node", "cs_us", "gang_cs_ms", "tick_ms", "latency_base_us", "latency_us_per_byte", "nic_us",
-        "shm_base_us", "shm_us_per_byte", "node_scheduler",
-    ])]
+    #[arg(long, value_name = "FILE", help_heading = "Machine", conflicts_with_all = SET_BY_MACHINE_FILE)]
     pub machine: Option<std::path::PathBuf>,
     /// Multiprogramming level: processes per CPU (Local), matrix rows (GS).
     #[arg(long, default_value_t = machine().mpl, help_heading = "Machine")]
@@ -186,100 +131,9 @@ pub struct SimArgs {
     #[arg(long, default_value = "none", value_parser = parse_backfill, help_heading = "Machine")]
     pub backfill: Backfill,
 
-    // ---- network --------------------------------------------------------------
-    /// Message latency L(n) = a + b n: the constant a, in µs.
-    #[arg(long, default_value_t = MICROSECONDS.of_ns_f64(network().latency_base_ns), help_heading = "Network")]
-    pub latency_base_us: f64,
-    /// Message latency L(n) = a + b n: b, in µs per byte (default gives L(4096) = 185.48 µs).
-    #[arg(long, default_value_t = MICROSECONDS.of_ns_f64(network().latency_ns_per_byte), help_heading = "Network")]
-    pub latency_us_per_byte: f64,
-    /// Time a message occupies the sending or the receiving interface, µs.
-    #[arg(long, default_value_t = MICROSECONDS.of_ns(network().nic_ns_per_message), help_heading = "Network")]
-    pub nic_us: f64,
-    /// Shared-memory latency between tasks on one node: constant part, µs.
-    #[arg(long, default_value_t = MICROSECONDS.of_ns_f64(network().shm_base_ns), help_heading = "Network")]
-    pub shm_base_us: f64,
-    /// Shared-memory latency: µs per byte.
-    #[arg(long, default_value_t = MICROSECONDS.of_ns_f64(network().shm_ns_per_byte), help_heading = "Network")]
-    pub shm_us_per_byte: f64,
-    /// Size of every message, bytes.
-    #[arg(long, default_value_t = network().message_bytes, help_heading = "Network")]
-    pub message_bytes: u32,
-
-    // ---- costs ----------------------------------------------------------------
-    /// Context switch CS, µs.
-    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().context_switch_ns), help_heading = "Costs")]
-    pub cs_us: f64,
-    /// Gang switch CS_GS (includes the cross-node synchronisation), ms.
-    #[arg(long, default_value_t = MILLISECONDS.of_ns(costs().gang_switch_ns), help_heading = "Costs")]
-    pub gang_cs_ms: f64,
-    /// Gang quantum Q, ms.
-    #[arg(long, default_value_t = MILLISECONDS.of_ns(costs().gang_quantum_ns), help_heading = "Costs")]
-    pub gang_quantum_ms: f64,
-    /// Interrupt I, µs (dynamic schemes).
-    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().interrupt_ns), help_heading = "Costs")]
-    pub interrupt_us: f64,
-    /// Moving a process between scheduler queues, µs (dynamic schemes).
-    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().queue_move_ns), help_heading = "Costs")]
-    pub queue_move_us: f64,
-    /// Checking one endpoint, µs (periodic boost, spin-yield).
-    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().endpoint_check_ns), help_heading = "Costs")]
-    pub endpoint_check_us: f64,
-    /// A system call (spin-block's block, spin-yield's yield), µs, besides its queue moves.
-    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().syscall_ns), help_heading = "Costs")]
-    pub syscall_us: f64,
-    /// Spin time before blocking or yielding, as a multiple of the message latency L(n).
-    #[arg(long, default_value_t = costs().spin_factor, help_heading = "Costs")]
-    pub spin_factor: f64,
-    /// A boost to the top level keeps the remaining quantum (default: a fresh quantum).
-    #[arg(long, help_heading = "Node scheduler")]
-    pub boost_keeps_quantum: bool,
-    /// When periodic boost's 1 ms walk runs: a tick before the scheduler acts on its
-    /// boost (tick-before: the study's "at the next millisecond boundary") or just
-    /// before it at the same boundary (same-tick). See docs/model.md.
-    #[arg(long, default_value = costs().boost_walk.name(), help_heading = "Node scheduler")]
-    pub boost_walk: BoostWalk,
-    /// When a process inside a receive is a candidate of the boost walk (PB, SY's pick): whole (one receive
-    /// awaits every neighbour's message: a candidate once all are in) or per-message (a receive per neighbour,
-    /// taken as they land: a candidate once one it has not taken is in). See docs/model.md.
-    #[arg(long, default_value = costs().boost_receive.name(), help_heading = "Node scheduler")]
-    pub boost_receive: BoostReceive,
-    /// Which running process a periodic boost displaces: any (the study's "pre-empt the current process") or
-    /// spinning (only one inside a receive; a computing process keeps its CPU). See docs/model.md.
-    #[arg(long, default_value = costs().boost_displaces.name(), help_heading = "Node scheduler")]
-    pub boost_displaces: BoostDisplaces,
-    /// Spin-yield: yield once per receive, then spin to its end (once, the study's "then keeps spinning"), or
-    /// again after every spin time (repeated). See docs/model.md.
-    #[arg(long, default_value = costs().yield_cycle.name(), help_heading = "Node scheduler")]
-    pub yield_cycle: YieldCycle,
-    /// GS: no gang switch cost at a quantum's end while one row holds every job
-    /// (default: charged at the end of every quantum, as the study says).
-    #[arg(long, help_heading = "Costs")]
-    pub gang_free_same_row: bool,
-    /// An I/O shorter than this keeps its CPU, as kernel work (no block, no switch), µs; 0: every I/O blocks,
-    /// the study's reading. The study does not say what a short I/O does (docs/model.md). Not GS.
-    #[arg(long, default_value_t = MICROSECONDS.of_ns(costs().io_keeps_cpu_below_ns), help_heading = "Costs")]
-    pub io_keeps_cpu_below_us: f64,
-    /// GS: a job placed in the running row waits for the next quantum (default: it starts at once,
-    /// mid-quantum; the study does not say which, docs/model.md).
-    #[arg(long, help_heading = "Costs")]
-    pub gang_start_next_quantum: bool,
-
-    // ---- node scheduler -------------------------------------------------------
-    /// The OS scheduler of every node, under every scheme but the gang schemes (whose nodes run the gang cell):
-    /// mlfq, the study's Solaris-like multilevel feedback queue; eevdf, Linux's fair class since 6.6 (its
-    /// rules and simplifications in docs/model.md; its tick is --tick-ms: 1 for HZ=1000, 4 for HZ=250).
-    #[arg(long, default_value = "mlfq", help_heading = "Node scheduler")]
-    pub node_scheduler: OsScheduler,
-    /// Scheduler tick, ms.
-    #[arg(long, default_value_t = MILLISECONDS.of_ns(scheduler().tick_ns), help_heading = "Node scheduler")]
-    pub tick_ms: f64,
-    /// Period of the raise of every process to the top level, ms.
-    #[arg(long, default_value_t = MILLISECONDS.of_ns(scheduler().raise_period_ns), help_heading = "Node scheduler")]
-    pub raise_period_ms: f64,
-    /// Quanta of the six 10-level bands, levels 0-9 first, ms.
-    #[arg(long, value_delimiter = ',', default_values_t = default_bands_ms(), help_heading = "Node scheduler")]
-    pub quanta_ms: Vec<u64>,
+    // ---- the machine model: network, costs, node scheduler -------------------------
+    #[command(flatten)]
+    pub model: ModelFlags,
 
     // ---- fast mode ------------------------------------------------------------
     /// Fast mode: after every change of the processes on the CPUs, simulate exactly for a warm-up and a
@@ -321,10 +175,6 @@ pub struct SimArgs {
 impl SimArgs {
     /// Every machine, network, cost and scheduler parameter (the scheme is set per run).
     fn machine_config(&self) -> Result<SimConfig, String> {
-        let bands: [u64; 6] =
-            self.quanta_ms.clone().try_into().map_err(|_| {
-                format!("--quanta-ms needs 6 values (levels 0-9 .. 50-59), got {}", self.quanta_ms.len())
-            })?;
         let mut cfg = SimConfig {
             scheme: machine().scheme,
             nodes: self.nodes,
@@ -332,49 +182,11 @@ impl SimArgs {
             mpl: self.mpl,
             skew: self.skew,
             seed: self.seed,
-            network: NetworkConfig {
-                latency_base_ns: MICROSECONDS.ns_f64(self.latency_base_us),
-                latency_ns_per_byte: MICROSECONDS.ns_f64(self.latency_us_per_byte),
-                nic_ns_per_message: MICROSECONDS.ns(self.nic_us, "--nic-us")?,
-                shm_base_ns: MICROSECONDS.ns_f64(self.shm_base_us),
-                shm_ns_per_byte: MICROSECONDS.ns_f64(self.shm_us_per_byte),
-                message_bytes: self.message_bytes,
-            },
-            costs: CostConfig {
-                context_switch_ns: MICROSECONDS.ns(self.cs_us, "--cs-us")?,
-                gang_switch_ns: MILLISECONDS.ns(self.gang_cs_ms, "--gang-cs-ms")?,
-                interrupt_ns: MICROSECONDS.ns(self.interrupt_us, "--interrupt-us")?,
-                queue_move_ns: MICROSECONDS.ns(self.queue_move_us, "--queue-move-us")?,
-                endpoint_check_ns: MICROSECONDS.ns(self.endpoint_check_us, "--endpoint-check-us")?,
-                gang_quantum_ns: MILLISECONDS.ns(self.gang_quantum_ms, "--gang-quantum-ms")?,
-                syscall_ns: MICROSECONDS.ns(self.syscall_us, "--syscall-us")?,
-                spin_factor: self.spin_factor,
-                boost_keeps_quantum: self.boost_keeps_quantum,
-                boost_walk: self.boost_walk,
-                boost_receive: self.boost_receive,
-                boost_displaces: self.boost_displaces,
-                yield_cycle: self.yield_cycle,
-                gang_switch_every_quantum: !self.gang_free_same_row,
-                io_keeps_cpu_below_ns: MICROSECONDS.ns(self.io_keeps_cpu_below_us, "--io-keeps-cpu-below-us")?,
-                gang_start_waits_for_quantum: self.gang_start_next_quantum,
-                // Measured machines only (`--machine`).
-                cache_refill_ns: 0,
-                cache_bytes: 0,
-            },
-            scheduler: NodeSchedulerConfig {
-                tick_ns: MILLISECONDS.ns(self.tick_ms, "--tick-ms")?,
-                raise_period_ns: MILLISECONDS.ns(self.raise_period_ms, "--raise-period-ms")?,
-                quantum_ns_by_level: quantum_table_from_bands_ms(&bands),
-                // Measured machines only (`--machine`).
-                background_migration_interval_ns: 0,
-                housekeeping_wake_interval_ns: 0,
-                // Each node a machine of its own: its CPUs make its base slice.
-                base_slice_cpus: 0,
-            },
-            node_scheduler: self.node_scheduler,
             horizon_ns: self.horizon_s.map(|h| SECONDS.ns(h, "--horizon-s")).transpose()?,
             backfill: self.backfill,
+            ..SimConfig::default()
         };
+        self.model.apply(&mut cfg)?;
         if let Some(path) = &self.machine {
             read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(&mut cfg);
         }
@@ -820,46 +632,52 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
     }
 }
 
-/// How a user measures fast mode where this run has no bound: the `bench fast` that runs its machine (its nodes'
-/// scheduler and CPUs, or its machine file), MPL and fast settings, where one can. `bench fast` takes no cost flags,
-/// skew or backfilling, and a machine file sets only some costs.
+/// How a user measures fast mode where this run has no bound: the `bench fast` that runs its model (its machine
+/// file or its nodes, the model flags over them, its MPL, skew and backfilling) with its fast settings, where one
+/// can. None runs to a horizon.
 fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
-    // What `bench fast` would run: the default machine model, with the machine file applied.
-    let mut benched = SimConfig::default();
-    let file_read = machine.map(read_machine).transpose().map(|file| file.map(|f| f.apply(&mut benched)));
-    // Of the run's settings the sets held to a few values, `bench fast` takes the MPL only.
-    let settings_benchable = matches!(unmeasured_setting(cfg), None | Some(RunSetting::Mpl));
-    let benchable = file_read.is_ok() && same_machine_model(cfg, &benched) && settings_benchable;
-    if !benchable {
-        return "no `cosched bench fast` runs this model (it takes a machine file, the nodes and the MPL, not cost \
-                flags, skew, backfilling or a horizon): compare with a run without --fast,"
-            .into();
+    match bench_fast_command(cfg, fast, machine) {
+        Some(command) => format!("check with `{command}`"),
+        None => "no `cosched bench fast` runs this model (it runs every job to its end, with no horizon): compare \
+                 with a run without --fast,"
+            .into(),
     }
-    format!("check with `{}`", bench_fast_command(cfg, fast, machine))
 }
 
-/// The `bench fast` that measures fast mode on this run's machine (its machine file, or its nodes' scheduler and
-/// CPUs) with its fast settings.
-fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
+/// The `bench fast` that measures fast mode on this run's model with its fast settings; None where no `bench fast`
+/// runs it.
+fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> Option<String> {
+    if unmeasured_setting(cfg) == Some(RunSetting::Horizon) {
+        return None;
+    }
+    // What `bench fast` starts from: the default machine model, with the machine file applied.
+    let mut base = SimConfig::default();
+    if let Some(path) = machine {
+        read_machine(path).ok()?.apply(&mut base);
+    }
+    let model_words = ModelFlags::arguments_for(cfg, &base)?;
+    let default = SimConfig::default();
     let mut command = format!("cosched bench fast --schemes {}", cfg.scheme.name());
-    if cfg.mpl != SimConfig::default().mpl {
+    if cfg.mpl != default.mpl {
         command += &format!(" --mpl {}", cfg.mpl);
+    }
+    if cfg.skew != default.skew {
+        command += &format!(" --skew {}", cfg.skew);
+    }
+    if cfg.backfill != default.backfill {
+        command += &format!(" --backfill {}", cfg.backfill.name());
     }
     match machine {
         Some(path) => command += &format!(" --machine {}", shell_word(&path.display().to_string())),
-        None => {
-            if cfg.node_scheduler != SimConfig::default().node_scheduler {
-                command += &format!(" --node-scheduler {}", cfg.node_scheduler);
-            }
-            if cfg.cpus_per_node != 1 {
-                command += &format!(" --cpus-per-node {}", cfg.cpus_per_node);
-            }
+        None if cfg.cpus_per_node != default.cpus_per_node => {
+            command += &format!(" --cpus-per-node {}", cfg.cpus_per_node)
         }
+        None => {}
     }
-    for word in FastFlags::arguments_for(&fast) {
+    for word in model_words.iter().chain(&FastFlags::arguments_for(&fast)) {
         command += &format!(" {word}");
     }
-    command
+    Some(command)
 }
 
 /// `summary.json`: the machine-readable record of a run, everything needed to repeat it.
@@ -1080,7 +898,7 @@ pub fn read_machine(path: &Path) -> Result<MachineModel, String> {
     MachineModel::parse(&text).map_err(|e| format!("{}: {e}", file.display()))
 }
 
-pub(crate) fn parse_backfill(text: &str) -> Result<Backfill, String> {
+pub fn parse_backfill(text: &str) -> Result<Backfill, String> {
     Backfill::parse(text).ok_or_else(|| {
         let names: Vec<&str> = Backfill::ALL.iter().map(|b| b.name()).collect();
         format!("unknown backfilling {text:?}; one of: {}", names.join(", "))
@@ -1091,6 +909,7 @@ pub(crate) fn parse_backfill(text: &str) -> Result<Backfill, String> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use cosched_sim::OsScheduler;
 
     #[derive(Parser)]
     struct SimCommand {

@@ -3,9 +3,10 @@
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall-clock time
 
 use crate::jitter::JitterFlags;
+use crate::model_flags::{ModelFlags, SET_BY_MACHINE_FILE};
 use crate::output::OutputDir;
 use crate::progress::{BatchProgress, ProgressLine};
-use crate::sim_cmd::{command_line, read_machine, FastFlags};
+use crate::sim_cmd::{command_line, parse_backfill, read_machine, FastFlags};
 use clap::Args;
 use cosched_lab::fast_check::{
     by_scheme_and_load, check_settings, pairs_csv, parting_splits, run_pairs, saturation_points, validated_bound,
@@ -14,10 +15,11 @@ use cosched_lab::fast_check::{
 use cosched_lab::jitter::ArrivalJitter;
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
+use cosched_sim::config::Backfill;
 use cosched_sim::engine::fast::ACCEPTED_ERROR;
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
-use cosched_sim::{Mix, OsScheduler, Scheme, SimConfig};
+use cosched_sim::{Mix, Scheme, SimConfig};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -39,16 +41,24 @@ pub struct BenchFastArgs {
     pub nodes: u32,
     /// CPUs per node: fast mode's bounds were measured on one-CPU nodes and on EEVDF nodes of four, and a run on
     /// other nodes reports none; this measures it there.
-    #[arg(long, default_value_t = 1, conflicts_with = "machine")]
+    #[arg(long, default_value_t = 1)]
     pub cpus_per_node: u32,
     /// A machine file of `cosched calibrate` (its folder or machine.json): fast mode measured on that machine's
     /// CPUs per node, tick, switch and message costs (EEVDF nodes), as `sim --machine` runs them. Every bound was
     /// measured on the default machine model, so a fast run on another reports none; this measures it there.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = SET_BY_MACHINE_FILE)]
     pub machine: Option<PathBuf>,
     /// Multiprogramming level.
     #[arg(long, default_value_t = SimConfig::default().mpl)]
     pub mpl: u32,
+    /// Skew s: compute and I/O of every iteration are scaled by 1 + U(-s/2, s/2). The bounds were measured at the
+    /// default; this measures fast mode at another.
+    #[arg(long, default_value_t = SimConfig::default().skew)]
+    pub skew: f64,
+    /// The queue behind a job that does not fit, as `sim --backfill`: none (strict FCFS, as the bounds were
+    /// measured), easy or conservative.
+    #[arg(long, default_value = "none", value_parser = parse_backfill)]
+    pub backfill: Backfill,
     /// Jobs of the Lublin-Feitelson model per workload.
     #[arg(long, default_value_t = 200)]
     pub jobs: usize,
@@ -65,9 +75,10 @@ pub struct BenchFastArgs {
     /// Folder for pairs.csv and checks.json.
     #[arg(long, default_value = "cosched-out/bench-fast")]
     pub out: PathBuf,
-    /// The nodes' OS scheduler (mlfq, the study's, or eevdf): fast mode's bounds are kept for each.
-    #[arg(long, default_value = "mlfq", conflicts_with = "machine")]
-    pub node_scheduler: OsScheduler,
+    /// The machine model, as `sim` takes it (`--node-scheduler`: fast mode's bounds are kept for mlfq and eevdf;
+    /// every other flag here changes the model from the one they were measured on).
+    #[command(flatten)]
+    pub model: ModelFlags,
     #[command(flatten)]
     pub jitter: JitterFlags,
 }
@@ -75,6 +86,9 @@ pub struct BenchFastArgs {
 #[derive(Serialize)]
 struct FastCheckReport<'a> {
     command: String,
+    /// The machine model and settings every pair ran with, a machine file's read in (the scheme and seed are each
+    /// run's).
+    model: &'a SimConfig,
     accepted_error: f64,
     seeds: &'a [u64],
     /// Per scheme and load: the scheme's bound for stable runs on these nodes with the settings it ran with (taken, as the
@@ -108,9 +122,11 @@ fn machine_of(args: &BenchFastArgs) -> Result<SimConfig, String> {
         nodes: args.nodes,
         cpus_per_node: args.cpus_per_node,
         mpl: args.mpl,
-        node_scheduler: args.node_scheduler,
+        skew: args.skew,
+        backfill: args.backfill,
         ..SimConfig::default()
     };
+    args.model.apply(&mut machine)?;
     if let Some(path) = &args.machine {
         read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(&mut machine);
     }
@@ -185,6 +201,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     out.write("pairs.csv", &pairs_csv(&pairs))?;
     let report = FastCheckReport {
         command: command_line(),
+        model: &settings.machine,
         accepted_error: ACCEPTED_ERROR,
         seeds: &settings.seeds,
         validated_bounds: bounds,

@@ -28,4 +28,4 @@ pub mod status_view;
 pub use cosched_runtime::trusted_source;
 
 /// The simulation commands live in `cosched-sim-commands`, shared with the Python package.
-pub use cosched_sim_commands::{interrupt, jitter, output, plot, progress, sim_cmd, study, workload_cmd};
+pub use cosched_sim_commands::{interrupt, jitter, model_flags, output, plot, progress, sim_cmd, study, workload_cmd};

@@ -1147,7 +1147,7 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
     let printed = String::from_utf8_lossy(&o.stdout);
     assert!(printed.contains("SB: FAST MODE") && printed.contains("not validated on nodes of 2 CPUs"), "{printed}");
     assert!(!printed.contains("validated within"), "{printed}");
-    let check = "`cosched bench fast --schemes SB --node-scheduler eevdf --cpus-per-node 2`";
+    let check = "`cosched bench fast --schemes SB --cpus-per-node 2 --node-scheduler eevdf`";
     assert!(stderr(&o).contains(check), "{}", stderr(&o));
     let json: serde_json::Value = serde_json::from_slice(&read(&two_cpus.join("summary.json"))).unwrap();
     assert_eq!(

@@ -296,21 +296,27 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     assert!(said.contains("not validated on this machine model"), "{said}");
     let check = format!("check with `cosched bench fast --schemes SB --machine {}`", machine.display());
     assert!(said.contains(&check), "{said}");
-    let no_command = "no `cosched bench fast` runs this model";
     let (said, reason) = sim("cheaper-switch", &["--node-scheduler", "eevdf", "--cs-us", "100"]);
     assert_eq!(reason, "machine", "{said}");
-    assert!(said.contains(no_command), "{said}");
+    let cheaper_switch = "cosched bench fast --schemes SB --cs-us 100 --node-scheduler eevdf";
+    assert!(said.contains(&format!("check with `{cheaper_switch}`")), "{said}");
     let (said, reason) = sim("file-and-flag", &["--machine", machine.to_str().unwrap(), "--spin-factor", "2"]);
     assert_eq!(reason, "machine", "{said}");
-    assert!(said.contains(no_command), "the machine file alone is another model: {said}");
+    let over_the_file =
+        format!("check with `cosched bench fast --schemes SB --machine {} --spin-factor 2`", machine.display());
+    assert!(said.contains(&over_the_file), "the machine file and the flag over it: {said}");
     // Settings of the run the validation sets held to a few values.
     let (said, reason) = sim("mpl-3", &["--mpl", "3"]);
     assert_eq!(reason, "unmeasured", "{said}");
     assert!(said.contains("not validated at this MPL, only at 2 and 5"), "{said}");
     assert!(said.contains("check with `cosched bench fast --schemes SB --mpl 3`"), "{said}");
-    let (said, reason) = sim("easy", &["--backfill", "easy"]);
+    let (said, reason) = sim("easy", &["--backfill", "easy", "--skew", "0.5"]);
     assert_eq!(reason, "unmeasured", "{said}");
-    assert!(said.contains("only with the study's FCFS queue") && said.contains(no_command), "{said}");
+    let easy = "check with `cosched bench fast --schemes SB --skew 0.5 --backfill easy`";
+    assert!(said.contains("only with the study's FCFS queue") && said.contains(easy), "{said}");
+    let (said, reason) = sim("horizon", &["--horizon-s", "5"]);
+    assert_eq!(reason, "unmeasured", "{said}");
+    assert!(said.contains("no `cosched bench fast` runs this model"), "{said}");
     let (said, reason) = sim("default", &["--node-scheduler", "eevdf"]);
     assert_eq!(reason, serde_json::Value::Null, "the default machine model has a bound: {said}");
 
@@ -323,6 +329,17 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     assert_eq!(pairs.lines().count(), 2, "one pair: {pairs}");
     let checks: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("checks.json")).unwrap()).unwrap();
     assert_eq!(checks["validated_bounds"][0]["bound"], serde_json::Value::Null, "{}", checks["validated_bounds"]);
+    assert_eq!(checks["model"]["network"]["nic_ns_per_message"], 0, "the file's model: {}", checks["model"]);
     let o = cosched(&[&bench[..], &["--machine", machine.to_str().unwrap(), "--cpus-per-node", "2"]].concat());
     assert!(!o.status.success() && text(&o).contains("--cpus-per-node"), "{}", text(&o));
+
+    // The command the warning gave for the cheaper switch runs, on that model.
+    let out = dir.path().join("bench-cheaper-switch");
+    let words: Vec<&str> = cheaper_switch.split(' ').skip(1).collect();
+    let small_set = ["--seeds", "1", "--nodes", "8", "--jobs", "20", "--runtime-scale", "0.02"];
+    let o = cosched(&[&words[..], &small_set, &["--out", out.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let checks: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("checks.json")).unwrap()).unwrap();
+    assert_eq!(checks["model"]["costs"]["context_switch_ns"], 100_000, "{}", checks["model"]);
+    assert_eq!(checks["validated_bounds"][0]["bound"], serde_json::Value::Null, "{}", checks["validated_bounds"]);
 }
