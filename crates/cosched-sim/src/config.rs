@@ -337,6 +337,32 @@ impl SimConfig {
         self.nodes * self.cpus_per_node
     }
 
+    /// This configuration with every value of the machine model that only some schemes read at the default: the
+    /// gang matrix's costs, the MLFQ's quanta, raise and boosts, a short I/O keeping its CPU, and the dynamic
+    /// schemes' costs and readings. Each scheme's parts put back what they read (`scheme::model_as_read`).
+    pub fn without_optional_reads(&self) -> SimConfig {
+        let (stock, mut read) = (SimConfig::default(), self.clone());
+        let (costs, stock_costs) = (&mut read.costs, &stock.costs);
+        costs.gang_quantum_ns = stock_costs.gang_quantum_ns;
+        costs.gang_switch_ns = stock_costs.gang_switch_ns;
+        costs.gang_switch_every_quantum = stock_costs.gang_switch_every_quantum;
+        costs.gang_start_waits_for_quantum = stock_costs.gang_start_waits_for_quantum;
+        costs.io_keeps_cpu_below_ns = stock_costs.io_keeps_cpu_below_ns;
+        costs.boost_keeps_quantum = stock_costs.boost_keeps_quantum;
+        costs.interrupt_ns = stock_costs.interrupt_ns;
+        costs.queue_move_ns = stock_costs.queue_move_ns;
+        costs.endpoint_check_ns = stock_costs.endpoint_check_ns;
+        costs.syscall_ns = stock_costs.syscall_ns;
+        costs.spin_factor = stock_costs.spin_factor;
+        costs.boost_walk = stock_costs.boost_walk;
+        costs.boost_receive = stock_costs.boost_receive;
+        costs.boost_displaces = stock_costs.boost_displaces;
+        costs.yield_cycle = stock_costs.yield_cycle;
+        read.scheduler.quantum_ns_by_level = stock.scheduler.quantum_ns_by_level;
+        read.scheduler.raise_period_ns = stock.scheduler.raise_period_ns;
+        read
+    }
+
     /// The coscheduler's settings for this machine: the scheme's rules, the MPL
     /// as matrix rows and as processes per CPU, every CPU usable by gangs, no
     /// auxiliary threads.

@@ -319,6 +319,9 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     assert!(said.contains("no `cosched bench fast` runs this model"), "{said}");
     let (said, reason) = sim("default", &["--node-scheduler", "eevdf"]);
     assert_eq!(reason, serde_json::Value::Null, "the default machine model has a bound: {said}");
+    let unread = ["--node-scheduler", "eevdf", "--gang-quantum-ms", "100", "--quanta-ms", "100,80,60,40,20,10"];
+    let (said, reason) = sim("unread", &unread);
+    assert_eq!(reason, serde_json::Value::Null, "SB on EEVDF reads neither the gang quantum nor the MLFQ's: {said}");
 
     let out = dir.path().join("bench");
     let bench = ["bench", "fast", "--schemes", "SB", "--seeds", "1", "--nodes", "8", "--jobs", "20"];

@@ -61,6 +61,9 @@ pub(crate) trait NodeChoice: 'static {
     const NODE: NodeKind;
     /// Build the engine with this node scheduler and the other parts, and run it.
     fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome;
+    /// Copy into `to` the values of the machine model, among those only some schemes read
+    /// ([`crate::config::SimConfig::without_optional_reads`]), that this part reads.
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig);
 }
 
 /// The node's own OS scheduler, the one the run names (`SimConfig::node_scheduler`).
@@ -77,6 +80,15 @@ macro_rules! os_scheduler_runs {
                     $(OsScheduler::$ty => run.with_parts::<(node_scheduler::$file::$ty, W, A)>(),)*
                 }
             }
+            /// A short I/O keeping its CPU, and the MLFQ's quanta, raise and boosts, on its nodes.
+            fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
+                to.costs.io_keeps_cpu_below_ns = from.costs.io_keeps_cpu_below_ns;
+                if from.node_scheduler == OsScheduler::Mlfq {
+                    to.scheduler.quantum_ns_by_level.clone_from(&from.scheduler.quantum_ns_by_level);
+                    to.scheduler.raise_period_ns = from.scheduler.raise_period_ns;
+                    to.costs.boost_keeps_quantum = from.costs.boost_keeps_quantum;
+                }
+            }
         }
     };
 }
@@ -89,6 +101,17 @@ impl NodeChoice for GangCell {
     fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
         run.with_parts::<(GangCell, W, A)>()
     }
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
+        copy_gang_costs(from, to);
+    }
+}
+
+/// The gang matrix's quantum and switch, and when a job placed in the running row starts.
+fn copy_gang_costs(from: &SimConfig, to: &mut SimConfig) {
+    to.costs.gang_quantum_ns = from.costs.gang_quantum_ns;
+    to.costs.gang_switch_ns = from.costs.gang_switch_ns;
+    to.costs.gang_switch_every_quantum = from.costs.gang_switch_every_quantum;
+    to.costs.gang_start_waits_for_quantum = from.costs.gang_start_waits_for_quantum;
 }
 
 /// Gang slots over the kernel's EEVDF (`eevdf::GangEevdf`): the run must name `--node-scheduler eevdf`
@@ -100,5 +123,8 @@ impl NodeChoice for GangSlotsOverEevdf {
     const NODE: NodeKind = NodeKind::GangSlotsOverEevdf;
     fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome {
         run.with_parts::<(GangEevdf, W, A)>()
+    }
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
+        copy_gang_costs(from, to);
     }
 }

@@ -29,6 +29,12 @@ impl ReceiveWait for ImmediateBlock {
         ImmediateBlock
     }
 
+    /// The block's system call and the wake's interrupt.
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
+        to.costs.syscall_ns = from.costs.syscall_ns;
+        to.costs.interrupt_ns = from.costs.interrupt_ns;
+    }
+
     fn start_receive(&self, _: &mut ()) {}
 
     fn charge_spin(_: &mut (), _: u64) {}

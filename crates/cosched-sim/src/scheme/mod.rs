@@ -7,6 +7,7 @@
 //! makes it known: to the command line, the help text, studies and figures.
 //! A scheme built from new parts defines them in its own file (see `ib.rs`).
 
+use crate::config::SimConfig;
 use crate::engine::arrival::MessageArrival;
 use crate::engine::receive::ReceiveWait;
 use crate::engine::runner::EngineRun;
@@ -50,6 +51,7 @@ register! {
 pub(crate) struct Registered {
     scheme: Scheme,
     run: fn(EngineRun<'_, '_>) -> EngineOutcome,
+    copy_what_it_reads: fn(&SimConfig, &mut SimConfig),
 }
 
 impl Registered {
@@ -57,13 +59,21 @@ impl Registered {
     /// parts `P`; its mode (gang slots or the node's own scheduler) is the
     /// node scheduler's.
     const fn new<P: SchemeParts>(name: &'static str, rules: PlanRules) -> Registered {
-        Registered { scheme: Scheme::with_policy(name, P::MODE, rules, false, P::NODE), run: P::run }
+        Registered {
+            scheme: Scheme::with_policy(name, P::MODE, rules, false, P::NODE),
+            run: P::run,
+            copy_what_it_reads: P::copy_what_it_reads,
+        }
     }
 
     /// One of the reference study's schemes: the study's plain matrix and
     /// admission (`PlanRules::STUDY`).
     const fn study<P: SchemeParts>(name: &'static str) -> Registered {
-        Registered { scheme: Scheme::with_policy(name, P::MODE, PlanRules::STUDY, true, P::NODE), run: P::run }
+        Registered {
+            scheme: Scheme::with_policy(name, P::MODE, PlanRules::STUDY, true, P::NODE),
+            run: P::run,
+            copy_what_it_reads: P::copy_what_it_reads,
+        }
     }
 
     /// A study scheme whose policy is written where the rest of the crate
@@ -72,7 +82,7 @@ impl Registered {
     const fn of<P: SchemeParts>(scheme: Scheme) -> Registered {
         assert!(P::MODE as u8 == scheme.mode() as u8, "the parts' mode differs from the scheme's");
         assert!(P::NODE as u8 == scheme.node() as u8, "the parts' node differs from the scheme's");
-        Registered { scheme, run: P::run }
+        Registered { scheme, run: P::run, copy_what_it_reads: P::copy_what_it_reads }
     }
 }
 
@@ -93,8 +103,20 @@ impl Scheme {
 
 /// Build the engine from the scheme's parts and run it.
 pub(crate) fn run_scheme(scheme: Scheme, run: EngineRun<'_, '_>) -> EngineOutcome {
-    let registered = ALL.iter().find(|r| r.scheme == scheme).expect("every scheme is registered");
-    (registered.run)(run)
+    (registered(scheme).run)(run)
+}
+
+fn registered(scheme: Scheme) -> &'static Registered {
+    ALL.iter().find(|r| r.scheme == scheme).expect("every scheme is registered")
+}
+
+/// `cfg` as its scheme's parts read it: every value of the machine model that only some schemes read
+/// ([`SimConfig::without_optional_reads`]) at the default unless a part of this scheme reads it. Two runs of a
+/// scheme whose models read alike run alike (a property test holds it, exact and fast).
+pub fn model_as_read(cfg: &SimConfig) -> SimConfig {
+    let mut read = cfg.without_optional_reads();
+    (registered(cfg.scheme).copy_what_it_reads)(cfg, &mut read);
+    read
 }
 
 /// A scheme's parts as its file names them: `(node, receive wait, arrival
@@ -103,6 +125,7 @@ trait SchemeParts {
     const MODE: Mode;
     const NODE: NodeKind;
     fn run(run: EngineRun<'_, '_>) -> EngineOutcome;
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig);
 }
 
 impl<N: NodeChoice, W: ReceiveWait, A: MessageArrival> SchemeParts for (N, W, A) {
@@ -110,6 +133,11 @@ impl<N: NodeChoice, W: ReceiveWait, A: MessageArrival> SchemeParts for (N, W, A)
     const NODE: NodeKind = N::NODE;
     fn run(run: EngineRun<'_, '_>) -> EngineOutcome {
         N::run::<W, A>(run)
+    }
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
+        N::copy_what_it_reads(from, to);
+        W::copy_what_it_reads(from, to);
+        A::copy_what_it_reads(from, to);
     }
 }
 

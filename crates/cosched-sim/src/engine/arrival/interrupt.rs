@@ -18,6 +18,12 @@ impl MessageArrival for Interrupt {
         Interrupt
     }
 
+    /// The interrupt and the queue move of the process it favours.
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
+        to.costs.interrupt_ns = from.costs.interrupt_ns;
+        to.costs.queue_move_ns = from.costs.queue_move_ns;
+    }
+
     const REACTS_TO_DEPOSITS: bool = true;
 
     fn before_running_changes<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(engine: &mut H, c: u32, at: SimTime) {

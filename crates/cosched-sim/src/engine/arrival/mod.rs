@@ -27,6 +27,10 @@ pub(crate) trait MessageArrival: 'static + Sized {
     /// The reaction's state for a run (the engine holds one).
     fn new(cfg: &SimConfig) -> Self;
 
+    /// Copy into `to` the values of the machine model, among those only some schemes read
+    /// ([`crate::config::SimConfig::without_optional_reads`]), that this part reads.
+    fn copy_what_it_reads(_from: &SimConfig, _to: &mut SimConfig) {}
+
     /// Whether every message deposit must be an event (the reaction needs it).
     const REACTS_TO_DEPOSITS: bool;
 

@@ -24,6 +24,16 @@ impl MessageArrival for PeriodicBoost {
         PeriodicBoost { candidates: Vec::new() }
     }
 
+    /// The walk: its timing, endpoint checks, readings of a receive and of what a boost displaces, and the queue
+    /// move of the process it boosts.
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
+        to.costs.boost_walk = from.costs.boost_walk;
+        to.costs.boost_receive = from.costs.boost_receive;
+        to.costs.boost_displaces = from.costs.boost_displaces;
+        to.costs.endpoint_check_ns = from.costs.endpoint_check_ns;
+        to.costs.queue_move_ns = from.costs.queue_move_ns;
+    }
+
     const REACTS_TO_DEPOSITS: bool = false;
 
     fn before_running_changes<H: Host<ArrivalCpu = Self::Cpu, Arrival = Self>>(_: &mut H, _: u32, _: SimTime) {}

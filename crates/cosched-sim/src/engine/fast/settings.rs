@@ -3,6 +3,7 @@
 //! do not depend on it).
 
 use crate::engine::node_scheduler::OsScheduler;
+use crate::scheme::model_as_read;
 use crate::{NodeKind, SimConfig};
 use serde::Serialize;
 
@@ -429,9 +430,10 @@ pub fn unmeasured_setting(cfg: &SimConfig) -> Option<RunSetting> {
 }
 
 /// Whether the run's machine model is the one every bound was measured on: the default network, costs and node
-/// scheduler settings (`bench fast` runs them, on the nodes and scheduler it is given).
+/// scheduler settings (`bench fast` runs them, on the nodes and scheduler it is given), as the run's scheme reads
+/// them (`scheme::model_as_read`): a value it never reads, such as the gang quantum under Local, changes nothing.
 pub fn machine_as_measured(cfg: &SimConfig) -> bool {
-    same_machine_model(cfg, &SimConfig::default())
+    same_machine_model(&model_as_read(cfg), &SimConfig::default())
 }
 
 /// Whether two runs have the same machine model: network, costs and node scheduler settings.

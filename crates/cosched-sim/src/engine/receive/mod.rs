@@ -27,6 +27,10 @@ pub(crate) trait ReceiveWait: 'static {
     /// The wait's settings for a run (the engine holds one).
     fn new(cfg: &SimConfig) -> Self;
 
+    /// Copy into `to` the values of the machine model, among those only some schemes read
+    /// ([`crate::config::SimConfig::without_optional_reads`]), that this part reads.
+    fn copy_what_it_reads(_from: &SimConfig, _to: &mut SimConfig) {}
+
     /// Process `p` enters a receive.
     fn start_receive(&self, proc: &mut Self::Proc);
 

@@ -29,6 +29,13 @@ impl ReceiveWait for SpinBlock {
         SpinBlock { spin_ns: spin_ns(cfg) }
     }
 
+    /// The spin, the block's system call and the wake's interrupt.
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
+        to.costs.spin_factor = from.costs.spin_factor;
+        to.costs.syscall_ns = from.costs.syscall_ns;
+        to.costs.interrupt_ns = from.costs.interrupt_ns;
+    }
+
     fn start_receive(&self, proc: &mut SpinLeft) {
         proc.spin_left_ns = self.spin_ns;
     }
