@@ -251,10 +251,19 @@ impl SimArgs {
         Ok(self.fast.then_some(settings))
     }
 
-    /// An exact run with `--fast-windows`: the windows it is watched through.
+    /// An exact run with `--fast-windows`: the windows it is watched through. The guard bounds jumps, which a
+    /// watched run never makes: a guard given is refused rather than ignored.
     pub fn watch_windows(&self) -> Result<Option<FastSettings>, String> {
-        let watched = !self.fast && self.fast_windows;
-        Ok(if watched { Some(self.fast_flags.settings()?) } else { None })
+        if self.fast || !self.fast_windows {
+            return Ok(None);
+        }
+        let settings = self.fast_flags.settings()?;
+        if settings.guard_ns != fast_settings().guard_ns {
+            return Err("--fast-guard-ms bounds fast mode's jumps, and an exact run watched through the windows \
+                        (--fast-windows without --fast) never jumps: leave it out, or add --fast"
+                .into());
+        }
+        Ok(Some(settings))
     }
 
     fn bsld_threshold_s(&self) -> f64 {
@@ -552,7 +561,7 @@ fn print_table(results: &[RunResult], configs: &[SimConfig], machine: Option<&Pa
     }
     println!("delivered, compute: utilization by the work the jobs were given (the study's) and by compute time alone");
     print_fast_mode(results, configs, machine);
-    print_window_logs(results);
+    print_window_logs(results, configs);
     for s in results.iter().map(|r| &r.summary).filter(|s| s.saturation.saturated) {
         eprintln!(
             "warning: {} saturated the machine: {}; its means describe a growing backlog",
@@ -562,14 +571,16 @@ fn print_table(results: &[RunResult], configs: &[SimConfig], machine: Option<&Pa
 }
 
 /// Which runs were watched through fast mode's windows, and any window measures not kept (`--fast-windows`).
-fn print_window_logs(results: &[RunResult]) {
-    for r in results {
+fn print_window_logs(results: &[RunResult], configs: &[SimConfig]) {
+    for (r, cfg) in results.iter().zip(configs) {
         let s = &r.summary;
         if let Some(watched) = s.watched_windows {
             let ms = |ns: u64| ns as f64 / 1e6;
+            // Under the gang schemes a window holds whole cycles of the matrix's rows.
+            let whole_cycles = if cfg.scheme.is_gang() { ", rounded up to whole cycles of the rows" } else { "" };
             println!(
-                "{}: EXACT, watched through fast mode's {} ms windows (a {} ms warm-up before each) for \
-                 fast-windows.csv; no jump",
+                "{}: EXACT, watched through fast mode's {} ms windows{whole_cycles} (a {} ms warm-up before each) \
+                 for fast-windows.csv; no jump",
                 s.scheme,
                 ms(watched.window_ns),
                 ms(watched.warmup_ns)

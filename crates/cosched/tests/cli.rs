@@ -1023,7 +1023,8 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
     assert!(o.status.success(), "{}", stderr(&o));
     let printed = String::from_utf8_lossy(&o.stdout);
     assert!(!printed.contains("FAST MODE"), "an exact run: {printed}");
-    assert!(printed.contains("Local: EXACT, watched through fast mode's 100 ms windows"), "{printed}");
+    assert!(printed.contains("Local: EXACT, watched through fast mode's 100 ms windows ("), "{printed}");
+    assert!(printed.contains("GS: EXACT, watched through fast mode's 100 ms windows, rounded up to whole cycles"));
     for file in ["jobs.csv", "series.csv"] {
         assert_eq!(read(&exact.join(file)), read(&watched.join(file)), "{file}: watching changes nothing");
     }
@@ -1049,6 +1050,9 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
     let (o, _) = run("settings-alone", &["--fast-window-ms", "100"]);
     assert!(!o.status.success(), "fast settings need --fast or --fast-windows");
     assert!(stderr(&o).contains("add --fast (or --fast-windows"), "{}", stderr(&o));
+    let (o, _) = run("watched-guard", &["--fast-windows", "--fast-guard-ms", "5"]);
+    assert!(!o.status.success(), "a watched run never jumps: the guard would do nothing");
+    assert!(stderr(&o).contains("--fast-guard-ms bounds fast mode's jumps"), "{}", stderr(&o));
 }
 
 #[test]
