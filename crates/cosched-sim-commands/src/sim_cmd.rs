@@ -606,7 +606,13 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
         let skipped = fast.skipped_ns as f64 / 1e9 / s.span_s.max(f64::MIN_POSITIVE);
         let regime = if s.saturation.saturated { "saturated" } else { "stable" };
         let error = match (fast.validated_error, fast.not_validated) {
-            (Some(e), _) => format!("validated within {:.1} % of exact in {regime} runs", 100.0 * e),
+            (Some(e), _) => {
+                let size = match fast.validated_on_cpus.filter(|&cpus| cpus != cfg.cpu_count()) {
+                    Some(cpus) => format!(" (measured on {cpus} CPUs, carried over to this run's {})", cfg.cpu_count()),
+                    None => String::new(),
+                };
+                format!("validated within {:.1} % of exact in {regime} runs{size}", 100.0 * e)
+            }
             (None, Some(NotValidated::Window)) => format!("not validated with these windows in {regime} runs"),
             (None, Some(why)) => why.to_string(),
             (None, None) => format!("not validated in {regime} runs"),

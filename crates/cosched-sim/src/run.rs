@@ -2,7 +2,7 @@
 
 use crate::config::{ConfigError, SimConfig};
 use crate::engine::fast::{
-    better_window_than, fast_mode_measured, validation_with, FastReport, FastSettings, WindowLog,
+    better_window_than, fast_mode_measured, validation_with, FastReport, FastSettings, WindowLog, VALIDATION_CPUS,
 };
 use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
@@ -232,7 +232,14 @@ pub fn run(
         let settings = fast_settings.unwrap_or_default();
         let validation = validation_with(cfg, saturation.saturated, &settings);
         let better_window = better_window_than(cfg, saturation.saturated, &settings);
-        FastReport { validated_error: validation.ok(), not_validated: validation.err(), better_window, ..f }
+        let validated_on_cpus = validation.is_ok().then_some(VALIDATION_CPUS);
+        FastReport {
+            validated_error: validation.ok(),
+            not_validated: validation.err(),
+            validated_on_cpus,
+            better_window,
+            ..f
+        }
     });
     let summary = Summary {
         scheme: cfg.scheme.name().to_string(),

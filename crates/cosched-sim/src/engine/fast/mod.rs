@@ -30,7 +30,7 @@ pub mod settings;
 pub use settings::{
     better_window_than, fast_mode_measured, machine_as_measured, same_machine_model, unmeasured_setting, validation,
     validation_with, FastReport, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
-    MEASURED_MPLS,
+    MEASURED_MPLS, VALIDATION_CPUS,
 };
 
 use crate::metrics::Breakdown;

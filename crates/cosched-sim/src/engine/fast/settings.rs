@@ -389,6 +389,11 @@ pub fn validation(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Result<f6
     }
 }
 
+/// The CPUs of every validation set's runs: 16 one-CPU nodes, or 4 nodes of four. Bounds were not measured at
+/// other sizes (32 one-CPU nodes were checked once, docs/fast-mode.md), so a run on more or fewer CPUs carries the
+/// bound over, and says so.
+pub const VALIDATION_CPUS: u32 = 16;
+
 /// [`validation`] of a run with `settings`: the bounds hold only on the default machine model
 /// ([`machine_as_measured`]) and with the default settings but the window ([`FastSettings::others_as_measured`]);
 /// a reason found first (the scheme, the nodes, the window) is kept.
@@ -474,6 +479,10 @@ pub struct FastReport {
     pub validated_error: Option<f64>,
     /// Why `validated_error` is `None`.
     pub not_validated: Option<NotValidated>,
+    /// The CPUs of the runs that bound was measured on ([`VALIDATION_CPUS`]), with it: a run on more or fewer
+    /// carries it over, unmeasured at its size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validated_on_cpus: Option<u32>,
     /// Jumps made, and the simulated time they skipped.
     pub jumps: u64,
     pub skipped_ns: u64,
