@@ -391,7 +391,7 @@ mod tests {
         #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
         /// The words written for a model read back, through the flags, as that very model: a suggested
-        /// `bench fast` runs what `sim` ran.
+        /// `bench fast` runs the model `sim` ran.
         #[test]
         fn the_words_for_a_model_read_back_as_that_model(words in drawn_flags()) {
             let cfg = model_of(&words);

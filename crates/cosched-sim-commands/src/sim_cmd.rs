@@ -16,7 +16,7 @@ use cosched_lab::workload::{
 };
 use cosched_sim::config::Backfill;
 use cosched_sim::cost::RunCost;
-use cosched_sim::engine::fast::{unmeasured_setting, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR};
+use cosched_sim::engine::fast::{FastSettings, NotValidated, ACCEPTED_ERROR};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
 use cosched_sim::run::{RunOptions, RunResult, SharedChooser};
 use cosched_sim::trace::TraceEvent;
@@ -654,25 +654,23 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
 /// can. None runs to a horizon.
 fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
     match bench_fast_command(cfg, fast, machine) {
-        Some(command) => format!("check with `{command}`"),
-        None => "no `cosched bench fast` runs this model (it runs every job to its end, with no horizon): compare \
-                 with a run without --fast,"
-            .into(),
+        Ok(command) => format!("check with `{command}`"),
+        Err(why) => format!("no `cosched bench fast` runs this model ({why}): compare with a run without --fast,"),
     }
 }
 
-/// The `bench fast` that measures fast mode on this run's model with its fast settings; None where no `bench fast`
-/// runs it.
-fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> Option<String> {
-    if unmeasured_setting(cfg) == Some(RunSetting::Horizon) {
-        return None;
+/// The `bench fast` that measures fast mode on this run's model (its machine, costs, scheduler, MPL, skew and
+/// queue; not its size or workload, which the bench sets) with its fast settings, or why no `bench fast` runs it.
+fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> Result<String, String> {
+    if cfg.horizon_ns.is_some() {
+        return Err("it runs every job to its end, with no horizon".into());
     }
     // What `bench fast` starts from: the default machine model, with the machine file applied.
     let mut base = SimConfig::default();
     if let Some(path) = machine {
-        read_machine(path).ok()?.apply(&mut base);
+        read_machine(path).map_err(|e| format!("the machine file could not be read again: {e}"))?.apply(&mut base);
     }
-    let model_words = ModelFlags::arguments_for(cfg, &base)?;
+    let model_words = ModelFlags::arguments_for(cfg, &base).ok_or("no flag sets some value of it")?;
     let default = SimConfig::default();
     let mut command = format!("cosched bench fast --schemes {}", cfg.scheme.name());
     if cfg.mpl != default.mpl {
@@ -685,7 +683,8 @@ fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path
         command += &format!(" --backfill {}", cfg.backfill.name());
     }
     match machine {
-        Some(path) => command += &format!(" --machine {}", shell_word(&path.display().to_string())),
+        // (`=`: a path that starts with a dash is still the flag's value.)
+        Some(path) => command += &format!(" --machine={}", shell_word(&path.display().to_string())),
         None if cfg.cpus_per_node != default.cpus_per_node => {
             command += &format!(" --cpus-per-node {}", cfg.cpus_per_node)
         }
@@ -694,7 +693,7 @@ fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path
     for word in model_words.iter().chain(&FastFlags::arguments_for(&fast)) {
         command += &format!(" {word}");
     }
-    Some(command)
+    Ok(command)
 }
 
 /// `summary.json`: the machine-readable record of a run, everything needed to repeat it.

@@ -338,11 +338,13 @@ impl SimConfig {
     }
 
     /// This configuration with every value of the machine model that only some schemes read at the default: the
-    /// gang matrix's costs, the MLFQ's quanta, raise and boosts, a short I/O keeping its CPU, and the dynamic
-    /// schemes' costs and readings. Each scheme's parts put back what they read (`scheme::model_as_read`).
-    pub fn without_optional_reads(&self) -> SimConfig {
+    /// context switch (not the gang cell's), the gang matrix's costs, the MLFQ's quanta, raise and boosts, a short
+    /// I/O keeping its CPU, and the dynamic schemes' costs and readings. Each scheme's parts put back what they
+    /// read (`scheme::model_as_read`).
+    pub fn scheme_specific_values_at_default(&self) -> SimConfig {
         let (stock, mut read) = (SimConfig::default(), self.clone());
         let (costs, stock_costs) = (&mut read.costs, &stock.costs);
+        costs.context_switch_ns = stock_costs.context_switch_ns;
         costs.gang_quantum_ns = stock_costs.gang_quantum_ns;
         costs.gang_switch_ns = stock_costs.gang_switch_ns;
         costs.gang_switch_every_quantum = stock_costs.gang_switch_every_quantum;

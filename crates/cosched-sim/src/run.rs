@@ -7,6 +7,7 @@ use crate::engine::fast::{
 use crate::engine::runner::EngineRun;
 use crate::engine::{ArrivalWindow, Progress, SimJob};
 use crate::metrics::{judge_saturation, mean, percentile, slope, BacklogMeasure, Breakdown, JobRecord, Summary};
+use crate::scheme::model_as_read;
 use crate::trace::TraceEvent;
 use cosched_core::SimTime;
 pub use cosched_policy::coscheduler::external::{Choice, Chooser, QueueView, SharedChooser, WaitingJob};
@@ -230,8 +231,10 @@ pub fn run(
     // Fast mode's validated error is the one of the regime the run was in.
     let fast_mode = outcome.fast.filter(|_| watching.is_none()).map(|f| {
         let settings = fast_settings.unwrap_or_default();
-        let validation = validation_with(cfg, saturation.saturated, &settings);
-        let better_window = better_window_than(cfg, saturation.saturated, &settings);
+        // The machine model as the scheme reads it: a value it never reads keeps its bound.
+        let as_read = model_as_read(cfg);
+        let validation = validation_with(&as_read, saturation.saturated, &settings);
+        let better_window = better_window_than(&as_read, saturation.saturated, &settings);
         let validated_on_cpus = validation.is_ok().then_some(VALIDATION_CPUS);
         FastReport {
             validated_error: validation.ok(),

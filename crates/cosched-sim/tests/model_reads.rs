@@ -1,10 +1,12 @@
 //! What of the machine model each scheme reads (`scheme::model_as_read`): a value the scheme's parts do not read
 //! changes nothing in its runs, exact or fast. Fast mode's bounds rest on it: a run whose model reads as the
-//! measured one keeps them (`engine::fast::machine_as_measured`).
+//! measured one keeps them (`engine::fast::machine_as_measured` of the model as read).
 
 mod common;
 use common::*;
-use cosched_sim::config::{BoostDisplaces, BoostReceive, BoostWalk, YieldCycle, TOP_LEVEL};
+use cosched_sim::config::{
+    BoostDisplaces, BoostReceive, BoostWalk, CostConfig, NetworkConfig, NodeSchedulerConfig, YieldCycle, TOP_LEVEL,
+};
 use cosched_sim::engine::fast::{machine_as_measured, same_machine_model, FastSettings};
 use cosched_sim::run::{run, RunOptions, RunResult};
 use cosched_sim::scheme::model_as_read;
@@ -14,7 +16,8 @@ use proptest::prelude::*;
 /// One value of the model that only some schemes read, set from `drawn`.
 type Change = fn(&mut SimConfig, &SimConfig);
 
-const OPTIONAL_VALUES: [(&str, Change); 17] = [
+const SCHEME_SPECIFIC_VALUES: [(&str, Change); 18] = [
+    ("context switch", |c, d| c.costs.context_switch_ns = d.costs.context_switch_ns),
     ("gang quantum", |c, d| c.costs.gang_quantum_ns = d.costs.gang_quantum_ns),
     ("gang switch", |c, d| c.costs.gang_switch_ns = d.costs.gang_switch_ns),
     ("gang switch every quantum", |c, d| c.costs.gang_switch_every_quantum = d.costs.gang_switch_every_quantum),
@@ -34,14 +37,15 @@ const OPTIONAL_VALUES: [(&str, Change); 17] = [
     ("MLFQ raise", |c, d| c.scheduler.raise_period_ns = d.scheduler.raise_period_ns),
 ];
 
-/// A model with every optional value drawn anew.
+/// A model with every scheme-specific value drawn anew.
 fn drawn_model() -> impl Strategy<Value = SimConfig> {
-    let gang = (50u64..400, 0u64..5_000, any::<bool>(), any::<bool>());
+    let gang = (50u64..400, 0u64..5_000, any::<bool>(), any::<bool>(), 0u64..1_000);
     let costs = (0u64..3_000, any::<bool>(), 0u64..200, 0u64..20, 0u64..20, 0u64..20, 1u32..50);
     let readings = (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>());
     let mlfq = (prop::collection::vec(5u64..300, 6), 1u64..2_000);
     (gang, costs, readings, mlfq).prop_map(|(gang, costs, readings, (bands, raise_extra_ticks))| {
         let mut m = SimConfig::default();
+        m.costs.context_switch_ns = gang.4 * US;
         m.costs.gang_quantum_ns = gang.0 * MS;
         m.costs.gang_switch_ns = gang.1 * US;
         m.costs.gang_switch_every_quantum = gang.2;
@@ -67,10 +71,11 @@ fn drawn_model() -> impl Strategy<Value = SimConfig> {
     })
 }
 
-/// `cfg` with every optional value its scheme does not read taken from `drawn`: the values it does read stay.
+/// `cfg` with every scheme-specific value its scheme does not read taken from `drawn`: the values it does read
+/// stay.
 fn unread_changed(cfg: &SimConfig, drawn: &SimConfig) -> (SimConfig, Vec<&'static str>) {
     let (mut changed, mut names) = (cfg.clone(), Vec::new());
-    for (name, change) in OPTIONAL_VALUES {
+    for (name, change) in SCHEME_SPECIFIC_VALUES {
         let mut probe = cfg.clone();
         change(&mut probe, drawn);
         if same_machine_model(&model_as_read(&probe), &model_as_read(cfg)) {
@@ -99,7 +104,8 @@ fn run_both_ways(cfg: &SimConfig, jobs: &[SimJob]) -> (String, String) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    // About 40 runs per scheme and node scheduler; each takes milliseconds.
+        #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn a_model_value_the_scheme_does_not_read_changes_none_of_its_runs(
@@ -114,10 +120,76 @@ proptest! {
     }
 }
 
-/// Each scheme reads what its parts say, and no more is left out: every optional value is read by some scheme,
-/// and a scheme keeps fast mode's bounds over a value it does not read.
+/// A model with every value moved from the default. Written field by field, with no `..`: a value added to the
+/// model fails to compile here until it is moved too, and so reaches the test below.
+fn every_value_moved() -> SimConfig {
+    let stock = SimConfig::default();
+    let network = NetworkConfig {
+        latency_base_ns: 2.0 * stock.network.latency_base_ns,
+        latency_ns_per_byte: 2.0 * stock.network.latency_ns_per_byte,
+        nic_ns_per_message: 2 * stock.network.nic_ns_per_message,
+        shm_base_ns: 2.0 * stock.network.shm_base_ns,
+        shm_ns_per_byte: 2.0 * stock.network.shm_ns_per_byte,
+        message_bytes: 2 * stock.network.message_bytes,
+    };
+    let c = &stock.costs;
+    let costs = CostConfig {
+        context_switch_ns: 2 * c.context_switch_ns,
+        gang_switch_ns: 2 * c.gang_switch_ns,
+        interrupt_ns: 2 * c.interrupt_ns,
+        queue_move_ns: 2 * c.queue_move_ns,
+        endpoint_check_ns: 2 * c.endpoint_check_ns,
+        gang_quantum_ns: 2 * c.gang_quantum_ns,
+        syscall_ns: 2 * c.syscall_ns,
+        spin_factor: 2.0 * c.spin_factor,
+        boost_keeps_quantum: !c.boost_keeps_quantum,
+        boost_walk: if c.boost_walk == BoostWalk::SameTick { BoostWalk::TickBefore } else { BoostWalk::SameTick },
+        boost_receive: if c.boost_receive == BoostReceive::Whole {
+            BoostReceive::PerMessage
+        } else {
+            BoostReceive::Whole
+        },
+        boost_displaces: if c.boost_displaces == BoostDisplaces::Any {
+            BoostDisplaces::Spinning
+        } else {
+            BoostDisplaces::Any
+        },
+        yield_cycle: if c.yield_cycle == YieldCycle::Once { YieldCycle::Repeated } else { YieldCycle::Once },
+        gang_switch_every_quantum: !c.gang_switch_every_quantum,
+        io_keeps_cpu_below_ns: c.io_keeps_cpu_below_ns + 100 * US,
+        gang_start_waits_for_quantum: !c.gang_start_waits_for_quantum,
+        cache_refill_ns: c.cache_refill_ns + 1_000,
+        cache_bytes: c.cache_bytes + (1 << 20),
+    };
+    let s = &stock.scheduler;
+    let scheduler = NodeSchedulerConfig {
+        tick_ns: 2 * s.tick_ns,
+        raise_period_ns: 2 * s.raise_period_ns,
+        quantum_ns_by_level: s.quantum_ns_by_level.iter().map(|q| 2 * q).collect(),
+        background_migration_interval_ns: s.background_migration_interval_ns + MS,
+        housekeeping_wake_interval_ns: s.housekeeping_wake_interval_ns + MS,
+        base_slice_cpus: s.base_slice_cpus + 1,
+    };
+    SimConfig { network, costs, scheduler, ..stock }
+}
+
+/// The values the tests change are every scheme-specific value: set one by one from a model with every value
+/// moved, onto that model with the scheme-specific values at the default, they give the model back.
 #[test]
-fn each_optional_value_is_read_by_some_scheme_and_ignored_by_another() {
+fn the_values_the_tests_change_are_every_scheme_specific_one() {
+    let moved = every_value_moved();
+    let mut put_back = moved.scheme_specific_values_at_default();
+    assert!(!same_machine_model(&put_back, &moved), "some value is scheme-specific");
+    for (_, change) in SCHEME_SPECIFIC_VALUES {
+        change(&mut put_back, &moved);
+    }
+    assert!(same_machine_model(&put_back, &moved), "a scheme-specific value the tests leave out");
+}
+
+/// The parts declare each scheme-specific value read by some scheme and not by another, and a scheme keeps fast
+/// mode's bounds over a value it does not declare read.
+#[test]
+fn each_scheme_specific_value_is_declared_read_by_some_scheme_and_not_by_another() {
     let schemes: Vec<SimConfig> = cosched_sim::Scheme::all_names()
         .into_iter()
         .flat_map(|name| {
@@ -129,31 +201,14 @@ fn each_optional_value_is_read_by_some_scheme_and_ignored_by_another() {
             })
         })
         .collect();
-    let mut drawn = SimConfig::default();
-    drawn.costs.gang_quantum_ns *= 2;
-    drawn.costs.gang_switch_ns *= 2;
-    drawn.costs.gang_switch_every_quantum = !drawn.costs.gang_switch_every_quantum;
-    drawn.costs.gang_start_waits_for_quantum = !drawn.costs.gang_start_waits_for_quantum;
-    drawn.costs.io_keeps_cpu_below_ns = 100 * US;
-    drawn.costs.boost_keeps_quantum = !drawn.costs.boost_keeps_quantum;
-    drawn.costs.interrupt_ns *= 2;
-    drawn.costs.queue_move_ns *= 2;
-    drawn.costs.endpoint_check_ns *= 2;
-    drawn.costs.syscall_ns *= 2;
-    drawn.costs.spin_factor *= 2.0;
-    drawn.costs.boost_walk = BoostWalk::SameTick;
-    drawn.costs.boost_receive = BoostReceive::PerMessage;
-    drawn.costs.boost_displaces = BoostDisplaces::Spinning;
-    drawn.costs.yield_cycle = YieldCycle::Repeated;
-    drawn.scheduler.quantum_ns_by_level[0] *= 2;
-    drawn.scheduler.raise_period_ns *= 2;
-    for (name, change) in OPTIONAL_VALUES {
+    let drawn = every_value_moved();
+    for (name, change) in SCHEME_SPECIFIC_VALUES {
         let readers: Vec<String> = schemes
             .iter()
             .filter(|cfg| {
                 let mut probe = (*cfg).clone();
                 change(&mut probe, &drawn);
-                !machine_as_measured(&probe)
+                !machine_as_measured(&model_as_read(&probe))
             })
             .map(|cfg| format!("{} on {}", cfg.scheme.name(), cfg.node_scheduler))
             .collect();

@@ -288,7 +288,7 @@ proptest! {
 }
 
 proptest! {
-    // Many cases: a run where the count once moved is about one draw in a hundred, and each takes milliseconds.
+    // Many cases: the runs where these once failed are about one draw in a hundred, and each takes milliseconds.
     #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// A run cut at a horizon keeps every window that closed by then, as the whole run has them: one whose end
@@ -298,8 +298,11 @@ proptest! {
         (mut cfg, jobs) in small_runs(),
         window_us in 100u64..20_000,
         horizon_us in 1u64..300_000,
+        // Windows that grow open again where they closed, and may end before the horizon too.
+        min_iterations in prop_oneof![Just(0u64), 1u64..30],
     ) {
-        let watch = FastSettings { warmup_ns: 0, window_ns: window_us * US, ..FastSettings::default() };
+        let watch =
+            FastSettings { warmup_ns: 0, window_ns: window_us * US, min_iterations, ..FastSettings::default() };
         let options = RunOptions { watch_windows: Some(watch), ..RunOptions::default() };
         let whole = run(&cfg, jobs.clone(), &options, |_| {}).unwrap().fast_windows.measures;
         cfg.horizon_ns = Some(horizon_us * US);
@@ -308,17 +311,18 @@ proptest! {
         prop_assert_eq!(cut, closed_by_then);
     }
 
-    /// Under PB's schemes, whether a boost broke a coscheduled pair is read from the neighbours' state at the walk,
+    /// Under PB's and SY's schemes, whether a boost broke a coscheduled pair is read from the neighbours' state at the walk,
     /// whenever their CPUs were last charged: windows that charge every CPU at other instants leave the count as it
     /// is. (It once moved with them: a neighbour whose compute had ended before I/O still showed as running.)
     #[test]
     fn a_boost_breaks_a_pair_however_the_cpus_were_charged(
         (mut cfg, jobs) in small_runs(),
-        pb_scheme in 0usize..3,
+        pb_scheme in 0usize..5,
         warmup_us in 0u64..5_000,
         window_us in 100u64..20_000,
     ) {
-        cfg.scheme = ["PB", "PB-SB", "PB-SY"][pb_scheme].parse().unwrap();
+        // Spin-yield's pick counts through the same walk.
+        cfg.scheme = ["PB", "PB-SB", "PB-SY", "SY", "DCS-SY"][pb_scheme].parse().unwrap();
         let exact = run(&cfg, jobs.clone(), &RunOptions::default(), |_| {}).unwrap();
         let watch = FastSettings { warmup_ns: warmup_us * US, window_ns: window_us * US, ..FastSettings::default() };
         let watched = run(&cfg, jobs, &RunOptions { watch_windows: Some(watch), ..RunOptions::default() }, |_| {});

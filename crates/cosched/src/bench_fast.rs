@@ -41,7 +41,7 @@ pub struct BenchFastArgs {
     pub nodes: u32,
     /// CPUs per node: fast mode's bounds were measured on one-CPU nodes and on EEVDF nodes of four, and a run on
     /// other nodes reports none; this measures it there.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = SimConfig::default().cpus_per_node)]
     pub cpus_per_node: u32,
     /// A machine file of `cosched calibrate` (its folder or machine.json): fast mode measured on that machine's
     /// CPUs per node, tick, switch and message costs (EEVDF nodes), as `sim --machine` runs them. Every bound was
@@ -76,7 +76,7 @@ pub struct BenchFastArgs {
     #[arg(long, default_value = "cosched-out/bench-fast")]
     pub out: PathBuf,
     /// The machine model, as `sim` takes it (`--node-scheduler`: fast mode's bounds are kept for mlfq and eevdf;
-    /// every other flag here changes the model from the one they were measured on).
+    /// any other flag here that a scheme reads gives a model they were not measured on).
     #[command(flatten)]
     pub model: ModelFlags,
     #[command(flatten)]

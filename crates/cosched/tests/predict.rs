@@ -294,7 +294,7 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     let (said, reason) = sim("measured", &["--machine", machine.to_str().unwrap()]);
     assert_eq!(reason, "machine", "{said}");
     assert!(said.contains("not validated on this machine model"), "{said}");
-    let check = format!("check with `cosched bench fast --schemes SB --machine {}`", machine.display());
+    let check = format!("check with `cosched bench fast --schemes SB --machine={}`", machine.display());
     assert!(said.contains(&check), "{said}");
     let (said, reason) = sim("cheaper-switch", &["--node-scheduler", "eevdf", "--cs-us", "100"]);
     assert_eq!(reason, "machine", "{said}");
@@ -303,7 +303,7 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     let (said, reason) = sim("file-and-flag", &["--machine", machine.to_str().unwrap(), "--spin-factor", "2"]);
     assert_eq!(reason, "machine", "{said}");
     let over_the_file =
-        format!("check with `cosched bench fast --schemes SB --machine {} --spin-factor 2`", machine.display());
+        format!("check with `cosched bench fast --schemes SB --machine={} --spin-factor 2`", machine.display());
     assert!(said.contains(&over_the_file), "the machine file and the flag over it: {said}");
     // Settings of the run the validation sets held to a few values.
     let (said, reason) = sim("mpl-3", &["--mpl", "3"]);
@@ -314,9 +314,11 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     assert_eq!(reason, "unmeasured", "{said}");
     let easy = "check with `cosched bench fast --schemes SB --skew 0.5 --backfill easy`";
     assert!(said.contains("only with the study's FCFS queue") && said.contains(easy), "{said}");
-    let (said, reason) = sim("horizon", &["--horizon-s", "5"]);
-    assert_eq!(reason, "unmeasured", "{said}");
-    assert!(said.contains("no `cosched bench fast` runs this model"), "{said}");
+    for horizon in [&["--horizon-s", "5"][..], &["--horizon-s", "5", "--mpl", "3"]] {
+        let (said, reason) = sim("horizon", horizon);
+        assert_eq!(reason, "unmeasured", "{said}");
+        assert!(said.contains("no `cosched bench fast` runs this model (it runs every job to its end"), "{said}");
+    }
     let (said, reason) = sim("default", &["--node-scheduler", "eevdf"]);
     assert_eq!(reason, serde_json::Value::Null, "the default machine model has a bound: {said}");
     let unread = ["--node-scheduler", "eevdf", "--gang-quantum-ms", "100", "--quanta-ms", "100,80,60,40,20,10"];

@@ -62,7 +62,7 @@ pub(crate) trait NodeChoice: 'static {
     /// Build the engine with this node scheduler and the other parts, and run it.
     fn run<W: ReceiveWait, A: MessageArrival>(run: EngineRun<'_, '_>) -> EngineOutcome;
     /// Copy into `to` the values of the machine model, among those only some schemes read
-    /// ([`crate::config::SimConfig::without_optional_reads`]), that this part reads.
+    /// ([`crate::config::SimConfig::scheme_specific_values_at_default`]), that this part reads.
     fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig);
 }
 
@@ -80,13 +80,11 @@ macro_rules! os_scheduler_runs {
                     $(OsScheduler::$ty => run.with_parts::<(node_scheduler::$file::$ty, W, A)>(),)*
                 }
             }
-            /// A short I/O keeping its CPU, and the MLFQ's quanta, raise and boosts, on its nodes.
+            /// A short I/O keeping its CPU, and what the run's OS scheduler reads.
             fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
                 to.costs.io_keeps_cpu_below_ns = from.costs.io_keeps_cpu_below_ns;
-                if from.node_scheduler == OsScheduler::Mlfq {
-                    to.scheduler.quantum_ns_by_level.clone_from(&from.scheduler.quantum_ns_by_level);
-                    to.scheduler.raise_period_ns = from.scheduler.raise_period_ns;
-                    to.costs.boost_keeps_quantum = from.costs.boost_keeps_quantum;
+                match from.node_scheduler {
+                    $(OsScheduler::$ty => copy_node_reads::<node_scheduler::$file::$ty>(from, to),)*
                 }
             }
         }
@@ -103,7 +101,16 @@ impl NodeChoice for GangCell {
     }
     fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
         copy_gang_costs(from, to);
+        copy_node_reads::<GangCell>(from, to);
     }
+}
+
+/// What node scheduler `S` reads: the context switch where it charges one, and its own values.
+fn copy_node_reads<S: NodeScheduler>(from: &SimConfig, to: &mut SimConfig) {
+    if S::CHARGES_DISPATCH_SWITCH {
+        to.costs.context_switch_ns = from.costs.context_switch_ns;
+    }
+    S::copy_what_it_reads(from, to);
 }
 
 /// The gang matrix's quantum and switch, and when a job placed in the running row starts.
@@ -126,5 +133,6 @@ impl NodeChoice for GangSlotsOverEevdf {
     }
     fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
         copy_gang_costs(from, to);
+        copy_node_reads::<GangEevdf>(from, to);
     }
 }

@@ -12,7 +12,7 @@ use crate::engine::arrival::NoReaction;
 use crate::engine::runner::Os;
 use crate::engine::view::Host;
 use crate::config::SimConfig;
-use crate::engine::receive::{blocked_in_receive, interrupt_and_wake, ReceiveWait};
+use crate::engine::receive::{blocked_in_receive, copy_block_and_wake_reads, interrupt_and_wake, ReceiveWait};
 use cosched_core::SimTime;
 use cosched_policy::PlanRules;
 
@@ -29,10 +29,9 @@ impl ReceiveWait for ImmediateBlock {
         ImmediateBlock
     }
 
-    /// The block's system call and the wake's interrupt.
+    /// The same block and wake as spin-block's.
     fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
-        to.costs.syscall_ns = from.costs.syscall_ns;
-        to.costs.interrupt_ns = from.costs.interrupt_ns;
+        copy_block_and_wake_reads(from, to);
     }
 
     fn start_receive(&self, _: &mut ()) {}

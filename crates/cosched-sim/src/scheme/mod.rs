@@ -111,10 +111,10 @@ fn registered(scheme: Scheme) -> &'static Registered {
 }
 
 /// `cfg` as its scheme's parts read it: every value of the machine model that only some schemes read
-/// ([`SimConfig::without_optional_reads`]) at the default unless a part of this scheme reads it. Two runs of a
+/// ([`SimConfig::scheme_specific_values_at_default`]) at the default unless a part of this scheme reads it. Two runs of a
 /// scheme whose models read alike run alike (a property test holds it, exact and fast).
 pub fn model_as_read(cfg: &SimConfig) -> SimConfig {
-    let mut read = cfg.without_optional_reads();
+    let mut read = cfg.scheme_specific_values_at_default();
     (registered(cfg.scheme).copy_what_it_reads)(cfg, &mut read);
     read
 }

@@ -14,7 +14,7 @@ mod periodic_boost;
 
 pub(crate) use interrupt::Interrupt;
 pub(crate) use none::NoReaction;
-pub(crate) use periodic_boost::{boost_by_choice, PeriodicBoost};
+pub(crate) use periodic_boost::{boost_by_choice, copy_pick_reads, PeriodicBoost};
 
 use super::view::Host;
 use crate::config::SimConfig;
@@ -28,7 +28,7 @@ pub(crate) trait MessageArrival: 'static + Sized {
     fn new(cfg: &SimConfig) -> Self;
 
     /// Copy into `to` the values of the machine model, among those only some schemes read
-    /// ([`crate::config::SimConfig::without_optional_reads`]), that this part reads.
+    /// ([`crate::config::SimConfig::scheme_specific_values_at_default`]), that this part reads.
     fn copy_what_it_reads(_from: &SimConfig, _to: &mut SimConfig) {}
 
     /// Whether every message deposit must be an event (the reaction needs it).

@@ -24,14 +24,10 @@ impl MessageArrival for PeriodicBoost {
         PeriodicBoost { candidates: Vec::new() }
     }
 
-    /// The walk: its timing, endpoint checks, readings of a receive and of what a boost displaces, and the queue
-    /// move of the process it boosts.
+    /// The walk's timing, and its pick.
     fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
         to.costs.boost_walk = from.costs.boost_walk;
-        to.costs.boost_receive = from.costs.boost_receive;
-        to.costs.boost_displaces = from.costs.boost_displaces;
-        to.costs.endpoint_check_ns = from.costs.endpoint_check_ns;
-        to.costs.queue_move_ns = from.costs.queue_move_ns;
+        copy_pick_reads(from, to);
     }
 
     const REACTS_TO_DEPOSITS: bool = false;
@@ -141,6 +137,15 @@ pub(crate) fn boost_by_choice<H: Host>(
     engine.count_boost(displaced, breaks_a_pair);
     engine.record(now, c, TraceKind::Boost { process: q, displaced });
     (cost_ns, Some((q, displaced)))
+}
+
+/// What [`boost_by_choice`] reads (periodic boost's walk and spin-yield's pick): the endpoint checks, the readings
+/// of a receive and of what a boost displaces, and the queue move of the process it favours.
+pub(crate) fn copy_pick_reads(from: &SimConfig, to: &mut SimConfig) {
+    to.costs.endpoint_check_ns = from.costs.endpoint_check_ns;
+    to.costs.boost_receive = from.costs.boost_receive;
+    to.costs.boost_displaces = from.costs.boost_displaces;
+    to.costs.queue_move_ns = from.costs.queue_move_ns;
 }
 
 /// Whether a boost may take the CPU from a process doing `displaced` (`--boost-displaces`).

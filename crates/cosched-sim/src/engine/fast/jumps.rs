@@ -76,9 +76,6 @@ impl<P: Parts> Engine<'_, P> {
         super::coupled(self.cfg.cpus_per_node, self.cpus.len(), cpus, jobs_on, cpus_of)
     }
 
-    /// Fast mode's work before the engine handles the events at `now`: open or
-    /// close a measurement window, or jump. True when it jumped (an arrival was
-    /// booked earlier, so the next instant must be looked up again).
     /// The run stops at engine instant `end`, a horizon between checkpoints: count the exact stretch up to it.
     /// A window that ended by then is whole, though no event came before the horizon to close it.
     pub(in crate::engine) fn fast_note_end(&mut self, end: SimTime) {
@@ -86,11 +83,20 @@ impl<P: Parts> Engine<'_, P> {
         if !fast.running.is_empty() && end > fast.last_checkpoint {
             fast.report.exact_busy_ns += end - fast.last_checkpoint;
         }
-        if let Some(until) = fast.window.as_ref().map(|w| w.until).filter(|&until| until <= end) {
+        self.close_windows_ended_by(end);
+    }
+
+    /// Close every window that ended by `now`: a window too short for some job opens again where it closed
+    /// (`--fast-min-iterations`), and may end before `now` too.
+    fn close_windows_ended_by(&mut self, now: SimTime) {
+        while let Some(until) = self.fast().window.as_ref().map(|w| w.until).filter(|&until| until <= now) {
             self.close_window(until);
         }
     }
 
+    /// Fast mode's work before the engine handles the events at `now`: open or
+    /// close a measurement window, or jump. True when it jumped (an arrival was
+    /// booked earlier, so the next instant must be looked up again).
     pub(in crate::engine) fn fast_checkpoint(&mut self, now: SimTime) -> bool {
         let Some(fast) = &mut self.fast else { return false };
         if !fast.running.is_empty() {
@@ -98,11 +104,8 @@ impl<P: Parts> Engine<'_, P> {
         }
         fast.last_checkpoint = now;
         match &fast.window {
-            Some(window) => {
-                if now >= window.until {
-                    let until = window.until;
-                    self.close_window(until);
-                }
+            Some(_) => {
+                self.close_windows_ended_by(now);
                 false
             }
             None if fast.remeasure_at.is_some_and(|at| now >= at) => {

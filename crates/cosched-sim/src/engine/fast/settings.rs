@@ -3,7 +3,6 @@
 //! do not depend on it).
 
 use crate::engine::node_scheduler::OsScheduler;
-use crate::scheme::model_as_read;
 use crate::{NodeKind, SimConfig};
 use serde::Serialize;
 
@@ -307,8 +306,9 @@ pub enum NotValidated {
     /// A warm-up, guard, shortest jump or least iterations other than the defaults: every bound was measured with
     /// those.
     Settings,
-    /// A machine model (network, costs, the node scheduler's tick, quanta and intervals) other than the defaults,
-    /// as a machine file or cost flags give: every bound was measured on the defaults.
+    /// A machine model (network, costs, the node scheduler's tick, quanta and intervals) other than the defaults
+    /// in a value the run's scheme reads, as a machine file or cost flags give: every bound was measured on the
+    /// defaults.
     Machine,
     /// A setting of the run that every bound was measured at one value or a few of only.
     Unmeasured { setting: RunSetting },
@@ -394,7 +394,8 @@ pub fn validation(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Result<f6
 /// bound over, and says so.
 pub const VALIDATION_CPUS: u32 = 16;
 
-/// [`validation`] of a run with `settings`: the bounds hold only on the default machine model
+/// [`validation`] of a run with `settings`, `cfg` as its scheme reads it (`scheme::model_as_read`, which leaves
+/// everything but the machine model as it was): the bounds hold only on the default machine model
 /// ([`machine_as_measured`]) and with the default settings but the window ([`FastSettings::others_as_measured`]);
 /// a reason found first (the scheme, the nodes, the window) is kept.
 pub fn validation_with(cfg: &SimConfig, saturated: bool, settings: &FastSettings) -> Result<f64, NotValidated> {
@@ -435,10 +436,11 @@ pub fn unmeasured_setting(cfg: &SimConfig) -> Option<RunSetting> {
 }
 
 /// Whether the run's machine model is the one every bound was measured on: the default network, costs and node
-/// scheduler settings (`bench fast` runs them, on the nodes and scheduler it is given), as the run's scheme reads
-/// them (`scheme::model_as_read`): a value it never reads, such as the gang quantum under Local, changes nothing.
+/// scheduler settings (`bench fast` runs them, on the nodes and scheduler it is given). Give it the model as the
+/// run's scheme reads it (`scheme::model_as_read`), so that a value the scheme never reads, such as the gang
+/// quantum under Local, changes nothing; given another, it is only stricter.
 pub fn machine_as_measured(cfg: &SimConfig) -> bool {
-    same_machine_model(&model_as_read(cfg), &SimConfig::default())
+    same_machine_model(cfg, &SimConfig::default())
 }
 
 /// Whether two runs have the same machine model: network, costs and node scheduler settings.

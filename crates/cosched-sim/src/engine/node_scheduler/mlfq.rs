@@ -44,6 +44,13 @@ impl NodeScheduler for Mlfq {
     const MODE: Mode = Mode::Local;
     const CHARGES_DISPATCH_SWITCH: bool = true;
 
+    /// The quanta, the periodic raise and what a boost does to the quantum.
+    fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
+        to.scheduler.quantum_ns_by_level.clone_from(&from.scheduler.quantum_ns_by_level);
+        to.scheduler.raise_period_ns = from.scheduler.raise_period_ns;
+        to.costs.boost_keeps_quantum = from.costs.boost_keeps_quantum;
+    }
+
     /// At the top level with a full quantum.
     fn new_proc(cfg: &SimConfig, _nice: i8, _reads_cpu_clock: bool) -> MlfqProc {
         MlfqProc { level: TOP_LEVEL, quantum_left_ns: cfg.scheduler.quantum_ns(TOP_LEVEL) }

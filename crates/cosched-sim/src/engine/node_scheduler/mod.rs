@@ -156,6 +156,11 @@ pub(crate) trait NodeScheduler: 'static {
     /// context switch (a gang switch is charged by the gang quantum instead).
     const CHARGES_DISPATCH_SWITCH: bool;
 
+    /// Copy into `to` the values of the machine model, among those only some schemes read
+    /// ([`crate::config::SimConfig::scheme_specific_values_at_default`]), that this scheduler reads besides the context switch
+    /// (`runner::copy_node_reads` adds that where the scheduler charges it).
+    fn copy_what_it_reads(_from: &SimConfig, _to: &mut SimConfig) {}
+
     /// Rules due at any visit, even while the CPU is in the kernel.
     fn on_visit<H: Host<NodeCpu = Self::Cpu, NodeProc = Self::Proc>>(engine: &mut H, c: u32, now: SimTime);
 

@@ -12,7 +12,7 @@ mod spin_block;
 mod spin_yield;
 
 pub(crate) use busy_wait::BusyWait;
-pub(crate) use spin_block::{blocked_in_receive, interrupt_and_wake, SpinBlock};
+pub(crate) use spin_block::{blocked_in_receive, copy_block_and_wake_reads, interrupt_and_wake, SpinBlock};
 pub(crate) use spin_yield::SpinYield;
 
 use super::view::Host;
@@ -28,7 +28,7 @@ pub(crate) trait ReceiveWait: 'static {
     fn new(cfg: &SimConfig) -> Self;
 
     /// Copy into `to` the values of the machine model, among those only some schemes read
-    /// ([`crate::config::SimConfig::without_optional_reads`]), that this part reads.
+    /// ([`crate::config::SimConfig::scheme_specific_values_at_default`]), that this part reads.
     fn copy_what_it_reads(_from: &SimConfig, _to: &mut SimConfig) {}
 
     /// Process `p` enters a receive.

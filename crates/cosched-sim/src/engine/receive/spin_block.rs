@@ -29,11 +29,10 @@ impl ReceiveWait for SpinBlock {
         SpinBlock { spin_ns: spin_ns(cfg) }
     }
 
-    /// The spin, the block's system call and the wake's interrupt.
+    /// The spin, and the block and wake.
     fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
         to.costs.spin_factor = from.costs.spin_factor;
-        to.costs.syscall_ns = from.costs.syscall_ns;
-        to.costs.interrupt_ns = from.costs.interrupt_ns;
+        copy_block_and_wake_reads(from, to);
     }
 
     fn start_receive(&self, proc: &mut SpinLeft) {
@@ -99,6 +98,13 @@ impl ReceiveWait for SpinBlock {
 pub(crate) fn blocked_in_receive<H: Host>(engine: &H, dest: u32) -> bool {
     let proc = &engine.proc(dest);
     matches!(proc.phase, Phase::Recv) && proc.state == ProcState::Blocked
+}
+
+/// What a block in a receive (`Host::block_in_recv`) and [`interrupt_and_wake`] read: the system call and the
+/// interrupt.
+pub(crate) fn copy_block_and_wake_reads(from: &SimConfig, to: &mut SimConfig) {
+    to.costs.syscall_ns = from.costs.syscall_ns;
+    to.costs.interrupt_ns = from.costs.interrupt_ns;
 }
 
 /// A message landed for `dest`, blocked in its receive: the NIC interrupts

@@ -5,7 +5,7 @@
 
 use super::{spin_ns, ReceiveWait};
 use crate::config::{SimConfig, YieldCycle};
-use crate::engine::arrival::boost_by_choice;
+use crate::engine::arrival::{boost_by_choice, copy_pick_reads};
 use crate::engine::view::Host;
 use crate::trace::TraceKind;
 use cosched_core::SimTime;
@@ -40,16 +40,13 @@ impl ReceiveWait for SpinYield {
         SpinYield { spin_ns, repeats, candidates: Vec::new() }
     }
 
-    /// The spin, the yield's system call and queue move, and its pick: the boost walk's endpoint checks and
-    /// readings of a receive and of what a boost displaces.
+    /// The spin, the yield's system call, queue move and cycle, and its pick (periodic boost's walk).
     fn copy_what_it_reads(from: &SimConfig, to: &mut SimConfig) {
         to.costs.spin_factor = from.costs.spin_factor;
         to.costs.syscall_ns = from.costs.syscall_ns;
         to.costs.queue_move_ns = from.costs.queue_move_ns;
-        to.costs.endpoint_check_ns = from.costs.endpoint_check_ns;
-        to.costs.boost_receive = from.costs.boost_receive;
-        to.costs.boost_displaces = from.costs.boost_displaces;
         to.costs.yield_cycle = from.costs.yield_cycle;
+        copy_pick_reads(from, to);
     }
 
     fn start_receive(&self, proc: &mut SpinOnce) {
