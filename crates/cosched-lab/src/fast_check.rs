@@ -381,7 +381,9 @@ fn first_seen<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
 pub fn validated_bound(settings: &FastCheckSettings, scheme: &str) -> Option<f64> {
     let scheme: Scheme = scheme.parse().ok()?;
     let config = SimConfig { scheme, ..settings.machine.clone() };
-    cosched_sim::engine::fast::validation_with(&config, false, &settings.fast.for_run(&config)).ok()
+    // The model as the scheme reads it, as a run's bound is judged.
+    let as_read = cosched_sim::scheme::model_as_read(&config);
+    cosched_sim::engine::fast::validation_with(&as_read, false, &settings.fast.for_run(&config)).ok()
 }
 
 /// Per scheme and load, in the order first seen.
