@@ -86,9 +86,8 @@ pub struct BenchFastArgs {
 #[derive(Serialize)]
 struct FastCheckReport<'a> {
     command: String,
-    /// The machine model and settings every pair ran with, a machine file's read in (the scheme and seed are each
-    /// run's).
-    model: &'a SimConfig,
+    /// The machine model and settings every pair ran with, a machine file's read in.
+    model: BenchedModel<'a>,
     accepted_error: f64,
     seeds: &'a [u64],
     /// Per scheme and load: the scheme's bound for stable runs on these nodes with the settings it ran with (taken, as the
@@ -106,6 +105,35 @@ struct FastCheckReport<'a> {
     saturation_points: &'a [SaturationPointCheck],
     /// Per scheme: the runs in which some job was placed on other CPUs, and the largest error with and without.
     placements: &'a [PartingSplit],
+}
+
+/// Of a pair's configuration, what every pair shares: the machine model and the run's settings (not the scheme,
+/// seed or nodes, which checks.json gives elsewhere).
+#[derive(Serialize)]
+struct BenchedModel<'a> {
+    cpus_per_node: u32,
+    mpl: u32,
+    skew: f64,
+    backfill: Backfill,
+    node_scheduler: cosched_sim::OsScheduler,
+    network: &'a cosched_sim::config::NetworkConfig,
+    costs: &'a cosched_sim::config::CostConfig,
+    scheduler: &'a cosched_sim::config::NodeSchedulerConfig,
+}
+
+impl<'a> BenchedModel<'a> {
+    fn of(machine: &'a SimConfig) -> BenchedModel<'a> {
+        BenchedModel {
+            cpus_per_node: machine.cpus_per_node,
+            mpl: machine.mpl,
+            skew: machine.skew,
+            backfill: machine.backfill,
+            node_scheduler: machine.node_scheduler,
+            network: &machine.network,
+            costs: &machine.costs,
+            scheduler: &machine.scheduler,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -201,7 +229,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     out.write("pairs.csv", &pairs_csv(&pairs))?;
     let report = FastCheckReport {
         command: command_line(),
-        model: &settings.machine,
+        model: BenchedModel::of(&settings.machine),
         accepted_error: ACCEPTED_ERROR,
         seeds: &settings.seeds,
         validated_bounds: bounds,
