@@ -252,7 +252,7 @@ impl SimArgs {
     }
 
     /// An exact run with `--fast-windows`: the windows it is watched through. The guard bounds jumps, which a
-    /// watched run never makes: a guard given is refused rather than ignored.
+    /// watched run never makes: a guard other than the default is refused rather than ignored.
     pub fn watch_windows(&self) -> Result<Option<FastSettings>, String> {
         if self.fast || !self.fast_windows {
             return Ok(None);
@@ -650,8 +650,8 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
 }
 
 /// How a user measures fast mode where this run has no bound: the `bench fast` that runs its model (its machine
-/// file or its nodes, the model flags over them, its MPL, skew and backfilling) with its fast settings, where one
-/// can. None runs to a horizon.
+/// file or its nodes, the model flags over them, its MPL, skew and backfilling) with its fast settings, or why no
+/// `bench fast` runs it.
 fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
     match bench_fast_command(cfg, fast, machine) {
         Ok(command) => format!("check with `{command}`"),
@@ -663,14 +663,15 @@ fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> 
 /// queue; not its size or workload, which the bench sets) with its fast settings, or why no `bench fast` runs it.
 fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> Result<String, String> {
     if cfg.horizon_ns.is_some() {
-        return Err("it runs every job to its end, with no horizon".into());
+        return Err("`bench fast` runs every job to its end; this run stops at --horizon-s".into());
     }
     // What `bench fast` starts from: the default machine model, with the machine file applied.
     let mut base = SimConfig::default();
     if let Some(path) = machine {
         read_machine(path).map_err(|e| format!("the machine file could not be read again: {e}"))?.apply(&mut base);
     }
-    let model_words = ModelFlags::arguments_for(cfg, &base).ok_or("no flag sets some value of it")?;
+    let model_words =
+        ModelFlags::arguments_for(cfg, &base).ok_or("a value of it has no flag: only a machine file sets it")?;
     let default = SimConfig::default();
     let mut command = format!("cosched bench fast --schemes {}", cfg.scheme.name());
     if cfg.mpl != default.mpl {

@@ -338,7 +338,7 @@ impl SimConfig {
     }
 
     /// This configuration with every value of the machine model that only some schemes read at the default: the
-    /// context switch (not the gang cell's), the gang matrix's costs, the MLFQ's quanta, raise and boosts, a short
+    /// context switch (charged at dispatch by every node scheduler but the gang cell), the gang matrix's costs, the MLFQ's quanta, raise and boosts, a short
     /// I/O keeping its CPU, and the dynamic schemes' costs and readings. Each scheme's parts put back what they
     /// read (`scheme::model_as_read`).
     pub fn scheme_specific_values_at_default(&self) -> SimConfig {

@@ -16,7 +16,7 @@ use cosched_lab::jitter::ArrivalJitter;
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_sim::config::Backfill;
-use cosched_sim::engine::fast::ACCEPTED_ERROR;
+use cosched_sim::engine::fast::{ACCEPTED_ERROR, VALIDATION_CPUS};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
 use cosched_sim::{Mix, Scheme, SimConfig};
@@ -107,10 +107,11 @@ struct FastCheckReport<'a> {
     placements: &'a [PartingSplit],
 }
 
-/// Of a pair's configuration, what every pair shares: the machine model and the run's settings (not the scheme,
-/// seed or nodes, which checks.json gives elsewhere).
+/// Of a pair's configuration, what every pair shares: the machine's size and model, and the run's settings (not the
+/// scheme or seed, which the pairs give).
 #[derive(Serialize)]
 struct BenchedModel<'a> {
+    nodes: u32,
     cpus_per_node: u32,
     mpl: u32,
     skew: f64,
@@ -124,6 +125,7 @@ struct BenchedModel<'a> {
 impl<'a> BenchedModel<'a> {
     fn of(machine: &'a SimConfig) -> BenchedModel<'a> {
         BenchedModel {
+            nodes: machine.nodes,
             cpus_per_node: machine.cpus_per_node,
             mpl: machine.mpl,
             skew: machine.skew,
@@ -141,6 +143,9 @@ struct BoundCheck {
     scheme: String,
     load: f64,
     bound: Option<f64>,
+    /// The CPUs the bound was measured on, where this check ran on others: it is carried over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    carried_over_from_cpus: Option<u32>,
     within_bound: Option<bool>,
 }
 
@@ -205,14 +210,27 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     let fast_wall_s = (fast_done - exact_done).as_secs_f64();
     let jittered_wall_s = settings.jitter.map(|_| fast_done.elapsed().as_secs_f64());
     let checks = by_scheme_and_load(&pairs);
+    let carried_over = Some(VALIDATION_CPUS).filter(|&cpus| cpus != settings.machine.cpu_count());
     let bounds: Vec<BoundCheck> = checks
         .iter()
         .map(|c| {
             let bound = validated_bound(&settings, &c.scheme);
-            BoundCheck { scheme: c.scheme.clone(), load: c.load, bound, within_bound: bound.map(|b| c.within(b)) }
+            BoundCheck {
+                scheme: c.scheme.clone(),
+                load: c.load,
+                bound,
+                carried_over_from_cpus: bound.and(carried_over),
+                within_bound: bound.map(|b| c.within(b)),
+            }
         })
         .collect();
     print_checks(&checks, &bounds, exact_wall_s, fast_wall_s);
+    if let Some(cpus) = carried_over {
+        println!(
+            "    (every bound was measured on {cpus} CPUs and is carried over to these {})",
+            settings.machine.cpu_count()
+        );
+    }
     let points = if args.loads.len() > 1 {
         saturation_points(&pairs.iter().map(|p| p.verdicts()).collect::<Vec<_>>())
     } else {

@@ -1685,6 +1685,8 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
     let bounds = report["validated_bounds"].as_array().unwrap();
     let gs = bounds.iter().find(|b| b["scheme"] == "GS").expect("GS's bound");
     assert_eq!(gs["bound"].as_f64(), Some(0.211), "GS's stable bound on the MLFQ at the default window");
+    assert_eq!(gs["carried_over_from_cpus"], 16, "measured on 16 CPUs, checked on 4: {gs}");
+    assert!(printed.contains("every bound was measured on 16 CPUs and is carried over to these 4"), "{printed}");
     let local = bounds.iter().find(|b| b["scheme"] == "Local").expect("Local's bound");
     assert_eq!(local["bound"].as_f64(), Some(11.71), "Local's stable bound");
     let gs_row: Vec<&str> =

@@ -229,7 +229,8 @@ impl<P: Parts> Engine<'_, P> {
     pub(super) fn wants_longer_window(&self, rate: &JobRate) -> bool {
         let settings = self.fast().settings;
         let tasks = self.jobs[rate.job as usize].spec.tasks as u64;
-        rate.iterations < settings.min_iterations * tasks && rate.measured_ns < settings.window_ns * MAX_WINDOW_GROWTH
+        rate.iterations < settings.min_iterations * tasks
+            && rate.measured_ns < settings.window_ns.saturating_mul(MAX_WINDOW_GROWTH)
     }
 
     /// Jump as far as the rates allow, once per arrival and per change.

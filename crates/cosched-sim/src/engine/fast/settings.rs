@@ -390,8 +390,8 @@ pub fn validation(cfg: &SimConfig, saturated: bool, window_ns: u64) -> Result<f6
 }
 
 /// The CPUs of every validation set's runs: 16 one-CPU nodes, or 4 nodes of four. Bounds were not measured at
-/// other sizes (32 one-CPU nodes were checked once, docs/fast-mode.md), so a run on more or fewer CPUs carries the
-/// bound over, and says so.
+/// other sizes (32 and 128 one-CPU nodes were checked for a few schemes, docs/fast-mode.md), so a run on more or
+/// fewer CPUs carries the bound over, and says so.
 pub const VALIDATION_CPUS: u32 = 16;
 
 /// [`validation`] of a run with `settings`, `cfg` as its scheme reads it (`scheme::model_as_read`, which leaves
