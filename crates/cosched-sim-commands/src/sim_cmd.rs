@@ -186,10 +186,7 @@ impl SimArgs {
             backfill: self.backfill,
             ..SimConfig::default()
         };
-        self.model.apply(&mut cfg)?;
-        if let Some(path) = &self.machine {
-            read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(&mut cfg);
-        }
+        apply_model(&self.model, self.machine.as_deref(), &mut cfg)?;
         Ok(cfg)
     }
 
@@ -906,6 +903,16 @@ fn shell_word(word: &str) -> String {
 
 fn trace_jsonl(trace: &[TraceEvent]) -> String {
     trace.iter().map(|e| serde_json::to_string(e).expect("plain data") + "\n").collect()
+}
+
+/// Set `cfg`'s machine model from the flags, then from the machine file (`--machine`) over them: the file's
+/// measured values win, and the flags it does not set stay. `sim` and `bench fast` both build their model so.
+pub fn apply_model(flags: &ModelFlags, machine: Option<&Path>, cfg: &mut SimConfig) -> Result<(), String> {
+    flags.apply(cfg)?;
+    if let Some(path) = machine {
+        read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(cfg);
+    }
+    Ok(())
 }
 
 /// The machine file of `cosched calibrate` (its folder or machine.json), read within its bound.

@@ -6,7 +6,7 @@ use crate::jitter::JitterFlags;
 use crate::model_flags::{ModelFlags, SET_BY_MACHINE_FILE};
 use crate::output::OutputDir;
 use crate::progress::{BatchProgress, ProgressLine};
-use crate::sim_cmd::{command_line, parse_backfill, read_machine, FastFlags};
+use crate::sim_cmd::{apply_model, command_line, parse_backfill, FastFlags};
 use clap::Args;
 use cosched_lab::fast_check::{
     by_scheme_and_load, check_settings, pairs_csv, parting_splits, run_pairs, saturation_points, validated_bound,
@@ -159,10 +159,7 @@ fn machine_of(args: &BenchFastArgs) -> Result<SimConfig, String> {
         backfill: args.backfill,
         ..SimConfig::default()
     };
-    args.model.apply(&mut machine)?;
-    if let Some(path) = &args.machine {
-        read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(&mut machine);
-    }
+    apply_model(&args.model, args.machine.as_deref(), &mut machine)?;
     Ok(machine)
 }
 
