@@ -439,25 +439,57 @@ pub struct PairError {
 
 /// Per scheme, in the order first seen, over all its loads.
 pub fn parting_splits(pairs: &[PairedRun]) -> Vec<PartingSplit> {
+    per_scheme(pairs, |scheme, runs| {
+        let parted = |p: &PairedRun| p.parting.parted();
+        PartingSplit {
+            scheme: scheme.to_string(),
+            runs: runs.len(),
+            parted_runs: runs.iter().filter(|p| parted(p)).count(),
+            largest_agreeing: largest_error_where(runs, |p| !parted(p)),
+            largest_parted: largest_error_where(runs, parted),
+        }
+    })
+}
+
+/// A scheme's pairs split by whether fast mode warned that its rates were unsteady (`FastReport::rates_unsteady`),
+/// with each side's largest single-pair error: how far the warning goes with the error.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct UnsteadySplit {
+    pub scheme: String,
+    pub runs: usize,
+    pub flagged_runs: usize,
+    pub largest_unflagged: Option<PairError>,
+    pub largest_flagged: Option<PairError>,
+}
+
+/// Per scheme, in the order first seen, over all its loads.
+pub fn unsteady_splits(pairs: &[PairedRun]) -> Vec<UnsteadySplit> {
+    per_scheme(pairs, |scheme, runs| {
+        let flagged = |p: &PairedRun| p.fast.fast_mode.is_some_and(|f| f.rates_unsteady());
+        UnsteadySplit {
+            scheme: scheme.to_string(),
+            runs: runs.len(),
+            flagged_runs: runs.iter().filter(|p| flagged(p)).count(),
+            largest_unflagged: largest_error_where(runs, |p| !flagged(p)),
+            largest_flagged: largest_error_where(runs, flagged),
+        }
+    })
+}
+
+/// `split` of each scheme's pairs, schemes in the order first seen.
+fn per_scheme<T>(pairs: &[PairedRun], split: impl Fn(&str, &[&PairedRun]) -> T) -> Vec<T> {
     first_seen(pairs.iter().map(|p| p.scheme.as_str()))
         .into_iter()
-        .map(|scheme| {
-            let runs: Vec<&PairedRun> = pairs.iter().filter(|p| p.scheme == scheme).collect();
-            let largest = |parted: bool| {
-                runs.iter()
-                    .filter(|p| p.parting.parted() == parted)
-                    .map(|p| PairError { error: p.largest_error(), load: p.load, seed: p.seed })
-                    .max_by(|a, b| a.error.total_cmp(&b.error))
-            };
-            PartingSplit {
-                scheme: scheme.to_string(),
-                runs: runs.len(),
-                parted_runs: runs.iter().filter(|p| p.parting.parted()).count(),
-                largest_agreeing: largest(false),
-                largest_parted: largest(true),
-            }
-        })
+        .map(|scheme| split(scheme, &pairs.iter().filter(|p| p.scheme == scheme).collect::<Vec<_>>()))
         .collect()
+}
+
+/// The largest [`PairedRun::largest_error`] of the `runs` that `keep`, with its load and seed.
+fn largest_error_where(runs: &[&PairedRun], keep: impl Fn(&PairedRun) -> bool) -> Option<PairError> {
+    runs.iter()
+        .filter(|p| keep(p))
+        .map(|p| PairError { error: p.largest_error(), load: p.load, seed: p.seed })
+        .max_by(|a, b| a.error.total_cmp(&b.error))
 }
 
 // ---- the saturation point ---------------------------------------------------------
@@ -541,6 +573,8 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         int("fast_window_ns", |p| {
             p.fast.fast_mode.and_then(|f| f.settings).map_or(String::new(), |s| s.window_ns.to_string())
         }),
+        // Empty where no window was compared in halves (GS, or too few iterations).
+        float("fast_unsteady_share", |p| p.fast.fast_mode.and_then(|f| f.unsteady_share()).map_or(String::new(), num)),
         int("exact_events", |p| p.exact.events.to_string()),
         int("fast_events", |p| p.fast.events.to_string()),
         int("estimated_exact_iterations", |p| p.estimated_iterations.exact.to_string()),

@@ -322,6 +322,7 @@ fn window_columns<'a>() -> Vec<Column<WindowRow<'a>>> {
         int("row", |r| r.measure.row.map_or(String::new(), |row| row.to_string())),
         float("window_ms", |r| ms(r.measure.job_time_ns)),
         int("iterations", |r| r.measure.iterations.to_string()),
+        int("first_half_iterations", |r| r.measure.first_half_iterations.map_or(String::new(), |i| i.to_string())),
         float("window_rate_per_ms", |r| {
             let m = r.measure;
             num(m.iterations as f64 / m.tasks.max(1) as f64 / (m.job_time_ns as f64 / 1e6))

@@ -16,7 +16,7 @@ use cosched_lab::workload::{
 };
 use cosched_sim::config::Backfill;
 use cosched_sim::cost::RunCost;
-use cosched_sim::engine::fast::{FastSettings, NotValidated, ACCEPTED_ERROR};
+use cosched_sim::engine::fast::{FastReport, FastSettings, NotValidated, ACCEPTED_ERROR, HALVES_APART_FACTOR};
 use cosched_sim::machine::{MachineModel, MAX_FILE_BYTES};
 use cosched_sim::run::{RunOptions, RunResult, SharedChooser};
 use cosched_sim::trace::TraceEvent;
@@ -643,7 +643,29 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
                 how_to_check(cfg, settings, machine)
             );
         }
+        if fast.validated_error.is_none() && fast.rates_unsteady() {
+            eprintln!("{}", unsteady_rates_warning(&s.scheme, &fast, settings.window_ns));
+        }
     }
+}
+
+/// A run with no bound whose windows saw its jobs' rates move within them: fast mode's own sign that a jump may
+/// carry one state of a flipping rate far (docs/fast-mode.md, "Rates that flip").
+fn unsteady_rates_warning(scheme: &str, fast: &FastReport, window_ns: u64) -> String {
+    let share = fast.unsteady_share().unwrap_or(0.0);
+    let longer = match window_ns < 1_000_000_000 {
+        true => " or with longer windows (--fast-window-ms 1000)",
+        false => "",
+    };
+    format!(
+        "warning: {scheme}'s rates moved by more than {HALVES_APART_FACTOR} times between the halves of {:.0} % of \
+         fast mode's windows ({} of {}): they flip between states, and a jump carries what one window saw across a \
+         long stretch, so this answer may be far off the exact engine's (docs/fast-mode.md, \"Rates that flip\"); \
+         run it exactly{longer}",
+        100.0 * share,
+        fast.unsteady_windows,
+        fast.halved_windows
+    )
 }
 
 /// How a user measures fast mode where this run has no bound: the `bench fast` that runs its model (its machine

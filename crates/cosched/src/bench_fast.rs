@@ -9,14 +9,14 @@ use crate::progress::{BatchProgress, ProgressLine};
 use crate::sim_cmd::{apply_model, command_line, parse_backfill, FastFlags};
 use clap::Args;
 use cosched_lab::fast_check::{
-    by_scheme_and_load, check_settings, pairs_csv, parting_splits, run_pairs, saturation_points, validated_bound,
-    FastCheckSettings, PairError, PartingSplit, SaturationPointCheck, SchemeCheck,
+    by_scheme_and_load, check_settings, pairs_csv, parting_splits, run_pairs, saturation_points, unsteady_splits,
+    validated_bound, FastCheckSettings, PairError, PartingSplit, SaturationPointCheck, SchemeCheck, UnsteadySplit,
 };
 use cosched_lab::jitter::ArrivalJitter;
 use cosched_lab::sim::{jobs_csv, summary_csv};
 use cosched_lab::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_sim::config::Backfill;
-use cosched_sim::engine::fast::{ACCEPTED_ERROR, VALIDATION_CPUS};
+use cosched_sim::engine::fast::{ACCEPTED_ERROR, UNSTEADY_WINDOWS_SHARE, VALIDATION_CPUS};
 use cosched_sim::input::{sim_jobs, WorkloadPlan};
 use cosched_sim::run::{run as run_sim, RunOptions, RunResult};
 use cosched_sim::{Mix, Scheme, SimConfig};
@@ -105,6 +105,8 @@ struct FastCheckReport<'a> {
     saturation_points: &'a [SaturationPointCheck],
     /// Per scheme: the runs in which some job was placed on other CPUs, and the largest error with and without.
     placements: &'a [PartingSplit],
+    /// Per scheme: the runs fast mode warned had unsteady rates, and the largest error with and without.
+    unsteady: &'a [UnsteadySplit],
 }
 
 /// Of a pair's configuration, what every pair shares: the machine's size and model, and the run's settings (not the
@@ -237,6 +239,8 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
     print_saturation_points(&points);
     let splits = parting_splits(&pairs);
     print_parting_splits(&splits);
+    let unsteady = unsteady_splits(&pairs);
+    print_unsteady_splits(&unsteady);
     if let Some(jitter) = settings.jitter {
         print_jitter_checks(&checks, jitter, jittered_wall_s.unwrap_or_default());
     }
@@ -254,6 +258,7 @@ pub fn run_fast_check(args: &BenchFastArgs) -> Result<(), String> {
         schemes: &checks,
         saturation_points: &points,
         placements: &splits,
+        unsteady: &unsteady,
     };
     out.write("checks.json", &(serde_json::to_string_pretty(&report).map_err(|e| e.to_string())? + "\n"))?;
     let path = out.commit()?;
@@ -402,20 +407,45 @@ fn print_parting_splits(splits: &[PartingSplit]) {
         "placements: runs in which fast mode placed some job on other CPUs than exact (pairs.csv: placed_otherwise)"
     );
     println!("and the largest error of one run*, without and with such a parting (load, seed)");
-    let largest = |e: Option<PairError>| {
-        e.map_or("-".to_string(), |e| format!("{:.1} % ({}, {})", 100.0 * e.error, e.load, e.seed))
-    };
     for s in splits {
         println!(
             "{:<10} parted {:>3}/{:<3} placements agree: {:<28} parted: {}",
             s.scheme,
             s.parted_runs,
             s.runs,
-            largest(s.largest_agreeing),
-            largest(s.largest_parted)
+            one_run(s.largest_agreeing),
+            one_run(s.largest_parted)
         );
     }
     println!("* the larger of |fast / exact - 1| of mean response and of delivered utilization, one seed's run");
+}
+
+/// One run's error, with its load and seed.
+fn one_run(error: Option<PairError>) -> String {
+    error.map_or("-".to_string(), |e| format!("{:.1} % ({}, {})", 100.0 * e.error, e.load, e.seed))
+}
+
+/// How many runs fast mode warned had rates that moved within its windows, and the largest error of the runs it
+/// warned of and of the rest: whether its warning goes with the error on these runs.
+fn print_unsteady_splits(splits: &[UnsteadySplit]) {
+    println!(
+        "unsteady rates: runs whose rates moved between the halves of {:.0} % or more of fast mode's windows",
+        100.0 * UNSTEADY_WINDOWS_SHARE
+    );
+    println!(
+        "(sim warns of them where it has no bound; pairs.csv: fast_unsteady_share), and the largest error of one run*"
+    );
+    for s in splits {
+        println!(
+            "{:<10} warned {:>3}/{:<3} not warned: {:<28} warned: {}",
+            s.scheme,
+            s.flagged_runs,
+            s.runs,
+            one_run(s.largest_unflagged),
+            one_run(s.largest_flagged)
+        );
+    }
+    println!("* as above");
 }
 
 // ---- the site-scale benchmark ---------------------------------------------------

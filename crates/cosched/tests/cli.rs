@@ -993,8 +993,8 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
     let header = lines.next().unwrap();
     assert_eq!(
         header,
-        "scheme,closed_s,skipped_s,job_number,tasks,row,window_ms,iterations,window_rate_per_ms,measured_ms,\
-         measured_iterations,rate_per_ms"
+        "scheme,closed_s,skipped_s,job_number,tasks,row,window_ms,iterations,first_half_iterations,\
+         window_rate_per_ms,measured_ms,measured_iterations,rate_per_ms"
     );
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let json: serde_json::Value = serde_json::from_slice(&read(&logged.join("summary.json"))).unwrap();
@@ -1006,9 +1006,12 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
             let f = |k: usize| r[k].parse::<f64>().unwrap();
             assert!((1..=20).contains(&(f(3) as u64)), "{scheme}: a job of the workload: {r:?}");
             assert_eq!(r[5].is_empty(), scheme == "Local", "GS is measured per row: {r:?}");
+            // A row's window is its own quanta, not halved.
+            assert_eq!(r[8].is_empty(), scheme == "GS", "{r:?}");
+            assert!(scheme == "GS" || f(8) <= f(7), "the first half's iterations are some of the window's: {r:?}");
             // Local's jumps credit its measure's rate over the run's clock; GS's, its row's share of it.
-            let own_rate = f(10) / f(4) / f(9);
-            let rate = f(11);
+            let own_rate = f(11) / f(4) / f(10);
+            let rate = f(12);
             if scheme == "Local" {
                 assert!((rate - own_rate).abs() <= 1e-6 * own_rate.max(1e-9), "{r:?}");
             } else {

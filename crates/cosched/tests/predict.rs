@@ -350,3 +350,46 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     assert_eq!(checks["model"]["nodes"], 8, "{}", checks["model"]);
     assert_eq!(checks["validated_bounds"][0]["bound"], serde_json::Value::Null, "{}", checks["validated_bounds"]);
 }
+
+/// On this VM's calibrated machine, PB-SY's rates flip between a coscheduled and a broken state from one 200 ms
+/// window to the next (docs/fast-mode.md, "Rates that flip"): fast mode sees it in its windows' halves and warns, as
+/// the run has no bound; spin-block's rates are steady there and get no such warning.
+#[test]
+fn fast_mode_warns_where_its_windows_saw_rates_flip() {
+    let dir = tempfile::tempdir().unwrap();
+    let machine = repository().join("test-data/machines/vm-2026-11-30/machine.json");
+    let out = dir.path().join("flip");
+    let run = [
+        "sim",
+        "--machine",
+        machine.to_str().unwrap(),
+        "--nodes",
+        "8",
+        "--jobs",
+        "60",
+        "--runtime-scale",
+        "0.05",
+        "--seed",
+        "2196729870",
+        "--schemes",
+        "PB-SY,SB",
+        "--fast",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = cosched(&run);
+    assert!(o.status.success(), "{}", text(&o));
+    let said = text(&o);
+    let warned = |scheme: &str| said.contains(&format!("warning: {scheme}'s rates moved by more than 1.5 times"));
+    assert!(warned("PB-SY") && !warned("SB"), "{said}");
+    assert!(said.contains("run it exactly or with longer windows (--fast-window-ms 1000)"), "{said}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let counts = |i: usize| {
+        let fast = &json["results"][i]["fast_mode"];
+        (fast["halved_windows"].as_u64().unwrap(), fast["unsteady_windows"].as_u64().unwrap())
+    };
+    let ((pb_sy_halved, pb_sy_apart), (sb_halved, sb_apart)) = (counts(0), counts(1));
+    assert!(pb_sy_halved > 100 && pb_sy_apart * 20 >= pb_sy_halved, "{pb_sy_apart} of {pb_sy_halved}");
+    assert!(sb_halved > 100 && sb_apart == 0, "{sb_apart} of {sb_halved}");
+}

@@ -2,11 +2,21 @@
 //! parent module). Fast mode's state lives in the parent; this file extends
 //! the engine with what acts on it.
 
+use super::settings::halves_apart;
 use super::{difference, scaled, FastState, JobRate, Window, WindowMeasure, MAX_WINDOW_GROWTH};
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, Event, NO_ROW};
 use crate::metrics::Breakdown;
 use cosched_core::SimTime;
+
+/// What one window saw of one running job.
+struct Seen {
+    iterations: u64,
+    /// Of them, in the window's first half (where it has halves).
+    first_half: Option<u64>,
+    /// The job's time in the window.
+    job_time_ns: u64,
+}
 
 impl<P: Parts> Engine<'_, P> {
     /// Run clock of engine instant `t`.
@@ -87,10 +97,30 @@ impl<P: Parts> Engine<'_, P> {
     }
 
     /// Close every window that ended by `now`: a window too short for some job opens again where it closed
-    /// (`--fast-min-iterations`), and may end before `now` too.
+    /// (`--fast-min-iterations`), and may end before `now` too. Each is read at its middle first.
     fn close_windows_ended_by(&mut self, now: SimTime) {
         while let Some(until) = self.fast().window.as_ref().map(|w| w.until).filter(|&until| until <= now) {
+            self.note_window_middle_by(until);
             self.close_window(until);
+        }
+        self.note_window_middle_by(now);
+    }
+
+    /// Read each running job's progress at the open window's middle, once the run has reached it. Nothing happens
+    /// between the last event and `now`, so the state at the middle is known; charging the CPUs up to an instant
+    /// changes nothing but when they are charged.
+    fn note_window_middle_by(&mut self, now: SimTime) {
+        let Some(middle) = self.fast().window.as_ref().filter(|w| w.progress_at_middle.is_none()).map(|w| w.middle)
+        else {
+            return;
+        };
+        if middle > now {
+            return;
+        }
+        self.account_all(middle);
+        let progress = self.running_progress();
+        if let Some(window) = &mut self.fast_mut().window {
+            window.progress_at_middle = Some(progress);
         }
     }
 
@@ -139,7 +169,9 @@ impl<P: Parts> Engine<'_, P> {
         } else {
             (now + self.window_length(wanted_ns), None)
         };
-        self.fast_mut().window = Some(Window { from: now, until, progress, cpu_time, rows });
+        let middle = if rows.is_some() { SimTime::MAX } else { SimTime(now.ns() + (until - now) / 2) };
+        let window = Window { from: now, until, progress, middle, progress_at_middle: None, cpu_time, rows };
+        self.fast_mut().window = Some(window);
     }
 
     /// Under gang schemes a window holds whole cycles of the occupied rows.
@@ -167,7 +199,10 @@ impl<P: Parts> Engine<'_, P> {
         let length_ns = until - window.from;
         // (iterations, time) of each running job in this window, where they are recorded.
         let mut seen = Vec::with_capacity(if fast.window_log.is_some() { fast.running.len() } else { 0 });
-        for (rate, (after, before)) in fast.running.iter_mut().zip(progress.iter().zip(&window.progress)) {
+        let halves = window.progress_at_middle.as_deref();
+        for (i, (rate, (after, before))) in
+            fast.running.iter_mut().zip(progress.iter().zip(&window.progress)).enumerate()
+        {
             let measured_ns = match &window.rows {
                 Some(rows) => rows.own_quanta_ns(rate.row),
                 None => length_ns,
@@ -175,8 +210,14 @@ impl<P: Parts> Engine<'_, P> {
             debug_assert!(measured_ns > 0 || after == before, "a job progresses only in its own quanta");
             rate.iterations += after - before;
             rate.measured_ns += measured_ns;
+            let first_half = halves.map(|at_middle| at_middle[i] - before);
+            let processes = self.jobs[rate.job as usize].spec.tasks as u64;
+            if let Some(apart) = first_half.and_then(|first| halves_apart(first, after - before - first, processes)) {
+                fast.report.halved_windows += 1;
+                fast.report.unsteady_windows += u64::from(apart);
+            }
             if fast.window_log.is_some() {
-                seen.push((after - before, measured_ns));
+                seen.push(Seen { iterations: after - before, first_half, job_time_ns: measured_ns });
             }
         }
         if window.rows.is_none() {
@@ -195,16 +236,15 @@ impl<P: Parts> Engine<'_, P> {
         }
     }
 
-    /// Record what a window closing at engine instant `until` saw of each running job: (iterations, time), in the
-    /// order of `running`.
-    fn log_window(&mut self, until: SimTime, seen: &[(u64, u64)]) {
+    /// Record what a window closing at engine instant `until` saw of each running job, in the order of `running`.
+    fn log_window(&mut self, until: SimTime, seen: &[Seen]) {
         if let Some(log) = self.fast_mut().window_log.as_mut().filter(|log| log.is_full()) {
             log.dropped += seen.len() as u64;
             return;
         }
         let closed_ns = self.run_clock(until).ns();
         let measures: Vec<WindowMeasure> = (self.fast().running.iter().zip(seen))
-            .map(|(rate, &(iterations, job_time_ns))| {
+            .map(|(rate, seen)| {
                 let spec = &self.jobs[rate.job as usize].spec;
                 WindowMeasure {
                     closed_ns,
@@ -212,8 +252,9 @@ impl<P: Parts> Engine<'_, P> {
                     job_number: spec.job_number,
                     tasks: spec.tasks,
                     row: (rate.row != NO_ROW).then_some(rate.row),
-                    job_time_ns,
-                    iterations,
+                    job_time_ns: seen.job_time_ns,
+                    iterations: seen.iterations,
+                    first_half_iterations: seen.first_half,
                     measured_ns: rate.measured_ns,
                     measured_iterations: rate.iterations,
                     rate_per_ns: self.rate_per_ns(rate),

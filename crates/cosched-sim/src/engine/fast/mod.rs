@@ -29,8 +29,8 @@ pub mod settings;
 
 pub use settings::{
     better_window_than, fast_mode_measured, machine_as_measured, same_machine_model, unmeasured_setting, validation,
-    validation_with, FastReport, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR, MAX_WINDOW_GROWTH,
-    MEASURED_MPLS, VALIDATION_CPUS,
+    validation_with, FastReport, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR, HALVES_APART_FACTOR,
+    MAX_WINDOW_GROWTH, MEASURED_MPLS, UNSTEADY_WINDOWS_SHARE, VALIDATION_CPUS,
 };
 
 use crate::metrics::Breakdown;
@@ -55,6 +55,9 @@ pub struct WindowMeasure {
     pub job_time_ns: u64,
     /// Iterations its processes did together in this window.
     pub iterations: u64,
+    /// Of those, the iterations of the window's first half (`None` where measured per row, in its own quanta): a
+    /// rate that flips between two states shows in halves that disagree.
+    pub first_half_iterations: Option<u64>,
     /// Its measure since its surroundings last changed, this window included.
     pub measured_ns: u64,
     pub measured_iterations: u64,
@@ -138,6 +141,10 @@ struct Window {
     until: SimTime,
     /// Iterations done so far by each running job's processes together.
     progress: Vec<u64>,
+    /// The window's middle ([`SimTime::MAX`] where measured per row), and each running job's progress there once
+    /// the run has passed it.
+    middle: SimTime,
+    progress_at_middle: Option<Vec<u64>>,
     /// Each CPU's time when the window opened (per row: at the last quantum's end).
     cpu_time: Vec<Breakdown>,
     rows: Option<RowWindow>,
@@ -309,6 +316,7 @@ mod tests {
             row: None,
             job_time_ns: 200,
             iterations: 10,
+            first_half_iterations: Some(5),
             measured_ns: 200,
             measured_iterations: 10,
             rate_per_ns: 0.025,

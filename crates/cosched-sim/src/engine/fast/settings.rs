@@ -497,6 +497,44 @@ pub struct FastReport {
     pub window_ns: u64,
     /// Simulated time the exact engine ran while some job ran (windows, warm-ups, guards, short gaps).
     pub exact_busy_ns: u64,
+    /// A job's windows with iterations enough to compare their halves (not where measured per row), and those
+    /// whose halves saw it at rates too far apart for one steady rate ([`halves_apart`]).
+    pub halved_windows: u64,
+    pub unsteady_windows: u64,
+}
+
+impl FastReport {
+    /// The share of a job's windows whose halves were apart; `None` where no window could be compared in halves.
+    pub fn unsteady_share(&self) -> Option<f64> {
+        (self.halved_windows > 0).then(|| self.unsteady_windows as f64 / self.halved_windows as f64)
+    }
+
+    /// Whether the rates moved between the halves of too many windows to be taken as steady
+    /// ([`UNSTEADY_WINDOWS_SHARE`]).
+    pub fn rates_unsteady(&self) -> bool {
+        self.unsteady_share().is_some_and(|share| share >= UNSTEADY_WINDOWS_SHARE)
+    }
+}
+
+/// A job's halves of a window are apart when the larger exceeds this many times the smaller ...
+pub const HALVES_APART_FACTOR: f64 = 1.5;
+/// ... plus this many iterations per process (a few iterations of difference are a phase, not a rate).
+const HALVES_SLACK_PER_PROCESS: u64 = 2;
+/// A window is compared in halves only where the job's processes did this many iterations in it, on average.
+const HALVES_LEAST_PER_PROCESS: u64 = 8;
+/// A run whose windows had halves apart this often has rates that flip (docs/fast-mode.md, "Rates that flip"): on
+/// this VM's calibrated model with 200 ms windows every run more than 2.3 % off the exact engine had at least this
+/// share, and no run of a blocking scheme reached it.
+pub const UNSTEADY_WINDOWS_SHARE: f64 = 0.05;
+
+/// Whether a job of `processes` processes did `first` and `second` iterations in a window's halves at rates too far
+/// apart for one steady rate; `None` where it did too few to tell.
+pub fn halves_apart(first: u64, second: u64, processes: u64) -> Option<bool> {
+    if first + second < HALVES_LEAST_PER_PROCESS * processes {
+        return None;
+    }
+    let (fewer, more) = (first.min(second), first.max(second));
+    Some(more as f64 > HALVES_APART_FACTOR * fewer as f64 + (HALVES_SLACK_PER_PROCESS * processes) as f64)
 }
 
 #[cfg(test)]
@@ -778,5 +816,28 @@ mod tests {
         assert_eq!(default.for_run(&on_one_cpu), default, "within 5 % with the default window there");
         let asked = FastSettings { validated_window: false, ..default };
         assert_eq!(asked.for_run(&on_eevdf_nodes("DCS")), asked, "a window asked for is kept");
+    }
+
+    #[test]
+    fn halves_are_apart_beyond_the_factor_and_the_slack_and_judged_only_with_enough_iterations() {
+        // Two processes: judged from 16 iterations; apart beyond 1.5 times the smaller plus 4.
+        assert_eq!(halves_apart(7, 8, 2), None, "too few to tell");
+        assert_eq!(halves_apart(8, 8, 2), Some(false));
+        assert_eq!(halves_apart(100, 154, 2), Some(false), "154 is 1.5 x 100 + 4");
+        assert_eq!(halves_apart(100, 155, 2), Some(true));
+        assert_eq!(halves_apart(155, 100, 2), Some(true), "either half may be the faster");
+        assert_eq!(halves_apart(0, 16, 2), Some(true), "a half with no progress at all");
+        assert_eq!(halves_apart(4, 12, 2), Some(true));
+        assert_eq!(halves_apart(5, 11, 2), Some(false), "a difference of a few iterations is a phase");
+    }
+
+    #[test]
+    fn a_run_is_unsteady_from_its_share_of_windows_with_halves_apart() {
+        let report =
+            |halved_windows, unsteady_windows| FastReport { halved_windows, unsteady_windows, ..Default::default() };
+        assert_eq!(report(0, 0).unsteady_share(), None);
+        assert!(!report(0, 0).rates_unsteady(), "no window compared: nothing to say");
+        assert!(!report(100, 4).rates_unsteady());
+        assert!(report(100, 5).rates_unsteady());
     }
 }
