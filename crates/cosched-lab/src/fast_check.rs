@@ -451,27 +451,31 @@ pub fn parting_splits(pairs: &[PairedRun]) -> Vec<PartingSplit> {
     })
 }
 
-/// A scheme's pairs split by whether fast mode warned that its rates were unsteady (`FastReport::rates_unsteady`),
-/// with each side's largest single-pair error: how far the warning goes with the error.
+/// A scheme's pairs split by whether fast mode judged the run's rates unsteady (`FastReport::rates_unsteady`), with
+/// each side's largest single-pair error: how far that judgement goes with the error.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct UnsteadySplit {
     pub scheme: String,
     pub runs: usize,
-    pub flagged_runs: usize,
-    pub largest_unflagged: Option<PairError>,
-    pub largest_flagged: Option<PairError>,
+    /// Runs with some window whose halves were compared (none under the gang schemes).
+    pub judged_runs: usize,
+    pub unsteady_runs: usize,
+    pub largest_steady: Option<PairError>,
+    pub largest_unsteady: Option<PairError>,
 }
 
 /// Per scheme, in the order first seen, over all its loads.
 pub fn unsteady_splits(pairs: &[PairedRun]) -> Vec<UnsteadySplit> {
     per_scheme(pairs, |scheme, runs| {
-        let flagged = |p: &PairedRun| p.fast.fast_mode.is_some_and(|f| f.rates_unsteady());
+        let judged = |p: &PairedRun| p.fast.fast_mode.is_some_and(|f| f.unsteady_share().is_some());
+        let unsteady = |p: &PairedRun| p.fast.fast_mode.is_some_and(|f| f.rates_unsteady());
         UnsteadySplit {
             scheme: scheme.to_string(),
             runs: runs.len(),
-            flagged_runs: runs.iter().filter(|p| flagged(p)).count(),
-            largest_unflagged: largest_error_where(runs, |p| !flagged(p)),
-            largest_flagged: largest_error_where(runs, flagged),
+            judged_runs: runs.iter().filter(|p| judged(p)).count(),
+            unsteady_runs: runs.iter().filter(|p| unsteady(p)).count(),
+            largest_steady: largest_error_where(runs, |p| judged(p) && !unsteady(p)),
+            largest_unsteady: largest_error_where(runs, unsteady),
         }
     })
 }
@@ -573,7 +577,7 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         int("fast_window_ns", |p| {
             p.fast.fast_mode.and_then(|f| f.settings).map_or(String::new(), |s| s.window_ns.to_string())
         }),
-        // Empty where no window was compared in halves (GS, or too few iterations).
+        // Empty where no window was compared in halves (the gang schemes, or too few iterations).
         float("fast_unsteady_share", |p| p.fast.fast_mode.and_then(|f| f.unsteady_share()).map_or(String::new(), num)),
         int("exact_events", |p| p.exact.events.to_string()),
         int("fast_events", |p| p.fast.events.to_string()),

@@ -644,25 +644,21 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
             );
         }
         if fast.validated_error.is_none() && fast.rates_unsteady() {
-            eprintln!("{}", unsteady_rates_warning(&s.scheme, &fast, settings.window_ns));
+            eprintln!("{}", unsteady_rates_warning(&s.scheme, &fast));
         }
     }
 }
 
 /// A run with no bound whose windows saw its jobs' rates move within them: fast mode's own sign that a jump may
-/// carry one state of a flipping rate far (docs/fast-mode.md, "Rates that flip").
-fn unsteady_rates_warning(scheme: &str, fast: &FastReport, window_ns: u64) -> String {
-    let share = fast.unsteady_share().unwrap_or(0.0);
-    let longer = match window_ns < 1_000_000_000 {
-        true => " or with longer windows (--fast-window-ms 1000)",
-        false => "",
-    };
+/// carry one state of a flipping rate far (docs/fast-mode.md, "Rates that flip"). Longer windows are not offered as
+/// the cure: on seeds drawn after they were measured they cured some runs and not others.
+fn unsteady_rates_warning(scheme: &str, fast: &FastReport) -> String {
     format!(
         "warning: {scheme}'s rates moved by more than {HALVES_APART_FACTOR} times between the halves of {:.0} % of \
-         fast mode's windows ({} of {}): they flip between states, and a jump carries what one window saw across a \
+         its jobs' windows ({} of {} judged): they flip between states, and a jump carries what one window saw across a \
          long stretch, so this answer may be far off the exact engine's (docs/fast-mode.md, \"Rates that flip\"); \
-         run it exactly{longer}",
-        100.0 * share,
+         run it exactly",
+        100.0 * fast.unsteady_share().unwrap_or(0.0),
         fast.unsteady_windows,
         fast.halved_windows
     )

@@ -105,7 +105,7 @@ struct FastCheckReport<'a> {
     saturation_points: &'a [SaturationPointCheck],
     /// Per scheme: the runs in which some job was placed on other CPUs, and the largest error with and without.
     placements: &'a [PartingSplit],
-    /// Per scheme: the runs fast mode warned had unsteady rates, and the largest error with and without.
+    /// Per scheme: the runs fast mode judged to have unsteady rates, and the largest error of those and the rest.
     unsteady: &'a [UnsteadySplit],
 }
 
@@ -417,35 +417,43 @@ fn print_parting_splits(splits: &[PartingSplit]) {
             one_run(s.largest_parted)
         );
     }
-    println!("* the larger of |fast / exact - 1| of mean response and of delivered utilization, one seed's run");
+    println!("{ONE_RUN_ERROR}");
 }
+
+/// What the largest error of one run is, below a table that gives it.
+const ONE_RUN_ERROR: &str =
+    "* the larger of |fast / exact - 1| of mean response and of delivered utilization, one seed's run";
 
 /// One run's error, with its load and seed.
 fn one_run(error: Option<PairError>) -> String {
     error.map_or("-".to_string(), |e| format!("{:.1} % ({}, {})", 100.0 * e.error, e.load, e.seed))
 }
 
-/// How many runs fast mode warned had rates that moved within its windows, and the largest error of the runs it
-/// warned of and of the rest: whether its warning goes with the error on these runs.
+/// How many runs fast mode judged to have rates that moved within its windows, and the largest error of those and
+/// of the rest: whether that judgement goes with the error on these runs.
 fn print_unsteady_splits(splits: &[UnsteadySplit]) {
     println!(
-        "unsteady rates: runs whose rates moved between the halves of {:.0} % or more of fast mode's windows",
+        "unsteady rates: runs whose rates moved between the halves of {:.0} % or more of their jobs' windows",
         100.0 * UNSTEADY_WINDOWS_SHARE
     );
     println!(
         "(sim warns of them where it has no bound; pairs.csv: fast_unsteady_share), and the largest error of one run*"
     );
     for s in splits {
+        if s.judged_runs == 0 {
+            println!("{:<10} never judged (a gang scheme, or too few iterations in a window)", s.scheme);
+            continue;
+        }
         println!(
-            "{:<10} warned {:>3}/{:<3} not warned: {:<28} warned: {}",
+            "{:<10} unsteady {:>3}/{:<3} steady: {:<28} unsteady: {}",
             s.scheme,
-            s.flagged_runs,
-            s.runs,
-            one_run(s.largest_unflagged),
-            one_run(s.largest_flagged)
+            s.unsteady_runs,
+            s.judged_runs,
+            one_run(s.largest_steady),
+            one_run(s.largest_unsteady)
         );
     }
-    println!("* as above");
+    println!("{ONE_RUN_ERROR}");
 }
 
 // ---- the site-scale benchmark ---------------------------------------------------

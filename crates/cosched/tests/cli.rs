@@ -1732,6 +1732,23 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
         let said = format!("parted {:>3}/{:<3}", split["parted_runs"].as_u64().unwrap(), 2);
         assert!(printed.lines().any(|l| l.starts_with(scheme) && l.contains(&said)), "{said}: {printed}");
     }
+    // Unsteady rates: GS's windows are never judged; Local's runs are, as pairs.csv's shares say.
+    let unsteady = report["unsteady"].as_array().unwrap();
+    let gs_unsteady = unsteady.iter().find(|u| u["scheme"] == "GS").expect("GS's line");
+    assert_eq!((gs_unsteady["judged_runs"].as_u64(), gs_unsteady["unsteady_runs"].as_u64()), (Some(0), Some(0)));
+    assert!(printed.lines().any(|l| l.starts_with("GS") && l.contains("never judged")), "{printed}");
+    let shares: Vec<&str> = pairs
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|r| r[0] == "Local")
+        .map(|r| r[column("fast_unsteady_share")])
+        .collect();
+    let local_unsteady = unsteady.iter().find(|u| u["scheme"] == "Local").expect("Local's line");
+    let judged = shares.iter().filter(|s| !s.is_empty()).count();
+    assert_eq!(local_unsteady["judged_runs"].as_u64(), Some(judged as u64), "{local_unsteady} {shares:?}");
+    let above = shares.iter().filter(|s| s.parse::<f64>().is_ok_and(|share| share >= 0.05)).count();
+    assert_eq!(local_unsteady["unsteady_runs"].as_u64(), Some(above as u64), "{local_unsteady} {shares:?}");
 
     // A bound holds for its window only: with another, no scheme has one to check.
     let other_window = dir.join("other-window");

@@ -2,8 +2,7 @@
 //! parent module). Fast mode's state lives in the parent; this file extends
 //! the engine with what acts on it.
 
-use super::settings::halves_apart;
-use super::{difference, scaled, FastState, JobRate, Window, WindowMeasure, MAX_WINDOW_GROWTH};
+use super::{difference, scaled, FastState, Halves, JobRate, Window, WindowMeasure, MAX_WINDOW_GROWTH};
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, Event, NO_ROW};
 use crate::metrics::Breakdown;
@@ -110,17 +109,14 @@ impl<P: Parts> Engine<'_, P> {
     /// between the last event and `now`, so the state at the middle is known; charging the CPUs up to an instant
     /// changes nothing but when they are charged.
     fn note_window_middle_by(&mut self, now: SimTime) {
-        let Some(middle) = self.fast().window.as_ref().filter(|w| w.progress_at_middle.is_none()).map(|w| w.middle)
-        else {
-            return;
-        };
+        let Some(Window { halves: Halves::Due(middle), .. }) = self.fast().window else { return };
         if middle > now {
             return;
         }
         self.account_all(middle);
         let progress = self.running_progress();
         if let Some(window) = &mut self.fast_mut().window {
-            window.progress_at_middle = Some(progress);
+            window.halves = Halves::Read(progress);
         }
     }
 
@@ -169,8 +165,11 @@ impl<P: Parts> Engine<'_, P> {
         } else {
             (now + self.window_length(wanted_ns), None)
         };
-        let middle = if rows.is_some() { SimTime::MAX } else { SimTime(now.ns() + (until - now) / 2) };
-        let window = Window { from: now, until, progress, middle, progress_at_middle: None, cpu_time, rows };
+        let halves = match Self::RUNS_ROWS {
+            true => Halves::NotCompared,
+            false => Halves::Due(SimTime(now.ns() + (until - now) / 2)),
+        };
+        let window = Window { from: now, until, progress, halves, cpu_time, rows };
         self.fast_mut().window = Some(window);
     }
 
@@ -199,7 +198,11 @@ impl<P: Parts> Engine<'_, P> {
         let length_ns = until - window.from;
         // (iterations, time) of each running job in this window, where they are recorded.
         let mut seen = Vec::with_capacity(if fast.window_log.is_some() { fast.running.len() } else { 0 });
-        let halves = window.progress_at_middle.as_deref();
+        let at_middle = match &window.halves {
+            Halves::Read(progress) => Some(progress.as_slice()),
+            Halves::NotCompared => None,
+            Halves::Due(_) => unreachable!("a window is read at its middle before it closes"),
+        };
         for (i, (rate, (after, before))) in
             fast.running.iter_mut().zip(progress.iter().zip(&window.progress)).enumerate()
         {
@@ -210,11 +213,10 @@ impl<P: Parts> Engine<'_, P> {
             debug_assert!(measured_ns > 0 || after == before, "a job progresses only in its own quanta");
             rate.iterations += after - before;
             rate.measured_ns += measured_ns;
-            let first_half = halves.map(|at_middle| at_middle[i] - before);
-            let processes = self.jobs[rate.job as usize].spec.tasks as u64;
-            if let Some(apart) = first_half.and_then(|first| halves_apart(first, after - before - first, processes)) {
-                fast.report.halved_windows += 1;
-                fast.report.unsteady_windows += u64::from(apart);
+            let first_half = at_middle.map(|progress| progress[i] - before);
+            if let Some(middle) = at_middle.map(|progress| progress[i]) {
+                let processes = self.jobs[rate.job as usize].spec.tasks as u64;
+                fast.report.judge_halves(middle - before, after - middle, processes);
             }
             if fast.window_log.is_some() {
                 seen.push(Seen { iterations: after - before, first_half, job_time_ns: measured_ns });

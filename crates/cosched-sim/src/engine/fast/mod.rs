@@ -55,8 +55,8 @@ pub struct WindowMeasure {
     pub job_time_ns: u64,
     /// Iterations its processes did together in this window.
     pub iterations: u64,
-    /// Of those, the iterations of the window's first half (`None` where measured per row, in its own quanta): a
-    /// rate that flips between two states shows in halves that disagree.
+    /// Of those, the iterations of the window's first half (`None` under the gang schemes, whose halves are not
+    /// compared): a rate that flips between two states shows in halves that disagree.
     pub first_half_iterations: Option<u64>,
     /// Its measure since its surroundings last changed, this window included.
     pub measured_ns: u64,
@@ -141,13 +141,21 @@ struct Window {
     until: SimTime,
     /// Iterations done so far by each running job's processes together.
     progress: Vec<u64>,
-    /// The window's middle ([`SimTime::MAX`] where measured per row), and each running job's progress there once
-    /// the run has passed it.
-    middle: SimTime,
-    progress_at_middle: Option<Vec<u64>>,
+    halves: Halves,
     /// Each CPU's time when the window opened (per row: at the last quantum's end).
     cpu_time: Vec<Breakdown>,
     rows: Option<RowWindow>,
+}
+
+/// A window's two halves, compared to see a job's rate flip within it ("Rates that flip", docs/fast-mode.md).
+enum Halves {
+    /// Not compared: under the gang schemes a window is whole cycles of the rows, and its middle falls wherever
+    /// the cycle does, so its halves hold different shares of a job's quanta.
+    NotCompared,
+    /// To be read at this instant.
+    Due(SimTime),
+    /// Each running job's progress at the middle.
+    Read(Vec<u64>),
 }
 
 impl FastState {

@@ -497,7 +497,7 @@ pub struct FastReport {
     pub window_ns: u64,
     /// Simulated time the exact engine ran while some job ran (windows, warm-ups, guards, short gaps).
     pub exact_busy_ns: u64,
-    /// A job's windows with iterations enough to compare their halves (not where measured per row), and those
+    /// A job's windows with iterations enough to compare their halves (not under the gang schemes), and those
     /// whose halves saw it at rates too far apart for one steady rate ([`halves_apart`]).
     pub halved_windows: u64,
     pub unsteady_windows: u64,
@@ -514,6 +514,14 @@ impl FastReport {
     pub fn rates_unsteady(&self) -> bool {
         self.unsteady_share().is_some_and(|share| share >= UNSTEADY_WINDOWS_SHARE)
     }
+
+    /// Count a job's window of `first` and `second` iterations in its halves, if it did enough to judge.
+    pub(crate) fn judge_halves(&mut self, first: u64, second: u64, processes: u64) {
+        if let Some(apart) = halves_apart(first, second, processes) {
+            self.halved_windows += 1;
+            self.unsteady_windows += u64::from(apart);
+        }
+    }
 }
 
 /// A job's halves of a window are apart when the larger exceeds this many times the smaller ...
@@ -529,7 +537,7 @@ pub const UNSTEADY_WINDOWS_SHARE: f64 = 0.05;
 
 /// Whether a job of `processes` processes did `first` and `second` iterations in a window's halves at rates too far
 /// apart for one steady rate; `None` where it did too few to tell.
-pub fn halves_apart(first: u64, second: u64, processes: u64) -> Option<bool> {
+fn halves_apart(first: u64, second: u64, processes: u64) -> Option<bool> {
     if first + second < HALVES_LEAST_PER_PROCESS * processes {
         return None;
     }
