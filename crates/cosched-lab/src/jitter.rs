@@ -257,6 +257,7 @@ pub fn jitter_csv(report: &JitterReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::Unwatched;
     use cosched_sim::input::{sim_jobs, JobRequest, WorkloadPlan};
     use cosched_sim::Mix;
 
@@ -299,6 +300,25 @@ mod tests {
         assert_ne!(arrivals(&moved), arrivals(&jitter_arrivals(&jobs, 0.05, 8, 0)), "another seed");
         // Under half a nanosecond, nothing moves at all.
         assert_eq!(arrivals(&jitter_arrivals(&jobs, 4e-10, 7, 0)), arrivals(&jobs));
+    }
+
+    /// Every configuration of a batch runs each draw on the same jittered jobs, moved from the run's seed: two runs
+    /// alike but for their place and name in the batch give the same answers draw by draw (`sim --jitter-draws`
+    /// compares its schemes on the same moved jobs so).
+    #[test]
+    fn every_run_of_a_batch_gets_the_same_jittered_jobs_in_a_draw() {
+        let arrivals_s: Vec<f64> = (0..12).map(|i| f64::from(i) * 0.7).collect();
+        let jobs = workload_of(&arrivals_s);
+        let short = |seed| SimConfig { nodes: 4, seed, ..SimConfig::default() };
+        let configs = [short(3), short(3), short(4)];
+        let labels: Vec<String> = ["Local", "Local again", "Local, seed 4"].map(String::from).to_vec();
+        let jobs_for = |_: usize| jobs.clone();
+        let jitter = ArrivalJitter { draws: 3, jitter_s: 0.5 };
+        let answers = jittered_answers(jitter, &configs, &labels, &jobs_for, &RunOptions::default(), &Unwatched)
+            .expect("the runs run");
+        assert_eq!(answers[0], answers[1], "the same jobs in every draw, whatever the run's place in the batch");
+        assert_ne!(answers[0], answers[2], "another seed, another run");
+        assert!(answers[0].windows(2).any(|w| w[0] != w[1]), "the draws differ: {:?}", answers[0]);
     }
 
     #[test]

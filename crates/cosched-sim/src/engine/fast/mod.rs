@@ -28,9 +28,9 @@ mod jumps;
 pub mod settings;
 
 pub use settings::{
-    better_window_than, fast_mode_measured, machine_as_measured, same_machine_model, unmeasured_setting, validation,
-    validation_with, FastReport, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR, HALVES_APART_FACTOR,
-    MAX_WINDOW_GROWTH, MEASURED_MPLS, UNSTEADY_WINDOWS_SHARE, VALIDATION_CPUS,
+    better_window_than, fast_mode_measured, machine_as_measured, same_machine_model, validation, validation_with,
+    FastReport, FastSettings, NotValidated, RunSetting, ACCEPTED_ERROR, HALVES_APART_FACTOR, MAX_WINDOW_GROWTH,
+    MEASURED_MPLS, UNSTEADY_WINDOWS_SHARE, VALIDATION_CPUS,
 };
 
 use crate::metrics::Breakdown;

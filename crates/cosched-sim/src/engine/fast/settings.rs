@@ -420,7 +420,7 @@ fn run_as_measured(cfg: &SimConfig, settings: &FastSettings) -> Result<(), NotVa
 }
 
 /// The first of the run's settings that the validation sets did not cover, if any.
-pub fn unmeasured_setting(cfg: &SimConfig) -> Option<RunSetting> {
+fn unmeasured_setting(cfg: &SimConfig) -> Option<RunSetting> {
     let measured = SimConfig::default();
     if cfg.backfill != measured.backfill {
         Some(RunSetting::Backfill)
