@@ -140,8 +140,14 @@ const VALIDATED_ERRORS: &[Validated] = &[
 /// three sets and seeds, DCS 1.0 % (200 ms: 32.3 %), SY 1.2 % (6.4 %), DCS-SY 4.3 % (5.3 %); PB-SY 13.7 %, no
 /// better than its 13.4 %, so none. In saturated runs, the same MPL 2 sweep and seeds: SY 0.7 % (3.6 %), DCS 3.0 %
 /// (3.0 %), DCS-SY 2.7 % (7.0 %).
+///
+/// Set 1 on four more drawn seeds (2026-11-30, docs/fast-mode.md, "Set 1 on EEVDF drawn again"): Local 2.2 %
+/// (was 1.7 %), taken in; DCS with 1 s windows 15.2 % against its 1.0 %, one run where the exact engine's own answer
+/// moves by 24.6 % under ±50 ms arrival jitter and fast mode's lies 0.2 % from a jittered one. Not taken in yet:
+/// above 5 % DCS would no longer take 1 s windows when given none (`for_run`), and fall back to 200 ms windows,
+/// whose bound is larger still; the rule for that is to be decided.
 const VALIDATED_ON_EEVDF: &[Validated] = &[
-    on_eevdf("Local", 0.017, 0.038),
+    on_eevdf("Local", 0.022, 0.038),
     on_eevdf("SB", 0.014, 0.040),
     Validated {
         scheme: "SY",
