@@ -196,7 +196,7 @@ impl<P: Parts> Engine<'_, P> {
         let fast = self.fast.as_mut().expect("fast mode");
         let window = fast.window.take().expect("an open window");
         let length_ns = until - window.from;
-        // (iterations, time) of each running job in this window, where they are recorded.
+        // What each running job did in this window, where windows are recorded.
         let mut seen = Vec::with_capacity(if fast.window_log.is_some() { fast.running.len() } else { 0 });
         let at_middle = match &window.halves {
             Halves::Read(progress) => Some(progress.as_slice()),
@@ -213,12 +213,13 @@ impl<P: Parts> Engine<'_, P> {
             debug_assert!(measured_ns > 0 || after == before, "a job progresses only in its own quanta");
             rate.iterations += after - before;
             rate.measured_ns += measured_ns;
-            let first_half = at_middle.map(|progress| progress[i] - before);
-            if let Some(middle) = at_middle.map(|progress| progress[i]) {
+            let middle = at_middle.map(|progress| progress[i]);
+            if let Some(middle) = middle {
                 let processes = self.jobs[rate.job as usize].spec.tasks as u64;
                 fast.report.judge_halves(middle - before, after - middle, processes);
             }
             if fast.window_log.is_some() {
+                let first_half = middle.map(|middle| middle - before);
                 seen.push(Seen { iterations: after - before, first_half, job_time_ns: measured_ns });
             }
         }

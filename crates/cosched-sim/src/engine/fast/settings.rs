@@ -504,7 +504,7 @@ pub struct FastReport {
     /// Simulated time the exact engine ran while some job ran (windows, warm-ups, guards, short gaps).
     pub exact_busy_ns: u64,
     /// A job's windows with iterations enough to compare their halves (not under the gang schemes), and those
-    /// whose halves saw it at rates too far apart for one steady rate ([`halves_apart`]).
+    /// whose halves saw it at rates too far apart for one steady rate (`halves_apart`).
     pub halved_windows: u64,
     pub unsteady_windows: u64,
 }
@@ -538,7 +538,8 @@ const HALVES_SLACK_PER_PROCESS: u64 = 2;
 const HALVES_LEAST_PER_PROCESS: u64 = 8;
 /// A run whose windows had halves apart this often has rates that flip (docs/fast-mode.md, "Rates that flip"): on
 /// this VM's calibrated model with 200 ms windows every run more than 2.3 % off the exact engine had at least this
-/// share, and no run of a blocking scheme reached it.
+/// share, and no run of a blocking scheme reached it. One-sided: on four seeds drawn afterwards every run with this
+/// share was off, but two runs 8.5 % off had less (a state that lasts a whole window is read whole).
 pub const UNSTEADY_WINDOWS_SHARE: f64 = 0.05;
 
 /// Whether a job of `processes` processes did `first` and `second` iterations in a window's halves at rates too far
