@@ -537,7 +537,7 @@ const HALVES_SLACK_PER_PROCESS: u64 = 2;
 /// A window is compared in halves only where the job's processes did this many iterations in it, on average.
 const HALVES_LEAST_PER_PROCESS: u64 = 8;
 /// A run whose windows had halves apart this often has rates that flip (docs/fast-mode.md, "Rates that flip"): on
-/// this VM's calibrated model with 200 ms windows every run more than 2.3 % off the exact engine had at least this
+/// this VM's calibrated model with 200 ms windows every run 2.4 % or more off the exact engine had at least this
 /// share, and no run of a blocking scheme reached it. One-sided: on four seeds drawn afterwards every run with this
 /// share was off, but two runs 8.5 % off had less (a state that lasts a whole window is read whole).
 pub const UNSTEADY_WINDOWS_SHARE: f64 = 0.05;
