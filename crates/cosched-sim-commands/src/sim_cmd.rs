@@ -275,8 +275,8 @@ pub struct FastFlags {
     #[arg(long, default_value_t = MILLISECONDS.of_ns(fast_settings().warmup_ns), help_heading = "Fast mode")]
     pub fast_warmup_ms: f64,
     /// Fast mode: the measurement window, ms (gang schemes: rounded up to whole cycles of the rows) [default:
-    /// 200, or the window a scheme is validated with where 200 ms is not: 1000 for DCS, SY and DCS-SY on one-CPU
-    /// EEVDF nodes, 30000 for DCS-SB on EEVDF nodes of four CPUs]
+    /// 200, or another the scheme was measured with where its bound is clearly smaller: 1000 for DCS, SY and
+    /// DCS-SY on one-CPU EEVDF nodes, 30000 for DCS-SB on EEVDF nodes of four CPUs]
     #[arg(long, help_heading = "Fast mode")]
     pub fast_window_ms: Option<f64>,
     /// Fast mode: exact simulation kept before each job's predicted end, ms.
@@ -617,7 +617,7 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
         let settings = fast.settings.unwrap_or_default();
         let window_ms = settings.window_ns / 1_000_000;
         let window = match settings.validated_window && settings.window_ns != fast_settings().window_ns {
-            true if fast.validated_error.is_some() => format!(" with the {window_ms} ms windows it is validated with"),
+            true if fast.validated_error.is_some() => format!(" with the {window_ms} ms windows it takes by default here"),
             true => format!(" with {window_ms} ms windows"),
             false => String::new(),
         };
