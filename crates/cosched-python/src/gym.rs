@@ -127,7 +127,7 @@ impl GymRun {
         let stop = Arc::new(AtomicBool::new(false));
         let engine_stop = stop.clone();
         let engine = std::thread::spawn(move || {
-            let outcome = simulate_chosen(&args, engine_stop, !args.quiet, Some(shared), |_, _| {});
+            let outcome = simulate_chosen(&args, engine_stop, !args.quiet, Some(shared), |_, _, _| {});
             let texts = outcome.and_then(|outcome| crate::sim_texts(&args, flags, outcome));
             // Python waits for this unless it closed the run, when a decision it never read may fill the
             // channel: then nobody wants the texts, and a blocking send would keep this thread.

@@ -173,8 +173,10 @@ pub struct SimArgs {
 }
 
 impl SimArgs {
-    /// Every machine, network, cost and scheduler parameter (the scheme is set per run).
-    fn machine_config(&self) -> Result<SimConfig, String> {
+    /// Every machine, network, cost and scheduler parameter (the scheme is set per run): the flags, with the
+    /// machine file's values over them; and the machine file as read for it. The runs and what is printed of their
+    /// model use that one reading (`SimOutcome::machine_file`), so a file changed during the runs changes neither.
+    fn machine_config(&self) -> Result<(SimConfig, Option<MachineFile>), String> {
         let mut cfg = SimConfig {
             scheme: machine().scheme,
             nodes: self.nodes,
@@ -186,8 +188,9 @@ impl SimArgs {
             backfill: self.backfill,
             ..SimConfig::default()
         };
-        apply_model(&self.model, self.machine.as_deref(), &mut cfg)?;
-        Ok(cfg)
+        let model = apply_model(&self.model, self.machine.as_deref(), &mut cfg)?;
+        let file = self.machine.clone().zip(model).map(|(path, model)| MachineFile { path, model });
+        Ok((cfg, file))
     }
 
     /// The workload; `cpus` is the machine's (a machine file may set its CPUs per node).
@@ -221,10 +224,16 @@ impl SimArgs {
 
     /// What to simulate, checked: the library's settings.
     pub fn settings(&self) -> Result<SimSettings, String> {
+        Ok(self.settings_and_machine_file()?.0)
+    }
+
+    /// [`SimArgs::settings`], and the machine file they were made with.
+    fn settings_and_machine_file(&self) -> Result<(SimSettings, Option<MachineFile>), String> {
         cosched_lab::sim::check_schemes(&self.schemes)?;
+        let (machine, machine_file) = self.machine_config()?;
         let mut settings = SimSettings {
             schemes: self.schemes.clone(),
-            machine: self.machine_config()?,
+            machine,
             workload: WorkloadSpec::default(),
             mix: self.workload,
         };
@@ -232,7 +241,7 @@ impl SimArgs {
         settings.configs()?;
         settings.workload =
             self.workload_spec(settings.machine.nodes.saturating_mul(settings.machine.cpus_per_node))?;
-        Ok(settings)
+        Ok((settings, machine_file))
     }
 
     /// Fast mode's settings, when asked for.
@@ -348,6 +357,8 @@ struct SummaryDocument<'a> {
 /// What `cosched sim` simulated: the checked configurations, the workload and every scheme's result.
 pub struct SimOutcome {
     pub prepared: PreparedSim,
+    /// The machine file the runs were made with, as read for them.
+    pub machine_file: Option<MachineFile>,
     pub results: Vec<RunResult>,
     /// Each run's wall seconds (`run.json`).
     pub run_wall_s: Vec<f64>,
@@ -359,7 +370,7 @@ pub struct SimOutcome {
 /// `stop` ends the runs early at their next progress report, keeping the jobs finished by then.
 /// `describe_workload`: say on stderr what workload was made (the CLI always does, even with --quiet).
 pub fn simulate(args: &SimArgs, stop: Arc<AtomicBool>, describe_workload: bool) -> Result<SimOutcome, String> {
-    simulate_chosen(args, stop, describe_workload, None, |_, _| {})
+    simulate_chosen(args, stop, describe_workload, None, |_, _, _| {})
 }
 
 /// `simulate`, admission decided by `chooser` when one is given (one scheme only: a chooser decides one run);
@@ -369,9 +380,9 @@ pub fn simulate_chosen(
     stop: Arc<AtomicBool>,
     describe_workload: bool,
     chooser: Option<SharedChooser>,
-    main_runs_done: impl FnOnce(&PreparedSim, &[RunResult]),
+    main_runs_done: impl FnOnce(&PreparedSim, &[RunResult], Option<&MachineFile>),
 ) -> Result<SimOutcome, String> {
-    let settings = args.settings()?;
+    let (settings, machine_file) = args.settings_and_machine_file()?;
     if chooser.is_some() && settings.schemes.len() != 1 {
         return Err(format!(
             "a policy of your own decides one run: name one scheme, not {}",
@@ -421,12 +432,12 @@ pub fn simulate_chosen(
     let progress = BatchProgress::new(!args.quiet);
     let results = prepared.run(&options, &progress)?;
     let run_wall_s = progress.run_wall_s();
-    main_runs_done(&prepared, &results);
+    main_runs_done(&prepared, &results, machine_file.as_ref());
     let jitter = match jitter {
         Some(jitter) if !stopped(&options) => jittered(&prepared, &results, jitter, &options, !args.quiet)?,
         _ => None,
     };
-    Ok(SimOutcome { prepared, results, run_wall_s, jitter })
+    Ok(SimOutcome { prepared, machine_file, results, run_wall_s, jitter })
 }
 
 /// Every scheme again on the jittered jobs, each answer beside its own on the jobs as given; `None` if stopped
@@ -479,10 +490,10 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     let checked_out = OutputDir::check(&args.out)?;
     let interrupted = crate::interrupt::stop_on_interrupt()?;
     // The table as soon as the runs it shows end, before the jittered runs (N times as long).
-    let show_table = |prepared: &PreparedSim, results: &[RunResult]| {
-        print_table(results, &prepared.configs, args.machine.as_deref())
+    let show_table = |prepared: &PreparedSim, results: &[RunResult], machine_file: Option<&MachineFile>| {
+        print_table(results, &prepared.configs, machine_file)
     };
-    let SimOutcome { prepared, results, run_wall_s, jitter } =
+    let SimOutcome { prepared, results, run_wall_s, jitter, .. } =
         simulate_chosen(args, interrupted.clone(), true, None, show_table)?;
     if let Some(report) = &jitter {
         print_jitter(report, if args.fast { "fast " } else { "" });
@@ -518,7 +529,7 @@ pub fn run(args: &SimArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn print_table(results: &[RunResult], configs: &[SimConfig], machine: Option<&Path>) {
+fn print_table(results: &[RunResult], configs: &[SimConfig], machine: Option<&MachineFile>) {
     let name_width = results.iter().map(|r| r.summary.scheme.len()).max().unwrap_or(0).max(8);
     println!(
         "{:<name_width$} {:>5} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}",
@@ -597,7 +608,7 @@ fn print_window_logs(results: &[RunResult], configs: &[SimConfig]) {
 
 /// Which runs fast mode made, what it skipped, and its validated error in the
 /// run's regime, stable or saturated (docs/fast-mode.md); `machine`: the run's machine file.
-fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option<&Path>) {
+fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option<&MachineFile>) {
     for (s, cfg) in results.iter().map(|r| &r.summary).zip(configs) {
         let Some(fast) = s.fast_mode else { continue };
         let skipped = fast.skipped_ns as f64 / 1e9 / s.span_s.max(f64::MIN_POSITIVE);
@@ -617,7 +628,9 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
         let settings = fast.settings.unwrap_or_default();
         let window_ms = settings.window_ns / 1_000_000;
         let window = match settings.validated_window && settings.window_ns != fast_settings().window_ns {
-            true if fast.validated_error.is_some() => format!(" with the {window_ms} ms windows it takes by default here"),
+            true if fast.validated_error.is_some() => {
+                format!(" with the {window_ms} ms windows it takes by default here")
+            }
             true => format!(" with {window_ms} ms windows"),
             false => String::new(),
         };
@@ -667,7 +680,7 @@ fn unsteady_rates_warning(scheme: &str, fast: &FastReport) -> String {
 /// How a user measures fast mode where this run has no bound: the `bench fast` that runs its model (its machine
 /// file or its nodes, the model flags over them, its MPL, skew and backfilling) with its fast settings, or why no
 /// `bench fast` runs it.
-fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> String {
+fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&MachineFile>) -> String {
     match bench_fast_command(cfg, fast, machine) {
         Ok(command) => format!("check with `{command}`"),
         Err(why) => format!("no `cosched bench fast` runs this model ({why}): compare with a run without --fast,"),
@@ -676,14 +689,14 @@ fn how_to_check(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> 
 
 /// The `bench fast` that measures fast mode on this run's model (its machine, costs, scheduler, MPL, skew and
 /// queue; not its size or workload, which the bench sets) with its fast settings, or why no `bench fast` runs it.
-fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path>) -> Result<String, String> {
+fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&MachineFile>) -> Result<String, String> {
     if cfg.horizon_ns.is_some() {
         return Err("`bench fast` runs every job to its end; this run stops at --horizon-s".into());
     }
     // What `bench fast` starts from: the default machine model, with the machine file applied.
     let mut base = SimConfig::default();
-    if let Some(path) = machine {
-        read_machine(path).map_err(|e| format!("the machine file could not be read again: {e}"))?.apply(&mut base);
+    if let Some(file) = machine {
+        file.model.apply(&mut base);
     }
     let model_words =
         ModelFlags::arguments_for(cfg, &base).ok_or("a value of it has no flag: only a machine file sets it")?;
@@ -700,7 +713,7 @@ fn bench_fast_command(cfg: &SimConfig, fast: FastSettings, machine: Option<&Path
     }
     match machine {
         // (`=`: a path that starts with a dash is still the flag's value.)
-        Some(path) => command += &format!(" --machine={}", shell_word(&path.display().to_string())),
+        Some(file) => command += &format!(" --machine={}", shell_word(&file.path.display().to_string())),
         None if cfg.cpus_per_node != default.cpus_per_node => {
             command += &format!(" --cpus-per-node {}", cfg.cpus_per_node)
         }
@@ -925,12 +938,24 @@ fn trace_jsonl(trace: &[TraceEvent]) -> String {
 
 /// Set `cfg`'s machine model from the flags, then from the machine file (`--machine`) over them: the file's
 /// measured values win, and the flags it does not set stay. `sim` and `bench fast` both build their model so.
-pub fn apply_model(flags: &ModelFlags, machine: Option<&Path>, cfg: &mut SimConfig) -> Result<(), String> {
+/// Gives the machine file as read, for what is later said of the model.
+pub fn apply_model(
+    flags: &ModelFlags,
+    machine: Option<&Path>,
+    cfg: &mut SimConfig,
+) -> Result<Option<MachineModel>, String> {
     flags.apply(cfg)?;
-    if let Some(path) = machine {
-        read_machine(path).map_err(|e| format!("--machine {e}"))?.apply(cfg);
+    let model = machine.map(|path| read_machine(path).map_err(|e| format!("--machine {e}"))).transpose()?;
+    if let Some(model) = &model {
+        model.apply(cfg);
     }
-    Ok(())
+    Ok(model)
+}
+
+/// A machine file as a run read it: where it was, and what it said.
+pub struct MachineFile {
+    pub path: PathBuf,
+    pub model: MachineModel,
 }
 
 /// The machine file of `cosched calibrate` (its folder or machine.json), read within its bound.
@@ -971,6 +996,21 @@ mod tests {
         assert_eq!(shell_word("it's"), "'it'\\''s'");
         assert_eq!(shell_word("$HOME;rm *"), "'$HOME;rm *'");
         assert_eq!(shell_word(""), "''");
+    }
+
+    /// The warning's `bench fast` is written from the machine file as the run read it: nothing is read again, so a
+    /// file changed or gone since cannot make the command name another model than the run's.
+    #[test]
+    fn the_warnings_command_comes_from_the_machine_file_as_read_for_the_run() {
+        let text = include_str!("../../../test-data/machines/vm-2026-11-30/machine.json");
+        let gone = PathBuf::from("/nonexistent/cosched-machine.json");
+        let file = MachineFile { path: gone.clone(), model: MachineModel::parse(text).expect("the kept machine file") };
+        let mut cfg = parse(&["--spin-factor", "2"]).machine_config().expect("valid flags").0;
+        file.model.apply(&mut cfg);
+        cfg.scheme = parse(&["--schemes", "SB"]).settings().expect("valid").configs().expect("valid")[0].scheme;
+        let command = bench_fast_command(&cfg, FastSettings::default(), Some(&file)).expect("a command");
+        let want = format!("cosched bench fast --schemes SB --machine={} --spin-factor 2", gone.display());
+        assert_eq!(command, want);
     }
 
     /// Fast mode's bounds hold on the machine model `bench fast` runs, `SimConfig`'s defaults: `sim`'s own defaults
@@ -1038,7 +1078,7 @@ mod tests {
     #[test]
     fn unit_flags_reach_the_config_in_nanoseconds() {
         let config =
-            parse(&["--cs-us", "100", "--gang-quantum-ms", "50", "--horizon-s", "2"]).machine_config().unwrap();
+            parse(&["--cs-us", "100", "--gang-quantum-ms", "50", "--horizon-s", "2"]).machine_config().unwrap().0;
         assert_eq!(config.costs.context_switch_ns, 100_000);
         assert_eq!(config.costs.gang_quantum_ns, 50_000_000);
         assert_eq!(config.horizon_ns, Some(2_000_000_000));

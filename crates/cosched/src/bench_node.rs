@@ -4,6 +4,7 @@
 //! predicted alike.
 
 use crate::output::read_bounded;
+use crate::sim_cmd::read_machine;
 use crate::trusted_source::check_nobody_else_could_change;
 use clap::Args;
 use cosched_bench::node::cpu_group::{CpuGroup, MAX_SHARES};
@@ -99,8 +100,8 @@ pub struct BenchNodeArgs {
     /// inputs, on as many CPUs as it has.
     #[arg(long, value_name = "NODE_JSON|MACHINE_JSON")]
     pub predict_from: Option<PathBuf>,
-    /// The model's inputs (switch, wake, HZ) from this machine file (`cosched calibrate`'s machine.json) instead
-    /// of the report's own ctxswitch, sleeper-alone and CONFIG_HZ: for a run of scenario files alone.
+    /// The model's inputs (switch, wake, HZ) from this machine file (`cosched calibrate`'s machine.json, or its
+    /// folder) instead of the report's own ctxswitch, sleeper-alone and CONFIG_HZ: for a run of scenario files alone.
     #[arg(long, value_name = "MACHINE_JSON")]
     pub machine: Option<PathBuf>,
     /// Give up on a spin-barrier run after this many seconds.
@@ -378,11 +379,6 @@ fn prediction_text(report: &NodeReport, machine: Option<&MachineModel>) -> Resul
         None => MachineInputs::from_report(report)?,
     };
     Ok(cosched_lab::node_model::comparison_table(report, &inputs))
-}
-
-fn read_machine(path: &Path) -> Result<MachineModel, String> {
-    let text = read_bounded(path, cosched_sim::machine::MAX_FILE_BYTES)?;
-    MachineModel::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// `--predict-from MACHINE_JSON`: the model's predictions for the scenario files on that machine, nothing

@@ -591,7 +591,8 @@ fn a_scenario_file_runs_at_a_tiny_size_measured_and_predicted() {
     )
     .unwrap();
     let out = folder.path().join("node");
-    let machine = repo_file("docs/reproduction-real/prediction/machine/machine.json");
+    // The machine file's folder, as every command takes it.
+    let machine = repo_file("docs/reproduction-real/prediction/machine");
     let o = cosched(&[
         "bench",
         "node",
