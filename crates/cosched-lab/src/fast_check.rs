@@ -594,6 +594,9 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         float("fast_error_to_nearest_exact", |p| p.fast_error_to_nearest_exact().map_or(String::new(), num)),
         // Empty without jittered runs, which a flag column does not admit.
         text("fast_within_exact_spread", |p| p.fast_within_exact_spread().map_or(String::new(), |w| w.to_string())),
+        // Jobs that took their kind's rate instead of a window (`--fast-reuse-kind-rates`), and the windows.
+        int("fast_reused_kind_rates", |p| p.fast.fast_mode.map_or(0, |f| f.reused_kind_rates).to_string()),
+        int("fast_windows", |p| p.fast.fast_mode.map_or(0, |f| f.windows).to_string()),
     ]
 }
 

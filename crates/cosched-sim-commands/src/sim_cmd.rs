@@ -269,6 +269,12 @@ impl SimArgs {
                         (--fast-windows without --fast) never jumps: leave it out, or add --fast"
                 .into());
         }
+        if settings.reuse_kind_rates {
+            return Err("--fast-reuse-kind-rates spares a job its window, and an exact run watched through the windows \
+                        (--fast-windows without --fast) is watched through every job's own: leave it out, or add \
+                        --fast"
+                .into());
+        }
         Ok(Some(settings))
     }
 
@@ -295,6 +301,11 @@ pub struct FastFlags {
     /// iterations in it, on average (0: windows keep their length; see docs/fast-mode.md).
     #[arg(long, default_value_t = fast_settings().min_iterations, help_heading = "Fast mode")]
     pub fast_min_iterations: u64,
+    /// Fast mode under GS on one-CPU nodes: a job takes the rate earlier jobs of its kind (tasks and program) were
+    /// measured at, once 8 were, instead of a window of its own; every 8th is still measured. Faster on a site's
+    /// log; not validated, so the run reports no bound (docs/fast-mode.md, "Rates reused by job kind").
+    #[arg(long, help_heading = "Fast mode")]
+    pub fast_reuse_kind_rates: bool,
 }
 
 impl FastFlags {
@@ -319,6 +330,9 @@ impl FastFlags {
         if fast.min_iterations != default.min_iterations {
             words.extend(["--fast-min-iterations".to_string(), fast.min_iterations.to_string()]);
         }
+        if fast.reuse_kind_rates {
+            words.push("--fast-reuse-kind-rates".to_string());
+        }
         words
     }
 
@@ -332,6 +346,7 @@ impl FastFlags {
             validated_window: self.fast_window_ms.is_none(),
             guard_ns: MILLISECONDS.ns(self.fast_guard_ms, "--fast-guard-ms")?,
             min_iterations: self.fast_min_iterations,
+            reuse_kind_rates: self.fast_reuse_kind_rates,
             ..fast_settings()
         };
         settings.validate()?;
@@ -634,8 +649,12 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
             true => format!(" with {window_ms} ms windows"),
             false => String::new(),
         };
+        let reused = match fast.reused_kind_rates {
+            0 => String::new(),
+            jobs => format!(", {jobs} jobs took their kind's rate"),
+        };
         println!(
-            "{}: FAST MODE{window}, {:.1} % of simulated time skipped; {error} (docs/fast-mode.md)",
+            "{}: FAST MODE{window}, {:.1} % of simulated time skipped{reused}; {error} (docs/fast-mode.md)",
             s.scheme,
             100.0 * skipped
         );
@@ -1037,6 +1056,7 @@ mod tests {
             FastSettings { validated_window: false, ..default },
             FastSettings { guard_ns: 5 * MS / 2, ..default },
             FastSettings { min_iterations: 8, ..default },
+            FastSettings { reuse_kind_rates: true, ..default },
             FastSettings {
                 warmup_ns: 10 * MS,
                 window_ns: 300 * MS,

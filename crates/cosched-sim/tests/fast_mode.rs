@@ -115,6 +115,46 @@ fn under_gs_only_a_job_that_starts_is_measured() {
     assert!(report.windows <= 6, "{} windows for 6 jobs", report.windows);
 }
 
+/// Jobs of two kinds, twelve each, arriving one every 2 s on 8 nodes: each runs 4-10 s of its own quanta.
+fn jobs_of_two_kinds() -> Vec<SimJob> {
+    (0..24u64)
+        .map(|i| match i % 2 {
+            0 => job(i + 1, i * 2_000 * MS, 2, 300_000, 100_000, 10_000 + 400 * i as u32),
+            _ => job(i + 1, i * 2_000 * MS, 4, 500_000, 100_000, 8_000 + 300 * i as u32),
+        })
+        .collect()
+}
+
+#[test]
+fn under_gs_a_job_may_take_its_kinds_rate_and_lands_near_exact() {
+    let reuse = FastSettings { reuse_kind_rates: true, ..FastSettings::default() };
+    let run_with = |cfg: &SimConfig, fast| {
+        let options = RunOptions { fast, ..RunOptions::default() };
+        run(cfg, jobs_of_two_kinds(), &options, |_| {}).expect("valid scenario")
+    };
+    let cfg = SimConfig { skew: 0.2, ..config(scheme("GS"), 8, 3) };
+    let (exact, plain, reused) =
+        (run_with(&cfg, None), run_with(&cfg, Some(FastSettings::default())), run_with(&cfg, Some(reuse)));
+    let report = reused.summary.fast_mode.expect("a fast run says so");
+    // Eight of each kind measured, then the other four of each take their kind's measure (the 16th start of a kind
+    // would be measured again).
+    assert_eq!(report.reused_kind_rates, 8, "{report:?}");
+    assert!(report.skipped_ns > ns(reused.summary.span_s) / 2, "skipped {} ns", report.skipped_ns);
+    let plain_windows = plain.summary.fast_mode.expect("a fast run").windows;
+    assert!(report.windows < plain_windows, "{} windows against {plain_windows}", report.windows);
+    assert_fast_near_exact("GS, rates reused by kind", &exact, &reused);
+    let again = run_with(&cfg, Some(reuse));
+    assert_eq!(serde_json::to_string(&reused.summary).unwrap(), serde_json::to_string(&again.summary).unwrap());
+    assert_eq!(format!("{:?}", reused.jobs), format!("{:?}", again.jobs));
+    // Where a job shares its CPUs with other jobs' processes, or a node's CPUs with its own, no kind is reused.
+    let two_cpus = SimConfig { nodes: 4, cpus_per_node: 2, ..cfg.clone() };
+    let sb = SimConfig { skew: 0.2, ..config(scheme("SB"), 8, 3) };
+    for other in [two_cpus, sb] {
+        let report = run_with(&other, Some(reuse)).summary.fast_mode.expect("a fast run says so");
+        assert_eq!(report.reused_kind_rates, 0, "{}", other.scheme.name());
+    }
+}
+
 #[test]
 fn a_jump_never_passes_the_horizon() {
     let cfg = SimConfig { horizon_ns: Some(30_000 * MS), ..config(scheme("GS"), 8, 3) };

@@ -1056,6 +1056,35 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
     let (o, _) = run("watched-guard", &["--fast-windows", "--fast-guard-ms", "5"]);
     assert!(!o.status.success(), "a watched run never jumps: the guard would do nothing");
     assert!(stderr(&o).contains("--fast-guard-ms bounds fast mode's jumps"), "{}", stderr(&o));
+    let (o, _) = run("watched-kinds", &["--fast-windows", "--fast-reuse-kind-rates"]);
+    assert!(!o.status.success(), "a watched run takes every job's own window");
+    assert!(stderr(&o).contains("--fast-reuse-kind-rates spares a job its window"), "{}", stderr(&o));
+}
+
+/// `--fast-reuse-kind-rates`: under GS, jobs of a kind seen often enough take its rate; the run says how many, and
+/// claims no bound (every bound was measured without it).
+#[test]
+fn a_fast_gs_run_may_reuse_its_kinds_rates_and_says_so() {
+    let dir = scratch("fast-kinds");
+    let out = dir.join("run");
+    let flags = ["--workload", "WL1", "--jobs", "80", "--nodes", "8", "--runtime-scale", "0.05", "--schemes", "GS"];
+    let o = cosched(
+        &[&["sim", "-q", "--out", out.to_str().unwrap()][..], &flags, &["--fast", "--fast-reuse-kind-rates"]].concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
+    let fast = &json["results"][0]["fast_mode"];
+    let reused = fast["reused_kind_rates"].as_u64().unwrap_or(0);
+    assert!(reused > 0, "{fast}");
+    assert_eq!(fast["settings"]["reuse_kind_rates"], true);
+    assert_eq!(fast["not_validated"], serde_json::json!({ "reason": "settings" }));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.contains(&format!(", {reused} jobs took their kind's rate; not validated")), "{printed}");
+    assert!(
+        stderr(&o).contains("check with `cosched bench fast --schemes GS --fast-reuse-kind-rates`"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

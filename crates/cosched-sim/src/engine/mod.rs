@@ -431,7 +431,13 @@ impl<'a, P: Parts> Engine<'a, P> {
 
     /// Skip the stationary stretches between changes (see [`fast`]).
     pub fn with_fast_mode(mut self, settings: FastSettings, record_windows: bool) -> Self {
-        self.fast = Some(FastState::new(settings, self.cpus.len(), self.row_measures(), record_windows));
+        self.fast = Some(FastState::new(
+            settings,
+            self.cpus.len(),
+            self.row_measures(),
+            record_windows,
+            self.cfg.cpus_per_node == 1,
+        ));
         self
     }
 

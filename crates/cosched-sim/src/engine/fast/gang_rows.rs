@@ -50,6 +50,24 @@ impl RowMeasures {
         }
     }
 
+    /// These CPUs' cells in `row` as measured elsewhere: a job that took its kind's measure (`kinds.rs`).
+    pub(super) fn set_cells(&mut self, row: u32, cpus: &[u32], cell: CellMeasure) {
+        for &c in cpus {
+            self.cells[row as usize * self.cpu_count + c as usize] = cell;
+        }
+    }
+
+    /// These CPUs' cells in `row`, summed.
+    pub(super) fn sum_of_cells(&self, row: u32, cpus: &[u32]) -> CellMeasure {
+        let mut sum = CellMeasure::default();
+        for &c in cpus {
+            let cell = &self.cells[row as usize * self.cpu_count + c as usize];
+            sum.time.add(&cell.time);
+            sum.quanta += cell.quanta;
+        }
+        sum
+    }
+
     pub(super) fn is_quantum_boundary(&self, now: SimTime) -> bool {
         now.ns().is_multiple_of(self.quantum_ns)
     }

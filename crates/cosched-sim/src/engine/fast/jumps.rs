@@ -2,6 +2,7 @@
 //! parent module). Fast mode's state lives in the parent; this file extends
 //! the engine with what acts on it.
 
+use super::kinds::{JobKind, KindMeasure};
 use super::{difference, scaled, FastState, Halves, JobRate, Window, WindowMeasure, MAX_WINDOW_GROWTH};
 use crate::engine::parts::Parts;
 use crate::engine::{Engine, Event, NO_ROW};
@@ -43,10 +44,12 @@ impl<P: Parts> Engine<'_, P> {
         // When the running row empties, its quantum plays out idle, and the
         // next row starts after a gang switch.
         let (quantum_ns, switch_ns) = (self.cfg.costs.gang_quantum_ns, self.cfg.costs.gang_switch_ns);
+        let spec = &self.jobs[j as usize].spec;
+        let kind = JobKind::of(spec.tasks, &spec.program);
         let Some(fast) = &mut self.fast else { return };
         let row = if fast.rows.is_some() { rows_of_job[0] } else { NO_ROW };
         if started {
-            fast.running.push(JobRate { job: j, row, iterations: 0, measured_ns: 0 });
+            fast.running.push(JobRate { job: j, row, iterations: 0, measured_ns: 0, kind_sample_due: false });
         } else {
             fast.running.retain(|r| r.job != j);
         }
@@ -58,6 +61,16 @@ impl<P: Parts> Engine<'_, P> {
             debug_assert_eq!(rows_of_job.len(), 1, "measured per row, a job runs in one row");
             measures.forget_cells(row, cpus);
             fast.gang_rows = rows;
+            let Some((kinds, kind)) = fast.kinds.as_mut().zip(kind.filter(|_| started)) else { return };
+            let rate = fast.running.last_mut().expect("the job just started");
+            match kinds.on_start(kind) {
+                // Measured as its kind was: it needs no window of its own (see `kinds.rs`).
+                Some(taken) => {
+                    (rate.iterations, rate.measured_ns) = (taken.iterations, taken.measured_ns);
+                    measures.set_cells(row, cpus, taken.cell);
+                }
+                None => rate.kind_sample_due = true,
+            }
             return;
         }
         if rows != fast.gang_rows {
@@ -203,6 +216,8 @@ impl<P: Parts> Engine<'_, P> {
             Halves::NotCompared => None,
             Halves::Due(_) => unreachable!("a window is read at its middle before it closes"),
         };
+        // Jobs in their first window, where kinds are kept: (index in `running`, iterations, own quanta's length).
+        let mut first_windows = Vec::new();
         for (i, (rate, (after, before))) in
             fast.running.iter_mut().zip(progress.iter().zip(&window.progress)).enumerate()
         {
@@ -211,6 +226,10 @@ impl<P: Parts> Engine<'_, P> {
                 None => length_ns,
             };
             debug_assert!(measured_ns > 0 || after == before, "a job progresses only in its own quanta");
+            if rate.kind_sample_due && measured_ns > 0 {
+                rate.kind_sample_due = false;
+                first_windows.push((i, after - before, measured_ns));
+            }
             rate.iterations += after - before;
             rate.measured_ns += measured_ns;
             let middle = at_middle.map(|progress| progress[i]);
@@ -232,6 +251,9 @@ impl<P: Parts> Engine<'_, P> {
         fast.report.window_ns += length_ns;
         if fast.window_log.is_some() {
             self.log_window(until, &seen);
+        }
+        for (index, iterations, measured_ns) in first_windows {
+            self.sample_kind(index, iterations, measured_ns);
         }
         let too_few = self.fast().running.iter().any(|r| self.wants_longer_window(r));
         if too_few {
@@ -267,6 +289,23 @@ impl<P: Parts> Engine<'_, P> {
         if let Some(log) = &mut self.fast_mut().window_log {
             log.extend(measures.into_iter());
         }
+    }
+
+    /// The running job at `index` had its first window, of `iterations` over its own quanta of `measured_ns`: what
+    /// it and its CPUs' cells did there goes to its kind (see `kinds.rs`).
+    fn sample_kind(&mut self, index: usize, iterations: u64, measured_ns: u64) {
+        let rate = self.fast().running[index];
+        let job = &self.jobs[rate.job as usize];
+        let Some(kind) = JobKind::of(job.spec.tasks, &job.spec.program) else { return };
+        let first = job.first_proc as usize;
+        let procs = &self.procs[first..first + job.spec.tasks as usize];
+        let cpus: Vec<u32> = procs.iter().map(|p| p.cpu).collect();
+        let fast = self.fast.as_mut().expect("fast mode");
+        // The job's cells were forgotten at its start: they hold its quanta in this window and in any a change cut
+        // short since, whole quanta of this job on these CPUs either way.
+        let cell = fast.rows.as_ref().expect("kinds are kept per row").sum_of_cells(rate.row, &cpus);
+        let sample = KindMeasure { iterations, measured_ns, cell, ..KindMeasure::default() };
+        fast.kinds.as_mut().expect("kinds are kept").add_sample(kind, &sample);
     }
 
     /// Whether a measured job did too few iterations yet (see [`FastSettings::min_iterations`]).

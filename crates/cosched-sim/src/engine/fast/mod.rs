@@ -25,6 +25,7 @@
 mod gang_jumps;
 mod gang_rows;
 mod jumps;
+mod kinds;
 pub mod settings;
 
 pub use settings::{
@@ -36,6 +37,7 @@ pub use settings::{
 use crate::metrics::Breakdown;
 use cosched_core::SimTime;
 use gang_rows::{RowMeasures, RowWindow};
+use kinds::KindRates;
 
 /// What one window saw of one running job, and the rate a jump would then credit it with (`fast-windows.csv` of
 /// `cosched sim --fast-windows`): the numbers behind fast mode's answer, for tracing where it parts from the
@@ -58,7 +60,8 @@ pub struct WindowMeasure {
     /// Of those, the iterations of the window's first half (`None` under the gang schemes, whose halves are not
     /// compared): a rate that flips between two states shows in halves that disagree.
     pub first_half_iterations: Option<u64>,
-    /// Its measure since its surroundings last changed, this window included.
+    /// Its measure since its surroundings last changed, this window included (and, for a job that took its kind's
+    /// measure at its start, that measure: `--fast-reuse-kind-rates`).
     pub measured_ns: u64,
     pub measured_iterations: u64,
     /// Iterations per process per nanosecond of the run's clock that a jump would credit it with (under GS, with
@@ -116,6 +119,8 @@ pub(crate) struct FastState {
     gang_rows: usize,
     /// GS: what the windows saw of each CPU, per matrix row (see [`gang_rows`]).
     rows: Option<RowMeasures>,
+    /// GS on one-CPU nodes, when asked for: the rates of the kinds of job measured so far (see [`kinds`]).
+    kinds: Option<KindRates>,
     report: FastReport,
     /// The engine instant of the last checkpoint.
     last_checkpoint: SimTime,
@@ -133,6 +138,10 @@ struct JobRate {
     row: u32,
     iterations: u64,
     measured_ns: u64,
+    /// Its first window is to be added to its kind's measure (see [`kinds`]): set at its start where kinds are
+    /// kept and it did not take its kind's measure, cleared once added (a window after every job is measured
+    /// again is not a first one).
+    kind_sample_due: bool,
 }
 
 struct Window {
@@ -164,7 +173,9 @@ impl FastState {
         cpu_count: usize,
         rows: Option<RowMeasures>,
         record_windows: bool,
+        one_cpu_nodes: bool,
     ) -> FastState {
+        let kinds = (settings.reuse_kind_rates && rows.is_some() && one_cpu_nodes).then(KindRates::default);
         FastState {
             settings,
             offset_ns: 0,
@@ -178,6 +189,7 @@ impl FastState {
             remeasure_at: None,
             gang_rows: 0,
             rows,
+            kinds,
             report: FastReport { settings: Some(settings), ..FastReport::default() },
             last_checkpoint: SimTime::ZERO,
             window_log: record_windows.then(WindowLog::default),
@@ -185,7 +197,8 @@ impl FastState {
     }
 
     pub(super) fn report(&self) -> FastReport {
-        self.report
+        let reused_kind_rates = self.kinds.as_ref().map_or(0, |kinds| kinds.reused);
+        FastReport { reused_kind_rates, ..self.report }
     }
 
     /// The windows' measures, if they were recorded.

@@ -29,7 +29,19 @@ pub struct FastSettings {
     /// A run whose scheme has a clearly smaller bound with another window (`better_window`) runs with that window
     /// instead of `window_ns` ([`FastSettings::for_run`]); a window asked for by name clears it.
     pub validated_window: bool,
+    /// Under GS on one-CPU nodes: a job that starts takes the rate and cells its kind (its tasks and program)
+    /// showed in the first windows of earlier jobs of that kind, once [`REUSED_KIND_SAMPLES`] were measured, and
+    /// needs no window of its own; every [`REUSED_KIND_SAMPLE_EVERY`]th start of a kind is still measured. Off by
+    /// default: not validated (docs/fast-mode.md, "Rates reused by job kind").
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reuse_kind_rates: bool,
 }
+
+/// A kind's rate is reused once this many of its jobs were measured.
+pub const REUSED_KIND_SAMPLES: u32 = 8;
+
+/// Of a kind's starts, every this-many-th is measured still, so the kind's rate keeps sampling.
+pub const REUSED_KIND_SAMPLE_EVERY: u32 = 8;
 
 impl Default for FastSettings {
     fn default() -> Self {
@@ -41,6 +53,7 @@ impl Default for FastSettings {
             guard_ns: 20 * MS,
             min_jump_ns: 100 * MS,
             validated_window: true,
+            reuse_kind_rates: false,
         }
     }
 }
@@ -314,8 +327,8 @@ pub enum NotValidated {
     Window,
     /// Measured in stable runs only on these nodes (no run of the load sweep saturated there).
     SaturatedRuns,
-    /// A warm-up, guard, shortest jump or least iterations other than the defaults: every bound was measured with
-    /// those.
+    /// A warm-up, guard, shortest jump or least iterations other than the defaults, or rates reused by job kind:
+    /// every bound was measured with the defaults.
     Settings,
     /// A machine model (network, costs, the node scheduler's tick, quanta and intervals) other than the defaults
     /// in a value the run's scheme reads, as a machine file or cost flags give: every bound was measured on the
@@ -358,7 +371,8 @@ impl std::fmt::Display for NotValidated {
             NotValidated::Settings => {
                 write!(
                     f,
-                    "not validated with a warm-up, guard, shortest jump or least iterations other than the defaults"
+                    "not validated with a warm-up, guard, shortest jump or least iterations other than the defaults, \
+                     or with rates reused by job kind"
                 )
             }
             NotValidated::Machine => write!(
@@ -498,6 +512,10 @@ fn better_window_of(validated: &Validated) -> Option<u64> {
 /// longer window costs exact time in proportion: a small difference is not worth a window many times longer.
 const CLEARLY_SMALLER: f64 = 0.75;
 
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
 /// What fast mode did in a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct FastReport {
@@ -528,6 +546,9 @@ pub struct FastReport {
     /// whose halves saw it at rates too far apart for one steady rate (`halves_apart`).
     pub halved_windows: u64,
     pub unsteady_windows: u64,
+    /// Jobs that took their kind's rate at their start instead of a window (`FastSettings::reuse_kind_rates`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reused_kind_rates: u64,
 }
 
 impl FastReport {
