@@ -108,12 +108,16 @@ pub const MAX_WINDOW_GROWTH: u64 = 16;
 /// partings (docs/fast-mode.md, "Placements that part"): runs with every job placed alike were within 4.6 %, but
 /// for DCS (35.9 %), PB-SY (10.7 %) and PB-SB (6.0 %, saturated).
 ///
+/// GS's saturated bound is 29.7 % (was 9.3 %) since 2026-11-30: a set of 400 jobs at load 0.9 and MPL 5 on four
+/// drawn seeds, three of which saturate, one 28.3 % off where the exact engine's answer does not move under
+/// arrival jitter (docs/fast-mode.md, "Rates reused by job kind"). Larger sets were not run for the other schemes.
+///
 /// These hold for the default window; a run with another window is not validated, but for a scheme validated
 /// at that length too (`at_window`, stable runs only; measured 2026-11-29 on the same three sets, before the change
 /// to `coupled`).
 const VALIDATED_ERRORS: &[Validated] = &[
     Validated { scheme: "Local", stable: 11.710, saturated: Some(10.268), at_window: None },
-    Validated { scheme: "GS", stable: 0.211, saturated: Some(0.093), at_window: None },
+    Validated { scheme: "GS", stable: 0.211, saturated: Some(0.297), at_window: None },
     Validated { scheme: "SB", stable: 0.422, saturated: Some(0.051), at_window: None },
     Validated { scheme: "SY", stable: 0.223, saturated: Some(0.080), at_window: None },
     Validated { scheme: "DCS", stable: 6.532, saturated: Some(11.117), at_window: None },
@@ -735,7 +739,7 @@ mod tests {
     fn the_validated_error_follows_the_regime() {
         let default = FastSettings::default().window_ns;
         assert_eq!(bound(&run_of("GS"), false, default), Some(0.211));
-        assert_eq!(bound(&run_of("GS"), true, default), Some(0.211), "no tighter than the stable bound");
+        assert_eq!(bound(&run_of("GS"), true, default), Some(0.297), "from a 400-job set");
         assert_eq!(bound(&run_of("Local"), true, default), Some(11.710), "no tighter than the stable bound");
         assert_eq!(bound(&run_of("DCS"), true, default), Some(11.117));
         assert_eq!(bound(&run_of("IB"), true, default), Some(0.024), "no tighter than the stable bound");
