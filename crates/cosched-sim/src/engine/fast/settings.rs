@@ -110,7 +110,8 @@ pub const MAX_WINDOW_GROWTH: u64 = 16;
 ///
 /// GS's saturated bound is 29.7 % (was 9.3 %) since 2026-11-30: a set of 400 jobs at load 0.9 and MPL 5 on four
 /// drawn seeds, three of which saturate, one 28.3 % off where the exact engine's answer moves by at most 0.02 %
-/// under arrival jitter (docs/fast-mode.md, "Rates reused by job kind"). Larger sets were not run for the other schemes.
+/// under arrival jitter (docs/fast-mode.md, "Rates reused by job kind"). Larger sets were not run for the other
+/// schemes.
 ///
 /// These hold for the default window; a run with another window is not validated, but for a scheme validated
 /// at that length too (`at_window`, stable runs only; measured 2026-11-29 on the same three sets, before the change
@@ -489,8 +490,9 @@ pub fn better_window(cfg: &SimConfig) -> Option<u64> {
 
 /// For a run with `settings`, judged `saturated` or not: the window a run given none takes ([`better_window`]) with
 /// its bound in that regime, where that is another window than the run's and its bound is smaller than the run's
-/// (or the run has none), for the warning (`sim` warns only outside [`ACCEPTED_ERROR`]). None where the other settings or the
-/// run are not as measured (`run_as_measured`), since every bound, a better window's too, holds only with those.
+/// (or the run has none), for the warning (`sim` warns only outside [`ACCEPTED_ERROR`]). None where the other
+/// settings or the run are not as measured (`run_as_measured`), since every bound, a better window's too, holds
+/// only with those.
 pub fn better_window_than(cfg: &SimConfig, saturated: bool, settings: &FastSettings) -> Option<(u64, f64)> {
     run_as_measured(cfg, settings).ok()?;
     let better_ns = better_window(cfg).filter(|&better_ns| better_ns != settings.window_ns)?;
