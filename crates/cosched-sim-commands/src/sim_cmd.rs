@@ -270,10 +270,12 @@ impl SimArgs {
                 .into());
         }
         if settings.reuse_kind_rates {
-            return Err("--fast-reuse-kind-rates spares a job its window, and an exact run watched through the windows \
+            return Err(
+                "--fast-reuse-kind-rates spares a job its window, and an exact run watched through the windows \
                         (--fast-windows without --fast) is watched through every job's own: leave it out, or add \
                         --fast"
-                .into());
+                    .into(),
+            );
         }
         Ok(Some(settings))
     }
