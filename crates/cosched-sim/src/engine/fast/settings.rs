@@ -108,24 +108,26 @@ pub const MAX_WINDOW_GROWTH: u64 = 16;
 /// partings (docs/fast-mode.md, "Placements that part"): runs with every job placed alike were within 4.6 %, but
 /// for DCS (35.9 %), PB-SY (10.7 %) and PB-SB (6.0 %, saturated).
 ///
-/// GS's saturated bound is 29.7 % (was 9.3 %) since 2026-11-30: a set of 400 jobs at load 0.9 and MPL 5 on four
-/// drawn seeds, three of which saturate, one 28.3 % off where the exact engine's answer moves by at most 0.02 %
-/// under arrival jitter (docs/fast-mode.md, "Rates reused by job kind"). Larger sets were not run for the other
-/// schemes.
+/// Since 2026-11-30 the stable bounds also take a fourth set, of 400 jobs at load 0.9 and MPL 5 on four drawn
+/// seeds (docs/fast-mode.md, "Sets of 400 jobs"), run for GS, PB-SB, DCS-SB and IB: GS 29.7 % (was 21.1 %), one
+/// saturated run 28.3 % off where the exact engine's answer moves by at most 0.02 % under arrival jitter; PB-SB
+/// 183.0 % (was 0.9 %), DCS-SB 108.1 % (was 2.3 %) and IB 53.9 % (was 2.4 %), near saturation, where exact and
+/// fast runs disagree on the regime in five of twelve runs. As for every set, a set's seeds count whatever their
+/// verdict. The other schemes were not run at that size.
 ///
 /// These hold for the default window; a run with another window is not validated, but for a scheme validated
 /// at that length too (`at_window`, stable runs only; measured 2026-11-29 on the same three sets, before the change
 /// to `coupled`).
 const VALIDATED_ERRORS: &[Validated] = &[
     Validated { scheme: "Local", stable: 11.710, saturated: Some(10.268), at_window: None },
-    Validated { scheme: "GS", stable: 0.211, saturated: Some(0.297), at_window: None },
+    Validated { scheme: "GS", stable: 0.297, saturated: Some(0.093), at_window: None },
     Validated { scheme: "SB", stable: 0.422, saturated: Some(0.051), at_window: None },
     Validated { scheme: "SY", stable: 0.223, saturated: Some(0.080), at_window: None },
     Validated { scheme: "DCS", stable: 6.532, saturated: Some(11.117), at_window: None },
     Validated { scheme: "PB", stable: 0.260, saturated: Some(0.155), at_window: None },
-    Validated { scheme: "DCS-SB", stable: 0.023, saturated: Some(0.016), at_window: None },
+    Validated { scheme: "DCS-SB", stable: 1.081, saturated: Some(0.016), at_window: None },
     Validated { scheme: "DCS-SY", stable: 0.161, saturated: Some(0.103), at_window: None },
-    Validated { scheme: "PB-SB", stable: 0.009, saturated: Some(0.130), at_window: None },
+    Validated { scheme: "PB-SB", stable: 1.830, saturated: Some(0.130), at_window: None },
     Validated {
         scheme: "PB-SY",
         stable: 0.113,
@@ -135,7 +137,7 @@ const VALIDATED_ERRORS: &[Validated] = &[
         at_window: Some(AtWindow { window_ns: 3_000_000_000, stable: 0.110, saturated: None }),
     },
     Validated { scheme: "GS-cosched", stable: 0.137, saturated: Some(0.006), at_window: None },
-    Validated { scheme: "IB", stable: 0.024, saturated: Some(0.012), at_window: None },
+    Validated { scheme: "IB", stable: 0.539, saturated: Some(0.012), at_window: None },
 ];
 
 /// Fast mode's error on EEVDF nodes (`bench fast --node-scheduler eevdf`), with the default window, and for DCS, SY
@@ -740,14 +742,16 @@ mod tests {
     #[test]
     fn the_validated_error_follows_the_regime() {
         let default = FastSettings::default().window_ns;
-        assert_eq!(bound(&run_of("GS"), false, default), Some(0.211));
-        assert_eq!(bound(&run_of("GS"), true, default), Some(0.297), "from a 400-job set");
+        assert_eq!(bound(&run_of("GS"), false, default), Some(0.297), "from a 400-job set");
+        assert_eq!(bound(&run_of("GS"), true, default), Some(0.297), "no tighter than the stable bound");
         assert_eq!(bound(&run_of("Local"), true, default), Some(11.710), "no tighter than the stable bound");
         assert_eq!(bound(&run_of("DCS"), true, default), Some(11.117));
-        assert_eq!(bound(&run_of("IB"), true, default), Some(0.024), "no tighter than the stable bound");
+        assert_eq!(bound(&run_of("IB"), true, default), Some(0.539), "no tighter than the stable bound");
         assert_eq!(bound(&run_of("SB"), true, default), Some(0.422), "no tighter than the stable bound");
-        assert_eq!(bound(&run_of("PB-SB"), false, default), Some(0.009));
-        assert_eq!(bound(&run_of("PB-SB"), true, default), Some(0.130));
+        assert_eq!(bound(&run_of("PB-SB"), false, default), Some(1.830), "from a 400-job set");
+        assert_eq!(bound(&run_of("PB-SB"), true, default), Some(1.830), "no tighter than the stable bound");
+        let dcs_sb = run_of("DCS-SB");
+        assert_eq!((bound(&dcs_sb, false, default), bound(&dcs_sb, true, default)), (Some(1.081), Some(1.081)));
     }
 
     fn run_of(scheme: &str) -> SimConfig {
@@ -767,7 +771,7 @@ mod tests {
         assert_eq!(bound(&on_eevdf_nodes("IB"), false, default), Some(0.036));
         assert_eq!(bound(&on_eevdf_nodes("IB"), true, default), Some(0.121));
         // The gang cell does not run on the node's scheduler; the gang slots do.
-        assert_eq!(bound(&on_eevdf_nodes("GS"), false, default), Some(0.211));
+        assert_eq!(bound(&on_eevdf_nodes("GS"), false, default), Some(0.297));
         assert_eq!(bound(&on_eevdf_nodes("GS-cosched-kernel"), false, default), Some(0.009));
         assert!(!fast_mode_measured(&run_of("GS-cosched-kernel")), "gang slots run over EEVDF only");
         for v in VALIDATED_ON_EEVDF {
@@ -798,7 +802,7 @@ mod tests {
     #[test]
     fn nodes_of_several_cpus_are_not_validated() {
         let default = FastSettings::default().window_ns;
-        for (cpus_per_node, expected) in [(1, Ok(0.211)), (2, Err(NotValidated::CpusPerNode { cpus_per_node: 2 }))] {
+        for (cpus_per_node, expected) in [(1, Ok(0.297)), (2, Err(NotValidated::CpusPerNode { cpus_per_node: 2 }))] {
             let cfg = SimConfig { cpus_per_node, ..run_of("GS") };
             assert_eq!(validation(&cfg, false, default), expected, "{cpus_per_node} CPUs per node");
             assert_eq!(validation(&cfg, true, default).is_ok(), cpus_per_node == 1);
