@@ -35,6 +35,13 @@ pub(super) struct CellMeasure {
     pub(super) quanta: u64,
 }
 
+impl CellMeasure {
+    pub(super) fn add(&mut self, other: &CellMeasure) {
+        self.time.add(&other.time);
+        self.quanta += other.quanta;
+    }
+}
+
 impl RowMeasures {
     pub(in crate::engine) fn new(quantum_ns: u64, switch_ns: u64, rows: usize, cpu_count: usize) -> RowMeasures {
         RowMeasures { quantum_ns, switch_ns, cpu_count, cells: vec![CellMeasure::default(); rows * cpu_count] }
@@ -45,15 +52,14 @@ impl RowMeasures {
     }
 
     pub(super) fn forget_cells(&mut self, row: u32, cpus: &[u32]) {
-        for &c in cpus {
-            self.cells[row as usize * self.cpu_count + c as usize] = CellMeasure::default();
-        }
+        self.set_cells(row, cpus, CellMeasure::default());
     }
 
     /// These CPUs' cells in `row` as measured elsewhere: a job that took its kind's measure (`kinds.rs`).
     pub(super) fn set_cells(&mut self, row: u32, cpus: &[u32], cell: CellMeasure) {
         for &c in cpus {
-            self.cells[row as usize * self.cpu_count + c as usize] = cell;
+            let at = self.cell_index(row, c);
+            self.cells[at] = cell;
         }
     }
 
@@ -61,11 +67,13 @@ impl RowMeasures {
     pub(super) fn sum_of_cells(&self, row: u32, cpus: &[u32]) -> CellMeasure {
         let mut sum = CellMeasure::default();
         for &c in cpus {
-            let cell = &self.cells[row as usize * self.cpu_count + c as usize];
-            sum.time.add(&cell.time);
-            sum.quanta += cell.quanta;
+            sum.add(&self.cells[self.cell_index(row, c)]);
         }
         sum
+    }
+
+    fn cell_index(&self, row: u32, cpu: u32) -> usize {
+        row as usize * self.cpu_count + cpu as usize
     }
 
     pub(super) fn is_quantum_boundary(&self, now: SimTime) -> bool {

@@ -79,8 +79,7 @@ impl KindRates {
         measure.samples += 1;
         measure.iterations += sample.iterations;
         measure.measured_ns += sample.measured_ns;
-        measure.cell.time.add(&sample.cell.time);
-        measure.cell.quanta += sample.cell.quanta;
+        measure.cell.add(&sample.cell);
     }
 }
 
