@@ -153,15 +153,18 @@ fn sim_on_a_measured_machine() {
 }
 
 /// A FIFO (or anything but a regular file) in a machine file's or a report's place is refused at once, not
-/// waited on.
+/// waited on, also where the machine file is named by its folder.
 #[test]
 fn a_fifo_in_place_of_a_file_is_refused_without_waiting() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("machine.json");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let measured = repository().join("docs/reproduction-real/mm-p2-spin");
-    let o = cosched(&["predict", "--machine", fifo.to_str().unwrap(), "--measured", measured.to_str().unwrap()]);
-    assert!(!o.status.success() && text(&o).contains("not a regular file"), "{}", text(&o));
+    // The file itself, then its folder, as every command that reads machine files takes it (`bench node` as root).
+    for given in [fifo.as_path(), dir.path()] {
+        let o = cosched(&["predict", "--machine", given.to_str().unwrap(), "--measured", measured.to_str().unwrap()]);
+        assert!(!o.status.success() && text(&o).contains("not a regular file"), "{}", text(&o));
+    }
     let machine = machine_file(&dir.path().join("m"), |_| {});
     let o = cosched(&["predict", "--machine", machine.to_str().unwrap(), "--measured", fifo.to_str().unwrap()]);
     assert!(!o.status.success() && text(&o).contains("not a regular file"), "{}", text(&o));
