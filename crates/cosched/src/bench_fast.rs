@@ -436,9 +436,7 @@ fn print_unsteady_splits(splits: &[UnsteadySplit]) {
         "unsteady rates: runs whose rates moved between the halves of {:.0} % or more of their jobs' windows",
         100.0 * UNSTEADY_WINDOWS_SHARE
     );
-    println!(
-        "(sim warns of them where it has no bound; pairs.csv: fast_unsteady_share), and the largest error of one run*"
-    );
+    println!("(sim warns of them; pairs.csv: fast_unsteady_share), and the largest error of one run*");
     for s in splits {
         if s.judged_runs == 0 {
             println!("{:<10} never judged (a gang scheme, or too few iterations in a window)", s.scheme);

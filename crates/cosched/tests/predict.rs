@@ -400,3 +400,40 @@ fn fast_mode_warns_where_its_windows_saw_rates_flip() {
     assert_eq!(counts(2), (0, 0));
     assert!(!warned("GS-cosched"), "{said}");
 }
+
+/// A run with a bound is warned of unsteady rates too, the warning naming its bound: a bound holds over a set of
+/// drawn runs, and on the 400-job sets the runs far off it were the unsteady ones (docs/fast-mode.md, "Sets of 400
+/// jobs"). PB on one-CPU MLFQ nodes has a bound; this seed's windows had 6.7 % of their halves apart.
+#[test]
+fn an_unsteady_run_is_warned_of_beside_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("unsteady");
+    let run = [
+        "sim",
+        "--nodes",
+        "16",
+        "--jobs",
+        "60",
+        "--runtime-scale",
+        "0.05",
+        "--load",
+        "0.9",
+        "--mpl",
+        "5",
+        "--seed",
+        "11",
+        "--schemes",
+        "PB",
+        "--fast",
+        "-q",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = cosched(&run);
+    assert!(o.status.success(), "{}", text(&o));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let bound = json["results"][0]["fast_mode"]["validated_error"].as_f64().expect("PB has a bound on MLFQ nodes");
+    let said = text(&o);
+    assert!(said.contains("warning: PB's rates moved by more than 1.5 times"), "{said}");
+    assert!(said.contains(&format!("even though its bound is {:.1} %", 100.0 * bound)), "{said}");
+}
