@@ -282,6 +282,7 @@ class SchedulingEnv(gymnasium.Env):
         truncated = False
         if isinstance(step, _native.GymView):
             self._decision = Decision._of(step)
+            self._check_shape(self._decision)
             waited_s = self._decision.waited_s_total
             info: dict[str, Any] = {"decision": self._decision}
             terminated = False
@@ -295,6 +296,17 @@ class SchedulingEnv(gymnasium.Env):
             terminated = not truncated
         reward, self._waited_s = self._waited_s - waited_s, waited_s
         return self._observation(), reward, terminated, truncated, info
+
+    def _check_shape(self, decision: Decision) -> None:
+        """Refuse a run whose machine differs from the one the spaces were made for: the flags are read again at
+        every reset, so a machine file (``--machine``) changed since would otherwise reshape the observations."""
+        rows, cpus = len(decision.matrix), len(decision.processes_per_cpu)
+        if (rows, cpus) != (self.rows, self.cpus):
+            self.close()
+            raise CoschedError(
+                f"this run's machine has {rows} rows and {cpus} CPUs, not the {self.rows} and {self.cpus} the "
+                "environment was made with: a machine file it reads changed since; make a new environment"
+            )
 
     def _observation(self) -> dict[str, np.ndarray]:
         q, r, c = self.max_queue, self.rows, self.cpus

@@ -11,6 +11,7 @@ import pytest
 
 import cosched
 from cosched import CoschedError
+from conftest import REPO
 from cosched.gym import Decision, SchedulingEnv, fcfs, run_policy
 
 #: The workload docs/python.md's example decides: 16 nodes, gang scheduling with three rows, 200 jobs at load 0.8.
@@ -177,6 +178,19 @@ def test_a_run_closed_midway_makes_room_for_the_next():
     env.close()
     result = run_policy(fcfs, **{**GANG, "jobs": 30, "seed": 1})
     assert len(result.jobs) == 30
+
+
+def test_a_machine_file_changed_between_episodes_is_refused_not_reshaped(tmp_path):
+    machine = tmp_path / "machine.json"
+    text = (REPO / "test-data/machines/vm-2026-11-30/machine.json").read_text()
+    machine.write_text(text)
+    env = SchedulingEnv(**{**GANG, "jobs": 30}, args=["--machine", str(machine)])
+    assert env.cpus == 16 * 2
+    env.reset(seed=1)
+    machine.write_text(text.replace('"cpus_per_node": 2', '"cpus_per_node": 4'))
+    with pytest.raises(CoschedError, match="has 3 rows and 64 CPUs, not the 3 and 32"):
+        env.reset(seed=1)
+    env.close()
 
 
 def test_the_native_run_answers_only_in_turn():
