@@ -591,6 +591,11 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         float("exact_jitter_response_high", |p| p.exact_spread().map_or(String::new(), |s| num(s.response_high))),
         float("exact_jitter_utilization_low", |p| p.exact_spread().map_or(String::new(), |s| num(s.utilization_low))),
         float("exact_jitter_utilization_high", |p| p.exact_spread().map_or(String::new(), |s| num(s.utilization_high))),
+        // How many of the jittered exact runs were judged saturated: a regime the given run's verdict may not tell.
+        int("jittered_exact_saturated", |p| match p.jittered_exact.is_empty() {
+            true => String::new(),
+            false => p.jittered_exact.iter().filter(|a| a.saturated).count().to_string(),
+        }),
         float("fast_error_to_nearest_exact", |p| p.fast_error_to_nearest_exact().map_or(String::new(), num)),
         // Empty without jittered runs, which a flag column does not admit.
         text("fast_within_exact_spread", |p| p.fast_within_exact_spread().map_or(String::new(), |w| w.to_string())),

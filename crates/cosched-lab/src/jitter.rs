@@ -4,7 +4,7 @@
 //! scheme, and `cosched bench fast --jitter-draws` judges fast mode against the exact engine's own spread.
 
 use crate::batch::{run_all, BatchWatch};
-use crate::csv::{csv_field, float, int, kinds, num, text, to_csv, Column, ColumnKinds};
+use crate::csv::{csv_field, flag, float, int, kinds, num, text, to_csv, Column, ColumnKinds};
 use cosched_core::SimTime;
 use cosched_sim::run::RunOptions;
 use cosched_sim::{SimConfig, SimJob, Summary};
@@ -58,16 +58,22 @@ pub fn jitter_arrivals(jobs: &[SimJob], jitter_s: f64, seed: u64, draw: u32) -> 
         .collect()
 }
 
-/// The two figures a run is judged by (and fast mode's bounds hold), from one run.
+/// The two figures a run is judged by (and fast mode's bounds hold), from one run, and its regime's verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Answer {
     pub mean_response_s: f64,
     pub delivered_utilization: f64,
+    /// Judged saturated (jobs queue without bound): a jittered run may change regime.
+    pub saturated: bool,
 }
 
 impl Answer {
     pub fn of(summary: &Summary) -> Answer {
-        Answer { mean_response_s: summary.mean_response_s, delivered_utilization: summary.delivered_utilization }
+        Answer {
+            mean_response_s: summary.mean_response_s,
+            delivered_utilization: summary.delivered_utilization,
+            saturated: summary.saturation.saturated,
+        }
     }
 
     /// The larger of this answer's |self / other - 1| over the two figures, least over `others` (those that give a
@@ -232,8 +238,10 @@ fn draw_columns<'a>() -> Vec<Column<DrawRow<'a>>> {
         float("jitter_s", |r| num(r.jitter_s)),
         float("mean_response_s", |r| num(r.answer().mean_response_s)),
         float("delivered_utilization", |r| num(r.answer().delivered_utilization)),
+        flag("saturated", |r| r.answer().saturated.to_string()),
         float("given_mean_response_s", |r| num(r.run.given.mean_response_s)),
         float("given_delivered_utilization", |r| num(r.run.given.delivered_utilization)),
+        flag("given_saturated", |r| r.run.given.saturated.to_string()),
         float("response_move", |r| num(r.answer().moved_from(&r.run.given).0)),
         float("utilization_move", |r| num(r.answer().moved_from(&r.run.given).1)),
     ]
@@ -346,7 +354,11 @@ mod tests {
 
     #[test]
     fn a_jittered_run_with_no_answer_leaves_the_spread_unknown_whatever_follows() {
-        let answer = |mean_response_s, delivered_utilization| Answer { mean_response_s, delivered_utilization };
+        let answer = |mean_response_s, delivered_utilization| Answer {
+            mean_response_s,
+            delivered_utilization,
+            saturated: false,
+        };
         let given = answer(100.0, 0.5);
         let known = AnswerSpread::of(given, &[answer(120.0, 0.5), answer(90.0, 0.55)]).unwrap();
         assert!((known.response_low - -0.1).abs() < 1e-12 && (known.response_high - 0.2).abs() < 1e-12);
@@ -363,7 +375,11 @@ mod tests {
 
     #[test]
     fn fast_mode_is_judged_against_the_nearest_exact_answer_too() {
-        let answer = |mean_response_s, delivered_utilization| Answer { mean_response_s, delivered_utilization };
+        let answer = |mean_response_s, delivered_utilization| Answer {
+            mean_response_s,
+            delivered_utilization,
+            saturated: false,
+        };
         // Fast lands in the other regime (60 s, 0.66) that one jittered exact run found: 1 % off it, 40 % off the
         // answer on the workload as given.
         let fast = answer(60.6, 0.66);

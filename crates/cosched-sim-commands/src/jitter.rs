@@ -102,7 +102,11 @@ mod tests {
 
     #[test]
     fn a_run_that_moves_beyond_the_threshold_or_gives_no_answer_is_warned_of() {
-        let answer = |mean_response_s, delivered_utilization| Answer { mean_response_s, delivered_utilization };
+        let answer = |mean_response_s, delivered_utilization| Answer {
+            mean_response_s,
+            delivered_utilization,
+            saturated: false,
+        };
         let jitter = ArrivalJitter { draws: 2, jitter_s: 0.05 };
         let steady = RunJitter::of("GS", answer(100.0, 0.5), vec![answer(101.0, 0.5), answer(99.5, 0.5)]);
         assert!(!steady.moves_beyond(SENSITIVE_MOVE), "{steady:?}");

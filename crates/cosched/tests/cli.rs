@@ -188,6 +188,11 @@ fn sim_reports_how_far_each_answer_moves_when_the_arrivals_move_a_little() {
         assert!(o.status.success(), "{fast:?}: {}", stderr(&o));
         let unmoved_table = String::from_utf8(read(&out.join("jitter.csv"))).unwrap();
         assert!(moves(&unmoved_table).iter().all(|m| *m == 0.0), "{fast:?}: {unmoved_table}");
+        // The same run again, so the same regime's verdict.
+        for row in unmoved_table.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()) {
+            assert_eq!(row[column("saturated")], row[column("given_saturated")], "{row:?}");
+            assert!(["true", "false"].contains(&row[column("saturated")]), "{row:?}");
+        }
         assert!(!stderr(&o).contains("turns on the arrivals' last digits"), "{}", stderr(&o));
     }
     // Without the flag, neither the file nor the record.
@@ -1678,6 +1683,9 @@ fn bench_fast_judges_fast_mode_against_the_exact_engines_spread_under_arrival_ji
             .abs()
             .max((value("fast_delivered_utilization") / value("exact_delivered_utilization") - 1.0).abs());
         assert!((value("fast_error_to_nearest_exact") - own).abs() < 1e-6, "{row:?}");
+        // Each jittered run is the exact run again, so its verdict too: all three draws saturated, or none.
+        let saturated_draws = if row[column("exact_saturated")] == "true" { "3" } else { "0" };
+        assert_eq!(row[column("jittered_exact_saturated")], saturated_draws, "{row:?}");
     }
 
     for (flags, says) in [
