@@ -113,7 +113,10 @@ pub const MAX_WINDOW_GROWTH: u64 = 16;
 /// saturated run 28.3 % off where the exact engine's answer moves by at most 0.02 % under arrival jitter; PB-SB
 /// 183.0 % (was 0.9 %), DCS-SB 108.1 % (was 2.3 %) and IB 53.9 % (was 2.4 %), near saturation, where exact and
 /// fast runs disagree on the regime in five of twelve runs. As for every set, a set's seeds count whatever their
-/// verdict. The other schemes were not run at that size.
+/// verdict. The other eight on four more drawn seeds (the same day, "Sets of 400 jobs: the other eight"): SB
+/// 222.8 % (was 42.2 %), SY 106.2 % (22.3 %), PB 48.3 % (26.0 %), DCS-SY 40.4 % (16.1 %), PB-SY 19.6 % (11.3 %);
+/// Local, DCS and GS-cosched hold theirs (66.5 %, 138.2 % and 3.2 % there). So every bound is the largest over sets
+/// of 60 and of 400 jobs: one per scheme, whatever the workload's size, since a site's log is larger still.
 ///
 /// These hold for the default window; a run with another window is not validated, but for a scheme validated
 /// at that length too (`at_window`, stable runs only; measured 2026-11-29 on the same three sets, before the change
@@ -121,16 +124,16 @@ pub const MAX_WINDOW_GROWTH: u64 = 16;
 const VALIDATED_ERRORS: &[Validated] = &[
     Validated { scheme: "Local", stable: 11.710, saturated: Some(10.268), at_window: None },
     Validated { scheme: "GS", stable: 0.297, saturated: Some(0.093), at_window: None },
-    Validated { scheme: "SB", stable: 0.422, saturated: Some(0.051), at_window: None },
-    Validated { scheme: "SY", stable: 0.223, saturated: Some(0.080), at_window: None },
+    Validated { scheme: "SB", stable: 2.228, saturated: Some(0.051), at_window: None },
+    Validated { scheme: "SY", stable: 1.062, saturated: Some(0.080), at_window: None },
     Validated { scheme: "DCS", stable: 6.532, saturated: Some(11.117), at_window: None },
-    Validated { scheme: "PB", stable: 0.260, saturated: Some(0.155), at_window: None },
+    Validated { scheme: "PB", stable: 0.483, saturated: Some(0.155), at_window: None },
     Validated { scheme: "DCS-SB", stable: 1.081, saturated: Some(0.016), at_window: None },
-    Validated { scheme: "DCS-SY", stable: 0.161, saturated: Some(0.103), at_window: None },
+    Validated { scheme: "DCS-SY", stable: 0.404, saturated: Some(0.103), at_window: None },
     Validated { scheme: "PB-SB", stable: 1.830, saturated: Some(0.130), at_window: None },
     Validated {
         scheme: "PB-SY",
-        stable: 0.113,
+        stable: 0.196,
         saturated: Some(0.043),
         // Spin-yield's regimes outlast 200 ms; 3 s windows average over them on seeds 1-4 (4.2 %), not on seeds
         // drawn at random (docs/fast-mode.md).
@@ -675,7 +678,7 @@ mod tests {
         const MS: u64 = 1_000_000;
         let default = FastSettings::default();
         let sb = run_of("SB");
-        assert_eq!(validation_with(&sb, false, &default), Ok(0.422));
+        assert_eq!(validation_with(&sb, false, &default), Ok(2.228));
         for other in [
             FastSettings { warmup_ns: 75 * MS, ..default },
             FastSettings { guard_ns: 5 * MS, ..default },
@@ -747,7 +750,7 @@ mod tests {
         assert_eq!(bound(&run_of("Local"), true, default), Some(11.710), "no tighter than the stable bound");
         assert_eq!(bound(&run_of("DCS"), true, default), Some(11.117));
         assert_eq!(bound(&run_of("IB"), true, default), Some(0.539), "no tighter than the stable bound");
-        assert_eq!(bound(&run_of("SB"), true, default), Some(0.422), "no tighter than the stable bound");
+        assert_eq!(bound(&run_of("SB"), true, default), Some(2.228), "no tighter than the stable bound");
         assert_eq!(bound(&run_of("PB-SB"), false, default), Some(1.830), "from a 400-job set");
         assert_eq!(bound(&run_of("PB-SB"), true, default), Some(1.830), "no tighter than the stable bound");
         let dcs_sb = run_of("DCS-SB");
@@ -817,7 +820,7 @@ mod tests {
     fn another_window_is_validated_only_where_measured() {
         let default = FastSettings::default().window_ns;
         assert_eq!(bound(&run_of("GS"), false, 2 * default), None, "GS was measured with the default only");
-        assert_eq!(bound(&run_of("PB-SY"), false, default), Some(0.113));
+        assert_eq!(bound(&run_of("PB-SY"), false, default), Some(0.196));
         assert_eq!(bound(&run_of("PB-SY"), false, 3_000_000_000), Some(0.110));
         assert_eq!(bound(&run_of("PB-SY"), true, 3_000_000_000), None);
         assert_eq!(bound(&run_of("PB-SY"), false, 1_000_000_000), None);
