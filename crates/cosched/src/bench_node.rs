@@ -201,9 +201,10 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         print!("{}", prediction_text(&report, machine.as_ref())?);
         return Ok(());
     }
-    let checked_out = check_root_out(&args.out)?;
-    // Read before anything runs: a bad machine file is refused, not found out after the measurements.
+    // Read before anything runs or is made (the check of --out makes missing folders): a bad machine file is refused
+    // with nothing written, not found out after the measurements.
     let machine = args.machine.as_deref().map(read_machine).transpose()?;
+    let checked_out = check_root_out(&args.out)?;
     let report = measure(args)?;
     let mut text = table(&report);
     match prediction_text(&report, machine.as_ref()) {

@@ -43,21 +43,80 @@ pub fn read_bounded_no_link(path: &Path, max_bytes: u64) -> Result<String, Strin
 fn read_bounded_with(path: &Path, max_bytes: u64, extra_flags: i32) -> Result<String, String> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    // Not blocking in open: a FIFO in the file's place would wait for a writer forever; and never taking a
-    // terminal as the controlling one.
+    let reading = |e: std::io::Error| format!("reading {}: {e}", path.display());
+    // First a handle that opens nothing (O_PATH): opening a device a link points to can act (a watchdog arms, a
+    // tape rewinds) before any check, and a FIFO would block. Only a regular file is then opened for reading,
+    // through that same handle, so nothing can be swapped in between; never as the controlling terminal.
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_PATH.bits() | extra_flags)
+        .open(path)
+        .map_err(reading)?;
+    if !handle.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
     let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(flags.bits() | extra_flags)
-        .open(path)
-        .map_err(|e| format!("reading {}: {e}", path.display()))?;
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
+        .custom_flags(flags.bits())
+        .open(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&handle)))
+        .map_err(reading)?;
     let mut text = String::new();
-    file.take(max_bytes + 1).read_to_string(&mut text).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    file.take(max_bytes + 1).read_to_string(&mut text).map_err(reading)?;
     if text.len() as u64 > max_bytes {
         return Err(format!("{} is larger than {max_bytes} bytes", path.display()));
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// A link to something other than a regular file is refused without opening it: a FIFO's writer, blocked until a
+    /// reader opens it, stays blocked. (Opened for reading, it would have been released at once.)
+    #[test]
+    fn a_link_to_a_fifo_is_refused_without_opening_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let link = dir.path().join("machine.json");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let released = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (fifo, released) = (fifo.clone(), released.clone());
+            std::thread::spawn(move || {
+                let opened = fs::OpenOptions::new().write(true).open(&fifo);
+                released.store(true, Ordering::SeqCst);
+                opened
+            })
+        };
+        for read in [read_bounded, read_bounded_no_link] {
+            let refused = read(&link, 1024).unwrap_err();
+            assert!(refused.contains("is not a regular file"), "{refused}");
+        }
+        // Give a wrongly released writer time to say so; a right one can never be released, however long this takes.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!released.load(Ordering::SeqCst), "the FIFO was opened for reading");
+        // Release the writer: open the FIFO for reading here.
+        let nonblocking = nix::fcntl::OFlag::O_NONBLOCK.bits();
+        let _reader = fs::OpenOptions::new().read(true).custom_flags(nonblocking).open(&fifo).unwrap();
+        writer.join().unwrap().unwrap();
+    }
+
+    /// A link to a regular file is followed (it is the path the caller gave), but not at the last step where asked.
+    #[test]
+    fn a_link_to_a_regular_file_is_read_unless_links_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        fs::write(&file, "{}").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert_eq!(read_bounded(&link, 16).unwrap(), "{}");
+        assert!(read_bounded_no_link(&link, 16).unwrap_err().contains("is not a regular file"));
+        assert!(read_bounded(&file, 1).unwrap_err().contains("larger than 1 bytes"));
+    }
 }
