@@ -689,13 +689,16 @@ fn print_fast_mode(results: &[RunResult], configs: &[SimConfig], machine: Option
 /// after they were measured they cured some runs and not others.
 fn unsteady_rates_warning(scheme: &str, fast: &FastReport) -> String {
     let beside_bound = match fast.validated_error {
-        Some(bound) => format!(", even though its bound is {:.1} % (that of a set of runs, not of one)", 100.0 * bound),
+        Some(bound) => {
+            format!(" than its bound of {:.1} % (which holds for a set of runs, not for one)", 100.0 * bound)
+        }
         None => String::new(),
     };
+    let off = if beside_bound.is_empty() { "far off" } else { "farther off" };
     format!(
         "warning: {scheme}'s rates moved by more than {HALVES_APART_FACTOR} times between the halves of {:.0} % of \
          its jobs' windows ({} of {} judged): they flip between states, and a jump carries what one window saw across a \
-         long stretch, so this answer may be far off the exact engine's{beside_bound} (docs/fast-mode.md, \"Rates that \
+         long stretch, so this answer may be {off} the exact engine's{beside_bound} (docs/fast-mode.md, \"Rates that \
          flip\"); run it exactly",
         100.0 * fast.unsteady_share().unwrap_or(0.0),
         fast.unsteady_windows,
