@@ -6,7 +6,7 @@
 
 use crate::batch::{run_all, BatchWatch};
 use crate::csv::{csv_field, flag, float, int, num, text, to_csv, Column};
-use crate::jitter::{jittered_answers, largest_known, Answer, AnswerSpread, ArrivalJitter};
+use crate::jitter::{jittered_answers, largest_known, saturated_draws, Answer, AnswerSpread, ArrivalJitter};
 use crate::workload::{bounded_slowdown_threshold_s, load_workload, WorkloadSpec};
 use cosched_core::stats::Estimate;
 use cosched_sim::cost::estimate;
@@ -592,9 +592,8 @@ fn pair_columns() -> Vec<Column<PairedRun>> {
         float("exact_jitter_utilization_low", |p| p.exact_spread().map_or(String::new(), |s| num(s.utilization_low))),
         float("exact_jitter_utilization_high", |p| p.exact_spread().map_or(String::new(), |s| num(s.utilization_high))),
         // How many of the jittered exact runs were judged saturated: a regime the given run's verdict may not tell.
-        int("jittered_exact_saturated", |p| match p.jittered_exact.is_empty() {
-            true => String::new(),
-            false => p.jittered_exact.iter().filter(|a| a.saturated).count().to_string(),
+        int("jittered_exact_saturated", |p| {
+            saturated_draws(&p.jittered_exact).map_or(String::new(), |n| n.to_string())
         }),
         float("fast_error_to_nearest_exact", |p| p.fast_error_to_nearest_exact().map_or(String::new(), num)),
         // Empty without jittered runs, which a flag column does not admit.

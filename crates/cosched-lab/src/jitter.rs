@@ -98,6 +98,11 @@ impl Answer {
     }
 }
 
+/// How many of the jittered runs were judged saturated; `None` without any.
+pub fn saturated_draws(jittered: &[Answer]) -> Option<usize> {
+    (!jittered.is_empty()).then(|| jittered.iter().filter(|a| a.saturated).count())
+}
+
 /// Where a run's answers lie under arrival jitter, as errors against its answer on the workload as given
 /// (each figure's lowest and highest over the draws and that answer itself, so each range holds 0).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -371,6 +376,26 @@ mod tests {
             assert!(!unknown.holds(0.1, 0.0), "{first:?}");
         }
         assert_eq!(AnswerSpread::of(given, &[]), None);
+    }
+
+    #[test]
+    fn each_draw_carries_its_own_verdict_beside_the_given_runs() {
+        let answer = |mean_response_s, saturated| Answer { mean_response_s, delivered_utilization: 0.5, saturated };
+        let run = RunJitter::of("SB", answer(100.0, false), vec![answer(300.0, true), answer(101.0, false)]);
+        let report = JitterReport { jitter: ArrivalJitter { draws: 2, jitter_s: 0.05 }, runs: vec![run.clone()] };
+        let table = jitter_csv(&report);
+        let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
+        let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let verdicts: Vec<(String, String)> = table
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
+            .map(|row| (row[column("saturated")].clone(), row[column("given_saturated")].clone()))
+            .collect();
+        let (yes, no) = ("true".to_string(), "false".to_string());
+        assert_eq!(verdicts, [(yes, no.clone()), (no.clone(), no)], "{table}");
+        assert_eq!(saturated_draws(&run.draws), Some(1));
+        assert_eq!(saturated_draws(&[]), None, "no jittered run: nothing to count");
     }
 
     #[test]
