@@ -190,6 +190,11 @@ def test_a_machine_file_changed_between_episodes_is_refused_not_reshaped(tmp_pat
     machine.write_text(text.replace('"cpus_per_node": 2', '"cpus_per_node": 4'))
     with pytest.raises(CoschedError, match="has 3 rows and 64 CPUs, not the 3 and 32"):
         env.reset(seed=1)
+    with pytest.raises(CoschedError, match="no decision is pending"):
+        env.step(0)
+    machine.write_text(text)  # the machine it was made for again: the environment runs on
+    obs, _ = env.reset(seed=1)
+    assert obs["matrix"].shape == (3, 32)
     env.close()
 
 
