@@ -1749,7 +1749,7 @@ fn bench_fast_draws_its_seeds_at_random_and_checks_each_scheme_against_its_bound
     // Without jittered runs, their columns are empty and no scheme has a jitter check.
     let jitter_columns = header.split(',').enumerate().filter(|(_, h)| h.contains("jitter") || h.contains("spread"));
     let jitter_columns: Vec<usize> = jitter_columns.map(|(i, _)| i).collect();
-    assert_eq!(jitter_columns.len(), 5, "{header}");
+    assert_eq!(jitter_columns.len(), 6, "{header}");
     for row in pairs.lines().skip(1).map(|l| l.split(',').collect::<Vec<_>>()) {
         assert!(jitter_columns.iter().all(|&i| row[i].is_empty()), "{row:?}");
     }
