@@ -486,11 +486,13 @@ fn write_partial_study(
     Ok(true)
 }
 
-/// Whether `out_path` holds a study's files that are not partial (a manifest without `partial`).
+/// Whether `out_path` holds a study's files that are not partial (a manifest without `partial`). A manifest that is
+/// there but cannot be read counts as whole: partial files are never written over what could not be looked at.
 fn holds_whole_study(out_path: &Path) -> bool {
     const MAX_MANIFEST_BYTES: u64 = 1 << 20;
-    let Ok(text) = crate::output::read_bounded_no_link(&out_path.join("manifest.json"), MAX_MANIFEST_BYTES) else {
-        return false;
+    let manifest = out_path.join("manifest.json");
+    let Ok(text) = crate::output::read_bounded_no_link(&manifest, MAX_MANIFEST_BYTES) else {
+        return manifest.symlink_metadata().is_ok();
     };
     serde_json::from_str::<serde_json::Value>(&text).is_ok_and(|manifest| manifest.get("partial").is_none())
 }

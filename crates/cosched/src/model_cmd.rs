@@ -2,6 +2,7 @@
 //! microbenchmarks or by given costs, beside measured ones with the error
 //! split into its causes.
 
+use crate::output::read_bounded;
 use clap::Args;
 use cosched_bench::model::{self, CostParams, ErrorSplit, JobShape, Measured};
 use cosched_bench::slowdown::{Point, SlowdownReport};
@@ -163,12 +164,15 @@ fn shape_line(shape: &JobShape) -> String {
     )
 }
 
+/// The most a microbenchmark's or a slowdown run's result file may hold (`predict`'s bound on reports too).
+const MAX_RESULT_BYTES: u64 = 16 << 20;
+
 /// Microbenchmark results, overridden by any cost given on the command line.
 fn cost_params(args: &ModelArgs) -> Result<CostParams, String> {
     let mut alpha_c = None;
     let mut link: Option<Value> = None;
     for path in &args.micro {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("--micro {}: {e}", path.display()))?;
+        let text = read_bounded(path, MAX_RESULT_BYTES).map_err(|e| format!("--micro {e}"))?;
         let value: Value =
             serde_json::from_str(&text).map_err(|e| format!("--micro {}: not JSON: {e}", path.display()))?;
         if let Some(a) = mean_of(&value["alpha_c_s"]) {
@@ -246,7 +250,7 @@ fn parse_mm(text: &str) -> Result<(u64, u32, u32), String> {
 
 fn read_report(path: &std::path::Path) -> Result<SlowdownReport, String> {
     let file = if path.is_dir() { path.join("report.json") } else { path.to_path_buf() };
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("--measured {}: {e}", file.display()))?;
+    let text = read_bounded(&file, MAX_RESULT_BYTES).map_err(|e| format!("--measured {e}"))?;
     serde_json::from_str(&text).map_err(|e| format!("--measured {}: not a slowdown report: {e}", file.display()))
 }
 

@@ -168,6 +168,17 @@ fn a_fifo_in_place_of_a_file_is_refused_without_waiting() {
     let machine = machine_file(&dir.path().join("m"), |_| {});
     let o = cosched(&["predict", "--machine", machine.to_str().unwrap(), "--measured", fifo.to_str().unwrap()]);
     assert!(!o.status.success() && text(&o).contains("not a regular file"), "{}", text(&o));
+    // `model` reads the same result files, and microbenchmark results, through the same reader.
+    nix::unistd::mkfifo(&dir.path().join("report.json"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let costs = ["--alpha-c-us", "1", "--alpha-us", "1", "--beta-ns", "1", "--alpha-cpu-us", "1", "--beta-cpu-ns", "1"];
+    let o = cosched(&[&["model"][..], &costs, &["--measured", dir.path().to_str().unwrap()]].concat());
+    assert!(!o.status.success() && text(&o).contains("report.json is not a regular file"), "{}", text(&o));
+    let o = cosched(&["model", "--micro", fifo.to_str().unwrap(), "--measured", measured.to_str().unwrap()]);
+    assert!(
+        !o.status.success() && text(&o).contains("--micro") && text(&o).contains("not a regular file"),
+        "{}",
+        text(&o)
+    );
 }
 
 /// `scripts/validate-prediction ARGS` (bash), bounded in time: these calls measure nothing.

@@ -55,18 +55,55 @@ fn read_bounded_with(path: &Path, max_bytes: u64, extra_flags: i32) -> Result<St
     if !handle.metadata().is_ok_and(|m| m.is_file()) {
         return Err(format!("{} is not a regular file", path.display()));
     }
+    // The kernel's own file systems hold "regular" files whose reading acts: /proc/kmsg drains the kernel log,
+    // tracefs's trace_pipe consumes events. No file these readers want lives there.
+    if let Some(kind) = kernel_file_system(&handle) {
+        return Err(format!("{} is on the kernel's {kind} file system, not a file to read", path.display()));
+    }
     let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&handle)))
-        .map_err(reading)?;
+    // The thread's own table: /proc/self is the thread group leader's.
+    let reopened = format!("/proc/thread-self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&handle));
+    let file =
+        std::fs::OpenOptions::new().read(true).custom_flags(flags.bits()).open(&reopened).map_err(|e| {
+            format!("reading {}: reopening it through {reopened} (is /proc mounted?): {e}", path.display())
+        })?;
     let mut text = String::new();
     file.take(max_bytes + 1).read_to_string(&mut text).map_err(reading)?;
     if text.len() as u64 > max_bytes {
         return Err(format!("{} is larger than {max_bytes} bytes", path.display()));
     }
     Ok(text)
+}
+
+/// The name of the kernel's pseudo file system `file` lies on (proc, sysfs, tracefs…), or `None` for any other.
+fn kernel_file_system(file: &std::fs::File) -> Option<&'static str> {
+    use nix::sys::statfs::{self as fs, FsType};
+    // Not in nix's list (include/uapi/linux/magic.h): efivarfs, pstore, configfs, binfmt_misc, fusectl.
+    let known = [
+        (fs::PROC_SUPER_MAGIC, "proc"),
+        (fs::SYSFS_MAGIC, "sysfs"),
+        (fs::DEBUGFS_MAGIC, "debugfs"),
+        (fs::TRACEFS_MAGIC, "tracefs"),
+        (fs::SECURITYFS_MAGIC, "securityfs"),
+        (fs::SELINUX_MAGIC, "selinuxfs"),
+        (fs::SMACK_MAGIC, "smackfs"),
+        (fs::CGROUP_SUPER_MAGIC, "cgroup"),
+        (fs::CGROUP2_SUPER_MAGIC, "cgroup2"),
+        (fs::BPF_FS_MAGIC, "bpf"),
+        (fs::DEVPTS_SUPER_MAGIC, "devpts"),
+        (fs::RDTGROUP_SUPER_MAGIC, "resctrl"),
+        (fs::USBDEVICE_SUPER_MAGIC, "usbdevfs"),
+        (fs::XENFS_SUPER_MAGIC, "xenfs"),
+        (fs::NSFS_MAGIC, "nsfs"),
+        (fs::OPENPROM_SUPER_MAGIC, "openpromfs"),
+        (FsType(0xde5e_81e4), "efivarfs"),
+        (FsType(0x6165_676c), "pstore"),
+        (FsType(0x6265_6570), "configfs"),
+        (FsType(0x4249_4e4d), "binfmt_misc"),
+        (FsType(0x6573_5543), "fusectl"),
+    ];
+    let on = fs::fstatfs(file).ok()?.filesystem_type();
+    known.iter().find(|(kind, _)| *kind == on).map(|(_, name)| *name)
 }
 
 #[cfg(test)]
@@ -105,6 +142,22 @@ mod tests {
         let nonblocking = nix::fcntl::OFlag::O_NONBLOCK.bits();
         let _reader = fs::OpenOptions::new().read(true).custom_flags(nonblocking).open(&fifo).unwrap();
         writer.join().unwrap().unwrap();
+    }
+
+    /// A "regular" file of the kernel's own file systems is never read: reading /proc/kmsg drains the kernel log.
+    #[test]
+    fn a_link_into_the_kernels_file_systems_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for (target, kind) in [("/proc/self/status", "proc"), ("/sys/kernel/uevent_seqnum", "sysfs")] {
+            if !Path::new(target).is_file() {
+                eprintln!("SKIPPED: {target} is not here");
+                continue;
+            }
+            let link = dir.path().join(kind);
+            std::os::unix::fs::symlink(target, &link).unwrap();
+            let refused = read_bounded(&link, 1 << 16).unwrap_err();
+            assert!(refused.contains(&format!("on the kernel's {kind} file system")), "{refused}");
+        }
     }
 
     /// A link to a regular file is followed (it is the path the caller gave), but not at the last step where asked.
