@@ -177,6 +177,28 @@ fn build_spinbarrier(apps: &Path, scratch: &Path) -> Result<PathBuf, String> {
     Ok(program)
 }
 
+/// Every key and string of `value` prints as itself (`machine::is_printable`) and holds no `|`; else the JSON
+/// pointer of the first that does not.
+fn text_prints_as_itself(value: &serde_json::Value, at: &str) -> Result<(), String> {
+    use serde_json::Value;
+    let prints = |text: &str| text.chars().all(|c| cosched_sim::machine::is_printable(c) && c != '|');
+    match value {
+        Value::String(text) if !prints(text) => Err(at.to_string()),
+        Value::Array(items) => {
+            items.iter().enumerate().try_for_each(|(i, v)| text_prints_as_itself(v, &format!("{at}/{i}")))
+        }
+        Value::Object(fields) => fields.iter().try_for_each(|(key, v)| {
+            // The key as written into the pointer: its own characters are checked first.
+            let pointer = format!("{at}/{}", if prints(key) { key.as_str() } else { "(a key)" });
+            if !prints(key) {
+                return Err(pointer);
+            }
+            text_prints_as_itself(v, &pointer)
+        }),
+        _ => Ok(()),
+    }
+}
+
 pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
     if let Some(path) = &args.predict_from {
         let text = read_bounded(path, MAX_NODE_JSON_BYTES)?;
@@ -188,6 +210,14 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
             print!("{}", predict_only(args, path, &text)?);
             return Ok(());
         }
+        // Everything a node.json says may be echoed to root's terminal (names, quantities, serde's errors): refused
+        // whole if any of its text would not print as itself or could forge a table's cell.
+        text_prints_as_itself(&value, "").map_err(|at| {
+            format!(
+                "{} is not a node.json: the text at {at} holds a control, formatting or '|' character",
+                path.display()
+            )
+        })?;
         if !args.scenario_file.is_empty() {
             return Err(format!(
                 "{} is a node.json, whose own scenarios are compared: --scenario-file needs a machine file in \
@@ -201,11 +231,12 @@ pub fn run(args: &BenchNodeArgs) -> Result<(), String> {
         print!("{}", prediction_text(&report, machine.as_ref())?);
         return Ok(());
     }
-    // Read before anything runs or is made (the check of --out makes missing folders): a bad machine file is refused
-    // with nothing written, not found out after the measurements.
+    // Read before anything runs or is made (the check of --out makes missing folders): a bad machine or scenario
+    // file is refused with nothing written, not found out after the measurements.
     let machine = args.machine.as_deref().map(read_machine).transpose()?;
+    let planned = plan(args)?;
     let checked_out = check_root_out(&args.out)?;
-    let report = measure(args)?;
+    let report = measure_planned(args, planned)?;
     let mut text = table(&report);
     match prediction_text(&report, machine.as_ref()) {
         Ok(prediction) => text += &format!("\nMeasured beside the EEVDF model's prediction\n{prediction}"),
@@ -265,8 +296,14 @@ fn file_scenarios(paths: &[PathBuf], allowed_cpus: &[usize]) -> Result<Vec<Scena
     Ok(all)
 }
 
-/// Run the scenarios `args` asks for, in turn, `--repeat` times.
-pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
+/// The scenarios `args` asks for, standard ones by name and every scenario file's, each checked: all that can be
+/// refused in what was asked is refused here, before anything runs or is made.
+struct Planned {
+    wanted_standard: Vec<String>,
+    scenarios: Vec<Scenario>,
+}
+
+fn plan(args: &BenchNodeArgs) -> Result<Planned, String> {
     let sizes = sizes_from(args)?;
     let wanted = wanted_standard(args)?;
     let mut scenarios: Vec<_> = standard_scenarios(&sizes).into_iter().filter(|s| wanted.contains(&s.name)).collect();
@@ -277,6 +314,16 @@ pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
             set.check().map_err(|e| format!("scenario {}: {e}", scenario.name))?;
         }
     }
+    Ok(Planned { wanted_standard: wanted, scenarios })
+}
+
+/// Run the scenarios `args` asks for, in turn, `--repeat` times.
+pub fn measure(args: &BenchNodeArgs) -> Result<NodeReport, String> {
+    measure_planned(args, plan(args)?)
+}
+
+fn measure_planned(args: &BenchNodeArgs, planned: Planned) -> Result<NodeReport, String> {
+    let Planned { wanted_standard: wanted, mut scenarios } = planned;
     let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
     // Made new (mkdtemp): FIFOs and programs in a folder nobody else made or can write.
     let scratch = tempfile::Builder::new()

@@ -426,6 +426,25 @@ fn a_hostile_node_json_is_refused_with_a_message() {
         assert!(!said.contains("panicked"), "{name}: {said}");
         assert!(o.status.success() != refused && said.contains(expected), "{name}: {said}");
     }
+    // Text that would reach root's terminal as escapes, or forge a table's cells, is refused whole, naming where.
+    let mut escape = report("250", one.clone());
+    escape["scenarios"][0]["scenario"]["name"] = serde_json::json!("\u{1b}]0;OWNED\u{7}\u{1b}[2J");
+    let mut forged = report("250", one.clone());
+    forged["scenarios"][1]["summary"][0]["quantity"] = serde_json::json!("wake | forged | 1 | 2 | yes");
+    let mut odd_key = report("250", one);
+    odd_key["scenarios"][2]["scenario"]["kind"] = serde_json::json!({"\u{1b}[2J": {}});
+    for (name, json, at) in [
+        ("escape", escape, "/scenarios/0/scenario/name"),
+        ("forged", forged, "/scenarios/1/summary/0/quantity"),
+        ("key", odd_key, "/scenarios/2/scenario/kind/(a key)"),
+    ] {
+        let path = folder.path().join(format!("{name}.json"));
+        std::fs::write(&path, json.to_string()).unwrap();
+        let o = cosched(&["bench", "node", "--predict-from", path.to_str().unwrap()]);
+        let said = String::from_utf8_lossy(&o.stdout) + String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && said.contains(&format!("the text at {at} holds")), "{name}: {said}");
+        assert!(!said.contains('\u{1b}') && !said.contains("| forged |"), "{name}: {said}");
+    }
     let huge = folder.path().join("huge.json");
     let file = std::fs::File::create(&huge).unwrap();
     file.set_len(1 << 30).unwrap();
@@ -626,7 +645,7 @@ fn a_scenario_file_runs_at_a_tiny_size_measured_and_predicted() {
     }
 }
 
-/// A bad file is refused before anything runs, the error naming the file, the scenario and the field.
+/// A bad file is refused before anything runs or is made, the error naming the file, the scenario and the field.
 #[test]
 fn a_bad_scenario_file_is_refused_naming_file_scenario_and_field() {
     // One at a time: runs make cpu groups with real-time time, which one test takes away on purpose.
@@ -652,14 +671,16 @@ fn a_bad_scenario_file_is_refused_naming_file_scenario_and_field() {
     ] {
         let path = folder.path().join(format!("{name}.json"));
         std::fs::write(&path, text).unwrap();
-        let out = folder.path().join(format!("{name}-out"));
+        // An --out whose folder is missing too: refused before the check of --out would make it.
+        let parent = folder.path().join(format!("{name}-parent"));
+        let out = parent.join("out");
         let o = cosched(&["bench", "node", "--scenario-file", path.to_str().unwrap(), "--out", out.to_str().unwrap()]);
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(
             !o.status.success() && stderr.contains(path.to_str().unwrap()) && stderr.contains(expected),
             "{name}: {stderr}"
         );
-        assert!(!stderr.contains("[repeat") && !out.exists(), "{name}: something ran: {stderr}");
+        assert!(!stderr.contains("[repeat") && !parent.exists(), "{name}: something ran or was made: {stderr}");
     }
 }
 
