@@ -419,27 +419,8 @@ fn fast_mode_warns_where_its_windows_saw_rates_flip() {
 fn an_unsteady_run_is_warned_of_beside_its_bound() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("unsteady");
-    let run = [
-        "sim",
-        "--nodes",
-        "16",
-        "--jobs",
-        "60",
-        "--runtime-scale",
-        "0.05",
-        "--load",
-        "0.9",
-        "--mpl",
-        "5",
-        "--seed",
-        "11",
-        "--schemes",
-        "DCS-SB",
-        "--fast",
-        "-q",
-        "--out",
-        out.to_str().unwrap(),
-    ];
+    let flags = "sim --nodes 16 --jobs 60 --runtime-scale 0.05 --load 0.9 --mpl 5 --seed 11 --schemes DCS-SB --fast -q";
+    let run: Vec<&str> = flags.split_whitespace().chain(["--out", out.to_str().unwrap()]).collect();
     let o = cosched(&run);
     assert!(o.status.success(), "{}", text(&o));
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
