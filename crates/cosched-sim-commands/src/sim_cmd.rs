@@ -293,7 +293,7 @@ pub struct FastFlags {
     pub fast_warmup_ms: f64,
     /// Fast mode: the measurement window, ms (gang schemes: rounded up to whole cycles of the rows) [default:
     /// 200, or another the scheme was measured with where its bound is clearly smaller: 1000 for DCS and DCS-SY on
-    /// one-CPU EEVDF nodes, 30000 for DCS-SB on EEVDF nodes of four CPUs]
+    /// one-CPU EEVDF nodes]
     #[arg(long, help_heading = "Fast mode")]
     pub fast_window_ms: Option<f64>,
     /// Fast mode: exact simulation kept before each job's predicted end, ms.
