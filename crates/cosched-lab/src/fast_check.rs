@@ -662,7 +662,7 @@ mod tests {
         };
         let given_no_window = check_with(FastSettings::default());
         assert_eq!(validated_bound(&given_no_window, "DCS"), Some(0.152), "1 s windows");
-        assert_eq!(validated_bound(&given_no_window, "SB"), Some(0.014), "the default window");
+        assert_eq!(validated_bound(&given_no_window, "SB"), Some(0.222), "the default window");
         let given_200_ms = check_with(FastSettings { validated_window: false, ..FastSettings::default() });
         assert_eq!(validated_bound(&given_200_ms, "DCS"), Some(0.323));
         let given_another_guard = check_with(FastSettings { guard_ns: 5_000_000, ..FastSettings::default() });
