@@ -164,7 +164,7 @@ fn shape_line(shape: &JobShape) -> String {
     )
 }
 
-/// The most a microbenchmark's or a slowdown run's result file may hold (`predict`'s bound on reports too).
+/// The most a microbenchmark's result file may hold (as `predict`'s bound on slowdown reports).
 const MAX_RESULT_BYTES: u64 = 16 << 20;
 
 /// Microbenchmark results, overridden by any cost given on the command line.
@@ -249,9 +249,7 @@ fn parse_mm(text: &str) -> Result<(u64, u32, u32), String> {
 }
 
 fn read_report(path: &std::path::Path) -> Result<SlowdownReport, String> {
-    let file = if path.is_dir() { path.join("report.json") } else { path.to_path_buf() };
-    let text = read_bounded(&file, MAX_RESULT_BYTES).map_err(|e| format!("--measured {e}"))?;
-    serde_json::from_str(&text).map_err(|e| format!("--measured {}: not a slowdown report: {e}", file.display()))
+    crate::predict_cmd::read_report(path).map_err(|e| format!("--measured {e}"))
 }
 
 fn compare(

@@ -30,7 +30,8 @@ pub struct PredictArgs {
     pub json: bool,
 }
 
-fn read_report(path: &Path) -> Result<SlowdownReport, String> {
+/// A `cosched bench slowdown` result (its folder or report.json), bounded; `predict` and `model` read it alike.
+pub(crate) fn read_report(path: &Path) -> Result<SlowdownReport, String> {
     let file = if path.is_dir() { path.join("report.json") } else { path.to_path_buf() };
     let text = read_bounded(&file, MAX_REPORT_BYTES)?;
     serde_json::from_str(&text).map_err(|e| format!("{}: not a slowdown report: {e}", file.display()))
