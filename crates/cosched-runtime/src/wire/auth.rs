@@ -35,6 +35,8 @@ use std::sync::Arc;
 pub const MIN_KEY_BYTES: usize = 32;
 /// The controller runs as root: only root may decode the credentials its peers make for it.
 pub const CONTROLLER_UID: u32 = 0;
+/// The largest key file read: a key is a line of hex.
+const MAX_KEY_FILE_BYTES: u64 = 4096;
 /// Agents run as root too: the controller's proof to an agent is for root's decoding.
 pub const AGENT_UID: u32 = 0;
 
@@ -46,8 +48,14 @@ pub struct AgentKey {
 impl AgentKey {
     /// Read the key, refusing a file that is not root's, not a regular file, or open to group or others.
     pub fn load(path: &Path) -> Result<AgentKey, String> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(path).map_err(|e| format!("key file {}: {e}", path.display()))?;
+        use std::io::Read;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let at = |e: std::io::Error| format!("key file {}: {e}", path.display());
+        // The checks are of the file opened, not of the path: a file swapped in after a check of the path would be
+        // read unchecked. Never blocking on a FIFO, never as the controlling terminal.
+        let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
+        let file = std::fs::OpenOptions::new().read(true).custom_flags(flags.bits()).open(path).map_err(at)?;
+        let meta = file.metadata().map_err(at)?;
         if !meta.is_file() {
             return Err(format!("key file {}: not a regular file", path.display()));
         }
@@ -65,7 +73,11 @@ impl AgentKey {
                 meta.mode() & 0o7777
             ));
         }
-        let text = std::fs::read(path).map_err(|e| format!("key file {}: {e}", path.display()))?;
+        let mut text = Vec::new();
+        file.take(MAX_KEY_FILE_BYTES + 1).read_to_end(&mut text).map_err(at)?;
+        if text.len() as u64 > MAX_KEY_FILE_BYTES {
+            return Err(format!("key file {}: larger than {MAX_KEY_FILE_BYTES} bytes", path.display()));
+        }
         let key = text.trim_ascii().to_vec();
         if key.len() < MIN_KEY_BYTES {
             return Err(format!(
@@ -352,6 +364,22 @@ mod tests {
         let foreign = key_file(0o600, KEY);
         nix::unistd::chown(foreign.path(), Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
         assert!(AgentKey::load(foreign.path()).err().unwrap().contains("chown root"));
+    }
+
+    #[test]
+    fn a_key_file_that_is_a_fifo_or_too_large_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // No writer: a blocking open would wait here for ever.
+        assert!(AgentKey::load(&fifo).err().unwrap().contains("not a regular file"));
+        let large = key_file(0o600, &KEY.repeat(100));
+        let refused = AgentKey::load(large.path()).err().unwrap();
+        if nix::unistd::geteuid().is_root() {
+            assert!(refused.contains("larger than 4096 bytes"), "{refused}");
+        } else {
+            assert!(refused.contains("chown root"), "{refused}");
+        }
     }
 
     fn nonces(peer: &str, controller: &str) -> Nonces {
