@@ -219,13 +219,16 @@ class SchedulingEnv(gymnasium.Env):
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict[str, Any]] = None):
         """Start a new run (see **Seeds**); the first observation and its info."""
-        if seed is None and self._first_seed is not None:
-            seed, self._first_seed = int(self._first_seed), None
+        first = seed is None and self._first_seed is not None
+        if first:
+            seed = int(self._first_seed)
         super().reset(seed=seed)
         run_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31))
         self.close()
         self._run = _native.GymRun(_flags(self._args, self._settings, run_seed), self.max_queue)
         observation, _, _, _, info = self._observe(self._run.next())
+        if first:  # used only once a run started with it: a refused reset leaves it for the next
+            self._first_seed = None
         self._waited_s = 0.0  # the first step's reward counts the waits before the first decision too
         return observation, {**info, "seed": run_seed}
 

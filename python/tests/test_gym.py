@@ -184,9 +184,14 @@ def test_a_machine_file_changed_between_episodes_is_refused_not_reshaped(tmp_pat
     machine = tmp_path / "machine.json"
     text = (REPO / "test-data/machines/vm-2026-11-30/machine.json").read_text()
     machine.write_text(text)
-    env = SchedulingEnv(**{**GANG, "jobs": 30}, args=["--machine", str(machine)])
+    env = SchedulingEnv(**{**GANG, "jobs": 30, "seed": 7}, args=["--machine", str(machine)])
     assert env.cpus == 16 * 2
-    env.reset(seed=1)
+    machine.write_text(text.replace('"cpus_per_node": 2', '"cpus_per_node": 4'))
+    with pytest.raises(CoschedError, match="has 3 rows and 64 CPUs, not the 3 and 32"):
+        env.reset()
+    machine.write_text(text)
+    _, info = env.reset()  # the refused reset left the settings' seed for this one
+    assert info["seed"] == 7
     machine.write_text(text.replace('"cpus_per_node": 2', '"cpus_per_node": 4'))
     with pytest.raises(CoschedError, match="has 3 rows and 64 CPUs, not the 3 and 32"):
         env.reset(seed=1)
