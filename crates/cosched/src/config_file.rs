@@ -7,7 +7,6 @@
 
 use clap::{ArgAction, Command};
 use std::ffi::OsString;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 pub const DEFAULT_PATH: &str = "/etc/cosched/cosched.toml";
@@ -42,23 +41,20 @@ pub fn with_file_settings(argv: Vec<OsString>, command: &Command) -> Result<Vec<
 /// The file's text, `None` when there is no file; refused unless root (or this process's user) alone can change
 /// it and the folders above it.
 fn read_root_only(path: &Path) -> Result<Option<String>, String> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::MetadataExt;
     if !path.is_absolute() {
         return Err(format!("{}: the configuration is named by an absolute path", path.display()));
     }
-    // Not through a link (its target's folder would go unchecked), and never waiting (a FIFO).
-    let opened =
-        std::fs::OpenOptions::new().read(true).custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK).open(path);
-    let file = match opened {
+    // Not through a link (its target's folder would go unchecked); checked before it is opened for reading.
+    let (file, meta) = match cosched_files::open_regular(path, cosched_files::LastLink::Refuse) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
             return Err(format!("{}: a symbolic link; name the file itself", path.display()))
         }
         other => other.map_err(|e| format!("{}: {e}", path.display()))?,
     };
-    let meta = file.metadata().map_err(|e| format!("{}: {e}", path.display()))?;
     let owner_ok = meta.uid() == 0 || meta.uid() == nix::unistd::geteuid().as_raw();
-    if !meta.is_file() || !owner_ok || meta.mode() & 0o022 != 0 {
+    if !owner_ok || meta.mode() & 0o022 != 0 {
         return Err(format!(
             "{}: a configuration root reads must be a regular file of root's that nobody else may write (mode {:o}, \
              owner uid {})",
@@ -70,11 +66,8 @@ fn read_root_only(path: &Path) -> Result<Option<String>, String> {
     if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         cosched_runtime::private_dir::ensure(folder, "the configuration's folder").map_err(|e| e.to_string())?;
     }
-    let mut text = String::new();
-    file.take(MAX_BYTES + 1).read_to_string(&mut text).map_err(|e| format!("{}: {e}", path.display()))?;
-    if text.len() as u64 > MAX_BYTES {
-        return Err(format!("{}: larger than {MAX_BYTES} bytes", path.display()));
-    }
+    let bytes = cosched_files::read_bounded(file, MAX_BYTES).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
     Ok(Some(text))
 }
 

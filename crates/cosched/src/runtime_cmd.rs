@@ -40,8 +40,8 @@ pub struct ControllerArgs {
     /// credentials (agents may use --key-file instead); use a port below 1024 so no user can take it.
     #[arg(long)]
     pub tcp: Option<String>,
-    /// The agents' shared key (a file of root's, mode 0600, at least 32 bytes): agents may prove themselves with
-    /// it instead of MUNGE. It never crosses the network. Users over TCP always need MUNGE.
+    /// The agents' shared key (a file of root's, mode 0600, in folders only root can change, one line of at least
+    /// 64 hex digits: `openssl rand -hex 32`): agents may prove themselves with it instead of MUNGE. It never crosses the network. Users over TCP always need MUNGE.
     #[arg(long)]
     pub key_file: Option<PathBuf>,
     #[command(flatten)]

@@ -31,8 +31,9 @@ use sha2::Sha256;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The shortest key accepted, in bytes (256 bits: `openssl rand -hex 32` gives 64 characters).
-pub const MIN_KEY_BYTES: usize = 32;
+/// The shortest key accepted, in hex digits: 256 bits (`openssl rand -hex 32`). Hex only, so that a passphrase
+/// of that many characters, far weaker, is refused.
+pub const MIN_KEY_HEX_DIGITS: usize = 64;
 /// The controller runs as root: only root may decode the credentials its peers make for it.
 pub const CONTROLLER_UID: u32 = 0;
 /// The largest key file read: a key is a line of hex.
@@ -46,19 +47,17 @@ pub struct AgentKey {
 }
 
 impl AgentKey {
-    /// Read the key, refusing a file that is not root's, not a regular file, or open to group or others.
+    /// Read the key, refusing a file that is not root's, not a regular file, open to group or others, in a folder
+    /// others may change, or not at least [`MIN_KEY_HEX_DIGITS`] hex digits.
     pub fn load(path: &Path) -> Result<AgentKey, String> {
-        use std::io::Read;
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        use std::os::unix::fs::MetadataExt;
         let at = |e: std::io::Error| format!("key file {}: {e}", path.display());
-        // The checks are of the file opened, not of the path: a file swapped in after a check of the path would be
-        // read unchecked. Never blocking on a FIFO, never as the controlling terminal.
-        let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
-        let file = std::fs::OpenOptions::new().read(true).custom_flags(flags.bits()).open(path).map_err(at)?;
-        let meta = file.metadata().map_err(at)?;
-        if !meta.is_file() {
-            return Err(format!("key file {}: not a regular file", path.display()));
-        }
+        // Folders only root can change, and no link at the last step: a user who could swap the file, or a link to
+        // it, could make root take a key of theirs.
+        let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        crate::private_dir::check_existing(folder, "the key file's folder").map_err(|e| e.to_string())?;
+        // Every check is of the file opened, never of the path, and before it is opened for reading.
+        let (file, meta) = cosched_files::open_regular(path, cosched_files::LastLink::Refuse).map_err(at)?;
         if meta.uid() != 0 {
             return Err(format!(
                 "key file {} belongs to uid {}: it must be root's (chown root)",
@@ -73,17 +72,17 @@ impl AgentKey {
                 meta.mode() & 0o7777
             ));
         }
-        let mut text = Vec::new();
-        file.take(MAX_KEY_FILE_BYTES + 1).read_to_end(&mut text).map_err(at)?;
-        if text.len() as u64 > MAX_KEY_FILE_BYTES {
-            return Err(format!("key file {}: larger than {MAX_KEY_FILE_BYTES} bytes", path.display()));
-        }
+        let text = cosched_files::read_bounded(file, MAX_KEY_FILE_BYTES).map_err(at)?;
         let key = text.trim_ascii().to_vec();
-        if key.len() < MIN_KEY_BYTES {
+        if key.len() < MIN_KEY_HEX_DIGITS || !key.iter().all(u8::is_ascii_hexdigit) {
             return Err(format!(
-                "key file {}: the key has {} bytes, at least {MIN_KEY_BYTES} are needed (openssl rand -hex 32)",
+                "key file {}: the key must be one line of at least {MIN_KEY_HEX_DIGITS} hex digits, {} random bytes \
+                 (openssl rand -hex {}); it has {} characters{}",
                 path.display(),
-                key.len()
+                MIN_KEY_HEX_DIGITS / 2,
+                MIN_KEY_HEX_DIGITS / 2,
+                key.len(),
+                if key.iter().all(u8::is_ascii_hexdigit) { "" } else { ", not all hex digits" }
             ));
         }
         Ok(AgentKey { key })
@@ -338,12 +337,25 @@ impl Credentials {
 mod tests {
     use super::*;
 
-    fn key_file(mode: u32, text: &str) -> tempfile::NamedTempFile {
+    /// A key file in a folder of its own (a key straight in /tmp is refused: others may add names there).
+    struct KeyFile {
+        _dir: tempfile::TempDir,
+        path: std::path::PathBuf,
+    }
+
+    impl KeyFile {
+        fn path(&self) -> &Path {
+            &self.path
+        }
+    }
+
+    fn key_file(mode: u32, text: &str) -> KeyFile {
         use std::os::unix::fs::PermissionsExt;
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), text).unwrap();
-        std::fs::set_permissions(file.path(), std::fs::Permissions::from_mode(mode)).unwrap();
-        file
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agents.key");
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        KeyFile { _dir: dir, path }
     }
 
     const KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\n";
@@ -360,10 +372,32 @@ mod tests {
             let refused = AgentKey::load(key_file(mode, KEY).path()).err().unwrap();
             assert!(refused.contains("chmod 600"), "{mode:o}: {refused}");
         }
-        assert!(AgentKey::load(key_file(0o600, "short\n").path()).err().unwrap().contains("at least 32"));
+        assert!(AgentKey::load(key_file(0o600, "short\n").path()).err().unwrap().contains("at least 64 hex digits"));
+        let passphrase = "correct horse battery staple, correct horse battery staple, again";
+        assert!(AgentKey::load(key_file(0o600, passphrase).path()).err().unwrap().contains("not all hex digits"));
         let foreign = key_file(0o600, KEY);
         nix::unistd::chown(foreign.path(), Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
         assert!(AgentKey::load(foreign.path()).err().unwrap().contains("chown root"));
+    }
+
+    /// A link at the key's path, or a folder others may change, could hand root a key of a user's making.
+    #[test]
+    fn a_key_behind_a_link_or_in_a_folder_others_may_change_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nix::unistd::geteuid().is_root() {
+            crate::testing::say_skipped("key file folder checks", "need root (the file must be root's)");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("agents.key");
+        std::fs::write(&key, KEY).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(AgentKey::load(&key).is_ok());
+        let link = dir.path().join("link.key");
+        std::os::unix::fs::symlink(&key, &link).unwrap();
+        assert!(AgentKey::load(&link).err().unwrap().contains("symbolic links"));
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(AgentKey::load(&key).err().unwrap().contains("writable by group or others"));
     }
 
     #[test]

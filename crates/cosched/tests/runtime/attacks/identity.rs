@@ -205,7 +205,7 @@ fn an_agents_key_that_others_can_read_or_that_is_not_roots_is_refused() {
     std::fs::remove_file(&key).unwrap();
     std::fs::write(&key, "short").unwrap();
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-    assert!(refused_at_start(&controller).contains("at least 32"));
+    assert!(refused_at_start(&controller).contains("at least 64 hex digits"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -395,7 +395,9 @@ fn a_munge_socket_named_in_the_daemons_environment_is_never_asked() {
             drop(connection);
         }
     });
-    let key = dir.join("agents.key");
+    // The key in a folder of root's: one in the user's folder is refused.
+    let keys = fresh_dir("munged-key");
+    let key = keys.join("agents.key");
     write_agents_key(&key);
     let address = format!("127.0.0.1:{}", free_port());
     let args = ["--tcp", &address, "--key-file", key.to_str().unwrap(), "--slice-ms", "50"];
@@ -406,4 +408,5 @@ fn a_munge_socket_named_in_the_daemons_environment_is_never_asked() {
     assert_eq!(asked, 0, "the daemon asked the user's socket {} times:\n{}", asked, daemon.log());
     drop(daemon);
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&keys);
 }

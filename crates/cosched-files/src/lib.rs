@@ -1,0 +1,178 @@
+//! Opening a file that root (or any process reading for another user) reads, when the path may lead anywhere a
+//! user chose: through their links, to a device, a FIFO, or a "regular" file of the kernel's own file systems.
+//!
+//! Every check is made on the file itself, through a handle that opens nothing (`O_PATH`): opening a device a link
+//! points to can act before any check (a watchdog arms, a tape rewinds), and a FIFO would block. Only a regular
+//! file, outside the kernel's file systems, is then opened for reading, through that same handle, so nothing can be
+//! swapped in between; never waiting, never as the controlling terminal. The caller checks owner and mode on the
+//! metadata returned, which are the opened file's.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+/// Whether a link may stand at the path's last step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LastLink {
+    /// Followed, as the caller named it (a user's own file, read on their behalf).
+    Follow,
+    /// Refused with `ELOOP` (a file in a folder others may change, or whose folder is checked and not the link's
+    /// target's).
+    Refuse,
+}
+
+/// The regular file at `path`, opened for reading, and its metadata. A path that leads to anything else is refused
+/// with [`io::ErrorKind::InvalidInput`] and a message saying what it is; a missing one gives `NotFound`; a link at
+/// the last step where `last_link` refuses it gives the raw `ELOOP`.
+pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metadata)> {
+    let mut flags = nix::fcntl::OFlag::O_PATH;
+    if last_link == LastLink::Refuse {
+        flags |= nix::fcntl::OFlag::O_NOFOLLOW;
+    }
+    let handle = OpenOptions::new().read(true).custom_flags(flags.bits()).open(path)?;
+    let meta = handle.metadata()?;
+    // With O_NOFOLLOW, O_PATH opens the link itself rather than failing.
+    if meta.file_type().is_symlink() {
+        return Err(io::Error::from_raw_os_error(nix::libc::ELOOP));
+    }
+    if !meta.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    // The kernel's own file systems hold "regular" files whose reading acts or lies: /proc/kmsg drains the kernel
+    // log, tracefs's trace_pipe consumes events, /proc/<pid>/environ of a process made undumpable shows as root's
+    // with mode 0400 while its owner chose every byte.
+    if let Some(kind) = kernel_file_system(&handle) {
+        let why = format!("on the kernel's {kind} file system, not a file to read");
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+    }
+    let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
+    // The thread's own table: /proc/self is the thread group leader's.
+    let reopened = format!("/proc/thread-self/fd/{}", handle.as_raw_fd());
+    let file =
+        OpenOptions::new().read(true).custom_flags(flags.bits()).open(&reopened).map_err(|e| {
+            io::Error::new(e.kind(), format!("reopening it through {reopened} (is /proc mounted?): {e}"))
+        })?;
+    Ok((file, meta))
+}
+
+/// All of `file`, refused with [`io::ErrorKind::InvalidData`] if it holds more than `max_bytes` (read no further).
+pub fn read_bounded(file: File, max_bytes: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    file.take(max_bytes + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {max_bytes} bytes")));
+    }
+    Ok(bytes)
+}
+
+/// The name of the kernel's pseudo file system `file` lies on (proc, sysfs, tracefs…), or `None` for any other.
+fn kernel_file_system(file: &File) -> Option<&'static str> {
+    use nix::sys::statfs::{self as fs, FsType};
+    // Not in nix's list (include/uapi/linux/magic.h): efivarfs, pstore, configfs, binfmt_misc, fusectl.
+    let known = [
+        (fs::PROC_SUPER_MAGIC, "proc"),
+        (fs::SYSFS_MAGIC, "sysfs"),
+        (fs::DEBUGFS_MAGIC, "debugfs"),
+        (fs::TRACEFS_MAGIC, "tracefs"),
+        (fs::SECURITYFS_MAGIC, "securityfs"),
+        (fs::SELINUX_MAGIC, "selinuxfs"),
+        (fs::SMACK_MAGIC, "smackfs"),
+        (fs::CGROUP_SUPER_MAGIC, "cgroup"),
+        (fs::CGROUP2_SUPER_MAGIC, "cgroup2"),
+        (fs::BPF_FS_MAGIC, "bpf"),
+        (fs::DEVPTS_SUPER_MAGIC, "devpts"),
+        (fs::RDTGROUP_SUPER_MAGIC, "resctrl"),
+        (fs::USBDEVICE_SUPER_MAGIC, "usbdevfs"),
+        (fs::XENFS_SUPER_MAGIC, "xenfs"),
+        (fs::NSFS_MAGIC, "nsfs"),
+        (fs::OPENPROM_SUPER_MAGIC, "openpromfs"),
+        (FsType(0xde5e_81e4), "efivarfs"),
+        (FsType(0x6165_676c), "pstore"),
+        (FsType(0x6265_6570), "configfs"),
+        (FsType(0x4249_4e4d), "binfmt_misc"),
+        (FsType(0x6573_5543), "fusectl"),
+    ];
+    let on = fs::fstatfs(file).ok()?.filesystem_type();
+    known.iter().find(|(kind, _)| *kind == on).map(|(_, name)| *name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    fn refusal(path: &Path, last_link: LastLink) -> String {
+        open_regular(path, last_link).map(|_| ()).unwrap_err().to_string()
+    }
+
+    /// A link to something other than a regular file is refused without opening it: a FIFO's writer, blocked until a
+    /// reader opens it, stays blocked. (Opened for reading, it would have been released at once.)
+    #[test]
+    fn a_link_to_a_fifo_is_refused_without_opening_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let link = dir.path().join("machine.json");
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        let released = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (fifo, released) = (fifo.clone(), released.clone());
+            std::thread::spawn(move || {
+                let opened = OpenOptions::new().write(true).open(&fifo);
+                released.store(true, Ordering::SeqCst);
+                opened
+            })
+        };
+        assert!(refusal(&link, LastLink::Follow).contains("not a regular file"));
+        assert!(refusal(&fifo, LastLink::Refuse).contains("not a regular file"));
+        // Give a wrongly released writer time to say so; a right one can never be released, however long this takes.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!released.load(Ordering::SeqCst), "the FIFO was opened for reading");
+        // Release the writer: open the FIFO for reading here.
+        let nonblocking = nix::fcntl::OFlag::O_NONBLOCK.bits();
+        let _reader = OpenOptions::new().read(true).custom_flags(nonblocking).open(&fifo).unwrap();
+        writer.join().unwrap().unwrap();
+    }
+
+    /// A "regular" file of the kernel's own file systems is never read: reading /proc/kmsg drains the kernel log,
+    /// and a process's environ can pass for root's file with the content its owner chose.
+    #[test]
+    fn a_link_into_the_kernels_file_systems_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let targets =
+            [("/proc/self/status", "proc"), ("/proc/self/environ", "proc"), ("/sys/kernel/uevent_seqnum", "sysfs")];
+        for (target, kind) in targets {
+            if !Path::new(target).is_file() {
+                eprintln!("SKIPPED: {target} is not here");
+                continue;
+            }
+            let link = dir.path().join(kind);
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(target, &link).unwrap();
+            let refused = refusal(&link, LastLink::Follow);
+            assert!(refused.contains(&format!("on the kernel's {kind} file system")), "{target}: {refused}");
+        }
+    }
+
+    /// A link to a regular file is followed where asked, and refused with ELOOP at the last step otherwise; the
+    /// metadata is the file's, and a read stops past its bound.
+    #[test]
+    fn a_link_to_a_regular_file_is_read_unless_links_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "{}").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let (opened, meta) = open_regular(&link, LastLink::Follow).unwrap();
+        assert_eq!((meta.len(), read_bounded(opened, 16).unwrap()), (2, b"{}".to_vec()));
+        let looped = open_regular(&link, LastLink::Refuse).map(|_| ()).unwrap_err();
+        assert_eq!(looped.raw_os_error(), Some(nix::libc::ELOOP));
+        let (opened, _) = open_regular(&file, LastLink::Refuse).unwrap();
+        assert!(read_bounded(opened, 1).unwrap_err().to_string().contains("larger than 1 bytes"));
+        let missing = open_regular(&dir.path().join("none"), LastLink::Follow).map(|_| ()).unwrap_err();
+        assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+    }
+}
