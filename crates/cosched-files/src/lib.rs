@@ -43,17 +43,19 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metad
     // The kernel's own file systems hold "regular" files whose reading acts or lies: /proc/kmsg drains the kernel
     // log, tracefs's trace_pipe consumes events, /proc/<pid>/environ of a process made undumpable shows as root's
     // with mode 0400 while its owner chose every byte.
-    if let Some(kind) = kernel_file_system(&handle) {
+    if let FileSystem::Kernel(kind) = file_system(&handle)? {
         let why = format!("on the kernel's {kind} file system, not a file to read");
         return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
     }
     let flags = nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY;
     // The thread's own table: /proc/self is the thread group leader's.
     let reopened = format!("/proc/thread-self/fd/{}", handle.as_raw_fd());
-    let file =
-        OpenOptions::new().read(true).custom_flags(flags.bits()).open(&reopened).map_err(|e| {
-            io::Error::new(e.kind(), format!("reopening it through {reopened} (is /proc mounted?): {e}"))
-        })?;
+    // Never NotFound: a caller may take that for "no such file" (a configuration absent) when /proc is missing.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(&reopened)
+        .map_err(|e| io::Error::other(format!("reopening it through {reopened} (is /proc mounted?): {e}")))?;
     Ok((file, meta))
 }
 
@@ -67,10 +69,25 @@ pub fn read_bounded(file: File, max_bytes: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The name of the kernel's pseudo file system `file` lies on (proc, sysfs, tracefs…), or `None` for any other.
-fn kernel_file_system(file: &File) -> Option<&'static str> {
+/// Whether the file system `file` lies on reports the owners and modes its own server chose (FUSE: any user may run
+/// one, and with `allow_other` root sees it): a file there is nobody's in particular, whatever its owner says. Files
+/// trusted for their owner (a key, a configuration) are refused there.
+pub fn owner_is_the_servers_word(file: &File) -> io::Result<bool> {
+    const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+    Ok(matches!(file_system(file)?, FileSystem::Other(FUSE_SUPER_MAGIC)))
+}
+
+enum FileSystem {
+    /// One of the kernel's pseudo file systems, by name.
+    Kernel(&'static str),
+    /// Any other, by its magic number.
+    Other(i64),
+}
+
+/// The file system `file` lies on; an error where the kernel cannot say (refused, not guessed).
+fn file_system(file: &File) -> io::Result<FileSystem> {
     use nix::sys::statfs::{self as fs, FsType};
-    // Not in nix's list (include/uapi/linux/magic.h): efivarfs, pstore, configfs, binfmt_misc, fusectl.
+    // Not in nix's list (include/uapi/linux/magic.h and the kernel's sources): from efivarfs on.
     let known = [
         (fs::PROC_SUPER_MAGIC, "proc"),
         (fs::SYSFS_MAGIC, "sysfs"),
@@ -93,9 +110,23 @@ fn kernel_file_system(file: &File) -> Option<&'static str> {
         (FsType(0x6265_6570), "configfs"),
         (FsType(0x4249_4e4d), "binfmt_misc"),
         (FsType(0x6573_5543), "fusectl"),
+        (FsType(0x0904_1934), "anon_inodefs"),
+        (FsType(0x5049_4446), "pidfs"),
+        (FsType(0x5345_434d), "secretmem"),
+        (FsType(0x444d_4142), "dmabuf"),
+        (FsType(0x454d_444d), "devmem"),
+        (FsType(0x474d_454d), "guest_memfd"),
+        (FsType(0x0a64_7361), "functionfs"),
+        (FsType(0x1980_0202), "mqueue"),
+        (FsType(0x6c6f_6f70), "binderfs"),
     ];
-    let on = fs::fstatfs(file).ok()?.filesystem_type();
-    known.iter().find(|(kind, _)| *kind == on).map(|(_, name)| *name)
+    let on = fs::fstatfs(file)
+        .map_err(|e| io::Error::other(format!("cannot tell which file system it lies on: {e}")))?
+        .filesystem_type();
+    Ok(match known.iter().find(|(kind, _)| *kind == on) {
+        Some((_, name)) => FileSystem::Kernel(name),
+        None => FileSystem::Other(on.0 as i64),
+    })
 }
 
 #[cfg(test)]

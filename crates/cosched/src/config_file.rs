@@ -53,6 +53,9 @@ fn read_root_only(path: &Path) -> Result<Option<String>, String> {
         }
         other => other.map_err(|e| format!("{}: {e}", path.display()))?,
     };
+    if cosched_files::owner_is_the_servers_word(&file).map_err(|e| format!("{}: {e}", path.display()))? {
+        return Err(format!("{}: on FUSE, whose owners and modes are its server's word", path.display()));
+    }
     let owner_ok = meta.uid() == 0 || meta.uid() == nix::unistd::geteuid().as_raw();
     if !owner_ok || meta.mode() & 0o022 != 0 {
         return Err(format!(

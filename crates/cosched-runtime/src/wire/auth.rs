@@ -58,6 +58,9 @@ impl AgentKey {
         crate::private_dir::check_existing(folder, "the key file's folder").map_err(|e| e.to_string())?;
         // Every check is of the file opened, never of the path, and before it is opened for reading.
         let (file, meta) = cosched_files::open_regular(path, cosched_files::LastLink::Refuse).map_err(at)?;
+        if cosched_files::owner_is_the_servers_word(&file).map_err(at)? {
+            return Err(format!("key file {}: on FUSE, whose owners and modes are its server's word", path.display()));
+        }
         if meta.uid() != 0 {
             return Err(format!(
                 "key file {} belongs to uid {}: it must be root's (chown root)",
