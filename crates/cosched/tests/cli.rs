@@ -1224,7 +1224,9 @@ fn a_fast_run_says_so_in_every_output_and_bad_fast_settings_are_refused() {
         printed.contains("not validated with a warm-up, guard, shortest jump or least iterations other than"),
         "{printed}"
     );
-    assert!(stderr(&o).contains("`cosched bench fast --schemes SB --fast-warmup-ms 75`"), "{}", stderr(&o));
+    // SB takes 1 s windows on one-CPU MLFQ nodes when given none; the command spells the window out.
+    let check = "`cosched bench fast --schemes SB --fast-warmup-ms 75 --fast-window-ms 1000`";
+    assert!(stderr(&o).contains(check), "{}", stderr(&o));
     let json: serde_json::Value = serde_json::from_slice(&read(&dir.join("warmup/summary.json"))).unwrap();
     assert_eq!(json["results"][0]["fast_mode"]["not_validated"], serde_json::json!({ "reason": "settings" }));
 

@@ -41,6 +41,9 @@ fn a_job_starved_at_its_end_does_not_stop_the_later_jumps() {
         "--schemes",
         "pb-sb",
         "--fast",
+        // The window the stall was found with (PB-SB takes 1 s windows by default since).
+        "--fast-window-ms",
+        "200",
         "--out",
         out.to_str().unwrap(),
     ]);

@@ -323,10 +323,11 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     let (said, reason) = sim("mpl-3", &["--mpl", "3"]);
     assert_eq!(reason, "unmeasured", "{said}");
     assert!(said.contains("not validated at this MPL, only at 2 and 5"), "{said}");
-    assert!(said.contains("check with `cosched bench fast --schemes SB --mpl 3`"), "{said}");
+    // SB takes 1 s windows on these nodes when given none; the command spells the window out.
+    assert!(said.contains("check with `cosched bench fast --schemes SB --mpl 3 --fast-window-ms 1000`"), "{said}");
     let (said, reason) = sim("easy", &["--backfill", "easy", "--skew", "0.5"]);
     assert_eq!(reason, "unmeasured", "{said}");
-    let easy = "check with `cosched bench fast --schemes SB --skew 0.5 --backfill easy`";
+    let easy = "check with `cosched bench fast --schemes SB --skew 0.5 --backfill easy --fast-window-ms 1000`";
     assert!(said.contains("only with the study's FCFS queue") && said.contains(easy), "{said}");
     for horizon in [&["--horizon-s", "5"][..], &["--horizon-s", "5", "--mpl", "3"]] {
         let (said, reason) = sim("horizon", horizon);
