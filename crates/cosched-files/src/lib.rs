@@ -27,11 +27,7 @@ pub enum LastLink {
 /// with [`io::ErrorKind::InvalidInput`] and a message saying what it is; a missing one gives `NotFound`; a link at
 /// the last step where `last_link` refuses it gives the raw `ELOOP`.
 pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metadata)> {
-    let mut flags = nix::fcntl::OFlag::O_PATH;
-    if last_link == LastLink::Refuse {
-        flags |= nix::fcntl::OFlag::O_NOFOLLOW;
-    }
-    let handle = OpenOptions::new().read(true).custom_flags(flags.bits()).open(path)?;
+    let handle = path_handle(path, last_link)?;
     let meta = handle.metadata()?;
     // With O_NOFOLLOW, O_PATH opens the link itself rather than failing.
     if meta.file_type().is_symlink() {
@@ -57,6 +53,31 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metad
         .open(&reopened)
         .map_err(|e| io::Error::other(format!("reopening it through {reopened} (is /proc mounted?): {e}")))?;
     Ok((file, meta))
+}
+
+/// A handle that opens nothing (`O_PATH`) to what `path` names, never through one of /proc's links to another
+/// process's open files (`/proc/<pid>/fd/N`, `/proc/<pid>/root`): through those, a user's link would reach files
+/// only root's processes hold, deleted or never named. Kernels without `openat2` (before 5.6) resolve as `open`.
+fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let mut flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    if last_link == LastLink::Refuse {
+        flags |= OFlag::O_NOFOLLOW;
+    }
+    let how = OpenHow::new().flags(flags).resolve(ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    match nix::fcntl::openat2(nix::libc::AT_FDCWD, path, how) {
+        Ok(raw) => {
+            // A File of our own over the same file (taking the raw descriptor would need `unsafe`): our own
+            // descriptor's link, then the raw one closed.
+            let own = format!("/proc/thread-self/fd/{raw}");
+            let handle =
+                OpenOptions::new().read(true).custom_flags(flags.bits() & !OFlag::O_NOFOLLOW.bits()).open(&own);
+            let _ = nix::unistd::close(raw);
+            handle.map_err(|e| io::Error::other(format!("taking {own} (is /proc mounted?): {e}")))
+        }
+        Err(nix::errno::Errno::ENOSYS) => OpenOptions::new().read(true).custom_flags(flags.bits()).open(path),
+        Err(errno) => Err(io::Error::from(errno)),
+    }
 }
 
 /// All of `file`, refused with [`io::ErrorKind::InvalidData`] if it holds more than `max_bytes` (read no further).
@@ -186,6 +207,21 @@ mod tests {
             let refused = refusal(&link, LastLink::Follow);
             assert!(refused.contains(&format!("on the kernel's {kind} file system")), "{target}: {refused}");
         }
+    }
+
+    /// A link through /proc's links to open files is never followed: it would reach files only another process
+    /// holds (a file it deleted, a memfd).
+    #[test]
+    fn a_link_to_another_processs_open_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = dir.path().join("held");
+        std::fs::write(&held, "secret").unwrap();
+        let open = File::open(&held).unwrap();
+        std::fs::remove_file(&held).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(format!("/proc/{}/fd/{}", std::process::id(), open.as_raw_fd()), &link).unwrap();
+        let refused = open_regular(&link, LastLink::Follow).map(|_| ()).unwrap_err();
+        assert_eq!(refused.raw_os_error(), Some(nix::libc::ELOOP), "{refused}");
     }
 
     /// A link to a regular file is followed where asked, and refused with ELOOP at the last step otherwise; the

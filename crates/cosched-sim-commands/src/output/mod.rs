@@ -44,9 +44,13 @@ pub fn read_bounded_no_link(path: &Path, max_bytes: u64) -> Result<String, Strin
 fn read_bounded_with(path: &Path, max_bytes: u64, last_link: LastLink) -> Result<String, String> {
     let said = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => format!("{} is {e}", path.display()),
-        _ if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+        _ if e.raw_os_error() == Some(nix::libc::ELOOP) && last_link == LastLink::Refuse => {
             format!("{} is a symbolic link, not followed here; name the file itself", path.display())
         }
+        _ if e.raw_os_error() == Some(nix::libc::ELOOP) => format!(
+            "{} leads through too many links, or through one of /proc's links to open files, which are not followed",
+            path.display()
+        ),
         _ => format!("reading {}: {e}", path.display()),
     };
     let (file, _) = cosched_files::open_regular(path, last_link).map_err(said)?;
