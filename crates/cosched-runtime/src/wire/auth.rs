@@ -75,15 +75,6 @@ impl AgentKey {
                 meta.mode() & 0o7777
             ));
         }
-        // Another name for the key may lie in a folder others can change (where hard links to others' files are
-        // allowed), and root's checks of this folder say nothing of that one.
-        if meta.nlink() != 1 {
-            return Err(format!(
-                "key file {} has {} names (hard links): give the key one, in a folder only root can change",
-                path.display(),
-                meta.nlink()
-            ));
-        }
         let text = cosched_files::read_bounded(file, MAX_KEY_FILE_BYTES).map_err(at)?;
         let key = text.trim_ascii().to_vec();
         if key.len() < MIN_KEY_HEX_DIGITS || !key.iter().all(u8::is_ascii_hexdigit) {
@@ -408,10 +399,6 @@ mod tests {
         let link = dir.path().join("link.key");
         std::os::unix::fs::symlink(&key, &link).unwrap();
         assert!(AgentKey::load(&link).err().unwrap().contains("symbolic links"));
-        let other_name = dir.path().join("other-name");
-        std::fs::hard_link(&key, &other_name).unwrap();
-        assert!(AgentKey::load(&key).err().unwrap().contains("has 2 names (hard links)"));
-        std::fs::remove_file(&other_name).unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(AgentKey::load(&key).err().unwrap().contains("writable by group or others"));
     }
