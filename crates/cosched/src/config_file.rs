@@ -49,7 +49,8 @@ fn read_root_only(path: &Path) -> Result<Option<String>, String> {
     let (file, meta) = match cosched_files::open_regular(path, cosched_files::LastLink::Refuse) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-            return Err(format!("{}: a symbolic link; name the file itself", path.display()))
+            let why = "or a path through /proc's links to open files; name the file itself";
+            return Err(format!("{}: a symbolic link, {why}", path.display()));
         }
         other => other.map_err(|e| format!("{}: {e}", path.display()))?,
     };

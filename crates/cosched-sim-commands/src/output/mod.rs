@@ -45,7 +45,8 @@ fn read_bounded_with(path: &Path, max_bytes: u64, last_link: LastLink) -> Result
     let said = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => format!("{} is {e}", path.display()),
         _ if e.raw_os_error() == Some(nix::libc::ELOOP) && last_link == LastLink::Refuse => {
-            format!("{} is a symbolic link, not followed here; name the file itself", path.display())
+            let why = "not followed here (or it leads through /proc's links to open files); name the file itself";
+            format!("{} is a symbolic link, {why}", path.display())
         }
         _ if e.raw_os_error() == Some(nix::libc::ELOOP) => format!(
             "{} leads through too many links, or through one of /proc's links to open files, which are not followed",
