@@ -131,15 +131,15 @@ pub const MAX_WINDOW_GROWTH: u64 = 16;
 /// wider sweeps, nor the second draw. With them SB (51.7 % against 222.8 %), SY (67.5 % against 106.2 %) and PB-SB
 /// (75.7 % against 183.0 %) take 1 s when given no window ([`better_window`]); the others keep 200 ms.
 const VALIDATED_ERRORS: &[Validated] = &[
-    with_1_s_windows(mlfq("Local", 11.710, 10.268), 1.466, 12.841),
-    mlfq("GS", 0.297, 0.093),
-    with_1_s_windows(mlfq("SB", 2.228, 0.051), 0.517, 0.005),
-    with_1_s_windows(mlfq("SY", 1.062, 0.080), 0.675, 0.033),
-    mlfq("DCS", 6.532, 11.117),
-    with_1_s_windows(mlfq("PB", 1.989, 0.155), 1.705, 0.164),
-    with_1_s_windows(mlfq("DCS-SB", 1.081, 0.016), 1.038, 0.006),
-    with_1_s_windows(mlfq("DCS-SY", 0.648, 0.103), 1.328, 0.056),
-    with_1_s_windows(mlfq("PB-SB", 1.830, 0.130), 0.757, 0.005),
+    with_window(measured("Local", 11.710, 10.268), ONE_SECOND_NS, 1.466, 12.841),
+    measured("GS", 0.297, 0.093),
+    with_window(measured("SB", 2.228, 0.051), ONE_SECOND_NS, 0.517, 0.005),
+    with_window(measured("SY", 1.062, 0.080), ONE_SECOND_NS, 0.675, 0.033),
+    measured("DCS", 6.532, 11.117),
+    with_window(measured("PB", 1.989, 0.155), ONE_SECOND_NS, 1.705, 0.164),
+    with_window(measured("DCS-SB", 1.081, 0.016), ONE_SECOND_NS, 1.038, 0.006),
+    with_window(measured("DCS-SY", 0.648, 0.103), ONE_SECOND_NS, 1.328, 0.056),
+    with_window(measured("PB-SB", 1.830, 0.130), ONE_SECOND_NS, 0.757, 0.005),
     Validated {
         scheme: "PB-SY",
         stable: 0.196,
@@ -148,20 +148,17 @@ const VALIDATED_ERRORS: &[Validated] = &[
         // drawn at random (docs/fast-mode.md); 16.0 % on the 400-job set, against 19.6 % with 200 ms.
         at_window: Some(AtWindow { window_ns: 3_000_000_000, stable: 0.160, saturated: None }),
     },
-    mlfq("GS-cosched", 0.137, 0.006),
-    with_1_s_windows(mlfq("IB", 0.539, 0.084), 1.858, 0.005),
+    measured("GS-cosched", 0.137, 0.006),
+    with_window(measured("IB", 0.539, 0.084), ONE_SECOND_NS, 1.858, 0.005),
 ];
-
-const fn mlfq(scheme: &'static str, stable: f64, saturated: f64) -> Validated {
-    Validated { scheme, stable, saturated: Some(saturated), at_window: None }
-}
 
 /// The MLFQ's raise of every process to the top level comes once a second (`--raise-period-ms`): a window of
 /// 1 s holds exactly one, wherever it falls.
 const ONE_SECOND_NS: u64 = 1_000_000_000;
 
-const fn with_1_s_windows(row: Validated, stable: f64, saturated: f64) -> Validated {
-    Validated { at_window: Some(AtWindow { window_ns: ONE_SECOND_NS, stable, saturated: Some(saturated) }), ..row }
+/// `row` with its bounds at windows of `window_ns` too, in stable and in saturated runs.
+const fn with_window(row: Validated, window_ns: u64, stable: f64, saturated: f64) -> Validated {
+    Validated { at_window: Some(AtWindow { window_ns, stable, saturated: Some(saturated) }), ..row }
 }
 
 /// Fast mode's error on EEVDF nodes (`bench fast --node-scheduler eevdf`), with the default window, and for DCS, SY
@@ -198,8 +195,8 @@ const fn with_1_s_windows(row: Validated, stable: f64, saturated: f64) -> Valida
 /// 1.2 %), so a run of it given no window now keeps 200 ms; DCS-SY 39.8 % at 200 ms (was 5.3 %) and 23.2 % at 1 s
 /// (was 4.3 %), so it keeps 1 s. The schemes not run at that size (DCS, PB-SB, PB-SY) keep the 60-job sets' bounds.
 const VALIDATED_ON_EEVDF: &[Validated] = &[
-    on_eevdf("Local", 0.220, 0.038),
-    on_eevdf("SB", 0.222, 0.040),
+    measured("Local", 0.220, 0.038),
+    measured("SB", 0.222, 0.040),
     Validated {
         scheme: "SY",
         stable: 0.145,
@@ -213,21 +210,22 @@ const VALIDATED_ON_EEVDF: &[Validated] = &[
         // Why 200 ms windows fail DCS there is not traced (docs/fast-mode.md, "1 s windows on EEVDF").
         at_window: Some(AtWindow { window_ns: 1_000_000_000, stable: 0.152, saturated: Some(0.030) }),
     },
-    on_eevdf("PB", 0.095, 0.014),
-    on_eevdf("DCS-SB", 0.142, 0.018),
+    measured("PB", 0.095, 0.014),
+    measured("DCS-SB", 0.142, 0.018),
     Validated {
         scheme: "DCS-SY",
         stable: 0.398,
         saturated: Some(0.070),
         at_window: Some(AtWindow { window_ns: 1_000_000_000, stable: 0.232, saturated: Some(0.027) }),
     },
-    on_eevdf("PB-SB", 0.377, 0.020),
-    on_eevdf("PB-SY", 0.134, 0.011),
-    on_eevdf("IB", 0.144, 0.121),
-    on_eevdf("GS-cosched-kernel", 0.137, 0.016),
+    measured("PB-SB", 0.377, 0.020),
+    measured("PB-SY", 0.134, 0.011),
+    measured("IB", 0.144, 0.121),
+    measured("GS-cosched-kernel", 0.137, 0.016),
 ];
 
-const fn on_eevdf(scheme: &'static str, stable: f64, saturated: f64) -> Validated {
+/// A row with bounds in stable and in saturated runs, at the default window only.
+const fn measured(scheme: &'static str, stable: f64, saturated: f64) -> Validated {
     Validated { scheme, stable, saturated: Some(saturated), at_window: None }
 }
 
@@ -264,15 +262,15 @@ const FOUR_CPUS: u32 = 4;
 /// (1.7 %), GS-cosched-kernel 4.0 % (1.5 %), GS-cosched 3.3 % (1.5 %); DCS-SB 12.0 % with 30 s windows (3.3 %) and
 /// 11.9 % with 200 ms (9.6 %) on the same runs, so a run of it given no window now keeps 200 ms.
 const VALIDATED_ON_FOUR_CPU_NODES: &[Validated] = &[
-    with_30_s_windows(on_four_cpus("Local", 0.582, Some(0.067)), 0.605, 0.019),
+    with_window(on_four_cpus("Local", 0.582, Some(0.067)), THIRTY_SECONDS_NS, 0.605, 0.019),
     on_four_cpus("SB", 0.071, Some(0.009)),
-    with_30_s_windows(on_four_cpus("SY", 0.263, Some(0.144)), 0.476, 0.080),
-    with_30_s_windows(on_four_cpus("DCS", 0.256, Some(0.097)), 0.399, 0.038),
-    with_30_s_windows(on_four_cpus("PB", 0.101, Some(0.008)), 0.190, 0.012),
-    with_30_s_windows(on_four_cpus("DCS-SB", 0.119, Some(0.020)), 0.120, 0.002),
-    with_30_s_windows(on_four_cpus("DCS-SY", 0.219, Some(0.204)), 0.229, 0.045),
+    with_window(on_four_cpus("SY", 0.263, Some(0.144)), THIRTY_SECONDS_NS, 0.476, 0.080),
+    with_window(on_four_cpus("DCS", 0.256, Some(0.097)), THIRTY_SECONDS_NS, 0.399, 0.038),
+    with_window(on_four_cpus("PB", 0.101, Some(0.008)), THIRTY_SECONDS_NS, 0.190, 0.012),
+    with_window(on_four_cpus("DCS-SB", 0.119, Some(0.020)), THIRTY_SECONDS_NS, 0.120, 0.002),
+    with_window(on_four_cpus("DCS-SY", 0.219, Some(0.204)), THIRTY_SECONDS_NS, 0.229, 0.045),
     on_four_cpus("PB-SB", 0.038, Some(0.010)),
-    with_30_s_windows(on_four_cpus("PB-SY", 0.210, Some(0.055)), 0.233, 0.008),
+    with_window(on_four_cpus("PB-SY", 0.210, Some(0.055)), THIRTY_SECONDS_NS, 0.233, 0.008),
     on_four_cpus("IB", 0.095, Some(0.014)),
     on_four_cpus("GS-cosched-kernel", 0.040, None),
     // One run, judged saturated in fast mode and not exactly, at 5.9 times the exact mean response.
@@ -285,10 +283,6 @@ const THIRTY_SECONDS_NS: u64 = 30_000_000_000;
 
 const fn on_four_cpus(scheme: &'static str, stable: f64, saturated: Option<f64>) -> Validated {
     Validated { scheme, stable, saturated, at_window: None }
-}
-
-const fn with_30_s_windows(row: Validated, stable: f64, saturated: f64) -> Validated {
-    Validated { at_window: Some(AtWindow { window_ns: THIRTY_SECONDS_NS, stable, saturated: Some(saturated) }), ..row }
 }
 
 /// The run's row in the table of its nodes: `None` where fast mode was never measured for it.
