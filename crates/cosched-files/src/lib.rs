@@ -61,8 +61,9 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metad
 
 /// A handle that opens nothing (`O_PATH`) to what `path` names, never through one of /proc's links to another
 /// process's open files (`/proc/<pid>/fd/N`, `/proc/<pid>/root`): through those, a user's link would reach files
-/// only root's processes hold, deleted or never named. Kernels without `openat2` (before 5.6) resolve as `open`;
-/// the refusal of files without a name ([`open_regular`]) still holds there.
+/// only root's processes hold, deleted or never named. Kernels without `openat2` (before 5.6), and sandboxes whose
+/// system-call filter refuses it with `EPERM` (container profiles older than the call), resolve as `open`; the
+/// refusal of files without a name ([`open_regular`]) still holds there.
 fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
     use rustix::fs::{OFlags, ResolveFlags};
     let mut flags = OFlags::PATH | OFlags::CLOEXEC;
@@ -71,7 +72,9 @@ fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
     }
     match rustix::fs::openat2(rustix::fs::CWD, path, flags, rustix::fs::Mode::empty(), ResolveFlags::NO_MAGICLINKS) {
         Ok(handle) => Ok(File::from(handle)),
-        Err(rustix::io::Errno::NOSYS) => OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path),
+        Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
+            OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path)
+        }
         Err(errno) => Err(io::Error::from(errno)),
     }
 }
@@ -84,6 +87,30 @@ pub fn read_bounded(file: File, max_bytes: u64) -> io::Result<Vec<u8>> {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {max_bytes} bytes")));
     }
     Ok(bytes)
+}
+
+/// All of `file` as UTF-8 text, refused as [`read_bounded`] does, and with [`io::ErrorKind::InvalidData`] if it is
+/// not text.
+pub fn read_text_bounded(file: File, max_bytes: u64) -> io::Result<String> {
+    String::from_utf8(read_bounded(file, max_bytes)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// A refusal or failure of [`open_regular`] or the reads above, said with the path: `{path} is …` for what the file
+/// is (not regular, too large, a link where links are refused…), `reading {path}: …` for the rest.
+pub fn said(path: &Path, e: &io::Error, last_link: LastLink) -> String {
+    let path = path.display();
+    match e.kind() {
+        io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData => format!("{path} is {e}"),
+        _ if e.raw_os_error() == Some(nix::libc::ELOOP) && last_link == LastLink::Refuse => format!(
+            "{path} is a symbolic link, not followed here (or it leads through /proc's links to open files); name the \
+             file itself"
+        ),
+        _ if e.raw_os_error() == Some(nix::libc::ELOOP) => format!(
+            "{path} leads through too many links, or through one of /proc's links to open files, which are not followed"
+        ),
+        _ => format!("reading {path}: {e}"),
+    }
 }
 
 /// Whether the file system `file` lies on reports the owners and modes its own server chose (FUSE: any user may run
@@ -220,6 +247,35 @@ mod tests {
         // openat2 refuses the link (ELOOP); without it (kernels before 5.6) the file's lack of a name refuses it.
         let nameless = refused.to_string().contains("a file no folder names");
         assert!(refused.raw_os_error() == Some(nix::libc::ELOOP) || nameless, "{refused}");
+    }
+
+    /// Where a sandbox's system-call filter refuses `openat2` with EPERM (container profiles older than the call do),
+    /// files are still read, resolved as `open` would; the filter holds on this test's thread alone.
+    #[test]
+    fn a_sandbox_that_refuses_openat2_still_reads() {
+        use seccompiler::{SeccompAction, SeccompFilter};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "{}").unwrap();
+        let sandboxed = std::thread::spawn(move || {
+            let refused = [(nix::libc::SYS_openat2, vec![])].into_iter().collect();
+            let errno = SeccompAction::Errno(nix::libc::EPERM as u32);
+            let arch = std::env::consts::ARCH.try_into().unwrap();
+            let filter = SeccompFilter::new(refused, SeccompAction::Allow, errno, arch).unwrap();
+            let program: seccompiler::BpfProgram = filter.try_into().unwrap();
+            seccompiler::apply_filter(&program).unwrap();
+            let direct = rustix::fs::openat2(
+                rustix::fs::CWD,
+                &file,
+                rustix::fs::OFlags::PATH,
+                rustix::fs::Mode::empty(),
+                rustix::fs::ResolveFlags::empty(),
+            );
+            assert_eq!(direct.map(|_| ()), Err(rustix::io::Errno::PERM), "the filter refuses openat2");
+            let (opened, _) = open_regular(&file, LastLink::Refuse).unwrap();
+            read_bounded(opened, 16).unwrap()
+        });
+        assert_eq!(sandboxed.join().unwrap(), b"{}".to_vec());
     }
 
     /// A link to a regular file is followed where asked, and refused with ELOOP at the last step otherwise; the

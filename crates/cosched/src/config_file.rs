@@ -46,15 +46,12 @@ fn read_root_only(path: &Path) -> Result<Option<String>, String> {
         return Err(format!("{}: the configuration is named by an absolute path", path.display()));
     }
     // Not through a link (its target's folder would go unchecked); checked before it is opened for reading.
+    let said = |e: std::io::Error| cosched_files::said(path, &e, cosched_files::LastLink::Refuse);
     let (file, meta) = match cosched_files::open_regular(path, cosched_files::LastLink::Refuse) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-            let why = "or a path through /proc's links to open files; name the file itself";
-            return Err(format!("{}: a symbolic link, {why}", path.display()));
-        }
-        other => other.map_err(|e| format!("{}: {e}", path.display()))?,
+        other => other.map_err(said)?,
     };
-    if cosched_files::owner_is_the_servers_word(&file).map_err(|e| format!("{}: {e}", path.display()))? {
+    if cosched_files::owner_is_the_servers_word(&file).map_err(said)? {
         return Err(format!("{}: on FUSE, whose owners and modes are its server's word", path.display()));
     }
     let owner_ok = meta.uid() == 0 || meta.uid() == nix::unistd::geteuid().as_raw();
@@ -70,9 +67,7 @@ fn read_root_only(path: &Path) -> Result<Option<String>, String> {
     if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         cosched_runtime::private_dir::ensure(folder, "the configuration's folder").map_err(|e| e.to_string())?;
     }
-    let bytes = cosched_files::read_bounded(file, MAX_BYTES).map_err(|e| format!("{}: {e}", path.display()))?;
-    let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8 text", path.display()))?;
-    Ok(Some(text))
+    Ok(Some(cosched_files::read_text_bounded(file, MAX_BYTES).map_err(said)?))
 }
 
 /// The flags `text` stands for in `daemon`'s command line, leaving out those `given` sets.

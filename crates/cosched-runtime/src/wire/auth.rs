@@ -51,7 +51,8 @@ impl AgentKey {
     /// others may change, or not at least [`MIN_KEY_HEX_DIGITS`] hex digits.
     pub fn load(path: &Path) -> Result<AgentKey, String> {
         use std::os::unix::fs::MetadataExt;
-        let at = |e: std::io::Error| format!("key file {}: {e}", path.display());
+        let at =
+            |e: std::io::Error| format!("key file: {}", cosched_files::said(path, &e, cosched_files::LastLink::Refuse));
         // Folders only root can change, and no link at the last step: a user who could swap the file, or a link to
         // it, could make root take a key of theirs.
         let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -77,7 +78,8 @@ impl AgentKey {
         }
         let text = cosched_files::read_bounded(file, MAX_KEY_FILE_BYTES).map_err(at)?;
         let key = text.trim_ascii().to_vec();
-        if key.len() < MIN_KEY_HEX_DIGITS || !key.iter().all(u8::is_ascii_hexdigit) {
+        let all_hex = key.iter().all(u8::is_ascii_hexdigit);
+        if key.len() < MIN_KEY_HEX_DIGITS || !all_hex {
             return Err(format!(
                 "key file {}: the key must be one line of at least {MIN_KEY_HEX_DIGITS} hex digits, {} random bytes \
                  (openssl rand -hex {}); it has {} characters{}",
@@ -85,7 +87,7 @@ impl AgentKey {
                 MIN_KEY_HEX_DIGITS / 2,
                 MIN_KEY_HEX_DIGITS / 2,
                 key.len(),
-                if key.iter().all(u8::is_ascii_hexdigit) { "" } else { ", not all hex digits" }
+                if all_hex { "" } else { ", not all hex digits" }
             ));
         }
         Ok(AgentKey { key })
@@ -398,7 +400,7 @@ mod tests {
         assert!(AgentKey::load(&key).is_ok());
         let link = dir.path().join("link.key");
         std::os::unix::fs::symlink(&key, &link).unwrap();
-        assert!(AgentKey::load(&link).err().unwrap().contains("symbolic links"));
+        assert!(AgentKey::load(&link).err().unwrap().contains("is a symbolic link"));
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         assert!(AgentKey::load(&key).err().unwrap().contains("writable by group or others"));
     }

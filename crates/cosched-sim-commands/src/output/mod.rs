@@ -42,21 +42,9 @@ pub fn read_bounded_no_link(path: &Path, max_bytes: u64) -> Result<String, Strin
 }
 
 fn read_bounded_with(path: &Path, max_bytes: u64, last_link: LastLink) -> Result<String, String> {
-    let said = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => format!("{} is {e}", path.display()),
-        _ if e.raw_os_error() == Some(nix::libc::ELOOP) && last_link == LastLink::Refuse => {
-            let why = "not followed here (or it leads through /proc's links to open files); name the file itself";
-            format!("{} is a symbolic link, {why}", path.display())
-        }
-        _ if e.raw_os_error() == Some(nix::libc::ELOOP) => format!(
-            "{} leads through too many links, or through one of /proc's links to open files, which are not followed",
-            path.display()
-        ),
-        _ => format!("reading {}: {e}", path.display()),
-    };
+    let said = |e: std::io::Error| cosched_files::said(path, &e, last_link);
     let (file, _) = cosched_files::open_regular(path, last_link).map_err(said)?;
-    let bytes = cosched_files::read_bounded(file, max_bytes).map_err(said)?;
-    String::from_utf8(bytes).map_err(|_| format!("reading {}: not UTF-8 text", path.display()))
+    cosched_files::read_text_bounded(file, max_bytes).map_err(said)
 }
 
 #[cfg(test)]
