@@ -206,6 +206,23 @@ fn an_agents_key_that_others_can_read_or_that_is_not_roots_is_refused() {
     std::fs::write(&key, "short").unwrap();
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
     assert!(refused_at_start(&controller).contains("at least 64 hex digits"));
+    // A passphrase as long as a key is far weaker than one: hex digits only.
+    std::fs::write(&key, "correct horse battery staple ".repeat(3)).unwrap();
+    assert!(refused_at_start(&agent).contains("not all hex digits"));
+    // A link at the key's name (its target's folder would go unchecked), though it leads to a good key.
+    let good = dir.join("good-key");
+    write_agents_key(&good);
+    std::fs::remove_file(&key).unwrap();
+    std::os::unix::fs::symlink(&good, &key).unwrap();
+    assert!(refused_at_start(&controller).contains("is a symbolic link"));
+    assert!(refused_at_start(&agent).contains("is a symbolic link"));
+    // A good key in a folder the attacker owns: they could swap the file for one of theirs between starts.
+    std::fs::remove_file(&key).unwrap();
+    std::fs::rename(&good, &key).unwrap();
+    nix::unistd::chown(&dir, Some(nix::unistd::Uid::from_raw(ATTACKER)), None).unwrap();
+    let theirs = refused_at_start(&controller);
+    assert!(theirs.contains("the key file's folder") && theirs.contains("not root"), "{theirs}");
+    nix::unistd::chown(&dir, Some(nix::unistd::Uid::from_raw(0)), None).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
 
