@@ -203,6 +203,22 @@ fn a_configuration_file_sets_the_daemons_flags_and_flags_win() {
     assert!(start(fifo.to_str().unwrap()).contains("regular file"));
     assert!(start("cosched.toml").contains("absolute path"));
     assert!(start(dir.join("missing.toml").to_str().unwrap()).contains("names no file"));
+    // Without /proc the reader cannot reopen the file it checked: that stops the daemon, never counts as no file
+    // (which would start it on its defaults).
+    let never = dir.join("never");
+    let out = std::process::Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", r#"umount -l /proc || exit 77; exec "$0" "$@""#])
+        .args(["timeout", "20", COSCHED, "up", "--state-dir", never.to_str().unwrap()])
+        .env("COSCHED_CONFIG", path)
+        .output()
+        .unwrap();
+    if out.status.code() == Some(77) {
+        eprintln!("SKIPPED: the configuration read without /proc: cannot unmount /proc in a mount namespace here");
+        return;
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(stderr.contains("is /proc mounted?") && !never.exists(), "{stderr}");
 }
 
 /// Two gangs taking turns in a cycle as long as the agents' report period: each report finds the same gang in its
