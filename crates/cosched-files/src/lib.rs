@@ -61,22 +61,37 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metad
 
 /// A handle that opens nothing (`O_PATH`) to what `path` names, never through one of /proc's links to another
 /// process's open files (`/proc/<pid>/fd/N`, `/proc/<pid>/root`): through those, a user's link would reach files
-/// only root's processes hold, deleted or never named. Kernels without `openat2` (before 5.6), and sandboxes whose
-/// system-call filter refuses it with `EPERM` (container profiles older than the call), resolve as `open`; the
-/// refusal of files without a name ([`open_regular`]) still holds there.
+/// only root's processes hold, deleted, never named, or in another mount namespace. Where `openat2` itself is
+/// refused (kernels before 5.6; sandboxes whose system-call filter answers `EPERM`, container profiles older than
+/// the call), the path resolves as `open`, without that protection; the refusal of files without a name
+/// ([`open_regular`]) still holds there.
 fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
-    use rustix::fs::{OFlags, ResolveFlags};
+    use rustix::fs::OFlags;
     let mut flags = OFlags::PATH | OFlags::CLOEXEC;
     if last_link == LastLink::Refuse {
         flags |= OFlags::NOFOLLOW;
     }
-    match rustix::fs::openat2(rustix::fs::CWD, path, flags, rustix::fs::Mode::empty(), ResolveFlags::NO_MAGICLINKS) {
+    let resolve = |path: &Path| openat2_path(path, flags);
+    match resolve(path) {
         Ok(handle) => Ok(File::from(handle)),
-        Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {
+        Err(errno) if openat2_refused(errno, || resolve(Path::new("/")).err()) => {
             OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path)
         }
         Err(errno) => Err(io::Error::from(errno)),
     }
+}
+
+fn openat2_path(path: &Path, flags: rustix::fs::OFlags) -> rustix::io::Result<std::os::fd::OwnedFd> {
+    let (cwd, no_magic) = (rustix::fs::CWD, rustix::fs::ResolveFlags::NO_MAGICLINKS);
+    rustix::fs::openat2(cwd, path, flags, rustix::fs::Mode::empty(), no_magic)
+}
+
+/// Whether `path_error`, from `openat2` on a path, means the call itself is refused here, not that path: the same
+/// call on "/" (`probe`) fails the same way. A file system's server (FUSE, NFS) chooses the errors of its own
+/// lookups, and answering `EPERM` or `ENOSYS` must not buy it a resolution without the protection.
+fn openat2_refused(path_error: rustix::io::Errno, probe: impl FnOnce() -> Option<rustix::io::Errno>) -> bool {
+    use rustix::io::Errno;
+    matches!(path_error, Errno::NOSYS | Errno::PERM) && probe() == Some(path_error)
 }
 
 /// All of `file`, refused with [`io::ErrorKind::InvalidData`] if it holds more than `max_bytes` (read no further).
@@ -247,16 +262,34 @@ mod tests {
         // openat2 refuses the link (ELOOP); without it (kernels before 5.6) the file's lack of a name refuses it.
         let nameless = refused.to_string().contains("a file no folder names");
         assert!(refused.raw_os_error() == Some(nix::libc::ELOOP) || nameless, "{refused}");
+        // A named file in a folder reached only through a process's open descriptor of it (another mount namespace,
+        // a folder mounted over): only openat2 refuses that, so this needs the call.
+        if openat2_path(Path::new("/"), rustix::fs::OFlags::PATH).is_err() {
+            eprintln!("SKIPPED: a named file behind /proc's links: openat2 is refused here");
+            return;
+        }
+        let folder = File::open(dir.path()).unwrap();
+        let behind = dir.path().join("behind");
+        let named = format!("/proc/{}/fd/{}/held-too", std::process::id(), folder.as_raw_fd());
+        std::fs::write(dir.path().join("held-too"), "secret").unwrap();
+        std::os::unix::fs::symlink(&named, &behind).unwrap();
+        let refused = open_regular(&behind, LastLink::Follow).map(|_| ()).unwrap_err();
+        assert_eq!(refused.raw_os_error(), Some(nix::libc::ELOOP), "{refused}");
     }
 
     /// Where a sandbox's system-call filter refuses `openat2` with EPERM (container profiles older than the call do),
-    /// files are still read, resolved as `open` would; the filter holds on this test's thread alone.
+    /// files are still read, resolved as `open` would, and what `open_regular` refuses itself is still refused; the
+    /// filter holds on this test's thread alone.
     #[test]
-    fn a_sandbox_that_refuses_openat2_still_reads() {
+    fn a_sandbox_that_refuses_openat2_still_reads_and_refuses() {
         use seccompiler::{SeccompAction, SeccompFilter};
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("file");
         std::fs::write(&file, "{}").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let sandboxed = std::thread::spawn(move || {
             let refused = [(nix::libc::SYS_openat2, vec![])].into_iter().collect();
             let errno = SeccompAction::Errno(nix::libc::EPERM as u32);
@@ -264,18 +297,35 @@ mod tests {
             let filter = SeccompFilter::new(refused, SeccompAction::Allow, errno, arch).unwrap();
             let program: seccompiler::BpfProgram = filter.try_into().unwrap();
             seccompiler::apply_filter(&program).unwrap();
-            let direct = rustix::fs::openat2(
-                rustix::fs::CWD,
-                &file,
-                rustix::fs::OFlags::PATH,
-                rustix::fs::Mode::empty(),
-                rustix::fs::ResolveFlags::empty(),
-            );
+            let direct = openat2_path(&file, rustix::fs::OFlags::PATH);
             assert_eq!(direct.map(|_| ()), Err(rustix::io::Errno::PERM), "the filter refuses openat2");
-            let (opened, _) = open_regular(&file, LastLink::Refuse).unwrap();
+            assert_eq!(refusal(&link, LastLink::Refuse), io::Error::from_raw_os_error(nix::libc::ELOOP).to_string());
+            assert!(refusal(&fifo, LastLink::Follow).contains("not a regular file"));
+            assert!(refusal(Path::new("/proc/self/status"), LastLink::Follow).contains("kernel's proc file system"));
+            let deleted = dir.path().join("deleted");
+            std::fs::write(&deleted, "secret").unwrap();
+            let held = File::open(&deleted).unwrap();
+            std::fs::remove_file(&deleted).unwrap();
+            let through_proc = format!("/proc/thread-self/fd/{}", held.as_raw_fd());
+            assert!(refusal(Path::new(&through_proc), LastLink::Follow).contains("a file no folder names"));
+            let (opened, _) = open_regular(&link, LastLink::Follow).unwrap();
             read_bounded(opened, 16).unwrap()
         });
         assert_eq!(sandboxed.join().unwrap(), b"{}".to_vec());
+    }
+
+    /// Only a refusal of the call itself resolves as `open`: a path whose lookup fails with EPERM or ENOSYS (a FUSE
+    /// or NFS server chooses its lookups' errors) while the call works elsewhere keeps its error.
+    #[test]
+    fn only_a_refused_call_resolves_without_the_protection() {
+        use rustix::io::Errno;
+        assert!(openat2_refused(Errno::PERM, || Some(Errno::PERM)), "a filter refuses every openat2");
+        assert!(openat2_refused(Errno::NOSYS, || Some(Errno::NOSYS)), "a kernel without the call");
+        assert!(!openat2_refused(Errno::PERM, || None), "the call works on /: the path's server said EPERM");
+        assert!(!openat2_refused(Errno::NOSYS, || None), "the call works on /: the path's server said ENOSYS");
+        assert!(!openat2_refused(Errno::PERM, || Some(Errno::NOSYS)), "not the same refusal");
+        assert!(!openat2_refused(Errno::ACCESS, || panic!("no probe for other errors")));
+        assert!(!openat2_refused(Errno::NOENT, || panic!("no probe for other errors")));
     }
 
     /// A link to a regular file is followed where asked, and refused with ELOOP at the last step otherwise; the

@@ -221,8 +221,8 @@ fn an_agents_key_that_others_can_read_or_that_is_not_roots_is_refused() {
     std::fs::rename(&good, &key).unwrap();
     nix::unistd::chown(&dir, Some(nix::unistd::Uid::from_raw(ATTACKER)), None).unwrap();
     let theirs = refused_at_start(&controller);
-    assert!(theirs.contains("the key file's folder") && theirs.contains("not root"), "{theirs}");
     nix::unistd::chown(&dir, Some(nix::unistd::Uid::from_raw(0)), None).unwrap();
+    assert!(theirs.contains("the key file's folder") && theirs.contains("not root"), "{theirs}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
