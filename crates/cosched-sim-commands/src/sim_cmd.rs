@@ -293,7 +293,8 @@ pub struct FastFlags {
     pub fast_warmup_ms: f64,
     /// Fast mode: the measurement window, ms (gang schemes: rounded up to whole cycles of the rows) [default:
     /// 200, or another the scheme was measured with where its bound is clearly smaller: 1000 for SB, SY and PB-SB on
-    /// one-CPU MLFQ nodes, 1000 for DCS-SY and PB-SY on one-CPU EEVDF nodes]
+    /// one-CPU MLFQ nodes, 1000 for DCS-SY and PB-SY on one-CPU EEVDF nodes, 30000 for DCS on EEVDF nodes of four
+    /// CPUs]
     #[arg(long, help_heading = "Fast mode")]
     pub fast_window_ms: Option<f64>,
     /// Fast mode: exact simulation kept before each job's predicted end, ms.
