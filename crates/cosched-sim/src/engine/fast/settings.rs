@@ -129,8 +129,9 @@ pub const MAX_WINDOW_GROWTH: u64 = 16;
 ///
 /// These hold for the default window; a run with another window is not validated, but for a scheme validated
 /// at that length too (`at_window`). PB-SY's 3 s: the first 400-job draw (2026-11-30), the three sets, the sweep
-/// and the second and third draws (2026-12-01, the same section). The others' 1 s (2026-12-01, the same document section): the
-/// three sets on seeds 1-4 and their drawn seeds, both 400-job sets, and the ten schemes' MPL 2 sweep (its loads
+/// and the second and third draws (2026-12-01, the same section). The others' 1 s (2026-12-01, "Windows of one
+/// raise period on the MLFQ"): the three sets on seeds 1-4 and their drawn seeds, both 400-job sets (the third draw
+/// since), and the ten schemes' MPL 2 sweep (its loads
 /// below every seed's saturation point for the stable bound, the others for the saturated one); not SB's and PB-SB's
 /// wider sweeps, nor the second draw. With them SB (51.7 % against 222.8 %), SY (67.5 % against 106.2 %) and PB-SB
 /// (75.7 % against 183.0 %) take 1 s when given no window ([`better_window`]); the others keep 200 ms.
