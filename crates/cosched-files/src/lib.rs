@@ -198,6 +198,15 @@ mod tests {
         open_regular(path, last_link).map(|_| ()).unwrap_err().to_string()
     }
 
+    /// A file holding `{}` in `dir`, and a link to it.
+    fn file_and_link_to_it(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+        let file = dir.join("file");
+        std::fs::write(&file, "{}").unwrap();
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        (file, link)
+    }
+
     /// A link to something other than a regular file is refused without opening it: a FIFO's writer, blocked until a
     /// reader opens it, stays blocked. (Opened for reading, it would have been released at once.)
     #[test]
@@ -284,10 +293,7 @@ mod tests {
     fn a_sandbox_that_refuses_openat2_still_reads_and_refuses() {
         use seccompiler::{SeccompAction, SeccompFilter};
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("file");
-        std::fs::write(&file, "{}").unwrap();
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let (file, link) = file_and_link_to_it(dir.path());
         let fifo = dir.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         let sandboxed = std::thread::spawn(move || {
@@ -333,10 +339,7 @@ mod tests {
     #[test]
     fn a_link_to_a_regular_file_is_read_unless_links_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("file");
-        std::fs::write(&file, "{}").unwrap();
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&file, &link).unwrap();
+        let (file, link) = file_and_link_to_it(dir.path());
         let (opened, meta) = open_regular(&link, LastLink::Follow).unwrap();
         assert_eq!((meta.len(), read_bounded(opened, 16).unwrap()), (2, b"{}".to_vec()));
         let looped = open_regular(&link, LastLink::Refuse).map(|_| ()).unwrap_err();
