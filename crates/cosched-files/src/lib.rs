@@ -62,26 +62,31 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metad
 /// A handle that opens nothing (`O_PATH`) to what `path` names, never through one of /proc's links to another
 /// process's open files (`/proc/<pid>/fd/N`, `/proc/<pid>/root`): through those, a user's link would reach files
 /// only root's processes hold, deleted, never named, or in another mount namespace. Where `openat2` itself is
-/// refused (kernels before 5.6; sandboxes whose system-call filter answers `EPERM`, container profiles older than
-/// the call), the path resolves as `open`, without that protection; the refusal of files without a name
-/// ([`open_regular`]) still holds there.
+/// refused (kernels before 5.6; sandboxes whose system-call filter answers `EPERM` or `ENOSYS`, container profiles
+/// older than the call), the path resolves as `open`, without that protection; the refusal of files without a name
+/// ([`open_regular`]) still holds there. A filter answering any other error refuses every read.
 fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
-    use rustix::fs::OFlags;
-    let mut flags = OFlags::PATH | OFlags::CLOEXEC;
+    let mut flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
     if last_link == LastLink::Refuse {
-        flags |= OFlags::NOFOLLOW;
+        flags |= rustix::fs::OFlags::NOFOLLOW;
     }
-    let resolve = |path: &Path| openat2_path(path, flags);
-    match resolve(path) {
+    path_handle_with(path, flags, |path| openat2_path(path, flags))
+}
+
+/// [`path_handle`] with `openat2` given, so that a test can make it fail where a file system's server would.
+fn path_handle_with(path: &Path, flags: rustix::fs::OFlags, openat2: impl Fn(&Path) -> Resolved) -> io::Result<File> {
+    match openat2(path) {
         Ok(handle) => Ok(File::from(handle)),
-        Err(errno) if openat2_refused(errno, || resolve(Path::new("/")).err()) => {
+        Err(errno) if openat2_refused(errno, || openat2(Path::new("/")).err()) => {
             OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path)
         }
         Err(errno) => Err(io::Error::from(errno)),
     }
 }
 
-fn openat2_path(path: &Path, flags: rustix::fs::OFlags) -> rustix::io::Result<std::os::fd::OwnedFd> {
+type Resolved = rustix::io::Result<std::os::fd::OwnedFd>;
+
+fn openat2_path(path: &Path, flags: rustix::fs::OFlags) -> Resolved {
     let (cwd, no_magic) = (rustix::fs::CWD, rustix::fs::ResolveFlags::NO_MAGICLINKS);
     rustix::fs::openat2(cwd, path, flags, rustix::fs::Mode::empty(), no_magic)
 }
@@ -318,6 +323,24 @@ mod tests {
             read_bounded(opened, 16).unwrap()
         });
         assert_eq!(sandboxed.join().unwrap(), b"{}".to_vec());
+    }
+
+    /// The fallback is decided on the call's answer for "/", not the path's: a server's EPERM or ENOSYS on the
+    /// path's own lookup comes back as the error; a call refused everywhere resolves as `open`.
+    #[test]
+    fn the_path_resolves_as_open_only_when_the_call_fails_on_root_too() {
+        use rustix::io::Errno;
+        let dir = tempfile::tempdir().unwrap();
+        let (file, _) = file_and_link_to_it(dir.path());
+        let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+        for errno in [Errno::PERM, Errno::NOSYS] {
+            let servers_answer =
+                |path: &Path| if path == Path::new("/") { openat2_path(path, flags) } else { Err(errno) };
+            let kept = path_handle_with(&file, flags, servers_answer).map(|_| ()).unwrap_err();
+            assert_eq!(kept.raw_os_error(), Some(errno.raw_os_error()), "{errno:?} on the path alone");
+            let refused_everywhere = |_: &Path| Err(errno);
+            assert!(path_handle_with(&file, flags, refused_everywhere).is_ok(), "{errno:?} everywhere");
+        }
     }
 
     /// Only a refusal of the call itself resolves as `open`: a path whose lookup fails with EPERM or ENOSYS (a FUSE
