@@ -63,23 +63,21 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metad
 /// process's open files (`/proc/<pid>/fd/N`, `/proc/<pid>/root`): through those, a user's link would reach files
 /// only root's processes hold, deleted, never named, or in another mount namespace. Where `openat2` itself is
 /// refused (kernels before 5.6; sandboxes whose system-call filter answers `EPERM` or `ENOSYS`, container profiles
-/// older than the call), the path resolves as `open`, without that protection; the refusal of files without a name
-/// ([`open_regular`]) still holds there. A filter answering any other error refuses every read.
+/// older than the call), the path is walked a step at a time instead ([`walk_without_openat2`]). A filter answering
+/// any other error refuses every read.
 fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
     let mut flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
     if last_link == LastLink::Refuse {
         flags |= rustix::fs::OFlags::NOFOLLOW;
     }
-    path_handle_with(path, flags, |path| openat2_path(path, flags))
+    path_handle_with(path, last_link, |path| openat2_path(path, flags))
 }
 
 /// [`path_handle`] with `openat2` given, so that a test can make it fail where a file system's server would.
-fn path_handle_with(path: &Path, flags: rustix::fs::OFlags, openat2: impl Fn(&Path) -> Resolved) -> io::Result<File> {
+fn path_handle_with(path: &Path, last_link: LastLink, openat2: impl Fn(&Path) -> Resolved) -> io::Result<File> {
     match openat2(path) {
         Ok(handle) => Ok(File::from(handle)),
-        Err(errno) if openat2_refused(errno, || openat2(Path::new("/")).err()) => {
-            OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path)
-        }
+        Err(errno) if openat2_refused(errno, || openat2(Path::new("/")).err()) => walk_without_openat2(path, last_link),
         Err(errno) => Err(io::Error::from(errno)),
     }
 }
@@ -97,6 +95,58 @@ fn openat2_path(path: &Path, flags: rustix::fs::OFlags) -> Resolved {
 fn openat2_refused(path_error: rustix::io::Errno, probe: impl FnOnce() -> Option<rustix::io::Errno>) -> bool {
     use rustix::io::Errno;
     matches!(path_error, Errno::NOSYS | Errno::PERM) && probe() == Some(path_error)
+}
+
+/// The kernel's limit on links followed in one lookup (`MAXSYMLINKS`).
+const MAX_LINKS: usize = 40;
+
+/// `path` resolved as `open` with `O_PATH` resolves it, one name at a time, each opened without following it, so
+/// that no link on /proc is ever followed: its links to other processes' open files and folders (what `openat2`'s
+/// `RESOLVE_NO_MAGICLINKS` refuses), and its ordinary ones too (`/proc/self`), which no file read here needs. Such a
+/// path is refused with [`io::ErrorKind::InvalidInput`]; the rest fail with the kernel's own errors.
+fn walk_without_openat2(path: &Path, last_link: LastLink) -> io::Result<File> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if bytes.is_empty() {
+        return Err(io::Error::from_raw_os_error(nix::libc::ENOENT));
+    }
+    let step = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut at = rustix::fs::openat(rustix::fs::CWD, if bytes[0] == b'/' { "/" } else { "." }, step, Mode::empty())?;
+    let mut names_left = names_reversed(bytes);
+    let mut links_followed = 0;
+    while let Some(name) = names_left.pop() {
+        let next = rustix::fs::openat(&at, name.as_slice(), step, Mode::empty())?;
+        let last_and_kept = names_left.is_empty() && last_link == LastLink::Refuse;
+        if FileType::from_raw_mode(rustix::fs::fstat(&next)?.st_mode) != FileType::Symlink || last_and_kept {
+            at = next;
+            continue;
+        }
+        if nix::sys::statfs::fstatfs(&next)?.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC {
+            let why = "reached through a link on /proc, which is not followed where openat2 is refused";
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+        }
+        links_followed += 1;
+        if links_followed > MAX_LINKS {
+            return Err(io::Error::from_raw_os_error(nix::libc::ELOOP));
+        }
+        let target = rustix::fs::readlinkat(&next, "", Vec::new())?;
+        if target.as_bytes().first() == Some(&b'/') {
+            at = rustix::fs::openat(rustix::fs::CWD, "/", step, Mode::empty())?;
+        }
+        names_left.extend(names_reversed(target.as_bytes()));
+    }
+    Ok(File::from(at))
+}
+
+/// The names of a path, last first (a stack), and a final "." where it ends in "/": as for `open`, what it names
+/// must then be a folder, reached through a link at its end if there is one.
+fn names_reversed(path: &[u8]) -> Vec<Vec<u8>> {
+    let mut names: Vec<Vec<u8>> = path.split(|&b| b == b'/').filter(|n| !n.is_empty()).map(<[u8]>::to_vec).collect();
+    if path.len() > 1 && path.ends_with(b"/") {
+        names.push(b".".to_vec());
+    }
+    names.reverse();
+    names
 }
 
 /// All of `file`, refused with [`io::ErrorKind::InvalidData`] if it holds more than `max_bytes` (read no further).
@@ -277,23 +327,124 @@ mod tests {
         let nameless = refused.to_string().contains("a file no folder names");
         assert!(refused.raw_os_error() == Some(nix::libc::ELOOP) || nameless, "{refused}");
         // A named file in a folder reached only through a process's open descriptor of it (another mount namespace,
-        // a folder mounted over): only openat2 refuses that, so this needs the call.
-        if openat2_path(Path::new("/"), rustix::fs::OFlags::PATH).is_err() {
-            eprintln!("SKIPPED: a named file behind /proc's links: openat2 is refused here");
-            return;
-        }
+        // a folder mounted over): refused by openat2 (ELOOP) or, where the call is refused, by the walk.
         let folder = File::open(dir.path()).unwrap();
         let behind = dir.path().join("behind");
         let named = format!("/proc/{}/fd/{}/held-too", std::process::id(), folder.as_raw_fd());
         std::fs::write(dir.path().join("held-too"), "secret").unwrap();
         std::os::unix::fs::symlink(&named, &behind).unwrap();
         let refused = open_regular(&behind, LastLink::Follow).map(|_| ()).unwrap_err();
-        assert_eq!(refused.raw_os_error(), Some(nix::libc::ELOOP), "{refused}");
+        let walked_and_refused = refused.to_string().contains(PROC_LINK_REFUSED);
+        assert!(refused.raw_os_error() == Some(nix::libc::ELOOP) || walked_and_refused, "{refused}");
+        for path in [behind, named.into()] {
+            let refused = walk_without_openat2(&path, LastLink::Follow).map(|_| ()).unwrap_err();
+            assert!(refused.to_string().contains(PROC_LINK_REFUSED), "{}: {refused}", path.display());
+        }
+    }
+
+    const PROC_LINK_REFUSED: &str = "reached through a link on /proc";
+
+    /// Where `openat2` is refused, the walk that stands for it resolves every path that stays off /proc as the
+    /// kernel's `open` does: the same file (or link, at a last step kept), or the same error. Trees of folders, files
+    /// and links (relative, absolute, dangling, looping, ending in "/") and paths through them are drawn at random;
+    /// COSCHED_TEST_SEED replays a draw.
+    #[test]
+    fn the_walk_resolves_as_open_on_paths_drawn_at_random() {
+        let seed = std::env::var("COSCHED_TEST_SEED").ok().map(|s| s.parse().unwrap()).unwrap_or_else(|| {
+            let mut bytes = [0u8; 8];
+            File::open("/dev/urandom").unwrap().read_exact(&mut bytes).unwrap();
+            u64::from_le_bytes(bytes)
+        });
+        let mut draw = Draw(seed | 1);
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().to_str().unwrap().to_string();
+            let names = random_tree(&root, &mut draw);
+            for _ in 0..200 {
+                let mut path = root.clone();
+                for _ in 0..1 + draw.below(5) {
+                    path = format!("{path}/{}", names[draw.below(names.len())]);
+                }
+                if draw.below(6) == 0 {
+                    path.push('/');
+                }
+                for last_link in [LastLink::Follow, LastLink::Refuse] {
+                    let walked = walk_without_openat2(Path::new(&path), last_link);
+                    let mut flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+                    if last_link == LastLink::Refuse {
+                        flags |= rustix::fs::OFlags::NOFOLLOW;
+                    }
+                    let opened = rustix::fs::open(path.as_str(), flags, rustix::fs::Mode::empty());
+                    let identity = |f: &File| f.metadata().map(|m| (m.dev(), m.ino())).unwrap();
+                    let walked = walked.as_ref().map(identity).map_err(|e| e.raw_os_error());
+                    let opened = opened.map(File::from).as_ref().map(identity).map_err(|e| Some(e.raw_os_error()));
+                    assert_eq!(walked, opened, "{path} ({last_link:?}); replay with COSCHED_TEST_SEED={seed}");
+                }
+            }
+        }
+        // The kernel follows 40 links in one lookup, and refuses the 41st.
+        let chain = tempfile::tempdir().unwrap();
+        std::fs::write(chain.path().join("f"), "x").unwrap();
+        for link in 0..=MAX_LINKS {
+            let target = if link == 0 { "f".to_string() } else { format!("l{}", link - 1) };
+            std::os::unix::fs::symlink(target, chain.path().join(format!("l{link}"))).unwrap();
+        }
+        for (link, resolves) in [(MAX_LINKS - 1, true), (MAX_LINKS, false)] {
+            let path = chain.path().join(format!("l{link}"));
+            let opened = rustix::fs::open(&path, rustix::fs::OFlags::PATH, rustix::fs::Mode::empty());
+            assert_eq!(opened.is_ok(), resolves, "the kernel's limit");
+            let walked = walk_without_openat2(&path, LastLink::Follow).map(|_| ()).map_err(|e| e.raw_os_error());
+            assert_eq!(walked, opened.map(|_| ()).map_err(|e| Some(e.raw_os_error())), "{link} links on");
+        }
+        let here = |f: File| f.metadata().map(|m| m.ino()).unwrap();
+        let relative = walk_without_openat2(Path::new("Cargo.toml"), LastLink::Refuse).map(here).unwrap();
+        assert_eq!(relative, std::fs::metadata("Cargo.toml").unwrap().ino(), "a path from the working folder");
+        let empty = walk_without_openat2(Path::new(""), LastLink::Follow).map(|_| ()).unwrap_err();
+        assert_eq!(empty.raw_os_error(), Some(nix::libc::ENOENT));
+    }
+
+    /// A small random source for the tests' draws (xorshift).
+    struct Draw(u64);
+
+    impl Draw {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// Folders, files and links under `root`, and the names a path through them may take.
+    fn random_tree(root: &str, draw: &mut Draw) -> Vec<String> {
+        for folder in ["a", "b", "a/c"] {
+            std::fs::create_dir(format!("{root}/{folder}")).unwrap();
+        }
+        for file in ["f", "a/g", "a/c/h"] {
+            std::fs::write(format!("{root}/{file}"), "x").unwrap();
+        }
+        let folders = [".", "a", "b", "a/c"];
+        let abs = |p: &str| format!("{root}/{p}");
+        let mut targets: Vec<String> =
+            ["f", "../f", "g", "c", "..", ".", "a/c/h", "missing", "a/", "f/", "l0", "l1/", "../l2", "c/h"]
+                .iter()
+                .map(|t| t.to_string())
+                .collect();
+        targets.extend([abs("a"), abs("a/c/h"), abs("l3"), abs("b/../f"), "/".to_string()]);
+        for link in 0..6 {
+            let at = folders[draw.below(folders.len())];
+            let target = &targets[draw.below(targets.len())];
+            let _ = std::os::unix::fs::symlink(target, format!("{root}/{at}/l{link}"));
+        }
+        ["a", "b", "c", "f", "g", "h", "l0", "l1", "l2", "l3", "l4", "l5", "..", ".", "missing"]
+            .iter()
+            .map(|n| n.to_string())
+            .collect()
     }
 
     /// Where a sandbox's system-call filter refuses `openat2` with EPERM (container profiles older than the call do),
-    /// files are still read, resolved as `open` would, and what `open_regular` refuses itself is still refused; the
-    /// filter holds on this test's thread alone.
+    /// files are still read, walked a name at a time, and what `open_regular` refuses is still refused, /proc's links
+    /// included; the filter holds on this test's thread alone.
     #[test]
     fn a_sandbox_that_refuses_openat2_still_reads_and_refuses() {
         use seccompiler::{SeccompAction, SeccompFilter};
@@ -312,13 +463,16 @@ mod tests {
             assert_eq!(direct.map(|_| ()), Err(rustix::io::Errno::PERM), "the filter refuses openat2");
             assert_eq!(refusal(&link, LastLink::Refuse), io::Error::from_raw_os_error(nix::libc::ELOOP).to_string());
             assert!(refusal(&fifo, LastLink::Follow).contains("not a regular file"));
-            assert!(refusal(Path::new("/proc/self/status"), LastLink::Follow).contains("kernel's proc file system"));
+            assert!(refusal(Path::new("/proc/self/status"), LastLink::Follow).contains(PROC_LINK_REFUSED));
             let deleted = dir.path().join("deleted");
             std::fs::write(&deleted, "secret").unwrap();
             let held = File::open(&deleted).unwrap();
             std::fs::remove_file(&deleted).unwrap();
             let through_proc = format!("/proc/thread-self/fd/{}", held.as_raw_fd());
-            assert!(refusal(Path::new(&through_proc), LastLink::Follow).contains("a file no folder names"));
+            assert!(refusal(Path::new(&through_proc), LastLink::Follow).contains(PROC_LINK_REFUSED));
+            let folder = File::open(dir.path()).unwrap();
+            let behind = format!("/proc/thread-self/fd/{}/file", folder.as_raw_fd());
+            assert!(refusal(Path::new(&behind), LastLink::Follow).contains(PROC_LINK_REFUSED));
             let (opened, _) = open_regular(&link, LastLink::Follow).unwrap();
             read_bounded(opened, 16).unwrap()
         });
@@ -326,9 +480,9 @@ mod tests {
     }
 
     /// The fallback is decided on the call's answer for "/", not the path's: a server's EPERM or ENOSYS on the
-    /// path's own lookup comes back as the error; a call refused everywhere resolves as `open`.
+    /// path's own lookup comes back as the error; a call refused everywhere walks the path.
     #[test]
-    fn the_path_resolves_as_open_only_when_the_call_fails_on_root_too() {
+    fn the_path_is_walked_only_when_the_call_fails_on_root_too() {
         use rustix::io::Errno;
         let dir = tempfile::tempdir().unwrap();
         let (file, _) = file_and_link_to_it(dir.path());
@@ -336,14 +490,14 @@ mod tests {
         for errno in [Errno::PERM, Errno::NOSYS] {
             let servers_answer =
                 |path: &Path| if path == Path::new("/") { openat2_path(path, flags) } else { Err(errno) };
-            let kept = path_handle_with(&file, flags, servers_answer).map(|_| ()).unwrap_err();
+            let kept = path_handle_with(&file, LastLink::Refuse, servers_answer).map(|_| ()).unwrap_err();
             assert_eq!(kept.raw_os_error(), Some(errno.raw_os_error()), "{errno:?} on the path alone");
             let refused_everywhere = |_: &Path| Err(errno);
-            assert!(path_handle_with(&file, flags, refused_everywhere).is_ok(), "{errno:?} everywhere");
+            assert!(path_handle_with(&file, LastLink::Refuse, refused_everywhere).is_ok(), "{errno:?} everywhere");
         }
     }
 
-    /// Only a refusal of the call itself resolves as `open`: a path whose lookup fails with EPERM or ENOSYS (a FUSE
+    /// Only a refusal of the call itself takes the walk: a path whose lookup fails with EPERM or ENOSYS (a FUSE
     /// or NFS server chooses its lookups' errors) while the call works elsewhere keeps its error.
     #[test]
     fn only_a_refused_call_resolves_without_the_protection() {
