@@ -171,7 +171,10 @@ pub fn read_text_bounded(file: File, max_bytes: u64) -> io::Result<String> {
 pub fn said(path: &Path, e: &io::Error, last_link: LastLink) -> String {
     let path = path.display();
     match e.kind() {
-        io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData => format!("{path} is {e}"),
+        // Only this reader's own words say what the file is; the kernel's EINVAL is an error of the read.
+        io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData if e.raw_os_error().is_none() => {
+            format!("{path} is {e}")
+        }
         _ if e.raw_os_error() == Some(nix::libc::ELOOP) && last_link == LastLink::Refuse => format!(
             "{path} is a symbolic link, not followed here (or it leads through /proc's links to open files); name the \
              file itself"
@@ -525,5 +528,7 @@ mod tests {
         assert!(read_bounded(opened, 1).unwrap_err().to_string().contains("larger than 1 bytes"));
         let missing = open_regular(&dir.path().join("none"), LastLink::Follow).map(|_| ()).unwrap_err();
         assert_eq!(missing.kind(), io::ErrorKind::NotFound);
+        let kernels = io::Error::from_raw_os_error(nix::libc::EINVAL);
+        assert!(said(&file, &kernels, LastLink::Follow).starts_with("reading "), "the kernel's EINVAL");
     }
 }
