@@ -204,21 +204,32 @@ fn a_configuration_file_sets_the_daemons_flags_and_flags_win() {
     assert!(start("cosched.toml").contains("absolute path"));
     assert!(start(dir.join("missing.toml").to_str().unwrap()).contains("names no file"));
     // Without /proc the reader cannot reopen the file it checked: that stops the daemon, never counts as no file
-    // (which would start it on its defaults).
+    // (which would start it on its defaults), whether COSCHED_CONFIG names the file or it is at the default path
+    // (there a missing file does mean defaults). In a mount namespace: /etc a fresh tmpfs holding only the file.
     let never = dir.join("never");
-    let out = std::process::Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "sh", "-c", r#"umount -l /proc || exit 77; exec "$0" "$@""#])
-        .args(["timeout", "20", COSCHED, "up", "--state-dir", never.to_str().unwrap()])
-        .env("COSCHED_CONFIG", path)
-        .output()
-        .unwrap();
-    if out.status.code() == Some(77) {
-        eprintln!("SKIPPED: the configuration read without /proc: cannot unmount /proc in a mount namespace here");
-        return;
+    let without_proc = r#"umount -l /proc || exit 77; exec "$0" "$@""#;
+    let fresh_etc = "mount -t tmpfs -o mode=755 cosched-etc /etc && mkdir -m 755 /etc/cosched";
+    let default = cosched::config_file::DEFAULT_PATH;
+    let at_default = format!("{fresh_etc} && cp '{path}' {default} || exit 77; {without_proc}");
+    for (script, named) in [(without_proc.to_string(), Some(path)), (at_default, None)] {
+        let mut unshare = std::process::Command::new("unshare");
+        unshare.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+        unshare.args(["timeout", "20", COSCHED, "up", "--state-dir", never.to_str().unwrap()]);
+        match named {
+            Some(path) => unshare.env("COSCHED_CONFIG", path),
+            None => unshare.env_remove("COSCHED_CONFIG"),
+        };
+        let out = unshare.output().unwrap();
+        if out.status.code() == Some(77) {
+            eprintln!(
+                "SKIPPED: the configuration read without /proc: cannot remount /proc or /etc in a mount namespace"
+            );
+            return;
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{named:?}: {out:?}");
+        assert!(stderr.contains("is /proc mounted?") && !never.exists(), "{named:?}: {stderr}");
     }
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(stderr.contains("is /proc mounted?") && !never.exists(), "{stderr}");
 }
 
 /// Two gangs taking turns in a cycle as long as the agents' report period: each report finds the same gang in its
