@@ -63,13 +63,10 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metad
 /// process's open files (`/proc/<pid>/fd/N`, `/proc/<pid>/root`): through those, a user's link would reach files
 /// only root's processes hold, deleted, never named, or in another mount namespace. Where `openat2` itself is
 /// refused (kernels before 5.6; sandboxes whose system-call filter answers `EPERM` or `ENOSYS`, container profiles
-/// older than the call), the path is walked a step at a time instead ([`walk_without_openat2`]). A filter answering
-/// any other error refuses every read.
+/// older than the call), `open` and a walk a name at a time resolve it instead ([`resolved_without_openat2`]). A
+/// filter answering any other error refuses every read.
 fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
-    let mut flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
-    if last_link == LastLink::Refuse {
-        flags |= rustix::fs::OFlags::NOFOLLOW;
-    }
+    let flags = o_path_flags(last_link);
     path_handle_with(path, last_link, |path| openat2_path(path, flags))
 }
 
@@ -77,8 +74,38 @@ fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
 fn path_handle_with(path: &Path, last_link: LastLink, openat2: impl Fn(&Path) -> Resolved) -> io::Result<File> {
     match openat2(path) {
         Ok(handle) => Ok(File::from(handle)),
-        Err(errno) if openat2_refused(errno, || openat2(Path::new("/")).err()) => walk_without_openat2(path, last_link),
+        Err(errno) if openat2_refused(errno, || openat2(Path::new("/")).err()) => {
+            let flags = o_path_flags(last_link);
+            resolved_without_openat2(path, last_link, |path| rustix::fs::open(path, flags, rustix::fs::Mode::empty()))
+        }
         Err(errno) => Err(io::Error::from(errno)),
+    }
+}
+
+fn o_path_flags(last_link: LastLink) -> rustix::fs::OFlags {
+    let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
+    match last_link {
+        LastLink::Follow => flags,
+        LastLink::Refuse => flags | rustix::fs::OFlags::NOFOLLOW,
+    }
+}
+
+/// Where `openat2` is refused: the kernel's own `open` resolves the path, so that its answers stand (its errors, the
+/// protection of links in sticky folders, automounts, the length limit, a security module's checks), and the walk
+/// must then reach the same file ([`walk_without_openat2`]), or the path is refused with
+/// [`io::ErrorKind::InvalidInput`] (never NotFound: a caller may take that for "no such file"). A name changed
+/// between the two lookups fails closed.
+fn resolved_without_openat2(path: &Path, last_link: LastLink, open: impl Fn(&Path) -> Resolved) -> io::Result<File> {
+    let opened = File::from(open(path)?);
+    let not_the_same = |why: String| io::Error::new(io::ErrorKind::InvalidInput, format!("not reached {why}"));
+    let walked = walk_without_openat2(path, last_link).map_err(|e| match e.kind() {
+        io::ErrorKind::InvalidInput => e,
+        _ => not_the_same(format!("a name at a time as open reached it: {e}")),
+    })?;
+    let identity = |file: &File| file.metadata().map(|m| (m.dev(), m.ino()));
+    match identity(&opened)? == identity(&walked)? {
+        true => Ok(opened),
+        false => Err(not_the_same("a name at a time as open reached it: a name changed meanwhile".to_string())),
     }
 }
 
@@ -346,6 +373,34 @@ mod tests {
     }
 
     const PROC_LINK_REFUSED: &str = "reached through a link on /proc";
+
+    /// Where `openat2` is refused, the kernel's `open` has the first word: what it refuses stays refused, with its
+    /// error (here a path longer than the kernel takes, which the walk alone would resolve), and a walk that ends
+    /// elsewhere or fails where `open` resolved is a refusal, never NotFound.
+    #[test]
+    fn without_openat2_the_kernels_open_decides_and_the_walk_must_agree() {
+        use rustix::io::Errno;
+        let dir = tempfile::tempdir().unwrap();
+        let (file, link) = file_and_link_to_it(dir.path());
+        let long = format!("{}{}/file", dir.path().display(), "/.".repeat(2100));
+        let refused_everywhere = |_: &Path| Err(Errno::PERM);
+        let too_long =
+            path_handle_with(Path::new(&long), LastLink::Follow, refused_everywhere).map(|_| ()).unwrap_err();
+        assert_eq!(too_long.raw_os_error(), Some(nix::libc::ENAMETOOLONG), "{too_long}");
+        assert!(walk_without_openat2(Path::new(&long), LastLink::Follow).is_ok(), "the walk alone takes it");
+        let kernel = |path: &Path| rustix::fs::open(path, o_path_flags(LastLink::Follow), rustix::fs::Mode::empty());
+        assert!(resolved_without_openat2(&link, LastLink::Follow, kernel).is_ok());
+        let refused_by_open = |_: &Path| Err(Errno::ACCESS);
+        let kept = resolved_without_openat2(&link, LastLink::Follow, refused_by_open).map(|_| ()).unwrap_err();
+        assert_eq!(kept.raw_os_error(), Some(nix::libc::EACCES), "open's refusal (a link in a sticky folder)");
+        let elsewhere = |_: &Path| kernel(dir.path());
+        let swapped = resolved_without_openat2(&link, LastLink::Follow, elsewhere).map(|_| ()).unwrap_err();
+        assert!(swapped.to_string().contains("a name changed meanwhile"), "{swapped}");
+        let gone = dir.path().join("gone");
+        let found_by_open = |_: &Path| kernel(&file);
+        let missed = resolved_without_openat2(&gone, LastLink::Follow, found_by_open).map(|_| ()).unwrap_err();
+        assert_eq!(missed.kind(), io::ErrorKind::InvalidInput, "{missed}");
+    }
 
     /// Where `openat2` is refused, the walk that stands for it resolves every path that stays off /proc as the
     /// kernel's `open` does: the same file (or link, at a last step kept), or the same error. Trees of folders, files
