@@ -28,7 +28,12 @@ pub enum LastLink {
 /// the last step where `last_link` refuses it gives the raw `ELOOP`.
 pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metadata)> {
     let handle = path_handle(path, last_link)?;
-    let meta = handle.metadata()?;
+    // Found, so never NotFound from here on (a caller may take that for "no such file"), whatever a file system's
+    // server answers to a stat.
+    let meta = handle.metadata().map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => io::Error::other(format!("found, then its metadata could not be read: {e}")),
+        _ => e,
+    })?;
     // With O_NOFOLLOW, O_PATH opens the link itself rather than failing.
     if meta.file_type().is_symlink() {
         return Err(io::Error::from_raw_os_error(nix::libc::ELOOP));
@@ -63,8 +68,8 @@ pub fn open_regular(path: &Path, last_link: LastLink) -> io::Result<(File, Metad
 /// process's open files (`/proc/<pid>/fd/N`, `/proc/<pid>/root`): through those, a user's link would reach files
 /// only root's processes hold, deleted, never named, or in another mount namespace. Where `openat2` itself is
 /// refused (kernels before 5.6; sandboxes whose system-call filter answers `EPERM` or `ENOSYS`, container profiles
-/// older than the call), `open` and a walk a name at a time resolve it instead ([`resolved_without_openat2`]). A
-/// filter answering any other error refuses every read.
+/// older than the call), a walk a name at a time resolves it instead ([`walk_without_openat2`]). A filter answering
+/// any other error refuses every read.
 fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
     let flags = o_path_flags(last_link);
     path_handle_with(path, last_link, |path| openat2_path(path, flags))
@@ -74,10 +79,7 @@ fn path_handle(path: &Path, last_link: LastLink) -> io::Result<File> {
 fn path_handle_with(path: &Path, last_link: LastLink, openat2: impl Fn(&Path) -> Resolved) -> io::Result<File> {
     match openat2(path) {
         Ok(handle) => Ok(File::from(handle)),
-        Err(errno) if openat2_refused(errno, || openat2(Path::new("/")).err()) => {
-            let flags = o_path_flags(last_link);
-            resolved_without_openat2(path, last_link, |path| rustix::fs::open(path, flags, rustix::fs::Mode::empty()))
-        }
+        Err(errno) if openat2_refused(errno, || openat2(Path::new("/")).err()) => walk_without_openat2(path, last_link),
         Err(errno) => Err(io::Error::from(errno)),
     }
 }
@@ -87,25 +89,6 @@ fn o_path_flags(last_link: LastLink) -> rustix::fs::OFlags {
     match last_link {
         LastLink::Follow => flags,
         LastLink::Refuse => flags | rustix::fs::OFlags::NOFOLLOW,
-    }
-}
-
-/// Where `openat2` is refused: the kernel's own `open` resolves the path, so that its answers stand (its errors, the
-/// protection of links in sticky folders, automounts, the length limit, a security module's checks), and the walk
-/// must then reach the same file ([`walk_without_openat2`]), or the path is refused with
-/// [`io::ErrorKind::InvalidInput`] (never NotFound: a caller may take that for "no such file"). A name changed
-/// between the two lookups fails closed.
-fn resolved_without_openat2(path: &Path, last_link: LastLink, open: impl Fn(&Path) -> Resolved) -> io::Result<File> {
-    let opened = File::from(open(path)?);
-    let not_the_same = |why: String| io::Error::new(io::ErrorKind::InvalidInput, format!("not reached {why}"));
-    let walked = walk_without_openat2(path, last_link).map_err(|e| match e.kind() {
-        io::ErrorKind::InvalidInput => e,
-        _ => not_the_same(format!("a name at a time as open reached it: {e}")),
-    })?;
-    let identity = |file: &File| file.metadata().map(|m| (m.dev(), m.ino()));
-    match identity(&opened)? == identity(&walked)? {
-        true => Ok(opened),
-        false => Err(not_the_same("a name at a time as open reached it: a name changed meanwhile".to_string())),
     }
 }
 
@@ -130,27 +113,45 @@ const MAX_LINKS: usize = 40;
 /// `path` resolved as `open` with `O_PATH` resolves it, one name at a time, each opened without following it, so
 /// that no link on /proc is ever followed: its links to other processes' open files and folders (what `openat2`'s
 /// `RESOLVE_NO_MAGICLINKS` refuses), and its ordinary ones too (`/proc/self`), which no file read here needs. Such a
-/// path is refused with [`io::ErrorKind::InvalidInput`]; the rest fail with the kernel's own errors.
+/// path is refused with [`io::ErrorKind::InvalidInput`]; the rest fail with the kernel's own errors. `open` itself
+/// never runs on the path: it would cross those links (into another mount namespace's stalled mount, say) before
+/// anything could refuse them. So the walk does what `open` would: it refuses a path of `PATH_MAX` bytes or more,
+/// opens a folder on the way as a folder (which mounts an automounted one), and follows a link at the last step
+/// only where `fs.protected_symlinks` lets it ([`may_follow_last_link`]). A security module's own checks on
+/// following a link are not made.
 fn walk_without_openat2(path: &Path, last_link: LastLink) -> io::Result<File> {
+    walk_with(path, last_link, protected_symlinks())
+}
+
+/// [`walk_without_openat2`] with the setting of `fs.protected_symlinks` given.
+fn walk_with(path: &Path, last_link: LastLink, protected_symlinks: bool) -> io::Result<File> {
     use rustix::fs::{FileType, Mode, OFlags};
     let bytes = path.as_os_str().as_encoded_bytes();
     if bytes.is_empty() {
         return Err(io::Error::from_raw_os_error(nix::libc::ENOENT));
+    }
+    if bytes.len() >= PATH_MAX_BYTES {
+        return Err(io::Error::from_raw_os_error(nix::libc::ENAMETOOLONG));
     }
     let step = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut at = rustix::fs::openat(rustix::fs::CWD, if bytes[0] == b'/' { "/" } else { "." }, step, Mode::empty())?;
     let mut names_left = names_reversed(bytes);
     let mut links_followed = 0;
     while let Some(name) = names_left.pop() {
-        let next = rustix::fs::openat(&at, name.as_slice(), step, Mode::empty())?;
-        let last_and_kept = names_left.is_empty() && last_link == LastLink::Refuse;
-        if FileType::from_raw_mode(rustix::fs::fstat(&next)?.st_mode) != FileType::Symlink || last_and_kept {
+        let last = names_left.is_empty();
+        let next = open_name(&at, &name, !last)?;
+        let link = rustix::fs::fstat(&next)?;
+        if FileType::from_raw_mode(link.st_mode) != FileType::Symlink || (last && last_link == LastLink::Refuse) {
             at = next;
             continue;
         }
         if nix::sys::statfs::fstatfs(&next)?.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC {
             let why = "reached through a link on /proc, which is not followed where openat2 is refused";
             return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+        }
+        let follower_uid = nix::unistd::geteuid().as_raw();
+        if last && !may_follow_last_link(protected_symlinks, follower_uid, &rustix::fs::fstat(&at)?, &link) {
+            return Err(io::Error::from_raw_os_error(nix::libc::EACCES));
         }
         links_followed += 1;
         if links_followed > MAX_LINKS {
@@ -163,6 +164,44 @@ fn walk_without_openat2(path: &Path, last_link: LastLink) -> io::Result<File> {
         names_left.extend(names_reversed(target.as_bytes()));
     }
     Ok(File::from(at))
+}
+
+/// `name` in the folder `at`, not followed (`O_PATH`, `O_NOFOLLOW`). A folder `on_the_way` is opened as one, so that
+/// an automount point mounts (opened plainly, it stays empty); a link there is opened plainly, to be followed.
+fn open_name(at: &std::os::fd::OwnedFd, name: &[u8], on_the_way: bool) -> rustix::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let step = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match on_the_way {
+        true => match rustix::fs::openat(at, name, step | OFlags::DIRECTORY, Mode::empty()) {
+            Err(rustix::io::Errno::NOTDIR) => rustix::fs::openat(at, name, step, Mode::empty()),
+            opened => opened,
+        },
+        false => rustix::fs::openat(at, name, step, Mode::empty()),
+    }
+}
+
+/// The kernel's limit on a path's length, its final NUL included (`PATH_MAX`).
+const PATH_MAX_BYTES: usize = 4096;
+
+/// Whether `fs.protected_symlinks` is set; where it cannot be read, taken as set (the stricter answer).
+fn protected_symlinks() -> bool {
+    std::fs::read_to_string("/proc/sys/fs/protected_symlinks").map_or(true, |value| value.trim() != "0")
+}
+
+/// The kernel's rule for following a link at a path's last step (`may_follow_link`), which binds root too: where
+/// `fs.protected_symlinks` is set, a link in a sticky folder that others may write (/tmp) is followed only by its
+/// owner, or where the folder's owner owns it too: another user's link there is no link of root's to follow.
+fn may_follow_last_link(
+    protected: bool,
+    follower_uid: u32,
+    folder: &rustix::fs::Stat,
+    link: &rustix::fs::Stat,
+) -> bool {
+    let sticky_and_open = nix::libc::S_ISVTX | nix::libc::S_IWOTH;
+    !protected
+        || link.st_uid == follower_uid
+        || folder.st_mode & sticky_and_open != sticky_and_open
+        || folder.st_uid == link.st_uid
 }
 
 /// The names of a path, last first (a stack), and a final "." where it ends in "/": as for `open`, what it names
@@ -297,9 +336,13 @@ mod tests {
     #[test]
     fn a_link_to_a_fifo_is_refused_without_opening_it() {
         let dir = tempfile::tempdir().unwrap();
-        let fifo = dir.path().join("fifo");
+        a_fifo_is_refused_without_being_opened(dir.path());
+    }
+
+    fn a_fifo_is_refused_without_being_opened(dir: &Path) {
+        let fifo = dir.join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        let link = dir.path().join("machine.json");
+        let link = dir.join("machine.json");
         std::os::unix::fs::symlink(&fifo, &link).unwrap();
         let released = Arc::new(AtomicBool::new(false));
         let writer = {
@@ -374,32 +417,60 @@ mod tests {
 
     const PROC_LINK_REFUSED: &str = "reached through a link on /proc";
 
-    /// Where `openat2` is refused, the kernel's `open` has the first word: what it refuses stays refused, with its
-    /// error (here a path longer than the kernel takes, which the walk alone would resolve), and a walk that ends
-    /// elsewhere or fails where `open` resolved is a refusal, never NotFound.
+    /// Where `openat2` is refused, the walk keeps the kernel's own refusals: a path of `PATH_MAX` bytes or more
+    /// (which the walk could resolve), and another user's link at the last step in a sticky folder others may write,
+    /// as `fs.protected_symlinks` has it: the rule on every case, and the walk beside the kernel's `open` with the
+    /// setting this machine has.
     #[test]
-    fn without_openat2_the_kernels_open_decides_and_the_walk_must_agree() {
+    fn without_openat2_the_walk_keeps_the_kernels_refusals() {
         use rustix::io::Errno;
         let dir = tempfile::tempdir().unwrap();
-        let (file, link) = file_and_link_to_it(dir.path());
+        std::fs::write(dir.path().join("file"), "x").unwrap();
         let long = format!("{}{}/file", dir.path().display(), "/.".repeat(2100));
         let refused_everywhere = |_: &Path| Err(Errno::PERM);
         let too_long =
             path_handle_with(Path::new(&long), LastLink::Follow, refused_everywhere).map(|_| ()).unwrap_err();
+        let kernels = rustix::fs::open(long.as_str(), o_path_flags(LastLink::Follow), rustix::fs::Mode::empty());
+        assert_eq!(kernels.map(|_| ()), Err(Errno::NAMETOOLONG));
         assert_eq!(too_long.raw_os_error(), Some(nix::libc::ENAMETOOLONG), "{too_long}");
-        assert!(walk_without_openat2(Path::new(&long), LastLink::Follow).is_ok(), "the walk alone takes it");
-        let kernel = |path: &Path| rustix::fs::open(path, o_path_flags(LastLink::Follow), rustix::fs::Mode::empty());
-        assert!(resolved_without_openat2(&link, LastLink::Follow, kernel).is_ok());
-        let refused_by_open = |_: &Path| Err(Errno::ACCESS);
-        let kept = resolved_without_openat2(&link, LastLink::Follow, refused_by_open).map(|_| ()).unwrap_err();
-        assert_eq!(kept.raw_os_error(), Some(nix::libc::EACCES), "open's refusal (a link in a sticky folder)");
-        let elsewhere = |_: &Path| kernel(dir.path());
-        let swapped = resolved_without_openat2(&link, LastLink::Follow, elsewhere).map(|_| ()).unwrap_err();
-        assert!(swapped.to_string().contains("a name changed meanwhile"), "{swapped}");
-        let gone = dir.path().join("gone");
-        let found_by_open = |_: &Path| kernel(&file);
-        let missed = resolved_without_openat2(&gone, LastLink::Follow, found_by_open).map(|_| ()).unwrap_err();
-        assert_eq!(missed.kind(), io::ErrorKind::InvalidInput, "{missed}");
+        let just_short_enough = format!("{}/file", dir.path().display());
+        let padded = format!("{}{}", "/".repeat(PATH_MAX_BYTES - 1 - just_short_enough.len()), just_short_enough);
+        assert!(walk_without_openat2(Path::new(&padded), LastLink::Follow).is_ok(), "PATH_MAX - 1 bytes");
+
+        let any_stat = rustix::fs::fstat(tempfile::tempfile().unwrap()).unwrap();
+        let stat = |uid: u32, mode: u32| {
+            let mut stat = any_stat;
+            (stat.st_uid, stat.st_mode) = (uid, mode);
+            stat
+        };
+        let (tmp, plain, group_sticky) = (stat(0, 0o41777), stat(0, 0o40755), stat(0, 0o41775));
+        let users_link = stat(1000, 0o120777);
+        assert!(!may_follow_last_link(true, 0, &tmp, &users_link), "root, another user's link in /tmp");
+        assert!(may_follow_last_link(false, 0, &tmp, &users_link), "the setting off");
+        assert!(may_follow_last_link(true, 1000, &tmp, &users_link), "the link's owner");
+        assert!(may_follow_last_link(true, 0, &plain, &users_link), "a folder not sticky");
+        assert!(may_follow_last_link(true, 0, &group_sticky, &users_link), "sticky, others may not write");
+        assert!(may_follow_last_link(true, 0, &stat(1000, 0o41777), &users_link), "the folder's owner's link");
+
+        // The kernel checks a link at the last step only: one on the way is followed either way.
+        use std::os::unix::fs::{symlink, PermissionsExt};
+        let sticky = dir.path().join("sticky");
+        std::fs::create_dir(&sticky).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        for (name, target) in [("to-file", dir.path().join("file")), ("to-folder", dir.path().to_path_buf())] {
+            symlink(&target, sticky.join(name)).unwrap();
+            std::os::unix::fs::lchown(sticky.join(name), Some(65534), Some(65534)).unwrap();
+        }
+        for path in [sticky.join("to-file"), sticky.join("to-folder/file")] {
+            let kernels = rustix::fs::open(&path, o_path_flags(LastLink::Follow), rustix::fs::Mode::empty());
+            let walked = walk_without_openat2(&path, LastLink::Follow).map(|_| ()).map_err(|e| e.raw_os_error());
+            let protected = protected_symlinks();
+            let kernels = kernels.map(|_| ()).map_err(|e| Some(e.raw_os_error()));
+            assert_eq!(walked, kernels, "{} with fs.protected_symlinks {protected}", path.display());
+        }
+        let protected = walk_with(&sticky.join("to-file"), LastLink::Follow, true).map(|_| ()).unwrap_err();
+        assert_eq!(protected.raw_os_error(), Some(nix::libc::EACCES), "{protected}");
+        assert!(walk_with(&sticky.join("to-folder/file"), LastLink::Follow, true).is_ok(), "a link on the way");
     }
 
     /// Where `openat2` is refused, the walk that stands for it resolves every path that stays off /proc as the
@@ -508,8 +579,8 @@ mod tests {
         use seccompiler::{SeccompAction, SeccompFilter};
         let dir = tempfile::tempdir().unwrap();
         let (file, link) = file_and_link_to_it(dir.path());
-        let fifo = dir.path().join("fifo");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let fifos = dir.path().join("fifos");
+        std::fs::create_dir(&fifos).unwrap();
         let sandboxed = std::thread::spawn(move || {
             let refused = [(nix::libc::SYS_openat2, vec![])].into_iter().collect();
             let errno = SeccompAction::Errno(nix::libc::EPERM as u32);
@@ -520,7 +591,7 @@ mod tests {
             let direct = openat2_path(&file, rustix::fs::OFlags::PATH);
             assert_eq!(direct.map(|_| ()), Err(rustix::io::Errno::PERM), "the filter refuses openat2");
             assert_eq!(refusal(&link, LastLink::Refuse), io::Error::from_raw_os_error(nix::libc::ELOOP).to_string());
-            assert!(refusal(&fifo, LastLink::Follow).contains("not a regular file"));
+            a_fifo_is_refused_without_being_opened(&fifos);
             assert!(refusal(Path::new("/proc/self/status"), LastLink::Follow).contains(PROC_LINK_REFUSED));
             let deleted = dir.path().join("deleted");
             std::fs::write(&deleted, "secret").unwrap();
