@@ -110,21 +110,15 @@ fn openat2_refused(path_error: rustix::io::Errno, probe: impl FnOnce() -> Option
 /// The kernel's limit on links followed in one lookup (`MAXSYMLINKS`).
 const MAX_LINKS: usize = 40;
 
-/// `path` resolved as `open` with `O_PATH` resolves it, one name at a time, each opened without following it, so
-/// that no link on /proc is ever followed: its links to other processes' open files and folders (what `openat2`'s
-/// `RESOLVE_NO_MAGICLINKS` refuses), and its ordinary ones too (`/proc/self`), which no file read here needs. Such a
-/// path is refused with [`io::ErrorKind::InvalidInput`]; the rest fail with the kernel's own errors. `open` itself
-/// never runs on the path: it would cross those links (into another mount namespace's stalled mount, say) before
-/// anything could refuse them. So the walk does what `open` would: it refuses a path of `PATH_MAX` bytes or more,
-/// opens a folder on the way as a folder (which mounts an automounted one), and follows a link at the last step
-/// only where `fs.protected_symlinks` lets it ([`may_follow_last_link`]). A security module's own checks on
-/// following a link are not made.
+/// `path` resolved one name at a time, each opened without following it, where `openat2` is refused. `open` never
+/// runs on the path: it would cross /proc's links to other processes' open files and folders (what `openat2`'s
+/// `RESOLVE_NO_MAGICLINKS` refuses) before anything could refuse them, into another mount namespace's mounts, a
+/// stalled one included. Nor does the walk follow every link `open` would: only one the kernel's own rules could not
+/// refuse, and that no other user made ([`why_not_follow`]); any other is refused with
+/// [`io::ErrorKind::InvalidInput`], saying why. Like `open`, it refuses a path of `PATH_MAX` bytes or more, follows
+/// at most 40 links, and opens a folder on the way as a folder (which mounts an automounted one). NotFound comes
+/// only from a name's lookup, never from a file found.
 fn walk_without_openat2(path: &Path, last_link: LastLink) -> io::Result<File> {
-    walk_with(path, last_link, protected_symlinks())
-}
-
-/// [`walk_without_openat2`] with the setting of `fs.protected_symlinks` given.
-fn walk_with(path: &Path, last_link: LastLink, protected_symlinks: bool) -> io::Result<File> {
     use rustix::fs::{FileType, Mode, OFlags};
     let bytes = path.as_os_str().as_encoded_bytes();
     if bytes.is_empty() {
@@ -140,30 +134,60 @@ fn walk_with(path: &Path, last_link: LastLink, protected_symlinks: bool) -> io::
     while let Some(name) = names_left.pop() {
         let last = names_left.is_empty();
         let next = open_name(&at, &name, !last)?;
-        let link = rustix::fs::fstat(&next)?;
+        let link = rustix::fs::fstat(&next).map_err(found)?;
         if FileType::from_raw_mode(link.st_mode) != FileType::Symlink || (last && last_link == LastLink::Refuse) {
             at = next;
             continue;
         }
-        if nix::sys::statfs::fstatfs(&next)?.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC {
-            let why = "reached through a link on /proc, which is not followed where openat2 is refused";
+        let folder = rustix::fs::fstat(&at).map_err(found)?;
+        if let Some(why) = why_not_follow(&next, &folder, &link, nix::unistd::geteuid().as_raw())? {
+            let why = format!("reached through {why}, not followed where openat2 is refused; name the file itself");
             return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
-        }
-        let follower_uid = nix::unistd::geteuid().as_raw();
-        if last && !may_follow_last_link(protected_symlinks, follower_uid, &rustix::fs::fstat(&at)?, &link) {
-            return Err(io::Error::from_raw_os_error(nix::libc::EACCES));
         }
         links_followed += 1;
         if links_followed > MAX_LINKS {
             return Err(io::Error::from_raw_os_error(nix::libc::ELOOP));
         }
-        let target = rustix::fs::readlinkat(&next, "", Vec::new())?;
+        let target = rustix::fs::readlinkat(&next, "", Vec::new()).map_err(found)?;
         if target.as_bytes().first() == Some(&b'/') {
             at = rustix::fs::openat(rustix::fs::CWD, "/", step, Mode::empty())?;
         }
         names_left.extend(names_reversed(target.as_bytes()));
     }
     Ok(File::from(at))
+}
+
+/// An error of a call on a file already found: never NotFound (a caller may take that for "no such file"), whatever
+/// a file system's server answers.
+fn found(errno: rustix::io::Errno) -> io::Error {
+    match errno {
+        rustix::io::Errno::NOENT => io::Error::other(format!("found, then it could not be inspected: {errno}")),
+        _ => io::Error::from(errno),
+    }
+}
+
+/// Why the walk does not follow the link `link` (opened as `handle`) in `folder` for `follower_uid`, if it does not:
+/// a link on /proc (to open files or not); one on a mount that refuses links (`nosymfollow`); another user's (a
+/// user's link can say where root reads); or one the kernel's rule for links in sticky folders others may write
+/// would refuse with `fs.protected_symlinks` set ([`refused_in_a_sticky_folder`], taken as set, at every step). So
+/// no rule of the kernel's is needed to refuse what it would; a security module's are not consulted.
+fn why_not_follow(
+    handle: &std::os::fd::OwnedFd,
+    folder: &rustix::fs::Stat,
+    link: &rustix::fs::Stat,
+    follower_uid: u32,
+) -> io::Result<Option<String>> {
+    const ST_NOSYMFOLLOW: u64 = 0x2000;
+    if rustix::fs::fstatfs(handle).map_err(found)?.f_type == rustix::fs::PROC_SUPER_MAGIC {
+        return Ok(Some("a link on /proc".to_string()));
+    }
+    if rustix::fs::fstatvfs(handle).map_err(found)?.f_flag.bits() & ST_NOSYMFOLLOW != 0 {
+        return Ok(Some("a link on a mount that refuses links (nosymfollow)".to_string()));
+    }
+    if link.st_uid != 0 && link.st_uid != follower_uid {
+        return Ok(Some(format!("a link of uid {}", link.st_uid)));
+    }
+    Ok(refused_in_a_sticky_folder(follower_uid, folder, link).then(|| "a link in a sticky folder".to_string()))
 }
 
 /// `name` in the folder `at`, not followed (`O_PATH`, `O_NOFOLLOW`). A folder `on_the_way` is opened as one, so that
@@ -183,25 +207,12 @@ fn open_name(at: &std::os::fd::OwnedFd, name: &[u8], on_the_way: bool) -> rustix
 /// The kernel's limit on a path's length, its final NUL included (`PATH_MAX`).
 const PATH_MAX_BYTES: usize = 4096;
 
-/// Whether `fs.protected_symlinks` is set; where it cannot be read, taken as set (the stricter answer).
-fn protected_symlinks() -> bool {
-    std::fs::read_to_string("/proc/sys/fs/protected_symlinks").map_or(true, |value| value.trim() != "0")
-}
-
-/// The kernel's rule for following a link at a path's last step (`may_follow_link`), which binds root too: where
-/// `fs.protected_symlinks` is set, a link in a sticky folder that others may write (/tmp) is followed only by its
-/// owner, or where the folder's owner owns it too: another user's link there is no link of root's to follow.
-fn may_follow_last_link(
-    protected: bool,
-    follower_uid: u32,
-    folder: &rustix::fs::Stat,
-    link: &rustix::fs::Stat,
-) -> bool {
+/// The kernel's rule for following a link with `fs.protected_symlinks` set (`may_follow_link`), which binds root
+/// too: a link in a sticky folder that others may write (/tmp) is followed only by its owner, or where the folder's
+/// owner owns it too.
+fn refused_in_a_sticky_folder(follower_uid: u32, folder: &rustix::fs::Stat, link: &rustix::fs::Stat) -> bool {
     let sticky_and_open = nix::libc::S_ISVTX | nix::libc::S_IWOTH;
-    !protected
-        || link.st_uid == follower_uid
-        || folder.st_mode & sticky_and_open != sticky_and_open
-        || folder.st_uid == link.st_uid
+    link.st_uid != follower_uid && folder.st_mode & sticky_and_open == sticky_and_open && folder.st_uid != link.st_uid
 }
 
 /// The names of a path, last first (a stack), and a final "." where it ends in "/": as for `open`, what it names
@@ -418,9 +429,8 @@ mod tests {
     const PROC_LINK_REFUSED: &str = "reached through a link on /proc";
 
     /// Where `openat2` is refused, the walk keeps the kernel's own refusals: a path of `PATH_MAX` bytes or more
-    /// (which the walk could resolve), and another user's link at the last step in a sticky folder others may write,
-    /// as `fs.protected_symlinks` has it: the rule on every case, and the walk beside the kernel's `open` with the
-    /// setting this machine has.
+    /// (which the walk could resolve), a link the rule of `fs.protected_symlinks` refuses (at every step, whatever
+    /// the setting), and a link on a `nosymfollow` mount; and it follows no other user's link, where `open` would.
     #[test]
     fn without_openat2_the_walk_keeps_the_kernels_refusals() {
         use rustix::io::Errno;
@@ -445,36 +455,75 @@ mod tests {
         };
         let (tmp, plain, group_sticky) = (stat(0, 0o41777), stat(0, 0o40755), stat(0, 0o41775));
         let users_link = stat(1000, 0o120777);
-        assert!(!may_follow_last_link(true, 0, &tmp, &users_link), "root, another user's link in /tmp");
-        assert!(may_follow_last_link(false, 0, &tmp, &users_link), "the setting off");
-        assert!(may_follow_last_link(true, 1000, &tmp, &users_link), "the link's owner");
-        assert!(may_follow_last_link(true, 0, &plain, &users_link), "a folder not sticky");
-        assert!(may_follow_last_link(true, 0, &group_sticky, &users_link), "sticky, others may not write");
-        assert!(may_follow_last_link(true, 0, &stat(1000, 0o41777), &users_link), "the folder's owner's link");
+        assert!(refused_in_a_sticky_folder(0, &tmp, &users_link), "root, another user's link in /tmp");
+        assert!(!refused_in_a_sticky_folder(1000, &tmp, &users_link), "the link's owner");
+        assert!(!refused_in_a_sticky_folder(0, &plain, &users_link), "a folder not sticky");
+        assert!(!refused_in_a_sticky_folder(0, &group_sticky, &users_link), "sticky, others may not write");
+        assert!(!refused_in_a_sticky_folder(0, &stat(1000, 0o41777), &users_link), "the folder's owner's link");
 
-        // The kernel checks a link at the last step only: one on the way is followed either way.
-        use std::os::unix::fs::{symlink, PermissionsExt};
+        // Real links: root's own are followed, another user's are not (in a sticky folder or not, on the way or
+        // last); a user reading follows their own, and root's unless the sticky rule refuses it.
+        use std::os::unix::fs::{lchown, symlink, PermissionsExt};
         let sticky = dir.path().join("sticky");
         std::fs::create_dir(&sticky).unwrap();
         std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        for (name, target) in [("to-file", dir.path().join("file")), ("to-folder", dir.path().to_path_buf())] {
+        for (name, target, owner) in [
+            ("roots", dir.path().join("file"), 0),
+            ("users", dir.path().join("file"), 65534),
+            ("users-folder", dir.path().to_path_buf(), 65534),
+        ] {
             symlink(&target, sticky.join(name)).unwrap();
-            std::os::unix::fs::lchown(sticky.join(name), Some(65534), Some(65534)).unwrap();
+            lchown(sticky.join(name), Some(owner), Some(owner)).unwrap();
         }
-        for path in [sticky.join("to-file"), sticky.join("to-folder/file")] {
-            let kernels = rustix::fs::open(&path, o_path_flags(LastLink::Follow), rustix::fs::Mode::empty());
-            let walked = walk_without_openat2(&path, LastLink::Follow).map(|_| ()).map_err(|e| e.raw_os_error());
-            let protected = protected_symlinks();
-            let kernels = kernels.map(|_| ()).map_err(|e| Some(e.raw_os_error()));
-            assert_eq!(walked, kernels, "{} with fs.protected_symlinks {protected}", path.display());
+        assert!(walk_without_openat2(&sticky.join("roots"), LastLink::Follow).is_ok(), "root's own link");
+        for path in [sticky.join("users"), sticky.join("users-folder/file")] {
+            let refused = walk_without_openat2(&path, LastLink::Follow).map(|_| ()).unwrap_err();
+            assert!(refused.to_string().contains("a link of uid 65534"), "{}: {refused}", path.display());
         }
-        let protected = walk_with(&sticky.join("to-file"), LastLink::Follow, true).map(|_| ()).unwrap_err();
-        assert_eq!(protected.raw_os_error(), Some(nix::libc::EACCES), "{protected}");
-        assert!(walk_with(&sticky.join("to-folder/file"), LastLink::Follow, true).is_ok(), "a link on the way");
+        let handle_of = |name: &str| File::from(open_name(&handle_of_folder(&sticky), name.as_bytes(), false).unwrap());
+        let (users, roots) = (handle_of("users"), handle_of("roots"));
+        let (folder, users_stat, roots_stat) =
+            (stat_of(&sticky), stat_of(&sticky.join("users")), stat_of(&sticky.join("roots")));
+        assert_eq!(why_not_follow(&users.into(), &folder, &users_stat, 65534).unwrap(), None, "a user's own link");
+        let users_sticky = stat(1000, 0o41777);
+        let refused = why_not_follow(&roots.into(), &users_sticky, &roots_stat, 65534).unwrap();
+        assert_eq!(refused.as_deref(), Some("a link in a sticky folder"), "root's link in a user's sticky folder");
+        a_link_on_a_nosymfollow_mount_is_refused(dir.path());
+        let found_then_lost = found(Errno::NOENT);
+        assert!(found_then_lost.kind() != io::ErrorKind::NotFound, "{found_then_lost}: a file found is never missing");
     }
 
-    /// Where `openat2` is refused, the walk that stands for it resolves every path that stays off /proc as the
-    /// kernel's `open` does: the same file (or link, at a last step kept), or the same error. Trees of folders, files
+    fn handle_of_folder(folder: &Path) -> std::os::fd::OwnedFd {
+        rustix::fs::open(folder, rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())
+            .unwrap()
+    }
+
+    fn stat_of(path: &Path) -> rustix::fs::Stat {
+        rustix::fs::lstat(path).unwrap()
+    }
+
+    /// Root's own link on a mount that refuses links: refused, as `open` refuses it. Needs a tmpfs mounted here.
+    fn a_link_on_a_nosymfollow_mount_is_refused(dir: &Path) {
+        let mount_point = dir.join("nosymfollow");
+        std::fs::create_dir(&mount_point).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "nosymfollow,size=64k", "cosched-test", mount_point.to_str().unwrap()])
+            .status();
+        if !mounted.is_ok_and(|status| status.success()) {
+            eprintln!("SKIPPED: a link on a nosymfollow mount: cannot mount a tmpfs with nosymfollow here");
+            return;
+        }
+        let link = mount_point.join("link");
+        std::os::unix::fs::symlink(dir.join("file"), &link).unwrap();
+        let walked = walk_without_openat2(&link, LastLink::Follow).map(|_| ()).map_err(|e| e.to_string());
+        let kernels = rustix::fs::open(&link, rustix::fs::OFlags::PATH, rustix::fs::Mode::empty()).map(|_| ());
+        let _ = std::process::Command::new("umount").arg("-l").arg(&mount_point).status();
+        assert_eq!(kernels, Err(rustix::io::Errno::LOOP), "the kernel refuses it");
+        assert!(walked.as_ref().is_err_and(|why| why.contains("nosymfollow")), "{walked:?}");
+    }
+
+    /// Where `openat2` is refused, the walk that stands for it resolves every path that stays off /proc, through
+    /// links of the reader's own, as the kernel's `open` does: the same file (or link, at a last step kept), or the same error. Trees of folders, files
     /// and links (relative, absolute, dangling, looping, ending in "/") and paths through them are drawn at random;
     /// COSCHED_TEST_SEED replays a draw.
     #[test]
