@@ -140,15 +140,19 @@ fn walk_without_openat2(path: &Path, last_link: LastLink) -> io::Result<File> {
             continue;
         }
         let folder = rustix::fs::fstat(&at).map_err(found)?;
+        let target = rustix::fs::readlinkat(&next, "", Vec::new()).map_err(found)?;
         if let Some(why) = why_not_follow(&next, &folder, &link, nix::unistd::geteuid().as_raw())? {
-            let why = format!("reached through {why}, not followed where openat2 is refused; name the file itself");
+            let (name, target) = (String::from_utf8_lossy(&name), target.to_string_lossy());
+            let why = format!(
+                "reached through the link {name} -> {target}, {why}: not followed where openat2 is refused (an older \
+                 kernel, or a sandbox's filter); name the file itself"
+            );
             return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
         }
         links_followed += 1;
         if links_followed > MAX_LINKS {
             return Err(io::Error::from_raw_os_error(nix::libc::ELOOP));
         }
-        let target = rustix::fs::readlinkat(&next, "", Vec::new()).map_err(found)?;
         if target.as_bytes().first() == Some(&b'/') {
             at = rustix::fs::openat(rustix::fs::CWD, "/", step, Mode::empty())?;
         }
@@ -167,10 +171,11 @@ fn found(errno: rustix::io::Errno) -> io::Error {
 }
 
 /// Why the walk does not follow the link `link` (opened as `handle`) in `folder` for `follower_uid`, if it does not:
-/// a link on /proc (to open files or not); one on a mount that refuses links (`nosymfollow`); another user's (a
-/// user's link can say where root reads); or one the kernel's rule for links in sticky folders others may write
-/// would refuse with `fs.protected_symlinks` set ([`refused_in_a_sticky_folder`], taken as set, at every step). So
-/// no rule of the kernel's is needed to refuse what it would; a security module's are not consulted.
+/// it is on /proc (to open files or not), on a mount that refuses links (`nosymfollow`), or in a sticky folder others
+/// may write where the rule of `fs.protected_symlinks` refuses it ([`refused_in_a_sticky_folder`], taken as set, at
+/// every step). So the walk follows no link the kernel would refuse, but for a security module's checks, which are
+/// not consulted. Other links are followed as `openat2` follows them: a link says no more than its text, which the
+/// walk resolves a name at a time.
 fn why_not_follow(
     handle: &std::os::fd::OwnedFd,
     folder: &rustix::fs::Stat,
@@ -179,15 +184,13 @@ fn why_not_follow(
 ) -> io::Result<Option<String>> {
     const ST_NOSYMFOLLOW: u64 = 0x2000;
     if rustix::fs::fstatfs(handle).map_err(found)?.f_type == rustix::fs::PROC_SUPER_MAGIC {
-        return Ok(Some("a link on /proc".to_string()));
+        return Ok(Some("on /proc".to_string()));
     }
     if rustix::fs::fstatvfs(handle).map_err(found)?.f_flag.bits() & ST_NOSYMFOLLOW != 0 {
-        return Ok(Some("a link on a mount that refuses links (nosymfollow)".to_string()));
+        return Ok(Some("on a mount that refuses links (nosymfollow)".to_string()));
     }
-    if link.st_uid != 0 && link.st_uid != follower_uid {
-        return Ok(Some(format!("a link of uid {}", link.st_uid)));
-    }
-    Ok(refused_in_a_sticky_folder(follower_uid, folder, link).then(|| "a link in a sticky folder".to_string()))
+    let in_a_sticky_folder = refused_in_a_sticky_folder(follower_uid, folder, link);
+    Ok(in_a_sticky_folder.then(|| format!("uid {}'s in a sticky folder others may write", link.st_uid)))
 }
 
 /// `name` in the folder `at`, not followed (`O_PATH`, `O_NOFOLLOW`). A folder `on_the_way` is opened as one, so that
@@ -212,8 +215,17 @@ const PATH_MAX_BYTES: usize = 4096;
 /// owner owns it too.
 fn refused_in_a_sticky_folder(follower_uid: u32, folder: &rustix::fs::Stat, link: &rustix::fs::Stat) -> bool {
     let sticky_and_open = nix::libc::S_ISVTX | nix::libc::S_IWOTH;
-    link.st_uid != follower_uid && folder.st_mode & sticky_and_open == sticky_and_open && folder.st_uid != link.st_uid
+    // In a user namespace an owner it does not map shows as the overflow uid: that owner is nobody in particular, and
+    // matches no one (the kernel compares the real owners).
+    let same = |a: u32, b: u32| a == b && a != OVERFLOW_UID;
+    !same(link.st_uid, follower_uid)
+        && folder.st_mode & sticky_and_open == sticky_and_open
+        && !same(folder.st_uid, link.st_uid)
 }
+
+/// The uid an owner a user namespace does not map shows as (`/proc/sys/kernel/overflowuid`, which no system
+/// changes in practice).
+const OVERFLOW_UID: u32 = 65534;
 
 /// The names of a path, last first (a stack), and a final "." where it ends in "/": as for `open`, what it names
 /// must then be a folder, reached through a link at its end if there is one.
@@ -426,11 +438,11 @@ mod tests {
         }
     }
 
-    const PROC_LINK_REFUSED: &str = "reached through a link on /proc";
+    const PROC_LINK_REFUSED: &str = ", on /proc: not followed";
 
     /// Where `openat2` is refused, the walk keeps the kernel's own refusals: a path of `PATH_MAX` bytes or more
     /// (which the walk could resolve), a link the rule of `fs.protected_symlinks` refuses (at every step, whatever
-    /// the setting), and a link on a `nosymfollow` mount; and it follows no other user's link, where `open` would.
+    /// the setting), and a link on a `nosymfollow` mount.
     #[test]
     fn without_openat2_the_walk_keeps_the_kernels_refusals() {
         use rustix::io::Errno;
@@ -446,6 +458,9 @@ mod tests {
         let just_short_enough = format!("{}/file", dir.path().display());
         let padded = format!("{}{}", "/".repeat(PATH_MAX_BYTES - 1 - just_short_enough.len()), just_short_enough);
         assert!(walk_without_openat2(Path::new(&padded), LastLink::Follow).is_ok(), "PATH_MAX - 1 bytes");
+        let at_the_limit = format!("/{padded}");
+        let refused = walk_without_openat2(Path::new(&at_the_limit), LastLink::Follow).map(|_| ()).unwrap_err();
+        assert_eq!(refused.raw_os_error(), Some(nix::libc::ENAMETOOLONG), "PATH_MAX bytes");
 
         let any_stat = rustix::fs::fstat(tempfile::tempfile().unwrap()).unwrap();
         let stat = |uid: u32, mode: u32| {
@@ -461,33 +476,42 @@ mod tests {
         assert!(!refused_in_a_sticky_folder(0, &group_sticky, &users_link), "sticky, others may not write");
         assert!(!refused_in_a_sticky_folder(0, &stat(1000, 0o41777), &users_link), "the folder's owner's link");
 
-        // Real links: root's own are followed, another user's are not (in a sticky folder or not, on the way or
-        // last); a user reading follows their own, and root's unless the sticky rule refuses it.
+        // Real links: a user's link in a sticky folder others may write is not followed by root (last, on the way, or
+        // reached through root's own link), root's is; elsewhere a user's link is followed; a user reading follows
+        // their own there, and root's there only if the folder is root's. An owner shown as the overflow uid
+        // matches no one.
         use std::os::unix::fs::{lchown, symlink, PermissionsExt};
         let sticky = dir.path().join("sticky");
         std::fs::create_dir(&sticky).unwrap();
         std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        for (name, target, owner) in [
-            ("roots", dir.path().join("file"), 0),
-            ("users", dir.path().join("file"), 65534),
-            ("users-folder", dir.path().to_path_buf(), 65534),
-        ] {
-            symlink(&target, sticky.join(name)).unwrap();
-            lchown(sticky.join(name), Some(owner), Some(owner)).unwrap();
+        let owned_link = |target: &Path, link: &Path, owner: u32| {
+            symlink(target, link).unwrap();
+            lchown(link, Some(owner), Some(owner)).unwrap();
+        };
+        owned_link(&dir.path().join("file"), &sticky.join("roots"), 0);
+        owned_link(&dir.path().join("file"), &sticky.join("users"), 1000);
+        owned_link(dir.path(), &sticky.join("users-folder"), 1000);
+        owned_link(&sticky.join("users"), &dir.path().join("roots-to-users"), 0);
+        owned_link(&dir.path().join("file"), &dir.path().join("users-elsewhere"), 1000);
+        for followed in [sticky.join("roots"), dir.path().join("users-elsewhere")] {
+            assert!(walk_without_openat2(&followed, LastLink::Follow).is_ok(), "{}", followed.display());
         }
-        assert!(walk_without_openat2(&sticky.join("roots"), LastLink::Follow).is_ok(), "root's own link");
-        for path in [sticky.join("users"), sticky.join("users-folder/file")] {
-            let refused = walk_without_openat2(&path, LastLink::Follow).map(|_| ()).unwrap_err();
-            assert!(refused.to_string().contains("a link of uid 65534"), "{}: {refused}", path.display());
+        for path in [sticky.join("users"), sticky.join("users-folder/file"), dir.path().join("roots-to-users")] {
+            let refused = walk_without_openat2(&path, LastLink::Follow).map(|_| ()).unwrap_err().to_string();
+            assert!(refused.contains("uid 1000's in a sticky folder"), "{}: {refused}", path.display());
+            assert!(refused.contains(&format!("-> {}", dir.path().display())), "names the link's target: {refused}");
         }
         let handle_of = |name: &str| File::from(open_name(&handle_of_folder(&sticky), name.as_bytes(), false).unwrap());
         let (users, roots) = (handle_of("users"), handle_of("roots"));
         let (folder, users_stat, roots_stat) =
             (stat_of(&sticky), stat_of(&sticky.join("users")), stat_of(&sticky.join("roots")));
-        assert_eq!(why_not_follow(&users.into(), &folder, &users_stat, 65534).unwrap(), None, "a user's own link");
+        assert_eq!(why_not_follow(&users.into(), &folder, &users_stat, 1000).unwrap(), None, "a user's own link");
         let users_sticky = stat(1000, 0o41777);
-        let refused = why_not_follow(&roots.into(), &users_sticky, &roots_stat, 65534).unwrap();
-        assert_eq!(refused.as_deref(), Some("a link in a sticky folder"), "root's link in a user's sticky folder");
+        let refused = why_not_follow(&roots.into(), &users_sticky, &roots_stat, 1000).unwrap();
+        assert_eq!(refused.as_deref(), Some("uid 0's in a sticky folder others may write"), "in a user's folder");
+        let unmapped_link = stat(OVERFLOW_UID, 0o120777);
+        assert!(refused_in_a_sticky_folder(OVERFLOW_UID, &tmp, &unmapped_link), "unmapped owners are no one");
+        assert!(refused_in_a_sticky_folder(0, &stat(OVERFLOW_UID, 0o41777), &unmapped_link), "nor the folder's");
         a_link_on_a_nosymfollow_mount_is_refused(dir.path());
         let found_then_lost = found(Errno::NOENT);
         assert!(found_then_lost.kind() != io::ErrorKind::NotFound, "{found_then_lost}: a file found is never missing");
@@ -522,10 +546,10 @@ mod tests {
         assert!(walked.as_ref().is_err_and(|why| why.contains("nosymfollow")), "{walked:?}");
     }
 
-    /// Where `openat2` is refused, the walk that stands for it resolves every path that stays off /proc, through
-    /// links of the reader's own, as the kernel's `open` does: the same file (or link, at a last step kept), or the same error. Trees of folders, files
-    /// and links (relative, absolute, dangling, looping, ending in "/") and paths through them are drawn at random;
-    /// COSCHED_TEST_SEED replays a draw.
+    /// Where `openat2` is refused, the walk that stands for it resolves every path that stays off /proc and out of
+    /// sticky folders as the kernel's `open` does: the same file (or link, at a last step kept), or the same error.
+    /// Trees of folders, files and links (relative, absolute, dangling, looping, ending in "/") and paths through them
+    /// are drawn at random; COSCHED_TEST_SEED replays a draw.
     #[test]
     fn the_walk_resolves_as_open_on_paths_drawn_at_random() {
         let seed = std::env::var("COSCHED_TEST_SEED").ok().map(|s| s.parse().unwrap()).unwrap_or_else(|| {
