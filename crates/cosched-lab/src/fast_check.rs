@@ -661,10 +661,10 @@ mod tests {
             jitter: None,
         };
         let given_no_window = check_with(FastSettings::default());
-        assert_eq!(validated_bound(&given_no_window, "DCS-SY"), Some(0.232), "1 s windows");
+        assert_eq!(validated_bound(&given_no_window, "PB-SY"), Some(0.339), "1 s windows");
         assert_eq!(validated_bound(&given_no_window, "SB"), Some(0.222), "the default window");
         let given_200_ms = check_with(FastSettings { validated_window: false, ..FastSettings::default() });
-        assert_eq!(validated_bound(&given_200_ms, "DCS-SY"), Some(0.398));
+        assert_eq!(validated_bound(&given_200_ms, "PB-SY"), Some(0.723));
         let given_another_guard = check_with(FastSettings { guard_ns: 5_000_000, ..FastSettings::default() });
         assert_eq!(validated_bound(&given_another_guard, "SB"), None, "bounds hold with the default guard only");
     }

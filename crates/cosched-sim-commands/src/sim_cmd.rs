@@ -293,8 +293,7 @@ pub struct FastFlags {
     pub fast_warmup_ms: f64,
     /// Fast mode: the measurement window, ms (gang schemes: rounded up to whole cycles of the rows) [default:
     /// 200, or another the scheme was measured with where its bound is clearly smaller: 1000 for SB, SY and PB-SB on
-    /// one-CPU MLFQ nodes, 1000 for DCS-SY and PB-SY on one-CPU EEVDF nodes, 30000 for DCS on EEVDF nodes of four
-    /// CPUs]
+    /// one-CPU MLFQ nodes, 1000 for PB-SY on one-CPU EEVDF nodes]
     #[arg(long, help_heading = "Fast mode")]
     pub fast_window_ms: Option<f64>,
     /// Fast mode: exact simulation kept before each job's predicted end, ms.
@@ -1117,14 +1116,14 @@ mod tests {
             let flags: Vec<&str> = std::iter::once("--fast").chain(words.iter().map(String::as_str)).collect();
             assert_eq!(parse(&flags).fast_settings(), Ok(Some(fast)), "{words:?}");
         }
-        // The settings a DCS-SY run on EEVDF nodes took with no window given: 1 s, spelled out, the same run again.
-        let dcs_sy =
-            SimConfig { scheme: "DCS-SY".parse().unwrap(), node_scheduler: OsScheduler::Eevdf, ..Default::default() };
-        let took = default.for_run(&dcs_sy);
+        // The settings a PB-SY run on EEVDF nodes took with no window given: 1 s, spelled out, the same run again.
+        let pb_sy =
+            SimConfig { scheme: "PB-SY".parse().unwrap(), node_scheduler: OsScheduler::Eevdf, ..Default::default() };
+        let took = default.for_run(&pb_sy);
         let words = FastFlags::arguments_for(&took);
         assert_eq!(words, ["--fast-window-ms", "1000"]);
         let again = parse(&["--fast", "--fast-window-ms", "1000"]).fast_settings().unwrap().unwrap();
-        assert_eq!(again.for_run(&dcs_sy).window_ns, took.window_ns);
+        assert_eq!(again.for_run(&pb_sy).window_ns, took.window_ns);
     }
 
     fn json(config: &SimConfig) -> serde_json::Value {
