@@ -546,6 +546,30 @@ mod tests {
         assert!(walked.as_ref().is_err_and(|why| why.contains("nosymfollow")), "{walked:?}");
     }
 
+    /// The walk judges a link as the reader it runs as: root follows its own link in a user's sticky folder, and a
+    /// user (here a test thread that gave up root) does not, as the kernel's rule has it.
+    #[test]
+    fn the_walk_judges_links_as_the_reader_it_runs_as() {
+        use std::os::unix::fs::{chown, symlink, PermissionsExt};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (file, _) = file_and_link_to_it(dir.path());
+        let sticky = dir.path().join("sticky");
+        std::fs::create_dir(&sticky).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        chown(&sticky, Some(1001), Some(1001)).unwrap();
+        let roots = sticky.join("roots");
+        symlink(&file, &roots).unwrap();
+        assert!(walk_without_openat2(&roots, LastLink::Follow).is_ok(), "root's own link");
+        let as_a_user = std::thread::spawn(move || {
+            let user = rustix::thread::Uid::from_raw(1000);
+            rustix::thread::set_thread_res_uid(user, user, user).unwrap();
+            walk_without_openat2(&roots, LastLink::Follow).map(|_| ()).map_err(|e| e.to_string())
+        });
+        let refused = as_a_user.join().unwrap();
+        assert!(refused.as_ref().is_err_and(|why| why.contains("uid 0's in a sticky folder")), "{refused:?}");
+    }
+
     /// Where `openat2` is refused, the walk that stands for it resolves every path that stays off /proc and out of
     /// sticky folders as the kernel's `open` does: the same file (or link, at a last step kept), or the same error.
     /// Trees of folders, files and links (relative, absolute, dangling, looping, ending in "/") and paths through them
