@@ -114,8 +114,8 @@ const MAX_LINKS: usize = 40;
 /// runs on the path: it would cross /proc's links to other processes' open files and folders (what `openat2`'s
 /// `RESOLVE_NO_MAGICLINKS` refuses) before anything could refuse them, into another mount namespace's mounts, a
 /// stalled one included. Nor does the walk follow every link `open` would: only one the kernel's own rules could not
-/// refuse, and that no other user made ([`why_not_follow`]); any other is refused with
-/// [`io::ErrorKind::InvalidInput`], saying why. Like `open`, it refuses a path of `PATH_MAX` bytes or more, follows
+/// refuse, whatever their settings ([`why_not_follow`]); any other is refused with [`io::ErrorKind::InvalidInput`],
+/// naming it. Like `open`, it refuses a path of `PATH_MAX` bytes or more, follows
 /// at most 40 links, and opens a folder on the way as a folder (which mounts an automounted one). NotFound comes
 /// only from a name's lookup, never from a file found.
 fn walk_without_openat2(path: &Path, last_link: LastLink) -> io::Result<File> {
