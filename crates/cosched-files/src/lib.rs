@@ -537,13 +537,22 @@ mod tests {
             eprintln!("SKIPPED: a link on a nosymfollow mount: cannot mount a tmpfs with nosymfollow here");
             return;
         }
+        let _unmounted_even_on_a_panic = Unmount(mount_point.clone());
         let link = mount_point.join("link");
         std::os::unix::fs::symlink(dir.join("file"), &link).unwrap();
         let walked = walk_without_openat2(&link, LastLink::Follow).map(|_| ()).map_err(|e| e.to_string());
         let kernels = rustix::fs::open(&link, rustix::fs::OFlags::PATH, rustix::fs::Mode::empty()).map(|_| ());
-        let _ = std::process::Command::new("umount").arg("-l").arg(&mount_point).status();
         assert_eq!(kernels, Err(rustix::io::Errno::LOOP), "the kernel refuses it");
         assert!(walked.as_ref().is_err_and(|why| why.contains("nosymfollow")), "{walked:?}");
+    }
+
+    /// A test's mount, unmounted when the test ends, however it ends.
+    struct Unmount(std::path::PathBuf);
+
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
     }
 
     /// The walk judges a link as the reader it runs as: root follows its own link in a user's sticky folder, and a
