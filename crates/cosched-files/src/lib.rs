@@ -84,6 +84,7 @@ fn path_handle_with(path: &Path, last_link: LastLink, openat2: impl Fn(&Path) ->
     }
 }
 
+/// A handle that opens nothing (`O_PATH`), closed on exec, through a link at the last step or not.
 fn o_path_flags(last_link: LastLink) -> rustix::fs::OFlags {
     let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
     match last_link {
@@ -119,7 +120,7 @@ const MAX_LINKS: usize = 40;
 /// at most 40 links, and opens a folder on the way as a folder (which mounts an automounted one). NotFound comes
 /// only from a name's lookup, never from a file found.
 fn walk_without_openat2(path: &Path, last_link: LastLink) -> io::Result<File> {
-    use rustix::fs::{FileType, Mode, OFlags};
+    use rustix::fs::{FileType, Mode};
     let bytes = path.as_os_str().as_encoded_bytes();
     if bytes.is_empty() {
         return Err(io::Error::from_raw_os_error(nix::libc::ENOENT));
@@ -127,7 +128,7 @@ fn walk_without_openat2(path: &Path, last_link: LastLink) -> io::Result<File> {
     if bytes.len() >= PATH_MAX_BYTES {
         return Err(io::Error::from_raw_os_error(nix::libc::ENAMETOOLONG));
     }
-    let step = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let step = o_path_flags(LastLink::Refuse);
     let mut at = rustix::fs::openat(rustix::fs::CWD, if bytes[0] == b'/' { "/" } else { "." }, step, Mode::empty())?;
     let mut names_left = names_reversed(bytes);
     let mut links_followed = 0;
@@ -197,7 +198,7 @@ fn why_not_follow(
 /// an automount point mounts (opened plainly, it stays empty); a link there is opened plainly, to be followed.
 fn open_name(at: &std::os::fd::OwnedFd, name: &[u8], on_the_way: bool) -> rustix::io::Result<std::os::fd::OwnedFd> {
     use rustix::fs::{Mode, OFlags};
-    let step = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let step = o_path_flags(LastLink::Refuse);
     match on_the_way {
         true => match rustix::fs::openat(at, name, step | OFlags::DIRECTORY, Mode::empty()) {
             Err(rustix::io::Errno::NOTDIR) => rustix::fs::openat(at, name, step, Mode::empty()),
@@ -518,8 +519,7 @@ mod tests {
     }
 
     fn handle_of_folder(folder: &Path) -> std::os::fd::OwnedFd {
-        rustix::fs::open(folder, rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC, rustix::fs::Mode::empty())
-            .unwrap()
+        rustix::fs::open(folder, o_path_flags(LastLink::Follow), rustix::fs::Mode::empty()).unwrap()
     }
 
     fn stat_of(path: &Path) -> rustix::fs::Stat {
@@ -605,11 +605,7 @@ mod tests {
                 }
                 for last_link in [LastLink::Follow, LastLink::Refuse] {
                     let walked = walk_without_openat2(Path::new(&path), last_link);
-                    let mut flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC;
-                    if last_link == LastLink::Refuse {
-                        flags |= rustix::fs::OFlags::NOFOLLOW;
-                    }
-                    let opened = rustix::fs::open(path.as_str(), flags, rustix::fs::Mode::empty());
+                    let opened = rustix::fs::open(path.as_str(), o_path_flags(last_link), rustix::fs::Mode::empty());
                     let identity = |f: &File| f.metadata().map(|m| (m.dev(), m.ino())).unwrap();
                     let walked = walked.as_ref().map(identity).map_err(|e| e.raw_os_error());
                     let opened = opened.map(File::from).as_ref().map(identity).map_err(|e| Some(e.raw_os_error()));
