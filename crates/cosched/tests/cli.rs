@@ -1067,7 +1067,7 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
 }
 
 /// `--fast-reuse-kind-rates`: under GS, jobs of a kind seen often enough take its rate; the run says how many, and
-/// claims no bound (every bound was measured without it).
+/// claims the bound measured with it. Under another scheme it does nothing and no bound was measured with it.
 #[test]
 fn a_fast_gs_run_may_reuse_its_kinds_rates_and_says_so() {
     let dir = scratch("fast-kinds");
@@ -1082,14 +1082,20 @@ fn a_fast_gs_run_may_reuse_its_kinds_rates_and_says_so() {
     let reused = fast["reused_kind_rates"].as_u64().unwrap_or(0);
     assert!(reused > 0, "{fast}");
     assert_eq!(fast["settings"]["reuse_kind_rates"], true);
-    assert_eq!(fast["not_validated"], serde_json::json!({ "reason": "settings" }));
+    assert_eq!(fast["validated_error"], 0.301, "{fast}");
     let printed = String::from_utf8_lossy(&o.stdout);
-    assert!(printed.contains(&format!(", {reused} jobs took their kind's rate; not validated")), "{printed}");
+    assert!(printed.contains(&format!(", {reused} jobs took their kind's rate; validated within 30.1 %")), "{printed}");
     assert!(
         stderr(&o).contains("check with `cosched bench fast --schemes GS --fast-reuse-kind-rates`"),
         "{}",
         stderr(&o)
     );
+    let other = dir.join("other-scheme");
+    let sb = ["--schemes", "SB", "--fast", "--fast-reuse-kind-rates"];
+    let o = cosched(&[&["sim", "-q", "--out", other.to_str().unwrap()][..], &flags[..8], &sb].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_slice(&read(&other.join("summary.json"))).unwrap();
+    assert_eq!(json["results"][0]["fast_mode"]["not_validated"], serde_json::json!({ "reason": "settings" }));
 }
 
 #[test]
