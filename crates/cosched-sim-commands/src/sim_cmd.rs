@@ -305,8 +305,8 @@ pub struct FastFlags {
     pub fast_min_iterations: u64,
     /// Fast mode under GS on one-CPU nodes: a job takes the rate earlier jobs of its kind (tasks and program) were
     /// measured at, once 8 were, instead of a window of its own; every 8th is still measured. About 4 times faster
-    /// on a site's log, with bounds of its own measured there; elsewhere the run reports no bound (docs/fast-mode.md,
-    /// "Rates reused by job kind").
+    /// on a site's log. It has bounds of its own under GS on one-CPU nodes (a little wider than without); elsewhere the
+    /// run reports no bound (docs/fast-mode.md, "Rates reused by job kind").
     #[arg(long, help_heading = "Fast mode")]
     pub fast_reuse_kind_rates: bool,
 }
