@@ -289,9 +289,9 @@ fn a_draw_never_writes_into_a_folder_another_user_made() {
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "root wrote into another user's folder through '..'");
 }
 
-/// Fast mode's bounds were measured on the default machine model, FCFS, skew 0.2 and MPL 2 or 5: a fast run on a
-/// measured machine or with other such settings reports none, says why, and points to the `bench fast` that
-/// measures it there where one can.
+/// Fast mode's bounds were measured on the default machine model, FCFS (backfilling for GS only), skew 0.2 and MPL 2
+/// or 5: a fast run on a measured machine or with other such settings reports none, says why, and points to the
+/// `bench fast` that measures it there where one can.
 #[test]
 fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -325,10 +325,16 @@ fn fast_mode_on_a_measured_machine_has_no_bound_until_bench_fast_measures_it() {
     assert!(said.contains("not validated at this MPL, only at 2 and 5"), "{said}");
     // SB takes 1 s windows on these nodes when given none; the command spells the window out.
     assert!(said.contains("check with `cosched bench fast --schemes SB --mpl 3 --fast-window-ms 1000`"), "{said}");
-    let (said, reason) = sim("easy", &["--backfill", "easy", "--skew", "0.5"]);
+    let (said, reason) = sim("easy", &["--backfill", "easy"]);
     assert_eq!(reason, "unmeasured", "{said}");
+    let easy = "check with `cosched bench fast --schemes SB --backfill easy --fast-window-ms 1000`";
+    assert!(
+        said.contains("with backfilling for this scheme on these nodes, only for GS") && said.contains(easy),
+        "{said}"
+    );
+    let (said, _) = sim("easy-skew", &["--backfill", "easy", "--skew", "0.5"]);
     let easy = "check with `cosched bench fast --schemes SB --skew 0.5 --backfill easy --fast-window-ms 1000`";
-    assert!(said.contains("only with the study's FCFS queue") && said.contains(easy), "{said}");
+    assert!(said.contains("not validated with this skew") && said.contains(easy), "{said}");
     for horizon in [&["--horizon-s", "5"][..], &["--horizon-s", "5", "--mpl", "3"]] {
         let (said, reason) = sim("horizon", horizon);
         assert_eq!(reason, "unmeasured", "{said}");
