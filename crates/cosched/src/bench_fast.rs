@@ -56,7 +56,7 @@ pub struct BenchFastArgs {
     #[arg(long, default_value_t = SimConfig::default().skew)]
     pub skew: f64,
     /// The queue behind a job that does not fit, as `sim --backfill`: none (strict FCFS, as the bounds were
-    /// measured), easy or conservative (measured for GS only).
+    /// measured), easy or conservative (measured for GS on one-CPU nodes only).
     #[arg(long, default_value = "none", value_parser = parse_backfill)]
     pub backfill: Backfill,
     /// Jobs of the Lublin-Feitelson model per workload.

@@ -183,14 +183,15 @@ const VALIDATED_ERRORS: &[Validated] = &[
 const WITH_KIND_RATES: &[Validated] = &[measured("GS", 0.301, 0.093)];
 
 /// Fast mode's error under GS on one-CPU nodes with EASY backfilling (`--backfill easy`), with the default window:
-/// the same workloads, the same day and rule, and a fresh draw of eight seeds of 400 jobs at load 0.9 and MPL 5
-/// (docs/fast-mode.md, "GS with backfilling"). 11.6 % in stable runs is the third 400-job draw; 41.3 % in saturated
-/// ones the drawn sweep's load 1.4 on three seeds, where one run the exact engine keeps stable is judged saturated in
-/// fast mode. The placement that makes FCFS's 29.7 % does not happen with EASY.
+/// GS's workloads as for [`WITH_KIND_RATES`] (not its fresh draws), the same day and rule, and a fresh draw of eight
+/// seeds of 400 jobs at load 0.9 and MPL 5 of its own (docs/fast-mode.md, "GS with backfilling"). 11.6 % in stable
+/// runs is the third 400-job draw; 41.3 % in saturated ones the MPL 2 sweep on three seeds at load 1.4, where one run
+/// the exact engine keeps stable is judged saturated in fast mode. The run that makes FCFS's 29.7 % (28.3 % off,
+/// placements parted) is 0.2 % off with EASY.
 const WITH_EASY_BACKFILLING: &[Validated] = &[measured("GS", 0.116, 0.413)];
 
 /// As [`WITH_EASY_BACKFILLING`], with conservative backfilling (`--backfill conservative`): 7.9 % in stable runs (the
-/// drawn MPL 2 sweep of four seeds at load 0.9), 0.8 % in saturated ones.
+/// drawn MPL 2 sweep of four seeds at load 0.9); 0.8 % in saturated ones, so a saturated run reports the stable 7.9 %.
 const WITH_CONSERVATIVE_BACKFILLING: &[Validated] = &[measured("GS", 0.079, 0.008)];
 
 /// The MLFQ's raise of every process to the top level comes once a second (`--raise-period-ms`): a window of
