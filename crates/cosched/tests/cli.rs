@@ -1067,15 +1067,15 @@ fn fast_windows_are_written_on_request_and_change_nothing() {
 }
 
 /// `--fast-reuse-kind-rates`: under GS, jobs of a kind seen often enough take its rate; the run says how many, and
-/// claims the bound measured with it. Under another scheme it does nothing and no bound was measured with it.
+/// claims the bound measured with it. Under another scheme it does nothing and no bound was measured with it. GS with
+/// EASY backfilling has bounds of its own too, the flag and a queue together none.
 #[test]
-fn a_fast_gs_run_may_reuse_its_kinds_rates_and_says_so() {
+fn a_fast_gs_run_may_reuse_its_kinds_rates_or_backfill_and_says_so() {
     let dir = scratch("fast-kinds");
     let out = dir.join("run");
     let flags = ["--workload", "WL1", "--jobs", "80", "--nodes", "8", "--runtime-scale", "0.05", "--schemes", "GS"];
-    let o = cosched(
-        &[&["sim", "-q", "--out", out.to_str().unwrap()][..], &flags, &["--fast", "--fast-reuse-kind-rates"]].concat(),
-    );
+    let kinds = "--fast-reuse-kind-rates";
+    let o = cosched(&[&["sim", "-q", "--out", out.to_str().unwrap()][..], &flags, &["--fast", kinds]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
     let json: serde_json::Value = serde_json::from_slice(&read(&out.join("summary.json"))).unwrap();
     let fast = &json["results"][0]["fast_mode"];
@@ -1096,6 +1096,18 @@ fn a_fast_gs_run_may_reuse_its_kinds_rates_and_says_so() {
     assert!(o.status.success(), "{}", stderr(&o));
     let json: serde_json::Value = serde_json::from_slice(&read(&other.join("summary.json"))).unwrap();
     assert_eq!(json["results"][0]["fast_mode"]["not_validated"], serde_json::json!({ "reason": "settings" }));
+    // With a backfilling queue GS has bounds of its own; the flag and a queue together were never measured.
+    for (name, extra, stable_bound) in [("easy", &["--fast"][..], Some(0.116)), ("both", &["--fast", kinds][..], None)]
+    {
+        let run = dir.join(name);
+        let easy = ["--backfill", "easy", "--out", run.to_str().unwrap()];
+        let o = cosched(&[&["sim", "-q"][..], &flags, &easy, extra].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let json: serde_json::Value = serde_json::from_slice(&read(&run.join("summary.json"))).unwrap();
+        let result = &json["results"][0];
+        assert_eq!(result["saturation"]["saturated"], false, "{name}: the bound below is the stable one");
+        assert_eq!(result["fast_mode"]["validated_error"].as_f64(), stable_bound, "{name}: {}", result["fast_mode"]);
+    }
 }
 
 #[test]
